@@ -1,0 +1,161 @@
+// The core's whole public ABI. Every export takes and returns plain integers; bytes go
+// through the exchange buffers whose addresses the first exports give. See README.md
+// beside this file for the contract, the call order and the outcome codes.
+import { IO_BUF, IO_CAP, KEY_INNER, KEY_OUTER, PATH_BUF, PATH_CAP, RESULT_BUF, TOKEN_BUF, TOKEN_CAP, state } from './layout';
+import { hmacSha256 as hmac, hmacStates, sha256 as hash } from './sha256';
+import { Outcome } from './outcome';
+import { requestPathValid } from './paths';
+import { grantAdd as addGrant, grantsInit } from './grants';
+import { issueToken, revokeToken, tokensInit, verifyToken } from './token';
+import {
+  MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, restoreSerials as restore, revocationsInit, sweep as sweepWindow,
+} from './revocations';
+import { generate } from './password';
+
+const ABI_VERSION: u32 = 1;
+const BEARER_LEN: usize = 7;
+
+/** The ABI version; a host refuses a core whose version it does not speak. */
+export function abiVersion(): u32 {
+  return ABI_VERSION;
+}
+
+/**
+ * Sets the core up, once, before any other call but the buffer and hash exports: a ring
+ * of 2^windowLog2 (12..30) revocation bits. 0 on success; -1 if the size is out of range
+ * or the core was already set up.
+ */
+export function init(windowLog2: u32): i32 {
+  if (state.initialized != 0 || windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) return -1;
+  tokensInit();
+  grantsInit();
+  revocationsInit(windowLog2);
+  state.initialized = 1;
+  return 0;
+}
+
+export function tokenBuffer(): usize { return TOKEN_BUF; }
+export function tokenCapacity(): usize { return TOKEN_CAP; }
+export function pathBuffer(): usize { return PATH_BUF; }
+export function pathCapacity(): usize { return PATH_CAP; }
+export function ioBuffer(): usize { return IO_BUF; }
+export function ioCapacity(): usize { return IO_CAP; }
+export function resultBuffer(): usize { return RESULT_BUF; }
+
+/** SHA-256 of the first `len` bytes of the io buffer, into the result buffer. */
+export function sha256(len: usize): void {
+  hash(IO_BUF, min(len, IO_CAP), RESULT_BUF);
+}
+
+/** HMAC-SHA256 with the key and then the message in the io buffer, into the result buffer. */
+export function hmacSha256(keyLen: usize, msgLen: usize): void {
+  if (keyLen + msgLen > IO_CAP) unreachable();
+  hmac(IO_BUF, keyLen, IO_BUF + keyLen, msgLen, RESULT_BUF);
+}
+
+/** Takes the token key (1..64 bytes) from the io buffer. 0 on success, -1 on a bad length. */
+export function setKey(len: usize): i32 {
+  if (len == 0 || len > 64) return -1;
+  hmacStates(IO_BUF, len, KEY_INNER, KEY_OUTER);
+  state.keySet = 1;
+  return 0;
+}
+
+/** The password generation: tokens verify only in the generation they were issued in. */
+export function generation(): u32 { return state.generation; }
+
+/** Restores the generation at start. */
+export function setGeneration(generation: u32): void { state.generation = generation; }
+
+/** Starts a new generation (a password change); returns it. */
+export function bumpGeneration(): u32 {
+  if (state.generation == u32.MAX_VALUE) unreachable();
+  state.generation += 1;
+  return state.generation;
+}
+
+/**
+ * Interns the endpoint list in the io buffer (entries each ending in `\n`). Returns the
+ * grant id, or -1 empty, -2 over 128 entries, -3 table full, -4 bad entry, -5 entry over
+ * 1024 bytes; for -4 and -5 the entry's index is the first u32 of the result buffer.
+ */
+export function grantAdd(len: usize): i32 {
+  return addGrant(IO_BUF, min(len, IO_CAP));
+}
+
+export function grantCount(): u32 { return state.grantCount; }
+export function nextSerial(): u64 { return state.nextSerial; }
+export function floor(): u64 { return state.floor; }
+
+/**
+ * After a restart: serials below `floor` are known expired, serials below `nextSerial`
+ * were issued and expire by `expiryBound`. 0, or -1 when that does not fit the window.
+ */
+export function restoreSerials(floor: u64, nextSerial: u64, expiryBound: u64): i32 {
+  return restore(floor, nextSerial, expiryBound);
+}
+
+/**
+ * Issues a token for a grant, valid for `lifetime` seconds from `now`, into the token
+ * buffer; its claims go to the result buffer. Returns the token's length (76), or -1
+ * unknown grant, -2 too many live tokens, -3 bad time or lifetime, -4 no key set.
+ */
+export function issue(grant: u32, now: i64, lifetime: u32): i32 {
+  return issueToken(grant, now, lifetime, TOKEN_BUF);
+}
+
+/** Checks the token text in the token buffer against the path in the path buffer. */
+export function verify(tokenLen: usize, pathLen: usize, now: i64): Outcome {
+  if (tokenLen > TOKEN_CAP || pathLen > PATH_CAP) return Outcome.Malformed;
+  return verifyToken(TOKEN_BUF, tokenLen, PATH_BUF, pathLen, now);
+}
+
+/**
+ * The gate: the path in the path buffer, and the raw `Authorization` header value in
+ * the token buffer (length 0 when the request had none). Checks the path rules, then
+ * the `Bearer ` scheme (any case), then the token.
+ */
+export function authorize(headerLen: usize, pathLen: usize, now: i64): Outcome {
+  if (pathLen > PATH_CAP || !requestPathValid(PATH_BUF, pathLen)) return Outcome.BadPath;
+  if (headerLen == 0) return Outcome.NoToken;
+  if (headerLen > TOKEN_CAP || headerLen < BEARER_LEN) return Outcome.BadHeader;
+  // "bearer" in lower case, little-endian, plus a space: the scheme is case-insensitive.
+  const scheme = (load<u32>(TOKEN_BUF) | 0x20202020) == 0x72616562 && (load<u16>(TOKEN_BUF, 4) | 0x2020) == 0x7265;
+  if (!scheme || load<u8>(TOKEN_BUF, 6) != 0x20) return Outcome.BadHeader;
+  return verifyToken(TOKEN_BUF + BEARER_LEN, headerLen - BEARER_LEN, PATH_BUF, pathLen, now);
+}
+
+/** Valid when the path in the path buffer may be served, BadPath otherwise. */
+export function checkPath(pathLen: usize): Outcome {
+  return pathLen <= PATH_CAP && requestPathValid(PATH_BUF, pathLen) ? Outcome.Valid : Outcome.BadPath;
+}
+
+/**
+ * Revokes the token in the token buffer if it is valid now (for any path). Valid means
+ * this call revoked it and its claims are in the result buffer; anything else, nothing
+ * changed.
+ */
+export function revoke(tokenLen: usize, now: i64): Outcome {
+  if (tokenLen > TOKEN_CAP) return Outcome.Malformed;
+  return revokeToken(TOKEN_BUF, tokenLen, now);
+}
+
+/** Replays a stored revocation at start: 0 marked, 1 already expired (dropped), -1 never issued. */
+export function revokeSerial(serial: u64): i32 {
+  return markRevoked(serial);
+}
+
+/** Forgets revocations of tokens that have all expired by `now`. */
+export function sweep(now: i64): void {
+  sweepWindow(now);
+}
+
+/**
+ * A random password of `length` (1..512) letters and digits, into the token buffer,
+ * from `entropyLen` bytes in the io buffer. Returns `length`; -1 when the entropy ran out
+ * (call again with more), -2 on a bad length.
+ */
+export function generatePassword(entropyLen: usize, length: usize): i32 {
+  if (length == 0 || length > TOKEN_CAP || entropyLen > IO_CAP) return -2;
+  return generate(IO_BUF, entropyLen, length, TOKEN_BUF);
+}

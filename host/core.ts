@@ -1,0 +1,372 @@
+// The one module of the host that touches the Wasm core. Everything else in the host goes
+// through the `Core` class below; nothing else reads or writes Wasm memory.
+//
+// The ABI it wraps is documented in assembly/README.md.
+import { readFileSync } from 'node:fs';
+import { webcrypto } from 'node:crypto';
+import { instantiateSync } from '@assemblyscript/loader';
+
+/** Outcomes of a token check. Same numbers as `Outcome` in assembly/outcome.ts. */
+export enum Outcome {
+  Valid = 0,
+  Malformed = 1,
+  BadSignature = 2,
+  Expired = 3,
+  Revoked = 4,
+  EarlierGeneration = 5,
+  NotGranted = 6,
+  NoToken = 7,
+  BadHeader = 8,
+  BadPath = 9,
+}
+
+export const OUTCOME_NAMES: readonly string[] = [
+  'valid', 'malformed', 'bad signature', 'expired', 'revoked',
+  'earlier generation', 'not granted', 'no token', 'bad header', 'bad path',
+];
+
+/** What a token says about itself, read back after `issue` and `revoke`. */
+export interface Claims {
+  serial: number;
+  expiry: number;
+  generation: number;
+  grant: number;
+}
+
+/** Why the core refused an endpoint list. */
+export class GrantError extends Error {
+  constructor(message: string, readonly entry?: number) {
+    super(message);
+    this.name = 'GrantError';
+  }
+}
+
+/** Raised by `issue` when no token can be made; the message is safe to show a client. */
+export class IssueError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'IssueError';
+  }
+}
+
+export const TOKEN_LENGTH = 76;
+export const MAX_ENDPOINTS = 128;
+export const MAX_ENDPOINT_LENGTH = 1024;
+export const GENERATED_PASSWORD_LENGTH = 32;
+const DEFAULT_WINDOW_LOG2 = 22;
+
+interface Exports extends Record<string, unknown> {
+  memory: WebAssembly.Memory;
+  abiVersion(): number;
+  init(windowLog2: number): number;
+  tokenBuffer(): number;
+  tokenCapacity(): number;
+  pathBuffer(): number;
+  pathCapacity(): number;
+  ioBuffer(): number;
+  ioCapacity(): number;
+  resultBuffer(): number;
+  sha256(len: number): void;
+  hmacSha256(keyLen: number, msgLen: number): void;
+  setKey(len: number): number;
+  generation(): number;
+  setGeneration(generation: number): void;
+  bumpGeneration(): number;
+  grantAdd(len: number): number;
+  grantCount(): number;
+  nextSerial(): bigint;
+  floor(): bigint;
+  restoreSerials(floor: bigint, nextSerial: bigint, expiryBound: bigint): number;
+  issue(grant: number, now: bigint, lifetime: number): number;
+  verify(tokenLen: number, pathLen: number, now: bigint): number;
+  authorize(headerLen: number, pathLen: number, now: bigint): number;
+  checkPath(pathLen: number): number;
+  revoke(tokenLen: number, now: bigint): number;
+  revokeSerial(serial: bigint): number;
+  sweep(now: bigint): void;
+  generatePassword(entropyLen: number, length: number): number;
+}
+
+const GRANT_ERRORS: Record<number, string> = {
+  [-1]: 'endpoints must not be empty',
+  [-2]: `endpoints may hold at most ${MAX_ENDPOINTS} entries`,
+  [-3]: 'the node holds too many distinct endpoint lists; reuse an existing one',
+};
+
+const ISSUE_ERRORS: Record<number, string> = {
+  [-1]: 'unknown endpoint grant',
+  [-2]: 'too many live tokens; revoke some or wait for them to expire',
+  [-3]: 'the token lifetime must be at least one second',
+};
+
+let compiled: WebAssembly.Module | undefined;
+
+function coreModule(): WebAssembly.Module {
+  compiled ??= new WebAssembly.Module(readFileSync(new URL('../core.wasm', import.meta.url)));
+  return compiled;
+}
+
+/**
+ * One instance of the Wasm core with its own state. Time is passed in as Unix seconds,
+ * entropy is drawn here from the platform's CSPRNG and handed to the core.
+ */
+export class Core {
+  private readonly x: Exports;
+  private bytes: Uint8Array;
+  private view: DataView;
+  private readonly tokenPtr: number;
+  private readonly pathPtr: number;
+  private readonly pathCap: number;
+  private readonly ioPtr: number;
+  private readonly ioCap: number;
+  private readonly resultPtr: number;
+  // The clock is read by callers in seconds; the i64 argument wants a BigInt, which is
+  // made once per second rather than once per request.
+  private lastSecond = -1;
+  private lastSecondBig = 0n;
+
+  constructor(options: { windowLog2?: number } = {}) {
+    const instance = instantiateSync<Exports>(coreModule(), {});
+    this.x = instance.exports as unknown as Exports;
+    if (this.x.abiVersion() !== 1) throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (1)`);
+    if (this.x.init(options.windowLog2 ?? DEFAULT_WINDOW_LOG2) !== 0) throw new Error('core init failed');
+    this.tokenPtr = this.x.tokenBuffer();
+    this.pathPtr = this.x.pathBuffer();
+    this.pathCap = this.x.pathCapacity();
+    this.ioPtr = this.x.ioBuffer();
+    this.ioCap = this.x.ioCapacity();
+    this.resultPtr = this.x.resultBuffer();
+    this.bytes = new Uint8Array(this.x.memory.buffer);
+    this.view = new DataView(this.x.memory.buffer);
+  }
+
+  /** A fresh random HMAC key (or the given one) for signing and checking tokens. */
+  setKey(key: Uint8Array = webcrypto.getRandomValues(new Uint8Array(32))): void {
+    this.writeIo(key);
+    if (this.x.setKey(key.length) !== 0) throw new Error('the token key must be 1 to 64 bytes');
+    this.mem().fill(0, this.ioPtr, this.ioPtr + key.length);
+  }
+
+  get generation(): number {
+    return this.x.generation();
+  }
+
+  set generation(value: number) {
+    this.x.setGeneration(value);
+  }
+
+  /** Starts a new password generation: every token issued before stops verifying. */
+  bumpGeneration(): number {
+    return this.x.bumpGeneration();
+  }
+
+  /**
+   * Interns an endpoint list and returns its grant id. The list is canonicalised first
+   * (`*` anywhere means just `*`; duplicates dropped; sorted) so equal grants share an id.
+   * Throws GrantError naming the first bad entry.
+   */
+  addGrant(endpoints: readonly string[]): number {
+    const canonical = canonicalEndpoints(endpoints);
+    const newline = canonical.findIndex((e) => e.includes('\n'));
+    if (newline >= 0) throw new GrantError(`endpoint ${JSON.stringify(canonical[newline])} holds a line break`, newline);
+    // Each entry ends in a line feed, so an empty entry stays visible to the core.
+    const encoded = new TextEncoder().encode(canonical.map((e) => e + '\n').join(''));
+    if (encoded.length > this.ioCap) throw new GrantError('the endpoint list is too long');
+    this.writeIo(encoded);
+    const id = this.x.grantAdd(encoded.length);
+    if (id >= 0) return id;
+    if (id === -4 || id === -5) {
+      const bad = this.mem32(this.resultPtr);
+      const shown = JSON.stringify(canonical[bad].length > 64 ? canonical[bad].slice(0, 64) + '…' : canonical[bad]);
+      throw new GrantError(id === -5
+        ? `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`
+        : `endpoint ${shown} is not "*" or an absolute path ` +
+          '(like /ext/info or /ext/bc/X, optionally ending in /* for a subtree, with no empty, "." or ".." segments)', bad);
+    }
+    throw new GrantError(GRANT_ERRORS[id] ?? `grant refused (${id})`);
+  }
+
+  get grantCount(): number {
+    return this.x.grantCount();
+  }
+
+  /** Issues a token for a grant id; `lifetime` in seconds. */
+  issue(grant: number, now: number, lifetime: number): { token: string; claims: Claims } {
+    const len = this.x.issue(grant, this.seconds(now), lifetime);
+    if (len < 0) throw new IssueError(ISSUE_ERRORS[len] ?? `token refused (${len})`);
+    const token = this.readAscii(this.tokenPtr, len);
+    return { token, claims: this.claims() };
+  }
+
+  /**
+   * The gate's hot path: the raw `Authorization` header value (empty when absent) and the
+   * request path as uWebSockets.js hands them over.
+   */
+  authorize(header: string, path: string, now: number): Outcome {
+    if (path.length > this.pathCap) return Outcome.BadPath;
+    const pathLen = this.copyAscii(path, this.pathPtr, this.pathCap);
+    if (pathLen < 0) return Outcome.BadPath;
+    const headerLen = this.copyAscii(header, this.tokenPtr, this.x.tokenCapacity());
+    // A header too long for any token, or not ASCII, can still be "no token" or a bad
+    // scheme; let the core decide on what fits, and call anything else malformed.
+    if (headerLen < 0) {
+      const outcome = this.x.authorize(0, pathLen, this.seconds(now));
+      return outcome === Outcome.BadPath ? outcome : header.startsWith('Bearer ') ? Outcome.Malformed : Outcome.BadHeader;
+    }
+    return this.x.authorize(headerLen, pathLen, this.seconds(now));
+  }
+
+  /** Checks a bare token (no `Bearer `) against a path. */
+  verify(token: string, path: string, now: number): Outcome {
+    const pathLen = this.copyAscii(path, this.pathPtr, this.pathCap);
+    if (pathLen < 0) return Outcome.BadPath;
+    const tokenLen = this.copyAscii(token, this.tokenPtr, this.x.tokenCapacity());
+    if (tokenLen < 0) return Outcome.Malformed;
+    return this.x.verify(tokenLen, pathLen, this.seconds(now));
+  }
+
+  /** Whether a request path may be served at all (no dot or empty segments, no encoded `/`, `.`, `%`). */
+  pathAllowed(path: string): boolean {
+    const pathLen = this.copyAscii(path, this.pathPtr, this.pathCap);
+    return pathLen >= 0 && this.x.checkPath(pathLen) === Outcome.Valid;
+  }
+
+  /**
+   * Revokes a token that is currently valid (for any path). Returns Valid and the claims
+   * when this call revoked it; any other outcome means nothing changed.
+   */
+  revoke(token: string, now: number): { outcome: Outcome; claims?: Claims } {
+    const tokenLen = this.copyAscii(token, this.tokenPtr, this.x.tokenCapacity());
+    if (tokenLen < 0) return { outcome: Outcome.Malformed };
+    const outcome = this.x.revoke(tokenLen, this.seconds(now));
+    return outcome === Outcome.Valid ? { outcome, claims: this.claims() } : { outcome };
+  }
+
+  /** Replays a durable revocation at start. False when the serial is outside the window. */
+  revokeSerial(serial: number): boolean {
+    return this.x.revokeSerial(BigInt(serial)) >= 0;
+  }
+
+  get nextSerial(): number {
+    return Number(this.x.nextSerial());
+  }
+
+  get floor(): number {
+    return Number(this.x.floor());
+  }
+
+  /**
+   * Restores the serial counter after a restart: serials below `floor` are known expired,
+   * and every token with a serial below `nextSerial` expires by `expiryBound` at the latest.
+   */
+  restoreSerials(floor: number, nextSerial: number, expiryBound: number): void {
+    if (this.x.restoreSerials(BigInt(floor), BigInt(nextSerial), BigInt(expiryBound)) !== 0) {
+      throw new Error(`cannot restore serials ${floor}..${nextSerial}: outside the revocation window`);
+    }
+  }
+
+  /** Forgets revocations of tokens that have all expired by `now`. */
+  sweep(now: number): void {
+    this.x.sweep(this.seconds(now));
+  }
+
+  /** A strong random password (62-letter alphabet), drawn from the platform's CSPRNG. */
+  generatePassword(length = GENERATED_PASSWORD_LENGTH): string {
+    for (;;) {
+      const entropy = webcrypto.getRandomValues(new Uint8Array(length * 2));
+      this.writeIo(entropy);
+      const n = this.x.generatePassword(entropy.length, length);
+      this.mem().fill(0, this.ioPtr, this.ioPtr + entropy.length);
+      if (n === length) {
+        const password = this.readAscii(this.tokenPtr, n);
+        this.mem().fill(0, this.tokenPtr, this.tokenPtr + n);
+        return password;
+      }
+      if (n !== -1) throw new Error(`password length must be 1 to ${this.x.tokenCapacity()}`);
+    }
+  }
+
+  /** SHA-256 of `data`, for the published vectors. */
+  sha256(data: Uint8Array): Uint8Array {
+    this.writeIo(data);
+    this.x.sha256(data.length);
+    return this.mem().slice(this.resultPtr, this.resultPtr + 32);
+  }
+
+  /** HMAC-SHA256, for the published vectors. */
+  hmacSha256(key: Uint8Array, message: Uint8Array): Uint8Array {
+    const both = new Uint8Array(key.length + message.length);
+    both.set(key);
+    both.set(message, key.length);
+    this.writeIo(both);
+    this.x.hmacSha256(key.length, message.length);
+    return this.mem().slice(this.resultPtr, this.resultPtr + 32);
+  }
+
+  private claims(): Claims {
+    const v = this.dv();
+    const p = this.resultPtr;
+    return {
+      serial: Number(v.getBigUint64(p, true)),
+      expiry: Number(v.getBigUint64(p + 8, true)),
+      generation: v.getUint32(p + 16, true),
+      grant: v.getUint32(p + 20, true),
+    };
+  }
+
+  private seconds(now: number): bigint {
+    if (now !== this.lastSecond) {
+      this.lastSecond = now;
+      this.lastSecondBig = BigInt(now);
+    }
+    return this.lastSecondBig;
+  }
+
+  /** Copies an ASCII string into core memory; -1 when it is too long or not ASCII. */
+  private copyAscii(text: string, ptr: number, cap: number): number {
+    const n = text.length;
+    if (n > cap) return -1;
+    const mem = this.mem();
+    for (let i = 0; i < n; i++) {
+      const c = text.charCodeAt(i);
+      if (c > 0x7f) return -1;
+      mem[ptr + i] = c;
+    }
+    return n;
+  }
+
+  private readAscii(ptr: number, len: number): string {
+    return String.fromCharCode.apply(null, this.mem().subarray(ptr, ptr + len) as unknown as number[]);
+  }
+
+  private writeIo(data: Uint8Array): void {
+    if (data.length > this.ioCap) throw new RangeError(`at most ${this.ioCap} bytes fit the core's buffer`);
+    this.mem().set(data, this.ioPtr);
+  }
+
+  private mem32(ptr: number): number {
+    return this.dv().getUint32(ptr, true);
+  }
+
+  // Memory can grow (grant table), which detaches the old views.
+  private mem(): Uint8Array {
+    if (this.bytes.buffer !== this.x.memory.buffer) this.refreshViews();
+    return this.bytes;
+  }
+
+  private dv(): DataView {
+    if (this.view.buffer !== this.x.memory.buffer) this.refreshViews();
+    return this.view;
+  }
+
+  private refreshViews(): void {
+    this.bytes = new Uint8Array(this.x.memory.buffer);
+    this.view = new DataView(this.x.memory.buffer);
+  }
+}
+
+/** `*` anywhere means every endpoint; otherwise duplicates go and the order is fixed. */
+export function canonicalEndpoints(endpoints: readonly string[]): string[] {
+  if (endpoints.includes('*')) return ['*'];
+  return [...new Set(endpoints)].sort();
+}

@@ -1,0 +1,340 @@
+// The Wasm core through its exports: published vectors, the token format, every outcome,
+// the revocation window, grants and password generation. Time and generations are plain
+// numbers; nothing here waits.
+import t from 'tap';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Core, GrantError, IssueError, Outcome } from '../build/host/core.js';
+
+const NOW = 1_700_000_000;
+const HOUR = 3600;
+const KEY = Buffer.alloc(32, 7);
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+const wasmBytes = readFileSync(new URL('../build/core.wasm', import.meta.url));
+
+function keyedCore(options: { windowLog2?: number } = {}): Core {
+  const core = new Core(options);
+  core.setKey(KEY);
+  return core;
+}
+
+/** A token with any payload, signed with KEY the way the format says. */
+function forge(fields: { version?: number; generation?: number; serial?: bigint; expiry?: bigint; grant?: number }): string {
+  const raw = Buffer.alloc(25);
+  raw[0] = fields.version ?? 1;
+  raw.writeUInt32BE(fields.generation ?? 0, 1);
+  raw.writeBigUInt64BE(fields.serial ?? 0n, 5);
+  raw.writeBigUInt64BE(fields.expiry ?? BigInt(NOW + HOUR), 13);
+  raw.writeUInt32BE(fields.grant ?? 0, 21);
+  const tag = createHmac('sha256', KEY).update(raw).digest();
+  return Buffer.concat([raw, tag]).toString('base64url');
+}
+
+t.test('the module imports nothing but abort', async (t) => {
+  const imports = WebAssembly.Module.imports(new WebAssembly.Module(wasmBytes));
+  t.same(imports.map((i) => `${i.module}.${i.name}`), ['env.abort']);
+});
+
+t.test('SHA-256 matches the FIPS 180-4 examples', async (t) => {
+  const core = new Core();
+  const vectors: Array<[string, string]> = [
+    ['', 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'],
+    ['abc', 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'],
+    ['abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq', '248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1'],
+    ['abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu',
+      'cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1'],
+  ];
+  for (const [message, digest] of vectors) t.equal(hex(core.sha256(Buffer.from(message))), digest, JSON.stringify(message));
+});
+
+t.test('SHA-256 agrees with node:crypto at every length around the block boundaries', async (t) => {
+  const core = new Core();
+  for (let len = 0; len <= 200; len++) {
+    const data = randomBytes(len);
+    const expected = createHash('sha256').update(data).digest('hex');
+    if (hex(core.sha256(data)) !== expected) t.fail(`length ${len}`);
+  }
+  const big = randomBytes(65536);
+  t.equal(hex(core.sha256(big)), createHash('sha256').update(big).digest('hex'), '64 KiB');
+});
+
+t.test('HMAC-SHA256 matches RFC 4231 test cases 1 to 7', async (t) => {
+  const core = new Core();
+  const fill = (n: number, b: number) => Buffer.alloc(n, b);
+  const cases: Array<[string, Buffer, Buffer, string]> = [
+    ['1', fill(20, 0x0b), Buffer.from('Hi There'), 'b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7'],
+    ['2', Buffer.from('Jefe'), Buffer.from('what do ya want for nothing?'), '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843'],
+    ['3', fill(20, 0xaa), fill(50, 0xdd), '773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe'],
+    ['4', Buffer.from(Array.from({ length: 25 }, (_, i) => i + 1)), fill(50, 0xcd),
+      '82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b'],
+    ['5', fill(20, 0x0c), Buffer.from('Test With Truncation'), 'a3b6167473100ee06e0c796c2955552b'],
+    ['6', fill(131, 0xaa), Buffer.from('Test Using Larger Than Block-Size Key - Hash Key First'),
+      '60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54'],
+    ['7', fill(131, 0xaa), Buffer.from('This is a test using a larger than block-size key and a larger than block-size data. ' +
+      'The key needs to be hashed before being used by the HMAC algorithm.'),
+    '9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2'],
+  ];
+  for (const [name, key, message, tag] of cases) {
+    // Case 5 publishes only the first 128 bits.
+    t.equal(hex(core.hmacSha256(key, message)).slice(0, tag.length), tag, `case ${name}`);
+  }
+});
+
+t.test('a token is 76 base64url characters: version, generation, serial, expiry, grant, HMAC tag', async (t) => {
+  const core = keyedCore();
+  core.generation = 3;
+  core.addGrant(['/ext/info']);
+  const grant = core.addGrant(['/ext/bc/X']);
+  const { token, claims } = core.issue(grant, NOW, 12 * HOUR);
+  t.match(token, /^[A-Za-z0-9_-]{76}$/);
+  const raw = Buffer.from(token, 'base64url');
+  t.equal(raw.length, 57);
+  t.equal(raw[0], 1, 'version');
+  t.equal(raw.readUInt32BE(1), 3, 'generation');
+  t.equal(raw.readBigUInt64BE(5), 0n, 'serial');
+  t.equal(raw.readBigUInt64BE(13), BigInt(NOW + 12 * HOUR), 'expiry');
+  t.equal(raw.readUInt32BE(21), grant, 'grant');
+  t.same(raw.subarray(25), createHmac('sha256', KEY).update(raw.subarray(0, 25)).digest(), 'tag');
+  t.same(claims, { serial: 0, expiry: NOW + 12 * HOUR, generation: 3, grant });
+  t.equal(core.issue(grant, NOW, HOUR).claims.serial, 1, 'serials count up');
+});
+
+t.test('a valid token grants its endpoints until the second it expires', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['/ext/info']), NOW, HOUR);
+  t.equal(core.verify(token, '/ext/info', NOW), Outcome.Valid);
+  t.equal(core.verify(token, '/ext/info', NOW + HOUR - 1), Outcome.Valid);
+  t.equal(core.verify(token, '/ext/info', NOW + HOUR), Outcome.Expired);
+  t.equal(core.authorize(`Bearer ${token}`, '/ext/info', NOW), Outcome.Valid);
+  t.equal(core.authorize(`bEaReR ${token}`, '/ext/info', NOW), Outcome.Valid, 'the scheme is case-insensitive');
+});
+
+t.test('malformed tokens: wrong length, foreign characters, padding, unknown version or grant', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
+  const variants = [
+    '', token.slice(1), token + 'A', token + '=', token.slice(0, 75) + '=', token.slice(0, 75) + '+',
+    token.slice(0, 75) + '/', token.slice(0, 40) + '.' + token.slice(41), `${token.slice(0, 38)} ${token.slice(39)}`,
+    token.slice(0, 75) + '\u00c1', forge({ version: 2 }), forge({ grant: 5 }),
+  ];
+  for (const v of variants) t.equal(core.verify(v, '/ext/info', NOW), Outcome.Malformed, JSON.stringify(v));
+});
+
+t.test('every single-byte change to a token is refused', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  let tried = 0;
+  for (let i = 0; i < token.length; i++) {
+    for (const c of alphabet) {
+      if (c === token[i]) continue;
+      const changed = token.slice(0, i) + c + token.slice(i + 1);
+      tried++;
+      const outcome = core.verify(changed, '/x', NOW);
+      if (outcome === Outcome.Valid) t.fail(`position ${i} -> ${c} verified`);
+    }
+  }
+  t.equal(tried, 76 * 63);
+  t.comment(`${tried} variants refused`);
+});
+
+t.test('a token under another key or a tampered payload has a bad signature', async (t) => {
+  const core = keyedCore();
+  const grant = core.addGrant(['*']);
+  const other = new Core();
+  other.setKey(Buffer.alloc(32, 8));
+  other.addGrant(['*']);
+  t.equal(core.verify(other.issue(grant, NOW, HOUR).token, '/x', NOW), Outcome.BadSignature, 'another key');
+  const raw = Buffer.from(core.issue(grant, NOW, HOUR).token, 'base64url');
+  raw.writeBigUInt64BE(BigInt(NOW + 100 * HOUR), 13);
+  t.equal(core.verify(raw.toString('base64url'), '/x', NOW), Outcome.BadSignature, 'extended expiry');
+  t.equal(new Core().verify(forge({}), '/x', NOW), Outcome.BadSignature, 'a core with no key verifies nothing');
+});
+
+t.test('a token of an earlier (or unknown later) generation never verifies', async (t) => {
+  const core = keyedCore();
+  const grant = core.addGrant(['*']);
+  const { token } = core.issue(grant, NOW, HOUR);
+  t.equal(core.bumpGeneration(), 1);
+  t.equal(core.verify(token, '/x', NOW), Outcome.EarlierGeneration);
+  t.equal(core.verify(core.issue(grant, NOW, HOUR).token, '/x', NOW), Outcome.Valid, 'new tokens verify');
+  t.equal(core.verify(forge({ generation: 9, serial: 0n }), '/x', NOW), Outcome.EarlierGeneration);
+});
+
+t.test('revoking sets the token bit; revoked tokens are refused, others are not', async (t) => {
+  const core = keyedCore();
+  const grant = core.addGrant(['*']);
+  const a = core.issue(grant, NOW, HOUR).token;
+  const b = core.issue(grant, NOW, HOUR).token;
+  const first = core.revoke(a, NOW);
+  t.equal(first.outcome, Outcome.Valid);
+  t.equal(first.claims?.serial, 0);
+  t.equal(core.verify(a, '/x', NOW), Outcome.Revoked);
+  t.equal(core.verify(b, '/x', NOW), Outcome.Valid);
+  t.same(core.revoke(a, NOW), { outcome: Outcome.Revoked }, 'a second revoke changes nothing');
+  t.equal(core.revoke(a + '=', NOW).outcome, Outcome.Malformed);
+  t.equal(core.revoke(b, NOW + HOUR).outcome, Outcome.Expired, 'expired tokens are not recorded');
+  t.ok(core.revokeSerial(1), 'a stored revocation replays');
+  t.equal(core.verify(b, '/x', NOW), Outcome.Revoked);
+  t.equal(core.verify(forge({ serial: 2n }), '/x', NOW), Outcome.Revoked, 'a serial never issued fails closed');
+  t.notOk(core.revokeSerial(2), 'a serial never issued cannot be revoked');
+});
+
+t.test('endpoint matching: exact, "*", and "/a/*" subtrees', async (t) => {
+  const core = keyedCore();
+  const token = (endpoints: string[]) => core.issue(core.addGrant(endpoints), NOW, HOUR).token;
+  const info = token(['/ext/info']);
+  const subtree = token(['/ext/bc/*']);
+  const star = token(['*']);
+  const cases: Array<[string, string, Outcome]> = [
+    [info, '/ext/info', Outcome.Valid],
+    [info, '/ext/info/', Outcome.NotGranted],
+    [info, '/ext/info/foo', Outcome.NotGranted],
+    [info, '/x/ext/info', Outcome.NotGranted],
+    [info, '/ext/inf', Outcome.NotGranted],
+    [info, '/', Outcome.NotGranted],
+    [subtree, '/ext/bc/X', Outcome.Valid],
+    [subtree, '/ext/bc/X/events', Outcome.Valid],
+    [subtree, '/ext/bc/', Outcome.NotGranted],
+    [subtree, '/ext/bc', Outcome.NotGranted],
+    [subtree, '/ext/bcd', Outcome.NotGranted],
+    [star, '/', Outcome.Valid],
+    [star, '/anything/at/all', Outcome.Valid],
+  ];
+  for (const [tok, path, outcome] of cases) t.equal(core.verify(tok, path, NOW), outcome, `${path}`);
+  const several = token(['/ext/info', '/ext/bc/X', '/ext/keystore/*']);
+  for (const p of ['/ext/info', '/ext/bc/X', '/ext/keystore/a']) t.equal(core.verify(several, p, NOW), Outcome.Valid, p);
+  t.equal(core.verify(several, '/ext/bc/Y', NOW), Outcome.NotGranted);
+});
+
+t.test('the gate refuses bad paths before it looks at the header', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
+  const bad = ['', 'ext/info', '//ext/info', '/ext//info', '/ext/./info', '/ext/../info', '/ext/info/.', '/ext/info/..',
+    '/.', '/..', '/ext%2Finfo', '/ext%2finfo', '/ext/%2E%2E/x', '/ext/%2e', '/ext/%25', '/ext/%', '/ext/%4', '/ext/%zz',
+    '/ext\\info', '/ext/info#x', '/ext/in fo', '/ext/\u00e9', '/' + 'a'.repeat(9000)];
+  for (const p of bad) {
+    t.equal(core.authorize('', p, NOW), Outcome.BadPath, JSON.stringify(p.slice(0, 40)));
+    t.equal(core.authorize(`Bearer ${token}`, p, NOW), Outcome.BadPath);
+    t.notOk(core.pathAllowed(p));
+  }
+  for (const p of ['/', '/ext/info', '/ext/info/', '/ext/bc/X/rpc', '/ext/%41bc', '/ext/a.b', '/ext/...', '/a-b_c~d!$&\'()*+,;=:@'])
+    t.ok(core.pathAllowed(p), p);
+});
+
+t.test('the gate tells a missing header from a bad scheme', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
+  t.equal(core.authorize('', '/ext/info', NOW), Outcome.NoToken);
+  for (const h of ['Basic abc', 'Bearer', 'Bearer\t' + token, 'Bearer_' + token, token, 'Beare ' + token, 'Bearer\u00e9' + token])
+    t.equal(core.authorize(h, '/ext/info', NOW), Outcome.BadHeader, JSON.stringify(h.slice(0, 12)));
+  t.equal(core.authorize('Bearer ', '/ext/info', NOW), Outcome.Malformed);
+  t.equal(core.authorize(`Bearer  ${token}`, '/ext/info', NOW), Outcome.Malformed);
+  t.equal(core.authorize(`Bearer ${'A'.repeat(600)}`, '/ext/info', NOW), Outcome.Malformed, 'too long for any token');
+});
+
+t.test('grants: validated, canonical, interned, bounded', async (t) => {
+  const core = keyedCore();
+  const a = core.addGrant(['/ext/bc/X', '/ext/info']);
+  t.equal(core.addGrant(['/ext/info', '/ext/bc/X', '/ext/info']), a, 'order and duplicates do not matter');
+  const star = core.addGrant(['/ext/info', '*']);
+  t.equal(core.addGrant(['*']), star, '"*" anywhere is just "*"');
+  t.equal(core.grantCount, 2);
+  for (const ok of ['/*', '/ext/*', '/ext/bc/X/*', '/ext/a.b', '/ext/%41']) t.type(core.addGrant([ok]), 'number', ok);
+  const bad = ['', 'ext/info', '/', '/ext/info/', '//ext', '/ext//info', '/ext/./info', '/ext/..', '/ext/*/x', '/ext*',
+    '/ext/x*', '**', '/ext/%2F', '/ext/in fo', '/ext/é', '/ext\\x', '/a\nb'];
+  for (const entry of bad) {
+    t.throws(() => core.addGrant(['/ext/info', entry]), GrantError, JSON.stringify(entry));
+  }
+  t.throws(() => core.addGrant([]), { message: 'endpoints must not be empty' });
+  const many = Array.from({ length: 129 }, (_, i) => `/ext/bc/${i}`);
+  t.throws(() => core.addGrant(many), { message: /at most 128/ });
+  t.type(core.addGrant(many.slice(0, 128)), 'number', '128 entries are fine');
+  t.throws(() => core.addGrant(['/' + 'a'.repeat(1024)]), { message: /longer than 1024/ });
+  t.type(core.addGrant(['/' + 'a'.repeat(1023)]), 'number', '1024 bytes are fine');
+  const error = t.throws(() => core.addGrant(['/a', '/b/', '/c'])) as GrantError;
+  t.equal(error.entry, 1, 'the error names the bad entry');
+  t.match(error.message, '"/b/"');
+});
+
+t.test('the revocation window is fixed; expired pages are swept and reused', async (t) => {
+  const core = keyedCore({ windowLog2: 12 });
+  const grant = core.addGrant(['*']);
+  const first = core.issue(grant, NOW, HOUR).token;
+  t.equal(core.revoke(first, NOW).outcome, Outcome.Valid);
+  for (let i = 1; i < 4096; i++) core.issue(grant, NOW, HOUR);
+  t.throws(() => core.issue(grant, NOW, HOUR), IssueError, 'a full window refuses new tokens');
+  t.equal(core.verify(first, '/x', NOW), Outcome.Revoked);
+  // Once every token of the page has expired, the next issue sweeps it.
+  const later = core.issue(grant, NOW + HOUR, HOUR);
+  t.equal(later.claims.serial, 4096);
+  t.equal(core.floor, 4096);
+  t.equal(core.verify(later.token, '/x', NOW + HOUR), Outcome.Valid, 'the reused bit is clear');
+  t.equal(core.verify(first, '/x', NOW + HOUR), Outcome.Expired);
+  t.notOk(core.revokeSerial(5000), 'not issued');
+  t.ok(core.revokeSerial(0), 'below the floor: accepted and dropped');
+});
+
+t.test('restored serials keep old tokens and revocations, and new serials continue', async (t) => {
+  const core = keyedCore({ windowLog2: 13 });
+  const grant = core.addGrant(['*']);
+  const old = forge({ serial: 4100n, grant });
+  core.restoreSerials(4100, 4200, NOW + HOUR);
+  t.equal(core.floor, 4096);
+  t.equal(core.verify(old, '/x', NOW), Outcome.Valid);
+  t.ok(core.revokeSerial(4100));
+  t.equal(core.verify(old, '/x', NOW), Outcome.Revoked);
+  t.equal(core.issue(grant, NOW, HOUR).claims.serial, 4200);
+  t.throws(() => core.restoreSerials(0, 10_000, NOW), /outside the revocation window/);
+});
+
+t.test('issuing needs a key, a known grant and a positive lifetime', async (t) => {
+  const core = new Core();
+  t.throws(() => core.issue(0, NOW, HOUR), IssueError);
+  core.setKey();
+  t.throws(() => core.issue(0, NOW, HOUR), { message: 'unknown endpoint grant' });
+  const grant = core.addGrant(['*']);
+  t.throws(() => core.issue(grant, NOW, 0), { message: /lifetime/ });
+  t.throws(() => core.setKey(new Uint8Array(65)), /1 to 64 bytes/);
+  t.throws(() => new Core({ windowLog2: 31 }), /init failed/);
+});
+
+t.test('generated passwords: 32 letters and digits, all different', async (t) => {
+  const core = new Core();
+  const seen = new Set<string>();
+  const counts = new Map<string, number>();
+  for (let i = 0; i < 2000; i++) {
+    const p = core.generatePassword();
+    t.equal(p.length, 32);
+    if (!/^[A-Za-z0-9]{32}$/.test(p)) t.fail(p);
+    seen.add(p);
+    for (const c of p) counts.set(c, (counts.get(c) ?? 0) + 1);
+  }
+  t.equal(seen.size, 2000);
+  t.equal(counts.size, 62, 'every letter and digit occurs');
+  // 64000 characters over 62 letters: about 1032 each; the bound is many deviations wide.
+  for (const [c, n] of counts) if (n < 800 || n > 1300) t.fail(`${c} occurs ${n} times`);
+});
+
+t.test('password generation samples by rejection from the entropy it is given', async (t) => {
+  const { instance } = await WebAssembly.instantiate(wasmBytes, { env: { abort: () => { throw new Error('abort'); } } });
+  const x = instance.exports as unknown as {
+    memory: WebAssembly.Memory; ioBuffer(): number; tokenBuffer(): number; generatePassword(e: number, n: number): number;
+  };
+  const mem = () => new Uint8Array(x.memory.buffer);
+  mem().set([0, 61, 62, 248, 255, 247, 25, 26], x.ioBuffer());
+  t.equal(x.generatePassword(8, 6), 6);
+  t.equal(Buffer.from(mem().subarray(x.tokenBuffer(), x.tokenBuffer() + 6)).toString(), 'A9A9Za', 'bytes 248 and 255 are skipped');
+  t.equal(x.generatePassword(8, 7), -1, 'not enough accepted bytes');
+  t.equal(x.generatePassword(8, 0), -2);
+});
+
+t.test('verification leaves memory as it was', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['/ext/info']), NOW, HOUR);
+  const header = `Bearer ${token}`;
+  const memory = (core as unknown as { x: { memory: WebAssembly.Memory } }).x.memory;
+  const before = memory.buffer.byteLength;
+  for (let i = 0; i < 100_000; i++) core.authorize(header, i % 2 ? '/ext/info' : '/ext/bc/X', NOW);
+  t.equal(memory.buffer.byteLength, before);
+});
