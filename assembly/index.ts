@@ -132,8 +132,8 @@ export function checkPath(pathLen: usize): Outcome {
 
 /**
  * Revokes the token in the token buffer if it is valid now (for any path). Valid means
- * this call revoked it and its claims are in the result buffer; anything else, nothing
- * changed.
+ * this call revoked it; Revoked, that it already was; both leave its claims in the
+ * result buffer. Any other outcome changed nothing.
  */
 export function revoke(tokenLen: usize, now: i64): Outcome {
   if (tokenLen > TOKEN_CAP) return Outcome.Malformed;

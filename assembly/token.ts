@@ -155,11 +155,14 @@ export function issueToken(grant: u32, now: i64, lifetime: u32, out: usize): i32
   return <i32>TEXT_LEN;
 }
 
-/** Revokes a currently valid token; Valid when this call revoked it. */
+/**
+ * Revokes a currently valid token: Valid when this call revoked it. The claims are
+ * written for Valid and for Revoked, so that a host whose durable write failed after an
+ * earlier call can still record the revocation when the client retries.
+ */
 export function revokeToken(text: usize, len: usize, now: i64): Outcome {
   const outcome = check(text, len, now);
-  if (outcome != Outcome.Valid) return outcome;
-  markRevoked(serialOf(RAW));
-  writeClaims();
-  return Outcome.Valid;
+  if (outcome == Outcome.Valid) markRevoked(serialOf(RAW));
+  if (outcome == Outcome.Valid || outcome == Outcome.Revoked) writeClaims();
+  return outcome;
 }

@@ -33,9 +33,11 @@ export interface Claims {
   grant: number;
 }
 
-/** Why the core refused an endpoint list. */
+/** Why the core refused an endpoint list: the list itself, or the table's size. */
+export type GrantErrorCode = 'empty' | 'too-many-entries' | 'table-full' | 'bad-entry' | 'entry-too-long';
+
 export class GrantError extends Error {
-  constructor(message: string, readonly entry?: number) {
+  constructor(readonly code: GrantErrorCode, message: string, readonly entry?: number) {
     super(message);
     this.name = 'GrantError';
   }
@@ -54,6 +56,7 @@ export const MAX_ENDPOINTS = 128;
 export const MAX_ENDPOINT_LENGTH = 1024;
 export const GENERATED_PASSWORD_LENGTH = 32;
 const DEFAULT_WINDOW_LOG2 = 22;
+const BEARER = /^bearer /i;
 
 interface Exports extends Record<string, unknown> {
   memory: WebAssembly.Memory;
@@ -87,10 +90,10 @@ interface Exports extends Record<string, unknown> {
   generatePassword(entropyLen: number, length: number): number;
 }
 
-const GRANT_ERRORS: Record<number, string> = {
-  [-1]: 'endpoints must not be empty',
-  [-2]: `endpoints may hold at most ${MAX_ENDPOINTS} entries`,
-  [-3]: 'the node holds too many distinct endpoint lists; reuse an existing one',
+const GRANT_ERRORS: Record<number, [GrantErrorCode, string]> = {
+  [-1]: ['empty', 'endpoints must not be empty'],
+  [-2]: ['too-many-entries', `endpoints may hold at most ${MAX_ENDPOINTS} entries`],
+  [-3]: ['table-full', 'the node holds too many distinct endpoint lists; reuse an existing one'],
 };
 
 const ISSUE_ERRORS: Record<number, string> = {
@@ -168,22 +171,22 @@ export class Core {
   addGrant(endpoints: readonly string[]): number {
     const canonical = canonicalEndpoints(endpoints);
     const newline = canonical.findIndex((e) => e.includes('\n'));
-    if (newline >= 0) throw new GrantError(`endpoint ${JSON.stringify(canonical[newline])} holds a line break`, newline);
+    if (newline >= 0) throw new GrantError('bad-entry', `endpoint ${JSON.stringify(canonical[newline])} holds a line break`, newline);
     // Each entry ends in a line feed, so an empty entry stays visible to the core.
     const encoded = new TextEncoder().encode(canonical.map((e) => e + '\n').join(''));
-    if (encoded.length > this.ioCap) throw new GrantError('the endpoint list is too long');
+    if (encoded.length > this.ioCap) throw new GrantError('too-many-entries', 'the endpoint list is too long');
     this.writeIo(encoded);
     const id = this.x.grantAdd(encoded.length);
     if (id >= 0) return id;
     if (id === -4 || id === -5) {
       const bad = this.mem32(this.resultPtr);
       const shown = JSON.stringify(canonical[bad].length > 64 ? canonical[bad].slice(0, 64) + '…' : canonical[bad]);
-      throw new GrantError(id === -5
-        ? `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`
-        : `endpoint ${shown} is not "*" or an absolute path ` +
-          '(like /ext/info or /ext/bc/X, optionally ending in /* for a subtree, with no empty, "." or ".." segments)', bad);
+      if (id === -5) throw new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, bad);
+      throw new GrantError('bad-entry', `endpoint ${shown} is not "*" or an absolute path ` +
+        '(like /ext/info or /ext/bc/X, optionally ending in /* for a subtree, with no empty, "." or ".." segments)', bad);
     }
-    throw new GrantError(GRANT_ERRORS[id] ?? `grant refused (${id})`);
+    const [code, message] = GRANT_ERRORS[id] ?? ['table-full', `grant refused (${id})`];
+    throw new GrantError(code, message);
   }
 
   get grantCount(): number {
@@ -211,7 +214,7 @@ export class Core {
     // scheme; let the core decide on what fits, and call anything else malformed.
     if (headerLen < 0) {
       const outcome = this.x.authorize(0, pathLen, this.seconds(now));
-      return outcome === Outcome.BadPath ? outcome : header.startsWith('Bearer ') ? Outcome.Malformed : Outcome.BadHeader;
+      return outcome === Outcome.BadPath ? outcome : BEARER.test(header) ? Outcome.Malformed : Outcome.BadHeader;
     }
     return this.x.authorize(headerLen, pathLen, this.seconds(now));
   }
@@ -232,14 +235,15 @@ export class Core {
   }
 
   /**
-   * Revokes a token that is currently valid (for any path). Returns Valid and the claims
-   * when this call revoked it; any other outcome means nothing changed.
+   * Revokes a token that is currently valid (for any path). Valid: this call revoked it;
+   * Revoked: it already was. Both come with the claims, so the caller can make sure the
+   * revocation is durable. Any other outcome means nothing changed.
    */
   revoke(token: string, now: number): { outcome: Outcome; claims?: Claims } {
     const tokenLen = this.copyAscii(token, this.tokenPtr, this.x.tokenCapacity());
     if (tokenLen < 0) return { outcome: Outcome.Malformed };
     const outcome = this.x.revoke(tokenLen, this.seconds(now));
-    return outcome === Outcome.Valid ? { outcome, claims: this.claims() } : { outcome };
+    return outcome === Outcome.Valid || outcome === Outcome.Revoked ? { outcome, claims: this.claims() } : { outcome };
   }
 
   /** Replays a durable revocation at start. False when the serial is outside the window. */

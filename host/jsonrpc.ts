@@ -1,0 +1,201 @@
+// JSON-RPC 2.0 over a request body: parsing, request validation, batches, notifications,
+// and dispatch through a method table. Transport concerns (HTTP status, content-type,
+// body size) belong to the server; this module sees only the bytes of a body.
+
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+} as const;
+
+export const MAX_BATCH = 100;
+
+export type Id = string | number | null;
+
+/** Params by name, as the client sent them; members the method does not know are ignored. */
+export type Params = Readonly<Record<string, unknown>>;
+
+/** A method returns its result (any JSON value) or throws RpcError for an error response. */
+export type Method = (params: Params) => unknown;
+
+export type MethodTable = ReadonlyMap<string, Method>;
+
+/** An error the client should see as is. Any other exception becomes -32603 "internal error". */
+export class RpcError extends Error {
+  constructor(readonly code: number, message: string) {
+    super(message);
+    this.name = 'RpcError';
+  }
+}
+
+/** -32602 `invalid params: <name> must be <what>`. */
+export function invalidParams(name: string, what: string): RpcError {
+  return new RpcError(ErrorCode.InvalidParams, `invalid params: ${name} must be ${what}`);
+}
+
+/** The string member `name` of params, or -32602. */
+export function stringParam(params: Params, name: string): string {
+  const value = params[name];
+  if (typeof value !== 'string') throw invalidParams(name, 'a string');
+  return value;
+}
+
+/** The JSON text of an error response. */
+export function errorResponse(code: number, message: string, id: Id = null): string {
+  return errorWithId(code, message, JSON.stringify(id));
+}
+
+function errorWithId(code: number, message: string, idJson: string): string {
+  return `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message })},"id":${idJson}}`;
+}
+
+const EMPTY_PARAMS: Params = Object.freeze({});
+const METHOD_NAME_SHOWN = 64;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** One JSON-RPC endpoint: a method table and what to do with unexpected method failures. */
+export class JsonRpcEndpoint {
+  constructor(
+    private readonly methods: MethodTable,
+    private readonly onInternalError: (error: unknown, method: string) => void,
+  ) {}
+
+  /**
+   * The response text for a request body, or null when no response is due (a
+   * notification, or a batch of them). Every failure of a method becomes an error
+   * response; only a result that is not JSON (a bug) rejects.
+   */
+  async handle(body: Uint8Array): Promise<string | null> {
+    let text: string;
+    let message: unknown;
+    try {
+      text = utf8.decode(body);
+      message = JSON.parse(text);
+    } catch (error) {
+      const why = error instanceof SyntaxError ? error.message : 'the body is not UTF-8';
+      return errorResponse(ErrorCode.ParseError, `parse error: ${why}`);
+    }
+    if (!Array.isArray(message)) return this.call(message, text, -1);
+    if (message.length === 0) return errorResponse(ErrorCode.InvalidRequest, 'invalid request: empty batch');
+    if (message.length > MAX_BATCH) {
+      return errorResponse(ErrorCode.InvalidRequest, `batch holds more than ${MAX_BATCH} requests`);
+    }
+    const responses: string[] = [];
+    // In order, one at a time: a batch may revoke a token and then use the service again,
+    // and the effects must happen in the order the client wrote them.
+    for (let i = 0; i < message.length; i++) {
+      const response = await this.call(message[i], text, i);
+      if (response !== null) responses.push(response);
+    }
+    return responses.length === 0 ? null : `[${responses.join(',')}]`;
+  }
+
+  /** `index` is the request's place in a batch, -1 for a lone request; `text` is the body. */
+  private async call(request: unknown, text: string, index: number): Promise<string | null> {
+    if (typeof request !== 'object' || request === null || Array.isArray(request)) {
+      return errorResponse(ErrorCode.InvalidRequest, 'invalid request: expected a JSON-RPC 2.0 request object');
+    }
+    const r = request as Record<string, unknown>;
+    const notification = !Object.hasOwn(r, 'id');
+    const id = r.id;
+    if (!notification && typeof id !== 'string' && typeof id !== 'number' && id !== null) {
+      return errorResponse(ErrorCode.InvalidRequest, 'invalid request: id must be a string, a number or null');
+    }
+    // A number that is not a safe integer (beyond 2^53, a fraction, 1e400) may have lost
+    // digits in the double; the client gets back the digits it sent.
+    const idJson = typeof id === 'number' && !Number.isSafeInteger(id)
+      ? sourceOfId(text, index) ?? JSON.stringify(id)
+      : JSON.stringify(notification ? null : id);
+    if (r.jsonrpc !== '2.0') return errorWithId(ErrorCode.InvalidRequest, 'invalid request: jsonrpc must be "2.0"', idJson);
+    if (typeof r.method !== 'string') return errorWithId(ErrorCode.InvalidRequest, 'invalid request: method must be a string', idJson);
+    const params = r.params;
+    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
+      return errorWithId(ErrorCode.InvalidRequest, 'invalid request: params must be an object of named params', idJson);
+    }
+    const method = this.methods.get(r.method);
+    let result: unknown;
+    try {
+      if (method === undefined) throw new RpcError(ErrorCode.MethodNotFound, `method not found: ${shortened(r.method)}`);
+      result = await method((params as Params | undefined) ?? EMPTY_PARAMS);
+    } catch (error) {
+      const expected = error instanceof RpcError;
+      if (!expected) this.onInternalError(error, r.method);
+      if (notification) return null;
+      // Internal failures stay in the log: their text may name files or state.
+      return expected ? errorWithId(error.code, error.message, idJson) : errorWithId(ErrorCode.InternalError, 'internal error', idJson);
+    }
+    if (notification) return null;
+    return `{"jsonrpc":"2.0","result":${JSON.stringify(result)},"id":${idJson}}`;
+  }
+}
+
+function shortened(name: string): string {
+  return name.length <= METHOD_NAME_SHOWN ? name : Array.from(name).slice(0, METHOD_NAME_SHOWN).join('');
+}
+
+// Node 20's JSON.parse cannot hand out source text, so the few ids that need it are
+// found by scanning the body again. The body has already parsed, so the scan can trust
+// its shape and only skips over values.
+
+/** The source text of the "id" member of the lone request (`index` -1) or batch entry `index`. */
+function sourceOfId(text: string, index: number): string | undefined {
+  let i = skipSpace(text, 0);
+  if (index >= 0) {
+    i = skipSpace(text, i + 1);
+    for (let n = 0; n < index; n++) i = skipSpace(text, skipSpace(text, skipValue(text, i)) + 1);
+  }
+  if (text[i] !== '{') return undefined;
+  let found: string | undefined;
+  i = skipSpace(text, i + 1);
+  while (text[i] === '"') {
+    const keyEnd = skipString(text, i);
+    const key = text.slice(i, keyEnd);
+    const valueStart = skipSpace(text, skipSpace(text, keyEnd) + 1);
+    const valueEnd = skipValue(text, valueStart);
+    // Like JSON.parse, the last of repeated members wins.
+    if (key === '"id"' || (key.includes('\\') && JSON.parse(key) === 'id')) found = text.slice(valueStart, valueEnd);
+    i = skipSpace(text, valueEnd);
+    if (text[i] === ',') i = skipSpace(text, i + 1);
+  }
+  return found;
+}
+
+function skipSpace(text: string, i: number): number {
+  while (i < text.length) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
+    i++;
+  }
+  return i;
+}
+
+/** From the opening quote to just past the closing one. */
+function skipString(text: string, i: number): number {
+  for (i++; ; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) return i + 1;
+    if (c === 0x5c) i++;
+  }
+}
+
+function skipValue(text: string, i: number): number {
+  const first = text[i];
+  if (first === '"') return skipString(text, i);
+  if (first === '{' || first === '[') {
+    for (let depth = 0; ; ) {
+      const c = text[i];
+      if (c === '"') {
+        i = skipString(text, i);
+        continue;
+      }
+      if (c === '{' || c === '[') depth++;
+      else if ((c === '}' || c === ']') && --depth === 0) return i + 1;
+      i++;
+    }
+  }
+  // A number, true, false or null runs to the next delimiter.
+  while (i < text.length && !',}] \t\n\r'.includes(text[i])) i++;
+  return i;
+}

@@ -1,0 +1,34 @@
+// JSON lines on stdout, one object per event, so that journald, Docker and log shippers
+// can parse them without a custom format. Fields must never hold a password or a token.
+
+export type Level = 'info' | 'warn' | 'error';
+
+export type Fields = Record<string, unknown>;
+
+export interface Logger {
+  info(msg: string, fields?: Fields): void;
+  warn(msg: string, fields?: Fields): void;
+  error(msg: string, fields?: Fields): void;
+}
+
+/** A logger that hands each finished line (with its newline) to `write`. */
+export function createLogger(write: (line: string) => void = (line) => process.stdout.write(line)): Logger {
+  const emit = (level: Level, msg: string, fields?: Fields): void => {
+    write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }) + '\n');
+  };
+  return {
+    info: (msg, fields) => emit('info', msg, fields),
+    warn: (msg, fields) => emit('warn', msg, fields),
+    error: (msg, fields) => emit('error', msg, fields),
+  };
+}
+
+/**
+ * The fields that describe an error in a log line: its message and, for system errors,
+ * the code (ENOSPC, EACCES). Callers only pass errors whose messages hold no secrets.
+ */
+export function errorFields(error: unknown): Fields {
+  if (!(error instanceof Error)) return { error: String(error) };
+  const code = (error as NodeJS.ErrnoException).code;
+  return code === undefined ? { error: error.message } : { error: error.message, code };
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+// The api-auth command. Exit codes: 0 after --help, --version or a clean stop; 2 for a
+// bad command line (one line on stderr, before anything listens); 1 for anything else
+// (one log line).
+import { parseArgs, UsageError, USAGE } from './cli.js';
+import { createLogger, errorFields } from './log.js';
+import { startServer } from './server.js';
+import { VERSION } from './version.js';
+
+const log = createLogger();
+
+function fail(error: unknown): never {
+  if (error instanceof UsageError) {
+    process.stderr.write(error.message + '\n');
+    process.exit(error.exitCode);
+  }
+  // Only the message: error objects of this program never carry a password or a token.
+  log.error('api-auth failed', errorFields(error));
+  process.exit(1);
+}
+
+async function main(): Promise<void> {
+  const command = parseArgs(process.argv.slice(2));
+  if (command.action === 'help') {
+    process.stdout.write(USAGE);
+    return;
+  }
+  if (command.action === 'version') {
+    process.stdout.write(`api-auth ${VERSION}\n`);
+    return;
+  }
+  const server = await startServer(command.options, { log });
+  const stop = (): void => {
+    server.stop().then(() => process.exit(0), fail);
+  };
+  // A second signal while stopping changes nothing: the stop is already bounded.
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
+main().catch(fail);

@@ -1,0 +1,126 @@
+// What the service promises on the wire, written down once: the refusal reasons of the
+// gate, and helpers that obtain tokens and try them on protected endpoints.
+import type { Test } from 'tap';
+import { jsonrpc, request, type HttpResponse } from './http.js';
+import { VERSION } from './server.js';
+
+/** The gate's reasons, by outcome (team brief, "The gate"). */
+export const REASONS = {
+  noToken: 'auth token not provided',
+  badHeader: 'couldn\'t parse auth token. Header "Authorization" should be "Bearer TOKEN.GOES.HERE"',
+  malformed: 'the provided auth token is invalid',
+  badSignature: 'the provided auth token is invalid: signature mismatch',
+  expired: 'the provided auth token is expired',
+  revoked: 'the provided auth token was revoked',
+  earlierGeneration: 'the provided auth token is invalid: issued under a previous password',
+  notGranted: 'the provided auth token does not allow access to this endpoint',
+} as const;
+
+export const BAD_PATH_REASON =
+  'invalid request path: dot segments, empty segments and encoded "/", "." or "%" are refused';
+
+export const NOT_FOUND_BODY = '404 page not found\n';
+
+export const TOKEN_PATTERN = /^[A-Za-z0-9_-]{76}$/;
+
+/** The exact body of a refusal, as the original node sent it. */
+export function refusalBody(reason: string): string {
+  return JSON.stringify({ jsonrpc: '2.0', error: { code: -32600, message: reason }, id: 1 }) + '\n';
+}
+
+export function authUrl(base: string): string {
+  return `${base}/ext/auth`;
+}
+
+/** A new token from auth.newToken; throws with the JSON-RPC error when there is none. */
+export async function newToken(base: string, password: string, endpoints: readonly string[]): Promise<string> {
+  const response = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints });
+  const token: unknown = response.result?.token;
+  if (typeof token !== 'string') throw new Error(`auth.newToken gave no token: ${JSON.stringify(response)}`);
+  return token;
+}
+
+/** The JSON-RPC body a request to `path` carries: a method the built-in endpoint knows. */
+function bodyFor(path: string): string {
+  const method = path.startsWith('/ext/health') ? 'health.health' : 'info.getNodeVersion';
+  return JSON.stringify({ jsonrpc: '2.0', method, id: 1 });
+}
+
+/**
+ * A request to a node endpoint with `Authorization: <authorization>` (none when
+ * undefined): POST with a JSON-RPC body, or GET.
+ */
+export function callWithHeader(base: string, path: string | Buffer, authorization: string | undefined,
+  method: 'POST' | 'GET' = 'POST'): Promise<HttpResponse> {
+  const headers: [string, string][] = authorization === undefined ? [] : [['Authorization', authorization]];
+  if (method === 'GET') return request(base, path, { method, headers });
+  headers.push(['Content-Type', 'application/json']);
+  return request(base, path, { method, headers, body: bodyFor(path.toString('latin1')) });
+}
+
+/** A request to a node endpoint carrying `Bearer <token>` (no header when undefined). */
+export function call(base: string, path: string | Buffer, token?: string, method: 'POST' | 'GET' = 'POST'): Promise<HttpResponse> {
+  return callWithHeader(base, path, token === undefined ? undefined : `Bearer ${token}`, method);
+}
+
+/** The response is the gate's refusal with `reason`: 401, JSON, WWW-Authenticate, exact body. */
+export function expectRefused(t: Test, response: HttpResponse, reason: string, label = ''): void {
+  const what = label ? ` (${label})` : '';
+  t.equal(response.status, 401, `status 401${what}`);
+  t.equal(response.headers['content-type'], 'application/json', `content-type application/json${what}`);
+  t.equal(response.headers['www-authenticate'], 'Bearer', `WWW-Authenticate: Bearer${what}`);
+  t.equal(response.text, refusalBody(reason), `body names "${reason}"${what}`);
+}
+
+/** The response is the 400 of a path the service refuses to serve. */
+export function expectBadPath(t: Test, response: HttpResponse, label = ''): void {
+  const what = label ? ` (${label})` : '';
+  t.equal(response.status, 400, `status 400${what}`);
+  t.equal(response.headers['content-type'], 'application/json', `content-type application/json${what}`);
+  let body: unknown;
+  try {
+    body = JSON.parse(response.text);
+  } catch {
+    body = response.text;
+  }
+  t.same(body, { jsonrpc: '2.0', error: { code: -32600, message: BAD_PATH_REASON }, id: 1 }, `bad path body${what}`);
+}
+
+/**
+ * The request got past the gate and reached the router: the built-in endpoint's answer
+ * for /ext/info and /ext/health, the plain 404 for any other path.
+ */
+export function expectGranted(t: Test, response: HttpResponse, path: string, label = path): void {
+  const route = path.split('?')[0];
+  if (route === '/ext/info' || route === '/ext/health') {
+    t.equal(response.status, 200, `status 200 (${label})`);
+    let body: { result?: unknown } | undefined;
+    try {
+      body = JSON.parse(response.text);
+    } catch {
+      body = undefined;
+    }
+    const expected = route === '/ext/info'
+      ? { version: `api-auth/${VERSION}`, gitCommit: '', vmVersions: {} }
+      : { checks: {}, healthy: true };
+    // GET /ext/health is the liveness probe: the report itself, not a JSON-RPC response.
+    const answer = response.method === 'GET' ? body : body?.result;
+    t.same(answer, expected, `the endpoint answered (${label}): ${response.text}`);
+  } else {
+    expectNotFound(t, response, label);
+  }
+}
+
+/** The router's plain 404. */
+export function expectNotFound(t: Test, response: HttpResponse, label = ''): void {
+  const what = label ? ` (${label})` : '';
+  t.equal(response.status, 404, `status 404${what}`);
+  t.match(response.headers['content-type'] ?? '', /^text\/plain\b/, `content-type text/plain${what}`);
+  t.equal(response.text, NOT_FOUND_BODY, `404 body${what}`);
+}
+
+/** `token` with its last character replaced: same length and alphabet, a different tag. */
+export function tamperLast(token: string): string {
+  const last = token[token.length - 1];
+  return token.slice(0, -1) + (last === 'A' ? 'B' : 'A');
+}

@@ -1,0 +1,229 @@
+// Runs the real CLI (build/host/main.js) in a child process, as an operator would, and
+// reads its JSON log lines from stdout. Every child is killed when its test ends.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Test } from 'tap';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const MAIN = join(ROOT, 'build', 'host', 'main.js');
+export const VERSION: string = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
+
+/** One parsed stdout line; `raw` is set (and nothing else) when the line was not JSON. */
+export interface LogLine {
+  time?: string;
+  level?: string;
+  msg?: string;
+  raw?: string;
+  [field: string]: unknown;
+}
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** A started child process of the CLI. */
+export interface Running {
+  child: ChildProcess;
+  logs: LogLine[];
+  stdout(): string;
+  stderr(): string;
+  exited: Promise<Exit>;
+  hasExited(): boolean;
+  /** Resolves with the first log line matching, rejects on exit or after `timeoutMs`. */
+  waitForLog(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** Sends `signal` and waits for the exit; SIGKILL after `graceMs`. */
+  stop(signal?: NodeJS.Signals, graceMs?: number): Promise<Exit>;
+  /** Waits for the exit without sending anything; SIGKILL after `graceMs`. */
+  waitForExit(graceMs?: number): Promise<Exit>;
+}
+
+/** The owner of the test's temporary files; removed when the test ends. */
+export function tempDir(t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'api-auth-test-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export function randomPassword(): string {
+  return 'pw-' + randomBytes(12).toString('hex');
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((done) => setTimeout(done, ms));
+}
+
+/** Starts `node build/host/main.js ...args`; the child is killed at the end of `t`. */
+export function launch(t: Test, args: readonly string[]): Running {
+  const child = spawn(process.execPath, [MAIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  let pending = '';
+  let exit: Exit | undefined;
+  const logs: LogLine[] = [];
+  const waiters = new Set<(line: LogLine | undefined) => void>();
+
+  child.stdout!.setEncoding('utf8');
+  child.stderr!.setEncoding('utf8');
+  child.stdout!.on('data', (chunk: string) => {
+    out += chunk;
+    pending += chunk;
+    let nl: number;
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      const text = pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+      if (text === '') continue;
+      let line: LogLine;
+      try {
+        const parsed: unknown = JSON.parse(text);
+        line = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as LogLine) : { raw: text };
+      } catch {
+        line = { raw: text };
+      }
+      logs.push(line);
+      for (const waiter of [...waiters]) waiter(line);
+    }
+  });
+  child.stderr!.on('data', (chunk: string) => { err += chunk; });
+
+  const exited = new Promise<Exit>((done) => {
+    child.on('exit', (code, signal) => {
+      exit = { code, signal };
+      // Let the pipes drain before anyone reads stdout and stderr.
+      setImmediate(() => {
+        for (const waiter of [...waiters]) waiter(undefined);
+        done(exit!);
+      });
+    });
+  });
+
+  const running: Running = {
+    child,
+    logs,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    hasExited: () => exit !== undefined,
+    waitForLog(match, timeoutMs = 15_000) {
+      const seen = logs.find(match);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((done, fail) => {
+        const timer = setTimeout(() => {
+          waiters.delete(waiter);
+          fail(new Error(`no matching log line within ${timeoutMs} ms; stdout:\n${out}\nstderr:\n${err}`));
+        }, timeoutMs);
+        const waiter = (line: LogLine | undefined): void => {
+          if (line === undefined) {
+            clearTimeout(timer);
+            waiters.delete(waiter);
+            fail(new Error(`the process exited (${JSON.stringify(exit)}) first; stdout:\n${out}\nstderr:\n${err}`));
+          } else if (match(line)) {
+            clearTimeout(timer);
+            waiters.delete(waiter);
+            done(line);
+          }
+        };
+        if (exit !== undefined) waiter(undefined);
+        else waiters.add(waiter);
+      });
+    },
+    async stop(signal = 'SIGTERM', graceMs = 10_000) {
+      if (exit !== undefined) return exit;
+      child.kill(signal);
+      return running.waitForExit(graceMs);
+    },
+    async waitForExit(graceMs = 10_000) {
+      if (exit !== undefined) return exit;
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const result = await exited;
+      clearTimeout(timer);
+      return result;
+    },
+  };
+  t.teardown(async () => {
+    if (exit === undefined) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+  return running;
+}
+
+export interface CliResult extends Exit {
+  stdout: string;
+  stderr: string;
+  logs: LogLine[];
+}
+
+/**
+ * Runs the CLI to its exit. A run that starts listening is killed at once (the result
+ * then shows the listening line and signal SIGKILL), so a command line that should have
+ * been refused fails its test quickly instead of serving.
+ */
+export async function runCli(t: Test, args: readonly string[], timeoutMs = 10_000): Promise<CliResult> {
+  const run = launch(t, args);
+  const listening = run.waitForLog((l) => l.msg === 'listening', timeoutMs).then(
+    () => run.stop('SIGKILL'),
+    () => undefined,
+  );
+  const timer = setTimeout(() => run.child.kill('SIGKILL'), timeoutMs);
+  const exit = await run.exited;
+  clearTimeout(timer);
+  await listening;
+  return { ...exit, stdout: run.stdout(), stderr: run.stderr(), logs: run.logs };
+}
+
+export interface ServerOptions {
+  /** --api-auth-required; default true. */
+  auth?: boolean;
+  /** The service password; default a random one. */
+  password?: string;
+  /** The password file's content; default the password itself. */
+  fileContent?: string;
+  /** The password file's mode; default 0600. */
+  mode?: number;
+  /** Leave the password file missing so that the server generates it. */
+  generate?: boolean;
+  /** Extra flags, after the defaults. */
+  args?: readonly string[];
+}
+
+export interface Server extends Running {
+  url: string;
+  port: number;
+  password: string;
+  passwordFile: string;
+  dir: string;
+  listening: LogLine;
+}
+
+/**
+ * Starts the CLI on a free port (--http-port 0) with a temporary password file and data
+ * folder, and waits for its `listening` log line.
+ */
+export async function startServer(t: Test, options: ServerOptions = {}): Promise<Server> {
+  const dir = tempDir(t);
+  const dataDir = join(dir, 'data');
+  mkdirSync(dataDir);
+  const args = ['--http-port', '0', '--data-dir', dataDir];
+  const auth = options.auth ?? true;
+  const passwordFile = join(dir, 'password');
+  let password = options.password ?? randomPassword();
+  if (auth) {
+    args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
+    if (!options.generate) {
+      writeFileSync(passwordFile, options.fileContent ?? password, { mode: 0o600 });
+      chmodSync(passwordFile, options.mode ?? 0o600);
+    }
+  }
+  args.push(...(options.args ?? []));
+  const run = launch(t, args);
+  const listening = await run.waitForLog((l) => l.msg === 'listening');
+  if (auth && options.generate) password = readFileSync(passwordFile, 'utf8').trim();
+  const port = Number(listening.port);
+  return { ...run, url: `http://127.0.0.1:${port}`, port, password, passwordFile, dir, listening };
+}
