@@ -57,9 +57,12 @@ export class AuthService {
       const grant = this.addGrant(endpoints);
       // What the token will refer to (its grant, its serial) is durable before it exists.
       await this.store.recordGrant(grant, canonicalEndpoints(endpoints));
-      await this.store.reserveSerials(this.core.nextSerial + 1);
+      const now = this.now();
+      // Sweeping first frees the pages of expired tokens, so the reservation sees the whole window.
+      this.core.sweep(now);
+      await this.store.reserveSerials(this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
       try {
-        return this.core.issue(grant, this.now(), this.tokenLifetime).token;
+        return this.core.issue(grant, now, this.tokenLifetime).token;
       } catch (error) {
         if (error instanceof IssueError) throw new RpcError(ServiceErrorCode.ResourceLimit, error.message);
         throw error;

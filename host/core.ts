@@ -125,6 +125,7 @@ export class Core {
   private readonly resultPtr: number;
   // The clock is read by callers in seconds; the i64 argument wants a BigInt, which is
   // made once per second rather than once per request.
+  private readonly windowLog2: number;
   private lastSecond = -1;
   private lastSecondBig = 0n;
 
@@ -132,7 +133,8 @@ export class Core {
     const instance = instantiateSync<Exports>(coreModule(), {});
     this.x = instance.exports as unknown as Exports;
     if (this.x.abiVersion() !== 1) throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (1)`);
-    if (this.x.init(options.windowLog2 ?? DEFAULT_WINDOW_LOG2) !== 0) throw new Error('core init failed');
+    this.windowLog2 = options.windowLog2 ?? DEFAULT_WINDOW_LOG2;
+    if (this.x.init(this.windowLog2) !== 0) throw new Error('core init failed');
     this.tokenPtr = this.x.tokenBuffer();
     this.pathPtr = this.x.pathBuffer();
     this.pathCap = this.x.pathCapacity();
@@ -253,6 +255,11 @@ export class Core {
 
   get nextSerial(): number {
     return Number(this.x.nextSerial());
+  }
+
+  /** How many serials the revocation window spans: at most this many tokens are live at once. */
+  get windowSize(): number {
+    return 2 ** this.windowLog2;
   }
 
   get floor(): number {

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // The api-auth command. Exit codes: 0 after --help, --version or a clean stop; 2 for a
-// bad command line (one line on stderr, before anything listens); 1 for anything else
-// (one log line).
+// bad command line or a data folder it cannot use (one line on stderr, before anything
+// listens); 1 for anything else (one log line).
 import { parseArgs, UsageError, USAGE } from './cli.js';
 import { createLogger, errorFields } from './log.js';
 import { startServer } from './server.js';
+import { StateError } from './state-file.js';
 import { VERSION } from './version.js';
 
 const log = createLogger();
@@ -13,6 +14,10 @@ function fail(error: unknown): never {
   if (error instanceof UsageError) {
     process.stderr.write(error.message + '\n');
     process.exit(error.exitCode);
+  }
+  if (error instanceof StateError) {
+    process.stderr.write(`api-auth: ${error.message}\n`);
+    process.exit(2);
   }
   // Only the message: error objects of this program never carry a password or a token.
   log.error('api-auth failed', errorFields(error));

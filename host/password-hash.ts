@@ -56,3 +56,23 @@ export class Argon2idVerifier implements PasswordVerifier {
     return timingSafeEqual(candidate, record.hash);
   }
 }
+
+const PHC = /^\$argon2id\$v=19\$m=(\d{1,10}),t=(\d{1,10}),p=(\d{1,3})\$([A-Za-z0-9+/]{16,})\$([A-Za-z0-9+/]{16,})$/;
+
+/** A record in the PHC string format that argon2 tools share: `$argon2id$v=19$m=..,t=..,p=..$salt$hash`. */
+export function encodeRecord(record: PasswordRecord): string {
+  const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64').replace(/=+$/, '');
+  return `$argon2id$v=19$m=${record.memorySize},t=${record.iterations},p=${record.parallelism}$${b64(record.salt)}$${b64(record.hash)}`;
+}
+
+/** Parses a PHC string made by `encodeRecord`; undefined when it is not one. */
+export function decodeRecord(text: string): PasswordRecord | undefined {
+  const m = PHC.exec(text);
+  if (m === null) return undefined;
+  const [memorySize, iterations, parallelism] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (memorySize < 8 * parallelism || iterations < 1 || parallelism < 1) return undefined;
+  const salt = Uint8Array.from(Buffer.from(m[4], 'base64'));
+  const hash = Uint8Array.from(Buffer.from(m[5], 'base64'));
+  if (salt.length < 8 || hash.length < 16) return undefined;
+  return { algorithm: 'argon2id', memorySize, iterations, parallelism, salt, hash };
+}

@@ -15,8 +15,7 @@ import type { Logger } from './log.js';
 import { HEALTH_BODY, healthMethods, infoMethods } from './node-endpoints.js';
 import { loadPasswordFile } from './password-file.js';
 import { Argon2idVerifier } from './password-hash.js';
-import { MemoryStateStore } from './state-store.js';
-import type { StateStore } from './state-store.js';
+import { restoreService, StateStore } from './state-store.js';
 import { writeRefusal } from './token-gate.js';
 import { VERSION } from './version.js';
 
@@ -37,31 +36,29 @@ export interface ServerServices {
 }
 
 /**
- * Starts the service from validated options: the core with a fresh key, the state, the
- * password (from its file, generated when missing) and the HTTP listener. Throws
- * UsageError for a bad password file, Error when it cannot listen.
+ * Starts the service from validated options: the core, the state of the data folder
+ * (created on the first start), the password (from its file, generated when missing)
+ * and the HTTP listener. Throws UsageError for a bad password file, StateError for a
+ * data folder it cannot use, Error when it cannot listen.
  */
 export async function startServer(options: Options, services: ServerServices = {}): Promise<ServerHandle> {
   const log = services.log ?? createLogger();
   const core = new Core();
-  core.setKey();
-  const store = new MemoryStateStore();
-  const state = await store.load();
-  core.generation = state.generation;
-
   const onInternalError = (error: unknown, method: string): void => log.error('internal error', { method, ...errorFields(error) });
   const rpc = (methods: MethodTable): JsonRpcEndpoint => new JsonRpcEndpoint(methods, onInternalError);
   const routes = new Map<string, Route>([
     ['/ext/info', { rpc: rpc(infoMethods(VERSION)), allow: 'POST', body: null }],
     ['/ext/health', { rpc: rpc(healthMethods()), allow: 'GET, HEAD, POST', body: new TextEncoder().encode(HEALTH_BODY + '\n') }],
   ]);
+  let store: StateStore | undefined;
   try {
     if (options.apiAuthRequired) {
       const passwordFile = options.apiAuthPasswordFile;
       if (passwordFile === undefined) throw new Error('options.apiAuthRequired needs options.apiAuthPasswordFile');
       const password = await loadPasswordFile(passwordFile, () => core.generatePassword(), log);
+      store = await StateStore.open(options.dataDir, log);
       const verifier = new Argon2idVerifier();
-      await store.recordPassword(await verifier.hash(password), state.generation);
+      await restoreService(core, store, verifier, password, options.apiAuthTokenLifetime, log);
       const auth = new AuthService({ core, store, verifier, tokenLifetime: options.apiAuthTokenLifetime, log });
       routes.set(AUTH_PATH, { rpc: rpc(auth.methods()), allow: 'POST', body: null });
     } else if (options.apiAuthPasswordFile !== undefined) {
@@ -69,7 +66,7 @@ export async function startServer(options: Options, services: ServerServices = {
     }
     return await new HttpServer(core, routes, options.apiAuthRequired, store, log).listen(options.httpHost, options.httpPort);
   } catch (error) {
-    await store.close();
+    await store?.close();
     throw error;
   }
 }
@@ -108,7 +105,7 @@ class HttpServer {
     private readonly core: Core,
     private readonly routes: ReadonlyMap<string, Route>,
     private readonly authRequired: boolean,
-    private readonly store: StateStore,
+    private readonly store: StateStore | undefined,
     private readonly log: Logger,
   ) {
     this.app.any('/*', (res, req) => this.handle(res, req));
@@ -238,7 +235,7 @@ class HttpServer {
     await new Promise((resolve) => setImmediate(resolve));
     // Closes the kept-alive connections too, which would otherwise hold the process.
     this.app.close();
-    await this.store.close();
+    await this.store?.close();
     this.log.info('stopped');
   }
 }

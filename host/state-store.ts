@@ -2,116 +2,259 @@
 // password changes to keep their meaning. The Wasm core stays the source of truth for
 // verifying tokens; this module is what the core is rebuilt from at start.
 //
-// Every `record*` method resolves only once its effect is durable, and callers reply
-// success only after it resolves, so a crash right after a reply loses nothing.
-import type { PasswordRecord } from './password-hash.js';
+// Every `record*` method resolves only once its effect is on disk, and callers reply
+// success only after it resolves, so a crash right after a reply loses nothing. A change
+// is applied to a copy that replaces the current state only once written: a failed write
+// changes nothing, in memory or on disk.
+import { webcrypto } from 'node:crypto';
+import { join } from 'node:path';
+import type { Core } from './core.js';
+import type { Logger } from './log.js';
+import { decodeRecord, encodeRecord } from './password-hash.js';
+import type { PasswordRecord, PasswordVerifier } from './password-hash.js';
+import { lockDataDir, prepareDataDir, readState, STATE_FILE, StateError, writeState } from './state-file.js';
+import type { PersistedState } from './state-file.js';
 
-export interface Revocation {
-  readonly serial: number;
-  /** Unix seconds; after it the token is expired anyway and the record can go. */
-  readonly expiry: number;
-}
-
+/** The state with its password records parsed. */
 export interface ServiceState {
-  /** The current password's hash; null before the first password is recorded. */
-  readonly password: PasswordRecord | null;
-  /** The password generation tokens must carry. */
+  readonly key: Uint8Array;
   readonly generation: number;
-  /** Canonical endpoint lists by grant id (ids are dense, from 0). */
-  readonly grants: readonly (readonly string[])[];
-  /** Revocations of tokens that may not have expired yet. */
-  readonly revocations: readonly Revocation[];
-  /** No token has a serial at or above this; a restart continues from it. */
+  readonly password: PasswordRecord;
+  readonly filePassword: PasswordRecord;
+  readonly maxLifetime: number;
   readonly serialCeiling: number;
+  readonly floor: number;
+  readonly grants: readonly (readonly string[])[];
+  readonly revocations: ReadonlyMap<number, number>;
 }
 
-export interface StateStore {
-  /** Reads the durable state; the other methods need it loaded first. */
-  load(): Promise<ServiceState>;
-  /** The password recorded last. */
-  readonly password: PasswordRecord | null;
-  /** A password and the generation it starts (an initial password, or a change). */
-  recordPassword(record: PasswordRecord, generation: number): Promise<void>;
-  /** An endpoint list under the id the core gave it; a no-op when that id is recorded. */
-  recordGrant(id: number, endpoints: readonly string[]): Promise<void>;
-  recordRevocation(serial: number, expiry: number): Promise<void>;
-  /** Makes sure serials below `end` may be handed out; a no-op when they already may. */
-  reserveSerials(end: number): Promise<void>;
-  /** Finishes pending writes and releases the store. */
-  close(): Promise<void>;
-}
-
-// Reserving serials in blocks makes a reservation (one durable write once the store is
-// on disk) rare; a restart skips at most one block of never-issued serials.
+// Reserving serials in blocks makes the reservation's write rare; a restart skips at
+// most one block of never-issued serials.
 const SERIAL_BLOCK = 4096;
 
-/** Holds the state in memory only: nothing survives the process. */
-export class MemoryStateStore implements StateStore {
-  private passwordRecord: PasswordRecord | null = null;
-  private generation = 0;
-  private readonly grants: string[][] = [];
-  private readonly revocations = new Map<number, number>();
-  // Expired revocations are dropped when the map has doubled since the last sweep, which
-  // keeps it as large as the live revocations at amortised constant cost.
-  private sweepAt = 1024;
-  private serialCeiling = 0;
-  private loaded = false;
-  private closed = false;
+export class StateStore {
+  private current: ServiceState | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly now: () => number = () => Math.floor(Date.now() / 1000)) {}
-
-  get password(): PasswordRecord | null {
-    return this.passwordRecord;
+  private constructor(
+    private readonly dir: string,
+    private readonly lock: { release(): void },
+    loaded: ServiceState | undefined,
+    private readonly now: () => number,
+  ) {
+    this.current = loaded;
   }
 
-  async load(): Promise<ServiceState> {
-    this.loaded = true;
-    return {
-      password: this.passwordRecord,
-      generation: this.generation,
-      grants: this.grants.map((g) => [...g]),
-      revocations: [...this.revocations].map(([serial, expiry]) => ({ serial, expiry })),
-      serialCeiling: this.serialCeiling,
-    };
-  }
-
-  async recordPassword(record: PasswordRecord, generation: number): Promise<void> {
-    this.writable();
-    if (generation < this.generation) {
-      throw new Error(`password generation ${generation} is older than the recorded ${this.generation}`);
-    }
-    this.passwordRecord = record;
-    this.generation = generation;
-  }
-
-  async recordGrant(id: number, endpoints: readonly string[]): Promise<void> {
-    this.writable();
-    if (id < this.grants.length) return;
-    if (id !== this.grants.length) throw new Error(`grant ${id} recorded out of order (expected ${this.grants.length})`);
-    this.grants.push([...endpoints]);
-  }
-
-  async recordRevocation(serial: number, expiry: number): Promise<void> {
-    this.writable();
-    this.revocations.set(serial, expiry);
-    if (this.revocations.size >= this.sweepAt) {
-      const now = this.now();
-      for (const [s, e] of this.revocations) if (e <= now) this.revocations.delete(s);
-      this.sweepAt = Math.max(1024, this.revocations.size * 2);
+  /**
+   * Opens the data folder (created 0700 when missing), locks it against a second
+   * instance, and reads its state. Throws StateError with the line to show.
+   */
+  static async open(dir: string, log: Logger, now: () => number = () => Math.floor(Date.now() / 1000)): Promise<StateStore> {
+    const { openToOthers } = await prepareDataDir(dir);
+    if (openToOthers) log.warn('the data folder can be entered by other users; chmod 700 it', { path: dir });
+    const lock = await lockDataDir(dir);
+    try {
+      const stored = await readState(dir);
+      return new StateStore(dir, lock, stored === undefined ? undefined : parse(stored, join(dir, STATE_FILE)), now);
+    } catch (e) {
+      lock.release();
+      throw e;
     }
   }
 
-  async reserveSerials(end: number): Promise<void> {
-    this.writable();
-    if (end > this.serialCeiling) this.serialCeiling = end + SERIAL_BLOCK;
+  /** The state file's path, for messages. */
+  get path(): string {
+    return join(this.dir, STATE_FILE);
   }
 
+  /** The state as last written; undefined for a data folder that has none yet. */
+  get state(): ServiceState | undefined {
+    return this.current;
+  }
+
+  /** The current password's record. */
+  get password(): PasswordRecord {
+    return this.written().password;
+  }
+
+  /** Writes the first state of a new data folder. */
+  create(state: ServiceState): Promise<void> {
+    return this.enqueue(async () => {
+      if (this.current !== undefined) throw new Error('the data folder has a state already');
+      await this.write(state);
+    });
+  }
+
+  /**
+   * A new password and the generation it starts: a change through the API, or the
+   * password file's new content adopted at start (`fromFile`).
+   */
+  recordPassword(record: PasswordRecord, generation: number, fromFile = false): Promise<void> {
+    return this.change((s) => {
+      if (generation <= s.generation) throw new Error(`password generation ${generation} does not follow ${s.generation}`);
+      return { ...s, password: record, generation, ...(fromFile ? { filePassword: record } : {}) };
+    });
+  }
+
+  /** An endpoint list under the id the core gave it; nothing to write when it is recorded. */
+  recordGrant(id: number, endpoints: readonly string[]): Promise<void> {
+    return this.change((s) => {
+      if (id < s.grants.length) return undefined;
+      if (id !== s.grants.length) throw new Error(`grant ${id} recorded out of order (expected ${s.grants.length})`);
+      return { ...s, grants: [...s.grants, [...endpoints]] };
+    });
+  }
+
+  /** A revoked token, kept until its expiry; nothing to write when it is recorded. */
+  recordRevocation(serial: number, expiry: number): Promise<void> {
+    return this.change((s) => {
+      if (s.revocations.get(serial) === expiry) return undefined;
+      const revocations = new Map(s.revocations);
+      revocations.set(serial, expiry);
+      return { ...s, revocations };
+    });
+  }
+
+  /**
+   * Makes sure serials below `end` may be handed out, reserving up to a block more but
+   * never past `limit` (the end of the core's window), together with the core's floor,
+   * so that a restart restores a range the window holds.
+   */
+  reserveSerials(end: number, floor: number, limit: number): Promise<void> {
+    return this.change((s) => {
+      if (end <= s.serialCeiling) return undefined;
+      const serialCeiling = Math.min(end - 1 + SERIAL_BLOCK, limit);
+      if (serialCeiling < end) return undefined;
+      return { ...s, serialCeiling, floor: Math.max(s.floor, floor) };
+    });
+  }
+
+  /** The longest token lifetime used, which bounds the expiry of tokens issued before a restart. */
+  recordLifetime(seconds: number): Promise<void> {
+    return this.change((s) => (seconds <= s.maxLifetime ? undefined : { ...s, maxLifetime: seconds }));
+  }
+
+  /** Finishes pending writes and releases the folder. */
   async close(): Promise<void> {
-    this.closed = true;
+    await this.queue.catch(() => undefined);
+    this.lock.release();
   }
 
-  private writable(): void {
-    if (!this.loaded) throw new Error('the state store was used before load()');
-    if (this.closed) throw new Error('the state store is closed');
+  private written(): ServiceState {
+    if (this.current === undefined) throw new Error('the state store has no state yet');
+    return this.current;
   }
+
+  /** Derives the next state from the written one; undefined when nothing changes. */
+  private change(next: (s: ServiceState) => ServiceState | undefined): Promise<void> {
+    return this.enqueue(async () => {
+      const changed = next(this.written());
+      if (changed !== undefined) await this.write(changed);
+    });
+  }
+
+  /** Writes a state, and adopts it once it is on disk. */
+  private async write(s: ServiceState): Promise<void> {
+    const compacted = dropExpired(s, this.now());
+    await writeState(this.dir, serialise(compacted));
+    this.current = compacted;
+  }
+
+  /** One change at a time, in call order. */
+  private enqueue(work: () => Promise<void>): Promise<void> {
+    const run = this.queue.then(work);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+}
+
+/** Revocations of tokens that have expired are kept no longer. */
+function dropExpired(s: ServiceState, now: number): ServiceState {
+  let expired = 0;
+  for (const expiry of s.revocations.values()) if (expiry <= now) expired++;
+  if (expired === 0) return s;
+  const revocations = new Map<number, number>();
+  for (const [serial, expiry] of s.revocations) if (expiry > now) revocations.set(serial, expiry);
+  return { ...s, revocations };
+}
+
+function serialise(s: ServiceState): PersistedState {
+  return {
+    key: s.key,
+    generation: s.generation,
+    password: encodeRecord(s.password),
+    filePassword: encodeRecord(s.filePassword),
+    maxLifetime: s.maxLifetime,
+    serialCeiling: s.serialCeiling,
+    floor: s.floor,
+    grants: s.grants.map((g) => [...g]),
+    revocations: new Map(s.revocations),
+  };
+}
+
+function parse(p: PersistedState, path: string): ServiceState {
+  const password = decodeRecord(p.password);
+  const filePassword = decodeRecord(p.filePassword);
+  if (password === undefined || filePassword === undefined || p.key.length !== 32 || p.floor > p.serialCeiling) {
+    throw new StateError(`state file ${path} is damaged (its records do not hold together); restore it from a backup, ` +
+      'or move it aside to start with fresh state (every token issued so far then stops working)');
+  }
+  return { ...p, password, filePassword };
+}
+
+/**
+ * Rebuilds the core from a stored state: key, generation, grants in id order, the serial
+ * range, and the revocations that still matter at `now`.
+ */
+export function restoreCore(core: Core, s: ServiceState, now: number, path: string): void {
+  const damaged = (why: string) => new StateError(`state file ${path} is damaged (${why}); restore it from a backup, ` +
+    'or move it aside to start with fresh state (every token issued so far then stops working)');
+  core.setKey(s.key);
+  core.generation = s.generation;
+  s.grants.forEach((endpoints, id) => {
+    let got: number;
+    try {
+      got = core.addGrant(endpoints);
+    } catch {
+      throw damaged(`endpoint list ${id} is not valid`);
+    }
+    if (got !== id) throw damaged(`endpoint list ${id} repeats list ${got}`);
+  });
+  if (s.serialCeiling - s.floor > core.windowSize) throw damaged('its serial range is wider than the revocation window');
+  // Every token issued before now expires by now plus the longest lifetime ever used.
+  core.restoreSerials(s.floor, s.serialCeiling, now + s.maxLifetime);
+  for (const [serial, expiry] of s.revocations) {
+    if (expiry > now && !core.revokeSerial(serial)) throw damaged(`revoked serial ${serial} was never issued`);
+  }
+}
+
+/**
+ * Brings the core up at start: from the stored state, or as a new node with a random
+ * key. A password file whose content changed while the program was down is the
+ * operator's reset: its password is adopted in a new generation, so every earlier token
+ * stops working. Passwords set through the API are kept while the file is unchanged.
+ */
+export async function restoreService(core: Core, store: StateStore, verifier: PasswordVerifier, filePassword: string,
+  lifetime: number, log: Logger): Promise<void> {
+  const stored = store.state;
+  if (stored === undefined) {
+    const key = webcrypto.getRandomValues(new Uint8Array(32));
+    core.setKey(key);
+    const record = await verifier.hash(filePassword);
+    await store.create({
+      key, generation: 0, password: record, filePassword: record, maxLifetime: lifetime,
+      serialCeiling: 0, floor: 0, grants: [], revocations: new Map(),
+    });
+    log.info('created the state file', { path: store.path });
+    return;
+  }
+  restoreCore(core, stored, Math.floor(Date.now() / 1000), store.path);
+  if (!(await verifier.verify(filePassword, stored.filePassword))) {
+    const generation = core.generation + 1;
+    await store.recordPassword(await verifier.hash(filePassword), generation, true);
+    core.bumpGeneration();
+    log.warn('the password file changed while api-auth was down: its password is now the service password, ' +
+      'and every token issued before is invalid', { generation });
+  }
+  await store.recordLifetime(lifetime);
 }
