@@ -17,17 +17,32 @@ export type Id = string | number | null;
 /** Params by name, as the client sent them; members the method does not know are ignored. */
 export type Params = Readonly<Record<string, unknown>>;
 
+/** What a method knows of its caller. */
+export interface CallContext {
+  /** The client's address, as the transport saw it. */
+  readonly address: string;
+}
+
 /** A method returns its result (any JSON value) or throws RpcError for an error response. */
-export type Method = (params: Params) => unknown;
+export type Method = (params: Params, context: CallContext) => unknown;
 
 export type MethodTable = ReadonlyMap<string, Method>;
 
-/** An error the client should see as is. Any other exception becomes -32603 "internal error". */
+/**
+ * An error the client should see as is. Any other exception becomes -32603 "internal
+ * error". One with `retryAfter` (seconds) refuses the call for now rather than for good.
+ */
 export class RpcError extends Error {
-  constructor(readonly code: number, message: string) {
+  constructor(readonly code: number, message: string, readonly retryAfter?: number) {
     super(message);
     this.name = 'RpcError';
   }
+}
+
+/** The answer to a body: its text (null when none is due), and for a lone request refused for now, the refusal. */
+export interface Reply {
+  readonly text: string | null;
+  readonly refusal?: { readonly code: number; readonly retryAfter: number };
 }
 
 /** -32602 `invalid params: <name> must be <what>`. */
@@ -67,7 +82,7 @@ export class JsonRpcEndpoint {
    * notification, or a batch of them). Every failure of a method becomes an error
    * response; only a result that is not JSON (a bug) rejects.
    */
-  async handle(body: Uint8Array): Promise<string | null> {
+  async handle(body: Uint8Array, context: CallContext): Promise<Reply> {
     let text: string;
     let message: unknown;
     try {
@@ -75,59 +90,61 @@ export class JsonRpcEndpoint {
       message = JSON.parse(text);
     } catch (error) {
       const why = error instanceof SyntaxError ? error.message : 'the body is not UTF-8';
-      return errorResponse(ErrorCode.ParseError, `parse error: ${why}`);
+      return { text: errorResponse(ErrorCode.ParseError, `parse error: ${why}`) };
     }
-    if (!Array.isArray(message)) return this.call(message, text, -1);
-    if (message.length === 0) return errorResponse(ErrorCode.InvalidRequest, 'invalid request: empty batch');
+    if (!Array.isArray(message)) return this.call(message, text, -1, context);
+    if (message.length === 0) return { text: errorResponse(ErrorCode.InvalidRequest, 'invalid request: empty batch') };
     if (message.length > MAX_BATCH) {
-      return errorResponse(ErrorCode.InvalidRequest, `batch holds more than ${MAX_BATCH} requests`);
+      return { text: errorResponse(ErrorCode.InvalidRequest, `batch holds more than ${MAX_BATCH} requests`) };
     }
     const responses: string[] = [];
     // In order, one at a time: a batch may revoke a token and then use the service again,
     // and the effects must happen in the order the client wrote them.
     for (let i = 0; i < message.length; i++) {
-      const response = await this.call(message[i], text, i);
+      const { text: response } = await this.call(message[i], text, i, context);
       if (response !== null) responses.push(response);
     }
-    return responses.length === 0 ? null : `[${responses.join(',')}]`;
+    return { text: responses.length === 0 ? null : `[${responses.join(',')}]` };
   }
 
   /** `index` is the request's place in a batch, -1 for a lone request; `text` is the body. */
-  private async call(request: unknown, text: string, index: number): Promise<string | null> {
+  private async call(request: unknown, text: string, index: number, context: CallContext): Promise<Reply> {
     if (typeof request !== 'object' || request === null || Array.isArray(request)) {
-      return errorResponse(ErrorCode.InvalidRequest, 'invalid request: expected a JSON-RPC 2.0 request object');
+      return { text: errorResponse(ErrorCode.InvalidRequest, 'invalid request: expected a JSON-RPC 2.0 request object') };
     }
     const r = request as Record<string, unknown>;
     const notification = !Object.hasOwn(r, 'id');
     const id = r.id;
     if (!notification && typeof id !== 'string' && typeof id !== 'number' && id !== null) {
-      return errorResponse(ErrorCode.InvalidRequest, 'invalid request: id must be a string, a number or null');
+      return { text: errorResponse(ErrorCode.InvalidRequest, 'invalid request: id must be a string, a number or null') };
     }
     // A number that is not a safe integer (beyond 2^53, a fraction, 1e400) may have lost
     // digits in the double; the client gets back the digits it sent.
     const idJson = typeof id === 'number' && !Number.isSafeInteger(id)
       ? sourceOfId(text, index) ?? JSON.stringify(id)
       : JSON.stringify(notification ? null : id);
-    if (r.jsonrpc !== '2.0') return errorWithId(ErrorCode.InvalidRequest, 'invalid request: jsonrpc must be "2.0"', idJson);
-    if (typeof r.method !== 'string') return errorWithId(ErrorCode.InvalidRequest, 'invalid request: method must be a string', idJson);
+    if (r.jsonrpc !== '2.0') return { text: errorWithId(ErrorCode.InvalidRequest, 'invalid request: jsonrpc must be "2.0"', idJson) };
+    if (typeof r.method !== 'string') return { text: errorWithId(ErrorCode.InvalidRequest, 'invalid request: method must be a string', idJson) };
     const params = r.params;
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
-      return errorWithId(ErrorCode.InvalidRequest, 'invalid request: params must be an object of named params', idJson);
+      return { text: errorWithId(ErrorCode.InvalidRequest, 'invalid request: params must be an object of named params', idJson) };
     }
     const method = this.methods.get(r.method);
     let result: unknown;
     try {
       if (method === undefined) throw new RpcError(ErrorCode.MethodNotFound, `method not found: ${shortened(r.method)}`);
-      result = await method((params as Params | undefined) ?? EMPTY_PARAMS);
+      result = await method((params as Params | undefined) ?? EMPTY_PARAMS, context);
     } catch (error) {
-      const expected = error instanceof RpcError;
-      if (!expected) this.onInternalError(error, r.method);
-      if (notification) return null;
-      // Internal failures stay in the log: their text may name files or state.
-      return expected ? errorWithId(error.code, error.message, idJson) : errorWithId(ErrorCode.InternalError, 'internal error', idJson);
+      if (!(error instanceof RpcError)) {
+        this.onInternalError(error, r.method);
+        // Internal failures stay in the log: their text may name files or state.
+        return { text: notification ? null : errorWithId(ErrorCode.InternalError, 'internal error', idJson) };
+      }
+      const refusal = error.retryAfter === undefined ? undefined : { code: error.code, retryAfter: error.retryAfter };
+      return { text: notification ? null : errorWithId(error.code, error.message, idJson), refusal };
     }
-    if (notification) return null;
-    return `{"jsonrpc":"2.0","result":${JSON.stringify(result)},"id":${idJson}}`;
+    if (notification) return { text: null };
+    return { text: `{"jsonrpc":"2.0","result":${JSON.stringify(result)},"id":${idJson}}` };
   }
 }
 

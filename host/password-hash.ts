@@ -1,8 +1,8 @@
-// Password hashing: argon2id with OWASP's minimum parameters. The rest of the host sees
-// only the async PasswordVerifier interface, so hashing can move off the request thread
-// without touching its callers.
+// Password hashing: argon2id with OWASP's minimum parameters, on a worker thread. The
+// rest of the host sees only the async PasswordVerifier interface.
 import { timingSafeEqual, webcrypto } from 'node:crypto';
-import { argon2id } from 'hash-wasm';
+import { Worker } from 'node:worker_threads';
+import type { HashJob, HashResult } from './password-worker.js';
 
 /** An argon2id hash with everything needed to check a candidate against it. */
 export interface PasswordRecord {
@@ -30,12 +30,33 @@ export const ARGON2ID_PARAMETERS = {
   saltLength: 16,
 } as const;
 
-/** Hashes on the calling thread with hash-wasm. */
+/** Raised when more password checks wait than the bound allows; retry shortly. */
+export class BusyError extends Error {
+  constructor() {
+    super('too many password checks are waiting');
+    this.name = 'BusyError';
+  }
+}
+
+/** Checks waiting or running at once; past it, calls are refused at once. */
+export const MAX_PENDING_CHECKS = 32;
+
+/**
+ * Hashes with hash-wasm on a worker thread, one job at a time, with a bounded queue:
+ * argon2id costs tens of milliseconds, and none of them may be spent on the thread that
+ * serves requests.
+ */
 export class Argon2idVerifier implements PasswordVerifier {
+  private worker: Worker | undefined;
+  private readonly pending = new Map<number, { resolve(hash: Uint8Array): void; reject(error: Error): void }>();
+  private nextId = 0;
+
+  constructor(private readonly maxPending = MAX_PENDING_CHECKS) {}
+
   async hash(password: string): Promise<PasswordRecord> {
     const { memorySize, iterations, parallelism, hashLength, saltLength } = ARGON2ID_PARAMETERS;
     const salt = webcrypto.getRandomValues(new Uint8Array(saltLength));
-    const hash = await argon2id({ password, salt, memorySize, iterations, parallelism, hashLength, outputType: 'binary' });
+    const hash = await this.run({ password, salt, memorySize, iterations, parallelism, hashLength });
     return { algorithm: 'argon2id', memorySize, iterations, parallelism, salt, hash };
   }
 
@@ -44,16 +65,49 @@ export class Argon2idVerifier implements PasswordVerifier {
   async verify(password: string, record: PasswordRecord): Promise<boolean> {
     // hash-wasm refuses to hash an empty password, so no record is of one.
     if (password === '') return false;
-    const candidate = await argon2id({
-      password,
-      salt: record.salt,
-      memorySize: record.memorySize,
-      iterations: record.iterations,
-      parallelism: record.parallelism,
-      hashLength: record.hash.length,
-      outputType: 'binary',
-    });
+    const { salt, memorySize, iterations, parallelism } = record;
+    const candidate = await this.run({ password, salt, memorySize, iterations, parallelism, hashLength: record.hash.length });
     return timingSafeEqual(candidate, record.hash);
+  }
+
+  /** Stops the worker; checks still waiting fail. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+
+  private run(job: Omit<HashJob, 'id'>): Promise<Uint8Array> {
+    if (this.pending.size >= this.maxPending) return Promise.reject(new BusyError());
+    const id = this.nextId++;
+    return new Promise<Uint8Array>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.thread().postMessage({ id, ...job } satisfies HashJob);
+    });
+  }
+
+  private thread(): Worker {
+    if (this.worker !== undefined) return this.worker;
+    const worker = new Worker(new URL('./password-worker.js', import.meta.url));
+    // Idle, it must not keep the process alive.
+    worker.unref();
+    worker.on('message', (result: HashResult) => {
+      const waiter = this.pending.get(result.id);
+      if (waiter === undefined) return;
+      this.pending.delete(result.id);
+      if ('error' in result) waiter.reject(new Error(`argon2id failed: ${result.error}`));
+      else waiter.resolve(result.hash);
+    });
+    // A dead worker fails what it held; the next check starts a new one.
+    const lost = (error: Error): void => {
+      if (this.worker === worker) this.worker = undefined;
+      for (const waiter of this.pending.values()) waiter.reject(error);
+      this.pending.clear();
+    };
+    worker.on('error', lost);
+    worker.on('exit', (code) => lost(new Error(`the password worker stopped (exit code ${code})`)));
+    this.worker = worker;
+    return worker;
   }
 }
 

@@ -5,17 +5,18 @@
 // The protected path is kept to: read the header and the URL, one core call, write.
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, us_listen_socket } from 'uWebSockets.js';
-import { AuthService } from './auth-service.js';
+import { AuthService, ServiceErrorCode, throttled } from './auth-service.js';
 import type { Options } from './cli.js';
 import { Core, Outcome } from './core.js';
 import { ErrorCode, errorResponse, JsonRpcEndpoint } from './jsonrpc.js';
-import type { MethodTable } from './jsonrpc.js';
+import type { MethodTable, Reply } from './jsonrpc.js';
 import { createLogger, errorFields } from './log.js';
 import type { Logger } from './log.js';
 import { HEALTH_BODY, healthMethods, infoMethods } from './node-endpoints.js';
 import { loadPasswordFile } from './password-file.js';
 import { Argon2idVerifier } from './password-hash.js';
 import { restoreService, StateStore } from './state-store.js';
+import type { PasswordThrottle } from './throttle.js';
 import { writeRefusal } from './token-gate.js';
 import { VERSION } from './version.js';
 
@@ -27,7 +28,7 @@ export interface ServerHandle {
   readonly host: string;
   /** The port listened on (the chosen one when the options said 0). */
   readonly port: number;
-  /** Stops accepting, lets in-flight requests finish (at most 5 s), closes the state store. */
+  /** Stops accepting, lets in-flight requests finish (at most 5 s), closes the state store and the hashing thread. */
   stop(): Promise<void>;
 }
 
@@ -51,28 +52,36 @@ export async function startServer(options: Options, services: ServerServices = {
     ['/ext/health', { rpc: rpc(healthMethods()), allow: 'GET, HEAD, POST', body: new TextEncoder().encode(HEALTH_BODY + '\n') }],
   ]);
   let store: StateStore | undefined;
+  let verifier: Argon2idVerifier | undefined;
+  // What stop() releases once the last request is answered.
+  const release = async (): Promise<void> => {
+    await verifier?.close();
+    await store?.close();
+  };
   try {
     if (options.apiAuthRequired) {
       const passwordFile = options.apiAuthPasswordFile;
       if (passwordFile === undefined) throw new Error('options.apiAuthRequired needs options.apiAuthPasswordFile');
       const password = await loadPasswordFile(passwordFile, () => core.generatePassword(), log);
       store = await StateStore.open(options.dataDir, log);
-      const verifier = new Argon2idVerifier();
+      verifier = new Argon2idVerifier();
       await restoreService(core, store, verifier, password, options.apiAuthTokenLifetime, log);
       const auth = new AuthService({ core, store, verifier, tokenLifetime: options.apiAuthTokenLifetime, log });
-      routes.set(AUTH_PATH, { rpc: rpc(auth.methods()), allow: 'POST', body: null });
+      routes.set(AUTH_PATH, { rpc: rpc(auth.methods()), allow: 'POST', body: null, throttle: auth.throttle });
     } else if (options.apiAuthPasswordFile !== undefined) {
       log.warn('the password file is not used without --api-auth-required', { path: options.apiAuthPasswordFile });
     }
-    return await new HttpServer(core, routes, options.apiAuthRequired, store, log).listen(options.httpHost, options.httpPort);
+    return await new HttpServer(core, routes, options.apiAuthRequired, release, log).listen(options.httpHost, options.httpPort);
   } catch (error) {
-    await store?.close();
+    await release();
     throw error;
   }
 }
 
 interface Route {
   readonly rpc: JsonRpcEndpoint;
+  /** For routes that check passwords: clients that must wait are refused before their body is read. */
+  readonly throttle?: PasswordThrottle;
   /** The Allow header of a 405. */
   readonly allow: string;
   /** The GET response body, for routes that answer GET. */
@@ -105,7 +114,7 @@ class HttpServer {
     private readonly core: Core,
     private readonly routes: ReadonlyMap<string, Route>,
     private readonly authRequired: boolean,
-    private readonly store: StateStore | undefined,
+    private readonly release: () => Promise<void>,
     private readonly log: Logger,
   ) {
     this.app.any('/*', (res, req) => this.handle(res, req));
@@ -158,6 +167,14 @@ class HttpServer {
   }
 
   private post(res: HttpResponse, req: HttpRequest, route: Route): void {
+    const address = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+    const wait = route.throttle?.retryAfter(address, Date.now()) ?? 0;
+    if (wait > 0) {
+      // Not even the body is read: a flood of guesses costs one header parse each.
+      res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', String(wait))
+        .end(jsonLine(ServiceErrorCode.Throttled, throttled(wait).message), true);
+      return;
+    }
     if (!JSON_CONTENT_TYPE.test(req.getHeader('content-type'))) {
       res.writeStatus('415 Unsupported Media Type').writeHeader('Content-Type', 'application/json').end(NOT_JSON);
       return;
@@ -190,14 +207,15 @@ class HttpServer {
       }
       // uWS reuses the chunk's memory once this callback returns.
       chunks.push(Buffer.from(chunk.slice(0)));
-      if (isLast) void this.dispatch(res, route.rpc, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), exchange, finish);
+      if (isLast) void this.dispatch(res, route.rpc, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), address, exchange, finish);
     });
   }
 
-  private async dispatch(res: HttpResponse, rpc: JsonRpcEndpoint, body: Buffer, exchange: { open: boolean }, finish: () => void): Promise<void> {
-    let response: string | null;
+  private async dispatch(res: HttpResponse, rpc: JsonRpcEndpoint, body: Buffer, address: string, exchange: { open: boolean },
+    finish: () => void): Promise<void> {
+    let reply: Reply;
     try {
-      response = await rpc.handle(body);
+      reply = await rpc.handle(body, { address });
     } catch (error) {
       this.log.error('internal error', errorFields(error));
       if (exchange.open) res.cork(() => res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR));
@@ -205,9 +223,18 @@ class HttpServer {
       return;
     }
     if (exchange.open) {
+      const { text, refusal } = reply;
       res.cork(() => {
-        if (response === null) res.writeStatus('204 No Content').endWithoutBody();
-        else res.writeHeader('Content-Type', 'application/json').end(response + '\n');
+        if (text === null) {
+          res.writeStatus('204 No Content').endWithoutBody();
+          return;
+        }
+        // A lone call refused for now says so in HTTP too, so that proxies and clients back off.
+        if (refusal !== undefined) {
+          res.writeStatus(refusal.code === ServiceErrorCode.Throttled ? '429 Too Many Requests' : '503 Service Unavailable')
+            .writeHeader('Retry-After', String(refusal.retryAfter));
+        }
+        res.writeHeader('Content-Type', 'application/json').end(text + '\n');
       });
     }
     finish();
@@ -235,7 +262,7 @@ class HttpServer {
     await new Promise((resolve) => setImmediate(resolve));
     // Closes the kept-alive connections too, which would otherwise hold the process.
     this.app.close();
-    await this.store?.close();
+    await this.release();
     this.log.info('stopped');
   }
 }

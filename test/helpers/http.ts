@@ -1,7 +1,7 @@
 // A small HTTP/1.1 client on raw TCP sockets. fetch and node:http normalise or refuse
 // some request targets (`/./`, `\`, `#`, bytes above 0x7E); this one writes exactly the
 // bytes it is given, so the server sees the request-target the test names.
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 
 export interface HttpResponse {
   status: number;
@@ -16,12 +16,26 @@ export interface HttpResponse {
 export interface RequestOptions {
   method?: string;
   /** Headers in the order given; Host, Content-Length and Connection are added unless present. */
-  headers?: ReadonlyArray<readonly [string, string]>;
+  headers?: ReadonlyArray<readonly [string, string | Buffer]>;
   body?: string | Buffer;
   timeoutMs?: number;
+  /** The loopback address to connect from; by default every connection gets its own. */
+  localAddress?: string;
 }
 
 const REQUEST_TIMEOUT_MS = 10_000;
+
+let lastSource = 0;
+
+/**
+ * A fresh loopback source address (all of 127.0.0.0/8 is this machine). The server
+ * throttles wrong passwords per client address, so tests that send wrong passwords on
+ * purpose come from a new client each time; tests of the throttle pin one address.
+ */
+export function freshSource(): string {
+  lastSource = (lastSource % 65_000) + 1;
+  return `127.1.${lastSource >> 8}.${lastSource & 255}`;
+}
 
 function endpoint(base: string): { host: string; port: number } {
   const url = new URL(base);
@@ -30,34 +44,48 @@ function endpoint(base: string): { host: string; port: number } {
 
 /** Sends `METHOD target HTTP/1.1` to the server at `base` (http://host:port). */
 export async function request(base: string, target: string | Buffer, options: RequestOptions = {}): Promise<HttpResponse> {
+  const method = options.method ?? (options.body === undefined ? 'GET' : 'POST');
+  const response = await exchange(base, encodeRequest(base, target, options), options.timeoutMs, options.localAddress, method);
+  return { ...response, method };
+}
+
+/**
+ * The bytes of `METHOD target HTTP/1.1` with its headers and body: Host and
+ * Content-Length are added unless present, and `Connection: close` unless
+ * `keepAlive` or a Connection header is given. Header names and values are written
+ * as given (a Buffer value byte for byte, a string value as latin1).
+ */
+export function encodeRequest(base: string, target: string | Buffer, options: RequestOptions & { keepAlive?: boolean } = {}): Buffer {
   const { host, port } = endpoint(base);
   const method = options.method ?? (options.body === undefined ? 'GET' : 'POST');
-  const headers = [...(options.headers ?? [])];
+  const headers: (readonly [string, string | Buffer])[] = [...(options.headers ?? [])];
   const has = (name: string): boolean => headers.some(([n]) => n.toLowerCase() === name);
   const body = options.body === undefined ? undefined : Buffer.from(options.body);
   if (!has('host')) headers.unshift(['Host', `${host}:${port}`]);
   if (body !== undefined && !has('content-length') && !has('transfer-encoding')) {
     headers.push(['Content-Length', String(body.length)]);
   }
-  if (!has('connection')) headers.push(['Connection', 'close']);
+  if (!options.keepAlive && !has('connection')) headers.push(['Connection', 'close']);
   const head = Buffer.concat([
     Buffer.from(`${method} `, 'latin1'),
     Buffer.isBuffer(target) ? target : Buffer.from(target, 'latin1'),
-    Buffer.from(` HTTP/1.1\r\n${headers.map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n`, 'latin1'),
+    Buffer.from(' HTTP/1.1\r\n', 'latin1'),
+    ...headers.flatMap(([n, v]) => [Buffer.from(`${n}: `, 'latin1'), Buffer.isBuffer(v) ? v : Buffer.from(v, 'latin1'), Buffer.from('\r\n')]),
+    Buffer.from('\r\n'),
   ]);
-  const response = await exchange(base, body === undefined ? head : Buffer.concat([head, body]), options.timeoutMs);
-  return { ...response, method };
+  return body === undefined ? head : Buffer.concat([head, body]);
 }
 
 /**
  * Writes `bytes` on a fresh connection and reads one response. Resolves as soon as the
  * response is complete (Content-Length, chunked, or end of stream), whatever the server
- * then does with the connection.
+ * then does with the connection. `method` is the request's (a HEAD response has no body).
  */
-export function exchange(base: string, bytes: Buffer | readonly Buffer[], timeoutMs = REQUEST_TIMEOUT_MS): Promise<HttpResponse> {
+export function exchange(base: string, bytes: Buffer | readonly Buffer[], timeoutMs = REQUEST_TIMEOUT_MS,
+  localAddress = freshSource(), method?: string): Promise<HttpResponse> {
   const { host, port } = endpoint(base);
   return new Promise((done, fail) => {
-    const socket = connect({ host, port });
+    const socket = connect({ host, port, localAddress });
     let received = Buffer.alloc(0);
     let settled = false;
     const finish = (error: Error | undefined, response?: HttpResponse): void => {
@@ -74,7 +102,7 @@ export function exchange(base: string, bytes: Buffer | readonly Buffer[], timeou
     });
     const attempt = (ended: boolean): boolean => {
       try {
-        const response = parseResponse(received, ended);
+        const response = parseResponse(received, ended, method);
         if (response) finish(undefined, response);
         return response !== undefined;
       } catch (error) {
@@ -99,8 +127,16 @@ export function exchange(base: string, bytes: Buffer | readonly Buffer[], timeou
   });
 }
 
-/** One complete response at the start of `data`, or undefined when more bytes are needed. */
-export function parseResponse(data: Buffer, ended: boolean): HttpResponse | undefined {
+/**
+ * One complete response at the start of `data`, or undefined when more bytes are needed.
+ * `method` is the request's: the response to a HEAD has no body whatever its headers say.
+ */
+export function parseResponse(data: Buffer, ended: boolean, method?: string): HttpResponse | undefined {
+  return readResponse(data, ended, method)?.response;
+}
+
+/** Like parseResponse, with the number of bytes the response took. */
+export function readResponse(data: Buffer, ended: boolean, method?: string): { response: HttpResponse; length: number } | undefined {
   const headEnd = data.indexOf('\r\n\r\n');
   if (headEnd < 0) return undefined;
   const lines = data.subarray(0, headEnd).toString('latin1').split('\r\n');
@@ -113,10 +149,13 @@ export function parseResponse(data: Buffer, ended: boolean): HttpResponse | unde
     const value = line.slice(colon + 1).trim();
     headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
   }
-  const rest = data.subarray(headEnd + 4);
+  const bodyStart = headEnd + 4;
+  const rest = data.subarray(bodyStart);
   let body: Buffer;
-  if (status === 204 || status === 304 || (status >= 100 && status < 200)) {
+  let length: number;
+  if (method?.toUpperCase() === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200)) {
     body = Buffer.alloc(0);
+    length = bodyStart;
   } else if (/\bchunked\b/i.test(headers['transfer-encoding'] ?? '')) {
     const chunks: Buffer[] = [];
     let at = 0;
@@ -124,21 +163,29 @@ export function parseResponse(data: Buffer, ended: boolean): HttpResponse | unde
       const lineEnd = rest.indexOf('\r\n', at);
       if (lineEnd < 0) return undefined;
       const size = parseInt(rest.subarray(at, lineEnd).toString('latin1'), 16);
-      if (size === 0) break;
+      if (size === 0) {
+        // The last chunk, no trailers: its line and the empty line after it.
+        if (rest.length < lineEnd + 4) return undefined;
+        at = lineEnd + 4;
+        break;
+      }
       if (rest.length < lineEnd + 2 + size + 2) return undefined;
       chunks.push(rest.subarray(lineEnd + 2, lineEnd + 2 + size));
       at = lineEnd + 2 + size + 2;
     }
     body = Buffer.concat(chunks);
+    length = bodyStart + at;
   } else if (headers['content-length'] !== undefined) {
-    const length = Number(headers['content-length']);
-    if (rest.length < length) return undefined;
-    body = rest.subarray(0, length);
+    const contentLength = Number(headers['content-length']);
+    if (rest.length < contentLength) return undefined;
+    body = rest.subarray(0, contentLength);
+    length = bodyStart + contentLength;
   } else {
     if (!ended) return undefined;
     body = rest;
+    length = data.length;
   }
-  return { status, headers, body, text: body.toString('utf8') };
+  return { response: { status, headers, body, text: body.toString('utf8') }, length };
 }
 
 export type JsonRpcId = string | number | null;
@@ -194,4 +241,146 @@ export function parseRpc(response: HttpResponse): RpcResponse {
   } catch {
     throw new Error(`response is not JSON: ${JSON.stringify(response.text)}`);
   }
+}
+
+/**
+ * One keep-alive connection that carries requests one after another (never pipelined:
+ * each request waits for the previous response). It reconnects when the server closed
+ * the connection after a response; a response cut short, bytes the server sent that no
+ * request asked for, or no response within the timeout reject.
+ */
+export class KeepAliveConnection {
+  private socket: Socket | undefined;
+  private received = Buffer.alloc(0);
+  private ended = false;
+  /** Set when the server sent bytes while no request was waiting. */
+  private stray: Error | undefined;
+  private waiting: ((ended: boolean) => void) | undefined;
+  /** How many connections were opened so far. */
+  connects = 0;
+
+  constructor(readonly base: string, readonly timeoutMs = REQUEST_TIMEOUT_MS, readonly localAddress = freshSource()) {}
+
+  /** `METHOD target` over this connection (see `encodeRequest`; no `Connection: close` unless given). */
+  request(target: string | Buffer, options: RequestOptions = {}): Promise<HttpResponse> {
+    const method = options.method ?? (options.body === undefined ? 'GET' : 'POST');
+    return this.send(encodeRequest(this.base, target, { ...options, keepAlive: true }), method, options.timeoutMs);
+  }
+
+  /** Writes the bytes of one request and reads its response. */
+  async send(bytes: Buffer, method: string, timeoutMs = this.timeoutMs): Promise<HttpResponse> {
+    if (this.waiting) throw new Error('KeepAliveConnection: one request at a time');
+    if (this.stray) {
+      const error = this.stray;
+      this.close();
+      throw error;
+    }
+    if (this.socket === undefined || this.ended) await this.open();
+    const socket = this.socket!;
+    return new Promise<HttpResponse>((done, fail) => {
+      const timer = setTimeout(() => {
+        this.waiting = undefined;
+        this.close();
+        fail(new Error(`no complete response within ${timeoutMs} ms; got ${JSON.stringify(this.preview())}`));
+      }, timeoutMs);
+      const attempt = (ended: boolean): void => {
+        let parsed: ReturnType<typeof readResponse>;
+        try {
+          parsed = readResponse(this.received, ended, method);
+        } catch (error) {
+          parsed = undefined;
+          settle(error as Error);
+          return;
+        }
+        if (parsed !== undefined) {
+          const extra = this.received.subarray(parsed.length);
+          if (extra.length > 0) {
+            settle(new Error(`${extra.length} bytes after the response to ${method}, on a connection that sent one request: ` +
+              `${JSON.stringify(extra.toString('latin1').slice(0, 300))}`));
+            return;
+          }
+          this.received = Buffer.alloc(0);
+          if (/\bclose\b/i.test(parsed.response.headers.connection ?? '')) this.close();
+          settle(undefined, { ...parsed.response, method });
+        } else if (ended) {
+          settle(new Error(`connection closed before a complete response; got ${JSON.stringify(this.preview())}`));
+        }
+      };
+      const settle = (error: Error | undefined, response?: HttpResponse): void => {
+        clearTimeout(timer);
+        this.waiting = undefined;
+        if (error) {
+          this.close();
+          fail(error);
+        } else {
+          done(response!);
+        }
+      };
+      this.waiting = attempt;
+      // A server may answer early and close (a 413); the rest of the write then fails, which is fine.
+      socket.write(bytes, () => undefined);
+    });
+  }
+
+  close(): void {
+    this.socket?.destroy();
+    this.socket = undefined;
+    this.received = Buffer.alloc(0);
+    this.stray = undefined;
+  }
+
+  private preview(): string {
+    return this.received.toString('latin1').slice(0, 300);
+  }
+
+  private open(): Promise<void> {
+    this.close();
+    const { host, port } = endpoint(this.base);
+    const socket = connect({ host, port, localAddress: this.localAddress });
+    this.socket = socket;
+    this.ended = false;
+    this.connects++;
+    const atEnd = (): void => {
+      if (this.socket !== socket) return;
+      this.ended = true;
+      this.waiting?.(true);
+    };
+    socket.on('data', (chunk: Buffer) => {
+      if (this.socket !== socket) return;
+      this.received = Buffer.concat([this.received, chunk]);
+      if (this.waiting) this.waiting(false);
+      else this.stray ??= new Error(`the server sent bytes no request asked for: ${JSON.stringify(this.preview())}`);
+    });
+    socket.on('end', atEnd);
+    socket.on('close', atEnd);
+    return new Promise((done, fail) => {
+      socket.once('connect', () => done());
+      socket.once('error', (error) => {
+        if (this.socket === socket && !this.waiting && socket.connecting) fail(error);
+        atEnd();
+      });
+    });
+  }
+}
+
+/**
+ * Runs `work` on every item with `connections` keep-alive connections to `base`, each
+ * carrying one request at a time; results come back in the order of `items`.
+ */
+export async function overKeepAlive<T, R>(base: string, connections: number, items: readonly T[],
+  work: (item: T, connection: KeepAliveConnection, index: number) => Promise<R>): Promise<R[]> {
+  const pool = Array.from({ length: Math.min(connections, items.length) }, () => new KeepAliveConnection(base));
+  const results = new Array<R>(items.length);
+  let next = 0;
+  try {
+    await Promise.all(pool.map(async (connection) => {
+      while (next < items.length) {
+        const index = next++;
+        results[index] = await work(items[index], connection, index);
+      }
+    }));
+  } finally {
+    for (const connection of pool) connection.close();
+  }
+  return results;
 }
