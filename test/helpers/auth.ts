@@ -124,3 +124,29 @@ export function tamperLast(token: string): string {
   const last = token[token.length - 1];
   return token.slice(0, -1) + (last === 'A' ? 'B' : 'A');
 }
+
+/** The error of a wrong password, as every /ext/auth method gives it. */
+export const INCORRECT_PASSWORD = { code: -32000, message: 'incorrect password' } as const;
+
+/** auth.revokeToken: its result ({success: true}) or its JSON-RPC error object. */
+export async function revokeToken(base: string, password: string, token: string): Promise<unknown> {
+  const answer = await jsonrpc(authUrl(base), 'auth.revokeToken', { password, token });
+  return answer.error ?? answer.result;
+}
+
+/** auth.changePassword: its result ({success: true}) or its JSON-RPC error object. */
+export async function changePassword(base: string, oldPassword: string, newPassword: string): Promise<unknown> {
+  const answer = await jsonrpc(authUrl(base), 'auth.changePassword', { oldPassword, newPassword });
+  return answer.error ?? answer.result;
+}
+
+/**
+ * Whether `password` is the service password now: auth.newToken for `endpoints` gives a
+ * token (returned) or the incorrect-password error (undefined). Anything else throws.
+ */
+export async function tryPassword(base: string, password: string, endpoints: readonly string[] = ['/ext/info']): Promise<string | undefined> {
+  const answer = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints });
+  if (typeof answer.result?.token === 'string') return answer.result.token;
+  if (answer.error?.code === INCORRECT_PASSWORD.code && answer.error.message === INCORRECT_PASSWORD.message) return undefined;
+  throw new Error(`auth.newToken gave neither a token nor "incorrect password": ${JSON.stringify(answer)}`);
+}

@@ -190,6 +190,8 @@ export interface ServerOptions {
   generate?: boolean;
   /** Extra flags, after the defaults. */
   args?: readonly string[];
+  /** Create the data folder before the start; default true (false leaves it to the server). */
+  createDataDir?: boolean;
 }
 
 export interface Server extends Running {
@@ -198,6 +200,10 @@ export interface Server extends Running {
   password: string;
   passwordFile: string;
   dir: string;
+  /** The --data-dir folder (`<dir>/data`). */
+  dataDir: string;
+  /** The command line the server was started with (after `main.js`). */
+  args: readonly string[];
   listening: LogLine;
 }
 
@@ -208,7 +214,7 @@ export interface Server extends Running {
 export async function startServer(t: Test, options: ServerOptions = {}): Promise<Server> {
   const dir = tempDir(t);
   const dataDir = join(dir, 'data');
-  mkdirSync(dataDir);
+  if (options.createDataDir ?? true) mkdirSync(dataDir);
   const args = ['--http-port', '0', '--data-dir', dataDir];
   const auth = options.auth ?? true;
   const passwordFile = join(dir, 'password');
@@ -225,5 +231,22 @@ export async function startServer(t: Test, options: ServerOptions = {}): Promise
   const listening = await run.waitForLog((l) => l.msg === 'listening');
   if (auth && options.generate) password = readFileSync(passwordFile, 'utf8').trim();
   const port = Number(listening.port);
-  return { ...run, url: `http://127.0.0.1:${port}`, port, password, passwordFile, dir, listening };
+  return { ...run, url: `http://127.0.0.1:${port}`, port, password, passwordFile, dir, dataDir, args, listening };
+}
+
+/**
+ * Starts the CLI again with the command line of `previous` (same data folder, same
+ * password file, which is left as it is) once `previous` has exited, and waits for its
+ * `listening` line. `password` is the password the caller expects to be in force now
+ * (default: `previous.password`); it is carried along, not checked.
+ */
+export async function restartServer(t: Test, previous: Server, password: string = previous.password): Promise<Server> {
+  if (!previous.hasExited()) throw new Error('restartServer: the previous server is still running; stop it first');
+  const run = launch(t, previous.args);
+  const listening = await run.waitForLog((l) => l.msg === 'listening');
+  const port = Number(listening.port);
+  return {
+    ...run, url: `http://127.0.0.1:${port}`, port, password, passwordFile: previous.passwordFile, dir: previous.dir,
+    dataDir: previous.dataDir, args: previous.args, listening,
+  };
 }

@@ -1,0 +1,350 @@
+// The crash test (issue 3): clients stream token issues, revocations and password changes
+// while the server is killed with SIGKILL at random moments, round after round. After
+// each restart every acknowledged effect must hold:
+// - a token whose issue was acknowledged grants exactly its endpoints, unless revoked or
+//   of an earlier password generation;
+// - a token whose revocation was acknowledged never gets through again;
+// - an acknowledged password change holds: the newest acknowledged password works (or
+//   the one a change in flight at the kill set), and every password it replaced fails.
+// A call in flight at the kill may have taken effect or not; the next restart tells which,
+// and from then on that outcome must hold too.
+import t from 'tap';
+import { INCORRECT_PASSWORD, REASONS, authUrl, call, changePassword, refusalBody, tryPassword } from './helpers/auth.js';
+import { jsonrpc, type RpcResponse } from './helpers/http.js';
+import { randomPassword, launch, restartServer, sleep, startServer, type LogLine, type Server } from './helpers/server.js';
+
+const SUCCESS = { success: true };
+const ROUNDS = Number(process.env.CRASH_ROUNDS ?? 20);
+/** How long the clients stream before the kill, at most (the kill comes at a random moment before). */
+const MAX_STREAM_MS = 1800;
+const MIN_STREAM_MS = 100;
+const TOKEN_CLIENTS = 2;
+const REVOKE_CLIENTS = 3;
+
+type Revoked = 'no' | 'maybe' | 'yes';
+
+interface Token {
+  readonly token: string;
+  /** Index in `passwords` of the password it was issued under. */
+  readonly epoch: number;
+  /** A path it grants, and one it does not. */
+  readonly granted: string;
+  readonly other: string;
+  /** 'yes' once a revocation was acknowledged or seen to hold; 'maybe' while one is unanswered. */
+  revoked: Revoked;
+  /** A revocation request is out right now. */
+  revoking: boolean;
+}
+
+// The model of what the server must hold. Passwords are all distinct, so a password's
+// index names its generation.
+const passwords: string[] = [];
+let current = 0;
+/** A change to this index is out or was unanswered at the kill. */
+let pendingChange: number | undefined;
+const tokens: Token[] = [];
+const replacedSinceCheck = new Set<number>();
+let grantCounter = 0;
+
+const counts = {
+  tokenChecks: 0,
+  revocationChecks: 0,
+  passwordChecks: 0,
+  ackTokens: 0,
+  ackRevocations: 0,
+  ackChanges: 0,
+  unansweredSettled: 0,
+};
+
+function random(n: number): number {
+  return Math.floor(Math.random() * n);
+}
+
+function endpointsFor(): { endpoints: string[]; granted: string; other: string } {
+  switch (random(3)) {
+    case 0: return { endpoints: ['/ext/info'], granted: '/ext/info', other: '/ext/health' };
+    case 1: return { endpoints: ['/ext/health'], granted: '/ext/health', other: '/ext/info' };
+    default: {
+      // A new endpoint list each time: every such issue also makes a grant durable.
+      const n = grantCounter++;
+      return { endpoints: [`/ext/bc/c${n}/*`], granted: `/ext/bc/c${n}/x`, other: '/ext/info' };
+    }
+  }
+}
+
+/** The response reached the router: the built-in endpoints answer 200, other paths 404. */
+function granted(status: number, path: string): boolean {
+  return path.startsWith('/ext/bc/') ? status === 404 : status === 200;
+}
+
+function refusedFor(response: { status: number; text: string }, reasons: readonly string[]): boolean {
+  return response.status === 401 && reasons.some((r) => response.text === refusalBody(r));
+}
+
+async function pool<T>(items: readonly T[], width: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < items.length) await work(items[next++]);
+  }));
+}
+
+/**
+ * Finds the password in force after a restart and checks it against the model: the last
+ * acknowledged one, or the one of a change unanswered at the kill; every replaced one fails.
+ */
+async function checkPasswords(server: Server, problems: string[]): Promise<void> {
+  const acknowledged = passwords[current];
+  const issued = await tryPassword(server.url, acknowledged);
+  counts.passwordChecks++;
+  if (issued !== undefined) {
+    if (pendingChange !== undefined) {
+      if (await tryPassword(server.url, passwords[pendingChange]) !== undefined) {
+        problems.push(`both the acknowledged password ${current} and the unanswered change's ${pendingChange} work`);
+      }
+      counts.passwordChecks++;
+      await confirmCurrent(server, problems);
+    }
+    record(issued, current, '/ext/info', '/ext/health');
+  } else if (pendingChange !== undefined && (await tryPassword(server.url, passwords[pendingChange])) !== undefined) {
+    // The change that was unanswered at the kill took effect; it holds from now on.
+    replacedSinceCheck.add(current);
+    current = pendingChange;
+    counts.unansweredSettled++;
+  } else {
+    problems.push(`the acknowledged password ${current} does not work` +
+      (pendingChange === undefined ? '' : `, nor does the unanswered change's ${pendingChange}`));
+    return;
+  }
+  pendingChange = undefined;
+  // Every password replaced by a change since the last check, and the file's, must fail.
+  const replaced = new Set(replacedSinceCheck);
+  if (current !== 0) replaced.add(0);
+  for (const index of replaced) {
+    if (index === current) continue;
+    counts.passwordChecks++;
+    const answer = await changePassword(server.url, passwords[index], `never-${randomPassword()}`);
+    if (!sameJson(answer, INCORRECT_PASSWORD)) {
+      problems.push(`replaced password ${index} (current ${current}) is not refused: ${JSON.stringify(answer)}`);
+    }
+    // The password in force between failures: it still works, and it keeps this client
+    // clear of any throttling of repeated failures.
+    await confirmCurrent(server, problems);
+  }
+  replacedSinceCheck.clear();
+}
+
+/** The password in force works: a token comes back, and joins the model. */
+async function confirmCurrent(server: Server, problems: string[]): Promise<void> {
+  const token = await tryPassword(server.url, passwords[current]);
+  if (token === undefined) problems.push(`the current password ${current} stopped working`);
+  else record(token, current, '/ext/info', '/ext/health');
+}
+
+/** Checks every token against the model, and settles revocations that were unanswered. */
+async function checkTokens(server: Server, problems: string[]): Promise<void> {
+  await pool(tokens, 8, async (token) => {
+    const response = await call(server.url, token.granted, token.token);
+    const label = `token #${tokens.indexOf(token)} (password ${token.epoch}, current ${current}, revoked ${token.revoked})`;
+    counts.tokenChecks++;
+    if (token.revoked === 'yes') counts.revocationChecks++;
+    if (token.epoch !== current) {
+      // Of an earlier generation: never through; a revoked one may name either rule.
+      const reasons = token.revoked === 'no' ? [REASONS.earlierGeneration] : [REASONS.earlierGeneration, REASONS.revoked];
+      if (!refusedFor(response, reasons)) problems.push(`${label}: expected a refusal for ${reasons.join(' | ')}, got ${response.status} ${response.text}`);
+      return;
+    }
+    if (token.revoked === 'maybe') {
+      if (refusedFor(response, [REASONS.revoked])) token.revoked = 'yes';
+      else if (granted(response.status, token.granted)) token.revoked = 'no';
+      else problems.push(`${label}: expected granted or revoked, got ${response.status} ${response.text}`);
+      counts.unansweredSettled++;
+      return;
+    }
+    if (token.revoked === 'yes') {
+      if (!refusedFor(response, [REASONS.revoked])) problems.push(`${label}: expected "was revoked", got ${response.status} ${response.text}`);
+      return;
+    }
+    if (!granted(response.status, token.granted)) {
+      problems.push(`${label}: expected ${token.granted} granted, got ${response.status} ${response.text}`);
+      return;
+    }
+    const elsewhere = await call(server.url, token.other, token.token);
+    if (!refusedFor(elsewhere, [REASONS.notGranted])) {
+      problems.push(`${label}: expected ${token.other} not granted, got ${elsewhere.status} ${elsewhere.text}`);
+    }
+  });
+}
+
+function record(token: string, epoch: number, grantedPath: string, other: string): void {
+  tokens.push({ token, epoch, granted: grantedPath, other, revoked: 'no', revoking: false });
+  counts.ackTokens++;
+}
+
+// Password changes take turns with the other calls on the client side: a change waits
+// for the calls out to be answered and holds new ones back until it is. So every call
+// names the password in force and any refusal is a fault, and an unanswered change at
+// the kill is the only uncertainty about the password.
+let changing: Promise<void> | undefined;
+let outstanding = 0;
+let drained: (() => void) | undefined;
+
+/** Waits until no password change is out. */
+async function turn(): Promise<void> {
+  while (changing !== undefined) await changing;
+}
+
+/**
+ * Sends `call` at once (the caller has had its turn, and nothing awaited since): its
+ * JSON-RPC answer, or undefined when the connection broke first (the kill).
+ */
+async function send(call: () => Promise<RpcResponse>): Promise<RpcResponse | undefined> {
+  outstanding++;
+  try {
+    return await call();
+  } catch (error) {
+    if (/expected HTTP 200|not JSON/.test((error as Error).message)) throw error;
+    return undefined;
+  } finally {
+    outstanding--;
+    if (outstanding === 0) drained?.();
+  }
+}
+
+/** Streams calls at `server` until `stopped()`; a call whose connection breaks ends its client. */
+async function stream(server: Server, stopped: () => boolean, problems: string[]): Promise<void> {
+  const auth = authUrl(server.url);
+  const passwordClient = async (): Promise<void> => {
+    while (!stopped()) {
+      await sleep(50 + random(250));
+      if (stopped()) return;
+      let release!: () => void;
+      changing = new Promise((done) => { release = done; });
+      try {
+        if (outstanding > 0) await new Promise<void>((done) => { drained = done; });
+        drained = undefined;
+        if (stopped()) return;
+        const next = passwords.push(`p${passwords.length}-${randomPassword()}`) - 1;
+        pendingChange = next;
+        let answer: RpcResponse | undefined;
+        try {
+          outstanding++;
+          answer = await jsonrpc(auth, 'auth.changePassword', { oldPassword: passwords[current], newPassword: passwords[next] });
+        } catch {
+          return; // unanswered: the next restart tells
+        } finally {
+          outstanding--;
+        }
+        if (!sameJson(answer.result, SUCCESS)) {
+          problems.push(`changePassword ${current} -> ${next} failed: ${JSON.stringify(answer)}`);
+          pendingChange = undefined;
+          return;
+        }
+        replacedSinceCheck.add(current);
+        current = next;
+        pendingChange = undefined;
+        counts.ackChanges++;
+      } finally {
+        changing = undefined;
+        release();
+      }
+    }
+  };
+  const tokenClient = async (): Promise<void> => {
+    while (!stopped()) {
+      const { endpoints, granted: grantedPath, other } = endpointsFor();
+      await turn();
+      const epoch = current;
+      const answer = await send(() => jsonrpc(auth, 'auth.newToken', { password: passwords[epoch], endpoints }));
+      if (answer === undefined) return;
+      if (typeof answer.result?.token === 'string') record(answer.result.token, epoch, grantedPath, other);
+      else problems.push(`newToken with password ${epoch} failed: ${JSON.stringify(answer)}`);
+    }
+  };
+  const revokeClient = async (): Promise<void> => {
+    while (!stopped()) {
+      await turn();
+      const candidates = tokens.filter((c) => c.epoch === current && c.revoked === 'no' && !c.revoking);
+      if (candidates.length === 0) {
+        await sleep(10);
+        continue;
+      }
+      const token = candidates[random(candidates.length)];
+      token.revoking = true;
+      token.revoked = 'maybe';
+      const answer = await send(() => jsonrpc(auth, 'auth.revokeToken', { password: passwords[token.epoch], token: token.token }));
+      token.revoking = false;
+      if (answer === undefined) return; // unanswered: stays 'maybe' until a restart tells
+      if (sameJson(answer.result, SUCCESS)) {
+        token.revoked = 'yes';
+        counts.ackRevocations++;
+      } else {
+        problems.push(`revokeToken with password ${token.epoch} (current ${current}) failed: ${JSON.stringify(answer)}`);
+        token.revoked = 'no'; // a refused call changes nothing
+      }
+    }
+  };
+  await Promise.all([
+    passwordClient(),
+    ...Array.from({ length: TOKEN_CLIENTS }, tokenClient),
+    ...Array.from({ length: REVOKE_CLIENTS }, revokeClient),
+  ]);
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+const errorLines = (logs: readonly LogLine[]): LogLine[] => logs.filter((l) => l.level === 'error');
+
+t.test(`${ROUNDS} rounds of SIGKILL at random moments: every acknowledged effect survives`, async (t) => {
+  let server = await startServer(t);
+  passwords.push(server.password);
+  for (let round = 1; round <= ROUNDS; round++) {
+    const problems: string[] = [];
+    if (round > 1) {
+      if (round % 4 === 0) {
+        // A kill while the server starts (reading and perhaps writing its state) must not
+        // damage the state either.
+        const early = launch(t, server.args);
+        await sleep(random(400));
+        const exit = await early.stop('SIGKILL');
+        if (exit.code !== null) problems.push(`the start killed early exited by itself: ${JSON.stringify(exit)} ${early.stderr()}`);
+      }
+      server = await restartServer(t, server);
+    }
+    await checkPasswords(server, problems);
+    await checkTokens(server, problems);
+
+    let stopped = false;
+    const clients = stream(server, () => stopped, problems);
+    await sleep(MIN_STREAM_MS + random(MAX_STREAM_MS - MIN_STREAM_MS));
+    stopped = true;
+    const exit = await server.stop('SIGKILL');
+    await clients;
+    if (exit.signal !== 'SIGKILL') problems.push(`the server was not killed: ${JSON.stringify(exit)}`);
+    problems.push(...errorLines(server.logs).map((l) => `error log: ${JSON.stringify(l)}`));
+    t.same(problems, [], `round ${round}: ${tokens.length} tokens, password ${current}` +
+      (pendingChange === undefined ? '' : ` (change to ${pendingChange} unanswered)`));
+  }
+
+  // A last, clean restart checks the effects of the last round.
+  const problems: string[] = [];
+  server = await restartServer(t, server);
+  await checkPasswords(server, problems);
+  await checkTokens(server, problems);
+  const stopExit = await server.stop('SIGTERM');
+  t.same(stopExit, { code: 0, signal: null }, 'the last server stops cleanly');
+  problems.push(...errorLines(server.logs).map((l) => `error log: ${JSON.stringify(l)}`));
+  t.same(problems, [], 'after the last restart');
+
+  const checked = counts.tokenChecks + counts.passwordChecks;
+  t.comment(`acknowledged effects: ${counts.ackTokens} token issues, ${counts.ackRevocations} revocations, ` +
+    `${counts.ackChanges} password changes; checked ${checked} times after ${ROUNDS} restarts ` +
+    `(${counts.tokenChecks} token checks, of which ${counts.revocationChecks} of acknowledged revocations; ` +
+    `${counts.passwordChecks} password checks); ${counts.unansweredSettled} unanswered calls settled by a restart`);
+  t.ok(counts.ackRevocations > 0, 'some revocations were acknowledged');
+  t.ok(counts.ackChanges > 0, 'some password changes were acknowledged');
+  t.ok(counts.revocationChecks > 0, 'acknowledged revocations were checked after a crash');
+  t.ok(checked > 0, 'acknowledged effects were checked');
+});
+

@@ -1,0 +1,222 @@
+// A damaged state file stops the start (issue 3): truncated, extended, bit-flipped,
+// re-sealed with a body that does not hold together, or of an unknown format version.
+// Each refusal is one stderr line naming the file and the way to recover, exit code 2,
+// nothing listening, and the file left exactly as it was: never a start on wrong state,
+// never a silent replacement.
+import t, { type Test } from 'tap';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REASONS, call, changePassword, expectGranted, expectRefused, newToken, revokeToken } from './helpers/auth.js';
+import { launch, randomPassword, runCli, startServer, tempDir, type CliResult } from './helpers/server.js';
+
+const MAGIC = Buffer.from('api-auth', 'latin1');
+/** Magic, u32 LE format version, u32 LE body length. */
+const HEADER = 16;
+/** SHA-256 of everything before it. */
+const CHECKSUM = 32;
+const FORMAT_VERSION = 1;
+/** Refused starts run two at a time (the machine has two cores). */
+const PARALLEL = 2;
+
+type Expect = 'damaged' | 'version' | 'damaged-or-version';
+
+interface Case {
+  name: string;
+  bytes: Buffer;
+  expect: Expect;
+}
+
+// A real state: tokens of two password generations over three endpoint lists, two
+// revocations, a password change; then a clean stop.
+const fixture = await (async () => {
+  const server = await startServer(t);
+  const p1 = `p1-${randomPassword()}`;
+  const old = await newToken(server.url, server.password, ['/ext/info']);
+  const star = await newToken(server.url, server.password, ['*']);
+  await newToken(server.url, server.password, ['/ext/bc/*']);
+  await revokeToken(server.url, server.password, star);
+  await changePassword(server.url, server.password, p1);
+  const valid = await newToken(server.url, p1, ['/ext/info']);
+  const revoked = await newToken(server.url, p1, ['/ext/info']);
+  await revokeToken(server.url, p1, revoked);
+  const exit = await server.stop('SIGTERM');
+  if (exit.code !== 0) throw new Error(`the fixture server did not stop cleanly: ${JSON.stringify(exit)}`);
+  const bytes = readFileSync(join(server.dataDir, 'state'));
+  return { passwordFile: server.passwordFile, bytes, tokens: { old, valid, revoked } };
+})();
+const STATE = fixture.bytes;
+const BODY_LENGTH = STATE.readUInt32LE(MAGIC.length + 4);
+
+/** `header` (with `version` and the body's length) + `body` + a correct checksum. */
+function seal(body: Buffer, version = FORMAT_VERSION, magic = MAGIC): Buffer {
+  const head = Buffer.alloc(HEADER);
+  magic.copy(head);
+  head.writeUInt32LE(version, MAGIC.length);
+  head.writeUInt32LE(body.length, MAGIC.length + 4);
+  const sum = createHash('sha256').update(head).update(body).digest();
+  return Buffer.concat([head, body, sum]);
+}
+
+function flip(bytes: Buffer, at: number, bit: number): Buffer {
+  const copy = Buffer.from(bytes);
+  copy[at] ^= 1 << bit;
+  return copy;
+}
+
+/** Runs the CLI on a data folder holding `bytes` as its state file. */
+async function attempt(t: Test, root: string, index: number, bytes: Buffer): Promise<{ result: CliResult; statePath: string; after: Buffer; mode: number }> {
+  const data = join(root, `case-${index}`, 'data');
+  mkdirSync(data, { recursive: true, mode: 0o700 });
+  const statePath = join(data, 'state');
+  writeFileSync(statePath, bytes, { mode: 0o600 });
+  const result = await runCli(t, ['--http-port', '0', '--data-dir', data, '--api-auth-required', '--api-auth-password-file', fixture.passwordFile]);
+  return { result, statePath, after: readFileSync(statePath), mode: statSync(statePath).mode & 0o777 };
+}
+
+/** What is wrong with one refused start; empty when it is right. */
+function problemsOf(c: Case, run: Awaited<ReturnType<typeof attempt>>): string[] {
+  const { result, statePath, after, mode } = run;
+  const problems: string[] = [];
+  const lines = result.stderr.split('\n');
+  const line = lines[0];
+  if (result.code !== 2) problems.push(`exit ${JSON.stringify({ code: result.code, signal: result.signal })}, not code 2`);
+  if (lines.length !== 2 || lines[1] !== '') problems.push(`stderr is not exactly one line: ${JSON.stringify(result.stderr)}`);
+  if (!line.startsWith('api-auth: ')) problems.push(`the line does not start with "api-auth: ": ${JSON.stringify(line)}`);
+  if (!line.includes(statePath)) problems.push(`the line does not name ${statePath}: ${JSON.stringify(line)}`);
+  const damaged = line.includes('is damaged') && line.includes('restore it from a backup');
+  const version = line.includes('format version');
+  const ok = c.expect === 'damaged' ? damaged : c.expect === 'version' ? version : damaged || version;
+  if (!ok) problems.push(`the line does not say ${c.expect === 'damaged' ? '"is damaged ... restore it from a backup"' : '"format version"'}: ${JSON.stringify(line)}`);
+  if (result.logs.some((l) => l.msg === 'listening')) problems.push('it listened');
+  if (!after.equals(c.bytes)) problems.push('the state file was changed');
+  if (mode !== 0o600) problems.push(`the state file's mode became ${mode.toString(8)}`);
+  return problems;
+}
+
+/** Runs every case, PARALLEL at a time, and asserts each refusal; one assertion per case. */
+async function refuseAll(t: Test, cases: readonly Case[]): Promise<void> {
+  const root = tempDir(t);
+  const outcomes: string[][] = new Array(cases.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: PARALLEL }, async () => {
+    while (next < cases.length) {
+      const index = next++;
+      outcomes[index] = problemsOf(cases[index], await attempt(t, root, index, cases[index].bytes));
+    }
+  }));
+  cases.forEach((c, i) => t.same(outcomes[i], [], c.name));
+}
+
+t.test('the state file has the documented layout: magic, format version, body length, body, SHA-256', async (t) => {
+  t.same(STATE.subarray(0, MAGIC.length), MAGIC, 'it starts with "api-auth"');
+  t.equal(STATE.readUInt32LE(MAGIC.length), FORMAT_VERSION, `format version ${FORMAT_VERSION}`);
+  t.equal(STATE.length, HEADER + BODY_LENGTH + CHECKSUM, 'the length field names the body');
+  t.same(seal(STATE.subarray(HEADER, HEADER + BODY_LENGTH)), STATE, 'the checksum is the SHA-256 of all before it');
+  t.ok(BODY_LENGTH > 64, `the body holds the state (${BODY_LENGTH} bytes)`);
+});
+
+t.test('the intact state starts, with its tokens (the control for every case below)', async (t) => {
+  const root = tempDir(t);
+  const data = join(root, 'data');
+  mkdirSync(data, { mode: 0o700 });
+  writeFileSync(join(data, 'state'), STATE, { mode: 0o600 });
+  // A leftover temporary file, as a crash in the middle of a write leaves, is not damage.
+  writeFileSync(join(data, 'state.tmp'), Buffer.concat([STATE.subarray(0, 40), Buffer.from('garbage')]), { mode: 0o600 });
+  const run = launch(t, ['--http-port', '0', '--data-dir', data, '--api-auth-required', '--api-auth-password-file', fixture.passwordFile]);
+  const listening = await run.waitForLog((l) => l.msg === 'listening');
+  const url = `http://127.0.0.1:${Number(listening.port)}`;
+  expectGranted(t, await call(url, '/ext/info', fixture.tokens.valid), '/ext/info', 'a valid token');
+  expectRefused(t, await call(url, '/ext/info', fixture.tokens.revoked), REASONS.revoked, 'a revoked token');
+  expectRefused(t, await call(url, '/ext/info', fixture.tokens.old), REASONS.earlierGeneration, 'a token of the first password');
+  t.same(await run.stop('SIGTERM'), { code: 0, signal: null }, 'a clean stop');
+});
+
+t.test('a truncated state file stops the start', async (t) => {
+  const lengths = new Set([0, 1, 4, 7, 8, 9, 11, 12, 15, HEADER, HEADER + 1, HEADER + 4]);
+  const step = Math.max(1, Math.floor(BODY_LENGTH / 16));
+  for (let n = HEADER; n < STATE.length; n += step) lengths.add(n);
+  for (const n of [HEADER + BODY_LENGTH - 1, HEADER + BODY_LENGTH, HEADER + BODY_LENGTH + 1, STATE.length - 16, STATE.length - 2, STATE.length - 1]) {
+    lengths.add(n);
+  }
+  const cases = [...lengths].sort((a, b) => a - b).map((n): Case => ({
+    name: `cut to ${n} of ${STATE.length} bytes`,
+    bytes: STATE.subarray(0, n),
+    expect: 'damaged',
+  }));
+  t.ok(cases.length >= 25, `${cases.length} truncation points`);
+  await refuseAll(t, cases);
+});
+
+t.test('a state file with bytes after its end stops the start', async (t) => {
+  await refuseAll(t, [
+    { name: 'one zero byte appended', bytes: Buffer.concat([STATE, Buffer.alloc(1)]), expect: 'damaged' },
+    { name: 'a newline appended', bytes: Buffer.concat([STATE, Buffer.from('\n')]), expect: 'damaged' },
+    { name: 'the file twice', bytes: Buffer.concat([STATE, STATE]), expect: 'damaged' },
+  ]);
+});
+
+t.test('a bit flip anywhere in the state file stops the start', async (t) => {
+  const cases: Case[] = [];
+  const add = (at: number, bit: number, where: string, expect: Expect = 'damaged'): void => {
+    cases.push({ name: `bit ${bit} of byte ${at} flipped (${where})`, bytes: flip(STATE, at, bit), expect });
+  };
+  for (let at = 0; at < MAGIC.length; at++) add(at, (at * 3) % 8, 'magic');
+  // A flipped version field reads as another format version; either message names the
+  // file and a way out.
+  for (let at = MAGIC.length; at < MAGIC.length + 4; at++) add(at, (at * 5) % 8, 'format version', 'damaged-or-version');
+  add(MAGIC.length, 0, 'format version', 'damaged-or-version');
+  for (let at = MAGIC.length + 4; at < HEADER; at++) add(at, (at * 5 + 1) % 8, 'body length');
+  add(MAGIC.length + 7, 7, 'body length');
+  const bodyStep = Math.max(1, Math.floor(BODY_LENGTH / 30));
+  for (let at = HEADER; at < HEADER + BODY_LENGTH; at += bodyStep) add(at, (at * 7 + 2) % 8, 'body');
+  add(HEADER + BODY_LENGTH - 1, 0, 'body, last byte');
+  for (let at = HEADER + BODY_LENGTH; at < STATE.length; at += 3) add(at, (at * 3 + 1) % 8, 'checksum');
+  add(STATE.length - 1, 7, 'checksum, last byte');
+  t.ok(cases.length >= 50, `${cases.length} bit flips`);
+  await refuseAll(t, cases);
+});
+
+t.test('a re-sealed state file whose body does not hold together stops the start', async (t) => {
+  const body = STATE.subarray(HEADER, HEADER + BODY_LENGTH);
+  await refuseAll(t, [
+    { name: 'an empty body', bytes: seal(Buffer.alloc(0)), expect: 'damaged' },
+    { name: 'the body without its last byte', bytes: seal(body.subarray(0, body.length - 1)), expect: 'damaged' },
+    { name: 'the body without its last 16 bytes', bytes: seal(body.subarray(0, body.length - 16)), expect: 'damaged' },
+    { name: 'the first half of the body', bytes: seal(body.subarray(0, body.length >> 1)), expect: 'damaged' },
+    { name: 'the body with a byte appended', bytes: seal(Buffer.concat([body, Buffer.alloc(1)])), expect: 'damaged' },
+    { name: 'the body with 16 bytes appended', bytes: seal(Buffer.concat([body, Buffer.alloc(16, 1)])), expect: 'damaged' },
+    { name: 'a body of zeros', bytes: seal(Buffer.alloc(body.length)), expect: 'damaged' },
+    { name: 'a body of 0xff bytes', bytes: seal(Buffer.alloc(body.length, 0xff)), expect: 'damaged' },
+    { name: 'another magic', bytes: seal(body, FORMAT_VERSION, Buffer.from('API-AUTH', 'latin1')), expect: 'damaged' },
+  ]);
+});
+
+t.test('a state file of an unknown format version stops the start, naming the version problem', async (t) => {
+  const body = STATE.subarray(HEADER, HEADER + BODY_LENGTH);
+  await refuseAll(t, [0, 2, 3, 0x100, 0xffffffff].map((version): Case => ({
+    name: `format version ${version}, everything else intact`,
+    bytes: seal(body, version),
+    expect: 'version',
+  })));
+});
+
+t.test('a state path the program cannot read as a file, or a data folder that is a file, stops the start', async (t) => {
+  const root = tempDir(t);
+  const args = (data: string): string[] => ['--http-port', '0', '--data-dir', data, '--api-auth-required', '--api-auth-password-file', fixture.passwordFile];
+  const oneLine = (t: Test, result: CliResult, mentions: string, label: string): void => {
+    t.equal(result.code, 2, `exit code 2 (${label}; stderr ${JSON.stringify(result.stderr)})`);
+    t.match(result.stderr, /^api-auth: [^\n]+\n$/, `one stderr line (${label})`);
+    t.ok(result.stderr.includes(mentions), `it names ${mentions} (${label})`);
+    t.notOk(result.logs.some((l) => l.msg === 'listening'), `nothing listened (${label})`);
+  };
+
+  const folderState = join(root, 'folder-state');
+  mkdirSync(join(folderState, 'state'), { recursive: true, mode: 0o700 });
+  oneLine(t, await runCli(t, args(folderState)), join(folderState, 'state'), 'the state file is a folder');
+
+  const fileDir = join(root, 'not-a-folder');
+  writeFileSync(fileDir, 'x', { mode: 0o600 });
+  oneLine(t, await runCli(t, args(fileDir)), fileDir, '--data-dir names a file');
+  t.equal(readFileSync(fileDir, 'utf8'), 'x', 'the file named by --data-dir is left alone');
+});
