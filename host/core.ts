@@ -1,9 +1,9 @@
 // The one module of the host that touches the Wasm core. Everything else in the host goes
 // through the `Core` class below; nothing else reads or writes Wasm memory.
 //
-// The ABI it wraps is documented in assembly/README.md.
-import { readFileSync } from 'node:fs';
-import { webcrypto } from 'node:crypto';
+// It is also the core's portable loader: it uses no Node built-ins, so Deno, Bun and
+// browsers load it unchanged and hand it the compiled module their own way (Node code
+// gets it from core-module.ts). The ABI it wraps is documented in assembly/README.md.
 import { instantiateSync } from '@assemblyscript/loader';
 
 /** Outcomes of a token check. Same numbers as `Outcome` in assembly/outcome.ts. */
@@ -102,13 +102,6 @@ const ISSUE_ERRORS: Record<number, string> = {
   [-3]: 'the token lifetime must be at least one second',
 };
 
-let compiled: WebAssembly.Module | undefined;
-
-function coreModule(): WebAssembly.Module {
-  compiled ??= new WebAssembly.Module(readFileSync(new URL('../core.wasm', import.meta.url)));
-  return compiled;
-}
-
 /**
  * One instance of the Wasm core with its own state. Time is passed in as Unix seconds,
  * entropy is drawn here from the platform's CSPRNG and handed to the core.
@@ -129,8 +122,9 @@ export class Core {
   private lastSecond = -1;
   private lastSecondBig = 0n;
 
-  constructor(options: { windowLog2?: number } = {}) {
-    const instance = instantiateSync<Exports>(coreModule(), {});
+  /** An instance of `module` (build/core.wasm compiled), with its own memory and state. */
+  constructor(module: WebAssembly.Module, options: { windowLog2?: number } = {}) {
+    const instance = instantiateSync<Exports>(module, {});
     this.x = instance.exports as unknown as Exports;
     if (this.x.abiVersion() !== 1) throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (1)`);
     this.windowLog2 = options.windowLog2 ?? DEFAULT_WINDOW_LOG2;
@@ -146,7 +140,7 @@ export class Core {
   }
 
   /** A fresh random HMAC key (or the given one) for signing and checking tokens. */
-  setKey(key: Uint8Array = webcrypto.getRandomValues(new Uint8Array(32))): void {
+  setKey(key: Uint8Array = globalThis.crypto.getRandomValues(new Uint8Array(32))): void {
     this.writeIo(key);
     if (this.x.setKey(key.length) !== 0) throw new Error('the token key must be 1 to 64 bytes');
     this.mem().fill(0, this.ioPtr, this.ioPtr + key.length);
@@ -284,7 +278,7 @@ export class Core {
   /** A strong random password (62-letter alphabet), drawn from the platform's CSPRNG. */
   generatePassword(length = GENERATED_PASSWORD_LENGTH): string {
     for (;;) {
-      const entropy = webcrypto.getRandomValues(new Uint8Array(length * 2));
+      const entropy = globalThis.crypto.getRandomValues(new Uint8Array(length * 2));
       this.writeIo(entropy);
       const n = this.x.generatePassword(entropy.length, length);
       this.mem().fill(0, this.ioPtr, this.ioPtr + entropy.length);

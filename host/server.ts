@@ -7,7 +7,9 @@ import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.j
 import type { HttpRequest, HttpResponse, us_listen_socket } from 'uWebSockets.js';
 import { AuthService, ServiceErrorCode, throttled } from './auth-service.js';
 import type { Options } from './cli.js';
-import { Core, Outcome } from './core.js';
+import { Outcome } from './core.js';
+import type { Core } from './core.js';
+import { newCore } from './core-module.js';
 import { ErrorCode, errorResponse, JsonRpcEndpoint } from './jsonrpc.js';
 import type { MethodTable, Reply } from './jsonrpc.js';
 import { createLogger, errorFields } from './log.js';
@@ -44,7 +46,7 @@ export interface ServerServices {
  */
 export async function startServer(options: Options, services: ServerServices = {}): Promise<ServerHandle> {
   const log = services.log ?? createLogger();
-  const core = new Core();
+  const core = newCore();
   const onInternalError = (error: unknown, method: string): void => log.error('internal error', { method, ...errorFields(error) });
   const rpc = (methods: MethodTable): JsonRpcEndpoint => new JsonRpcEndpoint(methods, onInternalError);
   const routes = new Map<string, Route>([
