@@ -6,7 +6,7 @@ import { hmacSha256 as hmac, hmacStates, sha256 as hash } from './sha256';
 import { Outcome } from './outcome';
 import { requestPathValid } from './paths';
 import { grantAdd as addGrant, grantsInit } from './grants';
-import { issueToken, revokeToken, tokensInit, verifyToken } from './token';
+import { forgetCheckedTags, issueToken, revokeToken, tokensInit, verifyToken } from './token';
 import {
   MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, restoreSerials as restore, revocationsInit, sweep as sweepWindow,
 } from './revocations';
@@ -57,6 +57,7 @@ export function hmacSha256(keyLen: usize, msgLen: usize): void {
 export function setKey(len: usize): i32 {
   if (len == 0 || len > 64) return -1;
   hmacStates(IO_BUF, len, KEY_INNER, KEY_OUTER);
+  forgetCheckedTags();
   state.keySet = 1;
   return 0;
 }

@@ -151,7 +151,9 @@ export function hmacSha256(key: usize, keyLen: usize, msg: usize, msgLen: usize,
 
 /** Compares `len` bytes in time that depends only on `len`. */
 export function equalConstantTime(a: usize, b: usize, len: usize): bool {
-  let diff: u32 = 0;
-  for (let i: usize = 0; i < len; i++) diff |= <u32>(load<u8>(a + i) ^ load<u8>(b + i));
+  let diff: u64 = 0;
+  let i: usize = 0;
+  for (; i + 8 <= len; i += 8) diff |= load<u64>(a + i) ^ load<u64>(b + i);
+  for (; i < len; i++) diff |= <u64>(load<u8>(a + i) ^ load<u8>(b + i));
   return diff == 0;
 }

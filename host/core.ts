@@ -116,9 +116,13 @@ export class Core {
   private readonly ioPtr: number;
   private readonly ioCap: number;
   private readonly resultPtr: number;
+  private readonly windowLog2: number;
+  private readonly encoder = new TextEncoder();
+  // Views of the token and path buffers, for the hot path's copies.
+  private tokenView: Uint8Array;
+  private pathView: Uint8Array;
   // The clock is read by callers in seconds; the i64 argument wants a BigInt, which is
   // made once per second rather than once per request.
-  private readonly windowLog2: number;
   private lastSecond = -1;
   private lastSecondBig = 0n;
 
@@ -137,6 +141,8 @@ export class Core {
     this.resultPtr = this.x.resultBuffer();
     this.bytes = new Uint8Array(this.x.memory.buffer);
     this.view = new DataView(this.x.memory.buffer);
+    this.tokenView = new Uint8Array(this.x.memory.buffer, this.tokenPtr, this.x.tokenCapacity());
+    this.pathView = new Uint8Array(this.x.memory.buffer, this.pathPtr, this.pathCap);
   }
 
   /** A fresh random HMAC key (or the given one) for signing and checking tokens. */
@@ -202,10 +208,9 @@ export class Core {
    * request path as uWebSockets.js hands them over.
    */
   authorize(header: string, path: string, now: number): Outcome {
-    if (path.length > this.pathCap) return Outcome.BadPath;
-    const pathLen = this.copyAscii(path, this.pathPtr, this.pathCap);
+    const pathLen = this.copyAscii(path, this.paths());
     if (pathLen < 0) return Outcome.BadPath;
-    const headerLen = this.copyAscii(header, this.tokenPtr, this.x.tokenCapacity());
+    const headerLen = this.copyAscii(header, this.tokens());
     // A header too long for any token, or not ASCII, can still be "no token" or a bad
     // scheme; let the core decide on what fits, and call anything else malformed.
     if (headerLen < 0) {
@@ -217,16 +222,16 @@ export class Core {
 
   /** Checks a bare token (no `Bearer `) against a path. */
   verify(token: string, path: string, now: number): Outcome {
-    const pathLen = this.copyAscii(path, this.pathPtr, this.pathCap);
+    const pathLen = this.copyAscii(path, this.paths());
     if (pathLen < 0) return Outcome.BadPath;
-    const tokenLen = this.copyAscii(token, this.tokenPtr, this.x.tokenCapacity());
+    const tokenLen = this.copyAscii(token, this.tokens());
     if (tokenLen < 0) return Outcome.Malformed;
     return this.x.verify(tokenLen, pathLen, this.seconds(now));
   }
 
   /** Whether a request path may be served at all (no dot or empty segments, no encoded `/`, `.`, `%`). */
   pathAllowed(path: string): boolean {
-    const pathLen = this.copyAscii(path, this.pathPtr, this.pathCap);
+    const pathLen = this.copyAscii(path, this.paths());
     return pathLen >= 0 && this.x.checkPath(pathLen) === Outcome.Valid;
   }
 
@@ -236,7 +241,7 @@ export class Core {
    * revocation is durable. Any other outcome means nothing changed.
    */
   revoke(token: string, now: number): { outcome: Outcome; claims?: Claims } {
-    const tokenLen = this.copyAscii(token, this.tokenPtr, this.x.tokenCapacity());
+    const tokenLen = this.copyAscii(token, this.tokens());
     if (tokenLen < 0) return { outcome: Outcome.Malformed };
     const outcome = this.x.revoke(tokenLen, this.seconds(now));
     return outcome === Outcome.Valid || outcome === Outcome.Revoked ? { outcome, claims: this.claims() } : { outcome };
@@ -327,17 +332,21 @@ export class Core {
     return this.lastSecondBig;
   }
 
-  /** Copies an ASCII string into core memory; -1 when it is too long or not ASCII. */
-  private copyAscii(text: string, ptr: number, cap: number): number {
-    const n = text.length;
-    if (n > cap) return -1;
-    const mem = this.mem();
-    for (let i = 0; i < n; i++) {
-      const c = text.charCodeAt(i);
-      if (c > 0x7f) return -1;
-      mem[ptr + i] = c;
-    }
-    return n;
+  /** Copies an ASCII string into a buffer of the core; -1 when it does not fit or is not ASCII. */
+  private copyAscii(text: string, into: Uint8Array): number {
+    // Any character past U+007F takes more than one byte, so `written` tells ASCII apart.
+    const { read, written } = this.encoder.encodeInto(text, into);
+    return read === text.length && written === read ? written : -1;
+  }
+
+  private tokens(): Uint8Array {
+    if (this.tokenView.buffer !== this.x.memory.buffer) this.refreshViews();
+    return this.tokenView;
+  }
+
+  private paths(): Uint8Array {
+    if (this.pathView.buffer !== this.x.memory.buffer) this.refreshViews();
+    return this.pathView;
   }
 
   private readAscii(ptr: number, len: number): string {
@@ -367,6 +376,8 @@ export class Core {
   private refreshViews(): void {
     this.bytes = new Uint8Array(this.x.memory.buffer);
     this.view = new DataView(this.x.memory.buffer);
+    this.tokenView = new Uint8Array(this.x.memory.buffer, this.tokenPtr, this.x.tokenCapacity());
+    this.pathView = new Uint8Array(this.x.memory.buffer, this.pathPtr, this.pathCap);
   }
 }
 

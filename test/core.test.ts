@@ -124,6 +124,9 @@ t.test('malformed tokens: wrong length, foreign characters, padding, unknown ver
 t.test('every single-byte change to a token is refused', async (t) => {
   const core = keyedCore();
   const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
+  // Checked once, the token sits in the cache of checked tags: every variant must still
+  // be checked in full.
+  t.equal(core.verify(token, '/x', NOW), Outcome.Valid);
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
   let tried = 0;
   for (let i = 0; i < token.length; i++) {
@@ -150,6 +153,27 @@ t.test('a token under another key or a tampered payload has a bad signature', as
   raw.writeBigUInt64BE(BigInt(NOW + 100 * HOUR), 13);
   t.equal(core.verify(raw.toString('base64url'), '/x', NOW), Outcome.BadSignature, 'extended expiry');
   t.equal(new Core(coreModule()).verify(forge({}), '/x', NOW), Outcome.BadSignature, 'a core with no key verifies nothing');
+});
+
+t.test('a token checked before is checked again once the key changes', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
+  t.equal(core.verify(token, '/x', NOW), Outcome.Valid);
+  t.equal(core.verify(token, '/x', NOW), Outcome.Valid, 'again, from the cache');
+  core.setKey(Buffer.alloc(32, 9));
+  t.equal(core.verify(token, '/x', NOW), Outcome.BadSignature);
+  core.setKey(KEY);
+  t.equal(core.verify(token, '/x', NOW), Outcome.Valid);
+});
+
+t.test('a cached token still expires, and is still revoked', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['/ext/info']), NOW, HOUR);
+  t.equal(core.verify(token, '/ext/info', NOW), Outcome.Valid);
+  t.equal(core.verify(token, '/ext/bc/X', NOW), Outcome.NotGranted);
+  t.equal(core.verify(token, '/ext/info', NOW + HOUR), Outcome.Expired);
+  t.equal(core.revoke(token, NOW).outcome, Outcome.Valid);
+  t.equal(core.verify(token, '/ext/info', NOW), Outcome.Revoked);
 });
 
 t.test('a token of an earlier (or unknown later) generation never verifies', async (t) => {
