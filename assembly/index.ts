@@ -42,15 +42,21 @@ export function ioBuffer(): usize { return IO_BUF; }
 export function ioCapacity(): usize { return IO_CAP; }
 export function resultBuffer(): usize { return RESULT_BUF; }
 
-/** SHA-256 of the first `len` bytes of the io buffer, into the result buffer. */
-export function sha256(len: usize): void {
-  hash(IO_BUF, min(len, IO_CAP), RESULT_BUF);
+/** SHA-256 of the first `len` bytes of the io buffer, into the result buffer. 0; -1 if `len` exceeds the buffer. */
+export function sha256(len: usize): i32 {
+  if (len > IO_CAP) return -1;
+  hash(IO_BUF, len, RESULT_BUF);
+  return 0;
 }
 
-/** HMAC-SHA256 with the key and then the message in the io buffer, into the result buffer. */
-export function hmacSha256(keyLen: usize, msgLen: usize): void {
-  if (keyLen + msgLen > IO_CAP) unreachable();
+/**
+ * HMAC-SHA256 with the key and then the message in the io buffer, into the result
+ * buffer. 0; -1 if they exceed the buffer.
+ */
+export function hmacSha256(keyLen: usize, msgLen: usize): i32 {
+  if (keyLen > IO_CAP || msgLen > IO_CAP - keyLen) return -1;
   hmac(IO_BUF, keyLen, IO_BUF + keyLen, msgLen, RESULT_BUF);
+  return 0;
 }
 
 /** Takes the token key (1..64 bytes) from the io buffer. 0 on success, -1 on a bad length. */
@@ -105,24 +111,32 @@ export function issue(grant: u32, now: i64, lifetime: u32): i32 {
   return issueToken(grant, now, lifetime, TOKEN_BUF);
 }
 
-/** Checks the token text in the token buffer against the path in the path buffer. */
+/**
+ * Checks the token text in the token buffer against the path in the path buffer: the
+ * path rules, then the token. A length past a buffer's capacity means the input did not
+ * fit (BadPath, or Malformed for the token); nothing is read beyond the buffer.
+ */
 export function verify(tokenLen: usize, pathLen: usize, now: i64): Outcome {
-  if (tokenLen > TOKEN_CAP || pathLen > PATH_CAP) return Outcome.Malformed;
+  if (pathLen > PATH_CAP || !requestPathValid(PATH_BUF, pathLen)) return Outcome.BadPath;
+  if (tokenLen > TOKEN_CAP) return Outcome.Malformed;
   return verifyToken(TOKEN_BUF, tokenLen, PATH_BUF, pathLen, now);
 }
 
 /**
  * The gate: the path in the path buffer, and the raw `Authorization` header value in
  * the token buffer (length 0 when the request had none). Checks the path rules, then
- * the `Bearer ` scheme (any case), then the token.
+ * the `Bearer ` scheme (any case), then the token. A header longer than the buffer is
+ * passed with its true length and as much of it written as fits: its scheme is still
+ * read, and its token is Malformed.
  */
 export function authorize(headerLen: usize, pathLen: usize, now: i64): Outcome {
   if (pathLen > PATH_CAP || !requestPathValid(PATH_BUF, pathLen)) return Outcome.BadPath;
   if (headerLen == 0) return Outcome.NoToken;
-  if (headerLen > TOKEN_CAP || headerLen < BEARER_LEN) return Outcome.BadHeader;
+  if (headerLen < BEARER_LEN) return Outcome.BadHeader;
   // "bearer" in lower case, little-endian, plus a space: the scheme is case-insensitive.
   const scheme = (load<u32>(TOKEN_BUF) | 0x20202020) == 0x72616562 && (load<u16>(TOKEN_BUF, 4) | 0x2020) == 0x7265;
   if (!scheme || load<u8>(TOKEN_BUF, 6) != 0x20) return Outcome.BadHeader;
+  if (headerLen > TOKEN_CAP) return Outcome.Malformed;
   return verifyToken(TOKEN_BUF + BEARER_LEN, headerLen - BEARER_LEN, PATH_BUF, pathLen, now);
 }
 

@@ -44,8 +44,10 @@ export class GrantError extends Error {
 }
 
 /** Raised by `issue` when no token can be made; the message is safe to show a client. */
+export type IssueErrorCode = 'unknown-grant' | 'window-full' | 'bad-time' | 'no-key';
+
 export class IssueError extends Error {
-  constructor(message: string) {
+  constructor(readonly code: IssueErrorCode, message: string) {
     super(message);
     this.name = 'IssueError';
   }
@@ -56,7 +58,6 @@ export const MAX_ENDPOINTS = 128;
 export const MAX_ENDPOINT_LENGTH = 1024;
 export const GENERATED_PASSWORD_LENGTH = 32;
 const DEFAULT_WINDOW_LOG2 = 22;
-const BEARER = /^bearer /i;
 
 interface Exports extends Record<string, unknown> {
   memory: WebAssembly.Memory;
@@ -69,8 +70,8 @@ interface Exports extends Record<string, unknown> {
   ioBuffer(): number;
   ioCapacity(): number;
   resultBuffer(): number;
-  sha256(len: number): void;
-  hmacSha256(keyLen: number, msgLen: number): void;
+  sha256(len: number): number;
+  hmacSha256(keyLen: number, msgLen: number): number;
   setKey(len: number): number;
   generation(): number;
   setGeneration(generation: number): void;
@@ -96,10 +97,11 @@ const GRANT_ERRORS: Record<number, [GrantErrorCode, string]> = {
   [-3]: ['table-full', 'the node holds too many distinct endpoint lists; reuse an existing one'],
 };
 
-const ISSUE_ERRORS: Record<number, string> = {
-  [-1]: 'unknown endpoint grant',
-  [-2]: 'too many live tokens; revoke some or wait for them to expire',
-  [-3]: 'the token lifetime must be at least one second',
+const ISSUE_ERRORS: Record<number, [IssueErrorCode, string]> = {
+  [-1]: ['unknown-grant', 'unknown endpoint grant'],
+  [-2]: ['window-full', 'too many live tokens; revoke some or wait for them to expire'],
+  [-3]: ['bad-time', 'the token lifetime must be at least one second, and the time not before 1970'],
+  [-4]: ['no-key', 'the core has no token key yet'],
 };
 
 /**
@@ -126,8 +128,15 @@ export class Core {
   private lastSecond = -1;
   private lastSecondBig = 0n;
 
-  /** An instance of `module` (build/core.wasm compiled), with its own memory and state. */
-  constructor(module: WebAssembly.Module, options: { windowLog2?: number } = {}) {
+  private readonly random: (into: Uint8Array) => void;
+
+  /**
+   * An instance of `module` (build/core.wasm compiled), with its own memory and state.
+   * `random` fills a buffer with cryptographically strong bytes (keys, passwords); by
+   * default the platform's `crypto.getRandomValues`.
+   */
+  constructor(module: WebAssembly.Module, options: { windowLog2?: number; random?: (into: Uint8Array) => void } = {}) {
+    this.random = options.random ?? ((into) => globalThis.crypto.getRandomValues(into));
     const instance = instantiateSync<Exports>(module, {});
     this.x = instance.exports as unknown as Exports;
     if (this.x.abiVersion() !== 1) throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (1)`);
@@ -146,7 +155,11 @@ export class Core {
   }
 
   /** A fresh random HMAC key (or the given one) for signing and checking tokens. */
-  setKey(key: Uint8Array = globalThis.crypto.getRandomValues(new Uint8Array(32))): void {
+  setKey(key?: Uint8Array): void {
+    if (key === undefined) {
+      key = new Uint8Array(32);
+      this.random(key);
+    }
     this.writeIo(key);
     if (this.x.setKey(key.length) !== 0) throw new Error('the token key must be 1 to 64 bytes');
     this.mem().fill(0, this.ioPtr, this.ioPtr + key.length);
@@ -198,7 +211,10 @@ export class Core {
   /** Issues a token for a grant id; `lifetime` in seconds. */
   issue(grant: number, now: number, lifetime: number): { token: string; claims: Claims } {
     const len = this.x.issue(grant, this.seconds(now), lifetime);
-    if (len < 0) throw new IssueError(ISSUE_ERRORS[len] ?? `token refused (${len})`);
+    if (len < 0) {
+      const [code, message] = ISSUE_ERRORS[len] ?? ['bad-time', `token refused (${len})`];
+      throw new IssueError(code, message);
+    }
     const token = this.readAscii(this.tokenPtr, len);
     return { token, claims: this.claims() };
   }
@@ -208,31 +224,17 @@ export class Core {
    * request path as uWebSockets.js hands them over.
    */
   authorize(header: string, path: string, now: number): Outcome {
-    const pathLen = this.copyAscii(path, this.paths());
-    if (pathLen < 0) return Outcome.BadPath;
-    const headerLen = this.copyAscii(header, this.tokens());
-    // A header too long for any token, or not ASCII, can still be "no token" or a bad
-    // scheme; let the core decide on what fits, and call anything else malformed.
-    if (headerLen < 0) {
-      const outcome = this.x.authorize(0, pathLen, this.seconds(now));
-      return outcome === Outcome.BadPath ? outcome : BEARER.test(header) ? Outcome.Malformed : Outcome.BadHeader;
-    }
-    return this.x.authorize(headerLen, pathLen, this.seconds(now));
+    return this.x.authorize(this.fit(header, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
   }
 
-  /** Checks a bare token (no `Bearer `) against a path. */
+  /** Checks a bare token (no `Bearer `) against a path: the path rules, then the token. */
   verify(token: string, path: string, now: number): Outcome {
-    const pathLen = this.copyAscii(path, this.paths());
-    if (pathLen < 0) return Outcome.BadPath;
-    const tokenLen = this.copyAscii(token, this.tokens());
-    if (tokenLen < 0) return Outcome.Malformed;
-    return this.x.verify(tokenLen, pathLen, this.seconds(now));
+    return this.x.verify(this.fit(token, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
   }
 
   /** Whether a request path may be served at all (no dot or empty segments, no encoded `/`, `.`, `%`). */
   pathAllowed(path: string): boolean {
-    const pathLen = this.copyAscii(path, this.paths());
-    return pathLen >= 0 && this.x.checkPath(pathLen) === Outcome.Valid;
+    return this.x.checkPath(this.fit(path, this.paths())) === Outcome.Valid;
   }
 
   /**
@@ -241,15 +243,16 @@ export class Core {
    * revocation is durable. Any other outcome means nothing changed.
    */
   revoke(token: string, now: number): { outcome: Outcome; claims?: Claims } {
-    const tokenLen = this.copyAscii(token, this.tokens());
-    if (tokenLen < 0) return { outcome: Outcome.Malformed };
-    const outcome = this.x.revoke(tokenLen, this.seconds(now));
+    const outcome = this.x.revoke(this.fit(token, this.tokens()), this.seconds(now));
     return outcome === Outcome.Valid || outcome === Outcome.Revoked ? { outcome, claims: this.claims() } : { outcome };
   }
 
-  /** Replays a durable revocation at start. False when the serial is outside the window. */
-  revokeSerial(serial: number): boolean {
-    return this.x.revokeSerial(BigInt(serial)) >= 0;
+  /**
+   * Replays a durable revocation at start: 0 marked; 1 below the floor (its token has
+   * expired, nothing to keep); -1 never issued.
+   */
+  revokeSerial(serial: number): 0 | 1 | -1 {
+    return this.x.revokeSerial(BigInt(serial)) as 0 | 1 | -1;
   }
 
   get nextSerial(): number {
@@ -283,7 +286,8 @@ export class Core {
   /** A strong random password (62-letter alphabet), drawn from the platform's CSPRNG. */
   generatePassword(length = GENERATED_PASSWORD_LENGTH): string {
     for (;;) {
-      const entropy = globalThis.crypto.getRandomValues(new Uint8Array(length * 2));
+      const entropy = new Uint8Array(length * 2);
+      this.random(entropy);
       this.writeIo(entropy);
       const n = this.x.generatePassword(entropy.length, length);
       this.mem().fill(0, this.ioPtr, this.ioPtr + entropy.length);
@@ -299,7 +303,7 @@ export class Core {
   /** SHA-256 of `data`, for the published vectors. */
   sha256(data: Uint8Array): Uint8Array {
     this.writeIo(data);
-    this.x.sha256(data.length);
+    if (this.x.sha256(data.length) !== 0) throw new RangeError('input too long');
     return this.mem().slice(this.resultPtr, this.resultPtr + 32);
   }
 
@@ -309,7 +313,7 @@ export class Core {
     both.set(key);
     both.set(message, key.length);
     this.writeIo(both);
-    this.x.hmacSha256(key.length, message.length);
+    if (this.x.hmacSha256(key.length, message.length) !== 0) throw new RangeError('input too long');
     return this.mem().slice(this.resultPtr, this.resultPtr + 32);
   }
 
@@ -332,11 +336,15 @@ export class Core {
     return this.lastSecondBig;
   }
 
-  /** Copies an ASCII string into a buffer of the core; -1 when it does not fit or is not ASCII. */
-  private copyAscii(text: string, into: Uint8Array): number {
-    // Any character past U+007F takes more than one byte, so `written` tells ASCII apart.
+  /**
+   * Writes a string into a buffer of the core as UTF-8 and returns its length, or, when
+   * it does not fit, a length past the buffer's end (the core then refuses the input for
+   * its length). Any character past ASCII becomes bytes of 0x80 and above, which no token
+   * or allowed path holds, so nothing is lost by not checking for them here.
+   */
+  private fit(text: string, into: Uint8Array): number {
     const { read, written } = this.encoder.encodeInto(text, into);
-    return read === text.length && written === read ? written : -1;
+    return read === text.length ? written : into.length + 1;
   }
 
   private tokens(): Uint8Array {

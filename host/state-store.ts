@@ -224,7 +224,7 @@ export function restoreCore(core: Core, s: ServiceState, now: number, path: stri
   // Every token issued before now expires by now plus the longest lifetime ever used.
   core.restoreSerials(s.floor, s.serialCeiling, now + s.maxLifetime);
   for (const [serial, expiry] of s.revocations) {
-    if (expiry > now && !core.revokeSerial(serial)) throw damaged(`revoked serial ${serial} was never issued`);
+    if (expiry > now && core.revokeSerial(serial) < 0) throw damaged(`revoked serial ${serial} was never issued`);
   }
 }
 

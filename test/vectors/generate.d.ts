@@ -1,0 +1,2 @@
+// Types of generate.js, for the TypeScript tests.
+export function generateVectors(module?: WebAssembly.Module): { json: string; text: string };
