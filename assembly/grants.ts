@@ -13,6 +13,10 @@ export const GRANT_TABLE_FULL: i32 = -3;
 export const GRANT_BAD_ENTRY: i32 = -4;
 export const GRANT_ENTRY_TOO_LONG: i32 = -5;
 
+// Every list with `*` in it grants the same: it is stored as `*` alone, once its other
+// entries have been found valid too.
+const STAR_LIST: usize = memory.data<u8>([0x2a, 0x0a]);
+
 /** Reserves the index of the table; called once by `init`. */
 export function grantsInit(): void {
   state.grantIndex = heap.alloc(<usize>MAX_GRANTS * 8);
@@ -34,13 +38,16 @@ export function grantsInit(): void {
  * Validates the list at `p` and returns its id, adding it when new. On a bad entry, its
  * index goes to the first word of the result buffer.
  */
-export function grantAdd(p: usize, n: usize): i32 {
+export function grantAdd(list: usize, listLen: usize): i32 {
+  let p = list;
+  let n = listLen;
   if (n == 0) return GRANT_EMPTY;
   if (load<u8>(p + n - 1) != 0x0a) {
     store<u32>(RESULT_BUF, 0);
     return GRANT_BAD_ENTRY;
   }
   let count: u32 = 0;
+  let star = false;
   let start: usize = 0;
   while (start < n) {
     let end = start;
@@ -54,8 +61,13 @@ export function grantAdd(p: usize, n: usize): i32 {
       store<u32>(RESULT_BUF, count);
       return GRANT_BAD_ENTRY;
     }
+    if (end - start == 1 && load<u8>(p + start) == 0x2a) star = true;
     count++;
     start = end + 1;
+  }
+  if (star) {
+    p = STAR_LIST;
+    n = 2;
   }
   for (let id: u32 = 0; id < state.grantCount; id++) {
     if (grantLen(id) == n && memory.compare(grantPtr(id), p, n) == 0) return <i32>id;

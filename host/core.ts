@@ -184,7 +184,9 @@ export class Core {
    * Throws GrantError naming the first bad entry.
    */
   addGrant(endpoints: readonly string[]): number {
-    const canonical = canonicalEndpoints(endpoints);
+    // Every entry goes to the core, which validates them all; one holding `*` is then
+    // stored as `*` alone, as canonicalEndpoints records it.
+    const canonical = [...new Set(endpoints)].sort();
     const newline = canonical.findIndex((e) => e.includes('\n'));
     if (newline >= 0) throw new GrantError('bad-entry', `endpoint ${JSON.stringify(canonical[newline])} holds a line break`, newline);
     // Each entry ends in a line feed, so an empty entry stays visible to the core.

@@ -87,10 +87,14 @@ export class JsonRpcEndpoint {
     let message: unknown;
     try {
       text = utf8.decode(body);
+    } catch {
+      return { text: errorResponse(ErrorCode.ParseError, 'parse error: the body is not UTF-8') };
+    }
+    try {
       message = JSON.parse(text);
-    } catch (error) {
-      const why = error instanceof SyntaxError ? error.message : 'the body is not UTF-8';
-      return { text: errorResponse(ErrorCode.ParseError, `parse error: ${why}`) };
+    } catch {
+      // Not V8's own message: it quotes the body, and a body may hold a password.
+      return { text: errorResponse(ErrorCode.ParseError, 'parse error: the body is not valid JSON') };
     }
     if (!Array.isArray(message)) return this.call(message, text, -1, context);
     if (message.length === 0) return { text: errorResponse(ErrorCode.InvalidRequest, 'invalid request: empty batch') };

@@ -279,6 +279,8 @@ t.test('grants: validated, canonical, interned, bounded', async (t) => {
   t.equal(core.addGrant(['/ext/info', '/ext/bc/X', '/ext/info']), a, 'order and duplicates do not matter');
   const star = core.addGrant(['/ext/info', '*']);
   t.equal(core.addGrant(['*']), star, '"*" anywhere is just "*"');
+  t.throws(() => core.addGrant(['*', '/ext/../x']), { code: 'bad-entry', entry: 1 }, 'but its neighbours are checked all the same');
+  t.throws(() => core.addGrant(['', '*']), { code: 'bad-entry', entry: 0 });
   t.equal(core.grantCount, 2);
   for (const ok of ['/*', '/ext/*', '/ext/bc/X/*', '/ext/a.b', '/ext/%41']) t.type(core.addGrant([ok]), 'number', ok);
   const bad = ['', 'ext/info', '/', '/ext/info/', '//ext', '/ext//info', '/ext/./info', '/ext/..', '/ext/*/x', '/ext*',
