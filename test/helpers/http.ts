@@ -288,7 +288,6 @@ export class KeepAliveConnection {
         try {
           parsed = readResponse(this.received, ended, method);
         } catch (error) {
-          parsed = undefined;
           settle(error as Error);
           return;
         }
@@ -355,8 +354,9 @@ export class KeepAliveConnection {
     socket.on('close', atEnd);
     return new Promise((done, fail) => {
       socket.once('connect', () => done());
-      socket.once('error', (error) => {
-        if (this.socket === socket && !this.waiting && socket.connecting) fail(error);
+      // Before the connection is up this fails the open; after, it ends the exchange under way.
+      socket.on('error', (error) => {
+        fail(error);
         atEnd();
       });
     });
