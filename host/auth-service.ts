@@ -5,10 +5,16 @@
 // still the current one. So once auth.changePassword has returned, nothing issues or
 // revokes under the old password. Each effect is recorded in the state store before the
 // call succeeds.
-import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS } from './core.js';
+//
+// Every call of a method is logged as one audit line ({"msg":"audit","method",
+// "outcome","client", and the token's serial and generation when known}); no audit
+// line holds a password or a token.
+import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome } from './core.js';
+import type { Claims } from './core.js';
 import { ErrorCode, invalidParams, RpcError, stringParam } from './jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from './jsonrpc.js';
-import type { Logger } from './log.js';
+import type { Fields, Logger } from './log.js';
+import type { Metrics } from './metrics.js';
 import { countCodePoints, MAX_PASSWORD_LENGTH } from './password-file.js';
 import { BusyError } from './password-hash.js';
 import type { PasswordRecord, PasswordVerifier } from './password-hash.js';
@@ -31,6 +37,8 @@ export interface AuthServiceOptions {
   readonly tokenLifetime: number;
   readonly log: Logger;
   readonly throttle?: PasswordThrottle;
+  /** Where issued and revoked tokens and password checks are counted. */
+  readonly metrics?: Metrics;
   /** Unix seconds. */
   readonly now?: () => number;
 }
@@ -47,6 +55,7 @@ export class AuthService {
   private readonly tokenLifetime: number;
   private readonly log: Logger;
   private readonly now: () => number;
+  private readonly metrics: Metrics | undefined;
   readonly throttle: PasswordThrottle;
   private tail: Promise<unknown> = Promise.resolve();
 
@@ -57,11 +66,12 @@ export class AuthService {
     this.tokenLifetime = options.tokenLifetime;
     this.log = options.log;
     this.throttle = options.throttle ?? new PasswordThrottle();
+    this.metrics = options.metrics;
     this.now = options.now ?? (() => Math.floor(Date.now() / 1000));
   }
 
-  /** A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"). */
-  async newToken(password: string, endpoints: readonly string[], context: CallContext): Promise<string> {
+  /** A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and what it says about itself. */
+  async newToken(password: string, endpoints: readonly string[], context: CallContext): Promise<{ token: string; claims: Claims }> {
     if (endpoints.length === 0 || endpoints.length > MAX_ENDPOINTS) {
       throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
     }
@@ -75,7 +85,9 @@ export class AuthService {
       this.core.sweep(now);
       await this.store.reserveSerials(this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
       try {
-        return this.core.issue(grant, now, this.tokenLifetime).token;
+        const issued = this.core.issue(grant, now, this.tokenLifetime);
+        if (this.metrics) this.metrics.tokensIssued++;
+        return issued;
       } catch (error) {
         if (error instanceof IssueError) throw new RpcError(ServiceErrorCode.ResourceLimit, error.message);
         throw error;
@@ -83,19 +95,26 @@ export class AuthService {
     });
   }
 
-  /** Revokes `token` if it is valid now; a token that is not (malformed, expired, revoked) is left alone. */
-  async revokeToken(password: string, token: string, context: CallContext): Promise<void> {
+  /**
+   * Revokes `token` if it is valid now; a token that is not (malformed, expired, revoked)
+   * is left alone. Says whether this call revoked it, and the token's claims when it was
+   * one of this node's live tokens.
+   */
+  async revokeToken(password: string, token: string, context: CallContext): Promise<{ revoked: boolean; claims?: Claims }> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
-      const { claims } = this.core.revoke(token, this.now());
+      const { outcome, claims } = this.core.revoke(token, this.now());
       // Already revoked (Revoked) still gets recorded: an earlier call may have revoked it
       // in the core and then failed to make that durable.
       if (claims !== undefined) await this.store.recordRevocation(claims.serial, claims.expiry);
+      const revoked = outcome === Outcome.Valid;
+      if (revoked && this.metrics) this.metrics.tokensRevoked++;
+      return { revoked, claims };
     });
   }
 
-  /** Replaces the password and starts a new generation: every earlier token stops working. */
-  async changePassword(oldPassword: string, newPassword: string, context: CallContext): Promise<void> {
+  /** Replaces the password and starts a new generation: every earlier token stops working. Returns the new generation. */
+  async changePassword(oldPassword: string, newPassword: string, context: CallContext): Promise<number> {
     const length = countCodePoints(newPassword);
     if (length === 0 || length > MAX_PASSWORD_LENGTH) {
       throw invalidParams('newPassword', `a string of 1 to ${MAX_PASSWORD_LENGTH} characters`);
@@ -108,22 +127,51 @@ export class AuthService {
       await this.store.recordPassword(record, generation);
       this.core.bumpGeneration();
       this.log.info('password changed', { generation, client: context.address });
+      return generation;
     });
   }
 
-  /** The JSON-RPC methods of /ext/auth. */
+  /** The JSON-RPC methods of /ext/auth, each call audited. */
   methods(): MethodTable {
     return new Map<string, Method>([
-      ['auth.newToken', async (p, c) => ({ token: await this.newToken(stringParam(p, 'password'), endpointsParam(p), c) })],
-      ['auth.revokeToken', async (p, c) => {
-        await this.revokeToken(stringParam(p, 'password'), stringParam(p, 'token'), c);
+      ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
+        const { token, claims } = await this.newToken(stringParam(p, 'password'), endpointsParam(p), c);
+        audit.serial = claims.serial;
+        audit.generation = claims.generation;
+        audit.grant = claims.grant;
+        audit.expiry = claims.expiry;
+        return { token };
+      })],
+      ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
+        const { revoked, claims } = await this.revokeToken(stringParam(p, 'password'), stringParam(p, 'token'), c);
+        audit.revoked = revoked;
+        if (claims !== undefined) {
+          audit.serial = claims.serial;
+          audit.generation = claims.generation;
+        }
         return { success: true };
-      }],
-      ['auth.changePassword', async (p, c) => {
-        await this.changePassword(stringParam(p, 'oldPassword'), stringParam(p, 'newPassword'), c);
+      })],
+      ['auth.changePassword', (p, c) => this.audited('auth.changePassword', c, async (audit) => {
+        audit.generation = await this.changePassword(stringParam(p, 'oldPassword'), stringParam(p, 'newPassword'), c);
         return { success: true };
-      }],
+      })],
     ]);
+  }
+
+  /**
+   * Runs a method and logs its audit line: info when it succeeded, warn when it was
+   * refused. `call` adds what it learns (serial, generation) to the fields it is given.
+   */
+  private async audited(method: string, context: CallContext, call: (audit: Fields) => Promise<unknown>): Promise<unknown> {
+    const audit: Fields = {};
+    try {
+      const result = await call(audit);
+      this.log.info('audit', { method, outcome: 'ok', client: context.address, ...audit });
+      return result;
+    } catch (error) {
+      this.log.warn('audit', { method, outcome: auditOutcome(error), client: context.address, ...audit });
+      throw error;
+    }
   }
 
   /**
@@ -132,20 +180,27 @@ export class AuthService {
    */
   private async authenticate(password: string, context: CallContext): Promise<PasswordRecord> {
     const wait = this.throttle.retryAfter(context.address, Date.now());
-    if (wait > 0) throw throttled(wait);
+    if (wait > 0) {
+      if (this.metrics) this.metrics.passwordsThrottled++;
+      throw throttled(wait);
+    }
     const record = this.store.password;
     let ok: boolean;
     try {
       ok = await this.verifier.verify(password, record);
     } catch (error) {
-      if (error instanceof BusyError) throw busy();
+      if (error instanceof BusyError) {
+        if (this.metrics) this.metrics.passwordsBusy++;
+        throw busy();
+      }
       throw error;
     }
     if (!ok) {
+      if (this.metrics) this.metrics.passwordsRefused++;
       this.throttle.failed(context.address, Date.now());
-      this.log.warn('incorrect password', { client: context.address });
       throw new RpcError(ServiceErrorCode.IncorrectPassword, 'incorrect password');
     }
+    if (this.metrics) this.metrics.passwordsAccepted++;
     this.throttle.succeeded(context.address);
     return record;
   }
@@ -182,6 +237,19 @@ export class AuthService {
       throw new RpcError(error.code === 'table-full' ? ServiceErrorCode.ResourceLimit : ErrorCode.InvalidParams, error.message);
     }
   }
+}
+
+const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
+  [ServiceErrorCode.IncorrectPassword]: 'incorrect password',
+  [ServiceErrorCode.ResourceLimit]: 'resource limit',
+  [ServiceErrorCode.Throttled]: 'throttled',
+  [ServiceErrorCode.Busy]: 'busy',
+  [ErrorCode.InvalidParams]: 'invalid params',
+};
+
+/** The audit outcome of a failed call: a fixed word, never the error's text (it could quote a client's input). */
+function auditOutcome(error: unknown): string {
+  return error instanceof RpcError ? AUDIT_OUTCOMES[error.code] ?? `error ${error.code}` : 'internal error';
 }
 
 function busy(): RpcError {

@@ -3,6 +3,8 @@
 // path parses options.
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { LEVELS } from './log.js';
+import type { Level } from './log.js';
 
 /** What the program runs with, validated. */
 export interface Options {
@@ -15,7 +17,22 @@ export interface Options {
   apiAuthTokenLifetime: number;
   /** Absolute path. */
   dataDir: string;
+  /** Paths that need no token (exact paths, checked against the path rules at start). */
+  apiAuthPublicEndpoints: string[];
+  /** The node to protect; undefined serves the built-in node endpoints. */
+  upstream: URL | undefined;
+  /** Milliseconds. */
+  upstreamTimeout: number;
+  /** Bytes. */
+  upstreamMaxBody: number;
+  /** Where the Prometheus metrics are served. */
+  metricsPath: string;
+  logLevel: Level;
 }
+
+export const DEFAULT_UPSTREAM_TIMEOUT = 30_000;
+export const DEFAULT_UPSTREAM_MAX_BODY = 1024 * 1024;
+const MAX_UPSTREAM_MAX_BODY = 1024 * 1024 * 1024;
 
 export type Command =
   | { readonly action: 'serve'; readonly options: Options }
@@ -51,10 +68,28 @@ Flags:
   --api-auth-token-lifetime DURATION  lifetime of new tokens: 90s, 15m, 12h, 1h30m
                                       (1s to 8760h; default 12h)
   --data-dir PATH                     where durable state lives (default ~/.api-auth)
+  --api-auth-public-endpoints PATHS   comma-separated exact paths that need no token, such
+                                      as /ext/health (default none)
+  --upstream URL                      the node to protect, such as http://127.0.0.1:9652:
+                                      every authorised request is proxied to the same path
+                                      there (default none: built-in /ext/info, /ext/health)
+  --upstream-timeout DURATION         how long the upstream may take to start answering,
+                                      and between parts of its answer; then 504
+                                      (default 30s)
+  --upstream-max-body SIZE            largest request body proxied: bytes, or with KiB or
+                                      MiB (default 1MiB; /ext/auth takes at most 64 KiB)
+  --metrics-path PATH                 where Prometheus metrics are served, protected like
+                                      any endpoint (default /ext/metrics)
+  --log-level LEVEL                   debug, info, warn or error (default info)
   --help                              print this help and exit
   --version                           print the version and exit
 
 Flags take "--name value" or "--name=value"; true/false flags also take a bare "--name".
+
+Operator commands talk to a running node's /ext/auth (run "api-auth token --help"):
+  api-auth token new --endpoints /ext/info,/ext/bc/X [--password-file PATH]
+  api-auth token revoke TOKEN [--password-file PATH]
+  api-auth password change [--password-file PATH] [--new-password-file PATH]
 `;
 
 type Flag =
@@ -73,6 +108,12 @@ const FLAGS: ReadonlyMap<string, Flag> = new Map<string, Flag>([
   ['api-auth-password-file', { kind: 'value', set: (o, v, n) => { o.apiAuthPasswordFile = resolve(nonEmpty(v, n, 'the path of the password file')); } }],
   ['api-auth-token-lifetime', { kind: 'value', set: (o, v, n) => { o.apiAuthTokenLifetime = parseLifetime(v, n); } }],
   ['data-dir', { kind: 'value', set: (o, v, n) => { o.dataDir = expandHome(nonEmpty(v, n, 'a folder path')); } }],
+  ['api-auth-public-endpoints', { kind: 'value', set: (o, v, n) => { o.apiAuthPublicEndpoints = parsePathList(v, n); } }],
+  ['upstream', { kind: 'value', set: (o, v, n) => { o.upstream = parseUpstream(v, n); } }],
+  ['upstream-timeout', { kind: 'value', set: (o, v, n) => { o.upstreamTimeout = parseTimeout(v, n); } }],
+  ['upstream-max-body', { kind: 'value', set: (o, v, n) => { o.upstreamMaxBody = parseSize(v, n); } }],
+  ['metrics-path', { kind: 'value', set: (o, v, n) => { o.metricsPath = parsePath(v, n); } }],
+  ['log-level', { kind: 'value', set: (o, v, n) => { o.logLevel = parseLevel(v, n); } }],
   ['help', { kind: 'bool', set: (o, v) => { o.help = v; } }],
   ['version', { kind: 'bool', set: (o, v) => { o.version = v; } }],
 ]);
@@ -86,6 +127,12 @@ export function parseArgs(args: readonly string[]): Command {
     apiAuthPasswordFile: undefined,
     apiAuthTokenLifetime: 12 * 3600,
     dataDir: join(homedir(), '.api-auth'),
+    apiAuthPublicEndpoints: [],
+    upstream: undefined,
+    upstreamTimeout: DEFAULT_UPSTREAM_TIMEOUT,
+    upstreamMaxBody: DEFAULT_UPSTREAM_MAX_BODY,
+    metricsPath: '/ext/metrics',
+    logLevel: 'info',
     help: false,
     version: false,
   };
@@ -180,6 +227,66 @@ function parseLifetime(text: string, name: string): number {
     throw new UsageError(`--${name} must be from 1s to 8760h (one year), not ${JSON.stringify(text)}`);
   }
   return seconds;
+}
+
+function parseTimeout(text: string, name: string): number {
+  const seconds = parseDuration(text);
+  if (seconds === null || seconds < 1 || seconds > 3600) {
+    throw new UsageError(`--${name} must be a duration in whole seconds from 1s to 1h, such as 30s or 2m, not ${JSON.stringify(text)}`);
+  }
+  return seconds * 1000;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, KiB: 1024, MiB: 1024 * 1024 };
+
+function parseSize(text: string, name: string): number {
+  const m = /^(\d{1,10})(KiB|MiB)?$/.exec(text);
+  const bytes = m === null ? NaN : Number(m[1]) * SIZE_UNITS[m[2] ?? ''];
+  if (!(bytes >= 1 && bytes <= MAX_UPSTREAM_MAX_BODY)) {
+    throw new UsageError(`--${name} must be a size from 1 byte to 1024MiB: a number of bytes, or a number followed by KiB or MiB (such as 1MiB), not ${JSON.stringify(text)}`);
+  }
+  return bytes;
+}
+
+/**
+ * The node to proxy to: an http or https origin. A path would be ambiguous (the request's
+ * path is sent as it came), so none is taken.
+ */
+function parseUpstream(text: string, name: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`--${name} must be a URL such as http://127.0.0.1:9652, not ${JSON.stringify(text)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new UsageError(`--${name} must be an http:// or https:// URL, not ${JSON.stringify(text)}`);
+  }
+  if (url.username !== '' || url.password !== '' || url.pathname !== '/' || url.search !== '' || url.hash !== '') {
+    throw new UsageError(`--${name} must be just scheme, host and port, such as http://127.0.0.1:9652 (requests keep their own path), not ${JSON.stringify(text)}`);
+  }
+  return url;
+}
+
+/**
+ * A comma-separated list of exact request paths. The path rules themselves (dot segments,
+ * encodings) are the core's, checked when the server starts.
+ */
+function parsePathList(text: string, name: string): string[] {
+  if (text.trim() === '') return [];
+  return [...new Set(text.split(',').map((entry) => parsePath(entry.trim(), name)))];
+}
+
+function parsePath(path: string, name: string): string {
+  if (!path.startsWith('/') || path.includes('*') || path.includes('?')) {
+    throw new UsageError(`--${name} takes exact absolute paths such as /ext/health (no "*", no query), not ${JSON.stringify(path)}`);
+  }
+  return path;
+}
+
+function parseLevel(text: string, name: string): Level {
+  if (!(LEVELS as readonly string[]).includes(text)) throw new UsageError(`--${name} must be one of ${LEVELS.join(', ')}, not ${JSON.stringify(text)}`);
+  return text as Level;
 }
 
 function parsePort(text: string, name: string): number {

@@ -1,26 +1,31 @@
 // JSON lines on stdout, one object per event, so that journald, Docker and log shippers
 // can parse them without a custom format. Fields must never hold a password or a token.
 
-export type Level = 'info' | 'warn' | 'error';
+export type Level = 'debug' | 'info' | 'warn' | 'error';
+
+export const LEVELS: readonly Level[] = ['debug', 'info', 'warn', 'error'];
 
 export type Fields = Record<string, unknown>;
 
 export interface Logger {
+  debug(msg: string, fields?: Fields): void;
   info(msg: string, fields?: Fields): void;
   warn(msg: string, fields?: Fields): void;
   error(msg: string, fields?: Fields): void;
 }
 
-/** A logger that hands each finished line (with its newline) to `write`. */
-export function createLogger(write: (line: string) => void = (line) => process.stdout.write(line)): Logger {
-  const emit = (level: Level, msg: string, fields?: Fields): void => {
-    write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }) + '\n');
-  };
-  return {
-    info: (msg, fields) => emit('info', msg, fields),
-    warn: (msg, fields) => emit('warn', msg, fields),
-    error: (msg, fields) => emit('error', msg, fields),
-  };
+/**
+ * A logger that hands each finished line (with its newline) to `write`, for events at
+ * `level` and above; the methods below it do nothing.
+ */
+export function createLogger(write: (line: string) => void = (line) => process.stdout.write(line), level: Level = 'info'): Logger {
+  const threshold = LEVELS.indexOf(level);
+  const emitter = (at: Level) => LEVELS.indexOf(at) < threshold
+    ? (): void => undefined
+    : (msg: string, fields?: Fields): void => {
+      write(JSON.stringify({ time: new Date().toISOString(), level: at, msg, ...fields }) + '\n');
+    };
+  return { debug: emitter('debug'), info: emitter('info'), warn: emitter('warn'), error: emitter('error') };
 }
 
 /**

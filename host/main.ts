@@ -1,14 +1,18 @@
 #!/usr/bin/env node
 // The api-auth command. Exit codes: 0 after --help, --version or a clean stop; 2 for a
 // bad command line or a data folder it cannot use (one line on stderr, before anything
-// listens); 1 for anything else (one log line).
+// listens); 1 for anything else (one log line). `api-auth token ...` and `api-auth
+// password ...` are the operator commands, with their own exit codes (operator-cli.ts).
 import { parseArgs, UsageError, USAGE } from './cli.js';
 import { createLogger, errorFields } from './log.js';
+import type { Logger } from './log.js';
+import { isOperatorCommand, runOperatorCommand } from './operator-cli.js';
 import { startServer } from './server.js';
 import { StateError } from './state-file.js';
 import { VERSION } from './version.js';
 
-const log = createLogger();
+// Replaced by one at the chosen level once the command line is read.
+let log: Logger = createLogger();
 
 function fail(error: unknown): never {
   if (error instanceof UsageError) {
@@ -25,7 +29,12 @@ function fail(error: unknown): never {
 }
 
 async function main(): Promise<void> {
-  const command = parseArgs(process.argv.slice(2));
+  const args = process.argv.slice(2);
+  if (isOperatorCommand(args)) {
+    process.exitCode = await runOperatorCommand(args);
+    return;
+  }
+  const command = parseArgs(args);
   if (command.action === 'help') {
     process.stdout.write(USAGE);
     return;
@@ -34,6 +43,7 @@ async function main(): Promise<void> {
     process.stdout.write(`api-auth ${VERSION}\n`);
     return;
   }
+  log = createLogger(undefined, command.options.logLevel);
   const server = await startServer(command.options, { log });
   const stop = (): void => {
     server.stop().then(() => process.exit(0), fail);

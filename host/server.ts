@@ -1,11 +1,13 @@
 // The HTTP side: one uWebSockets.js catch-all handler. Path rules and the token check
 // come first, before routing, so a caller without a token learns nothing about which
-// paths exist; then the few routes, each a JSON-RPC endpoint.
+// paths exist; then the few local routes (JSON-RPC endpoints, metrics), and everything
+// else goes to the upstream node when there is one.
 //
 // The protected path is kept to: read the header and the URL, one core call, write.
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
-import type { HttpRequest, HttpResponse, us_listen_socket } from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { AuthService, ServiceErrorCode, throttled } from './auth-service.js';
+import { UsageError } from './cli.js';
 import type { Options } from './cli.js';
 import { Outcome } from './core.js';
 import type { Core } from './core.js';
@@ -14,12 +16,15 @@ import { ErrorCode, errorResponse, JsonRpcEndpoint } from './jsonrpc.js';
 import type { MethodTable, Reply } from './jsonrpc.js';
 import { createLogger, errorFields } from './log.js';
 import type { Logger } from './log.js';
+import { Metrics } from './metrics.js';
 import { HEALTH_BODY, healthMethods, infoMethods } from './node-endpoints.js';
 import { loadPasswordFile } from './password-file.js';
 import { Argon2idVerifier } from './password-hash.js';
+import { UpstreamProxy } from './proxy.js';
+import type { InFlight, UpstreamOptions } from './proxy.js';
 import { restoreService, StateStore } from './state-store.js';
 import type { PasswordThrottle } from './throttle.js';
-import { writeRefusal } from './token-gate.js';
+import { endWith, Gate, writeRefusal } from './token-gate.js';
 import { VERSION } from './version.js';
 
 export const MAX_BODY_BYTES = 65536;
@@ -36,6 +41,7 @@ export interface ServerHandle {
 
 export interface ServerServices {
   readonly log?: Logger;
+  readonly metrics?: Metrics;
 }
 
 /**
@@ -45,49 +51,119 @@ export interface ServerServices {
  * data folder it cannot use, Error when it cannot listen.
  */
 export async function startServer(options: Options, services: ServerServices = {}): Promise<ServerHandle> {
-  const log = services.log ?? createLogger();
+  const log = services.log ?? createLogger(undefined, options.logLevel);
+  const metrics = services.metrics ?? new Metrics({ processMetrics: true });
   const core = newCore();
-  const onInternalError = (error: unknown, method: string): void => log.error('internal error', { method, ...errorFields(error) });
-  const rpc = (methods: MethodTable): JsonRpcEndpoint => new JsonRpcEndpoint(methods, onInternalError);
-  const routes = new Map<string, Route>([
-    ['/ext/info', { rpc: rpc(infoMethods(VERSION)), allow: 'POST', body: null }],
-    ['/ext/health', { rpc: rpc(healthMethods()), allow: 'GET, HEAD, POST', body: new TextEncoder().encode(HEALTH_BODY + '\n') }],
-  ]);
-  let store: StateStore | undefined;
-  let verifier: Argon2idVerifier | undefined;
+  checkPaths(core, options.apiAuthPublicEndpoints, '--api-auth-public-endpoints');
+  checkPaths(core, [options.metricsPath], '--metrics-path');
+  if (options.metricsPath === AUTH_PATH) throw new UsageError(`--metrics-path must not be ${AUTH_PATH}`);
+  const routes = new Map<string, Route>([[options.metricsPath, { rpc: null, allow: 'GET', body: null, scrape: metrics }]]);
+  if (options.upstream === undefined) {
+    routes.set('/ext/info', { rpc: rpcEndpoint(infoMethods(VERSION), log), allow: 'POST', body: null });
+    routes.set('/ext/health', { rpc: rpcEndpoint(healthMethods(), log), allow: 'GET, HEAD, POST', body: new TextEncoder().encode(HEALTH_BODY + '\n') });
+  }
+  let auth: OpenedAuth | undefined;
+  let gateway: Gateway | undefined;
+  let gate: Gate | null = null;
   // What stop() releases once the last request is answered.
   const release = async (): Promise<void> => {
-    await verifier?.close();
-    await store?.close();
+    await gateway?.proxy?.close();
+    await auth?.close();
   };
   try {
     if (options.apiAuthRequired) {
       const passwordFile = options.apiAuthPasswordFile;
       if (passwordFile === undefined) throw new Error('options.apiAuthRequired needs options.apiAuthPasswordFile');
-      const password = await loadPasswordFile(passwordFile, () => core.generatePassword(), log);
-      store = await StateStore.open(options.dataDir, log);
-      verifier = new Argon2idVerifier();
-      await restoreService(core, store, verifier, password, options.apiAuthTokenLifetime, log);
-      const auth = new AuthService({ core, store, verifier, tokenLifetime: options.apiAuthTokenLifetime, log });
-      routes.set(AUTH_PATH, { rpc: rpc(auth.methods()), allow: 'POST', body: null, throttle: auth.throttle });
-    } else if (options.apiAuthPasswordFile !== undefined) {
-      log.warn('the password file is not used without --api-auth-required', { path: options.apiAuthPasswordFile });
+      auth = await openAuth(core, { passwordFile, dataDir: options.dataDir, tokenLifetime: options.apiAuthTokenLifetime }, log, metrics);
+      routes.set(AUTH_PATH, auth.route);
+      gate = new Gate(core, metrics, options.apiAuthPublicEndpoints);
+    } else {
+      if (options.apiAuthPasswordFile !== undefined) {
+        log.warn('the password file is not used without --api-auth-required', { path: options.apiAuthPasswordFile });
+      }
+      if (options.apiAuthPublicEndpoints.length > 0) {
+        log.warn('public endpoints mean nothing without --api-auth-required: every endpoint is public', { paths: options.apiAuthPublicEndpoints });
+      }
     }
-    return await new HttpServer(core, routes, options.apiAuthRequired, release, log).listen(options.httpHost, options.httpPort);
+    const upstream = options.upstream === undefined
+      ? undefined
+      : { url: options.upstream, timeoutMs: options.upstreamTimeout, maxBody: options.upstreamMaxBody };
+    gateway = new Gateway(core, gate, routes, log, metrics, upstream);
+    return await new HttpServer(App(), gateway, release, log).listen(options.httpHost, options.httpPort);
   } catch (error) {
     await release();
     throw error;
   }
 }
 
-interface Route {
-  readonly rpc: JsonRpcEndpoint;
+/** Paths given on the command line must be ones the gate would serve at all. */
+function checkPaths(core: Core, paths: readonly string[], flag: string): void {
+  for (const path of paths) {
+    if (!core.pathAllowed(path)) {
+      throw new UsageError(`${flag}: ${JSON.stringify(path)} is not a path the gate serves (no empty, "." or ".." segments, ` +
+        'no encoded "/", "." or "%", visible ASCII only)');
+    }
+  }
+}
+
+function rpcEndpoint(methods: MethodTable, log: Logger): JsonRpcEndpoint {
+  return new JsonRpcEndpoint(methods, (error, method) => log.error('internal error', { method, ...errorFields(error) }));
+}
+
+export interface AuthSettings {
+  /** Absolute path of the password file; generated when missing. */
+  readonly passwordFile: string;
+  /** Absolute path of the data folder. */
+  readonly dataDir: string;
+  /** Seconds. */
+  readonly tokenLifetime: number;
+}
+
+/** The token service, restored from its data folder, as the /ext/auth route. */
+export interface OpenedAuth {
+  readonly service: AuthService;
+  readonly route: Route;
+  /** Stops the hashing thread and releases the data folder. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the token service: the password (from its file, generated when missing), the
+ * data folder (created on the first start, locked), the hashing thread. Throws
+ * UsageError for a bad password file, StateError for a data folder it cannot use.
+ */
+export async function openAuth(core: Core, settings: AuthSettings, log: Logger, metrics: Metrics): Promise<OpenedAuth> {
+  const password = await loadPasswordFile(settings.passwordFile, () => core.generatePassword(), log);
+  const store = await StateStore.open(settings.dataDir, log);
+  const verifier = new Argon2idVerifier();
+  const close = async (): Promise<void> => {
+    await verifier.close();
+    await store.close();
+  };
+  try {
+    await restoreService(core, store, verifier, password, settings.tokenLifetime, log);
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  const service = new AuthService({ core, store, verifier, tokenLifetime: settings.tokenLifetime, log, metrics });
+  const route: Route = { rpc: rpcEndpoint(service.methods(), log), allow: 'POST', body: null, throttle: service.throttle, metrics };
+  return { service, route, close };
+}
+
+export interface Route {
+  /** The JSON-RPC endpoint that answers POST; null for routes that take no POST. */
+  readonly rpc: JsonRpcEndpoint | null;
   /** For routes that check passwords: clients that must wait are refused before their body is read. */
   readonly throttle?: PasswordThrottle;
   /** The Allow header of a 405. */
   readonly allow: string;
-  /** The GET response body, for routes that answer GET. */
+  /** The GET response body, for routes that answer GET with a fixed body. */
   readonly body: Uint8Array | null;
+  /** For the metrics route: GET answers with these metrics. */
+  readonly scrape?: Metrics;
+  /** Where refusals by the throttle are counted. */
+  readonly metrics?: Metrics;
 }
 
 const JSON_CONTENT_TYPE = /^[ \t]*application\/json[ \t]*(?:;|$)/i;
@@ -96,30 +172,34 @@ const BODY_TOO_LARGE = jsonLine(ErrorCode.InvalidRequest, `request body exceeds 
 const NOT_JSON = jsonLine(ErrorCode.InvalidRequest, 'content-type must be application/json');
 const INTERNAL_ERROR = jsonLine(ErrorCode.InternalError, 'internal error');
 
+// The 429 bodies by wait, made once each: refusing a guess allocates nothing.
+const THROTTLED_BODIES = new Map<number, Uint8Array>();
+
+function throttledBody(wait: number): Uint8Array {
+  let body = THROTTLED_BODIES.get(wait);
+  if (body === undefined) {
+    body = jsonLine(ServiceErrorCode.Throttled, throttled(wait).message);
+    THROTTLED_BODIES.set(wait, body);
+  }
+  return body;
+}
+
 /** A JSON-RPC error body for a request that was not read (so its id is unknown). */
 function jsonLine(code: number, message: string): Uint8Array {
   return new TextEncoder().encode(errorResponse(code, message) + '\n');
 }
 
-function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
-}
-
 class HttpServer {
-  private inFlight = 0;
-  private idle: (() => void) | null = null;
   private listenSocket: us_listen_socket | null = null;
   private stopping: Promise<void> | null = null;
-  private readonly app = App();
 
   constructor(
-    private readonly core: Core,
-    private readonly routes: ReadonlyMap<string, Route>,
-    private readonly authRequired: boolean,
+    private readonly app: TemplatedApp,
+    private readonly gateway: Gateway,
     private readonly release: () => Promise<void>,
     private readonly log: Logger,
   ) {
-    this.app.any('/*', (res, req) => this.handle(res, req));
+    this.app.any('/*', (res, req) => this.gateway.handle(res, req));
   }
 
   listen(host: string, port: number): Promise<ServerHandle> {
@@ -138,43 +218,134 @@ class HttpServer {
     });
   }
 
-  private handle(res: HttpResponse, req: HttpRequest): void {
+  private stop(): Promise<void> {
+    this.stopping ??= this.drainAndClose();
+    return this.stopping;
+  }
+
+  private async drainAndClose(): Promise<void> {
+    if (this.listenSocket !== null) us_listen_socket_close(this.listenSocket);
+    this.listenSocket = null;
+    const left = await this.gateway.drain(STOP_GRACE_MS);
+    if (left > 0) this.log.warn('stopping with requests still in flight', { requests: left });
+    // The last response may have been written inside a uWS callback that is still on the
+    // stack; uWS sends it when that callback returns, and closing first would drop it.
+    await new Promise((resolve) => setImmediate(resolve));
+    // Closes the kept-alive connections too, which would otherwise hold the process.
+    this.app.close();
+    await this.release();
+    this.log.info('stopped');
+  }
+}
+
+/**
+ * The request handling, apart from listening: the gate, the local routes and the proxy.
+ * The standalone server routes every request through `handle`; an embedding host mounts
+ * single routes with `serve`.
+ */
+export class Gateway implements InFlight {
+  private inFlight = 0;
+  private idle: (() => void) | null = null;
+  readonly proxy: UpstreamProxy | null;
+
+  /** `gate` null: no tokens needed, only the path rules apply. */
+  constructor(
+    private readonly core: Core,
+    private readonly gate: Gate | null,
+    private readonly routes: ReadonlyMap<string, Route>,
+    private readonly log: Logger,
+    metrics: Metrics,
+    upstream?: UpstreamOptions,
+  ) {
+    this.proxy = upstream === undefined ? null : new UpstreamProxy(upstream, this, metrics, log);
+  }
+
+  handle(res: HttpResponse, req: HttpRequest): void {
     const path = req.getUrl();
-    if (this.authRequired) {
+    const gate = this.gate;
+    if (gate !== null) {
       if (path !== AUTH_PATH) {
-        const outcome = this.core.authorize(req.getHeader('authorization'), path, nowSeconds());
-        if (outcome !== Outcome.Valid) return writeRefusal(res, outcome);
+        const outcome = gate.check(req.getHeader('authorization'), path);
+        if (outcome !== Outcome.Valid) return writeRefusal(res, outcome, req.getMethod() === 'head');
       }
     } else if (!this.core.pathAllowed(path)) {
-      return writeRefusal(res, Outcome.BadPath);
+      return writeRefusal(res, Outcome.BadPath, req.getMethod() === 'head');
     }
     const route = this.routes.get(path);
-    if (route === undefined) {
-      res.writeStatus('404 Not Found').writeHeader('Content-Type', 'text/plain; charset=utf-8').end(NOT_FOUND);
-      return;
-    }
+    if (route !== undefined) return this.serve(res, req, path, route);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path);
+    res.writeStatus('404 Not Found').writeHeader('Content-Type', 'text/plain; charset=utf-8');
+    endWith(res, NOT_FOUND, req.getMethod() === 'head');
+  }
+
+  /** Answers a request for a local route (the gate, if any, has let it through). */
+  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route): void {
     const method = req.getMethod();
-    if (method === 'post') return this.post(res, req, route);
+    if (method === 'post' && route.rpc !== null) return this.post(res, req, route, route.rpc);
+    if (route.scrape !== undefined && method === 'get') return this.scrape(res, route.scrape);
     if (route.body !== null && method === 'get') {
       res.writeHeader('Content-Type', 'application/json').end(route.body);
       return;
     }
     if (route.body !== null && method === 'head') {
-      // uWS would send a body given to end(), even for HEAD.
-      res.writeHeader('Content-Type', 'application/json').writeHeader('Content-Length', String(route.body.length)).endWithoutBody();
+      res.writeHeader('Content-Type', 'application/json');
+      endWith(res, route.body, true);
       return;
     }
-    res.writeStatus('405 Method Not Allowed').writeHeader('Allow', route.allow).writeHeader('Content-Type', 'application/json')
-      .end(jsonLine(ErrorCode.InvalidRequest, `HTTP method ${method.toUpperCase()} is not allowed on ${path} (allowed: ${route.allow})`));
+    res.writeStatus('405 Method Not Allowed').writeHeader('Allow', route.allow).writeHeader('Content-Type', 'application/json');
+    endWith(res, jsonLine(ErrorCode.InvalidRequest, `HTTP method ${method.toUpperCase()} is not allowed on ${path} (allowed: ${route.allow})`),
+      method === 'head');
   }
 
-  private post(res: HttpResponse, req: HttpRequest, route: Route): void {
+  enter(): void {
+    this.inFlight++;
+  }
+
+  leave(): void {
+    if (--this.inFlight === 0 && this.idle !== null) this.idle();
+  }
+
+  /** Waits until no request is in flight, or `graceMs` at most; resolves with how many are left. */
+  async drain(graceMs: number): Promise<number> {
+    if (this.inFlight > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        this.idle = resolve;
+        timer = setTimeout(resolve, graceMs);
+      });
+      clearTimeout(timer);
+    }
+    return this.inFlight;
+  }
+
+  private scrape(res: HttpResponse, metrics: Metrics): void {
+    this.enter();
+    const exchange = { open: true };
+    const finish = (): void => {
+      if (!exchange.open) return;
+      exchange.open = false;
+      this.leave();
+    };
+    res.onAborted(finish);
+    metrics.scrape().then(({ contentType, text }) => {
+      if (exchange.open) res.cork(() => res.writeHeader('Content-Type', contentType).end(text));
+      finish();
+    }, (error: unknown) => {
+      this.log.error('internal error', { method: 'metrics', ...errorFields(error) });
+      if (exchange.open) res.cork(() => res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR));
+      finish();
+    });
+  }
+
+  private post(res: HttpResponse, req: HttpRequest, route: Route, rpc: JsonRpcEndpoint): void {
     const address = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
     const wait = route.throttle?.retryAfter(address, Date.now()) ?? 0;
     if (wait > 0) {
-      // Not even the body is read: a flood of guesses costs one header parse each.
+      if (route.metrics !== undefined) route.metrics.passwordsThrottled++;
+      // Not even the body is read (uWS skips it), and the connection stays open: a flood
+      // of guesses costs one header parse each, not a new connection each.
       res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', String(wait))
-        .end(jsonLine(ServiceErrorCode.Throttled, throttled(wait).message), true);
+        .end(throttledBody(wait));
       return;
     }
     if (!JSON_CONTENT_TYPE.test(req.getHeader('content-type'))) {
@@ -187,13 +358,13 @@ class HttpServer {
       res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(BODY_TOO_LARGE, true);
       return;
     }
-    this.inFlight++;
+    this.enter();
     const exchange = { open: true };
     // Runs once: on the response written, or on the client gone first.
     const finish = (): void => {
       if (!exchange.open) return;
       exchange.open = false;
-      if (--this.inFlight === 0 && this.idle !== null) this.idle();
+      this.leave();
     };
     res.onAborted(finish);
     const chunks: Buffer[] = [];
@@ -209,7 +380,7 @@ class HttpServer {
       }
       // uWS reuses the chunk's memory once this callback returns.
       chunks.push(Buffer.from(chunk.slice(0)));
-      if (isLast) void this.dispatch(res, route.rpc, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), address, exchange, finish);
+      if (isLast) void this.dispatch(res, rpc, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), address, exchange, finish);
     });
   }
 
@@ -240,31 +411,5 @@ class HttpServer {
       });
     }
     finish();
-  }
-
-  private stop(): Promise<void> {
-    this.stopping ??= this.drainAndClose();
-    return this.stopping;
-  }
-
-  private async drainAndClose(): Promise<void> {
-    if (this.listenSocket !== null) us_listen_socket_close(this.listenSocket);
-    this.listenSocket = null;
-    if (this.inFlight > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      await new Promise<void>((resolve) => {
-        this.idle = resolve;
-        timer = setTimeout(resolve, STOP_GRACE_MS);
-      });
-      clearTimeout(timer);
-      if (this.inFlight > 0) this.log.warn('stopping with requests still in flight', { requests: this.inFlight });
-    }
-    // The last response may have been written inside a uWS callback that is still on the
-    // stack; uWS sends it when that callback returns, and closing first would drop it.
-    await new Promise((resolve) => setImmediate(resolve));
-    // Closes the kept-alive connections too, which would otherwise hold the process.
-    this.app.close();
-    await this.release();
-    this.log.info('stopped');
   }
 }

@@ -1,8 +1,11 @@
 // What a refused request gets: the one table from a core Outcome to an HTTP status and
 // the reason text the original node sent, and the writer of that response. The bodies
-// are encoded once here so a refusal costs the hot path no string work.
+// are encoded once here so a refusal costs the hot path no string work. And the gate itself.
 import type { HttpResponse } from 'uWebSockets.js';
 import { Outcome } from './core.js';
+import type { Core } from './core.js';
+import { LATENCY_SAMPLE_EVERY } from './metrics.js';
+import type { Metrics } from './metrics.js';
 
 export type RefusedOutcome = Exclude<Outcome, Outcome.Valid>;
 
@@ -37,10 +40,95 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   ENCODED[Number(outcome)] = { status, challenge: status === UNAUTHORIZED, body: new TextEncoder().encode(body) };
 }
 
-/** Writes the refusal for an outcome; call it corked (directly in the handler, or inside res.cork). */
-export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome): void {
+/**
+ * Writes the refusal for an outcome; call it corked (directly in the handler, or inside
+ * res.cork). `head`: the request was HEAD, so the body's length goes out without it.
+ */
+export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false): void {
   const refusal = ENCODED[outcome];
   res.writeStatus(refusal.status).writeHeader('Content-Type', 'application/json');
   if (refusal.challenge) res.writeHeader('WWW-Authenticate', 'Bearer');
-  res.end(refusal.body);
+  endWith(res, refusal.body, head);
+}
+
+/** Ends a response with `body`, or for a HEAD request with its length only (uWS would send a body given to end()). */
+export function endWith(res: HttpResponse, body: Uint8Array, head: boolean): void {
+  if (head) res.writeHeader('Content-Length', String(body.length)).endWithoutBody();
+  else res.end(body);
+}
+
+/**
+ * A gate's answer, for hosts that write responses their own way: `ok`, or the refusal to
+ * send (status, headers and body exactly as the built-in gate sends them).
+ */
+export interface Verdict {
+  readonly ok: boolean;
+  readonly outcome: Outcome;
+  /** 200 when ok; otherwise 401, or 400 for a path that is refused whatever the token. */
+  readonly status: number;
+  /** The refusal's reason text; empty when ok. */
+  readonly reason: string;
+  /** The refusal's headers: Content-Type, and WWW-Authenticate for a 401. Empty when ok. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The refusal's body (JSON and a line feed); empty when ok. */
+  readonly body: string;
+}
+
+/** One frozen verdict per outcome, so that handing one out allocates nothing. */
+export const VERDICTS: readonly Verdict[] = (() => {
+  const verdicts: Verdict[] = [];
+  verdicts[Outcome.Valid] = Object.freeze({ ok: true, outcome: Outcome.Valid, status: 200, reason: '', headers: Object.freeze({}), body: '' });
+  for (const [key, [status, reason]] of Object.entries(REFUSALS)) {
+    const outcome = Number(key) as RefusedOutcome;
+    const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+    if (ENCODED[outcome].challenge) headers['WWW-Authenticate'] = 'Bearer';
+    verdicts[outcome] = Object.freeze({
+      ok: false, outcome, status: Number(status.slice(0, 3)), reason, headers: Object.freeze(headers),
+      body: new TextDecoder().decode(ENCODED[outcome].body),
+    });
+  }
+  return Object.freeze(verdicts);
+})();
+
+/**
+ * The check in front of every protected endpoint: public paths pass, anything else needs
+ * a token that grants it. Each outcome is counted, and one check in LATENCY_SAMPLE_EVERY
+ * is timed.
+ */
+export class Gate {
+  private readonly publicPaths: ReadonlySet<string> | null;
+
+  /** `publicPaths` must have passed `core.pathAllowed`, so that a public path obeys the path rules too. */
+  constructor(private readonly core: Core, private readonly metrics: Metrics, publicPaths: readonly string[] = []) {
+    this.publicPaths = publicPaths.length === 0 ? null : new Set(publicPaths);
+  }
+
+  /** The outcome for a request: its raw Authorization header (empty when absent) and its path. */
+  check(header: string, path: string): Outcome {
+    if (this.publicPaths !== null && this.publicPaths.has(path)) return Outcome.Valid;
+    const metrics = this.metrics;
+    let outcome: Outcome;
+    if (--metrics.untilSample !== 0) {
+      outcome = this.core.authorize(header, path, nowSeconds());
+    } else {
+      metrics.untilSample = LATENCY_SAMPLE_EVERY;
+      const start = performance.now();
+      outcome = this.core.authorize(header, path, nowSeconds());
+      metrics.observeVerification(performance.now() - start);
+    }
+    metrics.verifications[outcome]++;
+    return outcome;
+  }
+
+  /** The outcome for a bare token (no `Bearer `) and a path. */
+  checkToken(token: string, path: string): Outcome {
+    if (this.publicPaths !== null && this.publicPaths.has(path)) return Outcome.Valid;
+    const outcome = this.core.verify(token, path, nowSeconds());
+    this.metrics.verifications[outcome]++;
+    return outcome;
+  }
+}
+
+function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
 }

@@ -262,7 +262,7 @@ t.test('only the exact path /ext/auth skips the gate', async (t) => {
 });
 
 t.test('an unknown path with a valid "*" token is the plain 404', async (t) => {
-  for (const path of ['/foo', '/ext/bc/X', '/ext/metrics', '/ext/info/foo']) {
+  for (const path of ['/foo', '/ext/bc/X', '/ext/admin', '/ext/info/foo']) {
     expectNotFound(t, await call(server.url, path, star), path);
   }
   expectNotFound(t, await call(server.url, '/foo', star, 'GET'), 'GET /foo');

@@ -88,10 +88,21 @@ export function expectBadPath(t: Test, response: HttpResponse, label = ''): void
 
 /**
  * The request got past the gate and reached the router: the built-in endpoint's answer
- * for /ext/info and /ext/health, the plain 404 for any other path.
+ * for /ext/info and /ext/health, the metrics (GET only: 405 otherwise) for /ext/metrics,
+ * the plain 404 for any other path.
  */
 export function expectGranted(t: Test, response: HttpResponse, path: string, label = path): void {
   const route = path.split('?')[0];
+  if (route === '/ext/metrics') {
+    if (response.method === 'GET') {
+      t.equal(response.status, 200, `status 200 (${label})`);
+      t.match(response.text, /^# HELP api_auth_/m, `the metrics answered (${label})`);
+    } else {
+      t.equal(response.status, 405, `status 405: the metrics take GET only (${label})`);
+      t.equal(response.headers.allow, 'GET', `Allow: GET (${label})`);
+    }
+    return;
+  }
   if (route === '/ext/info' || route === '/ext/health') {
     t.equal(response.status, 200, `status 200 (${label})`);
     let body: { result?: unknown } | undefined;

@@ -1,0 +1,395 @@
+// The operator commands: `api-auth token new`, `api-auth token revoke`, `api-auth password
+// change`. Each is one call to a running node's /ext/auth. Passwords come from a file,
+// from stdin, or from a prompt that does not echo; never from the command line, where
+// other users could read them in the process list.
+//
+// Exit codes: 0 success; 1 the node refused (a JSON-RPC error: incorrect password,
+// throttled, invalid params); 2 a bad command line; 3 the node could not be reached, or
+// did not answer like an api-auth node.
+import { readFile } from 'node:fs/promises';
+import { request } from 'undici';
+import { parseDuration, UsageError } from './cli.js';
+import { MAX_PASSWORD_LENGTH, countCodePoints } from './password-file.js';
+
+export const ExitCode = { Ok: 0, Refused: 1, Usage: 2, Unreachable: 3 } as const;
+
+export const DEFAULT_URI = 'http://127.0.0.1:9650';
+const DEFAULT_TIMEOUT_MS = 30_000;
+// Far more than a 1024-character password; stops a wrong path from being read whole.
+const MAX_SECRET_BYTES = 64 * 1024;
+
+export const OPERATOR_USAGE = `Usage:
+  api-auth token new --endpoints PATHS [flags]   issue a token; prints it
+  api-auth token revoke TOKEN [flags]            revoke a token
+  api-auth password change [flags]               change the service password; every
+                                                 token issued before stops working
+
+Each command calls the /ext/auth service of a running api-auth node.
+
+Flags:
+  --uri URL                  the node (default ${DEFAULT_URI})
+  --endpoints PATHS          token new: comma-separated endpoints the token grants:
+                             "*", exact paths, or subtrees such as /ext/bc/*
+  --password-file PATH       read the service password from this file (white space
+                             around it is trimmed, as the node does)
+  --password-stdin           read the service password from stdin
+  --new-password-file PATH   password change: read the new password from this file
+  --new-password-stdin       password change: read the new password from stdin
+  --json                     print the result as one JSON object
+  --timeout DURATION         how long to wait for the node (default 30s)
+  --help                     print this help and exit
+
+Without a password flag, the command prompts for it on the terminal without echo.
+Passwords are never taken on the command line.
+
+Exit codes: 0 success; 1 the node refused (incorrect password, throttled, invalid
+endpoints); 2 a bad command line; 3 the node could not be reached.
+`;
+
+interface OperatorOptions {
+  uri: string;
+  endpoints: string[];
+  passwordFile: string | undefined;
+  passwordStdin: boolean;
+  newPasswordFile: string | undefined;
+  newPasswordStdin: boolean;
+  json: boolean;
+  timeoutMs: number;
+  help: boolean;
+}
+
+type Action = 'token new' | 'token revoke' | 'password change';
+
+/** Where the command writes; the defaults are the process's own. */
+export interface OperatorIo {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+  readonly stdin: NodeJS.ReadStream;
+}
+
+/** Whether `args` (after the program name) is an operator command rather than server flags. */
+export function isOperatorCommand(args: readonly string[]): boolean {
+  return args[0] === 'token' || args[0] === 'password';
+}
+
+/** Runs an operator command to its end; resolves with the exit code. */
+export async function runOperatorCommand(args: readonly string[], io: OperatorIo = processIo()): Promise<number> {
+  const json = args.includes('--json') || args.includes('--json=true');
+  try {
+    const { action, options, positional } = parseOperatorArgs(args);
+    if (options.help) {
+      io.stdout(OPERATOR_USAGE);
+      return ExitCode.Ok;
+    }
+    return await run(action, options, positional, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr(error.message + '\n');
+      return ExitCode.Usage;
+    }
+    if (error instanceof Refused) {
+      if (json) io.stdout(JSON.stringify({ error: { code: error.code, message: error.message } }) + '\n');
+      else io.stderr(`api-auth: the node refused: ${error.message} (${error.code})\n`);
+      return ExitCode.Refused;
+    }
+    const message = error instanceof Unreachable ? error.message : `unexpected failure: ${error instanceof Error ? error.message : String(error)}`;
+    if (json) io.stdout(JSON.stringify({ error: { message } }) + '\n');
+    else io.stderr(`api-auth: ${message}\n`);
+    return ExitCode.Unreachable;
+  }
+}
+
+/** A JSON-RPC error from the node. */
+class Refused extends Error {
+  constructor(readonly code: number, message: string) {
+    super(message);
+    this.name = 'Refused';
+  }
+}
+
+/** No answer from the node, or not the answer of an api-auth node. */
+class Unreachable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'Unreachable';
+  }
+}
+
+async function run(action: Action, options: OperatorOptions, positional: string[], io: OperatorIo): Promise<number> {
+  const stdinUsers = Number(options.passwordStdin) + Number(options.newPasswordStdin);
+  if (stdinUsers > 1) throw new UsageError('--password-stdin and --new-password-stdin cannot both read stdin; give one of them as a file');
+  if (options.passwordStdin && options.passwordFile !== undefined) throw new UsageError('give --password-file or --password-stdin, not both');
+  if (action !== 'password change' && (options.newPasswordFile !== undefined || options.newPasswordStdin)) {
+    throw new UsageError(`--new-password-file and --new-password-stdin belong to "api-auth password change", not "api-auth ${action}"`);
+  }
+  if (options.newPasswordStdin && options.newPasswordFile !== undefined) throw new UsageError('give --new-password-file or --new-password-stdin, not both');
+  if (action !== 'token new' && options.endpoints.length > 0) {
+    throw new UsageError(`--endpoints belongs to "api-auth token new", not "api-auth ${action}"`);
+  }
+  let method: string;
+  let params: Record<string, unknown>;
+  switch (action) {
+    case 'token new': {
+      expectPositional(positional, 0, action);
+      if (options.endpoints.length === 0) throw new UsageError('token new needs --endpoints, such as --endpoints /ext/info,/ext/bc/X (or "*" for every endpoint)');
+      const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
+      method = 'auth.newToken';
+      params = { password, endpoints: options.endpoints };
+      break;
+    }
+    case 'token revoke': {
+      expectPositional(positional, 1, action);
+      const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
+      method = 'auth.revokeToken';
+      params = { password, token: positional[0] };
+      break;
+    }
+    case 'password change': {
+      expectPositional(positional, 0, action);
+      const oldPassword = await readSecret(options.passwordFile, options.passwordStdin, 'Current password: ', '--password', io);
+      const newPassword = await readNewPassword(options, io);
+      method = 'auth.changePassword';
+      params = { oldPassword, newPassword };
+      break;
+    }
+  }
+  const result = await call(options.uri, options.timeoutMs, method, params);
+  if (options.json) {
+    io.stdout(JSON.stringify(result) + '\n');
+  } else if (action === 'token new') {
+    io.stdout(`${String((result as { token?: unknown }).token)}\n`);
+  } else if (action === 'token revoke') {
+    io.stdout('token revoked\n');
+  } else {
+    io.stdout('password changed; every token issued before no longer works\n');
+  }
+  return ExitCode.Ok;
+}
+
+function expectPositional(positional: string[], count: number, action: Action): void {
+  if (positional.length === count) return;
+  if (count === 1 && positional.length === 0) throw new UsageError(`${action} needs the token: api-auth ${action} TOKEN`);
+  throw new UsageError(`unexpected argument ${JSON.stringify(positional[count])}; run api-auth ${action} --help`);
+}
+
+/** Calls `method` at `${uri}/ext/auth`; its result, or Refused, or Unreachable. */
+async function call(uri: string, timeoutMs: number, method: string, params: Record<string, unknown>): Promise<unknown> {
+  const url = `${uri}/ext/auth`;
+  let status: number;
+  let text: string;
+  try {
+    const response = await request(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      // One call: a kept-alive connection would only hold the process open afterwards.
+      reset: true,
+    });
+    status = response.statusCode;
+    text = await response.body.text();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'ECONNREFUSED' ? 'connection refused'
+      : code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? `no answer within ${timeoutMs / 1000} s`
+        : error instanceof Error ? error.message : String(error);
+    throw new Unreachable(`cannot reach ${url}: ${why}; is the node running there (--uri)?`);
+  }
+  if (status === 404) throw new Unreachable(`${url} answered 404: the node does not serve /ext/auth; is it running with --api-auth-required?`);
+  let body: { result?: unknown; error?: { code?: unknown; message?: unknown } } | undefined;
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    body = undefined;
+  }
+  // 429 and 503 carry a JSON-RPC error (throttled, busy): a refusal like any other.
+  const error = body?.error;
+  if (error !== undefined && typeof error.code === 'number' && typeof error.message === 'string') throw new Refused(error.code, error.message);
+  if (status !== 200 || body === undefined || body.result === undefined) {
+    throw new Unreachable(`${url} gave HTTP ${status} without a JSON-RPC answer: ${JSON.stringify(text.slice(0, 200))}`);
+  }
+  return body.result;
+}
+
+async function readNewPassword(options: OperatorOptions, io: OperatorIo): Promise<string> {
+  let password: string;
+  if (options.newPasswordFile !== undefined || options.newPasswordStdin) {
+    password = await readSecret(options.newPasswordFile, options.newPasswordStdin, '', '--new-password', io);
+  } else {
+    password = await readSecret(undefined, false, 'New password: ', '--new-password', io);
+    const again = await readSecret(undefined, false, 'New password again: ', '--new-password', io);
+    if (again !== password) throw new UsageError('the two new passwords differ; nothing was changed');
+  }
+  const length = countCodePoints(password);
+  if (length > MAX_PASSWORD_LENGTH) throw new UsageError(`the new password is ${length} characters long; at most ${MAX_PASSWORD_LENGTH} are allowed`);
+  return password;
+}
+
+/** A password from its file (trimmed), from stdin (without its line break), or from a no-echo prompt. */
+async function readSecret(file: string | undefined, stdin: boolean, prompt: string, flag: string, io: OperatorIo): Promise<string> {
+  let secret: string;
+  if (file !== undefined) {
+    let bytes: Buffer;
+    try {
+      bytes = await readFile(file);
+    } catch (error) {
+      throw new UsageError(`${flag}-file ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    }
+    if (bytes.length > MAX_SECRET_BYTES) throw new UsageError(`${flag}-file ${file}: the file is larger than ${MAX_SECRET_BYTES} bytes; it must hold only the password`);
+    secret = bytes.toString('utf8').trim();
+    bytes.fill(0);
+  } else if (stdin) {
+    secret = (await readAll(io.stdin)).replace(/\r?\n$/, '');
+  } else if (io.stdin.isTTY) {
+    secret = await promptHidden(prompt, io);
+  } else {
+    throw new UsageError(`no password: give ${flag}-file PATH or ${flag}-stdin, or run the command in a terminal to be prompted`);
+  }
+  if (secret === '') throw new UsageError(`the password from ${file !== undefined ? `${flag}-file ${file}` : stdin ? `${flag}-stdin` : 'the prompt'} is empty`);
+  return secret;
+}
+
+async function readAll(stream: NodeJS.ReadStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
+    size += buffer.length;
+    if (size > MAX_SECRET_BYTES) throw new UsageError(`stdin holds more than ${MAX_SECRET_BYTES} bytes; it must hold only the password`);
+    chunks.push(buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Reads one line from the terminal with echo off; the prompt goes to stderr, so stdout stays the result alone. */
+function promptHidden(prompt: string, io: OperatorIo): Promise<string> {
+  const input = io.stdin;
+  io.stderr(prompt);
+  return new Promise((resolve, reject) => {
+    let line = '';
+    const done = (error?: Error): void => {
+      input.setRawMode(false);
+      input.pause();
+      input.off('data', onData);
+      io.stderr('\n');
+      if (error) reject(error);
+      else resolve(line);
+    };
+    const onData = (chunk: Buffer): void => {
+      for (const char of chunk.toString('utf8')) {
+        if (char === '\r' || char === '\n') return done();
+        if (char === '\u0003') return done(new UsageError('cancelled'));
+        if (char === '\u0004') return line === '' ? done(new UsageError('cancelled')) : done();
+        if (char === '\u007f' || char === '\b') line = Array.from(line).slice(0, -1).join('');
+        else if (char >= ' ') line += char;
+      }
+    };
+    input.setRawMode(true);
+    input.on('data', onData);
+    input.resume();
+  });
+}
+
+type Flag = { readonly kind: 'bool' | 'value'; readonly set: (o: OperatorOptions, value: string) => void };
+
+const FLAGS: ReadonlyMap<string, Flag> = new Map<string, Flag>([
+  ['uri', { kind: 'value', set: (o, v) => { o.uri = parseUri(v); } }],
+  ['endpoints', { kind: 'value', set: (o, v) => { o.endpoints.push(...v.split(',').map((e) => e.trim()).filter((e) => e !== '')); } }],
+  ['password-file', { kind: 'value', set: (o, v) => { o.passwordFile = v; } }],
+  ['password-stdin', { kind: 'bool', set: (o, v) => { o.passwordStdin = v === 'true'; } }],
+  ['new-password-file', { kind: 'value', set: (o, v) => { o.newPasswordFile = v; } }],
+  ['new-password-stdin', { kind: 'bool', set: (o, v) => { o.newPasswordStdin = v === 'true'; } }],
+  ['json', { kind: 'bool', set: (o, v) => { o.json = v === 'true'; } }],
+  ['timeout', { kind: 'value', set: (o, v) => { o.timeoutMs = parseTimeout(v); } }],
+  ['help', { kind: 'bool', set: (o, v) => { o.help = v === 'true'; } }],
+]);
+
+// Flags that would put a secret on the command line, refused with a pointer to the safe way.
+const SECRET_FLAGS: ReadonlyMap<string, string> = new Map([
+  ['password', '--password-file PATH or --password-stdin'],
+  ['new-password', '--new-password-file PATH or --new-password-stdin'],
+  ['old-password', '--password-file PATH or --password-stdin'],
+]);
+
+function parseOperatorArgs(args: readonly string[]): { action: Action; options: OperatorOptions; positional: string[] } {
+  const options: OperatorOptions = {
+    uri: DEFAULT_URI,
+    endpoints: [],
+    passwordFile: undefined,
+    passwordStdin: false,
+    newPasswordFile: undefined,
+    newPasswordStdin: false,
+    json: false,
+    timeoutMs: DEFAULT_TIMEOUT_MS,
+    help: false,
+  };
+  const words: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (!arg.startsWith('--') || arg === '--') {
+      if (arg === '--') {
+        words.push(...args.slice(i + 1));
+        break;
+      }
+      words.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    const inline = eq < 0 ? undefined : arg.slice(eq + 1);
+    const safe = SECRET_FLAGS.get(name);
+    if (safe !== undefined) throw new UsageError(`--${name} is not taken: a password on the command line is visible to other users; use ${safe}, or let the command prompt`);
+    const flag = FLAGS.get(name);
+    if (flag === undefined) throw new UsageError(`unknown flag --${name}; run api-auth ${args[0]} --help to list the flags`);
+    if (flag.kind === 'bool') {
+      if (inline !== undefined && inline !== 'true' && inline !== 'false') throw new UsageError(`--${name} takes no value, or =true or =false, not ${JSON.stringify(inline)}`);
+      flag.set(options, inline ?? 'true');
+      continue;
+    }
+    let value = inline;
+    if (value === undefined) {
+      value = args[i + 1];
+      if (value === undefined || value.startsWith('--')) throw new UsageError(`--${name} needs a value: --${name} <value> or --${name}=<value>`);
+      i++;
+    }
+    if (value === '') throw new UsageError(`--${name} must not be empty`);
+    flag.set(options, value);
+  }
+  const [group, verb, ...positional] = words;
+  const action = `${group} ${verb ?? ''}`.trim();
+  if (action !== 'token new' && action !== 'token revoke' && action !== 'password change') {
+    if (options.help && verb === undefined) return { action: group === 'token' ? 'token new' : 'password change', options, positional: [] };
+    const known = group === 'token' ? '"token new" or "token revoke"' : '"password change"';
+    throw new UsageError(`unknown command "${action}"; did you mean ${known}? (run api-auth ${group} --help)`);
+  }
+  return { action, options, positional };
+}
+
+function parseUri(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`--uri must be a URL such as ${DEFAULT_URI}, not ${JSON.stringify(text)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--uri must be an http:// or https:// URL, not ${JSON.stringify(text)}`);
+  if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw new UsageError(`--uri must be the node's base URL such as ${DEFAULT_URI}, without query, fragment or credentials`);
+  }
+  return url.href.replace(/\/+$/, '');
+}
+
+function parseTimeout(text: string): number {
+  const seconds = parseDuration(text);
+  if (seconds === null || seconds < 1 || seconds > 3600) throw new UsageError(`--timeout must be a duration from 1s to 1h such as 30s, not ${JSON.stringify(text)}`);
+  return seconds * 1000;
+}
+
+function processIo(): OperatorIo {
+  return {
+    stdout: (text) => process.stdout.write(text),
+    stderr: (text) => process.stderr.write(text),
+    stdin: process.stdin,
+  };
+}

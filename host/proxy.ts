@@ -1,0 +1,408 @@
+// The reverse proxy behind the gate: an authorised request goes to the same path on the
+// upstream node, and the upstream's answer comes back as it was sent. Connections to
+// the upstream are kept alive in an undici Pool. Bodies stream both ways with
+// backpressure: a slow client pauses the upstream's answer, which is never held whole in
+// memory; a slow upstream pauses the reading of the client's request body. uWS stops
+// reading only some way after pause(), so what a request body may hold in memory is
+// bounded by the body limit rather than by the pause.
+//
+// Headers (RFC 9110 §7.6.1): hop-by-hop fields (Connection and the fields it names,
+// Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade, Trailer) are not
+// forwarded either way. Authorization and Proxy-Authorization never reach the upstream.
+// Host is the upstream's own (a node checks it against its allowed hosts); the client's
+// goes in X-Forwarded-Host, its address is appended to X-Forwarded-For, and
+// X-Forwarded-Proto says http unless a proxy in front already said otherwise.
+import { STATUS_CODES } from 'node:http';
+import { Readable } from 'node:stream';
+import { Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { ErrorCode, errorResponse } from './jsonrpc.js';
+import type { Logger } from './log.js';
+import type { Metrics, UpstreamErrorKind } from './metrics.js';
+
+/** JSON-RPC codes of a proxied request the upstream did not answer. */
+export const UpstreamErrorCode = {
+  /** HTTP 502: refused, reset, or otherwise unreachable. */
+  Unavailable: -32004,
+  /** HTTP 504: no answer within --upstream-timeout. */
+  Timeout: -32005,
+} as const;
+
+/** Connections kept open to the upstream at most; requests past that wait for one. */
+export const UPSTREAM_CONNECTIONS = 128;
+
+export interface UpstreamOptions {
+  /** The upstream's origin (scheme, host, port). */
+  readonly url: URL;
+  /** How long the upstream may take to start answering, and to send each next part of its answer. */
+  readonly timeoutMs: number;
+  /** The largest request body forwarded, in bytes; larger ones get 413. */
+  readonly maxBody: number;
+}
+
+/** What the server counts: proxied exchanges in flight, so that a stop lets them finish. */
+export interface InFlight {
+  enter(): void;
+  leave(): void;
+}
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
+// Never sent upstream: the gate's credentials, a proxy's credentials, what undici sets
+// itself (Host, and Expect, which it refuses), and what this proxy writes anew.
+const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect',
+  'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+// Never sent back: uWS writes its own Date and Content-Length (from the body it sends);
+// Proxy-Authenticate would ask the client for credentials this proxy does not take.
+const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate']);
+
+const NO_BODY = -2;
+const CHUNKED = -1;
+
+class ClientGone extends Error {
+  constructor() {
+    super('the client went away');
+    this.name = 'ClientGone';
+  }
+}
+
+class BodyTooLarge extends Error {
+  constructor() {
+    super('the request body is over the limit');
+    this.name = 'BodyTooLarge';
+  }
+}
+
+export class UpstreamProxy {
+  readonly pool: Pool;
+  /** The 413 body of a request body over the limit. */
+  readonly tooLarge: Uint8Array;
+  private readonly failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }>;
+  /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
+  private healthy = true;
+
+  constructor(readonly options: UpstreamOptions, private readonly inFlight: InFlight, private readonly metrics: Metrics,
+    private readonly log: Logger) {
+    this.pool = new Pool(options.url.origin, {
+      connections: UPSTREAM_CONNECTIONS,
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+      connect: { timeout: Math.min(options.timeoutMs, 10_000) },
+    });
+    this.tooLarge = jsonLine(ErrorCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`);
+    const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(UpstreamErrorCode.Unavailable, message) });
+    this.failures = {
+      refused: unavailable('the upstream node refused the connection'),
+      reset: unavailable('the upstream node closed the connection'),
+      other: unavailable('the upstream node could not be reached'),
+      timeout: {
+        status: '504 Gateway Timeout',
+        body: jsonLine(UpstreamErrorCode.Timeout, `the upstream node did not answer within ${options.timeoutMs / 1000} s`),
+      },
+    };
+  }
+
+  /** Forwards the request; call it from the uWS handler, before returning. */
+  forward(res: HttpResponse, req: HttpRequest, path: string): void {
+    const declared = req.getHeader('content-length');
+    if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
+      // The body is not read, so the connection cannot carry another request.
+      res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.tooLarge, true);
+      return;
+    }
+    const method = req.getCaseSensitiveMethod();
+    // Undefined, in this uWS, when the URL has no query.
+    const query = req.getQuery() as string | undefined;
+    const address = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+    const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
+    const exchange = new Exchange(this, res, method === 'HEAD', upstreamHeaders(req, address));
+    this.inFlight.enter();
+    res.onAborted(() => exchange.clientGone());
+    const options: Dispatcher.DispatchOptions = {
+      path: query ? `${path}?${query}` : path,
+      method: method as Dispatcher.HttpMethod,
+      headers: exchange.headers,
+      body: null,
+    };
+    if (!hasBody) {
+      this.pool.dispatch(options, exchange);
+      return;
+    }
+    res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, options));
+  }
+
+  /** Closes the upstream connections; requests still under way fail. */
+  async close(): Promise<void> {
+    await this.pool.destroy();
+  }
+
+  /** Called once per exchange, with what ended it (null: the whole answer was relayed). */
+  settled(error: Error | null): void {
+    this.inFlight.leave();
+    if (error === null) {
+      if (!this.healthy) {
+        this.healthy = true;
+        this.log.info('the upstream node answers again', { upstream: this.options.url.origin });
+      }
+      return;
+    }
+    if (error instanceof ClientGone || error instanceof BodyTooLarge) return;
+    const kind = classify(error);
+    this.metrics.upstreamError(kind);
+    const fields = { upstream: this.options.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
+    // One warning when the upstream starts failing, not one per request while it is down.
+    if (this.healthy) {
+      this.healthy = false;
+      this.log.warn('the upstream node did not answer', fields);
+    } else {
+      this.log.debug('the upstream node did not answer', fields);
+    }
+  }
+
+  /** The status and body that tell the client why the upstream did not answer. */
+  failure(error: Error): { status: string; body: Uint8Array } {
+    return this.failures[classify(error)];
+  }
+}
+
+/** One proxied request: undici's handler for the upstream's answer, and the writer of it to the client. */
+class Exchange implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | null = null;
+  /** The client went away, or the response is complete: `res` may no longer be touched. */
+  private closed = false;
+  /** The response's status line and headers are written. */
+  private started = false;
+  /** The body's length as the upstream announced it, or CHUNKED, or NO_BODY. */
+  private total = CHUNKED;
+  /** A chunk uWS could not take whole yet, and the write offset it started at. */
+  private pending: Buffer | null = null;
+  private pendingOffset = 0;
+  private ended = false;
+  /** The request body, when it comes in more than one chunk. */
+  private body: Readable | null = null;
+  private received = 0;
+  private readingPaused = false;
+
+  constructor(private readonly proxy: UpstreamProxy, private readonly res: HttpResponse, private readonly head: boolean,
+    readonly headers: string[]) {}
+
+  // The client side.
+
+  clientGone(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.abortUpstream(new ClientGone());
+    this.proxy.settled(new ClientGone());
+  }
+
+  requestData(chunk: ArrayBuffer, isLast: boolean, options: Dispatcher.DispatchOptions): void {
+    if (this.closed) return;
+    this.received += chunk.byteLength;
+    if (this.received > this.proxy.options.maxBody) {
+      this.refuseBody();
+      return;
+    }
+    // uWS reuses the chunk's memory once this callback returns.
+    const copy = Buffer.from(chunk.slice(0));
+    if (this.body === null) {
+      if (isLast) {
+        // The common case, a body in one piece: no stream needed.
+        this.proxy.pool.dispatch({ ...options, body: copy }, this);
+        return;
+      }
+      this.body = new Readable({
+        read: () => {
+          if (this.readingPaused && !this.closed) {
+            this.readingPaused = false;
+            this.res.resume();
+          }
+        },
+      });
+      this.body.on('error', () => undefined);
+      this.proxy.pool.dispatch({ ...options, body: this.body }, this);
+    }
+    if (!this.body.push(copy) && !isLast) {
+      this.readingPaused = true;
+      this.res.pause();
+    }
+    if (isLast) this.body.push(null);
+  }
+
+  private refuseBody(): void {
+    const started = this.started;
+    this.closed = true;
+    this.abortUpstream(new BodyTooLarge());
+    // A chunked body that outgrew the limit: answer now and drop the rest with the connection.
+    if (started) this.res.close();
+    else this.res.cork(() => this.res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.proxy.tooLarge, true));
+    this.proxy.settled(new BodyTooLarge());
+  }
+
+  private abortUpstream(reason: Error): void {
+    this.body?.destroy(reason);
+    this.controller?.abort(reason);
+  }
+
+  // undici's side.
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.closed) controller.abort(new ClientGone());
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>,
+    statusMessage?: string): void {
+    if (this.closed) {
+      controller.abort(new ClientGone());
+      return;
+    }
+    // Informational answers (100, 103) are not relayed; the final one follows.
+    if (statusCode < 200) return;
+    this.started = true;
+    const bodiless = this.head || statusCode === 204 || statusCode === 304;
+    const length = headers['content-length'];
+    this.total = bodiless ? NO_BODY : typeof length === 'string' && /^\d+$/.test(length) ? Number(length) : CHUNKED;
+    const res = this.res;
+    const listed = connectionTokens(headers.connection);
+    // The raw list keeps the upstream's order and spelling of names.
+    const raw = Array.isArray(controller.rawHeaders) ? controller.rawHeaders : flatten(headers);
+    res.cork(() => {
+      res.writeStatus(`${statusCode} ${statusMessage || STATUS_CODES[statusCode] || ''}`);
+      for (let i = 0; i + 1 < raw.length; i += 2) {
+        const name = String(raw[i]).toLowerCase();
+        if (RESPONSE_DROPPED.has(name) || (listed !== null && listed.has(name))) continue;
+        // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
+        if (name === 'content-length' && !bodiless) continue;
+        res.writeHeader(raw[i], raw[i + 1]);
+      }
+    });
+    res.onWritable((offset) => this.writable(offset));
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.closed || this.total === NO_BODY) return;
+    const res = this.res;
+    res.cork(() => {
+      if (this.total === CHUNKED) {
+        if (!res.write(chunk)) controller.pause();
+        return;
+      }
+      const offset = res.getWriteOffset();
+      const [ok, done] = res.tryEnd(chunk, this.total);
+      if (done) {
+        this.complete();
+      } else if (!ok) {
+        // uWS took part of the chunk; the rest waits for the client to read.
+        this.pending = chunk;
+        this.pendingOffset = offset;
+        controller.pause();
+      }
+    });
+  }
+
+  onResponseEnd(): void {
+    if (this.closed) return;
+    if (this.pending !== null) {
+      // The end came before the client took the last bytes; writable() completes it.
+      this.ended = true;
+      return;
+    }
+    const res = this.res;
+    res.cork(() => {
+      if (this.total === NO_BODY) res.endWithoutBody();
+      else if (this.total === CHUNKED || this.total === 0) res.end();
+      // Fewer bytes than announced: the client must not take a cut body for a whole one.
+      else res.close();
+    });
+    this.complete();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.closed) return;
+    this.closed = true;
+    const res = this.res;
+    if (this.started) {
+      // The status is sent already: cutting the connection is the only way to say the body is not whole.
+      res.close();
+    } else {
+      const { status, body } = this.proxy.failure(error);
+      res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
+    }
+    this.proxy.settled(error);
+  }
+
+  /** uWS can take more: the rest of a pending chunk, or (chunked) whatever comes next. */
+  private writable(offset: number): boolean {
+    if (this.closed) return true;
+    const pending = this.pending;
+    if (pending === null) {
+      this.controller?.resume();
+      return true;
+    }
+    const [ok, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
+    if (done) {
+      this.complete();
+    } else if (ok) {
+      this.pending = null;
+      if (this.ended) {
+        this.res.close();
+        this.complete();
+      } else {
+        this.controller?.resume();
+      }
+    }
+    return ok;
+  }
+
+  private complete(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.proxy.settled(null);
+  }
+}
+
+/** The headers to send upstream, as undici's flat [name, value, ...] list. */
+function upstreamHeaders(req: HttpRequest, address: string): string[] {
+  const listed = connectionTokens(req.getHeader('connection'));
+  const headers: string[] = [];
+  req.forEach((name, value) => {
+    if (!REQUEST_DROPPED.has(name) && (listed === null || !listed.has(name))) headers.push(name, value);
+  });
+  const forwardedFor = req.getHeader('x-forwarded-for');
+  const forwardedHost = req.getHeader('x-forwarded-host') || req.getHeader('host');
+  headers.push('x-forwarded-for', forwardedFor === '' ? address : `${forwardedFor}, ${address}`);
+  if (forwardedHost !== '') headers.push('x-forwarded-host', forwardedHost);
+  headers.push('x-forwarded-proto', req.getHeader('x-forwarded-proto') || 'http');
+  return headers;
+}
+
+function flatten(headers: Record<string, string | string[] | undefined>): string[] {
+  const list: string[] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value === 'string') list.push(name, value);
+    else if (value !== undefined) for (const v of value) list.push(name, v);
+  }
+  return list;
+}
+
+/** The field names a Connection header lists, lower-cased; null when there are none. */
+function connectionTokens(value: string | string[] | undefined): Set<string> | null {
+  if (value === undefined || value === '') return null;
+  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase()).filter((n) => n !== '');
+  return names.length === 0 ? null : new Set(names);
+}
+
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+
+function classify(error: Error): UpstreamErrorKind {
+  const code = (error as NodeJS.ErrnoException).code ?? '';
+  if (TIMEOUT_CODES.has(code)) return 'timeout';
+  if (code === 'ECONNREFUSED') return 'refused';
+  if (RESET_CODES.has(code)) return 'reset';
+  return 'other';
+}
+
+function jsonLine(code: number, message: string): Uint8Array {
+  return new TextEncoder().encode(errorResponse(code, message) + '\n');
+}

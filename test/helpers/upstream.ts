@@ -1,0 +1,89 @@
+// A real HTTP upstream node for the proxy tests: node:http on a free loopback port, in
+// the test's own process. It records every request it gets (method, URL, headers as
+// sent, body) and answers through a handler the test chooses; the default echoes the
+// request back as JSON. Closed when the test ends.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Test } from 'tap';
+
+export interface SeenRequest {
+  method: string;
+  url: string;
+  /** Lower-cased names; repeated headers as node:http joins them. */
+  headers: IncomingMessage['headers'];
+  /** Names and values as sent, in order. */
+  rawHeaders: string[];
+  body: Buffer;
+  /** The client port of the connection it came on (one per kept-alive connection). */
+  remotePort: number;
+}
+
+export type UpstreamHandler = (req: IncomingMessage, res: ServerResponse, body: Buffer) => void;
+
+export interface Upstream {
+  url: string;
+  port: number;
+  server: Server;
+  seen: SeenRequest[];
+  /** Connections accepted so far. */
+  connections(): number;
+  /** Closes the listener and every connection. */
+  close(): Promise<void>;
+}
+
+/** The default answer: 200 JSON {method, url, headers, body} of the request. */
+export const echo: UpstreamHandler = (req, res, body) => {
+  res.setHeader('Content-Type', 'application/json');
+  res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: body.toString('utf8') }));
+};
+
+/**
+ * Starts an upstream on 127.0.0.1. `route` picks the handler for a request (by its URL,
+ * say); the default echoes. Requests are recorded once their body is read.
+ */
+export async function startUpstream(t: Test, route: (req: IncomingMessage) => UpstreamHandler = () => echo, port = 0): Promise<Upstream> {
+  const seen: SeenRequest[] = [];
+  const sockets = new Set<Socket>();
+  let connections = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      seen.push({
+        method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body,
+        remotePort: req.socket.remotePort ?? 0,
+      });
+      route(req)(req, res, body);
+    });
+  });
+  server.on('connection', (socket: Socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
+  const actual = (server.address() as AddressInfo).port;
+  let closed: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closed ??= new Promise<void>((resolve) => {
+      for (const socket of sockets) socket.destroy();
+      server.close(() => resolve());
+    });
+    return closed;
+  };
+  t.teardown(close);
+  return { url: `http://127.0.0.1:${actual}`, port: actual, server, seen, connections: () => connections, close };
+}
+
+/** A loopback port nothing listens on (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}

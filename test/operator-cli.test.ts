@@ -1,0 +1,193 @@
+// The operator commands against a running node: `api-auth token new`, `token revoke`,
+// `password change`. Passwords come from a file, stdin or a no-echo prompt, never argv;
+// results print plainly or as JSON; exit codes tell success (0), refusal (1), a bad
+// command line (2) and an unreachable node (3) apart.
+import t from 'tap';
+import { spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REASONS, TOKEN_PATTERN, call, expectGranted, expectRefused, tryPassword } from './helpers/auth.js';
+import { MAIN, ROOT, randomPassword, startServer, tempDir } from './helpers/server.js';
+import { closedPort } from './helpers/upstream.js';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `api-auth ...args` to its end, with `stdin` (or an empty, closed stdin). */
+function api(args: readonly string[], stdin = ''): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAIN, ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(stdin);
+  });
+}
+
+const server = await startServer(t);
+const dir = tempDir(t);
+const uri = ['--uri', server.url];
+
+function secretFile(name: string, content: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, content, { mode: 0o600 });
+  return path;
+}
+
+t.test('token new prints the token alone; it grants exactly the endpoints asked for', async (t) => {
+  const run = await api(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', '/ext/info,/ext/bc/*']);
+  t.equal(run.code, 0, run.stderr);
+  t.equal(run.stderr, '');
+  t.match(run.stdout, /^[A-Za-z0-9_-]{76}\n$/, 'one line: the token');
+  const token = run.stdout.trim();
+  expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info');
+  expectRefused(t, await call(server.url, '/ext/health', token), REASONS.notGranted, '/ext/health');
+});
+
+t.test('token new --json prints the result object; --endpoints may be repeated', async (t) => {
+  const run = await api(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', '/ext/info', '--endpoints=/ext/health', '--json']);
+  t.equal(run.code, 0, run.stderr);
+  const result = JSON.parse(run.stdout) as { token: string };
+  t.match(result.token, TOKEN_PATTERN);
+  expectGranted(t, await call(server.url, '/ext/health', result.token), '/ext/health');
+});
+
+t.test('the password can come from stdin', async (t) => {
+  const run = await api(['token', 'new', ...uri, '--password-stdin', '--endpoints', '*'], `${server.password}\n`);
+  t.equal(run.code, 0, run.stderr);
+  t.match(run.stdout.trim(), TOKEN_PATTERN);
+});
+
+t.test('token revoke TOKEN: exit 0, and the token is refused from then on', async (t) => {
+  const issued = await api(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', '*']);
+  const token = issued.stdout.trim();
+  expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'before');
+  const run = await api(['token', 'revoke', token, ...uri, '--password-file', server.passwordFile]);
+  t.equal(run.code, 0, run.stderr);
+  t.equal(run.stdout, 'token revoked\n');
+  expectRefused(t, await call(server.url, '/ext/info', token), REASONS.revoked, 'after');
+  const json = await api(['token', 'revoke', token, ...uri, '--password-file', server.passwordFile, '--json']);
+  t.equal(json.code, 0);
+  t.same(JSON.parse(json.stdout), { success: true }, 'revoking again is a success that changes nothing');
+});
+
+t.test('a refusal: exit 1 and the node\'s reason (plain and --json); nothing is printed on stdout in plain mode', async (t) => {
+  const wrong = secretFile('wrong', 'not the password\n');
+  const plain = await api(['token', 'new', ...uri, '--password-file', wrong, '--endpoints', '*']);
+  t.equal(plain.code, 1);
+  t.equal(plain.stdout, '');
+  t.equal(plain.stderr, 'api-auth: the node refused: incorrect password (-32000)\n');
+  const json = await api(['token', 'new', ...uri, '--password-file', wrong, '--endpoints', '*', '--json']);
+  t.equal(json.code, 1);
+  t.same(JSON.parse(json.stdout), { error: { code: -32000, message: 'incorrect password' } });
+  const invalid = await api(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', 'ext/info']);
+  t.equal(invalid.code, 1, 'an invalid endpoint is refused by the node');
+  t.match(invalid.stderr, /^api-auth: the node refused: endpoint "ext\/info" is not "\*" or an absolute path.*\(-32602\)\n$/);
+});
+
+t.test('an unreachable node: exit 3 with what went wrong', async (t) => {
+  const port = await closedPort();
+  const run = await api(['token', 'new', '--uri', `http://127.0.0.1:${port}`, '--password-file', server.passwordFile, '--endpoints', '*']);
+  t.equal(run.code, 3);
+  t.match(run.stderr, new RegExp(`^api-auth: cannot reach http://127\\.0\\.0\\.1:${port}/ext/auth: connection refused`));
+  const json = await api(['token', 'new', '--uri', `http://127.0.0.1:${port}`, '--password-file', server.passwordFile, '--endpoints', '*', '--json']);
+  t.equal(json.code, 3);
+  t.match(JSON.parse(json.stdout), { error: { message: /connection refused/ } });
+  const authOff = await startServer(t, { auth: false });
+  const off = await api(['token', 'new', '--uri', authOff.url, '--password-file', server.passwordFile, '--endpoints', '*']);
+  t.equal(off.code, 3, 'a node without /ext/auth');
+  t.match(off.stderr, /answered 404.*--api-auth-required/);
+});
+
+t.test('bad command lines: exit 2, one line on stderr, nothing sent', async (t) => {
+  const cases: [string, string[], RegExp][] = [
+    ['a password on the command line', ['token', 'new', '--endpoints', '*', '--password', 'hunter2'], /--password is not taken.*--password-file/],
+    ['a password with =', ['token', 'new', '--endpoints', '*', '--password=hunter2'], /--password is not taken/],
+    ['a new password on the command line', ['password', 'change', '--new-password', 'x'], /--new-password is not taken/],
+    ['no password and no terminal', ['token', 'new', '--endpoints', '*'], /no password: give --password-file PATH or --password-stdin/],
+    ['token new without endpoints', ['token', 'new', '--password-file', server.passwordFile], /--endpoints/],
+    ['token revoke without a token', ['token', 'revoke', '--password-file', server.passwordFile], /needs the token/],
+    ['token revoke with two tokens', ['token', 'revoke', 'a', 'b', '--password-file', server.passwordFile], /unexpected argument "b"/],
+    ['an unknown verb', ['token', 'list'], /unknown command "token list"/],
+    ['an unknown flag', ['token', 'new', '--endpoints', '*', '--bogus'], /unknown flag --bogus/],
+    ['a bad --uri', ['token', 'new', '--endpoints', '*', '--uri', 'ftp://x'], /--uri/],
+    ['a bad --timeout', ['token', 'new', '--endpoints', '*', '--timeout', '5'], /--timeout/],
+    ['a missing password file', ['token', 'new', '--endpoints', '*', '--password-file', join(dir, 'missing')], /--password-file .*missing: cannot read it \(ENOENT\)/],
+    ['an empty password file', ['token', 'new', '--endpoints', '*', '--password-file', secretFile('empty', ' \n')], /is empty/],
+    ['both secrets from stdin', ['password', 'change', '--password-stdin', '--new-password-stdin'], /cannot both read stdin/],
+    ['a new password for token new', ['token', 'new', '--endpoints', '*', '--new-password-file', 'x'], /belong to "api-auth password change"/],
+  ];
+  for (const [name, args, message] of cases) {
+    const run = await api([...args, ...uri]);
+    t.equal(run.code, 2, `${name}: exit 2 (${run.stderr.trim()})`);
+    t.match(run.stderr, /^api-auth: [^\n]+\n$/, `${name}: one line`);
+    t.match(run.stderr, message, `${name}: names the problem`);
+    t.equal(run.stdout, '', `${name}: nothing on stdout`);
+  }
+});
+
+t.test('--help prints the commands and exit codes', async (t) => {
+  for (const args of [['token', '--help'], ['token', 'new', '--help'], ['password', 'change', '--help']]) {
+    const run = await api(args);
+    t.equal(run.code, 0);
+    t.match(run.stdout, /api-auth token new --endpoints/);
+    t.match(run.stdout, /Exit codes: 0 success; 1 the node refused/);
+  }
+  const main = await api(['--help']);
+  t.match(main.stdout, /api-auth password change/, 'the server\'s usage names the operator commands');
+});
+
+t.test('password change: from files, then every earlier token is refused and the new password works', async (t) => {
+  const node = await startServer(t);
+  const token = (await api(['token', 'new', '--uri', node.url, '--password-file', node.passwordFile, '--endpoints', '*'])).stdout.trim();
+  const next = randomPassword();
+  const run = await api(['password', 'change', '--uri', node.url, '--password-file', node.passwordFile, '--new-password-file', secretFile('next', `${next}\n`)]);
+  t.equal(run.code, 0, run.stderr);
+  t.match(run.stdout, /^password changed/);
+  expectRefused(t, await call(node.url, '/ext/info', token), REASONS.earlierGeneration);
+  t.ok(await tryPassword(node.url, next), 'the new password gives tokens');
+  const back = await api(['password', 'change', '--uri', node.url, '--password-file', secretFile('next2', next), '--new-password-stdin', '--json'],
+    `${node.password}\n`);
+  t.equal(back.code, 0, back.stderr);
+  t.same(JSON.parse(back.stdout), { success: true }, 'the new password from stdin');
+  t.ok(await tryPassword(node.url, node.password));
+});
+
+const hasScript = spawnSync('script', ['--version']).status === 0;
+
+t.test('without a password flag, a terminal prompts without echo', { skip: hasScript ? false : 'no `script` (util-linux) to make a terminal' }, async (t) => {
+  const node = await startServer(t);
+  const command = [process.execPath, MAIN, 'token', 'new', '--uri', node.url, '--endpoints', '/ext/info'].map((a) => `'${a}'`).join(' ');
+  // `script` runs the command on a pseudo-terminal; the password is typed only once the
+  // prompt is up (echo off), as a person would.
+  const child = spawn('script', ['-qefc', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let output = '';
+  const prompted = new Promise<void>((resolve) => {
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      output += chunk;
+      if (output.includes('Password: ')) resolve();
+    });
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  await prompted;
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  child.stdin.write(`${node.password}\r`);
+  const code = await exited;
+  clearTimeout(timer);
+  t.equal(code, 0, output);
+  t.notOk(output.includes(node.password), 'the password was not echoed');
+  const token = /([A-Za-z0-9_-]{76})/.exec(output)?.[1];
+  t.ok(token, 'the token was printed');
+  expectGranted(t, await call(node.url, '/ext/info', token), '/ext/info');
+});
