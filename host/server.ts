@@ -23,6 +23,7 @@ import { Argon2idVerifier } from './password-hash.js';
 import { UpstreamProxy } from './proxy.js';
 import type { InFlight, UpstreamOptions } from './proxy.js';
 import { restoreService, StateStore } from './state-store.js';
+import { Tarpit } from './throttle.js';
 import type { PasswordThrottle } from './throttle.js';
 import { endWith, Gate, writeRefusal } from './token-gate.js';
 import { VERSION } from './version.js';
@@ -245,6 +246,7 @@ class HttpServer {
  */
 export class Gateway implements InFlight {
   private inFlight = 0;
+  private readonly tarpit = new Tarpit();
   private idle: (() => void) | null = null;
   readonly proxy: UpstreamProxy | null;
 
@@ -342,10 +344,21 @@ export class Gateway implements InFlight {
     const wait = route.throttle?.retryAfter(address, Date.now()) ?? 0;
     if (wait > 0) {
       if (route.metrics !== undefined) route.metrics.passwordsThrottled++;
-      // Not even the body is read (uWS skips it), and the connection stays open: a flood
-      // of guesses costs one header parse each, not a new connection each.
-      res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', String(wait))
-        .end(throttledBody(wait));
+      // Not even the body is read (uWS skips it), the connection stays open, and the
+      // refusal is held back a moment: a flood of guesses costs one header parse each,
+      // and its connections idle rather than spin.
+      this.enter();
+      let open = true;
+      res.onAborted(() => {
+        open = false;
+      });
+      this.tarpit.hold(() => {
+        if (open) {
+          res.cork(() => res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json')
+            .writeHeader('Retry-After', String(wait)).end(throttledBody(wait)));
+        }
+        this.leave();
+      });
       return;
     }
     if (!JSON_CONTENT_TYPE.test(req.getHeader('content-type'))) {

@@ -3,7 +3,7 @@
 // the service is driven over HTTP from pinned loopback addresses (all of 127/8 is this
 // machine, so each address is a client of its own).
 import t from 'tap';
-import { clientKey, PasswordThrottle } from '../build/host/throttle.js';
+import { clientKey, PasswordThrottle, Tarpit } from '../build/host/throttle.js';
 import { call, newToken } from './helpers/auth.js';
 import { freshSource, request, rpc } from './helpers/http.js';
 import type { HttpResponse } from './helpers/http.js';
@@ -59,6 +59,18 @@ t.test('an IPv6 client is its /64, and the table of clients is bounded', async (
   t.equal(throttle.retryAfter('2001:0db8:0001:0002:0000:0000:0000:0001', 0), 0, 'the longest-quiet client made room');
 });
 
+t.test('the tarpit answers later, in a batch, and at once when full', async (t) => {
+  const tarpit = new Tarpit(50, 2);
+  const answered: number[] = [];
+  tarpit.hold(() => answered.push(1));
+  tarpit.hold(() => answered.push(2));
+  t.same(answered, [], 'held');
+  tarpit.hold(() => answered.push(3));
+  t.same(answered, [3], 'past the bound, answered at once');
+  await sleep(500);
+  t.same(answered, [3, 1, 2], 'the held ones, in order, once the delay is over');
+});
+
 /** auth.newToken from `source`. */
 function attempt(url: string, password: string, source: string): Promise<HttpResponse> {
   return request(url, '/ext/auth', {
@@ -103,6 +115,20 @@ t.test('a guessing client gets 429 with Retry-After, then gets through with the 
   t.type(JSON.parse(through.text).result?.token, 'string');
   for (let i = 0; i < 3; i++) t.equal(errorCode(await attempt(server.url, 'wrong', guesser)), -32000, 'and the count started over');
   t.notOk(server.stdout().includes('wrong'), 'the guesses are not logged');
+});
+
+t.test('a waiting client\'s refusals are held back, so its guesses slow to one a second per connection', async (t) => {
+  const server = await startServer(t);
+  const guesser = '127.4.0.1';
+  for (let i = 0; i < 4; i++) await attempt(server.url, 'wrong', guesser);
+  await sleep(1100);
+  t.equal(errorCode(await attempt(server.url, 'wrong', guesser)), -32000, 'the fifth failure: a wait of 2 s');
+  const started = Date.now();
+  for (let i = 0; i < 2; i++) t.equal((await attempt(server.url, 'wrong', guesser)).status, 429);
+  const elapsed = Date.now() - started;
+  t.ok(elapsed >= 1500, `2 refusals in a row took ${elapsed} ms`);
+  const other = await attempt(server.url, server.password, '127.4.0.2');
+  t.type(JSON.parse(other.text).result?.token, 'string', 'another client is answered at once');
 });
 
 t.test('protected requests keep flowing while password checks run', async (t) => {
