@@ -1,0 +1,167 @@
+// Other work on the machine skews every figure of a 2-core box. This measures the CPU
+// time used by processes outside the bench's own process tree (from /proc, Linux only),
+// can wait for the machine to go quiet before a measured run, and records how busy it
+// was during one, so a contended run is visible in the results instead of silently wrong.
+import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import { log, sleep } from './common.js';
+
+const TICK = 100; // USER_HZ on Linux: /proc/*/stat times are in 1/100 s
+
+function readStat(pid) {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const close = text.lastIndexOf(')');
+    const f = text.slice(close + 2).split(' ');
+    // Fields after the name: state(0) ppid(1) ... utime(11) stime(12)
+    return {
+      pid: Number(pid), ppid: Number(f[1]), comm: text.slice(text.indexOf('(') + 1, close),
+      ticks: Number(f[11]) + Number(f[12]), childTicks: Number(f[13]) + Number(f[14]),
+    };
+  } catch {
+    return null;
+  }
+}
+
+function snapshot() {
+  const procs = new Map();
+  let names;
+  try {
+    names = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
+  } catch {
+    return null;
+  }
+  for (const n of names) {
+    const s = readStat(n);
+    if (s) procs.set(s.pid, s);
+  }
+  return procs;
+}
+
+/** Pids of this process and everything below it (servers, wrk). */
+function ownTree(procs) {
+  const own = new Set([process.pid]);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const p of procs.values()) {
+      if (!own.has(p.pid) && own.has(p.ppid)) {
+        own.add(p.pid);
+        grew = true;
+      }
+    }
+  }
+  return own;
+}
+
+/** Busy and total jiffies per CPU, from /proc/stat. */
+function cpuTimes() {
+  try {
+    return readFileSync('/proc/stat', 'utf8').split('\n').filter((l) => /^cpu\d+ /.test(l)).map((l) => {
+      const v = l.trim().split(/\s+/).slice(1).map(Number);
+      const idle = v[3] + (v[4] ?? 0);
+      const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+      // user + nice + system: time some process was charged for (interrupts left out).
+      return { busy: total - idle, total, charged: v[0] + v[1] + v[2] };
+    });
+  } catch {
+    return null;
+  }
+}
+
+/** CPU ticks (user + system) of one process, and of its reaped children. */
+export function processTicks(pid) {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]) };
+  } catch {
+    return null;
+  }
+}
+
+export const TICKS_PER_SECOND = TICK;
+
+/**
+ * Starts a window; `end()` returns CPU-seconds used by foreign user processes and the top
+ * ones, and how busy each CPU was (share of the window, all processes and the kernel).
+ */
+export function foreignCpuWindow() {
+  const before = snapshot();
+  const cpusBefore = cpuTimes();
+  const t0 = process.hrtime.bigint();
+  return {
+    end() {
+      const after = snapshot();
+      const cpusAfter = cpuTimes();
+      if (!before || !after) return null;
+      const cpuBusy = cpusBefore && cpusAfter
+        ? cpusAfter.map((c, k) => (c.busy - cpusBefore[k].busy) / Math.max(1, c.total - cpusBefore[k].total))
+        : null;
+      const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+      const own = ownTree(after);
+      // Everything charged to processes on the machine, minus what this bench's own
+      // processes used (live ones, plus children this process reaped in the window, like
+      // a finished wrk): that catches short-lived processes that came and went unseen.
+      let ownTicks = 0;
+      for (const pid of own) {
+        const a = after.get(pid);
+        if (a) ownTicks += a.ticks - (before.get(pid)?.ticks ?? 0);
+      }
+      const meBefore = before.get(process.pid);
+      const meAfter = after.get(process.pid);
+      if (meBefore && meAfter) ownTicks += meAfter.childTicks - meBefore.childTicks;
+      const charged = cpusBefore && cpusAfter
+        ? cpusAfter.reduce((a, c, k) => a + c.charged - cpusBefore[k].charged, 0)
+        : 0;
+      const unseenTicks = Math.max(0, charged - ownTicks);
+      let ticks = 0;
+      const top = [];
+      for (const p of after.values()) {
+        // Kernel threads (children of kthreadd, pid 2) are left out: loopback traffic of
+        // the bench itself shows up there.
+        if (own.has(p.pid) || p.pid === 2 || p.ppid === 2) continue;
+        const d = p.ticks - (before.get(p.pid)?.ticks ?? 0);
+        if (d > 0) {
+          ticks += d;
+          top.push([p.comm, d / TICK]);
+        }
+      }
+      top.sort((a, b) => b[1] - a[1]);
+      const cpuSeconds = Math.max(ticks, unseenTicks) / TICK;
+      const cores = os.availableParallelism?.() ?? os.cpus().length;
+      return {
+        seconds,
+        cpuSeconds,
+        // Share of the whole machine's CPU taken by others during the window.
+        share: cpuSeconds / (seconds * cores),
+        top: top.slice(0, 3).map(([comm, s]) => `${comm} ${s.toFixed(2)}s`),
+        cpuBusy,
+      };
+    },
+  };
+}
+
+/**
+ * Waits (up to `maxWaitS`) until other processes use under `threshold` of the machine
+ * over a `sampleMs` window. Returns the last sample and whether it was quiet.
+ */
+export async function waitForQuiet({ threshold = 0.05, sampleMs = 1000, maxWaitS = 60 } = {}) {
+  const deadline = Date.now() + maxWaitS * 1000;
+  let warned = false;
+  for (;;) {
+    const w = foreignCpuWindow();
+    await sleep(sampleMs);
+    const s = w.end();
+    if (!s) return { quiet: null, sample: null };
+    if (s.share < threshold) return { quiet: true, sample: s };
+    if (Date.now() >= deadline) {
+      log(`  machine still busy after ${maxWaitS}s (others use ${(s.share * 100).toFixed(0)}%: ${s.top.join(', ')}); measuring anyway`);
+      return { quiet: false, sample: s };
+    }
+    if (!warned) {
+      log(`  waiting for the machine to go quiet (others use ${(s.share * 100).toFixed(0)}%: ${s.top.join(', ')})`);
+      warned = true;
+    }
+  }
+}

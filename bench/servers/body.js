@@ -1,0 +1,26 @@
+// The response every server of the end-to-end bench answers: the body of our server's
+// GET /ext/health, taken from the built host so the three can never drift apart.
+import { existsSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { join } from 'node:path';
+import { BUILD } from '../lib/common.js';
+
+const built = join(BUILD, 'host', 'node-endpoints.js');
+const { HEALTH_BODY } = existsSync(built)
+  ? await import(pathToFileURL(built).href)
+  : { HEALTH_BODY: '{"checks":{},"healthy":true}' };
+
+export const BODY_TEXT = `${HEALTH_BODY}\n`;
+export const BODY = Buffer.from(BODY_TEXT);
+export const PATH = '/ext/health';
+export const CONTENT_TYPE = 'application/json';
+
+/** The refusal body our gate sends, for the peers' own refusals (never hit in the bench). */
+export function refusal(message) {
+  return `{"jsonrpc":"2.0","error":${JSON.stringify({ code: -32600, message })},"id":1}\n`;
+}
+
+/** Every bench server announces its port like the real CLI does. */
+export function listening(port) {
+  process.stdout.write(`${JSON.stringify({ level: 'info', msg: 'listening', host: '127.0.0.1', port })}\n`);
+}
