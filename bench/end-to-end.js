@@ -286,10 +286,16 @@ export async function runEndToEnd(options = {}) {
     ratios.oursOverOursAuthOff = rpsRatio('oursAuthOff');
     ratios.capacityOursOverOursAuthOff = capacityRatio('oursAuthOff');
   }
+  // A figure that only disturbed runs could give is marked so in the targets.
+  const disturbed = (...ids) => ids.some((id) => servers[id].usedRuns === servers[id].contendedRuns && servers[id].contendedRuns > 0);
   const targets = {
-    'protected throughput >= 0.85x bare uWebSockets.js': { value: ratios.oursOverBareUws, target: 0.85, ok: ratios.oursOverBareUws >= 0.85 },
-    'protected throughput >= 3x node:http + fast-jwt': { value: ratios.oursOverNodeHttpFastJwt, target: 3, ok: ratios.oursOverNodeHttpFastJwt >= 3 },
-    [`p99 < 2 ms at ${o.connections} connections`]: { value: servers.ours.p99Ms, target: 2, unit: 'ms', ok: servers.ours.p99Ms < 2 },
+    'protected throughput >= 0.85x bare uWebSockets.js': {
+      value: ratios.oursOverBareUws, target: 0.85, ok: ratios.oursOverBareUws >= 0.85, disturbed: disturbed('ours', 'bareUws'),
+    },
+    'protected throughput >= 3x node:http + fast-jwt': {
+      value: ratios.oursOverNodeHttpFastJwt, target: 3, ok: ratios.oursOverNodeHttpFastJwt >= 3, disturbed: disturbed('ours', 'nodeHttpFastJwt'),
+    },
+    [`p99 < 2 ms at ${o.connections} connections`]: { value: servers.ours.p99Ms, target: 2, unit: 'ms', ok: servers.ours.p99Ms < 2, disturbed: disturbed('ours') },
     'no errors or non-2xx answers (ours)': { value: servers.ours.errors, target: 0, unit: 'count', ok: servers.ours.errors === 0 },
   };
   return { settings: o, servers, ratios, targets };
@@ -307,7 +313,7 @@ export function targetRows(targets) {
   return Object.entries(targets).map(([k, t]) => {
     const shown = t.unit === 'ms' ? ms(t.value) : t.unit === 'count' ? String(t.value) : ratio(t.value);
     const need = t.unit === 'ms' ? `< ${t.target} ms` : t.unit === 'count' ? `${t.target}` : `>= ${t.target}x`;
-    return [k, shown, need, pass(t.ok)];
+    return [k, shown, need, pass(t.ok, t.disturbed)];
   });
 }
 

@@ -38,8 +38,10 @@ export const DEFAULTS = {
   ],
   // The Core's (and so the server's) default window: 2^22 serials, room for 1M and more.
   windowLog2: 22,
-  // Verify timing: interleaved rounds, each case measured for this long per round.
-  rounds: 5,
+  // Verify timing: `passes` sets of fresh processes, each timing `rounds` interleaved
+  // rounds, each case measured for `cpuTimeMs` per round.
+  passes: 2,
+  rounds: 3,
   cpuTimeMs: 150,
   cli: true,
   waitQuietS: 60,
@@ -326,7 +328,16 @@ export async function runStateScale(options = {}) {
     }
     if (o.waitQuietS > 0) await waitForQuiet({ maxWaitS: o.waitQuietS });
     const window = foreignCpuWindow();
-    const verify = await verifyAcross(rows.map((r) => r.stateFile), o.rounds, o.cpuTimeMs);
+    // Each pass starts fresh processes (one per state): a process can come out of its JIT
+    // warm-up a little slower or faster than another for reasons that have nothing to do
+    // with its state, so every state gets `passes` processes and keeps its fastest median.
+    const passes = [];
+    for (let k = 0; k < o.passes; k++) passes.push(await verifyAcross(rows.map((r) => r.stateFile), o.rounds, o.cpuTimeMs));
+    const verify = rows.map((_, i) => {
+      const out = {};
+      for (const pass of passes) for (const [name, v] of Object.entries(pass[i])) out[name] = Math.min(out[name] ?? Infinity, v);
+      return out;
+    });
     const foreign = window.end();
     rows.forEach((r, k) => {
       r.verifyNs = verify[k];
@@ -344,7 +355,7 @@ export async function runStateScale(options = {}) {
         value: rows.reduce((a, r) => a + r.restart.wrongOutcomes, 0), target: 0, unit: 'count', ok: rows.every((r) => r.restart.wrongOutcomes === 0),
       },
     };
-    return { settings: { windowLog2: o.windowLog2, scenarios: o.scenarios, rounds: o.rounds, cpuTimeMs: o.cpuTimeMs }, rows, targets, foreign };
+    return { settings: { windowLog2: o.windowLog2, scenarios: o.scenarios, passes: o.passes, rounds: o.rounds, cpuTimeMs: o.cpuTimeMs }, rows, targets, foreign };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -368,7 +379,8 @@ export function stateScaleMarkdown(result) {
       'and rebuilds it with `restoreSerials` and one `revokeSerial` per revocation (the host\'s restart path).',
     ...(skipped ? ['', `(1) ${skipped}.`] : []),
     '',
-    `Verify time per state (\`Core.authorize\`, one process per state, median of ${result.settings.rounds} rounds interleaved across states):`,
+    `Verify time per state (\`Core.authorize\`; one process per state, ${result.settings.rounds} rounds interleaved across states, median per process; ` +
+      `${result.settings.passes} such passes with fresh processes, fastest kept):`,
     '',
     table(['state', 'valid, repeated', 'valid, first-seen', 'revoked'],
       result.rows.map((r) => [label(r), ns(r.verifyNs.validRepeated), ns(r.verifyNs.validFirstSeen), ns(r.verifyNs.revoked)])),

@@ -244,6 +244,12 @@ class HttpServer {
  * The standalone server routes every request through `handle`; an embedding host mounts
  * single routes with `serve`.
  */
+/** A response that goes out later; `open` until it is written or its client is gone. */
+interface Exchange {
+  open: boolean;
+  finish(): void;
+}
+
 export class Gateway implements InFlight {
   private inFlight = 0;
   private readonly tarpit = new Tarpit();
@@ -320,22 +326,33 @@ export class Gateway implements InFlight {
     return this.inFlight;
   }
 
-  private scrape(res: HttpResponse, metrics: Metrics): void {
+  /**
+   * An exchange answered later: in flight until it is answered or its client goes, and
+   * `finish` runs once either way.
+   */
+  private begin(res: HttpResponse): Exchange {
     this.enter();
-    const exchange = { open: true };
-    const finish = (): void => {
-      if (!exchange.open) return;
-      exchange.open = false;
-      this.leave();
+    const exchange: Exchange = {
+      open: true,
+      finish: () => {
+        if (!exchange.open) return;
+        exchange.open = false;
+        this.leave();
+      },
     };
-    res.onAborted(finish);
+    res.onAborted(exchange.finish);
+    return exchange;
+  }
+
+  private scrape(res: HttpResponse, metrics: Metrics): void {
+    const exchange = this.begin(res);
     metrics.scrape().then(({ contentType, text }) => {
       if (exchange.open) res.cork(() => res.writeHeader('Content-Type', contentType).end(text));
-      finish();
+      exchange.finish();
     }, (error: unknown) => {
       this.log.error('internal error', { method: 'metrics', ...errorFields(error) });
       if (exchange.open) res.cork(() => res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR));
-      finish();
+      exchange.finish();
     });
   }
 
@@ -347,17 +364,13 @@ export class Gateway implements InFlight {
       // Not even the body is read (uWS skips it), the connection stays open, and the
       // refusal is held back a moment: a flood of guesses costs one header parse each,
       // and its connections idle rather than spin.
-      this.enter();
-      let open = true;
-      res.onAborted(() => {
-        open = false;
-      });
+      const exchange = this.begin(res);
       this.tarpit.hold(() => {
-        if (open) {
+        if (exchange.open) {
           res.cork(() => res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json')
             .writeHeader('Retry-After', String(wait)).end(throttledBody(wait)));
         }
-        this.leave();
+        exchange.finish();
       });
       return;
     }
@@ -371,15 +384,7 @@ export class Gateway implements InFlight {
       res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(BODY_TOO_LARGE, true);
       return;
     }
-    this.enter();
-    const exchange = { open: true };
-    // Runs once: on the response written, or on the client gone first.
-    const finish = (): void => {
-      if (!exchange.open) return;
-      exchange.open = false;
-      this.leave();
-    };
-    res.onAborted(finish);
+    const exchange = this.begin(res);
     const chunks: Buffer[] = [];
     let size = 0;
     res.onData((chunk, isLast) => {
@@ -388,24 +393,23 @@ export class Gateway implements InFlight {
       if (size > MAX_BODY_BYTES) {
         // A chunked body that outgrew the limit: answer now and drop the rest with the connection.
         res.cork(() => res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(BODY_TOO_LARGE, true));
-        finish();
+        exchange.finish();
         return;
       }
       // uWS reuses the chunk's memory once this callback returns.
       chunks.push(Buffer.from(chunk.slice(0)));
-      if (isLast) void this.dispatch(res, rpc, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), address, exchange, finish);
+      if (isLast) void this.dispatch(res, rpc, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), address, exchange);
     });
   }
 
-  private async dispatch(res: HttpResponse, rpc: JsonRpcEndpoint, body: Buffer, address: string, exchange: { open: boolean },
-    finish: () => void): Promise<void> {
+  private async dispatch(res: HttpResponse, rpc: JsonRpcEndpoint, body: Buffer, address: string, exchange: Exchange): Promise<void> {
     let reply: Reply;
     try {
       reply = await rpc.handle(body, { address });
     } catch (error) {
       this.log.error('internal error', errorFields(error));
       if (exchange.open) res.cork(() => res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR));
-      finish();
+      exchange.finish();
       return;
     }
     if (exchange.open) {
@@ -423,6 +427,6 @@ export class Gateway implements InFlight {
         res.writeHeader('Content-Type', 'application/json').end(text + '\n');
       });
     }
-    finish();
+    exchange.finish();
   }
 }

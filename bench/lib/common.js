@@ -79,8 +79,10 @@ export function table(header, rows) {
   return [line(header), `|${header.map(() => '---').join('|')}|`, ...rows.map(line)].join('\n');
 }
 
-export function pass(ok) {
-  return ok == null ? 'n/a' : ok ? 'PASS' : 'MISS';
+/** PASS or MISS; marked when the figure came from runs other processes disturbed. */
+export function pass(ok, disturbed = false) {
+  const word = ok == null ? 'n/a' : ok ? 'PASS' : 'MISS';
+  return disturbed ? `${word} (disturbed run: repeat on a quiet machine)` : word;
 }
 
 /**
