@@ -349,13 +349,15 @@ export class Core {
     return read === text.length ? written : into.length + 1;
   }
 
+  // When the memory grows, its old buffer detaches and every view of it reads as empty:
+  // a cheaper test than comparing buffers on each call.
   private tokens(): Uint8Array {
-    if (this.tokenView.buffer !== this.x.memory.buffer) this.refreshViews();
+    if (this.tokenView.byteLength === 0) this.refreshViews();
     return this.tokenView;
   }
 
   private paths(): Uint8Array {
-    if (this.pathView.buffer !== this.x.memory.buffer) this.refreshViews();
+    if (this.pathView.byteLength === 0) this.refreshViews();
     return this.pathView;
   }
 

@@ -385,6 +385,22 @@ t.test('password generation samples by rejection from the entropy it is given', 
   t.equal(x.generatePassword(8, 0), -2);
 });
 
+t.test('the wrapper keeps working when the core\'s memory grows', async (t) => {
+  const core = keyedCore();
+  const { token } = core.issue(core.addGrant(['/ext/info']), NOW, HOUR);
+  t.equal(core.authorize(`Bearer ${token}`, '/ext/info', NOW), Outcome.Valid);
+  const memory = (core as unknown as { x: { memory: WebAssembly.Memory } }).x.memory;
+  const before = memory.buffer.byteLength;
+  // Large distinct endpoint lists fill the grant heap until the memory must grow.
+  for (let i = 0; memory.buffer.byteLength === before; i++) {
+    core.addGrant(Array.from({ length: 100 }, (_, j) => `/ext/bc/${i}-${j}-${'x'.repeat(500)}`));
+  }
+  t.ok(memory.buffer.byteLength > before, 'the memory grew');
+  t.equal(core.authorize(`Bearer ${token}`, '/ext/info', NOW), Outcome.Valid);
+  t.equal(core.authorize(`Bearer ${token}`, '/ext/bc/X', NOW), Outcome.NotGranted);
+  t.equal(core.verify(token, '/ext/info', NOW), Outcome.Valid);
+});
+
 t.test('verification leaves memory as it was', async (t) => {
   const core = keyedCore();
   const { token } = core.issue(core.addGrant(['/ext/info']), NOW, HOUR);
