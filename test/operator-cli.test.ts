@@ -165,7 +165,11 @@ t.test('password change: from files, then every earlier token is refused and the
 
 const hasScript = spawnSync('script', ['--version']).status === 0;
 
-t.test('without a password flag, a terminal prompts without echo', { skip: hasScript ? false : 'no `script` (util-linux) to make a terminal' }, async (t) => {
+t.test('without a password flag, a terminal prompts without echo', async (t) => {
+  if (!hasScript) {
+    t.fail('no `script` to make a terminal with: apt-get install bsdutils');
+    return;
+  }
   const node = await startServer(t);
   const command = [process.execPath, MAIN, 'token', 'new', '--uri', node.url, '--endpoints', '/ext/info'].map((a) => `'${a}'`).join(' ');
   // `script` runs the command on a pseudo-terminal; the password is typed only once the
