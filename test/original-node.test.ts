@@ -3,23 +3,16 @@
 import t from 'tap';
 import { createHash, createHmac } from 'node:crypto';
 import {
-  REASONS, authUrl, call, expectGranted, expectRefused, newToken,
+  REASONS, authUrl, expiringToken, call, expectGranted, expectRefused, newToken,
 } from './helpers/auth.js';
 import { jsonrpc, postJson, rpc } from './helpers/http.js';
-import { sleep, startServer } from './helpers/server.js';
+import { startServer } from './helpers/server.js';
 
 const LIFETIME_SECONDS = 3;
 
 // A second instance with short-lived tokens: it has its own key (for "another key") and
 // its clock starts at load, so the wait for expiry overlaps the other tests.
-const expiring = (async () => {
-  const server = await startServer(t, { args: ['--api-auth-token-lifetime', `${LIFETIME_SECONDS}s`] });
-  const token = await newToken(server.url, server.password, ['/ext/info']);
-  const issuedBy = Date.now();
-  const fresh = await call(server.url, '/ext/info', token);
-  await sleep(issuedBy + LIFETIME_SECONDS * 1000 + 400 - Date.now());
-  return { server, token, fresh };
-})();
+const expiring = expiringToken(t, LIFETIME_SECONDS);
 expiring.catch(() => undefined);
 
 const [server, passwords] = await Promise.all([startServer(t), startServer(t)]);

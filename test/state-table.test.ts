@@ -3,10 +3,10 @@
 // changePassword, and revokeToken of an invalid token changing nothing.
 import t from 'tap';
 import {
-  REASONS, TOKEN_PATTERN, authUrl, call, expectGranted, expectRefused, newToken, tamperLast,
+  REASONS, TOKEN_PATTERN, authUrl, expiringToken, call, expectGranted, expectRefused, newToken, tamperLast,
 } from './helpers/auth.js';
 import { jsonrpc } from './helpers/http.js';
-import { sleep, startServer, type Server } from './helpers/server.js';
+import { startServer, type Server } from './helpers/server.js';
 
 const LIFETIME_SECONDS = 3;
 const WRONG = 'not-the-password';
@@ -15,14 +15,7 @@ const WRONG = 'not-the-password';
 // overlaps the other tests: the token is checked right after issue, and again once its
 // expiry second has certainly passed (the server stamps whole seconds, at or before the
 // answer arrives).
-const expiring = (async () => {
-  const server = await startServer(t, { args: ['--api-auth-token-lifetime', `${LIFETIME_SECONDS}s`] });
-  const token = await newToken(server.url, server.password, ['/ext/info']);
-  const issuedBy = Date.now();
-  const fresh = await call(server.url, '/ext/info', token);
-  await sleep(issuedBy + LIFETIME_SECONDS * 1000 + 400 - Date.now());
-  return { server, token, fresh };
-})();
+const expiring = expiringToken(t, LIFETIME_SECONDS);
 expiring.catch(() => undefined);
 
 const [server, passwords] = await Promise.all([startServer(t), startServer(t)]);

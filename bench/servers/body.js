@@ -3,6 +3,7 @@
 import { existsSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
+import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import { BUILD } from '../lib/common.js';
 
 const built = join(BUILD, 'host', 'node-endpoints.js');
@@ -23,4 +24,27 @@ export function refusal(message) {
 /** Every bench server announces its port like the real CLI does. */
 export function listening(port) {
   process.stdout.write(`${JSON.stringify({ level: 'info', msg: 'listening', host: '127.0.0.1', port })}\n`);
+}
+
+/**
+ * Listens on 127.0.0.1 (port from argv, 0 = a free one), announces the port, and stops on
+ * SIGTERM or SIGINT: the same for every bench server built on uWebSockets.js.
+ */
+export function serve(app, name) {
+  let listenSocket = null;
+  app.listen('127.0.0.1', Number(process.argv[2] ?? 0), (socket) => {
+    if (!socket) {
+      process.stderr.write(`${name}: cannot listen\n`);
+      process.exit(1);
+    }
+    listenSocket = socket;
+    listening(us_socket_local_port(socket));
+  });
+  const stop = () => {
+    if (listenSocket) us_listen_socket_close(listenSocket);
+    app.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 }

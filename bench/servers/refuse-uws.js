@@ -6,8 +6,8 @@
 //   POST /keep    reads (and drops) the body, answers, and keeps the connection
 //   POST /tarpit  reads the body, answers after TARPIT_MS (1000), and keeps the connection
 // Usage: node bench/servers/refuse-uws.js [port]
-import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
-import { BODY as HEALTH, CONTENT_TYPE, PATH, listening } from './body.js';
+import { App } from 'uWebSockets.js';
+import { BODY as HEALTH, CONTENT_TYPE, PATH, serve } from './body.js';
 
 const TARPIT_MS = Number(process.env.TARPIT_MS ?? 1000);
 
@@ -37,19 +37,4 @@ const app = App()
     });
   });
 
-let listenSocket = null;
-app.listen('127.0.0.1', Number(process.argv[2] ?? 0), (socket) => {
-  if (!socket) {
-    process.stderr.write('refuse-uws: cannot listen\n');
-    process.exit(1);
-  }
-  listenSocket = socket;
-  listening(us_socket_local_port(socket));
-});
-const stop = () => {
-  if (listenSocket) us_listen_socket_close(listenSocket);
-  app.close();
-  process.exit(0);
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+serve(app, 'refuse-uws');

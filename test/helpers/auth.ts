@@ -2,7 +2,7 @@
 // gate, and helpers that obtain tokens and try them on protected endpoints.
 import type { Test } from 'tap';
 import { jsonrpc, request, type HttpResponse } from './http.js';
-import { VERSION } from './server.js';
+import { sleep, startServer, VERSION, type Server } from './server.js';
 
 /** The gate's reasons, by outcome (team brief, "The gate"). */
 export const REASONS = {
@@ -160,4 +160,20 @@ export async function tryPassword(base: string, password: string, endpoints: rea
   if (typeof answer.result?.token === 'string') return answer.result.token;
   if (answer.error?.code === INCORRECT_PASSWORD.code && answer.error.message === INCORRECT_PASSWORD.message) return undefined;
   throw new Error(`auth.newToken gave neither a token nor "incorrect password": ${JSON.stringify(answer)}`);
+}
+
+/**
+ * A server whose tokens live `lifetimeSeconds`, a token for /ext/info issued on it, the
+ * answer to a call made right after issue, and a wait until its expiry second has
+ * certainly passed (the server stamps whole seconds, at or before the answer arrives).
+ * Started when called, so a test file that starts it at load overlaps the wait with its
+ * other tests.
+ */
+export async function expiringToken(t: Test, lifetimeSeconds: number): Promise<{ server: Server; token: string; fresh: HttpResponse }> {
+  const server = await startServer(t, { args: ['--api-auth-token-lifetime', `${lifetimeSeconds}s`] });
+  const token = await newToken(server.url, server.password, ['/ext/info']);
+  const issuedBy = Date.now();
+  const fresh = await call(server.url, '/ext/info', token);
+  await sleep(issuedBy + lifetimeSeconds * 1000 + 400 - Date.now());
+  return { server, token, fresh };
 }
