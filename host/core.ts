@@ -20,6 +20,13 @@ export enum Outcome {
   BadPath = 9,
 }
 
+/**
+ * What the core's path rules refuse, in brief, for the messages users see (the rule in
+ * full: assembly/README.md, "Paths").
+ */
+export const PATH_RULES = 'dot or empty segments, "\\", and encoded "/", "\\", ".", "%", ";", "?", "#", controls, look-alikes ' +
+  'or malformed UTF-8 are refused';
+
 export const OUTCOME_NAMES: readonly string[] = [
   'valid', 'malformed', 'bad signature', 'expired', 'revoked',
   'earlier generation', 'not granted', 'no token', 'bad header', 'bad path',
@@ -200,7 +207,7 @@ export class Core {
       const shown = JSON.stringify(canonical[bad].length > 64 ? canonical[bad].slice(0, 64) + '…' : canonical[bad]);
       if (id === -5) throw new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, bad);
       throw new GrantError('bad-entry', `endpoint ${shown} is not "*" or an absolute path ` +
-        '(like /ext/info or /ext/bc/X, optionally ending in /* for a subtree, with no empty, "." or ".." segments)', bad);
+        `(like /ext/info or /ext/bc/X, optionally ending in /* for a subtree) that the path rules allow: ${PATH_RULES}`, bad);
     }
     const [code, message] = GRANT_ERRORS[id] ?? ['table-full', `grant refused (${id})`];
     throw new GrantError(code, message);
@@ -234,7 +241,10 @@ export class Core {
     return this.x.verify(this.fit(token, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
   }
 
-  /** Whether a request path may be served at all (no dot or empty segments, no encoded `/`, `.`, `%`). */
+  /**
+   * Whether a request path may be served at all: no path that some server could read as
+   * another (see PATH_RULES).
+   */
   pathAllowed(path: string): boolean {
     return this.x.checkPath(this.fit(path, this.paths())) === Outcome.Valid;
   }

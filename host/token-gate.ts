@@ -2,7 +2,7 @@
 // the reason text the original node sent, and the writer of that response. The bodies
 // are encoded once here so a refusal costs the hot path no string work. And the gate itself.
 import type { HttpResponse } from 'uWebSockets.js';
-import { Outcome } from './core.js';
+import { Outcome, PATH_RULES } from './core.js';
 import type { Core } from './core.js';
 import { LATENCY_SAMPLE_EVERY } from './metrics.js';
 import type { Metrics } from './metrics.js';
@@ -22,7 +22,7 @@ export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string,
   [Outcome.Revoked]: [UNAUTHORIZED, 'the provided auth token was revoked'],
   [Outcome.EarlierGeneration]: [UNAUTHORIZED, 'the provided auth token is invalid: issued under a previous password'],
   [Outcome.NotGranted]: [UNAUTHORIZED, 'the provided auth token does not allow access to this endpoint'],
-  [Outcome.BadPath]: [BAD_REQUEST, 'invalid request path: dot segments, empty segments and encoded "/", "." or "%" are refused'],
+  [Outcome.BadPath]: [BAD_REQUEST, `invalid request path: ${PATH_RULES}`],
 };
 
 interface Encoded {

@@ -1,7 +1,9 @@
 // Request targets and methods a lenient server would normalise or mis-route: dot
 // segments, "//", percent-encoded "/", "." and "%" in any case, backslashes, overlong
 // targets, odd and unknown methods, HEAD. A token scoped to /ext/info reaches
-// /ext/info and nothing else, however the path is written (a generated property).
+// /ext/info and nothing else, however the path is written (a generated property). In
+// front of an upstream, no path that a backend could read as one outside a subtree
+// grant ("..;", "%5c", overlong UTF-8, "%00", look-alikes...) reaches it.
 import fc from 'fast-check';
 import t from 'tap';
 import type { Test } from 'tap';
@@ -11,11 +13,16 @@ import {
 import { badPath, checkProperty } from './helpers/fuzz.js';
 import { KeepAliveConnection, exchange, overKeepAlive, request, type HttpResponse } from './helpers/http.js';
 import { VERSION, startServer } from './helpers/server.js';
+import { startUpstream } from './helpers/upstream.js';
 
-const [server, authOff] = await Promise.all([startServer(t), startServer(t, { auth: false })]);
-const [info, star] = await Promise.all([
+const upstream = await startUpstream(t);
+const [server, authOff, proxy] = await Promise.all([startServer(t), startServer(t, { auth: false }),
+  startServer(t, { args: ['--upstream', upstream.url] })]);
+const [info, star, subtree, proxyStar] = await Promise.all([
   newToken(server.url, server.password, ['/ext/info']),
   newToken(server.url, server.password, ['*']),
+  newToken(proxy.url, proxy.password, ['/ext/bc/X/*']),
+  newToken(proxy.url, proxy.password, ['*']),
 ]);
 
 const INFO_ANSWER = JSON.stringify({ version: `api-auth/${VERSION}`, gitCommit: '', vmVersions: {} });
@@ -68,6 +75,70 @@ t.test('dot segments, "//", encoded "/", "." or "%" in any case, "\\" and "#": 4
   for (const target of ['/ext/./info', '/ext%2Finfo', '/ext%2finfo', '/ext/info%2e', '//ext/info', '/ext\\info']) {
     expectBadPath(t, await call(authOff.url, target), `${target} with auth off`);
   }
+});
+
+// Issue 10, item 8: with a grant of /ext/bc/X/*, these reached the upstream. Tomcat and
+// Spring read "..;" as "..", Windows servers "\" as "/", lenient decoders %c0%ae as ".",
+// and C code ends a string at NUL.
+const REPORTED = ['/ext/bc/X/..;/..;/admin', '/ext/bc/X/..%5c..%5cadmin', '/ext/bc/X/..%5C..%5Cadmin', '/ext/bc/X/%c0%ae%c0%ae/admin',
+  '/ext/bc/X/..%00/admin'];
+
+/** Other ways out of /ext/bc/X/ for a backend that normalises one way or another. */
+const READ_AS_ANOTHER_PATH = [
+  // A name of dots once ";" parameters go (Tomcat, Spring, Jetty) or trailing dots and spaces do (Windows).
+  '/ext/bc/X/..;x=1/admin', '/ext/bc/X/.;/..;/admin', '/ext/bc/X/..;', '/ext/bc/X/;/../admin', '/ext/bc/X/a/;/admin',
+  '/ext/bc/X/.../admin', '/ext/bc/X/..%20/admin', '/ext/bc/X/..%20', '/ext/bc/X/..+/admin', '/ext/bc/X/..%2B/admin',
+  // "\" raw or encoded; encoded ";", "?" and "#", which a server that decodes first acts on.
+  '/ext/bc/X/..\\admin', '/ext/bc/X/%5c..%5c..%5cadmin', '/ext/bc/X/..%3b/admin', '/ext/bc/X/..%3B', '/ext/bc/X/..%3F', '/ext/bc/X/..%3f/x',
+  '/ext/bc/X/..%23', '/ext/bc/X/..%23/x',
+  // Encoded controls.
+  '/ext/bc/X/..%00', '/ext/bc/X/..%0a/admin', '/ext/bc/X/..%0D%0A/admin', '/ext/bc/X/..%09/admin', '/ext/bc/X/..%1F/admin',
+  '/ext/bc/X/..%7f/admin',
+  // Malformed UTF-8: overlong "." "/" "\", surrogates, F5-FF, stray and cut sequences.
+  '/ext/bc/X/%C0%AE%C0%AE/admin', '/ext/bc/X/%e0%80%ae%e0%80%ae/admin', '/ext/bc/X/%f0%80%80%ae%f0%80%80%ae/admin',
+  '/ext/bc/X/..%c0%af..%c0%afadmin', '/ext/bc/X/..%c1%9c..%c1%9cadmin', '/ext/bc/X/..%ed%a0%80/admin', '/ext/bc/X/..%f5%80%80%80/admin',
+  '/ext/bc/X/..%ff/admin', '/ext/bc/X/..%80/admin', '/ext/bc/X/..%c3/admin', '/ext/bc/X/..%e2%80/admin', '/ext/bc/X/..%c3x/admin',
+  // Look-alikes that NFKC folds into "..", "." "/" "\", and invisible characters some servers drop.
+  '/ext/bc/X/%E2%80%A5/admin', '/ext/bc/X/%EF%B8%B0/admin', '/ext/bc/X/%EF%BC%8E%EF%BC%8E/admin', '/ext/bc/X/..%EF%BC%8F..%EF%BC%8Fadmin',
+  '/ext/bc/X/..%EF%BC%BC..%EF%BC%BCadmin', '/ext/bc/X/..%EF%B9%A8admin', '/ext/bc/X/.%E2%80%8B./admin', '/ext/bc/X/..%C2%A0/admin',
+  '/ext/bc/X/..%C2%85/admin', '/ext/bc/X/..%EF%BB%BF/admin', '/ext/bc/X/..%E3%80%80/admin',
+];
+
+/** Paths of a node that must reach it, byte for byte. */
+const NODE_PATHS = ['/ext/bc/X/rpc', '/ext/bc/X/ws', '/ext/bc/X/events', '/ext/bc/X/caf%C3%A9', '/ext/bc/X/%e6%97%a5%e6%9c%ac',
+  '/ext/bc/X/%F0%9F%98%80', '/ext/bc/X/a:b@c~d-e_f', '/ext/bc/X/.well-known/x', '/ext/bc/X/..x/x..', '/ext/bc/X/a;v=1',
+  '/ext/bc/X/a%20b+c', '/ext/bc/X/%2A', '/ext/bc/X/x/'];
+
+t.test('with --upstream and a /ext/bc/X/* grant: paths a backend could read as another are the 400, and never reach it', async (t) => {
+  const targets = [...REPORTED, ...READ_AS_ANOTHER_PATH];
+  const problems: string[] = [];
+  await overKeepAlive(proxy.url, 4, targets, async (target, connection) => {
+    for (const token of [subtree, proxyStar, undefined]) {
+      const headers: [string, string][] = [['Content-Type', 'application/json']];
+      if (token !== undefined) headers.push(['Authorization', `Bearer ${token}`]);
+      for (const method of ['GET', 'POST']) {
+        const response = await connection.request(target, method === 'GET' ? { headers } : { method, headers, body: '{}' });
+        if (response.status !== 400 || response.text !== refusalBody(BAD_PATH_REASON)) {
+          problems.push(`${method} ${JSON.stringify(target)} ${token === subtree ? 'the subtree token' : token === undefined ? 'no token' : 'a "*" token'}: ` +
+            `HTTP ${response.status} ${JSON.stringify(response.text.slice(0, 200))}`);
+        }
+      }
+    }
+  });
+  t.comment(`${targets.length} targets, each by GET and POST with the /ext/bc/X/* token, a "*" token and none`);
+  t.same(problems, [], 'every one is the 400 of a bad path');
+  t.same(upstream.seen.map((r) => r.url), [], 'the upstream saw none of them');
+  for (const target of targets) t.ok(badPath(target), `the model refuses ${JSON.stringify(target)} too`);
+
+  const { seen } = upstream;
+  for (const target of NODE_PATHS) {
+    const response = await request(proxy.url, target, { headers: [['Authorization', `Bearer ${subtree}`]] });
+    t.equal(response.status, 200, `${target} is served`);
+    t.equal(seen.at(-1)?.url, target, `${target} reaches the upstream byte for byte`);
+  }
+  t.equal(seen.length, NODE_PATHS.length, 'one upstream request for each');
+  const outside = await request(proxy.url, '/ext/bc/Y/rpc', { headers: [['Authorization', `Bearer ${subtree}`]] });
+  expectRefused(t, outside, REASONS.notGranted, 'a sibling of the subtree');
 });
 
 t.test('paths a lenient server would map to /ext/info are other paths here: the /ext/info token is refused', async (t) => {
@@ -190,7 +261,8 @@ const spelled = (c: string): fc.Arbitrary<string> => fc.oneof(
 
 /** Path pieces a normalising server would drop or fold. */
 const noise = fc.constantFrom('/.', '/..', '/./', '/x/..', '//', '/', '\\', '%2f', '%2e', '%25', '%00', '%20', ';', ';x=1', '~', '.',
-  '#', '#x', '\u00e9', '\uff0f', '\u2215', '%c0%af', '%e2%80%8b', '*', ':', '@', '!');
+  '#', '#x', '\u00e9', '\uff0f', '\u2215', '%c0%af', '%e2%80%8b', '*', ':', '@', '!', '/..;', '/.;x', '..', '+', '%5c', '%5C', '%3b',
+  '%3F', '%c0%ae', '%C3', '%C3%A9', '%E2%80%A5', '%EF%BC%8F', '%ED%A0%80', '%0a', '%7f');
 
 const pathVariant: fc.Arbitrary<string> = fc.tuple(
   fc.constantFrom('/ext/info', '/ext/health', '/ext/auth', '/ext/bc/X', '/', '/ext'),

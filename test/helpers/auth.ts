@@ -16,8 +16,8 @@ export const REASONS = {
   notGranted: 'the provided auth token does not allow access to this endpoint',
 } as const;
 
-export const BAD_PATH_REASON =
-  'invalid request path: dot segments, empty segments and encoded "/", "." or "%" are refused';
+export const BAD_PATH_REASON = 'invalid request path: dot or empty segments, "\\", and encoded "/", "\\", ".", "%", ";", "?", "#", ' +
+  'controls, look-alikes or malformed UTF-8 are refused';
 
 export const NOT_FOUND_BODY = '404 page not found\n';
 

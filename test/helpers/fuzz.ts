@@ -28,14 +28,36 @@ export async function checkProperty<T>(t: Test, name: string, property: fc.IAsyn
 }
 
 /**
- * The path rules of the core (team brief, "Path and endpoint rules") on a path as uWS
- * hands it over (the request target up to the first "?"): true when it is refused.
+ * Code points the path rules refuse even as well-formed UTF-8 (assembly/paths.ts): controls,
+ * separators, default ignorables, and whatever NFKC turns into something holding a
+ * character with a meaning in a path.
+ */
+export function refusedCodePoint(ch: string): boolean {
+  return /\p{Cc}|\p{Z}|\p{Default_Ignorable_Code_Point}/u.test(ch) || /[./\\%;?#]/.test(ch.normalize('NFKC'));
+}
+
+/** Escapes of ASCII the path rules refuse: controls, and "#", "%", ".", "/", ";", "?", "\". */
+const REFUSED_ESCAPE = /%(?:[01][0-9a-f]|7f|2[3e5f]|3[bf]|5c)/i;
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The path rules of the core (assembly/README.md, "Paths") on a path as uWS hands it
+ * over (the request target up to the first "?", one character per byte): true when it
+ * is refused.
  */
 export function badPath(path: string): boolean {
   if (path === '' || path[0] !== '/' || path.length > 8192) return true;
-  if (path.includes('//') || /[^\x21-\x7e]|[\\#]/.test(path)) return true;
-  if (path.split('/').some((segment) => segment === '.' || segment === '..')) return true;
-  return /%(?:2f|2e|25)/i.test(path) || /%(?![0-9a-f]{2})/i.test(path);
+  if (/[^\x21-\x7e]|[\\#]/.test(path) || /%(?![0-9a-f]{2})/i.test(path) || REFUSED_ESCAPE.test(path)) return true;
+  const segments = path.slice(1).split('/');
+  const blank = (segment: string) => /^(?:\.|\+|%20|%2b)*$/i.test(segment.split(';')[0]);
+  if (segments.some((segment, i) => blank(segment) && !(segment === '' && i === segments.length - 1))) return true;
+  let text: string;
+  try {
+    text = UTF8.decode(Buffer.from(path.replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1'));
+  } catch {
+    return true;
+  }
+  return [...text].some((ch) => ch.codePointAt(0)! >= 0x80 && refusedCodePoint(ch));
 }
 
 // ---------------------------------------------------------------------------------

@@ -265,6 +265,33 @@ export function generateVectors(module = coreModule()) {
     c.authorize(`Bearer ${t}`, '/ext/%2a', NOW, 'Valid');
     c.authorize(`Bearer ${t}`, '/ext/..x/.y', NOW, 'Valid');
   });
+  // Paths some server behind the gate could read as another, out of a subtree: the path
+  // rules (assembly/README.md, "Paths").
+  tokens('BadPath: paths a server could read as another, under a subtree grant', { key: KEY, grants: [['/ext/bc/X/*']] }, (c) => {
+    const t = c.issue(0, NOW, HOUR);
+    const paths = [
+      // Names of dots (or nothing) once ";" parameters are stripped, or trailing dots and spaces trimmed.
+      '/ext/bc/X/..;/..;/admin', '/ext/bc/X/..;x=1/a', '/ext/bc/X/.;/a', '/ext/bc/X/;/a', '/ext/bc/X/a/;', '/ext/bc/X/...',
+      '/ext/bc/X/..%20/a', '/ext/bc/X/..+/a', '/ext/bc/X/..%2B/a', '/ext/bc/X/%20',
+      // Encoded "\", ";", "?", "#" and controls.
+      '/ext/bc/X/..%5c..%5cadmin', '/ext/bc/X/..%5C', '/ext/bc/X/..%3B', '/ext/bc/X/..%3f', '/ext/bc/X/..%23', '/ext/bc/X/..%00/a',
+      '/ext/bc/X/%0A', '/ext/bc/X/%1f', '/ext/bc/X/%7F',
+      // Malformed UTF-8: overlong, surrogates, past U+10FFFF, stray or cut bytes.
+      '/ext/bc/X/%c0%ae%c0%ae/admin', '/ext/bc/X/%C1%9C', '/ext/bc/X/%E0%80%AE', '/ext/bc/X/%E0%9F%BF', '/ext/bc/X/%ED%A0%80',
+      '/ext/bc/X/%F0%8F%BF%BF', '/ext/bc/X/%F4%90%80%80', '/ext/bc/X/%F5%80%80%80', '/ext/bc/X/%FF', '/ext/bc/X/%80', '/ext/bc/X/%C3',
+      '/ext/bc/X/%C3x', '/ext/bc/X/%E2%82', '/ext/bc/X/%C3%C3%A9',
+      // Well-formed, but a control, a space, invisible, or folded by NFKC into "..", ".", "/" or "\".
+      '/ext/bc/X/%E2%80%A5/admin', '/ext/bc/X/%EF%BC%8E%EF%BC%8E/admin', '/ext/bc/X/..%EF%BC%8Fadmin', '/ext/bc/X/..%EF%BC%BCadmin',
+      '/ext/bc/X/.%E2%80%8B.', '/ext/bc/X/%C2%A0', '/ext/bc/X/%C2%85', '/ext/bc/X/%EF%BB%BF', '/ext/bc/X/%F3%A0%80%81',
+    ];
+    for (const path of paths) c.authorize(`Bearer ${t}`, path, NOW, 'BadPath');
+    c.verify(t, '/ext/bc/X/..;/admin', NOW, 'BadPath');
+    for (const path of ['/ext/bc/X/rpc', '/ext/bc/X/ws', '/ext/bc/X/caf%C3%A9', '/ext/bc/X/caf%c3%a9', '/ext/bc/X/%E6%97%A5',
+      '/ext/bc/X/%F0%9F%98%80', '/ext/bc/X/%F4%8F%BF%BF', '/ext/bc/X/%C2%A9', '/ext/bc/X/a;v=1', '/ext/bc/X/a:b@c~d-e_f', '/ext/bc/X/..x',
+      '/ext/bc/X/a%20b', '/ext/bc/X/a+b']) {
+      c.authorize(`Bearer ${t}`, path, NOW, 'Valid');
+    }
+  });
   tokens('order: format, tag, generation, expiry, revocation, endpoint', ONE_HOUR, (c) => {
     const revoked = c.issue(0, NOW, HOUR);
     c.issue(0, NOW, HOUR);
@@ -358,6 +385,7 @@ export function generateVectors(module = coreModule()) {
     for (const [endpoints, entry] of [
       [[''], 0], [['ext/info'], 0], [['/a', '/b/../c'], 1], [['/a/'], 0], [['/a/*/b'], 0], [['/a*'], 0], [['**'], 0],
       [['//a'], 0], [['/a/.'], 0], [['/a', '/b', '/c%2F'], 2], [['/a b'], 0], [['/a/*/*'], 0], [['/ext/info/*/'], 0],
+      [['/a', '/ext/bc/X/..;/*'], 1], [['/a/%5C'], 0], [['/a/%C0%AE'], 0], [['/a/..%00'], 0], [['/a/%E2%80%A5'], 0], [['/a/...'], 0],
     ]) c.addGrantRefused(endpoints, 'bad-entry', entry);
     c.addGrantRefused(['/a', `/${'b'.repeat(1024)}`], 'entry-too-long', 1);
     c.addGrant(Array.from({ length: 128 }, (_, i) => `/e/${String(i).padStart(3, '0')}`), 0);
