@@ -61,26 +61,23 @@ export function processTicks(pid) {
 }
 
 /**
- * A CPU meter over the process tree under `root`: `read()` gives the ticks used since
- * the meter was made, summed over every process of the tree (a process that appears
- * later counts from zero).
+ * A CPU meter over the process tree under `root`: `read()` gives the ticks the tree used
+ * since the meter was made. Each process counts its own ticks (all its threads) and those
+ * of its children it reaped, so a worker that exits in between is still counted, once.
  */
 export function treeMeter(root) {
-  const ticksOf = () => {
+  const total = () => {
     const procs = snapshot();
     if (!procs || !procs.has(root)) return null;
-    const out = new Map();
-    for (const pid of descendants(procs, root)) out.set(pid, procs.get(pid).ticks + procs.get(pid).childTicks);
-    return out;
+    let ticks = 0;
+    for (const pid of descendants(procs, root)) ticks += procs.get(pid).ticks + procs.get(pid).childTicks;
+    return ticks;
   };
-  const before = ticksOf();
+  const before = total();
   return {
     read() {
-      const after = ticksOf();
-      if (!before || !after) return null;
-      let ticks = 0;
-      for (const [pid, t] of after) ticks += t - (before.get(pid) ?? 0);
-      return ticks;
+      const after = total();
+      return before == null || after == null ? null : after - before;
     },
   };
 }
