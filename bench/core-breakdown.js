@@ -27,7 +27,7 @@ export async function runCoreBreakdown(opts = {}) {
     log('  breakdown skipped: Core internals not reachable');
     return null;
   }
-  log('part 1b: where the time of Core.authorize goes');
+  log('part core: where the time of Core.authorize goes');
   const memory = x.memory;
   const tokenPtr = core.tokenPtr;
   const pathPtr = core.pathPtr;
@@ -212,7 +212,7 @@ export async function runCoreBreakdown(opts = {}) {
 export function coreBreakdownMarkdown(result) {
   if (!result) return '';
   return [
-    '### 1b. Where the time of `Core.authorize` goes (header 83 chars, path 11 chars), and measured alternatives',
+    '### Where the time of `Core.authorize` goes (header 83 chars, path 11 chars), and measured alternatives',
     '',
     table(['stage / alternative', 'avg'], result.rows.map((r) => [r.name, ns(r.avgNs)])),
   ].join('\n');

@@ -6,6 +6,11 @@
 // without and with its cache, jose, and a bare node:crypto HMAC-SHA256 of the same bytes
 // the core signs (the floor for anything that hashes in JavaScript).
 //
+// Every case is of one kind, and comparisons stay within a kind: "cached" (a token seen
+// before, whose check a cache shortens: the core's tag cache, fast-jwt's verified-token
+// cache), "uncached" (the HMAC computed: tokens never seen, or more of them in turn than
+// any cache holds, or no cache at all), "refusal", and "floor" (node:crypto alone).
+//
 // Timing uses mitata's `measure` (batched, warmed up, per-iteration ns).
 import { createHmac, randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
@@ -68,8 +73,8 @@ function gateCases(f, Outcome) {
 function suite(opts) {
   const cases = [];
   return {
-    add(name, fn, isAsync = false) {
-      cases.push({ name, fn, isAsync, samples: [] });
+    add(name, kind, fn, isAsync = false) {
+      cases.push({ name, kind, fn, isAsync, samples: [] });
     },
     /** A row measured some other way, kept in its place. */
     fixed(row) {
@@ -87,7 +92,7 @@ function suite(opts) {
       return cases.map((c) => {
         if (c.row) return c.row;
         const by = (k) => [...c.samples.map((x) => x[k])].sort((a, b) => a - b)[c.samples.length >> 1];
-        const row = { name: c.name, avgNs: by('avg'), p50Ns: by('p50'), p99Ns: by('p99'), minNs: by('min') };
+        const row = { name: c.name, kind: c.kind, avgNs: by('avg'), p50Ns: by('p50'), p99Ns: by('p99'), minNs: by('min') };
         log(`  ${c.name.padEnd(60)} ${ns(row.avgNs).padStart(10)}  p99 ${ns(row.p99Ns)}`);
         return row;
       });
@@ -101,7 +106,7 @@ export async function runCoreVerify(opts = {}) {
   const { newCore, Outcome } = await loadCore();
   const f = fixture(newCore, Outcome);
   const { core, now } = f;
-  log('part 1: core verification');
+  log('part core: verification per call');
 
   // --- ours, through the host's wrapper -------------------------------------------------
   const paths = wireCopies(PATH, COPIES);
@@ -114,7 +119,7 @@ export async function runCoreVerify(opts = {}) {
   };
   check(validHeaders[0], paths[0], Outcome.Valid, 'valid');
 
-  cases.add('ours: Core.authorize, valid, repeated token', () => {
+  cases.add('ours: Core.authorize, valid, repeated token', 'cached', () => {
     i = (i + 1) & mask;
     return core.authorize(validHeaders[i], paths[i], now);
   });
@@ -123,7 +128,7 @@ export async function runCoreVerify(opts = {}) {
   const freshPaths = wireCopies(PATH, POOL);
   for (let k = 0; k < POOL; k++) check(freshHeaders[k], freshPaths[k], Outcome.Valid, 'first seen');
   let j = 0;
-  cases.add(`ours: Core.authorize, valid, ${POOL} distinct tokens in turn`, () => {
+  cases.add(`ours: Core.authorize, valid, ${POOL} distinct tokens in turn`, 'uncached', () => {
     j = (j + 1) & (POOL - 1);
     return core.authorize(freshHeaders[j], freshPaths[j], now);
   });
@@ -143,11 +148,11 @@ export async function runCoreVerify(opts = {}) {
     passes.push(per);
   }
   passes.sort((a, b) => a - b);
-  const neverSeen = { name: `ours: Core.authorize, valid, never seen before (one pass over ${opts.neverSeen ?? 50_000} new tokens)`, avgNs: passes[2], p50Ns: passes[2], p99Ns: null, minNs: passes[0] };
+  const neverSeen = { name: `ours: Core.authorize, valid, never seen before (one pass over ${opts.neverSeen ?? 50_000} new tokens)`, kind: 'uncached', avgNs: passes[2], p50Ns: passes[2], p99Ns: null, minNs: passes[0] };
   log(`  ${neverSeen.name.padEnd(52)} ${ns(neverSeen.avgNs).padStart(10)}`);
   cases.fixed(neverSeen);
 
-  cases.add('ours: Core.authorize, valid, clock read per call', () => {
+  cases.add('ours: Core.authorize, valid, repeated token, clock read per call', 'cached', () => {
     i = (i + 1) & mask;
     return core.authorize(validHeaders[i], paths[i], Math.floor(Date.now() / 1000));
   });
@@ -156,7 +161,7 @@ export async function runCoreVerify(opts = {}) {
     const hs = wireCopies(header, COPIES);
     const ps = wireCopies(path, COPIES);
     check(hs[0], ps[0], expected, label);
-    cases.add(`ours: Core.authorize, ${label}`, () => {
+    cases.add(`ours: Core.authorize, ${label}`, 'refusal', () => {
       i = (i + 1) & mask;
       return core.authorize(hs[i], ps[i], now);
     });
@@ -177,7 +182,7 @@ export async function runCoreVerify(opts = {}) {
   const verifyCache = createVerifier({ key, algorithms: ['HS256'], cache: true });
   if (verifyNoCache(jwt).gen !== 1) throw new Error('fast-jwt verify failed');
 
-  cases.add('fast-jwt: verify, no cache', () => {
+  cases.add('fast-jwt: verify, no cache', 'uncached', () => {
     i = (i + 1) & mask;
     return verifyNoCache(jwtCopies[i]);
   });
@@ -189,17 +194,17 @@ export async function runCoreVerify(opts = {}) {
     const payload = verifyNoCache(header.slice(7));
     return payload.gen === 1 && payload.endpoints.includes(path);
   };
-  cases.add('fast-jwt: Bearer + verify + path check, no cache', () => {
+  cases.add('fast-jwt: Bearer + verify + path check, no cache', 'uncached', () => {
     i = (i + 1) & mask;
     return fastJwtGate(jwtHeaders[i], paths[i]);
   });
 
-  cases.add('fast-jwt: verify, cache, repeated token', () => {
+  cases.add('fast-jwt: verify, cache, repeated token', 'cached', () => {
     i = (i + 1) & mask;
     return verifyCache(jwtCopies[i]);
   });
 
-  cases.add(`fast-jwt: verify, cache, ${POOL} distinct tokens in turn`, () => {
+  cases.add(`fast-jwt: verify, cache, ${POOL} distinct tokens in turn`, 'uncached', () => {
     j = (j + 1) & (POOL - 1);
     return verifyCache(jwtFresh[j]);
   });
@@ -207,7 +212,7 @@ export async function runCoreVerify(opts = {}) {
   const joseKey = new Uint8Array(key);
   const joseJwt = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(joseKey);
   const joseCopies = wireCopies(joseJwt, COPIES);
-  cases.add('jose: jwtVerify (async, WebCrypto)', async () => {
+  cases.add('jose: jwtVerify (async, WebCrypto)', 'uncached', async () => {
     i = (i + 1) & mask;
     return jwtVerify(joseCopies[i], joseKey, { algorithms: ['HS256'] });
   }, true);
@@ -215,20 +220,20 @@ export async function runCoreVerify(opts = {}) {
   // --- the floor: node:crypto HMAC of the same bytes ---------------------------------------
   // What the core signs is the token's 25-byte payload (decoded from the token text).
   const payload25 = Buffer.from(f.valid, 'base64url').subarray(0, 25);
-  cases.add('node:crypto: createHmac(sha256) of the 25 signed bytes', () => {
+  cases.add('node:crypto: createHmac(sha256) of the 25 signed bytes', 'floor', () => {
     const tag = createHmac('sha256', key).update(payload25).digest();
     do_not_optimize(tag);
     return tag;
   });
   // What the core receives is text; decoding it is part of any JS verifier's floor.
-  cases.add('node:crypto: base64url decode + HMAC + timingSafe-free compare', () => {
+  cases.add('node:crypto: base64url decode + HMAC + timingSafe-free compare', 'floor', () => {
     i = (i + 1) & mask;
     const raw = Buffer.from(validHeaders[i].slice(7), 'base64url');
     const tag = createHmac('sha256', key).update(raw.subarray(0, 25)).digest();
     return tag[0] === raw[25];
   });
   const signingInput = jwt.slice(0, jwt.lastIndexOf('.'));
-  cases.add('node:crypto: createHmac(sha256) of the JWT signing input', () => {
+  cases.add('node:crypto: createHmac(sha256) of the JWT signing input', 'floor', () => {
     const tag = createHmac('sha256', key).update(signingInput).digest();
     do_not_optimize(tag);
     return tag;
@@ -236,48 +241,42 @@ export async function runCoreVerify(opts = {}) {
 
   const rows = await cases.run();
   const by = (prefix) => rows.find((r) => r.name.startsWith(prefix));
-  const ours = by('ours: Core.authorize, valid, repeated');
+  const ours = by('ours: Core.authorize, valid, repeated token');
   const oursFresh = by(`ours: Core.authorize, valid, ${POOL} distinct`);
   const oursNever = by('ours: Core.authorize, valid, never seen');
-  const fastNoCache = by('fast-jwt: verify, no cache');
-  const hmacFloor = by('node:crypto: createHmac(sha256) of the 25');
-  // The target holds for the slowest valid case (a token the core's tag cache has not seen).
-  const worstOurs = Math.max(ours.avgNs, oursFresh.avgNs, oursNever.avgNs);
-  const ratios = {
-    fastJwtNoCacheOverOurs: fastNoCache.avgNs / worstOurs,
-    hmacOverOurs: hmacFloor.avgNs / worstOurs,
-    fastJwtCacheRepeatedOverOurs: by('fast-jwt: verify, cache, repeated').avgNs / ours.avgNs,
-    oursWorstValidNs: worstOurs,
-    joseOverOurs: by('jose:').avgNs / worstOurs,
-  };
-  const targets = {
-    'core verify >= 3x faster than fast-jwt without cache': {
-      value: ratios.fastJwtNoCacheOverOurs, target: 3, ok: ratios.fastJwtNoCacheOverOurs >= 3,
-    },
-    'core verify faster than bare node:crypto HMAC': {
-      value: ratios.hmacOverOurs, target: 1, ok: ratios.hmacOverOurs > 1,
-    },
-  };
-  return { rows, ratios, targets, token: { ours: f.valid.length, jwt: jwt.length } };
+  // Our uncached figure is the slower of the two ways to miss the tag cache.
+  const oursUncached = oursFresh.avgNs >= oursNever.avgNs ? oursFresh : oursNever;
+  const pairs = [
+    { id: 'cached', label: 'cached: a repeated token', ours, peer: by('fast-jwt: verify, cache, repeated'), target: 3 },
+    { id: 'uncached', label: 'uncached: our slower uncached case against fast-jwt without a cache', ours: oursUncached, peer: by('fast-jwt: verify, no cache'), target: 3 },
+    { id: 'uncachedInTurn', label: `uncached: ${POOL} distinct tokens in turn, both caches missed`, ours: oursFresh, peer: by(`fast-jwt: verify, cache, ${POOL} distinct`) },
+    { id: 'floor', label: 'uncached against the floor: node:crypto HMAC-SHA256 of the same 25 bytes', ours: oursUncached, peer: by('node:crypto: createHmac(sha256) of the 25'), target: 1, strictly: true },
+  ].map((p) => ({ ...p, ratio: p.peer.avgNs / p.ours.avgNs }));
+  const targets = {};
+  for (const p of pairs.filter((x) => x.target)) {
+    const needed = p.strictly ? `> ${p.target}x` : `>= ${p.target}x`;
+    const ok = p.strictly ? p.ratio > p.target : p.ratio >= p.target;
+    targets[`core, ${p.label}: ours ${needed} faster`] = { value: p.ratio, ok, measured: ratio(p.ratio), needed };
+  }
+  return { rows, pairs, targets, token: { ours: f.valid.length, jwt: jwt.length } };
 }
 
 export function coreVerifyMarkdown(result) {
-  const base = result.rows.find((r) => r.name.startsWith('ours: Core.authorize, valid, repeated')).avgNs;
-  const lines = [
-    '## 1. Core verification (per call, one process)',
+  return [
+    '## Core verification (per call, one process; strings made the way uWebSockets.js hands them over)',
     '',
-    table(['case', 'avg', 'p50', 'p99', 'vs ours (valid, repeated)'],
-      result.rows.map((r) => [r.name, ns(r.avgNs), ns(r.p50Ns), ns(r.p99Ns), ratio(r.avgNs / base)])),
+    table(['comparison', 'ours', 'peer', 'peer / ours'],
+      result.pairs.map((p) => [p.label, `${ns(p.ours.avgNs)} (${p.ours.name.replace('ours: ', '')})`, `${ns(p.peer.avgNs)} (${p.peer.name})`, ratio(p.ratio)])),
     '',
-    `Targets use our slowest valid case (${ns(result.ratios.oursWorstValidNs)}). "Distinct tokens in turn" cycles ${POOL} tokens, ` +
-      'more than the core\'s tag cache and fast-jwt\'s default cache hold; "never seen" times one pass over new tokens.',
+    `Cached compares with cached and uncached with uncached: "repeated" is the same token again (our tag cache and fast-jwt's cache both hit); ` +
+      `"${POOL} distinct tokens in turn" cycles more tokens than the core's tag cache (256 slots) and fast-jwt's default cache (1000) hold; ` +
+      '"never seen" times one pass over new tokens. Token text: ' +
+      `ours ${result.token.ours} chars, the equivalent JWT ${result.token.jwt} chars.`,
     '',
-    `Token text: ours ${result.token.ours} chars, equivalent JWT ${result.token.jwt} chars.`,
+    table(['case', 'kind', 'avg', 'p50', 'p99'], result.rows.map((r) => [r.name, r.kind, ns(r.avgNs), ns(r.p50Ns), ns(r.p99Ns)])),
     '',
-    table(['target', 'measured', 'needed', 'result'],
-      Object.entries(result.targets).map(([k, t]) => [k, ratio(t.value), `${t.target === 1 ? '>' : '>='} ${t.target}x`, pass(t.ok)])),
-  ];
-  return lines.join('\n');
+    table(['target', 'measured', 'needed', 'result'], Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok)])),
+  ].join('\n');
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -1,158 +1,147 @@
 #!/usr/bin/env node
-// The bench: `npm run bench` (or `node bench/run.js` after `npm run build`). Never part of
-// `npm test`. Runs the four parts in one go and prints a markdown report on stdout
-// (progress goes to stderr); writes bench/results.json with the machine's facts.
-//
-//   1. core verification: per-call cost of Core.authorize against fast-jwt, jose, node:crypto
-//   2. end to end: our server vs a bare uWebSockets.js server vs node:http + fast-jwt, under wrk
-//   3. flood: our protected endpoint while other clients flood /ext/auth with wrong passwords
-//   4. state scale: start time, memory and verify time with 0, 10k, 1M tokens and 100k revoked
-//
-// Flags: --parts core,e2e,flood,state   --duration S   --warmup S   --connections N
-//        --threads N   --rounds N (3)   --flood-connections N   --no-extras   --no-breakdown
-//        --no-wait-quiet   --quick (short runs, for trying the bench out)   --strict (exit 1 on a missed target)
-//        --out PATH (default bench/results.json)
+// The bench: `npm run bench [-- flags]` (builds first), or `node bench/run.js [flags]`
+// after `npm run build`. Never part of `npm test`. A markdown report on stdout (progress
+// on stderr) and bench/results.json, which names the commit measured; from a tree with
+// uncommitted changes it goes to bench/results.dirty.json instead, unless --allow-dirty.
+// `node bench/run.js --help` lists the parts and flags.
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { BUILD, MAIN, ROOT, log, machineFacts, pass, table } from './lib/common.js';
-import { waitForQuiet, foreignCpuWindow } from './lib/quiet.js';
-import { ensureWrk } from './lib/wrk.js';
+import { BUILD, MAIN, ROOT, gitState, log, machineFacts, pass, size, table } from './lib/common.js';
+import { foreignCpuWindow, waitForQuiet } from './lib/quiet.js';
+import { MAX_RESULT_BYTES, MIN_RESULT_BYTES } from './servers/rpc.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    parts: { type: 'string', default: 'core,e2e,flood,state' },
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    connections: { type: 'string' },
-    threads: { type: 'string' },
-    rounds: { type: 'string' },
-    'flood-connections': { type: 'string' },
-    'no-extras': { type: 'boolean', default: false },
-    'no-breakdown': { type: 'boolean', default: false },
-    'no-wait-quiet': { type: 'boolean', default: false },
-    quick: { type: 'boolean', default: false },
-    strict: { type: 'boolean', default: false },
-    out: { type: 'string', default: join(ROOT, 'bench', 'results.json') },
-    help: { type: 'boolean', default: false },
-  },
-});
+const PARTS = {
+  gateway: 'api-auth --upstream, HAProxy jwt_verify and nginx (no auth) in front of the same nginx upstream: POST JSON-RPC, per thread count, connection count and answer size',
+  builtin: 'the built-in POST /ext/info and GET /ext/health against a bare uWebSockets.js server answering the same',
+  core: 'per-call token verification against fast-jwt, jose and node:crypto, cached against cached, uncached against uncached',
+  flood: 'the gateway path while /ext/auth is flooded with wrong passwords',
+  state: 'start time, memory and verify time with 0, 10k and 1M tokens issued and 100k revoked',
+};
 
+const USAGE = `Usage: npm run bench -- [flags]     (or node bench/run.js [flags] after npm run build)
+
+Parts (--parts, comma-separated, all by default, run in this order):
+${Object.entries(PARTS).map(([k, v]) => `  ${k.padEnd(8)} ${v}`).join('\n')}
+
+Flags:
+  --parts LIST          parts to run (default ${Object.keys(PARTS).join(',')})
+  --threads LIST        gateway thread counts (default 1): api-auth --http-threads N,
+                        HAProxy nbthread N, nginx worker_processes N
+  --connections LIST    wrk connection counts (default 64,256)
+  --sizes LIST          upstream answer sizes in bytes, ${MIN_RESULT_BYTES} to ${MAX_RESULT_BYTES}; a KiB or MiB
+                        suffix is allowed (default 100,10000,1048576)
+  --duration TIME       measured seconds per run: 8 or 8s (default 8s)
+  --warmup TIME         warm-up before each run (default 2s)
+  --rounds N            rounds per cell, median kept (default 1)
+  --no-wait-quiet       measure at once, without waiting for other processes to go quiet
+                        or repeating a run they disturbed (disturbed runs are still marked)
+  --allow-dirty         write bench/results.json even from uncommitted changes
+  --strict              exit 1 when a target is missed
+  --help                print this help and exit
+`;
+
+/** Exits 2 with a message naming the flag and what it takes. */
+function usage(message) {
+  process.stderr.write(`bench: ${message}\nRun "node bench/run.js --help" for the flags.\n`);
+  process.exit(2);
+}
+
+function list(flag, value, parse) {
+  const items = value.split(',').map((v) => v.trim()).filter(Boolean);
+  if (items.length === 0) usage(`${flag} needs at least one value`);
+  return [...new Set(items.map((v) => parse(v) ?? usage(`${flag}: ${JSON.stringify(v)} is not ${parse.what}`)))];
+}
+
+const positive = Object.assign((v) => (/^[1-9]\d*$/.test(v) ? Number(v) : null), { what: 'a whole number above 0' });
+const bytes = Object.assign((v) => {
+  const m = /^(\d+)\s*(B|KiB|MiB)?$/.exec(v);
+  if (!m) return null;
+  const n = Number(m[1]) * ({ KiB: 1024, MiB: 1048576 }[m[2]] ?? 1);
+  return n >= MIN_RESULT_BYTES && n <= MAX_RESULT_BYTES ? n : null;
+}, { what: `a size from ${MIN_RESULT_BYTES} to ${MAX_RESULT_BYTES} bytes (such as 100, 10000, 1MiB)` });
+const seconds = (flag, v, min) => {
+  const m = /^(\d+(?:\.\d+)?)s?$/.exec(v);
+  if (!m || Number(m[1]) < min) usage(`${flag}: ${JSON.stringify(v)} is not a duration of at least ${min} s (such as 8 or 8s)`);
+  return Number(m[1]);
+};
+
+let flags;
+try {
+  ({ values: flags } = parseArgs({
+    options: {
+      parts: { type: 'string', default: Object.keys(PARTS).join(',') },
+      threads: { type: 'string', default: '1' },
+      connections: { type: 'string', default: '64,256' },
+      sizes: { type: 'string', default: '100,10000,1048576' },
+      duration: { type: 'string', default: '8s' },
+      warmup: { type: 'string', default: '2s' },
+      rounds: { type: 'string', default: '1' },
+      'no-wait-quiet': { type: 'boolean', default: false },
+      'allow-dirty': { type: 'boolean', default: false },
+      strict: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  }));
+} catch (error) {
+  usage(error.message);
+}
 if (flags.help) {
-  process.stdout.write('Usage: node bench/run.js [--parts core,e2e,flood,state] [--duration S] [--warmup S] [--connections N] [--threads N]\n' +
-    '  [--rounds N] [--flood-connections N] [--no-extras] [--no-breakdown] [--no-wait-quiet] [--quick] [--strict] [--out PATH]\n');
+  process.stdout.write(USAGE);
   process.exit(0);
 }
 
-const parts = new Set(flags.parts.split(',').map((p) => p.trim()).filter(Boolean));
-for (const p of parts) {
-  if (!['core', 'e2e', 'flood', 'state'].includes(p)) {
-    process.stderr.write(`bench: unknown part "${p}"; use core, e2e, flood, state\n`);
-    process.exit(2);
-  }
-}
-const num = (v, fallback) => (v === undefined ? fallback : Number(v));
-const waitQuietS = flags['no-wait-quiet'] ? 0 : 30;
-const httpOptions = {
-  durationS: num(flags.duration, flags.quick ? 3 : 5),
-  warmupS: num(flags.warmup, flags.quick ? 1 : 2),
-  connections: num(flags.connections, 64),
-  threads: num(flags.threads, 1),
-  rounds: num(flags.rounds, flags.quick ? 1 : 3),
-  extras: !flags['no-extras'],
-  waitQuietS,
+const parts = list('--parts', flags.parts, Object.assign((v) => (v in PARTS ? v : null), { what: `a part (${Object.keys(PARTS).join(', ')})` }));
+const http = {
+  threads: list('--threads', flags.threads, positive),
+  connections: list('--connections', flags.connections, positive),
+  sizes: list('--sizes', flags.sizes, bytes),
+  durationS: seconds('--duration', flags.duration, 1),
+  warmupS: seconds('--warmup', flags.warmup, 0),
+  rounds: positive(flags.rounds) ?? usage(`--rounds: ${JSON.stringify(flags.rounds)} is not ${positive.what}`),
+  // Wait up to this long for other processes to go quiet before each measured run, and
+  // measure again once when they disturbed it anyway.
+  waitQuietS: flags['no-wait-quiet'] ? 0 : 10,
+  retries: flags['no-wait-quiet'] ? 0 : 1,
 };
-
-if (!existsSync(join(BUILD, 'core.wasm')) || !existsSync(join(BUILD, 'host', 'core.js'))) {
-  process.stderr.write('bench: build/core.wasm or build/host/core.js is missing; run `npm run build` first\n');
-  process.exit(2);
+const needsServer = parts.some((p) => ['gateway', 'builtin', 'flood'].includes(p));
+if (!existsSync(join(BUILD, 'core.wasm')) || (needsServer && !existsSync(MAIN))) {
+  usage('the build is missing (build/core.wasm, build/host/main.js); run `npm run build` first, or use `npm run bench`');
 }
-const serverBuilt = existsSync(MAIN);
 
-if (parts.has('e2e') || parts.has('flood')) ensureWrk();
+const git = gitState();
 const machine = machineFacts();
-log(`${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}`);
-const results = { machine, settings: { parts: [...parts], http: httpOptions }, parts: {}, targets: {}, elapsedSeconds: {} };
+log(`${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}; commit ${git.commit ?? 'n/a'}${git.dirty ? ' with uncommitted changes' : ''}`);
+const results = { commit: git.commit, dirty: git.dirty, ...(git.dirty ? { changes: git.changes } : {}), machine, settings: { parts, http }, parts: {}, targets: {}, elapsedSeconds: {} };
 const started = Date.now();
 const sections = [
   '# api-auth bench',
   '',
-  `Machine: ${machine.cpuModel}, ${machine.cores} cores, ${(machine.memoryBytes / 2 ** 30).toFixed(1)} GiB, ${machine.platform}; ` +
-    `Node ${machine.node} (V8 ${machine.v8}); ${machine.wrk ?? 'wrk not installed yet'}; commit ${machine.gitCommit?.slice(0, 12) ?? 'n/a'}; ${machine.date}.`,
-  'Every ratio compares figures measured side by side in this one run.',
+  `Commit ${git.commit?.slice(0, 12) ?? 'n/a'}${git.dirty ? ' **with uncommitted changes**' : ''}; ${machine.date}. ` +
+    `Machine: ${machine.cpuModel}, ${machine.cores} cores, ${(machine.memoryBytes / 2 ** 30).toFixed(1)} GiB, ${machine.platform}; ` +
+    `Node ${machine.node} (V8 ${machine.v8}); ${machine.wrk ?? 'wrk not installed yet'}; ${machine.haproxy ?? 'HAProxy not installed yet'}; ` +
+    `${machine.nginx ?? 'nginx not installed yet'}.`,
+  'Every comparison is between figures measured side by side in this one run.',
 ];
-
-function collectTargets(part, targets) {
-  for (const [name, t] of Object.entries(targets ?? {})) results.targets[`${part}: ${name}`] = t;
-}
-
-async function quietPart() {
-  if (waitQuietS > 0) await waitForQuiet({ maxWaitS: waitQuietS });
-  return foreignCpuWindow();
-}
 
 /** Runs one part; a part that throws is reported and the others still run. */
 async function part(id, title, body) {
   const t0 = Date.now();
   try {
-    await body();
+    const { result, markdown, targets } = await body();
+    results.parts[id] = result;
+    for (const [name, t] of Object.entries(targets ?? {})) results.targets[name] = t;
+    sections.push('', markdown);
     log(`${title}: done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
-    results.elapsedSeconds[id] = (Date.now() - t0) / 1000;
   } catch (error) {
     log(`${title} failed: ${error.stack ?? error}`);
-    results.parts[id] = { error: String(error.message ?? error) };
-    results.targets[`${title}: completed`] = { ok: false, error: String(error.message ?? error) };
-    sections.push('', `## ${title}`, '', `Failed: ${String(error.message ?? error).split('\n')[0]}`);
+    const message = String(error.message ?? error);
+    results.parts[id] = { error: message };
+    results.targets[`${title}: completed`] = { ok: false, error: message };
+    sections.push('', `## ${title}`, '', `Failed: ${message.split('\n')[0]}`);
   }
+  results.elapsedSeconds[id] = (Date.now() - t0) / 1000;
 }
-
-if (parts.has('core')) await part('coreVerify', '1. Core verification', async () => {
-  const { runCoreVerify, coreVerifyMarkdown } = await import('./core-verify.js');
-  const window = await quietPart();
-  const r = await runCoreVerify({ cpuTimeMs: flags.quick ? 200 : 500 });
-  r.foreign = window.end();
-  results.parts.coreVerify = r;
-  collectTargets('1. core verify', r.targets);
-  sections.push('', coreVerifyMarkdown(r), '', busyNote(r.foreign));
-  if (!flags['no-breakdown']) {
-    const { runCoreBreakdown, coreBreakdownMarkdown } = await import('./core-breakdown.js');
-    const b = await runCoreBreakdown({ cpuTimeMs: flags.quick ? 100 : 250 });
-    results.parts.coreBreakdown = b;
-    if (b) sections.push('', coreBreakdownMarkdown(b));
-  }
-});
-
-if (parts.has('e2e')) await part('endToEnd', '2. End to end', async () => {
-  if (!serverBuilt) {
-    sections.push('', '## 2. End to end', '', 'Skipped: build/host/main.js is missing (run `npm run build`).');
-  } else {
-    const { runEndToEnd, endToEndMarkdown } = await import('./end-to-end.js');
-    const r = await runEndToEnd(httpOptions);
-    results.parts.endToEnd = r;
-    collectTargets('2. end to end', r.targets);
-    sections.push('', endToEndMarkdown(r));
-  }
-});
-
-if (parts.has('flood')) await part('flood', '3. Flood', async () => {
-  if (!serverBuilt) {
-    sections.push('', '## 3. Flood', '', 'Skipped: build/host/main.js is missing (run `npm run build`).');
-  } else {
-    const { runFlood, floodMarkdown } = await import('./flood.js');
-    const r = await runFlood({ ...httpOptions, rounds: 1, floodConnections: num(flags['flood-connections'], 16) });
-    results.parts.flood = r;
-    collectTargets('3. flood', r.targets);
-    sections.push('', floodMarkdown(r));
-  }
-});
-
-if (parts.has('state')) await part('stateScale', '4. State scale', async () => {
-  const { runStateScale, stateScaleMarkdown } = await import('./state-scale.js');
-  const r = await runStateScale({ cli: serverBuilt, waitQuietS, passes: flags.quick ? 1 : 2, rounds: 3, cpuTimeMs: flags.quick ? 80 : 150 });
-  results.parts.stateScale = r;
-  collectTargets('4. state scale', r.targets);
-  sections.push('', stateScaleMarkdown(r));
-});
 
 function busyNote(foreign) {
   if (!foreign) return '';
@@ -161,16 +150,60 @@ function busyNote(foreign) {
     : `Other processes used ${(foreign.share * 100).toFixed(1)}% of the machine while this part ran.`;
 }
 
+const steps = {
+  gateway: () => part('gateway', 'Gateway', async () => {
+    const { runGateway, gatewayMarkdown } = await import('./gateway.js');
+    const r = await runGateway(http);
+    return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
+  }),
+  builtin: () => part('builtin', 'Built-in endpoints', async () => {
+    const { runBuiltin, builtinMarkdown } = await import('./builtin.js');
+    const r = await runBuiltin(http);
+    return { result: r, markdown: builtinMarkdown(r), targets: r.targets };
+  }),
+  core: () => part('core', 'Core verification', async () => {
+    const { runCoreVerify, coreVerifyMarkdown } = await import('./core-verify.js');
+    const { runCoreBreakdown, coreBreakdownMarkdown } = await import('./core-breakdown.js');
+    if (http.waitQuietS > 0) await waitForQuiet({ maxWaitS: 30 });
+    const window = foreignCpuWindow();
+    const r = await runCoreVerify({ cpuTimeMs: 500 });
+    r.foreign = window.end();
+    r.breakdown = await runCoreBreakdown({ cpuTimeMs: 250 });
+    return { result: r, markdown: [coreVerifyMarkdown(r), busyNote(r.foreign), coreBreakdownMarkdown(r.breakdown)].filter(Boolean).join('\n\n'), targets: r.targets };
+  }),
+  flood: () => part('flood', 'Flood', async () => {
+    const { runFlood, floodMarkdown } = await import('./flood.js');
+    const r = await runFlood({ ...http, connections: http.connections[0], bytes: Math.min(...http.sizes) });
+    return { result: r, markdown: floodMarkdown(r), targets: r.targets };
+  }),
+  state: () => part('state', 'State scale', async () => {
+    const { runStateScale, stateScaleMarkdown } = await import('./state-scale.js');
+    const r = await runStateScale({ cli: true, waitQuietS: http.waitQuietS });
+    return { result: r, markdown: stateScaleMarkdown(r), targets: r.targets };
+  }),
+};
+for (const id of Object.keys(PARTS)) if (parts.includes(id)) await steps[id]();
+
 const all = Object.entries(results.targets);
-sections.push('', '## Targets', '', table(['target', 'result'], all.map(([name, t]) => [name, pass(t.ok, t.disturbed)])));
 const missed = all.filter(([, t]) => t.ok === false).length;
-sections.push('', `${all.length - missed} of ${all.length} targets met.`);
+const unknown = all.filter(([, t]) => t.ok == null).length;
+sections.push('', '## Targets', '', table(['target', 'result'], all.map(([name, t]) => [name, pass(t.ok, t.disturbed)])),
+  '', `${all.length - missed - unknown} of ${all.length} targets met, ${missed} missed${unknown ? `, ${unknown} not measurable here` : ''}.`);
 
 results.elapsedSeconds.total = (Date.now() - started) / 1000;
-sections.push('', `Bench time: ${results.elapsedSeconds.total.toFixed(0)} s.`);
-const tmp = `${flags.out}.tmp`;
+sections.push('', `Bench time: ${results.elapsedSeconds.total.toFixed(0)} s. Settings: --parts ${parts.join(',')} --threads ${http.threads.join(',')} ` +
+  `--connections ${http.connections.join(',')} --sizes ${http.sizes.join(',')} (${http.sizes.map(size).join(', ')}) --duration ${http.durationS}s ` +
+  `--warmup ${http.warmupS}s --rounds ${http.rounds}${flags['no-wait-quiet'] ? ' --no-wait-quiet' : ''}.`);
+
+const out = join(ROOT, 'bench', git.dirty && !flags['allow-dirty'] ? 'results.dirty.json' : 'results.json');
+const tmp = `${out}.tmp`;
 writeFileSync(tmp, `${JSON.stringify(results, null, 2)}\n`);
-renameSync(tmp, flags.out);
+renameSync(tmp, out);
 process.stdout.write(`${sections.join('\n')}\n`);
-log(`results written to ${flags.out}`);
+if (git.dirty && !flags['allow-dirty']) {
+  log(`the tree has uncommitted changes (${git.changes.slice(0, 5).join('; ')}${git.changes.length > 5 ? '; ...' : ''}): ` +
+    `results written to ${out}, not bench/results.json; commit first, or pass --allow-dirty`);
+} else {
+  log(`results written to ${out}`);
+}
 if (flags.strict && missed > 0) process.exitCode = 1;

@@ -264,7 +264,7 @@ function runChild(mode, params) {
 
 /** The real CLI, started against a data folder; seeded with state when the build has durable state. */
 async function cliStart(scenario, seedFrom) {
-  const { startOurs, newToken } = await import('./end-to-end.js');
+  const { startOurs, newToken } = await import('./lib/api-auth.js');
   if (!existsSync(join(BUILD, 'host', 'main.js'))) return { skipped: 'build/host/main.js is missing' };
   // First start: creates the data folder (and, with durable state, its state file).
   const first = await startOurs();
@@ -274,11 +274,11 @@ async function cliStart(scenario, seedFrom) {
     if (scenario.issued === 0) {
       result.spawnToListeningMs = first.server.readyMs;
       result.rssBytes = first.server.rssBytes();
-      await newToken(first.server.port, first.password);
+      await newToken(first.server.port, first.password, [PATH]);
       result.rssAfterFirstTokenBytes = first.server.rssBytes();
       return result;
     }
-    await newToken(first.server.port, first.password);
+    await newToken(first.server.port, first.password, [PATH]);
     await first.server.stop();
     const stateFileJs = join(BUILD, 'host', 'state-file.js');
     if (!existsSync(join(dataDir, 'state')) || !existsSync(stateFileJs)) {
@@ -312,7 +312,7 @@ async function cliStart(scenario, seedFrom) {
 
 export async function runStateScale(options = {}) {
   const o = { ...DEFAULTS, ...options };
-  log(`part 4: state scale (window 2^${o.windowLog2} serials)`);
+  log(`part state: state scale (window 2^${o.windowLog2} serials)`);
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-state-'));
   const rows = [];
   try {
@@ -349,9 +349,9 @@ export async function runStateScale(options = {}) {
     const firstSeen = rows.map((r) => r.verifyNs.validFirstSeen).filter((v) => v != null);
     const spread = (v) => Math.max(...v) / Math.min(...v);
     const targets = {
-      'verify time unchanged as state grows (max/min of valid, repeated)': { value: spread(repeated), target: 1.15, ok: spread(repeated) <= 1.15 },
-      'verify time unchanged as state grows (max/min of valid, first-seen)': { value: spread(firstSeen), target: 1.15, ok: spread(firstSeen) <= 1.15 },
-      'restarted cores verify old tokens and refuse revoked ones': {
+      'state: verify time unchanged as state grows (max/min of valid, repeated)': { value: spread(repeated), target: 1.15, ok: spread(repeated) <= 1.15 },
+      'state: verify time unchanged as state grows (max/min of valid, first-seen)': { value: spread(firstSeen), target: 1.15, ok: spread(firstSeen) <= 1.15 },
+      'state: restarted cores verify old tokens and refuse revoked ones': {
         value: rows.reduce((a, r) => a + r.restart.wrongOutcomes, 0), target: 0, unit: 'count', ok: rows.every((r) => r.restart.wrongOutcomes === 0),
       },
     };
@@ -365,7 +365,7 @@ export function stateScaleMarkdown(result) {
   const label = (r) => `${r.issued.toLocaleString('en-US')} issued, ${r.revoked.toLocaleString('en-US')} revoked`;
   const skipped = result.rows.find((r) => r.cli.skipped)?.cli.skipped;
   return [
-    `## 4. State scale (Core window 2^${result.settings.windowLog2} serials; each scenario in fresh processes)`,
+    `## State scale (Core window 2^${result.settings.windowLog2} serials; each scenario in fresh processes)`,
     '',
     table(['state', 'issue per token', 'revoke per token', 'live RSS', 'live heap', 'Wasm memory',
       'restart: spawn to ready', 'of which restore', 'RSS after restart', 'old tokens right', 'CLI spawn to listening', 'CLI RSS'],

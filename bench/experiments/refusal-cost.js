@@ -2,32 +2,34 @@
 // uWebSockets.js server, and what a flood of them does to a protected GET, for three ways
 // of refusing: answer at once and close the connection (the client reconnects for every
 // guess), read the small body and keep the connection, or read it and answer after a delay
-// (tarpit). Same shapes as part 3: GET /ext/health at 64 connections, a 16-connection
-// flood, both wrk on CPU 0, the server on CPU 1.
+// (tarpit). GET /ext/health at 64 connections, a 16-connection flood, placed like a
+// one-thread gateway (the server on its CPU, both wrk on the others).
 //   node bench/experiments/refusal-cost.js [seconds]
 import { join } from 'node:path';
-import { ROOT, int, ms, ratio, table } from '../lib/common.js';
-import { startServer } from '../lib/proc.js';
-import { ensureWrk, runWrk } from '../lib/wrk.js';
-import { pct, usec, withCpu } from '../end-to-end.js';
+import { ROOT, int, ms, pct, ratio, table, usec } from '../lib/common.js';
+import { ensureCommands } from '../lib/apt.js';
+import { withCpu } from '../lib/measure.js';
+import { placement, startServer } from '../lib/proc.js';
+import { runWrk } from '../lib/wrk.js';
 
 const seconds = Number(process.argv[2] ?? 5);
-ensureWrk();
+ensureCommands(['wrk']);
+const where = placement(1);
 const body = JSON.stringify({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: 'wrong', endpoints: ['*'] }, id: 1 });
-const server = await startServer('refuse-uws', process.execPath, [join(ROOT, 'bench', 'servers', 'refuse-uws.js')], { cpu: 1 });
+const server = await startServer('refuse-uws', process.execPath, [join(ROOT, 'bench', 'servers', 'refuse-uws.js')], { cpus: where.server });
 const url = (path) => `http://127.0.0.1:${server.port}${path}`;
 const flood = (path, durationS) => runWrk({
-  url: url(path), threads: 1, connections: 16, durationS, cpu: 0, timeoutS: 10, method: 'POST', body, contentType: 'application/json',
+  url: url(path), threads: 1, connections: 16, durationS, cpus: where.load, timeoutS: 10, method: 'POST', body, contentType: 'application/json',
 });
-const protectedRun = () => runWrk({ url: url('/ext/health'), threads: 1, connections: 64, durationS: seconds, cpu: 0 });
+const protectedRun = () => runWrk({ url: url('/ext/health'), threads: 1, connections: 64, durationS: seconds, cpus: where.load });
 const alone = [];
 const under = [];
 try {
   for (const path of ['/close', '/keep']) {
-    const r = await withCpu(server, () => flood(path, seconds));
-    alone.push([path, int(r.rps), usec(r.serverCpuUsPerRequest), pct(r.serverCpuShare), pct(r.clientCpuShare)]);
+    const r = await withCpu({ server: server.child.pid }, () => flood(path, seconds));
+    alone.push([path, int(r.rps), usec(r.cpu.server?.usPerRequest), pct(r.cpu.server?.busy), pct(r.cpu.wrk?.busy)]);
   }
-  await runWrk({ url: url('/ext/health'), threads: 1, connections: 64, durationS: 2, cpu: 0 });
+  await runWrk({ url: url('/ext/health'), threads: 1, connections: 64, durationS: 2, cpus: where.load });
   const base = await protectedRun();
   under.push(['none', int(base.rps), ms(base.p50Ms), ms(base.p99Ms), '1.00x', '-']);
   for (const path of ['/close', '/keep', '/tarpit']) {
@@ -40,5 +42,5 @@ try {
 } finally {
   await server.stop();
 }
-process.stdout.write(`${table(['refusal (flood alone)', 'refusals/s', 'server CPU per refusal', 'server core busy', 'wrk core busy'], alone)}\n\n`);
+process.stdout.write(`${table(['refusal (flood alone)', 'refusals/s', 'server CPU per refusal', 'server CPU busy', 'wrk CPU busy'], alone)}\n\n`);
 process.stdout.write(`${table(['flood refused by', 'GET /ext/health req/s', 'p50', 'p99', 'vs no flood', 'flood refusals/s'], under)}\n`);

@@ -1,6 +1,6 @@
-// Shared helpers for the bench parts: machine facts, number formatting, markdown tables,
+// Shared helpers for the bench parts: machine facts, the commit measured, number formatting, markdown tables,
 // and the uWebSockets.js-like string copies used to feed the gate.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -11,6 +11,13 @@ export const BUILD = join(ROOT, 'build');
 export const MAIN = join(BUILD, 'host', 'main.js');
 export const CORE_JS = join(BUILD, 'host', 'core.js');
 
+/** The first line a command prints, on stdout or stderr whatever its exit code (wrk --version exits 1, nginx -v writes to stderr); null when it cannot run. */
+function versionLine(command, args) {
+  const r = spawnSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  if (r.error) return null;
+  return `${r.stdout}\n${r.stderr}`.split('\n').map((l) => l.trim()).find(Boolean) ?? null;
+}
+
 /** What the numbers were measured on. */
 export function machineFacts() {
   const cpus = os.cpus();
@@ -19,18 +26,6 @@ export function machineFacts() {
     const line = readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((l) => l.startsWith('model name'));
     if (line) model = line.split(':').slice(1).join(':').trim();
   } catch { /* not Linux */ }
-  let wrk = null;
-  try {
-    wrk = execFileSync('wrk', ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0].trim();
-  } catch (error) {
-    // wrk --version exits 1 after printing its banner.
-    const out = `${error.stdout ?? ''}`.split('\n')[0].trim();
-    if (out) wrk = out;
-  }
-  let gitCommit = null;
-  try {
-    gitCommit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch { /* not a clone */ }
   return {
     cpuModel: model,
     cores: os.availableParallelism?.() ?? cpus.length,
@@ -39,10 +34,30 @@ export function machineFacts() {
     platform: `${os.platform()} ${os.release()} ${os.arch()}`,
     node: process.version,
     v8: process.versions.v8,
-    wrk,
-    gitCommit,
+    wrk: versionLine('wrk', ['--version']),
+    haproxy: versionLine('haproxy', ['-v']),
+    nginx: versionLine('nginx', ['-v']),
     date: new Date().toISOString(),
   };
+}
+
+/** The bench's own outputs: writing them does not make the tree dirty for the next run. */
+export const OUTPUTS = ['bench/results.json', 'bench/results.dirty.json'];
+
+/**
+ * The commit measured (`git rev-parse HEAD`) and whether the tree differs from it
+ * (`git status --porcelain`, untracked files included: an uncommitted file is as much
+ * unmeasured-by-that-commit as a modified one). Null commit outside a git clone.
+ */
+export function gitState() {
+  const git = (args) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const commit = git(['rev-parse', 'HEAD']).trim();
+    const changes = git(['status', '--porcelain', '--', '.', ...OUTPUTS.map((p) => `:(exclude)${p}`)]).split('\n').filter(Boolean);
+    return { commit, dirty: changes.length > 0, changes };
+  } catch {
+    return { commit: null, dirty: true, changes: ['not a git clone'] };
+  }
 }
 
 /** Nanoseconds, readable. */
@@ -66,6 +81,22 @@ export function ratio(value, digits = 2) {
 export function int(value) {
   if (value == null || !Number.isFinite(value)) return 'n/a';
   return Math.round(value).toLocaleString('en-US');
+}
+
+export function usec(value) {
+  return value == null || !Number.isFinite(value) ? 'n/a' : `${value.toFixed(value < 10 ? 2 : 1)} µs`;
+}
+
+export function pct(value) {
+  return value == null || !Number.isFinite(value) ? 'n/a' : `${(value * 100).toFixed(0)}%`;
+}
+
+/** A body size: 100 B, 10 KB (1000s, as given on the command line), 1 MiB. */
+export function size(bytes) {
+  if (bytes >= 1048576 && bytes % 1048576 === 0) return `${bytes / 1048576} MiB`;
+  if (bytes >= 1024 && bytes % 1024 === 0) return `${bytes / 1024} KiB`;
+  if (bytes >= 1000 && bytes % 1000 === 0) return `${bytes / 1000} kB`;
+  return `${bytes} B`;
 }
 
 export function mib(bytes) {

@@ -2,57 +2,10 @@
 // time used by processes outside the bench's own process tree (from /proc, Linux only),
 // can wait for the machine to go quiet before a measured run, and records how busy it
 // was during one, so a contended run is visible in the results instead of silently wrong.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { log, sleep } from './common.js';
-
-const TICK = 100; // USER_HZ on Linux: /proc/*/stat times are in 1/100 s
-
-function readStat(pid) {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const close = text.lastIndexOf(')');
-    const f = text.slice(close + 2).split(' ');
-    // Fields after the name: state(0) ppid(1) ... utime(11) stime(12)
-    return {
-      pid: Number(pid), ppid: Number(f[1]), comm: text.slice(text.indexOf('(') + 1, close),
-      ticks: Number(f[11]) + Number(f[12]), childTicks: Number(f[13]) + Number(f[14]),
-    };
-  } catch {
-    return null;
-  }
-}
-
-function snapshot() {
-  const procs = new Map();
-  let names;
-  try {
-    names = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
-  } catch {
-    return null;
-  }
-  for (const n of names) {
-    const s = readStat(n);
-    if (s) procs.set(s.pid, s);
-  }
-  return procs;
-}
-
-/** Pids of this process and everything below it (servers, wrk). */
-function ownTree(procs) {
-  const own = new Set([process.pid]);
-  let grew = true;
-  while (grew) {
-    grew = false;
-    for (const p of procs.values()) {
-      if (!own.has(p.pid) && own.has(p.ppid)) {
-        own.add(p.pid);
-        grew = true;
-      }
-    }
-  }
-  return own;
-}
+import { TICKS_PER_SECOND as TICK, descendants, snapshot } from './cpu.js';
 
 /** Busy and total jiffies per CPU, from /proc/stat. */
 function cpuTimes() {
@@ -68,19 +21,6 @@ function cpuTimes() {
     return null;
   }
 }
-
-/** CPU ticks (user + system) of one process, and of its reaped children. */
-export function processTicks(pid) {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]) };
-  } catch {
-    return null;
-  }
-}
-
-export const TICKS_PER_SECOND = TICK;
 
 /**
  * Starts a window; `end()` returns CPU-seconds used by foreign user processes and the top
@@ -99,7 +39,7 @@ export function foreignCpuWindow() {
         ? cpusAfter.map((c, k) => (c.busy - cpusBefore[k].busy) / Math.max(1, c.total - cpusBefore[k].total))
         : null;
       const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-      const own = ownTree(after);
+      const own = descendants(after, process.pid);
       // Everything charged to processes on the machine, minus what this bench's own
       // processes used (live ones, plus children this process reaped in the window, like
       // a finished wrk): that catches short-lived processes that came and went unseen.

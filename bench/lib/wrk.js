@@ -1,51 +1,24 @@
-// wrk: found or installed through apt, run pinned to a CPU, its figures read back
-// through bench/wrk/report.lua.
-import { execFileSync, spawn } from 'node:child_process';
+// wrk: run pinned to the load's CPUs, its figures read back through bench/wrk/report.lua.
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { log, ROOT } from './common.js';
+import { ROOT } from './common.js';
 import { pinned, track } from './proc.js';
 
 const REPORT_LUA = join(ROOT, 'bench', 'wrk', 'report.lua');
 
-function hasWrk() {
-  try {
-    execFileSync('sh', ['-c', 'command -v wrk'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Makes sure `wrk` is on PATH: `apt-get install -y wrk`, after `apt-get update` if that fails. */
-export function ensureWrk() {
-  if (hasWrk()) return;
-  log('wrk not found; installing it with apt-get');
-  const apt = (args) => execFileSync('apt-get', args, {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-  });
-  try {
-    apt(['install', '-y', 'wrk']);
-  } catch {
-    apt(['update']);
-    apt(['install', '-y', 'wrk']);
-  }
-  if (!hasWrk()) throw new Error('wrk is still missing after apt-get install -y wrk');
-}
-
 /**
- * One wrk run. Options: url, threads, connections, durationS, cpu (pin), timeoutS,
+ * One wrk run. Options: url, threads, connections, durationS, cpus (pin), timeoutS,
  * method, body, contentType, authorization. Resolves with requests/s, latency percentiles
- * in ms and the error counts; `started` is a promise that resolves once wrk is running.
+ * in ms, bytes read and the error counts (a non-2xx answer is a "status" error).
  */
 export function runWrk(options) {
   const {
-    url, threads = 1, connections = 64, durationS = 8, cpu = null, timeoutS = 5,
+    url, threads = 1, connections = 64, durationS = 8, cpus = null, timeoutS = 5,
     method, body, contentType, authorization,
   } = options;
   const args = ['-t', String(threads), '-c', String(connections), '-d', `${durationS}s`,
     '--timeout', `${timeoutS}s`, '-s', REPORT_LUA, url];
-  const [cmd, argv] = pinned(cpu, 'wrk', args);
+  const [cmd, argv] = pinned(cpus, 'wrk', args);
   const env = {
     ...process.env,
     WRK_METHOD: method ?? '',
@@ -71,6 +44,7 @@ export function runWrk(options) {
       const errors = Object.values(raw.errors).reduce((a, b) => a + b, 0);
       resolve({
         requests: raw.requests,
+        bytes: raw.bytes,
         seconds,
         rps: raw.requests / seconds,
         p50Ms: raw.latencyUs.p50 / 1000,

@@ -1,5 +1,6 @@
-// The response every server of the end-to-end bench answers: the body of our server's
-// GET /ext/health, taken from the built host so the three can never drift apart.
+// The built-in endpoints' requests and answers, shared by ours and the bare server: the
+// body of our GET /ext/health, taken from the built host so the two can never drift apart,
+// and one JSON-RPC call to /ext/info.
 import { existsSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
@@ -15,14 +16,11 @@ export const BODY_TEXT = `${HEALTH_BODY}\n`;
 export const BODY = Buffer.from(BODY_TEXT);
 export const PATH = '/ext/health';
 export const CONTENT_TYPE = 'application/json';
-
-/** The refusal body our gate sends, for the peers' own refusals (never hit in the bench). */
-export function refusal(message) {
-  return `{"jsonrpc":"2.0","error":${JSON.stringify({ code: -32600, message })},"id":1}\n`;
-}
+export const INFO_PATH = '/ext/info';
+export const INFO_REQUEST = JSON.stringify({ jsonrpc: '2.0', method: 'info.getNetworkID', params: {}, id: 1 });
 
 /** Every bench server announces its port like the real CLI does. */
-export function listening(port) {
+function listening(port) {
   process.stdout.write(`${JSON.stringify({ level: 'info', msg: 'listening', host: '127.0.0.1', port })}\n`);
 }
 

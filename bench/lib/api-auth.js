@@ -1,0 +1,71 @@
+// api-auth as the bench runs it: the built CLI on a free loopback port, with a fresh
+// password file and data folder in a temporary directory, and tokens from auth.newToken.
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MAIN } from './common.js';
+import { startServer } from './proc.js';
+
+let threadsFlag;
+
+/** Whether this build has `--http-threads` (its `--help` names it). */
+export function supportsHttpThreads() {
+  threadsFlag ??= execFileSync(process.execPath, [MAIN, '--help'], { encoding: 'utf8' }).includes('--http-threads');
+  return threadsFlag;
+}
+
+/**
+ * Starts the CLI. Options: cpus (pin), authRequired (default true), upstream (a URL:
+ * gateway mode), threads (passed as --http-threads when the build has it; more than one
+ * without it is an error, never silently one), extraArgs. Resolves with the server, its
+ * password, its directory and `cleanup()` (stops it, removes the directory).
+ */
+export async function startOurs({ cpus = null, authRequired = true, upstream, threads, extraArgs = [] } = {}) {
+  if (threads > 1 && !supportsHttpThreads()) throw new Error(`api-auth --http-threads ${threads}: not supported by this build`);
+  const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-'));
+  const passwordFile = join(dir, 'password');
+  const password = randomBytes(18).toString('base64url');
+  writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
+  const args = [MAIN, '--http-port', '0', '--data-dir', join(dir, 'data')];
+  if (authRequired) args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
+  if (upstream !== undefined) args.push('--upstream', upstream);
+  if (threads !== undefined && supportsHttpThreads()) args.push('--http-threads', String(threads));
+  args.push(...extraArgs);
+  let server;
+  try {
+    server = await startServer(`api-auth${upstream ? ' gateway' : ''} (auth ${authRequired ? 'on' : 'off'})`, process.execPath, args, { cpus });
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    server,
+    password,
+    dir,
+    cleanup: async () => {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** One JSON-RPC call to /ext/auth. */
+export async function authCall(port, method, params, id = 1) {
+  const res = await fetch(`http://127.0.0.1:${port}/ext/auth`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', method, params, id }),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+/** A token granting `endpoints`, from auth.newToken. */
+export async function newToken(port, password, endpoints) {
+  const { status, body } = await authCall(port, 'auth.newToken', { password, endpoints });
+  if (status !== 200 || typeof body.result?.token !== 'string') {
+    throw new Error(`auth.newToken failed: HTTP ${status} ${JSON.stringify(body)}`);
+  }
+  return body.result.token;
+}

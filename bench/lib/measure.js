@@ -1,0 +1,77 @@
+// One measured HTTP run: a warm-up, then wrk with the CPU time of the servers involved
+// read around it, taken when the machine is quiet and marked when it was not.
+import { log } from './common.js';
+import { TICKS_PER_SECOND, processTicks, treeMeter } from './cpu.js';
+import { foreignCpuWindow, waitForQuiet } from './quiet.js';
+import { runWrk } from './wrk.js';
+
+/** Over this share of the machine used by other processes during a run, the run is flagged. */
+export const CONTENDED = 0.05;
+
+export function median(values) {
+  const s = values.filter((v) => v != null && Number.isFinite(v)).sort((a, b) => a - b);
+  if (s.length === 0) return null;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/**
+ * Runs a wrk measurement and adds where the CPU went: for each named process tree in
+ * `meters` ({ server: pid, upstream: pid }), its CPU time per request and its busy share of
+ * the window; and wrk's own CPU time (a reaped child of this process).
+ */
+export async function withCpu(pids, measure) {
+  const meters = Object.entries(pids).filter(([, pid]) => pid != null).map(([name, pid]) => [name, treeMeter(pid)]);
+  const me0 = processTicks(process.pid);
+  const t0 = process.hrtime.bigint();
+  const result = await measure();
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const me1 = processTicks(process.pid);
+  result.cpu = {};
+  for (const [name, meter] of meters) {
+    const ticks = meter.read();
+    if (ticks == null) continue;
+    const seconds = ticks / TICKS_PER_SECOND;
+    // Everything the tree used in the window, over the requests wrk counted: requests
+    // still in flight when wrk stopped are charged to the ones it counted.
+    result.cpu[name] = { usPerRequest: (seconds * 1e6) / Math.max(1, result.requests), busy: seconds / wall };
+  }
+  if (me0 && me1) result.cpu.wrk = { busy: (me1.children - me0.children) / TICKS_PER_SECOND / wall };
+  return result;
+}
+
+/**
+ * Runs `measure` once the machine is quiet (waiting up to `o.waitQuietS`), recording how
+ * much CPU other processes took meanwhile; a run they disturbed is repeated (up to
+ * `o.retries` times) and the least disturbed one kept, marked `contended` if even that one was.
+ */
+export async function measureQuietly(o, measure) {
+  let best = null;
+  for (let attempt = 0; attempt <= o.retries; attempt++) {
+    if (o.waitQuietS > 0) await waitForQuiet({ maxWaitS: o.waitQuietS });
+    const window = foreignCpuWindow();
+    const result = await measure();
+    result.foreign = window.end();
+    result.contended = result.foreign ? result.foreign.share > CONTENDED : null;
+    result.attempts = attempt + 1;
+    if (best === null || (result.foreign?.share ?? 0) < (best.foreign?.share ?? 0)) best = result;
+    if (!result.contended) break;
+    if (attempt < o.retries) log(`  other processes used ${(result.foreign.share * 100).toFixed(0)}% of the machine during the run; measuring again`);
+  }
+  return best;
+}
+
+/**
+ * Warm-up, then the measured run, both with the same request shape (`shape`: url,
+ * method, body, contentType, authorization, connections), wrk on `o.placement.load`
+ * with one thread per load CPU. `pids` are the process trees whose CPU is metered.
+ */
+export async function load(shape, pids, o) {
+  const cpus = o.placement.load;
+  const run = { ...shape, cpus, threads: Math.min(shape.connections, cpus?.length ?? 1) };
+  if (o.warmupS > 0) await runWrk({ ...run, durationS: o.warmupS });
+  const result = await measureQuietly(o, () => withCpu(pids, () => runWrk({ ...run, durationS: o.durationS })));
+  if (result.errorCount > 0) log(`  WARNING: wrk counted errors ${JSON.stringify(result.errors)}`);
+  if (result.contended) log(`  WARNING: other processes used ${(result.foreign.share * 100).toFixed(0)}% of the machine during the run (${result.foreign.top.join(', ')})`);
+  return result;
+}

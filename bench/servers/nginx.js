@@ -1,0 +1,90 @@
+// Debian's nginx in its two roles: the upstream node every gateway sits in front of (a
+// fixed JSON-RPC result of a chosen size for a POST), and the no-auth reverse proxy that
+// is the gateways' ceiling. Each runs from its own temporary directory (config, pid file,
+// error log, temp paths), in the foreground, stopped by its master's pid.
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, startOnPort } from '../lib/proc.js';
+import { RPC_PATH, rpcResult } from './rpc.js';
+
+/** What both roles share: where nginx writes, and how long it keeps a client connection. */
+function common(dir, workers) {
+  return `worker_processes ${workers};
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/client_body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  # nginx closes a client connection after 1000 requests by default; wrk and the gateways
+  # would then reconnect, which no other server here makes them do.
+  keepalive_requests 1000000;
+  keepalive_timeout 75s;
+`;
+}
+
+async function start(name, config, workers, cpus, files = {}) {
+  // nginx's workers drop to "nobody" when started as root: they must be able to read here.
+  const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-nginx-'));
+  chmodSync(dir, 0o755);
+  try {
+    const port = await freePort();
+    for (const [file, content] of Object.entries(files)) writeFileSync(join(dir, file), content, { mode: 0o644 });
+    writeFileSync(join(dir, 'nginx.conf'), config(dir, port), { mode: 0o644 });
+    const server = await startOnPort(name, 'nginx', ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log'), '-g', 'daemon off;'], port, { cpus });
+    return { ...server, workers, stop: async () => { await server.stop(); rmSync(dir, { recursive: true, force: true }); } };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+/**
+ * The upstream node: POST (or GET) `RPC_PATH` answers 200 with a JSON-RPC result of
+ * `bytes` bytes. nginx's static files refuse POST with 405; `error_page 405 =200 $uri`
+ * redirects internally to the same file as a GET (after reading the request body) and
+ * answers 200, which works for any size, where `return 200 "..."` would not hold 1 MiB.
+ */
+export function startUpstream({ bytes, workers = 1, cpus = null }) {
+  const body = rpcResult(bytes);
+  const config = (dir, port) => `${common(dir, workers)}
+  default_type application/json;
+  etag off;
+  server {
+    listen 127.0.0.1:${port} reuseport;
+    location = ${RPC_PATH} {
+      alias ${dir}/result.json;
+      error_page 405 =200 $uri;
+    }
+  }
+}
+`;
+  return start(`nginx upstream (${bytes} B)`, config, workers, cpus, { 'result.json': body }).then((server) => ({ ...server, body }));
+}
+
+/** nginx as a reverse proxy with no auth at all, keeping connections to the upstream open. */
+export function startNginxProxy({ upstreamPort, workers = 1, cpus = null }) {
+  const config = (dir, port) => `${common(dir, workers)}
+  upstream node {
+    server 127.0.0.1:${upstreamPort};
+    keepalive 256;
+  }
+  server {
+    listen 127.0.0.1:${port} reuseport;
+    location / {
+      proxy_pass http://node;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      # A large answer streams through the buffers instead of going to a temp file.
+      proxy_max_temp_file_size 0;
+    }
+  }
+}
+`;
+  return start('nginx proxy (no auth)', config, workers, cpus);
+}
