@@ -1,14 +1,21 @@
 // The core's whole public ABI. Every export takes and returns plain integers; bytes go
 // through the exchange buffers whose addresses the first exports give. See README.md
-// beside this file for the contract, the call order and the outcome codes.
-import { IO_BUF, IO_CAP, KEY_INNER, KEY_OUTER, PATH_BUF, PATH_CAP, RESULT_BUF, TOKEN_BUF, TOKEN_CAP, state } from './layout';
-import { hmacSha256 as hmac, hmacStates, sha256 as hash } from './sha256';
+// beside this file for the contract, the call order and the outcome codes. The threads
+// build (threads.ts) exports all of this too, plus the calls that attach an instance.
+import {
+  GENERATION, GRANT_COUNT, FLOOR, HEAP_BASE, INITIALIZED, INITIALIZING, NEXT_SERIAL, NOT_INITIALIZED, READY,
+  memoryReaches, state,
+} from './layout';
+import { IO_CAP, PATH_CAP, TOKEN_CAP, bindOwner, ioBuf, ownerOnly, pathBuf, resultBuf, tokenBuf } from './slots';
+import { claimShared32, readShared32, readShared64, writeShared32 } from './shared';
+import { hmacSha256 as hmac, sha256 as hash } from './sha256';
 import { Outcome } from './outcome';
 import { requestPathValid } from './paths';
-import { grantAdd as addGrant, grantsInit } from './grants';
-import { forgetCheckedTags, issueToken, revokeToken, tokensInit, verifyToken } from './token';
+import { GRANT_INDEX_BYTES, MAX_GRANT_BYTES, grantAdd as addGrant, grantsInit } from './grants';
+import { issueToken, revokeToken, setTokenKey, tokenScratchInit, tokenTablesInit, verifyToken } from './token';
 import {
-  MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, restoreSerials as restore, revocationsInit, sweep as sweepWindow,
+  MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, pageExpiryBytes, restoreSerials as restore, revocationsInit, ringBytes,
+  sweep as sweepWindow,
 } from './revocations';
 import { generate } from './password';
 
@@ -22,30 +29,48 @@ export function abiVersion(): u32 {
 
 /**
  * Sets the core up, once, before any other call but the buffer and hash exports: a ring
- * of 2^windowLog2 (12..30) revocation bits. 0 on success; -1 if the size is out of range
- * or the core was already set up.
+ * of 2^windowLog2 (12..30) revocation bits. 0 on success; -1 if the size is out of range,
+ * the core was already set up, or (threads build) the shared memory is too small.
  */
 export function init(windowLog2: u32): i32 {
-  if (state.initialized != 0 || windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) return -1;
-  tokensInit();
-  grantsInit();
-  revocationsInit(windowLog2);
-  state.initialized = 1;
+  if (windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) return -1;
+  // One instance sets a memory up, even when several try at once.
+  if (!claimShared32(INITIALIZED, NOT_INITIALIZED, INITIALIZING)) return -1;
+  // A build whose data reaches into the heap is broken.
+  if (__heap_base > HEAP_BASE) unreachable();
+  const bitmap = HEAP_BASE + GRANT_INDEX_BYTES;
+  const pageExpiry = bitmap + ringBytes(windowLog2);
+  const grantArea = (pageExpiry + pageExpiryBytes(windowLog2) + 15) & ~15;
+  const heapEnd = grantArea + MAX_GRANT_BYTES;
+  // The plain build grows as grants are added; the threads build cannot grow, so its
+  // memory must hold the whole grant area from the start.
+  if (!memoryReaches(ASC_FEATURE_THREADS ? heapEnd : grantArea)) {
+    writeShared32(INITIALIZED, NOT_INITIALIZED);
+    return -1;
+  }
+  state.slots = heapEnd;
+  grantsInit(HEAP_BASE, grantArea);
+  revocationsInit(windowLog2, bitmap, pageExpiry);
+  tokenTablesInit();
+  bindOwner();
+  tokenScratchInit();
+  // Last: an instance that attaches after reading READY sees all of the above.
+  writeShared32(INITIALIZED, READY);
   return 0;
 }
 
-export function tokenBuffer(): usize { return TOKEN_BUF; }
+export function tokenBuffer(): usize { return tokenBuf(); }
 export function tokenCapacity(): usize { return TOKEN_CAP; }
-export function pathBuffer(): usize { return PATH_BUF; }
+export function pathBuffer(): usize { return pathBuf(); }
 export function pathCapacity(): usize { return PATH_CAP; }
-export function ioBuffer(): usize { return IO_BUF; }
+export function ioBuffer(): usize { return ioBuf(); }
 export function ioCapacity(): usize { return IO_CAP; }
-export function resultBuffer(): usize { return RESULT_BUF; }
+export function resultBuffer(): usize { return resultBuf(); }
 
 /** SHA-256 of the first `len` bytes of the io buffer, into the result buffer. 0; -1 if `len` exceeds the buffer. */
 export function sha256(len: usize): i32 {
   if (len > IO_CAP) return -1;
-  hash(IO_BUF, len, RESULT_BUF);
+  hash(ioBuf(), len, resultBuf());
   return 0;
 }
 
@@ -55,30 +80,35 @@ export function sha256(len: usize): i32 {
  */
 export function hmacSha256(keyLen: usize, msgLen: usize): i32 {
   if (keyLen > IO_CAP || msgLen > IO_CAP - keyLen) return -1;
-  hmac(IO_BUF, keyLen, IO_BUF + keyLen, msgLen, RESULT_BUF);
+  const io = ioBuf();
+  hmac(io, keyLen, io + keyLen, msgLen, resultBuf());
   return 0;
 }
 
 /** Takes the token key (1..64 bytes) from the io buffer. 0 on success, -1 on a bad length. */
 export function setKey(len: usize): i32 {
+  ownerOnly();
   if (len == 0 || len > 64) return -1;
-  hmacStates(IO_BUF, len, KEY_INNER, KEY_OUTER);
-  forgetCheckedTags();
-  state.keySet = 1;
+  setTokenKey(ioBuf(), len);
   return 0;
 }
 
 /** The password generation: tokens verify only in the generation they were issued in. */
-export function generation(): u32 { return state.generation; }
+export function generation(): u32 { return readShared32(GENERATION); }
 
 /** Restores the generation at start. */
-export function setGeneration(generation: u32): void { state.generation = generation; }
+export function setGeneration(generation: u32): void {
+  ownerOnly();
+  writeShared32(GENERATION, generation);
+}
 
 /** Starts a new generation (a password change); returns it. */
 export function bumpGeneration(): u32 {
-  if (state.generation == u32.MAX_VALUE) unreachable();
-  state.generation += 1;
-  return state.generation;
+  ownerOnly();
+  const generation = readShared32(GENERATION);
+  if (generation == u32.MAX_VALUE) abort('the password generation is at its maximum');
+  writeShared32(GENERATION, generation + 1);
+  return generation + 1;
 }
 
 /**
@@ -87,18 +117,20 @@ export function bumpGeneration(): u32 {
  * 1024 bytes; for -4 and -5 the entry's index is the first u32 of the result buffer.
  */
 export function grantAdd(len: usize): i32 {
-  return addGrant(IO_BUF, min(len, IO_CAP));
+  ownerOnly();
+  return addGrant(ioBuf(), min(len, IO_CAP));
 }
 
-export function grantCount(): u32 { return state.grantCount; }
-export function nextSerial(): u64 { return state.nextSerial; }
-export function floor(): u64 { return state.floor; }
+export function grantCount(): u32 { return readShared32(GRANT_COUNT); }
+export function nextSerial(): u64 { return readShared64(NEXT_SERIAL); }
+export function floor(): u64 { return readShared64(FLOOR); }
 
 /**
  * After a restart: serials below `floor` are known expired, serials below `nextSerial`
  * were issued and expire by `expiryBound`. 0, or -1 when that does not fit the window.
  */
 export function restoreSerials(floor: u64, nextSerial: u64, expiryBound: u64): i32 {
+  ownerOnly();
   return restore(floor, nextSerial, expiryBound);
 }
 
@@ -108,7 +140,8 @@ export function restoreSerials(floor: u64, nextSerial: u64, expiryBound: u64): i
  * unknown grant, -2 too many live tokens, -3 bad time or lifetime, -4 no key set.
  */
 export function issue(grant: u32, now: i64, lifetime: u32): i32 {
-  return issueToken(grant, now, lifetime, TOKEN_BUF);
+  ownerOnly();
+  return issueToken(grant, now, lifetime, tokenBuf());
 }
 
 /**
@@ -117,9 +150,10 @@ export function issue(grant: u32, now: i64, lifetime: u32): i32 {
  * fit (BadPath, or Malformed for the token); nothing is read beyond the buffer.
  */
 export function verify(tokenLen: usize, pathLen: usize, now: i64): Outcome {
-  if (pathLen > PATH_CAP || !requestPathValid(PATH_BUF, pathLen)) return Outcome.BadPath;
+  const path = pathBuf();
+  if (pathLen > PATH_CAP || !requestPathValid(path, pathLen)) return Outcome.BadPath;
   if (tokenLen > TOKEN_CAP) return Outcome.Malformed;
-  return verifyToken(TOKEN_BUF, tokenLen, PATH_BUF, pathLen, now);
+  return verifyToken(tokenBuf(), tokenLen, path, pathLen, now);
 }
 
 /**
@@ -130,19 +164,21 @@ export function verify(tokenLen: usize, pathLen: usize, now: i64): Outcome {
  * read, and its token is Malformed.
  */
 export function authorize(headerLen: usize, pathLen: usize, now: i64): Outcome {
-  if (pathLen > PATH_CAP || !requestPathValid(PATH_BUF, pathLen)) return Outcome.BadPath;
+  const path = pathBuf();
+  if (pathLen > PATH_CAP || !requestPathValid(path, pathLen)) return Outcome.BadPath;
   if (headerLen == 0) return Outcome.NoToken;
   if (headerLen < BEARER_LEN) return Outcome.BadHeader;
   // "bearer" in lower case, little-endian, plus a space: the scheme is case-insensitive.
-  const scheme = (load<u32>(TOKEN_BUF) | 0x20202020) == 0x72616562 && (load<u16>(TOKEN_BUF, 4) | 0x2020) == 0x7265;
-  if (!scheme || load<u8>(TOKEN_BUF, 6) != 0x20) return Outcome.BadHeader;
+  const header = tokenBuf();
+  const scheme = (load<u32>(header) | 0x20202020) == 0x72616562 && (load<u16>(header, 4) | 0x2020) == 0x7265;
+  if (!scheme || load<u8>(header, 6) != 0x20) return Outcome.BadHeader;
   if (headerLen > TOKEN_CAP) return Outcome.Malformed;
-  return verifyToken(TOKEN_BUF + BEARER_LEN, headerLen - BEARER_LEN, PATH_BUF, pathLen, now);
+  return verifyToken(header + BEARER_LEN, headerLen - BEARER_LEN, path, pathLen, now);
 }
 
 /** Valid when the path in the path buffer may be served, BadPath otherwise. */
 export function checkPath(pathLen: usize): Outcome {
-  return pathLen <= PATH_CAP && requestPathValid(PATH_BUF, pathLen) ? Outcome.Valid : Outcome.BadPath;
+  return pathLen <= PATH_CAP && requestPathValid(pathBuf(), pathLen) ? Outcome.Valid : Outcome.BadPath;
 }
 
 /**
@@ -151,17 +187,20 @@ export function checkPath(pathLen: usize): Outcome {
  * result buffer. Any other outcome changed nothing.
  */
 export function revoke(tokenLen: usize, now: i64): Outcome {
+  ownerOnly();
   if (tokenLen > TOKEN_CAP) return Outcome.Malformed;
-  return revokeToken(TOKEN_BUF, tokenLen, now);
+  return revokeToken(tokenBuf(), tokenLen, now);
 }
 
 /** Replays a stored revocation at start: 0 marked, 1 already expired (dropped), -1 never issued. */
 export function revokeSerial(serial: u64): i32 {
+  ownerOnly();
   return markRevoked(serial);
 }
 
 /** Forgets revocations of tokens that have all expired by `now`. */
 export function sweep(now: i64): void {
+  ownerOnly();
   sweepWindow(now);
 }
 
@@ -172,5 +211,5 @@ export function sweep(now: i64): void {
  */
 export function generatePassword(entropyLen: usize, length: usize): i32 {
   if (length == 0 || length > TOKEN_CAP || entropyLen > IO_CAP) return -2;
-  return generate(IO_BUF, entropyLen, length, TOKEN_BUF);
+  return generate(ioBuf(), entropyLen, length, tokenBuf());
 }

@@ -1,43 +1,71 @@
 // Where everything lives in linear memory.
 //
-// The exchange buffers are how the host passes bytes in and reads them out: it writes
-// into them, calls an export with lengths, and reads the result, so the hot path neither
-// allocates nor copies twice. All mutable state of the core sits in memory too (never in
-// Wasm globals), so that instances on several threads can later share one memory.
+//   0 .. HEAP_BASE        data: constant tables, the state below, the key states, and
+//                         slot 0 (the exchange buffers and scratch of the instance that
+//                         called `init`; see slots.ts)
+//   HEAP_BASE ..          the heap, laid out by `init`: the grant index (MAX_GRANTS * 8),
+//                         the revocation ring (2^windowLog2 / 8), the page expiries
+//                         (2^windowLog2 / 4096 * 8), then the grant lists (up to
+//                         MAX_GRANT_BYTES), which fill upwards as grants are added
+//   slots ..              threads build: slots 1, 2, ... (SLOT_BYTES each) up to the end
+//                         of the memory, one per attached instance
+//
+// The plain build grows its memory as grants are added. The threads build imports a
+// shared memory that never grows (its buffers must stay valid on every thread), so the
+// host sizes it at start for the whole grant area and its threads, and `init` refuses a
+// memory that is too small.
+//
+// All mutable state sits in memory, never in Wasm globals, so that instances on several
+// threads see one state. The only globals are per instance: which slot it uses.
 
-/** The `Authorization` header value or token text, in and out. */
-export const TOKEN_CAP: usize = 512;
-export const TOKEN_BUF: usize = memory.data(<i32>TOKEN_CAP, 16);
+/** Where the heap starts in both builds: the data (slot 0 included) fits below. */
+export const HEAP_BASE: usize = 2 << 16;
 
-/** The request path. */
-export const PATH_CAP: usize = 8192;
-export const PATH_BUF: usize = memory.data(<i32>PATH_CAP, 16);
-
-/** Larger inputs: keys, endpoint lists, entropy, hash inputs. */
-export const IO_CAP: usize = 65536;
-export const IO_BUF: usize = memory.data(<i32>IO_CAP, 16);
-
-/** Results: a digest, the claims of a token, the index of a refused entry. */
-export const RESULT_CAP: usize = 64;
-export const RESULT_BUF: usize = memory.data(<i32>RESULT_CAP, 16);
-
-/** The core's durable-in-spirit state: what the host restores after a restart. */
+/** What only `init` and the owner write: fixed once `init` returns, or private to the owner. */
 @unmanaged export class State {
-  initialized: u32;
-  keySet: u32;
-  generation: u32;
   windowLog2: u32;
-  grantCount: u32;
   grantBytes: u32;
   grantIndex: usize;
   bitmap: usize;
   pageExpiry: usize;
-  nextSerial: u64;
-  floor: u64;
+  grantArea: usize;
+  slots: usize;
 }
 
-export const state = changetype<State>(memory.data(64, 16));
+export const state = changetype<State>(memory.data(32, 16));
 
-/** HMAC inner and outer states of the token key. */
+// The fields every thread reads while the owner changes them: through shared.ts only.
+const SHARED: usize = memory.data(32, 16);
+/** u64: the serial the next token gets. */
+export const NEXT_SERIAL: usize = SHARED;
+/** u64: the lowest serial the revocation ring still tracks. */
+export const FLOOR: usize = SHARED + 8;
+/** u32: 0 before the first key; odd while a key is being set; even (2, 4, ...) once set. */
+export const KEY_EPOCH: usize = SHARED + 16;
+/** u32: the password generation. */
+export const GENERATION: usize = SHARED + 20;
+/** u32: how many grants are published. */
+export const GRANT_COUNT: usize = SHARED + 24;
+/** u32: NOT_INITIALIZED, INITIALIZING or READY. */
+export const INITIALIZED: usize = SHARED + 28;
+
+export const NOT_INITIALIZED: u32 = 0;
+export const INITIALIZING: u32 = 1;
+export const READY: u32 = 2;
+
+/** HMAC inner and outer states of the token key, written under KEY_EPOCH. */
 export const KEY_INNER: usize = memory.data(32, 16);
 export const KEY_OUTER: usize = memory.data(32, 16);
+
+/**
+ * Whether the memory reaches `end`: the plain build grows it when it does not (doubling,
+ * so that adding grants one by one grows it rarely); the threads build never grows it.
+ */
+export function memoryReaches(end: usize): bool {
+  const pages = memory.size();
+  const have = <usize>pages << 16;
+  if (end <= have) return true;
+  if (ASC_FEATURE_THREADS) return false;
+  const needed = <i32>((end - have + 0xffff) >>> 16);
+  return memory.grow(max(pages, needed)) >= 0 || memory.grow(needed) >= 0;
+}

@@ -6,7 +6,11 @@
 // tokens issued in it, and once a page is full and all its tokens have expired, the floor
 // moves past it and its bits are cleared for reuse. So memory is fixed, and a revocation
 // costs nothing once its token would have expired anyway.
-import { state } from './layout';
+//
+// Every thread reads the bits and the counters while the owner changes them (shared.ts):
+// a revocation is one atomic OR, done before `revoke` returns.
+import { FLOOR, NEXT_SERIAL, state } from './layout';
+import { clearShared, orShared8, readShared64, readShared8, writeShared64 } from './shared';
 
 export const PAGE_LOG2: u32 = 12;
 export const PAGE: u64 = 1 << PAGE_LOG2;
@@ -28,33 +32,41 @@ export const MAX_WINDOW_LOG2: u32 = 30;
   return state.bitmap + <usize>((serial & (windowSize() - 1)) >> 3);
 }
 
-/** Allocates the ring for 2^windowLog2 serials; called once by `init`. */
-export function revocationsInit(windowLog2: u32): void {
+/** Bytes of the ring for 2^windowLog2 serials. */
+export function ringBytes(windowLog2: u32): usize {
+  return <usize>1 << (windowLog2 - 3);
+}
+
+/** Bytes of the page expiries for 2^windowLog2 serials. */
+export function pageExpiryBytes(windowLog2: u32): usize {
+  return <usize>8 << (windowLog2 - PAGE_LOG2);
+}
+
+/** Sets up the ring at `bitmap` and the page expiries at `pageExpiry`; called once by `init`. */
+export function revocationsInit(windowLog2: u32, bitmap: usize, pageExpiry: usize): void {
   state.windowLog2 = windowLog2;
-  const bytes = <usize>(windowSize() >> 3);
-  state.bitmap = heap.alloc(bytes);
-  memory.fill(state.bitmap, 0, bytes);
-  const pages = <usize>(windowSize() >> PAGE_LOG2);
-  state.pageExpiry = heap.alloc(pages << 3);
-  memory.fill(state.pageExpiry, 0, pages << 3);
-  state.floor = 0;
-  state.nextSerial = 0;
+  state.bitmap = bitmap;
+  memory.fill(bitmap, 0, ringBytes(windowLog2));
+  state.pageExpiry = pageExpiry;
+  memory.fill(pageExpiry, 0, pageExpiryBytes(windowLog2));
+  writeShared64(FLOOR, 0);
+  writeShared64(NEXT_SERIAL, 0);
 }
 
 /** Whether the next serial still fits in the window. */
 // @ts-ignore: decorator
 @inline export function canIssue(): bool {
-  return state.nextSerial - state.floor < windowSize();
+  return readShared64(NEXT_SERIAL) - readShared64(FLOOR) < windowSize();
 }
 
 /** Takes the next serial for a token that expires at `expiry`. Call `canIssue` first. */
 export function takeSerial(expiry: u64): u64 {
-  const serial = state.nextSerial;
+  const serial = readShared64(NEXT_SERIAL);
   const slot = state.pageExpiry + (pageSlot(serial) << 3);
   // The first serial of a page starts the page afresh: its slot may have served an
   // earlier, swept page.
   if ((serial & (PAGE - 1)) == 0 || load<u64>(slot) < expiry) store<u64>(slot, expiry);
-  state.nextSerial = serial + 1;
+  writeShared64(NEXT_SERIAL, serial + 1);
   return serial;
 }
 
@@ -63,39 +75,45 @@ export function takeSerial(expiry: u64): u64 {
  * [floor, nextSerial) cannot belong to a live token; refusing them fails closed.
  */
 export function isRevoked(serial: u64): bool {
-  if (serial < state.floor || serial >= state.nextSerial) return true;
-  return (load<u8>(bitAddress(serial)) & (1 << <u8>(serial & 7))) != 0;
+  // The bit before the bounds: `sweep` raises the floor before it clears a page, so a
+  // thread that finds a bit already cleared finds the serial below the floor.
+  const bit = readShared8(bitAddress(serial)) & (1 << <u32>(serial & 7));
+  if (serial < readShared64(FLOOR) || serial >= readShared64(NEXT_SERIAL)) return true;
+  return bit != 0;
 }
 
 /** Marks a serial revoked. 0: marked; 1: below the floor (expired, nothing to keep); -1: never issued. */
 export function markRevoked(serial: u64): i32 {
-  if (serial < state.floor) return 1;
-  if (serial >= state.nextSerial) return -1;
-  const at = bitAddress(serial);
-  store<u8>(at, load<u8>(at) | (1 << <u8>(serial & 7)));
+  if (serial < readShared64(FLOOR)) return 1;
+  if (serial >= readShared64(NEXT_SERIAL)) return -1;
+  orShared8(bitAddress(serial), <u8>(1 << <u8>(serial & 7)));
   return 0;
 }
 
 /** Moves the floor past every full page whose tokens have all expired at `now`. */
 export function sweep(now: i64): void {
-  const pageBytes = <usize>(PAGE >> 3);
-  while (state.floor + PAGE <= state.nextSerial && <i64>load<u64>(state.pageExpiry + (pageSlot(state.floor) << 3)) <= now) {
-    memory.fill(bitAddress(state.floor), 0, pageBytes);
-    state.floor += PAGE;
+  const next = readShared64(NEXT_SERIAL);
+  let floor = readShared64(FLOOR);
+  while (floor + PAGE <= next && <i64>load<u64>(state.pageExpiry + (pageSlot(floor) << 3)) <= now) {
+    const bits = bitAddress(floor);
+    floor += PAGE;
+    writeShared64(FLOOR, floor);
+    clearShared(bits, <usize>(PAGE >> 3));
   }
 }
 
 /**
  * Restores the counters after a restart: every serial below `nextSerial` was issued, and
  * its token expires by `expiryBound` at the latest. `floor` is rounded down to a page.
+ * Part of starting up: no other thread serves yet.
  */
 export function restoreSerials(floor: u64, nextSerial: u64, expiryBound: u64): i32 {
   const base = floor & ~(PAGE - 1);
   if (nextSerial < base || nextSerial - base > windowSize()) return -1;
-  memory.fill(state.bitmap, 0, <usize>(windowSize() >> 3));
-  memory.fill(state.pageExpiry, 0, <usize>(windowSize() >> PAGE_LOG2) << 3);
-  state.floor = base;
-  state.nextSerial = nextSerial;
+  clearShared(state.bitmap, ringBytes(state.windowLog2));
+  memory.fill(state.pageExpiry, 0, pageExpiryBytes(state.windowLog2));
+  writeShared64(FLOOR, base);
+  writeShared64(NEXT_SERIAL, nextSerial);
   for (let s = base; s < nextSerial; s += PAGE) store<u64>(state.pageExpiry + (pageSlot(s) << 3), expiryBound);
   return 0;
 }

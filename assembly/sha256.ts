@@ -1,5 +1,7 @@
 // SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104) over raw linear memory.
-// Nothing here allocates: states, the message schedule and padding live in static scratch.
+// Nothing here allocates: states, the message schedule and padding live in the calling
+// instance's slot (slots.ts), so threads hash side by side.
+import { keyBlock, padBuf, scheduleBuf, scratchDigest, scratchInner, scratchOuter } from './slots';
 
 // Round constants: the first 32 bits of the fractional parts of the cube roots of the
 // first 64 primes.
@@ -25,13 +27,6 @@ export const BLOCK: usize = 64;
 /** Bytes in a digest, and in a hash state (eight 32-bit words). */
 export const DIGEST: usize = 32;
 
-const W: usize = memory.data(64 * 4, 16);
-const PAD: usize = memory.data(2 * 64, 16);
-const KEY_BLOCK: usize = memory.data(64, 16);
-const SCRATCH_INNER: usize = memory.data(32, 16);
-const SCRATCH_OUTER: usize = memory.data(32, 16);
-const SCRATCH_DIGEST: usize = memory.data(32, 16);
-
 // @ts-ignore: decorator
 @inline function CH(x: u32, y: u32, z: u32): u32 { return (x & y) ^ (~x & z); }
 // @ts-ignore: decorator
@@ -53,13 +48,14 @@ const SCRATCH_DIGEST: usize = memory.data(32, 16);
 
 /** Folds one 64-byte block into a state of eight native-endian words. */
 export function compress(state: usize, block: usize): void {
+  const schedule = scheduleBuf();
   for (let i: usize = 0; i < 16; i++) {
-    store<u32>(W + (i << 2), bswap<u32>(load<u32>(block + (i << 2))));
+    store<u32>(schedule + (i << 2), bswap<u32>(load<u32>(block + (i << 2))));
   }
   for (let i: usize = 16; i < 64; i++) {
-    const w = SIG1(load<u32>(W + ((i - 2) << 2))) + load<u32>(W + ((i - 7) << 2)) +
-      SIG0(load<u32>(W + ((i - 15) << 2))) + load<u32>(W + ((i - 16) << 2));
-    store<u32>(W + (i << 2), w);
+    const w = SIG1(load<u32>(schedule + ((i - 2) << 2))) + load<u32>(schedule + ((i - 7) << 2)) +
+      SIG0(load<u32>(schedule + ((i - 15) << 2))) + load<u32>(schedule + ((i - 16) << 2));
+    store<u32>(schedule + (i << 2), w);
   }
   let a = load<u32>(state, 0);
   let b = load<u32>(state, 4);
@@ -70,7 +66,7 @@ export function compress(state: usize, block: usize): void {
   let g = load<u32>(state, 24);
   let h = load<u32>(state, 28);
   for (let i: usize = 0; i < 64; i++) {
-    const t1 = h + EP1(e) + CH(e, f, g) + load<u32>(K + (i << 2)) + load<u32>(W + (i << 2));
+    const t1 = h + EP1(e) + CH(e, f, g) + load<u32>(K + (i << 2)) + load<u32>(schedule + (i << 2));
     const t2 = EP0(a) + MAJ(a, b, c);
     h = g;
     g = f;
@@ -107,20 +103,22 @@ export function finish(state: usize, data: usize, len: usize, before: u64): void
     off += BLOCK;
   }
   const rest = len - off;
-  memory.fill(PAD, 0, 2 * BLOCK);
-  memory.copy(PAD, data + off, rest);
-  store<u8>(PAD + rest, 0x80);
+  const pad = padBuf();
+  memory.fill(pad, 0, 2 * BLOCK);
+  memory.copy(pad, data + off, rest);
+  store<u8>(pad + rest, 0x80);
   const padded: usize = rest + 9 > BLOCK ? 2 * BLOCK : BLOCK;
-  store<u64>(PAD + padded - 8, bswap<u64>((before + <u64>len) << 3));
-  compress(state, PAD);
-  if (padded > BLOCK) compress(state, PAD + BLOCK);
+  store<u64>(pad + padded - 8, bswap<u64>((before + <u64>len) << 3));
+  compress(state, pad);
+  if (padded > BLOCK) compress(state, pad + BLOCK);
 }
 
 /** SHA-256 of `len` bytes at `data`; the 32-byte digest goes to `out`. */
 export function sha256(data: usize, len: usize, out: usize): void {
-  reset(SCRATCH_INNER);
-  finish(SCRATCH_INNER, data, len, 0);
-  digestOut(SCRATCH_INNER, out);
+  const state = scratchInner();
+  reset(state);
+  finish(state, data, len, 0);
+  digestOut(state, out);
 }
 
 /**
@@ -128,25 +126,29 @@ export function sha256(data: usize, len: usize, out: usize): void {
  * key block XOR ipad (resp. opad), so a MAC of a short message costs two compressions.
  */
 export function hmacStates(key: usize, keyLen: usize, inner: usize, outer: usize): void {
-  memory.fill(KEY_BLOCK, 0, BLOCK);
-  if (keyLen > BLOCK) sha256(key, keyLen, KEY_BLOCK);
-  else memory.copy(KEY_BLOCK, key, keyLen);
-  for (let i: usize = 0; i < BLOCK; i++) store<u8>(KEY_BLOCK + i, load<u8>(KEY_BLOCK + i) ^ 0x36);
+  const block = keyBlock();
+  memory.fill(block, 0, BLOCK);
+  if (keyLen > BLOCK) sha256(key, keyLen, block);
+  else memory.copy(block, key, keyLen);
+  for (let i: usize = 0; i < BLOCK; i++) store<u8>(block + i, load<u8>(block + i) ^ 0x36);
   reset(inner);
-  compress(inner, KEY_BLOCK);
-  for (let i: usize = 0; i < BLOCK; i++) store<u8>(KEY_BLOCK + i, load<u8>(KEY_BLOCK + i) ^ (0x36 ^ 0x5c));
+  compress(inner, block);
+  for (let i: usize = 0; i < BLOCK; i++) store<u8>(block + i, load<u8>(block + i) ^ (0x36 ^ 0x5c));
   reset(outer);
-  compress(outer, KEY_BLOCK);
-  memory.fill(KEY_BLOCK, 0, BLOCK);
+  compress(outer, block);
+  memory.fill(block, 0, BLOCK);
 }
 
 /** HMAC-SHA256 of any key and message; the 32-byte tag goes to `out`. */
 export function hmacSha256(key: usize, keyLen: usize, msg: usize, msgLen: usize, out: usize): void {
-  hmacStates(key, keyLen, SCRATCH_INNER, SCRATCH_OUTER);
-  finish(SCRATCH_INNER, msg, msgLen, BLOCK);
-  digestOut(SCRATCH_INNER, SCRATCH_DIGEST);
-  finish(SCRATCH_OUTER, SCRATCH_DIGEST, DIGEST, BLOCK);
-  digestOut(SCRATCH_OUTER, out);
+  const inner = scratchInner();
+  const outer = scratchOuter();
+  const digest = scratchDigest();
+  hmacStates(key, keyLen, inner, outer);
+  finish(inner, msg, msgLen, BLOCK);
+  digestOut(inner, digest);
+  finish(outer, digest, DIGEST, BLOCK);
+  digestOut(outer, out);
 }
 
 /** Compares `len` bytes in time that depends only on `len`. */

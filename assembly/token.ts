@@ -12,8 +12,10 @@
 // The tag covers every other byte, so no byte can change undetected; 76 characters from
 // the base64url alphabet are the only accepted spelling, so there is exactly one text per
 // token (no padding, no trailing bits).
-import { BLOCK, DIGEST, compress, digestOut, equalConstantTime } from './sha256';
-import { state, KEY_INNER, KEY_OUTER, RESULT_BUF } from './layout';
+import { BLOCK, DIGEST, compress, digestOut, equalConstantTime, hmacStates } from './sha256';
+import { GENERATION, GRANT_COUNT, KEY_EPOCH, KEY_INNER, KEY_OUTER } from './layout';
+import { CACHE_LINE, cacheBuf, hashBuf, innerBlock, outerBlock, rawBuf, resultBuf, tagBuf } from './slots';
+import { readShared32, readSharedBytes, writeShared32, writeSharedBytes } from './shared';
 import { Outcome } from './outcome';
 import { grantLen, grantPtr } from './grants';
 import { canIssue, isRevoked, markRevoked, sweep, takeSerial } from './revocations';
@@ -29,48 +31,37 @@ export const ISSUE_WINDOW_FULL: i32 = -2;
 export const ISSUE_BAD_TIME: i32 = -3;
 export const ISSUE_NO_KEY: i32 = -4;
 
-const RAW: usize = memory.data(64, 16);
-const TAG: usize = memory.data(32, 16);
-const HASH: usize = memory.data(32, 16);
-// The second block of each HMAC pass: message, then padding and length that never change
-// (the key block came first, so the inner length is 64 + 25 bytes, the outer 64 + 32).
-const INNER_BLOCK: usize = memory.data(64, 16);
-const OUTER_BLOCK: usize = memory.data(64, 16);
+// Base64url, both ways: shared tables, filled by `init` and read-only after.
 const ENCODE: usize = memory.data(64);
 const DECODE: usize = memory.data(256);
 
 // Tokens whose tag was checked lately, so that a client presenting the same token again
-// costs a comparison instead of two compressions. A slot is chosen by the tag's first
-// byte and holds the whole token; only a token equal in every byte, compared in constant
-// time, skips the HMAC, and a new key empties the cache. Generation, expiry and
-// revocation are checked on every call all the same.
-const CACHE_SLOTS: usize = 256;
-const CACHE_SLOT: usize = 64;
-const CACHE: usize = memory.data(<i32>(CACHE_SLOTS * CACHE_SLOT), 16);
+// costs a comparison instead of two compressions. Each instance keeps its own cache in
+// its slot. A line is chosen by the tag's first byte and holds the whole token and the
+// key epoch it was checked under; only a token equal in every byte, compared in constant
+// time, under the key of that same epoch, skips the HMAC. So a new key, set on whichever
+// thread, voids every thread's cache at once. Generation, expiry and revocation are
+// checked on every call all the same.
+const CACHE_EPOCH: usize = 60;
 
-/** Forgets every checked tag; called when the key changes. */
-export function forgetCheckedTags(): void {
-  memory.fill(CACHE, 0, CACHE_SLOTS * CACHE_SLOT);
-}
-
-/** Whether the tag of the token in RAW is right, from the cache or by computing it. */
-function tagValid(): bool {
-  const slot = CACHE + (<usize>load<u8>(RAW + PAYLOAD) << 6);
-  if (equalConstantTime(slot, RAW, RAW_LEN)) return true;
-  sign(RAW, TAG);
-  if (!equalConstantTime(TAG, RAW + PAYLOAD, DIGEST)) return false;
-  memory.copy(slot, RAW, RAW_LEN);
+/**
+ * Whether the tag of the token at `raw` is right under the key of `epoch`, from the cache
+ * or by computing it.
+ */
+function tagValid(raw: usize, epoch: u32): bool {
+  const line = cacheBuf() + <usize>load<u8>(raw + PAYLOAD) * CACHE_LINE;
+  if (load<u32>(line, CACHE_EPOCH) == epoch && equalConstantTime(line, raw, RAW_LEN)) return true;
+  const tag = tagBuf();
+  sign(raw, tag);
+  // A key set while this thread read the key states may have mixed two keys: refuse.
+  if (readShared32(KEY_EPOCH) != epoch || !equalConstantTime(tag, raw + PAYLOAD, DIGEST)) return false;
+  memory.copy(line, raw, RAW_LEN);
+  store<u32>(line, epoch, CACHE_EPOCH);
   return true;
 }
 
-/** Fills the fixed tables; called once by `init`. */
-export function tokensInit(): void {
-  memory.fill(INNER_BLOCK, 0, BLOCK);
-  store<u8>(INNER_BLOCK + PAYLOAD, 0x80);
-  store<u64>(INNER_BLOCK + BLOCK - 8, bswap<u64>(<u64>(BLOCK + PAYLOAD) << 3));
-  memory.fill(OUTER_BLOCK, 0, BLOCK);
-  store<u8>(OUTER_BLOCK + DIGEST, 0x80);
-  store<u64>(OUTER_BLOCK + BLOCK - 8, bswap<u64>(<u64>(BLOCK + DIGEST) << 3));
+/** Fills the shared base64url tables; called once by `init`. */
+export function tokenTablesInit(): void {
   memory.fill(DECODE, 0xff, 256);
   for (let i: u32 = 0; i < 64; i++) {
     const c: u32 = i < 26 ? 0x41 + i : i < 52 ? 0x61 + i - 26 : i < 62 ? 0x30 + i - 52 : i == 62 ? 0x2d : 0x5f;
@@ -79,15 +70,52 @@ export function tokensInit(): void {
   }
 }
 
+/**
+ * Prepares the HMAC blocks of this instance's slot; called by `init` and `attach`. The
+ * second block of each HMAC pass is the message, then padding and length that never
+ * change (the key block came first, so the inner length is 64 + 25 bytes, the outer
+ * 64 + 32).
+ */
+export function tokenScratchInit(): void {
+  const inner = innerBlock();
+  memory.fill(inner, 0, BLOCK);
+  store<u8>(inner + PAYLOAD, 0x80);
+  store<u64>(inner + BLOCK - 8, bswap<u64>(<u64>(BLOCK + PAYLOAD) << 3));
+  const outer = outerBlock();
+  memory.fill(outer, 0, BLOCK);
+  store<u8>(outer + DIGEST, 0x80);
+  store<u64>(outer + BLOCK - 8, bswap<u64>(<u64>(BLOCK + DIGEST) << 3));
+}
+
+/**
+ * Sets the token key (`len` bytes at `key`): its HMAC states are derived in this slot,
+ * then published between two epoch steps, so that a thread reading them meanwhile sees
+ * an odd epoch or a changed one and refuses rather than sign with half of each key.
+ */
+export function setTokenKey(key: usize, len: usize): void {
+  const inner = hashBuf();
+  const outer = tagBuf();
+  hmacStates(key, len, inner, outer);
+  const epoch = readShared32(KEY_EPOCH);
+  if (epoch > u32.MAX_VALUE - 3) abort('the token key was set too many times');
+  writeShared32(KEY_EPOCH, epoch + 1);
+  writeSharedBytes(KEY_INNER, inner, DIGEST);
+  writeSharedBytes(KEY_OUTER, outer, DIGEST);
+  writeShared32(KEY_EPOCH, epoch + 2);
+}
+
 /** The tag of the payload at `payload`, written to `out`: two compressions. */
 function sign(payload: usize, out: usize): void {
-  memory.copy(INNER_BLOCK, payload, PAYLOAD);
-  memory.copy(HASH, KEY_INNER, DIGEST);
-  compress(HASH, INNER_BLOCK);
-  digestOut(HASH, OUTER_BLOCK);
-  memory.copy(HASH, KEY_OUTER, DIGEST);
-  compress(HASH, OUTER_BLOCK);
-  digestOut(HASH, out);
+  const hash = hashBuf();
+  const inner = innerBlock();
+  const outer = outerBlock();
+  memory.copy(inner, payload, PAYLOAD);
+  readSharedBytes(hash, KEY_INNER, DIGEST);
+  compress(hash, inner);
+  digestOut(hash, outer);
+  readSharedBytes(hash, KEY_OUTER, DIGEST);
+  compress(hash, outer);
+  digestOut(hash, out);
 }
 
 function encode(src: usize, dst: usize): void {
@@ -126,55 +154,62 @@ function decode(src: usize, dst: usize): bool {
 // @ts-ignore: decorator
 @inline function grantOf(raw: usize): u32 { return bswap<u32>(load<u32>(raw, 21)); }
 
-/** Claims of the token in RAW, for the host: serial, expiry, generation, grant (little-endian). */
-function writeClaims(): void {
-  store<u64>(RESULT_BUF, serialOf(RAW));
-  store<u64>(RESULT_BUF, expiryOf(RAW), 8);
-  store<u32>(RESULT_BUF, generationOf(RAW), 16);
-  store<u32>(RESULT_BUF, grantOf(RAW), 20);
+/** Claims of the token at `raw`, for the host: serial, expiry, generation, grant (little-endian). */
+function writeClaims(raw: usize): void {
+  const result = resultBuf();
+  store<u64>(result, serialOf(raw));
+  store<u64>(result, expiryOf(raw), 8);
+  store<u32>(result, generationOf(raw), 16);
+  store<u32>(result, grantOf(raw), 20);
 }
 
 /**
- * Everything but the path: decodes the token text into RAW and checks its tag, its
- * generation, its expiry and the revocation bitmap, in that order.
+ * Everything but the path: decodes the token text into `raw` and checks its tag, its
+ * generation, its expiry and the revocation bitmap, in that order. Each shared field is
+ * read once, atomically in the threads build: a check that starts after a change by the
+ * owner returned sees that change.
  */
-function check(text: usize, len: usize, now: i64): Outcome {
-  if (len != TEXT_LEN || !decode(text, RAW) || load<u8>(RAW) != VERSION) return Outcome.Malformed;
-  if (!state.keySet) return Outcome.BadSignature;
-  if (!tagValid()) return Outcome.BadSignature;
-  if (generationOf(RAW) != state.generation) return Outcome.EarlierGeneration;
+function check(text: usize, len: usize, raw: usize, now: i64): Outcome {
+  if (len != TEXT_LEN || !decode(text, raw) || load<u8>(raw) != VERSION) return Outcome.Malformed;
+  // No key yet (0), or one being set (odd): nothing verifies.
+  const epoch = readShared32(KEY_EPOCH);
+  if (epoch == 0 || (epoch & 1) != 0) return Outcome.BadSignature;
+  if (!tagValid(raw, epoch)) return Outcome.BadSignature;
+  if (generationOf(raw) != readShared32(GENERATION)) return Outcome.EarlierGeneration;
   // An expiry beyond i64 was never issued; as a negative number it counts as past.
-  if (<i64>expiryOf(RAW) <= now) return Outcome.Expired;
-  if (isRevoked(serialOf(RAW))) return Outcome.Revoked;
-  if (grantOf(RAW) >= state.grantCount) return Outcome.Malformed;
+  if (<i64>expiryOf(raw) <= now) return Outcome.Expired;
+  if (isRevoked(serialOf(raw))) return Outcome.Revoked;
+  if (grantOf(raw) >= readShared32(GRANT_COUNT)) return Outcome.Malformed;
   return Outcome.Valid;
 }
 
 /** Whether the token text at `text` grants the path at `path` at time `now`. */
 export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize, now: i64): Outcome {
-  const outcome = check(text, len, now);
+  const raw = rawBuf();
+  const outcome = check(text, len, raw, now);
   if (outcome != Outcome.Valid) return outcome;
-  const grant = grantOf(RAW);
+  const grant = grantOf(raw);
   return grants(grantPtr(grant), grantLen(grant), path, pathLen) ? Outcome.Valid : Outcome.NotGranted;
 }
 
 /** Issues a token into `out`; returns its length or a negative ISSUE_ code. */
 export function issueToken(grant: u32, now: i64, lifetime: u32, out: usize): i32 {
-  if (!state.keySet) return ISSUE_NO_KEY;
-  if (grant >= state.grantCount) return ISSUE_UNKNOWN_GRANT;
+  if (readShared32(KEY_EPOCH) == 0) return ISSUE_NO_KEY;
+  if (grant >= readShared32(GRANT_COUNT)) return ISSUE_UNKNOWN_GRANT;
   if (lifetime == 0 || now < 0) return ISSUE_BAD_TIME;
   sweep(now);
   if (!canIssue()) return ISSUE_WINDOW_FULL;
   const expiry = <u64>now + <u64>lifetime;
   const serial = takeSerial(expiry);
-  store<u8>(RAW, VERSION);
-  store<u32>(RAW, bswap<u32>(state.generation), 1);
-  store<u64>(RAW, bswap<u64>(serial), 5);
-  store<u64>(RAW, bswap<u64>(expiry), 13);
-  store<u32>(RAW, bswap<u32>(grant), 21);
-  sign(RAW, RAW + PAYLOAD);
-  encode(RAW, out);
-  writeClaims();
+  const raw = rawBuf();
+  store<u8>(raw, VERSION);
+  store<u32>(raw, bswap<u32>(readShared32(GENERATION)), 1);
+  store<u64>(raw, bswap<u64>(serial), 5);
+  store<u64>(raw, bswap<u64>(expiry), 13);
+  store<u32>(raw, bswap<u32>(grant), 21);
+  sign(raw, raw + PAYLOAD);
+  encode(raw, out);
+  writeClaims(raw);
   return <i32>TEXT_LEN;
 }
 
@@ -184,8 +219,9 @@ export function issueToken(grant: u32, now: i64, lifetime: u32, out: usize): i32
  * earlier call can still record the revocation when the client retries.
  */
 export function revokeToken(text: usize, len: usize, now: i64): Outcome {
-  const outcome = check(text, len, now);
-  if (outcome == Outcome.Valid) markRevoked(serialOf(RAW));
-  if (outcome == Outcome.Valid || outcome == Outcome.Revoked) writeClaims();
+  const raw = rawBuf();
+  const outcome = check(text, len, raw, now);
+  if (outcome == Outcome.Valid) markRevoked(serialOf(raw));
+  if (outcome == Outcome.Valid || outcome == Outcome.Revoked) writeClaims(raw);
   return outcome;
 }

@@ -4,6 +4,11 @@
 // It is also the core's portable loader: it uses no Node built-ins, so Deno, Bun and
 // browsers load it unchanged and hand it the compiled module their own way (Node code
 // gets it from core-module.ts). The ABI it wraps is documented in assembly/README.md.
+//
+// It loads either build: core.wasm, each instance with its own memory, or
+// core-threads.wasm, whose instances on several threads share one memory and so one
+// state: one of them, the owner, sets the memory up and makes every change; the others
+// attach to it and check tokens.
 import { instantiateSync } from '@assemblyscript/loader';
 
 /** Outcomes of a token check. Same numbers as `Outcome` in assembly/outcome.ts. */
@@ -65,6 +70,60 @@ export const MAX_ENDPOINTS = 128;
 export const MAX_ENDPOINT_LENGTH = 1024;
 export const GENERATED_PASSWORD_LENGTH = 32;
 const DEFAULT_WINDOW_LOG2 = 22;
+const MIN_WINDOW_LOG2 = 12;
+const MAX_WINDOW_LOG2 = 30;
+
+// The threads build's memory map (assembly/layout.ts and slots.ts): the data below the
+// heap, the grant index, the revocation ring and its page expiries, room for every grant
+// list, then one slot per instance beyond the owner's. test/core-threads.test.ts pins it.
+const PAGE_BYTES = 65536;
+const HEAP_BASE = 2 * PAGE_BYTES;
+const GRANT_INDEX_BYTES = 65536 * 8;
+const MAX_GRANT_BYTES = 16 * 2 ** 20;
+const SLOT_BYTES = 96 * 1024;
+const MAX_PAGES = 32768;
+
+/**
+ * The pages of a shared memory for the threads build: the state of a revocation window
+ * of 2^windowLog2 serials, and a slot for each of `threads` instances (the owner's
+ * included). About 17 MiB for the default window, plus 96 KiB per thread beyond the first.
+ */
+export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1): number {
+  if (!Number.isInteger(windowLog2) || windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) {
+    throw new RangeError(`windowLog2 must be an integer from ${MIN_WINDOW_LOG2} to ${MAX_WINDOW_LOG2}`);
+  }
+  if (!Number.isInteger(threads) || threads < 1) throw new RangeError('threads must be an integer of at least 1');
+  const heap = HEAP_BASE + GRANT_INDEX_BYTES + 2 ** windowLog2 / 8 + 2 ** (windowLog2 - 12) * 8;
+  const slots = Math.ceil(heap / 16) * 16 + MAX_GRANT_BYTES;
+  const pages = Math.ceil((slots + (threads - 1) * SLOT_BYTES) / PAGE_BYTES);
+  if (pages > MAX_PAGES) throw new RangeError(`${threads} threads with windowLog2 ${windowLog2} need more than the threads build's 2 GiB`);
+  return pages;
+}
+
+/** A shared memory for the threads build, sized once: it never grows. */
+export function sharedMemory(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1): WebAssembly.Memory {
+  const pages = sharedMemoryPages(windowLog2, threads);
+  return new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+}
+
+export interface CoreOptions {
+  /** The revocation window: 2^windowLog2 tokens may be live at once (12..30, default 22). */
+  windowLog2?: number;
+  /** Fills a buffer with cryptographically strong bytes; by default `crypto.getRandomValues`. */
+  random?: (into: Uint8Array) => void;
+  /**
+   * Threads build: the shared memory to run over. By default a fresh one, sized by
+   * `sharedMemoryPages(windowLog2, threads)`.
+   */
+  memory?: WebAssembly.Memory;
+  /** Threads build: how many instances a fresh memory has room for, this one included (default 1). */
+  threads?: number;
+  /**
+   * Threads build: join `memory`, already set up by its owner, as a reader in this slot
+   * (1 .. slots - 1; each instance its own) rather than set it up as its owner.
+   */
+  slot?: number;
+}
 
 interface Exports extends Record<string, unknown> {
   memory: WebAssembly.Memory;
@@ -96,6 +155,9 @@ interface Exports extends Record<string, unknown> {
   revokeSerial(serial: bigint): number;
   sweep(now: bigint): void;
   generatePassword(entropyLen: number, length: number): number;
+  attach?(slot: number): number;
+  detach?(): number;
+  slots?(): number;
 }
 
 const GRANT_ERRORS: Record<number, [GrantErrorCode, string]> = {
@@ -112,10 +174,19 @@ const ISSUE_ERRORS: Record<number, [IssueErrorCode, string]> = {
 };
 
 /**
- * One instance of the Wasm core with its own state. Time is passed in as Unix seconds,
- * entropy is drawn here from the platform's CSPRNG and handed to the core.
+ * One instance of the Wasm core. Time is passed in as Unix seconds, entropy is drawn here
+ * from the platform's CSPRNG and handed to the core.
+ *
+ * With the threads build, instances on several threads share one state: the owner (made
+ * without `slot`) sets the memory up and alone changes it; readers (made with the owner's
+ * `memory` and a `slot` each) check tokens, and see each change once the owner's call
+ * has returned.
  */
 export class Core {
+  /** The memory the state lives in; with the threads build, the one to hand to readers on other threads. */
+  readonly memory: WebAssembly.Memory;
+  /** Whether this instance sets up and changes the state (always, with core.wasm). */
+  readonly owner: boolean;
   private readonly x: Exports;
   private bytes: Uint8Array;
   private view: DataView;
@@ -126,6 +197,7 @@ export class Core {
   private readonly ioCap: number;
   private readonly resultPtr: number;
   private readonly windowLog2: number;
+  private detached = false;
   private readonly encoder = new TextEncoder();
   // Views of the token and path buffers, for the hot path's copies.
   private tokenView: Uint8Array;
@@ -138,17 +210,25 @@ export class Core {
   private readonly random: (into: Uint8Array) => void;
 
   /**
-   * An instance of `module` (build/core.wasm compiled), with its own memory and state.
-   * `random` fills a buffer with cryptographically strong bytes (keys, passwords); by
-   * default the platform's `crypto.getRandomValues`.
+   * An instance of `module`: build/core.wasm compiled, with its own memory and state, or
+   * build/core-threads.wasm over a shared memory (see CoreOptions).
    */
-  constructor(module: WebAssembly.Module, options: { windowLog2?: number; random?: (into: Uint8Array) => void } = {}) {
+  constructor(module: WebAssembly.Module, options: CoreOptions = {}) {
     this.random = options.random ?? ((into) => globalThis.crypto.getRandomValues(into));
-    const instance = instantiateSync<Exports>(module, {});
-    this.x = instance.exports as unknown as Exports;
-    if (this.x.abiVersion() !== 1) throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (1)`);
     this.windowLog2 = options.windowLog2 ?? DEFAULT_WINDOW_LOG2;
-    if (this.x.init(this.windowLog2) !== 0) throw new Error('core init failed');
+    this.owner = options.slot === undefined;
+    const threaded = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
+    if (!threaded && (options.memory !== undefined || options.threads !== undefined || !this.owner)) {
+      throw new Error('memory, threads and slot need the threads build of the core (core-threads.wasm)');
+    }
+    if (!this.owner && options.memory === undefined) throw new Error('a reader needs the memory of its owner');
+    const memory = threaded ? options.memory ?? sharedMemory(this.windowLog2, options.threads ?? 1) : undefined;
+    const instance = instantiateSync<Exports>(module, memory ? { env: { memory } } : {});
+    this.x = instance.exports as unknown as Exports;
+    this.memory = this.x.memory;
+    if (this.x.abiVersion() !== 1) throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (1)`);
+    if (this.owner) this.init(memory);
+    else this.attach(options.slot as number);
     this.tokenPtr = this.x.tokenBuffer();
     this.pathPtr = this.x.pathBuffer();
     this.pathCap = this.x.pathCapacity();
@@ -161,8 +241,54 @@ export class Core {
     this.pathView = new Uint8Array(this.x.memory.buffer, this.pathPtr, this.pathCap);
   }
 
+  private init(memory: WebAssembly.Memory | undefined): void {
+    if (this.x.init(this.windowLog2) === 0) return;
+    if (memory === undefined || !Number.isInteger(this.windowLog2) || this.windowLog2 < MIN_WINDOW_LOG2 || this.windowLog2 > MAX_WINDOW_LOG2) {
+      throw new Error(`core init failed: windowLog2 must be an integer from ${MIN_WINDOW_LOG2} to ${MAX_WINDOW_LOG2}`);
+    }
+    const pages = memory.buffer.byteLength / PAGE_BYTES;
+    if (pages < sharedMemoryPages(this.windowLog2)) {
+      throw new Error(`core init failed: the shared memory has ${pages} pages, fewer than sharedMemoryPages(${this.windowLog2}) = ${sharedMemoryPages(this.windowLog2)}`);
+    }
+    throw new Error('core init failed: the shared memory is set up already (attach to it with a slot)');
+  }
+
+  private attach(slot: number): void {
+    const result = Number.isInteger(slot) && slot > 0 && slot < 2 ** 32 ? (this.x.attach as (slot: number) => number)(slot) : -2;
+    if (result === 0) return;
+    if (result === -1) throw new Error('cannot attach: the shared memory has no core set up yet (make its owner first)');
+    if (result === -3) throw new Error(`cannot attach: slot ${slot} is taken by another instance`);
+    const slots = this.x.slots?.() ?? 0;
+    throw new Error(`cannot attach: there is no slot ${slot}; this memory has slots 1 to ${slots - 1} (size it with sharedMemoryPages)`);
+  }
+
+  /** Threads build: how many instances the shared memory has room for, the owner's included. */
+  get slots(): number {
+    return this.x.slots?.() ?? 1;
+  }
+
+  /**
+   * Threads build: gives a reader's slot back, for another instance to attach to. This
+   * Core is then unusable: every call that would touch the memory throws.
+   */
+  detach(): void {
+    if (this.owner || this.detached) throw new Error('only an attached reader can detach, once');
+    this.detached = true;
+    (this.x.detach as () => number)();
+    this.bytes = new Uint8Array(0);
+    this.view = new DataView(new ArrayBuffer(0));
+    this.tokenView = this.bytes;
+    this.pathView = this.bytes;
+  }
+
+  // Every change of the state is the owner's: a reader that tried would race it.
+  private writer(): void {
+    if (!this.owner) throw new Error('this Core is a reader attached to a shared memory: only its owner manages the state');
+  }
+
   /** A fresh random HMAC key (or the given one) for signing and checking tokens. */
   setKey(key?: Uint8Array): void {
+    this.writer();
     if (key === undefined) {
       key = new Uint8Array(32);
       this.random(key);
@@ -177,11 +303,13 @@ export class Core {
   }
 
   set generation(value: number) {
+    this.writer();
     this.x.setGeneration(value);
   }
 
   /** Starts a new password generation: every token issued before stops verifying. */
   bumpGeneration(): number {
+    this.writer();
     return this.x.bumpGeneration();
   }
 
@@ -191,6 +319,7 @@ export class Core {
    * Throws GrantError naming the first bad entry.
    */
   addGrant(endpoints: readonly string[]): number {
+    this.writer();
     // Every entry goes to the core, which validates them all; one holding `*` is then
     // stored as `*` alone, as canonicalEndpoints records it.
     const canonical = [...new Set(endpoints)].sort();
@@ -219,6 +348,7 @@ export class Core {
 
   /** Issues a token for a grant id; `lifetime` in seconds. */
   issue(grant: number, now: number, lifetime: number): { token: string; claims: Claims } {
+    this.writer();
     const len = this.x.issue(grant, this.seconds(now), lifetime);
     if (len < 0) {
       const [code, message] = ISSUE_ERRORS[len] ?? ['bad-time', `token refused (${len})`];
@@ -255,6 +385,7 @@ export class Core {
    * revocation is durable. Any other outcome means nothing changed.
    */
   revoke(token: string, now: number): { outcome: Outcome; claims?: Claims } {
+    this.writer();
     const outcome = this.x.revoke(this.fit(token, this.tokens()), this.seconds(now));
     return outcome === Outcome.Valid || outcome === Outcome.Revoked ? { outcome, claims: this.claims() } : { outcome };
   }
@@ -264,6 +395,7 @@ export class Core {
    * expired, nothing to keep); -1 never issued.
    */
   revokeSerial(serial: number): 0 | 1 | -1 {
+    this.writer();
     return this.x.revokeSerial(BigInt(serial)) as 0 | 1 | -1;
   }
 
@@ -273,6 +405,7 @@ export class Core {
 
   /** How many serials the revocation window spans: at most this many tokens are live at once. */
   get windowSize(): number {
+    this.writer();
     return 2 ** this.windowLog2;
   }
 
@@ -285,6 +418,7 @@ export class Core {
    * and every token with a serial below `nextSerial` expires by `expiryBound` at the latest.
    */
   restoreSerials(floor: number, nextSerial: number, expiryBound: number): void {
+    this.writer();
     if (this.x.restoreSerials(BigInt(floor), BigInt(nextSerial), BigInt(expiryBound)) !== 0) {
       throw new Error(`cannot restore serials ${floor}..${nextSerial}: outside the revocation window`);
     }
@@ -292,6 +426,7 @@ export class Core {
 
   /** Forgets revocations of tokens that have all expired by `now`. */
   sweep(now: number): void {
+    this.writer();
     this.x.sweep(this.seconds(now));
   }
 
@@ -360,7 +495,7 @@ export class Core {
   }
 
   // When the memory grows, its old buffer detaches and every view of it reads as empty:
-  // a cheaper test than comparing buffers on each call.
+  // a cheaper test than comparing buffers on each call (`detach` empties them too).
   private tokens(): Uint8Array {
     if (this.tokenView.byteLength === 0) this.refreshViews();
     return this.tokenView;
@@ -384,7 +519,8 @@ export class Core {
     return this.dv().getUint32(ptr, true);
   }
 
-  // Memory can grow (grant table), which detaches the old views.
+  // The plain build's memory can grow (grant table), which detaches the old views; a
+  // shared memory never grows.
   private mem(): Uint8Array {
     if (this.bytes.buffer !== this.x.memory.buffer) this.refreshViews();
     return this.bytes;
@@ -396,6 +532,7 @@ export class Core {
   }
 
   private refreshViews(): void {
+    if (this.detached) throw new Error('this Core has detached from its slot');
     this.bytes = new Uint8Array(this.x.memory.buffer);
     this.view = new DataView(this.x.memory.buffer);
     this.tokenView = new Uint8Array(this.x.memory.buffer, this.tokenPtr, this.x.tokenCapacity());

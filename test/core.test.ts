@@ -38,6 +38,16 @@ t.test('the module imports nothing but abort', async (t) => {
   t.same(imports.map((i) => `${i.module}.${i.name}`), ['env.abort']);
 });
 
+t.test('the module exports the ABI of assembly/README.md, none of the threads build\'s calls', async (t) => {
+  const exports = WebAssembly.Module.exports(new WebAssembly.Module(wasmBytes)).map((e) => e.name);
+  t.same(exports.sort(), [
+    'abiVersion', 'authorize', 'bumpGeneration', 'checkPath', 'floor', 'generatePassword', 'generation', 'grantAdd',
+    'grantCount', 'hmacSha256', 'init', 'ioBuffer', 'ioCapacity', 'issue', 'memory', 'nextSerial', 'pathBuffer',
+    'pathCapacity', 'restoreSerials', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey', 'sha256',
+    'sweep', 'tokenBuffer', 'tokenCapacity', 'verify',
+  ]);
+});
+
 t.test('SHA-256 matches the FIPS 180-4 examples', async (t) => {
   const core = new Core(coreModule());
   const vectors: Array<[string, string]> = [

@@ -1,9 +1,10 @@
 // The shared core vectors (test/vectors/): the checked-in files are what the core generates
 // now, they show every outcome, and the runner that every JavaScript host uses fails a
-// case whose expectation is wrong. test/runtimes.test.ts runs them in every host.
+// case whose expectation is wrong. test/runtimes.test.ts runs them in every host. The
+// threads build (core-threads.wasm) generates and passes the same vectors in Node.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { coreModule } from '../build/host/core-module.js';
+import { coreModule, coreThreadsModule } from '../build/host/core-module.js';
 import { Outcome } from '../build/host/core.js';
 import { generateVectors } from './vectors/generate.js';
 import { runVectors } from './vectors/run-vectors.js';
@@ -47,4 +48,12 @@ t.test('the runner passes the file and fails a case whose expectation is wrong',
   t.equal(failing.failed, 2);
   t.same(failing.failures.map((f) => f.name), [password.name, revoked.name]);
   t.match(failing.failures[1].problems, [/check 0 \(authorize\): Revoked, not Valid/]);
+});
+
+t.test('the threads build generates the same vectors and passes them', async (t) => {
+  const fresh = generateVectors(coreThreadsModule());
+  t.ok(fresh.json === json, 'core-threads.wasm generates core-vectors.json');
+  t.ok(fresh.text === text, 'and core-vectors.txt');
+  const result = await runVectors(coreThreadsModule(), vectors);
+  t.same(result, { total: vectors.cases.length, passed: vectors.cases.length, failed: 0, failures: [] });
 });
