@@ -9,14 +9,18 @@
 // Headers (RFC 9110 §7.6.1): hop-by-hop fields (Connection and the fields it names,
 // Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade, Trailer) are not
 // forwarded either way. Authorization and Proxy-Authorization never reach the upstream.
-// Host is the upstream's own (a node checks it against its allowed hosts); the client's
-// goes in X-Forwarded-Host, its address is appended to X-Forwarded-For, and
-// X-Forwarded-Proto says http unless a proxy in front already said otherwise.
+// Host is the upstream's own (a node checks it against its allowed hosts). Forwarding
+// headers (Forwarded, X-Forwarded-*, X-Real-IP and kin) are believed only from a trusted
+// proxy: from one, X-Forwarded-For, -Host and -Proto are kept and X-Forwarded-For is
+// extended with the peer; from anyone else all of them are dropped, and api-auth writes
+// X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (http).
 import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { peerAddress } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
 import { ErrorCode, errorResponse } from './jsonrpc.js';
 import type { Logger } from './log.js';
 import type { Metrics, UpstreamErrorKind } from './metrics.js';
@@ -48,10 +52,17 @@ export interface InFlight {
 }
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
-// Never sent upstream: the gate's credentials, a proxy's credentials, what undici sets
-// itself (Host, and Expect, which it refuses), and what this proxy writes anew.
-const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect',
-  'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+// Never sent upstream: the gate's credentials, a proxy's credentials, and what undici
+// sets itself (Host, and Expect, which it refuses).
+const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect']);
+// Headers that tell an upstream who the client is, how it connected, or which path it
+// asked for, beside every x-forwarded-* name: believed by some upstream, so never taken
+// from a client. The last two are route overrides some frameworks honour: the upstream
+// must route by the path the gate authorised.
+const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real-ip', 'true-client-ip', 'x-client-ip',
+  'client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip', 'x-original-forwarded-for',
+  'x-envoy-external-address', 'x-azure-clientip', 'front-end-https', 'x-url-scheme', 'x-original-url', 'x-rewrite-url']);
+
 // Never sent back: uWS writes its own Date and Content-Length (from the body it sends);
 // Proxy-Authenticate would ask the client for credentials this proxy does not take.
 const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate']);
@@ -81,8 +92,8 @@ export class UpstreamProxy {
   /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
   private healthy = true;
 
-  constructor(readonly options: UpstreamOptions, private readonly inFlight: InFlight, private readonly metrics: Metrics,
-    private readonly log: Logger) {
+  constructor(readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
+    private readonly metrics: Metrics, private readonly log: Logger) {
     this.pool = new Pool(options.url.origin, {
       connections: UPSTREAM_CONNECTIONS,
       headersTimeout: options.timeoutMs,
@@ -113,9 +124,10 @@ export class UpstreamProxy {
     const method = req.getCaseSensitiveMethod();
     // Undefined, in this uWS, when the URL has no query.
     const query = req.getQuery() as string | undefined;
-    const address = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+    const peer = peerAddress(res);
+    const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
-    const exchange = new Exchange(this, res, method === 'HEAD', upstreamHeaders(req, address));
+    const exchange = new Exchange(this, res, method === 'HEAD', headers);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
     const options: Dispatcher.DispatchOptions = {
@@ -361,18 +373,36 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
-/** The headers to send upstream, as undici's flat [name, value, ...] list. */
-function upstreamHeaders(req: HttpRequest, address: string): string[] {
+/**
+ * The headers to send upstream, as undici's flat [name, value, ...] list. `peer` is the
+ * connection's far end, `fromProxy` whether it is a trusted proxy.
+ */
+function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] {
   const listed = connectionTokens(req.getHeader('connection'));
   const headers: string[] = [];
+  let chain = '';
+  let forwardedHost = false;
+  let forwardedProto = false;
   req.forEach((name, value) => {
-    if (!REQUEST_DROPPED.has(name) && (listed === null || !listed.has(name))) headers.push(name, value);
+    if (REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name))) return;
+    if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {
+      if (!fromProxy) return;
+      if (name === 'x-forwarded-host') forwardedHost = true;
+      else if (name === 'x-forwarded-proto') forwardedProto = true;
+      else if (name !== 'x-forwarded-for') return;
+    }
+    if (name === 'x-forwarded-for') {
+      chain = chain === '' ? value : `${chain}, ${value}`;
+    } else {
+      headers.push(name, value);
+    }
   });
-  const forwardedFor = req.getHeader('x-forwarded-for');
-  const forwardedHost = req.getHeader('x-forwarded-host') || req.getHeader('host');
-  headers.push('x-forwarded-for', forwardedFor === '' ? address : `${forwardedFor}, ${address}`);
-  if (forwardedHost !== '') headers.push('x-forwarded-host', forwardedHost);
-  headers.push('x-forwarded-proto', req.getHeader('x-forwarded-proto') || 'http');
+  headers.push('x-forwarded-for', chain === '' ? peer : `${chain}, ${peer}`);
+  if (!forwardedHost) {
+    const host = req.getHeader('host');
+    if (host !== '') headers.push('x-forwarded-host', host);
+  }
+  if (!forwardedProto) headers.push('x-forwarded-proto', 'http');
   return headers;
 }
 

@@ -9,6 +9,8 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import { AuthService, ServiceErrorCode, throttled } from './auth-service.js';
 import { UsageError } from './cli.js';
 import type { Options } from './cli.js';
+import { clientAddress } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
 import { Outcome } from './core.js';
 import type { Core } from './core.js';
 import { newCore } from './core-module.js';
@@ -89,7 +91,7 @@ export async function startServer(options: Options, services: ServerServices = {
     const upstream = options.upstream === undefined
       ? undefined
       : { url: options.upstream, timeoutMs: options.upstreamTimeout, maxBody: options.upstreamMaxBody };
-    gateway = new Gateway(core, gate, routes, log, metrics, upstream);
+    gateway = new Gateway(core, gate, routes, log, metrics, options.trustedProxies, upstream);
     return await new HttpServer(App(), gateway, release, log).listen(options.httpHost, options.httpPort);
   } catch (error) {
     await release();
@@ -263,9 +265,10 @@ export class Gateway implements InFlight {
     private readonly routes: ReadonlyMap<string, Route>,
     private readonly log: Logger,
     metrics: Metrics,
+    private readonly trusted: TrustedProxies,
     upstream?: UpstreamOptions,
   ) {
-    this.proxy = upstream === undefined ? null : new UpstreamProxy(upstream, this, metrics, log);
+    this.proxy = upstream === undefined ? null : new UpstreamProxy(upstream, trusted, this, metrics, log);
   }
 
   handle(res: HttpResponse, req: HttpRequest): void {
@@ -357,7 +360,7 @@ export class Gateway implements InFlight {
   }
 
   private post(res: HttpResponse, req: HttpRequest, route: Route, rpc: JsonRpcEndpoint): void {
-    const address = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+    const address = clientAddress(res, req, this.trusted);
     const wait = route.throttle?.retryAfter(address, Date.now()) ?? 0;
     if (wait > 0) {
       if (route.metrics !== undefined) route.metrics.passwordsThrottled++;
