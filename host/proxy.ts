@@ -16,6 +16,7 @@
 // X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (http).
 import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -84,10 +85,19 @@ class BodyTooLarge extends Error {
   }
 }
 
+class ProtocolSwitched extends Error {
+  constructor() {
+    super('the upstream node switched protocols');
+    this.name = 'ProtocolSwitched';
+  }
+}
+
 export class UpstreamProxy {
   readonly pool: Pool;
   /** The 413 body of a request body over the limit. */
   readonly tooLarge: Uint8Array;
+  /** The 502 body of an answer that switched protocols. */
+  readonly switched = jsonLine(UpstreamErrorCode.Unavailable, 'the upstream node switched protocols, which api-auth does not relay');
   private readonly failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }>;
   /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
   private healthy = true;
@@ -113,15 +123,17 @@ export class UpstreamProxy {
     };
   }
 
-  /** Forwards the request; call it from the uWS handler, before returning. */
-  forward(res: HttpResponse, req: HttpRequest, path: string): void {
+  /**
+   * Forwards the request (`path` as the gate checked it, `method` as received); call it
+   * from the uWS handler, before returning.
+   */
+  forward(res: HttpResponse, req: HttpRequest, path: string, method: string): void {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
       res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.tooLarge, true);
       return;
     }
-    const method = req.getCaseSensitiveMethod();
     // Undefined, in this uWS, when the URL has no query.
     const query = req.getQuery() as string | undefined;
     const peer = peerAddress(res);
@@ -341,6 +353,21 @@ class Exchange implements Dispatcher.DispatchHandler {
       res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
     }
     this.proxy.settled(error);
+  }
+
+  /**
+   * undici hands over the connection of an answer that switches protocols, and forgets
+   * it. Nothing dispatched here asks for one (CONNECT is refused before the gate, and
+   * Upgrade is not forwarded), so this is an upstream gone wrong: the connection is
+   * destroyed, never left open nor pooled.
+   */
+  onRequestUpgrade(_controller: Dispatcher.DispatchController, _statusCode: number, _headers: unknown, socket: Duplex): void {
+    socket.destroy();
+    if (this.closed) return;
+    this.closed = true;
+    const res = this.res;
+    res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.proxy.switched));
+    this.proxy.settled(new ProtocolSwitched());
   }
 
   /** uWS can take more: the rest of a pending chunk, or (chunked) whatever comes next. */

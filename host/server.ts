@@ -174,6 +174,10 @@ const NOT_FOUND = new TextEncoder().encode('404 page not found\n');
 const BODY_TOO_LARGE = jsonLine(ErrorCode.InvalidRequest, `request body exceeds ${MAX_BODY_BYTES} bytes`);
 const NOT_JSON = jsonLine(ErrorCode.InvalidRequest, 'content-type must be application/json');
 const INTERNAL_ERROR = jsonLine(ErrorCode.InternalError, 'internal error');
+// The same answer on every path, before the gate: it reveals nothing about a path, and
+// nothing of a CONNECT reaches a handler that might forward it.
+const CONNECT_ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+const CONNECT_REFUSED = jsonLine(ErrorCode.InvalidRequest, 'HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels');
 
 // The 429 bodies by wait, made once each: refusing a guess allocates nothing.
 const THROTTLED_BODIES = new Map<number, Uint8Array>();
@@ -272,6 +276,13 @@ export class Gateway implements InFlight {
   }
 
   handle(res: HttpResponse, req: HttpRequest): void {
+    const method = req.getCaseSensitiveMethod();
+    // Any spelling: some servers take methods without regard to case.
+    if (method.length === 7 && method.toUpperCase() === 'CONNECT') {
+      res.writeStatus('405 Method Not Allowed').writeHeader('Allow', CONNECT_ALLOW).writeHeader('Content-Type', 'application/json')
+        .end(CONNECT_REFUSED, true);
+      return;
+    }
     const path = req.getUrl();
     const gate = this.gate;
     if (gate !== null) {
@@ -284,7 +295,7 @@ export class Gateway implements InFlight {
     }
     const route = this.routes.get(path);
     if (route !== undefined) return this.serve(res, req, path, route);
-    if (this.proxy !== null) return this.proxy.forward(res, req, path);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path, method);
     res.writeStatus('404 Not Found').writeHeader('Content-Type', 'text/plain; charset=utf-8');
     endWith(res, NOT_FOUND, req.getMethod() === 'head');
   }

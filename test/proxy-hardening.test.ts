@@ -1,24 +1,137 @@
-// The gateway's edges that the security review (issue 10) found open: forwarding headers
-// are believed only from trusted proxies, and name the client that the throttle and the
-// logs see.
-import t from 'tap';
+// The gateway's edges that the security review (issue 10) found open: CONNECT and
+// answers that switch protocols leave nothing behind; forwarding headers are believed
+// only from trusted proxies, and name the client that the throttle and the logs see.
+import t, { type Test } from 'tap';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { request as undiciRequest } from 'undici';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { us_listen_socket } from 'uWebSockets.js';
 import { newToken } from './helpers/auth.js';
 import { freshSource, request, rpc, type HttpResponse } from './helpers/http.js';
-import { runCli, startServer, tempDir } from './helpers/server.js';
-import { startUpstream } from './helpers/upstream.js';
+import { runCli, startServer, tempDir, type Server } from './helpers/server.js';
+import { echo, startUpstream, switchProtocols } from './helpers/upstream.js';
 import { createAuth, createLogger } from '../build/host/index.js';
+
+const CONNECT_ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+const CONNECT_MESSAGE = 'HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels';
+
+/** Counts events; `reach(n)` resolves once there have been n. */
+class Tally {
+  count = 0;
+  private waiters: Array<{ n: number; done: () => void }> = [];
+
+  add(): void {
+    this.count++;
+    this.waiters = this.waiters.filter((w) => (w.n <= this.count ? (w.done(), false) : true));
+  }
+
+  reach(n: number): Promise<void> {
+    if (this.count >= n) return Promise.resolve();
+    return new Promise((done) => this.waiters.push({ n, done }));
+  }
+}
+
+/**
+ * Resolves once `check` holds. What it watches (the process's open files, connections
+ * closing on the far side of a socket) sends no event here, so it is looked at every 20 ms.
+ */
+async function eventually(check: () => boolean, what: () => string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`still not so after ${timeoutMs} ms: ${what()}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+function openFiles(server: Server): number {
+  return readdirSync(`/proc/${server.child.pid}/fd`).length;
+}
 
 function jsonError(response: HttpResponse): { code: number; message: string } {
   return (JSON.parse(response.text) as { error: { code: number; message: string } }).error;
 }
 
-const upstream = await startUpstream(t);
+function expectConnectRefused(t: Test, response: HttpResponse, name: string): void {
+  t.equal(response.status, 405, `${name}: 405`);
+  t.equal(response.headers.allow, CONNECT_ALLOW, `${name}: the same Allow on every path`);
+  t.equal(response.headers['content-type'], 'application/json');
+  t.same(JSON.parse(response.text), { jsonrpc: '2.0', error: { code: -32600, message: CONNECT_MESSAGE }, id: null }, `${name}: the body says why`);
+}
+
+const switchedClosed = new Tally();
+const upstream = await startUpstream(t, (req) => (req.url === '/switch' ? switchProtocols(() => switchedClosed.add()) : echo));
 const gateway = await startServer(t, { args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'] });
 const bearer = `Bearer ${await newToken(gateway.url, gateway.password, ['*'])}`;
+
+t.test('CONNECT gets 405 on every path, with a token or without, with an upstream or without; nothing is forwarded', async (t) => {
+  const builtin = await startServer(t);
+  const open = await startServer(t, { auth: false, args: ['--upstream', upstream.url] });
+  const before = upstream.seen.length;
+  const cases: [string, string, string, [string, string][]][] = [
+    ['a public path, no token', gateway.url, '/ext/health', []],
+    ['a granted path, with a token', gateway.url, '/ext/info', [['Authorization', bearer]]],
+    ['no token', gateway.url, '/ext/info', []],
+    ['/ext/auth', gateway.url, '/ext/auth', []],
+    ['a path the rules refuse', gateway.url, '/ext/../ext/info', [['Authorization', bearer]]],
+    ['the built-in endpoints', builtin.url, '/ext/health', []],
+    ['the built-in /ext/auth', builtin.url, '/ext/auth', []],
+    ['auth off, with an upstream', open.url, '/ext/info', []],
+  ];
+  for (const [name, base, path, headers] of cases) {
+    expectConnectRefused(t, await request(base, path, { method: 'CONNECT', headers, timeoutMs: 3000 }), name);
+  }
+  expectConnectRefused(t, await request(gateway.url, '/ext/info', { method: 'connect', headers: [['Authorization', bearer]], timeoutMs: 3000 }),
+    'in lower case');
+  t.equal(upstream.seen.length, before, 'the upstream saw none of them');
+});
+
+t.test('an upstream answer that switches protocols gets 502, and its connection is closed, not pooled', async (t) => {
+  const closed = switchedClosed.count;
+  const response = await request(gateway.url, '/switch', { headers: [['Authorization', bearer]], timeoutMs: 3000 });
+  t.equal(response.status, 502);
+  t.equal(jsonError(response).code, -32004);
+  await switchedClosed.reach(closed + 1);
+  t.pass('the gateway closed its connection to the upstream');
+  const after = await request(gateway.url, '/ext/info', { headers: [['Authorization', bearer]] });
+  t.equal(after.status, 200, 'and serves on');
+});
+
+t.test('no client leaves a socket, file handle or timer behind: 300 CONNECTs and switched answers', async (t) => {
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'] });
+  const auth = [['Authorization', `Bearer ${await newToken(server.url, server.password, ['*'])}`]] as [string, string][];
+  const kinds = [
+    () => request(server.url, '/ext/health', { method: 'CONNECT', timeoutMs: 5000 }),
+    () => request(server.url, '/ext/info', { method: 'CONNECT', headers: auth, timeoutMs: 5000 }),
+    () => request(server.url, '/switch', { headers: auth, timeoutMs: 5000 }),
+  ];
+  // One of each first, so that what the process keeps for good (the upstream pool, the
+  // hashing thread's handles) is in the count before.
+  let switched = switchedClosed.count;
+  for (const send of kinds) await send();
+  await switchedClosed.reach(++switched);
+  const openUpstream = upstream.open();
+  await eventually(() => upstream.open() <= openUpstream, () => `${upstream.open()} upstream connections`);
+  const before = openFiles(server);
+
+  const statuses = new Map<number, number>();
+  const total = 300;
+  let next = 0;
+  await Promise.all(Array.from({ length: 20 }, async () => {
+    while (next < total) {
+      const response = await kinds[next++ % kinds.length]();
+      statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+    }
+  }));
+  t.same(Object.fromEntries(statuses), { 405: 200, 502: 100 }, 'every CONNECT got 405, every switched answer 502');
+  await switchedClosed.reach(switched + 100);
+  t.pass('every upstream connection that switched was closed by the gateway');
+  await eventually(() => openFiles(server) <= before + 5, () => `${openFiles(server)} open files, ${before} before`);
+  t.pass(`the open files are back to ${before} (give or take the connections of this test still closing)`);
+  const exit = await server.stop();
+  t.equal(exit.code, 0, 'it stops cleanly');
+  t.notOk(server.logs.some((l) => l.msg === 'stopping with requests still in flight'), 'with no exchange left hanging');
+});
 
 const CLIENT_FORWARDING = [
   ['X-Forwarded-For', '203.0.113.7'], ['X-Forwarded-For', '198.51.100.1'], ['X-Forwarded-Host', 'evil.example'],
