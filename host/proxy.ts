@@ -14,6 +14,17 @@
 // proxy: from one, X-Forwarded-For, -Host and -Proto are kept and X-Forwarded-For is
 // extended with the peer; from anyone else all of them are dropped, and api-auth writes
 // X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (http).
+//
+// The request line and header values reach the upstream byte for byte. uWS hands the
+// query and header values over decoded as UTF-8, and undici writes strings as Latin-1,
+// so text beyond ASCII is turned back into its UTF-8 bytes (one Latin-1 character per
+// byte) before it is handed on. Text uWS could only decode with U+FFFD in it (bytes
+// that are not UTF-8) cannot be turned back, and is refused with 400 rather than
+// forwarded altered.
+//
+// What undici refuses in a request (a header value with control bytes, two
+// Content-Length, a method that is not a token) is the client's own mistake: 400, and
+// no word of it in the upstream's errors, metrics or health.
 import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
 import type { Duplex } from 'node:stream';
@@ -63,6 +74,8 @@ const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authoriz
 const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real-ip', 'true-client-ip', 'x-client-ip',
   'client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip', 'x-original-forwarded-for',
   'x-envoy-external-address', 'x-azure-clientip', 'front-end-https', 'x-url-scheme', 'x-original-url', 'x-rewrite-url']);
+/** Text beyond ASCII: uWS decoded it from UTF-8, and undici would write it as Latin-1. */
+const BEYOND_ASCII = /[^\x00-\x7f]/;
 
 // Never sent back: uWS writes its own Date and Content-Length (from the body it sends);
 // Proxy-Authenticate would ask the client for credentials this proxy does not take.
@@ -134,16 +147,23 @@ export class UpstreamProxy {
       res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.tooLarge, true);
       return;
     }
-    // Undefined, in this uWS, when the URL has no query.
+    // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     const query = req.getQuery() as string | undefined;
+    let target = path;
+    if (query !== undefined) {
+      const raw = BEYOND_ASCII.test(query) ? utf8Bytes(query) : query;
+      if (raw === null) return refuse(res, QUERY_NOT_UTF8);
+      target = `${path}?${raw}`;
+    }
     const peer = peerAddress(res);
     const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
+    if (typeof headers === 'string') return refuse(res, jsonLine(ErrorCode.InvalidRequest, headers));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
     const exchange = new Exchange(this, res, method === 'HEAD', headers);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
     const options: Dispatcher.DispatchOptions = {
-      path: query ? `${path}?${query}` : path,
+      path: target,
       method: method as Dispatcher.HttpMethod,
       headers: exchange.headers,
       body: null,
@@ -170,7 +190,7 @@ export class UpstreamProxy {
       }
       return;
     }
-    if (error instanceof ClientGone || error instanceof BodyTooLarge) return;
+    if (error instanceof ClientGone || error instanceof BodyTooLarge || refusedRequest(error)) return;
     const kind = classify(error);
     this.metrics.upstreamError(kind);
     const fields = { upstream: this.options.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
@@ -348,6 +368,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.started) {
       // The status is sent already: cutting the connection is the only way to say the body is not whole.
       res.close();
+    } else if (refusedRequest(error)) {
+      res.cork(() => refuse(res, jsonLine(ErrorCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
     } else {
       const { status, body } = this.proxy.failure(error);
       res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
@@ -400,32 +422,60 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
+const QUERY_NOT_UTF8 = jsonLine(ErrorCode.InvalidRequest,
+  'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
+
+/** A 400 for a request that is not forwarded; the connection closes, as its body may be unread. */
+function refuse(res: HttpResponse, body: Uint8Array): void {
+  res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body, true);
+}
+
+function refusedRequest(error: Error): boolean {
+  return REFUSED_REQUEST_CODES.has((error as NodeJS.ErrnoException).code ?? '');
+}
+
 /**
- * The headers to send upstream, as undici's flat [name, value, ...] list. `peer` is the
+ * Text uWS decoded from UTF-8, as its bytes again (one Latin-1 character per byte, which
+ * undici writes as that byte); null when the text holds U+FFFD, which stands for bytes
+ * that were not UTF-8 and cannot be told apart from an encoded U+FFFD.
+ */
+function utf8Bytes(text: string): string | null {
+  return text.includes('\ufffd') ? null : Buffer.from(text, 'utf8').toString('latin1');
+}
+
+/**
+ * The headers to send upstream, as undici's flat [name, value, ...] list; or, for a
+ * header that cannot be forwarded unchanged, the message that says so. `peer` is the
  * connection's far end, `fromProxy` whether it is a trusted proxy.
  */
-function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] {
+function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] | string {
   const listed = connectionTokens(req.getHeader('connection'));
   const headers: string[] = [];
   let chain = '';
   let forwardedHost = false;
   let forwardedProto = false;
-  req.forEach((name, value) => {
-    if (REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name))) return;
+  let problem = '';
+  req.forEach((name, text) => {
+    if (problem !== '' || REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name))) return;
     if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {
       if (!fromProxy) return;
       if (name === 'x-forwarded-host') forwardedHost = true;
       else if (name === 'x-forwarded-proto') forwardedProto = true;
       else if (name !== 'x-forwarded-for') return;
     }
-    if (name === 'x-forwarded-for') {
+    const value = BEYOND_ASCII.test(text) ? utf8Bytes(text) : text;
+    if (value === null) {
+      problem = `the value of header ${name} holds bytes that are not UTF-8, which api-auth cannot forward unchanged`;
+    } else if (name === 'x-forwarded-for') {
       chain = chain === '' ? value : `${chain}, ${value}`;
     } else {
       headers.push(name, value);
     }
   });
+  if (problem !== '') return problem;
   headers.push('x-forwarded-for', chain === '' ? peer : `${chain}, ${peer}`);
   if (!forwardedHost) {
+    // uWS hands this one over byte for byte (as Latin-1).
     const host = req.getHeader('host');
     if (host !== '') headers.push('x-forwarded-host', host);
   }
@@ -449,6 +499,10 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | n
   return names.length === 0 ? null : new Set(names);
 }
 
+// What undici refuses in the request it is handed (checked before anything is sent, or
+// for a body of another length than declared, while it is sent). That request is the
+// client's, with fixed pool options: so is the mistake.
+const REFUSED_REQUEST_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH']);
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
 const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 

@@ -1,6 +1,8 @@
 // The gateway's edges that the security review (issue 10) found open: CONNECT and
 // answers that switch protocols leave nothing behind; forwarding headers are believed
-// only from trusted proxies, and name the client that the throttle and the logs see.
+// only from trusted proxies, and name the client that the throttle and the logs see;
+// what undici refuses in a client's request is the client's own 400, not an upstream
+// failure; the path and the query reach the upstream byte for byte.
 import t, { type Test } from 'tap';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +12,7 @@ import type { us_listen_socket } from 'uWebSockets.js';
 import { newToken } from './helpers/auth.js';
 import { freshSource, request, rpc, type HttpResponse } from './helpers/http.js';
 import { runCli, startServer, tempDir, type Server } from './helpers/server.js';
-import { echo, startUpstream, switchProtocols } from './helpers/upstream.js';
+import { echo, startRawUpstream, startUpstream, switchProtocols } from './helpers/upstream.js';
 import { createAuth, createLogger } from '../build/host/index.js';
 
 const CONNECT_ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
@@ -268,3 +270,62 @@ t.test('bad --trusted-proxies values are refused at start with one line', async 
   }
 });
 
+t.test('a request undici would refuse is the client\'s own 400: nothing forwarded, no upstream error counted or logged, health unchanged', async (t) => {
+  const up = await startUpstream(t);
+  const server = await startServer(t, { auth: false, args: ['--upstream', up.url] });
+  const cases: [string, string, Parameters<typeof request>[2]][] = [
+    ['a control byte in a header value', '/ext/info', { headers: [['X-Note', 'a\x7fb']] }],
+    ['two Content-Length', '/ext/info', { method: 'POST', headers: [['Content-Length', '2'], ['Content-Length', '2']], body: '{}' }],
+    ['a method that is not a token', '/ext/info', { method: 'G@T' }],
+    ['bytes that are not UTF-8 in a header value', '/ext/info', { headers: [['X-Note', Buffer.from([0x61, 0xff, 0x62])]] }],
+  ];
+  for (const [name, path, options] of cases) {
+    const response = await request(server.url, path, options);
+    t.equal(response.status, 400, `${name}: 400`);
+    t.equal(response.headers['content-type'], 'application/json');
+    t.equal(jsonError(response).code, -32600, `${name}: ${jsonError(response).message}`);
+    t.notMatch(jsonError(response).message, /upstream/, `${name}: says nothing about the upstream`);
+  }
+  t.equal(up.seen.length, 0, 'none reached the upstream');
+  const metrics = await request(server.url, '/ext/metrics');
+  const errors = metrics.text.split('\n').filter((l) => l.startsWith('api_auth_upstream_errors_total{'));
+  t.same(errors.map((l) => Number(l.slice(l.lastIndexOf(' ') + 1))), [0, 0, 0, 0], 'no upstream error counted');
+  t.notOk(server.logs.some((l) => l.msg === 'the upstream node did not answer'), 'none logged');
+  t.equal((await request(server.url, '/ext/info')).status, 200);
+  t.notOk(server.logs.some((l) => l.msg === 'the upstream node answers again'), 'the upstream was never taken for down');
+  await up.close();
+  t.equal((await request(server.url, '/ext/info')).status, 502);
+  await server.waitForLog((l) => l.msg === 'the upstream node did not answer' && l.level === 'warn');
+  t.pass('its first real failure is still news');
+});
+
+t.test('the path, the query and header values reach the upstream byte for byte', async (t) => {
+  const raw = await startRawUpstream(t);
+  const server = await startServer(t, { auth: false, args: ['--upstream', raw.url] });
+  const targets = [
+    Buffer.concat([Buffer.from('/ext/bc/X/a%41b?x='), Buffer.from([0xc3, 0xa9]), Buffer.from('&e=%C3%A9&s='), Buffer.from('😀€'),
+      Buffer.from('&t=~!$\'()*+,;=:@/?&h=a#b')]),
+    Buffer.from('/ext/info?'),
+    Buffer.from('/ext/info?%zz%'),
+  ];
+  for (const target of targets) {
+    const response = await request(server.url, target);
+    t.equal(response.status, 200);
+    const head = raw.heads[raw.heads.length - 1];
+    const line = head.subarray(0, head.indexOf('\r\n'));
+    t.same(line, Buffer.concat([Buffer.from('GET '), target, Buffer.from(' HTTP/1.1')]), `the request line of ${JSON.stringify(target.toString('latin1'))}`);
+  }
+  const value = Buffer.from('a€b é c', 'utf8');
+  t.equal((await request(server.url, '/ext/info', { headers: [['X-Name', value]] })).status, 200);
+  const head = raw.heads[raw.heads.length - 1];
+  t.ok(head.includes(Buffer.concat([Buffer.from('\r\nx-name: '), value, Buffer.from('\r\n')])), 'a header value beyond ASCII, as its bytes');
+});
+
+t.test('a query string that is not UTF-8 is refused with 400; nothing is forwarded', async (t) => {
+  const raw = await startRawUpstream(t);
+  const server = await startServer(t, { auth: false, args: ['--upstream', raw.url] });
+  const response = await request(server.url, Buffer.from([...Buffer.from('/ext/info?x='), 0xe9]));
+  t.equal(response.status, 400);
+  t.equal(jsonError(response).message, 'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
+  t.equal(raw.heads.length, 0);
+});
