@@ -3,6 +3,8 @@
 // path parses options.
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { NO_TRUSTED_PROXIES, trustedProxies } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
 import { LEVELS } from './log.js';
 import type { Level } from './log.js';
 
@@ -25,6 +27,8 @@ export interface Options {
   upstreamTimeout: number;
   /** Bytes. */
   upstreamMaxBody: number;
+  /** The proxies in front whose X-Forwarded-For, -Host and -Proto are believed. */
+  trustedProxies: TrustedProxies;
   /** Where the Prometheus metrics are served. */
   metricsPath: string;
   logLevel: Level;
@@ -78,6 +82,10 @@ Flags:
                                       (default 30s)
   --upstream-max-body SIZE            largest request body proxied: bytes, or with KiB or
                                       MiB (default 1MiB; /ext/auth takes at most 64 KiB)
+  --trusted-proxies LIST              comma-separated addresses and CIDR ranges of proxies
+                                      in front (such as 10.0.0.0/8,2001:db8::1) whose
+                                      X-Forwarded-For names the client (default none:
+                                      forwarding headers from clients are dropped)
   --metrics-path PATH                 where Prometheus metrics are served, protected like
                                       any endpoint (default /ext/metrics)
   --log-level LEVEL                   debug, info, warn or error (default info)
@@ -112,6 +120,7 @@ const FLAGS: ReadonlyMap<string, Flag> = new Map<string, Flag>([
   ['upstream', { kind: 'value', set: (o, v, n) => { o.upstream = parseUpstream(v, n); } }],
   ['upstream-timeout', { kind: 'value', set: (o, v, n) => { o.upstreamTimeout = parseTimeout(v, n); } }],
   ['upstream-max-body', { kind: 'value', set: (o, v, n) => { o.upstreamMaxBody = parseSize(v, n); } }],
+  ['trusted-proxies', { kind: 'value', set: (o, v, n) => { o.trustedProxies = parseTrustedProxies(v, n); } }],
   ['metrics-path', { kind: 'value', set: (o, v, n) => { o.metricsPath = parsePath(v, n); } }],
   ['log-level', { kind: 'value', set: (o, v, n) => { o.logLevel = parseLevel(v, n); } }],
   ['help', { kind: 'bool', set: (o, v) => { o.help = v; } }],
@@ -131,6 +140,7 @@ export function parseArgs(args: readonly string[]): Command {
     upstream: undefined,
     upstreamTimeout: DEFAULT_UPSTREAM_TIMEOUT,
     upstreamMaxBody: DEFAULT_UPSTREAM_MAX_BODY,
+    trustedProxies: NO_TRUSTED_PROXIES,
     metricsPath: '/ext/metrics',
     logLevel: 'info',
     help: false,
@@ -275,6 +285,15 @@ function parseUpstream(text: string, name: string): URL {
 function parsePathList(text: string, name: string): string[] {
   if (text.trim() === '') return [];
   return [...new Set(text.split(',').map((entry) => parsePath(entry.trim(), name)))];
+}
+
+function parseTrustedProxies(text: string, name: string): TrustedProxies {
+  if (text.trim() === '') return NO_TRUSTED_PROXIES;
+  try {
+    return trustedProxies(text.split(','));
+  } catch (error) {
+    throw new UsageError(`--${name}: ${(error as Error).message}`);
+  }
 }
 
 function parsePath(path: string, name: string): string {

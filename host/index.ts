@@ -16,6 +16,8 @@ import { resolve } from 'node:path';
 import type { Registry } from 'prom-client';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { parseDuration } from './cli.js';
+import { NO_TRUSTED_PROXIES, trustedProxies } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
 import { Outcome } from './core.js';
 import { newCore } from './core-module.js';
 import { createLogger } from './log.js';
@@ -44,6 +46,12 @@ export interface AuthOptions {
   readonly tokenLifetime?: number | string;
   /** Exact paths that need no token, such as /ext/health. */
   readonly publicEndpoints?: readonly string[];
+  /**
+   * Addresses and CIDR ranges (such as "10.0.0.0/8") of the proxies in front of the node,
+   * whose X-Forwarded-For names the client that /ext/auth throttles and logs. Default
+   * none: the client is the connection's far end.
+   */
+  readonly trustedProxies?: readonly string[];
   /** Where log lines go (audit lines included); default JSON lines on stdout, info and above. */
   readonly log?: Logger;
 }
@@ -83,11 +91,12 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
       throw new TypeError(`publicEndpoints: ${JSON.stringify(path)} is not an exact request path the gate serves, such as /ext/health`);
     }
   }
+  const trusted = trustedProxyOption(options.trustedProxies);
   const metrics = new Metrics();
   const opened = await openAuth(core, { passwordFile: resolve(options.passwordFile), dataDir: resolve(options.dataDir), tokenLifetime }, log, metrics);
   const gate = new Gate(core, metrics, publicEndpoints);
   const route = opened.route;
-  const gateway = new Gateway(core, gate, new Map([[AUTH_PATH, route]]), log, metrics);
+  const gateway = new Gateway(core, gate, new Map([[AUTH_PATH, route]]), log, metrics, trusted);
   let closing: Promise<void> | undefined;
   return {
     mount(app) {
@@ -108,6 +117,16 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
       return closing;
     },
   };
+}
+
+function trustedProxyOption(list: readonly string[] | undefined): TrustedProxies {
+  if (list === undefined) return NO_TRUSTED_PROXIES;
+  if (!Array.isArray(list)) throw new TypeError('trustedProxies must be an array of addresses and CIDR ranges, such as ["10.0.0.0/8"]');
+  try {
+    return trustedProxies(list);
+  } catch (error) {
+    throw new RangeError(`trustedProxies: ${(error as Error).message}`);
+  }
 }
 
 function lifetime(value: number | string | undefined): number {

@@ -9,14 +9,30 @@
 // Headers (RFC 9110 §7.6.1): hop-by-hop fields (Connection and the fields it names,
 // Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade, Trailer) are not
 // forwarded either way. Authorization and Proxy-Authorization never reach the upstream.
-// Host is the upstream's own (a node checks it against its allowed hosts); the client's
-// goes in X-Forwarded-Host, its address is appended to X-Forwarded-For, and
-// X-Forwarded-Proto says http unless a proxy in front already said otherwise.
+// Host is the upstream's own (a node checks it against its allowed hosts). Forwarding
+// headers (Forwarded, X-Forwarded-*, X-Real-IP and kin) are believed only from a trusted
+// proxy: from one, X-Forwarded-For, -Host and -Proto are kept and X-Forwarded-For is
+// extended with the peer; from anyone else all of them are dropped, and api-auth writes
+// X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (http).
+//
+// The request line and header values reach the upstream byte for byte. uWS hands the
+// query and header values over decoded as UTF-8, and undici writes strings as Latin-1,
+// so text beyond ASCII is turned back into its UTF-8 bytes (one Latin-1 character per
+// byte) before it is handed on. Text uWS could only decode with U+FFFD in it (bytes
+// that are not UTF-8) cannot be turned back, and is refused with 400 rather than
+// forwarded altered.
+//
+// What undici refuses in a request (a header value with control bytes, two
+// Content-Length, a method that is not a token) is the client's own mistake: 400, and
+// no word of it in the upstream's errors, metrics or health.
 import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { peerAddress } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
 import { ErrorCode, errorResponse } from './jsonrpc.js';
 import type { Logger } from './log.js';
 import type { Metrics, UpstreamErrorKind } from './metrics.js';
@@ -48,10 +64,19 @@ export interface InFlight {
 }
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
-// Never sent upstream: the gate's credentials, a proxy's credentials, what undici sets
-// itself (Host, and Expect, which it refuses), and what this proxy writes anew.
-const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect',
-  'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']);
+// Never sent upstream: the gate's credentials, a proxy's credentials, and what undici
+// sets itself (Host, and Expect, which it refuses).
+const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect']);
+// Headers that tell an upstream who the client is, how it connected, or which path it
+// asked for, beside every x-forwarded-* name: believed by some upstream, so never taken
+// from a client. The last two are route overrides some frameworks honour: the upstream
+// must route by the path the gate authorised.
+const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real-ip', 'true-client-ip', 'x-client-ip',
+  'client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip', 'x-original-forwarded-for',
+  'x-envoy-external-address', 'x-azure-clientip', 'front-end-https', 'x-url-scheme', 'x-original-url', 'x-rewrite-url']);
+/** Text beyond ASCII: uWS decoded it from UTF-8, and undici would write it as Latin-1. */
+const BEYOND_ASCII = /[^\x00-\x7f]/;
+
 // Never sent back: uWS writes its own Date and Content-Length (from the body it sends);
 // Proxy-Authenticate would ask the client for credentials this proxy does not take.
 const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate']);
@@ -73,16 +98,25 @@ class BodyTooLarge extends Error {
   }
 }
 
+class ProtocolSwitched extends Error {
+  constructor() {
+    super('the upstream node switched protocols');
+    this.name = 'ProtocolSwitched';
+  }
+}
+
 export class UpstreamProxy {
   readonly pool: Pool;
   /** The 413 body of a request body over the limit. */
   readonly tooLarge: Uint8Array;
+  /** The 502 body of an answer that switched protocols. */
+  readonly switched = jsonLine(UpstreamErrorCode.Unavailable, 'the upstream node switched protocols, which api-auth does not relay');
   private readonly failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }>;
   /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
   private healthy = true;
 
-  constructor(readonly options: UpstreamOptions, private readonly inFlight: InFlight, private readonly metrics: Metrics,
-    private readonly log: Logger) {
+  constructor(readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
+    private readonly metrics: Metrics, private readonly log: Logger) {
     this.pool = new Pool(options.url.origin, {
       connections: UPSTREAM_CONNECTIONS,
       headersTimeout: options.timeoutMs,
@@ -102,24 +136,34 @@ export class UpstreamProxy {
     };
   }
 
-  /** Forwards the request; call it from the uWS handler, before returning. */
-  forward(res: HttpResponse, req: HttpRequest, path: string): void {
+  /**
+   * Forwards the request (`path` as the gate checked it, `method` as received); call it
+   * from the uWS handler, before returning.
+   */
+  forward(res: HttpResponse, req: HttpRequest, path: string, method: string): void {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
       res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.tooLarge, true);
       return;
     }
-    const method = req.getCaseSensitiveMethod();
-    // Undefined, in this uWS, when the URL has no query.
+    // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     const query = req.getQuery() as string | undefined;
-    const address = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+    let target = path;
+    if (query !== undefined) {
+      const raw = BEYOND_ASCII.test(query) ? utf8Bytes(query) : query;
+      if (raw === null) return refuse(res, QUERY_NOT_UTF8);
+      target = `${path}?${raw}`;
+    }
+    const peer = peerAddress(res);
+    const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
+    if (typeof headers === 'string') return refuse(res, jsonLine(ErrorCode.InvalidRequest, headers));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
-    const exchange = new Exchange(this, res, method === 'HEAD', upstreamHeaders(req, address));
+    const exchange = new Exchange(this, res, method === 'HEAD', headers);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
     const options: Dispatcher.DispatchOptions = {
-      path: query ? `${path}?${query}` : path,
+      path: target,
       method: method as Dispatcher.HttpMethod,
       headers: exchange.headers,
       body: null,
@@ -146,7 +190,7 @@ export class UpstreamProxy {
       }
       return;
     }
-    if (error instanceof ClientGone || error instanceof BodyTooLarge) return;
+    if (error instanceof ClientGone || error instanceof BodyTooLarge || refusedRequest(error)) return;
     const kind = classify(error);
     this.metrics.upstreamError(kind);
     const fields = { upstream: this.options.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
@@ -324,11 +368,28 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.started) {
       // The status is sent already: cutting the connection is the only way to say the body is not whole.
       res.close();
+    } else if (refusedRequest(error)) {
+      res.cork(() => refuse(res, jsonLine(ErrorCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
     } else {
       const { status, body } = this.proxy.failure(error);
       res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
     }
     this.proxy.settled(error);
+  }
+
+  /**
+   * undici hands over the connection of an answer that switches protocols, and forgets
+   * it. Nothing dispatched here asks for one (CONNECT is refused before the gate, and
+   * Upgrade is not forwarded), so this is an upstream gone wrong: the connection is
+   * destroyed, never left open nor pooled.
+   */
+  onRequestUpgrade(_controller: Dispatcher.DispatchController, _statusCode: number, _headers: unknown, socket: Duplex): void {
+    socket.destroy();
+    if (this.closed) return;
+    this.closed = true;
+    const res = this.res;
+    res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.proxy.switched));
+    this.proxy.settled(new ProtocolSwitched());
   }
 
   /** uWS can take more: the rest of a pending chunk, or (chunked) whatever comes next. */
@@ -361,18 +422,64 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
-/** The headers to send upstream, as undici's flat [name, value, ...] list. */
-function upstreamHeaders(req: HttpRequest, address: string): string[] {
+const QUERY_NOT_UTF8 = jsonLine(ErrorCode.InvalidRequest,
+  'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
+
+/** A 400 for a request that is not forwarded; the connection closes, as its body may be unread. */
+function refuse(res: HttpResponse, body: Uint8Array): void {
+  res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body, true);
+}
+
+function refusedRequest(error: Error): boolean {
+  return REFUSED_REQUEST_CODES.has((error as NodeJS.ErrnoException).code ?? '');
+}
+
+/**
+ * Text uWS decoded from UTF-8, as its bytes again (one Latin-1 character per byte, which
+ * undici writes as that byte); null when the text holds U+FFFD, which stands for bytes
+ * that were not UTF-8 and cannot be told apart from an encoded U+FFFD.
+ */
+function utf8Bytes(text: string): string | null {
+  return text.includes('\ufffd') ? null : Buffer.from(text, 'utf8').toString('latin1');
+}
+
+/**
+ * The headers to send upstream, as undici's flat [name, value, ...] list; or, for a
+ * header that cannot be forwarded unchanged, the message that says so. `peer` is the
+ * connection's far end, `fromProxy` whether it is a trusted proxy.
+ */
+function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] | string {
   const listed = connectionTokens(req.getHeader('connection'));
   const headers: string[] = [];
-  req.forEach((name, value) => {
-    if (!REQUEST_DROPPED.has(name) && (listed === null || !listed.has(name))) headers.push(name, value);
+  let chain = '';
+  let forwardedHost = false;
+  let forwardedProto = false;
+  let problem = '';
+  req.forEach((name, text) => {
+    if (problem !== '' || REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name))) return;
+    if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {
+      if (!fromProxy) return;
+      if (name === 'x-forwarded-host') forwardedHost = true;
+      else if (name === 'x-forwarded-proto') forwardedProto = true;
+      else if (name !== 'x-forwarded-for') return;
+    }
+    const value = BEYOND_ASCII.test(text) ? utf8Bytes(text) : text;
+    if (value === null) {
+      problem = `the value of header ${name} holds bytes that are not UTF-8, which api-auth cannot forward unchanged`;
+    } else if (name === 'x-forwarded-for') {
+      chain = chain === '' ? value : `${chain}, ${value}`;
+    } else {
+      headers.push(name, value);
+    }
   });
-  const forwardedFor = req.getHeader('x-forwarded-for');
-  const forwardedHost = req.getHeader('x-forwarded-host') || req.getHeader('host');
-  headers.push('x-forwarded-for', forwardedFor === '' ? address : `${forwardedFor}, ${address}`);
-  if (forwardedHost !== '') headers.push('x-forwarded-host', forwardedHost);
-  headers.push('x-forwarded-proto', req.getHeader('x-forwarded-proto') || 'http');
+  if (problem !== '') return problem;
+  headers.push('x-forwarded-for', chain === '' ? peer : `${chain}, ${peer}`);
+  if (!forwardedHost) {
+    // uWS hands this one over byte for byte (as Latin-1).
+    const host = req.getHeader('host');
+    if (host !== '') headers.push('x-forwarded-host', host);
+  }
+  if (!forwardedProto) headers.push('x-forwarded-proto', 'http');
   return headers;
 }
 
@@ -392,6 +499,10 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | n
   return names.length === 0 ? null : new Set(names);
 }
 
+// What undici refuses in the request it is handed (checked before anything is sent, or
+// for a body of another length than declared, while it is sent). That request is the
+// client's, with fixed pool options: so is the mistake.
+const REFUSED_REQUEST_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH']);
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
 const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 

@@ -9,6 +9,8 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import { AuthService, ServiceErrorCode, throttled } from './auth-service.js';
 import { UsageError } from './cli.js';
 import type { Options } from './cli.js';
+import { clientAddress } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
 import { Outcome } from './core.js';
 import type { Core } from './core.js';
 import { newCore } from './core-module.js';
@@ -89,7 +91,7 @@ export async function startServer(options: Options, services: ServerServices = {
     const upstream = options.upstream === undefined
       ? undefined
       : { url: options.upstream, timeoutMs: options.upstreamTimeout, maxBody: options.upstreamMaxBody };
-    gateway = new Gateway(core, gate, routes, log, metrics, upstream);
+    gateway = new Gateway(core, gate, routes, log, metrics, options.trustedProxies, upstream);
     return await new HttpServer(App(), gateway, release, log).listen(options.httpHost, options.httpPort);
   } catch (error) {
     await release();
@@ -172,6 +174,10 @@ const NOT_FOUND = new TextEncoder().encode('404 page not found\n');
 const BODY_TOO_LARGE = jsonLine(ErrorCode.InvalidRequest, `request body exceeds ${MAX_BODY_BYTES} bytes`);
 const NOT_JSON = jsonLine(ErrorCode.InvalidRequest, 'content-type must be application/json');
 const INTERNAL_ERROR = jsonLine(ErrorCode.InternalError, 'internal error');
+// The same answer on every path, before the gate: it reveals nothing about a path, and
+// nothing of a CONNECT reaches a handler that might forward it.
+const CONNECT_ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+const CONNECT_REFUSED = jsonLine(ErrorCode.InvalidRequest, 'HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels');
 
 // The 429 bodies by wait, made once each: refusing a guess allocates nothing.
 const THROTTLED_BODIES = new Map<number, Uint8Array>();
@@ -263,12 +269,20 @@ export class Gateway implements InFlight {
     private readonly routes: ReadonlyMap<string, Route>,
     private readonly log: Logger,
     metrics: Metrics,
+    private readonly trusted: TrustedProxies,
     upstream?: UpstreamOptions,
   ) {
-    this.proxy = upstream === undefined ? null : new UpstreamProxy(upstream, this, metrics, log);
+    this.proxy = upstream === undefined ? null : new UpstreamProxy(upstream, trusted, this, metrics, log);
   }
 
   handle(res: HttpResponse, req: HttpRequest): void {
+    const method = req.getCaseSensitiveMethod();
+    // Any spelling: some servers take methods without regard to case.
+    if (method.length === 7 && method.toUpperCase() === 'CONNECT') {
+      res.writeStatus('405 Method Not Allowed').writeHeader('Allow', CONNECT_ALLOW).writeHeader('Content-Type', 'application/json')
+        .end(CONNECT_REFUSED, true);
+      return;
+    }
     const path = req.getUrl();
     const gate = this.gate;
     if (gate !== null) {
@@ -281,7 +295,7 @@ export class Gateway implements InFlight {
     }
     const route = this.routes.get(path);
     if (route !== undefined) return this.serve(res, req, path, route);
-    if (this.proxy !== null) return this.proxy.forward(res, req, path);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path, method);
     res.writeStatus('404 Not Found').writeHeader('Content-Type', 'text/plain; charset=utf-8');
     endWith(res, NOT_FOUND, req.getMethod() === 'head');
   }
@@ -357,7 +371,7 @@ export class Gateway implements InFlight {
   }
 
   private post(res: HttpResponse, req: HttpRequest, route: Route, rpc: JsonRpcEndpoint): void {
-    const address = Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+    const address = clientAddress(res, req, this.trusted);
     const wait = route.throttle?.retryAfter(address, Date.now()) ?? 0;
     if (wait > 0) {
       if (route.metrics !== undefined) route.metrics.passwordsThrottled++;

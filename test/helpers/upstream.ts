@@ -1,9 +1,10 @@
 // A real HTTP upstream node for the proxy tests: node:http on a free loopback port, in
 // the test's own process. It records every request it gets (method, URL, headers as
 // sent, body) and answers through a handler the test chooses; the default echoes the
-// request back as JSON. Closed when the test ends.
+// request back as JSON. A CONNECT is recorded too, and answered as a forward proxy
+// would: 200, then the connection stays open as a tunnel. Closed when the test ends.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import type { Test } from 'tap';
 
 export interface SeenRequest {
@@ -27,6 +28,8 @@ export interface Upstream {
   seen: SeenRequest[];
   /** Connections accepted so far. */
   connections(): number;
+  /** Connections open now. */
+  open(): number;
   /** Closes the listener and every connection. */
   close(): Promise<void>;
 }
@@ -36,6 +39,17 @@ export const echo: UpstreamHandler = (req, res, body) => {
   res.setHeader('Content-Type', 'application/json');
   res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: body.toString('utf8') }));
 };
+
+/**
+ * Answers 101 Switching Protocols and leaves the connection open, as a server that
+ * switched would; `closed` (if given) learns when the other side closes it.
+ */
+export function switchProtocols(closed?: (socket: Socket) => void): UpstreamHandler {
+  return (req) => {
+    if (closed) req.socket.once('close', () => closed(req.socket));
+    req.socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: tunnel\r\n\r\n');
+  };
+}
 
 /**
  * Starts an upstream on 127.0.0.1. `route` picks the handler for a request (by its URL,
@@ -57,6 +71,14 @@ export async function startUpstream(t: Test, route: (req: IncomingMessage) => Up
       route(req)(req, res, body);
     });
   });
+  server.on('connect', (req: IncomingMessage, socket: Socket) => {
+    seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.alloc(0),
+      remotePort: socket.remotePort ?? 0 });
+    socket.on('error', () => undefined);
+    // A tunnel ends when its client does (node:http leaves the socket half open).
+    socket.on('end', () => socket.end());
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+  });
   server.on('connection', (socket: Socket) => {
     connections++;
     sockets.add(socket);
@@ -76,7 +98,44 @@ export async function startUpstream(t: Test, route: (req: IncomingMessage) => Up
     return closed;
   };
   t.teardown(close);
-  return { url: `http://127.0.0.1:${actual}`, port: actual, server, seen, connections: () => connections, close };
+  return { url: `http://127.0.0.1:${actual}`, port: actual, server, seen, connections: () => connections, open: () => sockets.size, close };
+}
+
+export interface RawUpstream {
+  url: string;
+  /** The head (request line and header lines, without the empty line) of each request, as received. */
+  heads: Buffer[];
+}
+
+/**
+ * An upstream on raw TCP that records the bytes of each request head as they came, for
+ * what node:http would refuse or decode (bytes above 0x7E in the request line). It
+ * answers 200 "ok" to each; requests must carry no body.
+ */
+export async function startRawUpstream(t: Test): Promise<RawUpstream> {
+  const heads: Buffer[] = [];
+  const sockets = new Set<Socket>();
+  const server = createTcpServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    let pending = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      let end: number;
+      while ((end = pending.indexOf('\r\n\r\n')) >= 0) {
+        heads.push(pending.subarray(0, end));
+        pending = pending.subarray(end + 4);
+        socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  t.teardown(() => new Promise<void>((resolve) => {
+    for (const socket of sockets) socket.destroy();
+    server.close(() => resolve());
+  }));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, heads };
 }
 
 /** A loopback port nothing listens on (bound, then released). */
