@@ -15,7 +15,7 @@ import { ErrorCode, invalidParams, RpcError, stringParam } from './jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from './jsonrpc.js';
 import type { Fields, Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { countCodePoints, MAX_PASSWORD_LENGTH } from './password-file.js';
+import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from './password-file.js';
 import { BusyError } from './password-hash.js';
 import type { PasswordRecord, PasswordVerifier } from './password-hash.js';
 import type { StateStore } from './state-store.js';
@@ -139,7 +139,7 @@ export class AuthService {
   methods(): MethodTable {
     return new Map<string, Method>([
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
-        const { token, claims } = await this.newToken(stringParam(p, 'password'), endpointsParam(p), c);
+        const { token, claims } = await this.newToken(passwordParam(p, 'password'), endpointsParam(p), c);
         audit.serial = claims.serial;
         audit.generation = claims.generation;
         audit.grant = claims.grant;
@@ -147,7 +147,7 @@ export class AuthService {
         return { token };
       })],
       ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
-        const { revoked, claims } = await this.revokeToken(stringParam(p, 'password'), stringParam(p, 'token'), c);
+        const { revoked, claims } = await this.revokeToken(passwordParam(p, 'password'), stringParam(p, 'token'), c);
         audit.revoked = revoked;
         if (claims !== undefined) {
           audit.serial = claims.serial;
@@ -156,7 +156,7 @@ export class AuthService {
         return { success: true };
       })],
       ['auth.changePassword', (p, c) => this.audited('auth.changePassword', c, async (audit) => {
-        audit.generation = await this.changePassword(stringParam(p, 'oldPassword'), stringParam(p, 'newPassword'), c);
+        audit.generation = await this.changePassword(passwordParam(p, 'oldPassword'), passwordParam(p, 'newPassword'), c);
         return { success: true };
       })],
     ]);
@@ -261,6 +261,18 @@ function auditOutcome(error: unknown): string {
 
 function busy(): RpcError {
   return new RpcError(ServiceErrorCode.Busy, 'too many password checks are waiting; retry in 1 s', 1);
+}
+
+/**
+ * A password param: a string of valid Unicode. A lone surrogate has no UTF-8 form: the
+ * hash would see U+FFFD in its place, so "pw-\ud800", "pw-\udbff" and "pw-\ufffd" would
+ * all be one password. Refused here, before any hashing and before the throttle counts
+ * a guess.
+ */
+function passwordParam(params: Params, name: string): string {
+  const value = stringParam(params, name);
+  if (!isWellFormed(value)) throw invalidParams(name, 'valid Unicode text, without lone surrogates (\\ud800 to \\udfff outside a pair)');
+  return value;
 }
 
 function endpointsParam(params: Params): string[] {
