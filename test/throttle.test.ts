@@ -5,10 +5,17 @@
 import t from 'tap';
 import { clientKey, OVERALL, PasswordThrottle, PER_CLIENT, Tarpit } from '../build/host/throttle.js';
 import type { PasswordCheck, ThrottleRule } from '../build/host/throttle.js';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { AuthService } from '../build/host/auth-service.js';
+import { newCore } from '../build/host/core-module.js';
+import { createLogger } from '../build/host/log.js';
+import { Argon2idVerifier } from '../build/host/password-hash.js';
+import { restoreService, StateStore } from '../build/host/state-store.js';
 import { call, newToken } from './helpers/auth.js';
 import { freshSource, request, rpc } from './helpers/http.js';
 import type { HttpResponse } from './helpers/http.js';
-import { sleep, startServer } from './helpers/server.js';
+import { sleep, startServer, tempDir } from './helpers/server.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -197,6 +204,32 @@ t.test('the table of clients is bounded: the longest idle make room', async (t) 
   (throttle.begin('10.0.0.1', 0) as PasswordCheck).failed();
   (throttle.begin('10.0.0.2', 0) as PasswordCheck).failed();
   t.equal(throttle.retryAfter('2001:db8:1:2::1', 0), 0, 'the longest-idle client made room');
+});
+
+t.test('the token service throttles on the clock it is given', async (t) => {
+  const dir = join(tempDir(t), 'data');
+  mkdirSync(dir, { mode: 0o700 });
+  const core = newCore();
+  const log = createLogger(() => undefined);
+  const store = await StateStore.open(dir, log);
+  const verifier = new Argon2idVerifier();
+  t.teardown(async () => {
+    await verifier.close();
+    await store.close();
+  });
+  await restoreService(core, store, verifier, 'the-password', 3600, log);
+  let now = Date.parse('2030-01-01T00:00:00Z');
+  const service = new AuthService({ core, store, verifier, tokenLifetime: 3600, log, clock: () => now });
+  const newTokenCall = service.methods().get('auth.newToken')!;
+  const guess = (password: string) => Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
+    (result) => ({ result }), (error: { code: number; message: string }) => ({ code: error.code, message: error.message }));
+  for (let i = 0; i < 3; i++) t.match(await guess('wrong'), { code: -32000 });
+  t.same(await guess('the-password'), { code: -32002, message: 'too many failed password attempts; retry in 10 s' });
+  now += 9_000;
+  t.same(await guess('the-password'), { code: -32002, message: 'too many failed password attempts; retry in 1 s' }, '9 s later by its clock');
+  now += 1_000;
+  t.match(await guess('the-password'), { result: { token: String } }, '10 s later by its clock, though no time passed');
+  for (let i = 0; i < 3; i++) t.match(await guess('wrong'), { code: -32000 }, 'the right password forgave the client');
 });
 
 t.test('the tarpit answers later, in a batch, and at once when full', async (t) => {
