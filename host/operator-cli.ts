@@ -46,11 +46,11 @@ Flags:
   --timeout DURATION         how long to wait for the node (default 30s)
   --help                     print this help and exit
 
-Without a password flag, the command prompts for it on the terminal without echo.
-Passwords are never taken on the command line. A token is, but that is the weaker
-choice: while the command runs, any user of this machine can read its command line
-(ps, /proc/PID/cmdline), and the shell keeps it in its history. Secrets read from a
-file or stdin must be UTF-8 text.
+Without a flag for a secret (password, new password, token), the command prompts
+for it on the terminal without echo. Passwords are never taken on the command line.
+A token is, but that is the weaker choice: while the command runs, any user of this
+machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in
+its history. Secrets read from a file, stdin or the terminal must be UTF-8 text.
 
 Exit codes: 0 success; 1 the node refused (incorrect password, throttled, invalid
 endpoints); 2 a bad command line; 3 the node could not be reached.
@@ -137,14 +137,15 @@ async function run(action: Action, options: OperatorOptions, positional: string[
     if (options.tokenStdin) throw new UsageError('give --token-stdin or "-", not both');
     options.tokenStdin = true;
   }
-  const stdinUsers = [
-    options.passwordStdin && '--password-stdin', options.newPasswordStdin && '--new-password-stdin', options.tokenStdin && '--token-stdin',
-  ].filter((flag) => flag !== false);
-  if (stdinUsers.length > 1) throw new UsageError(`${stdinUsers.join(' and ')} cannot all read stdin; give all but one of them as a file`);
-  if (options.passwordStdin && options.passwordFile !== undefined) throw new UsageError('give --password-file or --password-stdin, not both');
   if (action !== 'password change' && (options.newPasswordFile !== undefined || options.newPasswordStdin)) {
     throw new UsageError(`--new-password-file and --new-password-stdin belong to "api-auth password change", not "api-auth ${action}"`);
   }
+  // Past the checks above, at most two of them are left.
+  const stdinUsers = [
+    options.passwordStdin && '--password-stdin', options.newPasswordStdin && '--new-password-stdin', options.tokenStdin && '--token-stdin',
+  ].filter((flag) => flag !== false);
+  if (stdinUsers.length > 1) throw new UsageError(`${stdinUsers.join(' and ')} cannot both read stdin; give one of them as a file`);
+  if (options.passwordStdin && options.passwordFile !== undefined) throw new UsageError('give --password-file or --password-stdin, not both');
   if (options.newPasswordStdin && options.newPasswordFile !== undefined) throw new UsageError('give --new-password-file or --new-password-stdin, not both');
   if (options.tokenStdin && options.tokenFile !== undefined) throw new UsageError('give --token-file or --token-stdin, not both');
   if (action !== 'token new' && options.endpoints.length > 0) {

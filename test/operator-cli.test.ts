@@ -164,7 +164,7 @@ t.test('bad command lines: exit 2, one line on stderr, nothing sent', async (t) 
     ['--token-file and --token-stdin', ['token', 'revoke', '--token-file', 'x', '--token-stdin', '--password-file', server.passwordFile],
       /give --token-file or --token-stdin, not both/],
     ['"-" and --token-stdin', ['token', 'revoke', '-', '--token-stdin', '--password-file', server.passwordFile], /give --token-stdin or "-", not both/],
-    ['the token and the password from stdin', ['token', 'revoke', '--token-stdin', '--password-stdin'], /--password-stdin and --token-stdin cannot all read stdin/],
+    ['the token and the password from stdin', ['token', 'revoke', '--token-stdin', '--password-stdin'], /--password-stdin and --token-stdin cannot both read stdin/],
     ['a token for token new', ['token', 'new', '--endpoints', '*', '--token-file', 'x'], /--token-file and --token-stdin belong to "api-auth token revoke"/],
     ['a missing token file', ['token', 'revoke', '--token-file', join(dir, 'missing'), '--password-file', server.passwordFile],
       /--token-file .*missing: cannot read it \(ENOENT\)/],
@@ -177,7 +177,7 @@ t.test('bad command lines: exit 2, one line on stderr, nothing sent', async (t) 
     ['a bad --timeout', ['token', 'new', '--endpoints', '*', '--timeout', '5'], /--timeout/],
     ['a missing password file', ['token', 'new', '--endpoints', '*', '--password-file', join(dir, 'missing')], /--password-file .*missing: cannot read it \(ENOENT\)/],
     ['an empty password file', ['token', 'new', '--endpoints', '*', '--password-file', secretFile('empty', ' \n')], /is empty/],
-    ['both secrets from stdin', ['password', 'change', '--password-stdin', '--new-password-stdin'], /--password-stdin and --new-password-stdin cannot all read stdin/],
+    ['both secrets from stdin', ['password', 'change', '--password-stdin', '--new-password-stdin'], /--password-stdin and --new-password-stdin cannot both read stdin/],
     ['a new password for token new', ['token', 'new', '--endpoints', '*', '--new-password-file', 'x'], /belong to "api-auth password change"/],
   ];
   for (const [name, args, message] of cases) {
@@ -197,8 +197,9 @@ t.test('--help prints the commands and exit codes', async (t) => {
     t.match(run.stdout, /Exit codes: 0 success; 1 the node refused/);
     t.match(run.stdout, /api-auth token revoke --token-file PATH/);
     t.match(run.stdout, /--token-stdin/);
-    t.match(run.stdout, /A token is, but that is the weaker\nchoice: while the command runs, any user of this machine can read its command line\n\(ps, \/proc\/PID\/cmdline\), and the shell keeps it in its history/,
-      'the help says why a token on the command line is the weaker choice');
+    t.ok(run.stdout.replace(/\s+/g, ' ').includes('A token is, but that is the weaker choice: while the command runs, any user of this ' +
+      'machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in its history.'),
+    'the help says why a token on the command line is the weaker choice');
   }
   const main = await api(['--help']);
   t.match(main.stdout, /api-auth password change/, 'the server\'s usage names the operator commands');
