@@ -1,9 +1,8 @@
 // Password guessing costs time. Each client (an IPv4 address, or the /64 of an IPv6
 // address) and all clients together have an allowance of wrong passwords: a burst,
 // then a fixed rate (the generic cell rate algorithm, GCRA, one "due time" per rate).
-// Waiting refills the allowance at that rate and never faster, so over any span of
-// time the wrong passwords stay under burst + span / interval, whatever the guesser's
-// timing.
+// Waiting refills the allowance at that rate and never faster, so any span of time
+// holds at most burst + span / interval wrong passwords, whatever the guesser's timing.
 //
 // A check counts against its client and against everyone from the moment it starts,
 // and stays counted while argon2id runs: checks that run at once cannot slip past a
