@@ -15,7 +15,7 @@ import { ErrorCode, invalidParams, RpcError, stringParam } from './jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from './jsonrpc.js';
 import type { Fields, Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { countCodePoints, MAX_PASSWORD_LENGTH } from './password-file.js';
+import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from './password-file.js';
 import { BusyError } from './password-hash.js';
 import type { PasswordRecord, PasswordVerifier } from './password-hash.js';
 import type { StateStore } from './state-store.js';
@@ -39,8 +39,8 @@ export interface AuthServiceOptions {
   readonly throttle?: PasswordThrottle;
   /** Where issued and revoked tokens and password checks are counted. */
   readonly metrics?: Metrics;
-  /** Unix seconds. */
-  readonly now?: () => number;
+  /** The clock, in ms since the epoch (Date.now's unit): the throttle's time, and in whole seconds the tokens'. */
+  readonly clock?: () => number;
 }
 
 /** -32002 with the wait: the client failed too many password checks of late. */
@@ -54,6 +54,8 @@ export class AuthService {
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
   private readonly log: Logger;
+  private readonly clock: () => number;
+  /** Unix seconds. */
   private readonly now: () => number;
   private readonly metrics: Metrics | undefined;
   readonly throttle: PasswordThrottle;
@@ -67,7 +69,9 @@ export class AuthService {
     this.log = options.log;
     this.throttle = options.throttle ?? new PasswordThrottle();
     this.metrics = options.metrics;
-    this.now = options.now ?? (() => Math.floor(Date.now() / 1000));
+    const clock = options.clock ?? Date.now;
+    this.clock = clock;
+    this.now = () => Math.floor(clock() / 1000);
   }
 
   /** A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and what it says about itself. */
@@ -135,7 +139,7 @@ export class AuthService {
   methods(): MethodTable {
     return new Map<string, Method>([
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
-        const { token, claims } = await this.newToken(stringParam(p, 'password'), endpointsParam(p), c);
+        const { token, claims } = await this.newToken(passwordParam(p, 'password'), endpointsParam(p), c);
         audit.serial = claims.serial;
         audit.generation = claims.generation;
         audit.grant = claims.grant;
@@ -143,7 +147,7 @@ export class AuthService {
         return { token };
       })],
       ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
-        const { revoked, claims } = await this.revokeToken(stringParam(p, 'password'), stringParam(p, 'token'), c);
+        const { revoked, claims } = await this.revokeToken(passwordParam(p, 'password'), stringParam(p, 'token'), c);
         audit.revoked = revoked;
         if (claims !== undefined) {
           audit.serial = claims.serial;
@@ -152,7 +156,7 @@ export class AuthService {
         return { success: true };
       })],
       ['auth.changePassword', (p, c) => this.audited('auth.changePassword', c, async (audit) => {
-        audit.generation = await this.changePassword(stringParam(p, 'oldPassword'), stringParam(p, 'newPassword'), c);
+        audit.generation = await this.changePassword(passwordParam(p, 'oldPassword'), passwordParam(p, 'newPassword'), c);
         return { success: true };
       })],
     ]);
@@ -175,20 +179,23 @@ export class AuthService {
   }
 
   /**
-   * Checks a password against the current record, unless its client must wait; a
-   * failure counts against the client. Returns the record it matched.
+   * Checks a password against the current record, unless its client (or everyone) must
+   * wait. The check counts against the client from its start, so concurrent checks
+   * cannot overrun the allowance; a wrong password stays counted. Returns the record it
+   * matched.
    */
   private async authenticate(password: string, context: CallContext): Promise<PasswordRecord> {
-    const wait = this.throttle.retryAfter(context.address, Date.now());
-    if (wait > 0) {
+    const check = this.throttle.begin(context.address, this.clock());
+    if (typeof check === 'number') {
       if (this.metrics) this.metrics.passwordsThrottled++;
-      throw throttled(wait);
+      throw throttled(check);
     }
     const record = this.store.password;
     let ok: boolean;
     try {
       ok = await this.verifier.verify(password, record);
     } catch (error) {
+      check.abandoned();
       if (error instanceof BusyError) {
         if (this.metrics) this.metrics.passwordsBusy++;
         throw busy();
@@ -196,12 +203,12 @@ export class AuthService {
       throw error;
     }
     if (!ok) {
+      check.failed();
       if (this.metrics) this.metrics.passwordsRefused++;
-      this.throttle.failed(context.address, Date.now());
       throw new RpcError(ServiceErrorCode.IncorrectPassword, 'incorrect password');
     }
+    check.succeeded();
     if (this.metrics) this.metrics.passwordsAccepted++;
-    this.throttle.succeeded(context.address);
     return record;
   }
 
@@ -254,6 +261,18 @@ function auditOutcome(error: unknown): string {
 
 function busy(): RpcError {
   return new RpcError(ServiceErrorCode.Busy, 'too many password checks are waiting; retry in 1 s', 1);
+}
+
+/**
+ * A password param: a string of valid Unicode. A lone surrogate has no UTF-8 form: the
+ * hash would see U+FFFD in its place, so "pw-\ud800", "pw-\udbff" and "pw-\ufffd" would
+ * all be one password. Refused here, before any hashing and before the throttle counts
+ * a guess.
+ */
+function passwordParam(params: Params, name: string): string {
+  const value = stringParam(params, name);
+  if (!isWellFormed(value)) throw invalidParams(name, 'valid Unicode text, without lone surrogates (\\ud800 to \\udfff outside a pair)');
+  return value;
 }
 
 function endpointsParam(params: Params): string[] {

@@ -1,7 +1,8 @@
 // The operator commands: `api-auth token new`, `api-auth token revoke`, `api-auth password
 // change`. Each is one call to a running node's /ext/auth. Passwords come from a file,
 // from stdin, or from a prompt that does not echo; never from the command line, where
-// other users could read them in the process list.
+// other users could read them in the process list. A token to revoke comes the same
+// ways; on the command line it is still taken, with a warning.
 //
 // Exit codes: 0 success; 1 the node refused (a JSON-RPC error: incorrect password,
 // throttled, invalid params); 2 a bad command line; 3 the node could not be reached, or
@@ -20,7 +21,10 @@ const MAX_SECRET_BYTES = 64 * 1024;
 
 export const OPERATOR_USAGE = `Usage:
   api-auth token new --endpoints PATHS [flags]   issue a token; prints it
-  api-auth token revoke TOKEN [flags]            revoke a token
+  api-auth token revoke --token-file PATH [flags]
+                                                 revoke a token (or --token-stdin,
+                                                 or a prompt; TOKEN in place of the
+                                                 flag works, with a warning)
   api-auth password change [flags]               change the service password; every
                                                  token issued before stops working
 
@@ -35,12 +39,18 @@ Flags:
   --password-stdin           read the service password from stdin
   --new-password-file PATH   password change: read the new password from this file
   --new-password-stdin       password change: read the new password from stdin
+  --token-file PATH          token revoke: read the token from this file
+  --token-stdin              token revoke: read the token from stdin ("-" in place
+                             of TOKEN says the same)
   --json                     print the result as one JSON object
   --timeout DURATION         how long to wait for the node (default 30s)
   --help                     print this help and exit
 
-Without a password flag, the command prompts for it on the terminal without echo.
-Passwords are never taken on the command line.
+Without a flag for a secret (password, new password, token), the command prompts
+for it on the terminal without echo. Passwords are never taken on the command line.
+A token is, but that is the weaker choice: while the command runs, any user of this
+machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in
+its history. Secrets read from a file, stdin or the terminal must be UTF-8 text.
 
 Exit codes: 0 success; 1 the node refused (incorrect password, throttled, invalid
 endpoints); 2 a bad command line; 3 the node could not be reached.
@@ -53,6 +63,8 @@ interface OperatorOptions {
   passwordStdin: boolean;
   newPasswordFile: string | undefined;
   newPasswordStdin: boolean;
+  tokenFile: string | undefined;
+  tokenStdin: boolean;
   json: boolean;
   timeoutMs: number;
   help: boolean;
@@ -116,13 +128,26 @@ class Unreachable extends Error {
 }
 
 async function run(action: Action, options: OperatorOptions, positional: string[], io: OperatorIo): Promise<number> {
-  const stdinUsers = Number(options.passwordStdin) + Number(options.newPasswordStdin);
-  if (stdinUsers > 1) throw new UsageError('--password-stdin and --new-password-stdin cannot both read stdin; give one of them as a file');
-  if (options.passwordStdin && options.passwordFile !== undefined) throw new UsageError('give --password-file or --password-stdin, not both');
+  if (action !== 'token revoke' && (options.tokenFile !== undefined || options.tokenStdin)) {
+    throw new UsageError(`--token-file and --token-stdin belong to "api-auth token revoke", not "api-auth ${action}"`);
+  }
+  // "-" in place of the token is stdin, as most commands read it.
+  if (action === 'token revoke' && positional.length === 1 && positional[0] === '-') {
+    positional = [];
+    if (options.tokenStdin) throw new UsageError('give --token-stdin or "-", not both');
+    options.tokenStdin = true;
+  }
   if (action !== 'password change' && (options.newPasswordFile !== undefined || options.newPasswordStdin)) {
     throw new UsageError(`--new-password-file and --new-password-stdin belong to "api-auth password change", not "api-auth ${action}"`);
   }
+  // Past the checks above, at most two of them are left.
+  const stdinUsers = [
+    options.passwordStdin && '--password-stdin', options.newPasswordStdin && '--new-password-stdin', options.tokenStdin && '--token-stdin',
+  ].filter((flag) => flag !== false);
+  if (stdinUsers.length > 1) throw new UsageError(`${stdinUsers.join(' and ')} cannot both read stdin; give one of them as a file`);
+  if (options.passwordStdin && options.passwordFile !== undefined) throw new UsageError('give --password-file or --password-stdin, not both');
   if (options.newPasswordStdin && options.newPasswordFile !== undefined) throw new UsageError('give --new-password-file or --new-password-stdin, not both');
+  if (options.tokenStdin && options.tokenFile !== undefined) throw new UsageError('give --token-file or --token-stdin, not both');
   if (action !== 'token new' && options.endpoints.length > 0) {
     throw new UsageError(`--endpoints belongs to "api-auth token new", not "api-auth ${action}"`);
   }
@@ -139,9 +164,17 @@ async function run(action: Action, options: OperatorOptions, positional: string[
     }
     case 'token revoke': {
       expectPositional(positional, 1, action);
+      let token: string;
+      if (positional.length === 1) {
+        if (options.tokenFile !== undefined || options.tokenStdin) throw new UsageError('give the token once: as TOKEN, or with --token-file or --token-stdin');
+        token = positional[0];
+        io.stderr(ARGV_TOKEN_WARNING);
+      } else {
+        token = await readSecret(options.tokenFile, options.tokenStdin, 'Token: ', '--token', io, 'token');
+      }
       const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
       method = 'auth.revokeToken';
-      params = { password, token: positional[0] };
+      params = { password, token };
       break;
     }
     case 'password change': {
@@ -166,10 +199,13 @@ async function run(action: Action, options: OperatorOptions, positional: string[
   return ExitCode.Ok;
 }
 
-function expectPositional(positional: string[], count: number, action: Action): void {
-  if (positional.length === count) return;
-  if (count === 1 && positional.length === 0) throw new UsageError(`${action} needs the token: api-auth ${action} TOKEN`);
-  throw new UsageError(`unexpected argument ${JSON.stringify(positional[count])}; run api-auth ${action} --help`);
+const ARGV_TOKEN_WARNING = 'api-auth: warning: a token on the command line can be read by every user of this machine while the ' +
+  'command runs (ps, /proc/PID/cmdline), and stays in your shell history; use --token-file PATH or --token-stdin\n';
+
+/** At most `max` positional arguments: the token of token revoke, none for the others. */
+function expectPositional(positional: string[], max: number, action: Action): void {
+  if (positional.length <= max) return;
+  throw new UsageError(`unexpected argument ${JSON.stringify(positional[max])}; run api-auth ${action} --help`);
 }
 
 /** Calls `method` at `${uri}/ext/auth`; its result, or Refused, or Unreachable. */
@@ -226,46 +262,73 @@ async function readNewPassword(options: OperatorOptions, io: OperatorIo): Promis
   return password;
 }
 
-/** A password from its file (trimmed), from stdin (without its line break), or from a no-echo prompt. */
-async function readSecret(file: string | undefined, stdin: boolean, prompt: string, flag: string, io: OperatorIo): Promise<string> {
+/**
+ * A password (or a token) from its file (trimmed), from stdin (a password without its
+ * line break, a token trimmed), or from a no-echo prompt. Text that is not UTF-8 is
+ * refused: decoding it would put U+FFFD in place of the bad bytes, and send a secret
+ * other than the one meant.
+ */
+async function readSecret(file: string | undefined, stdin: boolean, prompt: string, flag: string, io: OperatorIo,
+  what: 'password' | 'token' = 'password'): Promise<string> {
   let secret: string;
+  let source: string;
   if (file !== undefined) {
+    source = `${flag}-file ${file}`;
     let bytes: Buffer;
     try {
       bytes = await readFile(file);
     } catch (error) {
-      throw new UsageError(`${flag}-file ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      throw new UsageError(`${source}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
     }
-    if (bytes.length > MAX_SECRET_BYTES) throw new UsageError(`${flag}-file ${file}: the file is larger than ${MAX_SECRET_BYTES} bytes; it must hold only the password`);
-    secret = bytes.toString('utf8').trim();
-    bytes.fill(0);
+    try {
+      if (bytes.length > MAX_SECRET_BYTES) throw new UsageError(`${source}: the file is larger than ${MAX_SECRET_BYTES} bytes; it must hold only the ${what}`);
+      secret = decodeUtf8(bytes, `${source}: the file`, what).trim();
+    } finally {
+      bytes.fill(0);
+    }
   } else if (stdin) {
-    secret = (await readAll(io.stdin)).replace(/\r?\n$/, '');
+    source = `${flag}-stdin`;
+    const text = decodeUtf8(await readAll(io.stdin, what), `${source}: stdin`, what);
+    secret = what === 'token' ? text.trim() : text.replace(/\r?\n$/, '');
   } else if (io.stdin.isTTY) {
+    source = 'the prompt';
     secret = await promptHidden(prompt, io);
   } else {
-    throw new UsageError(`no password: give ${flag}-file PATH or ${flag}-stdin, or run the command in a terminal to be prompted`);
+    throw new UsageError(`no ${what}: give ${flag}-file PATH or ${flag}-stdin, or run the command in a terminal to be prompted`);
   }
-  if (secret === '') throw new UsageError(`the password from ${file !== undefined ? `${flag}-file ${file}` : stdin ? `${flag}-stdin` : 'the prompt'} is empty`);
+  if (secret === '') throw new UsageError(`the ${what} from ${source} is empty`);
   return secret;
 }
 
-async function readAll(stream: NodeJS.ReadStream): Promise<string> {
+function decodeUtf8(bytes: Uint8Array, where: string, what: string): string {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new UsageError(`${where} is not UTF-8 text; save the ${what} as UTF-8`);
+  }
+}
+
+async function readAll(stream: NodeJS.ReadStream, what: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of stream) {
     const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
     size += buffer.length;
-    if (size > MAX_SECRET_BYTES) throw new UsageError(`stdin holds more than ${MAX_SECRET_BYTES} bytes; it must hold only the password`);
+    if (size > MAX_SECRET_BYTES) throw new UsageError(`stdin holds more than ${MAX_SECRET_BYTES} bytes; it must hold only the ${what}`);
     chunks.push(buffer);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }
 
 /** Reads one line from the terminal with echo off; the prompt goes to stderr, so stdout stays the result alone. */
 function promptHidden(prompt: string, io: OperatorIo): Promise<string> {
   const input = io.stdin;
+  // Echo off before the prompt shows, so that nothing typed after the prompt is echoed.
+  input.setRawMode(true);
   io.stderr(prompt);
+  // Streaming, so that a character split across two reads is whole; fatal, so that bytes
+  // that are not UTF-8 (a terminal set to another encoding) are refused, not replaced.
+  const decoder = new TextDecoder('utf-8', { fatal: true });
   return new Promise((resolve, reject) => {
     let line = '';
     const done = (error?: Error): void => {
@@ -277,7 +340,13 @@ function promptHidden(prompt: string, io: OperatorIo): Promise<string> {
       else resolve(line);
     };
     const onData = (chunk: Buffer): void => {
-      for (const char of chunk.toString('utf8')) {
+      let text: string;
+      try {
+        text = decoder.decode(chunk, { stream: true });
+      } catch {
+        return done(new UsageError('what was typed is not UTF-8 text; set the terminal to UTF-8'));
+      }
+      for (const char of text) {
         if (char === '\r' || char === '\n') return done();
         if (char === '\u0003') return done(new UsageError('cancelled'));
         if (char === '\u0004') return line === '' ? done(new UsageError('cancelled')) : done();
@@ -285,7 +354,6 @@ function promptHidden(prompt: string, io: OperatorIo): Promise<string> {
         else if (char >= ' ') line += char;
       }
     };
-    input.setRawMode(true);
     input.on('data', onData);
     input.resume();
   });
@@ -300,6 +368,8 @@ const FLAGS: ReadonlyMap<string, Flag> = new Map<string, Flag>([
   ['password-stdin', { kind: 'bool', set: (o, v) => { o.passwordStdin = v === 'true'; } }],
   ['new-password-file', { kind: 'value', set: (o, v) => { o.newPasswordFile = v; } }],
   ['new-password-stdin', { kind: 'bool', set: (o, v) => { o.newPasswordStdin = v === 'true'; } }],
+  ['token-file', { kind: 'value', set: (o, v) => { o.tokenFile = v; } }],
+  ['token-stdin', { kind: 'bool', set: (o, v) => { o.tokenStdin = v === 'true'; } }],
   ['json', { kind: 'bool', set: (o, v) => { o.json = v === 'true'; } }],
   ['timeout', { kind: 'value', set: (o, v) => { o.timeoutMs = parseTimeout(v); } }],
   ['help', { kind: 'bool', set: (o, v) => { o.help = v === 'true'; } }],
@@ -320,6 +390,8 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
     passwordStdin: false,
     newPasswordFile: undefined,
     newPasswordStdin: false,
+    tokenFile: undefined,
+    tokenStdin: false,
     json: false,
     timeoutMs: DEFAULT_TIMEOUT_MS,
     help: false,

@@ -144,6 +144,17 @@ function decodeUtf8(bytes: Uint8Array, path: string): string {
   }
 }
 
+/**
+ * Whether `text` is valid Unicode, that is without a lone surrogate (\ud800 to \udfff
+ * outside a pair): UTF-8 has no form for one, and encoders write U+FFFD in its place.
+ */
+export function isWellFormed(text: string): boolean {
+  return !LONE_SURROGATE.test(text);
+}
+
+// With the u flag a pair is one code point, never of category Cs: only lone ones match.
+const LONE_SURROGATE = /\p{Cs}/u;
+
 /** Length in Unicode code points, the unit of the password length limits. */
 export function countCodePoints(text: string): number {
   let n = 0;

@@ -2,6 +2,7 @@
 // rest of the host sees only the async PasswordVerifier interface.
 import { timingSafeEqual, webcrypto } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
+import { isWellFormed } from './password-file.js';
 import type { HashJob, HashResult } from './password-worker.js';
 
 /** An argon2id hash with everything needed to check a candidate against it. */
@@ -54,6 +55,8 @@ export class Argon2idVerifier implements PasswordVerifier {
   constructor(private readonly maxPending = MAX_PENDING_CHECKS) {}
 
   async hash(password: string): Promise<PasswordRecord> {
+    // hash-wasm encodes a lone surrogate as U+FFFD, which would make several passwords one.
+    if (!isWellFormed(password)) throw new TypeError('a password must be valid Unicode (no lone surrogates)');
     const { memorySize, iterations, parallelism, hashLength, saltLength } = ARGON2ID_PARAMETERS;
     const salt = webcrypto.getRandomValues(new Uint8Array(saltLength));
     const hash = await this.run({ password, salt, memorySize, iterations, parallelism, hashLength });
@@ -63,8 +66,9 @@ export class Argon2idVerifier implements PasswordVerifier {
   // The record's own parameters, not today's defaults, so that a record written before
   // a parameter change still verifies.
   async verify(password: string, record: PasswordRecord): Promise<boolean> {
-    // hash-wasm refuses to hash an empty password, so no record is of one.
-    if (password === '') return false;
+    // hash-wasm refuses to hash an empty password, and hash() one with a lone surrogate,
+    // so no record is of either.
+    if (password === '' || !isWellFormed(password)) return false;
     const { salt, memorySize, iterations, parallelism } = record;
     const candidate = await this.run({ password, salt, memorySize, iterations, parallelism, hashLength: record.hash.length });
     return timingSafeEqual(candidate, record.hash);

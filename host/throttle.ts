@@ -1,74 +1,150 @@
-// Password guessing costs time. Each client address, and all of them together, may fail
-// a few password checks for free; every failure past that doubles the wait before the
-// next check is even attempted, up to a ceiling. A quiet spell forgets the failures, a
-// correct password forgets its address's. A waiting client is refused before its body is
-// read and before any hashing, so a flood of wrong passwords costs the node almost
-// nothing.
+// Password guessing costs time. Each client (an IPv4 address, or the /64 of an IPv6
+// address) and all clients together have an allowance of wrong passwords: a burst,
+// then a fixed rate (the generic cell rate algorithm, GCRA, one "due time" per rate).
+// Waiting refills the allowance at that rate and never faster, so any span of time
+// holds at most burst + span / interval wrong passwords, whatever the guesser's timing.
+//
+// A check counts against its client and against everyone from the moment it starts,
+// and stays counted while argon2id runs: checks that run at once cannot slip past a
+// limit together. Once it is over, a wrong password keeps it counted (from the time it
+// started); a right one takes it back and forgives its client's earlier failures (not
+// the other clients'); a check that could not run takes it back too.
+//
+// A waiting client is refused before its body is read and before any hashing, so a
+// flood of wrong passwords costs the node almost nothing.
+import { isIP } from 'node:net';
 
-export interface ThrottleRule {
-  /** Failures that cost no wait. */
-  readonly free: number;
-  /** The wait after the first failure past the free ones, in ms; it doubles with each next one. */
-  readonly firstDelay: number;
-  /** The longest wait, in ms. */
-  readonly maxDelay: number;
-  /** A spell without failures this long (ms) forgets them. */
-  readonly forgetAfter: number;
+/** A burst, then a fixed rate. */
+export interface Rate {
+  /** Wrong passwords allowed at once, after a quiet spell. */
+  readonly burst: number;
+  /** Then one per this many ms. */
+  readonly interval: number;
 }
 
-export const PER_CLIENT: ThrottleRule = { free: 3, firstDelay: 1000, maxDelay: 5 * 60_000, forgetAfter: 15 * 60_000 };
-export const OVERALL: ThrottleRule = { free: 100, firstDelay: 1000, maxDelay: 60_000, forgetAfter: 60_000 };
-/** Addresses tracked at once; past it the longest-quiet ones are forgotten (the overall rule still holds). */
+/** Rates that all hold at once: a short burst at a quick rate, a longer one at a slow rate... */
+export type ThrottleRule = readonly Rate[];
+
+/** Each client: 3 at once, then one per 10 s; and 10 at once, then one per 5 min (12 an hour). */
+export const PER_CLIENT: ThrottleRule = [{ burst: 3, interval: 10_000 }, { burst: 10, interval: 5 * 60_000 }];
+/** All clients together: 100 at once, then one a second (3,600 an hour). */
+export const OVERALL: ThrottleRule = [{ burst: 100, interval: 1000 }];
+/** Clients tracked at once; past it the longest-idle ones are forgotten (the overall rule still holds). */
 export const MAX_CLIENTS = 10_000;
 
-interface Failures {
-  count: number;
-  last: number;
-  /** No check before this time (ms). */
-  until: number;
+/** What one client, or all of them, may still spend. */
+class Allowance {
+  /**
+   * Per rate, when the wrong passwords counted so far are paid off (ms); at or before
+   * now, the whole burst is there. GCRA's "theoretical arrival time".
+   */
+  private readonly due: number[];
+  /** Checks started and not over: counted as wrong until they are. */
+  running = 0;
+
+  constructor(private readonly rule: ThrottleRule) {
+    this.due = rule.map(() => 0);
+  }
+
+  /** ms until one more check may start; 0 or less when it may start now. */
+  wait(now: number): number {
+    let wait = -Infinity;
+    for (let i = 0; i < this.rule.length; i++) {
+      const { burst, interval } = this.rule[i];
+      // One more check fits while the debt, running checks included, leaves room in the burst.
+      const debt = Math.max(this.due[i], now) + this.running * interval - now;
+      wait = Math.max(wait, debt - (burst - 1) * interval);
+    }
+    return wait;
+  }
+
+  /** A wrong password, from a check that started at `started`. */
+  charge(started: number): void {
+    for (let i = 0; i < this.rule.length; i++) this.due[i] = Math.max(this.due[i], started) + this.rule[i].interval;
+  }
+
+  forgive(): void {
+    this.due.fill(0);
+  }
 }
 
-function fail(f: Failures, rule: ThrottleRule, now: number): void {
-  if (now - f.last > rule.forgetAfter) f.count = 0;
-  f.count++;
-  f.last = now;
-  const over = f.count - rule.free;
-  f.until = over > 0 ? now + Math.min(rule.firstDelay * 2 ** (over - 1), rule.maxDelay) : 0;
+/** A password check under way: say how it ended, once. */
+export class PasswordCheck {
+  private over = false;
+
+  constructor(private readonly client: Allowance, private readonly overall: Allowance, private readonly started: number) {}
+
+  /** The password was wrong: the check stays counted, for its client and overall. */
+  failed(): void {
+    if (!this.end()) return;
+    this.client.charge(this.started);
+    this.overall.charge(this.started);
+  }
+
+  /** The password was right: not a guess, and its client's earlier failures are forgiven. */
+  succeeded(): void {
+    if (this.end()) this.client.forgive();
+  }
+
+  /** No password was compared (the hashing queue was full, the hashing failed): nothing counted. */
+  abandoned(): void {
+    this.end();
+  }
+
+  private end(): boolean {
+    if (this.over) return false;
+    this.over = true;
+    this.client.running--;
+    this.overall.running--;
+    return true;
+  }
 }
 
 export class PasswordThrottle {
-  private readonly clients = new Map<string, Failures>();
-  private readonly overall: Failures = { count: 0, last: 0, until: 0 };
+  /** In order of last check started: the first is the longest idle. */
+  private readonly clients = new Map<string, Allowance>();
+  private readonly overall: Allowance;
 
   constructor(
     private readonly perClient: ThrottleRule = PER_CLIENT,
-    private readonly all: ThrottleRule = OVERALL,
+    all: ThrottleRule = OVERALL,
     private readonly maxClients = MAX_CLIENTS,
-  ) {}
-
-  /** Whole seconds this client must wait before its next password check; 0 when it may go ahead. */
-  retryAfter(address: string, now: number): number {
-    const until = Math.max(this.overall.until, this.clients.get(clientKey(address))?.until ?? 0);
-    return until > now ? Math.ceil((until - now) / 1000) : 0;
+  ) {
+    for (const rate of [...perClient, ...all]) {
+      if (!Number.isInteger(rate.burst) || rate.burst < 1 || !(rate.interval > 0)) {
+        throw new RangeError(`a throttle rate needs a whole burst of 1 or more and an interval above 0 ms, not ${JSON.stringify(rate)}`);
+      }
+    }
+    this.overall = new Allowance(all);
   }
 
-  failed(address: string, now: number): void {
+  /** Whole seconds this client must wait before its next password check; 0 when it may go ahead. `now` in ms. */
+  retryAfter(address: string, now: number): number {
+    const client = this.clients.get(clientKey(address));
+    return seconds(Math.max(this.overall.wait(now), client?.wait(now) ?? 0));
+  }
+
+  /**
+   * Starts a password check for `address` at `now` (ms), counted from now on; or, when
+   * the client or everyone must wait first, the whole seconds to wait, and nothing is
+   * counted.
+   */
+  begin(address: string, now: number): PasswordCheck | number {
     const key = clientKey(address);
-    let f = this.clients.get(key);
-    if (f === undefined) {
-      f = { count: 0, last: 0, until: 0 };
+    let client = this.clients.get(key);
+    const wait = seconds(Math.max(this.overall.wait(now), client?.wait(now) ?? 0));
+    if (wait > 0) return wait;
+    if (client === undefined) {
+      client = new Allowance(this.perClient);
       this.makeRoom();
     } else {
-      // Re-inserted below, so the map stays in order of last failure.
+      // Re-inserted below, so the map stays in order of last check.
       this.clients.delete(key);
     }
-    fail(f, this.perClient, now);
-    this.clients.set(key, f);
-    fail(this.overall, this.all, now);
-  }
-
-  succeeded(address: string): void {
-    this.clients.delete(clientKey(address));
+    this.clients.set(key, client);
+    client.running++;
+    this.overall.running++;
+    return new PasswordCheck(client, this.overall, now);
   }
 
   private makeRoom(): void {
@@ -78,13 +154,52 @@ export class PasswordThrottle {
   }
 }
 
+function seconds(ms: number): number {
+  return ms > 0 ? Math.ceil(ms / 1000) : 0;
+}
+
 /**
- * The unit a client is throttled by: its IPv4 address, or the /64 of an IPv6 address
- * (one subscriber's allocation, which a guesser could otherwise walk through).
+ * The unit a client is throttled by. An IPv4 address is itself, also when written as an
+ * IPv4-mapped IPv6 address (a dual-stack listener sees `::ffff:192.0.2.7`, or uWS's
+ * `0000:0000:0000:0000:0000:ffff:c000:0207`); an IPv6 address is its /64 (one
+ * subscriber's allocation, which a guesser could otherwise walk through), in one
+ * spelling whatever the address's. Text that is no IP address is a key of its own.
  */
 export function clientKey(address: string): string {
-  if (!address.includes(':')) return address;
-  return address.split(':').slice(0, 4).join(':');
+  switch (isIP(address)) {
+    case 6: {
+      const groups = ipv6Groups(address);
+      if (groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff) {
+        return `${groups[6] >> 8}.${groups[6] & 0xff}.${groups[7] >> 8}.${groups[7] & 0xff}`;
+      }
+      return `${groups[0].toString(16)}:${groups[1].toString(16)}:${groups[2].toString(16)}:${groups[3].toString(16)}::/64`;
+    }
+    case 4:
+      // isIP's IPv4 form is dotted decimal without leading zeros: one spelling per address.
+      return address;
+    default:
+      // In brackets, which no key of an IP address holds, so it cannot share one's bucket.
+      return `[${address}]`;
+  }
+}
+
+/** The eight 16-bit groups of an address that isIP() calls IPv6. */
+function ipv6Groups(address: string): number[] {
+  const zone = address.indexOf('%');
+  let text = zone < 0 ? address : address.slice(0, zone);
+  // A trailing dotted quad is the last two groups.
+  const lastColon = text.lastIndexOf(':');
+  const tail = text.slice(lastColon + 1);
+  if (tail.includes('.')) {
+    const [a, b, c, d] = tail.split('.').map(Number);
+    text = `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  // At most one "::", standing for as many zero groups as are missing.
+  const gap = text.indexOf('::');
+  const head = gap < 0 ? text.split(':') : text.slice(0, gap) === '' ? [] : text.slice(0, gap).split(':');
+  const rest = gap < 0 ? [] : text.slice(gap + 2) === '' ? [] : text.slice(gap + 2).split(':');
+  const words = [...head, ...Array<string>(8 - head.length - rest.length).fill('0'), ...rest];
+  return words.map((word) => parseInt(word, 16));
 }
 
 /** How long a waiting client's refusal is held back, in ms. */

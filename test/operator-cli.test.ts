@@ -1,7 +1,8 @@
 // The operator commands against a running node: `api-auth token new`, `token revoke`,
 // `password change`. Passwords come from a file, stdin or a no-echo prompt, never argv;
-// results print plainly or as JSON; exit codes tell success (0), refusal (1), a bad
-// command line (2) and an unreachable node (3) apart.
+// a token to revoke comes the same ways, or from argv with a warning; secrets that are
+// not UTF-8 are refused; results print plainly or as JSON; exit codes tell success (0),
+// refusal (1), a bad command line (2) and an unreachable node (3) apart.
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -17,7 +18,7 @@ interface Run {
 }
 
 /** Runs `api-auth ...args` to its end, with `stdin` (or an empty, closed stdin). */
-function api(args: readonly string[], stdin = ''): Promise<Run> {
+function api(args: readonly string[], stdin: string | Buffer = ''): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MAIN, ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -38,7 +39,7 @@ const server = await startServer(t);
 const dir = tempDir(t);
 const uri = ['--uri', server.url];
 
-function secretFile(name: string, content: string): string {
+function secretFile(name: string, content: string | Buffer): string {
   const path = join(dir, name);
   writeFileSync(path, content, { mode: 0o600 });
   return path;
@@ -68,17 +69,59 @@ t.test('the password can come from stdin', async (t) => {
   t.match(run.stdout.trim(), TOKEN_PATTERN);
 });
 
-t.test('token revoke TOKEN: exit 0, and the token is refused from then on', async (t) => {
+t.test('token revoke TOKEN: exit 0, the token is refused from then on, and a warning says why argv is the weaker choice', async (t) => {
   const issued = await api(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', '*']);
   const token = issued.stdout.trim();
   expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'before');
   const run = await api(['token', 'revoke', token, ...uri, '--password-file', server.passwordFile]);
   t.equal(run.code, 0, run.stderr);
   t.equal(run.stdout, 'token revoked\n');
+  t.equal(run.stderr, 'api-auth: warning: a token on the command line can be read by every user of this machine while the command runs ' +
+    '(ps, /proc/PID/cmdline), and stays in your shell history; use --token-file PATH or --token-stdin\n');
   expectRefused(t, await call(server.url, '/ext/info', token), REASONS.revoked, 'after');
   const json = await api(['token', 'revoke', token, ...uri, '--password-file', server.passwordFile, '--json']);
   t.equal(json.code, 0);
   t.same(JSON.parse(json.stdout), { success: true }, 'revoking again is a success that changes nothing');
+});
+
+t.test('token revoke takes the token from --token-file, --token-stdin or "-", without a warning', async (t) => {
+  const ways: [string, (token: string) => [string[], string]][] = [
+    ['--token-file', (token) => [['--token-file', secretFile('token', `\n ${token}\n`), '--password-file', server.passwordFile], '']],
+    ['--token-stdin', (token) => [['--token-stdin', '--password-file', server.passwordFile], `${token}\n`]],
+    ['"-"', (token) => [['-', '--password-file', server.passwordFile], token]],
+    ['--token-file with the password from stdin', (token) => [['--token-file', secretFile('token2', token), '--password-stdin'], `${server.password}\n`]],
+  ];
+  for (const [way, argsFor] of ways) {
+    const token = (await api(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', '*'])).stdout.trim();
+    const [args, stdin] = argsFor(token);
+    const run = await api(['token', 'revoke', ...args, ...uri], stdin);
+    t.equal(run.code, 0, `${way}: ${run.stderr}`);
+    t.equal(run.stdout, 'token revoked\n', way);
+    t.equal(run.stderr, '', `${way}: no warning`);
+    expectRefused(t, await call(server.url, '/ext/info', token), REASONS.revoked, way);
+  }
+});
+
+t.test('secrets that are not UTF-8 are refused (exit 2), never sent with U+FFFD in place of their bytes', async (t) => {
+  const node = await startServer(t);
+  const at = ['--uri', node.url];
+  const notUtf8 = Buffer.concat([Buffer.from(node.password), Buffer.from([0xed, 0xa0, 0x80])]);
+  const file = secretFile('not-utf8', notUtf8);
+  const cases: [string, string[], Buffer, RegExp][] = [
+    ['a password file', ['token', 'new', '--endpoints', '*', '--password-file', file], Buffer.alloc(0), /--password-file .*not-utf8: the file is not UTF-8 text/],
+    ['a password on stdin', ['token', 'new', '--endpoints', '*', '--password-stdin'], notUtf8, /--password-stdin: stdin is not UTF-8 text/],
+    ['a new password file', ['password', 'change', '--password-file', node.passwordFile, '--new-password-file', secretFile('new-not-utf8', Buffer.from([0x70, 0x77, 0xff]))],
+      Buffer.alloc(0), /--new-password-file .*new-not-utf8: the file is not UTF-8 text; save the password as UTF-8/],
+    ['a new password on stdin', ['password', 'change', '--password-file', node.passwordFile, '--new-password-stdin'], Buffer.from([0x70, 0x77, 0xff, 0x0a]),
+      /--new-password-stdin: stdin is not UTF-8 text/],
+    ['a token file', ['token', 'revoke', '--password-file', node.passwordFile, '--token-file', file], Buffer.alloc(0), /--token-file .*: the file is not UTF-8 text; save the token as UTF-8/],
+  ];
+  for (const [name, args, stdin, message] of cases) {
+    const run = await api([...args, ...at], stdin);
+    t.equal(run.code, 2, `${name}: exit 2 (${run.stderr.trim()})`);
+    t.match(run.stderr, message, `${name}: says so`);
+  }
+  t.ok(await tryPassword(node.url, node.password), 'the password is unchanged');
 });
 
 t.test('a refusal: exit 1 and the node\'s reason (plain and --json); nothing is printed on stdout in plain mode', async (t) => {
@@ -116,7 +159,17 @@ t.test('bad command lines: exit 2, one line on stderr, nothing sent', async (t) 
     ['a new password on the command line', ['password', 'change', '--new-password', 'x'], /--new-password is not taken/],
     ['no password and no terminal', ['token', 'new', '--endpoints', '*'], /no password: give --password-file PATH or --password-stdin/],
     ['token new without endpoints', ['token', 'new', '--password-file', server.passwordFile], /--endpoints/],
-    ['token revoke without a token', ['token', 'revoke', '--password-file', server.passwordFile], /needs the token/],
+    ['token revoke without a token', ['token', 'revoke', '--password-file', server.passwordFile], /no token: give --token-file PATH or --token-stdin/],
+    ['a token twice', ['token', 'revoke', 'a', '--token-file', 'x', '--password-file', server.passwordFile], /give the token once/],
+    ['--token-file and --token-stdin', ['token', 'revoke', '--token-file', 'x', '--token-stdin', '--password-file', server.passwordFile],
+      /give --token-file or --token-stdin, not both/],
+    ['"-" and --token-stdin', ['token', 'revoke', '-', '--token-stdin', '--password-file', server.passwordFile], /give --token-stdin or "-", not both/],
+    ['the token and the password from stdin', ['token', 'revoke', '--token-stdin', '--password-stdin'], /--password-stdin and --token-stdin cannot both read stdin/],
+    ['a token for token new', ['token', 'new', '--endpoints', '*', '--token-file', 'x'], /--token-file and --token-stdin belong to "api-auth token revoke"/],
+    ['a missing token file', ['token', 'revoke', '--token-file', join(dir, 'missing'), '--password-file', server.passwordFile],
+      /--token-file .*missing: cannot read it \(ENOENT\)/],
+    ['an empty token file', ['token', 'revoke', '--token-file', secretFile('empty-token', '\n'), '--password-file', server.passwordFile],
+      /the token from --token-file .* is empty/],
     ['token revoke with two tokens', ['token', 'revoke', 'a', 'b', '--password-file', server.passwordFile], /unexpected argument "b"/],
     ['an unknown verb', ['token', 'list'], /unknown command "token list"/],
     ['an unknown flag', ['token', 'new', '--endpoints', '*', '--bogus'], /unknown flag --bogus/],
@@ -124,7 +177,7 @@ t.test('bad command lines: exit 2, one line on stderr, nothing sent', async (t) 
     ['a bad --timeout', ['token', 'new', '--endpoints', '*', '--timeout', '5'], /--timeout/],
     ['a missing password file', ['token', 'new', '--endpoints', '*', '--password-file', join(dir, 'missing')], /--password-file .*missing: cannot read it \(ENOENT\)/],
     ['an empty password file', ['token', 'new', '--endpoints', '*', '--password-file', secretFile('empty', ' \n')], /is empty/],
-    ['both secrets from stdin', ['password', 'change', '--password-stdin', '--new-password-stdin'], /cannot both read stdin/],
+    ['both secrets from stdin', ['password', 'change', '--password-stdin', '--new-password-stdin'], /--password-stdin and --new-password-stdin cannot both read stdin/],
     ['a new password for token new', ['token', 'new', '--endpoints', '*', '--new-password-file', 'x'], /belong to "api-auth password change"/],
   ];
   for (const [name, args, message] of cases) {
@@ -142,6 +195,11 @@ t.test('--help prints the commands and exit codes', async (t) => {
     t.equal(run.code, 0);
     t.match(run.stdout, /api-auth token new --endpoints/);
     t.match(run.stdout, /Exit codes: 0 success; 1 the node refused/);
+    t.match(run.stdout, /api-auth token revoke --token-file PATH/);
+    t.match(run.stdout, /--token-stdin/);
+    t.ok(run.stdout.replace(/\s+/g, ' ').includes('A token is, but that is the weaker choice: while the command runs, any user of this ' +
+      'machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in its history.'),
+    'the help says why a token on the command line is the weaker choice');
   }
   const main = await api(['--help']);
   t.match(main.stdout, /api-auth password change/, 'the server\'s usage names the operator commands');
@@ -173,7 +231,7 @@ t.test('without a password flag, a terminal prompts without echo', async (t) => 
   const node = await startServer(t);
   const command = [process.execPath, MAIN, 'token', 'new', '--uri', node.url, '--endpoints', '/ext/info'].map((a) => `'${a}'`).join(' ');
   // `script` runs the command on a pseudo-terminal; the password is typed only once the
-  // prompt is up (echo off), as a person would.
+  // prompt is up (echo is off by then), as a person would.
   const child = spawn('script', ['-qefc', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   const prompted = new Promise<void>((resolve) => {
@@ -185,7 +243,6 @@ t.test('without a password flag, a terminal prompts without echo', async (t) => 
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
   await prompted;
-  await new Promise((resolve) => setTimeout(resolve, 200));
   child.stdin.write(`${node.password}\r`);
   const code = await exited;
   clearTimeout(timer);
@@ -194,4 +251,39 @@ t.test('without a password flag, a terminal prompts without echo', async (t) => 
   const token = /([A-Za-z0-9_-]{76})/.exec(output)?.[1];
   t.ok(token, 'the token was printed');
   expectGranted(t, await call(node.url, '/ext/info', token), '/ext/info');
+});
+
+t.test('token revoke in a terminal prompts for the token, then the password, without echo', async (t) => {
+  if (!hasScript) {
+    t.fail('no `script` to make a terminal with: apt-get install bsdutils');
+    return;
+  }
+  const node = await startServer(t);
+  const token = (await api(['token', 'new', '--uri', node.url, '--password-file', node.passwordFile, '--endpoints', '*'])).stdout.trim();
+  const command = [process.execPath, MAIN, 'token', 'revoke', '--uri', node.url].map((a) => `'${a}'`).join(' ');
+  const child = spawn('script', ['-qefc', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let output = '';
+  const waiters: Array<[string, () => void]> = [];
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    output += chunk;
+    for (const [prompt, resolve] of waiters) if (output.includes(prompt)) resolve();
+  });
+  const prompted = (prompt: string): Promise<void> => new Promise((resolve) => {
+    if (output.includes(prompt)) resolve();
+    else waiters.push([prompt, resolve]);
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  // Typed only once each prompt is up (echo is off by then), as a person would.
+  await prompted('Token: ');
+  child.stdin.write(`${token}\r`);
+  await prompted('Password: ');
+  child.stdin.write(`${node.password}\r`);
+  const code = await exited;
+  clearTimeout(timer);
+  t.equal(code, 0, output);
+  t.match(output, /token revoked/);
+  t.notOk(output.includes(token), 'the token was not echoed');
+  t.notOk(output.includes(node.password), 'the password was not echoed');
+  expectRefused(t, await call(node.url, '/ext/info', token), REASONS.revoked);
 });
