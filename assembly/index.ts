@@ -5,8 +5,8 @@ import { IO_BUF, IO_CAP, KEY_INNER, KEY_OUTER, PATH_BUF, PATH_CAP, RESULT_BUF, T
 import { hmacSha256 as hmac, hmacStates, sha256 as hash } from './sha256';
 import { Outcome } from './outcome';
 import { requestPathValid } from './paths';
-import { grantAdd as addGrant, grantsInit } from './grants';
-import { forgetCheckedTags, issueToken, revokeToken, tokensInit, verifyToken } from './token';
+import { grantAdd as addGrant, grantFind as findGrant, grantsInit } from './grants';
+import { forgetCheckedTags, inspectToken, issueToken, revokeToken, tokensInit, verifyToken } from './token';
 import {
   MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, restoreSerials as restore, revocationsInit, sweep as sweepWindow,
 } from './revocations';
@@ -90,6 +90,16 @@ export function grantAdd(len: usize): i32 {
   return addGrant(IO_BUF, min(len, IO_CAP));
 }
 
+/**
+ * The id the endpoint list in the io buffer has, or the one `grantAdd` would give it
+ * (`grantCount()`) when it is new, with `grantAdd`'s negative codes; adds nothing. A
+ * host that records new lists durably calls this first, and `grantAdd` once the list is
+ * recorded, so a failed write leaves the core as it was.
+ */
+export function grantFind(len: usize): i32 {
+  return findGrant(IO_BUF, min(len, IO_CAP));
+}
+
 export function grantCount(): u32 { return state.grantCount; }
 export function nextSerial(): u64 { return state.nextSerial; }
 export function floor(): u64 { return state.floor; }
@@ -155,7 +165,21 @@ export function revoke(tokenLen: usize, now: i64): Outcome {
   return revokeToken(TOKEN_BUF, tokenLen, now);
 }
 
-/** Replays a stored revocation at start: 0 marked, 1 already expired (dropped), -1 never issued. */
+/**
+ * The check of `revoke`, revoking nothing: Valid (the token could be revoked now) or
+ * Revoked, both with its claims in the result buffer; any other outcome, no claims. A
+ * host that records revocations durably calls this first, and `revokeSerial` once the
+ * revocation is recorded.
+ */
+export function inspect(tokenLen: usize, now: i64): Outcome {
+  if (tokenLen > TOKEN_CAP) return Outcome.Malformed;
+  return inspectToken(TOKEN_BUF, tokenLen, now);
+}
+
+/**
+ * Marks a serial revoked: each stored revocation at start, and a revocation once the host
+ * has recorded it (after `inspect`). 0 marked, 1 already expired (dropped), -1 never issued.
+ */
 export function revokeSerial(serial: u64): i32 {
   return markRevoked(serial);
 }
