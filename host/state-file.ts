@@ -1,5 +1,6 @@
 // The data folder: one state file, replaced atomically, and a lock that keeps a second
-// instance out.
+// instance out. Nothing here follows a link inside the folder, and a folder that others
+// can write to is refused: either would let someone else read or choose the token key.
 //
 // The whole state is small (fixed fields, the distinct endpoint lists, and 16 bytes per
 // revocation of a token not yet expired), so every change writes it anew: to a temporary
@@ -7,7 +8,7 @@
 // file or the new one. Because no crash can truncate or tear the file, any file that is
 // short, too long or fails its checksum is damage, and the start stops rather than guess.
 import { createHash } from 'node:crypto';
-import { constants, promises as fs } from 'node:fs';
+import { constants, promises as fs, type Stats } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 
@@ -197,55 +198,105 @@ export function decodeState(file: Buffer, path: string): PersistedState {
 }
 
 /**
- * Makes sure the data folder exists (created 0700). Returns whether an existing folder
- * can be entered by other users, for a warning.
+ * Makes sure the data folder exists (created 0700) and that nobody else can change it:
+ * it must belong to this process's user and be writable by nobody else, or someone
+ * else could plant a link there that sends the token key to a file they read, or swap
+ * in a state of their own. Returns whether it can be entered by other users, for a
+ * warning. Throws StateError with the line to show.
  */
 export async function prepareDataDir(dir: string): Promise<{ openToOthers: boolean }> {
+  const notAFolder = (): StateError => new StateError(`--data-dir ${dir} is not a folder; name a folder (it is created if missing)`);
+  let st: Stats;
   try {
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-    const st = await fs.stat(dir);
-    if (!st.isDirectory()) throw new StateError(`--data-dir ${dir} is not a folder; name a folder (it is created if missing)`);
-    await fs.access(dir, constants.R_OK | constants.W_OK | constants.X_OK);
-    return { openToOthers: (st.mode & 0o077) !== 0 };
+    st = await fs.stat(dir);
   } catch (e) {
-    if (e instanceof StateError) throw e;
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' || code === 'ENOTDIR') throw new StateError(`--data-dir ${dir} is not a folder; name a folder (it is created if missing)`);
+    if (code === 'EEXIST' || code === 'ENOTDIR') throw notAFolder();
     throw new StateError(`cannot use --data-dir ${dir} (${code ?? (e as Error).message}); make it a folder this user can read and write`);
   }
+  if (!st.isDirectory()) throw notAFolder();
+  const user = process.geteuid?.();
+  if (user !== undefined && st.uid !== user) {
+    throw new StateError(`the data folder ${dir} belongs to user ${st.uid}, not to the user api-auth runs as (${user}), ` +
+      `and whoever owns it can take the token key; chown ${user} ${dir}, or give api-auth a folder of its own with --data-dir`);
+  }
+  if ((st.mode & 0o022) !== 0) {
+    const who = (st.mode & 0o020) !== 0 ? ((st.mode & 0o002) !== 0 ? 'its group and by others' : 'its group') : 'others';
+    throw new StateError(`the data folder ${dir} can be written by ${who} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), ` +
+      `who could then take the token key; chmod 700 ${dir}`);
+  }
+  try {
+    await fs.access(dir, constants.R_OK | constants.W_OK | constants.X_OK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new StateError(`cannot use --data-dir ${dir} (${code ?? (e as Error).message}); make it a folder this user can read and write`);
+  }
+  return { openToOthers: (st.mode & 0o077) !== 0 };
 }
 
-/** Reads the state file, or undefined when the folder has none yet. */
+/**
+ * Reads the state file, or undefined when the folder has none yet. A link is never
+ * followed: a state read from elsewhere could carry a key someone else knows.
+ */
 export async function readState(dir: string): Promise<PersistedState | undefined> {
   const path = join(dir, STATE_FILE);
   let file: Buffer;
   try {
-    file = await fs.readFile(path);
+    const handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      file = await handle.readFile();
+    } finally {
+      await handle.close();
+    }
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
+    if (code === 'ELOOP') {
+      throw new StateError(`state file ${path} is a symbolic link, and api-auth never follows links in its data folder; ` +
+        'put the file itself in its place');
+    }
     throw new StateError(`cannot read state file ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
   }
   return decodeState(file, path);
 }
 
-/** Replaces the state file atomically and durably. */
+/**
+ * Replaces the state file atomically and durably. Whatever holds the temporary name
+ * (a crash's leftover, or a link) is removed first, and the new file is created
+ * exclusively, so no link is followed; a write that fails removes its temporary file,
+ * which gives back the space a full disk let it take.
+ */
 export async function writeState(dir: string, state: PersistedState): Promise<void> {
   const path = join(dir, STATE_FILE);
   const tmp = `${path}.tmp`;
-  const file = await fs.open(tmp, 'w', 0o600);
+  await unlinkIfThere(tmp);
+  const file = await fs.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
-    await file.writeFile(encodeState(state));
-    await file.sync();
-  } finally {
-    await file.close();
+    try {
+      await file.writeFile(encodeState(state));
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await fs.rename(tmp, path);
+  } catch (e) {
+    await unlinkIfThere(tmp).catch(() => undefined);
+    throw e;
   }
-  await fs.rename(tmp, path);
   const folder = await fs.open(dir, 'r');
   try {
     await folder.sync();
   } finally {
     await folder.close();
+  }
+}
+
+async function unlinkIfThere(path: string): Promise<void> {
+  try {
+    await fs.unlink(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
 }
 
