@@ -42,12 +42,48 @@ export function grantsInit(index: usize, area: usize): void {
 }
 
 /**
+ * The id the list at `p` has, or the id `grantAdd` would give it (the grant count) when
+ * it is new; a negative GRANT_ code when it is refused, as `grantAdd` would. Changes
+ * nothing, so a host can make a new list durable before the core holds it.
+ */
+export function grantFind(list: usize, listLen: usize): i32 {
+  const star = validate(list, listLen);
+  if (star < 0) return star;
+  const p = star ? STAR_LIST : list;
+  const n: usize = star ? 2 : listLen;
+  const id = lookup(p, n);
+  if (id >= 0) return id;
+  return room(n) ? <i32>readShared32(GRANT_COUNT) : GRANT_TABLE_FULL;
+}
+
+/**
  * Validates the list at `p` and returns its id, adding it when new. On a bad entry, its
  * index goes to the first word of the result buffer.
  */
 export function grantAdd(list: usize, listLen: usize): i32 {
-  let p = list;
-  let n = listLen;
+  const star = validate(list, listLen);
+  if (star < 0) return star;
+  const p = star ? STAR_LIST : list;
+  const n: usize = star ? 2 : listLen;
+  const found = lookup(p, n);
+  if (found >= 0) return found;
+  if (!room(n)) return GRANT_TABLE_FULL;
+  const copy = state.grantArea + state.grantBytes;
+  memory.copy(copy, p, n);
+  const id = readShared32(GRANT_COUNT);
+  store<u32>(state.grantIndex + (<usize>id << 3), <u32>copy);
+  store<u32>(state.grantIndex + (<usize>id << 3), <u32>n, 4);
+  state.grantBytes += <u32>n;
+  // Last: a thread that reads the new count finds the list and its index entry.
+  writeShared32(GRANT_COUNT, id + 1);
+  return <i32>id;
+}
+
+/**
+ * 1 when the list holds `*`, 0 when it does not, or a negative GRANT_ code; on a bad
+ * entry, its index goes to the first word of the result buffer.
+ */
+function validate(p: usize, n: usize): i32 {
   if (n == 0) return GRANT_EMPTY;
   if (load<u8>(p + n - 1) != 0x0a) {
     store<u32>(resultBuf(), 0);
@@ -72,23 +108,20 @@ export function grantAdd(list: usize, listLen: usize): i32 {
     count++;
     start = end + 1;
   }
-  if (star) {
-    p = STAR_LIST;
-    n = 2;
-  }
+  return star ? 1 : 0;
+}
+
+/** The id of the stored list equal to the `n` bytes at `p`, or -1. */
+function lookup(p: usize, n: usize): i32 {
   const grantCount = readShared32(GRANT_COUNT);
   for (let id: u32 = 0; id < grantCount; id++) {
     if (grantLen(id) == n && memory.compare(grantPtr(id), p, n) == 0) return <i32>id;
   }
-  if (grantCount == MAX_GRANTS || <u64>state.grantBytes + <u64>n > <u64>MAX_GRANT_BYTES) return GRANT_TABLE_FULL;
-  const copy = state.grantArea + state.grantBytes;
-  if (!memoryReaches(copy + n)) return GRANT_TABLE_FULL;
-  memory.copy(copy, p, n);
-  const id = grantCount;
-  store<u32>(state.grantIndex + (<usize>id << 3), <u32>copy);
-  store<u32>(state.grantIndex + (<usize>id << 3), <u32>n, 4);
-  state.grantBytes += <u32>n;
-  // Last: a thread that reads the new count finds the list and its index entry.
-  writeShared32(GRANT_COUNT, id + 1);
-  return <i32>id;
+  return -1;
+}
+
+/** Whether a new list of `n` bytes fits the table (and, in the threads build, the memory). */
+function room(n: usize): bool {
+  return readShared32(GRANT_COUNT) < MAX_GRANTS && <u64>state.grantBytes + <u64>n <= <u64>MAX_GRANT_BYTES
+    && memoryReaches(state.grantArea + state.grantBytes + n);
 }

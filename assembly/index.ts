@@ -11,8 +11,8 @@ import { claimShared32, readShared32, readShared64, writeShared32 } from './shar
 import { hmacSha256 as hmac, sha256 as hash } from './sha256';
 import { Outcome } from './outcome';
 import { requestPathValid } from './paths';
-import { GRANT_INDEX_BYTES, MAX_GRANT_BYTES, grantAdd as addGrant, grantsInit } from './grants';
-import { issueToken, revokeToken, setTokenKey, tokenScratchInit, tokenTablesInit, verifyToken } from './token';
+import { GRANT_INDEX_BYTES, MAX_GRANT_BYTES, grantAdd as addGrant, grantFind as findGrant, grantsInit } from './grants';
+import { inspectToken, issueToken, revokeToken, setTokenKey, tokenScratchInit, tokenTablesInit, verifyToken } from './token';
 import {
   MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, pageExpiryBytes, restoreSerials as restore, revocationsInit, ringBytes,
   sweep as sweepWindow,
@@ -121,6 +121,16 @@ export function grantAdd(len: usize): i32 {
   return addGrant(ioBuf(), min(len, IO_CAP));
 }
 
+/**
+ * The id the endpoint list in the io buffer has, or the one `grantAdd` would give it
+ * (`grantCount()`) when it is new, with `grantAdd`'s negative codes; adds nothing. A
+ * host that records new lists durably calls this first, and `grantAdd` once the list is
+ * recorded, so a failed write leaves the core as it was.
+ */
+export function grantFind(len: usize): i32 {
+  return findGrant(ioBuf(), min(len, IO_CAP));
+}
+
 export function grantCount(): u32 { return readShared32(GRANT_COUNT); }
 export function nextSerial(): u64 { return readShared64(NEXT_SERIAL); }
 export function floor(): u64 { return readShared64(FLOOR); }
@@ -192,7 +202,21 @@ export function revoke(tokenLen: usize, now: i64): Outcome {
   return revokeToken(tokenBuf(), tokenLen, now);
 }
 
-/** Replays a stored revocation at start: 0 marked, 1 already expired (dropped), -1 never issued. */
+/**
+ * The check of `revoke`, revoking nothing: Valid (the token could be revoked now) or
+ * Revoked, both with its claims in the result buffer; any other outcome, no claims. A
+ * host that records revocations durably calls this first, and `revokeSerial` once the
+ * revocation is recorded.
+ */
+export function inspect(tokenLen: usize, now: i64): Outcome {
+  if (tokenLen > TOKEN_CAP) return Outcome.Malformed;
+  return inspectToken(tokenBuf(), tokenLen, now);
+}
+
+/**
+ * Marks a serial revoked: each stored revocation at start, and a revocation once the host
+ * has recorded it (after `inspect`). 0 marked, 1 already expired (dropped), -1 never issued.
+ */
 export function revokeSerial(serial: u64): i32 {
   ownerOnly();
   return markRevoked(serial);

@@ -214,14 +214,22 @@ export function issueToken(grant: u32, now: i64, lifetime: u32, out: usize): i32
 }
 
 /**
- * Revokes a currently valid token: Valid when this call revoked it. The claims are
- * written for Valid and for Revoked, so that a host whose durable write failed after an
- * earlier call can still record the revocation when the client retries.
+ * The check of `revokeToken` without the revocation: Valid or Revoked with the token's
+ * claims written, so that a host can make a revocation durable before the core holds it.
  */
-export function revokeToken(text: usize, len: usize, now: i64): Outcome {
+export function inspectToken(text: usize, len: usize, now: i64): Outcome {
   const raw = rawBuf();
   const outcome = check(text, len, raw, now);
-  if (outcome == Outcome.Valid) markRevoked(serialOf(raw));
   if (outcome == Outcome.Valid || outcome == Outcome.Revoked) writeClaims(raw);
+  return outcome;
+}
+
+/**
+ * Revokes a currently valid token: Valid when this call revoked it. The claims are
+ * written for Valid and for Revoked, as `inspectToken` writes them.
+ */
+export function revokeToken(text: usize, len: usize, now: i64): Outcome {
+  const outcome = inspectToken(text, len, now);
+  if (outcome == Outcome.Valid) markRevoked(serialOf(rawBuf()));
   return outcome;
 }

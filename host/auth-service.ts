@@ -4,7 +4,8 @@
 // effect then runs under one lock, and only if the password record the check matched is
 // still the current one. So once auth.changePassword has returned, nothing issues or
 // revokes under the old password. Each effect is recorded in the state store before the
-// call succeeds.
+// core applies it, so a call whose write fails (a full disk) answers an internal error
+// and changes nothing, in memory or on disk.
 //
 // Every call of a method is logged as one audit line ({"msg":"audit","method",
 // "outcome","client", and the token's serial and generation when known}); no audit
@@ -81,13 +82,19 @@ export class AuthService {
     }
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
-      const grant = this.addGrant(endpoints);
-      // What the token will refer to (its grant, its serial) is durable before it exists.
-      await this.store.recordGrant(grant, canonicalEndpoints(endpoints));
+      const grant = this.findGrant(endpoints);
       const now = this.now();
-      // Sweeping first frees the pages of expired tokens, so the reservation sees the whole window.
+      // Sweeping first frees the pages of expired tokens, so the reservation sees the
+      // whole window. It forgets only revocations of tokens that have all expired, which
+      // nobody can tell, so it may come before a write that fails.
       this.core.sweep(now);
-      await this.store.reserveSerials(this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
+      const fresh = grant === this.core.grantCount;
+      // What the token will refer to (its grant, its serial) is on disk before the core
+      // holds it: a write that fails leaves the core as it was, and the next call finds
+      // it so.
+      await this.store.prepareIssue(fresh ? { id: grant, endpoints: canonicalEndpoints(endpoints) } : undefined,
+        this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
+      if (fresh && this.core.addGrant(endpoints) !== grant) throw new Error(`the core gave endpoint list ${grant} another id`);
       try {
         const issued = this.core.issue(grant, now, this.tokenLifetime);
         if (this.metrics) this.metrics.tokensIssued++;
@@ -107,12 +114,17 @@ export class AuthService {
   async revokeToken(password: string, token: string, context: CallContext): Promise<{ revoked: boolean; claims?: Claims }> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
-      const { outcome, claims } = this.core.revoke(token, this.now());
-      // Already revoked (Revoked) still gets recorded: an earlier call may have revoked it
-      // in the core and then failed to make that durable.
-      if (claims !== undefined) await this.store.recordRevocation(claims.serial, claims.expiry);
+      const { outcome, claims } = this.core.inspect(token, this.now());
       const revoked = outcome === Outcome.Valid;
-      if (revoked && this.metrics) this.metrics.tokensRevoked++;
+      // On disk before the core holds it: a write that fails leaves the token as it was.
+      // A token the core finds revoked already needs nothing: every revocation it holds
+      // was recorded first (and a serial outside the live range, which it refuses as
+      // revoked, must not be recorded as issued).
+      if (revoked) {
+        await this.store.recordRevocation(claims!.serial, claims!.expiry);
+        this.core.revokeSerial(claims!.serial);
+        if (this.metrics) this.metrics.tokensRevoked++;
+      }
       return { revoked, claims };
     });
   }
@@ -235,9 +247,10 @@ export class AuthService {
     return run;
   }
 
-  private addGrant(endpoints: readonly string[]): number {
+  /** The id the core gives (or would give) the list; a bad list is the client's error. */
+  private findGrant(endpoints: readonly string[]): number {
     try {
-      return this.core.addGrant(endpoints);
+      return this.core.findGrant(endpoints);
     } catch (error) {
       if (!(error instanceof GrantError)) throw error;
       // The list is the client's mistake, except when the table itself is full.

@@ -143,6 +143,7 @@ interface Exports extends Record<string, unknown> {
   setGeneration(generation: number): void;
   bumpGeneration(): number;
   grantAdd(len: number): number;
+  grantFind(len: number): number;
   grantCount(): number;
   nextSerial(): bigint;
   floor(): bigint;
@@ -152,6 +153,7 @@ interface Exports extends Record<string, unknown> {
   authorize(headerLen: number, pathLen: number, now: bigint): number;
   checkPath(pathLen: number): number;
   revoke(tokenLen: number, now: bigint): number;
+  inspect(tokenLen: number, now: bigint): number;
   revokeSerial(serial: bigint): number;
   sweep(now: bigint): void;
   generatePassword(entropyLen: number, length: number): number;
@@ -320,6 +322,19 @@ export class Core {
    */
   addGrant(endpoints: readonly string[]): number {
     this.writer();
+    return this.grantCall(endpoints, (len) => this.x.grantAdd(len));
+  }
+
+  /**
+   * The grant id `addGrant` would return for this list, adding nothing: the list's id,
+   * or `grantCount` when it is new. Throws what `addGrant` would throw. A host that
+   * records new lists durably records them under this id first, then adds them.
+   */
+  findGrant(endpoints: readonly string[]): number {
+    return this.grantCall(endpoints, (len) => this.x.grantFind(len));
+  }
+
+  private grantCall(endpoints: readonly string[], call: (len: number) => number): number {
     // Every entry goes to the core, which validates them all; one holding `*` is then
     // stored as `*` alone, as canonicalEndpoints records it.
     const canonical = [...new Set(endpoints)].sort();
@@ -329,7 +344,7 @@ export class Core {
     const encoded = new TextEncoder().encode(canonical.map((e) => e + '\n').join(''));
     if (encoded.length > this.ioCap) throw new GrantError('too-many-entries', 'the endpoint list is too long');
     this.writeIo(encoded);
-    const id = this.x.grantAdd(encoded.length);
+    const id = call(encoded.length);
     if (id >= 0) return id;
     if (id === -4 || id === -5) {
       const bad = this.mem32(this.resultPtr);
@@ -391,8 +406,19 @@ export class Core {
   }
 
   /**
-   * Replays a durable revocation at start: 0 marked; 1 below the floor (its token has
-   * expired, nothing to keep); -1 never issued.
+   * What `revoke` would find, revoking nothing: Valid (revocable now) or Revoked, both
+   * with the claims; any other outcome without. A host that records revocations
+   * durably records the claims first, then calls `revokeSerial`.
+   */
+  inspect(token: string, now: number): { outcome: Outcome; claims?: Claims } {
+    const outcome = this.x.inspect(this.fit(token, this.tokens()), this.seconds(now));
+    return outcome === Outcome.Valid || outcome === Outcome.Revoked ? { outcome, claims: this.claims() } : { outcome };
+  }
+
+  /**
+   * Marks a serial revoked: a durable revocation replayed at start, or one just recorded
+   * (after `inspect`). 0 marked; 1 below the floor (its token has expired, nothing to
+   * keep); -1 never issued.
    */
   revokeSerial(serial: number): 0 | 1 | -1 {
     this.writer();

@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 // The api-auth command. Exit codes: 0 after --help, --version or a clean stop; 2 for a
-// bad command line or a data folder it cannot use (one line on stderr, before anything
-// listens); 1 for anything else (one log line). `api-auth token ...` and `api-auth
-// password ...` are the operator commands, with their own exit codes (operator-cli.ts).
+// bad command line, a data folder it cannot use, or an address and port it cannot
+// listen on (one line on stderr, and nothing listening); 1 for anything else (one log
+// line). `api-auth token ...` and `api-auth password ...` are the operator commands,
+// with their own exit codes (operator-cli.ts).
 import { parseArgs, UsageError, USAGE } from './cli.js';
 import { createLogger, errorFields } from './log.js';
 import type { Logger } from './log.js';
 import { isOperatorCommand, runOperatorCommand } from './operator-cli.js';
-import { startServer } from './server.js';
+import { ListenError, startServer } from './server.js';
 import { StateError } from './state-file.js';
 import { VERSION } from './version.js';
 
@@ -15,7 +16,7 @@ import { VERSION } from './version.js';
 let log: Logger = createLogger();
 
 function fail(error: unknown): never {
-  if (error instanceof UsageError) {
+  if (error instanceof UsageError || error instanceof ListenError) {
     process.stderr.write(error.message + '\n');
     process.exit(error.exitCode);
   }

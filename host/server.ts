@@ -4,6 +4,8 @@
 // else goes to the upstream node when there is one.
 //
 // The protected path is kept to: read the header and the URL, one core call, write.
+import { createServer } from 'node:net';
+import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { AuthService, ServiceErrorCode, throttled } from './auth-service.js';
@@ -51,7 +53,7 @@ export interface ServerServices {
  * Starts the service from validated options: the core, the state of the data folder
  * (created on the first start), the password (from its file, generated when missing)
  * and the HTTP listener. Throws UsageError for a bad password file, StateError for a
- * data folder it cannot use, Error when it cannot listen.
+ * data folder it cannot use, ListenError when it cannot listen.
  */
 export async function startServer(options: Options, services: ServerServices = {}): Promise<ServerHandle> {
   const log = services.log ?? createLogger(undefined, options.logLevel);
@@ -196,6 +198,50 @@ function jsonLine(code: number, message: string): Uint8Array {
   return new TextEncoder().encode(errorResponse(code, message) + '\n');
 }
 
+// uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT, and the listen that takes it with a host: the
+// package has both, its typings neither.
+const EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+
+interface ExclusiveListen {
+  listen(host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void): void;
+}
+
+/** The port or address cannot be listened on; the message is the one line to show. */
+export class ListenError extends Error {
+  readonly exitCode = 2;
+
+  constructor(problem: string) {
+    super(`api-auth: ${problem}`);
+    this.name = 'ListenError';
+  }
+}
+
+/**
+ * Why uWebSockets.js could not listen, which it does not say: the same listen through
+ * Node names the cause (the port in use, an address not of this machine, a privileged
+ * port), and that cause picks the advice.
+ */
+function whyNotListening(host: string, port: number): Promise<ListenError> {
+  const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', (e: NodeJS.ErrnoException) => resolve(new ListenError(`cannot listen on ${where}: ${LISTEN_PROBLEMS[e.code ?? ''] ??
+      `${e.code ?? e.message}; choose another --http-host or --http-port`}`)));
+    probe.listen({ host, port, exclusive: true }, () => {
+      probe.close();
+      resolve(new ListenError(`cannot listen on ${where}; choose another --http-host or --http-port`));
+    });
+  });
+}
+
+const LISTEN_PROBLEMS: Readonly<Record<string, string>> = {
+  EADDRINUSE: 'the port is in use by another program (another api-auth?); stop it or choose another --http-port',
+  EADDRNOTAVAIL: 'the address is not one of this machine\'s; choose another --http-host (0.0.0.0 for every address)',
+  EACCES: 'ports below 1024 need privileges; choose another --http-port, or grant CAP_NET_BIND_SERVICE',
+  ENOTFOUND: 'the host name does not resolve; give --http-host an address, such as 127.0.0.1',
+  EAI_AGAIN: 'the host name does not resolve; give --http-host an address, such as 127.0.0.1',
+};
+
 class HttpServer {
   private listenSocket: us_listen_socket | null = null;
   private stopping: Promise<void> | null = null;
@@ -209,12 +255,19 @@ class HttpServer {
     this.app.any('/*', (res, req) => this.gateway.handle(res, req));
   }
 
+  /**
+   * Listens on the port alone. Unless told otherwise, uSockets sets SO_REUSEPORT when it
+   * listens on a named port, so a second process listening there succeeds too, and the
+   * kernel splits the connections between them: a second instance with auth off would
+   * answer about half of the clients. Throws ListenError when the port is taken or the
+   * address cannot be listened on.
+   */
   listen(host: string, port: number): Promise<ServerHandle> {
     return new Promise((resolve, reject) => {
-      this.app.listen(host, port, (socket) => {
+      (this.app as unknown as ExclusiveListen).listen(host, port, EXCLUSIVE_PORT, (socket) => {
         if (!socket) {
           this.app.close();
-          reject(new Error(`cannot listen on ${host} port ${port}: the port is taken, or the address is not one of this machine's`));
+          void whyNotListening(host, port).then(reject);
           return;
         }
         this.listenSocket = socket;

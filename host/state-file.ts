@@ -1,14 +1,15 @@
 // The data folder: one state file, replaced atomically, and a lock that keeps a second
-// instance out.
+// instance out. Nothing here follows a link inside the folder, and a folder that others
+// can write to is refused: either would let someone else read or choose the token key.
 //
 // The whole state is small (fixed fields, the distinct endpoint lists, and 16 bytes per
 // revocation of a token not yet expired), so every change writes it anew: to a temporary
 // file, fsynced, renamed over the old one, and the folder fsynced. A crash leaves the old
 // file or the new one. Because no crash can truncate or tear the file, any file that is
 // short, too long or fails its checksum is damage, and the start stops rather than guess.
-import { createHash } from 'node:crypto';
-import { constants, promises as fs } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { createHash, randomBytes } from 'node:crypto';
+import { constants, promises as fs, type Stats } from 'node:fs';
+import { connect, createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 
 export const STATE_FILE = 'state';
@@ -197,50 +198,92 @@ export function decodeState(file: Buffer, path: string): PersistedState {
 }
 
 /**
- * Makes sure the data folder exists (created 0700). Returns whether an existing folder
- * can be entered by other users, for a warning.
+ * Makes sure the data folder exists (created 0700) and that nobody else can change it:
+ * it must belong to this process's user and be writable by nobody else, or someone
+ * else could plant a link there that sends the token key to a file they read, or swap
+ * in a state of their own. Returns whether it can be entered by other users, for a
+ * warning. Throws StateError with the line to show.
  */
 export async function prepareDataDir(dir: string): Promise<{ openToOthers: boolean }> {
+  const notAFolder = (): StateError => new StateError(`--data-dir ${dir} is not a folder; name a folder (it is created if missing)`);
+  let st: Stats;
   try {
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-    const st = await fs.stat(dir);
-    if (!st.isDirectory()) throw new StateError(`--data-dir ${dir} is not a folder; name a folder (it is created if missing)`);
-    await fs.access(dir, constants.R_OK | constants.W_OK | constants.X_OK);
-    return { openToOthers: (st.mode & 0o077) !== 0 };
+    st = await fs.stat(dir);
   } catch (e) {
-    if (e instanceof StateError) throw e;
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' || code === 'ENOTDIR') throw new StateError(`--data-dir ${dir} is not a folder; name a folder (it is created if missing)`);
+    if (code === 'EEXIST' || code === 'ENOTDIR') throw notAFolder();
     throw new StateError(`cannot use --data-dir ${dir} (${code ?? (e as Error).message}); make it a folder this user can read and write`);
   }
+  if (!st.isDirectory()) throw notAFolder();
+  const user = process.geteuid?.();
+  if (user !== undefined && st.uid !== user) {
+    throw new StateError(`the data folder ${dir} belongs to user ${st.uid}, not to the user api-auth runs as (${user}), ` +
+      `and whoever owns it can take the token key; chown ${user} ${dir}, or give api-auth a folder of its own with --data-dir`);
+  }
+  if ((st.mode & 0o022) !== 0) {
+    const who = (st.mode & 0o020) !== 0 ? ((st.mode & 0o002) !== 0 ? 'its group and by others' : 'its group') : 'others';
+    throw new StateError(`the data folder ${dir} can be written by ${who} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), ` +
+      `who could then take the token key; chmod 700 ${dir}`);
+  }
+  try {
+    await fs.access(dir, constants.R_OK | constants.W_OK | constants.X_OK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new StateError(`cannot use --data-dir ${dir} (${code ?? (e as Error).message}); make it a folder this user can read and write`);
+  }
+  return { openToOthers: (st.mode & 0o077) !== 0 };
 }
 
-/** Reads the state file, or undefined when the folder has none yet. */
+/**
+ * Reads the state file, or undefined when the folder has none yet. A link is never
+ * followed: a state read from elsewhere could carry a key someone else knows.
+ */
 export async function readState(dir: string): Promise<PersistedState | undefined> {
   const path = join(dir, STATE_FILE);
   let file: Buffer;
   try {
-    file = await fs.readFile(path);
+    const handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      file = await handle.readFile();
+    } finally {
+      await handle.close();
+    }
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
+    if (code === 'ELOOP') {
+      throw new StateError(`state file ${path} is a symbolic link, and api-auth never follows links in its data folder; ` +
+        'put the file itself in its place');
+    }
     throw new StateError(`cannot read state file ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
   }
   return decodeState(file, path);
 }
 
-/** Replaces the state file atomically and durably. */
+/**
+ * Replaces the state file atomically and durably. Whatever holds the temporary name
+ * (a crash's leftover, or a link) is removed first, and the new file is created
+ * exclusively, so no link is followed; a write that fails removes its temporary file,
+ * which gives back the space a full disk let it take.
+ */
 export async function writeState(dir: string, state: PersistedState): Promise<void> {
   const path = join(dir, STATE_FILE);
   const tmp = `${path}.tmp`;
-  const file = await fs.open(tmp, 'w', 0o600);
+  await unlinkIfThere(tmp);
+  const file = await fs.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
-    await file.writeFile(encodeState(state));
-    await file.sync();
-  } finally {
-    await file.close();
+    try {
+      await file.writeFile(encodeState(state));
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await fs.rename(tmp, path);
+  } catch (e) {
+    await unlinkIfThere(tmp).catch(() => undefined);
+    throw e;
   }
-  await fs.rename(tmp, path);
   const folder = await fs.open(dir, 'r');
   try {
     await folder.sync();
@@ -249,23 +292,156 @@ export async function writeState(dir: string, state: PersistedState): Promise<vo
   }
 }
 
+async function unlinkIfThere(path: string): Promise<void> {
+  try {
+    await fs.unlink(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+}
+
+/** How a lock name is spelled: `lock.` and a decimal number. */
+const LOCK_NAME = /^lock\.(0|[1-9][0-9]{0,14})$/;
+/** A starter's socket before it has a lock name. */
+const NEW_LOCK_NAME = /^lock\.new-[0-9a-f]{16}$/;
+/** The longest socket path the kernel takes (sun_path holds 108 bytes with the final NUL). */
+const MAX_SOCKET_PATH = 107;
+/** Rounds of a start that keeps meeting other starts before it gives up. */
+const LOCK_ROUNDS = 64;
+
+type Probe = 'live' | 'dead' | 'gone';
+
 /**
- * Holds the data folder for this process. On Linux the lock is an abstract Unix socket
- * named after the folder: the kernel releases it when the process dies, even by SIGKILL,
- * so a crash never leaves a stale lock behind.
+ * Holds the data folder for this process. At most one process holds a folder, whichever
+ * network namespace, container or path it reaches the folder by, and a crash leaves
+ * nothing that blocks the next start.
+ *
+ * The hold is a listening Unix socket in the folder itself, named `lock.N`. A socket
+ * file is found through the file system, so connect() reaches it from every network
+ * namespace that sees the folder (an abstract socket, the lock before this one, exists
+ * in one network namespace only: two containers sharing a volume each got one). Whether
+ * its holder lives is the kernel's answer: a connection to the socket of a process that
+ * died, even by SIGKILL, is refused at once, and a live one's never is. A crash leaves a
+ * file, never a hold.
+ *
+ * Removing a dead socket file to bind the name anew would race: two starters both find
+ * it dead, and the slower one removes the faster one's fresh socket. So names are never
+ * reused. A starter listens on a name of its own, finds the highest `lock.N`, and if
+ * there is none or it is dead, links its socket (listening already) as `lock.N+1`; link()
+ * fails when the name exists, so of two starters one gets it. It then holds only if no
+ * higher name appeared meanwhile (it backs off and starts over otherwise). The highest
+ * name is never removed, not even at a clean stop, so N only grows, and a holder removes
+ * only the lower names. While a holder lives, its name stays the highest: a higher one
+ * could be linked only by a starter that saw the holder's socket refuse a connection.
+ *
+ * Two hosts sharing the folder over a network file system do not see each other's
+ * sockets: one folder must not be used from two machines.
  */
 export async function lockDataDir(dir: string): Promise<{ release(): void }> {
   const real = await fs.realpath(dir);
-  const name = `\0api-auth:${createHash('sha256').update(real).digest('hex')}`;
+  const folder = await fs.open(real, constants.O_RDONLY | constants.O_DIRECTORY);
+  // A path too long for a socket address goes through the folder's descriptor (Linux),
+  // since Node would otherwise cut it short and bind somewhere else.
+  const address = (name: string): string => {
+    const path = join(real, name);
+    return Buffer.byteLength(path) <= MAX_SOCKET_PATH ? path : `/proc/self/fd/${folder.fd}/${name}`;
+  };
+  const own = `lock.new-${randomBytes(8).toString('hex')}`;
   const server: Server = createServer((socket) => socket.destroy());
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (e: NodeJS.ErrnoException) => {
-      reject(e.code === 'EADDRINUSE'
-        ? new StateError(`another api-auth is using the data folder ${real}; stop it first, or give this one its own --data-dir`)
-        : new StateError(`cannot lock the data folder ${real} (${e.code ?? e.message})`));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (e: NodeJS.ErrnoException) => reject(cannotLock(real, e)));
+      server.listen(address(own), () => resolve());
     });
-    server.listen(name, () => resolve());
-  });
+    try {
+      await claim(real, own, address);
+    } finally {
+      await unlinkIfThere(join(real, own)).catch(() => undefined);
+    }
+  } catch (e) {
+    server.close();
+    throw e;
+  } finally {
+    await folder.close();
+  }
   server.unref();
   return { release: () => server.close() };
+}
+
+/** Links the socket named `own` as the next lock name, once every lock name below is dead. */
+async function claim(real: string, own: string, address: (name: string) => string): Promise<void> {
+  for (let round = 0; round < LOCK_ROUNDS; round++) {
+    const top = highestLock(await listFolder(real));
+    if (top !== undefined) {
+      const found = await probe(address(`lock.${top}`));
+      if (found === 'live') throw new StateError(`another api-auth is using the data folder ${real}; stop it first, or give this one its own --data-dir`);
+      if (found === 'gone') continue;
+    }
+    const mine = top === undefined ? 0 : top + 1;
+    try {
+      await fs.link(join(real, own), join(real, `lock.${mine}`));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
+      throw cannotLock(real, e);
+    }
+    const names = await listFolder(real);
+    if (highestLock(names) !== mine) {
+      await unlinkIfThere(join(real, `lock.${mine}`)).catch(() => undefined);
+      continue;
+    }
+    // Held. The lower names are dead (or starters' that will see this one and back off);
+    // so are the sockets of starters that died before linking theirs.
+    for (const name of names) {
+      const n = lockNumber(name);
+      const stale = n !== undefined ? n < mine : NEW_LOCK_NAME.test(name) && name !== own && (await probe(address(name))) === 'dead';
+      if (stale) await unlinkIfThere(join(real, name)).catch(() => undefined);
+    }
+    return;
+  }
+  throw new StateError(`cannot lock the data folder ${real}: other api-auth processes keep starting on it; start one at a time`);
+}
+
+async function listFolder(real: string): Promise<string[]> {
+  try {
+    return await fs.readdir(real);
+  } catch (e) {
+    throw cannotLock(real, e);
+  }
+}
+
+function lockNumber(name: string): number | undefined {
+  const match = LOCK_NAME.exec(name);
+  return match === null ? undefined : Number(match[1]);
+}
+
+function highestLock(names: readonly string[]): number | undefined {
+  let top: number | undefined;
+  for (const name of names) {
+    const n = lockNumber(name);
+    if (n !== undefined && (top === undefined || n > top)) top = n;
+  }
+  return top;
+}
+
+/**
+ * Whether a process listens on the socket at `path`: refused means dead, a missing name
+ * is gone, and anything else (a full backlog) counts as live, which errs on the safe side.
+ */
+function probe(path: string): Promise<Probe> {
+  return new Promise((resolve) => {
+    const socket = connect({ path });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('live');
+    });
+    socket.once('error', (e: NodeJS.ErrnoException) => {
+      socket.destroy();
+      resolve(e.code === 'ECONNREFUSED' ? 'dead' : e.code === 'ENOENT' ? 'gone' : 'live');
+    });
+  });
+}
+
+function cannotLock(real: string, e: unknown): StateError {
+  return new StateError(`cannot lock the data folder ${real} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); ` +
+    'make it a folder this user can read and write, on a file system that holds Unix sockets');
 }

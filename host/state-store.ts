@@ -96,15 +96,6 @@ export class StateStore {
     });
   }
 
-  /** An endpoint list under the id the core gave it; nothing to write when it is recorded. */
-  recordGrant(id: number, endpoints: readonly string[]): Promise<void> {
-    return this.change((s) => {
-      if (id < s.grants.length) return undefined;
-      if (id !== s.grants.length) throw new Error(`grant ${id} recorded out of order (expected ${s.grants.length})`);
-      return { ...s, grants: [...s.grants, [...endpoints]] };
-    });
-  }
-
   /** A revoked token, kept until its expiry; nothing to write when it is recorded. */
   recordRevocation(serial: number, expiry: number): Promise<void> {
     return this.change((s) => {
@@ -116,16 +107,24 @@ export class StateStore {
   }
 
   /**
-   * Makes sure serials below `end` may be handed out, reserving up to a block more but
-   * never past `limit` (the end of the core's window), together with the core's floor,
-   * so that a restart restores a range the window holds.
+   * What issuing a token needs on disk before the core may issue it, in one write at
+   * most: its endpoint list when the core does not hold it yet (under the id the core
+   * will give it), and serials below `end`, reserved up to a block more but never past
+   * `limit` (the end of the core's window), together with the core's floor, so that a
+   * restart restores a range the window holds.
    */
-  reserveSerials(end: number, floor: number, limit: number): Promise<void> {
+  prepareIssue(grant: { id: number; endpoints: readonly string[] } | undefined, end: number, floor: number, limit: number): Promise<void> {
     return this.change((s) => {
-      if (end <= s.serialCeiling) return undefined;
-      const serialCeiling = Math.min(end - 1 + SERIAL_BLOCK, limit);
-      if (serialCeiling < end) return undefined;
-      return { ...s, serialCeiling, floor: Math.max(s.floor, floor) };
+      let next = s;
+      if (grant !== undefined) {
+        if (grant.id !== s.grants.length) throw new Error(`grant ${grant.id} recorded out of order (expected ${s.grants.length})`);
+        next = { ...next, grants: [...s.grants, [...grant.endpoints]] };
+      }
+      if (end > s.serialCeiling) {
+        const serialCeiling = Math.min(end - 1 + SERIAL_BLOCK, limit);
+        if (serialCeiling >= end) next = { ...next, serialCeiling, floor: Math.max(s.floor, floor) };
+      }
+      return next === s ? undefined : next;
     });
   }
 

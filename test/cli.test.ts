@@ -47,7 +47,7 @@ t.test('--version prints "api-auth <version>" and exits 0', async (t) => {
 t.test('every bad command line gets one stderr line, exit code 2 and nothing listening', async (t) => {
   const dir = tempDir(t);
   const data = join(dir, 'data');
-  mkdirSync(data);
+  mkdirSync(data, { mode: 0o700 });
   const password = (name: string, content: string): string => {
     const path = join(dir, name);
     writeFileSync(path, content, { mode: 0o600 });

@@ -214,7 +214,8 @@ export interface Server extends Running {
 export async function startServer(t: Test, options: ServerOptions = {}): Promise<Server> {
   const dir = tempDir(t);
   const dataDir = join(dir, 'data');
-  if (options.createDataDir ?? true) mkdirSync(dataDir);
+  // 0700 whatever the umask: a data folder its group can write to is refused.
+  if (options.createDataDir ?? true) mkdirSync(dataDir, { mode: 0o700 });
   const args = ['--http-port', '0', '--data-dir', dataDir];
   const auth = options.auth ?? true;
   const passwordFile = join(dir, 'password');
