@@ -15,27 +15,27 @@
 import { resolve } from 'node:path';
 import type { Registry } from 'prom-client';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { parseDuration } from './cli.js';
-import { NO_TRUSTED_PROXIES, trustedProxies } from './client-address.js';
-import type { TrustedProxies } from './client-address.js';
-import { Outcome } from './core.js';
-import { newCore } from './core-module.js';
-import { createLogger } from './log.js';
-import type { Logger } from './log.js';
-import { Metrics } from './metrics.js';
-import { AUTH_PATH, Gateway, openAuth } from './server.js';
-import { Gate, VERDICTS, writeRefusal } from './token-gate.js';
-import type { Verdict } from './token-gate.js';
+import { parseDuration } from './cli/flags.js';
+import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
+import type { TrustedProxies } from './http/client-address.js';
+import { Outcome } from './core/core.js';
+import { newCore } from './core/module.js';
+import { createLogger } from './ops/log.js';
+import type { Logger } from './ops/log.js';
+import { Metrics } from './ops/metrics.js';
+import { AUTH_PATH, Gateway, openAuth } from './http/router.js';
+import { Gate, VERDICTS, writeRefusal } from './http/gate.js';
+import type { Verdict } from './http/gate.js';
 
-export { Outcome, OUTCOME_NAMES } from './core.js';
-export { createLogger, LEVELS } from './log.js';
-export type { Fields, Level, Logger } from './log.js';
-export { startServer } from './server.js';
-export type { ServerHandle, ServerServices } from './server.js';
-export { parseArgs } from './cli.js';
-export type { Options } from './cli.js';
-export { REFUSALS, VERDICTS } from './token-gate.js';
-export type { Verdict } from './token-gate.js';
+export { Outcome, OUTCOME_NAMES } from './core/core.js';
+export { createLogger, LEVELS } from './ops/log.js';
+export type { Fields, Level, Logger } from './ops/log.js';
+export { startServer } from './http/router.js';
+export type { ServerHandle, ServerServices } from './http/router.js';
+export { parseArgs } from './cli/flags.js';
+export type { Options } from './cli/flags.js';
+export { REFUSALS, VERDICTS } from './http/gate.js';
+export type { Verdict } from './http/gate.js';
 
 export interface AuthOptions {
   /** The service password's file; a strong password is generated into it when it is missing (its folder must exist). */

@@ -3,13 +3,13 @@
 // bad command line, a data folder it cannot use, or an address and port it cannot
 // listen on (one line on stderr, and nothing listening); 1 for anything else (one log
 // line). `api-auth token ...` and `api-auth password ...` are the operator commands,
-// with their own exit codes (operator-cli.ts).
-import { parseArgs, UsageError, USAGE } from './cli.js';
-import { createLogger, errorFields } from './log.js';
-import type { Logger } from './log.js';
-import { isOperatorCommand, runOperatorCommand } from './operator-cli.js';
-import { ListenError, startServer } from './server.js';
-import { StateError } from './state-file.js';
+// with their own exit codes (cli/operator.ts).
+import { parseArgs, UsageError, USAGE } from './cli/flags.js';
+import { createLogger, errorFields } from './ops/log.js';
+import type { Logger } from './ops/log.js';
+import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
+import { ListenError, startServer } from './http/router.js';
+import { StateError } from './state/file.js';
 import { VERSION } from './version.js';
 
 // Replaced by one at the chosen level once the command line is read.

@@ -3,15 +3,15 @@
 // the service is driven over HTTP from pinned loopback addresses (all of 127/8 is this
 // machine, so each address is a client of its own).
 import t from 'tap';
-import { clientKey, OVERALL, PasswordThrottle, PER_CLIENT, Tarpit } from '../build/host/throttle.js';
-import type { PasswordCheck, ThrottleRule } from '../build/host/throttle.js';
+import { clientKey, OVERALL, PasswordThrottle, PER_CLIENT, Tarpit } from '../build/host/service/throttle.js';
+import type { PasswordCheck, ThrottleRule } from '../build/host/service/throttle.js';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { AuthService } from '../build/host/auth-service.js';
-import { newCore } from '../build/host/core-module.js';
-import { createLogger } from '../build/host/log.js';
-import { Argon2idVerifier } from '../build/host/password-hash.js';
-import { restoreService, StateStore } from '../build/host/state-store.js';
+import { AuthService } from '../build/host/service/token-service.js';
+import { newCore } from '../build/host/core/module.js';
+import { createLogger } from '../build/host/ops/log.js';
+import { Argon2idVerifier } from '../build/host/password/hash.js';
+import { restoreService, StateStore } from '../build/host/state/store.js';
 import { call, newToken } from './helpers/auth.js';
 import { freshSource, request, rpc } from './helpers/http.js';
 import type { HttpResponse } from './helpers/http.js';

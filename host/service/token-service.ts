@@ -10,16 +10,16 @@
 // Every call of a method is logged as one audit line ({"msg":"audit","method",
 // "outcome","client", and the token's serial and generation when known}); no audit
 // line holds a password or a token.
-import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome } from './core.js';
-import type { Claims } from './core.js';
-import { ErrorCode, invalidParams, RpcError, stringParam } from './jsonrpc.js';
-import type { CallContext, Method, MethodTable, Params } from './jsonrpc.js';
-import type { Fields, Logger } from './log.js';
-import type { Metrics } from './metrics.js';
-import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from './password-file.js';
-import { BusyError } from './password-hash.js';
-import type { PasswordRecord, PasswordVerifier } from './password-hash.js';
-import type { StateStore } from './state-store.js';
+import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome } from '../core/core.js';
+import type { Claims } from '../core/core.js';
+import { ErrorCode, invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
+import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';
+import type { Fields, Logger } from '../ops/log.js';
+import type { Metrics } from '../ops/metrics.js';
+import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
+import { BusyError } from '../password/hash.js';
+import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
+import type { StateStore } from '../state/store.js';
 import { PasswordThrottle } from './throttle.js';
 
 /** The service's own JSON-RPC error codes. */

@@ -9,8 +9,8 @@
 // did not answer like an api-auth node.
 import { readFile } from 'node:fs/promises';
 import { request } from 'undici';
-import { parseDuration, UsageError } from './cli.js';
-import { MAX_PASSWORD_LENGTH, countCodePoints } from './password-file.js';
+import { parseDuration, UsageError } from './flags.js';
+import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
 
 export const ExitCode = { Ok: 0, Refused: 1, Usage: 2, Unreachable: 3 } as const;
 

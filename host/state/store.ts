@@ -8,12 +8,12 @@
 // changes nothing, in memory or on disk.
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
-import type { Core } from './core.js';
-import type { Logger } from './log.js';
-import { decodeRecord, encodeRecord } from './password-hash.js';
-import type { PasswordRecord, PasswordVerifier } from './password-hash.js';
-import { lockDataDir, prepareDataDir, readState, STATE_FILE, StateError, writeState } from './state-file.js';
-import type { PersistedState } from './state-file.js';
+import type { Core } from '../core/core.js';
+import type { Logger } from '../ops/log.js';
+import { decodeRecord, encodeRecord } from '../password/hash.js';
+import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
+import { lockDataDir, prepareDataDir, readState, STATE_FILE, StateError, writeState } from './file.js';
+import type { PersistedState } from './file.js';
 
 /** The state with its password records parsed. */
 export interface ServiceState {

@@ -33,9 +33,9 @@ import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
-import { ErrorCode, errorResponse } from './jsonrpc.js';
-import type { Logger } from './log.js';
-import type { Metrics, UpstreamErrorKind } from './metrics.js';
+import { ErrorCode, errorResponse } from '../rpc/jsonrpc.js';
+import type { Logger } from '../ops/log.js';
+import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
 
 /** JSON-RPC codes of a proxied request the upstream did not answer. */
 export const UpstreamErrorCode = {

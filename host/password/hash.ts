@@ -2,8 +2,8 @@
 // rest of the host sees only the async PasswordVerifier interface.
 import { timingSafeEqual, webcrypto } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
-import { isWellFormed } from './password-file.js';
-import type { HashJob, HashResult } from './password-worker.js';
+import { isWellFormed } from './file.js';
+import type { HashJob, HashResult } from './worker.js';
 
 /** An argon2id hash with everything needed to check a candidate against it. */
 export interface PasswordRecord {
@@ -92,7 +92,7 @@ export class Argon2idVerifier implements PasswordVerifier {
 
   private thread(): Worker {
     if (this.worker !== undefined) return this.worker;
-    const worker = new Worker(new URL('./password-worker.js', import.meta.url));
+    const worker = new Worker(new URL('./worker.js', import.meta.url));
     // Idle, it must not keep the process alive.
     worker.unref();
     worker.on('message', (result: HashResult) => {

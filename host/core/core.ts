@@ -3,7 +3,7 @@
 //
 // It is also the core's portable loader: it uses no Node built-ins, so Deno, Bun and
 // browsers load it unchanged and hand it the compiled module their own way (Node code
-// gets it from core-module.ts). The ABI it wraps is documented in assembly/README.md.
+// gets it from core/module.ts). The ABI it wraps is documented in assembly/README.md.
 //
 // It loads either build: core.wasm, each instance with its own memory, or
 // core-threads.wasm, whose instances on several threads share one memory and so one

@@ -3,10 +3,10 @@
 // path parses options.
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { NO_TRUSTED_PROXIES, trustedProxies } from './client-address.js';
-import type { TrustedProxies } from './client-address.js';
-import { LEVELS } from './log.js';
-import type { Level } from './log.js';
+import { NO_TRUSTED_PROXIES, trustedProxies } from '../http/client-address.js';
+import type { TrustedProxies } from '../http/client-address.js';
+import { LEVELS } from '../ops/log.js';
+import type { Level } from '../ops/log.js';
 
 /** What the program runs with, validated. */
 export interface Options {

@@ -2,10 +2,10 @@
 // the reason text the original node sent, and the writer of that response. The bodies
 // are encoded once here so a refusal costs the hot path no string work. And the gate itself.
 import type { HttpResponse } from 'uWebSockets.js';
-import { Outcome, PATH_RULES } from './core.js';
-import type { Core } from './core.js';
-import { LATENCY_SAMPLE_EVERY } from './metrics.js';
-import type { Metrics } from './metrics.js';
+import { Outcome, PATH_RULES } from '../core/core.js';
+import type { Core } from '../core/core.js';
+import { LATENCY_SAMPLE_EVERY } from '../ops/metrics.js';
+import type { Metrics } from '../ops/metrics.js';
 
 export type RefusedOutcome = Exclude<Outcome, Outcome.Valid>;
 

@@ -3,8 +3,8 @@
 // with the path and what to do.
 import { constants, promises as fs } from 'node:fs';
 import { dirname } from 'node:path';
-import { UsageError } from './cli.js';
-import type { Logger } from './log.js';
+import { UsageError } from '../cli/flags.js';
+import type { Logger } from '../ops/log.js';
 
 export const MAX_PASSWORD_LENGTH = 1024;
 
