@@ -8,6 +8,7 @@
 // changes nothing, in memory or on disk.
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
+import { REVOKE_NEVER_ISSUED } from '../core/core.js';
 import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
@@ -223,7 +224,7 @@ export function restoreCore(core: Core, s: ServiceState, now: number, path: stri
   // Every token issued before now expires by now plus the longest lifetime ever used.
   core.restoreSerials(s.floor, s.serialCeiling, now + s.maxLifetime);
   for (const [serial, expiry] of s.revocations) {
-    if (expiry > now && core.revokeSerial(serial) < 0) throw damaged(`revoked serial ${serial} was never issued`);
+    if (expiry > now && core.revokeSerial(serial) === REVOKE_NEVER_ISSUED) throw damaged(`revoked serial ${serial} was never issued`);
   }
 }
 
