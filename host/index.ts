@@ -16,26 +16,31 @@ import { resolve } from 'node:path';
 import type { Registry } from 'prom-client';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { parseDuration } from './cli/flags.js';
-import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
-import type { TrustedProxies } from './http/client-address.js';
 import { Outcome } from './core/core.js';
 import { newCore } from './core/module.js';
+import { AUTH_PATH } from './http/auth-route.js';
+import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
+import type { TrustedProxies } from './http/client-address.js';
+import { Gate } from './http/gate.js';
+import { InFlight } from './http/in-flight.js';
+import { VERDICTS, writeRefusal } from './http/refusals.js';
+import type { Verdict } from './http/refusals.js';
+import { LocalRoutes } from './http/routes.js';
+import type { Route } from './http/routes.js';
 import { createLogger } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
-import { AUTH_PATH, Gateway, openAuth } from './http/router.js';
-import { Gate, VERDICTS, writeRefusal } from './http/gate.js';
-import type { Verdict } from './http/gate.js';
+import { openAuth } from './service/open.js';
 
 export { Outcome, OUTCOME_NAMES } from './core/core.js';
 export { createLogger, LEVELS } from './ops/log.js';
 export type { Fields, Level, Logger } from './ops/log.js';
-export { startServer } from './http/router.js';
-export type { ServerHandle, ServerServices } from './http/router.js';
+export { startServer } from './server.js';
+export type { ServerHandle, ServerServices } from './server.js';
 export { parseArgs } from './cli/flags.js';
 export type { Options } from './cli/flags.js';
-export { REFUSALS, VERDICTS } from './http/gate.js';
-export type { Verdict } from './http/gate.js';
+export { REFUSALS, VERDICTS } from './http/refusals.js';
+export type { Verdict } from './http/refusals.js';
 
 export interface AuthOptions {
   /** The service password's file; a strong password is generated into it when it is missing (its folder must exist). */
@@ -94,13 +99,14 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
   const trusted = trustedProxyOption(options.trustedProxies);
   const metrics = new Metrics();
   const opened = await openAuth(core, { passwordFile: resolve(options.passwordFile), dataDir: resolve(options.dataDir), tokenLifetime }, log, metrics);
-  const gate = new Gate(core, metrics, publicEndpoints);
-  const route = opened.route;
-  const gateway = new Gateway(core, gate, new Map([[AUTH_PATH, route]]), log, metrics, trusted);
+  const gate = new Gate(core, metrics, { publicPaths: publicEndpoints });
+  const route: Route = { kind: 'auth', service: opened.link };
+  const inFlight = new InFlight();
+  const local = new LocalRoutes(inFlight, trusted, log);
   let closing: Promise<void> | undefined;
   return {
     mount(app) {
-      app.any(AUTH_PATH, (res, req) => gateway.serve(res, req, AUTH_PATH, route));
+      app.any(AUTH_PATH, (res, req) => local.serve(res, req, AUTH_PATH, route));
     },
     protect(handler) {
       return (res, req) => {
@@ -113,7 +119,7 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
     authorize: (authorization, path) => VERDICTS[gate.check(authorization, path)],
     metrics: metrics.registry,
     close() {
-      closing ??= gateway.drain(CLOSE_GRACE_MS).then(() => opened.close());
+      closing ??= inFlight.drain(CLOSE_GRACE_MS).then(() => opened.close());
       return closing;
     },
   };

@@ -8,7 +8,8 @@ import { parseArgs, UsageError, USAGE } from './cli/flags.js';
 import { createLogger, errorFields } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
-import { ListenError, startServer } from './http/router.js';
+import { ListenError } from './http/listener.js';
+import { startServer } from './server.js';
 import { StateError } from './state/file.js';
 import { VERSION } from './version.js';
 

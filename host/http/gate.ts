@@ -1,111 +1,41 @@
-// What a refused request gets: the one table from a core Outcome to an HTTP status and
-// the reason text the original node sent, and the writer of that response. The bodies
-// are encoded once here so a refusal costs the hot path no string work. And the gate itself.
-import type { HttpResponse } from 'uWebSockets.js';
-import { Outcome, PATH_RULES } from '../core/core.js';
+// The gate in front of every endpoint: the paths that need no token (the public ones,
+// and the token service's own), then the token check, one core call. It allocates
+// nothing on the way.
+import { Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
 import { LATENCY_SAMPLE_EVERY } from '../ops/metrics.js';
 import type { Metrics } from '../ops/metrics.js';
 
-export type RefusedOutcome = Exclude<Outcome, Outcome.Valid>;
-
-const UNAUTHORIZED = '401 Unauthorized';
-const BAD_REQUEST = '400 Bad Request';
-
-/** Status line and reason text of every refusal. */
-export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string, reason: string]>> = {
-  [Outcome.NoToken]: [UNAUTHORIZED, 'auth token not provided'],
-  [Outcome.BadHeader]: [UNAUTHORIZED, 'couldn\'t parse auth token. Header "Authorization" should be "Bearer TOKEN.GOES.HERE"'],
-  [Outcome.Malformed]: [UNAUTHORIZED, 'the provided auth token is invalid'],
-  [Outcome.BadSignature]: [UNAUTHORIZED, 'the provided auth token is invalid: signature mismatch'],
-  [Outcome.Expired]: [UNAUTHORIZED, 'the provided auth token is expired'],
-  [Outcome.Revoked]: [UNAUTHORIZED, 'the provided auth token was revoked'],
-  [Outcome.EarlierGeneration]: [UNAUTHORIZED, 'the provided auth token is invalid: issued under a previous password'],
-  [Outcome.NotGranted]: [UNAUTHORIZED, 'the provided auth token does not allow access to this endpoint'],
-  [Outcome.BadPath]: [BAD_REQUEST, `invalid request path: ${PATH_RULES}`],
-};
-
-interface Encoded {
-  readonly status: string;
-  /** Only a 401 invites the client to present a token; a bad path is not about tokens. */
-  readonly challenge: boolean;
-  readonly body: Uint8Array;
-}
-
-// Indexed by outcome number, so the hot path's lookup is an array load.
-const ENCODED: Encoded[] = [];
-for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
-  // The original node answered id 1 whatever the request; clients match on this body.
-  const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code: -32600, message: reason })},"id":1}\n`;
-  ENCODED[Number(outcome)] = { status, challenge: status === UNAUTHORIZED, body: new TextEncoder().encode(body) };
+export interface GateOptions {
+  /** Exact paths anyone may request; each must have passed `core.pathAllowed`, so that it obeys the path rules too. */
+  readonly publicPaths?: readonly string[];
+  /** The token service's path (/ext/auth), which never needs a token: it is how one gets a token. */
+  readonly authPath?: string;
 }
 
 /**
- * Writes the refusal for an outcome; call it corked (directly in the handler, or inside
- * res.cork). `head`: the request was HEAD, so the body's length goes out without it.
- */
-export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false): void {
-  const refusal = ENCODED[outcome];
-  res.writeStatus(refusal.status).writeHeader('Content-Type', 'application/json');
-  if (refusal.challenge) res.writeHeader('WWW-Authenticate', 'Bearer');
-  endWith(res, refusal.body, head);
-}
-
-/** Ends a response with `body`, or for a HEAD request with its length only (uWS would send a body given to end()). */
-export function endWith(res: HttpResponse, body: Uint8Array, head: boolean): void {
-  if (head) res.writeHeader('Content-Length', String(body.length)).endWithoutBody();
-  else res.end(body);
-}
-
-/**
- * A gate's answer, for hosts that write responses their own way: `ok`, or the refusal to
- * send (status, headers and body exactly as the built-in gate sends them).
- */
-export interface Verdict {
-  readonly ok: boolean;
-  readonly outcome: Outcome;
-  /** 200 when ok; otherwise 401, or 400 for a path that is refused whatever the token. */
-  readonly status: number;
-  /** The refusal's reason text; empty when ok. */
-  readonly reason: string;
-  /** The refusal's headers: Content-Type, and WWW-Authenticate for a 401. Empty when ok. */
-  readonly headers: Readonly<Record<string, string>>;
-  /** The refusal's body (JSON and a line feed); empty when ok. */
-  readonly body: string;
-}
-
-/** One frozen verdict per outcome, so that handing one out allocates nothing. */
-export const VERDICTS: readonly Verdict[] = (() => {
-  const verdicts: Verdict[] = [];
-  verdicts[Outcome.Valid] = Object.freeze({ ok: true, outcome: Outcome.Valid, status: 200, reason: '', headers: Object.freeze({}), body: '' });
-  for (const [key, [status, reason]] of Object.entries(REFUSALS)) {
-    const outcome = Number(key) as RefusedOutcome;
-    const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-    if (ENCODED[outcome].challenge) headers['WWW-Authenticate'] = 'Bearer';
-    verdicts[outcome] = Object.freeze({
-      ok: false, outcome, status: Number(status.slice(0, 3)), reason, headers: Object.freeze(headers),
-      body: new TextDecoder().decode(ENCODED[outcome].body),
-    });
-  }
-  return Object.freeze(verdicts);
-})();
-
-/**
- * The check in front of every protected endpoint: public paths pass, anything else needs
- * a token that grants it. Each outcome is counted, and one check in LATENCY_SAMPLE_EVERY
- * is timed.
+ * The check in front of every protected endpoint: the open paths pass, anything else
+ * needs a token that grants it. Each outcome of a token check is counted, and one check
+ * in LATENCY_SAMPLE_EVERY is timed.
  */
 export class Gate {
   private readonly publicPaths: ReadonlySet<string> | null;
+  private readonly authPath: string | null;
 
-  /** `publicPaths` must have passed `core.pathAllowed`, so that a public path obeys the path rules too. */
-  constructor(private readonly core: Core, private readonly metrics: Metrics, publicPaths: readonly string[] = []) {
+  constructor(private readonly core: Core, private readonly metrics: Metrics, options: GateOptions = {}) {
+    const publicPaths = options.publicPaths ?? [];
     this.publicPaths = publicPaths.length === 0 ? null : new Set(publicPaths);
+    this.authPath = options.authPath ?? null;
+  }
+
+  /** Whether `path` needs no token. The token service's path first: a comparison of lengths, most of the time. */
+  private open(path: string): boolean {
+    return path === this.authPath || (this.publicPaths !== null && this.publicPaths.has(path));
   }
 
   /** The outcome for a request: its raw Authorization header (empty when absent) and its path. */
   check(header: string, path: string): Outcome {
-    if (this.publicPaths !== null && this.publicPaths.has(path)) return Outcome.Valid;
+    if (this.open(path)) return Outcome.Valid;
     const metrics = this.metrics;
     let outcome: Outcome;
     if (--metrics.untilSample !== 0) {
@@ -122,7 +52,7 @@ export class Gate {
 
   /** The outcome for a bare token (no `Bearer `) and a path. */
   checkToken(token: string, path: string): Outcome {
-    if (this.publicPaths !== null && this.publicPaths.has(path)) return Outcome.Valid;
+    if (this.open(path)) return Outcome.Valid;
     const outcome = this.core.verify(token, path, nowSeconds());
     this.metrics.verifications[outcome]++;
     return outcome;

@@ -1,6 +1,8 @@
 // JSON-RPC 2.0 over a request body: parsing, request validation, batches, notifications,
 // and dispatch through a method table. Transport concerns (HTTP status, content-type,
 // body size) belong to the server; this module sees only the bytes of a body.
+import { errorFields } from '../ops/log.js';
+import type { Logger } from '../ops/log.js';
 
 export const ErrorCode = {
   ParseError: -32700,
@@ -69,6 +71,11 @@ function errorWithId(code: number, message: string, idJson: string): string {
 const EMPTY_PARAMS: Params = Object.freeze({});
 const METHOD_NAME_SHOWN = 64;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** An endpoint for `methods` whose unexpected failures are logged as internal errors. */
+export function loggedEndpoint(methods: MethodTable, log: Logger): JsonRpcEndpoint {
+  return new JsonRpcEndpoint(methods, (error, method) => log.error('internal error', { method, ...errorFields(error) }));
+}
 
 /** One JSON-RPC endpoint: a method table and what to do with unexpected method failures. */
 export class JsonRpcEndpoint {

@@ -30,7 +30,7 @@ export const ServiceErrorCode = {
   Busy: -32003,
 } as const;
 
-export interface AuthServiceOptions {
+export interface TokenServiceOptions {
   readonly core: Core;
   readonly store: StateStore;
   readonly verifier: PasswordVerifier;
@@ -49,7 +49,7 @@ export function throttled(retryAfter: number): RpcError {
   return new RpcError(ServiceErrorCode.Throttled, `too many failed password attempts; retry in ${retryAfter} s`, retryAfter);
 }
 
-export class AuthService {
+export class TokenService {
   private readonly core: Core;
   private readonly store: StateStore;
   private readonly verifier: PasswordVerifier;
@@ -59,10 +59,10 @@ export class AuthService {
   /** Unix seconds. */
   private readonly now: () => number;
   private readonly metrics: Metrics | undefined;
-  readonly throttle: PasswordThrottle;
+  private readonly throttle: PasswordThrottle;
   private tail: Promise<unknown> = Promise.resolve();
 
-  constructor(options: AuthServiceOptions) {
+  constructor(options: TokenServiceOptions) {
     this.core = options.core;
     this.store = options.store;
     this.verifier = options.verifier;
@@ -73,6 +73,16 @@ export class AuthService {
     const clock = options.clock ?? Date.now;
     this.clock = clock;
     this.now = () => Math.floor(clock() / 1000);
+  }
+
+  /**
+   * Whole seconds the client at `address` must wait before its next password check, or
+   * 0; a wait counts as a throttled call. For the route, before it reads the body.
+   */
+  throttled(address: string): number {
+    const wait = this.throttle.retryAfter(address, this.clock());
+    if (wait > 0 && this.metrics) this.metrics.passwordsThrottled++;
+    return wait;
   }
 
   /** A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and what it says about itself. */
