@@ -11,9 +11,6 @@ import { writeThrottled } from './responses.js';
 import { postCall } from './rpc-route.js';
 import type { Tarpit } from './tarpit.js';
 
-/** Where the token service answers. */
-export const AUTH_PATH = '/ext/auth';
-
 /** Call it from the uWS handler, before returning; `address` is the client's. */
 export function postAuth(res: HttpResponse, req: HttpRequest, service: TokenServiceLink, address: string, inFlight: InFlight,
   tarpit: Tarpit, log: Logger): void {

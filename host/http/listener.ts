@@ -4,6 +4,8 @@ import { createServer } from 'node:net';
 import * as uws from 'uWebSockets.js';
 import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { ListenError } from '../errors.js';
+import type { Namer } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
@@ -27,16 +29,6 @@ interface ExclusiveListen {
   listen(host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void): void;
 }
 
-/** The port or address cannot be listened on; the message is the one line to show. */
-export class ListenError extends Error {
-  readonly exitCode = 2;
-
-  constructor(problem: string) {
-    super(`api-auth: ${problem}`);
-    this.name = 'ListenError';
-  }
-}
-
 /**
  * Why uWebSockets.js could not listen, which it does not say: the same listen through
  * Node names the cause (the port in use, an address not of this machine, a privileged
@@ -46,21 +38,23 @@ function whyNotListening(host: string, port: number): Promise<ListenError> {
   const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   return new Promise((resolve) => {
     const probe = createServer();
-    probe.once('error', (e: NodeJS.ErrnoException) => resolve(new ListenError(`cannot listen on ${where}: ${LISTEN_PROBLEMS[e.code ?? ''] ??
-      `${e.code ?? e.message}; choose another --http-host or --http-port`}`)));
+    probe.once('error', (e: NodeJS.ErrnoException) => {
+      const problem = LISTEN_PROBLEMS[e.code ?? ''] ?? ((name: Namer) => `${e.code ?? e.message}; choose another ${name('host')} or ${name('port')}`);
+      resolve(new ListenError((name) => `cannot listen on ${where}: ${problem(name)}`));
+    });
     probe.listen({ host, port, exclusive: true }, () => {
       probe.close();
-      resolve(new ListenError(`cannot listen on ${where}; choose another --http-host or --http-port`));
+      resolve(new ListenError((name) => `cannot listen on ${where}; choose another ${name('host')} or ${name('port')}`));
     });
   });
 }
 
-const LISTEN_PROBLEMS: Readonly<Record<string, string>> = {
-  EADDRINUSE: 'the port is in use by another program (another api-auth?); stop it or choose another --http-port',
-  EADDRNOTAVAIL: 'the address is not one of this machine\'s; choose another --http-host (0.0.0.0 for every address)',
-  EACCES: 'ports below 1024 need privileges; choose another --http-port, or grant CAP_NET_BIND_SERVICE',
-  ENOTFOUND: 'the host name does not resolve; give --http-host an address, such as 127.0.0.1',
-  EAI_AGAIN: 'the host name does not resolve; give --http-host an address, such as 127.0.0.1',
+const LISTEN_PROBLEMS: Readonly<Record<string, (name: Namer) => string>> = {
+  EADDRINUSE: (name) => `the port is in use by another program (another api-auth?); stop it or choose another ${name('port')}`,
+  EADDRNOTAVAIL: (name) => `the address is not one of this machine's; choose another ${name('host')} (0.0.0.0 for every address)`,
+  EACCES: (name) => `ports below 1024 need privileges; choose another ${name('port')}, or grant CAP_NET_BIND_SERVICE`,
+  ENOTFOUND: (name) => `the host name does not resolve; give ${name('host')} an address, such as 127.0.0.1`,
+  EAI_AGAIN: (name) => `the host name does not resolve; give ${name('host')} an address, such as 127.0.0.1`,
 };
 
 export class HttpServer {

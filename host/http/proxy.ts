@@ -33,18 +33,11 @@ import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
-import { ErrorCode, errorResponse } from '../rpc/jsonrpc.js';
+import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
-
-/** JSON-RPC codes of a proxied request the upstream did not answer. */
-export const UpstreamErrorCode = {
-  /** HTTP 502: refused, reset, or otherwise unreachable. */
-  Unavailable: -32004,
-  /** HTTP 504: no answer within --upstream-timeout. */
-  Timeout: -32005,
-} as const;
+import { jsonLine } from './responses.js';
 
 /** Connections kept open to the upstream at most; requests past that wait for one. */
 export const UPSTREAM_CONNECTIONS = 128;
@@ -135,21 +128,21 @@ export class UpstreamProxy {
       connect: { timeout: Math.min(options.timeoutMs, 10_000) },
     });
     this.pool = pool;
-    const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(UpstreamErrorCode.Unavailable, message) });
+    const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
     const failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }> = {
       refused: unavailable('the upstream node refused the connection'),
       reset: unavailable('the upstream node closed the connection'),
       other: unavailable('the upstream node could not be reached'),
       timeout: {
         status: '504 Gateway Timeout',
-        body: jsonLine(UpstreamErrorCode.Timeout, `the upstream node did not answer within ${options.timeoutMs / 1000} s`),
+        body: jsonLine(RpcCode.UpstreamTimeout, `the upstream node did not answer within ${options.timeoutMs / 1000} s`),
       },
     };
     this.relay = {
       dispatch: (dispatched, handler) => pool.dispatch(dispatched, handler),
       maxBody: options.maxBody,
-      tooLarge: jsonLine(ErrorCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
-      switched: jsonLine(UpstreamErrorCode.Unavailable, 'the upstream node switched protocols, which api-auth does not relay'),
+      tooLarge: jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
+      switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
       failure: (error) => failures[classify(error)],
       settle: (error) => this.settled(error),
     };
@@ -176,7 +169,7 @@ export class UpstreamProxy {
     }
     const peer = peerAddress(res);
     const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
-    if (typeof headers === 'string') return refuse(res, jsonLine(ErrorCode.InvalidRequest, headers));
+    if (typeof headers === 'string') return refuse(res, jsonLine(RpcCode.InvalidRequest, headers));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
     const exchange = new Exchange(this.relay, res, method === 'HEAD', headers);
     this.inFlight.enter();
@@ -383,7 +376,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       // The status is sent already: cutting the connection is the only way to say the body is not whole.
       res.close();
     } else if (refusedRequest(error)) {
-      res.cork(() => refuse(res, jsonLine(ErrorCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
+      res.cork(() => refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
     } else {
       const { status, body } = this.relay.failure(error);
       res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
@@ -436,7 +429,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
-const QUERY_NOT_UTF8 = jsonLine(ErrorCode.InvalidRequest,
+const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
   'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
 
 /** A 400 for a request that is not forwarded; the connection closes, as its body may be unread. */
@@ -526,8 +519,4 @@ function classify(error: Error): UpstreamErrorKind {
   if (code === 'ECONNREFUSED') return 'refused';
   if (RESET_CODES.has(code)) return 'reset';
   return 'other';
-}
-
-function jsonLine(code: number, message: string): Uint8Array {
-  return new TextEncoder().encode(errorResponse(code, message) + '\n');
 }

@@ -1,11 +1,12 @@
 // The fixed responses of the HTTP side, encoded once so that writing one costs no string
 // work: 404, 405, 413, 415, 429, 500, and the writers that send them.
 import type { HttpResponse } from 'uWebSockets.js';
-import { ErrorCode, errorResponse } from '../rpc/jsonrpc.js';
-import { ServiceErrorCode, throttled } from '../service/token-service.js';
+import { RpcCode, throttledMessage } from '../errors.js';
+import { LIMITS } from '../options.js';
+import { errorResponse } from '../rpc/jsonrpc.js';
 
 /** The largest JSON-RPC body a local endpoint reads. */
-export const MAX_BODY_BYTES = 65536;
+export const MAX_BODY_BYTES = LIMITS.rpcBody;
 
 /** A JSON-RPC error body for a request that was not read (so its id is unknown). */
 export function jsonLine(code: number, message: string): Uint8Array {
@@ -19,13 +20,13 @@ export function endWith(res: HttpResponse, body: Uint8Array, head: boolean): voi
 }
 
 const NOT_FOUND = new TextEncoder().encode('404 page not found\n');
-const BODY_TOO_LARGE = jsonLine(ErrorCode.InvalidRequest, `request body exceeds ${MAX_BODY_BYTES} bytes`);
-const NOT_JSON = jsonLine(ErrorCode.InvalidRequest, 'content-type must be application/json');
-const INTERNAL_ERROR = jsonLine(ErrorCode.InternalError, 'internal error');
+const BODY_TOO_LARGE = jsonLine(RpcCode.InvalidRequest, `request body exceeds ${MAX_BODY_BYTES} bytes`);
+const NOT_JSON = jsonLine(RpcCode.InvalidRequest, 'content-type must be application/json');
+const INTERNAL_ERROR = jsonLine(RpcCode.InternalError, 'internal error');
 // The same answer on every path, before the gate: it reveals nothing about a path, and
 // nothing of a CONNECT reaches a handler that might forward it.
 const CONNECT_ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
-const CONNECT_REFUSED = jsonLine(ErrorCode.InvalidRequest, 'HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels');
+const CONNECT_REFUSED = jsonLine(RpcCode.InvalidRequest, 'HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels');
 
 export function writeNotFound(res: HttpResponse, head: boolean): void {
   res.writeStatus('404 Not Found').writeHeader('Content-Type', 'text/plain; charset=utf-8');
@@ -40,7 +41,7 @@ export function writeConnectRefused(res: HttpResponse): void {
 /** 405 for a local route; `method` in lower case, as uWS gives it. */
 export function writeMethodNotAllowed(res: HttpResponse, method: string, path: string, allow: string): void {
   res.writeStatus('405 Method Not Allowed').writeHeader('Allow', allow).writeHeader('Content-Type', 'application/json');
-  endWith(res, jsonLine(ErrorCode.InvalidRequest, `HTTP method ${method.toUpperCase()} is not allowed on ${path} (allowed: ${allow})`),
+  endWith(res, jsonLine(RpcCode.InvalidRequest, `HTTP method ${method.toUpperCase()} is not allowed on ${path} (allowed: ${allow})`),
     method === 'head');
 }
 
@@ -64,7 +65,7 @@ const THROTTLED_BODIES = new Map<number, Uint8Array>();
 export function writeThrottled(res: HttpResponse, wait: number): void {
   let body = THROTTLED_BODIES.get(wait);
   if (body === undefined) {
-    body = jsonLine(ServiceErrorCode.Throttled, throttled(wait).message);
+    body = jsonLine(RpcCode.Throttled, throttledMessage(wait));
     THROTTLED_BODIES.set(wait, body);
   }
   res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', String(wait)).end(body);

@@ -1,7 +1,7 @@
 // POST to a local JSON-RPC endpoint: the body read in its chunks up to its limit, then
 // answered by the endpoint, and the answer written (or nothing, when the client went).
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { ServiceErrorCode } from '../service/token-service.js';
+import { RpcCode } from '../errors.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import type { CallContext, Reply } from '../rpc/jsonrpc.js';
@@ -61,7 +61,7 @@ async function answer(res: HttpResponse, handler: RpcHandler, body: Buffer, addr
       }
       // A lone call refused for now says so in HTTP too, so that proxies and clients back off.
       if (refusal !== undefined) {
-        res.writeStatus(refusal.code === ServiceErrorCode.Throttled ? '429 Too Many Requests' : '503 Service Unavailable')
+        res.writeStatus(refusal.code === RpcCode.Throttled ? '429 Too Many Requests' : '503 Service Unavailable')
           .writeHeader('Retry-After', String(refusal.retryAfter));
       }
       res.writeHeader('Content-Type', 'application/json').end(text + '\n');

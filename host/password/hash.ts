@@ -2,6 +2,7 @@
 // rest of the host sees only the async PasswordVerifier interface.
 import { timingSafeEqual, webcrypto } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
+import { BusyError } from '../errors.js';
 import { isWellFormed } from './file.js';
 import type { HashJob, HashResult } from './worker.js';
 
@@ -31,15 +32,7 @@ export const ARGON2ID_PARAMETERS = {
   saltLength: 16,
 } as const;
 
-/** Raised when more password checks wait than the bound allows; retry shortly. */
-export class BusyError extends Error {
-  constructor() {
-    super('too many password checks are waiting');
-    this.name = 'BusyError';
-  }
-}
-
-/** Checks waiting or running at once; past it, calls are refused at once. */
+/** Checks waiting or running at once; past it, calls are refused at once (BusyError). */
 export const MAX_PENDING_CHECKS = 32;
 
 /**

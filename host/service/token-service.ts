@@ -12,23 +12,15 @@
 // line holds a password or a token.
 import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome } from '../core/core.js';
 import type { Claims } from '../core/core.js';
-import { ErrorCode, invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
+import { BusyError, RpcCode, throttledMessage } from '../errors.js';
+import { invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';
 import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
-import { BusyError } from '../password/hash.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import type { StateStore } from '../state/store.js';
 import { PasswordThrottle } from './throttle.js';
-
-/** The service's own JSON-RPC error codes. */
-export const ServiceErrorCode = {
-  IncorrectPassword: -32000,
-  ResourceLimit: -32001,
-  Throttled: -32002,
-  Busy: -32003,
-} as const;
 
 export interface TokenServiceOptions {
   readonly core: Core;
@@ -46,7 +38,7 @@ export interface TokenServiceOptions {
 
 /** -32002 with the wait: the client failed too many password checks of late. */
 export function throttled(retryAfter: number): RpcError {
-  return new RpcError(ServiceErrorCode.Throttled, `too many failed password attempts; retry in ${retryAfter} s`, retryAfter);
+  return new RpcError(RpcCode.Throttled, throttledMessage(retryAfter), retryAfter);
 }
 
 export class TokenService {
@@ -110,7 +102,7 @@ export class TokenService {
         if (this.metrics) this.metrics.tokensIssued++;
         return issued;
       } catch (error) {
-        if (error instanceof IssueError) throw new RpcError(ServiceErrorCode.ResourceLimit, error.message);
+        if (error instanceof IssueError) throw new RpcError(RpcCode.ResourceLimit, error.message);
         throw error;
       }
     });
@@ -146,7 +138,7 @@ export class TokenService {
       throw invalidParams('newPassword', `a string of 1 to ${MAX_PASSWORD_LENGTH} characters`);
     }
     const checked = await this.authenticate(oldPassword, context);
-    if (newPassword === oldPassword) throw new RpcError(ErrorCode.InvalidParams, 'newPassword must differ from the current password');
+    if (newPassword === oldPassword) throw new RpcError(RpcCode.InvalidParams, 'newPassword must differ from the current password');
     const record = await this.hash(newPassword);
     return this.exclusive(checked, async () => {
       const generation = this.core.generation + 1;
@@ -227,7 +219,7 @@ export class TokenService {
     if (!ok) {
       check.failed();
       if (this.metrics) this.metrics.passwordsRefused++;
-      throw new RpcError(ServiceErrorCode.IncorrectPassword, 'incorrect password');
+      throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
     }
     check.succeeded();
     if (this.metrics) this.metrics.passwordsAccepted++;
@@ -250,7 +242,7 @@ export class TokenService {
    */
   private exclusive<T>(checked: PasswordRecord, work: () => Promise<T>): Promise<T> {
     const run = this.tail.then(() => {
-      if (this.store.password !== checked) throw new RpcError(ServiceErrorCode.IncorrectPassword, 'incorrect password');
+      if (this.store.password !== checked) throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
       return work();
     });
     this.tail = run.catch(() => undefined);
@@ -264,17 +256,17 @@ export class TokenService {
     } catch (error) {
       if (!(error instanceof GrantError)) throw error;
       // The list is the client's mistake, except when the table itself is full.
-      throw new RpcError(error.code === 'table-full' ? ServiceErrorCode.ResourceLimit : ErrorCode.InvalidParams, error.message);
+      throw new RpcError(error.code === 'table-full' ? RpcCode.ResourceLimit : RpcCode.InvalidParams, error.message);
     }
   }
 }
 
 const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
-  [ServiceErrorCode.IncorrectPassword]: 'incorrect password',
-  [ServiceErrorCode.ResourceLimit]: 'resource limit',
-  [ServiceErrorCode.Throttled]: 'throttled',
-  [ServiceErrorCode.Busy]: 'busy',
-  [ErrorCode.InvalidParams]: 'invalid params',
+  [RpcCode.IncorrectPassword]: 'incorrect password',
+  [RpcCode.ResourceLimit]: 'resource limit',
+  [RpcCode.Throttled]: 'throttled',
+  [RpcCode.Busy]: 'busy',
+  [RpcCode.InvalidParams]: 'invalid params',
 };
 
 /** The audit outcome of a failed call: a fixed word, never the error's text (it could quote a client's input). */
@@ -283,7 +275,7 @@ function auditOutcome(error: unknown): string {
 }
 
 function busy(): RpcError {
-  return new RpcError(ServiceErrorCode.Busy, 'too many password checks are waiting; retry in 1 s', 1);
+  return new RpcError(RpcCode.Busy, 'too many password checks are waiting; retry in 1 s', 1);
 }
 
 /**

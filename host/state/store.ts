@@ -13,7 +13,8 @@ import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
-import { lockDataDir, prepareDataDir, readState, STATE_FILE, StateError, writeState } from './file.js';
+import { StateError } from '../errors.js';
+import { lockDataDir, prepareDataDir, readState, STATE_FILE, writeState } from './file.js';
 import type { PersistedState } from './file.js';
 
 /** The state with its password records parsed. */
