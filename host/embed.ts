@@ -52,12 +52,12 @@ export interface Auth {
  */
 export async function createAuth(options: AuthOptions): Promise<Auth> {
   const config = resolveAuthOptions(options);
-  const log = options.log ?? createLogger();
+  const log = options.log ?? createLogger(undefined, undefined, config.clock);
   const core = newCore();
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
   const metrics = new Metrics();
-  const opened = await openAuth(core, config, log, metrics);
-  const gate = new Gate(core, metrics, { publicPaths: config.publicEndpoints });
+  const opened = await openAuth(core, config, log, metrics, config.clock);
+  const gate = new Gate(core, metrics, config.clock, { publicPaths: config.publicEndpoints });
   const route: Route = { kind: 'auth', service: opened.link };
   const inFlight = new InFlight();
   const local = new LocalRoutes(inFlight, config.trustedProxies, log);

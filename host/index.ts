@@ -14,6 +14,8 @@ export {
   StartError, StateError, UsageError,
 } from './errors.js';
 export type { GrantErrorCode, IssueErrorCode, Namer } from './errors.js';
+export { systemClock } from './clock.js';
+export type { Clock } from './clock.js';
 export { Outcome, OUTCOME_NAMES } from './core/core.js';
 export { REFUSALS, VERDICTS } from './http/refusals.js';
 export type { RefusedOutcome, Verdict } from './http/refusals.js';

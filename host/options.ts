@@ -4,6 +4,8 @@
 // (`passwordFile`); the command line shows its flags in their place (cli/flags.ts).
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { systemClock } from './clock.js';
+import type { Clock } from './clock.js';
 import type { Core } from './core/core.js';
 import { badOption, OptionError } from './errors.js';
 import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
@@ -60,6 +62,11 @@ export interface AuthOptions {
   readonly trustedProxies?: readonly string[];
   /** Where log lines go (audit lines included); default JSON lines on stdout, info and above. */
   readonly log?: Logger;
+  /**
+   * The time, in ms since the Unix epoch: what tokens expire by, the throttle counts
+   * by, and the state forgets expired revocations by. Default the system's clock.
+   */
+  readonly clock?: Clock;
 }
 
 /** startServer's options: the standalone service, as the command line runs it. Every one may be left out. */
@@ -103,6 +110,7 @@ export interface AuthConfig {
   /** Exact paths, without duplicates; still to be checked against the core's path rules (servedPaths). */
   readonly publicEndpoints: readonly string[];
   readonly trustedProxies: TrustedProxies;
+  readonly clock: Clock;
 }
 
 /** The standalone service's settings, validated. */
@@ -129,7 +137,7 @@ export interface ServerConfig {
   readonly logLevel: Level;
 }
 
-const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'publicEndpoints', 'trustedProxies', 'log'];
+const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'dataDir', 'publicEndpoints', 'upstream',
   'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel'];
 
@@ -143,7 +151,17 @@ export function resolveAuthOptions(options: AuthOptions): AuthConfig {
     tokenLifetime: tokenLifetime(options.tokenLifetime),
     publicEndpoints: paths('publicEndpoints', options.publicEndpoints),
     trustedProxies: proxies(options.trustedProxies),
+    clock: resolveClock(options.clock),
   };
+}
+
+/** A clock option: a function giving the time in ms since the epoch; the system's when left out. */
+export function resolveClock(value: unknown): Clock {
+  if (value === undefined) return systemClock;
+  if (typeof value !== 'function') {
+    throw badOption('clock', ` must be a function that returns the time in ms since the Unix epoch, not ${show(value)}`);
+  }
+  return value as Clock;
 }
 
 /** startServer's options, validated. Throws OptionError naming the first option at fault. */

@@ -1,6 +1,7 @@
 // The assembly of the standalone service: the core, the state owner (when tokens are
 // required) and the HTTP side, wired together and listening.
 import { App } from 'uWebSockets.js';
+import type { Clock } from './clock.js';
 import { newCore } from './core/module.js';
 import { Gate } from './http/gate.js';
 import { InFlight } from './http/in-flight.js';
@@ -14,7 +15,7 @@ import type { Route } from './http/routes.js';
 import { createLogger } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
-import { AUTH_PATH, resolveServerOptions, servedPaths } from './options.js';
+import { AUTH_PATH, resolveClock, resolveServerOptions, servedPaths } from './options.js';
 import type { ServerOptions } from './options.js';
 import { loggedEndpoint } from './rpc/jsonrpc.js';
 import { openAuth } from './service/open.js';
@@ -23,9 +24,16 @@ import { VERSION } from './version.js';
 
 export type { ServerHandle } from './http/listener.js';
 
+/** What startServer runs with beside its options. */
 export interface ServerServices {
+  /** Where log lines go; default JSON lines on stdout, from the options' logLevel up. */
   readonly log?: Logger;
   readonly metrics?: Metrics;
+  /**
+   * The time, in ms since the Unix epoch: what tokens expire by, the throttle counts by,
+   * and the state forgets expired revocations by. Default the system's clock.
+   */
+  readonly clock?: Clock;
 }
 
 /**
@@ -37,7 +45,8 @@ export interface ServerServices {
  */
 export async function startServer(options: ServerOptions = {}, services: ServerServices = {}): Promise<ServerHandle> {
   const config = resolveServerOptions(options);
-  const log = services.log ?? createLogger(undefined, config.logLevel);
+  const clock = resolveClock(services.clock);
+  const log = services.log ?? createLogger(undefined, config.logLevel, clock);
   const metrics = services.metrics ?? new Metrics({ processMetrics: true });
   const core = newCore();
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
@@ -58,9 +67,9 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   try {
     let gate: Gate | null = null;
     if (config.authRequired && config.passwordFile !== undefined) {
-      auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime }, log, metrics);
+      auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime }, log, metrics, clock);
       routes.set(AUTH_PATH, { kind: 'auth', service: auth.link });
-      gate = new Gate(core, metrics, { publicPaths: config.publicEndpoints, authPath: AUTH_PATH });
+      gate = new Gate(core, metrics, clock, { publicPaths: config.publicEndpoints, authPath: AUTH_PATH });
     } else {
       if (config.passwordFile !== undefined) {
         log.warn('the password file is not used without --api-auth-required', { path: config.passwordFile });

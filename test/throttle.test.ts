@@ -212,15 +212,16 @@ t.test('the token service throttles on the clock it is given', async (t) => {
   mkdirSync(dir, { mode: 0o700 });
   const core = newCore();
   const log = createLogger(() => undefined);
-  const store = await StateStore.open(dir, log);
+  let now = Date.parse('2030-01-01T00:00:00Z');
+  const clock = (): number => now;
+  const store = await StateStore.open(dir, log, clock);
   const verifier = new Argon2idVerifier();
   t.teardown(async () => {
     await verifier.close();
     await store.close();
   });
-  await restoreService(core, store, verifier, 'the-password', 3600, log);
-  let now = Date.parse('2030-01-01T00:00:00Z');
-  const service = new TokenService({ core, store, verifier, tokenLifetime: 3600, log, clock: () => now });
+  await restoreService(core, store, verifier, 'the-password', 3600, log, clock);
+  const service = new TokenService({ core, store, verifier, tokenLifetime: 3600, log, clock });
   const newTokenCall = service.methods().get('auth.newToken')!;
   const guess = (password: string) => Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
     (result) => ({ result }), (error: { code: number; message: string }) => ({ code: error.code, message: error.message }));

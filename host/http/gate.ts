@@ -1,6 +1,7 @@
 // The gate in front of every endpoint: the paths that need no token (the public ones,
-// and the token service's own), then the token check, one core call. It allocates
-// nothing on the way.
+// and the token service's own), then the token check, one core call at the time of the
+// clock it is given. It allocates nothing on the way.
+import type { Clock } from '../clock.js';
 import { Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
 import { LATENCY_SAMPLE_EVERY } from '../ops/metrics.js';
@@ -22,7 +23,7 @@ export class Gate {
   private readonly publicPaths: ReadonlySet<string> | null;
   private readonly authPath: string | null;
 
-  constructor(private readonly core: Core, private readonly metrics: Metrics, options: GateOptions = {}) {
+  constructor(private readonly core: Core, private readonly metrics: Metrics, private readonly clock: Clock, options: GateOptions = {}) {
     const publicPaths = options.publicPaths ?? [];
     this.publicPaths = publicPaths.length === 0 ? null : new Set(publicPaths);
     this.authPath = options.authPath ?? null;
@@ -39,11 +40,11 @@ export class Gate {
     const metrics = this.metrics;
     let outcome: Outcome;
     if (--metrics.untilSample !== 0) {
-      outcome = this.core.authorize(header, path, nowSeconds());
+      outcome = this.core.authorize(header, path, this.seconds());
     } else {
       metrics.untilSample = LATENCY_SAMPLE_EVERY;
       const start = performance.now();
-      outcome = this.core.authorize(header, path, nowSeconds());
+      outcome = this.core.authorize(header, path, this.seconds());
       metrics.observeVerification(performance.now() - start);
     }
     metrics.verifications[outcome]++;
@@ -53,12 +54,13 @@ export class Gate {
   /** The outcome for a bare token (no `Bearer `) and a path. */
   checkToken(token: string, path: string): Outcome {
     if (this.open(path)) return Outcome.Valid;
-    const outcome = this.core.verify(token, path, nowSeconds());
+    const outcome = this.core.verify(token, path, this.seconds());
     this.metrics.verifications[outcome]++;
     return outcome;
   }
-}
 
-function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
+  // unixSeconds(), inlined: this is the hot path.
+  private seconds(): number {
+    return Math.floor(this.clock() / 1000);
+  }
 }

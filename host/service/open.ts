@@ -1,6 +1,7 @@
 // The state owner, opened: the password (from its file, generated when missing), the
 // data folder (created on the first start, locked), the hashing thread, and the token
 // service over them, with the link the serving side talks to it through.
+import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
@@ -30,24 +31,24 @@ export interface OpenedAuth {
 }
 
 /**
- * Opens the token service. Throws UsageError for a bad password file, StateError for a
+ * Opens the token service, on `clock`'s time. Throws UsageError for a bad password file, StateError for a
  * data folder it cannot use.
  */
-export async function openAuth(core: Core, settings: AuthSettings, log: Logger, metrics: Metrics): Promise<OpenedAuth> {
+export async function openAuth(core: Core, settings: AuthSettings, log: Logger, metrics: Metrics, clock: Clock): Promise<OpenedAuth> {
   const password = await loadPasswordFile(settings.passwordFile, () => core.generatePassword(), log);
-  const store = await StateStore.open(settings.dataDir, log);
+  const store = await StateStore.open(settings.dataDir, log, clock);
   const verifier = new Argon2idVerifier();
   const close = async (): Promise<void> => {
     await verifier.close();
     await store.close();
   };
   try {
-    await restoreService(core, store, verifier, password, settings.tokenLifetime, log);
+    await restoreService(core, store, verifier, password, settings.tokenLifetime, log, clock);
   } catch (error) {
     await close();
     throw error;
   }
-  const service = new TokenService({ core, store, verifier, tokenLifetime: settings.tokenLifetime, log, metrics });
+  const service = new TokenService({ core, store, verifier, tokenLifetime: settings.tokenLifetime, log, metrics, clock });
   const endpoint = loggedEndpoint(service.methods(), log);
   const link: TokenServiceLink = {
     throttled: (address) => service.throttled(address),

@@ -10,6 +10,8 @@
 // Every call of a method is logged as one audit line ({"msg":"audit","method",
 // "outcome","client", and the token's serial and generation when known}); no audit
 // line holds a password or a token.
+import { unixSeconds } from '../clock.js';
+import type { Clock } from '../clock.js';
 import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome } from '../core/core.js';
 import type { Claims } from '../core/core.js';
 import { BusyError, RpcCode, throttledMessage } from '../errors.js';
@@ -32,8 +34,8 @@ export interface TokenServiceOptions {
   readonly throttle?: PasswordThrottle;
   /** Where issued and revoked tokens and password checks are counted. */
   readonly metrics?: Metrics;
-  /** The clock, in ms since the epoch (Date.now's unit): the throttle's time, and in whole seconds the tokens'. */
-  readonly clock?: () => number;
+  /** The throttle's time, and in whole seconds the tokens'. */
+  readonly clock: Clock;
 }
 
 /** -32002 with the wait: the client failed too many password checks of late. */
@@ -47,7 +49,7 @@ export class TokenService {
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
   private readonly log: Logger;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   /** Unix seconds. */
   private readonly now: () => number;
   private readonly metrics: Metrics | undefined;
@@ -62,9 +64,8 @@ export class TokenService {
     this.log = options.log;
     this.throttle = options.throttle ?? new PasswordThrottle();
     this.metrics = options.metrics;
-    const clock = options.clock ?? Date.now;
-    this.clock = clock;
-    this.now = () => Math.floor(clock() / 1000);
+    this.clock = options.clock;
+    this.now = () => unixSeconds(options.clock);
   }
 
   /**
