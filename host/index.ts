@@ -21,4 +21,4 @@ export { REFUSALS, VERDICTS } from './http/refusals.js';
 export type { RefusedOutcome, Verdict } from './http/refusals.js';
 export { createLogger, LEVELS } from './ops/log.js';
 export type { Fields, Level, Logger } from './ops/log.js';
-export type { Metrics } from './ops/metrics.js';
+export { Metrics } from './ops/metrics.js';

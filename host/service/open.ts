@@ -21,9 +21,8 @@ export interface AuthSettings {
   readonly tokenLifetime: number;
 }
 
-/** The token service, restored from its data folder. */
+/** The token service, restored from its data folder, as the serving side sees it. */
 export interface OpenedAuth {
-  readonly service: TokenService;
   /** What POST /ext/auth calls. */
   readonly link: TokenServiceLink;
   /** Stops the hashing thread and releases the data folder. */
@@ -54,5 +53,5 @@ export async function openAuth(core: Core, settings: AuthSettings, log: Logger, 
     throttled: (address) => service.throttled(address),
     handle: (body, context) => endpoint.handle(body, context),
   };
-  return { service, link, close };
+  return { link, close };
 }

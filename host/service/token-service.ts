@@ -38,11 +38,6 @@ export interface TokenServiceOptions {
   readonly clock: Clock;
 }
 
-/** -32002 with the wait: the client failed too many password checks of late. */
-export function throttled(retryAfter: number): RpcError {
-  return new RpcError(RpcCode.Throttled, throttledMessage(retryAfter), retryAfter);
-}
-
 export class TokenService {
   private readonly core: Core;
   private readonly store: StateStore;
@@ -203,7 +198,7 @@ export class TokenService {
     const check = this.throttle.begin(context.address, this.clock());
     if (typeof check === 'number') {
       if (this.metrics) this.metrics.passwordsThrottled++;
-      throw throttled(check);
+      throw throttledError(check);
     }
     const record = this.store.password;
     let ok: boolean;
@@ -273,6 +268,11 @@ const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
 /** The audit outcome of a failed call: a fixed word, never the error's text (it could quote a client's input). */
 function auditOutcome(error: unknown): string {
   return error instanceof RpcError ? AUDIT_OUTCOMES[error.code] ?? `error ${error.code}` : 'internal error';
+}
+
+/** -32002 with the wait: the client failed too many password checks of late. */
+function throttledError(retryAfter: number): RpcError {
+  return new RpcError(RpcCode.Throttled, throttledMessage(retryAfter), retryAfter);
 }
 
 function busy(): RpcError {
