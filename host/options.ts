@@ -6,6 +6,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { systemClock } from './clock.js';
 import type { Clock } from './clock.js';
+import { PATH_RULES } from './core/core.js';
 import type { Core } from './core/core.js';
 import { badOption, OptionError } from './errors.js';
 import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
@@ -200,8 +201,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
 export function servedPaths(core: Core, option: string, paths: readonly string[]): void {
   for (const path of paths) {
     if (!core.pathAllowed(path)) {
-      throw badOption(option, `: ${JSON.stringify(path)} is not a path the gate serves (no empty, "." or ".." segments, ` +
-        'no encoded "/", "." or "%", visible ASCII only)');
+      throw badOption(option, `: ${JSON.stringify(path)} is not a path the gate serves (refused: ${PATH_RULES})`);
     }
   }
 }
