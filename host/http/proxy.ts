@@ -229,6 +229,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   private pending: Buffer | null = null;
   private pendingOffset = 0;
   private ended = false;
+  /** The answer's status line and headers, held (rawHeaders not null) until its first body bytes or its end. */
+  private statusLine = '';
+  private rawHeaders: (string | Buffer)[] | null = null;
+  private listed: Set<string> | null = null;
+  private bodiless = false;
   /** The request body, when it comes in more than one chunk. */
   private body: Readable | null = null;
   private received = 0;
@@ -310,30 +315,41 @@ class Exchange implements Dispatcher.DispatchHandler {
     // Informational answers (100, 103) are not relayed; the final one follows.
     if (statusCode < 200) return;
     this.started = true;
-    const bodiless = this.head || statusCode === 204 || statusCode === 304;
+    this.bodiless = this.head || statusCode === 204 || statusCode === 304;
     const length = headers['content-length'];
-    this.total = bodiless ? NO_BODY : typeof length === 'string' && /^\d+$/.test(length) ? Number(length) : CHUNKED;
-    const res = this.res;
-    const listed = connectionTokens(headers.connection);
+    this.total = this.bodiless ? NO_BODY : typeof length === 'string' && /^\d+$/.test(length) ? Number(length) : CHUNKED;
+    this.listed = connectionTokens(headers.connection);
     // The raw list keeps the upstream's order and spelling of names.
-    const raw = Array.isArray(controller.rawHeaders) ? controller.rawHeaders : flatten(headers);
-    res.cork(() => {
-      res.writeStatus(`${statusCode} ${statusMessage || STATUS_CODES[statusCode] || ''}`);
-      for (let i = 0; i + 1 < raw.length; i += 2) {
-        const name = String(raw[i]).toLowerCase();
-        if (RESPONSE_DROPPED.has(name) || (listed !== null && listed.has(name))) continue;
-        // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
-        if (name === 'content-length' && !bodiless) continue;
-        res.writeHeader(raw[i], raw[i + 1]);
-      }
-    });
-    res.onWritable((offset) => this.writable(offset));
+    this.rawHeaders = Array.isArray(controller.rawHeaders) ? controller.rawHeaders : flatten(headers);
+    this.statusLine = `${statusCode} ${statusMessage || STATUS_CODES[statusCode] || ''}`;
+    // The head is written with the first body bytes (or the end), so that a small answer
+    // leaves in one write rather than two. Nothing is lost in waiting: uWS ends a head only
+    // when the body starts, so before that the client could not have read it anyway.
+    this.res.onWritable((offset) => this.writable(offset));
+  }
+
+  /** Writes the status line and headers if they are still held; call it corked. */
+  private writeHead(): void {
+    const raw = this.rawHeaders;
+    if (raw === null) return;
+    this.rawHeaders = null;
+    const res = this.res;
+    const listed = this.listed;
+    res.writeStatus(this.statusLine);
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const name = String(raw[i]).toLowerCase();
+      if (RESPONSE_DROPPED.has(name) || (listed !== null && listed.has(name))) continue;
+      // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
+      if (name === 'content-length' && !this.bodiless) continue;
+      res.writeHeader(raw[i], raw[i + 1]);
+    }
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.closed || this.total === NO_BODY) return;
     const res = this.res;
     res.cork(() => {
+      this.writeHead();
       if (this.total === CHUNKED) {
         if (!res.write(chunk)) controller.pause();
         return;
@@ -360,6 +376,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     const res = this.res;
     res.cork(() => {
+      this.writeHead();
       if (this.total === NO_BODY) res.endWithoutBody();
       else if (this.total === CHUNKED || this.total === 0) res.end();
       // Fewer bytes than announced: the client must not take a cut body for a whole one.
@@ -373,7 +390,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.closed = true;
     const res = this.res;
     if (this.started) {
-      // The status is sent already: cutting the connection is the only way to say the body is not whole.
+      // The upstream's status is taken already: cutting the connection is the only way to say the body is not whole.
       res.close();
     } else if (refusedRequest(error)) {
       res.cork(() => refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
