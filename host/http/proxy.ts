@@ -234,6 +234,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private rawHeaders: (string | Buffer)[] | null = null;
   private listed: Set<string> | null = null;
   private bodiless = false;
+  /** The writable handler is set. */
+  private watching = false;
   /** The request body, when it comes in more than one chunk. */
   private body: Readable | null = null;
   private received = 0;
@@ -318,14 +320,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.bodiless = this.head || statusCode === 204 || statusCode === 304;
     const length = headers['content-length'];
     this.total = this.bodiless ? NO_BODY : typeof length === 'string' && /^\d+$/.test(length) ? Number(length) : CHUNKED;
-    this.listed = connectionTokens(headers.connection);
+    this.listed = connectionTokens(headers.connection, RESPONSE_DROPPED);
     // The raw list keeps the upstream's order and spelling of names.
     this.rawHeaders = Array.isArray(controller.rawHeaders) ? controller.rawHeaders : flatten(headers);
     this.statusLine = `${statusCode} ${statusMessage || STATUS_CODES[statusCode] || ''}`;
     // The head is written with the first body bytes (or the end), so that a small answer
     // leaves in one write rather than two. Nothing is lost in waiting: uWS ends a head only
     // when the body starts, so before that the client could not have read it anyway.
-    this.res.onWritable((offset) => this.writable(offset));
   }
 
   /** Writes the status line and headers if they are still held; call it corked. */
@@ -351,7 +352,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     res.cork(() => {
       this.writeHead();
       if (this.total === CHUNKED) {
-        if (!res.write(chunk)) controller.pause();
+        if (!res.write(chunk)) this.waitForClient(controller);
         return;
       }
       const offset = res.getWriteOffset();
@@ -362,7 +363,7 @@ class Exchange implements Dispatcher.DispatchHandler {
         // uWS took part of the chunk; the rest waits for the client to read.
         this.pending = chunk;
         this.pendingOffset = offset;
-        controller.pause();
+        this.waitForClient(controller);
       }
     });
   }
@@ -414,6 +415,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     const res = this.res;
     res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.relay.switched));
     this.relay.settle(new ProtocolSwitched());
+  }
+
+  /**
+   * Holds the upstream's answer until the client reads. The writable handler is set only
+   * here, the first time: most answers never need it, and it would cost each a closure.
+   */
+  private waitForClient(controller: Dispatcher.DispatchController): void {
+    controller.pause();
+    if (this.watching) return;
+    this.watching = true;
+    this.res.onWritable((offset) => this.writable(offset));
   }
 
   /** uWS can take more: the rest of a pending chunk, or (chunked) whatever comes next. */
@@ -473,7 +485,7 @@ function utf8Bytes(text: string): string | null {
  * connection's far end, `fromProxy` whether it is a trusted proxy.
  */
 function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] | string {
-  const listed = connectionTokens(req.getHeader('connection'));
+  const listed = connectionTokens(req.getHeader('connection'), REQUEST_DROPPED);
   const headers: string[] = [];
   let chain = '';
   let forwardedHost = false;
@@ -516,10 +528,18 @@ function flatten(headers: Record<string, string | string[] | undefined>): string
   return list;
 }
 
-/** The field names a Connection header lists, lower-cased; null when there are none. */
-function connectionTokens(value: string | string[] | undefined): Set<string> | null {
+/**
+ * The field names a Connection header lists, lower-cased, but for those `dropped` holds
+ * anyway; null when that leaves none. The usual "keep-alive" costs no Set.
+ */
+function connectionTokens(value: string | string[] | undefined, dropped: ReadonlySet<string>): Set<string> | null {
   if (value === undefined || value === '') return null;
-  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase()).filter((n) => n !== '');
+  if (typeof value === 'string' && !value.includes(',')) {
+    const name = value.trim().toLowerCase();
+    return name === '' || dropped.has(name) ? null : new Set([name]);
+  }
+  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase())
+    .filter((n) => n !== '' && !dropped.has(n));
   return names.length === 0 ? null : new Set(names);
 }
 
