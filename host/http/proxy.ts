@@ -218,7 +218,11 @@ export class UpstreamProxy {
 
 /** One proxied request: undici's handler for the upstream's answer, and the writer of it to the client. */
 class Exchange implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | null = null;
+  /** undici's abort of the upstream request, once it has started it. */
+  private abort: ((reason: Error) => void) | null = null;
+  /** undici's resume of the upstream's answer, and whether this exchange paused it. */
+  private resume: (() => void) | null = null;
+  private paused = false;
   /** The client went away, or the response is complete: `res` may no longer be touched. */
   private closed = false;
   /** The response's status line and headers are written. */
@@ -231,7 +235,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private ended = false;
   /** The answer's status line and headers, held (rawHeaders not null) until its first body bytes or its end. */
   private statusLine = '';
-  private rawHeaders: (string | Buffer)[] | null = null;
+  private rawHeaders: Buffer[] | null = null;
   private listed: Set<string> | null = null;
   private bodiless = false;
   /** The writable handler is set. */
@@ -298,35 +302,56 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   private abortUpstream(reason: Error): void {
     this.body?.destroy(reason);
-    this.controller?.abort(reason);
+    this.abort?.(reason);
   }
 
-  // undici's side.
+  // undici's side: its dispatcher's own handler interface (onConnect, onHeaders, onData,
+  // onComplete, onError, onUpgrade). undici 7 marks it deprecated in favour of
+  // onRequestStart and onResponse*, but runs every request through it: a handler of the
+  // newer kind is wrapped in an UnwrapHandler, which makes a controller and a header object
+  // (parseHeaders) for each answer. Called directly, the raw header list is all that is made.
+  // undici is pinned; a major that drops this interface needs the onResponse* form back.
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.closed) controller.abort(new ClientGone());
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abort = abort;
+    if (this.closed) abort(new ClientGone());
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>,
-    statusMessage?: string): void {
+  onHeaders(statusCode: number, raw: Buffer[], resume: () => void, statusMessage: string): boolean {
     if (this.closed) {
-      controller.abort(new ClientGone());
-      return;
+      this.abort?.(new ClientGone());
+      return true;
     }
     // Informational answers (100, 103) are not relayed; the final one follows.
-    if (statusCode < 200) return;
+    if (statusCode < 200) return true;
+    this.resume = resume;
     this.started = true;
     this.bodiless = this.head || statusCode === 204 || statusCode === 304;
-    const length = headers['content-length'];
-    this.total = this.bodiless ? NO_BODY : typeof length === 'string' && /^\d+$/.test(length) ? Number(length) : CHUNKED;
-    this.listed = connectionTokens(headers.connection, RESPONSE_DROPPED);
+    // Content-Length and Connection as a header object would have them: a repeated
+    // Content-Length is no length at all, repeated Connection fields are one list.
+    let length: string | null = null;
+    let lengths = 0;
+    let connection: string | undefined;
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const size = raw[i].length;
+      if (size !== 14 && size !== 10) continue;
+      const name = raw[i].toString('latin1').toLowerCase();
+      if (name === 'content-length') {
+        length = raw[i + 1].toString('latin1');
+        lengths++;
+      } else if (name === 'connection') {
+        connection = connection === undefined ? raw[i + 1].toString('latin1') : `${connection},${raw[i + 1].toString('latin1')}`;
+      }
+    }
+    this.total = this.bodiless ? NO_BODY : lengths === 1 && /^\d+$/.test(length as string) ? Number(length) : CHUNKED;
+    this.listed = connectionTokens(connection, RESPONSE_DROPPED);
     // The raw list keeps the upstream's order and spelling of names.
-    this.rawHeaders = Array.isArray(controller.rawHeaders) ? controller.rawHeaders : flatten(headers);
+    this.rawHeaders = raw;
     this.statusLine = `${statusCode} ${statusMessage || STATUS_CODES[statusCode] || ''}`;
     // The head is written with the first body bytes (or the end), so that a small answer
     // leaves in one write rather than two. Nothing is lost in waiting: uWS ends a head only
     // when the body starts, so before that the client could not have read it anyway.
+    return true;
   }
 
   /** Writes the status line and headers if they are still held; call it corked. */
@@ -346,13 +371,14 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.closed || this.total === NO_BODY) return;
+  /** Returns false to pause the upstream's answer (resumed by writable()). */
+  onData(chunk: Buffer): boolean {
+    if (this.closed || this.total === NO_BODY) return true;
     const res = this.res;
     res.cork(() => {
       this.writeHead();
       if (this.total === CHUNKED) {
-        if (!res.write(chunk)) this.waitForClient(controller);
+        if (!res.write(chunk)) this.waitForClient();
         return;
       }
       const offset = res.getWriteOffset();
@@ -363,12 +389,13 @@ class Exchange implements Dispatcher.DispatchHandler {
         // uWS took part of the chunk; the rest waits for the client to read.
         this.pending = chunk;
         this.pendingOffset = offset;
-        this.waitForClient(controller);
+        this.waitForClient();
       }
     });
+    return !this.paused;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     if (this.closed) return;
     if (this.pending !== null) {
       // The end came before the client took the last bytes; writable() completes it.
@@ -386,7 +413,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.complete();
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onError(error: Error): void {
     if (this.closed) return;
     this.closed = true;
     const res = this.res;
@@ -408,7 +435,7 @@ class Exchange implements Dispatcher.DispatchHandler {
    * Upgrade is not forwarded), so this is an upstream gone wrong: the connection is
    * destroyed, never left open nor pooled.
    */
-  onRequestUpgrade(_controller: Dispatcher.DispatchController, _statusCode: number, _headers: unknown, socket: Duplex): void {
+  onUpgrade(_statusCode: number, _headers: Buffer[], socket: Duplex): void {
     socket.destroy();
     if (this.closed) return;
     this.closed = true;
@@ -421,8 +448,8 @@ class Exchange implements Dispatcher.DispatchHandler {
    * Holds the upstream's answer until the client reads. The writable handler is set only
    * here, the first time: most answers never need it, and it would cost each a closure.
    */
-  private waitForClient(controller: Dispatcher.DispatchController): void {
-    controller.pause();
+  private waitForClient(): void {
+    this.paused = true;
     if (this.watching) return;
     this.watching = true;
     this.res.onWritable((offset) => this.writable(offset));
@@ -433,7 +460,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.closed) return true;
     const pending = this.pending;
     if (pending === null) {
-      this.controller?.resume();
+      this.resumeUpstream();
       return true;
     }
     const [ok, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
@@ -445,10 +472,16 @@ class Exchange implements Dispatcher.DispatchHandler {
         this.res.close();
         this.complete();
       } else {
-        this.controller?.resume();
+        this.resumeUpstream();
       }
     }
     return ok;
+  }
+
+  private resumeUpstream(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.resume?.();
   }
 
   private complete(): void {
@@ -517,15 +550,6 @@ function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): st
   }
   if (!forwardedProto) headers.push('x-forwarded-proto', 'http');
   return headers;
-}
-
-function flatten(headers: Record<string, string | string[] | undefined>): string[] {
-  const list: string[] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (typeof value === 'string') list.push(name, value);
-    else if (value !== undefined) for (const v of value) list.push(name, v);
-  }
-  return list;
 }
 
 /**
