@@ -1,6 +1,6 @@
 // The reverse proxy behind the gate: an authorised request goes to the same path on the
 // upstream node, and the upstream's answer comes back as it was sent. Connections to
-// the upstream are kept alive in an undici Pool. Bodies stream both ways with
+// the upstream are kept alive, an undici Client each (see Upstreams). Bodies stream both ways with
 // backpressure: a slow client pauses the upstream's answer, which is never held whole in
 // memory; a slow upstream pauses the reading of the client's request body. uWS stops
 // reading only some way after pause(), so what a request body may hold in memory is
@@ -28,7 +28,7 @@
 import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
 import type { Duplex } from 'node:stream';
-import { Pool } from 'undici';
+import { Client, errors } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { peerAddress } from './client-address.js';
@@ -57,8 +57,10 @@ export interface UpstreamOptions {
  * itself.
  */
 interface Relay {
-  /** Sends a request upstream: the pool's dispatch. */
-  readonly dispatch: (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => boolean;
+  /** Sends a request upstream, on an idle connection or, past the limit, when one is freed. */
+  readonly dispatch: (options: Dispatcher.DispatchOptions, exchange: Exchange) => void;
+  /** Hands back the connection of a request undici is done with. */
+  readonly release: (client: Client) => void;
   /** The largest request body forwarded, in bytes. */
   readonly maxBody: number;
   /** The 413 body of a request body over the limit. */
@@ -113,21 +115,67 @@ class ProtocolSwitched extends Error {
   }
 }
 
+/**
+ * The connections to the upstream: an undici Client each, one request at a time (no
+ * pipelining), made as needed up to UPSTREAM_CONNECTIONS. What undici's Pool does, for
+ * less per request: an idle Client is taken from a stack (the last one freed, whose
+ * connection is warm) rather than found by scanning every Client, and a Client is handed
+ * back by its request's end rather than through a 'drain' event. Requests that find no
+ * Client free wait in order, as in a Pool.
+ */
+class Upstreams {
+  private readonly all: Client[] = [];
+  private readonly idle: Client[] = [];
+  private readonly waiting: { options: Dispatcher.DispatchOptions; exchange: Exchange }[] = [];
+
+  constructor(private readonly origin: string, private readonly clientOptions: Client.Options) {}
+
+  dispatch(options: Dispatcher.DispatchOptions, exchange: Exchange): void {
+    let client = this.idle.pop();
+    if (client === undefined && this.all.length < UPSTREAM_CONNECTIONS) {
+      client = new Client(this.origin, this.clientOptions);
+      this.all.push(client);
+    }
+    if (client === undefined) {
+      this.waiting.push({ options, exchange });
+      return;
+    }
+    exchange.client = client;
+    client.dispatch(options, exchange);
+  }
+
+  /** The request on `client` has ended (answered, failed or aborted): the next waiting request gets it. */
+  release(client: Client): void {
+    const next = this.waiting.shift();
+    if (next === undefined) {
+      this.idle.push(client);
+      return;
+    }
+    next.exchange.client = client;
+    client.dispatch(next.options, next.exchange);
+  }
+
+  /** Fails the requests still waiting, as Pool.destroy did, and closes every connection. */
+  async close(): Promise<void> {
+    for (const { exchange } of this.waiting.splice(0)) exchange.onError(new errors.ClientDestroyedError());
+    await Promise.all(this.all.map((client) => client.destroy()));
+  }
+}
+
 export class UpstreamProxy {
-  private readonly pool: Pool;
+  private readonly upstreams: Upstreams;
   private readonly relay: Relay;
   /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
   private healthy = true;
 
   constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
     private readonly metrics: Metrics, private readonly log: Logger) {
-    const pool = new Pool(options.url.origin, {
-      connections: UPSTREAM_CONNECTIONS,
+    const upstreams = new Upstreams(options.url.origin, {
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
       connect: { timeout: Math.min(options.timeoutMs, 10_000) },
     });
-    this.pool = pool;
+    this.upstreams = upstreams;
     const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
     const failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }> = {
       refused: unavailable('the upstream node refused the connection'),
@@ -139,7 +187,8 @@ export class UpstreamProxy {
       },
     };
     this.relay = {
-      dispatch: (dispatched, handler) => pool.dispatch(dispatched, handler),
+      dispatch: (dispatched, exchange) => upstreams.dispatch(dispatched, exchange),
+      release: (client) => upstreams.release(client),
       maxBody: options.maxBody,
       tooLarge: jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
@@ -189,7 +238,7 @@ export class UpstreamProxy {
 
   /** Closes the upstream connections; requests still under way fail. */
   async close(): Promise<void> {
-    await this.pool.destroy();
+    await this.upstreams.close();
   }
 
   /** Each exchange's end: out of flight, and the upstream's health as it showed. */
@@ -218,6 +267,8 @@ export class UpstreamProxy {
 
 /** One proxied request: undici's handler for the upstream's answer, and the writer of it to the client. */
 class Exchange implements Dispatcher.DispatchHandler {
+  /** The upstream connection this request went to; handed back when undici is done with the request. */
+  client: Client | null = null;
   /** undici's abort of the upstream request, once it has started it. */
   private abort: ((reason: Error) => void) | null = null;
   /** undici's resume of the upstream's answer, and whether this exchange paused it. */
@@ -396,6 +447,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
+    this.releaseClient();
     if (this.closed) return;
     if (this.pending !== null) {
       // The end came before the client took the last bytes; writable() completes it.
@@ -414,6 +466,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onError(error: Error): void {
+    this.releaseClient();
     if (this.closed) return;
     this.closed = true;
     const res = this.res;
@@ -476,6 +529,14 @@ class Exchange implements Dispatcher.DispatchHandler {
       }
     }
     return ok;
+  }
+
+  /** undici calls onComplete or onError once per request it was given, aborted ones included. */
+  private releaseClient(): void {
+    const client = this.client;
+    if (client === null) return;
+    this.client = null;
+    this.relay.release(client);
   }
 
   private resumeUpstream(): void {
