@@ -91,6 +91,10 @@ const BEYOND_ASCII = /[^\x00-\x7f]/;
 // Proxy-Authenticate would ask the client for credentials this proxy does not take.
 const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate']);
 
+/** 1 at the length of each name RESPONSE_DROPPED holds, and of Content-Length (dropped from answers with a body). */
+const RESPONSE_DROPPED_LENGTHS = new Uint8Array(64);
+for (const name of [...RESPONSE_DROPPED, 'content-length']) RESPONSE_DROPPED_LENGTHS[name.length] = 1;
+
 const NO_BODY = -2;
 const CHUNKED = -1;
 
@@ -320,7 +324,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.body === null) {
       if (isLast) {
         // The common case, a body in one piece: no stream needed.
-        this.relay.dispatch({ ...options, body: copy }, this);
+        options.body = copy;
+        this.relay.dispatch(options, this);
         return;
       }
       this.body = new Readable({
@@ -332,7 +337,8 @@ class Exchange implements Dispatcher.DispatchHandler {
         },
       });
       this.body.on('error', () => undefined);
-      this.relay.dispatch({ ...options, body: this.body }, this);
+      options.body = this.body;
+      this.relay.dispatch(options, this);
     }
     if (!this.body.push(copy) && !isLast) {
       this.readingPaused = true;
@@ -398,7 +404,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.listed = connectionTokens(connection, RESPONSE_DROPPED);
     // The raw list keeps the upstream's order and spelling of names.
     this.rawHeaders = raw;
-    this.statusLine = `${statusCode} ${statusMessage || STATUS_CODES[statusCode] || ''}`;
+    this.statusLine = statusLine(statusCode, statusMessage);
     // The head is written with the first body bytes (or the end), so that a small answer
     // leaves in one write rather than two. Nothing is lost in waiting: uWS ends a head only
     // when the body starts, so before that the client could not have read it anyway.
@@ -414,11 +420,16 @@ class Exchange implements Dispatcher.DispatchHandler {
     const listed = this.listed;
     res.writeStatus(this.statusLine);
     for (let i = 0; i + 1 < raw.length; i += 2) {
-      const name = String(raw[i]).toLowerCase();
-      if (RESPONSE_DROPPED.has(name) || (listed !== null && listed.has(name))) continue;
-      // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
-      if (name === 'content-length' && !this.bodiless) continue;
-      res.writeHeader(raw[i], raw[i + 1]);
+      const field = raw[i];
+      // A name of a length no dropped name has passes as the bytes it is; only the others
+      // are made a lower-case string to be looked up (most of an answer's names pass).
+      if (listed !== null || RESPONSE_DROPPED_LENGTHS[field.length] === 1) {
+        const name = field.toString('latin1').toLowerCase();
+        if (RESPONSE_DROPPED.has(name) || (listed !== null && listed.has(name))) continue;
+        // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
+        if (name === 'content-length' && !this.bodiless) continue;
+      }
+      res.writeHeader(field, raw[i + 1]);
     }
   }
 
@@ -611,6 +622,15 @@ function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): st
   }
   if (!forwardedProto) headers.push('x-forwarded-proto', 'http');
   return headers;
+}
+
+// Status lines with the standard reason, made once per status.
+const STATUS_LINES: string[] = [];
+
+function statusLine(code: number, message: string | undefined): string {
+  const standard = STATUS_CODES[code];
+  if (message && message !== standard) return `${code} ${message}`;
+  return STATUS_LINES[code] ??= `${code} ${standard || ''}`;
 }
 
 /**
