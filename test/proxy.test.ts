@@ -17,6 +17,13 @@ const BIG_CHUNKS = 1024; // 64 MiB, far more than any socket buffers hold
 let bigWritten = 0;
 /** Resolves when the upstream's last /big answer is over: whole, or its connection closed. */
 let bigDone: Promise<'whole' | 'cut'> = Promise.resolve('whole');
+/** The gateway's most connections to the upstream (host/http/proxy.ts UPSTREAM_CONNECTIONS). */
+const UPSTREAM_CONNECTIONS = 128;
+let holding = false;
+let held = 0;
+let maxHeld = 0;
+const waitingAnswers: (() => void)[] = [];
+let reachedLimit = (): void => undefined;
 
 const routes: Record<string, UpstreamHandler> = {
   '/headers': (_req, res) => {
@@ -67,6 +74,18 @@ const routes: Record<string, UpstreamHandler> = {
       };
       more();
     });
+  },
+  '/held': (_req, res) => {
+    // Held until the test lets answers go; counts how many the upstream holds at once.
+    held++;
+    maxHeld = Math.max(maxHeld, held);
+    const answer = (): void => {
+      held--;
+      res.end('held\n');
+    };
+    if (holding) waitingAnswers.push(answer);
+    else answer();
+    if (held === UPSTREAM_CONNECTIONS) reachedLimit();
   },
   '/slow': (_req, res) => {
     const timer = setTimeout(() => res.end('too late'), 5000);
@@ -273,6 +292,22 @@ t.test('connections to the upstream are kept alive and reused', async (t) => {
     t.equal(response.status, 200);
   }
   t.ok(upstream.connections() - connections <= 1, `ten requests one after another opened ${upstream.connections() - connections} connections`);
+});
+
+t.test('past the upstream connection limit, requests wait for a connection and are all answered', async (t) => {
+  const before = upstream.connections();
+  holding = true;
+  const limit = new Promise<void>((resolve) => { reachedLimit = resolve; });
+  const count = UPSTREAM_CONNECTIONS + 72;
+  const responses = Array.from({ length: count }, () => request(server.url, '/held', { headers: [['Authorization', bearer]] }));
+  await limit;
+  t.equal(held, UPSTREAM_CONNECTIONS, `the upstream holds ${UPSTREAM_CONNECTIONS} requests, one per connection`);
+  holding = false;
+  for (const answer of waitingAnswers.splice(0)) answer();
+  const answered = await Promise.all(responses);
+  t.ok(answered.every((r) => r.status === 200 && r.text === 'held\n'), 'every request is answered');
+  t.equal(maxHeld, UPSTREAM_CONNECTIONS, 'never more at once than the limit');
+  t.ok(upstream.connections() - before <= UPSTREAM_CONNECTIONS, `${upstream.connections() - before} new connections to the upstream`);
 });
 
 t.test('a slow upstream gives 504, one that resets gives 502; the gateway keeps serving', async (t) => {

@@ -1,6 +1,6 @@
 // The reverse proxy behind the gate: an authorised request goes to the same path on the
 // upstream node, and the upstream's answer comes back as it was sent. Connections to
-// the upstream are kept alive in an undici Pool. Bodies stream both ways with
+// the upstream are kept alive, an undici Client each (see Upstreams). Bodies stream both ways with
 // backpressure: a slow client pauses the upstream's answer, which is never held whole in
 // memory; a slow upstream pauses the reading of the client's request body. uWS stops
 // reading only some way after pause(), so what a request body may hold in memory is
@@ -28,7 +28,7 @@
 import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
 import type { Duplex } from 'node:stream';
-import { Pool } from 'undici';
+import { Client, errors } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { peerAddress } from './client-address.js';
@@ -57,8 +57,10 @@ export interface UpstreamOptions {
  * itself.
  */
 interface Relay {
-  /** Sends a request upstream: the pool's dispatch. */
-  readonly dispatch: (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => boolean;
+  /** Sends a request upstream, on an idle connection or, past the limit, when one is freed. */
+  readonly dispatch: (options: Dispatcher.DispatchOptions, exchange: Exchange) => void;
+  /** Hands back the connection of a request undici is done with. */
+  readonly release: (client: Client) => void;
   /** The largest request body forwarded, in bytes. */
   readonly maxBody: number;
   /** The 413 body of a request body over the limit. */
@@ -89,6 +91,10 @@ const BEYOND_ASCII = /[^\x00-\x7f]/;
 // Proxy-Authenticate would ask the client for credentials this proxy does not take.
 const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate']);
 
+/** 1 at the length of each name RESPONSE_DROPPED holds, and of Content-Length (dropped from answers with a body). */
+const RESPONSE_DROPPED_LENGTHS = new Uint8Array(64);
+for (const name of [...RESPONSE_DROPPED, 'content-length']) RESPONSE_DROPPED_LENGTHS[name.length] = 1;
+
 const NO_BODY = -2;
 const CHUNKED = -1;
 
@@ -113,21 +119,67 @@ class ProtocolSwitched extends Error {
   }
 }
 
+/**
+ * The connections to the upstream: an undici Client each, one request at a time (no
+ * pipelining), made as needed up to UPSTREAM_CONNECTIONS. What undici's Pool does, for
+ * less per request: an idle Client is taken from a stack (the last one freed, whose
+ * connection is warm) rather than found by scanning every Client, and a Client is handed
+ * back by its request's end rather than through a 'drain' event. Requests that find no
+ * Client free wait in order, as in a Pool.
+ */
+class Upstreams {
+  private readonly all: Client[] = [];
+  private readonly idle: Client[] = [];
+  private readonly waiting: { options: Dispatcher.DispatchOptions; exchange: Exchange }[] = [];
+
+  constructor(private readonly origin: string, private readonly clientOptions: Client.Options) {}
+
+  dispatch(options: Dispatcher.DispatchOptions, exchange: Exchange): void {
+    let client = this.idle.pop();
+    if (client === undefined && this.all.length < UPSTREAM_CONNECTIONS) {
+      client = new Client(this.origin, this.clientOptions);
+      this.all.push(client);
+    }
+    if (client === undefined) {
+      this.waiting.push({ options, exchange });
+      return;
+    }
+    exchange.client = client;
+    client.dispatch(options, exchange);
+  }
+
+  /** The request on `client` has ended (answered, failed or aborted): the next waiting request gets it. */
+  release(client: Client): void {
+    const next = this.waiting.shift();
+    if (next === undefined) {
+      this.idle.push(client);
+      return;
+    }
+    next.exchange.client = client;
+    client.dispatch(next.options, next.exchange);
+  }
+
+  /** Fails the requests still waiting, as Pool.destroy did, and closes every connection. */
+  async close(): Promise<void> {
+    for (const { exchange } of this.waiting.splice(0)) exchange.onError(new errors.ClientDestroyedError());
+    await Promise.all(this.all.map((client) => client.destroy()));
+  }
+}
+
 export class UpstreamProxy {
-  private readonly pool: Pool;
+  private readonly upstreams: Upstreams;
   private readonly relay: Relay;
   /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
   private healthy = true;
 
   constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
     private readonly metrics: Metrics, private readonly log: Logger) {
-    const pool = new Pool(options.url.origin, {
-      connections: UPSTREAM_CONNECTIONS,
+    const upstreams = new Upstreams(options.url.origin, {
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
       connect: { timeout: Math.min(options.timeoutMs, 10_000) },
     });
-    this.pool = pool;
+    this.upstreams = upstreams;
     const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
     const failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }> = {
       refused: unavailable('the upstream node refused the connection'),
@@ -139,7 +191,8 @@ export class UpstreamProxy {
       },
     };
     this.relay = {
-      dispatch: (dispatched, handler) => pool.dispatch(dispatched, handler),
+      dispatch: (dispatched, exchange) => upstreams.dispatch(dispatched, exchange),
+      release: (client) => upstreams.release(client),
       maxBody: options.maxBody,
       tooLarge: jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
@@ -189,7 +242,7 @@ export class UpstreamProxy {
 
   /** Closes the upstream connections; requests still under way fail. */
   async close(): Promise<void> {
-    await this.pool.destroy();
+    await this.upstreams.close();
   }
 
   /** Each exchange's end: out of flight, and the upstream's health as it showed. */
@@ -218,7 +271,13 @@ export class UpstreamProxy {
 
 /** One proxied request: undici's handler for the upstream's answer, and the writer of it to the client. */
 class Exchange implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | null = null;
+  /** The upstream connection this request went to; handed back when undici is done with the request. */
+  client: Client | null = null;
+  /** undici's abort of the upstream request, once it has started it. */
+  private abort: ((reason: Error) => void) | null = null;
+  /** undici's resume of the upstream's answer, and whether this exchange paused it. */
+  private resume: (() => void) | null = null;
+  private paused = false;
   /** The client went away, or the response is complete: `res` may no longer be touched. */
   private closed = false;
   /** The response's status line and headers are written. */
@@ -229,6 +288,13 @@ class Exchange implements Dispatcher.DispatchHandler {
   private pending: Buffer | null = null;
   private pendingOffset = 0;
   private ended = false;
+  /** The answer's status line and headers, held (rawHeaders not null) until its first body bytes or its end. */
+  private statusLine = '';
+  private rawHeaders: Buffer[] | null = null;
+  private listed: Set<string> | null = null;
+  private bodiless = false;
+  /** The writable handler is set. */
+  private watching = false;
   /** The request body, when it comes in more than one chunk. */
   private body: Readable | null = null;
   private received = 0;
@@ -253,12 +319,16 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.refuseBody();
       return;
     }
-    // uWS reuses the chunk's memory once this callback returns.
-    const copy = Buffer.from(chunk.slice(0));
+    // uWS reuses the chunk's memory once this callback returns. The copy goes into Node's
+    // buffer pool (for bodies under 4 KiB) rather than a fresh ArrayBuffer: a malloc'd
+    // backing store per request costs more than the copy, in allocation and in GC.
+    const copy = Buffer.allocUnsafe(chunk.byteLength);
+    copy.set(new Uint8Array(chunk));
     if (this.body === null) {
       if (isLast) {
         // The common case, a body in one piece: no stream needed.
-        this.relay.dispatch({ ...options, body: copy }, this);
+        options.body = copy;
+        this.relay.dispatch(options, this);
         return;
       }
       this.body = new Readable({
@@ -270,7 +340,8 @@ class Exchange implements Dispatcher.DispatchHandler {
         },
       });
       this.body.on('error', () => undefined);
-      this.relay.dispatch({ ...options, body: this.body }, this);
+      options.body = this.body;
+      this.relay.dispatch(options, this);
     }
     if (!this.body.push(copy) && !isLast) {
       this.readingPaused = true;
@@ -291,51 +362,88 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   private abortUpstream(reason: Error): void {
     this.body?.destroy(reason);
-    this.controller?.abort(reason);
+    this.abort?.(reason);
   }
 
-  // undici's side.
+  // undici's side: its dispatcher's own handler interface (onConnect, onHeaders, onData,
+  // onComplete, onError, onUpgrade). undici 7 marks it deprecated in favour of
+  // onRequestStart and onResponse*, but runs every request through it: a handler of the
+  // newer kind is wrapped in an UnwrapHandler, which makes a controller and a header object
+  // (parseHeaders) for each answer. Called directly, the raw header list is all that is made.
+  // undici is pinned; a major that drops this interface needs the onResponse* form back.
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.closed) controller.abort(new ClientGone());
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abort = abort;
+    if (this.closed) abort(new ClientGone());
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>,
-    statusMessage?: string): void {
+  onHeaders(statusCode: number, raw: Buffer[], resume: () => void, statusMessage: string): boolean {
     if (this.closed) {
-      controller.abort(new ClientGone());
-      return;
+      this.abort?.(new ClientGone());
+      return true;
     }
     // Informational answers (100, 103) are not relayed; the final one follows.
-    if (statusCode < 200) return;
+    if (statusCode < 200) return true;
+    this.resume = resume;
     this.started = true;
-    const bodiless = this.head || statusCode === 204 || statusCode === 304;
-    const length = headers['content-length'];
-    this.total = bodiless ? NO_BODY : typeof length === 'string' && /^\d+$/.test(length) ? Number(length) : CHUNKED;
-    const res = this.res;
-    const listed = connectionTokens(headers.connection);
-    // The raw list keeps the upstream's order and spelling of names.
-    const raw = Array.isArray(controller.rawHeaders) ? controller.rawHeaders : flatten(headers);
-    res.cork(() => {
-      res.writeStatus(`${statusCode} ${statusMessage || STATUS_CODES[statusCode] || ''}`);
-      for (let i = 0; i + 1 < raw.length; i += 2) {
-        const name = String(raw[i]).toLowerCase();
-        if (RESPONSE_DROPPED.has(name) || (listed !== null && listed.has(name))) continue;
-        // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
-        if (name === 'content-length' && !bodiless) continue;
-        res.writeHeader(raw[i], raw[i + 1]);
+    this.bodiless = this.head || statusCode === 204 || statusCode === 304;
+    // Content-Length and Connection as a header object would have them: a repeated
+    // Content-Length is no length at all, repeated Connection fields are one list.
+    let length: string | null = null;
+    let lengths = 0;
+    let connection: string | undefined;
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const size = raw[i].length;
+      if (size !== 14 && size !== 10) continue;
+      const name = raw[i].toString('latin1').toLowerCase();
+      if (name === 'content-length') {
+        length = raw[i + 1].toString('latin1');
+        lengths++;
+      } else if (name === 'connection') {
+        connection = connection === undefined ? raw[i + 1].toString('latin1') : `${connection},${raw[i + 1].toString('latin1')}`;
       }
-    });
-    res.onWritable((offset) => this.writable(offset));
+    }
+    this.total = this.bodiless ? NO_BODY : lengths === 1 && /^\d+$/.test(length as string) ? Number(length) : CHUNKED;
+    this.listed = connectionTokens(connection, RESPONSE_DROPPED);
+    // The raw list keeps the upstream's order and spelling of names.
+    this.rawHeaders = raw;
+    this.statusLine = statusLine(statusCode, statusMessage);
+    // The head is written with the first body bytes (or the end), so that a small answer
+    // leaves in one write rather than two. Nothing is lost in waiting: uWS ends a head only
+    // when the body starts, so before that the client could not have read it anyway.
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.closed || this.total === NO_BODY) return;
+  /** Writes the status line and headers if they are still held; call it corked. */
+  private writeHead(): void {
+    const raw = this.rawHeaders;
+    if (raw === null) return;
+    this.rawHeaders = null;
+    const res = this.res;
+    const listed = this.listed;
+    res.writeStatus(this.statusLine);
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const field = raw[i];
+      // A name of a length no dropped name has passes as the bytes it is; only the others
+      // are made a lower-case string to be looked up (most of an answer's names pass).
+      if (listed !== null || RESPONSE_DROPPED_LENGTHS[field.length] === 1) {
+        const name = field.toString('latin1').toLowerCase();
+        if (RESPONSE_DROPPED.has(name) || (listed !== null && listed.has(name))) continue;
+        // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
+        if (name === 'content-length' && !this.bodiless) continue;
+      }
+      res.writeHeader(field, raw[i + 1]);
+    }
+  }
+
+  /** Returns false to pause the upstream's answer (resumed by writable()). */
+  onData(chunk: Buffer): boolean {
+    if (this.closed || this.total === NO_BODY) return true;
     const res = this.res;
     res.cork(() => {
+      this.writeHead();
       if (this.total === CHUNKED) {
-        if (!res.write(chunk)) controller.pause();
+        if (!res.write(chunk)) this.waitForClient();
         return;
       }
       const offset = res.getWriteOffset();
@@ -346,12 +454,14 @@ class Exchange implements Dispatcher.DispatchHandler {
         // uWS took part of the chunk; the rest waits for the client to read.
         this.pending = chunk;
         this.pendingOffset = offset;
-        controller.pause();
+        this.waitForClient();
       }
     });
+    return !this.paused;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
+    this.releaseClient();
     if (this.closed) return;
     if (this.pending !== null) {
       // The end came before the client took the last bytes; writable() completes it.
@@ -360,6 +470,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     const res = this.res;
     res.cork(() => {
+      this.writeHead();
       if (this.total === NO_BODY) res.endWithoutBody();
       else if (this.total === CHUNKED || this.total === 0) res.end();
       // Fewer bytes than announced: the client must not take a cut body for a whole one.
@@ -368,12 +479,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.complete();
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onError(error: Error): void {
+    this.releaseClient();
     if (this.closed) return;
     this.closed = true;
     const res = this.res;
     if (this.started) {
-      // The status is sent already: cutting the connection is the only way to say the body is not whole.
+      // The upstream's status is taken already: cutting the connection is the only way to say the body is not whole.
       res.close();
     } else if (refusedRequest(error)) {
       res.cork(() => refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
@@ -390,7 +502,7 @@ class Exchange implements Dispatcher.DispatchHandler {
    * Upgrade is not forwarded), so this is an upstream gone wrong: the connection is
    * destroyed, never left open nor pooled.
    */
-  onRequestUpgrade(_controller: Dispatcher.DispatchController, _statusCode: number, _headers: unknown, socket: Duplex): void {
+  onUpgrade(_statusCode: number, _headers: Buffer[], socket: Duplex): void {
     socket.destroy();
     if (this.closed) return;
     this.closed = true;
@@ -399,12 +511,23 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.relay.settle(new ProtocolSwitched());
   }
 
+  /**
+   * Holds the upstream's answer until the client reads. The writable handler is set only
+   * here, the first time: most answers never need it, and it would cost each a closure.
+   */
+  private waitForClient(): void {
+    this.paused = true;
+    if (this.watching) return;
+    this.watching = true;
+    this.res.onWritable((offset) => this.writable(offset));
+  }
+
   /** uWS can take more: the rest of a pending chunk, or (chunked) whatever comes next. */
   private writable(offset: number): boolean {
     if (this.closed) return true;
     const pending = this.pending;
     if (pending === null) {
-      this.controller?.resume();
+      this.resumeUpstream();
       return true;
     }
     const [ok, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
@@ -416,10 +539,24 @@ class Exchange implements Dispatcher.DispatchHandler {
         this.res.close();
         this.complete();
       } else {
-        this.controller?.resume();
+        this.resumeUpstream();
       }
     }
     return ok;
+  }
+
+  /** undici calls onComplete or onError once per request it was given, aborted ones included. */
+  private releaseClient(): void {
+    const client = this.client;
+    if (client === null) return;
+    this.client = null;
+    this.relay.release(client);
+  }
+
+  private resumeUpstream(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.resume?.();
   }
 
   private complete(): void {
@@ -456,7 +593,7 @@ function utf8Bytes(text: string): string | null {
  * connection's far end, `fromProxy` whether it is a trusted proxy.
  */
 function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] | string {
-  const listed = connectionTokens(req.getHeader('connection'));
+  const listed = connectionTokens(req.getHeader('connection'), REQUEST_DROPPED);
   const headers: string[] = [];
   let chain = '';
   let forwardedHost = false;
@@ -490,19 +627,27 @@ function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): st
   return headers;
 }
 
-function flatten(headers: Record<string, string | string[] | undefined>): string[] {
-  const list: string[] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (typeof value === 'string') list.push(name, value);
-    else if (value !== undefined) for (const v of value) list.push(name, v);
-  }
-  return list;
+// Status lines with the standard reason, made once per status.
+const STATUS_LINES: string[] = [];
+
+function statusLine(code: number, message: string | undefined): string {
+  const standard = STATUS_CODES[code];
+  if (message && message !== standard) return `${code} ${message}`;
+  return STATUS_LINES[code] ??= `${code} ${standard || ''}`;
 }
 
-/** The field names a Connection header lists, lower-cased; null when there are none. */
-function connectionTokens(value: string | string[] | undefined): Set<string> | null {
+/**
+ * The field names a Connection header lists, lower-cased, but for those `dropped` holds
+ * anyway; null when that leaves none. The usual "keep-alive" costs no Set.
+ */
+function connectionTokens(value: string | string[] | undefined, dropped: ReadonlySet<string>): Set<string> | null {
   if (value === undefined || value === '') return null;
-  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase()).filter((n) => n !== '');
+  if (typeof value === 'string' && !value.includes(',')) {
+    const name = value.trim().toLowerCase();
+    return name === '' || dropped.has(name) ? null : new Set([name]);
+  }
+  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase())
+    .filter((n) => n !== '' && !dropped.has(n));
   return names.length === 0 ? null : new Set(names);
 }
 

@@ -10,7 +10,8 @@ import { MAX_BODY_BYTES, writeBodyTooLarge, writeInternalError, writeNotJson } f
 
 /** What answers a body: a JSON-RPC endpoint, or the token service's link. */
 export interface RpcHandler {
-  handle(body: Uint8Array, context: CallContext): Promise<Reply>;
+  /** The reply at once when it can be had at once; `body` is read before handle() returns. */
+  handle(body: Uint8Array, context: CallContext): Reply | Promise<Reply>;
 }
 
 const JSON_CONTENT_TYPE = /^[ \t]*application\/json[ \t]*(?:;|$)/i;
@@ -25,7 +26,7 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
   // The body is not read, so the connection cannot carry another request.
   if (declared !== '' && !(Number(declared) <= MAX_BODY_BYTES)) return writeBodyTooLarge(res);
   const pending = inFlight.begin(res);
-  const chunks: Buffer[] = [];
+  let chunks: Buffer[] | null = null;
   let size = 0;
   res.onData((chunk, isLast) => {
     if (!pending.open) return;
@@ -36,36 +37,60 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
       pending.finish();
       return;
     }
+    if (isLast && chunks === null) {
+      // The usual body, in one piece: handle() reads it before returning, so it is read
+      // where uWS holds it, without a copy.
+      answer(res, handler, new Uint8Array(chunk), address, pending, log);
+      return;
+    }
     // uWS reuses the chunk's memory once this callback returns.
-    chunks.push(Buffer.from(chunk.slice(0)));
-    if (isLast) void answer(res, handler, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), address, pending, log);
+    (chunks ??= []).push(Buffer.from(chunk.slice(0)));
+    if (isLast) answer(res, handler, Buffer.concat(chunks, size), address, pending, log);
   });
 }
 
-async function answer(res: HttpResponse, handler: RpcHandler, body: Buffer, address: string, pending: Pending, log: Logger): Promise<void> {
-  let reply: Reply;
+/**
+ * Answers a body. Called inside uWS's data callback: a reply that comes at once is
+ * written there, in the cork uWS already holds, so the answer leaves with no promise
+ * made and no cork of its own; a reply that waits (the token service) is written in a
+ * cork when it comes.
+ */
+function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, address: string, pending: Pending, log: Logger): void {
+  let reply: Reply | Promise<Reply>;
   try {
-    reply = await handler.handle(body, { address });
+    reply = handler.handle(body, { address });
   } catch (error) {
-    log.error('internal error', errorFields(error));
-    if (pending.open) res.cork(() => writeInternalError(res));
-    pending.finish();
+    failed(res, error, pending, log);
     return;
   }
-  if (pending.open) {
-    const { text, refusal } = reply;
-    res.cork(() => {
-      if (text === null) {
-        res.writeStatus('204 No Content').endWithoutBody();
-        return;
-      }
-      // A lone call refused for now says so in HTTP too, so that proxies and clients back off.
-      if (refusal !== undefined) {
-        res.writeStatus(refusal.code === RpcCode.Throttled ? '429 Too Many Requests' : '503 Service Unavailable')
-          .writeHeader('Retry-After', String(refusal.retryAfter));
-      }
-      res.writeHeader('Content-Type', 'application/json').end(text + '\n');
-    });
+  if (reply instanceof Promise) {
+    reply.then((later) => {
+      if (pending.open) res.cork(() => writeReply(res, later));
+      pending.finish();
+    }, (error: unknown) => failed(res, error, pending, log));
+    return;
   }
+  writeReply(res, reply);
   pending.finish();
+}
+
+function failed(res: HttpResponse, error: unknown, pending: Pending, log: Logger): void {
+  log.error('internal error', errorFields(error));
+  if (pending.open) res.cork(() => writeInternalError(res));
+  pending.finish();
+}
+
+/** Writes a JSON-RPC reply; call it corked. */
+function writeReply(res: HttpResponse, reply: Reply): void {
+  const { text, refusal } = reply;
+  if (text === null) {
+    res.writeStatus('204 No Content').endWithoutBody();
+    return;
+  }
+  // A lone call refused for now says so in HTTP too, so that proxies and clients back off.
+  if (refusal !== undefined) {
+    res.writeStatus(refusal.code === RpcCode.Throttled ? '429 Too Many Requests' : '503 Service Unavailable')
+      .writeHeader('Retry-After', String(refusal.retryAfter));
+  }
+  res.writeHeader('Content-Type', 'application/json').end(text + '\n');
 }

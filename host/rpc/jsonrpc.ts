@@ -14,7 +14,7 @@ export type Params = Readonly<Record<string, unknown>>;
 
 /** What a method knows of its caller. */
 export interface CallContext {
-  /** The client's address, as the transport saw it. */
+  /** The client's address, as the transport saw it; '' for the built-in node endpoints, whose methods do not read it. */
   readonly address: string;
 }
 
@@ -78,11 +78,16 @@ export class JsonRpcEndpoint {
   ) {}
 
   /**
-   * The response text for a request body, or null when no response is due (a
+   * The reply to a request body: its text, or null when no response is due (a
    * notification, or a batch of them). Every failure of a method becomes an error
-   * response; only a result that is not JSON (a bug) rejects.
+   * response; only a result that is not JSON (a bug) throws or rejects.
+   *
+   * The reply comes at once when every method the body calls answers at once (the
+   * built-in node endpoints), so that the server can answer inside the callback that
+   * delivered the body; a promise when one of them is asynchronous (the token service).
+   * `body` is read before handle() returns: it may be memory the server reuses.
    */
-  async handle(body: Uint8Array, context: CallContext): Promise<Reply> {
+  handle(body: Uint8Array, context: CallContext): Reply | Promise<Reply> {
     let text: string;
     let message: unknown;
     try {
@@ -101,18 +106,29 @@ export class JsonRpcEndpoint {
     if (message.length > MAX_BATCH) {
       return { text: errorResponse(RpcCode.InvalidRequest, `batch holds more than ${MAX_BATCH} requests`) };
     }
-    const responses: string[] = [];
     // In order, one at a time: a batch may revoke a token and then use the service again,
     // and the effects must happen in the order the client wrote them.
+    const responses: string[] = [];
     for (let i = 0; i < message.length; i++) {
-      const { text: response } = await this.call(message[i], text, i, context);
+      const reply = this.call(message[i], text, i, context);
+      if (reply instanceof Promise) return this.finishBatch(reply, message, text, i, context, responses);
+      if (reply.text !== null) responses.push(reply.text);
+    }
+    return batchReply(responses);
+  }
+
+  /** The rest of a batch from the first call that did not answer at once. */
+  private async finishBatch(pending: Promise<Reply>, batch: unknown[], text: string, from: number, context: CallContext,
+    responses: string[]): Promise<Reply> {
+    for (let i = from; i < batch.length; i++) {
+      const { text: response } = await (i === from ? pending : this.call(batch[i], text, i, context));
       if (response !== null) responses.push(response);
     }
-    return { text: responses.length === 0 ? null : `[${responses.join(',')}]` };
+    return batchReply(responses);
   }
 
   /** `index` is the request's place in a batch, -1 for a lone request; `text` is the body. */
-  private async call(request: unknown, text: string, index: number, context: CallContext): Promise<Reply> {
+  private call(request: unknown, text: string, index: number, context: CallContext): Reply | Promise<Reply> {
     if (typeof request !== 'object' || request === null || Array.isArray(request)) {
       return { text: errorResponse(RpcCode.InvalidRequest, 'invalid request: expected a JSON-RPC 2.0 request object') };
     }
@@ -133,23 +149,41 @@ export class JsonRpcEndpoint {
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
       return { text: errorWithId(RpcCode.InvalidRequest, 'invalid request: params must be an object of named params', idJson) };
     }
-    const method = this.methods.get(r.method);
+    const name = r.method;
+    const method = this.methods.get(name);
     let result: unknown;
     try {
-      if (method === undefined) throw new RpcError(RpcCode.MethodNotFound, `method not found: ${shortened(r.method)}`);
-      result = await method((params as Params | undefined) ?? EMPTY_PARAMS, context);
+      if (method === undefined) throw new RpcError(RpcCode.MethodNotFound, `method not found: ${shortened(name)}`);
+      result = method((params as Params | undefined) ?? EMPTY_PARAMS, context);
     } catch (error) {
-      if (!(error instanceof RpcError)) {
-        this.onInternalError(error, r.method);
-        // Internal failures stay in the log: their text may name files or state.
-        return { text: notification ? null : errorWithId(RpcCode.InternalError, 'internal error', idJson) };
-      }
-      const refusal = error.retryAfter === undefined ? undefined : { code: error.code, retryAfter: error.retryAfter };
-      return { text: notification ? null : errorWithId(error.code, error.message, idJson), refusal };
+      return this.failure(error, name, notification, idJson);
     }
-    if (notification) return { text: null };
-    return { text: `{"jsonrpc":"2.0","result":${JSON.stringify(result)},"id":${idJson}}` };
+    // What `await` would wait for: a promise, or any other thenable.
+    if (typeof (result as PromiseLike<unknown> | null)?.then === 'function') {
+      return Promise.resolve(result).then((value) => success(value, notification, idJson),
+        (error: unknown) => this.failure(error, name, notification, idJson));
+    }
+    return success(result, notification, idJson);
   }
+
+  private failure(error: unknown, method: string, notification: boolean, idJson: string): Reply {
+    if (!(error instanceof RpcError)) {
+      this.onInternalError(error, method);
+      // Internal failures stay in the log: their text may name files or state.
+      return { text: notification ? null : errorWithId(RpcCode.InternalError, 'internal error', idJson) };
+    }
+    const refusal = error.retryAfter === undefined ? undefined : { code: error.code, retryAfter: error.retryAfter };
+    return { text: notification ? null : errorWithId(error.code, error.message, idJson), refusal };
+  }
+}
+
+function success(result: unknown, notification: boolean, idJson: string): Reply {
+  if (notification) return { text: null };
+  return { text: `{"jsonrpc":"2.0","result":${JSON.stringify(result)},"id":${idJson}}` };
+}
+
+function batchReply(responses: string[]): Reply {
+  return { text: responses.length === 0 ? null : `[${responses.join(',')}]` };
 }
 
 function shortened(name: string): string {

@@ -12,6 +12,6 @@ export interface TokenServiceLink {
    * a wait counts as a throttled call.
    */
   throttled(address: string): number;
-  /** The JSON-RPC answer to a body of POST /ext/auth. */
+  /** The JSON-RPC answer to a body of POST /ext/auth; `body` is read before handle() returns (it may be memory uWS reuses). */
   handle(body: Uint8Array, context: CallContext): Promise<Reply>;
 }

@@ -51,7 +51,7 @@ export async function openAuth(core: Core, settings: AuthSettings, log: Logger, 
   const endpoint = loggedEndpoint(service.methods(), log);
   const link: TokenServiceLink = {
     throttled: (address) => service.throttled(address),
-    handle: (body, context) => endpoint.handle(body, context),
+    handle: (body, context) => Promise.resolve(endpoint.handle(body, context)),
   };
   return { link, close };
 }
