@@ -1,0 +1,74 @@
+// The service in this process, through the library entry (build/host/index.js): the
+// same options the command line gives, parsed by the library's own parseArgs, served by
+// its startServer. A start costs no process: what a test checks over HTTP is the same,
+// and it sees the errors the CLI would print as the rejections they come from.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Test } from 'tap';
+import { createLogger, parseArgs, startServer } from '../../build/host/index.js';
+import type { Logger, Options } from '../../build/host/index.js';
+import { randomPassword, tempDir, type LogLine } from './server.js';
+
+/** A logger that keeps its lines, parsed, for the test to read. */
+export function recordingLogger(): { log: Logger; lines: LogLine[] } {
+  const lines: LogLine[] = [];
+  return { log: createLogger((line) => lines.push(JSON.parse(line) as LogLine), 'debug'), lines };
+}
+
+/** A logger that drops every line. */
+export const SILENT: Logger = createLogger(() => undefined);
+
+/** The options of a command line, as the library parses them; throws the UsageError the CLI prints. */
+export function optionsOf(args: readonly string[]): Options {
+  const command = parseArgs(args);
+  if (command.action !== 'serve') throw new Error(`${JSON.stringify(args)} is not a command line that serves`);
+  return command.options;
+}
+
+export interface LibraryServerOptions {
+  /** --api-auth-required; default true. */
+  auth?: boolean;
+  /** The service password; default a random one. */
+  password?: string;
+  /** Extra flags, after the defaults. */
+  args?: readonly string[];
+}
+
+export interface LibraryServer {
+  url: string;
+  port: number;
+  password: string;
+  passwordFile: string;
+  dir: string;
+  dataDir: string;
+  /** The command line the options were parsed from. */
+  args: readonly string[];
+  /** Every log line so far, debug and up. */
+  logs: LogLine[];
+  /** The clean stop (what SIGTERM does to the program); stopping twice is stopping once. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Serves on a free port of 127.0.0.1 from this process, with a temporary password file
+ * and data folder (the same layout as the CLI helper's), stopped when `t` ends.
+ */
+export async function serveInProcess(t: Test, options: LibraryServerOptions = {}): Promise<LibraryServer> {
+  const dir = tempDir(t);
+  const dataDir = join(dir, 'data');
+  mkdirSync(dataDir, { mode: 0o700 });
+  const passwordFile = join(dir, 'password');
+  const password = options.password ?? randomPassword();
+  const args = ['--http-port', '0', '--data-dir', dataDir];
+  if (options.auth ?? true) {
+    writeFileSync(passwordFile, password, { mode: 0o600 });
+    args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
+  }
+  args.push(...(options.args ?? []));
+  const { log, lines } = recordingLogger();
+  const handle = await startServer(optionsOf(args), { log });
+  let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> => (stopped ??= handle.stop());
+  t.teardown(stop);
+  return { url: `http://127.0.0.1:${handle.port}`, port: handle.port, password, passwordFile, dir, dataDir, args, logs: lines, stop };
+}
