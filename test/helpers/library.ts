@@ -2,7 +2,7 @@
 // same options the command line gives, parsed by the library's own parseArgs, served by
 // its startServer. A start costs no process: what a test checks over HTTP is the same,
 // and it sees the errors the CLI would print as the rejections they come from.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { createLogger, parseArgs, startServer } from '../../build/host/index.js';
@@ -25,11 +25,29 @@ export function optionsOf(args: readonly string[]): Options {
   return command.options;
 }
 
+/**
+ * What the library makes of a command line the CLI would refuse: the error that parsing
+ * it, or starting with it, throws; undefined when it started (and was stopped again).
+ */
+export async function refusalOf(args: readonly string[]): Promise<Error | undefined> {
+  try {
+    const server = await startServer(optionsOf(args), { log: SILENT });
+    await server.stop();
+    return undefined;
+  } catch (error) {
+    return error as Error;
+  }
+}
+
 export interface LibraryServerOptions {
   /** --api-auth-required; default true. */
   auth?: boolean;
   /** The service password; default a random one. */
   password?: string;
+  /** The password file's content; default the password itself. */
+  fileContent?: string;
+  /** The password file's mode; default 0600. */
+  mode?: number;
   /** Extra flags, after the defaults. */
   args?: readonly string[];
 }
@@ -61,7 +79,8 @@ export async function serveInProcess(t: Test, options: LibraryServerOptions = {}
   const password = options.password ?? randomPassword();
   const args = ['--http-port', '0', '--data-dir', dataDir];
   if (options.auth ?? true) {
-    writeFileSync(passwordFile, password, { mode: 0o600 });
+    writeFileSync(passwordFile, options.fileContent ?? password, { mode: 0o600 });
+    chmodSync(passwordFile, options.mode ?? 0o600);
     args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
   }
   args.push(...(options.args ?? []));
