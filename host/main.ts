@@ -1,32 +1,30 @@
 #!/usr/bin/env node
-// The api-auth command. Exit codes: 0 after --help, --version or a clean stop; 2 for a
-// bad command line, a data folder it cannot use, or an address and port it cannot
-// listen on (one line on stderr, and nothing listening); 1 for anything else (one log
-// line). `api-auth token ...` and `api-auth password ...` are the operator commands,
-// with their own exit codes (operator-cli.ts).
-import { parseArgs, UsageError, USAGE } from './cli.js';
-import { createLogger, errorFields } from './log.js';
-import type { Logger } from './log.js';
-import { isOperatorCommand, runOperatorCommand } from './operator-cli.js';
-import { ListenError, startServer } from './server.js';
-import { StateError } from './state-file.js';
+// The api-auth command: `api-auth [flags]` serves; `api-auth token ...` and `api-auth
+// password ...` are the operator commands (cli/operator.ts), with exit codes of their
+// own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
+// when it cannot start: a bad command line or password file, a data folder it cannot
+// use, an address and port it cannot listen on (one line on stderr, and nothing
+// listening); 1 for anything else (one log line).
+import { flagName, parseArgs, USAGE } from './cli/flags.js';
+import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
+import { ExitCode, StartError, UsageError } from './errors.js';
+import { createLogger, errorFields } from './ops/log.js';
+import type { Logger } from './ops/log.js';
+import { startServer } from './server.js';
 import { VERSION } from './version.js';
 
 // Replaced by one at the chosen level once the command line is read.
 let log: Logger = createLogger();
 
 function fail(error: unknown): never {
-  if (error instanceof UsageError || error instanceof ListenError) {
-    process.stderr.write(error.message + '\n');
+  if (error instanceof UsageError || error instanceof StartError) {
+    // The library's messages name its options; the command's name its flags.
+    process.stderr.write(`api-auth: ${error instanceof StartError ? error.describe(flagName) : error.message}\n`);
     process.exit(error.exitCode);
-  }
-  if (error instanceof StateError) {
-    process.stderr.write(`api-auth: ${error.message}\n`);
-    process.exit(2);
   }
   // Only the message: error objects of this program never carry a password or a token.
   log.error('api-auth failed', errorFields(error));
-  process.exit(1);
+  process.exit(ExitCode.Failed);
 }
 
 async function main(): Promise<void> {
@@ -47,7 +45,7 @@ async function main(): Promise<void> {
   log = createLogger(undefined, command.options.logLevel);
   const server = await startServer(command.options, { log });
   const stop = (): void => {
-    server.stop().then(() => process.exit(0), fail);
+    server.stop().then(() => process.exit(ExitCode.Ok), fail);
   };
   // A second signal while stopping changes nothing: the stop is already bounded.
   process.on('SIGTERM', stop);
