@@ -3,8 +3,8 @@
 // flag spellings, and a clean stop on SIGTERM and SIGINT.
 //
 // Command lines that are refused, or only parsed, go through the library's parseArgs and
-// startServer, which throw the UsageError the CLI prints; a few run the CLI itself, to
-// pin that it prints that error's message alone and exits 2 before listening.
+// startServer, whose errors carry the line the CLI prints; a few run the CLI itself, to
+// pin that it prints that line alone and exits 2 before listening.
 import t, { type Test } from 'tap';
 import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { startServer as startLibraryServer } from '../build/host/index.js';
 import { authUrl, newToken } from './helpers/auth.js';
 import { jsonrpc, parseResponse, postJson, request, type HttpResponse } from './helpers/http.js';
-import { SILENT, optionsOf, recordingLogger, refusalOf, serveInProcess } from './helpers/library.js';
+import { SILENT, cliLine, optionsOf, recordingLogger, refusalOf, serveInProcess } from './helpers/library.js';
 import {
   VERSION, launch, randomPassword, runCli, startServer, tempDir, type CliResult, type LogLine,
 } from './helpers/server.js';
@@ -24,21 +24,26 @@ const FLAGS = [
 
 const isListening = (l: LogLine): boolean => l.msg === 'listening';
 
-/** A UsageError whose message is one line, starting `api-auth: `, naming the problem. */
+/**
+ * A refusal of the command line (UsageError) or of the start (OptionError), with a stable
+ * code, whose CLI line is one line naming the problem.
+ */
 function expectUsageError(t: Test, error: Error | undefined, mentions: readonly string[]): void {
   if (error === undefined) {
     t.fail('it started');
     return;
   }
-  t.equal(error.name, 'UsageError', `a UsageError (${error.message})`);
-  t.match(error.message, /^api-auth: \S[^\n]*$/, 'one line, starting with "api-auth: "');
-  t.ok(mentions.some((m) => error.message.includes(m)), `the line names the problem (one of ${JSON.stringify(mentions)}): ${error.message}`);
+  const code = (error as { code?: unknown }).code;
+  t.ok(code === 'API_AUTH_BAD_COMMAND_LINE' || code === 'API_AUTH_BAD_OPTION', `a bad command line or option: ${error.name} ${String(code)}`);
+  const line = cliLine(error);
+  t.match(line, /^api-auth: \S[^\n]*$/, 'one line, starting with "api-auth: "');
+  t.ok(mentions.some((m) => line.includes(m)), `the line names the problem (one of ${JSON.stringify(mentions)}): ${line}`);
 }
 
-/** The CLI's refusal: exit code 2, the error's message alone on stderr, never listening. */
+/** The CLI's refusal: exit code 2, the error's line alone on stderr, never listening. */
 function expectCliRefusal(t: Test, result: CliResult, error: Error | undefined): void {
   t.equal(result.code, 2, `exit code 2 (stderr: ${JSON.stringify(result.stderr)})`);
-  t.equal(result.stderr, `${error?.message}\n`, 'stderr is exactly the library\'s message, on one line');
+  t.equal(result.stderr, error === undefined ? 'no error in the library' : `${cliLine(error)}\n`, 'stderr is exactly the library\'s error, on one line');
   t.notOk(result.logs.some(isListening), 'nothing listened');
 }
 
@@ -210,7 +215,7 @@ t.test('flags take --name=value, --name value, bare booleans and =true/=false', 
       '--http-host', '127.0.0.1', '--http-port', '0', '--data-dir', dir, '--api-auth-required',
       '--api-auth-password-file', file, '--api-auth-token-lifetime', '90s',
     ]);
-    t.match(options, { httpHost: '127.0.0.1', httpPort: 0, dataDir: dir, apiAuthRequired: true, apiAuthPasswordFile: file, apiAuthTokenLifetime: 90 });
+    t.same(options, { host: '127.0.0.1', port: '0', dataDir: dir, authRequired: true, passwordFile: file, tokenLifetime: '90s' });
     const { log, lines } = recordingLogger();
     const server = await startLibraryServer(options, { log });
     t.teardown(() => server.stop());
@@ -221,7 +226,7 @@ t.test('flags take --name=value, --name value, bare booleans and =true/=false', 
   await t.test('--api-auth-required=false turns auth off and needs no password file', async (t) => {
     const dir = tempDir(t);
     const options = optionsOf(['--http-port', '0', '--data-dir', dir, '--api-auth-required=false']);
-    t.match(options, { apiAuthRequired: false, apiAuthPasswordFile: undefined });
+    t.same(options, { port: '0', dataDir: dir, authRequired: false });
     const server = await startLibraryServer(options, { log: SILENT });
     t.teardown(() => server.stop());
     const base = `http://127.0.0.1:${server.port}`;

@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createAuth } from '../build/host/index.js';
 import { REASONS, call, changePassword, expectGranted, expectRefused, newToken, revokeToken } from './helpers/auth.js';
-import { SILENT, serveInProcess } from './helpers/library.js';
+import { SILENT, cliLine, serveInProcess } from './helpers/library.js';
 import { launch, randomPassword, runCli, tempDir, type CliResult } from './helpers/server.js';
 
 const MAGIC = Buffer.from('api-auth', 'latin1');
@@ -96,7 +96,8 @@ function problemsOf(c: Case, error: Error | undefined, statePath: string): strin
   if (error === undefined) return ['it opened'];
   const problems: string[] = [];
   const message = error.message;
-  if (error.name !== 'StateError') problems.push(`a ${error.name}, not a StateError: ${message}`);
+  const code = (error as { code?: unknown }).code;
+  if (code !== 'API_AUTH_BAD_STATE') problems.push(`a ${error.name} (${String(code)}), not a StateError (API_AUTH_BAD_STATE): ${message}`);
   if (message.includes('\n')) problems.push(`the message is more than one line: ${JSON.stringify(message)}`);
   if (!message.includes(statePath)) problems.push(`the message does not name ${statePath}: ${JSON.stringify(message)}`);
   const damaged = message.includes('is damaged') && message.includes('restore it from a backup');
@@ -121,7 +122,7 @@ async function refuseAll(t: Test, cases: readonly Case[]): Promise<void> {
 /** The CLI on a refused folder: exit code 2, exactly the library's message on one stderr line, nothing listening. */
 function expectCliRefusal(t: Test, result: CliResult, error: Error | undefined, label: string): void {
   t.equal(result.code, 2, `exit code 2 (${label})`);
-  t.equal(result.stderr, `api-auth: ${error?.message}\n`, `stderr is one line: the library's message (${label})`);
+  t.equal(result.stderr, error === undefined ? 'no error in the library' : `${cliLine(error)}\n`, `stderr is one line: the library's error (${label})`);
   t.notOk(result.logs.some((l) => l.msg === 'listening'), `nothing listened (${label})`);
 }
 
@@ -249,7 +250,7 @@ t.test('a state path the program cannot read as a file, or a data folder that is
     ['--data-dir names a file', fileDir, fileDir],
   ]) {
     const error = await openError(data);
-    t.equal(error?.name, 'StateError', `the library refuses it with a StateError (${label})`);
+    t.match(error, { name: 'StateError', code: 'API_AUTH_BAD_STATE' }, `the library refuses it with a StateError (${label})`);
     t.ok(error?.message.includes(mentions), `its message names ${mentions} (${label}): ${error?.message}`);
     expectCliRefusal(t, await runCli(t, cliArgs(data)), error, label);
   }

@@ -1,25 +1,51 @@
 // The service in this process, through the library entry (build/host/index.js): the
-// same options the command line gives, parsed by the library's own parseArgs, served by
-// its startServer. A start costs no process: what a test checks over HTTP is the same,
-// and it sees the errors the CLI would print as the rejections they come from.
+// options of a command line, parsed by the library's own parseArgs, served by its
+// startServer, on a clock the test may drive. A start costs no process: what a test
+// checks over HTTP is the same, and it sees the errors the CLI would print as the
+// rejections they come from.
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import { createLogger, parseArgs, startServer } from '../../build/host/index.js';
-import type { Logger, Options } from '../../build/host/index.js';
+import { createLogger, parseArgs, StartError, startServer } from '../../build/host/index.js';
+import type { Clock, Logger, ServerOptions } from '../../build/host/index.js';
 import { randomPassword, tempDir, type LogLine } from './server.js';
 
-/** A logger that keeps its lines, parsed, for the test to read. */
-export function recordingLogger(): { log: Logger; lines: LogLine[] } {
+/** A logger that keeps its lines, parsed, for the test to read; stamped by `clock` when given. */
+export function recordingLogger(clock?: Clock): { log: Logger; lines: LogLine[] } {
   const lines: LogLine[] = [];
-  return { log: createLogger((line) => lines.push(JSON.parse(line) as LogLine), 'debug'), lines };
+  return { log: createLogger((line) => lines.push(JSON.parse(line) as LogLine), 'debug', clock), lines };
 }
 
 /** A logger that drops every line. */
 export const SILENT: Logger = createLogger(() => undefined);
 
+/** The flag of each of startServer's options (README, "Command line"). */
+const FLAGS: Readonly<Record<string, string>> = {
+  host: '--http-host', port: '--http-port', authRequired: '--api-auth-required', passwordFile: '--api-auth-password-file',
+  tokenLifetime: '--api-auth-token-lifetime', dataDir: '--data-dir', publicEndpoints: '--api-auth-public-endpoints',
+  upstream: '--upstream', upstreamTimeout: '--upstream-timeout', upstreamMaxBody: '--upstream-max-body',
+  trustedProxies: '--trusted-proxies', metricsPath: '--metrics-path', logLevel: '--log-level',
+};
+
+/**
+ * The line the CLI prints for an error of parsing its command line or of starting: the
+ * message after "api-auth: ", with options named by their flags.
+ */
+export function cliLine(error: Error): string {
+  return `api-auth: ${error instanceof StartError ? error.describe((option) => FLAGS[option] ?? option) : error.message}`;
+}
+
+/** A time to start a clock at: whole seconds, in the future of any clock this runs on. */
+export const CLOCK_START = Date.parse('2030-01-01T00:00:00Z');
+
+/** A clock that moves only when told: `clock.now += ms`. */
+export function manualClock(start = CLOCK_START): { now: number; clock: Clock } {
+  const state = { now: start, clock: (): number => state.now };
+  return state;
+}
+
 /** The options of a command line, as the library parses them; throws the UsageError the CLI prints. */
-export function optionsOf(args: readonly string[]): Options {
+export function optionsOf(args: readonly string[]): ServerOptions {
   const command = parseArgs(args);
   if (command.action !== 'serve') throw new Error(`${JSON.stringify(args)} is not a command line that serves`);
   return command.options;
@@ -50,6 +76,8 @@ export interface LibraryServerOptions {
   mode?: number;
   /** Extra flags, after the defaults. */
   args?: readonly string[];
+  /** The clock the service runs on (and its log lines are stamped by); default the system's. */
+  clock?: Clock;
 }
 
 export interface LibraryServer {
@@ -84,10 +112,23 @@ export async function serveInProcess(t: Test, options: LibraryServerOptions = {}
     args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
   }
   args.push(...(options.args ?? []));
-  const { log, lines } = recordingLogger();
-  const handle = await startServer(optionsOf(args), { log });
+  return serveAgain(t, { password, passwordFile, dir, dataDir, args }, options.clock);
+}
+
+/**
+ * Serves again with the command line of `previous` (same data folder and password file),
+ * which must have stopped: the in-process restart. `password` is the one the caller
+ * expects in force (default `previous.password`).
+ */
+export async function serveAgain(t: Test, previous: Pick<LibraryServer, 'password' | 'passwordFile' | 'dir' | 'dataDir' | 'args'>,
+  clock?: Clock, password: string = previous.password): Promise<LibraryServer> {
+  const { log, lines } = recordingLogger(clock);
+  const handle = await startServer(optionsOf(previous.args), { log, clock });
   let stopped: Promise<void> | undefined;
   const stop = (): Promise<void> => (stopped ??= handle.stop());
   t.teardown(stop);
-  return { url: `http://127.0.0.1:${handle.port}`, port: handle.port, password, passwordFile, dir, dataDir, args, logs: lines, stop };
+  return {
+    url: `http://127.0.0.1:${handle.port}`, port: handle.port, password, passwordFile: previous.passwordFile, dir: previous.dir,
+    dataDir: previous.dataDir, args: previous.args, logs: lines, stop,
+  };
 }
