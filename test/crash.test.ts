@@ -249,6 +249,7 @@ async function stream(server: Server, stopped: () => boolean, problems: string[]
   const auth = authUrl(server.url);
   const passwordClient = async (): Promise<void> => {
     while (!stopped()) {
+      // A random spacing, so that changes fall at random among the other calls.
       await sleep(50 + random(250));
       if (stopped()) return;
       let release!: () => void;
@@ -378,7 +379,7 @@ t.test(`${ROUNDS} rounds of SIGKILL right after an answer, during a state write 
 
     if (round % 4 === 0) {
       // A kill while the server starts (reading and perhaps writing its state) must not
-      // damage the state either.
+      // damage the state either; a random moment lands anywhere in the start.
       const early = launch(t, server.args);
       await sleep(random(400));
       const earlyExit = await early.stop('SIGKILL');

@@ -188,8 +188,9 @@ t.test('a large answer is streamed: a client that does not read holds the upstre
   const response = await undiciRequest(`${server.url}/big`, { headers: { authorization: bearer }, highWaterMark: 16 * 1024 });
   t.equal(response.statusCode, 200);
   t.equal(response.headers['content-length'], String(BIG_CHUNK.length * BIG_CHUNKS));
-  // Nobody reads the body for a while: what the upstream managed to write is bounded by
-  // socket buffers, far from the whole 64 MiB.
+  // Nobody reads the body for half a second, in which a proxy that buffered would take
+  // all 64 MiB from the upstream: what the upstream managed to write is bounded by
+  // socket buffers. (An absence has no event to wait for.)
   await sleep(500);
   const writtenWhileStalled = bigWritten;
   t.ok(writtenWhileStalled < BIG_CHUNKS / 2, `the upstream waited for the client: ${writtenWhileStalled} of ${BIG_CHUNKS} chunks written`);
@@ -216,6 +217,7 @@ t.test('a request body arrives whole: in one piece, chunked, and streamed in par
     body: Readable.from((async function* () {
       for (let i = 0; i < 8; i++) {
         yield Buffer.alloc(16 * 1024, 0x30 + i);
+        // Apart, so that the parts go out one by one.
         await sleep(10);
       }
     })()),
