@@ -1,14 +1,20 @@
 // The command line as an operator meets it: help and version, every way a command line
 // is refused (one stderr line, exit 2, nothing listening), the password file's life,
 // flag spellings, and a clean stop on SIGTERM and SIGINT.
+//
+// Command lines that are refused, or only parsed, go through the library's parseArgs and
+// startServer, whose errors carry the line the CLI prints; a few run the CLI itself, to
+// pin that it prints that line alone and exits 2 before listening.
 import t, { type Test } from 'tap';
 import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { startServer as startLibraryServer } from '../build/host/index.js';
 import { authUrl, newToken } from './helpers/auth.js';
 import { jsonrpc, parseResponse, postJson, request, type HttpResponse } from './helpers/http.js';
+import { SILENT, cliLine, optionsOf, recordingLogger, refusalOf, serveInProcess } from './helpers/library.js';
 import {
-  VERSION, launch, randomPassword, runCli, sleep, startServer, tempDir, type CliResult, type LogLine,
+  VERSION, launch, randomPassword, runCli, startServer, tempDir, type CliResult, type LogLine,
 } from './helpers/server.js';
 
 const FLAGS = [
@@ -18,14 +24,26 @@ const FLAGS = [
 
 const isListening = (l: LogLine): boolean => l.msg === 'listening';
 
-/** Exit code 2, exactly one stderr line starting `api-auth: `, never listening. */
-function expectUsageError(t: Test, result: CliResult, mentions: readonly string[]): void {
+/**
+ * A refusal of the command line (UsageError) or of the start (OptionError), with a stable
+ * code, whose CLI line is one line naming the problem.
+ */
+function expectUsageError(t: Test, error: Error | undefined, mentions: readonly string[]): void {
+  if (error === undefined) {
+    t.fail('it started');
+    return;
+  }
+  const code = (error as { code?: unknown }).code;
+  t.ok(code === 'API_AUTH_BAD_COMMAND_LINE' || code === 'API_AUTH_BAD_OPTION', `a bad command line or option: ${error.name} ${String(code)}`);
+  const line = cliLine(error);
+  t.match(line, /^api-auth: \S[^\n]*$/, 'one line, starting with "api-auth: "');
+  t.ok(mentions.some((m) => line.includes(m)), `the line names the problem (one of ${JSON.stringify(mentions)}): ${line}`);
+}
+
+/** The CLI's refusal: exit code 2, the error's line alone on stderr, never listening. */
+function expectCliRefusal(t: Test, result: CliResult, error: Error | undefined): void {
   t.equal(result.code, 2, `exit code 2 (stderr: ${JSON.stringify(result.stderr)})`);
-  const lines = result.stderr.split('\n');
-  t.equal(lines.length, 2, 'exactly one line on stderr');
-  t.equal(lines[1], '', 'the stderr line ends with a newline');
-  t.match(lines[0], /^api-auth: \S/, 'the line starts with "api-auth: "');
-  t.ok(mentions.some((m) => lines[0].includes(m)), `the line names the problem (one of ${JSON.stringify(mentions)}): ${lines[0]}`);
+  t.equal(result.stderr, error === undefined ? 'no error in the library' : `${cliLine(error)}\n`, 'stderr is exactly the library\'s error, on one line');
   t.notOk(result.logs.some(isListening), 'nothing listened');
 }
 
@@ -93,16 +111,18 @@ t.test('every bad command line gets one stderr line, exit code 2 and nothing lis
     ['a password file over 1024 code points (2050 bytes)', auth(longCodePoints), [longCodePoints, '--api-auth-password-file']],
     ['a password file whose folder is missing', auth(missingFolder), [join(dir, 'no-such-folder'), '--api-auth-password-file']],
   ];
-  // Each case is its own process; two at a time keeps two cores busy without starving
-  // the other test files.
-  const results = new Map<string, CliResult>();
-  for (let i = 0; i < cases.length; i += 2) {
-    await Promise.all(cases.slice(i, i + 2).map(async ([name, args]) => results.set(name, await runCli(t, args))));
-  }
   for (const [name, args, mentions] of cases) {
     await t.test(name, async (t) => {
       t.comment(`args: ${JSON.stringify(args)}`);
-      expectUsageError(t, results.get(name)!, mentions);
+      expectUsageError(t, await refusalOf(args), mentions);
+    });
+  }
+  // The CLI itself, on refusals of each kind: a flag, a value, a missing flag, and a
+  // password file found wanting only when the service opens.
+  for (const name of ['an unknown flag', 'a port above 65535', 'auth on without a password file', 'a password file empty after trimming']) {
+    const [, args] = cases.find(([n]) => n === name)!;
+    await t.test(`the CLI: ${name}`, async (t) => {
+      expectCliRefusal(t, await runCli(t, args), await refusalOf(args));
     });
   }
 });
@@ -138,12 +158,12 @@ t.test('an existing password file is never rewritten', async (t) => {
 t.test('a password file readable by group or others is warned about', async (t) => {
   for (const mode of [0o644, 0o640, 0o604]) {
     await t.test(`mode ${mode.toString(8)}`, async (t) => {
-      const server = await startServer(t, { mode });
+      const server = await serveInProcess(t, { mode });
       const warning = server.logs.find((l) => l.msg === 'password file is readable by other users');
       t.ok(warning, 'a warning is logged');
       t.equal(warning?.level, 'warn');
       t.equal(warning?.path, server.passwordFile, 'the warning names the file');
-      t.notOk(server.stdout().includes(server.password), 'the password is not logged');
+      t.notOk(JSON.stringify(server.logs).includes(server.password), 'the password is not logged');
     });
   }
 });
@@ -162,7 +182,7 @@ t.test('the password file content is trimmed of leading and trailing white space
 
 t.test('a password of 1024 code points (2048 bytes) is accepted, white space around it not counted', async (t) => {
   const password = '\u00e9'.repeat(1024);
-  const server = await startServer(t, { password, fileContent: `  ${password}  \n` });
+  const server = await serveInProcess(t, { password, fileContent: `  ${password}  \n` });
   t.ok(await newToken(server.url, password, ['/ext/info']));
 });
 
@@ -191,20 +211,25 @@ t.test('flags take --name=value, --name value, bare booleans and =true/=false', 
     const dir = tempDir(t);
     const file = join(dir, 'password');
     writeFileSync(file, 'space-form-password', { mode: 0o600 });
-    const run = launch(t, [
+    const options = optionsOf([
       '--http-host', '127.0.0.1', '--http-port', '0', '--data-dir', dir, '--api-auth-required',
       '--api-auth-password-file', file, '--api-auth-token-lifetime', '90s',
     ]);
-    const listening = await run.waitForLog(isListening);
-    const base = `http://127.0.0.1:${listening.port}`;
-    t.ok(await newToken(base, 'space-form-password', ['*']), 'auth is on and the password file was read');
+    t.same(options, { host: '127.0.0.1', port: '0', dataDir: dir, authRequired: true, passwordFile: file, tokenLifetime: '90s' });
+    const { log, lines } = recordingLogger();
+    const server = await startLibraryServer(options, { log });
+    t.teardown(() => server.stop());
+    t.ok(lines.some(isListening), 'it listens');
+    t.ok(await newToken(`http://127.0.0.1:${server.port}`, 'space-form-password', ['*']), 'auth is on and the password file was read');
   });
 
   await t.test('--api-auth-required=false turns auth off and needs no password file', async (t) => {
     const dir = tempDir(t);
-    const run = launch(t, ['--http-port', '0', '--data-dir', dir, '--api-auth-required=false']);
-    const listening = await run.waitForLog(isListening);
-    const base = `http://127.0.0.1:${listening.port}`;
+    const options = optionsOf(['--http-port', '0', '--data-dir', dir, '--api-auth-required=false']);
+    t.same(options, { port: '0', dataDir: dir, authRequired: false });
+    const server = await startLibraryServer(options, { log: SILENT });
+    t.teardown(() => server.stop());
+    const base = `http://127.0.0.1:${server.port}`;
     const auth = await postJson(authUrl(base), { jsonrpc: '2.0', method: 'auth.newToken', params: {}, id: 1 });
     t.equal(auth.status, 404, '/ext/auth does not exist');
     const info = await jsonrpc(`${base}/ext/info`, 'info.getNodeVersion');
@@ -212,15 +237,18 @@ t.test('flags take --name=value, --name value, bare booleans and =true/=false', 
   });
 });
 
-/** Opens a connection and sends a POST whose body arrives in two parts. */
+/** Opens a connection and sends a POST whose body arrives in two parts; `sent` once the first part is written. */
 function slowRequest(port: number, path: string, body: string): {
+  sent: Promise<void>;
   sendRest(): void;
   response: Promise<HttpResponse>;
 } {
   const socket = connect({ host: '127.0.0.1', port });
   const half = Math.floor(body.length / 2);
-  socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body.slice(0, half)}`);
+  const sent = new Promise<void>((done, fail) => {
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body.slice(0, half)}`, (error) => (error ? fail(error) : done()));
+  });
   let received = Buffer.alloc(0);
   const response = new Promise<HttpResponse>((done, fail) => {
     socket.setTimeout(10_000, () => { socket.destroy(); fail(new Error('no response within 10 s')); });
@@ -236,10 +264,14 @@ function slowRequest(port: number, path: string, body: string): {
     });
     socket.on('error', () => undefined);
   });
-  return { sendRest: () => socket.write(body.slice(half)), response };
+  return { sent, sendRest: () => socket.write(body.slice(half)), response };
 }
 
-/** Resolves once a new connection to `port` is refused; false when it never is within `ms`. */
+/**
+ * Resolves once a new connection to `port` is refused; false when it never is within
+ * `ms`. Outside the process, the closing of its listening socket shows only as refused
+ * connections, so this tries one every few milliseconds.
+ */
 async function refusesConnections(port: number, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
@@ -249,7 +281,7 @@ async function refusesConnections(port: number, ms: number): Promise<boolean> {
       socket.on('error', (error: NodeJS.ErrnoException) => done(error.code === 'ECONNREFUSED'));
     });
     if (refused) return true;
-    await sleep(50);
+    await new Promise((retry) => setTimeout(retry, 10));
   }
   return false;
 }
@@ -259,9 +291,10 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     const server = await startServer(t, { auth: false });
     const inFlight = slowRequest(server.port, '/ext/info',
       JSON.stringify({ jsonrpc: '2.0', method: 'info.getNetworkName', id: 'in-flight' }));
-    // The request line and headers have reached the server once a later request on
-    // another connection has been answered.
-    await sleep(100);
+    // Once the first part is in the server's socket buffer, a request on a later
+    // connection is read after it: when that one is answered, the server has the
+    // in-flight request's head.
+    await inFlight.sent;
     const probe = await request(server.url, '/ext/health');
     t.equal(probe.status, 200, 'the server answers before the signal');
     server.child.kill(signal);

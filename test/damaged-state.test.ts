@@ -1,14 +1,19 @@
 // A damaged state file stops the start (issue 3): truncated, extended, bit-flipped,
 // re-sealed with a body that does not hold together, or of an unknown format version.
-// Each refusal is one stderr line naming the file and the way to recover, exit code 2,
-// nothing listening, and the file left exactly as it was: never a start on wrong state,
-// never a silent replacement.
+// Each refusal names the file and the way to recover, and leaves the file exactly as it
+// was: never a start on wrong state, never a silent replacement.
+//
+// The cases open the folder through the library (createAuth), which rejects with the
+// error the CLI prints; a few run the CLI too, to pin that line, exit code 2 and that
+// nothing listens.
 import t, { type Test } from 'tap';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createAuth } from '../build/host/index.js';
 import { REASONS, call, changePassword, expectGranted, expectRefused, newToken, revokeToken } from './helpers/auth.js';
-import { launch, randomPassword, runCli, startServer, tempDir, type CliResult } from './helpers/server.js';
+import { SILENT, cliLine, serveInProcess } from './helpers/library.js';
+import { launch, randomPassword, runCli, tempDir, type CliResult } from './helpers/server.js';
 
 const MAGIC = Buffer.from('api-auth', 'latin1');
 /** Magic, u32 LE format version, u32 LE body length. */
@@ -16,8 +21,6 @@ const HEADER = 16;
 /** SHA-256 of everything before it. */
 const CHECKSUM = 32;
 const FORMAT_VERSION = 1;
-/** Refused starts run two at a time (the machine has two cores). */
-const PARALLEL = 2;
 
 type Expect = 'damaged' | 'version' | 'damaged-or-version';
 
@@ -30,7 +33,7 @@ interface Case {
 // A real state: tokens of two password generations over three endpoint lists, two
 // revocations, a password change; then a clean stop.
 const fixture = await (async () => {
-  const server = await startServer(t);
+  const server = await serveInProcess(t);
   const p1 = `p1-${randomPassword()}`;
   const old = await newToken(server.url, server.password, ['/ext/info']);
   const star = await newToken(server.url, server.password, ['*']);
@@ -40,8 +43,7 @@ const fixture = await (async () => {
   const valid = await newToken(server.url, p1, ['/ext/info']);
   const revoked = await newToken(server.url, p1, ['/ext/info']);
   await revokeToken(server.url, p1, revoked);
-  const exit = await server.stop('SIGTERM');
-  if (exit.code !== 0) throw new Error(`the fixture server did not stop cleanly: ${JSON.stringify(exit)}`);
+  await server.stop();
   const bytes = readFileSync(join(server.dataDir, 'state'));
   return { passwordFile: server.passwordFile, bytes, tokens: { old, valid, revoked } };
 })();
@@ -64,48 +66,64 @@ function flip(bytes: Buffer, at: number, bit: number): Buffer {
   return copy;
 }
 
-/** Runs the CLI on a data folder holding `bytes` as its state file. */
-async function attempt(t: Test, root: string, index: number, bytes: Buffer): Promise<{ result: CliResult; statePath: string; after: Buffer; mode: number }> {
+/** A data folder of its own under `root`, holding `bytes` as its state file. */
+function dataDirWith(root: string, index: number, bytes: Buffer): { data: string; statePath: string } {
   const data = join(root, `case-${index}`, 'data');
   mkdirSync(data, { recursive: true, mode: 0o700 });
   const statePath = join(data, 'state');
   writeFileSync(statePath, bytes, { mode: 0o600 });
-  const result = await runCli(t, ['--http-port', '0', '--data-dir', data, '--api-auth-required', '--api-auth-password-file', fixture.passwordFile]);
-  return { result, statePath, after: readFileSync(statePath), mode: statSync(statePath).mode & 0o777 };
+  return { data, statePath };
 }
 
-/** What is wrong with one refused start; empty when it is right. */
-function problemsOf(c: Case, run: Awaited<ReturnType<typeof attempt>>): string[] {
-  const { result, statePath, after, mode } = run;
+/** The error createAuth rejects with on `data`; undefined when it opens (and it is closed again). */
+async function openError(data: string): Promise<Error | undefined> {
+  try {
+    const auth = await createAuth({ passwordFile: fixture.passwordFile, dataDir: data, log: SILENT });
+    await auth.close();
+    return undefined;
+  } catch (error) {
+    return error as Error;
+  }
+}
+
+/** The command line of a start on `data` with the fixture's password file. */
+function cliArgs(data: string): string[] {
+  return ['--http-port', '0', '--data-dir', data, '--api-auth-required', '--api-auth-password-file', fixture.passwordFile];
+}
+
+/** What is wrong with one refused opening; empty when it is right. */
+function problemsOf(c: Case, error: Error | undefined, statePath: string): string[] {
+  if (error === undefined) return ['it opened'];
   const problems: string[] = [];
-  const lines = result.stderr.split('\n');
-  const line = lines[0];
-  if (result.code !== 2) problems.push(`exit ${JSON.stringify({ code: result.code, signal: result.signal })}, not code 2`);
-  if (lines.length !== 2 || lines[1] !== '') problems.push(`stderr is not exactly one line: ${JSON.stringify(result.stderr)}`);
-  if (!line.startsWith('api-auth: ')) problems.push(`the line does not start with "api-auth: ": ${JSON.stringify(line)}`);
-  if (!line.includes(statePath)) problems.push(`the line does not name ${statePath}: ${JSON.stringify(line)}`);
-  const damaged = line.includes('is damaged') && line.includes('restore it from a backup');
-  const version = line.includes('format version');
+  const message = error.message;
+  const code = (error as { code?: unknown }).code;
+  if (code !== 'API_AUTH_BAD_STATE') problems.push(`a ${error.name} (${String(code)}), not a StateError (API_AUTH_BAD_STATE): ${message}`);
+  if (message.includes('\n')) problems.push(`the message is more than one line: ${JSON.stringify(message)}`);
+  if (!message.includes(statePath)) problems.push(`the message does not name ${statePath}: ${JSON.stringify(message)}`);
+  const damaged = message.includes('is damaged') && message.includes('restore it from a backup');
+  const version = message.includes('format version');
   const ok = c.expect === 'damaged' ? damaged : c.expect === 'version' ? version : damaged || version;
-  if (!ok) problems.push(`the line does not say ${c.expect === 'damaged' ? '"is damaged ... restore it from a backup"' : '"format version"'}: ${JSON.stringify(line)}`);
-  if (result.logs.some((l) => l.msg === 'listening')) problems.push('it listened');
-  if (!after.equals(c.bytes)) problems.push('the state file was changed');
+  if (!ok) problems.push(`the message does not say ${c.expect === 'damaged' ? '"is damaged ... restore it from a backup"' : '"format version"'}: ${JSON.stringify(message)}`);
+  if (!readFileSync(statePath).equals(c.bytes)) problems.push('the state file was changed');
+  const mode = statSync(statePath).mode & 0o777;
   if (mode !== 0o600) problems.push(`the state file's mode became ${mode.toString(8)}`);
   return problems;
 }
 
-/** Runs every case, PARALLEL at a time, and asserts each refusal; one assertion per case. */
+/** Opens a folder holding each case's bytes through the library; one assertion per case. */
 async function refuseAll(t: Test, cases: readonly Case[]): Promise<void> {
   const root = tempDir(t);
-  const outcomes: string[][] = new Array(cases.length);
-  let next = 0;
-  await Promise.all(Array.from({ length: PARALLEL }, async () => {
-    while (next < cases.length) {
-      const index = next++;
-      outcomes[index] = problemsOf(cases[index], await attempt(t, root, index, cases[index].bytes));
-    }
-  }));
-  cases.forEach((c, i) => t.same(outcomes[i], [], c.name));
+  for (const [index, c] of cases.entries()) {
+    const { data, statePath } = dataDirWith(root, index, c.bytes);
+    t.same(problemsOf(c, await openError(data), statePath), [], c.name);
+  }
+}
+
+/** The CLI on a refused folder: exit code 2, exactly the library's message on one stderr line, nothing listening. */
+function expectCliRefusal(t: Test, result: CliResult, error: Error | undefined, label: string): void {
+  t.equal(result.code, 2, `exit code 2 (${label})`);
+  t.equal(result.stderr, error === undefined ? 'no error in the library' : `${cliLine(error)}\n`, `stderr is one line: the library's error (${label})`);
+  t.notOk(result.logs.some((l) => l.msg === 'listening'), `nothing listened (${label})`);
 }
 
 t.test('the state file has the documented layout: magic, format version, body length, body, SHA-256', async (t) => {
@@ -123,13 +141,33 @@ t.test('the intact state starts, with its tokens (the control for every case bel
   writeFileSync(join(data, 'state'), STATE, { mode: 0o600 });
   // A leftover temporary file, as a crash in the middle of a write leaves, is not damage.
   writeFileSync(join(data, 'state.tmp'), Buffer.concat([STATE.subarray(0, 40), Buffer.from('garbage')]), { mode: 0o600 });
-  const run = launch(t, ['--http-port', '0', '--data-dir', data, '--api-auth-required', '--api-auth-password-file', fixture.passwordFile]);
+  const auth = await createAuth({ passwordFile: fixture.passwordFile, dataDir: data, log: SILENT });
+  t.equal(auth.verify(fixture.tokens.valid, '/ext/info').ok, true, 'the library opens it: a valid token');
+  await auth.close();
+  const run = launch(t, cliArgs(data));
   const listening = await run.waitForLog((l) => l.msg === 'listening');
   const url = `http://127.0.0.1:${Number(listening.port)}`;
   expectGranted(t, await call(url, '/ext/info', fixture.tokens.valid), '/ext/info', 'a valid token');
   expectRefused(t, await call(url, '/ext/info', fixture.tokens.revoked), REASONS.revoked, 'a revoked token');
   expectRefused(t, await call(url, '/ext/info', fixture.tokens.old), REASONS.earlierGeneration, 'a token of the first password');
   t.same(await run.stop('SIGTERM'), { code: 0, signal: null }, 'a clean stop');
+});
+
+t.test('the CLI refuses a damaged state file with the library\'s error: one stderr line, exit code 2, nothing listening', async (t) => {
+  const body = STATE.subarray(HEADER, HEADER + BODY_LENGTH);
+  const cases: Case[] = [
+    { name: 'cut short within the body', bytes: STATE.subarray(0, HEADER + (BODY_LENGTH >> 1)), expect: 'damaged' },
+    { name: 'a bit flipped in the body', bytes: flip(STATE, HEADER + (BODY_LENGTH >> 1), 3), expect: 'damaged' },
+    { name: 'format version 2', bytes: seal(body, 2), expect: 'version' },
+  ];
+  const root = tempDir(t);
+  for (const [index, c] of cases.entries()) {
+    const { data, statePath } = dataDirWith(root, index, c.bytes);
+    const error = await openError(data);
+    t.same(problemsOf(c, error, statePath), [], `the library refuses it (${c.name})`);
+    expectCliRefusal(t, await runCli(t, cliArgs(data)), error, c.name);
+    t.ok(readFileSync(statePath).equals(c.bytes), `the CLI left the state file alone (${c.name})`);
+  }
 });
 
 t.test('a truncated state file stops the start', async (t) => {
@@ -203,20 +241,18 @@ t.test('a state file of an unknown format version stops the start, naming the ve
 
 t.test('a state path the program cannot read as a file, or a data folder that is a file, stops the start', async (t) => {
   const root = tempDir(t);
-  const args = (data: string): string[] => ['--http-port', '0', '--data-dir', data, '--api-auth-required', '--api-auth-password-file', fixture.passwordFile];
-  const oneLine = (t: Test, result: CliResult, mentions: string, label: string): void => {
-    t.equal(result.code, 2, `exit code 2 (${label}; stderr ${JSON.stringify(result.stderr)})`);
-    t.match(result.stderr, /^api-auth: [^\n]+\n$/, `one stderr line (${label})`);
-    t.ok(result.stderr.includes(mentions), `it names ${mentions} (${label})`);
-    t.notOk(result.logs.some((l) => l.msg === 'listening'), `nothing listened (${label})`);
-  };
-
   const folderState = join(root, 'folder-state');
   mkdirSync(join(folderState, 'state'), { recursive: true, mode: 0o700 });
-  oneLine(t, await runCli(t, args(folderState)), join(folderState, 'state'), 'the state file is a folder');
-
   const fileDir = join(root, 'not-a-folder');
   writeFileSync(fileDir, 'x', { mode: 0o600 });
-  oneLine(t, await runCli(t, args(fileDir)), fileDir, '--data-dir names a file');
+  for (const [label, data, mentions] of [
+    ['the state file is a folder', folderState, join(folderState, 'state')],
+    ['--data-dir names a file', fileDir, fileDir],
+  ]) {
+    const error = await openError(data);
+    t.match(error, { name: 'StateError', code: 'API_AUTH_BAD_STATE' }, `the library refuses it with a StateError (${label})`);
+    t.ok(error?.message.includes(mentions), `its message names ${mentions} (${label}): ${error?.message}`);
+    expectCliRefusal(t, await runCli(t, cliArgs(data)), error, label);
+  }
   t.equal(readFileSync(fileDir, 'utf8'), 'x', 'the file named by --data-dir is left alone');
 });

@@ -17,6 +17,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { call, expectGranted, expectRefused, newToken, REASONS, revokeToken } from './helpers/auth.js';
+import { cliLine, refusalOf } from './helpers/library.js';
 import {
   launch, MAIN, ROOT, randomPassword, restartServer, runCli, startServer, tempDir, type CliResult, type Exit,
 } from './helpers/server.js';
@@ -96,7 +97,9 @@ t.test('a data folder that others can write to, or that is not this user\'s, sto
     ['world-writable and sticky, like /tmp (1777)', 0o1777, undefined, /can be written by its group and by others \(mode 1777\).*; chmod 700 /],
     ['owned by another user (0700, nobody)', 0o700, NOBODY, new RegExp(`^api-auth: the data folder .*/data belongs to user ${NOBODY}, not to the user api-auth runs as \\(0\\), .*; chown 0 .*/data, or give api-auth a folder of its own with --data-dir$`)],
   ];
-  for (const [name, mode, owner, line] of cases) {
+  // Each through the library (startServer with the command line's options), whose error
+  // is the CLI's line; the CLI itself on the first and the last.
+  for (const [index, [name, mode, owner, line]] of cases.entries()) {
     await t.test(name, async (t) => {
       const dir = tempDir(t);
       const dataDir = join(dir, 'data');
@@ -104,8 +107,14 @@ t.test('a data folder that others can write to, or that is not this user\'s, sto
       chmodSync(dataDir, mode);
       // Only root can give a folder away; elsewhere this throws and the test fails.
       if (owner !== undefined) chownSync(dataDir, owner, owner);
-      const result = await runCli(t, authArgs(dir, dataDir));
-      expectRefusedStart(t, result, line, name);
+      const error = await refusalOf(authArgs(dir, dataDir));
+      t.match(error, { name: 'StateError', code: 'API_AUTH_BAD_STATE' }, `a StateError (${error?.message})`);
+      t.match(error === undefined ? '' : cliLine(error), line, `the line says what is wrong and what to do (${name})`);
+      if (index === 0 || index === cases.length - 1) {
+        const result = await runCli(t, authArgs(dir, dataDir));
+        expectRefusedStart(t, result, line, name);
+        t.equal(result.stderr, error === undefined ? 'no error' : `${cliLine(error)}\n`, 'the CLI prints the library\'s error');
+      }
       t.same(readdirSync(dataDir), [], 'nothing was written to the folder');
     });
   }

@@ -6,7 +6,7 @@
 import t, { type Test } from 'tap';
 import { argon2Verify } from 'hash-wasm';
 import {
-  existsSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync, type BigIntStats,
+  existsSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync, type BigIntStats,
 } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -14,8 +14,9 @@ import {
   tryPassword,
 } from './helpers/auth.js';
 import type { HttpResponse } from './helpers/http.js';
+import { manualClock, serveAgain, serveInProcess } from './helpers/library.js';
 import {
-  randomPassword, restartServer, runCli, sleep, startServer, type Server,
+  randomPassword, restartServer, runCli, startServer, type Server,
 } from './helpers/server.js';
 
 const SUCCESS = { success: true };
@@ -24,11 +25,11 @@ const ARGON2ID_PHC = '$argon2id$v=19$m=19456,t=2,p=1$';
 /** A revocation's bytes in the state file: the token's serial and expiry, 8 bytes each. */
 const REVOCATION_BYTES = 16;
 
-function statePath(server: Server): string {
+function statePath(server: { dataDir: string }): string {
   return join(server.dataDir, 'state');
 }
 
-function stateFile(server: Server): Buffer {
+function stateFile(server: { dataDir: string }): Buffer {
   return readFileSync(statePath(server));
 }
 
@@ -293,10 +294,11 @@ t.test('a password file rewritten with the same content is no reset: the API pas
   t.same(await changePassword(server.url, file, p1), SUCCESS, 'file password -> p1 through the API');
   const underP1 = await newToken(server.url, p1, ['/ext/info']);
   await stop(t, server, 'SIGTERM');
-  const before = statSync(server.passwordFile, { bigint: true }).mtimeNs;
-  await sleep(20);
+  const before = statSync(server.passwordFile);
   writeFileSync(server.passwordFile, file);
-  t.not(statSync(server.passwordFile, { bigint: true }).mtimeNs, before, 'the file\'s mtime changed, its content did not');
+  // A minute later by the clock, however coarse the file system's timestamps are.
+  utimesSync(server.passwordFile, before.atime, new Date(before.mtimeMs + 60_000));
+  t.not(statSync(server.passwordFile).mtimeMs, before.mtimeMs, 'the file\'s mtime changed, its content did not');
   server = await restartServer(t, server, p1);
   await expectPasswordWorks(t, server, p1, 'p1 stays in force');
   await expectPasswordFails(t, server, file, server.password, 'the file password stays replaced');
@@ -463,20 +465,19 @@ t.test('a second instance on the same data folder refuses to start; the first ke
   expectRefused(t, await call(server.url, '/ext/info', fresh), REASONS.revoked, 'with the first instance\'s last write');
 });
 
+// Expiry by a clock the test moves: the service in this process, restarted in-process.
 t.test('revocations of tokens that have expired are dropped from the state file', async (t) => {
   const LIFETIME = 2;
-  let server = await startServer(t, { args: ['--api-auth-token-lifetime', `${LIFETIME}s`] });
+  const time = manualClock();
+  let server = await serveInProcess(t, { args: ['--api-auth-token-lifetime', `${LIFETIME}s`], clock: time.clock });
   const doomed = [];
   for (let i = 0; i < 5; i++) doomed.push(await newToken(server.url, server.password, ['/ext/info']));
-  const issuedBy = Date.now();
   const base = stateFile(server).length;
   for (const token of doomed) t.same(await revokeToken(server.url, server.password, token), SUCCESS, 'revoke');
   t.equal(stateFile(server).length, base + doomed.length * REVOCATION_BYTES,
     `${doomed.length} revocations: the state file grew by ${doomed.length * REVOCATION_BYTES} bytes`);
 
-  // The tokens' expiry second has certainly passed: the server stamped them at or before
-  // `issuedBy`, in whole seconds.
-  await sleep(issuedBy + LIFETIME * 1000 + 1200 - Date.now());
+  time.now += LIFETIME * 1000;
   for (const token of doomed) expectRefusedOneOf(t, await call(server.url, '/ext/info', token), [REASONS.expired, REASONS.revoked], 'expired by now');
   const fresh = await newToken(server.url, server.password, ['/ext/info']);
   t.same(await revokeToken(server.url, server.password, fresh), SUCCESS, 'revoke a fresh token: a state write');
@@ -484,31 +485,38 @@ t.test('revocations of tokens that have expired are dropped from the state file'
     'the state file holds the fresh revocation only: the expired ones were dropped');
   expectRefused(t, await call(server.url, '/ext/info', fresh), REASONS.revoked, 'the fresh token is revoked');
 
-  server = await restart(t, server, 'SIGTERM');
+  await server.stop();
+  server = await serveAgain(t, server, time.clock);
   for (const token of doomed) expectRefused(t, await call(server.url, '/ext/info', token), REASONS.expired, 'after a restart: expired');
   expectRefusedOneOf(t, await call(server.url, '/ext/info', fresh), [REASONS.revoked, REASONS.expired], 'the fresh token after a restart');
   t.ok(stateFile(server).length <= base + REVOCATION_BYTES, 'the restart brought no dropped revocation back');
 });
 
 t.test('a token keeps its own expiry across a restart with a shorter lifetime, and so does its revocation', async (t) => {
-  let server = await startServer(t);
+  const time = manualClock();
+  let server = await serveInProcess(t, { clock: time.clock });
   const [kept, revoked] = [
     await newToken(server.url, server.password, ['/ext/info']),
     await newToken(server.url, server.password, ['/ext/info']),
   ];
   t.same(await revokeToken(server.url, server.password, revoked), SUCCESS, 'revoke a 12h token');
-  await stop(t, server, 'SIGTERM');
-  server = await restartServer(t, { ...server, args: [...server.args, '--api-auth-token-lifetime', '1s'] });
+  await server.stop();
+  server = await serveAgain(t, { ...server, args: [...server.args, '--api-auth-token-lifetime', '1s'] }, time.clock);
   const short = await newToken(server.url, server.password, ['/ext/info']);
-  const shortBy = Date.now();
   // Past the short token's expiry, a state write (a revocation) drops expired revocations.
-  await sleep(shortBy + 2200 - Date.now());
+  time.now += 1000;
   expectRefused(t, await call(server.url, '/ext/info', short), REASONS.expired, 'a 1s token has expired');
   const trigger = await newToken(server.url, server.password, ['/ext/health']);
-  t.same(await revokeToken(server.url, server.password, trigger), SUCCESS, 'a state write after the wait');
+  t.same(await revokeToken(server.url, server.password, trigger), SUCCESS, 'a state write after its expiry');
   expectGranted(t, await call(server.url, '/ext/info', kept), '/ext/info', 'the 12h token is still valid');
   expectRefused(t, await call(server.url, '/ext/info', revoked), REASONS.revoked, 'the revoked 12h token is still revoked');
-  server = await restart(t, server, 'SIGKILL');
-  expectGranted(t, await call(server.url, '/ext/info', kept), '/ext/info', 'the 12h token, after kill -9');
-  expectRefused(t, await call(server.url, '/ext/info', revoked), REASONS.revoked, 'the revoked 12h token, after kill -9');
+  await server.stop();
+  server = await serveAgain(t, server, time.clock);
+  expectGranted(t, await call(server.url, '/ext/info', kept), '/ext/info', 'the 12h token, after a restart on that state');
+  expectRefused(t, await call(server.url, '/ext/info', revoked), REASONS.revoked, 'the revoked 12h token, after a restart on that state');
+  // Issued 1 s before the short token's lifetime was counted.
+  time.now += 12 * 3600_000 - 2000;
+  expectGranted(t, await call(server.url, '/ext/info', kept), '/ext/info', 'the 12h token, a second before its 12 hours are up');
+  time.now += 1000;
+  expectRefused(t, await call(server.url, '/ext/info', kept), REASONS.expired, 'and expired at their end');
 });

@@ -254,6 +254,7 @@ t.test('slow senders: 50 trickling heads and 10 trickling bodies do not starve a
       slowest.push(Date.now() - t0);
     }
     peak = Math.max(peak, rss());
+    // The normal client's pace: a round every 100 ms while the slow senders trickle.
     await sleep(100);
   }
   const after = rss();

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { call, newToken } from './helpers/auth.js';
 import { request, rpc } from './helpers/http.js';
-import { launch, randomPassword, runCli, sleep, startServer, type LogLine } from './helpers/server.js';
+import { launch, randomPassword, runCli, startServer, type LogLine, type Server } from './helpers/server.js';
 import { closedPort } from './helpers/upstream.js';
 
 const LEVELS = ['debug', 'info', 'warn', 'error'];
@@ -14,6 +14,19 @@ function post(base: string, body: unknown, localAddress: string) {
 }
 
 const audits = (logs: LogLine[]): LogLine[] => logs.filter((l) => l.msg === 'audit');
+
+/**
+ * Every line `server` logged for the calls answered so far. The lines come on a pipe,
+ * apart from the answers: this makes one more audited call, from an address of its
+ * own, and waits for its line, which the server wrote after all of theirs. Returns the
+ * lines before it.
+ */
+async function linesSoFar(server: Server): Promise<LogLine[]> {
+  const marker = '127.4.9.9';
+  await post(server.url, rpc('auth.revokeToken', { password: 'marker', token: 'marker' }, 0), marker);
+  const line = await server.waitForLog((l) => l.msg === 'audit' && l.client === marker);
+  return server.logs.slice(0, server.logs.indexOf(line));
+}
 
 t.test('each /ext/auth call leaves one audit line, and no line holds a secret', async (t) => {
   const server = await startServer(t);
@@ -33,9 +46,8 @@ t.test('each /ext/auth call leaves one audit line, and no line holds a secret', 
   secrets.push(next);
   await post(server.url, rpc('auth.changePassword', { oldPassword: server.password, newPassword: next }, 6), client);
   await post(server.url, rpc('auth.changePassword', { oldPassword: server.password, newPassword: randomPassword() }, 7), client);
-  await sleep(100);
 
-  const lines = audits(server.logs);
+  const lines = audits(await linesSoFar(server));
   const expected = [
     { level: 'info', method: 'auth.newToken', outcome: 'ok', client, generation: 0 },
     { level: 'warn', method: 'auth.newToken', outcome: 'incorrect password', client },
@@ -74,13 +86,13 @@ t.test('every line is JSON with a time, a level and a message; info is the defau
   const server = await startServer(t, { args: ['--upstream', `http://127.0.0.1:${port}`] });
   const token = await newToken(server.url, server.password, ['*']);
   for (let i = 0; i < 3; i++) await call(server.url, '/ext/info', token);
-  await sleep(100);
-  for (const line of server.logs) {
+  const logs = await linesSoFar(server);
+  for (const line of logs) {
     t.ok(line.raw === undefined && typeof line.time === 'string' && LEVELS.includes(line.level!) && typeof line.msg === 'string',
       `a structured line: ${JSON.stringify(line)}`);
   }
-  t.notOk(server.logs.some((l) => l.level === 'debug'), 'no debug line at the default level');
-  t.equal(server.logs.filter((l) => l.msg === 'the upstream node did not answer').length, 1, 'the first upstream failure is a warning');
+  t.notOk(logs.some((l) => l.level === 'debug'), 'no debug line at the default level');
+  t.equal(logs.filter((l) => l.msg === 'the upstream node did not answer').length, 1, 'the first upstream failure is a warning');
 });
 
 t.test('--log-level debug adds the debug lines', async (t) => {
@@ -88,8 +100,7 @@ t.test('--log-level debug adds the debug lines', async (t) => {
   const server = await startServer(t, { args: ['--upstream', `http://127.0.0.1:${port}`, '--log-level', 'debug'] });
   const token = await newToken(server.url, server.password, ['*']);
   for (let i = 0; i < 3; i++) await call(server.url, '/ext/info', token);
-  await sleep(100);
-  const failures = server.logs.filter((l) => l.msg === 'the upstream node did not answer');
+  const failures = (await linesSoFar(server)).filter((l) => l.msg === 'the upstream node did not answer');
   t.same(failures.map((l) => l.level), ['warn', 'debug', 'debug'], 'each later failure is a debug line');
   t.match(failures[1], { kind: 'refused', code: 'ECONNREFUSED' });
 });
@@ -98,11 +109,11 @@ t.test('--log-level warn and error leave out what is below', async (t) => {
   for (const level of ['warn', 'error']) {
     const port = await closedPort();
     const run = launch(t, ['--http-port', String(port), '--data-dir', '/nonexistent', '--log-level', level]);
-    // No "listening" line at these levels: wait for the port instead.
+    // No "listening" line at these levels: try the port until it answers.
     let answered = false;
-    for (let i = 0; i < 100 && !answered; i++) {
+    for (let i = 0; i < 500 && !answered; i++) {
       answered = await request(`http://127.0.0.1:${port}`, '/ext/health').then(() => true, () => false);
-      if (!answered) await sleep(50);
+      if (!answered) await new Promise((retry) => setTimeout(retry, 10));
     }
     t.ok(answered, `${level}: it serves`);
     const exit = await run.stop();

@@ -4,6 +4,7 @@
 import t from 'tap';
 import { call, newToken, revokeToken, tamperLast } from './helpers/auth.js';
 import { postJson, request, rpc } from './helpers/http.js';
+import { cliLine, refusalOf } from './helpers/library.js';
 import { runCli, startServer } from './helpers/server.js';
 import { closedPort, startUpstream } from './helpers/upstream.js';
 
@@ -119,9 +120,13 @@ t.test('--metrics-path moves the metrics; a bad one is refused at start', async 
   const moved = await startServer(t, { auth: false, args: ['--metrics-path', '/ext/gateway/metrics'] });
   t.ok((await scrape(moved.url, undefined, '/ext/gateway/metrics')).has('api_auth_tokens_issued_total'));
   t.equal((await request(moved.url, '/ext/metrics')).status, 404);
+  const args = (bad: string): string[] => ['--http-port', '0', '--data-dir', '/nonexistent', '--metrics-path', bad];
   for (const bad of ['/ext/auth', 'metrics', '/ext/../metrics', '/ext/*']) {
-    const result = await runCli(t, ['--http-port', '0', '--data-dir', '/nonexistent', '--metrics-path', bad]);
-    t.equal(result.code, 2, `${bad}: exit 2`);
-    t.match(result.stderr, /^api-auth: --metrics-path/, `${bad}: one line naming the flag`);
+    const error = await refusalOf(args(bad));
+    t.match(error, { code: /^API_AUTH_BAD_(OPTION|COMMAND_LINE)$/ }, `${bad}: refused`);
+    t.match(error === undefined ? '' : cliLine(error), /^api-auth: --metrics-path[^\n]*$/, `${bad}: one line naming the flag`);
   }
+  const result = await runCli(t, args('/ext/../metrics'));
+  t.equal(result.code, 2, 'the CLI exits 2');
+  t.match(result.stderr, /^api-auth: --metrics-path[^\n]*\n$/, 'with that line alone on stderr');
 });

@@ -11,6 +11,7 @@ import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.j
 import type { us_listen_socket } from 'uWebSockets.js';
 import { newToken } from './helpers/auth.js';
 import { freshSource, request, rpc, type HttpResponse } from './helpers/http.js';
+import { cliLine, refusalOf } from './helpers/library.js';
 import { runCli, startServer, tempDir, type Server } from './helpers/server.js';
 import { echo, startRawUpstream, startUpstream, switchProtocols } from './helpers/upstream.js';
 import { createAuth, createLogger } from '../build/host/index.js';
@@ -263,12 +264,17 @@ t.test('the library takes trustedProxies too, and refuses a bad one', async (t) 
 });
 
 t.test('bad --trusted-proxies values are refused at start with one line', async (t) => {
+  const args = (bad: string): string[] => ['--http-port', '0', '--data-dir', '/nonexistent', '--trusted-proxies', bad];
+  const LINE = /^api-auth: --trusted-proxies: "[^"]*" is not an address or a CIDR range \(such as [^\n]*\)$/;
   for (const bad of ['10.0.0.0/33', 'proxy.example', '10.0.0.1,,10.0.0.2', 'fe80::1%eth0', '2001:db8::/129', '10.0.0.0/', '300.1.1.1', '10.0.0.0/08']) {
-    const result = await runCli(t, ['--http-port', '0', '--data-dir', '/nonexistent', '--trusted-proxies', bad]);
-    t.equal(result.code, 2, `${bad}: exit 2`);
-    t.match(result.stderr, /^api-auth: --trusted-proxies: "[^"]*" is not an address or a CIDR range \(such as [^\n]*\)\n$/,
-      `${bad}: one line naming the entry`);
+    const error = await refusalOf(args(bad));
+    t.match(error, { code: /^API_AUTH_BAD_(OPTION|COMMAND_LINE)$/ }, `${bad}: refused`);
+    t.match(error === undefined ? '' : cliLine(error), LINE, `${bad}: one line naming the entry`);
   }
+  const result = await runCli(t, args('10.0.0.0/33'));
+  t.equal(result.code, 2, 'the CLI exits 2');
+  t.match(result.stderr.slice(0, -1), LINE, 'with that line alone on stderr');
+  t.ok(result.stderr.endsWith('\n'));
 });
 
 t.test('a request undici would refuse is the client\'s own 400: nothing forwarded, no upstream error counted or logged, health unchanged', async (t) => {

@@ -9,7 +9,8 @@ import { Readable } from 'node:stream';
 import { request as undiciRequest } from 'undici';
 import { REASONS, expectRefused, newToken } from './helpers/auth.js';
 import { exchange, request } from './helpers/http.js';
-import { runCli, startServer, sleep, type CliResult } from './helpers/server.js';
+import { cliLine, refusalOf } from './helpers/library.js';
+import { runCli, startServer, sleep } from './helpers/server.js';
 import { closedPort, echo, startUpstream, type UpstreamHandler } from './helpers/upstream.js';
 
 const BIG_CHUNK = Buffer.alloc(64 * 1024, 0x61);
@@ -206,8 +207,9 @@ t.test('a large answer is streamed: a client that does not read holds the upstre
   const response = await undiciRequest(`${server.url}/big`, { headers: { authorization: bearer }, highWaterMark: 16 * 1024 });
   t.equal(response.statusCode, 200);
   t.equal(response.headers['content-length'], String(BIG_CHUNK.length * BIG_CHUNKS));
-  // Nobody reads the body for a while: what the upstream managed to write is bounded by
-  // socket buffers, far from the whole 64 MiB.
+  // Nobody reads the body for half a second, in which a proxy that buffered would take
+  // all 64 MiB from the upstream: what the upstream managed to write is bounded by
+  // socket buffers. (An absence has no event to wait for.)
   await sleep(500);
   const writtenWhileStalled = bigWritten;
   t.ok(writtenWhileStalled < BIG_CHUNKS / 2, `the upstream waited for the client: ${writtenWhileStalled} of ${BIG_CHUNKS} chunks written`);
@@ -234,6 +236,7 @@ t.test('a request body arrives whole: in one piece, chunked, and streamed in par
     body: Readable.from((async function* () {
       for (let i = 0; i < 8; i++) {
         yield Buffer.alloc(16 * 1024, 0x30 + i);
+        // Apart, so that the parts go out one by one.
         await sleep(10);
       }
     })()),
@@ -368,10 +371,13 @@ t.test('bad --upstream, --upstream-timeout and --upstream-max-body values are re
     ['a body limit of zero', ['--upstream-max-body', '0'], '--upstream-max-body'],
     ['a body limit in an unknown unit', ['--upstream-max-body', '1MB'], '--upstream-max-body'],
   ];
-  const results: CliResult[] = [];
-  for (const [, args] of cases) results.push(await runCli(t, ['--http-port', '0', '--data-dir', '/nonexistent', ...args]));
-  cases.forEach(([name, , flag], i) => {
-    t.equal(results[i].code, 2, `${name}: exit 2`);
-    t.match(results[i].stderr, new RegExp(`^api-auth: ${flag}`), `${name}: one line naming ${flag}`);
-  });
+  const base = ['--http-port', '0', '--data-dir', '/nonexistent'];
+  for (const [name, args, flag] of cases) {
+    const error = await refusalOf([...base, ...args]);
+    t.match(error, { code: /^API_AUTH_BAD_(OPTION|COMMAND_LINE)$/ }, `${name}: refused`);
+    t.match(error === undefined ? '' : cliLine(error), new RegExp(`^api-auth: ${flag}[^\\n]*$`), `${name}: one line naming ${flag}`);
+  }
+  const result = await runCli(t, [...base, '--upstream', 'ftp://127.0.0.1:21']);
+  t.equal(result.code, 2, 'the CLI exits 2');
+  t.match(result.stderr, /^api-auth: --upstream[^\n]*\n$/, 'with one line naming the flag');
 });

@@ -85,7 +85,9 @@ export class Argon2idVerifier implements PasswordVerifier {
 
   private thread(): Worker {
     if (this.worker !== undefined) return this.worker;
-    const worker = new Worker(new URL('./worker.js', import.meta.url));
+    // Without the embedding process's flags: its loaders and preloads (a TypeScript loader,
+    // an agent's --import) have nothing to do with hashing, and would start again here.
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { execArgv: [] });
     // Idle, it must not keep the process alive.
     worker.unref();
     worker.on('message', (result: HashResult) => {

@@ -2,7 +2,8 @@
 // gate, and helpers that obtain tokens and try them on protected endpoints.
 import type { Test } from 'tap';
 import { jsonrpc, request, type HttpResponse } from './http.js';
-import { sleep, startServer, VERSION, type Server } from './server.js';
+import { manualClock, serveInProcess, type LibraryServer } from './library.js';
+import { VERSION } from './server.js';
 
 /** The gate's reasons, by outcome (team brief, "The gate"). */
 export const REASONS = {
@@ -163,17 +164,20 @@ export async function tryPassword(base: string, password: string, endpoints: rea
 }
 
 /**
- * A server whose tokens live `lifetimeSeconds`, a token for /ext/info issued on it, the
- * answer to a call made right after issue, and a wait until its expiry second has
- * certainly passed (the server stamps whole seconds, at or before the answer arrives).
- * Started when called, so a test file that starts it at load overlaps the wait with its
- * other tests.
+ * A server in this process whose tokens live `lifetimeSeconds`, on a clock of its own; a
+ * token for /ext/info issued on it; the answer to a call made right after issue, and
+ * one made a second before the lifetime is up by that clock; and the clock moved on to
+ * the end of the lifetime, where the token has expired.
  */
-export async function expiringToken(t: Test, lifetimeSeconds: number): Promise<{ server: Server; token: string; fresh: HttpResponse }> {
-  const server = await startServer(t, { args: ['--api-auth-token-lifetime', `${lifetimeSeconds}s`] });
+export async function expiringToken(t: Test, lifetimeSeconds: number): Promise<{
+  server: LibraryServer; token: string; fresh: HttpResponse; lastSecond: HttpResponse;
+}> {
+  const time = manualClock();
+  const server = await serveInProcess(t, { args: ['--api-auth-token-lifetime', `${lifetimeSeconds}s`], clock: time.clock });
   const token = await newToken(server.url, server.password, ['/ext/info']);
-  const issuedBy = Date.now();
   const fresh = await call(server.url, '/ext/info', token);
-  await sleep(issuedBy + lifetimeSeconds * 1000 + 400 - Date.now());
-  return { server, token, fresh };
+  time.now += lifetimeSeconds * 1000 - 1000;
+  const lastSecond = await call(server.url, '/ext/info', token);
+  time.now += 1000;
+  return { server, token, fresh, lastSecond };
 }
