@@ -70,8 +70,13 @@ const EMPTY_PARAMS: Params = Object.freeze({});
 const METHOD_NAME_SHOWN = 64;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/** What answers a JSON-RPC body: an endpoint on this thread, or one that asks another. */
+export interface RpcHandler {
+  handle(body: Uint8Array, context: CallContext): Promise<Reply>;
+}
+
 /** One JSON-RPC endpoint: a method table and what to do with unexpected method failures. */
-export class JsonRpcEndpoint {
+export class JsonRpcEndpoint implements RpcHandler {
   constructor(
     private readonly methods: MethodTable,
     private readonly onInternalError: (error: unknown, method: string) => void,

@@ -24,7 +24,18 @@ export interface MetricsOptions {
   readonly processMetrics?: boolean;
 }
 
-export class Metrics {
+/** A metrics exposition, ready to send. */
+export interface Scrape {
+  readonly contentType: string;
+  readonly text: string;
+}
+
+/** What the metrics route serves: these metrics, or every thread's summed. */
+export interface MetricsSource {
+  scrape(): Promise<Scrape>;
+}
+
+export class Metrics implements MetricsSource {
   readonly registry = new Registry();
   /** Verifications by outcome, indexed by Outcome. */
   readonly verifications = new Float64Array(OUTCOME_NAMES.length);
@@ -82,7 +93,7 @@ export class Metrics {
   }
 
   /** The exposition text and its content type. */
-  async scrape(): Promise<{ contentType: string; text: string }> {
+  async scrape(): Promise<Scrape> {
     return { contentType: this.registry.contentType, text: await this.registry.metrics() };
   }
 }

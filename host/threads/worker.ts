@@ -1,0 +1,53 @@
+// An HTTP thread: a reader instance of the shared core, and around it the per-request
+// stack of one thread (gate, local routes, its own upstream pool). /ext/auth and the
+// metrics route ask the owner (owner-channel.ts); everything else is answered here.
+import { Counter } from 'prom-client';
+import { trustedProxies } from '../client-address.js';
+import { Core } from '../core.js';
+import { Metrics } from '../metrics.js';
+import { AUTH_PATH, Gateway, localRoutes } from '../server.js';
+import { Gate } from '../token-gate.js';
+import { runHttpThread } from './http-thread.js';
+import { sharedHealth } from './upstream-health.js';
+
+runHttpThread(({ data, owner, log }) => {
+  const { settings } = data;
+  const core = new Core(data.module, { memory: data.memory, slot: data.thread });
+  // This thread's counters; the process's own metrics (CPU, memory) are the owner's.
+  const metrics = new Metrics();
+  let requests = 0;
+  new Counter({
+    name: 'api_auth_http_requests_total',
+    help: 'Requests received, by the HTTP thread that served them (1 to --http-threads).',
+    labelNames: ['thread'],
+    registers: [metrics.registry],
+    collect() {
+      this.reset();
+      this.inc({ thread: String(data.thread) }, requests);
+    },
+  });
+  const routes = localRoutes(settings.metricsPath, owner.metrics, settings.upstream === undefined, log);
+  let gate: Gate | null = null;
+  if (settings.authRequired) {
+    routes.set(AUTH_PATH, { rpc: owner.auth, allow: 'POST', body: null });
+    gate = new Gate(core, metrics, settings.publicEndpoints);
+  }
+  const upstream = settings.upstream === undefined
+    ? undefined
+    : {
+      url: new URL(settings.upstream.origin), timeoutMs: settings.upstream.timeoutMs, maxBody: settings.upstream.maxBody,
+      health: sharedHealth(data.upstreamHealth),
+    };
+  const gateway = new Gateway(core, gate, routes, log, metrics, trustedProxies(settings.trustedProxies), upstream);
+  return {
+    handle(res, req) {
+      requests++;
+      gateway.handle(res, req);
+    },
+    drain: (graceMs) => gateway.drain(graceMs),
+    collect: () => metrics.registry.getMetricsAsJSON(),
+    close: async () => {
+      await gateway.proxy?.close();
+    },
+  };
+});
