@@ -1,7 +1,7 @@
 // The command line: flags in, a validated Options object out. Everything a request will
 // need from the flags is checked and converted here, once, so nothing on the request
 // path parses options.
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { NO_TRUSTED_PROXIES, trustedProxies } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
@@ -12,6 +12,8 @@ import type { Level } from './log.js';
 export interface Options {
   httpHost: string;
   httpPort: number;
+  /** Threads serving HTTP, 1 to MAX_HTTP_THREADS. */
+  httpThreads: number;
   apiAuthRequired: boolean;
   /** Absolute path; set whenever apiAuthRequired is. */
   apiAuthPasswordFile: string | undefined;
@@ -53,6 +55,9 @@ export class UsageError extends Error {
   }
 }
 
+/** The most threads --http-threads takes. */
+export const MAX_HTTP_THREADS = 256;
+
 export const MIN_TOKEN_LIFETIME = 1;
 export const MAX_TOKEN_LIFETIME = 8760 * 3600;
 
@@ -64,6 +69,8 @@ check in front of every other endpoint.
 Flags:
   --http-host HOST                    address to listen on (default 127.0.0.1)
   --http-port PORT                    port to listen on, 0 picks a free one (default 9650)
+  --http-threads N                    threads serving HTTP, 1 to 256 (default: every
+                                      core the process may use, here ${availableParallelism()})
   --api-auth-required[=true|false]    require a token on every endpoint but /ext/auth
                                       (default false)
   --api-auth-password-file PATH       file holding the service password; required with
@@ -112,6 +119,7 @@ interface Draft extends Options {
 const FLAGS: ReadonlyMap<string, Flag> = new Map<string, Flag>([
   ['http-host', { kind: 'value', set: (o, v, n) => { o.httpHost = nonEmpty(v, n, 'an address such as 127.0.0.1 or 0.0.0.0'); } }],
   ['http-port', { kind: 'value', set: (o, v, n) => { o.httpPort = parsePort(v, n); } }],
+  ['http-threads', { kind: 'value', set: (o, v, n) => { o.httpThreads = parseThreads(v, n); } }],
   ['api-auth-required', { kind: 'bool', set: (o, v) => { o.apiAuthRequired = v; } }],
   ['api-auth-password-file', { kind: 'value', set: (o, v, n) => { o.apiAuthPasswordFile = resolve(nonEmpty(v, n, 'the path of the password file')); } }],
   ['api-auth-token-lifetime', { kind: 'value', set: (o, v, n) => { o.apiAuthTokenLifetime = parseLifetime(v, n); } }],
@@ -132,6 +140,7 @@ export function parseArgs(args: readonly string[]): Command {
   const o: Draft = {
     httpHost: '127.0.0.1',
     httpPort: 9650,
+    httpThreads: Math.min(availableParallelism(), MAX_HTTP_THREADS),
     apiAuthRequired: false,
     apiAuthPasswordFile: undefined,
     apiAuthTokenLifetime: 12 * 3600,
@@ -312,6 +321,14 @@ function parsePort(text: string, name: string): number {
   const port = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
   if (!(port <= 65535)) throw new UsageError(`--${name} must be a whole number from 0 to 65535 (0 picks a free port), not ${JSON.stringify(text)}`);
   return port;
+}
+
+function parseThreads(text: string, name: string): number {
+  const threads = /^\d{1,3}$/.test(text) ? Number(text) : NaN;
+  if (!(threads >= 1 && threads <= MAX_HTTP_THREADS)) {
+    throw new UsageError(`--${name} must be a whole number from 1 to ${MAX_HTTP_THREADS} (threads serving HTTP), not ${JSON.stringify(text)}`);
+  }
+  return threads;
 }
 
 function parseBool(text: string | undefined, name: string): boolean {

@@ -9,13 +9,25 @@ import { createLogger, errorFields } from './log.js';
 import type { Logger } from './log.js';
 import { isOperatorCommand, runOperatorCommand } from './operator-cli.js';
 import { ListenError, startServer } from './server.js';
+import type { ServerHandle } from './server.js';
 import { StateError } from './state-file.js';
 import { VERSION } from './version.js';
 
 // Replaced by one at the chosen level once the command line is read.
 let log: Logger = createLogger();
+// Once serving: with several HTTP threads, the process must not exit before they have
+// stopped (Node aborts when a thread's loop ends with sockets open), so a failure stops
+// the server first.
+let server: ServerHandle | undefined;
 
-function fail(error: unknown): never {
+function fail(error: unknown): void {
+  if (server !== undefined) {
+    const stopping = server;
+    server = undefined;
+    log.error('api-auth failed', errorFields(error));
+    stopping.stop().finally(() => process.exit(1));
+    return;
+  }
   if (error instanceof UsageError || error instanceof ListenError) {
     process.stderr.write(error.message + '\n');
     process.exit(error.exitCode);
@@ -45,9 +57,15 @@ async function main(): Promise<void> {
     return;
   }
   log = createLogger(undefined, command.options.logLevel);
-  const server = await startServer(command.options, { log });
+  const started = await startServer(command.options, { log });
+  server = started;
+  // An HTTP thread failed: the server has stopped by itself and logged why.
+  started.closed.catch((error: unknown) => {
+    server = undefined;
+    fail(error);
+  });
   const stop = (): void => {
-    server.stop().then(() => process.exit(0), fail);
+    started.stop().then(() => process.exit(0), fail);
   };
   // A second signal while stopping changes nothing: the stop is already bounded.
   process.on('SIGTERM', stop);

@@ -15,12 +15,13 @@ import { clientAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import { Outcome } from './core.js';
 import type { Core } from './core.js';
-import { newCore } from './core-module.js';
+import { coreThreadsModule, newCore, newThreadsCore } from './core-module.js';
 import { ErrorCode, errorResponse, JsonRpcEndpoint } from './jsonrpc.js';
-import type { MethodTable, Reply } from './jsonrpc.js';
+import type { MethodTable, Reply, RpcHandler } from './jsonrpc.js';
 import { createLogger, errorFields } from './log.js';
 import type { Logger } from './log.js';
 import { Metrics } from './metrics.js';
+import type { MetricsSource } from './metrics.js';
 import { HEALTH_BODY, healthMethods, infoMethods } from './node-endpoints.js';
 import { loadPasswordFile } from './password-file.js';
 import { Argon2idVerifier } from './password-hash.js';
@@ -29,6 +30,8 @@ import type { InFlight, UpstreamOptions } from './proxy.js';
 import { restoreService, StateStore } from './state-store.js';
 import { Tarpit } from './throttle.js';
 import type { PasswordThrottle } from './throttle.js';
+import { serveOnThreads } from './threads/acceptor.js';
+import { throttledAuth } from './threads/owner-auth.js';
 import { endWith, Gate, writeRefusal } from './token-gate.js';
 import { VERSION } from './version.js';
 
@@ -42,6 +45,11 @@ export interface ServerHandle {
   readonly port: number;
   /** Stops accepting, lets in-flight requests finish (at most 5 s), closes the state store and the hashing thread. */
   stop(): Promise<void>;
+  /**
+   * Settles once the server has stopped. Rejects when it stopped by itself because an
+   * HTTP thread failed (the log says which and why): the process should then exit 1.
+   */
+  readonly closed: Promise<void>;
 }
 
 export interface ServerServices {
@@ -58,15 +66,13 @@ export interface ServerServices {
 export async function startServer(options: Options, services: ServerServices = {}): Promise<ServerHandle> {
   const log = services.log ?? createLogger(undefined, options.logLevel);
   const metrics = services.metrics ?? new Metrics({ processMetrics: true });
-  const core = newCore();
+  const threads = options.httpThreads;
+  // One thread keeps the plain core: no shared memory to size, and checks as fast (see README, Threads).
+  const core = threads > 1 ? newThreadsCore({ threads: threads + 1 }) : newCore();
   checkPaths(core, options.apiAuthPublicEndpoints, '--api-auth-public-endpoints');
   checkPaths(core, [options.metricsPath], '--metrics-path');
   if (options.metricsPath === AUTH_PATH) throw new UsageError(`--metrics-path must not be ${AUTH_PATH}`);
-  const routes = new Map<string, Route>([[options.metricsPath, { rpc: null, allow: 'GET', body: null, scrape: metrics }]]);
-  if (options.upstream === undefined) {
-    routes.set('/ext/info', { rpc: rpcEndpoint(infoMethods(VERSION), log), allow: 'POST', body: null });
-    routes.set('/ext/health', { rpc: rpcEndpoint(healthMethods(), log), allow: 'GET, HEAD, POST', body: new TextEncoder().encode(HEALTH_BODY + '\n') });
-  }
+  const routes = localRoutes(options.metricsPath, metrics, options.upstream === undefined, log);
   let auth: OpenedAuth | undefined;
   let gateway: Gateway | undefined;
   let gate: Gate | null = null;
@@ -93,12 +99,46 @@ export async function startServer(options: Options, services: ServerServices = {
     const upstream = options.upstream === undefined
       ? undefined
       : { url: options.upstream, timeoutMs: options.upstreamTimeout, maxBody: options.upstreamMaxBody };
+    if (threads > 1) {
+      const opened = auth;
+      return await serveOnThreads({
+        threads,
+        host: options.httpHost,
+        port: options.httpPort,
+        module: coreThreadsModule(),
+        memory: core.memory,
+        settings: {
+          authRequired: options.apiAuthRequired,
+          publicEndpoints: options.apiAuthPublicEndpoints,
+          metricsPath: options.metricsPath,
+          upstream: upstream && { origin: upstream.url.origin, timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody },
+          trustedProxies: options.trustedProxies.entries,
+          logLevel: options.logLevel,
+          graceMs: STOP_GRACE_MS,
+        },
+        auth: opened && throttledAuth(opened.route.rpc!, opened.service.throttle, metrics, Date.now),
+        metrics,
+        log,
+        whyNotListening,
+        release,
+      });
+    }
     gateway = new Gateway(core, gate, routes, log, metrics, options.trustedProxies, upstream);
     return await new HttpServer(App(), gateway, release, log).listen(options.httpHost, options.httpPort);
   } catch (error) {
     await release();
     throw error;
   }
+}
+
+/** The routes every HTTP thread serves itself: metrics, and without an upstream the built-in node endpoints. */
+export function localRoutes(metricsPath: string, scrape: MetricsSource, builtIn: boolean, log: Logger): Map<string, Route> {
+  const routes = new Map<string, Route>([[metricsPath, { rpc: null, allow: 'GET', body: null, scrape }]]);
+  if (builtIn) {
+    routes.set('/ext/info', { rpc: rpcEndpoint(infoMethods(VERSION), log), allow: 'POST', body: null });
+    routes.set('/ext/health', { rpc: rpcEndpoint(healthMethods(), log), allow: 'GET, HEAD, POST', body: new TextEncoder().encode(HEALTH_BODY + '\n') });
+  }
+  return routes;
 }
 
 /** Paths given on the command line must be ones the gate would serve at all. */
@@ -158,7 +198,7 @@ export async function openAuth(core: Core, settings: AuthSettings, log: Logger, 
 
 export interface Route {
   /** The JSON-RPC endpoint that answers POST; null for routes that take no POST. */
-  readonly rpc: JsonRpcEndpoint | null;
+  readonly rpc: RpcHandler | null;
   /** For routes that check passwords: clients that must wait are refused before their body is read. */
   readonly throttle?: PasswordThrottle;
   /** The Allow header of a 405. */
@@ -166,7 +206,7 @@ export interface Route {
   /** The GET response body, for routes that answer GET with a fixed body. */
   readonly body: Uint8Array | null;
   /** For the metrics route: GET answers with these metrics. */
-  readonly scrape?: Metrics;
+  readonly scrape?: MetricsSource;
   /** Where refusals by the throttle are counted. */
   readonly metrics?: Metrics;
 }
@@ -221,7 +261,7 @@ export class ListenError extends Error {
  * Node names the cause (the port in use, an address not of this machine, a privileged
  * port), and that cause picks the advice.
  */
-function whyNotListening(host: string, port: number): Promise<ListenError> {
+export function whyNotListening(host: string, port: number): Promise<ListenError> {
   const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   return new Promise((resolve) => {
     const probe = createServer();
@@ -245,6 +285,10 @@ const LISTEN_PROBLEMS: Readonly<Record<string, string>> = {
 class HttpServer {
   private listenSocket: us_listen_socket | null = null;
   private stopping: Promise<void> | null = null;
+  private stopped!: () => void;
+  private readonly closed = new Promise<void>((resolve) => {
+    this.stopped = resolve;
+  });
 
   constructor(
     private readonly app: TemplatedApp,
@@ -272,8 +316,8 @@ class HttpServer {
         }
         this.listenSocket = socket;
         const actual = us_socket_local_port(socket as never);
-        this.log.info('listening', { host, port: actual });
-        resolve({ host, port: actual, stop: () => this.stop() });
+        this.log.info('listening', { host, port: actual, httpThreads: 1 });
+        resolve({ host, port: actual, stop: () => this.stop(), closed: this.closed });
       });
     });
   }
@@ -295,6 +339,7 @@ class HttpServer {
     this.app.close();
     await this.release();
     this.log.info('stopped');
+    this.stopped();
   }
 }
 
@@ -411,7 +456,7 @@ export class Gateway implements InFlight {
     return exchange;
   }
 
-  private scrape(res: HttpResponse, metrics: Metrics): void {
+  private scrape(res: HttpResponse, metrics: MetricsSource): void {
     const exchange = this.begin(res);
     metrics.scrape().then(({ contentType, text }) => {
       if (exchange.open) res.cork(() => res.writeHeader('Content-Type', contentType).end(text));
@@ -423,7 +468,7 @@ export class Gateway implements InFlight {
     });
   }
 
-  private post(res: HttpResponse, req: HttpRequest, route: Route, rpc: JsonRpcEndpoint): void {
+  private post(res: HttpResponse, req: HttpRequest, route: Route, rpc: RpcHandler): void {
     const address = clientAddress(res, req, this.trusted);
     const wait = route.throttle?.retryAfter(address, Date.now()) ?? 0;
     if (wait > 0) {
@@ -469,7 +514,7 @@ export class Gateway implements InFlight {
     });
   }
 
-  private async dispatch(res: HttpResponse, rpc: JsonRpcEndpoint, body: Buffer, address: string, exchange: Exchange): Promise<void> {
+  private async dispatch(res: HttpResponse, rpc: RpcHandler, body: Buffer, address: string, exchange: Exchange): Promise<void> {
     let reply: Reply;
     try {
       reply = await rpc.handle(body, { address });
