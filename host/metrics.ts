@@ -22,6 +22,8 @@ const LATENCY_BUCKETS = [0.5e-6, 1e-6, 2e-6, 5e-6, 10e-6, 25e-6, 100e-6, 1e-3, 1
 export interface MetricsOptions {
   /** Also export the process's own metrics (CPU, memory, event loop, GC): process_* and nodejs_*. */
   readonly processMetrics?: boolean;
+  /** The HTTP thread (1 to --http-threads) whose requests `requests` counts; without it they are not exported. */
+  readonly httpThread?: number;
 }
 
 /** A metrics exposition, ready to send. */
@@ -50,6 +52,8 @@ export class Metrics implements MetricsSource {
   /** Password checks refused because too many were waiting. */
   passwordsBusy = 0;
   readonly upstreamErrors = new Float64Array(UPSTREAM_ERROR_KINDS.length);
+  /** Requests this HTTP thread received. */
+  requests = 0;
   private readonly latency: Histogram;
 
   constructor(options: MetricsOptions = {}) {
@@ -80,6 +84,13 @@ export class Metrics implements MetricsSource {
       buckets: LATENCY_BUCKETS,
       registers,
     });
+    const thread = options.httpThread;
+    if (thread !== undefined) {
+      // Apart by thread when the threads' metrics are summed: it shows how the acceptor spreads the connections.
+      counter('api_auth_http_requests_total', 'Requests received, by the HTTP thread that served them (1 to --http-threads).', (c) => {
+        c.inc({ thread: String(thread) }, this.requests);
+      }, ['thread']);
+    }
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 

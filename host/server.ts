@@ -65,8 +65,9 @@ export interface ServerServices {
  */
 export async function startServer(options: Options, services: ServerServices = {}): Promise<ServerHandle> {
   const log = services.log ?? createLogger(undefined, options.logLevel);
-  const metrics = services.metrics ?? new Metrics({ processMetrics: true });
   const threads = options.httpThreads;
+  // With several threads, each counts its own requests and these are the owner's.
+  const metrics = services.metrics ?? new Metrics({ processMetrics: true, httpThread: threads > 1 ? undefined : 1 });
   // One thread keeps the plain core: no shared memory to size, and checks as fast (see README, Threads).
   const core = threads > 1 ? newThreadsCore({ threads: threads + 1 }) : newCore();
   checkPaths(core, options.apiAuthPublicEndpoints, '--api-auth-public-endpoints');
@@ -124,7 +125,7 @@ export async function startServer(options: Options, services: ServerServices = {
       });
     }
     gateway = new Gateway(core, gate, routes, log, metrics, options.trustedProxies, upstream);
-    return await new HttpServer(App(), gateway, release, log).listen(options.httpHost, options.httpPort);
+    return await new HttpServer(App(), gateway, metrics, release, log).listen(options.httpHost, options.httpPort);
   } catch (error) {
     await release();
     throw error;
@@ -293,10 +294,14 @@ class HttpServer {
   constructor(
     private readonly app: TemplatedApp,
     private readonly gateway: Gateway,
+    metrics: Metrics,
     private readonly release: () => Promise<void>,
     private readonly log: Logger,
   ) {
-    this.app.any('/*', (res, req) => this.gateway.handle(res, req));
+    this.app.any('/*', (res, req) => {
+      metrics.requests++;
+      this.gateway.handle(res, req);
+    });
   }
 
   /**

@@ -1,7 +1,6 @@
 // An HTTP thread: a reader instance of the shared core, and around it the per-request
 // stack of one thread (gate, local routes, its own upstream pool). /ext/auth and the
 // metrics route ask the owner (owner-channel.ts); everything else is answered here.
-import { Counter } from 'prom-client';
 import { trustedProxies } from '../client-address.js';
 import { Core } from '../core.js';
 import { Metrics } from '../metrics.js';
@@ -14,18 +13,7 @@ runHttpThread(({ data, owner, log }) => {
   const { settings } = data;
   const core = new Core(data.module, { memory: data.memory, slot: data.thread });
   // This thread's counters; the process's own metrics (CPU, memory) are the owner's.
-  const metrics = new Metrics();
-  let requests = 0;
-  new Counter({
-    name: 'api_auth_http_requests_total',
-    help: 'Requests received, by the HTTP thread that served them (1 to --http-threads).',
-    labelNames: ['thread'],
-    registers: [metrics.registry],
-    collect() {
-      this.reset();
-      this.inc({ thread: String(data.thread) }, requests);
-    },
-  });
+  const metrics = new Metrics({ httpThread: data.thread });
   const routes = localRoutes(settings.metricsPath, owner.metrics, settings.upstream === undefined, log);
   let gate: Gate | null = null;
   if (settings.authRequired) {
@@ -41,7 +29,7 @@ runHttpThread(({ data, owner, log }) => {
   const gateway = new Gateway(core, gate, routes, log, metrics, trustedProxies(settings.trustedProxies), upstream);
   return {
     handle(res, req) {
-      requests++;
+      metrics.requests++;
       gateway.handle(res, req);
     },
     drain: (graceMs) => gateway.drain(graceMs),
