@@ -28,8 +28,8 @@ import { Argon2idVerifier } from './password-hash.js';
 import { UpstreamProxy } from './proxy.js';
 import type { InFlight, UpstreamOptions } from './proxy.js';
 import { restoreService, StateStore } from './state-store.js';
-import { Tarpit } from './throttle.js';
-import type { PasswordThrottle } from './throttle.js';
+import { MAX_CLIENTS, OVERALL, PasswordThrottle, PER_CLIENT, Tarpit } from './throttle.js';
+import { boardMemory, ThrottleBoard } from './threads/throttle-board.js';
 import { serveOnThreads } from './threads/acceptor.js';
 import { throttledAuth } from './threads/owner-auth.js';
 import { endWith, Gate, writeRefusal } from './token-gate.js';
@@ -70,6 +70,7 @@ export async function startServer(options: Options, services: ServerServices = {
   const metrics = services.metrics ?? new Metrics({ processMetrics: true, httpThread: threads > 1 ? undefined : 1 });
   // One thread keeps the plain core: no shared memory to size, and checks as fast (see README, Threads).
   const core = threads > 1 ? newThreadsCore({ threads: threads + 1 }) : newCore();
+  const board = threads > 1 ? boardMemory() : undefined;
   checkPaths(core, options.apiAuthPublicEndpoints, '--api-auth-public-endpoints');
   checkPaths(core, [options.metricsPath], '--metrics-path');
   if (options.metricsPath === AUTH_PATH) throw new UsageError(`--metrics-path must not be ${AUTH_PATH}`);
@@ -86,7 +87,9 @@ export async function startServer(options: Options, services: ServerServices = {
     if (options.apiAuthRequired) {
       const passwordFile = options.apiAuthPasswordFile;
       if (passwordFile === undefined) throw new Error('options.apiAuthRequired needs options.apiAuthPasswordFile');
-      auth = await openAuth(core, { passwordFile, dataDir: options.dataDir, tokenLifetime: options.apiAuthTokenLifetime }, log, metrics);
+      // With several threads, the throttle publishes who must wait for them to see.
+      const throttle = board === undefined ? undefined : new PasswordThrottle(PER_CLIENT, OVERALL, MAX_CLIENTS, new ThrottleBoard(board).writer());
+      auth = await openAuth(core, { passwordFile, dataDir: options.dataDir, tokenLifetime: options.apiAuthTokenLifetime, throttle }, log, metrics);
       routes.set(AUTH_PATH, auth.route);
       gate = new Gate(core, metrics, options.apiAuthPublicEndpoints);
     } else {
@@ -117,6 +120,7 @@ export async function startServer(options: Options, services: ServerServices = {
           logLevel: options.logLevel,
           graceMs: STOP_GRACE_MS,
         },
+        board: board!,
         auth: opened && throttledAuth(opened.route.rpc!, opened.service.throttle, metrics, Date.now),
         metrics,
         log,
@@ -159,6 +163,8 @@ function rpcEndpoint(methods: MethodTable, log: Logger): JsonRpcEndpoint {
 export interface AuthSettings {
   /** Absolute path of the password file; generated when missing. */
   readonly passwordFile: string;
+  /** The password throttle; by default a fresh one. */
+  readonly throttle?: PasswordThrottle;
   /** Absolute path of the data folder. */
   readonly dataDir: string;
   /** Seconds. */
@@ -192,7 +198,7 @@ export async function openAuth(core: Core, settings: AuthSettings, log: Logger, 
     await close();
     throw error;
   }
-  const service = new AuthService({ core, store, verifier, tokenLifetime: settings.tokenLifetime, log, metrics });
+  const service = new AuthService({ core, store, verifier, tokenLifetime: settings.tokenLifetime, log, metrics, throttle: settings.throttle });
   const route: Route = { rpc: rpcEndpoint(service.methods(), log), allow: 'POST', body: null, throttle: service.throttle, metrics };
   return { service, route, close };
 }
@@ -201,7 +207,7 @@ export interface Route {
   /** The JSON-RPC endpoint that answers POST; null for routes that take no POST. */
   readonly rpc: RpcHandler | null;
   /** For routes that check passwords: clients that must wait are refused before their body is read. */
-  readonly throttle?: PasswordThrottle;
+  readonly throttle?: { retryAfter(address: string, now: number): number };
   /** The Allow header of a 405. */
   readonly allow: string;
   /** The GET response body, for routes that answer GET with a fixed body. */

@@ -11,7 +11,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { call, changePassword, newToken, REASONS, refusalBody, revokeToken } from './helpers/auth.js';
-import { KeepAliveConnection, request, type HttpResponse } from './helpers/http.js';
+import { exchange, KeepAliveConnection, request, type HttpResponse } from './helpers/http.js';
 import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running } from './helpers/server.js';
 import { echo, startUpstream } from './helpers/upstream.js';
 
@@ -153,6 +153,28 @@ t.test('a scrape on any thread sums every thread\'s metrics and the owner\'s', a
   // Each scrape's own check counts: the second sees the first's, made on another thread.
   t.equal(first.get('api_auth_verifications_total{outcome="valid"}'), 1);
   t.equal(second.get('api_auth_verifications_total{outcome="valid"}'), 2);
+});
+
+t.test('a client that must wait is refused on every thread from its request\'s head; its body is never read', async (t) => {
+  const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
+  const guesser = '127.3.0.1';
+  for (let i = 0; i < 3; i++) {
+    const guess = await request(server.url, '/ext/auth', {
+      method: 'POST', headers: [['Content-Type', 'application/json']], localAddress: guesser,
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: 'wrong', endpoints: ['*'] }, id: i }),
+    });
+    t.equal(JSON.parse(guess.text).error?.code, -32000, `wrong password ${i + 1}`);
+  }
+  // Heads that promise a body and never send it: only a refusal made from the head answers them.
+  const head = Buffer.from('POST /ext/auth HTTP/1.1\r\nHost: api-auth\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n');
+  const refusals = await Promise.all(Array.from({ length: SPREAD }, () => exchange(server.url, head, 5000, guesser)));
+  for (const refusal of refusals) {
+    t.equal(refusal.status, 429);
+    t.match(refusal.headers['retry-after'], /^(9|10)$/);
+    t.match(JSON.parse(refusal.text), { error: { code: -32002 }, id: null });
+  }
+  const token = await newToken(server.url, server.password, ['/ext/metrics']);
+  t.equal((await scrape(server.url, token)).get('api_auth_password_throttled_total'), SPREAD, 'each refusal counted once');
 });
 
 /** Resolves once connecting to `port` is refused: the server has stopped listening. */

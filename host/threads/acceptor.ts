@@ -62,6 +62,8 @@ export interface ThreadsPlan {
   readonly module: WebAssembly.Module;
   readonly memory: WebAssembly.Memory;
   readonly settings: HttpSettings;
+  /** The throttle board the owner's throttle writes (throttle-board.ts). */
+  readonly board: SharedArrayBuffer;
   /** The owner's /ext/auth, when tokens are required. */
   readonly auth: RpcHandler | undefined;
   /** The owner's own metrics (the token service's, the process's); the threads' are added when scraped. */
@@ -171,6 +173,7 @@ class ThreadsOwner {
     const { plan } = this;
     const data: ThreadData = {
       thread: number, module: plan.module, memory: plan.memory, settings: plan.settings, heartbeats: this.heartbeats, upstreamHealth: this.upstreamHealth,
+      board: plan.board,
     };
     const worker = new Worker(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data });
     let ended!: () => void;

@@ -44,6 +44,8 @@ export interface ThreadData {
   readonly heartbeats: Int32Array;
   /** The upstream's health, one word for every thread (upstream-health.ts). */
   readonly upstreamHealth: Int32Array;
+  /** Who must wait before a password check, as the owner's throttle publishes it (throttle-board.ts). */
+  readonly board: SharedArrayBuffer;
 }
 
 /** One thread's metrics, as `registry.getMetricsAsJSON()` gives them, for `AggregatorRegistry.aggregate`. */

@@ -7,6 +7,7 @@ import { Metrics } from '../metrics.js';
 import { AUTH_PATH, Gateway, localRoutes } from '../server.js';
 import { Gate } from '../token-gate.js';
 import { runHttpThread } from './http-thread.js';
+import { ThrottleBoard } from './throttle-board.js';
 import { sharedHealth } from './upstream-health.js';
 
 runHttpThread(({ data, owner, log }) => {
@@ -17,7 +18,8 @@ runHttpThread(({ data, owner, log }) => {
   const routes = localRoutes(settings.metricsPath, owner.metrics, settings.upstream === undefined, log);
   let gate: Gate | null = null;
   if (settings.authRequired) {
-    routes.set(AUTH_PATH, { rpc: owner.auth, allow: 'POST', body: null });
+    // Who must wait is refused here, from the request's head; the owner refuses the rest of them.
+    routes.set(AUTH_PATH, { rpc: owner.auth, allow: 'POST', body: null, throttle: new ThrottleBoard(data.board), metrics });
     gate = new Gate(core, metrics, settings.publicEndpoints);
   }
   const upstream = settings.upstream === undefined

@@ -5,6 +5,7 @@ import { coreThreadsModule, newThreadsCore } from '../../build/host/core-module.
 import { createLogger } from '../../build/host/log.js';
 import { Metrics } from '../../build/host/metrics.js';
 import { serveOnThreads } from '../../build/host/threads/acceptor.js';
+import { boardMemory } from '../../build/host/threads/throttle-board.js';
 
 const threads = Number(process.argv[2] ?? '2');
 const core = newThreadsCore({ threads: threads + 1 });
@@ -17,6 +18,7 @@ const server = await serveOnThreads({
   settings: {
     authRequired: false, publicEndpoints: [], metricsPath: '/ext/metrics', upstream: undefined, trustedProxies: [], logLevel: 'info', graceMs: 1000,
   },
+  board: boardMemory(),
   auth: undefined,
   metrics: new Metrics(),
   log: createLogger(),
