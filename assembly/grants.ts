@@ -6,18 +6,13 @@ import { GRANT_COUNT, memoryReaches, state } from './layout';
 import { resultBuf } from './slots';
 import { readShared32, writeShared32 } from './shared';
 import { entryValid, MAX_ENTRY } from './paths';
+import { GRANT_BAD_ENTRY, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG, GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES } from './results';
 
 export const MAX_GRANTS: u32 = 65536;
 export const MAX_ENTRIES: u32 = 128;
 export const MAX_GRANT_BYTES: u32 = 16 << 20;
 /** Bytes of the index: a list's address and length for each grant. */
 export const GRANT_INDEX_BYTES: usize = <usize>MAX_GRANTS * 8;
-
-export const GRANT_EMPTY: i32 = -1;
-export const GRANT_TOO_MANY_ENTRIES: i32 = -2;
-export const GRANT_TABLE_FULL: i32 = -3;
-export const GRANT_BAD_ENTRY: i32 = -4;
-export const GRANT_ENTRY_TOO_LONG: i32 = -5;
 
 // Every list with `*` in it grants the same: it is stored as `*` alone, once its other
 // entries have been found valid too.

@@ -18,6 +18,7 @@ import {
   sweep as sweepWindow,
 } from './revocations';
 import { generate } from './password';
+import { PASSWORD_BAD_LENGTH } from './results';
 
 const ABI_VERSION: u32 = 1;
 const BEARER_LEN: usize = 7;
@@ -234,6 +235,6 @@ export function sweep(now: i64): void {
  * (call again with more), -2 on a bad length.
  */
 export function generatePassword(entropyLen: usize, length: usize): i32 {
-  if (length == 0 || length > TOKEN_CAP || entropyLen > IO_CAP) return -2;
+  if (length == 0 || length > TOKEN_CAP || entropyLen > IO_CAP) return PASSWORD_BAD_LENGTH;
   return generate(ioBuf(), entropyLen, length, tokenBuf());
 }

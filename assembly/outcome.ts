@@ -1,6 +1,9 @@
 // Outcomes of a token check, shared with every host (see README.md beside this file).
-// The numbers are part of the ABI: append, never renumber.
-export const enum Outcome {
+// The numbers are part of the ABI: append, never renumber. Plain TypeScript as much as
+// AssemblyScript: the host imports this very file (host/core/core.ts). An enum rather
+// than a const enum, so that the host's copy is an object with names; the core's build
+// is the same either way.
+export enum Outcome {
   Valid = 0,
   Malformed = 1,
   BadSignature = 2,

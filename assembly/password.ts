@@ -3,6 +3,7 @@
 // Letters and digits only, so a generated password survives shells, YAML and copy-paste.
 // Each character takes one entropy byte by rejection sampling: bytes of 248 and above
 // (248 = 4 * 62) are skipped so that every character is equally likely.
+import { PASSWORD_NEEDS_ENTROPY } from './results';
 
 const ALPHABET: usize = memory.data<u8>([
   0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4a, 0x4b, 0x4c, 0x4d,
@@ -13,8 +14,6 @@ const ALPHABET: usize = memory.data<u8>([
 ]);
 const ALPHABET_SIZE: u32 = 62;
 const ACCEPT_BELOW: u32 = 248;
-
-export const PASSWORD_NEEDS_ENTROPY: i32 = -1;
 
 /**
  * Writes `length` characters to `out` drawn from `entropyLen` bytes at `entropy`.

@@ -10,6 +10,7 @@
 // Every thread reads the bits and the counters while the owner changes them (shared.ts):
 // a revocation is one atomic OR, done before `revoke` returns.
 import { FLOOR, NEXT_SERIAL, state } from './layout';
+import { REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED } from './results';
 import { clearShared, orShared8, readShared64, readShared8, writeShared64 } from './shared';
 
 export const PAGE_LOG2: u32 = 12;
@@ -84,10 +85,10 @@ export function isRevoked(serial: u64): bool {
 
 /** Marks a serial revoked. 0: marked; 1: below the floor (expired, nothing to keep); -1: never issued. */
 export function markRevoked(serial: u64): i32 {
-  if (serial < readShared64(FLOOR)) return 1;
-  if (serial >= readShared64(NEXT_SERIAL)) return -1;
+  if (serial < readShared64(FLOOR)) return REVOKE_EXPIRED;
+  if (serial >= readShared64(NEXT_SERIAL)) return REVOKE_NEVER_ISSUED;
   orShared8(bitAddress(serial), <u8>(1 << <u8>(serial & 7)));
-  return 0;
+  return REVOKE_MARKED;
 }
 
 /** Moves the floor past every full page whose tokens have all expired at `now`. */

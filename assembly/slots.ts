@@ -10,6 +10,7 @@
 // touching another thread's bytes.
 import { INITIALIZED, READY, state } from './layout';
 import { readShared32 } from './shared';
+import { ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN } from './results';
 
 /** The `Authorization` header value or token text, in and out. */
 export const TOKEN_CAP: usize = 512;
@@ -118,10 +119,6 @@ export function slotCount(): u32 {
   const start = <u64>state.slots;
   return end <= start ? 1 : <u32>(1 + (end - start) / <u64>SLOT_BYTES);
 }
-
-export const ATTACH_NOT_READY: i32 = -1;
-export const ATTACH_BAD_SLOT: i32 = -2;
-export const ATTACH_TAKEN: i32 = -3;
 
 /**
  * Threads build: takes `slot` (1 .. slotCount() - 1) for this instance. 0, or

@@ -20,16 +20,12 @@ import { Outcome } from './outcome';
 import { grantLen, grantPtr } from './grants';
 import { canIssue, isRevoked, markRevoked, sweep, takeSerial } from './revocations';
 import { grants } from './paths';
+import { ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL } from './results';
 
 export const VERSION: u8 = 1;
 export const PAYLOAD: usize = 25;
 export const RAW_LEN: usize = PAYLOAD + DIGEST;
 export const TEXT_LEN: usize = RAW_LEN / 3 * 4;
-
-export const ISSUE_UNKNOWN_GRANT: i32 = -1;
-export const ISSUE_WINDOW_FULL: i32 = -2;
-export const ISSUE_BAD_TIME: i32 = -3;
-export const ISSUE_NO_KEY: i32 = -4;
 
 // Base64url, both ways: shared tables, filled by `init` and read-only after.
 const ENCODE: usize = memory.data(64);

@@ -1,7 +1,7 @@
 // Where the time of one `Core.authorize` goes, and what the alternatives to the host's
 // copy loop would cost. Runs on the same Core instance as the gate; reads the Core's
 // (TypeScript-private, plain JS) fields to reach the Wasm exports and buffers, so it never
-// needs host/core.ts changed. Everything here is measurement: nothing is used by the host.
+// needs host/core/core.ts changed. Everything here is measurement: nothing is used by the host.
 import { pathToFileURL } from 'node:url';
 import { do_not_optimize, measure } from 'mitata';
 import { fixture, loadCore } from './core-verify.js';

@@ -1,6 +1,6 @@
 // Part 1: per-call cost of the token check, in one process, side by side.
 //
-// Ours: `Core.authorize(header, path, now)` from build/host/core.js, the gate's own call,
+// Ours: `Core.authorize(header, path, now)` from build/host/core/core.js, the gate's own call,
 // fed fresh non-internalized strings the way uWebSockets.js hands over `getHeader()` and
 // `getUrl()` results. Theirs, on an equivalent HS256 token for the same path: fast-jwt
 // without and with its cache, jose, and a bare node:crypto HMAC-SHA256 of the same bytes

@@ -11,7 +11,7 @@
 //   cli      the real CLI (build/host/main.js) started against a data folder: its
 //            spawn-to-"listening" time and RSS. With durable state in the build (a state
 //            file appears in --data-dir), the folder is seeded with N issued serials and M
-//            revocations through build/host/state-file.js before the timed start;
+//            revocations through build/host/state/file.js before the timed start;
 //            without it only the empty start is measured and the others say so.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -280,7 +280,7 @@ async function cliStart(scenario, seedFrom) {
     }
     await newToken(first.server.port, first.password, [PATH]);
     await first.server.stop();
-    const stateFileJs = join(BUILD, 'host', 'state-file.js');
+    const stateFileJs = join(BUILD, 'host', 'state', 'file.js');
     if (!existsSync(join(dataDir, 'state')) || !existsSync(stateFileJs)) {
       return { skipped: 'durable state is not in this build yet (no state file in --data-dir after a token was issued)' };
     }

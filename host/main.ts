@@ -1,44 +1,42 @@
 #!/usr/bin/env node
-// The api-auth command. Exit codes: 0 after --help, --version or a clean stop; 2 for a
-// bad command line, a data folder it cannot use, or an address and port it cannot
-// listen on (one line on stderr, and nothing listening); 1 for anything else (one log
-// line). `api-auth token ...` and `api-auth password ...` are the operator commands,
-// with their own exit codes (operator-cli.ts).
-import { parseArgs, UsageError, USAGE } from './cli.js';
-import { createLogger, errorFields } from './log.js';
-import type { Logger } from './log.js';
-import { isOperatorCommand, runOperatorCommand } from './operator-cli.js';
-import { ListenError, startServer } from './server.js';
+// The api-auth command: `api-auth [flags]` serves; `api-auth token ...` and `api-auth
+// password ...` are the operator commands (cli/operator.ts), with exit codes of their
+// own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
+// when it cannot start: a bad command line or password file, a data folder it cannot
+// use, an address and port it cannot listen on (one line on stderr, and nothing
+// listening); 1 for anything else (one log line).
+import { flagName, parseArgs, USAGE } from './cli/flags.js';
+import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
+import { ExitCode, StartError, UsageError } from './errors.js';
+import { createLogger, errorFields } from './ops/log.js';
+import type { Logger } from './ops/log.js';
+import { startServer } from './server.js';
 import type { ServerHandle } from './server.js';
-import { StateError } from './state-file.js';
 import { VERSION } from './version.js';
 
 // Replaced by one at the chosen level once the command line is read.
 let log: Logger = createLogger();
 // Once serving: with several HTTP threads, the process must not exit before they have
-// stopped (Node aborts when a thread's loop ends with sockets open), so a failure stops
-// the server first.
+// stopped (Node aborts when a thread ends with sockets open), so a failure stops the
+// server first, in order, and the process exits once it has.
 let server: ServerHandle | undefined;
 
 function fail(error: unknown): void {
   if (server !== undefined) {
-    const stopping = server;
+    const serving = server;
     server = undefined;
     log.error('api-auth failed', errorFields(error));
-    stopping.stop().finally(() => process.exit(1));
+    serving.stop().finally(() => process.exit(ExitCode.Failed));
     return;
   }
-  if (error instanceof UsageError || error instanceof ListenError) {
-    process.stderr.write(error.message + '\n');
+  if (error instanceof UsageError || error instanceof StartError) {
+    // The library's messages name its options; the command's name its flags.
+    process.stderr.write(`api-auth: ${error instanceof StartError ? error.describe(flagName) : error.message}\n`);
     process.exit(error.exitCode);
-  }
-  if (error instanceof StateError) {
-    process.stderr.write(`api-auth: ${error.message}\n`);
-    process.exit(2);
   }
   // Only the message: error objects of this program never carry a password or a token.
   log.error('api-auth failed', errorFields(error));
-  process.exit(1);
+  process.exit(ExitCode.Failed);
 }
 
 async function main(): Promise<void> {
@@ -59,13 +57,13 @@ async function main(): Promise<void> {
   log = createLogger(undefined, command.options.logLevel);
   const started = await startServer(command.options, { log });
   server = started;
-  // An HTTP thread failed: the server has stopped by itself and logged why.
+  // An HTTP thread failed: the server has stopped by itself, in order, and logged why.
   started.closed.catch((error: unknown) => {
     server = undefined;
     fail(error);
   });
   const stop = (): void => {
-    started.stop().then(() => process.exit(0), fail);
+    started.stop().then(() => process.exit(ExitCode.Ok), fail);
   };
   // A second signal while stopping changes nothing: the stop is already bounded.
   process.on('SIGTERM', stop);

@@ -5,8 +5,8 @@ import fc from 'fast-check';
 import t from 'tap';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Core, GrantError, IssueError, Outcome } from '../build/host/core.js';
-import { coreModule } from '../build/host/core-module.js';
+import { Core, GrantError, IssueError, Outcome } from '../build/host/core/core.js';
+import { coreModule } from '../build/host/core/module.js';
 import { badPath, checkProperty, refusedCodePoint } from './helpers/fuzz.js';
 
 const NOW = 1_700_000_000;

@@ -192,7 +192,7 @@ t.test('bad options are refused before anything starts', async (t) => {
   const dir = tempDir(t);
   mkdirSync(join(dir, 'data'));
   const base = { passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger(() => undefined) };
-  await t.rejects(createAuth({ ...base, tokenLifetime: 0 }), RangeError);
+  await t.rejects(createAuth({ ...base, tokenLifetime: 0 }), { code: 'API_AUTH_BAD_OPTION', option: 'tokenLifetime' });
   await t.rejects(createAuth({ ...base, tokenLifetime: 'soon' }), /tokenLifetime/);
   await t.rejects(createAuth({ ...base, publicEndpoints: ['/ext/*'] }), /publicEndpoints/);
   await t.rejects(createAuth({ ...base, publicEndpoints: ['/ext/../x'] }), /publicEndpoints/);

@@ -12,8 +12,8 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Core, GrantError, Outcome } from '../build/host/core.js';
-import { coreModule } from '../build/host/core-module.js';
+import { Core, GrantError, Outcome } from '../build/host/core/core.js';
+import { coreModule } from '../build/host/core/module.js';
 import {
   authUrl, call, changePassword, expectGranted, expectRefused, newToken, REASONS, revokeToken, tryPassword,
 } from './helpers/auth.js';

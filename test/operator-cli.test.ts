@@ -203,6 +203,8 @@ t.test('--help prints the commands and exit codes', async (t) => {
   }
   const main = await api(['--help']);
   t.match(main.stdout, /api-auth password change/, 'the server\'s usage names the operator commands');
+  t.match(main.stdout, /api-auth token revoke --token-file PATH\|--token-stdin/, 'the server\'s usage takes the token from a file or stdin');
+  t.notMatch(main.stdout, /token revoke TOKEN/, 'not from the command line');
 });
 
 t.test('password change: from files, then every earlier token is refused and the new password works', async (t) => {

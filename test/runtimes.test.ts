@@ -1,7 +1,7 @@
 // One core, every runtime: the same build/core.wasm passes the whole vector file
 // (test/vectors/) in Node, Deno, Bun, headless Chromium and a C program built with
 // wasm2c. The JavaScript hosts share one runner (test/vectors/run-vectors.js) over the
-// portable loader (build/host/core.js). A runtime missing from the machine fails its test:
+// portable loader (build/host/core/core.js). A runtime missing from the machine fails its test:
 // .ci/run installs them (Deno and Bun from npm, Chromium and wabt from Debian).
 import t from 'tap';
 import type { Test } from 'tap';
@@ -13,8 +13,8 @@ import { tmpdir } from 'node:os';
 import { dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { coreModule } from '../build/host/core-module.js';
-import { Core, Outcome } from '../build/host/core.js';
+import { coreModule } from '../build/host/core/module.js';
+import { Core, Outcome } from '../build/host/core/core.js';
 import { runVectors } from './vectors/run-vectors.js';
 import type { VectorResult } from './vectors/run-vectors.js';
 
@@ -84,7 +84,7 @@ async function timed<T>(t: Test, what: string, work: () => Promise<T>): Promise<
   }
 }
 
-t.test('Node: the runner in this process, the module from core-module.ts', async (t) => {
+t.test('Node: the runner in this process, the module from core/module.ts', async (t) => {
   const core = new Core(coreModule());
   core.setKey();
   const now = Math.floor(Date.now() / 1000);

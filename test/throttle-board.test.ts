@@ -5,8 +5,8 @@
 // in threads.test.ts.
 import t from 'tap';
 import fc from 'fast-check';
-import { PasswordThrottle, PER_CLIENT } from '../build/host/throttle.js';
-import type { PasswordCheck, ThrottleRule } from '../build/host/throttle.js';
+import { PasswordThrottle, PER_CLIENT } from '../build/host/service/throttle.js';
+import type { PasswordCheck, ThrottleRule } from '../build/host/service/throttle.js';
 import { boardMemory, ThrottleBoard } from '../build/host/threads/throttle-board.js';
 import { SEED } from './helpers/fuzz.js';
 

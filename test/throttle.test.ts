@@ -3,15 +3,16 @@
 // the service is driven over HTTP from pinned loopback addresses (all of 127/8 is this
 // machine, so each address is a client of its own).
 import t from 'tap';
-import { clientKey, OVERALL, PasswordThrottle, PER_CLIENT, Tarpit } from '../build/host/throttle.js';
-import type { PasswordCheck, ThrottleRule } from '../build/host/throttle.js';
+import { clientKey, OVERALL, PasswordThrottle, PER_CLIENT } from '../build/host/service/throttle.js';
+import { Tarpit } from '../build/host/http/tarpit.js';
+import type { PasswordCheck, ThrottleRule } from '../build/host/service/throttle.js';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { AuthService } from '../build/host/auth-service.js';
-import { newCore } from '../build/host/core-module.js';
-import { createLogger } from '../build/host/log.js';
-import { Argon2idVerifier } from '../build/host/password-hash.js';
-import { restoreService, StateStore } from '../build/host/state-store.js';
+import { TokenService } from '../build/host/service/token-service.js';
+import { newCore } from '../build/host/core/module.js';
+import { createLogger } from '../build/host/ops/log.js';
+import { Argon2idVerifier } from '../build/host/password/hash.js';
+import { restoreService, StateStore } from '../build/host/state/store.js';
 import { call, newToken } from './helpers/auth.js';
 import { freshSource, request, rpc } from './helpers/http.js';
 import type { HttpResponse } from './helpers/http.js';
@@ -211,15 +212,16 @@ t.test('the token service throttles on the clock it is given', async (t) => {
   mkdirSync(dir, { mode: 0o700 });
   const core = newCore();
   const log = createLogger(() => undefined);
-  const store = await StateStore.open(dir, log);
+  let now = Date.parse('2030-01-01T00:00:00Z');
+  const clock = (): number => now;
+  const store = await StateStore.open(dir, log, clock);
   const verifier = new Argon2idVerifier();
   t.teardown(async () => {
     await verifier.close();
     await store.close();
   });
-  await restoreService(core, store, verifier, 'the-password', 3600, log);
-  let now = Date.parse('2030-01-01T00:00:00Z');
-  const service = new AuthService({ core, store, verifier, tokenLifetime: 3600, log, clock: () => now });
+  await restoreService(core, store, verifier, 'the-password', 3600, log, clock);
+  const service = new TokenService({ core, store, verifier, tokenLifetime: 3600, log, clock });
   const newTokenCall = service.methods().get('auth.newToken')!;
   const guess = (password: string) => Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
     (result) => ({ result }), (error: { code: number; message: string }) => ({ code: error.code, message: error.message }));

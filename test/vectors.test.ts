@@ -4,8 +4,8 @@
 // threads build (core-threads.wasm) generates and passes the same vectors in Node.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { coreModule, coreThreadsModule } from '../build/host/core-module.js';
-import { Outcome } from '../build/host/core.js';
+import { coreModule, coreThreadsModule } from '../build/host/core/module.js';
+import { Outcome } from '../build/host/core/core.js';
 import { generateVectors } from './vectors/generate.js';
 import { runVectors } from './vectors/run-vectors.js';
 

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const BUILD = join(ROOT, 'build');
 export const MAIN = join(BUILD, 'host', 'main.js');
-export const CORE_JS = join(BUILD, 'host', 'core.js');
+export const CORE_JS = join(BUILD, 'host', 'core', 'core.js');
 
 /** The first line a command prints, on stdout or stderr whatever its exit code (wrk --version exits 1, nginx -v writes to stderr); null when it cannot run. */
 function versionLine(command, args) {

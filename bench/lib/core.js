@@ -1,12 +1,12 @@
-// The core as the host builds it: build/host/core.js, instantiated the way the server
-// does (through build/host/core-module.js's newCore when the build has it; older builds
+// The core as the host builds it: build/host/core/core.js, instantiated the way the server
+// does (through build/host/core/module.js's newCore when the build has it; older builds
 // took the options straight in `new Core(options)`).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BUILD, CORE_JS } from './common.js';
 
-const CORE_MODULE_JS = join(BUILD, 'host', 'core-module.js');
+const CORE_MODULE_JS = join(BUILD, 'host', 'core', 'module.js');
 
 /** { Core, Outcome, newCore(options) } from the build. */
 export async function loadCore() {

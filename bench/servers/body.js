@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import { BUILD } from '../lib/common.js';
 
-const built = join(BUILD, 'host', 'node-endpoints.js');
+const built = join(BUILD, 'host', 'http', 'node-endpoints.js');
 const { HEALTH_BODY } = existsSync(built)
   ? await import(pathToFileURL(built).href)
   : { HEALTH_BODY: '{"checks":{},"healthy":true}' };

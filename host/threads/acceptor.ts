@@ -27,13 +27,13 @@ import { AggregatorRegistry } from 'prom-client';
 import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import type { Fields, Level, Logger } from '../log.js';
-import type { Metrics } from '../metrics.js';
+import { ThreadError } from '../errors.js';
+import type { RpcHandler } from '../http/rpc-route.js';
+import type { Fields, Level, Logger } from '../ops/log.js';
+import type { Metrics, Scrape } from '../ops/metrics.js';
 import { ThreadLink } from './owner-channel.js';
-import { healthWord } from './upstream-health.js';
-import type { RpcHandler } from '../jsonrpc.js';
-import type { Scrape } from '../metrics.js';
 import type { HttpSettings, ThreadData } from './owner-channel.js';
+import { healthWord } from './upstream-health.js';
 
 /** The most HTTP threads; also the bound of --http-threads. */
 export const MAX_HTTP_THREADS = 256;
@@ -44,14 +44,6 @@ const WATCHDOG_MS = 1000;
 const WATCHDOG_MISSES = 5;
 /** After the stop's grace, how long the threads get to end before the process kills itself. */
 const END_GRACE_MS = 2000;
-
-/** A thread failed, hung or ended unasked; the server has stopped in order. */
-export class ThreadError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ThreadError';
-  }
-}
 
 export interface ThreadsPlan {
   /** HTTP threads, 2 or more. */

@@ -12,9 +12,10 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { App } from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { ErrorCode, errorResponse } from '../jsonrpc.js';
-import { errorFields } from '../log.js';
-import type { Logger } from '../log.js';
+import { RpcCode } from '../errors.js';
+import { errorFields } from '../ops/log.js';
+import type { Logger } from '../ops/log.js';
+import { errorResponse } from '../rpc/jsonrpc.js';
 import { HEARTBEAT_MS, OwnerLink } from './owner-channel.js';
 import type { MetricsJson, ThreadData } from './owner-channel.js';
 
@@ -37,16 +38,24 @@ export interface ThreadContext {
   readonly log: Logger;
 }
 
-const INTERNAL_ERROR = new TextEncoder().encode(errorResponse(ErrorCode.InternalError, 'internal error') + '\n');
+const INTERNAL_ERROR = new TextEncoder().encode(errorResponse(RpcCode.InternalError, 'internal error') + '\n');
 
-/** Runs this worker thread as an HTTP thread serving with what `build` makes. */
-export function runHttpThread(build: (context: ThreadContext) => ThreadHttp): void {
+/**
+ * Runs this worker thread as an HTTP thread serving with what `build` makes. A failure
+ * while building ends the thread before it is registered, which is safe: the acceptor
+ * reports it and the server does not start.
+ */
+export async function runHttpThread(build: (context: ThreadContext) => ThreadHttp | Promise<ThreadHttp>): Promise<void> {
   const data = workerData as ThreadData;
   const owner = new OwnerLink(parentPort!);
   const log = owner.logger(data.settings.logLevel, { thread: data.thread });
-  // A failure while building ends the thread before it is registered, which is safe:
-  // the acceptor reports it and the server does not start.
-  const http = build({ data, owner, log });
+  let http: ThreadHttp;
+  try {
+    http = await build({ data, owner, log });
+  } catch (error) {
+    owner.close();
+    throw error;
+  }
   let failed = false;
   // The first failure stops the process (the owner logs it); any later one is only logged.
   const fatal = (error: unknown): void => {

@@ -1,32 +1,27 @@
-// /ext/auth as the owner answers it for the HTTP threads. On one thread, a client that
-// must wait is refused from its request's head, before its body is read; an HTTP thread
-// holds no throttle, so it reads the body (bounded, as always) and the owner refuses
-// here, first thing, with the same 429, the same Retry-After and the same held-back
-// answer, before any parsing or hashing. What the guess still costs the owner is one
-// message and one lookup.
-import { ServiceErrorCode, throttled } from '../auth-service.js';
-import { errorResponse } from '../jsonrpc.js';
-import type { Reply, RpcHandler } from '../jsonrpc.js';
-import type { Metrics } from '../metrics.js';
-import { Tarpit } from '../throttle.js';
-import type { PasswordThrottle } from '../throttle.js';
+// /ext/auth as the owner answers it for the HTTP threads. An HTTP thread refuses a client
+// that must wait from its request's head, as the throttle board shows it; the board may
+// know less than the throttle (a wait that began a moment ago, a client that did not fit
+// on it), so the owner asks the throttle first thing, before any parsing or hashing, and
+// refuses those the same way: 429, Retry-After, the answer held back by a tarpit.
+import { RpcCode, throttledMessage } from '../errors.js';
+import type { RpcHandler } from '../http/rpc-route.js';
+import { Tarpit } from '../http/tarpit.js';
+import { errorResponse } from '../rpc/jsonrpc.js';
+import type { Reply } from '../rpc/jsonrpc.js';
+import type { TokenServiceLink } from '../service/link.js';
 
-/**
- * The owner's /ext/auth for calls that come from HTTP threads: the throttle's early
- * refusal (held back by a tarpit), then `rpc`. `clock` in ms.
- */
-export function throttledAuth(rpc: RpcHandler, throttle: PasswordThrottle, metrics: Metrics | undefined, clock: () => number): RpcHandler {
+/** The token service's link, as HTTP threads' calls reach it: the throttle's refusal (held back), then the call. */
+export function throttledAuth(service: TokenServiceLink): RpcHandler {
   const tarpit = new Tarpit();
   const refusals = new Map<number, Reply>();
   return {
     handle(body, context) {
-      const wait = throttle.retryAfter(context.address, clock());
-      if (wait <= 0) return rpc.handle(body, context);
-      if (metrics !== undefined) metrics.passwordsThrottled++;
+      const wait = service.throttled(context.address);
+      if (wait === 0) return service.handle(body, context);
       let reply = refusals.get(wait);
       if (reply === undefined) {
-        // The body is not looked at, so its id is unknown: null, as on one thread.
-        reply = { text: errorResponse(ServiceErrorCode.Throttled, throttled(wait).message), refusal: { code: ServiceErrorCode.Throttled, retryAfter: wait } };
+        // The body is not looked at, so its id is unknown: null, as for a refusal from the head.
+        reply = { text: errorResponse(RpcCode.Throttled, throttledMessage(wait)), refusal: { code: RpcCode.Throttled, retryAfter: wait } };
         refusals.set(wait, reply);
       }
       const refused = reply;

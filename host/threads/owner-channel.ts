@@ -9,10 +9,11 @@
 // threads drain: a call waiting for its answer is a request in flight.
 import type { MessagePort, Worker } from 'node:worker_threads';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import type { Reply, RpcHandler } from '../jsonrpc.js';
-import type { Fields, Level, Logger } from '../log.js';
-import { LEVELS } from '../log.js';
-import type { MetricsSource, Scrape } from '../metrics.js';
+import type { RpcHandler } from '../http/rpc-route.js';
+import type { Fields, Level, Logger } from '../ops/log.js';
+import { LEVELS } from '../ops/log.js';
+import type { MetricsSource, Scrape } from '../ops/metrics.js';
+import type { Reply } from '../rpc/jsonrpc.js';
 
 /** How often each HTTP thread bumps its heartbeat counter, in ms. */
 export const HEARTBEAT_MS = 500;

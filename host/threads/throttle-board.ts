@@ -16,8 +16,8 @@
 //   SLOTS entries:    [sequence, key length, high, low, key bytes (KEY_BYTES)]
 // A time is ms since the epoch, split in two words. A sequence is odd while its entry is
 // written: a reader that sees it odd, or changed by the end of its read, skips the entry.
-import type { ThrottleWatcher } from '../throttle.js';
-import { clientKey } from '../throttle.js';
+import type { ThrottleWatcher } from '../service/throttle.js';
+import { clientKey } from '../service/throttle.js';
 
 const SLOTS = 16384;
 /** An entry lives within this many slots of its key's hash; a key that finds no room there is not published. */

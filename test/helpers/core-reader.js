@@ -7,7 +7,7 @@
 //
 // Plain JavaScript, so that a worker starts without the test runner's TypeScript loader.
 import { parentPort, workerData } from 'node:worker_threads';
-import { Core, Outcome } from '../../build/host/core.js';
+import { Core, Outcome } from '../../build/host/core/core.js';
 
 /** Words of the control array (an Int32Array over a SharedArrayBuffer). */
 export const STAGE = 0;

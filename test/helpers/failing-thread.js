@@ -4,7 +4,7 @@
 // tests bring their own.
 import { runHttpThread } from '../../build/host/threads/http-thread.js';
 
-runHttpThread(({ data, log }) => {
+await runHttpThread(({ data, log }) => {
   let inFlight = 0;
   let idle = null;
   const leave = () => {

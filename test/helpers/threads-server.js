@@ -1,9 +1,9 @@
 // `node threads-server.js [threads]`: the acceptor (build/host/threads/acceptor.js) with
 // HTTP threads that run failing-thread.js, and the exit policy of the api-auth command:
 // exit 0 after SIGTERM, exit 1 once the server has stopped because a thread failed.
-import { coreThreadsModule, newThreadsCore } from '../../build/host/core-module.js';
-import { createLogger } from '../../build/host/log.js';
-import { Metrics } from '../../build/host/metrics.js';
+import { coreThreadsModule, newThreadsCore } from '../../build/host/core/module.js';
+import { createLogger } from '../../build/host/ops/log.js';
+import { Metrics } from '../../build/host/ops/metrics.js';
 import { serveOnThreads } from '../../build/host/threads/acceptor.js';
 import { boardMemory } from '../../build/host/threads/throttle-board.js';
 

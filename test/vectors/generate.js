@@ -10,8 +10,8 @@
 import { createHash, createHmac } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { Core, Outcome, canonicalEndpoints } from '../../build/host/core.js';
-import { coreModule } from '../../build/host/core-module.js';
+import { Core, Outcome, canonicalEndpoints } from '../../build/host/core/core.js';
+import { coreModule } from '../../build/host/core/module.js';
 import { fixedEntropy, toHex } from './run-vectors.js';
 
 const NOW = 1_700_000_000;

@@ -1,13 +1,13 @@
 // @ts-check
 // Runs the shared core vectors (core-vectors.json) through the portable `Core` of
-// build/host/core.js. Plain ESM with no runtime built-ins: Node, Deno, Bun and browsers
+// build/host/core/core.js. Plain ESM with no runtime built-ins: Node, Deno, Bun and browsers
 // all run this same file against the same build/core.wasm. The format is described in
 // assembly/README.md ("Conformance vectors").
-import { Core, Outcome } from '../../build/host/core.js';
+import { Core, Outcome } from '../../build/host/core/core.js';
 
-/** GrantError codes of host/core.ts by the core's grantAdd result. */
+/** GrantError codes of host/core/core.ts by the core's grantAdd result. */
 const GRANT_ERRORS = { [-1]: 'empty', [-2]: 'too-many-entries', [-3]: 'table-full', [-4]: 'bad-entry', [-5]: 'entry-too-long' };
-/** IssueError codes of host/core.ts by the core's issue result. */
+/** IssueError codes of host/core/core.ts by the core's issue result. */
 const ISSUE_ERRORS = { [-1]: 'unknown-grant', [-2]: 'window-full', [-3]: 'bad-time', [-4]: 'no-key' };
 
 /**

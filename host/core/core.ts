@@ -3,27 +3,24 @@
 //
 // It is also the core's portable loader: it uses no Node built-ins, so Deno, Bun and
 // browsers load it unchanged and hand it the compiled module their own way (Node code
-// gets it from core-module.ts). The ABI it wraps is documented in assembly/README.md.
+// gets it from core/module.ts). The ABI it wraps is documented in assembly/README.md.
 //
 // It loads either build: core.wasm, each instance with its own memory, or
 // core-threads.wasm, whose instances on several threads share one memory and so one
 // state: one of them, the owner, sets the memory up and makes every change; the others
 // attach to it and check tokens.
 import { instantiateSync } from '@assemblyscript/loader';
+// The core's own files, compiled for the host too: its codes have one definition.
+import { Outcome } from '../../assembly/outcome.js';
+import {
+  ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, GRANT_BAD_ENTRY, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG, GRANT_TABLE_FULL,
+  GRANT_TOO_MANY_ENTRIES, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, PASSWORD_NEEDS_ENTROPY,
+  REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED,
+} from '../../assembly/results.js';
 
-/** Outcomes of a token check. Same numbers as `Outcome` in assembly/outcome.ts. */
-export enum Outcome {
-  Valid = 0,
-  Malformed = 1,
-  BadSignature = 2,
-  Expired = 3,
-  Revoked = 4,
-  EarlierGeneration = 5,
-  NotGranted = 6,
-  NoToken = 7,
-  BadHeader = 8,
-  BadPath = 9,
-}
+/** Outcomes of a token check: assembly/outcome.ts itself. */
+export { Outcome };
+export { REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED };
 
 /**
  * What the core's path rules refuse, in brief, for the messages users see (the rule in
@@ -32,10 +29,22 @@ export enum Outcome {
 export const PATH_RULES = 'dot or empty segments, "\\", and encoded "/", "\\", ".", "%", ";", "?", "#", controls, look-alikes ' +
   'or malformed UTF-8 are refused';
 
-export const OUTCOME_NAMES: readonly string[] = [
-  'valid', 'malformed', 'bad signature', 'expired', 'revoked',
-  'earlier generation', 'not granted', 'no token', 'bad header', 'bad path',
-];
+// Keyed by Outcome, so that an outcome added to the core without a name here does not compile.
+const NAMES: Readonly<Record<Outcome, string>> = {
+  [Outcome.Valid]: 'valid',
+  [Outcome.Malformed]: 'malformed',
+  [Outcome.BadSignature]: 'bad signature',
+  [Outcome.Expired]: 'expired',
+  [Outcome.Revoked]: 'revoked',
+  [Outcome.EarlierGeneration]: 'earlier generation',
+  [Outcome.NotGranted]: 'not granted',
+  [Outcome.NoToken]: 'no token',
+  [Outcome.BadHeader]: 'bad header',
+  [Outcome.BadPath]: 'bad path',
+};
+
+/** Each outcome's name (the metrics' label), indexed by outcome. */
+export const OUTCOME_NAMES: readonly string[] = Object.values(NAMES);
 
 /** What a token says about itself, read back after `issue` and `revoke`. */
 export interface Claims {
@@ -64,6 +73,9 @@ export class IssueError extends Error {
     this.name = 'IssueError';
   }
 }
+
+/** What `revokeSerial` did: assembly/results.ts's REVOKE_ codes. */
+export type RevokeResult = typeof REVOKE_MARKED | typeof REVOKE_EXPIRED | typeof REVOKE_NEVER_ISSUED;
 
 export const TOKEN_LENGTH = 76;
 export const MAX_ENDPOINTS = 128;
@@ -163,16 +175,16 @@ interface Exports extends Record<string, unknown> {
 }
 
 const GRANT_ERRORS: Record<number, [GrantErrorCode, string]> = {
-  [-1]: ['empty', 'endpoints must not be empty'],
-  [-2]: ['too-many-entries', `endpoints may hold at most ${MAX_ENDPOINTS} entries`],
-  [-3]: ['table-full', 'the node holds too many distinct endpoint lists; reuse an existing one'],
+  [GRANT_EMPTY]: ['empty', 'endpoints must not be empty'],
+  [GRANT_TOO_MANY_ENTRIES]: ['too-many-entries', `endpoints may hold at most ${MAX_ENDPOINTS} entries`],
+  [GRANT_TABLE_FULL]: ['table-full', 'the node holds too many distinct endpoint lists; reuse an existing one'],
 };
 
 const ISSUE_ERRORS: Record<number, [IssueErrorCode, string]> = {
-  [-1]: ['unknown-grant', 'unknown endpoint grant'],
-  [-2]: ['window-full', 'too many live tokens; revoke some or wait for them to expire'],
-  [-3]: ['bad-time', 'the token lifetime must be at least one second, and the time not before 1970'],
-  [-4]: ['no-key', 'the core has no token key yet'],
+  [ISSUE_UNKNOWN_GRANT]: ['unknown-grant', 'unknown endpoint grant'],
+  [ISSUE_WINDOW_FULL]: ['window-full', 'too many live tokens; revoke some or wait for them to expire'],
+  [ISSUE_BAD_TIME]: ['bad-time', 'the token lifetime must be at least one second, and the time not before 1970'],
+  [ISSUE_NO_KEY]: ['no-key', 'the core has no token key yet'],
 };
 
 /**
@@ -256,10 +268,10 @@ export class Core {
   }
 
   private attach(slot: number): void {
-    const result = Number.isInteger(slot) && slot > 0 && slot < 2 ** 32 ? (this.x.attach as (slot: number) => number)(slot) : -2;
+    const result = Number.isInteger(slot) && slot > 0 && slot < 2 ** 32 ? (this.x.attach as (slot: number) => number)(slot) : ATTACH_BAD_SLOT;
     if (result === 0) return;
-    if (result === -1) throw new Error('cannot attach: the shared memory has no core set up yet (make its owner first)');
-    if (result === -3) throw new Error(`cannot attach: slot ${slot} is taken by another instance`);
+    if (result === ATTACH_NOT_READY) throw new Error('cannot attach: the shared memory has no core set up yet (make its owner first)');
+    if (result === ATTACH_TAKEN) throw new Error(`cannot attach: slot ${slot} is taken by another instance`);
     const slots = this.x.slots?.() ?? 0;
     throw new Error(`cannot attach: there is no slot ${slot}; this memory has slots 1 to ${slots - 1} (size it with sharedMemoryPages)`);
   }
@@ -346,10 +358,10 @@ export class Core {
     this.writeIo(encoded);
     const id = call(encoded.length);
     if (id >= 0) return id;
-    if (id === -4 || id === -5) {
+    if (id === GRANT_BAD_ENTRY || id === GRANT_ENTRY_TOO_LONG) {
       const bad = this.mem32(this.resultPtr);
       const shown = JSON.stringify(canonical[bad].length > 64 ? canonical[bad].slice(0, 64) + '…' : canonical[bad]);
-      if (id === -5) throw new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, bad);
+      if (id === GRANT_ENTRY_TOO_LONG) throw new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, bad);
       throw new GrantError('bad-entry', `endpoint ${shown} is not "*" or an absolute path ` +
         `(like /ext/info or /ext/bc/X, optionally ending in /* for a subtree) that the path rules allow: ${PATH_RULES}`, bad);
     }
@@ -417,12 +429,12 @@ export class Core {
 
   /**
    * Marks a serial revoked: a durable revocation replayed at start, or one just recorded
-   * (after `inspect`). 0 marked; 1 below the floor (its token has expired, nothing to
-   * keep); -1 never issued.
+   * (after `inspect`). REVOKE_MARKED (0) marked; REVOKE_EXPIRED (1) below the floor (its
+   * token has expired, nothing to keep); REVOKE_NEVER_ISSUED (-1).
    */
-  revokeSerial(serial: number): 0 | 1 | -1 {
+  revokeSerial(serial: number): RevokeResult {
     this.writer();
-    return this.x.revokeSerial(BigInt(serial)) as 0 | 1 | -1;
+    return this.x.revokeSerial(BigInt(serial)) as RevokeResult;
   }
 
   get nextSerial(): number {
@@ -469,7 +481,7 @@ export class Core {
         this.mem().fill(0, this.tokenPtr, this.tokenPtr + n);
         return password;
       }
-      if (n !== -1) throw new Error(`password length must be 1 to ${this.x.tokenCapacity()}`);
+      if (n !== PASSWORD_NEEDS_ENTROPY) throw new Error(`password length must be 1 to ${this.x.tokenCapacity()}`);
     }
   }
 

@@ -3,7 +3,7 @@
 // through each metric's collect() callback, so a scrape costs the gate nothing and the
 // gate costs the registry nothing.
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
-import { OUTCOME_NAMES } from './core.js';
+import { OUTCOME_NAMES } from '../core/core.js';
 
 /** Why a proxied request got no answer from the upstream. */
 export const UPSTREAM_ERROR_KINDS = ['refused', 'reset', 'timeout', 'other'] as const;

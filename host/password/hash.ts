@@ -2,8 +2,9 @@
 // rest of the host sees only the async PasswordVerifier interface.
 import { timingSafeEqual, webcrypto } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
-import { isWellFormed } from './password-file.js';
-import type { HashJob, HashResult } from './password-worker.js';
+import { BusyError } from '../errors.js';
+import { isWellFormed } from './file.js';
+import type { HashJob, HashResult } from './worker.js';
 
 /** An argon2id hash with everything needed to check a candidate against it. */
 export interface PasswordRecord {
@@ -31,15 +32,7 @@ export const ARGON2ID_PARAMETERS = {
   saltLength: 16,
 } as const;
 
-/** Raised when more password checks wait than the bound allows; retry shortly. */
-export class BusyError extends Error {
-  constructor() {
-    super('too many password checks are waiting');
-    this.name = 'BusyError';
-  }
-}
-
-/** Checks waiting or running at once; past it, calls are refused at once. */
+/** Checks waiting or running at once; past it, calls are refused at once (BusyError). */
 export const MAX_PENDING_CHECKS = 32;
 
 /**
@@ -92,7 +85,7 @@ export class Argon2idVerifier implements PasswordVerifier {
 
   private thread(): Worker {
     if (this.worker !== undefined) return this.worker;
-    const worker = new Worker(new URL('./password-worker.js', import.meta.url));
+    const worker = new Worker(new URL('./worker.js', import.meta.url));
     // Idle, it must not keep the process alive.
     worker.unref();
     worker.on('message', (result: HashResult) => {

@@ -1,7 +1,7 @@
 // The built-in node endpoints, served when no upstream node is configured: enough of a
 // node's /ext/info and /ext/health for clients, load balancers and probes to work.
-import { stringParam } from './jsonrpc.js';
-import type { Method, MethodTable } from './jsonrpc.js';
+import { stringParam } from '../rpc/jsonrpc.js';
+import type { Method, MethodTable } from '../rpc/jsonrpc.js';
 
 const HEALTHY = Object.freeze({ checks: Object.freeze({}), healthy: true });
 

@@ -8,12 +8,16 @@
 // changes nothing, in memory or on disk.
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
-import type { Core } from './core.js';
-import type { Logger } from './log.js';
-import { decodeRecord, encodeRecord } from './password-hash.js';
-import type { PasswordRecord, PasswordVerifier } from './password-hash.js';
-import { lockDataDir, prepareDataDir, readState, STATE_FILE, StateError, writeState } from './state-file.js';
-import type { PersistedState } from './state-file.js';
+import { unixSeconds } from '../clock.js';
+import type { Clock } from '../clock.js';
+import { REVOKE_NEVER_ISSUED } from '../core/core.js';
+import type { Core } from '../core/core.js';
+import type { Logger } from '../ops/log.js';
+import { decodeRecord, encodeRecord } from '../password/hash.js';
+import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
+import { StateError } from '../errors.js';
+import { lockDataDir, prepareDataDir, readState, STATE_FILE, writeState } from './file.js';
+import type { PersistedState } from './file.js';
 
 /** The state with its password records parsed. */
 export interface ServiceState {
@@ -40,22 +44,23 @@ export class StateStore {
     private readonly dir: string,
     private readonly lock: { release(): void },
     loaded: ServiceState | undefined,
-    private readonly now: () => number,
+    private readonly clock: Clock,
   ) {
     this.current = loaded;
   }
 
   /**
    * Opens the data folder (created 0700 when missing), locks it against a second
-   * instance, and reads its state. Throws StateError with the line to show.
+   * instance, and reads its state. Throws StateError with the line to show. `clock`
+   * tells which revocations have expired, and need not be written again.
    */
-  static async open(dir: string, log: Logger, now: () => number = () => Math.floor(Date.now() / 1000)): Promise<StateStore> {
+  static async open(dir: string, log: Logger, clock: Clock): Promise<StateStore> {
     const { openToOthers } = await prepareDataDir(dir);
     if (openToOthers) log.warn('the data folder can be entered by other users; chmod 700 it', { path: dir });
     const lock = await lockDataDir(dir);
     try {
       const stored = await readState(dir);
-      return new StateStore(dir, lock, stored === undefined ? undefined : parse(stored, join(dir, STATE_FILE)), now);
+      return new StateStore(dir, lock, stored === undefined ? undefined : parse(stored, join(dir, STATE_FILE)), clock);
     } catch (e) {
       lock.release();
       throw e;
@@ -154,7 +159,7 @@ export class StateStore {
 
   /** Writes a state, and adopts it once it is on disk. */
   private async write(s: ServiceState): Promise<void> {
-    const compacted = dropExpired(s, this.now());
+    const compacted = dropExpired(s, unixSeconds(this.clock));
     await writeState(this.dir, serialise(compacted));
     this.current = compacted;
   }
@@ -223,7 +228,7 @@ export function restoreCore(core: Core, s: ServiceState, now: number, path: stri
   // Every token issued before now expires by now plus the longest lifetime ever used.
   core.restoreSerials(s.floor, s.serialCeiling, now + s.maxLifetime);
   for (const [serial, expiry] of s.revocations) {
-    if (expiry > now && core.revokeSerial(serial) < 0) throw damaged(`revoked serial ${serial} was never issued`);
+    if (expiry > now && core.revokeSerial(serial) === REVOKE_NEVER_ISSUED) throw damaged(`revoked serial ${serial} was never issued`);
   }
 }
 
@@ -234,7 +239,7 @@ export function restoreCore(core: Core, s: ServiceState, now: number, path: stri
  * stops working. Passwords set through the API are kept while the file is unchanged.
  */
 export async function restoreService(core: Core, store: StateStore, verifier: PasswordVerifier, filePassword: string,
-  lifetime: number, log: Logger): Promise<void> {
+  lifetime: number, log: Logger, clock: Clock): Promise<void> {
   const stored = store.state;
   if (stored === undefined) {
     const key = webcrypto.getRandomValues(new Uint8Array(32));
@@ -247,7 +252,7 @@ export async function restoreService(core: Core, store: StateStore, verifier: Pa
     log.info('created the state file', { path: store.path });
     return;
   }
-  restoreCore(core, stored, Math.floor(Date.now() / 1000), store.path);
+  restoreCore(core, stored, unixSeconds(clock), store.path);
   if (!(await verifier.verify(filePassword, stored.filePassword))) {
     const generation = core.generation + 1;
     await store.recordPassword(await verifier.hash(filePassword), generation, true);

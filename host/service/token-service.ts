@@ -10,27 +10,21 @@
 // Every call of a method is logged as one audit line ({"msg":"audit","method",
 // "outcome","client", and the token's serial and generation when known}); no audit
 // line holds a password or a token.
-import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome } from './core.js';
-import type { Claims } from './core.js';
-import { ErrorCode, invalidParams, RpcError, stringParam } from './jsonrpc.js';
-import type { CallContext, Method, MethodTable, Params } from './jsonrpc.js';
-import type { Fields, Logger } from './log.js';
-import type { Metrics } from './metrics.js';
-import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from './password-file.js';
-import { BusyError } from './password-hash.js';
-import type { PasswordRecord, PasswordVerifier } from './password-hash.js';
-import type { StateStore } from './state-store.js';
+import { unixSeconds } from '../clock.js';
+import type { Clock } from '../clock.js';
+import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome } from '../core/core.js';
+import type { Claims } from '../core/core.js';
+import { BusyError, RpcCode, throttledMessage } from '../errors.js';
+import { invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
+import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';
+import type { Fields, Logger } from '../ops/log.js';
+import type { Metrics } from '../ops/metrics.js';
+import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
+import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
+import type { StateStore } from '../state/store.js';
 import { PasswordThrottle } from './throttle.js';
 
-/** The service's own JSON-RPC error codes. */
-export const ServiceErrorCode = {
-  IncorrectPassword: -32000,
-  ResourceLimit: -32001,
-  Throttled: -32002,
-  Busy: -32003,
-} as const;
-
-export interface AuthServiceOptions {
+export interface TokenServiceOptions {
   readonly core: Core;
   readonly store: StateStore;
   readonly verifier: PasswordVerifier;
@@ -40,29 +34,24 @@ export interface AuthServiceOptions {
   readonly throttle?: PasswordThrottle;
   /** Where issued and revoked tokens and password checks are counted. */
   readonly metrics?: Metrics;
-  /** The clock, in ms since the epoch (Date.now's unit): the throttle's time, and in whole seconds the tokens'. */
-  readonly clock?: () => number;
+  /** The throttle's time, and in whole seconds the tokens'. */
+  readonly clock: Clock;
 }
 
-/** -32002 with the wait: the client failed too many password checks of late. */
-export function throttled(retryAfter: number): RpcError {
-  return new RpcError(ServiceErrorCode.Throttled, `too many failed password attempts; retry in ${retryAfter} s`, retryAfter);
-}
-
-export class AuthService {
+export class TokenService {
   private readonly core: Core;
   private readonly store: StateStore;
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
   private readonly log: Logger;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   /** Unix seconds. */
   private readonly now: () => number;
   private readonly metrics: Metrics | undefined;
-  readonly throttle: PasswordThrottle;
+  private readonly throttle: PasswordThrottle;
   private tail: Promise<unknown> = Promise.resolve();
 
-  constructor(options: AuthServiceOptions) {
+  constructor(options: TokenServiceOptions) {
     this.core = options.core;
     this.store = options.store;
     this.verifier = options.verifier;
@@ -70,9 +59,18 @@ export class AuthService {
     this.log = options.log;
     this.throttle = options.throttle ?? new PasswordThrottle();
     this.metrics = options.metrics;
-    const clock = options.clock ?? Date.now;
-    this.clock = clock;
-    this.now = () => Math.floor(clock() / 1000);
+    this.clock = options.clock;
+    this.now = () => unixSeconds(options.clock);
+  }
+
+  /**
+   * Whole seconds the client at `address` must wait before its next password check, or
+   * 0; a wait counts as a throttled call. For the route, before it reads the body.
+   */
+  throttled(address: string): number {
+    const wait = this.throttle.retryAfter(address, this.clock());
+    if (wait > 0 && this.metrics) this.metrics.passwordsThrottled++;
+    return wait;
   }
 
   /** A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and what it says about itself. */
@@ -100,7 +98,7 @@ export class AuthService {
         if (this.metrics) this.metrics.tokensIssued++;
         return issued;
       } catch (error) {
-        if (error instanceof IssueError) throw new RpcError(ServiceErrorCode.ResourceLimit, error.message);
+        if (error instanceof IssueError) throw new RpcError(RpcCode.ResourceLimit, error.message);
         throw error;
       }
     });
@@ -136,7 +134,7 @@ export class AuthService {
       throw invalidParams('newPassword', `a string of 1 to ${MAX_PASSWORD_LENGTH} characters`);
     }
     const checked = await this.authenticate(oldPassword, context);
-    if (newPassword === oldPassword) throw new RpcError(ErrorCode.InvalidParams, 'newPassword must differ from the current password');
+    if (newPassword === oldPassword) throw new RpcError(RpcCode.InvalidParams, 'newPassword must differ from the current password');
     const record = await this.hash(newPassword);
     return this.exclusive(checked, async () => {
       const generation = this.core.generation + 1;
@@ -200,7 +198,7 @@ export class AuthService {
     const check = this.throttle.begin(context.address, this.clock());
     if (typeof check === 'number') {
       if (this.metrics) this.metrics.passwordsThrottled++;
-      throw throttled(check);
+      throw throttledError(check);
     }
     const record = this.store.password;
     let ok: boolean;
@@ -217,7 +215,7 @@ export class AuthService {
     if (!ok) {
       check.failed();
       if (this.metrics) this.metrics.passwordsRefused++;
-      throw new RpcError(ServiceErrorCode.IncorrectPassword, 'incorrect password');
+      throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
     }
     check.succeeded();
     if (this.metrics) this.metrics.passwordsAccepted++;
@@ -240,7 +238,7 @@ export class AuthService {
    */
   private exclusive<T>(checked: PasswordRecord, work: () => Promise<T>): Promise<T> {
     const run = this.tail.then(() => {
-      if (this.store.password !== checked) throw new RpcError(ServiceErrorCode.IncorrectPassword, 'incorrect password');
+      if (this.store.password !== checked) throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
       return work();
     });
     this.tail = run.catch(() => undefined);
@@ -254,17 +252,17 @@ export class AuthService {
     } catch (error) {
       if (!(error instanceof GrantError)) throw error;
       // The list is the client's mistake, except when the table itself is full.
-      throw new RpcError(error.code === 'table-full' ? ServiceErrorCode.ResourceLimit : ErrorCode.InvalidParams, error.message);
+      throw new RpcError(error.code === 'table-full' ? RpcCode.ResourceLimit : RpcCode.InvalidParams, error.message);
     }
   }
 }
 
 const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
-  [ServiceErrorCode.IncorrectPassword]: 'incorrect password',
-  [ServiceErrorCode.ResourceLimit]: 'resource limit',
-  [ServiceErrorCode.Throttled]: 'throttled',
-  [ServiceErrorCode.Busy]: 'busy',
-  [ErrorCode.InvalidParams]: 'invalid params',
+  [RpcCode.IncorrectPassword]: 'incorrect password',
+  [RpcCode.ResourceLimit]: 'resource limit',
+  [RpcCode.Throttled]: 'throttled',
+  [RpcCode.Busy]: 'busy',
+  [RpcCode.InvalidParams]: 'invalid params',
 };
 
 /** The audit outcome of a failed call: a fixed word, never the error's text (it could quote a client's input). */
@@ -272,8 +270,13 @@ function auditOutcome(error: unknown): string {
   return error instanceof RpcError ? AUDIT_OUTCOMES[error.code] ?? `error ${error.code}` : 'internal error';
 }
 
+/** -32002 with the wait: the client failed too many password checks of late. */
+function throttledError(retryAfter: number): RpcError {
+  return new RpcError(RpcCode.Throttled, throttledMessage(retryAfter), retryAfter);
+}
+
 function busy(): RpcError {
-  return new RpcError(ServiceErrorCode.Busy, 'too many password checks are waiting; retry in 1 s', 1);
+  return new RpcError(RpcCode.Busy, 'too many password checks are waiting; retry in 1 s', 1);
 }
 
 /**

@@ -1,10 +1,10 @@
 // The service password's file: read once at start, or created with a generated password
-// on the first run. Every problem with it is a command-line problem (exit 2), reported
+// on the first run. Every problem with it is the option's (OptionError, exit 2), reported
 // with the path and what to do.
 import { constants, promises as fs } from 'node:fs';
 import { dirname } from 'node:path';
-import { UsageError } from './cli.js';
-import type { Logger } from './log.js';
+import { OptionError } from '../errors.js';
+import type { Logger } from '../ops/log.js';
 
 export const MAX_PASSWORD_LENGTH = 1024;
 
@@ -64,7 +64,7 @@ async function readPasswordFile(path: string, log: Logger): Promise<string | und
     }
     return password;
   } catch (error) {
-    throw error instanceof UsageError ? error : fileError(path, error);
+    throw error instanceof OptionError ? error : fileError(path, error);
   } finally {
     buffer.fill(0);
     await file.close();
@@ -110,7 +110,7 @@ async function syncFolder(folder: string): Promise<void> {
   }
 }
 
-function fileError(path: string, error: unknown): UsageError {
+function fileError(path: string, error: unknown): OptionError {
   switch (errno(error)) {
     case 'EISDIR':
       return problem(path, 'this is a folder; name the file that holds the password');
@@ -124,8 +124,8 @@ function fileError(path: string, error: unknown): UsageError {
   }
 }
 
-function problem(path: string, what: string): UsageError {
-  return new UsageError(`--api-auth-password-file ${path}: ${what}`);
+function problem(path: string, what: string): OptionError {
+  return new OptionError('passwordFile', (name) => `${name('passwordFile')} ${path}: ${what}`);
 }
 
 function errno(error: unknown): string | undefined {

@@ -7,7 +7,7 @@ let compiled: WebAssembly.Module | undefined;
 let compiledThreads: WebAssembly.Module | undefined;
 
 export function coreModule(): WebAssembly.Module {
-  compiled ??= new WebAssembly.Module(readFileSync(new URL('../core.wasm', import.meta.url)));
+  compiled ??= new WebAssembly.Module(readFileSync(new URL('../../core.wasm', import.meta.url)));
   return compiled;
 }
 
@@ -16,7 +16,7 @@ export function coreModule(): WebAssembly.Module {
  * to a worker thread, which then instantiates it without compiling again.
  */
 export function coreThreadsModule(): WebAssembly.Module {
-  compiledThreads ??= new WebAssembly.Module(readFileSync(new URL('../core-threads.wasm', import.meta.url)));
+  compiledThreads ??= new WebAssembly.Module(readFileSync(new URL('../../core-threads.wasm', import.meta.url)));
   return compiledThreads;
 }
 

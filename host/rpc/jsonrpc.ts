@@ -1,14 +1,9 @@
 // JSON-RPC 2.0 over a request body: parsing, request validation, batches, notifications,
 // and dispatch through a method table. Transport concerns (HTTP status, content-type,
 // body size) belong to the server; this module sees only the bytes of a body.
-
-export const ErrorCode = {
-  ParseError: -32700,
-  InvalidRequest: -32600,
-  MethodNotFound: -32601,
-  InvalidParams: -32602,
-  InternalError: -32603,
-} as const;
+import { RpcCode } from '../errors.js';
+import { errorFields } from '../ops/log.js';
+import type { Logger } from '../ops/log.js';
 
 export const MAX_BATCH = 100;
 
@@ -47,7 +42,7 @@ export interface Reply {
 
 /** -32602 `invalid params: <name> must be <what>`. */
 export function invalidParams(name: string, what: string): RpcError {
-  return new RpcError(ErrorCode.InvalidParams, `invalid params: ${name} must be ${what}`);
+  return new RpcError(RpcCode.InvalidParams, `invalid params: ${name} must be ${what}`);
 }
 
 /** The string member `name` of params, or -32602. */
@@ -70,13 +65,13 @@ const EMPTY_PARAMS: Params = Object.freeze({});
 const METHOD_NAME_SHOWN = 64;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** What answers a JSON-RPC body: an endpoint on this thread, or one that asks another. */
-export interface RpcHandler {
-  handle(body: Uint8Array, context: CallContext): Promise<Reply>;
+/** An endpoint for `methods` whose unexpected failures are logged as internal errors. */
+export function loggedEndpoint(methods: MethodTable, log: Logger): JsonRpcEndpoint {
+  return new JsonRpcEndpoint(methods, (error, method) => log.error('internal error', { method, ...errorFields(error) }));
 }
 
 /** One JSON-RPC endpoint: a method table and what to do with unexpected method failures. */
-export class JsonRpcEndpoint implements RpcHandler {
+export class JsonRpcEndpoint {
   constructor(
     private readonly methods: MethodTable,
     private readonly onInternalError: (error: unknown, method: string) => void,
@@ -93,18 +88,18 @@ export class JsonRpcEndpoint implements RpcHandler {
     try {
       text = utf8.decode(body);
     } catch {
-      return { text: errorResponse(ErrorCode.ParseError, 'parse error: the body is not UTF-8') };
+      return { text: errorResponse(RpcCode.ParseError, 'parse error: the body is not UTF-8') };
     }
     try {
       message = JSON.parse(text);
     } catch {
       // Not V8's own message: it quotes the body, and a body may hold a password.
-      return { text: errorResponse(ErrorCode.ParseError, 'parse error: the body is not valid JSON') };
+      return { text: errorResponse(RpcCode.ParseError, 'parse error: the body is not valid JSON') };
     }
     if (!Array.isArray(message)) return this.call(message, text, -1, context);
-    if (message.length === 0) return { text: errorResponse(ErrorCode.InvalidRequest, 'invalid request: empty batch') };
+    if (message.length === 0) return { text: errorResponse(RpcCode.InvalidRequest, 'invalid request: empty batch') };
     if (message.length > MAX_BATCH) {
-      return { text: errorResponse(ErrorCode.InvalidRequest, `batch holds more than ${MAX_BATCH} requests`) };
+      return { text: errorResponse(RpcCode.InvalidRequest, `batch holds more than ${MAX_BATCH} requests`) };
     }
     const responses: string[] = [];
     // In order, one at a time: a batch may revoke a token and then use the service again,
@@ -119,35 +114,35 @@ export class JsonRpcEndpoint implements RpcHandler {
   /** `index` is the request's place in a batch, -1 for a lone request; `text` is the body. */
   private async call(request: unknown, text: string, index: number, context: CallContext): Promise<Reply> {
     if (typeof request !== 'object' || request === null || Array.isArray(request)) {
-      return { text: errorResponse(ErrorCode.InvalidRequest, 'invalid request: expected a JSON-RPC 2.0 request object') };
+      return { text: errorResponse(RpcCode.InvalidRequest, 'invalid request: expected a JSON-RPC 2.0 request object') };
     }
     const r = request as Record<string, unknown>;
     const notification = !Object.hasOwn(r, 'id');
     const id = r.id;
     if (!notification && typeof id !== 'string' && typeof id !== 'number' && id !== null) {
-      return { text: errorResponse(ErrorCode.InvalidRequest, 'invalid request: id must be a string, a number or null') };
+      return { text: errorResponse(RpcCode.InvalidRequest, 'invalid request: id must be a string, a number or null') };
     }
     // A number that is not a safe integer (beyond 2^53, a fraction, 1e400) may have lost
     // digits in the double; the client gets back the digits it sent.
     const idJson = typeof id === 'number' && !Number.isSafeInteger(id)
       ? sourceOfId(text, index) ?? JSON.stringify(id)
       : JSON.stringify(notification ? null : id);
-    if (r.jsonrpc !== '2.0') return { text: errorWithId(ErrorCode.InvalidRequest, 'invalid request: jsonrpc must be "2.0"', idJson) };
-    if (typeof r.method !== 'string') return { text: errorWithId(ErrorCode.InvalidRequest, 'invalid request: method must be a string', idJson) };
+    if (r.jsonrpc !== '2.0') return { text: errorWithId(RpcCode.InvalidRequest, 'invalid request: jsonrpc must be "2.0"', idJson) };
+    if (typeof r.method !== 'string') return { text: errorWithId(RpcCode.InvalidRequest, 'invalid request: method must be a string', idJson) };
     const params = r.params;
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
-      return { text: errorWithId(ErrorCode.InvalidRequest, 'invalid request: params must be an object of named params', idJson) };
+      return { text: errorWithId(RpcCode.InvalidRequest, 'invalid request: params must be an object of named params', idJson) };
     }
     const method = this.methods.get(r.method);
     let result: unknown;
     try {
-      if (method === undefined) throw new RpcError(ErrorCode.MethodNotFound, `method not found: ${shortened(r.method)}`);
+      if (method === undefined) throw new RpcError(RpcCode.MethodNotFound, `method not found: ${shortened(r.method)}`);
       result = await method((params as Params | undefined) ?? EMPTY_PARAMS, context);
     } catch (error) {
       if (!(error instanceof RpcError)) {
         this.onInternalError(error, r.method);
         // Internal failures stay in the log: their text may name files or state.
-        return { text: notification ? null : errorWithId(ErrorCode.InternalError, 'internal error', idJson) };
+        return { text: notification ? null : errorWithId(RpcCode.InternalError, 'internal error', idJson) };
       }
       const refusal = error.retryAfter === undefined ? undefined : { code: error.code, retryAfter: error.retryAfter };
       return { text: notification ? null : errorWithId(error.code, error.message, idJson), refusal };

@@ -1,11 +1,9 @@
 // What a refused request gets: the one table from a core Outcome to an HTTP status and
 // the reason text the original node sent, and the writer of that response. The bodies
-// are encoded once here so a refusal costs the hot path no string work. And the gate itself.
+// are encoded once here so a refusal costs the hot path no string work.
 import type { HttpResponse } from 'uWebSockets.js';
-import { Outcome, PATH_RULES } from './core.js';
-import type { Core } from './core.js';
-import { LATENCY_SAMPLE_EVERY } from './metrics.js';
-import type { Metrics } from './metrics.js';
+import { Outcome, PATH_RULES } from '../core/core.js';
+import { endWith } from './responses.js';
 
 export type RefusedOutcome = Exclude<Outcome, Outcome.Valid>;
 
@@ -51,12 +49,6 @@ export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = 
   endWith(res, refusal.body, head);
 }
 
-/** Ends a response with `body`, or for a HEAD request with its length only (uWS would send a body given to end()). */
-export function endWith(res: HttpResponse, body: Uint8Array, head: boolean): void {
-  if (head) res.writeHeader('Content-Length', String(body.length)).endWithoutBody();
-  else res.end(body);
-}
-
 /**
  * A gate's answer, for hosts that write responses their own way: `ok`, or the refusal to
  * send (status, headers and body exactly as the built-in gate sends them).
@@ -90,45 +82,3 @@ export const VERDICTS: readonly Verdict[] = (() => {
   return Object.freeze(verdicts);
 })();
 
-/**
- * The check in front of every protected endpoint: public paths pass, anything else needs
- * a token that grants it. Each outcome is counted, and one check in LATENCY_SAMPLE_EVERY
- * is timed.
- */
-export class Gate {
-  private readonly publicPaths: ReadonlySet<string> | null;
-
-  /** `publicPaths` must have passed `core.pathAllowed`, so that a public path obeys the path rules too. */
-  constructor(private readonly core: Core, private readonly metrics: Metrics, publicPaths: readonly string[] = []) {
-    this.publicPaths = publicPaths.length === 0 ? null : new Set(publicPaths);
-  }
-
-  /** The outcome for a request: its raw Authorization header (empty when absent) and its path. */
-  check(header: string, path: string): Outcome {
-    if (this.publicPaths !== null && this.publicPaths.has(path)) return Outcome.Valid;
-    const metrics = this.metrics;
-    let outcome: Outcome;
-    if (--metrics.untilSample !== 0) {
-      outcome = this.core.authorize(header, path, nowSeconds());
-    } else {
-      metrics.untilSample = LATENCY_SAMPLE_EVERY;
-      const start = performance.now();
-      outcome = this.core.authorize(header, path, nowSeconds());
-      metrics.observeVerification(performance.now() - start);
-    }
-    metrics.verifications[outcome]++;
-    return outcome;
-  }
-
-  /** The outcome for a bare token (no `Bearer `) and a path. */
-  checkToken(token: string, path: string): Outcome {
-    if (this.publicPaths !== null && this.publicPaths.has(path)) return Outcome.Valid;
-    const outcome = this.core.verify(token, path, nowSeconds());
-    this.metrics.verifications[outcome]++;
-    return outcome;
-  }
-}
-
-function nowSeconds(): number {
-  return Math.floor(Date.now() / 1000);
-}

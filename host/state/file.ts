@@ -11,6 +11,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { constants, promises as fs, type Stats } from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
 import { join } from 'node:path';
+import { StateError } from '../errors.js';
 
 export const STATE_FILE = 'state';
 export const FORMAT_VERSION = 1;
@@ -38,14 +39,6 @@ export interface PersistedState {
   grants: string[][];
   /** Revoked serials of tokens not yet expired, with their expiry. */
   revocations: Map<number, number>;
-}
-
-/** A state file or folder the program cannot use; the message is the one line shown. */
-export class StateError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'StateError';
-  }
 }
 
 class Writer {
@@ -205,7 +198,9 @@ export function decodeState(file: Buffer, path: string): PersistedState {
  * warning. Throws StateError with the line to show.
  */
 export async function prepareDataDir(dir: string): Promise<{ openToOthers: boolean }> {
-  const notAFolder = (): StateError => new StateError(`--data-dir ${dir} is not a folder; name a folder (it is created if missing)`);
+  const notAFolder = (): StateError => new StateError((name) => `${name('dataDir')} ${dir} is not a folder; name a folder (it is created if missing)`);
+  const cannotUse = (e: unknown): StateError => new StateError((name) => `cannot use ${name('dataDir')} ${dir} ` +
+    `(${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); make it a folder this user can read and write`);
   let st: Stats;
   try {
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
@@ -213,13 +208,13 @@ export async function prepareDataDir(dir: string): Promise<{ openToOthers: boole
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EEXIST' || code === 'ENOTDIR') throw notAFolder();
-    throw new StateError(`cannot use --data-dir ${dir} (${code ?? (e as Error).message}); make it a folder this user can read and write`);
+    throw cannotUse(e);
   }
   if (!st.isDirectory()) throw notAFolder();
   const user = process.geteuid?.();
   if (user !== undefined && st.uid !== user) {
-    throw new StateError(`the data folder ${dir} belongs to user ${st.uid}, not to the user api-auth runs as (${user}), ` +
-      `and whoever owns it can take the token key; chown ${user} ${dir}, or give api-auth a folder of its own with --data-dir`);
+    throw new StateError((name) => `the data folder ${dir} belongs to user ${st.uid}, not to the user api-auth runs as (${user}), ` +
+      `and whoever owns it can take the token key; chown ${user} ${dir}, or give api-auth a folder of its own with ${name('dataDir')}`);
   }
   if ((st.mode & 0o022) !== 0) {
     const who = (st.mode & 0o020) !== 0 ? ((st.mode & 0o002) !== 0 ? 'its group and by others' : 'its group') : 'others';
@@ -229,8 +224,7 @@ export async function prepareDataDir(dir: string): Promise<{ openToOthers: boole
   try {
     await fs.access(dir, constants.R_OK | constants.W_OK | constants.X_OK);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new StateError(`cannot use --data-dir ${dir} (${code ?? (e as Error).message}); make it a folder this user can read and write`);
+    throw cannotUse(e);
   }
   return { openToOthers: (st.mode & 0o077) !== 0 };
 }
@@ -374,7 +368,9 @@ async function claim(real: string, own: string, address: (name: string) => strin
     const top = highestLock(await listFolder(real));
     if (top !== undefined) {
       const found = await probe(address(`lock.${top}`));
-      if (found === 'live') throw new StateError(`another api-auth is using the data folder ${real}; stop it first, or give this one its own --data-dir`);
+      if (found === 'live') {
+        throw new StateError((name) => `another api-auth is using the data folder ${real}; stop it first, or give this one its own ${name('dataDir')}`);
+      }
       if (found === 'gone') continue;
     }
     const mine = top === undefined ? 0 : top + 1;

@@ -9,10 +9,11 @@
 // did not answer like an api-auth node.
 import { readFile } from 'node:fs/promises';
 import { request } from 'undici';
-import { parseDuration, UsageError } from './cli.js';
-import { MAX_PASSWORD_LENGTH, countCodePoints } from './password-file.js';
-
-export const ExitCode = { Ok: 0, Refused: 1, Usage: 2, Unreachable: 3 } as const;
+import { OperatorExitCode as ExitCode, UsageError } from '../errors.js';
+import { parseDuration } from '../options.js';
+import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
+import { nonEmpty, readArgs } from './args.js';
+import type { FlagKinds } from './args.js';
 
 export const DEFAULT_URI = 'http://127.0.0.1:9650';
 const DEFAULT_TIMEOUT_MS = 30_000;
@@ -96,7 +97,7 @@ export async function runOperatorCommand(args: readonly string[], io: OperatorIo
     return await run(action, options, positional, io);
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr(error.message + '\n');
+      io.stderr(`api-auth: ${error.message}\n`);
       return ExitCode.Usage;
     }
     if (error instanceof Refused) {
@@ -359,21 +360,23 @@ function promptHidden(prompt: string, io: OperatorIo): Promise<string> {
   });
 }
 
-type Flag = { readonly kind: 'bool' | 'value'; readonly set: (o: OperatorOptions, value: string) => void };
+// Each flag: its kind, and where its value goes.
+const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions, value: string) => void } |
+  { kind: 'boolean'; set: (o: OperatorOptions, value: boolean) => void }>> = {
+  'uri': { kind: 'string', set: (o, v) => { o.uri = parseUri(v); } },
+  'endpoints': { kind: 'string', set: (o, v) => { o.endpoints.push(...v.split(',').map((e) => e.trim()).filter((e) => e !== '')); } },
+  'password-file': { kind: 'string', set: (o, v) => { o.passwordFile = v; } },
+  'password-stdin': { kind: 'boolean', set: (o, v) => { o.passwordStdin = v; } },
+  'new-password-file': { kind: 'string', set: (o, v) => { o.newPasswordFile = v; } },
+  'new-password-stdin': { kind: 'boolean', set: (o, v) => { o.newPasswordStdin = v; } },
+  'token-file': { kind: 'string', set: (o, v) => { o.tokenFile = v; } },
+  'token-stdin': { kind: 'boolean', set: (o, v) => { o.tokenStdin = v; } },
+  'json': { kind: 'boolean', set: (o, v) => { o.json = v; } },
+  'timeout': { kind: 'string', set: (o, v) => { o.timeoutMs = parseTimeout(v); } },
+  'help': { kind: 'boolean', set: (o, v) => { o.help = v; } },
+};
 
-const FLAGS: ReadonlyMap<string, Flag> = new Map<string, Flag>([
-  ['uri', { kind: 'value', set: (o, v) => { o.uri = parseUri(v); } }],
-  ['endpoints', { kind: 'value', set: (o, v) => { o.endpoints.push(...v.split(',').map((e) => e.trim()).filter((e) => e !== '')); } }],
-  ['password-file', { kind: 'value', set: (o, v) => { o.passwordFile = v; } }],
-  ['password-stdin', { kind: 'bool', set: (o, v) => { o.passwordStdin = v === 'true'; } }],
-  ['new-password-file', { kind: 'value', set: (o, v) => { o.newPasswordFile = v; } }],
-  ['new-password-stdin', { kind: 'bool', set: (o, v) => { o.newPasswordStdin = v === 'true'; } }],
-  ['token-file', { kind: 'value', set: (o, v) => { o.tokenFile = v; } }],
-  ['token-stdin', { kind: 'bool', set: (o, v) => { o.tokenStdin = v === 'true'; } }],
-  ['json', { kind: 'bool', set: (o, v) => { o.json = v === 'true'; } }],
-  ['timeout', { kind: 'value', set: (o, v) => { o.timeoutMs = parseTimeout(v); } }],
-  ['help', { kind: 'bool', set: (o, v) => { o.help = v === 'true'; } }],
-]);
+const KINDS: FlagKinds = Object.fromEntries(Object.entries(FLAGS).map(([name, { kind }]) => [name, kind]));
 
 // Flags that would put a secret on the command line, refused with a pointer to the safe way.
 const SECRET_FLAGS: ReadonlyMap<string, string> = new Map([
@@ -381,6 +384,12 @@ const SECRET_FLAGS: ReadonlyMap<string, string> = new Map([
   ['new-password', '--new-password-file PATH or --new-password-stdin'],
   ['old-password', '--password-file PATH or --password-stdin'],
 ]);
+
+function refuseSecret(name: string): string | undefined {
+  const safe = SECRET_FLAGS.get(name);
+  return safe === undefined ? undefined
+    : `--${name} is not taken: a password on the command line is visible to other users; use ${safe}, or let the command prompt`;
+}
 
 function parseOperatorArgs(args: readonly string[]): { action: Action; options: OperatorOptions; positional: string[] } {
   const options: OperatorOptions = {
@@ -397,36 +406,14 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
     help: false,
   };
   const words: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (!arg.startsWith('--') || arg === '--') {
-      if (arg === '--') {
-        words.push(...args.slice(i + 1));
-        break;
-      }
-      words.push(arg);
+  for (const arg of readArgs(args, KINDS, { command: `api-auth ${args[0]}`, stopAt: ['help'], refuse: refuseSecret })) {
+    if (arg.kind === 'positional') {
+      words.push(arg.value);
       continue;
     }
-    const eq = arg.indexOf('=');
-    const name = arg.slice(2, eq < 0 ? undefined : eq);
-    const inline = eq < 0 ? undefined : arg.slice(eq + 1);
-    const safe = SECRET_FLAGS.get(name);
-    if (safe !== undefined) throw new UsageError(`--${name} is not taken: a password on the command line is visible to other users; use ${safe}, or let the command prompt`);
-    const flag = FLAGS.get(name);
-    if (flag === undefined) throw new UsageError(`unknown flag --${name}; run api-auth ${args[0]} --help to list the flags`);
-    if (flag.kind === 'bool') {
-      if (inline !== undefined && inline !== 'true' && inline !== 'false') throw new UsageError(`--${name} takes no value, or =true or =false, not ${JSON.stringify(inline)}`);
-      flag.set(options, inline ?? 'true');
-      continue;
-    }
-    let value = inline;
-    if (value === undefined) {
-      value = args[i + 1];
-      if (value === undefined || value.startsWith('--')) throw new UsageError(`--${name} needs a value: --${name} <value> or --${name}=<value>`);
-      i++;
-    }
-    if (value === '') throw new UsageError(`--${name} must not be empty`);
-    flag.set(options, value);
+    const flag = FLAGS[arg.name];
+    if (flag.kind === 'boolean') flag.set(options, arg.value === true);
+    else flag.set(options, nonEmpty(arg.name, String(arg.value)));
   }
   const [group, verb, ...positional] = words;
   const action = `${group} ${verb ?? ''}`.trim();

@@ -11,7 +11,8 @@
 // the other clients'); a check that could not run takes it back too.
 //
 // A waiting client is refused before its body is read and before any hashing, so a
-// flood of wrong passwords costs the node almost nothing.
+// flood of wrong passwords costs the node almost nothing (http/auth-route.ts, which holds
+// the refusals back in its tarpit).
 import { isIP } from 'node:net';
 
 /** A burst, then a fixed rate. */
@@ -231,39 +232,4 @@ function ipv6Groups(address: string): number[] {
   const rest = gap < 0 ? [] : text.slice(gap + 2) === '' ? [] : text.slice(gap + 2).split(':');
   const words = [...head, ...Array<string>(8 - head.length - rest.length).fill('0'), ...rest];
   return words.map((word) => parseInt(word, 16));
-}
-
-/** How long a waiting client's refusal is held back, in ms. */
-export const TARPIT_DELAY = 1000;
-/** Refusals held at once; past it they go out at once. */
-export const TARPIT_MAX = 4096;
-
-/**
- * Holds back the refusals of clients that must wait, and sends them in one batch up to
- * `delayMs` later. A guesser's connections then sit idle instead of spinning through
- * refusals as fast as the node can write them: a client that waits for each answer gets
- * at most one refusal per connection per second, at the cost of one closure each.
- */
-export class Tarpit {
-  private held: Array<() => void> = [];
-  private timer: NodeJS.Timeout | undefined;
-
-  constructor(private readonly delayMs = TARPIT_DELAY, private readonly max = TARPIT_MAX) {}
-
-  /** Runs `answer` in a moment, or now when too many are held already. */
-  hold(answer: () => void): void {
-    if (this.held.length >= this.max) {
-      answer();
-      return;
-    }
-    this.held.push(answer);
-    this.timer ??= setTimeout(() => this.release(), this.delayMs);
-  }
-
-  private release(): void {
-    this.timer = undefined;
-    const batch = this.held;
-    this.held = [];
-    for (const answer of batch) answer();
-  }
 }

@@ -33,17 +33,11 @@ import type { Dispatcher } from 'undici';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
-import { ErrorCode, errorResponse } from './jsonrpc.js';
-import type { Logger } from './log.js';
-import type { Metrics, UpstreamErrorKind } from './metrics.js';
-
-/** JSON-RPC codes of a proxied request the upstream did not answer. */
-export const UpstreamErrorCode = {
-  /** HTTP 502: refused, reset, or otherwise unreachable. */
-  Unavailable: -32004,
-  /** HTTP 504: no answer within --upstream-timeout. */
-  Timeout: -32005,
-} as const;
+import { RpcCode } from '../errors.js';
+import type { Logger } from '../ops/log.js';
+import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
+import type { InFlight } from './in-flight.js';
+import { jsonLine } from './responses.js';
 
 /** Connections kept open to the upstream at most; requests past that wait for one. */
 export const UPSTREAM_CONNECTIONS = 128;
@@ -87,10 +81,24 @@ function ownHealth(): UpstreamHealth {
   };
 }
 
-/** What the server counts: proxied exchanges in flight, so that a stop lets them finish. */
-export interface InFlight {
-  enter(): void;
-  leave(): void;
+/**
+ * What every exchange of one proxy is given, made once with the proxy: the collaborators
+ * an exchange works with, as undici hands a handler its dispatch, rather than the proxy
+ * itself.
+ */
+interface Relay {
+  /** Sends a request upstream: the pool's dispatch. */
+  readonly dispatch: (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => boolean;
+  /** The largest request body forwarded, in bytes. */
+  readonly maxBody: number;
+  /** The 413 body of a request body over the limit. */
+  readonly tooLarge: Uint8Array;
+  /** The 502 body of an answer that switched protocols. */
+  readonly switched: Uint8Array;
+  /** The status and body that tell the client why the upstream did not answer. */
+  readonly failure: (error: Error) => { status: string; body: Uint8Array };
+  /** Called once per exchange, with what ended it (null: the whole answer was relayed). */
+  readonly settle: (error: Error | null) => void;
 }
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
@@ -136,34 +144,38 @@ class ProtocolSwitched extends Error {
 }
 
 export class UpstreamProxy {
-  readonly pool: Pool;
-  /** The 413 body of a request body over the limit. */
-  readonly tooLarge: Uint8Array;
-  /** The 502 body of an answer that switched protocols. */
-  readonly switched = jsonLine(UpstreamErrorCode.Unavailable, 'the upstream node switched protocols, which api-auth does not relay');
-  private readonly failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }>;
+  private readonly pool: Pool;
+  private readonly relay: Relay;
   /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
   private readonly health: UpstreamHealth;
 
-  constructor(readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
+  constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
     private readonly metrics: Metrics, private readonly log: Logger) {
-    this.pool = new Pool(options.url.origin, {
+    const pool = new Pool(options.url.origin, {
       connections: UPSTREAM_CONNECTIONS,
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
       connect: { timeout: Math.min(options.timeoutMs, 10_000) },
     });
+    this.pool = pool;
     this.health = options.health ?? ownHealth();
-    this.tooLarge = jsonLine(ErrorCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`);
-    const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(UpstreamErrorCode.Unavailable, message) });
-    this.failures = {
+    const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
+    const failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }> = {
       refused: unavailable('the upstream node refused the connection'),
       reset: unavailable('the upstream node closed the connection'),
       other: unavailable('the upstream node could not be reached'),
       timeout: {
         status: '504 Gateway Timeout',
-        body: jsonLine(UpstreamErrorCode.Timeout, `the upstream node did not answer within ${options.timeoutMs / 1000} s`),
+        body: jsonLine(RpcCode.UpstreamTimeout, `the upstream node did not answer within ${options.timeoutMs / 1000} s`),
       },
+    };
+    this.relay = {
+      dispatch: (dispatched, handler) => pool.dispatch(dispatched, handler),
+      maxBody: options.maxBody,
+      tooLarge: jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
+      switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
+      failure: (error) => failures[classify(error)],
+      settle: (error) => this.settled(error),
     };
   }
 
@@ -175,7 +187,7 @@ export class UpstreamProxy {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
-      res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.tooLarge, true);
+      res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.relay.tooLarge, true);
       return;
     }
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
@@ -188,9 +200,9 @@ export class UpstreamProxy {
     }
     const peer = peerAddress(res);
     const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
-    if (typeof headers === 'string') return refuse(res, jsonLine(ErrorCode.InvalidRequest, headers));
+    if (typeof headers === 'string') return refuse(res, jsonLine(RpcCode.InvalidRequest, headers));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
-    const exchange = new Exchange(this, res, method === 'HEAD', headers);
+    const exchange = new Exchange(this.relay, res, method === 'HEAD', headers);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
     const options: Dispatcher.DispatchOptions = {
@@ -200,7 +212,7 @@ export class UpstreamProxy {
       body: null,
     };
     if (!hasBody) {
-      this.pool.dispatch(options, exchange);
+      this.relay.dispatch(options, exchange);
       return;
     }
     res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, options));
@@ -211,8 +223,8 @@ export class UpstreamProxy {
     await this.pool.destroy();
   }
 
-  /** Called once per exchange, with what ended it (null: the whole answer was relayed). */
-  settled(error: Error | null): void {
+  /** Each exchange's end: out of flight, and the upstream's health as it showed. */
+  private settled(error: Error | null): void {
     this.inFlight.leave();
     if (error === null) {
       if (this.health.answered()) {
@@ -230,11 +242,6 @@ export class UpstreamProxy {
     } else {
       this.log.debug('the upstream node did not answer', fields);
     }
-  }
-
-  /** The status and body that tell the client why the upstream did not answer. */
-  failure(error: Error): { status: string; body: Uint8Array } {
-    return this.failures[classify(error)];
   }
 }
 
@@ -256,7 +263,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private received = 0;
   private readingPaused = false;
 
-  constructor(private readonly proxy: UpstreamProxy, private readonly res: HttpResponse, private readonly head: boolean,
+  constructor(private readonly relay: Relay, private readonly res: HttpResponse, private readonly head: boolean,
     readonly headers: string[]) {}
 
   // The client side.
@@ -265,13 +272,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.closed) return;
     this.closed = true;
     this.abortUpstream(new ClientGone());
-    this.proxy.settled(new ClientGone());
+    this.relay.settle(new ClientGone());
   }
 
   requestData(chunk: ArrayBuffer, isLast: boolean, options: Dispatcher.DispatchOptions): void {
     if (this.closed) return;
     this.received += chunk.byteLength;
-    if (this.received > this.proxy.options.maxBody) {
+    if (this.received > this.relay.maxBody) {
       this.refuseBody();
       return;
     }
@@ -280,7 +287,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.body === null) {
       if (isLast) {
         // The common case, a body in one piece: no stream needed.
-        this.proxy.pool.dispatch({ ...options, body: copy }, this);
+        this.relay.dispatch({ ...options, body: copy }, this);
         return;
       }
       this.body = new Readable({
@@ -292,7 +299,7 @@ class Exchange implements Dispatcher.DispatchHandler {
         },
       });
       this.body.on('error', () => undefined);
-      this.proxy.pool.dispatch({ ...options, body: this.body }, this);
+      this.relay.dispatch({ ...options, body: this.body }, this);
     }
     if (!this.body.push(copy) && !isLast) {
       this.readingPaused = true;
@@ -307,8 +314,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.abortUpstream(new BodyTooLarge());
     // A chunked body that outgrew the limit: answer now and drop the rest with the connection.
     if (started) this.res.close();
-    else this.res.cork(() => this.res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.proxy.tooLarge, true));
-    this.proxy.settled(new BodyTooLarge());
+    else this.res.cork(() => this.res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.relay.tooLarge, true));
+    this.relay.settle(new BodyTooLarge());
   }
 
   private abortUpstream(reason: Error): void {
@@ -398,12 +405,12 @@ class Exchange implements Dispatcher.DispatchHandler {
       // The status is sent already: cutting the connection is the only way to say the body is not whole.
       res.close();
     } else if (refusedRequest(error)) {
-      res.cork(() => refuse(res, jsonLine(ErrorCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
+      res.cork(() => refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
     } else {
-      const { status, body } = this.proxy.failure(error);
+      const { status, body } = this.relay.failure(error);
       res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
     }
-    this.proxy.settled(error);
+    this.relay.settle(error);
   }
 
   /**
@@ -417,8 +424,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.closed) return;
     this.closed = true;
     const res = this.res;
-    res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.proxy.switched));
-    this.proxy.settled(new ProtocolSwitched());
+    res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.relay.switched));
+    this.relay.settle(new ProtocolSwitched());
   }
 
   /** uWS can take more: the rest of a pending chunk, or (chunked) whatever comes next. */
@@ -447,11 +454,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   private complete(): void {
     if (this.closed) return;
     this.closed = true;
-    this.proxy.settled(null);
+    this.relay.settle(null);
   }
 }
 
-const QUERY_NOT_UTF8 = jsonLine(ErrorCode.InvalidRequest,
+const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
   'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
 
 /** A 400 for a request that is not forwarded; the connection closes, as its body may be unread. */
@@ -541,8 +548,4 @@ function classify(error: Error): UpstreamErrorKind {
   if (code === 'ECONNREFUSED') return 'refused';
   if (RESET_CODES.has(code)) return 'reset';
   return 'other';
-}
-
-function jsonLine(code: number, message: string): Uint8Array {
-  return new TextEncoder().encode(errorResponse(code, message) + '\n');
 }

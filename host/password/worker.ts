@@ -17,7 +17,7 @@ export interface HashJob {
 export type HashResult = { readonly id: number; readonly hash: Uint8Array } | { readonly id: number; readonly error: string };
 
 const port = parentPort;
-if (port === null) throw new Error('password-worker.js runs as a worker thread');
+if (port === null) throw new Error('password/worker.js runs as a worker thread');
 port.on('message', (job: HashJob) => {
   const { id, password, salt, memorySize, iterations, parallelism, hashLength } = job;
   argon2id({ password, salt, memorySize, iterations, parallelism, hashLength, outputType: 'binary' }).then(

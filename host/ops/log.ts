@@ -1,6 +1,9 @@
 // JSON lines on stdout, one object per event, so that journald, Docker and log shippers
 // can parse them without a custom format. Fields must never hold a password or a token.
 
+import { systemClock } from '../clock.js';
+import type { Clock } from '../clock.js';
+
 export type Level = 'debug' | 'info' | 'warn' | 'error';
 
 export const LEVELS: readonly Level[] = ['debug', 'info', 'warn', 'error'];
@@ -16,14 +19,15 @@ export interface Logger {
 
 /**
  * A logger that hands each finished line (with its newline) to `write`, for events at
- * `level` and above; the methods below it do nothing.
+ * `level` and above, each with `clock`'s time; the methods below it do nothing.
  */
-export function createLogger(write: (line: string) => void = (line) => process.stdout.write(line), level: Level = 'info'): Logger {
+export function createLogger(write: (line: string) => void = (line) => process.stdout.write(line), level: Level = 'info',
+  clock: Clock = systemClock): Logger {
   const threshold = LEVELS.indexOf(level);
   const emitter = (at: Level) => LEVELS.indexOf(at) < threshold
     ? (): void => undefined
     : (msg: string, fields?: Fields): void => {
-      write(JSON.stringify({ time: new Date().toISOString(), level: at, msg, ...fields }) + '\n');
+      write(JSON.stringify({ time: new Date(clock()).toISOString(), level: at, msg, ...fields }) + '\n');
     };
   return { debug: emitter('debug'), info: emitter('info'), warn: emitter('warn'), error: emitter('error') };
 }

@@ -1,0 +1,44 @@
+// The core's result codes, beside the Outcome of a token check (outcome.ts): what its
+// calls return when they cannot do what was asked. Plain TypeScript as much as
+// AssemblyScript (each is an i32 here), so that the host imports this very file
+// (host/core/core.ts) and the two sides cannot drift apart. The numbers are part of the
+// ABI (README.md beside this file): append, never renumber.
+
+/** grantAdd, grantFind: the endpoint list is empty. */
+export const GRANT_EMPTY = -1;
+/** grantAdd, grantFind: more than 128 entries. */
+export const GRANT_TOO_MANY_ENTRIES = -2;
+/** grantAdd, grantFind: the table holds 65,536 lists or 16 MiB already. */
+export const GRANT_TABLE_FULL = -3;
+/** grantAdd, grantFind: an entry is not "*" or an allowed absolute path (its index at result+0). */
+export const GRANT_BAD_ENTRY = -4;
+/** grantAdd, grantFind: an entry is over 1024 bytes (its index at result+0). */
+export const GRANT_ENTRY_TOO_LONG = -5;
+
+/** issue: no such grant. */
+export const ISSUE_UNKNOWN_GRANT = -1;
+/** issue: the revocation window holds as many live tokens as it can. */
+export const ISSUE_WINDOW_FULL = -2;
+/** issue: a lifetime of 0, or a time before 1970. */
+export const ISSUE_BAD_TIME = -3;
+/** issue: no key set. */
+export const ISSUE_NO_KEY = -4;
+
+/** revokeSerial: marked revoked. */
+export const REVOKE_MARKED = 0;
+/** revokeSerial: below the floor, so expired already: nothing to keep. */
+export const REVOKE_EXPIRED = 1;
+/** revokeSerial: never issued. */
+export const REVOKE_NEVER_ISSUED = -1;
+
+/** generatePassword: the entropy ran out first; call again with more. */
+export const PASSWORD_NEEDS_ENTROPY = -1;
+/** generatePassword: a length of 0 or over the token buffer, or entropy over the io buffer. */
+export const PASSWORD_BAD_LENGTH = -2;
+
+/** attach: no init has finished on this memory, or this instance has a slot already. */
+export const ATTACH_NOT_READY = -1;
+/** attach: no such slot. */
+export const ATTACH_BAD_SLOT = -2;
+/** attach: another instance holds the slot. */
+export const ATTACH_TAKEN = -3;

@@ -1,0 +1,82 @@
+// The flag syntax both commands share, read by node:util's parseArgs: `--name value`,
+// `--name=value`, and for true/false flags a bare `--name`, `=true` or `=false`. A
+// mistake gets the same message whichever command it is made on.
+import { parseArgs } from 'node:util';
+import { UsageError } from '../errors.js';
+
+/** A flag's kind: it takes a value, or it is true/false. */
+export type FlagKinds = Readonly<Record<string, 'string' | 'boolean'>>;
+
+/** What a command line holds, in order: a flag given twice is there twice. */
+export type Arg =
+  | { readonly kind: 'flag'; readonly name: string; readonly value: string | boolean }
+  | { readonly kind: 'positional'; readonly value: string };
+
+export interface ReadOptions {
+  /** How the command's help is asked for ("api-auth", "api-auth token"), for the messages. */
+  readonly command: string;
+  /**
+   * Flags that end the reading where they appear, set: a later mistake does not hide
+   * the help. (A mistake before them is still one.)
+   */
+  readonly stopAt?: readonly string[];
+  /** Flags refused with a reason of their own: the message, or undefined for a flag like any other. */
+  readonly refuse?: (name: string) => string | undefined;
+}
+
+/** Reads `args` against `kinds`. Throws UsageError for a flag the command does not take, or a flag's value that is missing or malformed. */
+export function readArgs(args: readonly string[], kinds: FlagKinds, options: ReadOptions): Arg[] {
+  const config = Object.fromEntries(Object.entries(kinds).map(([name, type]) => [name, { type }]));
+  const { tokens } = parseArgs({ args: [...args], options: config, strict: false, allowPositionals: true, tokens: true });
+  const read: Arg[] = [];
+  // A bare true/false flag just before: "--flag true" is almost always meant as --flag=true.
+  let bareBoolean: string | null = null;
+  let terminated = false;
+  for (const token of tokens) {
+    if (token.kind === 'option-terminator') {
+      terminated = true;
+      continue;
+    }
+    if (token.kind === 'positional') {
+      if (!terminated && bareBoolean !== null && (token.value === 'true' || token.value === 'false')) {
+        throw new UsageError(`unexpected argument ${JSON.stringify(token.value)}; write --${bareBoolean}=${token.value}`);
+      }
+      bareBoolean = null;
+      read.push({ kind: 'positional', value: token.value });
+      continue;
+    }
+    bareBoolean = null;
+    const { name, rawName } = token;
+    if (!rawName.startsWith('--')) {
+      throw new UsageError(`unknown flag ${args[token.index]}; flags start with two dashes (run ${options.command} --help to list them)`);
+    }
+    const refused = options.refuse?.(name);
+    if (refused !== undefined) throw new UsageError(refused);
+    const kind = kinds[name];
+    if (kind === undefined) throw new UsageError(`unknown flag --${name}; run ${options.command} --help to list the flags`);
+    let value: string | boolean;
+    if (kind === 'boolean') {
+      if (token.value === undefined) bareBoolean = name;
+      else if (token.value !== 'true' && token.value !== 'false') throw new UsageError(`--${name} takes no value, or =true or =false, not ${JSON.stringify(token.value)}`);
+      value = token.value !== 'false';
+    } else {
+      // A flag where the value should be is almost always a forgotten value; a value
+      // that really starts with "--" can still be given as --name=--value.
+      if (token.value === undefined || (!token.inlineValue && token.value.startsWith('--'))) throw needsValue(name);
+      value = token.value;
+    }
+    read.push({ kind: 'flag', name, value });
+    if (value === true && options.stopAt?.includes(name)) break;
+  }
+  return read;
+}
+
+function needsValue(name: string): UsageError {
+  return new UsageError(`--${name} needs a value: --${name} <value> or --${name}=<value>`);
+}
+
+/** The value of a flag that must not be empty. */
+export function nonEmpty(name: string, value: string): string {
+  if (value.trim() === '') throw new UsageError(`--${name} must not be empty`);
+  return value;
+}

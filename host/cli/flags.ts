@@ -1,0 +1,128 @@
+// The server's command line: flags in, the library's options out, validated by the
+// library's own resolver (options.ts), so that the command and the library share one
+// set of defaults, limits and checks. Messages show the flags where the library names
+// its options.
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { OptionError, UsageError } from '../errors.js';
+import type { Namer } from '../errors.js';
+import { DEFAULTS, resolveServerOptions } from '../options.js';
+import type { ServerOptions } from '../options.js';
+import { readArgs } from './args.js';
+import type { FlagKinds } from './args.js';
+
+export type Command =
+  | { readonly action: 'serve'; readonly options: ServerOptions }
+  | { readonly action: 'help' }
+  | { readonly action: 'version' };
+
+type Option = keyof ServerOptions;
+
+/** Each flag: the option it sets, its kind, and how its text becomes the option's value (as is, by default). */
+const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean'; value?: (text: string) => unknown }>> = {
+  'http-host': { option: 'host', kind: 'string' },
+  'http-port': { option: 'port', kind: 'string' },
+  'api-auth-required': { option: 'authRequired', kind: 'boolean' },
+  'api-auth-password-file': { option: 'passwordFile', kind: 'string' },
+  'api-auth-token-lifetime': { option: 'tokenLifetime', kind: 'string' },
+  'data-dir': { option: 'dataDir', kind: 'string', value: expandHome },
+  'api-auth-public-endpoints': { option: 'publicEndpoints', kind: 'string', value: (text) => list(text).map((path) => path.trim()) },
+  'upstream': { option: 'upstream', kind: 'string' },
+  'upstream-timeout': { option: 'upstreamTimeout', kind: 'string' },
+  'upstream-max-body': { option: 'upstreamMaxBody', kind: 'string' },
+  'trusted-proxies': { option: 'trustedProxies', kind: 'string', value: list },
+  'metrics-path': { option: 'metricsPath', kind: 'string' },
+  'log-level': { option: 'logLevel', kind: 'string' },
+  'http-threads': { option: 'httpThreads', kind: 'string' },
+};
+
+const KINDS: FlagKinds = {
+  ...Object.fromEntries(Object.entries(FLAGS).map(([flag, { kind }]) => [flag, kind])),
+  help: 'boolean',
+  version: 'boolean',
+};
+
+const FLAG_OF: ReadonlyMap<string, string> = new Map(Object.entries(FLAGS).map(([flag, { option }]) => [option, `--${flag}`]));
+
+/** Names options by their flags, for the messages of the command line. */
+export const flagName: Namer = (option) => FLAG_OF.get(option) ?? option;
+
+/** Parses the arguments after the program name. Throws UsageError, with the line to show. */
+export function parseArgs(args: readonly string[]): Command {
+  const options: Record<string, unknown> = {};
+  // In order, like Go's flag package: --help and --version act where they appear.
+  for (const arg of readArgs(args, KINDS, { command: 'api-auth', stopAt: ['help', 'version'] })) {
+    if (arg.kind === 'positional') {
+      throw new UsageError(`unexpected argument ${JSON.stringify(arg.value)}; api-auth takes only flags (run api-auth --help to list them)`);
+    }
+    if (arg.name === 'help' || arg.name === 'version') {
+      if (arg.value === true) return { action: arg.name };
+      continue;
+    }
+    const flag = FLAGS[arg.name];
+    options[flag.option] = flag.value === undefined || typeof arg.value !== 'string' ? arg.value : flag.value(arg.value);
+  }
+  try {
+    resolveServerOptions(options);
+  } catch (error) {
+    if (error instanceof OptionError) throw new UsageError(error.describe(flagName));
+    throw error;
+  }
+  return { action: 'serve', options };
+}
+
+/** An empty list for an empty flag; the entries are the resolver's to check. */
+function list(text: string): string[] {
+  return text.trim() === '' ? [] : text.split(',');
+}
+
+// The shell expands "~" only at the start of a word, so `--data-dir=~/x` arrives unexpanded.
+function expandHome(path: string): string {
+  return path === '~' || path.startsWith('~/') ? join(homedir(), path.slice(1)) : path;
+}
+
+export const USAGE = `Usage: api-auth [flags]
+
+A node's authorization token service: JSON-RPC 2.0 at POST /ext/auth, and a bearer-token
+check in front of every other endpoint.
+
+Flags:
+  --http-host HOST                    address to listen on (default ${DEFAULTS.host})
+  --http-port PORT                    port to listen on, 0 picks a free one (default ${DEFAULTS.port})
+  --http-threads N                    threads serving HTTP, 1 to 256 (default: every core
+                                      the process may use, here ${DEFAULTS.httpThreads})
+  --api-auth-required[=true|false]    require a token on every endpoint but /ext/auth
+                                      (default false)
+  --api-auth-password-file PATH       file holding the service password; required with
+                                      --api-auth-required; generated (mode 0600) if it
+                                      does not exist
+  --api-auth-token-lifetime DURATION  lifetime of new tokens: 90s, 15m, 12h, 1h30m
+                                      (1s to 8760h; default 12h)
+  --data-dir PATH                     where durable state lives (default ~/.api-auth)
+  --api-auth-public-endpoints PATHS   comma-separated exact paths that need no token, such
+                                      as /ext/health (default none)
+  --upstream URL                      the node to protect, such as http://127.0.0.1:9652:
+                                      every authorised request is proxied to the same path
+                                      there (default none: built-in /ext/info, /ext/health)
+  --upstream-timeout DURATION         how long the upstream may take to start answering,
+                                      and between parts of its answer; then 504
+                                      (default 30s)
+  --upstream-max-body SIZE            largest request body proxied: bytes, or with KiB or
+                                      MiB (default 1MiB; /ext/auth takes at most 64 KiB)
+  --trusted-proxies LIST              comma-separated addresses and CIDR ranges of proxies
+                                      in front (such as 10.0.0.0/8,2001:db8::1) whose
+                                      X-Forwarded-For names the client (default none:
+                                      forwarding headers from clients are dropped)
+  --metrics-path PATH                 where Prometheus metrics are served, protected like
+                                      any endpoint (default ${DEFAULTS.metricsPath})
+  --log-level LEVEL                   debug, info, warn or error (default ${DEFAULTS.logLevel})
+  --help                              print this help and exit
+  --version                           print the version and exit
+
+Flags take "--name value" or "--name=value"; true/false flags also take a bare "--name".
+
+Operator commands talk to a running node's /ext/auth (run "api-auth token --help"):
+  api-auth token new --endpoints /ext/info,/ext/bc/X [--password-file PATH]
+  api-auth token revoke --token-file PATH|--token-stdin [--password-file PATH]
+  api-auth password change [--password-file PATH] [--new-password-file PATH]
+`;

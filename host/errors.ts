@@ -1,0 +1,156 @@
+// Every error of api-auth in one table: the JSON-RPC codes it answers with, the exit
+// codes of its commands, the core's outcome and result codes, and the error classes the
+// host throws. Each class carries a stable `code` beside its message, as undici's and
+// fast-jwt's errors do: callers and tests match the code, and the prose may improve.
+
+/** JSON-RPC 2.0 error codes: the standard ones, the token service's (-32000 down), the proxy's. */
+export const RpcCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  /** auth.*: the password is not the service password. */
+  IncorrectPassword: -32000,
+  /** auth.newToken: too many live tokens, or too many distinct endpoint lists. */
+  ResourceLimit: -32001,
+  /** auth.*: the client failed too many password checks of late (HTTP 429, Retry-After). */
+  Throttled: -32002,
+  /** auth.*: too many password checks are waiting (HTTP 503, Retry-After). */
+  Busy: -32003,
+  /** A proxied request the upstream refused, reset, or could not be reached for (HTTP 502). */
+  UpstreamUnavailable: -32004,
+  /** A proxied request the upstream did not answer within --upstream-timeout (HTTP 504). */
+  UpstreamTimeout: -32005,
+} as const;
+
+export type RpcCode = (typeof RpcCode)[keyof typeof RpcCode];
+
+/** The message of -32002, with the whole seconds to wait. */
+export function throttledMessage(retryAfter: number): string {
+  return `too many failed password attempts; retry in ${retryAfter} s`;
+}
+
+/** Exit codes of `api-auth [flags]`, the server. */
+export const ExitCode = {
+  /** After --help, --version, or a clean stop (SIGTERM, SIGINT). */
+  Ok: 0,
+  /** Anything unforeseen; one log line says what. */
+  Failed: 1,
+  /** It could not start: a bad command line or password file, a data folder or an address it cannot use. */
+  Usage: 2,
+} as const;
+
+/** Exit codes of the operator commands, `api-auth token ...` and `api-auth password ...`. */
+export const OperatorExitCode = {
+  Ok: 0,
+  /** The node answered with a JSON-RPC error: incorrect password, throttled, invalid params. */
+  Refused: 1,
+  /** A bad command line, or a secret that cannot be read. */
+  Usage: 2,
+  /** The node could not be reached, or did not answer like an api-auth node. */
+  Unreachable: 3,
+} as const;
+
+// The core's codes are defined once, in the core's own sources, which the host compiles
+// too: Outcome (assembly/outcome.ts), the result codes of its calls (assembly/results.ts),
+// and the errors the Core class raises from them, with codes of their own.
+export { Outcome } from '../assembly/outcome.js';
+export * as CoreResult from '../assembly/results.js';
+export { GrantError, IssueError } from './core/core.js';
+export type { GrantErrorCode, IssueErrorCode } from './core/core.js';
+
+/**
+ * How messages name an option: the library by its name in the options object
+ * (`passwordFile`), the command line by its flag (`--api-auth-password-file`).
+ */
+export type Namer = (option: string) => string;
+
+/** Names options as the library does. */
+export const optionName: Namer = (option) => option;
+
+/** A message that names options, written once for every way of naming them. */
+export type Text = (name: Namer) => string;
+
+/** The base of api-auth's errors: a stable `code` beside the message. */
+export abstract class ApiAuthError extends Error {
+  abstract readonly code: string;
+}
+
+/**
+ * What stops api-auth before it serves: options, the password file, the data folder,
+ * the address. The message names options as the library does; `describe` names them
+ * another way (the command line shows its flags), and the command exits with `exitCode`.
+ */
+export abstract class StartError extends ApiAuthError {
+  readonly exitCode = ExitCode.Usage;
+
+  /** `text` writes the message for a way of naming options. */
+  constructor(readonly text: Text) {
+    super(text(optionName));
+  }
+
+  /** The message, naming options with `name`. */
+  describe(name: Namer): string {
+    return this.text(name);
+  }
+}
+
+/** An option that is missing or has a bad value, or a password file that cannot be used. */
+export class OptionError extends StartError {
+  readonly code = 'API_AUTH_BAD_OPTION';
+  override readonly name = 'OptionError';
+
+  /** `option`: the option at fault, by its library name. */
+  constructor(readonly option: string, text: Text) {
+    super(text);
+  }
+}
+
+/** `${name of option}${problem}`: the usual shape of an OptionError's message. */
+export function badOption(option: string, problem: string): OptionError {
+  return new OptionError(option, (name) => `${name(option)}${problem}`);
+}
+
+/** The data folder cannot be used: not a folder, open to others, locked by another api-auth, its state damaged. */
+export class StateError extends StartError {
+  readonly code = 'API_AUTH_BAD_STATE';
+  override readonly name = 'StateError';
+
+  constructor(text: string | Text) {
+    super(typeof text === 'string' ? () => text : text);
+  }
+}
+
+/** The address or port cannot be listened on. */
+export class ListenError extends StartError {
+  readonly code = 'API_AUTH_CANNOT_LISTEN';
+  override readonly name = 'ListenError';
+}
+
+/** A bad command line: a flag the command does not take, an argument it does not expect, a flag's syntax. */
+export class UsageError extends ApiAuthError {
+  readonly code = 'API_AUTH_BAD_COMMAND_LINE';
+  override readonly name = 'UsageError';
+  readonly exitCode = ExitCode.Usage;
+}
+
+/**
+ * An HTTP thread failed, stopped responding or ended unasked; the server has stopped
+ * in order because of it (threads/acceptor.ts), and the process should exit 1.
+ */
+export class ThreadError extends ApiAuthError {
+  readonly code = 'API_AUTH_THREAD_FAILED';
+  override readonly name = 'ThreadError';
+  readonly exitCode = ExitCode.Failed;
+}
+
+/** More password checks wait than the bound allows; retry shortly. */
+export class BusyError extends ApiAuthError {
+  readonly code = 'API_AUTH_BUSY';
+  override readonly name = 'BusyError';
+
+  constructor() {
+    super('too many password checks are waiting');
+  }
+}

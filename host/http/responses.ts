@@ -1,0 +1,72 @@
+// The fixed responses of the HTTP side, encoded once so that writing one costs no string
+// work: 404, 405, 413, 415, 429, 500, and the writers that send them.
+import type { HttpResponse } from 'uWebSockets.js';
+import { RpcCode, throttledMessage } from '../errors.js';
+import { LIMITS } from '../options.js';
+import { errorResponse } from '../rpc/jsonrpc.js';
+
+/** The largest JSON-RPC body a local endpoint reads. */
+export const MAX_BODY_BYTES = LIMITS.rpcBody;
+
+/** A JSON-RPC error body for a request that was not read (so its id is unknown). */
+export function jsonLine(code: number, message: string): Uint8Array {
+  return new TextEncoder().encode(errorResponse(code, message) + '\n');
+}
+
+/** Ends a response with `body`, or for a HEAD request with its length only (uWS would send a body given to end()). */
+export function endWith(res: HttpResponse, body: Uint8Array, head: boolean): void {
+  if (head) res.writeHeader('Content-Length', String(body.length)).endWithoutBody();
+  else res.end(body);
+}
+
+const NOT_FOUND = new TextEncoder().encode('404 page not found\n');
+const BODY_TOO_LARGE = jsonLine(RpcCode.InvalidRequest, `request body exceeds ${MAX_BODY_BYTES} bytes`);
+const NOT_JSON = jsonLine(RpcCode.InvalidRequest, 'content-type must be application/json');
+const INTERNAL_ERROR = jsonLine(RpcCode.InternalError, 'internal error');
+// The same answer on every path, before the gate: it reveals nothing about a path, and
+// nothing of a CONNECT reaches a handler that might forward it.
+const CONNECT_ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+const CONNECT_REFUSED = jsonLine(RpcCode.InvalidRequest, 'HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels');
+
+export function writeNotFound(res: HttpResponse, head: boolean): void {
+  res.writeStatus('404 Not Found').writeHeader('Content-Type', 'text/plain; charset=utf-8');
+  endWith(res, NOT_FOUND, head);
+}
+
+export function writeConnectRefused(res: HttpResponse): void {
+  res.writeStatus('405 Method Not Allowed').writeHeader('Allow', CONNECT_ALLOW).writeHeader('Content-Type', 'application/json')
+    .end(CONNECT_REFUSED, true);
+}
+
+/** 405 for a local route; `method` in lower case, as uWS gives it. */
+export function writeMethodNotAllowed(res: HttpResponse, method: string, path: string, allow: string): void {
+  res.writeStatus('405 Method Not Allowed').writeHeader('Allow', allow).writeHeader('Content-Type', 'application/json');
+  endWith(res, jsonLine(RpcCode.InvalidRequest, `HTTP method ${method.toUpperCase()} is not allowed on ${path} (allowed: ${allow})`),
+    method === 'head');
+}
+
+export function writeNotJson(res: HttpResponse): void {
+  res.writeStatus('415 Unsupported Media Type').writeHeader('Content-Type', 'application/json').end(NOT_JSON);
+}
+
+/** 413, and the connection closes: the rest of the body is not read. */
+export function writeBodyTooLarge(res: HttpResponse): void {
+  res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(BODY_TOO_LARGE, true);
+}
+
+export function writeInternalError(res: HttpResponse): void {
+  res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR);
+}
+
+// The 429 bodies by wait, made once each: refusing a guess allocates nothing.
+const THROTTLED_BODIES = new Map<number, Uint8Array>();
+
+/** 429 with Retry-After: the client must wait `wait` seconds before its next password check. */
+export function writeThrottled(res: HttpResponse, wait: number): void {
+  let body = THROTTLED_BODIES.get(wait);
+  if (body === undefined) {
+    body = jsonLine(RpcCode.Throttled, throttledMessage(wait));
+    THROTTLED_BODIES.set(wait, body);
+  }
+  res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', String(wait)).end(body);
+}

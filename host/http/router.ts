@@ -1,0 +1,46 @@
+// Every request, in one uWebSockets.js catch-all handler. Path rules and the token check
+// come first, before routing, so a caller without a token learns nothing about which
+// paths exist; then the few local routes, and everything else goes to the upstream node
+// when there is one.
+//
+// The protected path is kept to: read the header and the URL, one core call, write.
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { Outcome } from '../core/core.js';
+import type { Core } from '../core/core.js';
+import type { Gate } from './gate.js';
+import type { UpstreamProxy } from './proxy.js';
+import { writeRefusal } from './refusals.js';
+import { writeConnectRefused, writeNotFound } from './responses.js';
+import type { LocalRoutes, Route } from './routes.js';
+
+export class Router {
+  /**
+   * `gate` null: no tokens needed, only the path rules apply (checked by `core`).
+   * `proxy` null: paths without a local route are not found.
+   */
+  constructor(
+    private readonly core: Core,
+    private readonly gate: Gate | null,
+    private readonly routes: ReadonlyMap<string, Route>,
+    private readonly local: LocalRoutes,
+    private readonly proxy: UpstreamProxy | null,
+  ) {}
+
+  handle(res: HttpResponse, req: HttpRequest): void {
+    const method = req.getCaseSensitiveMethod();
+    // Any spelling: some servers take methods without regard to case.
+    if (method.length === 7 && method.toUpperCase() === 'CONNECT') return writeConnectRefused(res);
+    const path = req.getUrl();
+    const gate = this.gate;
+    if (gate !== null) {
+      const outcome = gate.check(req.getHeader('authorization'), path);
+      if (outcome !== Outcome.Valid) return writeRefusal(res, outcome, req.getMethod() === 'head');
+    } else if (!this.core.pathAllowed(path)) {
+      return writeRefusal(res, Outcome.BadPath, req.getMethod() === 'head');
+    }
+    const route = this.routes.get(path);
+    if (route !== undefined) return this.local.serve(res, req, path, route);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path, method);
+    writeNotFound(res, req.getMethod() === 'head');
+  }
+}

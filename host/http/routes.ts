@@ -1,0 +1,65 @@
+// The few routes api-auth answers itself, past the gate: its JSON-RPC endpoints, the
+// token service, the metrics. Each path has one Route, and each kind of route its own
+// way of answering.
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { errorFields } from '../ops/log.js';
+import type { Logger } from '../ops/log.js';
+import type { MetricsSource } from '../ops/metrics.js';
+import type { TokenServiceLink } from '../service/link.js';
+import { postAuth } from './auth-route.js';
+import { clientAddress } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
+import type { InFlight } from './in-flight.js';
+import { endWith, writeInternalError, writeMethodNotAllowed } from './responses.js';
+import { postCall } from './rpc-route.js';
+import type { RpcHandler } from './rpc-route.js';
+import { Tarpit } from './tarpit.js';
+
+export type Route =
+  /** A JSON-RPC endpoint (/ext/info, /ext/health): POST calls it; GET and HEAD get `probe`, when there is one. */
+  | { readonly kind: 'rpc'; readonly endpoint: RpcHandler; readonly probe: Uint8Array | null }
+  /** The token service (/ext/auth): POST, throttled before the body is read. */
+  | { readonly kind: 'auth'; readonly service: TokenServiceLink }
+  /** The Prometheus metrics (this thread's, or every thread's summed): GET. */
+  | { readonly kind: 'metrics'; readonly metrics: MetricsSource };
+
+/** Answers requests for local routes; the gate, if any, has let them through. */
+export class LocalRoutes {
+  private readonly tarpit = new Tarpit();
+
+  constructor(private readonly inFlight: InFlight, private readonly trusted: TrustedProxies, private readonly log: Logger) {}
+
+  /** Call it from the uWS handler, before returning. */
+  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route): void {
+    const method = req.getMethod();
+    switch (route.kind) {
+      case 'rpc':
+        if (method === 'post') return postCall(res, req, route.endpoint, clientAddress(res, req, this.trusted), this.inFlight, this.log);
+        if (route.probe !== null && (method === 'get' || method === 'head')) {
+          res.writeHeader('Content-Type', 'application/json');
+          return endWith(res, route.probe, method === 'head');
+        }
+        return writeMethodNotAllowed(res, method, path, route.probe === null ? 'POST' : 'GET, HEAD, POST');
+      case 'auth':
+        if (method === 'post') {
+          return postAuth(res, req, route.service, clientAddress(res, req, this.trusted), this.inFlight, this.tarpit, this.log);
+        }
+        return writeMethodNotAllowed(res, method, path, 'POST');
+      case 'metrics':
+        if (method === 'get') return this.scrape(res, route.metrics);
+        return writeMethodNotAllowed(res, method, path, 'GET');
+    }
+  }
+
+  private scrape(res: HttpResponse, metrics: MetricsSource): void {
+    const pending = this.inFlight.begin(res);
+    metrics.scrape().then(({ contentType, text }) => {
+      if (pending.open) res.cork(() => res.writeHeader('Content-Type', contentType).end(text));
+      pending.finish();
+    }, (error: unknown) => {
+      this.log.error('internal error', { method: 'metrics', ...errorFields(error) });
+      if (pending.open) res.cork(() => writeInternalError(res));
+      pending.finish();
+    });
+  }
+}

@@ -1,0 +1,397 @@
+// One resolver of options for the library and the command line: the defaults, the
+// limits and the checks, each in one place and done once, at start, so that nothing on
+// the request path parses options. Messages name options as the library does
+// (`passwordFile`); the command line shows its flags in their place (cli/flags.ts).
+import { availableParallelism, homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { systemClock } from './clock.js';
+import type { Clock } from './clock.js';
+import type { Core } from './core/core.js';
+import { badOption, OptionError } from './errors.js';
+import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
+import type { TrustedProxies } from './http/client-address.js';
+import { LEVELS } from './ops/log.js';
+import type { Level, Logger } from './ops/log.js';
+
+/** Where the token service answers; never a path for anything else. */
+export const AUTH_PATH = '/ext/auth';
+
+/** What an option left out is. */
+export const DEFAULTS = {
+  host: '127.0.0.1',
+  port: 9650,
+  authRequired: false,
+  /** Seconds: 12 h. */
+  tokenLifetime: 12 * 3600,
+  dataDir: join(homedir(), '.api-auth'),
+  /** Seconds. */
+  upstreamTimeout: 30,
+  /** Bytes: 1 MiB. */
+  upstreamMaxBody: 1024 * 1024,
+  metricsPath: '/ext/metrics',
+  logLevel: 'info',
+  /** Every core the process may use, up to the limit. */
+  httpThreads: Math.min(availableParallelism(), 256),
+} as const;
+
+/** The bounds of options, and the fixed limits beside them. */
+export const LIMITS = {
+  /** Seconds: 1 s to 8760 h (a year). */
+  tokenLifetime: { min: 1, max: 8760 * 3600 },
+  /** Seconds: 1 s to 1 h. */
+  upstreamTimeout: { min: 1, max: 3600 },
+  /** Bytes: 1 to 1024 MiB. */
+  upstreamMaxBody: { min: 1, max: 1024 * 1024 * 1024 },
+  /** Bytes of a JSON-RPC body that /ext/auth and the built-in endpoints read (64 KiB). */
+  rpcBody: 65536,
+  /** Threads serving HTTP. */
+  httpThreads: { min: 1, max: 256 },
+} as const;
+
+/** createAuth's options: the token service embedded in a node. */
+export interface AuthOptions {
+  /** The service password's file; a strong password is generated into it when it is missing (its folder must exist). */
+  readonly passwordFile: string;
+  /** Where durable state lives (tokens' key, revocations, password changes); created 0700 when missing, locked while open. */
+  readonly dataDir: string;
+  /** Lifetime of new tokens: seconds, or a duration such as "90s", "15m", "12h". Default 12h. */
+  readonly tokenLifetime?: number | string;
+  /** Exact paths that need no token, such as /ext/health. */
+  readonly publicEndpoints?: readonly string[];
+  /**
+   * Addresses and CIDR ranges (such as "10.0.0.0/8") of the proxies in front of the node,
+   * whose X-Forwarded-For names the client that /ext/auth throttles and logs. Default
+   * none: the client is the connection's far end.
+   */
+  readonly trustedProxies?: readonly string[];
+  /** Where log lines go (audit lines included); default JSON lines on stdout, info and above. */
+  readonly log?: Logger;
+  /**
+   * The time, in ms since the Unix epoch: what tokens expire by, the throttle counts
+   * by, and the state forgets expired revocations by. Default the system's clock.
+   */
+  readonly clock?: Clock;
+}
+
+/** startServer's options: the standalone service, as the command line runs it. Every one may be left out. */
+export interface ServerOptions {
+  /** Address to listen on. Default 127.0.0.1. */
+  readonly host?: string;
+  /** Port to listen on, 0 for a free one. Default 9650. */
+  readonly port?: number | string;
+  /** Tokens are required on every endpoint but /ext/auth, which exists only then. Default false. */
+  readonly authRequired?: boolean;
+  /** The service password's file; required with authRequired, generated when missing. */
+  readonly passwordFile?: string;
+  /** Lifetime of new tokens: seconds, or a duration such as "90s", "15m", "12h". Default 12h. */
+  readonly tokenLifetime?: number | string;
+  /** Where durable state lives. Default ~/.api-auth. */
+  readonly dataDir?: string;
+  /** Exact paths that need no token, such as /ext/health. */
+  readonly publicEndpoints?: readonly string[];
+  /** The node to protect, such as http://127.0.0.1:9652; without it the built-in node endpoints are served. */
+  readonly upstream?: string | URL;
+  /** How long the upstream may take to start answering, and between parts of its answer: seconds, or a duration. Default 30s. */
+  readonly upstreamTimeout?: number | string;
+  /** The largest request body proxied: bytes, or a size such as "1MiB" or "512KiB". Default 1MiB. */
+  readonly upstreamMaxBody?: number | string;
+  /** Addresses and CIDR ranges of the proxies in front, whose X-Forwarded-For names the client. Default none. */
+  readonly trustedProxies?: readonly string[];
+  /** Where the Prometheus metrics are served, protected like any endpoint. Default /ext/metrics. */
+  readonly metricsPath?: string;
+  /** The least level logged: debug, info, warn or error. Default info. */
+  readonly logLevel?: Level;
+  /**
+   * Threads serving HTTP, 1 to 256; the main thread then accepts the connections and owns
+   * the state. Default every core the process may use (os.availableParallelism()).
+   */
+  readonly httpThreads?: number | string;
+}
+
+/** The token service's settings, validated. */
+export interface AuthConfig {
+  /** Absolute path. */
+  readonly passwordFile: string;
+  /** Absolute path. */
+  readonly dataDir: string;
+  /** Seconds. */
+  readonly tokenLifetime: number;
+  /** Exact paths, without duplicates; still to be checked against the core's path rules (servedPaths). */
+  readonly publicEndpoints: readonly string[];
+  readonly trustedProxies: TrustedProxies;
+  readonly clock: Clock;
+}
+
+/** The standalone service's settings, validated. */
+export interface ServerConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly authRequired: boolean;
+  /** Absolute path; set whenever authRequired is. */
+  readonly passwordFile: string | undefined;
+  /** Seconds. */
+  readonly tokenLifetime: number;
+  /** Absolute path. */
+  readonly dataDir: string;
+  /** Exact paths, without duplicates; still to be checked against the core's path rules (servedPaths). */
+  readonly publicEndpoints: readonly string[];
+  /** The upstream's origin; undefined serves the built-in node endpoints. */
+  readonly upstream: URL | undefined;
+  /** Milliseconds. */
+  readonly upstreamTimeoutMs: number;
+  /** Bytes. */
+  readonly upstreamMaxBody: number;
+  readonly trustedProxies: TrustedProxies;
+  readonly metricsPath: string;
+  readonly logLevel: Level;
+  readonly httpThreads: number;
+}
+
+const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
+const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'dataDir', 'publicEndpoints', 'upstream',
+  'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads'];
+
+/** createAuth's options, validated. Throws OptionError naming the first option at fault. */
+export function resolveAuthOptions(options: AuthOptions): AuthConfig {
+  known(options, AUTH_OPTIONS);
+  return {
+    passwordFile: required('passwordFile', options.passwordFile, passwordFile, 'the path of the service password\'s file ' +
+      '(a password is generated into it when it is missing)'),
+    dataDir: required('dataDir', options.dataDir, dataDir, 'the folder where durable state lives (created when missing)'),
+    tokenLifetime: tokenLifetime(options.tokenLifetime),
+    publicEndpoints: paths('publicEndpoints', options.publicEndpoints),
+    trustedProxies: proxies(options.trustedProxies),
+    clock: resolveClock(options.clock),
+  };
+}
+
+/** A clock option: a function giving the time in ms since the epoch; the system's when left out. */
+export function resolveClock(value: unknown): Clock {
+  if (value === undefined) return systemClock;
+  if (typeof value !== 'function') {
+    throw badOption('clock', ` must be a function that returns the time in ms since the Unix epoch, not ${show(value)}`);
+  }
+  return value as Clock;
+}
+
+/** startServer's options, validated. Throws OptionError naming the first option at fault. */
+export function resolveServerOptions(options: ServerOptions): ServerConfig {
+  known(options, SERVER_OPTIONS);
+  const authRequired = options.authRequired ?? DEFAULTS.authRequired;
+  if (typeof authRequired !== 'boolean') throw badOption('authRequired', ` must be true or false, not ${show(authRequired)}`);
+  const file = options.passwordFile === undefined ? undefined : passwordFile(options.passwordFile);
+  if (authRequired && file === undefined) {
+    throw new OptionError('passwordFile', (name) => `${name('authRequired')} needs ${name('passwordFile')}, the file holding the ` +
+      'service password (it is generated when missing)');
+  }
+  const metricsPath = path('metricsPath', options.metricsPath ?? DEFAULTS.metricsPath);
+  if (metricsPath === AUTH_PATH) throw badOption('metricsPath', ` must not be ${AUTH_PATH}`);
+  return {
+    host: host(options.host ?? DEFAULTS.host),
+    port: port(options.port ?? DEFAULTS.port),
+    authRequired,
+    passwordFile: file,
+    tokenLifetime: tokenLifetime(options.tokenLifetime),
+    dataDir: dataDir(options.dataDir ?? DEFAULTS.dataDir),
+    publicEndpoints: paths('publicEndpoints', options.publicEndpoints),
+    upstream: options.upstream === undefined ? undefined : upstream(options.upstream),
+    upstreamTimeoutMs: upstreamTimeout(options.upstreamTimeout ?? DEFAULTS.upstreamTimeout) * 1000,
+    upstreamMaxBody: size(options.upstreamMaxBody ?? DEFAULTS.upstreamMaxBody),
+    trustedProxies: proxies(options.trustedProxies),
+    metricsPath,
+    logLevel: level(options.logLevel ?? DEFAULTS.logLevel),
+    httpThreads: threads(options.httpThreads ?? DEFAULTS.httpThreads),
+  };
+}
+
+/**
+ * Throws OptionError unless the core's path rules allow every path of `option`: a path
+ * the gate refuses could never be served, so naming it is a mistake.
+ */
+export function servedPaths(core: Core, option: string, paths: readonly string[]): void {
+  for (const path of paths) {
+    if (!core.pathAllowed(path)) {
+      throw badOption(option, `: ${JSON.stringify(path)} is not a path the gate serves (no empty, "." or ".." segments, ` +
+        'no encoded "/", "." or "%", visible ASCII only)');
+    }
+  }
+}
+
+function known(options: object, names: readonly string[]): void {
+  if (typeof options !== 'object' || options === null) throw badOption('options', ` must be an object, not ${show(options)}`);
+  for (const name of Object.keys(options)) {
+    if (!names.includes(name)) throw badOption(name, ` is not an option; the options are ${names.join(', ')}`);
+  }
+}
+
+function required<T>(option: string, value: unknown, check: (value: unknown) => T, what: string): T {
+  if (value === undefined) throw badOption(option, ` is required: ${what}`);
+  return check(value);
+}
+
+function host(value: unknown): string {
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw badOption('host', value === '' ? ' must not be empty; give an address such as 127.0.0.1 or 0.0.0.0'
+      : ` must be an address such as 127.0.0.1 or 0.0.0.0, not ${show(value)}`);
+  }
+  return value;
+}
+
+function port(value: unknown): number {
+  const port = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,5}$/.test(value) ? Number(value) : NaN;
+  if (!(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+    throw badOption('port', ` must be a whole number from 0 to 65535 (0 picks a free port), not ${show(value)}`);
+  }
+  return port;
+}
+
+function passwordFile(value: unknown): string {
+  return resolve(nonEmpty('passwordFile', value, 'the path of the password file'));
+}
+
+function dataDir(value: unknown): string {
+  return resolve(nonEmpty('dataDir', value, 'a folder path'));
+}
+
+function nonEmpty(option: string, value: unknown, what: string): string {
+  if (typeof value !== 'string') throw badOption(option, ` must be ${what}, not ${show(value)}`);
+  if (value.trim() === '') throw badOption(option, ` must not be empty; give ${what}`);
+  return value;
+}
+
+function tokenLifetime(value: unknown): number {
+  if (value === undefined) return DEFAULTS.tokenLifetime;
+  const { min, max } = LIMITS.tokenLifetime;
+  const seconds = wholeSeconds('tokenLifetime', value, 'a duration in whole seconds such as 90s, 15m, 12h or 1h30m');
+  if (seconds < min || seconds > max) throw badOption('tokenLifetime', ` must be from 1s to 8760h (one year), not ${show(value)}`);
+  return seconds;
+}
+
+function upstreamTimeout(value: unknown): number {
+  const { min, max } = LIMITS.upstreamTimeout;
+  const what = 'a duration in whole seconds from 1s to 1h, such as 30s or 2m';
+  const seconds = wholeSeconds('upstreamTimeout', value, what);
+  if (seconds < min || seconds > max) throw badOption('upstreamTimeout', ` must be ${what}, not ${show(value)}`);
+  return seconds;
+}
+
+/** Whole seconds from a number of them, or from a duration's text. */
+function wholeSeconds(option: string, value: unknown, what: string): number {
+  const seconds = typeof value === 'number' ? value : typeof value === 'string' ? parseDuration(value) : null;
+  if (seconds === null || !Number.isInteger(seconds)) {
+    throw badOption(option, typeof value === 'number' ? ` must be a whole number of seconds, not ${show(value)}` : ` must be ${what}, not ${show(value)}`);
+  }
+  return seconds;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, KiB: 1024, MiB: 1024 * 1024 };
+
+function size(value: unknown): number {
+  const m = typeof value === 'string' ? /^(\d{1,10})(KiB|MiB)?$/.exec(value) : null;
+  const bytes = typeof value === 'number' ? value : m === null ? NaN : Number(m[1]) * SIZE_UNITS[m[2] ?? ''];
+  const { min, max } = LIMITS.upstreamMaxBody;
+  if (!(Number.isInteger(bytes) && bytes >= min && bytes <= max)) {
+    throw badOption('upstreamMaxBody', ' must be a size from 1 byte to 1024MiB: a number of bytes, or a number followed by KiB or MiB ' +
+      `(such as 1MiB), not ${show(value)}`);
+  }
+  return bytes;
+}
+
+/**
+ * The node to proxy to: an http or https origin. A path would be ambiguous (the request's
+ * path is sent as it came), so none is taken.
+ */
+function upstream(value: unknown): URL {
+  const notUrl = () => badOption('upstream', ` must be a URL such as http://127.0.0.1:9652, not ${show(value)}`);
+  if (typeof value !== 'string' && !(value instanceof URL)) throw notUrl();
+  let url: URL;
+  try {
+    url = new URL(String(value));
+  } catch {
+    throw notUrl();
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw badOption('upstream', ` must be an http:// or https:// URL, not ${show(value)}`);
+  if (url.username !== '' || url.password !== '' || url.pathname !== '/' || url.search !== '' || url.hash !== '') {
+    throw badOption('upstream', ' must be just scheme, host and port, such as http://127.0.0.1:9652 (requests keep their own path), ' +
+      `not ${show(value)}`);
+  }
+  return url;
+}
+
+/** A list of exact request paths, without duplicates. The path rules themselves (dot segments, encodings) are the core's: servedPaths. */
+function paths(option: string, value: unknown): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw badOption(option, ` must be an array of exact paths such as ["/ext/health"], not ${show(value)}`);
+  return [...new Set(value.map((entry: unknown) => path(option, entry)))];
+}
+
+function path(option: string, value: unknown): string {
+  if (typeof value !== 'string' || !value.startsWith('/') || value.includes('*') || value.includes('?')) {
+    throw badOption(option, ` takes exact absolute paths such as /ext/health (no "*", no query), not ${show(value)}`);
+  }
+  return value;
+}
+
+function proxies(value: unknown): TrustedProxies {
+  if (value === undefined) return NO_TRUSTED_PROXIES;
+  if (!Array.isArray(value)) throw badOption('trustedProxies', ' must be an array of addresses and CIDR ranges, such as ["10.0.0.0/8"]');
+  try {
+    return trustedProxies(value);
+  } catch (error) {
+    throw badOption('trustedProxies', `: ${(error as Error).message}`);
+  }
+}
+
+function threads(value: unknown): number {
+  const { min, max } = LIMITS.httpThreads;
+  const count = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,3}$/.test(value) ? Number(value) : NaN;
+  if (!(Number.isInteger(count) && count >= min && count <= max)) {
+    throw badOption('httpThreads', ` must be a whole number from ${min} to ${max} (threads serving HTTP), not ${show(value)}`);
+  }
+  return count;
+}
+
+function level(value: unknown): Level {
+  if (!(LEVELS as readonly unknown[]).includes(value)) throw badOption('logLevel', ` must be one of ${LEVELS.join(', ')}, not ${show(value)}`);
+  return value as Level;
+}
+
+function show(value: unknown): string {
+  if (value instanceof URL) return JSON.stringify(value.href);
+  return JSON.stringify(value) ?? String(value);
+}
+
+/**
+ * A Go-style duration (`90s`, `15m`, `12h`, `1h30m`, `1.5h`; units ns, us, µs, ms, s, m, h)
+ * in whole seconds. Null when the text is not a duration or not a whole number of seconds.
+ */
+export function parseDuration(text: string): number | null {
+  if (text === '') return null;
+  const part = /(\d+)(?:\.(\d*))?(ns|us|µs|μs|ms|h|m|s)/y;
+  let nanos = 0n;
+  let at = 0;
+  while (at < text.length) {
+    part.lastIndex = at;
+    const m = part.exec(text);
+    if (m === null) return null;
+    const unit = UNIT_NANOS[m[3]];
+    const fraction = m[2] ?? '';
+    nanos += BigInt(m[1]) * unit;
+    if (fraction !== '') nanos += (BigInt(fraction) * unit) / 10n ** BigInt(fraction.length);
+    at = part.lastIndex;
+  }
+  return nanos % NANOS_PER_SECOND === 0n ? Number(nanos / NANOS_PER_SECOND) : null;
+}
+
+const NANOS_PER_SECOND = 1_000_000_000n;
+
+const UNIT_NANOS: Record<string, bigint> = {
+  ns: 1n,
+  us: 1_000n,
+  'µs': 1_000n,
+  'μs': 1_000n,
+  ms: 1_000_000n,
+  s: NANOS_PER_SECOND,
+  m: 60n * NANOS_PER_SECOND,
+  h: 3600n * NANOS_PER_SECOND,
+};
