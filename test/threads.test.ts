@@ -14,6 +14,7 @@ import { call, changePassword, newToken, REASONS, refusalBody, revokeToken } fro
 import { exchange, KeepAliveConnection, request, type HttpResponse } from './helpers/http.js';
 import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running } from './helpers/server.js';
 import { echo, startUpstream } from './helpers/upstream.js';
+import { createLogger, startServer as startLibraryServer } from '../build/host/index.js';
 
 /** More threads than this machine may have cores, so that the tests exercise threads anywhere. */
 const THREADS = 3;
@@ -242,6 +243,27 @@ t.test('--http-threads takes a whole number from 1 to 256, by default every core
   t.equal(byDefault.listening.httpThreads, Math.min(availableParallelism(), 256), 'by default, one per core the process may use');
   const help = await runCli(t, ['--help']);
   t.match(help.stdout, /--http-threads N +threads serving HTTP, 1 to 256/);
+});
+
+t.test('the library takes httpThreads too, checked the same way; a clock of its own needs one thread', async (t) => {
+  const dir = tempDir(t);
+  const quiet = { log: createLogger(() => undefined) };
+  for (const bad of [0, 257, 1.5, '2x', -1]) {
+    await t.rejects(startLibraryServer({ port: 0, dataDir: join(dir, 'data'), httpThreads: bad }, quiet), {
+      code: 'API_AUTH_BAD_OPTION', option: 'httpThreads',
+      message: `httpThreads must be a whole number from 1 to 256 (threads serving HTTP), not ${JSON.stringify(bad)}`,
+    }, `httpThreads ${JSON.stringify(bad)}`);
+  }
+  await t.rejects(startLibraryServer({ port: 0, dataDir: join(dir, 'data') }, { ...quiet, clock: () => 0 }), {
+    code: 'API_AUTH_BAD_OPTION', option: 'clock',
+    message: 'clock: HTTP threads tell time by the system\'s clock; a clock of your own needs httpThreads: 1',
+  }, 'a clock of its own, with every core by default');
+  const lines: string[] = [];
+  const server = await startLibraryServer({ port: 0, dataDir: join(dir, 'data'), httpThreads: THREADS }, { log: createLogger((line) => lines.push(line)) });
+  t.equal((await request(`http://127.0.0.1:${server.port}`, '/ext/health')).status, 200, 'in process, on threads');
+  await server.stop();
+  await server.closed;
+  t.same(lines.map((line) => JSON.parse(line).msg), ['listening', 'stopped'], 'its lines through the logger it was given');
 });
 
 // The thread runtime and the acceptor, with HTTP threads that fail on demand (api-auth
