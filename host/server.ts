@@ -20,7 +20,8 @@ import type { ServerConfig, ServerOptions } from './options.js';
 import { openAuth } from './service/open.js';
 import type { OpenedAuth } from './service/open.js';
 import { MAX_CLIENTS, OVERALL, PasswordThrottle, PER_CLIENT } from './service/throttle.js';
-import { serveOnThreads } from './threads/acceptor.js';
+import { startThreads } from './threads/acceptor.js';
+import type { ThreadsPlan } from './threads/acceptor.js';
 import { throttledAuth } from './threads/owner-auth.js';
 import { boardMemory, ThrottleBoard } from './threads/throttle-board.js';
 
@@ -62,6 +63,8 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   servedPaths(core, 'metricsPath', [config.metricsPath]);
   // With several threads, the throttle publishes who must wait, for them to refuse.
   const board = threads > 1 ? boardMemory() : undefined;
+  // They load and attach while the state opens.
+  const httpThreads = board && startThreads(threadsPlan(config, core, board, metrics, log));
   let auth: OpenedAuth | undefined;
   let stack: Stack | undefined;
   // What stop() releases once the last request is answered.
@@ -72,8 +75,13 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   try {
     if (config.authRequired && config.passwordFile !== undefined) {
       const throttle = board && new PasswordThrottle(PER_CLIENT, OVERALL, MAX_CLIENTS, new ThrottleBoard(board).writer());
-      auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime, throttle },
-        log, metrics, clock);
+      try {
+        auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime, throttle },
+          log, metrics, clock);
+      } catch (error) {
+        await httpThreads?.abort();
+        throw error;
+      }
     } else {
       if (config.passwordFile !== undefined) {
         log.warn('the password file is not used without --api-auth-required', { path: config.passwordFile });
@@ -82,7 +90,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         log.warn('public endpoints mean nothing without --api-auth-required: every endpoint is public', { paths: config.publicEndpoints });
       }
     }
-    if (board !== undefined) return await onThreads(config, core, board, auth, metrics, log, release);
+    if (httpThreads !== undefined) return await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release });
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
       upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
@@ -96,16 +104,15 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
 }
 
 /** The HTTP side on `config.httpThreads` threads, this one accepting and owning the state. */
-async function onThreads(config: ServerConfig, core: Core, board: SharedArrayBuffer, auth: OpenedAuth | undefined, metrics: Metrics,
-  log: Logger, release: () => Promise<void>): Promise<ServerHandle> {
-  const server = await serveOnThreads({
+function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger): ThreadsPlan {
+  return {
     threads: config.httpThreads,
     host: config.host,
     port: config.port,
     module: coreThreadsModule(),
     memory: core.memory,
     settings: {
-      authRequired: auth !== undefined,
+      authRequired: config.authRequired && config.passwordFile !== undefined,
       publicEndpoints: config.publicEndpoints,
       metricsPath: config.metricsPath,
       upstream: config.upstream && { origin: config.upstream.origin, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
@@ -114,11 +121,8 @@ async function onThreads(config: ServerConfig, core: Core, board: SharedArrayBuf
       graceMs: STOP_GRACE_MS,
     },
     board,
-    auth: auth && throttledAuth(auth.link),
     metrics,
     log,
     whyNotListening,
-    release,
-  });
-  return server;
+  };
 }

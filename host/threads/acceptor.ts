@@ -18,6 +18,10 @@
 //   4. once every thread has ended: close the acceptor, release the state, and let the
 //      process exit.
 //
+// A start that fails before the listen (a thread that cannot start, a port in use, a
+// data folder the owner cannot open) simply terminates the threads: none has had a
+// socket.
+//
 // A thread that reports a failure, stops beating, or ends unasked starts the same stop,
 // and the process then exits 1 after one log line naming the thread. A thread that
 // never ends (stuck in a loop) is the one case left: the process kills itself with
@@ -56,8 +60,6 @@ export interface ThreadsPlan {
   readonly settings: HttpSettings;
   /** The throttle board the owner's throttle writes (throttle-board.ts). */
   readonly board: SharedArrayBuffer;
-  /** The owner's /ext/auth, when tokens are required. */
-  readonly auth: RpcHandler | undefined;
   /** The owner's own metrics (the token service's, the process's); the threads' are added when scraped. */
   readonly metrics: Metrics;
   readonly log: Logger;
@@ -65,8 +67,25 @@ export interface ThreadsPlan {
   readonly script?: URL;
   /** Why the address and port cannot be listened on (uWS does not say). */
   whyNotListening(host: string, port: number): Promise<Error>;
+}
+
+/** What the owner brings once its state is open: the HTTP threads may then serve. */
+export interface OwnerParts {
+  /** The owner's /ext/auth, when tokens are required. */
+  readonly auth: RpcHandler | undefined;
   /** Releases what the owner holds (state store, hashing thread), once every thread has ended. */
   release(): Promise<void>;
+}
+
+/** HTTP threads starting: they load and attach while the owner opens its state. */
+export interface HttpThreads {
+  /**
+   * Listens once every thread is ready. Rejects (after ending every thread, and logging
+   * nothing) when a thread could not start or the port cannot be listened on.
+   */
+  listen(owner: OwnerParts): Promise<ThreadsServer>;
+  /** Ends every thread, before it ever served: the owner could not open its state. */
+  abort(): Promise<void>;
 }
 
 export interface ThreadsServer {
@@ -101,12 +120,12 @@ interface Acceptor {
 }
 
 /**
- * Starts `plan.threads` HTTP threads, registers each with an acceptor on this thread,
- * and listens once all are ready. Rejects (after ending every thread) when a thread
- * cannot start or the port cannot be listened on.
+ * Starts `plan.threads` HTTP threads now; each registers with an acceptor on this thread
+ * once ready, and `listen` listens once all are.
  */
-export function serveOnThreads(plan: ThreadsPlan): Promise<ThreadsServer> {
-  return new ThreadsOwner(plan).start();
+export function startThreads(plan: ThreadsPlan): HttpThreads {
+  const owner = new ThreadsOwner(plan);
+  return { listen: (parts) => owner.start(parts), abort: () => owner.endThreads() };
 }
 
 class ThreadsOwner {
@@ -122,11 +141,17 @@ class ThreadsOwner {
   private stopping: Promise<void> | null = null;
   /** The threads are being told to stop: they end as asked. */
   private ending = false;
+  /** Connections may have been handed to the threads. */
+  private listened = false;
   private failure: ThreadError | null = null;
   private watchdog: NodeJS.Timeout | undefined;
   private settleClosed!: { resolve(): void; reject(error: Error): void };
-  /** Until the server listens: settles the start. */
+  /** Until the server listens: settles once every thread is ready, or one failed. */
   private starting: { resolve(): void; reject(error: Error): void } | null = null;
+  private readonly allReady = new Promise<void>((resolve, reject) => {
+    this.starting = { resolve, reject };
+  });
+  private owner: OwnerParts | null = null;
   private readonly closed = new Promise<void>((resolve, reject) => {
     this.settleClosed = { resolve, reject };
   });
@@ -134,19 +159,19 @@ class ThreadsOwner {
   constructor(private readonly plan: ThreadsPlan) {
     // One counter per thread (index = thread number), bumped by the thread's own loop.
     this.heartbeats = new Int32Array(new SharedArrayBuffer(4 * (plan.threads + 1)));
-    // Nobody need wait on `closed` for a failure to be safe.
+    // Nobody need wait on these for a failure to be safe: start() and the server's user do.
     this.closed.catch(() => undefined);
+    this.allReady.catch(() => undefined);
+    for (let number = 1; number <= plan.threads; number++) this.spawn(number);
   }
 
-  async start(): Promise<ThreadsServer> {
+  async start(owner: OwnerParts): Promise<ThreadsServer> {
     const { plan } = this;
-    const allReady = new Promise<void>((resolve, reject) => {
-      this.starting = { resolve, reject };
-    });
-    for (let number = 1; number <= plan.threads; number++) this.spawn(number);
+    this.owner = owner;
     try {
-      await allReady;
+      await this.allReady;
       this.listenSocket = await this.listen();
+      this.listened = true;
       // A thread may have failed while the listen was answered.
       if (this.failure !== null) throw this.failure;
     } catch (error) {
@@ -172,7 +197,8 @@ class ThreadsOwner {
     const thread: HttpThread = {
       number, worker, descriptor: null, ready: false, ended: false, end: new Promise((resolve) => { ended = resolve; }),
       link: new ThreadLink(worker, {
-        auth: plan.auth,
+        // Threads call it only once listening, and by then the owner has given it.
+        auth: (body, context) => this.owner?.auth?.handle(body, context) ?? Promise.reject(new Error('/ext/auth is not served')),
         ready: (descriptor) => {
           if (this.ending || thread.ready) return;
           thread.ready = true;
@@ -236,7 +262,7 @@ class ThreadsOwner {
     this.stopping ??= (async () => {
       try {
         await this.endThreads();
-        await this.plan.release();
+        await this.owner?.release();
       } catch (error) {
         this.settleClosed.reject(error instanceof Error ? error : new Error(String(error)));
         throw error;
@@ -249,12 +275,20 @@ class ThreadsOwner {
   }
 
   /** Steps 1 to 4 above, but the release. */
-  private async endThreads(): Promise<void> {
+  async endThreads(): Promise<void> {
     this.ending = true;
     clearInterval(this.watchdog);
     if (this.listenSocket !== null) us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
     for (const thread of this.threads) this.unregister(thread);
+    if (!this.listened) {
+      // Never listened, so no thread ever got a socket: ending them from here is safe, and
+      // a start that failed does not wait for threads still loading.
+      await Promise.all(this.threads.map((t) => t.ended ? undefined : t.worker.terminate()));
+      await Promise.all(this.threads.map((t) => t.end));
+      this.app.close();
+      return;
+    }
     for (const thread of this.threads) if (!thread.ended) thread.link.stop();
     // A thread stuck in a loop never reads `stop`, and ending it from here (terminate,
     // process.exit) would abort the process while its app holds sockets.

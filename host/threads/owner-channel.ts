@@ -13,7 +13,7 @@ import type { RpcHandler } from '../http/rpc-route.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
 import type { MetricsSource, Scrape } from '../ops/metrics.js';
-import type { Reply } from '../rpc/jsonrpc.js';
+import type { CallContext, Reply } from '../rpc/jsonrpc.js';
 
 /** How often each HTTP thread bumps its heartbeat counter, in ms. */
 export const HEARTBEAT_MS = 500;
@@ -113,6 +113,8 @@ export class OwnerLink {
   private readonly calls = new Pending<Reply>();
   private readonly scrapes = new Pending<Scrape>();
   private stopped: (() => void) | null = null;
+  /** The owner said stop before anyone listened for it. */
+  private stopAsked = false;
   private collect: (() => Promise<MetricsJson>) | null = null;
 
   /** /ext/auth as the owner answers it. */
@@ -151,9 +153,10 @@ export class OwnerLink {
     this.collect = collect;
   }
 
-  /** Runs `stop` when the owner says so (once). */
+  /** Runs `stop` when the owner says so, or now if it has (once). */
   onStop(stop: () => void): void {
-    this.stopped = stop;
+    if (this.stopAsked) stop();
+    else this.stopped = stop;
   }
 
   ready(descriptor: number): void {
@@ -194,6 +197,7 @@ export class OwnerLink {
       case 'stop': {
         const stop = this.stopped;
         this.stopped = null;
+        this.stopAsked = true;
         stop?.();
         break;
       }
@@ -206,8 +210,8 @@ export interface ThreadHandlers {
   ready(descriptor: number): void;
   log(level: Level, msg: string, fields: Fields | undefined): void;
   fatal(error: string): void;
-  /** /ext/auth; undefined when the service runs without tokens (the threads then never call it). */
-  readonly auth: RpcHandler | undefined;
+  /** /ext/auth. */
+  auth(body: Uint8Array, context: CallContext): Promise<Reply>;
   scrape(): Promise<Scrape>;
 }
 
@@ -246,11 +250,7 @@ export class ThreadLink {
         break;
       case 'auth': {
         const { id } = message;
-        const auth = this.handlers.auth;
-        const answer = auth === undefined
-          ? Promise.reject(new Error('/ext/auth is not served: the service runs without tokens'))
-          : auth.handle(message.body, { address: message.address });
-        answer.then(
+        this.handlers.auth(message.body, { address: message.address }).then(
           (reply) => this.reply({ t: 'auth', id, reply }),
           (error: unknown) => this.reply({ t: 'auth', id, error: messageOf(error) }),
         );

@@ -4,12 +4,12 @@
 import { coreThreadsModule, newThreadsCore } from '../../build/host/core/module.js';
 import { createLogger } from '../../build/host/ops/log.js';
 import { Metrics } from '../../build/host/ops/metrics.js';
-import { serveOnThreads } from '../../build/host/threads/acceptor.js';
+import { startThreads } from '../../build/host/threads/acceptor.js';
 import { boardMemory } from '../../build/host/threads/throttle-board.js';
 
 const threads = Number(process.argv[2] ?? '2');
 const core = newThreadsCore({ threads: threads + 1 });
-const server = await serveOnThreads({
+const server = await startThreads({
   threads,
   host: '127.0.0.1',
   port: 0,
@@ -19,12 +19,10 @@ const server = await serveOnThreads({
     authRequired: false, publicEndpoints: [], metricsPath: '/ext/metrics', upstream: undefined, trustedProxies: [], logLevel: 'info', graceMs: 1000,
   },
   board: boardMemory(),
-  auth: undefined,
   metrics: new Metrics(),
   log: createLogger(),
   script: new URL('./failing-thread.js', import.meta.url),
   whyNotListening: async (host, port) => new Error(`cannot listen on ${host}:${port}`),
-  release: async () => undefined,
-});
+}).listen({ auth: undefined, release: async () => undefined });
 server.closed.then(() => process.exit(0), () => process.exit(1));
 process.on('SIGTERM', () => void server.stop());
