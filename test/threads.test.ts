@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { call, changePassword, newToken, REASONS, refusalBody, revokeToken } from './helpers/auth.js';
 import { exchange, KeepAliveConnection, request, type HttpResponse } from './helpers/http.js';
 import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running } from './helpers/server.js';
-import { echo, startUpstream } from './helpers/upstream.js';
+import { closedPort, echo, startUpstream } from './helpers/upstream.js';
 import { createLogger, startServer as startLibraryServer } from '../build/host/index.js';
 
 /** More threads than this machine may have cores, so that the tests exercise threads anywhere. */
@@ -80,6 +80,7 @@ async function freshChecks(base: string, token: string, count: number): Promise<
 t.test('fresh connections go to every HTTP thread in turn; a kept-alive connection stays on its thread', async (t) => {
   const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
   t.equal(server.listening.httpThreads, THREADS, 'the listening line says how many threads serve');
+  t.equal(server.logs.filter((l) => l.msg === 'listening').length, 1, 'once');
   const token = await newToken(server.url, server.password, ['/ext/metrics', '/ext/info']);
 
   const before = byThread(await scrape(server.url, token), THREADS);
@@ -176,6 +177,21 @@ t.test('a client that must wait is refused on every thread from its request\'s h
   }
   const token = await newToken(server.url, server.password, ['/ext/metrics']);
   t.equal((await scrape(server.url, token)).get('api_auth_password_throttled_total'), SPREAD, 'each refusal counted once');
+});
+
+t.test('the log lines of every thread come out whole, in one stream; the upstream\'s failure is warned of once', async (t) => {
+  const server = await startServer(t, { auth: false, args: ['--upstream', `http://127.0.0.1:${await closedPort()}`, '--log-level', 'debug',
+    '--http-threads', String(THREADS)] });
+  const count = 20 * THREADS;
+  const answers = await Promise.all(Array.from({ length: count }, () => request(server.url, '/ext/bc/C/rpc', {
+    method: 'POST', body: INFO_BODY, headers: [['Content-Type', 'application/json']],
+  })));
+  t.same(answers.map((a) => a.status), Array(count).fill(502));
+  const failures = (): LogLine[] => server.logs.filter((l) => l.msg === 'the upstream node did not answer');
+  await server.waitForLog(() => failures().length === count);
+  t.same(server.logs.filter((l) => l.raw !== undefined), [], 'every line is one JSON object: none cut into or run together');
+  t.same(failures().filter((l) => l.level === 'warn').length, 1, 'one warning for the process, whichever thread saw it first');
+  t.same(new Set(failures().map((l) => l.thread)), new Set(Array.from({ length: THREADS }, (_, i) => i + 1)), 'each line names its thread');
 });
 
 /** Resolves once connecting to `port` is refused: the server has stopped listening. */
