@@ -8,8 +8,8 @@
 // A uWS app's thread must never end, nor the process exit, while the app holds a
 // socket: Node aborts (uv_loop_close() with open handles); and a thread that ends while
 // its descriptor is still registered makes the next connection handed to it a
-// segfault. So the threads never end on their own (worker.ts turns every failure into a
-// report), and every stop, clean or not, goes the one way that is safe:
+// segfault. So the threads never end on their own (http-thread.ts turns every failure
+// into a report), and every stop, clean or not, goes the one way that is safe:
 //
 //   1. close the listening socket (new connections are refused; before step 2, since an
 //      acceptor without children serves connections itself),
@@ -38,9 +38,6 @@ import type { Metrics, Scrape } from '../ops/metrics.js';
 import { ThreadLink } from './owner-channel.js';
 import type { HttpSettings, ThreadData } from './owner-channel.js';
 import { healthWord } from './upstream-health.js';
-
-/** The most HTTP threads; also the bound of --http-threads. */
-export const MAX_HTTP_THREADS = 256;
 
 /** How often the acceptor looks at the heartbeats (each thread beats every HEARTBEAT_MS). */
 const WATCHDOG_MS = 1000;

@@ -61,7 +61,8 @@ export type ThreadMessage =
   | { readonly t: 'fatal'; readonly error: string }
   | { readonly t: 'auth'; readonly id: number; readonly body: Uint8Array; readonly address: string }
   | { readonly t: 'scrape'; readonly id: number }
-  | { readonly t: 'collected'; readonly id: number; readonly metrics: MetricsJson };
+  | { readonly t: 'collected'; readonly id: number; readonly metrics: MetricsJson }
+  | { readonly t: 'collected'; readonly id: number; readonly error: string };
 
 /** From the owner to an HTTP thread. */
 export type OwnerMessage =
@@ -190,8 +191,8 @@ export class OwnerLink {
       case 'collect': {
         const { id } = message;
         const collect = this.collect ?? (() => Promise.resolve([]));
-        // A failed collection still answers, empty, so that a scrape never waits for it; the failure is logged.
-        collect().then((metrics) => this.post({ t: 'collected', id, metrics }), () => this.post({ t: 'collected', id, metrics: [] }));
+        // A failed collection still answers, so that the scrape fails rather than waits.
+        collect().then((metrics) => this.post({ t: 'collected', id, metrics }), (error: unknown) => this.post({ t: 'collected', id, error: messageOf(error) }));
         break;
       }
       case 'stop': {
@@ -265,7 +266,7 @@ export class ThreadLink {
         break;
       }
       case 'collected':
-        this.collections.settle(message.id, { value: message.metrics });
+        this.collections.settle(message.id, 'metrics' in message ? { value: message.metrics } : { error: new Error(message.error) });
         break;
     }
   }
