@@ -135,6 +135,16 @@ export class UsageError extends ApiAuthError {
   readonly exitCode = ExitCode.Usage;
 }
 
+/**
+ * An HTTP thread failed, stopped responding or ended unasked; the server has stopped
+ * in order because of it (threads/acceptor.ts), and the process should exit 1.
+ */
+export class ThreadError extends ApiAuthError {
+  readonly code = 'API_AUTH_THREAD_FAILED';
+  override readonly name = 'ThreadError';
+  readonly exitCode = ExitCode.Failed;
+}
+
 /** More password checks wait than the bound allows; retry shortly. */
 export class BusyError extends ApiAuthError {
   readonly code = 'API_AUTH_BUSY';

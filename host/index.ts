@@ -11,7 +11,7 @@ export { parseArgs, USAGE } from './cli/flags.js';
 export type { Command } from './cli/flags.js';
 export {
   ApiAuthError, BusyError, CoreResult, ExitCode, GrantError, IssueError, ListenError, OperatorExitCode, OptionError, RpcCode,
-  StartError, StateError, UsageError,
+  StartError, StateError, ThreadError, UsageError,
 } from './errors.js';
 export type { GrantErrorCode, IssueErrorCode, Namer } from './errors.js';
 export { systemClock } from './clock.js';

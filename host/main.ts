@@ -11,12 +11,24 @@ import { ExitCode, StartError, UsageError } from './errors.js';
 import { createLogger, errorFields } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { startServer } from './server.js';
+import type { ServerHandle } from './server.js';
 import { VERSION } from './version.js';
 
 // Replaced by one at the chosen level once the command line is read.
 let log: Logger = createLogger();
+// Once serving: with several HTTP threads, the process must not exit before they have
+// stopped (Node aborts when a thread ends with sockets open), so a failure stops the
+// server first, in order, and the process exits once it has.
+let server: ServerHandle | undefined;
 
-function fail(error: unknown): never {
+function fail(error: unknown): void {
+  if (server !== undefined) {
+    const serving = server;
+    server = undefined;
+    log.error('api-auth failed', errorFields(error));
+    serving.stop().finally(() => process.exit(ExitCode.Failed));
+    return;
+  }
   if (error instanceof UsageError || error instanceof StartError) {
     // The library's messages name its options; the command's name its flags.
     process.stderr.write(`api-auth: ${error instanceof StartError ? error.describe(flagName) : error.message}\n`);
@@ -43,9 +55,15 @@ async function main(): Promise<void> {
     return;
   }
   log = createLogger(undefined, command.options.logLevel);
-  const server = await startServer(command.options, { log });
+  const started = await startServer(command.options, { log });
+  server = started;
+  // An HTTP thread failed: the server has stopped by itself, in order, and logged why.
+  started.closed.catch((error: unknown) => {
+    server = undefined;
+    fail(error);
+  });
   const stop = (): void => {
-    server.stop().then(() => process.exit(ExitCode.Ok), fail);
+    started.stop().then(() => process.exit(ExitCode.Ok), fail);
   };
   // A second signal while stopping changes nothing: the stop is already bounded.
   process.on('SIGTERM', stop);

@@ -2,7 +2,7 @@
 // limits and the checks, each in one place and done once, at start, so that nothing on
 // the request path parses options. Messages name options as the library does
 // (`passwordFile`); the command line shows its flags in their place (cli/flags.ts).
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { systemClock } from './clock.js';
 import type { Clock } from './clock.js';
@@ -31,6 +31,8 @@ export const DEFAULTS = {
   upstreamMaxBody: 1024 * 1024,
   metricsPath: '/ext/metrics',
   logLevel: 'info',
+  /** Every core the process may use, up to the limit. */
+  httpThreads: Math.min(availableParallelism(), 256),
 } as const;
 
 /** The bounds of options, and the fixed limits beside them. */
@@ -43,6 +45,8 @@ export const LIMITS = {
   upstreamMaxBody: { min: 1, max: 1024 * 1024 * 1024 },
   /** Bytes of a JSON-RPC body that /ext/auth and the built-in endpoints read (64 KiB). */
   rpcBody: 65536,
+  /** Threads serving HTTP. */
+  httpThreads: { min: 1, max: 256 },
 } as const;
 
 /** createAuth's options: the token service embedded in a node. */
@@ -98,6 +102,11 @@ export interface ServerOptions {
   readonly metricsPath?: string;
   /** The least level logged: debug, info, warn or error. Default info. */
   readonly logLevel?: Level;
+  /**
+   * Threads serving HTTP, 1 to 256; the main thread then accepts the connections and owns
+   * the state. Default every core the process may use (os.availableParallelism()).
+   */
+  readonly httpThreads?: number | string;
 }
 
 /** The token service's settings, validated. */
@@ -136,11 +145,12 @@ export interface ServerConfig {
   readonly trustedProxies: TrustedProxies;
   readonly metricsPath: string;
   readonly logLevel: Level;
+  readonly httpThreads: number;
 }
 
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'dataDir', 'publicEndpoints', 'upstream',
-  'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel'];
+  'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads'];
 
 /** createAuth's options, validated. Throws OptionError naming the first option at fault. */
 export function resolveAuthOptions(options: AuthOptions): AuthConfig {
@@ -191,6 +201,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     trustedProxies: proxies(options.trustedProxies),
     metricsPath,
     logLevel: level(options.logLevel ?? DEFAULTS.logLevel),
+    httpThreads: threads(options.httpThreads ?? DEFAULTS.httpThreads),
   };
 }
 
@@ -329,6 +340,15 @@ function proxies(value: unknown): TrustedProxies {
   } catch (error) {
     throw badOption('trustedProxies', `: ${(error as Error).message}`);
   }
+}
+
+function threads(value: unknown): number {
+  const { min, max } = LIMITS.httpThreads;
+  const count = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,3}$/.test(value) ? Number(value) : NaN;
+  if (!(Number.isInteger(count) && count >= min && count <= max)) {
+    throw badOption('httpThreads', ` must be a whole number from ${min} to ${max} (threads serving HTTP), not ${show(value)}`);
+  }
+  return count;
 }
 
 function level(value: unknown): Level {

@@ -1,26 +1,29 @@
 // The assembly of the standalone service: the core, the state owner (when tokens are
-// required) and the HTTP side, wired together and listening.
+// required) and the HTTP side, wired together and listening. On one thread, the HTTP
+// side is that thread's own; on several (httpThreads), each HTTP thread builds its own
+// over a reader of the shared core, and this thread accepts and owns the state
+// (threads/acceptor.ts).
 import { App } from 'uWebSockets.js';
 import type { Clock } from './clock.js';
-import { newCore } from './core/module.js';
-import { Gate } from './http/gate.js';
-import { InFlight } from './http/in-flight.js';
-import { HttpServer } from './http/listener.js';
+import type { Core } from './core/core.js';
+import { coreThreadsModule, newCore, newThreadsCore } from './core/module.js';
+import { badOption } from './errors.js';
+import { HttpServer, STOP_GRACE_MS, whyNotListening } from './http/listener.js';
 import type { ServerHandle } from './http/listener.js';
-import { HEALTH_BODY, healthMethods, infoMethods } from './http/node-endpoints.js';
-import { UpstreamProxy } from './http/proxy.js';
-import { Router } from './http/router.js';
-import { LocalRoutes } from './http/routes.js';
-import type { Route } from './http/routes.js';
+import { buildStack } from './http/stack.js';
+import type { Stack } from './http/stack.js';
 import { createLogger } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
-import { AUTH_PATH, resolveClock, resolveServerOptions, servedPaths } from './options.js';
-import type { ServerOptions } from './options.js';
-import { loggedEndpoint } from './rpc/jsonrpc.js';
+import { resolveClock, resolveServerOptions, servedPaths } from './options.js';
+import type { ServerConfig, ServerOptions } from './options.js';
 import { openAuth } from './service/open.js';
 import type { OpenedAuth } from './service/open.js';
-import { VERSION } from './version.js';
+import { MAX_CLIENTS, OVERALL, PasswordThrottle, PER_CLIENT } from './service/throttle.js';
+import { startThreads } from './threads/acceptor.js';
+import type { ThreadsPlan } from './threads/acceptor.js';
+import { throttledAuth } from './threads/owner-auth.js';
+import { boardMemory, ThrottleBoard } from './threads/throttle-board.js';
 
 export type { ServerHandle } from './http/listener.js';
 
@@ -31,7 +34,8 @@ export interface ServerServices {
   readonly metrics?: Metrics;
   /**
    * The time, in ms since the Unix epoch: what tokens expire by, the throttle counts by,
-   * and the state forgets expired revocations by. Default the system's clock.
+   * and the state forgets expired revocations by. Default the system's clock. HTTP
+   * threads tell time by the system's clock, so a clock of your own needs httpThreads 1.
    */
   readonly clock?: Clock;
 }
@@ -46,30 +50,38 @@ export interface ServerServices {
 export async function startServer(options: ServerOptions = {}, services: ServerServices = {}): Promise<ServerHandle> {
   const config = resolveServerOptions(options);
   const clock = resolveClock(services.clock);
+  const threads = config.httpThreads;
+  if (threads > 1 && services.clock !== undefined) {
+    throw badOption('clock', ': HTTP threads tell time by the system\'s clock; a clock of your own needs httpThreads: 1');
+  }
   const log = services.log ?? createLogger(undefined, config.logLevel, clock);
-  const metrics = services.metrics ?? new Metrics({ processMetrics: true });
-  const core = newCore();
+  // With several threads, each counts its own requests, and these are the owner's.
+  const metrics = services.metrics ?? new Metrics({ processMetrics: true, httpThread: threads > 1 ? undefined : 1 });
+  // One thread keeps the plain core: no shared memory to size, and checks as fast (README, Threads).
+  const core = threads > 1 ? newThreadsCore({ threads: threads + 1 }) : newCore();
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
   servedPaths(core, 'metricsPath', [config.metricsPath]);
-  const routes = new Map<string, Route>([[config.metricsPath, { kind: 'metrics', metrics }]]);
-  if (config.upstream === undefined) {
-    routes.set('/ext/info', { kind: 'rpc', endpoint: loggedEndpoint(infoMethods(VERSION), log), probe: null });
-    routes.set('/ext/health', { kind: 'rpc', endpoint: loggedEndpoint(healthMethods(), log), probe: new TextEncoder().encode(HEALTH_BODY + '\n') });
-  }
-  const inFlight = new InFlight();
+  // With several threads, the throttle publishes who must wait, for them to refuse.
+  const board = threads > 1 ? boardMemory() : undefined;
+  // They load and attach while the state opens.
+  const httpThreads = board && startThreads(threadsPlan(config, core, board, metrics, log));
   let auth: OpenedAuth | undefined;
-  let proxy: UpstreamProxy | null = null;
+  let stack: Stack | undefined;
   // What stop() releases once the last request is answered.
   const release = async (): Promise<void> => {
-    await proxy?.close();
+    await stack?.close();
     await auth?.close();
   };
   try {
-    let gate: Gate | null = null;
     if (config.authRequired && config.passwordFile !== undefined) {
-      auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime }, log, metrics, clock);
-      routes.set(AUTH_PATH, { kind: 'auth', service: auth.link });
-      gate = new Gate(core, metrics, clock, { publicPaths: config.publicEndpoints, authPath: AUTH_PATH });
+      const throttle = board && new PasswordThrottle(PER_CLIENT, OVERALL, MAX_CLIENTS, new ThrottleBoard(board).writer());
+      try {
+        auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime, throttle },
+          log, metrics, clock);
+      } catch (error) {
+        await httpThreads?.abort();
+        throw error;
+      }
     } else {
       if (config.passwordFile !== undefined) {
         log.warn('the password file is not used without --api-auth-required', { path: config.passwordFile });
@@ -78,14 +90,39 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         log.warn('public endpoints mean nothing without --api-auth-required: every endpoint is public', { paths: config.publicEndpoints });
       }
     }
-    if (config.upstream !== undefined) {
-      proxy = new UpstreamProxy({ url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
-        config.trustedProxies, inFlight, metrics, log);
-    }
-    const router = new Router(core, gate, routes, new LocalRoutes(inFlight, config.trustedProxies, log), proxy);
-    return await new HttpServer(App(), router, inFlight, release, log).listen(config.host, config.port);
+    if (httpThreads !== undefined) return await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release });
+    stack = await buildStack({
+      core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
+      upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
+      trustedProxies: config.trustedProxies, log, clock,
+    });
+    return await new HttpServer(App(), stack.router, stack.inFlight, metrics, release, log).listen(config.host, config.port);
   } catch (error) {
     await release();
     throw error;
   }
+}
+
+/** The HTTP side on `config.httpThreads` threads, this one accepting and owning the state. */
+function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger): ThreadsPlan {
+  return {
+    threads: config.httpThreads,
+    host: config.host,
+    port: config.port,
+    module: coreThreadsModule(),
+    memory: core.memory,
+    settings: {
+      authRequired: config.authRequired && config.passwordFile !== undefined,
+      publicEndpoints: config.publicEndpoints,
+      metricsPath: config.metricsPath,
+      upstream: config.upstream && { origin: config.upstream.origin, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
+      trustedProxies: config.trustedProxies.entries,
+      logLevel: config.logLevel,
+      graceMs: STOP_GRACE_MS,
+    },
+    board,
+    metrics,
+    log,
+    whyNotListening,
+  };
 }

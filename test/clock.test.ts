@@ -18,7 +18,9 @@ t.test('startServer: tokens expire and the logs tell time by the clock it is giv
   mkdirSync(join(dir, 'data'), { mode: 0o700 });
   let now = START;
   const lines: string[] = [];
-  const server = await startServer({ port: 0, authRequired: true, passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), tokenLifetime: '1h' },
+  const server = await startServer({ port: 0, authRequired: true, passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), tokenLifetime: '1h',
+    // HTTP threads tell time by the system's clock.
+    httpThreads: 1 },
     { clock: () => now, log: createLogger((line) => lines.push(line), 'info', () => now) });
   t.teardown(() => server.stop());
   const base = `http://127.0.0.1:${server.port}`;

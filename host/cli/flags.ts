@@ -33,6 +33,7 @@ const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean
   'trusted-proxies': { option: 'trustedProxies', kind: 'string', value: list },
   'metrics-path': { option: 'metricsPath', kind: 'string' },
   'log-level': { option: 'logLevel', kind: 'string' },
+  'http-threads': { option: 'httpThreads', kind: 'string' },
 };
 
 const KINDS: FlagKinds = {
@@ -88,6 +89,8 @@ check in front of every other endpoint.
 Flags:
   --http-host HOST                    address to listen on (default ${DEFAULTS.host})
   --http-port PORT                    port to listen on, 0 picks a free one (default ${DEFAULTS.port})
+  --http-threads N                    threads serving HTTP, 1 to 256 (default: every core
+                                      the process may use, here ${DEFAULTS.httpThreads})
   --api-auth-required[=true|false]    require a token on every endpoint but /ext/auth
                                       (default false)
   --api-auth-password-file PATH       file holding the service password; required with

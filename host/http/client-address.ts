@@ -20,6 +20,8 @@ const MAPPED_PREFIX = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
 export interface TrustedProxies {
   /** Whether `address` (canonical, as this module writes it) is a trusted proxy. */
   has(address: string): boolean;
+  /** The addresses and ranges as given, to make the same matcher on another thread. */
+  readonly entries: readonly string[];
 }
 
 /**
@@ -38,6 +40,7 @@ export function trustedProxies(entries: readonly string[]): TrustedProxies {
     ranges.push(range);
   }
   return {
+    entries: Object.freeze([...entries]),
     has(address) {
       const bytes = parseAddress(address, SCRATCH);
       if (bytes === null) return false;
@@ -51,7 +54,7 @@ export function trustedProxies(entries: readonly string[]): TrustedProxies {
 }
 
 /** Believes nobody: forwarding headers from clients are never taken. */
-export const NO_TRUSTED_PROXIES: TrustedProxies = Object.freeze({ has: () => false });
+export const NO_TRUSTED_PROXIES: TrustedProxies = Object.freeze({ has: () => false, entries: Object.freeze([]) });
 
 // Where addresses are parsed to be matched, one at a time: matching allocates nothing for them.
 const SCRATCH = new Uint8Array(16);

@@ -7,6 +7,7 @@ import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ListenError } from '../errors.js';
 import type { Namer } from '../errors.js';
 import type { Logger } from '../ops/log.js';
+import type { Metrics } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
 
@@ -19,6 +20,12 @@ export interface ServerHandle {
   readonly port: number;
   /** Stops accepting, lets in-flight requests finish (at most 5 s), closes the state store and the hashing thread. */
   stop(): Promise<void>;
+  /**
+   * Settles once the server has stopped. Rejects with a ThreadError when it stopped by
+   * itself because an HTTP thread failed (the log says which and why): the process
+   * should then exit 1.
+   */
+  readonly closed: Promise<void>;
 }
 
 // uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT, and the listen that takes it with a host: the
@@ -34,7 +41,7 @@ interface ExclusiveListen {
  * Node names the cause (the port in use, an address not of this machine, a privileged
  * port), and that cause picks the advice.
  */
-function whyNotListening(host: string, port: number): Promise<ListenError> {
+export function whyNotListening(host: string, port: number): Promise<ListenError> {
   const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   return new Promise((resolve) => {
     const probe = createServer();
@@ -57,19 +64,31 @@ const LISTEN_PROBLEMS: Readonly<Record<string, (name: Namer) => string>> = {
   EAI_AGAIN: (name) => `the host name does not resolve; give ${name('host')} an address, such as 127.0.0.1`,
 };
 
+/** The server on one thread, which serves every request itself (--http-threads 1). */
 export class HttpServer {
   private listenSocket: us_listen_socket | null = null;
   private stopping: Promise<void> | null = null;
+  private stopped!: () => void;
+  private readonly closed = new Promise<void>((resolve) => {
+    this.stopped = resolve;
+  });
 
-  /** `release` runs once the last request is answered (or the grace is over), before the stop resolves. */
+  /**
+   * `release` runs once the last request is answered (or the grace is over), before the
+   * stop resolves. `metrics` counts the requests (this is HTTP thread 1).
+   */
   constructor(
     private readonly app: TemplatedApp,
     router: Router,
     private readonly inFlight: InFlight,
+    metrics: Metrics,
     private readonly release: () => Promise<void>,
     private readonly log: Logger,
   ) {
-    this.app.any('/*', (res, req) => router.handle(res, req));
+    this.app.any('/*', (res, req) => {
+      metrics.requests++;
+      router.handle(res, req);
+    });
   }
 
   /**
@@ -89,8 +108,8 @@ export class HttpServer {
         }
         this.listenSocket = socket;
         const actual = us_socket_local_port(socket as never);
-        this.log.info('listening', { host, port: actual });
-        resolve({ host, port: actual, stop: () => this.stop() });
+        this.log.info('listening', { host, port: actual, httpThreads: 1 });
+        resolve({ host, port: actual, stop: () => this.stop(), closed: this.closed });
       });
     });
   }
@@ -112,5 +131,6 @@ export class HttpServer {
     this.app.close();
     await this.release();
     this.log.info('stopped');
+    this.stopped();
   }
 }

@@ -49,6 +49,36 @@ export interface UpstreamOptions {
   readonly timeoutMs: number;
   /** The largest request body forwarded, in bytes; larger ones get 413. */
   readonly maxBody: number;
+  /** Whether the upstream answers, as every thread's proxy saw it last; by default this proxy's own. */
+  readonly health?: UpstreamHealth;
+}
+
+/**
+ * Whether the upstream answered the last exchange, kept so that a change is logged once
+ * (one warning when it starts failing, one line when it answers again), also when
+ * several threads proxy to it.
+ */
+export interface UpstreamHealth {
+  /** Records an answer; true when the upstream was failing until now. */
+  answered(): boolean;
+  /** Records a failure; true when the upstream was answering until now. */
+  failed(): boolean;
+}
+
+function ownHealth(): UpstreamHealth {
+  let healthy = true;
+  return {
+    answered() {
+      if (healthy) return false;
+      healthy = true;
+      return true;
+    },
+    failed() {
+      if (!healthy) return false;
+      healthy = false;
+      return true;
+    },
+  };
 }
 
 /**
@@ -170,7 +200,7 @@ export class UpstreamProxy {
   private readonly upstreams: Upstreams;
   private readonly relay: Relay;
   /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
-  private healthy = true;
+  private readonly health: UpstreamHealth;
 
   constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
     private readonly metrics: Metrics, private readonly log: Logger) {
@@ -180,6 +210,7 @@ export class UpstreamProxy {
       connect: { timeout: Math.min(options.timeoutMs, 10_000) },
     });
     this.upstreams = upstreams;
+    this.health = options.health ?? ownHealth();
     const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
     const failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }> = {
       refused: unavailable('the upstream node refused the connection'),
@@ -249,8 +280,7 @@ export class UpstreamProxy {
   private settled(error: Error | null): void {
     this.inFlight.leave();
     if (error === null) {
-      if (!this.healthy) {
-        this.healthy = true;
+      if (this.health.answered()) {
         this.log.info('the upstream node answers again', { upstream: this.options.url.origin });
       }
       return;
@@ -260,8 +290,7 @@ export class UpstreamProxy {
     this.metrics.upstreamError(kind);
     const fields = { upstream: this.options.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
     // One warning when the upstream starts failing, not one per request while it is down.
-    if (this.healthy) {
-      this.healthy = false;
+    if (this.health.failed()) {
       this.log.warn('the upstream node did not answer', fields);
     } else {
       this.log.debug('the upstream node did not answer', fields);

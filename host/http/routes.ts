@@ -4,7 +4,7 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
-import type { Metrics } from '../ops/metrics.js';
+import type { MetricsSource } from '../ops/metrics.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { postAuth } from './auth-route.js';
 import { clientAddress } from './client-address.js';
@@ -20,8 +20,8 @@ export type Route =
   | { readonly kind: 'rpc'; readonly endpoint: RpcHandler; readonly probe: Uint8Array | null }
   /** The token service (/ext/auth): POST, throttled before the body is read. */
   | { readonly kind: 'auth'; readonly service: TokenServiceLink }
-  /** The Prometheus metrics: GET. */
-  | { readonly kind: 'metrics'; readonly metrics: Metrics };
+  /** The Prometheus metrics (this thread's, or every thread's summed): GET. */
+  | { readonly kind: 'metrics'; readonly metrics: MetricsSource };
 
 /** Answers requests for local routes; the gate, if any, has let them through. */
 export class LocalRoutes {
@@ -53,7 +53,7 @@ export class LocalRoutes {
     }
   }
 
-  private scrape(res: HttpResponse, metrics: Metrics): void {
+  private scrape(res: HttpResponse, metrics: MetricsSource): void {
     const pending = this.inFlight.begin(res);
     metrics.scrape().then(({ contentType, text }) => {
       if (pending.open) res.cork(() => res.writeHeader('Content-Type', contentType).end(text));

@@ -22,9 +22,22 @@ const LATENCY_BUCKETS = [0.5e-6, 1e-6, 2e-6, 5e-6, 10e-6, 25e-6, 100e-6, 1e-3, 1
 export interface MetricsOptions {
   /** Also export the process's own metrics (CPU, memory, event loop, GC): process_* and nodejs_*. */
   readonly processMetrics?: boolean;
+  /** The HTTP thread (1 to --http-threads) whose requests `requests` counts; without it they are not exported. */
+  readonly httpThread?: number;
 }
 
-export class Metrics {
+/** A metrics exposition, ready to send. */
+export interface Scrape {
+  readonly contentType: string;
+  readonly text: string;
+}
+
+/** What the metrics route serves: these metrics, or every thread's summed. */
+export interface MetricsSource {
+  scrape(): Promise<Scrape>;
+}
+
+export class Metrics implements MetricsSource {
   readonly registry = new Registry();
   /** Verifications by outcome, indexed by Outcome. */
   readonly verifications = new Float64Array(OUTCOME_NAMES.length);
@@ -39,6 +52,8 @@ export class Metrics {
   /** Password checks refused because too many were waiting. */
   passwordsBusy = 0;
   readonly upstreamErrors = new Float64Array(UPSTREAM_ERROR_KINDS.length);
+  /** Requests this HTTP thread received. */
+  requests = 0;
   private readonly latency: Histogram;
 
   constructor(options: MetricsOptions = {}) {
@@ -69,6 +84,13 @@ export class Metrics {
       buckets: LATENCY_BUCKETS,
       registers,
     });
+    const thread = options.httpThread;
+    if (thread !== undefined) {
+      // Apart by thread when the threads' metrics are summed: it shows how the acceptor spreads the connections.
+      counter('api_auth_http_requests_total', 'Requests received, by the HTTP thread that served them (1 to --http-threads).', (c) => {
+        c.inc({ thread: String(thread) }, this.requests);
+      }, ['thread']);
+    }
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
@@ -82,7 +104,7 @@ export class Metrics {
   }
 
   /** The exposition text and its content type. */
-  async scrape(): Promise<{ contentType: string; text: string }> {
+  async scrape(): Promise<Scrape> {
     return { contentType: this.registry.contentType, text: await this.registry.metrics() };
   }
 }

@@ -10,6 +10,7 @@ import { Argon2idVerifier } from '../password/hash.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
 import { restoreService, StateStore } from '../state/store.js';
 import type { TokenServiceLink } from './link.js';
+import type { PasswordThrottle } from './throttle.js';
 import { TokenService } from './token-service.js';
 
 export interface AuthSettings {
@@ -19,6 +20,8 @@ export interface AuthSettings {
   readonly dataDir: string;
   /** Seconds. */
   readonly tokenLifetime: number;
+  /** The password throttle; by default a fresh one. */
+  readonly throttle?: PasswordThrottle;
 }
 
 /** The token service, restored from its data folder, as the serving side sees it. */
@@ -47,7 +50,7 @@ export async function openAuth(core: Core, settings: AuthSettings, log: Logger, 
     await close();
     throw error;
   }
-  const service = new TokenService({ core, store, verifier, tokenLifetime: settings.tokenLifetime, log, metrics, clock });
+  const service = new TokenService({ core, store, verifier, tokenLifetime: settings.tokenLifetime, log, metrics, clock, throttle: settings.throttle });
   const endpoint = loggedEndpoint(service.methods(), log);
   const link: TokenServiceLink = {
     throttled: (address) => service.throttled(address),

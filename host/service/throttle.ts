@@ -69,27 +69,45 @@ class Allowance {
   }
 }
 
+/**
+ * Told of each change of a wait, to publish it to other threads (threads/throttle-board.ts).
+ * The times are when the client, and everyone, may start their next check (ms since the
+ * epoch), reckoned from a moment at or before the change: never later than the throttle's
+ * own, and so never stricter, whenever they are read.
+ */
+export interface ThrottleWatcher {
+  /** `at`: the moment the times were reckoned from, at or before now (ms). */
+  changed(key: string, clientUntil: number, overallUntil: number, at: number): void;
+  /** The client is no longer tracked (the table was full): it waits for nothing now. */
+  forgot(key: string): void;
+}
+
 /** A password check under way: say how it ended, once. */
 export class PasswordCheck {
   private over = false;
 
-  constructor(private readonly client: Allowance, private readonly overall: Allowance, private readonly started: number) {}
+  /** `ended` runs after each way it ends. */
+  constructor(private readonly client: Allowance, private readonly overall: Allowance, private readonly started: number,
+    private readonly ended?: (started: number) => void) {}
 
   /** The password was wrong: the check stays counted, for its client and overall. */
   failed(): void {
     if (!this.end()) return;
     this.client.charge(this.started);
     this.overall.charge(this.started);
+    this.ended?.(this.started);
   }
 
   /** The password was right: not a guess, and its client's earlier failures are forgiven. */
   succeeded(): void {
-    if (this.end()) this.client.forgive();
+    if (!this.end()) return;
+    this.client.forgive();
+    this.ended?.(this.started);
   }
 
   /** No password was compared (the hashing queue was full, the hashing failed): nothing counted. */
   abandoned(): void {
-    this.end();
+    if (this.end()) this.ended?.(this.started);
   }
 
   private end(): boolean {
@@ -106,10 +124,12 @@ export class PasswordThrottle {
   private readonly clients = new Map<string, Allowance>();
   private readonly overall: Allowance;
 
+  /** `watcher`, when given, is told of every change of a wait (see ThrottleWatcher). */
   constructor(
     private readonly perClient: ThrottleRule = PER_CLIENT,
     all: ThrottleRule = OVERALL,
     private readonly maxClients = MAX_CLIENTS,
+    private readonly watcher?: ThrottleWatcher,
   ) {
     for (const rate of [...perClient, ...all]) {
       if (!Number.isInteger(rate.burst) || rate.burst < 1 || !(rate.interval > 0)) {
@@ -145,13 +165,24 @@ export class PasswordThrottle {
     this.clients.set(key, client);
     client.running++;
     this.overall.running++;
-    return new PasswordCheck(client, this.overall, now);
+    const watcher = this.watcher;
+    if (watcher === undefined) return new PasswordCheck(client, this.overall, now);
+    const counted = client;
+    const publish = (at: number): void => {
+      // A client forgotten meanwhile has nothing left to publish.
+      const until = this.clients.get(key) === counted ? at + counted.wait(at) : -Infinity;
+      watcher.changed(key, until, at + this.overall.wait(at), at);
+    };
+    publish(now);
+    return new PasswordCheck(client, this.overall, now, publish);
   }
 
   private makeRoom(): void {
     if (this.clients.size < this.maxClients) return;
     const oldest = this.clients.keys().next();
-    if (!oldest.done) this.clients.delete(oldest.value);
+    if (oldest.done) return;
+    this.clients.delete(oldest.value);
+    this.watcher?.forgot(oldest.value);
   }
 }
 

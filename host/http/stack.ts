@@ -1,0 +1,69 @@
+// One thread's request handling, assembled: the routes it answers itself, the gate, the
+// proxy with its own pool of upstream connections, and the router over them. The server
+// on one thread builds it once (server.ts); with several, each HTTP thread builds its
+// own (threads/worker.ts), around a reader of the shared core.
+import type { Clock } from '../clock.js';
+import type { Core } from '../core/core.js';
+import type { Logger } from '../ops/log.js';
+import type { Metrics, MetricsSource } from '../ops/metrics.js';
+import { AUTH_PATH } from '../options.js';
+import { loggedEndpoint } from '../rpc/jsonrpc.js';
+import type { TokenServiceLink } from '../service/link.js';
+import { VERSION } from '../version.js';
+import type { TrustedProxies } from './client-address.js';
+import { Gate } from './gate.js';
+import { InFlight } from './in-flight.js';
+import { HEALTH_BODY, healthMethods, infoMethods } from './node-endpoints.js';
+import type { UpstreamOptions, UpstreamProxy } from './proxy.js';
+import { Router } from './router.js';
+import { LocalRoutes } from './routes.js';
+import type { Route } from './routes.js';
+
+export interface StackParts {
+  readonly core: Core;
+  /** This thread's counters. */
+  readonly metrics: Metrics;
+  /** What the metrics route serves: `metrics`, or every thread's summed. */
+  readonly scrape: MetricsSource;
+  /** The token service; undefined when tokens are not required (no gate, no /ext/auth). */
+  readonly service: TokenServiceLink | undefined;
+  /** Checked against the core's path rules already. */
+  readonly publicEndpoints: readonly string[];
+  readonly metricsPath: string;
+  /** The node to protect; undefined serves the built-in node endpoints. */
+  readonly upstream: UpstreamOptions | undefined;
+  readonly trustedProxies: TrustedProxies;
+  readonly log: Logger;
+  readonly clock: Clock;
+}
+
+export interface Stack {
+  readonly router: Router;
+  /** The requests under way, for a stop to wait for. */
+  readonly inFlight: InFlight;
+  /** Closes the upstream's connections; requests still under way fail. */
+  close(): Promise<void>;
+}
+
+/** Builds the request handling of one thread. The proxy (and undici) is loaded only when there is an upstream. */
+export async function buildStack(parts: StackParts): Promise<Stack> {
+  const { core, metrics, service, log } = parts;
+  const routes = new Map<string, Route>([[parts.metricsPath, { kind: 'metrics', metrics: parts.scrape }]]);
+  if (parts.upstream === undefined) {
+    routes.set('/ext/info', { kind: 'rpc', endpoint: loggedEndpoint(infoMethods(VERSION), log), probe: null });
+    routes.set('/ext/health', { kind: 'rpc', endpoint: loggedEndpoint(healthMethods(), log), probe: new TextEncoder().encode(HEALTH_BODY + '\n') });
+  }
+  let gate: Gate | null = null;
+  if (service !== undefined) {
+    routes.set(AUTH_PATH, { kind: 'auth', service });
+    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH });
+  }
+  const inFlight = new InFlight();
+  let proxy: UpstreamProxy | null = null;
+  if (parts.upstream !== undefined) {
+    const { UpstreamProxy } = await import('./proxy.js');
+    proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log);
+  }
+  const router = new Router(core, gate, routes, new LocalRoutes(inFlight, parts.trustedProxies, log), proxy);
+  return { router, inFlight, close: async () => await proxy?.close() };
+}

@@ -1,0 +1,57 @@
+// An HTTP thread: a reader instance of the shared core, and around it this thread's own
+// request handling (http/stack.ts: the gate, the local routes, the proxy and its pool of
+// upstream connections). /ext/auth and the metrics route ask the owner (owner-channel.ts);
+// a client that must wait is refused here, from the throttle board.
+import { systemClock } from '../clock.js';
+import { Core } from '../core/core.js';
+import { trustedProxies } from '../http/client-address.js';
+import { buildStack } from '../http/stack.js';
+import { Metrics } from '../ops/metrics.js';
+import type { TokenServiceLink } from '../service/link.js';
+import { runHttpThread } from './http-thread.js';
+import { ThrottleBoard } from './throttle-board.js';
+import { sharedHealth } from './upstream-health.js';
+
+await runHttpThread(async ({ data, owner, log }) => {
+  const { settings } = data;
+  const core = new Core(data.module, { memory: data.memory, slot: data.thread });
+  // This thread's counters; the process's own metrics (CPU, memory) are the owner's.
+  const metrics = new Metrics({ httpThread: data.thread });
+  let service: TokenServiceLink | undefined;
+  if (settings.authRequired) {
+    const board = new ThrottleBoard(data.board);
+    service = {
+      throttled: (address) => {
+        const wait = board.retryAfter(address, systemClock());
+        if (wait > 0) metrics.passwordsThrottled++;
+        return wait;
+      },
+      handle: (body, context) => Promise.resolve(owner.auth.handle(body, context)),
+    };
+  }
+  const upstream = settings.upstream;
+  const stack = await buildStack({
+    core,
+    metrics,
+    scrape: owner.metrics,
+    service,
+    publicEndpoints: settings.publicEndpoints,
+    metricsPath: settings.metricsPath,
+    upstream: upstream && {
+      url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, health: sharedHealth(data.upstreamHealth),
+    },
+    trustedProxies: trustedProxies(settings.trustedProxies),
+    log,
+    clock: systemClock,
+  });
+  const { router, inFlight } = stack;
+  return {
+    handle(res, req) {
+      metrics.requests++;
+      router.handle(res, req);
+    },
+    drain: (graceMs) => inFlight.drain(graceMs),
+    collect: () => metrics.registry.getMetricsAsJSON(),
+    close: () => stack.close(),
+  };
+});
