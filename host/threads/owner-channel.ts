@@ -121,9 +121,9 @@ export class OwnerLink {
   /** /ext/auth as the owner answers it. */
   readonly auth: RpcHandler = {
     handle: (body, context) => this.calls.add((id) => {
-      // A body the thread owns whole is moved, not copied; one that shares its memory with
-      // other buffers (Buffer's pool) is copied first, so nothing else goes along.
-      const own = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
+      // The body may be a view on uWS's own memory, valid only until handle() returns (the
+      // link's contract): it is copied, and the copy moved to the owner.
+      const own = body.slice();
       this.post({ t: 'auth', id, body: own, address: context.address }, [own.buffer as ArrayBuffer]);
     }),
   };
