@@ -123,7 +123,9 @@ export async function serveInProcess(t: Test, options: LibraryServerOptions = {}
 export async function serveAgain(t: Test, previous: Pick<LibraryServer, 'password' | 'passwordFile' | 'dir' | 'dataDir' | 'args'>,
   clock?: Clock, password: string = previous.password): Promise<LibraryServer> {
   const { log, lines } = recordingLogger(clock);
-  const handle = await startServer(optionsOf(previous.args), { log, clock });
+  // HTTP threads tell time by the system's clock: a clock of the test's own needs one thread.
+  const options = clock === undefined ? optionsOf(previous.args) : { ...optionsOf(previous.args), httpThreads: 1 };
+  const handle = await startServer(options, { log, clock });
   let stopped: Promise<void> | undefined;
   const stop = (): Promise<void> => (stopped ??= handle.stop());
   t.teardown(stop);
