@@ -298,6 +298,9 @@ t.test('connections to the upstream are kept alive and reused', async (t) => {
 });
 
 t.test('past the upstream connection limit, requests wait for a connection and are all answered', async (t) => {
+  // The limit is per HTTP thread: one thread, so that every request meets the same limit.
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '1'] });
+  const bearer = `Bearer ${await newToken(server.url, server.password, ['*'])}`;
   const before = upstream.connections();
   holding = true;
   const limit = new Promise<void>((resolve) => { reachedLimit = resolve; });
