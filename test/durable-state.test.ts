@@ -19,6 +19,10 @@ import {
   randomPassword, restartServer, runCli, startServer, type Server,
 } from './helpers/server.js';
 
+// Two tests at a time: each has a server and a data folder of its own, and a restart
+// spends most of its time starting a process.
+t.jobs = 2;
+
 const SUCCESS = { success: true };
 /** The PHC prefix of the argon2id parameters the team brief fixes. */
 const ARGON2ID_PHC = '$argon2id$v=19$m=19456,t=2,p=1$';

@@ -35,6 +35,25 @@ function api(args: readonly string[], stdin: string | Buffer = ''): Promise<Run>
   });
 }
 
+/**
+ * `work` for every item, a few at a time (commands that fail before they send anything
+ * are independent); the results in the items' order.
+ */
+async function eachAtOnce<T, R>(items: readonly T[], work: (item: T) => Promise<R>, width = 4): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await work(items[i]);
+    }
+  }));
+  return results;
+}
+
+// Two tests at a time: each command is a process, and most of a command's time is its start.
+t.jobs = 2;
+
 const server = await startServer(t);
 const dir = tempDir(t);
 const uri = ['--uri', server.url];
@@ -116,8 +135,9 @@ t.test('secrets that are not UTF-8 are refused (exit 2), never sent with U+FFFD 
       /--new-password-stdin: stdin is not UTF-8 text/],
     ['a token file', ['token', 'revoke', '--password-file', node.passwordFile, '--token-file', file], Buffer.alloc(0), /--token-file .*: the file is not UTF-8 text; save the token as UTF-8/],
   ];
-  for (const [name, args, stdin, message] of cases) {
-    const run = await api([...args, ...at], stdin);
+  const runs = await eachAtOnce(cases, ([, args, stdin]) => api([...args, ...at], stdin));
+  for (const [i, [name, , , message]] of cases.entries()) {
+    const run = runs[i];
     t.equal(run.code, 2, `${name}: exit 2 (${run.stderr.trim()})`);
     t.match(run.stderr, message, `${name}: says so`);
   }
@@ -180,8 +200,9 @@ t.test('bad command lines: exit 2, one line on stderr, nothing sent', async (t) 
     ['both secrets from stdin', ['password', 'change', '--password-stdin', '--new-password-stdin'], /--password-stdin and --new-password-stdin cannot both read stdin/],
     ['a new password for token new', ['token', 'new', '--endpoints', '*', '--new-password-file', 'x'], /belong to "api-auth password change"/],
   ];
-  for (const [name, args, message] of cases) {
-    const run = await api([...args, ...uri]);
+  const runs = await eachAtOnce(cases, ([, args]) => api([...args, ...uri]));
+  for (const [i, [name, , message]] of cases.entries()) {
+    const run = runs[i];
     t.equal(run.code, 2, `${name}: exit 2 (${run.stderr.trim()})`);
     t.match(run.stderr, /^api-auth: [^\n]+\n$/, `${name}: one line`);
     t.match(run.stderr, message, `${name}: names the problem`);
