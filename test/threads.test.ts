@@ -138,6 +138,38 @@ t.test('once auth.changePassword answers, no thread answers 200 for a token of t
   }
 });
 
+t.test('/ext/auth answered by the owner for a thread: the body arrives whole and the answer keeps its id, whatever the size', async (t) => {
+  const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
+  // Spread over the threads; bodies from a few bytes to near the 64 KiB limit, in one piece or chunked.
+  for (const [i, pad] of [0, 1000, 60_000].entries()) {
+    for (let k = 0; k < THREADS; k++) {
+      const id = `call-${i}-${k}`;
+      const body = JSON.stringify({ jsonrpc: '2.0', method: 'auth.newToken', id, params: { password: server.password, endpoints: ['/ext/info'], pad: 'x'.repeat(pad) } });
+      const whole = await request(server.url, '/ext/auth', { method: 'POST', body, headers: [['Content-Type', 'application/json']] });
+      t.match(JSON.parse(whole.text), { id, result: { token: String } }, `${body.length} bytes, in one piece`);
+      const chunked = await exchange(server.url, Buffer.concat([
+        Buffer.from('POST /ext/auth HTTP/1.1\r\nHost: api-auth\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n'),
+        ...[body.slice(0, 10), body.slice(10)].map((part) => Buffer.from(`${Buffer.byteLength(part).toString(16)}\r\n${part}\r\n`)),
+        Buffer.from('0\r\n\r\n'),
+      ]));
+      t.match(JSON.parse(chunked.text), { id, result: { token: String } }, `${body.length} bytes, chunked`);
+    }
+  }
+  // One after another on kept-alive connections, which uWS reads into the same memory.
+  const connections = Array.from({ length: SPREAD }, () => new KeepAliveConnection(server.url));
+  for (let round = 0; round < 3; round++) {
+    for (const [k, connection] of connections.entries()) {
+      const id = round * 100 + k;
+      const answer = await connection.request('/ext/auth', {
+        method: 'POST', headers: [['Content-Type', 'application/json']],
+        body: JSON.stringify({ jsonrpc: '2.0', method: 'auth.newToken', id, params: { password: server.password, endpoints: ['/ext/info'] } }),
+      });
+      t.match(JSON.parse(answer.text), { id, result: { token: String } }, `kept alive: call ${id}`);
+    }
+  }
+  for (const connection of connections) connection.close();
+});
+
 t.test('a scrape on any thread sums every thread\'s metrics and the owner\'s', async (t) => {
   const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
   const token = await newToken(server.url, server.password, ['/ext/metrics']);
