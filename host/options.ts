@@ -148,6 +148,9 @@ export interface ServerConfig {
   readonly httpThreads: number;
 }
 
+/** Options that only the proxy uses: refused without `upstream`. */
+const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody'] as const;
+
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'dataDir', 'publicEndpoints', 'upstream',
   'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads'];
@@ -185,9 +188,9 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     throw new OptionError('passwordFile', (name) => `${name('authRequired')} needs ${name('passwordFile')}, the file holding the ` +
       'service password (it is generated when missing)');
   }
-  const metricsPath = path('metricsPath', options.metricsPath ?? DEFAULTS.metricsPath);
+  const metricsPath = path('metricsPath', options.metricsPath ?? DEFAULTS.metricsPath, DEFAULTS.metricsPath);
   if (metricsPath === AUTH_PATH) throw badOption('metricsPath', ` must not be ${AUTH_PATH}`);
-  return {
+  const config: ServerConfig = {
     host: host(options.host ?? DEFAULTS.host),
     port: port(options.port ?? DEFAULTS.port),
     authRequired,
@@ -203,6 +206,17 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     logLevel: level(options.logLevel ?? DEFAULTS.logLevel),
     httpThreads: threads(options.httpThreads ?? DEFAULTS.httpThreads),
   };
+  // The proxy's settings mean nothing without a proxy: a flag that would change nothing is
+  // a mistake to point out (a forgotten --upstream, most likely), not to ignore.
+  if (config.upstream === undefined) {
+    for (const option of PROXY_OPTIONS) {
+      if (options[option] !== undefined) {
+        throw new OptionError(option, (name) => `${name(option)} sets how requests are proxied to the node, and there is no ` +
+          `${name('upstream')}: give ${name('upstream')} (such as http://127.0.0.1:9652), or leave ${name(option)} out`);
+      }
+    }
+  }
+  return config;
 }
 
 /**
@@ -315,19 +329,35 @@ function upstream(value: unknown): URL {
     throw badOption('upstream', ' must be just scheme, host and port, such as http://127.0.0.1:9652 (requests keep their own path), ' +
       `not ${show(value)}`);
   }
+  // A node listens on a port of its own (9650 by default), never on the scheme's. A URL
+  // without one would go to port 80 or 443: most likely a forgotten port. The URL parser
+  // drops a port equal to the scheme's default, so the text says whether one was written.
+  if (!/^[a-z][a-z0-9+.-]*:\/\/(\[[^\]]*\]|[^/?#:]*):\d+(?:[/?#]|$)/i.test(String(value))) {
+    throw badOption('upstream', ` must name the node's port, such as http://127.0.0.1:9652 (write :${url.protocol === 'https:' ? 443 : 80} ` +
+      `if that port is really meant), not ${show(value)}`);
+  }
   return url;
 }
 
-/** A list of exact request paths, without duplicates. The path rules themselves (dot segments, encodings) are the core's: servedPaths. */
+/**
+ * A list of exact request paths, without duplicates. The path rules themselves (dot
+ * segments, encodings) are the core's: servedPaths. The token service's own path needs no
+ * token already, so naming it as public would change nothing: a mistake, refused.
+ */
 function paths(option: string, value: unknown): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw badOption(option, ` must be an array of exact paths such as ["/ext/health"], not ${show(value)}`);
-  return [...new Set(value.map((entry: unknown) => path(option, entry)))];
+  const list = [...new Set(value.map((entry: unknown) => path(option, entry, '/ext/health')))];
+  if (list.includes(AUTH_PATH)) {
+    throw badOption(option, `: ${AUTH_PATH} needs no token already (it is where tokens are had, behind the password); leave it out`);
+  }
+  return list;
 }
 
-function path(option: string, value: unknown): string {
+/** An exact absolute path; `example` is one that fits the option. */
+function path(option: string, value: unknown, example: string): string {
   if (typeof value !== 'string' || !value.startsWith('/') || value.includes('*') || value.includes('?')) {
-    throw badOption(option, ` takes exact absolute paths such as /ext/health (no "*", no query), not ${show(value)}`);
+    throw badOption(option, ` takes exact absolute paths such as ${example} (no "*", no query), not ${show(value)}`);
   }
   return value;
 }
