@@ -22,3 +22,9 @@ export type { RefusedOutcome, Verdict } from './http/refusals.js';
 export { createLogger, LEVELS } from './ops/log.js';
 export type { Fields, Level, Logger } from './ops/log.js';
 export { Metrics } from './ops/metrics.js';
+// The uWebSockets.js that createAuth's mount and protect are made for. Its package is a
+// repack under another name (uws-pack), so an embedder's own `import ... from
+// 'uWebSockets.js'` only resolves with the same alias in its package.json; taking App from
+// here always gives the one api-auth was built and tested with.
+export { App, SSLApp, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
+export type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';

@@ -1,0 +1,93 @@
+// A production install (issue 14), the way an operator does it: from a clean clone of
+// this commit, `npm ci --omit=dev` builds and installs without the development tools,
+// and `api-auth` serves; from `npm pack`'s tarball, installed into a project outside the
+// repository, the `api-auth` command runs and the library embeds with the App it
+// re-exports. Packages come from npm's cache (CI's own `npm ci` filled it), so nothing
+// here needs the registry.
+import t from 'tap';
+import type { Test } from 'tap';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { REASONS, call, expectRefused, newToken } from './helpers/auth.js';
+import { PROGRAM_ENV, ROOT, VERSION, launch, randomPassword, tempDir } from './helpers/server.js';
+
+const run = promisify(execFile);
+const NPM_FLAGS = ['--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
+
+async function npm(t: Test, cwd: string, args: string[]): Promise<string> {
+  const { stdout } = await run('npm', [...args, ...NPM_FLAGS], { cwd, env: PROGRAM_ENV, maxBuffer: 16 << 20 });
+  t.pass(`npm ${args.join(' ')}: exit 0`);
+  return stdout;
+}
+
+t.test('from a clean clone: npm ci --omit=dev, then api-auth serves', async (t) => {
+  const dir = tempDir(t);
+  const clone = join(dir, 'api-auth');
+  await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, clone]);
+  await npm(t, clone, ['ci', '--omit=dev']);
+  t.notOk(existsSync(join(clone, 'node_modules', 'tap')), 'no development package installed');
+  for (const file of ['core.wasm', 'core-threads.wasm', join('host', 'main.js')]) t.ok(existsSync(join(clone, 'build', file)), `built: build/${file}`);
+
+  const main = join(clone, 'build', 'host', 'main.js');
+  const { stdout } = await run(main, ['--version'], { env: PROGRAM_ENV });
+  t.equal(stdout, `api-auth ${VERSION}\n`, 'build/host/main.js runs as a command (#!, executable)');
+
+  const passwordFile = join(dir, 'password');
+  const password = randomPassword();
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  const server = launch(t, ['--api-auth-required', '--api-auth-password-file', passwordFile, '--data-dir', join(dir, 'data'),
+    '--http-port', '0'], main);
+  const listening = await server.waitForLog((line) => line.msg === 'listening', 20_000);
+  const url = `http://127.0.0.1:${String(listening.port)}`;
+  expectRefused(t, await call(url, '/ext/info'), REASONS.noToken, 'the gate is on');
+  const token = await newToken(url, password, ['/ext/info']);
+  t.equal((await call(url, '/ext/info', token)).status, 200, 'a token from /ext/auth opens /ext/info');
+  server.child.kill('SIGTERM');
+  t.same(await server.exited, { code: 0, signal: null }, 'SIGTERM: exit 0');
+});
+
+t.test('from the tarball, in a project of its own: the command and the library', async (t) => {
+  const dir = tempDir(t);
+  const clone = join(dir, 'api-auth');
+  await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, clone]);
+  // The tarball is what `npm pack` makes of a built tree; the build is the clone's own.
+  await npm(t, clone, ['ci', '--omit=dev']);
+  await npm(t, clone, ['pack', '--ignore-scripts']);
+  const tarball = join(clone, readdirSync(clone).find((f) => f.endsWith('.tgz'))!);
+
+  const project = join(dir, 'my-node');
+  mkdirSync(project);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'my-node', version: '1.0.0', private: true, type: 'module' }));
+  await npm(t, project, ['install', tarball]);
+  const { stdout } = await run(join(project, 'node_modules', '.bin', 'api-auth'), ['--version'], { env: PROGRAM_ENV });
+  t.equal(stdout, `api-auth ${VERSION}\n`, 'node_modules/.bin/api-auth runs');
+
+  // The README's embedding example, with App taken from api-auth.
+  const password = randomPassword();
+  writeFileSync(join(project, 'password.txt'), password, { mode: 0o600 });
+  writeFileSync(join(project, 'my-node.mjs'), `
+import { App, createAuth, us_socket_local_port } from 'api-auth';
+const auth = await createAuth({ passwordFile: './password.txt', dataDir: './auth-data' });
+const app = App();
+auth.mount(app);
+app.post('/ext/info', auth.protect((res) => {
+  res.writeHeader('Content-Type', 'application/json').end('{"jsonrpc":"2.0","result":{"version":"my-node/1.0"},"id":1}');
+}));
+app.listen('127.0.0.1', 0, (socket) => {
+  if (!socket) throw new Error('cannot listen');
+  console.log(JSON.stringify({ msg: 'listening', port: us_socket_local_port(socket) }));
+});
+process.on('SIGTERM', () => { app.close(); auth.close().then(() => process.exit(0)); });
+`);
+  const node = launch(t, [], join(project, 'my-node.mjs'));
+  const listening = await node.waitForLog((line) => line.msg === 'listening' && line.port !== undefined, 20_000);
+  const url = `http://127.0.0.1:${String(listening.port)}`;
+  expectRefused(t, await call(url, '/ext/info'), REASONS.noToken, 'protect() refuses a call without a token');
+  const token = await newToken(url, password, ['/ext/info']);
+  const answer = await call(url, '/ext/info', token);
+  t.equal(answer.status, 200, 'protect() lets a granted token through');
+  node.child.kill('SIGTERM');
+  t.same(await node.exited, { code: 0, signal: null }, 'the embedding node stops cleanly');
+});
