@@ -22,9 +22,11 @@ async function npm(t: Test, cwd: string, args: string[]): Promise<string> {
   return stdout;
 }
 
+// One clone and one install serve both tests: the tarball is packed from the installed clone.
+const dir = tempDir(t);
+const clone = join(dir, 'api-auth');
+
 t.test('from a clean clone: npm ci --omit=dev, then api-auth serves', async (t) => {
-  const dir = tempDir(t);
-  const clone = join(dir, 'api-auth');
   await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, clone]);
   await npm(t, clone, ['ci', '--omit=dev']);
   t.notOk(existsSync(join(clone, 'node_modules', 'tap')), 'no development package installed');
@@ -49,11 +51,7 @@ t.test('from a clean clone: npm ci --omit=dev, then api-auth serves', async (t) 
 });
 
 t.test('from the tarball, in a project of its own: the command and the library', async (t) => {
-  const dir = tempDir(t);
-  const clone = join(dir, 'api-auth');
-  await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, clone]);
   // The tarball is what `npm pack` makes of a built tree; the build is the clone's own.
-  await npm(t, clone, ['ci', '--omit=dev']);
   await npm(t, clone, ['pack', '--ignore-scripts']);
   const tarball = join(clone, readdirSync(clone).find((f) => f.endsWith('.tgz'))!);
 
@@ -68,8 +66,10 @@ t.test('from the tarball, in a project of its own: the command and the library',
   const password = randomPassword();
   writeFileSync(join(project, 'password.txt'), password, { mode: 0o600 });
   writeFileSync(join(project, 'my-node.mjs'), `
+import { fileURLToPath } from 'node:url';
 import { App, createAuth, us_socket_local_port } from 'api-auth';
-const auth = await createAuth({ passwordFile: './password.txt', dataDir: './auth-data' });
+const here = (name) => fileURLToPath(new URL(name, import.meta.url));
+const auth = await createAuth({ passwordFile: here('./password.txt'), dataDir: here('./auth-data') });
 const app = App();
 auth.mount(app);
 app.post('/ext/info', auth.protect((res) => {
