@@ -49,7 +49,7 @@ export class Router {
       return writeRefusal(res, Outcome.BadPath, req.getMethod() === 'head', allow);
     }
     const route = this.routes.get(path);
-    if (route !== undefined) return this.local.serve(res, req, path, route);
+    if (route !== undefined) return this.local.serve(res, req, path, route, allow);
     if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow);
     writeNotFound(res, req.getMethod() === 'head');
   }

@@ -11,6 +11,7 @@ import { postAuth } from './auth-route.js';
 import { clientAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import type { InFlight } from './in-flight.js';
+import { writeCorsHeaders } from './cors.js';
 import { endWith, writeInternalError, writeMethodNotAllowed } from './responses.js';
 import type { ReadinessRoute } from './readiness.js';
 import { postCall } from './rpc-route.js';
@@ -35,15 +36,19 @@ export class LocalRoutes {
 
   constructor(private readonly inFlight: InFlight, private readonly trusted: TrustedProxies, private readonly log: Logger) {}
 
-  /** Call it from the uWS handler, before returning. */
-  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route): void {
+  /**
+   * Call it from the uWS handler, before returning. `allowOrigin`: the CORS origin the
+   * answer is for (cors.ts), "" for none; the node's endpoints' answers carry it.
+   */
+  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route, allowOrigin = ''): void {
     const method = req.getMethod();
     switch (route.kind) {
       case 'rpc':
         // The built-in endpoints' methods never read the client's address: it is not looked
         // up for them (a getpeername(2) and a string); only /ext/auth's methods get it.
-        if (method === 'post') return postCall(res, req, route.endpoint, '', this.inFlight, this.log);
+        if (method === 'post') return postCall(res, req, route.endpoint, '', this.inFlight, this.log, allowOrigin);
         if (route.probe !== null && (method === 'get' || method === 'head')) {
+          if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
           res.writeHeader('Content-Type', 'application/json');
           return endWith(res, route.probe, method === 'head');
         }
