@@ -217,7 +217,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
   }
   const metricsPath = path('metricsPath', options.metricsPath ?? DEFAULTS.metricsPath);
   if (metricsPath === AUTH_PATH || metricsPath === HEALTH_PATH || metricsPath === CHECK_PATH) {
-    throw badOption('metricsPath', ` must not be ${metricsPath}, which is api-auth's own`);
+    throw badOption('metricsPath', ` must not be ${metricsPath}`);
   }
   return {
     host: host(options.host ?? DEFAULTS.host),
