@@ -39,6 +39,14 @@ t.test('by default (the node\'s "*"), any origin\'s preflight is answered withou
   t.equal(response.headers['www-authenticate'], undefined, 'not a refusal');
 });
 
+t.test('on several HTTP threads, each thread answers for the origins given', async (t) => {
+  const server = await startServer(t, { args: ['--http-threads', '2', '--http-allowed-origins', WALLET] });
+  for (let i = 0; i < 4; i++) {
+    t.equal((await preflight(server.url, WALLET)).headers['access-control-allow-origin'], WALLET, `preflight ${i}`);
+    noCors(t, await preflight(server.url, 'https://evil.example'), `preflight ${i} from another origin`);
+  }
+});
+
 t.test('real requests are still gated, and refused or granted, they carry the CORS headers', async (t) => {
   const server = await startServer(t, { args: ['--http-allowed-origins', `${WALLET} https://*.dapps.example`] });
   const refused = await post(server.url, WALLET);

@@ -153,6 +153,8 @@ t.test('bad TLS settings: one clear line, exit 2, before anything listens', asyn
   const other = makePair(dir, 'other');
   const notPem = join(dir, 'not.pem');
   writeFileSync(notPem, 'hello\n');
+  const encrypted = join(dir, 'encrypted.key');
+  execFileSync('openssl', ['pkey', '-in', pair.key, '-aes256', '-passout', 'pass:secret', '-out', encrypted], { stdio: 'ignore' });
   const base = ['--http-port', '0', '--data-dir', join(dir, 'data')];
   const cases: [string, string[], RegExp][] = [
     ['no certificate file', ['--http-tls-enabled', '--http-tls-key-file', pair.key],
@@ -167,6 +169,8 @@ t.test('bad TLS settings: one clear line, exit 2, before anything listens', asyn
       /^api-auth: --http-tls-key-file \S+not\.pem is not a PEM private key \(.+\); give the private key's PEM file$/],
     ['a key that is not the certificate\'s', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', other.key],
       /^api-auth: --http-tls-key-file \S+other\.key is not the key of the certificate in --http-tls-cert-file \S+good\.crt \(.+\); give the pair that belongs together$/],
+    ['an encrypted key', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', encrypted],
+      /^api-auth: --http-tls-key-file \S+encrypted\.key is encrypted; give an unencrypted key, readable only by this user \(openssl pkey -in encrypted\.key -out plain\.key\)$/],
     ['a certificate file without TLS on', ['--http-tls-cert-file', pair.cert],
       /^api-auth: --http-tls-cert-file is used only with --http-tls-enabled; add it, or leave --http-tls-cert-file out$/],
   ];

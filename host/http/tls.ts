@@ -26,6 +26,11 @@ const WHAT = { tlsCertFile: 'certificate chain', tlsKeyFile: 'private key' } as 
 export function checkTlsFiles(files: TlsFiles): void {
   const cert = readPem('tlsCertFile', files.certFile);
   const key = readPem('tlsKeyFile', files.keyFile);
+  // uWS would ask for the passphrase on the terminal, and a service has none to answer.
+  if (/-----BEGIN [A-Z ]*ENCRYPTED|Proc-Type: 4,ENCRYPTED/.test(key)) {
+    throw new OptionError('tlsKeyFile', (name) => `${name('tlsKeyFile')} ${files.keyFile} is encrypted; give an unencrypted key, ` +
+      'readable only by this user (openssl pkey -in encrypted.key -out plain.key)');
+  }
   try {
     createSecureContext({ key });
   } catch (error) {
@@ -98,5 +103,5 @@ function unusable(option: keyof typeof WHAT, path: string, error: unknown): Opti
 }
 
 function reason(error: unknown): string {
-  return (error as Error).message.replace(/^error:[0-9A-F]+:/, '');
+  return (error as Error).message.replace(/^error:[0-9A-F]+:/i, '');
 }
