@@ -10,10 +10,10 @@ import { PATH_RULES } from './core/core.js';
 import type { Core } from './core/core.js';
 import { badOption, OptionError } from './errors.js';
 import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
+import type { TrustedProxies } from './http/client-address.js';
 import { allowedOrigins } from './http/cors.js';
 import type { AllowedOrigins } from './http/cors.js';
 import { checkTlsFiles } from './http/tls.js';
-import type { TrustedProxies } from './http/client-address.js';
 import { LEVELS } from './ops/log.js';
 import type { Level, Logger } from './ops/log.js';
 

@@ -8,8 +8,8 @@ import { ListenError } from '../errors.js';
 import type { Namer } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
-import type { InFlight } from './in-flight.js';
 import type { TlsFiles } from '../options.js';
+import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
 import { certificateFields, descriptorOf, tlsApp, tlsFilesProblem } from './tls.js';
 import type { ChildApps } from './tls.js';
@@ -86,7 +86,7 @@ export class HttpServer {
   private readonly closed = new Promise<void>((resolve) => {
     this.stopped = resolve;
   });
-
+  /** Puts the request handling on an app. */
   private readonly serve: (app: TemplatedApp) => TemplatedApp;
 
   /**
@@ -116,24 +116,25 @@ export class HttpServer {
     }
   }
 
-  private async reloadTls(): Promise<boolean> {
+  /** New connections go to a new app with the files as they are now; the old apps keep theirs (tls.ts). */
+  private reloadTls(): Promise<boolean> {
     const tls = this.tls;
-    if (tls === undefined || this.stopping !== null) return false;
-    const problem = tlsFilesProblem(tls);
+    if (tls === undefined || this.stopping !== null) return Promise.resolve(false);
     let served: TemplatedApp;
     try {
+      const problem = tlsFilesProblem(tls);
       if (problem !== null) throw new Error(problem);
       served = this.serve(tlsApp(tls));
     } catch (error) {
       this.log.error('cannot reload the TLS certificate; serving with the one loaded before', { error: (error as Error).message });
-      return false;
+      return Promise.resolve(false);
     }
     const acceptor = this.app as unknown as ChildApps;
     acceptor.addChildAppDescriptor(descriptorOf(served));
     acceptor.removeChildAppDescriptor(descriptorOf(this.served[this.served.length - 1]));
     this.served.push(served);
     this.log.info('TLS certificate reloaded', { certFile: tls.certFile, ...certificateFields(tls) });
-    return true;
+    return Promise.resolve(true);
   }
 
   /**
