@@ -101,9 +101,8 @@ Flags:
   --http-tls-key-file PATH            the private key's PEM file
   --http-allowed-origins ORIGINS      origins whose browser pages may call (CORS), separated
                                       by spaces or commas: https://wallet.example,
-                                      https://*.example, or * for every origin
-                                      (default ${DEFAULTS.allowedOrigins}); preflights are
-                                      answered without a token
+                                      https://*.example, or * for every origin (default
+                                      ${DEFAULTS.allowedOrigins}); preflights are answered without a token
   --api-auth-required[=true|false]    require a token on every endpoint but /ext/auth
                                       (default false)
   --api-auth-password-file PATH       file holding the service password; required with
