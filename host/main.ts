@@ -68,6 +68,9 @@ async function main(): Promise<void> {
   // A second signal while stopping changes nothing: the stop is already bounded.
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // Certificate renewal without a restart; the server logs how it went. Without TLS,
+  // SIGHUP keeps its usual meaning (the process ends).
+  if (command.options.tlsEnabled === true) process.on('SIGHUP', () => void started.reloadTls());
 }
 
 process.on('uncaughtException', fail);

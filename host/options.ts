@@ -11,11 +11,18 @@ import type { Core } from './core/core.js';
 import { badOption, OptionError } from './errors.js';
 import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
 import type { TrustedProxies } from './http/client-address.js';
+import { allowedOrigins } from './http/cors.js';
+import type { AllowedOrigins } from './http/cors.js';
+import { checkTlsFiles } from './http/tls.js';
 import { LEVELS } from './ops/log.js';
 import type { Level, Logger } from './ops/log.js';
 
 /** Where the token service answers; never a path for anything else. */
 export const AUTH_PATH = '/ext/auth';
+/** api-auth's own readiness, for load balancers; no token. */
+export const HEALTH_PATH = '/ext/auth/health';
+/** The gate's verdict for a request a proxy in front names (nginx auth_request, Caddy forward_auth); no token. */
+export const CHECK_PATH = '/ext/auth/check';
 
 /** What an option left out is. */
 export const DEFAULTS = {
@@ -33,6 +40,8 @@ export const DEFAULTS = {
   logLevel: 'info',
   /** Every core the process may use, up to the limit. */
   httpThreads: Math.min(availableParallelism(), 256),
+  /** The node's own default: every origin. */
+  allowedOrigins: '*',
 } as const;
 
 /** The bounds of options, and the fixed limits beside them. */
@@ -107,6 +116,18 @@ export interface ServerOptions {
    * the state. Default every core the process may use (os.availableParallelism()).
    */
   readonly httpThreads?: number | string;
+  /** Serve HTTPS with tlsCertFile and tlsKeyFile (PEM); SIGHUP reloads them. Default false. */
+  readonly tlsEnabled?: boolean;
+  /** The certificate chain's PEM file; required with tlsEnabled. */
+  readonly tlsCertFile?: string;
+  /** The private key's PEM file; required with tlsEnabled. */
+  readonly tlsKeyFile?: string;
+  /**
+   * Origins whose browser pages may call the node (CORS): exact origins such as
+   * "https://wallet.example", patterns with one "*" such as "https://*.example", or "*"
+   * for every one; as a list, or one string separated by spaces or commas. Default "*".
+   */
+  readonly allowedOrigins?: string | readonly string[];
 }
 
 /** The token service's settings, validated. */
@@ -146,6 +167,14 @@ export interface ServerConfig {
   readonly metricsPath: string;
   readonly logLevel: Level;
   readonly httpThreads: number;
+  /** Absolute paths of the PEM files, checked once at start; undefined serves plain HTTP. */
+  readonly tls: TlsFiles | undefined;
+  readonly allowedOrigins: AllowedOrigins;
+}
+
+export interface TlsFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
 }
 
 /** Options that only the proxy uses: refused without `upstream`. */
@@ -153,7 +182,8 @@ const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody'] as const;
 
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'dataDir', 'publicEndpoints', 'upstream',
-  'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads'];
+  'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads', 'tlsEnabled', 'tlsCertFile', 'tlsKeyFile',
+  'allowedOrigins'];
 
 /** createAuth's options, validated. Throws OptionError naming the first option at fault. */
 export function resolveAuthOptions(options: AuthOptions): AuthConfig {
@@ -189,7 +219,9 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
       'service password (it is generated when missing)');
   }
   const metricsPath = path('metricsPath', options.metricsPath ?? DEFAULTS.metricsPath, DEFAULTS.metricsPath);
-  if (metricsPath === AUTH_PATH) throw badOption('metricsPath', ` must not be ${AUTH_PATH}`);
+  if (metricsPath === AUTH_PATH || metricsPath === HEALTH_PATH || metricsPath === CHECK_PATH) {
+    throw badOption('metricsPath', ` must not be ${metricsPath}`);
+  }
   const config: ServerConfig = {
     host: host(options.host ?? DEFAULTS.host),
     port: port(options.port ?? DEFAULTS.port),
@@ -205,6 +237,8 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     metricsPath,
     logLevel: level(options.logLevel ?? DEFAULTS.logLevel),
     httpThreads: threads(options.httpThreads ?? DEFAULTS.httpThreads),
+    tls: tls(options),
+    allowedOrigins: origins(options.allowedOrigins ?? DEFAULTS.allowedOrigins),
   };
   // The proxy's settings mean nothing without a proxy: a flag that would change nothing is
   // a mistake to point out (a forgotten --upstream, most likely), not to ignore.
@@ -348,8 +382,10 @@ function paths(option: string, value: unknown): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw badOption(option, ` must be an array of exact paths such as ["/ext/health"], not ${show(value)}`);
   const list = [...new Set(value.map((entry: unknown) => path(option, entry, '/ext/health')))];
-  if (list.includes(AUTH_PATH)) {
-    throw badOption(option, `: ${AUTH_PATH} needs no token already (it is where tokens are had, behind the password); leave it out`);
+  const own = list.find((path) => path === AUTH_PATH || path === HEALTH_PATH || path === CHECK_PATH);
+  if (own !== undefined) {
+    throw badOption(option, `: ${own} needs no token already (${own === AUTH_PATH ? 'it is where tokens are had, behind the password'
+      : 'it is api-auth\'s own'}); leave it out`);
   }
   return list;
 }
@@ -379,6 +415,43 @@ function threads(value: unknown): number {
     throw badOption('httpThreads', ` must be a whole number from ${min} to ${max} (threads serving HTTP), not ${show(value)}`);
   }
   return count;
+}
+
+/** The TLS files, when TLS is on: both named, and each a certificate and key that node:tls accepts together. */
+function tls(options: ServerOptions): TlsFiles | undefined {
+  const enabled = options.tlsEnabled ?? false;
+  if (typeof enabled !== 'boolean') throw badOption('tlsEnabled', ` must be true or false, not ${show(enabled)}`);
+  if (!enabled) {
+    for (const option of ['tlsCertFile', 'tlsKeyFile'] as const) {
+      if (options[option] !== undefined) {
+        throw new OptionError(option, (name) => `${name(option)} is used only with ${name('tlsEnabled')}; add it, or leave ${name(option)} out`);
+      }
+    }
+    return undefined;
+  }
+  for (const option of ['tlsCertFile', 'tlsKeyFile'] as const) {
+    if (options[option] === undefined) {
+      throw new OptionError(option, (name) => `${name('tlsEnabled')} needs ${name(option)}, the ${option === 'tlsCertFile' ? 'certificate chain' : 'private key'}'s PEM file`);
+    }
+  }
+  const files = {
+    certFile: resolve(nonEmpty('tlsCertFile', options.tlsCertFile, 'the path of the certificate chain\'s PEM file')),
+    keyFile: resolve(nonEmpty('tlsKeyFile', options.tlsKeyFile, 'the path of the private key\'s PEM file')),
+  };
+  checkTlsFiles(files);
+  return files;
+}
+
+function origins(value: unknown): AllowedOrigins {
+  const list = typeof value === 'string' ? value.split(/[\s,]+/).filter((entry) => entry !== '') : value;
+  if (!Array.isArray(list) || !list.every((entry) => typeof entry === 'string')) {
+    throw badOption('allowedOrigins', ` must be origins such as "https://wallet.example https://*.example", or "*", not ${show(value)}`);
+  }
+  try {
+    return allowedOrigins(list);
+  } catch (error) {
+    throw badOption('allowedOrigins', `: ${(error as Error).message}`);
+  }
 }
 
 function level(value: unknown): Level {

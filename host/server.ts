@@ -3,7 +3,6 @@
 // side is that thread's own; on several (httpThreads), each HTTP thread builds its own
 // over a reader of the shared core, and this thread accepts and owns the state
 // (threads/acceptor.ts).
-import { App } from 'uWebSockets.js';
 import type { Clock } from './clock.js';
 import type { Core } from './core/core.js';
 import { coreThreadsModule, newCore, newThreadsCore } from './core/module.js';
@@ -94,9 +93,9 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
       upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
-      trustedProxies: config.trustedProxies, log, clock,
+      trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins,
     });
-    return await new HttpServer(App(), stack.router, stack.inFlight, metrics, release, log).listen(config.host, config.port);
+    return await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log).listen(config.host, config.port);
   } catch (error) {
     await release();
     throw error;
@@ -119,6 +118,8 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
       trustedProxies: config.trustedProxies.entries,
       logLevel: config.logLevel,
       graceMs: STOP_GRACE_MS,
+      tls: config.tls,
+      allowedOrigins: config.allowedOrigins,
     },
     board,
     metrics,

@@ -29,6 +29,8 @@ t.test('the command line refuses flags that mean nothing in context: one line, e
       'tokens are had, behind the password); leave it out (exit 2)'],
     [['--api-auth-public-endpoints', '/ext/health,/ext/auth'], 'api-auth: --api-auth-public-endpoints: /ext/auth needs no token already ' +
       '(it is where tokens are had, behind the password); leave it out (exit 2)'],
+    [['--api-auth-public-endpoints', '/ext/auth/health'], 'api-auth: --api-auth-public-endpoints: /ext/auth/health needs no token ' +
+      'already (it is api-auth\'s own); leave it out (exit 2)'],
     [['--upstream', 'http://127.0.0.1'], 'api-auth: --upstream must name the node\'s port, such as http://127.0.0.1:9652 (write :80 if that ' +
       'port is really meant), not "http://127.0.0.1" (exit 2)'],
     [['--upstream', 'https://node.example/'], 'api-auth: --upstream must name the node\'s port, such as http://127.0.0.1:9652 (write :443 if ' +

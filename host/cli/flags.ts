@@ -34,6 +34,10 @@ const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean
   'metrics-path': { option: 'metricsPath', kind: 'string' },
   'log-level': { option: 'logLevel', kind: 'string' },
   'http-threads': { option: 'httpThreads', kind: 'string' },
+  'http-tls-enabled': { option: 'tlsEnabled', kind: 'boolean' },
+  'http-tls-cert-file': { option: 'tlsCertFile', kind: 'string', value: expandHome },
+  'http-tls-key-file': { option: 'tlsKeyFile', kind: 'string', value: expandHome },
+  'http-allowed-origins': { option: 'allowedOrigins', kind: 'string' },
 };
 
 const KINDS: FlagKinds = {
@@ -91,6 +95,14 @@ Flags:
   --http-port PORT                    port to listen on, 0 picks a free one (default ${DEFAULTS.port})
   --http-threads N                    threads serving HTTP, 1 to 256 (default: every core
                                       the process may use, here ${DEFAULTS.httpThreads})
+  --http-tls-enabled[=true|false]     serve HTTPS with the two files below (default false);
+                                      SIGHUP reloads them, open connections stay
+  --http-tls-cert-file PATH           the certificate chain's PEM file
+  --http-tls-key-file PATH            the private key's PEM file
+  --http-allowed-origins ORIGINS      origins whose browser pages may call (CORS), separated
+                                      by spaces or commas: https://wallet.example,
+                                      https://*.example, or * for every origin (default
+                                      ${DEFAULTS.allowedOrigins}); preflights are answered without a token
   --api-auth-required[=true|false]    require a token on every endpoint but /ext/auth
                                       (default false)
   --api-auth-password-file PATH       file holding the service password; required with

@@ -12,6 +12,8 @@ export interface GateOptions {
   readonly publicPaths?: readonly string[];
   /** The token service's path (/ext/auth), which never needs a token: it is how one gets a token. */
   readonly authPath?: string;
+  /** api-auth's own paths under authPath (/ext/auth/health, /ext/auth/check), which answer without a token too. */
+  readonly ownPaths?: readonly string[];
 }
 
 /**
@@ -22,16 +24,23 @@ export interface GateOptions {
 export class Gate {
   private readonly publicPaths: ReadonlySet<string> | null;
   private readonly authPath: string | null;
+  private readonly ownPaths: readonly string[];
 
   constructor(private readonly core: Core, private readonly metrics: Metrics, private readonly clock: Clock, options: GateOptions = {}) {
     const publicPaths = options.publicPaths ?? [];
     this.publicPaths = publicPaths.length === 0 ? null : new Set(publicPaths);
     this.authPath = options.authPath ?? null;
+    this.ownPaths = options.ownPaths ?? [];
   }
 
-  /** Whether `path` needs no token. The token service's path first: a comparison of lengths, most of the time. */
+  /**
+   * Whether `path` needs no token. The token service's paths first: a comparison of
+   * lengths, or of the first bytes, most of the time.
+   */
   private open(path: string): boolean {
-    return path === this.authPath || (this.publicPaths !== null && this.publicPaths.has(path));
+    const authPath = this.authPath;
+    if (authPath !== null && path.startsWith(authPath) && (path === authPath || this.ownPaths.includes(path))) return true;
+    return this.publicPaths !== null && this.publicPaths.has(path);
   }
 
   /** The outcome for a request: its raw Authorization header (empty when absent) and its path. */

@@ -2,14 +2,17 @@
 // that lets the requests under way finish before it releases what the server holds.
 import { createServer } from 'node:net';
 import * as uws from 'uWebSockets.js';
-import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
+import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ListenError } from '../errors.js';
 import type { Namer } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
+import type { TlsFiles } from '../options.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
+import { certificateFields, descriptorOf, tlsApp, tlsFilesProblem } from './tls.js';
+import type { ChildApps } from './tls.js';
 
 /** How long a stop waits for requests under way. */
 export const STOP_GRACE_MS = 5000;
@@ -20,6 +23,13 @@ export interface ServerHandle {
   readonly port: number;
   /** Stops accepting, lets in-flight requests finish (at most 5 s), closes the state store and the hashing thread. */
   stop(): Promise<void>;
+  /**
+   * Serves new connections with the TLS certificate and key as their files are now
+   * (SIGHUP does this for the command); connections already open keep theirs. Resolves
+   * false, and keeps the old pair, when the files cannot be used (logged as an error);
+   * false without TLS.
+   */
+  reloadTls(): Promise<boolean>;
   /**
    * Settles once the server has stopped. Rejects with a ThreadError when it stopped by
    * itself because an HTTP thread failed (the log says which and why): the process
@@ -66,29 +76,65 @@ const LISTEN_PROBLEMS: Readonly<Record<string, (name: Namer) => string>> = {
 
 /** The server on one thread, which serves every request itself (--http-threads 1). */
 export class HttpServer {
+  /** The app that listens: with TLS, it only accepts, and hands each connection to `served` (tls.ts). */
+  private readonly app: TemplatedApp;
+  /** With TLS, the apps serving: the last one gets new connections, the others keep theirs until the stop. */
+  private readonly served: TemplatedApp[] = [];
   private listenSocket: us_listen_socket | null = null;
   private stopping: Promise<void> | null = null;
   private stopped!: () => void;
   private readonly closed = new Promise<void>((resolve) => {
     this.stopped = resolve;
   });
+  /** Puts the request handling on an app. */
+  private readonly serve: (app: TemplatedApp) => TemplatedApp;
 
   /**
    * `release` runs once the last request is answered (or the grace is over), before the
-   * stop resolves. `metrics` counts the requests (this is HTTP thread 1).
+   * stop resolves. `metrics` counts the requests (this is HTTP thread 1). `tls`: serve
+   * HTTPS with these files, checked already.
    */
   constructor(
-    private readonly app: TemplatedApp,
+    private readonly tls: TlsFiles | undefined,
     router: Router,
     private readonly inFlight: InFlight,
     metrics: Metrics,
     private readonly release: () => Promise<void>,
     private readonly log: Logger,
   ) {
-    this.app.any('/*', (res, req) => {
+    this.serve = (app) => app.any('/*', (res, req) => {
       metrics.requests++;
       router.handle(res, req);
     });
+    if (tls === undefined) {
+      this.app = this.serve(App());
+    } else {
+      const served = this.serve(tlsApp(tls));
+      this.served.push(served);
+      this.app = App();
+      (this.app as unknown as ChildApps).addChildAppDescriptor(descriptorOf(served));
+    }
+  }
+
+  /** New connections go to a new app with the files as they are now; the old apps keep theirs (tls.ts). */
+  private reloadTls(): Promise<boolean> {
+    const tls = this.tls;
+    if (tls === undefined || this.stopping !== null) return Promise.resolve(false);
+    let served: TemplatedApp;
+    try {
+      const problem = tlsFilesProblem(tls);
+      if (problem !== null) throw new Error(problem);
+      served = this.serve(tlsApp(tls));
+    } catch (error) {
+      this.log.error('cannot reload the TLS certificate; serving with the one loaded before', { error: (error as Error).message });
+      return Promise.resolve(false);
+    }
+    const acceptor = this.app as unknown as ChildApps;
+    acceptor.addChildAppDescriptor(descriptorOf(served));
+    acceptor.removeChildAppDescriptor(descriptorOf(this.served[this.served.length - 1]));
+    this.served.push(served);
+    this.log.info('TLS certificate reloaded', { certFile: tls.certFile, ...certificateFields(tls) });
+    return Promise.resolve(true);
   }
 
   /**
@@ -103,13 +149,14 @@ export class HttpServer {
       (this.app as unknown as ExclusiveListen).listen(host, port, EXCLUSIVE_PORT, (socket) => {
         if (!socket) {
           this.app.close();
+          for (const served of this.served) served.close();
           void whyNotListening(host, port).then(reject);
           return;
         }
         this.listenSocket = socket;
         const actual = us_socket_local_port(socket as never);
-        this.log.info('listening', { host, port: actual, httpThreads: 1 });
-        resolve({ host, port: actual, stop: () => this.stop(), closed: this.closed });
+        this.log.info('listening', { host, port: actual, httpThreads: 1, tls: this.tls !== undefined });
+        resolve({ host, port: actual, stop: () => this.stop(), reloadTls: () => this.reloadTls(), closed: this.closed });
       });
     });
   }
@@ -129,6 +176,7 @@ export class HttpServer {
     await new Promise((resolve) => setImmediate(resolve));
     // Closes the kept-alive connections too, which would otherwise hold the process.
     this.app.close();
+    for (const served of this.served) served.close();
     await this.release();
     this.log.info('stopped');
     this.stopped();

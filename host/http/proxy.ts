@@ -37,6 +37,7 @@ import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
+import { writeCorsHeaders } from './cors.js';
 import { jsonLine } from './responses.js';
 
 /** Connections kept open to the upstream at most; requests past that wait for one. */
@@ -118,8 +119,12 @@ const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real
 const BEYOND_ASCII = /[^\x00-\x7f]/;
 
 // Never sent back: uWS writes its own Date and Content-Length (from the body it sends);
-// Proxy-Authenticate would ask the client for credentials this proxy does not take.
-const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate']);
+// Proxy-Authenticate would ask the client for credentials this proxy does not take; CORS
+// is api-auth's (--http-allowed-origins, cors.ts): an upstream's own would let an origin
+// in that the gateway keeps out, or send the header twice, which browsers refuse.
+const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate', 'access-control-allow-origin',
+  'access-control-allow-credentials', 'access-control-expose-headers', 'access-control-allow-methods', 'access-control-allow-headers',
+  'access-control-max-age']);
 
 /** 1 at the length of each name RESPONSE_DROPPED holds, and of Content-Length (dropped from answers with a body). */
 const RESPONSE_DROPPED_LENGTHS = new Uint8Array(64);
@@ -234,9 +239,10 @@ export class UpstreamProxy {
 
   /**
    * Forwards the request (`path` as the gate checked it, `method` as received); call it
-   * from the uWS handler, before returning.
+   * from the uWS handler, before returning. `allowOrigin`: the CORS origin the answer is
+   * for (cors.ts), "" for none.
    */
-  forward(res: HttpResponse, req: HttpRequest, path: string, method: string): void {
+  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = ''): void {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
@@ -255,7 +261,7 @@ export class UpstreamProxy {
     const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
     if (typeof headers === 'string') return refuse(res, jsonLine(RpcCode.InvalidRequest, headers));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
-    const exchange = new Exchange(this.relay, res, method === 'HEAD', headers);
+    const exchange = new Exchange(this.relay, res, method === 'HEAD', headers, allowOrigin);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
     const options: Dispatcher.DispatchOptions = {
@@ -330,7 +336,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private readingPaused = false;
 
   constructor(private readonly relay: Relay, private readonly res: HttpResponse, private readonly head: boolean,
-    readonly headers: string[]) {}
+    readonly headers: string[], private readonly allowOrigin: string) {}
 
   // The client side.
 
@@ -463,6 +469,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       }
       res.writeHeader(field, raw[i + 1]);
     }
+    if (this.allowOrigin !== '') writeCorsHeaders(res, this.allowOrigin);
   }
 
   /** Returns false to pause the upstream's answer (resumed by writable()). */
@@ -520,7 +527,12 @@ class Exchange implements Dispatcher.DispatchHandler {
       res.cork(() => refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
     } else {
       const { status, body } = this.relay.failure(error);
-      res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
+      res.cork(() => {
+        res.writeStatus(status).writeHeader('Content-Type', 'application/json');
+        // A page must be able to read that the node is down, not only that it was refused.
+        if (this.allowOrigin !== '') writeCorsHeaders(res, this.allowOrigin);
+        res.end(body);
+      });
     }
     this.relay.settle(error);
   }

@@ -3,6 +3,7 @@
 // are encoded once here so a refusal costs the hot path no string work.
 import type { HttpResponse } from 'uWebSockets.js';
 import { Outcome, PATH_RULES } from '../core/core.js';
+import { writeCorsHeaders } from './cors.js';
 import { endWith } from './responses.js';
 
 export type RefusedOutcome = Exclude<Outcome, Outcome.Valid>;
@@ -41,11 +42,13 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
 /**
  * Writes the refusal for an outcome; call it corked (directly in the handler, or inside
  * res.cork). `head`: the request was HEAD, so the body's length goes out without it.
+ * `allowOrigin`: the CORS origin the answer is for (cors.ts), "" for none.
  */
-export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false): void {
+export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false, allowOrigin = ''): void {
   const refusal = ENCODED[outcome];
   res.writeStatus(refusal.status).writeHeader('Content-Type', 'application/json');
   if (refusal.challenge) res.writeHeader('WWW-Authenticate', 'Bearer');
+  if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   endWith(res, refusal.body, head);
 }
 

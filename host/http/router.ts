@@ -7,6 +7,8 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
+import { writePreflight } from './cors.js';
+import type { Cors } from './cors.js';
 import type { Gate } from './gate.js';
 import type { UpstreamProxy } from './proxy.js';
 import { writeRefusal } from './refusals.js';
@@ -16,7 +18,7 @@ import type { LocalRoutes, Route } from './routes.js';
 export class Router {
   /**
    * `gate` null: no tokens needed, only the path rules apply (checked by `core`).
-   * `proxy` null: paths without a local route are not found.
+   * `proxy` null: paths without a local route are not found. `cors` null: no origin is allowed.
    */
   constructor(
     private readonly core: Core,
@@ -24,6 +26,7 @@ export class Router {
     private readonly routes: ReadonlyMap<string, Route>,
     private readonly local: LocalRoutes,
     private readonly proxy: UpstreamProxy | null,
+    private readonly cors: Cors | null = null,
   ) {}
 
   handle(res: HttpResponse, req: HttpRequest): void {
@@ -31,16 +34,23 @@ export class Router {
     // Any spelling: some servers take methods without regard to case.
     if (method.length === 7 && method.toUpperCase() === 'CONNECT') return writeConnectRefused(res);
     const path = req.getUrl();
+    // Requests from scripts in browsers carry an Origin; most of a node's traffic does not.
+    const allow = this.cors === null ? '' : this.cors.allow(req.getHeader('origin'));
+    // A preflight carries no token (browsers send none): an allowed origin is answered here.
+    if (allow !== '' && method === 'OPTIONS' && req.getHeader('access-control-request-method') !== '') {
+      if (!this.core.pathAllowed(path)) return writeRefusal(res, Outcome.BadPath, false, allow);
+      return writePreflight(res, allow);
+    }
     const gate = this.gate;
     if (gate !== null) {
       const outcome = gate.check(req.getHeader('authorization'), path);
-      if (outcome !== Outcome.Valid) return writeRefusal(res, outcome, req.getMethod() === 'head');
+      if (outcome !== Outcome.Valid) return writeRefusal(res, outcome, req.getMethod() === 'head', allow);
     } else if (!this.core.pathAllowed(path)) {
-      return writeRefusal(res, Outcome.BadPath, req.getMethod() === 'head');
+      return writeRefusal(res, Outcome.BadPath, req.getMethod() === 'head', allow);
     }
     const route = this.routes.get(path);
-    if (route !== undefined) return this.local.serve(res, req, path, route);
-    if (this.proxy !== null) return this.proxy.forward(res, req, path, method);
+    if (route !== undefined) return this.local.serve(res, req, path, route, allow);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow);
     writeNotFound(res, req.getMethod() === 'head');
   }
 }

@@ -6,11 +6,14 @@ import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import type { MetricsSource } from '../ops/metrics.js';
 import type { TokenServiceLink } from '../service/link.js';
+import type { AuthCheck } from './auth-check.js';
 import { postAuth } from './auth-route.js';
 import { clientAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import type { InFlight } from './in-flight.js';
+import { writeCorsHeaders } from './cors.js';
 import { endWith, writeInternalError, writeMethodNotAllowed } from './responses.js';
+import type { ReadinessRoute } from './readiness.js';
 import { postCall } from './rpc-route.js';
 import type { RpcHandler } from './rpc-route.js';
 import { Tarpit } from './tarpit.js';
@@ -21,7 +24,11 @@ export type Route =
   /** The token service (/ext/auth): POST, throttled before the body is read. */
   | { readonly kind: 'auth'; readonly service: TokenServiceLink }
   /** The Prometheus metrics (this thread's, or every thread's summed): GET. */
-  | { readonly kind: 'metrics'; readonly metrics: MetricsSource };
+  | { readonly kind: 'metrics'; readonly metrics: MetricsSource }
+  /** api-auth's own readiness (/ext/auth/health): GET and HEAD. */
+  | { readonly kind: 'readiness'; readonly readiness: ReadinessRoute }
+  /** The gate's verdict for a proxy in front (/ext/auth/check): any method, as the proxy's subrequest comes. */
+  | { readonly kind: 'check'; readonly check: AuthCheck };
 
 /** Answers requests for local routes; the gate, if any, has let them through. */
 export class LocalRoutes {
@@ -29,15 +36,19 @@ export class LocalRoutes {
 
   constructor(private readonly inFlight: InFlight, private readonly trusted: TrustedProxies, private readonly log: Logger) {}
 
-  /** Call it from the uWS handler, before returning. */
-  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route): void {
+  /**
+   * Call it from the uWS handler, before returning. `allowOrigin`: the CORS origin the
+   * answer is for (cors.ts), "" for none; the node's endpoints' answers carry it.
+   */
+  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route, allowOrigin = ''): void {
     const method = req.getMethod();
     switch (route.kind) {
       case 'rpc':
         // The built-in endpoints' methods never read the client's address: it is not looked
         // up for them (a getpeername(2) and a string); only /ext/auth's methods get it.
-        if (method === 'post') return postCall(res, req, route.endpoint, '', this.inFlight, this.log);
+        if (method === 'post') return postCall(res, req, route.endpoint, '', this.inFlight, this.log, allowOrigin);
         if (route.probe !== null && (method === 'get' || method === 'head')) {
+          if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
           res.writeHeader('Content-Type', 'application/json');
           return endWith(res, route.probe, method === 'head');
         }
@@ -50,6 +61,11 @@ export class LocalRoutes {
       case 'metrics':
         if (method === 'get') return this.scrape(res, route.metrics);
         return writeMethodNotAllowed(res, method, path, 'GET');
+      case 'readiness':
+        if (method === 'get' || method === 'head') return route.readiness.answer(res, method === 'head');
+        return writeMethodNotAllowed(res, method, path, 'GET, HEAD');
+      case 'check':
+        return route.check.answer(res, req);
     }
   }
 

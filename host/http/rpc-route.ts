@@ -5,6 +5,7 @@ import { RpcCode } from '../errors.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import type { CallContext, Reply } from '../rpc/jsonrpc.js';
+import { writeCorsHeaders } from './cors.js';
 import type { InFlight, Pending } from './in-flight.js';
 import { MAX_BODY_BYTES, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
 
@@ -18,9 +19,11 @@ const JSON_CONTENT_TYPE = /^[ \t]*application\/json[ \t]*(?:;|$)/i;
 
 /**
  * Reads the request's body and answers it with `handler`. `address` is the client's, for
- * the call's context. Call it from the uWS handler, before returning.
+ * the call's context; `allowOrigin` the CORS origin the answer is for (cors.ts), "" for
+ * none. Call it from the uWS handler, before returning.
  */
-export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandler, address: string, inFlight: InFlight, log: Logger): void {
+export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandler, address: string, inFlight: InFlight, log: Logger,
+  allowOrigin = ''): void {
   if (!JSON_CONTENT_TYPE.test(req.getHeader('content-type'))) return writeNotJson(res);
   const declared = req.getHeader('content-length');
   // The body is not read, so the connection cannot carry another request.
@@ -40,12 +43,12 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
     if (isLast && chunks === null) {
       // The usual body, in one piece: handle() reads it before returning, so it is read
       // where uWS holds it, without a copy.
-      answer(res, handler, new Uint8Array(chunk), address, pending, log);
+      answer(res, handler, new Uint8Array(chunk), address, pending, log, allowOrigin);
       return;
     }
     // uWS reuses the chunk's memory once this callback returns.
     (chunks ??= []).push(Buffer.from(chunk.slice(0)));
-    if (isLast) answer(res, handler, Buffer.concat(chunks, size), address, pending, log);
+    if (isLast) answer(res, handler, Buffer.concat(chunks, size), address, pending, log, allowOrigin);
   });
 }
 
@@ -55,7 +58,8 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
  * made and no cork of its own; a reply that waits (the token service) is written in a
  * cork when it comes.
  */
-function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, address: string, pending: Pending, log: Logger): void {
+function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, address: string, pending: Pending, log: Logger,
+  allowOrigin: string): void {
   let reply: Reply | Promise<Reply>;
   try {
     reply = handler.handle(body, { address });
@@ -65,12 +69,12 @@ function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, addres
   }
   if (reply instanceof Promise) {
     reply.then((later) => {
-      if (pending.open) res.cork(() => writeReply(res, later));
+      if (pending.open) res.cork(() => writeReply(res, later, allowOrigin));
       pending.finish();
     }, (error: unknown) => failed(res, error, pending, log));
     return;
   }
-  writeReply(res, reply);
+  writeReply(res, reply, allowOrigin);
   pending.finish();
 }
 
@@ -81,10 +85,12 @@ function failed(res: HttpResponse, error: unknown, pending: Pending, log: Logger
 }
 
 /** Writes a JSON-RPC reply; call it corked. */
-function writeReply(res: HttpResponse, reply: Reply): void {
+function writeReply(res: HttpResponse, reply: Reply, allowOrigin: string): void {
   const { text, refusal } = reply;
   if (text === null) {
-    res.writeStatus('204 No Content').endWithoutBody();
+    res.writeStatus('204 No Content');
+    if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
+    res.endWithoutBody();
     return;
   }
   // A lone call refused for now says so in HTTP too, so that proxies and clients back off.
@@ -92,5 +98,6 @@ function writeReply(res: HttpResponse, reply: Reply): void {
     res.writeStatus(refusal.code === RpcCode.Throttled ? '429 Too Many Requests' : '503 Service Unavailable')
       .writeHeader('Retry-After', String(refusal.retryAfter));
   }
+  if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   res.writeHeader('Content-Type', 'application/json').end(text + '\n');
 }

@@ -6,16 +6,20 @@ import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, MetricsSource } from '../ops/metrics.js';
-import { AUTH_PATH } from '../options.js';
+import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from '../options.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { VERSION } from '../version.js';
+import { AuthCheck } from './auth-check.js';
 import type { TrustedProxies } from './client-address.js';
+import { Cors } from './cors.js';
+import type { AllowedOrigins } from './cors.js';
 import { Gate } from './gate.js';
 import { InFlight } from './in-flight.js';
 import { HEALTH_BODY, healthMethods, infoMethods } from './node-endpoints.js';
 import type { UpstreamOptions, UpstreamProxy } from './proxy.js';
 import { Router } from './router.js';
+import { ReadinessRoute } from './readiness.js';
 import { LocalRoutes } from './routes.js';
 import type { Route } from './routes.js';
 
@@ -35,6 +39,8 @@ export interface StackParts {
   readonly trustedProxies: TrustedProxies;
   readonly log: Logger;
   readonly clock: Clock;
+  /** Origins whose pages may call (CORS); undefined allows none. */
+  readonly allowedOrigins?: AllowedOrigins;
 }
 
 export interface Stack {
@@ -56,14 +62,17 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   let gate: Gate | null = null;
   if (service !== undefined) {
     routes.set(AUTH_PATH, { kind: 'auth', service });
-    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH });
+    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, CHECK_PATH] });
   }
   const inFlight = new InFlight();
+  const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
+  routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight) });
+  routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(core, gate, cors ?? null) });
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {
     const { UpstreamProxy } = await import('./proxy.js');
     proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log);
   }
-  const router = new Router(core, gate, routes, new LocalRoutes(inFlight, parts.trustedProxies, log), proxy);
+  const router = new Router(core, gate, routes, new LocalRoutes(inFlight, parts.trustedProxies, log), proxy, cors ?? null);
   return { router, inFlight, close: async () => await proxy?.close() };
 }

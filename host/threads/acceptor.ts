@@ -32,6 +32,7 @@ import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ThreadError } from '../errors.js';
+import { certificateFields, tlsFilesProblem } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
@@ -90,6 +91,8 @@ export interface ThreadsServer {
   readonly port: number;
   /** Stops in order (see above); resolves once the process holds nothing more. */
   stop(): Promise<void>;
+  /** Every thread serves new connections with the TLS files as they are now (listener.ts, ServerHandle). */
+  reloadTls(): Promise<boolean>;
   /** Settles once the server has stopped: rejects with a ThreadError when it stopped because a thread failed. */
   readonly closed: Promise<void>;
 }
@@ -149,6 +152,8 @@ class ThreadsOwner {
     this.starting = { resolve, reject };
   });
   private owner: OwnerParts | null = null;
+  /** The reload under way: one at a time, so that each swaps the descriptors the last one left. */
+  private reloading: Promise<boolean> = Promise.resolve(false);
   private readonly closed = new Promise<void>((resolve, reject) => {
     this.settleClosed = { resolve, reject };
   });
@@ -179,8 +184,8 @@ class ThreadsOwner {
     this.starting = null;
     this.watch();
     const port = us_socket_local_port(this.listenSocket as never);
-    plan.log.info('listening', { host: plan.host, port, httpThreads: plan.threads });
-    return { host: plan.host, port, stop: () => this.shutdown(), closed: this.closed };
+    plan.log.info('listening', { host: plan.host, port, httpThreads: plan.threads, tls: plan.settings.tls !== undefined });
+    return { host: plan.host, port, stop: () => this.shutdown(), reloadTls: () => this.reloadTls(), closed: this.closed };
   }
 
   private spawn(number: number): void {
@@ -246,6 +251,47 @@ class ThreadsOwner {
     }
     this.plan.log.error('an HTTP thread failed; stopping', { thread: thread.number, error: message });
     void this.shutdown();
+  }
+
+  private reloadTls(): Promise<boolean> {
+    this.reloading = this.reloading.catch(() => false).then(() => this.reloadTlsNow());
+    return this.reloading;
+  }
+
+  /**
+   * Each thread makes a new app with the files as they are now, and gets new connections
+   * there; its older apps keep theirs. The files are checked here first, so that a bad
+   * pair is one error and every thread keeps the old one.
+   */
+  private async reloadTlsNow(): Promise<boolean> {
+    const { log, settings: { tls } } = this.plan;
+    if (tls === undefined || this.ending) return false;
+    const problem = tlsFilesProblem(tls);
+    if (problem !== null) {
+      log.error('cannot reload the TLS certificate; serving with the one loaded before', { error: problem });
+      return false;
+    }
+    const answers = await Promise.allSettled(this.threads.map((thread) => thread.link.reloadTls()));
+    const failed: string[] = [];
+    answers.forEach((answer, i) => {
+      const thread = this.threads[i];
+      if (answer.status === 'rejected') {
+        failed.push(`thread ${thread.number}: ${(answer.reason as Error).message}`);
+        return;
+      }
+      // A thread taken out meanwhile (a stop began) gets no connections any more.
+      if (this.ending || thread.descriptor === null) return;
+      const acceptor = this.app as unknown as Acceptor;
+      acceptor.addChildAppDescriptor(answer.value);
+      acceptor.removeChildAppDescriptor(thread.descriptor);
+      thread.descriptor = answer.value;
+    });
+    if (failed.length > 0) {
+      log.error('cannot reload the TLS certificate on every thread; those named serve with the one loaded before', { errors: failed });
+      return false;
+    }
+    log.info('TLS certificate reloaded', { certFile: tls.certFile, ...certificateFields(tls) });
+    return true;
   }
 
   private unregister(thread: HttpThread): void {

@@ -13,6 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { App } from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { RpcCode } from '../errors.js';
+import { descriptorOf, tlsApp } from '../http/tls.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
@@ -73,7 +74,8 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
     throw new Error(`process.exit(${code ?? ''}) was called on HTTP thread ${data.thread}`);
   }) as typeof process.exit;
 
-  const app: TemplatedApp = App().any('/*', (res, req) => {
+  const tls = data.settings.tls;
+  const newApp = (): TemplatedApp => (tls === undefined ? App() : tlsApp(tls)).any('/*', (res, req) => {
     try {
       http.handle(res, req);
     } catch (error) {
@@ -85,13 +87,23 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
       fatal(error);
     }
   });
+  // With TLS, each reload adds an app (tls.ts): the acceptor hands new connections to the
+  // newest, and the older ones keep the connections they have until the stop.
+  const apps: TemplatedApp[] = [newApp()];
   owner.onCollect(() => http.collect());
+  if (tls !== undefined) {
+    owner.onReloadTls(() => {
+      const app = newApp();
+      apps.push(app);
+      return descriptorOf(app);
+    });
+  }
   owner.onStop(() => {
-    stop(app, http, owner, log, data.settings.graceMs, failed).catch(fatal);
+    stop(apps, http, owner, log, data.settings.graceMs, failed).catch(fatal);
   });
   const heartbeats = data.heartbeats;
   setInterval(() => Atomics.add(heartbeats, data.thread, 1), HEARTBEAT_MS).unref();
-  owner.ready((app as unknown as { getDescriptor(): number }).getDescriptor());
+  owner.ready(descriptorOf(apps[0]));
 }
 
 /**
@@ -99,17 +111,20 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
  * failed thread waits for nothing), close the app (and its kept-alive connections),
  * release the rest and let the thread end.
  */
-async function stop(app: TemplatedApp, http: ThreadHttp, owner: OwnerLink, log: Logger, graceMs: number, failed: boolean): Promise<void> {
+async function stop(apps: readonly TemplatedApp[], http: ThreadHttp, owner: OwnerLink, log: Logger, graceMs: number, failed: boolean): Promise<void> {
   const left = await http.drain(failed ? 0 : graceMs);
   if (left > 0) log.warn('stopping with requests still in flight', { requests: left });
   // The last response may have been written inside a uWS callback still on the stack;
   // uWS sends it when that callback returns, and closing first would drop it.
   await new Promise((resolve) => setImmediate(resolve));
-  app.close();
+  const close = (): void => {
+    for (const app of apps) app.close();
+  };
+  close();
   await http.close();
   owner.close();
   // A connection whose hand-off the acceptor queued just before it took the descriptor
   // out can still be adopted after the close, and would keep the thread alive: close
   // again while anything does. Unref'd, this never keeps the thread alive by itself.
-  setInterval(() => app.close(), 50).unref();
+  setInterval(close, 50).unref();
 }

@@ -9,7 +9,9 @@
 // threads drain: a call waiting for its answer is a request in flight.
 import type { MessagePort, Worker } from 'node:worker_threads';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import type { AllowedOrigins } from '../http/cors.js';
 import type { RpcHandler } from '../http/rpc-route.js';
+import type { TlsFiles } from '../options.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
 import type { MetricsSource, Scrape } from '../ops/metrics.js';
@@ -31,6 +33,9 @@ export interface HttpSettings {
   readonly logLevel: Level;
   /** How long a stop waits for requests in flight, in ms. */
   readonly graceMs: number;
+  /** Serve HTTPS with these files (checked by the owner); undefined serves plain HTTP. */
+  readonly tls: TlsFiles | undefined;
+  readonly allowedOrigins: AllowedOrigins;
 }
 
 /** An HTTP thread's `workerData`. */
@@ -62,7 +67,10 @@ export type ThreadMessage =
   | { readonly t: 'auth'; readonly id: number; readonly body: Uint8Array; readonly address: string }
   | { readonly t: 'scrape'; readonly id: number }
   | { readonly t: 'collected'; readonly id: number; readonly metrics: MetricsJson }
-  | { readonly t: 'collected'; readonly id: number; readonly error: string };
+  | { readonly t: 'collected'; readonly id: number; readonly error: string }
+  /** The thread's new app, serving with the TLS files as they are now (tls.ts): its descriptor. */
+  | { readonly t: 'reloadedTls'; readonly id: number; readonly descriptor: number }
+  | { readonly t: 'reloadedTls'; readonly id: number; readonly error: string };
 
 /** From the owner to an HTTP thread. */
 export type OwnerMessage =
@@ -73,7 +81,9 @@ export type OwnerMessage =
   /** Send your metrics (answered with `collected`). */
   | { readonly t: 'collect'; readonly id: number }
   /** Drain, close and end: the acceptor hands this thread no more connections. */
-  | { readonly t: 'stop' };
+  | { readonly t: 'stop' }
+  /** Make a new app with the TLS files as they are now (answered with `reloadedTls`). */
+  | { readonly t: 'reloadTls'; readonly id: number };
 
 /** Waiting requests by id, each settled once by its answer. */
 class Pending<T> {
@@ -117,6 +127,7 @@ export class OwnerLink {
   /** The owner said stop before anyone listened for it. */
   private stopAsked = false;
   private collect: (() => Promise<MetricsJson>) | null = null;
+  private reloadTls: (() => number) | null = null;
 
   /** /ext/auth as the owner answers it. */
   readonly auth: RpcHandler = {
@@ -152,6 +163,11 @@ export class OwnerLink {
   /** Answers the owner's requests for this thread's metrics with `collect()`. */
   onCollect(collect: () => Promise<MetricsJson>): void {
     this.collect = collect;
+  }
+
+  /** Answers the owner's TLS reloads with the descriptor of the new app that `reload()` makes. */
+  onReloadTls(reload: () => number): void {
+    this.reloadTls = reload;
   }
 
   /** Runs `stop` when the owner says so, or now if it has (once). */
@@ -195,6 +211,16 @@ export class OwnerLink {
         collect().then((metrics) => this.post({ t: 'collected', id, metrics }), (error: unknown) => this.post({ t: 'collected', id, error: messageOf(error) }));
         break;
       }
+      case 'reloadTls': {
+        const { id } = message;
+        try {
+          if (this.reloadTls === null) throw new Error('this thread serves no TLS');
+          this.post({ t: 'reloadedTls', id, descriptor: this.reloadTls() });
+        } catch (error) {
+          this.post({ t: 'reloadedTls', id, error: messageOf(error) });
+        }
+        break;
+      }
       case 'stop': {
         const stop = this.stopped;
         this.stopped = null;
@@ -219,6 +245,7 @@ export interface ThreadHandlers {
 /** The owner's side of one HTTP thread. */
 export class ThreadLink {
   private readonly collections = new Pending<MetricsJson>();
+  private readonly reloads = new Pending<number>();
 
   constructor(private readonly worker: Worker, private readonly handlers: ThreadHandlers) {
     worker.on('message', (message: ThreadMessage) => this.receive(message));
@@ -229,6 +256,11 @@ export class ThreadLink {
     return this.collections.add((id) => this.worker.postMessage({ t: 'collect', id } satisfies OwnerMessage));
   }
 
+  /** The descriptor of the thread's new app, serving with the TLS files as they are now. */
+  reloadTls(): Promise<number> {
+    return this.reloads.add((id) => this.worker.postMessage({ t: 'reloadTls', id } satisfies OwnerMessage));
+  }
+
   stop(): void {
     this.worker.postMessage({ t: 'stop' } satisfies OwnerMessage);
   }
@@ -236,6 +268,7 @@ export class ThreadLink {
   /** The thread has ended: what it was asked fails. */
   gone(): void {
     this.collections.abandon(new Error('the HTTP thread has ended'));
+    this.reloads.abandon(new Error('the HTTP thread has ended'));
   }
 
   private receive(message: ThreadMessage): void {
@@ -267,6 +300,9 @@ export class ThreadLink {
       }
       case 'collected':
         this.collections.settle(message.id, 'metrics' in message ? { value: message.metrics } : { error: new Error(message.error) });
+        break;
+      case 'reloadedTls':
+        this.reloads.settle(message.id, 'descriptor' in message ? { value: message.descriptor } : { error: new Error(message.error) });
         break;
     }
   }

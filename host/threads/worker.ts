@@ -43,6 +43,7 @@ await runHttpThread(async ({ data, owner, log }) => {
     trustedProxies: trustedProxies(settings.trustedProxies),
     log,
     clock: systemClock,
+    allowedOrigins: settings.allowedOrigins,
   });
   const { router, inFlight } = stack;
   return {
