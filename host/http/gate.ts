@@ -30,7 +30,7 @@ export class Gate {
   }
 
   /** Whether `path` needs no token. The token service's path first: a comparison of lengths, most of the time. */
-  private open(path: string): boolean {
+  open(path: string): boolean {
     return path === this.authPath || (this.publicPaths !== null && this.publicPaths.has(path));
   }
 

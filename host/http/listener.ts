@@ -10,6 +10,7 @@ import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
+import type { WebSocketRelay } from './websocket.js';
 
 /** How long a stop waits for requests under way. */
 export const STOP_GRACE_MS = 5000;
@@ -75,7 +76,8 @@ export class HttpServer {
 
   /**
    * `release` runs once the last request is answered (or the grace is over), before the
-   * stop resolves. `metrics` counts the requests (this is HTTP thread 1).
+   * stop resolves. `metrics` counts the requests (this is HTTP thread 1). `websockets`
+   * takes the WebSocket upgrades; without it they are requests like any other.
    */
   constructor(
     private readonly app: TemplatedApp,
@@ -84,11 +86,22 @@ export class HttpServer {
     metrics: Metrics,
     private readonly release: () => Promise<void>,
     private readonly log: Logger,
+    private readonly websockets: WebSocketRelay | null = null,
   ) {
     this.app.any('/*', (res, req) => {
       metrics.requests++;
       router.handle(res, req);
     });
+    // uWS hands this route only GETs that ask for a WebSocket (a Sec-WebSocket-Key), before any().
+    if (websockets !== null) {
+      this.app.ws('/*', {
+        ...websockets.behavior,
+        upgrade: (res, req, context) => {
+          metrics.requests++;
+          websockets.upgrade(res, req, context);
+        },
+      });
+    }
   }
 
   /**
@@ -122,6 +135,8 @@ export class HttpServer {
   private async drainAndClose(): Promise<void> {
     if (this.listenSocket !== null) us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
+    // Sessions last as long as their clients like: they are ended (1001), not waited for.
+    await this.websockets?.shutdown();
     const left = await this.inFlight.drain(STOP_GRACE_MS);
     if (left > 0) this.log.warn('stopping with requests still in flight', { requests: left });
     // The last response may have been written inside a uWS callback that is still on the

@@ -16,6 +16,7 @@ import { RpcCode } from '../errors.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
+import type { SessionBehavior } from '../http/websocket.js';
 import { HEARTBEAT_MS, OwnerLink } from './owner-channel.js';
 import type { MetricsJson, ThreadData } from './owner-channel.js';
 
@@ -23,6 +24,8 @@ import type { MetricsJson, ThreadData } from './owner-channel.js';
 export interface ThreadHttp {
   /** Answers a request, or attaches onAborted and answers later. */
   handle(res: HttpResponse, req: HttpRequest): void;
+  /** The WebSocket route (its upgrade answers like `handle`); none: an upgrade is a request like any other. */
+  readonly websocket?: SessionBehavior | null;
   /** Waits until no request is in flight, or `graceMs` at most; resolves with how many are left. */
   drain(graceMs: number): Promise<number>;
   /** This thread's metrics, for the owner to sum. */
@@ -73,18 +76,35 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
     throw new Error(`process.exit(${code ?? ''}) was called on HTTP thread ${data.thread}`);
   }) as typeof process.exit;
 
+  const failed500 = (res: HttpResponse, error: unknown): void => {
+    try {
+      res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR, true);
+    } catch {
+      // Answered or aborted already.
+    }
+    fatal(error);
+  };
   const app: TemplatedApp = App().any('/*', (res, req) => {
     try {
       http.handle(res, req);
     } catch (error) {
-      try {
-        res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR, true);
-      } catch {
-        // Answered or aborted already.
-      }
-      fatal(error);
+      failed500(res, error);
     }
   });
+  const websocket = http.websocket;
+  if (websocket) {
+    // uWS hands this route only GETs that ask for a WebSocket (a Sec-WebSocket-Key), before any().
+    app.ws('/*', {
+      ...websocket,
+      upgrade: (res, req, context) => {
+        try {
+          websocket.upgrade!(res, req, context);
+        } catch (error) {
+          failed500(res, error);
+        }
+      },
+    });
+  }
   owner.onCollect(() => http.collect());
   owner.onStop(() => {
     stop(app, http, owner, log, data.settings.graceMs, failed).catch(fatal);
