@@ -268,10 +268,14 @@ t.test('an upstream that cannot be reached gives 502, one that does not answer i
   t.equal(refused.status, 502, 'nothing listens: 502');
   t.same(JSON.parse(refused.body).error, { code: -32004, message: 'the upstream node refused the connection' });
 
-  // Accepts connections, never answers.
+  // Accepts connections, never answers; keeps what it was sent.
   const sockets = new Set<Socket>();
+  let received = '';
   const silent = createServer((socket) => {
     sockets.add(socket);
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+    });
     socket.on('error', () => undefined);
   });
   await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
@@ -288,6 +292,13 @@ t.test('an upstream that cannot be reached gives 502, one that does not answer i
   t.equal(timedOut.status, 504, 'no answer within --upstream-timeout: 504');
   t.same(JSON.parse(timedOut.body).error, { code: -32005, message: 'the upstream node did not answer within 1 s' });
   t.ok(performance.now() - start < 5000, 'and not much later');
+  t.match(received, /\r\nupgrade: websocket\r\n/i, 'what timed out was a WebSocket handshake');
+  t.match(received, /\r\nsec-websocket-key: [A-Za-z0-9+/]{22}==\r\n/i, 'with its Sec-WebSocket-Key');
+
+  const unreachableToken = await newToken(unreachable.url, unreachable.password, ['/ext/metrics']);
+  const metrics = await scrape(unreachable.url, unreachableToken);
+  t.equal(metrics.get('api_auth_websocket_sessions_refused_total{reason="upstream unreachable"}'), 1, 'counted as a refusal');
+  t.equal(metrics.get('api_auth_upstream_errors_total{kind="refused"}'), 1, 'and as an upstream error, as the proxy counts them');
 });
 
 t.test('--api-auth-query-token: the token in access_token, for browsers; never forwarded, never logged', async (t) => {
