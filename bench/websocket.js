@@ -8,6 +8,7 @@
 // gateway has its own, placed as in the gateway part (lib/proc.js placement()).
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { ROOT, int, log, ms, pct, ratio, size, table, usec } from './lib/common.js';
 import { newToken, startOurs } from './lib/api-auth.js';
 import { ensureCommands } from './lib/apt.js';
@@ -194,4 +195,9 @@ export function websocketMarkdown(result) {
   }
   if (result.cells.some((c) => c.contended)) lines.push('', '\\* other processes used more than 5% of the machine during the run.');
   return lines.join('\n');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const result = await runWebsocket();
+  process.stdout.write(`${websocketMarkdown(result)}\n`);
 }
