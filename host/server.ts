@@ -91,6 +91,10 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         log.warn('public endpoints mean nothing without --api-auth-required: every endpoint is public', { paths: config.publicEndpoints });
       }
     }
+    if (config.queryToken && (auth === undefined || config.upstream === undefined)) {
+      // Only a WebSocket upgrade to the upstream takes a token from the query.
+      log.warn('--api-auth-query-token means nothing without --api-auth-required and --upstream');
+    }
     if (httpThreads !== undefined) return await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release });
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,

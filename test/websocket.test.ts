@@ -13,7 +13,7 @@ import { WebSocket } from 'ws';
 import { BAD_PATH_REASON, changePassword, newToken, REASONS, refusalBody, revokeToken, tamperLast } from './helpers/auth.js';
 import { request, type HttpResponse } from './helpers/http.js';
 import { manualClock, serveInProcess } from './helpers/library.js';
-import { runCli, startServer } from './helpers/server.js';
+import { runCli, startServer, tempDir } from './helpers/server.js';
 import { closedPort, startRawUpstream } from './helpers/upstream.js';
 import { CHAIN_ID, openClient, Refused, startWsUpstream, wsUrl, type Client, type Closed } from './helpers/ws-upstream.js';
 
@@ -548,4 +548,7 @@ t.test('bad WebSocket flags stop the start with one line', async (t) => {
     t.match(result.stderr, message, `${args.join(' ')}: the line names the flag`);
     t.equal(result.stderr.trim().split('\n').length, 1, 'one line');
   }
+  const pointless = await runCli(t, ['--http-port', '0', '--data-dir', `${tempDir(t)}/data`, '--api-auth-query-token']);
+  t.ok(pointless.logs.some((l) => l.level === 'warn' && l.msg === '--api-auth-query-token means nothing without --api-auth-required and --upstream'),
+    'a query token flag that can do nothing is warned of');
 });

@@ -72,6 +72,9 @@ const UWS_TOO_BIG = 'Received too big message';
 /** ws's error code for a message over maxPayload. */
 const WS_TOO_BIG = 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
 const STOPPING_TEXT = 'api-auth is stopping';
+/** ws's send options, made once. */
+const BINARY = Object.freeze({ binary: true });
+const TEXT = Object.freeze({ binary: false });
 
 export interface WebSocketSettings {
   /** Bytes: the largest message relayed either way. */
@@ -124,7 +127,7 @@ export class WebSocketRelay {
   private readonly failures: UpstreamFailures;
   private readonly health: UpstreamHealth;
   private readonly tooMany: Uint8Array;
-  private readonly stopping = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
+  private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
   private readonly idleMs: number;
   private sweeper: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -193,7 +196,7 @@ export class WebSocketRelay {
     if (!TARGET_CHARS.test(target)) {
       return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: the query string holds a control byte'));
     }
-    if (this.stopped) return this.refuseSession(res, 'stopping', this.stopping);
+    if (this.stopped) return this.refuseSession(res, 'stopping', this.stoppingBody);
     const count = settings.sessionCount;
     if (Atomics.add(count, 0, 1) >= settings.maxSessions) {
       Atomics.sub(count, 0, 1);
@@ -216,7 +219,7 @@ export class WebSocketRelay {
   /** Ends every session (1001) and answers every handshake (503); resolves once the upstreams have closed, SHUTDOWN_MS at most. */
   async shutdown(): Promise<void> {
     this.stopped = true;
-    for (const handshake of this.handshakes) handshake.refuse('stopping', '503 Service Unavailable', this.stopping);
+    for (const handshake of this.handshakes) handshake.refuse('stopping', '503 Service Unavailable', this.stoppingBody);
     for (const session of this.sessions) session.end('stopping', 1001, STOPPING_TEXT, 1001, STOPPING_TEXT);
     if (this.upstreams.size > 0) {
       await new Promise<void>((resolve) => {
@@ -533,7 +536,7 @@ export class Session {
     }
     const copy = Buffer.allocUnsafe(data.byteLength);
     copy.set(new Uint8Array(data));
-    upstream.send(copy, { binary: isBinary });
+    upstream.send(copy, isBinary ? BINARY : TEXT);
     const metrics = this.relay.metrics;
     metrics.wsMessages[TO_UPSTREAM]++;
     metrics.wsBytes[TO_UPSTREAM] += copy.length;
