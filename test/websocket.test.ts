@@ -228,6 +228,12 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
   const open = await openClient(t, wsUrl(server.url, '/ext/bc/C/public'));
   t.equal((await upstream.session(0)).url, '/ext/bc/C/public', 'a public path needs no token');
   open.socket.close();
+  const spare = await newToken(server.url, server.password, [WS_PATH]);
+  const publicWithToken = await openClient(t, wsUrl(server.url, '/ext/bc/C/public'), { token: spare });
+  t.same(await revokeToken(server.url, server.password, spare), { success: true });
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  t.equal(publicWithToken.socket.readyState, WebSocket.OPEN, 'a public session is never re-checked, whatever token it carried');
+  publicWithToken.socket.close();
 
   const refusedUpstream = await refusal(t, wsUrl(server.url, '/ext/bc/C/refusing'), { token });
   t.equal(refusedUpstream.status, 403, 'an upstream that refuses the upgrade: its status');
