@@ -17,6 +17,7 @@ const PARTS = {
   core: 'per-call token verification against fast-jwt, jose and node:crypto, cached against cached, uncached against uncached',
   flood: 'the gateway path while /ext/auth is flooded with wrong passwords',
   state: 'start time, memory and verify time with 0, 10k and 1M tokens issued and 100k revoked',
+  ws: 'WebSocket messages relayed per second and added latency: api-auth and nginx against a direct connection to the same echo upstream',
 };
 
 const USAGE = `Usage: npm run bench -- [flags]     (or node bench/run.js [flags] after npm run build)
@@ -104,7 +105,7 @@ const http = {
   waitQuietS: flags['no-wait-quiet'] ? 0 : 10,
   retries: flags['no-wait-quiet'] ? 0 : 1,
 };
-const needsServer = parts.some((p) => ['gateway', 'builtin', 'flood'].includes(p));
+const needsServer = parts.some((p) => ['gateway', 'builtin', 'flood', 'ws'].includes(p));
 if (!existsSync(join(BUILD, 'core.wasm')) || (needsServer && !existsSync(MAIN))) {
   usage('the build is missing (build/core.wasm, build/host/main.js); run `npm run build` first, or use `npm run bench`');
 }
@@ -175,6 +176,13 @@ const steps = {
     const { runFlood, floodMarkdown } = await import('./flood.js');
     const r = await runFlood({ ...http, connections: http.connections[0], bytes: Math.min(...http.sizes) });
     return { result: r, markdown: floodMarkdown(r), targets: r.targets };
+  }),
+  ws: () => part('ws', 'WebSocket', async () => {
+    const { runWebsocket, websocketMarkdown } = await import('./websocket.js');
+    // Messages, not answers: the sizes a subscription sends (a 1 MiB answer size is the HTTP parts').
+    const sizes = http.sizes.filter((bytes) => bytes <= 65536);
+    const r = await runWebsocket({ ...http, sizes: sizes.length > 0 ? sizes : [100] });
+    return { result: r, markdown: websocketMarkdown(r), targets: r.targets };
   }),
   state: () => part('state', 'State scale', async () => {
     const { runStateScale, stateScaleMarkdown } = await import('./state-scale.js');

@@ -22,6 +22,8 @@ export const RpcCode = {
   UpstreamUnavailable: -32004,
   /** A proxied request the upstream did not answer within --upstream-timeout (HTTP 504). */
   UpstreamTimeout: -32005,
+  /** A WebSocket upgrade api-auth cannot take now: --ws-max-sessions are open, or it is stopping (HTTP 503, Retry-After). */
+  Unavailable: -32006,
 } as const;
 
 export type RpcCode = (typeof RpcCode)[keyof typeof RpcCode];

@@ -42,6 +42,13 @@ export const DEFAULTS = {
   httpThreads: Math.min(availableParallelism(), 256),
   /** The node's own default: every origin. */
   allowedOrigins: '*',
+  queryToken: false,
+  /** Bytes: 16 MiB, so that large eth_getLogs answers fit. */
+  wsMaxMessage: 16 * 1024 * 1024,
+  /** Seconds. */
+  wsIdleTimeout: 120,
+  /** WebSocket sessions open at once, in the whole process. */
+  wsMaxSessions: 10_000,
 } as const;
 
 /** The bounds of options, and the fixed limits beside them. */
@@ -56,6 +63,11 @@ export const LIMITS = {
   rpcBody: 65536,
   /** Threads serving HTTP. */
   httpThreads: { min: 1, max: 256 },
+  /** Bytes: 1 to 1024 MiB. */
+  wsMaxMessage: { min: 1, max: 1024 * 1024 * 1024 },
+  /** Seconds: uWebSockets.js takes 8 s to 960 s, counted in steps of 4 s. */
+  wsIdleTimeout: { min: 8, max: 960 },
+  wsMaxSessions: { min: 1, max: 1_000_000 },
 } as const;
 
 /** createAuth's options: the token service embedded in a node. */
@@ -128,6 +140,19 @@ export interface ServerOptions {
    * for every one; as a list, or one string separated by spaces or commas. Default "*".
    */
   readonly allowedOrigins?: string | readonly string[];
+  /**
+   * Also accept the token as the access_token query parameter of a WebSocket upgrade
+   * without an Authorization header (RFC 6750 §2.3), for browsers, which cannot set
+   * headers on a WebSocket. The parameter is removed before the upstream sees the URL.
+   * Default false: the parameter means nothing to the gate and is forwarded as any other.
+   */
+  readonly queryToken?: boolean;
+  /** The largest WebSocket message relayed either way: bytes, or a size such as "16MiB". Default 16MiB. */
+  readonly wsMaxMessage?: number | string;
+  /** How long a side of a WebSocket session may send nothing, not even a pong to a ping: seconds (8 to 960), or a duration. Default 120s. */
+  readonly wsIdleTimeout?: number | string;
+  /** WebSocket sessions open at once in the process, past which an upgrade gets 503. Default 10000. */
+  readonly wsMaxSessions?: number | string;
 }
 
 /** The token service's settings, validated. */
@@ -170,6 +195,12 @@ export interface ServerConfig {
   /** Absolute paths of the PEM files, checked once at start; undefined serves plain HTTP. */
   readonly tls: TlsFiles | undefined;
   readonly allowedOrigins: AllowedOrigins;
+  readonly queryToken: boolean;
+  /** Bytes. */
+  readonly wsMaxMessage: number;
+  /** Seconds. */
+  readonly wsIdleTimeout: number;
+  readonly wsMaxSessions: number;
 }
 
 export interface TlsFiles {
@@ -178,12 +209,12 @@ export interface TlsFiles {
 }
 
 /** Options that only the proxy uses: refused without `upstream`. */
-const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody'] as const;
+const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'queryToken'] as const;
 
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'dataDir', 'publicEndpoints', 'upstream',
   'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads', 'tlsEnabled', 'tlsCertFile', 'tlsKeyFile',
-  'allowedOrigins'];
+  'allowedOrigins', 'queryToken', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions'];
 
 /** createAuth's options, validated. Throws OptionError naming the first option at fault. */
 export function resolveAuthOptions(options: AuthOptions): AuthConfig {
@@ -211,8 +242,7 @@ export function resolveClock(value: unknown): Clock {
 /** startServer's options, validated. Throws OptionError naming the first option at fault. */
 export function resolveServerOptions(options: ServerOptions): ServerConfig {
   known(options, SERVER_OPTIONS);
-  const authRequired = options.authRequired ?? DEFAULTS.authRequired;
-  if (typeof authRequired !== 'boolean') throw badOption('authRequired', ` must be true or false, not ${show(authRequired)}`);
+  const authRequired = flag('authRequired', options.authRequired ?? DEFAULTS.authRequired);
   const file = options.passwordFile === undefined ? undefined : passwordFile(options.passwordFile);
   if (authRequired && file === undefined) {
     throw new OptionError('passwordFile', (name) => `${name('authRequired')} needs ${name('passwordFile')}, the file holding the ` +
@@ -232,13 +262,17 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     publicEndpoints: paths('publicEndpoints', options.publicEndpoints),
     upstream: options.upstream === undefined ? undefined : upstream(options.upstream),
     upstreamTimeoutMs: upstreamTimeout(options.upstreamTimeout ?? DEFAULTS.upstreamTimeout) * 1000,
-    upstreamMaxBody: size(options.upstreamMaxBody ?? DEFAULTS.upstreamMaxBody),
+    upstreamMaxBody: size('upstreamMaxBody', options.upstreamMaxBody ?? DEFAULTS.upstreamMaxBody, LIMITS.upstreamMaxBody),
     trustedProxies: proxies(options.trustedProxies),
     metricsPath,
     logLevel: level(options.logLevel ?? DEFAULTS.logLevel),
     httpThreads: threads(options.httpThreads ?? DEFAULTS.httpThreads),
     tls: tls(options),
     allowedOrigins: origins(options.allowedOrigins ?? DEFAULTS.allowedOrigins),
+    queryToken: flag('queryToken', options.queryToken ?? DEFAULTS.queryToken),
+    wsMaxMessage: size('wsMaxMessage', options.wsMaxMessage ?? DEFAULTS.wsMaxMessage, LIMITS.wsMaxMessage),
+    wsIdleTimeout: idleTimeout(options.wsIdleTimeout ?? DEFAULTS.wsIdleTimeout),
+    wsMaxSessions: sessions(options.wsMaxSessions ?? DEFAULTS.wsMaxSessions),
   };
   // The proxy's settings mean nothing without a proxy: a flag that would change nothing is
   // a mistake to point out (a forgotten --upstream, most likely), not to ignore.
@@ -275,6 +309,11 @@ function known(options: object, names: readonly string[]): void {
 function required<T>(option: string, value: unknown, check: (value: unknown) => T, what: string): T {
   if (value === undefined) throw badOption(option, ` is required: ${what}`);
   return check(value);
+}
+
+function flag(option: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw badOption(option, ` must be true or false, not ${show(value)}`);
+  return value;
 }
 
 function host(value: unknown): string {
@@ -315,6 +354,14 @@ function tokenLifetime(value: unknown): number {
   return seconds;
 }
 
+function idleTimeout(value: unknown): number {
+  const { min, max } = LIMITS.wsIdleTimeout;
+  const what = `a duration in whole seconds from ${min}s to ${max}s, such as 120s or 5m`;
+  const seconds = wholeSeconds('wsIdleTimeout', value, what);
+  if (seconds < min || seconds > max) throw badOption('wsIdleTimeout', ` must be ${what}, not ${show(value)}`);
+  return seconds;
+}
+
 function upstreamTimeout(value: unknown): number {
   const { min, max } = LIMITS.upstreamTimeout;
   const what = 'a duration in whole seconds from 1s to 1h, such as 30s or 2m';
@@ -334,13 +381,12 @@ function wholeSeconds(option: string, value: unknown, what: string): number {
 
 const SIZE_UNITS: Record<string, number> = { '': 1, KiB: 1024, MiB: 1024 * 1024 };
 
-function size(value: unknown): number {
+function size(option: string, value: unknown, { min, max }: { min: number; max: number }): number {
   const m = typeof value === 'string' ? /^(\d{1,10})(KiB|MiB)?$/.exec(value) : null;
   const bytes = typeof value === 'number' ? value : m === null ? NaN : Number(m[1]) * SIZE_UNITS[m[2] ?? ''];
-  const { min, max } = LIMITS.upstreamMaxBody;
   if (!(Number.isInteger(bytes) && bytes >= min && bytes <= max)) {
-    throw badOption('upstreamMaxBody', ' must be a size from 1 byte to 1024MiB: a number of bytes, or a number followed by KiB or MiB ' +
-      `(such as 1MiB), not ${show(value)}`);
+    throw badOption(option, ` must be a size from ${min} byte to ${max / (1024 * 1024)}MiB: a number of bytes, or a number followed by ` +
+      `KiB or MiB (such as 1MiB), not ${show(value)}`);
   }
   return bytes;
 }
@@ -452,6 +498,15 @@ function origins(value: unknown): AllowedOrigins {
   } catch (error) {
     throw badOption('allowedOrigins', `: ${(error as Error).message}`);
   }
+}
+
+function sessions(value: unknown): number {
+  const { min, max } = LIMITS.wsMaxSessions;
+  const count = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,7}$/.test(value) ? Number(value) : NaN;
+  if (!(Number.isInteger(count) && count >= min && count <= max)) {
+    throw badOption('wsMaxSessions', ` must be a whole number from ${min} to ${max} (WebSocket sessions open at once), not ${show(value)}`);
+  }
+  return count;
 }
 
 function level(value: unknown): Level {

@@ -11,6 +11,7 @@ import { HttpServer, STOP_GRACE_MS, whyNotListening } from './http/listener.js';
 import type { ServerHandle } from './http/listener.js';
 import { buildStack } from './http/stack.js';
 import type { Stack } from './http/stack.js';
+import type { WebSocketSettings } from './http/websocket.js';
 import { createLogger } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
@@ -89,13 +90,19 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         log.warn('public endpoints mean nothing without --api-auth-required: every endpoint is public', { paths: config.publicEndpoints });
       }
     }
+    if (config.queryToken && auth === undefined) {
+      // Like the public endpoints above: with no token required, there is no token to take
+      // from the query. (Without an upstream the flag is refused: there is no WebSocket.)
+      log.warn('--api-auth-query-token means nothing without --api-auth-required: no token is asked for');
+    }
     if (httpThreads !== undefined) return await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release });
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
       upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
+      websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
       trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins,
     });
-    return await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log).listen(config.host, config.port);
+    return await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets).listen(config.host, config.port);
   } catch (error) {
     await release();
     throw error;
@@ -115,6 +122,7 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
       publicEndpoints: config.publicEndpoints,
       metricsPath: config.metricsPath,
       upstream: config.upstream && { origin: config.upstream.origin, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
+      websocket: websocketSettings(config),
       trustedProxies: config.trustedProxies.entries,
       logLevel: config.logLevel,
       graceMs: STOP_GRACE_MS,
@@ -126,4 +134,9 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
     log,
     whyNotListening,
   };
+}
+
+/** The WebSocket options as every thread takes them (the session count is made apart: one for the process). */
+function websocketSettings(config: ServerConfig): Omit<WebSocketSettings, 'sessionCount'> {
+  return { maxMessage: config.wsMaxMessage, idleTimeout: config.wsIdleTimeout, maxSessions: config.wsMaxSessions, queryToken: config.queryToken };
 }

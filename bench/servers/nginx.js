@@ -88,3 +88,30 @@ export function startNginxProxy({ upstreamPort, workers = 1, cpus = null }) {
 `;
   return start('nginx proxy (no auth)', config, workers, cpus);
 }
+
+/**
+ * nginx proxying WebSocket sessions with no auth at all, as its documentation has it:
+ * HTTP/1.1 to the upstream with the client's Upgrade and a Connection: upgrade, and no
+ * read timeout to cut a quiet session during the run.
+ */
+export function startNginxWsProxy({ upstreamPort, workers = 1, cpus = null }) {
+  const config = (dir, port) => `${common(dir, workers)}
+  map $http_upgrade $connection_upgrade {
+    default upgrade;
+    '' close;
+  }
+  server {
+    listen 127.0.0.1:${port} reuseport;
+    location / {
+      proxy_pass http://127.0.0.1:${upstreamPort};
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      proxy_read_timeout 3600s;
+      proxy_send_timeout 3600s;
+    }
+  }
+}
+`;
+  return start('nginx WebSocket proxy (no auth)', config, workers, cpus);
+}

@@ -38,6 +38,10 @@ const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean
   'http-tls-cert-file': { option: 'tlsCertFile', kind: 'string', value: expandHome },
   'http-tls-key-file': { option: 'tlsKeyFile', kind: 'string', value: expandHome },
   'http-allowed-origins': { option: 'allowedOrigins', kind: 'string' },
+  'api-auth-query-token': { option: 'queryToken', kind: 'boolean' },
+  'ws-max-message': { option: 'wsMaxMessage', kind: 'string' },
+  'ws-idle-timeout': { option: 'wsIdleTimeout', kind: 'string' },
+  'ws-max-sessions': { option: 'wsMaxSessions', kind: 'string' },
 };
 
 const KINDS: FlagKinds = {
@@ -125,6 +129,18 @@ Flags:
                                       in front (such as 10.0.0.0/8,2001:db8::1) whose
                                       X-Forwarded-For names the client (default none:
                                       forwarding headers from clients are dropped)
+  --api-auth-query-token[=true|false] also take the token of a WebSocket upgrade without
+                                      an Authorization header from its access_token query
+                                      parameter, removed before the upstream (default
+                                      false: URLs end up in histories and proxies' logs)
+  --ws-max-message SIZE               largest WebSocket message relayed either way: bytes,
+                                      or with KiB or MiB; a larger one closes the session
+                                      with 1009 (default 16MiB)
+  --ws-idle-timeout DURATION          a WebSocket session whose client or upstream sends
+                                      nothing, not even a pong to a ping, for this long
+                                      is closed (8s to 960s; default 120s)
+  --ws-max-sessions N                 WebSocket sessions open at once; past it an upgrade
+                                      gets 503 (default ${DEFAULTS.wsMaxSessions})
   --metrics-path PATH                 where Prometheus metrics are served, protected like
                                       any endpoint (default ${DEFAULTS.metricsPath})
   --log-level LEVEL                   debug, info, warn or error (default ${DEFAULTS.logLevel})

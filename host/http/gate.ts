@@ -37,7 +37,7 @@ export class Gate {
    * Whether `path` needs no token. The token service's paths first: a comparison of
    * lengths, or of the first bytes, most of the time.
    */
-  private open(path: string): boolean {
+  open(path: string): boolean {
     const authPath = this.authPath;
     if (authPath !== null && path.startsWith(authPath) && (path === authPath || this.ownPaths.includes(path))) return true;
     return this.publicPaths !== null && this.publicPaths.has(path);

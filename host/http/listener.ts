@@ -13,6 +13,7 @@ import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
 import { certificateFields, descriptorOf, tlsApp, tlsFilesProblem } from './tls.js';
 import type { ChildApps } from './tls.js';
+import type { WebSocketRelay } from './websocket.js';
 
 /** How long a stop waits for requests under way. */
 export const STOP_GRACE_MS = 5000;
@@ -92,7 +93,8 @@ export class HttpServer {
   /**
    * `release` runs once the last request is answered (or the grace is over), before the
    * stop resolves. `metrics` counts the requests (this is HTTP thread 1). `tls`: serve
-   * HTTPS with these files, checked already.
+   * HTTPS with these files, checked already. `websockets` takes the WebSocket upgrades;
+   * without it they are requests like any other.
    */
   constructor(
     private readonly tls: TlsFiles | undefined,
@@ -101,11 +103,25 @@ export class HttpServer {
     metrics: Metrics,
     private readonly release: () => Promise<void>,
     private readonly log: Logger,
+    private readonly websockets: WebSocketRelay | null = null,
   ) {
-    this.serve = (app) => app.any('/*', (res, req) => {
-      metrics.requests++;
-      router.handle(res, req);
-    });
+    this.serve = (app) => {
+      // uWS hands this route only GETs that ask for a WebSocket (a Sec-WebSocket-Key), before any().
+      // Every app gets it, the TLS apps a reload makes too.
+      if (websockets !== null) {
+        app.ws('/*', {
+          ...websockets.behavior,
+          upgrade: (res, req, context) => {
+            metrics.requests++;
+            websockets.upgrade(res, req, context);
+          },
+        });
+      }
+      return app.any('/*', (res, req) => {
+        metrics.requests++;
+        router.handle(res, req);
+      });
+    };
     if (tls === undefined) {
       this.app = this.serve(App());
     } else {
@@ -169,6 +185,8 @@ export class HttpServer {
   private async drainAndClose(): Promise<void> {
     if (this.listenSocket !== null) us_listen_socket_close(this.listenSocket);
     this.listenSocket = null;
+    // Sessions last as long as their clients like: they are ended (1001), not waited for.
+    await this.websockets?.shutdown();
     const left = await this.inFlight.drain(STOP_GRACE_MS);
     if (left > 0) this.log.warn('stopping with requests still in flight', { requests: left });
     // The last response may have been written inside a uWS callback that is still on the

@@ -66,7 +66,7 @@ export interface UpstreamHealth {
   failed(): boolean;
 }
 
-function ownHealth(): UpstreamHealth {
+export function ownHealth(): UpstreamHealth {
   let healthy = true;
   return {
     answered() {
@@ -78,6 +78,23 @@ function ownHealth(): UpstreamHealth {
       if (!healthy) return false;
       healthy = false;
       return true;
+    },
+  };
+}
+
+/** What the client gets when the upstream did not answer: the status and body for each kind of failure. */
+export type UpstreamFailures = Readonly<Record<UpstreamErrorKind, { readonly status: string; readonly body: Uint8Array }>>;
+
+/** The answers to upstream failures, encoded once; `timeoutMs` is --upstream-timeout. */
+export function upstreamFailures(timeoutMs: number): UpstreamFailures {
+  const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
+  return {
+    refused: unavailable('the upstream node refused the connection'),
+    reset: unavailable('the upstream node closed the connection'),
+    other: unavailable('the upstream node could not be reached'),
+    timeout: {
+      status: '504 Gateway Timeout',
+      body: jsonLine(RpcCode.UpstreamTimeout, `the upstream node did not answer within ${timeoutMs / 1000} s`),
     },
   };
 }
@@ -116,7 +133,7 @@ const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real
   'client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip', 'x-original-forwarded-for',
   'x-envoy-external-address', 'x-azure-clientip', 'front-end-https', 'x-url-scheme', 'x-original-url', 'x-rewrite-url']);
 /** Text beyond ASCII: uWS decoded it from UTF-8, and undici would write it as Latin-1. */
-const BEYOND_ASCII = /[^\x00-\x7f]/;
+export const BEYOND_ASCII = /[^\x00-\x7f]/;
 
 // Never sent back: uWS writes its own Date and Content-Length (from the body it sends);
 // Proxy-Authenticate would ask the client for credentials this proxy does not take; CORS
@@ -216,16 +233,7 @@ export class UpstreamProxy {
     });
     this.upstreams = upstreams;
     this.health = options.health ?? ownHealth();
-    const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
-    const failures: Record<UpstreamErrorKind, { status: string; body: Uint8Array }> = {
-      refused: unavailable('the upstream node refused the connection'),
-      reset: unavailable('the upstream node closed the connection'),
-      other: unavailable('the upstream node could not be reached'),
-      timeout: {
-        status: '504 Gateway Timeout',
-        body: jsonLine(RpcCode.UpstreamTimeout, `the upstream node did not answer within ${options.timeoutMs / 1000} s`),
-      },
-    };
+    const failures = upstreamFailures(options.timeoutMs);
     this.relay = {
       dispatch: (dispatched, exchange) => upstreams.dispatch(dispatched, exchange),
       release: (client) => upstreams.release(client),
@@ -607,11 +615,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
-const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
+export const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
   'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
 
 /** A 400 for a request that is not forwarded; the connection closes, as its body may be unread. */
-function refuse(res: HttpResponse, body: Uint8Array): void {
+export function refuse(res: HttpResponse, body: Uint8Array): void {
   res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body, true);
 }
 
@@ -624,7 +632,7 @@ function refusedRequest(error: Error): boolean {
  * undici writes as that byte); null when the text holds U+FFFD, which stands for bytes
  * that were not UTF-8 and cannot be told apart from an encoded U+FFFD.
  */
-function utf8Bytes(text: string): string | null {
+export function utf8Bytes(text: string): string | null {
   return text.includes('\ufffd') ? null : Buffer.from(text, 'utf8').toString('latin1');
 }
 
@@ -633,7 +641,7 @@ function utf8Bytes(text: string): string | null {
  * header that cannot be forwarded unchanged, the message that says so. `peer` is the
  * connection's far end, `fromProxy` whether it is a trusted proxy.
  */
-function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] | string {
+export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] | string {
   const listed = connectionTokens(req.getHeader('connection'), REQUEST_DROPPED);
   const headers: string[] = [];
   let chain = '';
@@ -671,7 +679,7 @@ function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): st
 // Status lines with the standard reason, made once per status.
 const STATUS_LINES: string[] = [];
 
-function statusLine(code: number, message: string | undefined): string {
+export function statusLine(code: number, message: string | undefined): string {
   const standard = STATUS_CODES[code];
   if (message && message !== standard) return `${code} ${message}`;
   return STATUS_LINES[code] ??= `${code} ${standard || ''}`;
@@ -699,7 +707,7 @@ const REFUSED_REQUEST_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPO
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
 const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 
-function classify(error: Error): UpstreamErrorKind {
+export function classify(error: Error): UpstreamErrorKind {
   const code = (error as NodeJS.ErrnoException).code ?? '';
   if (TIMEOUT_CODES.has(code)) return 'timeout';
   if (code === 'ECONNREFUSED') return 'refused';

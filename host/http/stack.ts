@@ -22,6 +22,7 @@ import { Router } from './router.js';
 import { ReadinessRoute } from './readiness.js';
 import { LocalRoutes } from './routes.js';
 import type { Route } from './routes.js';
+import type { WebSocketRelay, WebSocketSettings } from './websocket.js';
 
 export interface StackParts {
   readonly core: Core;
@@ -36,6 +37,8 @@ export interface StackParts {
   readonly metricsPath: string;
   /** The node to protect; undefined serves the built-in node endpoints. */
   readonly upstream: UpstreamOptions | undefined;
+  /** How WebSocket sessions to the upstream are relayed and bounded. */
+  readonly websocket: WebSocketSettings;
   readonly trustedProxies: TrustedProxies;
   readonly log: Logger;
   readonly clock: Clock;
@@ -45,13 +48,15 @@ export interface StackParts {
 
 export interface Stack {
   readonly router: Router;
+  /** The WebSocket relay to the upstream; null without one (an upgrade is then a request like any other). */
+  readonly websockets: WebSocketRelay | null;
   /** The requests under way, for a stop to wait for. */
   readonly inFlight: InFlight;
   /** Closes the upstream's connections; requests still under way fail. */
   close(): Promise<void>;
 }
 
-/** Builds the request handling of one thread. The proxy (and undici) is loaded only when there is an upstream. */
+/** Builds the request handling of one thread. The proxy and the relay (undici, ws) are loaded only when there is an upstream. */
 export async function buildStack(parts: StackParts): Promise<Stack> {
   const { core, metrics, service, log } = parts;
   const routes = new Map<string, Route>([[parts.metricsPath, { kind: 'metrics', metrics: parts.scrape }]]);
@@ -74,5 +79,19 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
     proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log);
   }
   const router = new Router(core, gate, routes, new LocalRoutes(inFlight, parts.trustedProxies, log), proxy, cors ?? null);
-  return { router, inFlight, close: async () => await proxy?.close() };
+  let websockets: WebSocketRelay | null = null;
+  if (parts.upstream !== undefined) {
+    const { WebSocketRelay } = await import('./websocket.js');
+    websockets = new WebSocketRelay({
+      core, gate, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
+      settings: parts.websocket,
+    });
+  }
+  return {
+    router, websockets, inFlight,
+    close: async () => {
+      websockets?.close();
+      await proxy?.close();
+    },
+  };
 }

@@ -2,12 +2,26 @@
 // (a typed array indexed by outcome, a few fields); prom-client reads them when scraped,
 // through each metric's collect() callback, so a scrape costs the gate nothing and the
 // gate costs the registry nothing.
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { OUTCOME_NAMES } from '../core/core.js';
 
 /** Why a proxied request got no answer from the upstream. */
 export const UPSTREAM_ERROR_KINDS = ['refused', 'reset', 'timeout', 'other'] as const;
 export type UpstreamErrorKind = (typeof UPSTREAM_ERROR_KINDS)[number];
+
+/** Why a WebSocket upgrade got an HTTP answer rather than a session. */
+export const WS_REFUSALS = ['token', 'path', 'limit', 'stopping', 'request', 'upstream status', 'upstream unreachable',
+  'upstream timeout'] as const;
+export type WsRefusal = (typeof WS_REFUSALS)[number];
+
+/** What ended a WebSocket session. */
+export const WS_CLOSES = ['client', 'upstream', 'token', 'idle', 'too big', 'backpressure', 'stopping'] as const;
+export type WsClose = (typeof WS_CLOSES)[number];
+
+/** Which way a WebSocket message went. */
+export const WS_DIRECTIONS = ['to upstream', 'to client'] as const;
+export const TO_UPSTREAM = 0;
+export const TO_CLIENT = 1;
 
 /**
  * One verification in this many is timed. Timing every one would cost two clock reads
@@ -54,6 +68,14 @@ export class Metrics implements MetricsSource {
   readonly upstreamErrors = new Float64Array(UPSTREAM_ERROR_KINDS.length);
   /** Requests this HTTP thread received. */
   requests = 0;
+  /** WebSocket sessions open now on this thread, opened so far, refused by WS_REFUSALS, closed by WS_CLOSES. */
+  wsOpen = 0;
+  wsOpened = 0;
+  readonly wsRefused = new Float64Array(WS_REFUSALS.length);
+  readonly wsClosed = new Float64Array(WS_CLOSES.length);
+  /** WebSocket messages and their bytes, by WS_DIRECTIONS. */
+  readonly wsMessages = new Float64Array(WS_DIRECTIONS.length);
+  readonly wsBytes = new Float64Array(WS_DIRECTIONS.length);
   private readonly latency: Histogram;
 
   constructor(options: MetricsOptions = {}) {
@@ -90,6 +112,20 @@ export class Metrics implements MetricsSource {
       counter('api_auth_http_requests_total', 'Requests received, by the HTTP thread that served them (1 to --http-threads).', (c) => {
         c.inc({ thread: String(thread) }, this.requests);
       }, ['thread']);
+      // A serving thread's: summed over the threads like the rest, the gauge too.
+      const open = (): number => this.wsOpen;
+      new Gauge({ name: 'api_auth_websocket_sessions_open', help: 'WebSocket sessions open now.', registers,
+        collect() { this.set(open()); } });
+      counter('api_auth_websocket_sessions_opened_total', 'WebSocket sessions opened (upgrades the upstream accepted).',
+        (c) => c.inc(this.wsOpened));
+      counter('api_auth_websocket_sessions_refused_total', 'WebSocket upgrades answered with an HTTP error rather than a session, by reason.',
+        (c) => labelled(c, 'reason', WS_REFUSALS, this.wsRefused), ['reason']);
+      counter('api_auth_websocket_sessions_closed_total', 'WebSocket sessions closed, by what ended them.',
+        (c) => labelled(c, 'reason', WS_CLOSES, this.wsClosed), ['reason']);
+      counter('api_auth_websocket_messages_total', 'WebSocket messages relayed, by direction.',
+        (c) => labelled(c, 'direction', WS_DIRECTIONS, this.wsMessages), ['direction']);
+      counter('api_auth_websocket_bytes_total', 'Bytes of WebSocket messages relayed (payloads), by direction.',
+        (c) => labelled(c, 'direction', WS_DIRECTIONS, this.wsBytes), ['direction']);
     }
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
@@ -97,6 +133,14 @@ export class Metrics implements MetricsSource {
   /** Records a timed verification, in milliseconds (as performance.now() counts). */
   observeVerification(milliseconds: number): void {
     this.latency.observe(milliseconds / 1000);
+  }
+
+  wsRefusal(reason: WsRefusal): void {
+    this.wsRefused[WS_REFUSALS.indexOf(reason)]++;
+  }
+
+  wsClose(reason: WsClose): void {
+    this.wsClosed[WS_CLOSES.indexOf(reason)]++;
   }
 
   upstreamError(kind: UpstreamErrorKind): void {
@@ -107,4 +151,9 @@ export class Metrics implements MetricsSource {
   async scrape(): Promise<Scrape> {
     return { contentType: this.registry.contentType, text: await this.registry.metrics() };
   }
+}
+
+/** `values[i]` as the series of `names[i]`. */
+function labelled(counter: Counter, label: string, names: readonly string[], values: Float64Array): void {
+  for (let i = 0; i < names.length; i++) counter.inc({ [label]: names[i] }, values[i]);
 }

@@ -137,6 +137,7 @@ class ThreadsOwner {
   private readonly threads: HttpThread[] = [];
   private readonly heartbeats: Int32Array;
   private readonly upstreamHealth = healthWord();
+  private readonly wsSessions = new Int32Array(new SharedArrayBuffer(4));
   private listenSocket: us_listen_socket | null = null;
   private stopping: Promise<void> | null = null;
   /** The threads are being told to stop: they end as asked. */
@@ -192,7 +193,7 @@ class ThreadsOwner {
     const { plan } = this;
     const data: ThreadData = {
       thread: number, module: plan.module, memory: plan.memory, settings: plan.settings, heartbeats: this.heartbeats, upstreamHealth: this.upstreamHealth,
-      board: plan.board,
+      board: plan.board, wsSessions: this.wsSessions,
     };
     const worker = new Worker(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data });
     let ended!: () => void;

@@ -17,6 +17,7 @@ import { descriptorOf, tlsApp } from '../http/tls.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
+import type { SessionBehavior } from '../http/websocket.js';
 import { HEARTBEAT_MS, OwnerLink } from './owner-channel.js';
 import type { MetricsJson, ThreadData } from './owner-channel.js';
 
@@ -24,6 +25,8 @@ import type { MetricsJson, ThreadData } from './owner-channel.js';
 export interface ThreadHttp {
   /** Answers a request, or attaches onAborted and answers later. */
   handle(res: HttpResponse, req: HttpRequest): void;
+  /** The WebSocket route (its upgrade answers like `handle`); none: an upgrade is a request like any other. */
+  readonly websocket?: SessionBehavior | null;
   /** Waits until no request is in flight, or `graceMs` at most; resolves with how many are left. */
   drain(graceMs: number): Promise<number>;
   /** This thread's metrics, for the owner to sum. */
@@ -74,19 +77,40 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
     throw new Error(`process.exit(${code ?? ''}) was called on HTTP thread ${data.thread}`);
   }) as typeof process.exit;
 
-  const tls = data.settings.tls;
-  const newApp = (): TemplatedApp => (tls === undefined ? App() : tlsApp(tls)).any('/*', (res, req) => {
+  const failed500 = (res: HttpResponse, error: unknown): void => {
     try {
-      http.handle(res, req);
-    } catch (error) {
-      try {
-        res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR, true);
-      } catch {
-        // Answered or aborted already.
-      }
-      fatal(error);
+      res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR, true);
+    } catch {
+      // Answered or aborted already.
     }
-  });
+    fatal(error);
+  };
+  const tls = data.settings.tls;
+  const websocket = http.websocket;
+  const newApp = (): TemplatedApp => {
+    const app = tls === undefined ? App() : tlsApp(tls);
+    if (websocket) {
+      // uWS hands this route only GETs that ask for a WebSocket (a Sec-WebSocket-Key), before
+      // any(). Every app gets it, the TLS apps a reload makes too.
+      app.ws('/*', {
+        ...websocket,
+        upgrade: (res, req, context) => {
+          try {
+            websocket.upgrade!(res, req, context);
+          } catch (error) {
+            failed500(res, error);
+          }
+        },
+      });
+    }
+    return app.any('/*', (res, req) => {
+      try {
+        http.handle(res, req);
+      } catch (error) {
+        failed500(res, error);
+      }
+    });
+  };
   // With TLS, each reload adds an app (tls.ts): the acceptor hands new connections to the
   // newest, and the older ones keep the connections they have until the stop.
   const apps: TemplatedApp[] = [newApp()];

@@ -12,6 +12,7 @@ import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { AllowedOrigins } from '../http/cors.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { TlsFiles } from '../options.js';
+import type { WebSocketSettings } from '../http/websocket.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
 import type { MetricsSource, Scrape } from '../ops/metrics.js';
@@ -28,6 +29,8 @@ export interface HttpSettings {
   readonly metricsPath: string;
   /** The node to protect; undefined serves the built-in node endpoints. */
   readonly upstream: { readonly origin: string; readonly timeoutMs: number; readonly maxBody: number } | undefined;
+  /** How WebSocket sessions are relayed and bounded (the process's session count is `ThreadData.wsSessions`). */
+  readonly websocket: Omit<WebSocketSettings, 'sessionCount'>;
   /** Addresses and CIDR ranges, as given. */
   readonly trustedProxies: readonly string[];
   readonly logLevel: Level;
@@ -52,6 +55,8 @@ export interface ThreadData {
   readonly upstreamHealth: Int32Array;
   /** Who must wait before a password check, as the owner's throttle publishes it (throttle-board.ts). */
   readonly board: SharedArrayBuffer;
+  /** The WebSocket sessions open in the process, one word for every thread, bounded by --ws-max-sessions. */
+  readonly wsSessions: Int32Array;
 }
 
 /** One thread's metrics, as `registry.getMetricsAsJSON()` gives them, for `AggregatorRegistry.aggregate`. */

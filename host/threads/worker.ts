@@ -40,18 +40,30 @@ await runHttpThread(async ({ data, owner, log }) => {
     upstream: upstream && {
       url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, health: sharedHealth(data.upstreamHealth),
     },
+    websocket: { ...settings.websocket, sessionCount: data.wsSessions },
     trustedProxies: trustedProxies(settings.trustedProxies),
     log,
     clock: systemClock,
     allowedOrigins: settings.allowedOrigins,
   });
-  const { router, inFlight } = stack;
+  const { router, inFlight, websockets } = stack;
   return {
     handle(res, req) {
       metrics.requests++;
       router.handle(res, req);
     },
-    drain: (graceMs) => inFlight.drain(graceMs),
+    websocket: websockets && {
+      ...websockets.behavior,
+      upgrade: (res, req, context) => {
+        metrics.requests++;
+        websockets.upgrade(res, req, context);
+      },
+    },
+    // Sessions last as long as their clients like: they are ended (1001), not waited for.
+    drain: async (graceMs) => {
+      await websockets?.shutdown();
+      return inFlight.drain(graceMs);
+    },
     collect: () => metrics.registry.getMetricsAsJSON(),
     close: () => stack.close(),
   };

@@ -1,0 +1,696 @@
+// WebSocket sessions through the gate: a node's subscription endpoints (eth_subscribe at
+// /ext/bc/C/ws and the like) relayed to the upstream, with the guarantees of HTTP.
+//
+// The upgrade is a request like any other. An upgrade to one of api-auth's own routes
+// is the router's, the Upgrade header ignored, as before. Any other goes through the
+// same checks as the router's, in the same order (path rules, then the token, with the
+// same refusals), then the session limit, and only then to the upstream: a WebSocket to
+// the same path and query, with the proxy's header rules (proxy.ts) and the client's
+// subprotocols. The client gets its 101 once the upstream has accepted; an upstream
+// that refuses, cannot be reached or does not answer in time gives the HTTP error the
+// proxy would.
+//
+// A session lives only as long as its token. Each thread re-checks its sessions' tokens
+// with the core every RECHECK_MS, at the clock's time: a revocation, an expiry or a
+// password change (all in the state every thread reads) ends each session opened with
+// that token with 1008 and the reason the gate gives over HTTP.
+//
+// Frames are relayed as whole messages, text as text and binary as binary; each side's
+// pings are answered where they arrive. Backpressure: a client that reads slowly pauses
+// the reading of the upstream (uWS's buffered amount, then its drain). uWS offers no way
+// to stop reading a client, so a client that outruns its upstream is bounded instead:
+// once a whole largest message waits for the upstream, the session ends with 1013.
+//
+// Idle: a side from which nothing arrives, not even the pong to a ping, for the idle
+// timeout is gone. uWS pings the client and closes it past the timeout; this module
+// pings the upstream halfway through the timeout. A subscription that is merely quiet
+// (a logs filter that rarely matches) stays open.
+import { performance } from 'node:perf_hooks';
+import type { ClientRequest } from 'node:http';
+import { WebSocket as Upstream } from 'ws';
+import type { ClientOptions, RawData } from 'ws';
+import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocket, WebSocketBehavior } from 'uWebSockets.js';
+import type { Clock } from '../clock.js';
+import { Outcome, OUTCOME_NAMES } from '../core/core.js';
+import type { Core } from '../core/core.js';
+import { RpcCode } from '../errors.js';
+import type { Logger } from '../ops/log.js';
+import { TO_CLIENT, TO_UPSTREAM } from '../ops/metrics.js';
+import type { Metrics, WsClose, WsRefusal } from '../ops/metrics.js';
+import { clientAddress, peerAddress } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
+import type { Gate } from './gate.js';
+import type { InFlight } from './in-flight.js';
+import {
+  BEYOND_ASCII, classify, ownHealth, QUERY_NOT_UTF8, refuse, statusLine, upstreamFailures, upstreamHeaders, utf8Bytes,
+} from './proxy.js';
+import type { UpstreamFailures, UpstreamHealth, UpstreamOptions } from './proxy.js';
+import { REFUSALS, writeRefusal } from './refusals.js';
+import type { RefusedOutcome } from './refusals.js';
+import { jsonLine } from './responses.js';
+import type { Router } from './router.js';
+import type { Route } from './routes.js';
+
+/** How often each thread re-checks the tokens of its sessions, and looks for a quiet upstream. */
+export const RECHECK_MS = 250;
+/** Bytes waiting for a client past which the upstream is no longer read, and below which it is again. */
+const CLIENT_HIGH_WATER = 256 * 1024;
+const CLIENT_LOW_WATER = 64 * 1024;
+/** How long a stop waits for the upstreams to answer its close frames before it cuts them. */
+const SHUTDOWN_MS = 1000;
+/** How long a closed session's upstream may take to answer the close frame (ws waits 30 s by default). */
+const UPSTREAM_CLOSE_MS = 2000;
+/** The query parameter of RFC 6750 §2.3. */
+const ACCESS_TOKEN = 'access_token';
+/** `Bearer ` (any case), as the core reads it: what comes after it is the token. */
+const BEARER_LENGTH = 7;
+/** What Node's HTTP client accepts in a request target (its INVALID_PATH_REGEX, inverted). */
+const TARGET_CHARS = /^[\u0021-\u00ff]*$/;
+/** uWS's reasons for closing a client itself (the close handler gets 1006 with these). */
+const UWS_IDLE = 'WebSocket timed out from inactivity';
+const UWS_TOO_BIG = 'Received too big message';
+/** ws's error code for a message over maxPayload. */
+const WS_TOO_BIG = 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
+const STOPPING_TEXT = 'api-auth is stopping';
+/** ws's send options, made once. */
+const BINARY = Object.freeze({ binary: true });
+const TEXT = Object.freeze({ binary: false });
+
+export interface WebSocketSettings {
+  /** Bytes: the largest message relayed either way. */
+  readonly maxMessage: number;
+  /** Seconds a side may send nothing at all (8 to 960; uWS counts in steps of 4 s). */
+  readonly idleTimeout: number;
+  /** Sessions open at once in the whole process. */
+  readonly maxSessions: number;
+  /** Whether an upgrade without an Authorization header may carry its token as access_token in the query. */
+  readonly queryToken: boolean;
+  /** Word 0: the sessions open or being opened in the whole process, every thread's. */
+  readonly sessionCount: Int32Array;
+}
+
+/** What a relay works with: this thread's gate, router and counters, and the upstream. */
+export interface RelayParts {
+  readonly core: Core;
+  /** null: no tokens are required, only the path rules apply. */
+  readonly gate: Gate | null;
+  readonly router: Router;
+  /** api-auth's own routes: an upgrade to one of them is the router's. */
+  readonly routes: ReadonlyMap<string, Route>;
+  readonly upstream: UpstreamOptions;
+  readonly trusted: TrustedProxies;
+  readonly inFlight: InFlight;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly settings: WebSocketSettings;
+}
+
+/**
+ * A socket's user data. uWS copies the user data's own fields onto an object of its
+ * own, so the session rides in a field rather than being the user data itself.
+ */
+export interface SessionData {
+  readonly session: Session;
+}
+
+/** The uWS handlers of the relay, for `app.ws('/*', ...)`. */
+export type SessionBehavior = WebSocketBehavior<SessionData>;
+
+/** The relay of one thread: its upgrades, its sessions, and their checks. */
+export class WebSocketRelay {
+  readonly behavior: SessionBehavior;
+  private readonly sessions = new Set<Session>();
+  private readonly handshakes = new Set<Handshake>();
+  /** Every upstream socket not yet closed, sessions' and handshakes' alike. */
+  private readonly upstreams = new Set<Upstream>();
+  private readonly failures: UpstreamFailures;
+  private readonly health: UpstreamHealth;
+  private readonly tooMany: Uint8Array;
+  private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
+  private readonly idleMs: number;
+  private sweeper: NodeJS.Timeout | null = null;
+  private stopped = false;
+  /** Called once the last upstream socket has closed, while a shutdown waits for that. */
+  private allClosed: (() => void) | null = null;
+
+  constructor(private readonly parts: RelayParts) {
+    const { settings, upstream } = parts;
+    this.failures = upstreamFailures(upstream.timeoutMs);
+    this.health = upstream.health ?? ownHealth();
+    this.tooMany = jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`);
+    this.idleMs = settings.idleTimeout * 1000;
+    this.behavior = {
+      // permessage-deflate stays off (uWS's default): a node's answers would be inflated
+      // twice, and compression ratios are a known side channel.
+      //
+      // uWS cuts a client whose message is over maxPayloadLength without a close frame
+      // (the client sees 1006). Up to twice the limit, the message is read and refused
+      // here with 1009, as RFC 6455 has it; only a message announced larger than that is cut.
+      maxPayloadLength: Math.min(2 * settings.maxMessage, 0x7fffffff),
+      idleTimeout: settings.idleTimeout,
+      sendPingsAutomatically: true,
+      // Never reached while the upstream is paused at CLIENT_HIGH_WATER: what was read
+      // before the pause (at most about a message) still fits. Past it, uWS would drop a
+      // message; closing the session is the honest answer.
+      maxBackpressure: Math.min(CLIENT_HIGH_WATER + 2 * settings.maxMessage + 1024 * 1024, 0x7fffffff),
+      closeOnBackpressureLimit: true,
+      upgrade: (res, req, context) => this.upgrade(res, req, context),
+      open: (ws) => this.opened(ws),
+      message: (ws, message, isBinary) => ws.getUserData().session.fromClient(message, isBinary),
+      drain: (ws) => ws.getUserData().session.clientDrained(),
+      close: (ws, code, message) => this.closed(ws.getUserData().session, code, message),
+    };
+  }
+
+  /** An upgrade request; call it from uWS's upgrade handler, before returning. */
+  upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    const { gate, settings, metrics } = this.parts;
+    const path = req.getUrl();
+    if (this.parts.routes.has(path)) return this.parts.router.handle(res, req);
+    // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
+    let query = req.getQuery() as string | undefined;
+    let token: string | null = null;
+    if (gate !== null) {
+      const header = req.getHeader('authorization');
+      const fromQuery = settings.queryToken && header === '' && query !== undefined ? queryToken(query) : null;
+      const outcome = fromQuery !== null ? gate.checkToken(fromQuery, path) : gate.check(header, path);
+      if (outcome !== Outcome.Valid) {
+        metrics.wsRefusal(outcome === Outcome.BadPath ? 'path' : 'token');
+        return writeRefusal(res, outcome);
+      }
+      // A public path is never re-checked: it needs no token, whatever the request carried.
+      if (!gate.open(path)) token = fromQuery ?? header.slice(BEARER_LENGTH);
+    } else if (!this.parts.core.pathAllowed(path)) {
+      metrics.wsRefusal('path');
+      return writeRefusal(res, Outcome.BadPath);
+    }
+    // The credential is the gate's alone: with the flag on, it never reaches the upstream.
+    if (settings.queryToken && query !== undefined) query = withoutToken(query);
+    let target = path;
+    if (query !== undefined) {
+      const raw = BEYOND_ASCII.test(query) ? utf8Bytes(query) : query;
+      if (raw === null) return this.refuseRequest(res, QUERY_NOT_UTF8);
+      target = `${path}?${raw}`;
+    }
+    if (!TARGET_CHARS.test(target)) {
+      return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: the query string holds a control byte'));
+    }
+    if (this.stopped) return this.refuseSession(res, 'stopping', this.stoppingBody);
+    const count = settings.sessionCount;
+    if (Atomics.add(count, 0, 1) >= settings.maxSessions) {
+      Atomics.sub(count, 0, 1);
+      return this.refuseSession(res, 'limit', this.tooMany);
+    }
+    const peer = peerAddress(res);
+    const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer));
+    if (typeof list === 'string') {
+      Atomics.sub(count, 0, 1);
+      return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, list));
+    }
+    const key = req.getHeader('sec-websocket-key');
+    const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
+    const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
+    const claims = token === null ? undefined : this.parts.core.inspect(token, this.seconds()).claims;
+    const handshake = new Handshake(this, res, key, context, { token, path, client, claims });
+    handshake.start(target, protocols, upstreamRequestHeaders(list));
+  }
+
+  /** Ends every session (1001) and answers every handshake (503); resolves once the upstreams have closed, SHUTDOWN_MS at most. */
+  async shutdown(): Promise<void> {
+    this.stopped = true;
+    for (const handshake of this.handshakes) handshake.refuse('stopping', '503 Service Unavailable', this.stoppingBody);
+    for (const session of this.sessions) session.end('stopping', 1001, STOPPING_TEXT, 1001, STOPPING_TEXT);
+    if (this.upstreams.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, SHUTDOWN_MS);
+        timer.unref();
+        this.allClosed = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    this.close();
+  }
+
+  /** Cuts whatever upstream socket is left; sessions still open end with their client. */
+  close(): void {
+    for (const upstream of this.upstreams) upstream.terminate();
+    this.stopSweeper();
+  }
+
+  // What handshakes and sessions report.
+
+  tracked(upstream: Upstream): void {
+    this.upstreams.add(upstream);
+    upstream.once('close', () => {
+      this.upstreams.delete(upstream);
+      if (this.upstreams.size === 0) this.allClosed?.();
+    });
+  }
+
+  handshakeStarted(handshake: Handshake): void {
+    this.handshakes.add(handshake);
+    this.parts.inFlight.enter();
+  }
+
+  /** A handshake is over; `session` false: it gave no session, and its place in the count is free again. */
+  handshakeEnded(handshake: Handshake, session: boolean): void {
+    this.handshakes.delete(handshake);
+    if (!session) Atomics.sub(this.parts.settings.sessionCount, 0, 1);
+    this.parts.inFlight.leave();
+  }
+
+  refused(reason: WsRefusal): void {
+    this.parts.metrics.wsRefusal(reason);
+  }
+
+  /** The upstream did not answer a handshake: counted and logged as the proxy does. */
+  upstreamFailed(error: Error): { status: string; body: Uint8Array } {
+    const kind = classify(error);
+    this.parts.metrics.upstreamError(kind);
+    const fields = { upstream: this.parts.upstream.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
+    if (this.health.failed()) this.parts.log.warn('the upstream node did not answer', fields);
+    else this.parts.log.debug('the upstream node did not answer', fields);
+    return this.failures[kind];
+  }
+
+  upstreamAnswered(): void {
+    if (this.health.answered()) this.parts.log.info('the upstream node answers again', { upstream: this.parts.upstream.url.origin });
+  }
+
+  get url(): URL {
+    return this.parts.upstream.url;
+  }
+
+  get settings(): WebSocketSettings {
+    return this.parts.settings;
+  }
+
+  get timeoutMs(): number {
+    return this.parts.upstream.timeoutMs;
+  }
+
+  get metrics(): Metrics {
+    return this.parts.metrics;
+  }
+
+  /** A token's session ended with its token: one audit line, without the token or the query. */
+  audit(session: Session, outcome: RefusedOutcome): void {
+    const { claims } = session.opened;
+    this.parts.log.info('audit', {
+      method: 'websocket', outcome: OUTCOME_NAMES[outcome], client: session.opened.client, path: session.opened.path,
+      ...(claims && { serial: claims.serial, generation: claims.generation }),
+    });
+  }
+
+  private opened(ws: WebSocket<SessionData>): void {
+    const { session } = ws.getUserData();
+    session.attach(ws);
+    this.sessions.add(session);
+    const metrics = this.parts.metrics;
+    metrics.wsOpen++;
+    metrics.wsOpened++;
+    this.sweeper ??= setInterval(() => this.sweep(), RECHECK_MS).unref();
+  }
+
+  private closed(session: Session, code: number, message: ArrayBuffer): void {
+    session.clientClosed(code, message);
+    if (!this.sessions.delete(session)) return;
+    Atomics.sub(this.parts.settings.sessionCount, 0, 1);
+    const metrics = this.parts.metrics;
+    metrics.wsOpen--;
+    metrics.wsClose(session.closeReason);
+    if (this.sessions.size === 0) this.stopSweeper();
+  }
+
+  /** Every RECHECK_MS while sessions are open: the tokens, at the clock's time, and the upstreams' silence. */
+  private sweep(): void {
+    const core = this.parts.core;
+    const now = this.seconds();
+    const moment = performance.now();
+    for (const session of this.sessions) {
+      const token = session.opened.token;
+      if (token !== null) {
+        const outcome = core.verify(token, session.opened.path, now);
+        if (outcome !== Outcome.Valid) {
+          session.tokenEnded(outcome);
+          continue;
+        }
+      }
+      session.watch(moment, this.idleMs);
+    }
+  }
+
+  private stopSweeper(): void {
+    if (this.sweeper === null) return;
+    clearInterval(this.sweeper);
+    this.sweeper = null;
+  }
+
+  private seconds(): number {
+    return Math.floor(this.parts.clock() / 1000);
+  }
+
+  /** A request that cannot be forwarded as it is: 400, as the proxy answers it. */
+  private refuseRequest(res: HttpResponse, body: Uint8Array): void {
+    this.parts.metrics.wsRefusal('request');
+    refuse(res, body);
+  }
+
+  private refuseSession(res: HttpResponse, reason: WsRefusal, body: Uint8Array): void {
+    this.parts.metrics.wsRefusal(reason);
+    res.writeStatus('503 Service Unavailable').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', '1').end(body);
+  }
+}
+
+/** What a session was opened with. */
+interface Opened {
+  /** The bare token, re-checked while the session lives; null when there is none to check (a public path, or tokens not required). */
+  readonly token: string | null;
+  /** The path as the gate checked it (no query). */
+  readonly path: string;
+  /** Who asked, for the audit line: the peer, or the client a trusted proxy names. */
+  readonly client: string;
+  /** The token's serial and generation, for the audit line. */
+  readonly claims: { readonly serial: number; readonly generation: number } | undefined;
+}
+
+/** An upgrade waiting for the upstream: the client's 101 once the upstream accepts, or the HTTP error it earned. */
+class Handshake {
+  private upstream: Upstream | null = null;
+  private timer: NodeJS.Timeout | undefined;
+  /** The upstream answered 101 (ws then checks the answer). */
+  private answered = false;
+  private settled = false;
+
+  constructor(private readonly relay: WebSocketRelay, private readonly res: HttpResponse, private readonly key: string,
+    private readonly context: us_socket_context_t, private readonly opened: Opened) {}
+
+  start(target: string, protocols: string[], headers: Record<string, string | string[]>): void {
+    const { relay, res } = this;
+    relay.handshakeStarted(this);
+    res.onAborted(() => this.clientGone());
+    const options: ClientOptions & { closeTimeout: number } = {
+      perMessageDeflate: false,
+      maxPayload: relay.settings.maxMessage,
+      followRedirects: false,
+      closeTimeout: UPSTREAM_CLOSE_MS,
+      headers: headers as Record<string, string>,
+      // ws takes the request target from a URL, which would percent-encode some of its
+      // bytes (`{`, `'`, UTF-8); the target goes out byte for byte instead, as the proxy's does.
+      finishRequest: (request: ClientRequest) => {
+        request.path = target;
+        request.end();
+      },
+    };
+    let upstream: Upstream;
+    try {
+      upstream = new Upstream(relay.url, protocols, options);
+    } catch (error) {
+      // A subprotocol list or a header value Node's client refuses: the client's own mistake.
+      this.settle(false);
+      relay.refused('request');
+      refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${(error as Error).message}`));
+      return;
+    }
+    this.upstream = upstream;
+    relay.tracked(upstream);
+    upstream.on('error', (error) => this.failed(error));
+    upstream.once('upgrade', () => {
+      this.answered = true;
+    });
+    upstream.once('unexpected-response', (_request, response) => this.unexpected(response.statusCode ?? 502, response.statusMessage));
+    upstream.once('open', () => this.accepted(upstream));
+    this.timer = setTimeout(() => this.timedOut(), relay.timeoutMs);
+  }
+
+  /** Answers the client with an HTTP error: the upstream is cut, and the place in the count freed. */
+  refuse(reason: WsRefusal, status: string, body: Uint8Array): void {
+    if (!this.settle(false)) return;
+    this.upstream?.terminate();
+    this.relay.refused(reason);
+    this.res.cork(() => this.res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
+  }
+
+  private accepted(upstream: Upstream): void {
+    if (!this.settle(true)) return;
+    this.relay.upstreamAnswered();
+    const session = new Session(this.relay, upstream, this.opened);
+    // Not within res.cork(), as uWS would have it: in this uWS, cork() after an
+    // upgrade from outside its own callbacks may read the new WebSocket's memory as the
+    // HTTP response's state and close the socket it just opened (uNetworking/uWebSockets
+    // #1928, fixed by #1929, in no uWebSockets.js release yet). Uncorked, the 101 costs
+    // a few more writes, and uWS prints a warning about it to stderr.
+    // uWS calls the open handler within upgrade(), so the session is attached before any message can come.
+    this.res.upgrade<SessionData>({ session }, this.key, upstream.protocol, '', this.context);
+  }
+
+  private unexpected(status: number, message: string | undefined): void {
+    const text = status >= 400
+      ? `the upstream node refused the WebSocket upgrade (HTTP ${status})`
+      : `the upstream node answered the WebSocket upgrade with HTTP ${status}, not 101`;
+    this.refuse('upstream status', status >= 400 ? statusLine(status, message) : '502 Bad Gateway', jsonLine(RpcCode.UpstreamUnavailable, text));
+  }
+
+  private failed(error: Error): void {
+    if (this.settled) return;
+    if (this.answered) {
+      // It answered 101, but not as the handshake asked (a subprotocol not offered, a wrong accept key).
+      const body = jsonLine(RpcCode.UpstreamUnavailable, `the upstream node answered the WebSocket upgrade wrongly: ${error.message}`);
+      this.refuse('upstream status', '502 Bad Gateway', body);
+      return;
+    }
+    const { status, body } = this.relay.upstreamFailed(error);
+    this.refuse(classify(error) === 'timeout' ? 'upstream timeout' : 'upstream unreachable', status, body);
+  }
+
+  private timedOut(): void {
+    const error = Object.assign(new Error('the WebSocket handshake timed out'), { code: 'ETIMEDOUT' });
+    const { status, body } = this.relay.upstreamFailed(error);
+    this.refuse('upstream timeout', status, body);
+  }
+
+  private clientGone(): void {
+    if (!this.settle(false)) return;
+    const upstream = this.upstream;
+    if (upstream === null) return;
+    if (upstream.readyState === Upstream.OPEN) upstream.close(1001, 'the client went away');
+    else upstream.terminate();
+  }
+
+  /** Settles once: false when it was settled already. */
+  private settle(session: boolean): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.relay.handshakeEnded(this, session);
+    return true;
+  }
+}
+
+/** One relayed session: the client's socket (uWS) and the upstream's (ws), and what it was opened with. */
+export class Session {
+  /** The client's socket, from its open to its close; uWS throws on any use of it after that. */
+  private client: WebSocket<SessionData> | null = null;
+  /** Set once, by whatever ended the session first; what comes after is the echo of that end. */
+  private ended = false;
+  closeReason: WsClose = 'client';
+  /** The upstream is not read while the client catches up. */
+  private paused = false;
+  /** Something arrived from the upstream since the last sweep; when the sweep last saw that; whether it was pinged since. */
+  private heard = true;
+  private quietSince = performance.now();
+  private pinged = false;
+  private upstreamError: Error | null = null;
+  /** The message being handed to the client, for the corked send (made once per session, not per message). */
+  private outgoing: Buffer | null = null;
+  private outgoingBinary = false;
+  private readonly sendCorked = (): void => this.send();
+
+  constructor(private readonly relay: WebSocketRelay, private readonly upstream: Upstream, readonly opened: Opened) {
+    upstream.on('message', (data: RawData, isBinary: boolean) => this.fromUpstream(data as Buffer, isBinary));
+    upstream.on('ping', () => { this.heard = true; });
+    upstream.on('pong', () => { this.heard = true; });
+    upstream.on('error', (error) => { this.upstreamError = error; });
+    upstream.once('close', (code: number, reason: Buffer) => this.upstreamClosed(code, reason));
+  }
+
+  attach(client: WebSocket<SessionData>): void {
+    this.client = client;
+  }
+
+  /** A message from the client; `data` is uWS's memory, valid only during this call. */
+  fromClient(data: ArrayBuffer, isBinary: boolean): void {
+    if (this.ended) return;
+    const upstream = this.upstream;
+    const max = this.relay.settings.maxMessage;
+    if (data.byteLength > max) {
+      this.end('too big', 1009, `message over ${max} bytes`, 1001, `the client sent a message over ${max} bytes`);
+      return;
+    }
+    if (upstream.bufferedAmount > max) {
+      this.end('backpressure', 1013, 'the upstream node is not keeping up; try again later', 0, '');
+      return;
+    }
+    const copy = Buffer.allocUnsafe(data.byteLength);
+    copy.set(new Uint8Array(data));
+    upstream.send(copy, isBinary ? BINARY : TEXT);
+    const metrics = this.relay.metrics;
+    metrics.wsMessages[TO_UPSTREAM]++;
+    metrics.wsBytes[TO_UPSTREAM] += copy.length;
+  }
+
+  clientDrained(): void {
+    if (this.paused && this.client !== null && this.client.getBufferedAmount() < CLIENT_LOW_WATER) {
+      this.paused = false;
+      this.upstream.resume();
+    }
+  }
+
+  /** uWS closed the client's socket, at the client's word, its own (idle, too big), or this session's. */
+  clientClosed(code: number, message: ArrayBuffer): void {
+    this.client = null;
+    if (this.ended) return;
+    this.ended = true;
+    const text = Buffer.from(message).toString('utf8');
+    if (code === 1006 && text === UWS_IDLE) {
+      this.closeReason = 'idle';
+      this.closeUpstream(1001, 'the client stopped answering');
+    } else if (code === 1006 && text.startsWith(UWS_TOO_BIG)) {
+      this.closeReason = 'too big';
+      this.closeUpstream(1001, `the client sent a message over ${this.relay.settings.maxMessage} bytes`);
+    } else if (code === 1006) {
+      this.closeUpstream(1001, 'the client went away');
+    } else {
+      this.closeUpstream(code, text);
+    }
+  }
+
+  /** The token this session was opened with is no longer valid. */
+  tokenEnded(outcome: RefusedOutcome): void {
+    if (this.ended) return;
+    this.relay.audit(this, outcome);
+    this.end('token', 1008, REFUSALS[outcome][1], 1001, 'the client\'s token is no longer valid');
+  }
+
+  /** The sweep: an upstream quiet for half the idle timeout is pinged, and one quiet for all of it is gone. */
+  watch(moment: number, idleMs: number): void {
+    if (this.heard) {
+      this.heard = false;
+      this.pinged = false;
+      this.quietSince = moment;
+      return;
+    }
+    const quiet = moment - this.quietSince;
+    if (quiet >= idleMs) {
+      this.end('idle', 1001, 'the upstream node stopped answering', 0, '');
+    } else if (quiet >= idleMs / 2 && !this.pinged && this.upstream.readyState === Upstream.OPEN) {
+      this.pinged = true;
+      this.upstream.ping();
+    }
+  }
+
+  /**
+   * Ends the session from here: the client gets `code` and `text`; the upstream gets
+   * `upstreamCode` and its text, or with 0 is cut (it is not reading, or not there).
+   */
+  end(reason: WsClose, code: number, text: string, upstreamCode: number, upstreamText: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.closeReason = reason;
+    if (upstreamCode === 0) this.upstream.terminate();
+    else this.closeUpstream(upstreamCode, upstreamText);
+    // uWS runs the close handler within end(): the relay counts the session closed there.
+    this.client?.end(code, text);
+  }
+
+  private fromUpstream(data: Buffer, isBinary: boolean): void {
+    this.heard = true;
+    if (this.ended || this.client === null) return;
+    this.outgoing = data;
+    this.outgoingBinary = isBinary;
+    this.client.cork(this.sendCorked);
+    const metrics = this.relay.metrics;
+    metrics.wsMessages[TO_CLIENT]++;
+    metrics.wsBytes[TO_CLIENT] += data.length;
+  }
+
+  private send(): void {
+    const client = this.client!;
+    const data = this.outgoing!;
+    this.outgoing = null;
+    client.send(data, this.outgoingBinary);
+    if (!this.paused && client.getBufferedAmount() > CLIENT_HIGH_WATER) {
+      this.paused = true;
+      this.upstream.pause();
+    }
+  }
+
+  private upstreamClosed(code: number, reason: Buffer): void {
+    if (this.ended) return;
+    const error = this.upstreamError as NodeJS.ErrnoException | null;
+    if (error?.code === WS_TOO_BIG) {
+      this.end('too big', 1009, `the upstream node sent a message over ${this.relay.settings.maxMessage} bytes`, 0, '');
+    } else if (code === 1005) {
+      this.end('upstream', 1005, '', 0, '');
+    } else if (code === 1006 || !sendable(code)) {
+      this.end('upstream', 1011, 'the upstream node closed the connection', 0, '');
+    } else {
+      this.end('upstream', code, reason.toString('utf8'), 0, '');
+    }
+  }
+
+  /** A close frame to the upstream with a code that may be sent (1005 and 1006 only describe closes; they are never sent). */
+  private closeUpstream(code: number, text: string): void {
+    const upstream = this.upstream;
+    if (upstream.readyState !== Upstream.OPEN) return;
+    if (code === 1005) upstream.close();
+    else if (sendable(code)) upstream.close(code, text);
+    else upstream.close(1011, 'the client closed with a code that cannot be relayed');
+  }
+}
+
+/** Whether a close code may go in a close frame (RFC 6455 §7.4): 1000-1003, 1007-1014, 3000-4999. */
+function sendable(code: number): boolean {
+  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+}
+
+/**
+ * The access_token parameter of a query, as sent (tokens are base64url: nothing to
+ * decode); null when there is none. Two of them name no one token: "", which no token is.
+ */
+function queryToken(query: string): string | null {
+  let found: string | null = null;
+  for (const pair of query.split('&')) {
+    if (pair !== ACCESS_TOKEN && !pair.startsWith(`${ACCESS_TOKEN}=`)) continue;
+    if (found !== null) return '';
+    found = pair.slice(ACCESS_TOKEN.length + 1);
+  }
+  return found;
+}
+
+/** The query without its access_token parameters; undefined when nothing else was in it. */
+function withoutToken(query: string): string | undefined {
+  const pairs = query.split('&');
+  const kept = pairs.filter((pair) => pair !== ACCESS_TOKEN && !pair.startsWith(`${ACCESS_TOKEN}=`));
+  if (kept.length === pairs.length) return query;
+  return kept.length === 0 ? undefined : kept.join('&');
+}
+
+/**
+ * The proxy's header list as Node's client takes it. The handshake's own fields are
+ * ws's to write: its key and version, no extension, and the subprotocols it is given.
+ */
+function upstreamRequestHeaders(list: readonly string[]): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (let i = 0; i + 1 < list.length; i += 2) {
+    const name = list[i];
+    if (name.startsWith('sec-websocket-')) continue;
+    const value = list[i + 1];
+    const seen = headers[name];
+    headers[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
+  return headers;
+}
