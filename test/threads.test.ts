@@ -6,13 +6,18 @@
 // and logs are the process's, a stop drains every thread, and a thread that fails takes
 // the process down in order, never half alive, never with an abort.
 import t, { type Test } from 'tap';
+import { execFile } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { call, changePassword, newToken, REASONS, refusalBody, revokeToken } from './helpers/auth.js';
 import { exchange, KeepAliveConnection, request, type HttpResponse } from './helpers/http.js';
-import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running } from './helpers/server.js';
+import {
+  launch, PROGRAM_ENV, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running,
+} from './helpers/server.js';
 import { closedPort, echo, startUpstream } from './helpers/upstream.js';
 import { createLogger, parseArgs, startServer as startLibraryServer } from '../build/host/index.js';
 
@@ -311,6 +316,34 @@ t.test('the library takes httpThreads too, checked the same way; a clock of its 
   await server.stop();
   await server.closed;
   t.same(lines.map((line) => JSON.parse(line).msg), ['listening', 'stopped'], 'its lines through the logger it was given');
+});
+
+t.test('the HTTP threads start without the embedding process\'s preloads', async (t) => {
+  // A node that embeds the library may start with loaders and preloads (a TypeScript
+  // loader, an APM agent's --import); the threads run api-auth's own modules, and a
+  // thread that inherited them would start them all again: under a TypeScript loader,
+  // most of a second of CPU per thread.
+  const dir = tempDir(t);
+  const seen = join(dir, 'threads');
+  const preload = join(dir, 'preload.mjs');
+  writeFileSync(preload, `import { appendFileSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
+appendFileSync(${JSON.stringify(seen)}, isMainThread ? 'main\\n' : 'worker\\n');
+`);
+  const embedder = join(dir, 'embedder.mjs');
+  writeFileSync(embedder, `import { createLogger, startServer } from ${JSON.stringify(pathToFileURL(join(ROOT, 'build', 'host', 'index.js')).href)};
+const server = await startServer({ port: 0, dataDir: ${JSON.stringify(join(dir, 'data'))}, httpThreads: ${THREADS} }, { log: createLogger(() => undefined) });
+const response = await fetch(\`http://127.0.0.1:\${server.port}/ext/health\`);
+await server.stop();
+process.stdout.write(\`served \${response.status}\\n\`);
+`);
+  const run = await new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
+    execFile(process.execPath, [`--import=${pathToFileURL(preload).href}`, embedder], { env: PROGRAM_ENV, timeout: 30_000 },
+      (error, stdout, stderr) => done({ code: error ? Number(error.code) : 0, stdout, stderr }));
+  });
+  t.equal(run.code, 0, `it exits 0 ${run.stderr}`);
+  t.equal(run.stdout, 'served 200\n', `the server answered on its ${THREADS} threads`);
+  t.equal(readFileSync(seen, 'utf8'), 'main\n', 'the preload ran on the main thread only');
 });
 
 // The thread runtime and the acceptor, with HTTP threads that fail on demand (api-auth

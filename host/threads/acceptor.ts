@@ -189,7 +189,10 @@ class ThreadsOwner {
       thread: number, module: plan.module, memory: plan.memory, settings: plan.settings, heartbeats: this.heartbeats, upstreamHealth: this.upstreamHealth,
       board: plan.board,
     };
-    const worker = new Worker(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data });
+    // Without the embedding process's flags, as the hashing thread: its loaders and
+    // preloads (a TypeScript loader, an agent's --import) would start again on every
+    // thread, for modules that are api-auth's own.
+    const worker = new Worker(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data, execArgv: [] });
     let ended!: () => void;
     const thread: HttpThread = {
       number, worker, descriptor: null, ready: false, ended: false, end: new Promise((resolve) => { ended = resolve; }),
