@@ -9,7 +9,7 @@ import t, { type Test } from 'tap';
 import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { startServer as startLibraryServer } from '../build/host/index.js';
+import { startServer as startLibraryServer, USAGE } from '../build/host/index.js';
 import { authUrl, newToken } from './helpers/auth.js';
 import { jsonrpc, parseResponse, postJson, request, type HttpResponse } from './helpers/http.js';
 import { SILENT, cliLine, optionsOf, recordingLogger, refusalOf, serveInProcess } from './helpers/library.js';
@@ -50,6 +50,7 @@ function expectCliRefusal(t: Test, result: CliResult, error: Error | undefined):
 t.test('--help prints the usage naming every flag and exits 0', async (t) => {
   const result = await runCli(t, ['--help']);
   t.equal(result.code, 0);
+  t.equal(result.stdout, USAGE, 'the usage the library exports, exactly');
   for (const flag of FLAGS) t.ok(result.stdout.includes(flag), `usage names ${flag}`);
   t.equal(result.stderr, '');
   t.notOk(result.logs.some(isListening), 'help does not start the server');
