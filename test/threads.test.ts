@@ -6,7 +6,6 @@
 // and logs are the process's, a stop drains every thread, and a thread that fails takes
 // the process down in order, never half alive, never with an abort.
 import t, { type Test } from 'tap';
-import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -15,9 +14,7 @@ import { pathToFileURL } from 'node:url';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { call, changePassword, newToken, REASONS, refusalBody, revokeToken } from './helpers/auth.js';
 import { exchange, KeepAliveConnection, request, type HttpResponse } from './helpers/http.js';
-import {
-  launch, PROGRAM_ENV, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running,
-} from './helpers/server.js';
+import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running } from './helpers/server.js';
 import { closedPort, echo, startUpstream } from './helpers/upstream.js';
 import { createLogger, parseArgs, startServer as startLibraryServer } from '../build/host/index.js';
 
@@ -318,34 +315,6 @@ t.test('the library takes httpThreads too, checked the same way; a clock of its 
   t.same(lines.map((line) => JSON.parse(line).msg), ['listening', 'stopped'], 'its lines through the logger it was given');
 });
 
-t.test('the HTTP threads start without the embedding process\'s preloads', async (t) => {
-  // A node that embeds the library may start with loaders and preloads (a TypeScript
-  // loader, an APM agent's --import); the threads run api-auth's own modules, and a
-  // thread that inherited them would start them all again: under a TypeScript loader,
-  // most of a second of CPU per thread.
-  const dir = tempDir(t);
-  const seen = join(dir, 'threads');
-  const preload = join(dir, 'preload.mjs');
-  writeFileSync(preload, `import { appendFileSync } from 'node:fs';
-import { isMainThread } from 'node:worker_threads';
-appendFileSync(${JSON.stringify(seen)}, isMainThread ? 'main\\n' : 'worker\\n');
-`);
-  const embedder = join(dir, 'embedder.mjs');
-  writeFileSync(embedder, `import { createLogger, startServer } from ${JSON.stringify(pathToFileURL(join(ROOT, 'build', 'host', 'index.js')).href)};
-const server = await startServer({ port: 0, dataDir: ${JSON.stringify(join(dir, 'data'))}, httpThreads: ${THREADS} }, { log: createLogger(() => undefined) });
-const response = await fetch(\`http://127.0.0.1:\${server.port}/ext/health\`);
-await server.stop();
-process.stdout.write(\`served \${response.status}\\n\`);
-`);
-  const run = await new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-    execFile(process.execPath, [`--import=${pathToFileURL(preload).href}`, embedder], { env: PROGRAM_ENV, timeout: 30_000 },
-      (error, stdout, stderr) => done({ code: error ? Number(error.code) : 0, stdout, stderr }));
-  });
-  t.equal(run.code, 0, `it exits 0 ${run.stderr}`);
-  t.equal(run.stdout, 'served 200\n', `the server answered on its ${THREADS} threads`);
-  t.equal(readFileSync(seen, 'utf8'), 'main\n', 'the preload ran on the main thread only');
-});
-
 // The thread runtime and the acceptor, with HTTP threads that fail on demand (api-auth
 // has no request that makes a thread fail): test/helpers/threads-server.js.
 const DRIVER = join(ROOT, 'test', 'helpers', 'threads-server.js');
@@ -359,6 +328,40 @@ async function startDriver(t: Test): Promise<{ run: Running; base: string }> {
 function failureLines(logs: LogLine[]): LogLine[] {
   return logs.filter((l) => l.msg === 'an HTTP thread failed; stopping');
 }
+
+t.test('the HTTP threads start with the process\'s flags, but without its loaders and preloads', async (t) => {
+  // A node that embeds the library may start with loaders and preloads (a TypeScript
+  // loader, an APM agent's --import); the threads run api-auth's own modules, and a
+  // thread that inherited them would start them all again: under a TypeScript loader,
+  // most of a second of CPU per thread. Other flags still apply on the threads.
+  const dir = tempDir(t);
+  const seen = join(dir, 'threads');
+  const preload = (name: string, kind: string): string => {
+    const path = join(dir, name);
+    writeFileSync(path, `${kind === 'import' ? 'import { appendFileSync } from \'node:fs\'; import { isMainThread, workerData } from \'node:worker_threads\';'
+      : 'const { appendFileSync } = require(\'node:fs\'); const { isMainThread, workerData } = require(\'node:worker_threads\');'}
+appendFileSync(${JSON.stringify(seen)}, \`${kind} \${isMainThread ? 'main' : typeof workerData?.thread === 'number' ? 'HTTP thread' : 'other thread'}\\n\`);
+`);
+    return path;
+  };
+  const flags = [
+    `--import=${pathToFileURL(preload('preload.mjs', 'import')).href}`, '--dns-result-order=ipv4first',
+    '--require', preload('preload.cjs', 'require'), '--no-deprecation',
+  ];
+  const run = launch(t, ['2'], DRIVER, flags);
+  const listening = await run.waitForLog((l) => l.msg === 'listening');
+  const base = `http://127.0.0.1:${Number(listening.port)}`;
+  // Fresh connections, so one on each thread.
+  const answers = [JSON.parse((await request(base, '/exec-argv')).text), JSON.parse((await request(base, '/exec-argv')).text)];
+  t.same(answers.map((a) => a.thread).sort(), [1, 2], 'both threads answered');
+  for (const answer of answers) t.same(answer.execArgv, ['--dns-result-order=ipv4first', '--no-deprecation'], `thread ${answer.thread} has the other flags`);
+  t.same(await run.stop('SIGTERM'), { code: 0, signal: null });
+  // Node runs the --require preloads on a thread of its own too (workerData null) when
+  // an --import needs its module hooks; that thread is not api-auth's.
+  const ran = readFileSync(seen, 'utf8').split('\n').filter((line) => line !== '');
+  t.ok(ran.includes('import main') && ran.includes('require main'), `each preload ran on the main thread: ${ran}`);
+  t.same(ran.filter((line) => line.endsWith('HTTP thread')), [], 'and on no HTTP thread');
+});
 
 const FAILURES: ReadonlyArray<readonly [path: string, error: RegExp, answered: boolean]> = [
   ['/throw', /^HTTP thread [12] failed: thrown in a handler$/, true],

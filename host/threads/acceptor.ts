@@ -94,6 +94,26 @@ export interface ThreadsServer {
   readonly closed: Promise<void>;
 }
 
+// Flags that load code into every thread that inherits them, each with the forms it
+// takes its value in.
+const PRELOADS = ['--import', '--require', '-r', '--loader', '--experimental-loader'];
+
+/**
+ * The process's flags for an HTTP thread, without its loaders and preloads (a TypeScript
+ * loader, an agent's --import): those would start again on every thread, for modules
+ * that are api-auth's own (under a TypeScript loader, most of a second of CPU each). The
+ * others stay, since they may matter there (--dns-result-order for the upstream's name).
+ */
+function threadFlags(execArgv: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const flag = execArgv[i];
+    if (PRELOADS.includes(flag)) i++;
+    else if (!PRELOADS.some((name) => flag.startsWith(`${name}=`))) kept.push(flag);
+  }
+  return kept;
+}
+
 interface HttpThread {
   readonly number: number;
   readonly worker: Worker;
@@ -189,10 +209,7 @@ class ThreadsOwner {
       thread: number, module: plan.module, memory: plan.memory, settings: plan.settings, heartbeats: this.heartbeats, upstreamHealth: this.upstreamHealth,
       board: plan.board,
     };
-    // Without the embedding process's flags, as the hashing thread: its loaders and
-    // preloads (a TypeScript loader, an agent's --import) would start again on every
-    // thread, for modules that are api-auth's own.
-    const worker = new Worker(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data, execArgv: [] });
+    const worker = new Worker(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data, execArgv: threadFlags(process.execArgv) });
     let ended!: () => void;
     const thread: HttpThread = {
       number, worker, descriptor: null, ready: false, ended: false, end: new Promise((resolve) => { ended = resolve; }),

@@ -72,9 +72,12 @@ export const PROGRAM_ENV: NodeJS.ProcessEnv = (() => {
   return env;
 })();
 
-/** Starts `node build/host/main.js ...args` (or another script); the child is killed at the end of `t`. */
-export function launch(t: Test, args: readonly string[], script = MAIN): Running {
-  const child = spawn(process.execPath, [script, ...args], { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts `node build/host/main.js ...args` (or another script, and with `nodeFlags` before
+ * it); the child is killed at the end of `t`.
+ */
+export function launch(t: Test, args: readonly string[], script = MAIN, nodeFlags: readonly string[] = []): Running {
+  const child = spawn(process.execPath, [...nodeFlags, script, ...args], { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   let pending = '';
