@@ -287,6 +287,18 @@ async function refusesConnections(port: number, ms: number): Promise<boolean> {
   return false;
 }
 
+t.test('a SIGTERM as soon as the listening line is out is a clean stop too: exit 0, "stopped" logged', async (t) => {
+  // The line is written before the start has returned; a signal that came in between
+  // once ended the process at once. Several starts, as the gap is short.
+  for (let round = 1; round <= 4; round++) {
+    const server = await startServer(t, { auth: round % 2 === 0 });
+    server.child.kill('SIGTERM');
+    const exit = await server.waitForExit(10_000);
+    t.same(exit, { code: 0, signal: null }, `round ${round}: exit code 0`);
+    t.ok(server.logs.some((l) => l.msg === 'stopped'), `round ${round}: the stop is logged`);
+  }
+});
+
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   t.test(`${signal} stops accepting, lets the in-flight request finish and exits 0`, async (t) => {
     const server = await startServer(t, { auth: false });

@@ -60,9 +60,10 @@ export function sleep(ms: number): Promise<void> {
 /**
  * The environment of a program a test starts: this one's, without what tap adds to
  * NODE_OPTIONS. tap loads its process tracker into every Node process started under it;
- * in a child that is a module loader on a thread of its own and exit handlers on
- * SIGTERM and SIGINT, which nearly doubles the CPU time of a start and is not the
- * program an operator runs.
+ * in a child that is a module loader on a thread of its own (and again on every thread
+ * of the child's own) and exit handlers on SIGTERM and SIGINT, which more than doubles
+ * the CPU time of a start and is not the program an operator runs. tap puts it back into
+ * the environment of every spawn, whatever that is given: spawn what `untracked` makes.
  */
 export const PROGRAM_ENV: NodeJS.ProcessEnv = (() => {
   const env = { ...process.env };
@@ -73,11 +74,22 @@ export const PROGRAM_ENV: NodeJS.ProcessEnv = (() => {
 })();
 
 /**
+ * The command and arguments that run `command ...args` with PROGRAM_ENV's NODE_OPTIONS.
+ * tap hooks every spawn of a test process (process-on-spawn) and adds its tracker to the
+ * NODE_OPTIONS of the spawn's environment; env(1), first on the command line, sets them
+ * back just before it executes the program, in the same process.
+ */
+export function untracked(command: string, args: readonly string[]): [string, string[]] {
+  const options = PROGRAM_ENV.NODE_OPTIONS;
+  return ['env', [...(options === undefined ? ['-u', 'NODE_OPTIONS'] : [`NODE_OPTIONS=${options}`]), command, ...args]];
+}
+
+/**
  * Starts `node build/host/main.js ...args` (or another script, and with `nodeFlags` before
  * it); the child is killed at the end of `t`.
  */
 export function launch(t: Test, args: readonly string[], script = MAIN, nodeFlags: readonly string[] = []): Running {
-  const child = spawn(process.execPath, [...nodeFlags, script, ...args], { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(...untracked(process.execPath, [...nodeFlags, script, ...args]), { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   let pending = '';
