@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { PROGRAM_ENV, ROOT, randomPassword, tempDir } from './helpers/server.js';
+import { PROGRAM_ENV, ROOT, randomPassword, tempDir, untracked } from './helpers/server.js';
 
 t.test('the hashing thread starts without the embedding process\'s preloads', async (t) => {
   const dir = tempDir(t);
@@ -28,7 +28,7 @@ await auth.close();
 process.stdout.write('opened\\n');
 `);
   const run = await new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-    execFile(process.execPath, [`--import=${pathToFileURL(preload).href}`, embedder], { env: PROGRAM_ENV, timeout: 30_000 },
+    execFile(...untracked(process.execPath, [`--import=${pathToFileURL(preload).href}`, embedder]), { env: PROGRAM_ENV, timeout: 30_000 },
       (error, stdout, stderr) => done({ code: error ? Number(error.code) : 0, stdout, stderr }));
   });
   t.equal(run.code, 0, `it exits 0 ${run.stderr}`);

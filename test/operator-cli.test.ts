@@ -17,7 +17,7 @@ import { Readable } from 'node:stream';
 import { USAGE } from '../build/host/cli/flags.js';
 import { runOperatorCommand } from '../build/host/cli/operator.js';
 import { REASONS, TOKEN_PATTERN, call, expectGranted, expectRefused, tryPassword } from './helpers/auth.js';
-import { MAIN, PROGRAM_ENV, ROOT, randomPassword, startServer, tempDir } from './helpers/server.js';
+import { MAIN, PROGRAM_ENV, ROOT, randomPassword, startServer, tempDir, untracked } from './helpers/server.js';
 import { closedPort } from './helpers/upstream.js';
 
 interface Run {
@@ -32,7 +32,7 @@ interface Run {
  */
 function spawned(args: readonly string[], stdin: string | Buffer = ''): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { cwd: ROOT, env: PROGRAM_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(...untracked(process.execPath, [MAIN, ...args]), { cwd: ROOT, env: PROGRAM_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
@@ -285,7 +285,7 @@ t.test('without a password flag, a terminal prompts without echo', async (t) => 
     return;
   }
   const node = server;
-  const command = [process.execPath, MAIN, 'token', 'new', '--uri', node.url, '--endpoints', '/ext/info'].map((a) => `'${a}'`).join(' ');
+  const command = untracked(process.execPath, [MAIN, 'token', 'new', '--uri', node.url, '--endpoints', '/ext/info']).flat().map((a) => `'${a}'`).join(' ');
   // `script` runs the command on a pseudo-terminal; the password is typed only once the
   // prompt is up (echo is off by then), as a person would.
   const child = spawn('script', ['-qefc', command, '/dev/null'], { env: PROGRAM_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -316,7 +316,7 @@ t.test('token revoke in a terminal prompts for the token, then the password, wit
   }
   const node = server;
   const token = (await api(['token', 'new', '--uri', node.url, '--password-file', node.passwordFile, '--endpoints', '*'])).stdout.trim();
-  const command = [process.execPath, MAIN, 'token', 'revoke', '--uri', node.url].map((a) => `'${a}'`).join(' ');
+  const command = untracked(process.execPath, [MAIN, 'token', 'revoke', '--uri', node.url]).flat().map((a) => `'${a}'`).join(' ');
   const child = spawn('script', ['-qefc', command, '/dev/null'], { env: PROGRAM_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   const waiters: Array<[string, () => void]> = [];
