@@ -331,36 +331,47 @@ function failureLines(logs: LogLine[]): LogLine[] {
 
 t.test('the HTTP threads start with the process\'s flags, but without its loaders and preloads', async (t) => {
   // A node that embeds the library may start with loaders and preloads (a TypeScript
-  // loader, an APM agent's --import); the threads run api-auth's own modules, and a
-  // thread that inherited them would start them all again: under a TypeScript loader,
-  // most of a second of CPU per thread. Other flags still apply on the threads.
+  // loader, an APM agent's --import), on its command line or in NODE_OPTIONS; the threads
+  // run api-auth's own modules, and a thread that inherited them would start them all
+  // again: under a TypeScript loader, most of a second of CPU per thread. Other flags
+  // still apply on the threads.
   const dir = tempDir(t);
   const seen = join(dir, 'threads');
-  const preload = (name: string, kind: string): string => {
+  const preload = (name: string): string => {
     const path = join(dir, name);
-    writeFileSync(path, `${kind === 'import' ? 'import { appendFileSync } from \'node:fs\'; import { isMainThread, workerData } from \'node:worker_threads\';'
+    writeFileSync(path, `${name.endsWith('.mjs') ? 'import { appendFileSync } from \'node:fs\'; import { isMainThread, workerData } from \'node:worker_threads\';'
       : 'const { appendFileSync } = require(\'node:fs\'); const { isMainThread, workerData } = require(\'node:worker_threads\');'}
-appendFileSync(${JSON.stringify(seen)}, \`${kind} \${isMainThread ? 'main' : typeof workerData?.thread === 'number' ? 'HTTP thread' : 'other thread'}\\n\`);
+appendFileSync(${JSON.stringify(seen)}, \`${name} \${isMainThread ? 'main' : typeof workerData?.thread === 'number' ? 'HTTP thread' : 'other thread'}\\n\`);
 `);
     return path;
   };
-  const flags = [
-    `--import=${pathToFileURL(preload('preload.mjs', 'import')).href}`, '--dns-result-order=ipv4first',
-    '--require', preload('preload.cjs', 'require'), '--no-deprecation',
-  ];
-  const run = launch(t, ['2'], DRIVER, flags);
-  const listening = await run.waitForLog((l) => l.msg === 'listening');
-  const base = `http://127.0.0.1:${Number(listening.port)}`;
-  // Fresh connections, so one on each thread.
-  const answers = [JSON.parse((await request(base, '/exec-argv')).text), JSON.parse((await request(base, '/exec-argv')).text)];
-  t.same(answers.map((a) => a.thread).sort(), [1, 2], 'both threads answered');
-  for (const answer of answers) t.same(answer.execArgv, ['--dns-result-order=ipv4first', '--no-deprecation'], `thread ${answer.thread} has the other flags`);
-  t.same(await run.stop('SIGTERM'), { code: 0, signal: null });
+  const [cli, cliRequire, env] = [preload('argv.mjs'), preload('argv.cjs'), preload('env.cjs')];
+  const flagsOf = async (run: Running): Promise<string[][]> => {
+    const listening = await run.waitForLog((l) => l.msg === 'listening');
+    const base = `http://127.0.0.1:${Number(listening.port)}`;
+    // Fresh connections, so one on each thread.
+    const answers = [JSON.parse((await request(base, '/exec-argv')).text), JSON.parse((await request(base, '/exec-argv')).text)];
+    t.same(answers.map((a) => a.thread).sort(), [1, 2], 'both threads answered');
+    t.same(await run.stop('SIGTERM'), { code: 0, signal: null }, 'a clean stop');
+    return answers.map((a) => a.execArgv);
+  };
+  const ran = (): string[] => readFileSync(seen, 'utf8').split('\n').filter((line) => line !== '');
+
+  const flags = await flagsOf(launch(t, ['2'], DRIVER, {
+    nodeFlags: [`--import=${pathToFileURL(cli).href}`, '--dns-result-order=ipv4first', '--require', cliRequire, '--no-deprecation'],
+    nodeOptions: `--require=${env} --no-warnings`,
+  }));
+  t.same(flags, Array(2).fill(['--dns-result-order=ipv4first', '--no-deprecation']), 'each thread has the other flags of the command line');
   // Node runs the --require preloads on a thread of its own too (workerData null) when
   // an --import needs its module hooks; that thread is not api-auth's.
-  const ran = readFileSync(seen, 'utf8').split('\n').filter((line) => line !== '');
-  t.ok(ran.includes('import main') && ran.includes('require main'), `each preload ran on the main thread: ${ran}`);
-  t.same(ran.filter((line) => line.endsWith('HTTP thread')), [], 'and on no HTTP thread');
+  t.ok(['argv.mjs main', 'argv.cjs main', 'env.cjs main'].every((line) => ran().includes(line)), `each preload ran on the main thread: ${ran()}`);
+  t.same(ran().filter((line) => line.endsWith('HTTP thread')), [], 'and on no HTTP thread');
+
+  // Flags Node takes for a process but not for a thread hold for every thread already.
+  const before = ran().length;
+  t.same(await flagsOf(launch(t, ['2'], DRIVER, { nodeFlags: ['--stack-trace-limit=50', '--max-old-space-size=512'], nodeOptions: `--require=${env}` })),
+    [[], []], 'V8\'s flags on the command line: the threads start, without them');
+  t.same(ran().slice(before), ['env.cjs main'], 'the preload of NODE_OPTIONS ran on the main thread only');
 });
 
 const FAILURES: ReadonlyArray<readonly [path: string, error: RegExp, answered: boolean]> = [

@@ -27,7 +27,7 @@
 // never ends (stuck in a loop) is the one case left: the process kills itself with
 // SIGKILL, the only hard stop that does not abort, after the stop's grace.
 import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type * as Prometheus from 'prom-client';
 import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
@@ -36,6 +36,7 @@ import { ThreadError } from '../errors.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
+import { ownThread } from '../own-thread.js';
 import { ThreadLink } from './owner-channel.js';
 import type { HttpSettings, ThreadData } from './owner-channel.js';
 import { healthWord } from './upstream-health.js';
@@ -96,26 +97,6 @@ export interface ThreadsServer {
   stop(): Promise<void>;
   /** Settles once the server has stopped: rejects with a ThreadError when it stopped because a thread failed. */
   readonly closed: Promise<void>;
-}
-
-// Flags that load code into every thread that inherits them, each with the forms it
-// takes its value in.
-const PRELOADS = ['--import', '--require', '-r', '--loader', '--experimental-loader'];
-
-/**
- * The process's flags for an HTTP thread, without its loaders and preloads (a TypeScript
- * loader, an agent's --import): those would start again on every thread, for modules
- * that are api-auth's own (under a TypeScript loader, most of a second of CPU each). The
- * others stay, since they may matter there (--dns-result-order for the upstream's name).
- */
-function threadFlags(execArgv: readonly string[]): string[] {
-  const kept: string[] = [];
-  for (let i = 0; i < execArgv.length; i++) {
-    const flag = execArgv[i];
-    if (PRELOADS.includes(flag)) i++;
-    else if (!PRELOADS.some((name) => flag.startsWith(`${name}=`))) kept.push(flag);
-  }
-  return kept;
 }
 
 interface HttpThread {
@@ -213,7 +194,7 @@ class ThreadsOwner {
       thread: number, module: plan.module, memory: plan.memory, settings: plan.settings, heartbeats: this.heartbeats, upstreamHealth: this.upstreamHealth,
       board: plan.board,
     };
-    const worker = new Worker(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data, execArgv: threadFlags(process.execArgv) });
+    const worker = ownThread(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data });
     let ended!: () => void;
     const thread: HttpThread = {
       number, worker, descriptor: null, ready: false, ended: false, end: new Promise((resolve) => { ended = resolve; }),

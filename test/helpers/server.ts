@@ -79,17 +79,25 @@ export const PROGRAM_ENV: NodeJS.ProcessEnv = (() => {
  * NODE_OPTIONS of the spawn's environment; env(1), first on the command line, sets them
  * back just before it executes the program, in the same process.
  */
-export function untracked(command: string, args: readonly string[]): [string, string[]] {
-  const options = PROGRAM_ENV.NODE_OPTIONS;
-  return ['env', [...(options === undefined ? ['-u', 'NODE_OPTIONS'] : [`NODE_OPTIONS=${options}`]), command, ...args]];
+export function untracked(command: string, args: readonly string[], nodeOptions = PROGRAM_ENV.NODE_OPTIONS): [string, string[]] {
+  return ['env', [...(nodeOptions === undefined ? ['-u', 'NODE_OPTIONS'] : [`NODE_OPTIONS=${nodeOptions}`]), command, ...args]];
+}
+
+/** How launch starts node, beyond the script and its arguments. */
+export interface NodeSettings {
+  /** Flags before the script. */
+  nodeFlags?: readonly string[];
+  /** NODE_OPTIONS; default PROGRAM_ENV's. */
+  nodeOptions?: string;
 }
 
 /**
- * Starts `node build/host/main.js ...args` (or another script, and with `nodeFlags` before
- * it); the child is killed at the end of `t`.
+ * Starts `node build/host/main.js ...args` (or another script, and as `node` says); the
+ * child is killed at the end of `t`.
  */
-export function launch(t: Test, args: readonly string[], script = MAIN, nodeFlags: readonly string[] = []): Running {
-  const child = spawn(...untracked(process.execPath, [...nodeFlags, script, ...args]), { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+export function launch(t: Test, args: readonly string[], script = MAIN, node: NodeSettings = {}): Running {
+  const command = untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS);
+  const child = spawn(...command, { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   let pending = '';
