@@ -18,6 +18,10 @@ import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLin
 import { closedPort, echo, startUpstream } from './helpers/upstream.js';
 import { createLogger, parseArgs, startServer as startLibraryServer } from '../build/host/index.js';
 
+// Two tests at a time: each has a server of its own, and several spend most of their
+// time waiting (for a watchdog, for a process to end).
+t.jobs = 2;
+
 /** More threads than this machine may have cores, so that the tests exercise threads anywhere. */
 const THREADS = 3;
 /** Connections opened one after another take every thread in turn, so twice round covers each twice. */
