@@ -22,6 +22,9 @@ import {
   launch, MAIN, PROGRAM_ENV, ROOT, randomPassword, restartServer, runCli, startServer, tempDir, untracked, type CliResult, type Exit,
 } from './helpers/server.js';
 
+// Two tests at a time: each has a data folder and servers of its own.
+t.jobs = 2;
+
 const SUCCESS = { success: true };
 const NOBODY = 65534;
 const LOCKED = /^api-auth: another api-auth is using the data folder .*; stop it first, or give this one its own --data-dir$/;
