@@ -55,22 +55,30 @@ async function main(): Promise<void> {
     return;
   }
   log = createLogger(undefined, command.options.logLevel);
-  const started = await startServer(command.options, { log });
+  // Listened for before the start: the listening line is out before startServer returns,
+  // and a signal that came in between would end the process at once, without a stop. One
+  // that comes while starting stops the server once it has started.
+  let started: ServerHandle | undefined;
+  let stopAsked = false;
+  const stop = (): void => {
+    stopAsked = true;
+    started?.stop().then(() => process.exit(ExitCode.Ok), fail);
+  };
+  // A second signal while stopping changes nothing: the stop is already bounded.
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  // Certificate renewal without a restart; the server logs how it went (one that comes
+  // while starting changes nothing: the files were just read). Without TLS, SIGHUP keeps
+  // its usual meaning (the process ends).
+  if (command.options.tlsEnabled === true) process.on('SIGHUP', () => void started?.reloadTls());
+  started = await startServer(command.options, { log });
   server = started;
   // An HTTP thread failed: the server has stopped by itself, in order, and logged why.
   started.closed.catch((error: unknown) => {
     server = undefined;
     fail(error);
   });
-  const stop = (): void => {
-    started.stop().then(() => process.exit(ExitCode.Ok), fail);
-  };
-  // A second signal while stopping changes nothing: the stop is already bounded.
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-  // Certificate renewal without a restart; the server logs how it went. Without TLS,
-  // SIGHUP keeps its usual meaning (the process ends).
-  if (command.options.tlsEnabled === true) process.on('SIGHUP', () => void started.reloadTls());
+  if (stopAsked) stop();
 }
 
 process.on('uncaughtException', fail);

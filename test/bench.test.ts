@@ -5,13 +5,13 @@ import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from './helpers/server.js';
+import { ROOT, untracked } from './helpers/server.js';
 
 const RUN = join(ROOT, 'bench', 'run.js');
 const OUTPUTS = ['results.json', 'results.dirty.json'].map((f) => join(ROOT, 'bench', f));
 
 function bench(args: readonly string[]): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [RUN, ...args], { encoding: 'utf8', timeout: 20_000 });
+  const r = spawnSync(...untracked(process.execPath, [RUN, ...args]), { encoding: 'utf8', timeout: 20_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -19,7 +19,7 @@ function bench(args: readonly string[]): { code: number | null; stdout: string; 
 function evaluate(module: string, names: string, expression: string): unknown {
   const code = `import { ${names} } from ${JSON.stringify(join(ROOT, 'bench', module))};\n` +
     `process.stdout.write(JSON.stringify(${expression}));`;
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', timeout: 20_000 });
+  const r = spawnSync(...untracked(process.execPath, ['--input-type=module', '-e', code]), { encoding: 'utf8', timeout: 20_000 });
   if (r.status !== 0) throw new Error(`node -e failed: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }

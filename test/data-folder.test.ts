@@ -19,8 +19,11 @@ import { join } from 'node:path';
 import { call, expectGranted, expectRefused, newToken, REASONS, revokeToken } from './helpers/auth.js';
 import { cliLine, refusalOf } from './helpers/library.js';
 import {
-  launch, MAIN, ROOT, randomPassword, restartServer, runCli, startServer, tempDir, type CliResult, type Exit,
+  launch, MAIN, PROGRAM_ENV, ROOT, randomPassword, restartServer, runCli, startServer, tempDir, untracked, type CliResult, type Exit,
 } from './helpers/server.js';
+
+// Two tests at a time: each has a data folder and servers of its own.
+t.jobs = 2;
 
 const SUCCESS = { success: true };
 const NOBODY = 65534;
@@ -56,7 +59,7 @@ interface Namespaced {
  * the program's). Killed when `t` ends.
  */
 function launchInNewNetwork(t: Test, args: readonly string[]): Namespaced {
-  const child = spawn('unshare', ['--net', process.execPath, MAIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('unshare', ['--net', ...untracked(process.execPath, [MAIN, ...args]).flat()], { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   let onLine: ((line: string) => void) | undefined;

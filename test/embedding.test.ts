@@ -9,7 +9,7 @@ import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.j
 import type { us_listen_socket } from 'uWebSockets.js';
 import { REASONS, authUrl, newToken, refusalBody } from './helpers/auth.js';
 import { jsonrpc, request } from './helpers/http.js';
-import { ROOT, tempDir, type Exit } from './helpers/server.js';
+import { PROGRAM_ENV, ROOT, tempDir, untracked, type Exit } from './helpers/server.js';
 import { closedPort } from './helpers/upstream.js';
 import * as library from '../build/host/index.js';
 import { Outcome, VERDICTS, createAuth, type Auth } from '../build/host/index.js';
@@ -39,7 +39,7 @@ async function runExample(t: Test, name: string, cwd: string, port: number): Pro
   t.teardown(() => rmSync(folder, { recursive: true, force: true }));
   const file = join(folder, `${name}.mjs`);
   writeFileSync(file, readmeExample(name));
-  const child = spawn(process.execPath, [file], { cwd, env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(...untracked(process.execPath, [file]), { cwd, env: { ...PROGRAM_ENV, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk; });

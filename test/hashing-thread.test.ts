@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { PROGRAM_ENV, ROOT, randomPassword, tempDir } from './helpers/server.js';
+import { PROGRAM_ENV, ROOT, randomPassword, tempDir, untracked } from './helpers/server.js';
 
 t.test('the hashing thread starts without the embedding process\'s preloads', async (t) => {
   const dir = tempDir(t);
@@ -27,11 +27,22 @@ const auth = await createAuth({ passwordFile: ${JSON.stringify(passwordFile)}, d
 await auth.close();
 process.stdout.write('opened\\n');
 `);
-  const run = await new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-    execFile(process.execPath, [`--import=${pathToFileURL(preload).href}`, embedder], { env: PROGRAM_ENV, timeout: 30_000 },
+  const embed = (flags: string[], nodeOptions?: string): Promise<{ code: number; stdout: string; stderr: string }> => new Promise((done) => {
+    execFile(...untracked(process.execPath, [...flags, embedder], nodeOptions), { env: PROGRAM_ENV, timeout: 30_000 },
       (error, stdout, stderr) => done({ code: error ? Number(error.code) : 0, stdout, stderr }));
   });
+  const run = await embed([`--import=${pathToFileURL(preload).href}`]);
   t.equal(run.code, 0, `it exits 0 ${run.stderr}`);
   t.equal(run.stdout, 'opened\n', 'the service opened, which hashed on its thread');
   t.equal(readFileSync(seen, 'utf8'), 'main\n', 'the preload ran on the main thread only');
+
+  // A preload in NODE_OPTIONS too, beside flags of V8's that a thread does not take.
+  const required = join(dir, 'preload.cjs');
+  writeFileSync(required, `require('node:fs').appendFileSync(${JSON.stringify(seen)},
+  require('node:worker_threads').isMainThread ? 'env main\\n' : 'env worker\\n');
+`);
+  const again = await embed(['--stack-trace-limit=50'], `--require=${required}`);
+  t.equal(again.code, 0, `it exits 0 ${again.stderr}`);
+  t.equal(again.stdout, 'opened\n', 'the service opened, which hashed on its thread');
+  t.equal(readFileSync(seen, 'utf8'), 'main\nenv main\n', 'the preload of NODE_OPTIONS ran on the main thread only');
 });

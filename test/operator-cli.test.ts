@@ -3,12 +3,21 @@
 // a token to revoke comes the same ways, or from argv with a warning; secrets that are
 // not UTF-8 are refused; results print plainly or as JSON; exit codes tell success (0),
 // refusal (1), a bad command line (2) and an unreachable node (3) apart.
+//
+// Most commands run in this process, through runOperatorCommand, the entry the binary
+// hands its arguments and its stdout, stderr and stdin to: a process start costs more
+// than the command. The binary itself runs where the process is the point: its exit code
+// and output for each kind of end (the same as the entry's), a pipe on stdin, and a
+// terminal's prompts.
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { USAGE } from '../build/host/cli/flags.js';
+import { runOperatorCommand } from '../build/host/cli/operator.js';
 import { REASONS, TOKEN_PATTERN, call, expectGranted, expectRefused, tryPassword } from './helpers/auth.js';
-import { MAIN, ROOT, randomPassword, startServer, tempDir } from './helpers/server.js';
+import { MAIN, PROGRAM_ENV, ROOT, randomPassword, startServer, tempDir, untracked } from './helpers/server.js';
 import { closedPort } from './helpers/upstream.js';
 
 interface Run {
@@ -17,10 +26,13 @@ interface Run {
   stderr: string;
 }
 
-/** Runs `api-auth ...args` to its end, with `stdin` (or an empty, closed stdin). */
-function api(args: readonly string[], stdin: string | Buffer = ''): Promise<Run> {
+/**
+ * Runs `api-auth ...args` in a process of its own, to its end, with `stdin` (or an empty,
+ * closed stdin): the binary as an operator runs it.
+ */
+function spawned(args: readonly string[], stdin: string | Buffer = ''): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(...untracked(process.execPath, [MAIN, ...args]), { cwd: ROOT, env: PROGRAM_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
@@ -36,22 +48,24 @@ function api(args: readonly string[], stdin: string | Buffer = ''): Promise<Run>
 }
 
 /**
- * `work` for every item, a few at a time (commands that fail before they send anything
- * are independent); the results in the items' order.
+ * The same command in this process, through the entry the binary calls with its
+ * arguments (build/host/main.js sets its exit code to what runOperatorCommand resolves
+ * with, and hands it the process's stdout, stderr and stdin): `stdin` is a stream that is
+ * not a terminal, holding those bytes. The spawned tests below pin that wiring.
  */
-async function eachAtOnce<T, R>(items: readonly T[], work: (item: T) => Promise<R>, width = 4): Promise<R[]> {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await work(items[i]);
-    }
-  }));
-  return results;
+async function api(args: readonly string[], stdin: string | Buffer = ''): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const input = Readable.from(Buffer.from(stdin)) as unknown as NodeJS.ReadStream;
+  const code = await runOperatorCommand(args, {
+    stdout: (text) => { stdout += text; },
+    stderr: (text) => { stderr += text; },
+    stdin: input,
+  });
+  return { code, stdout, stderr };
 }
 
-// Two tests at a time: each command is a process, and most of a command's time is its start.
+// Two tests at a time: each has calls to the node out most of its time.
 t.jobs = 2;
 
 const server = await startServer(t);
@@ -65,7 +79,8 @@ function secretFile(name: string, content: string | Buffer): string {
 }
 
 t.test('token new prints the token alone; it grants exactly the endpoints asked for', async (t) => {
-  const run = await api(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', '/ext/info,/ext/bc/*']);
+  // The binary itself: exit code 0, stdout the token alone.
+  const run = await spawned(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', '/ext/info,/ext/bc/*']);
   t.equal(run.code, 0, run.stderr);
   t.equal(run.stderr, '');
   t.match(run.stdout, /^[A-Za-z0-9_-]{76}\n$/, 'one line: the token');
@@ -83,7 +98,8 @@ t.test('token new --json prints the result object; --endpoints may be repeated',
 });
 
 t.test('the password can come from stdin', async (t) => {
-  const run = await api(['token', 'new', ...uri, '--password-stdin', '--endpoints', '*'], `${server.password}\n`);
+  // The binary itself, reading the pipe that is its stdin.
+  const run = await spawned(['token', 'new', ...uri, '--password-stdin', '--endpoints', '*'], `${server.password}\n`);
   t.equal(run.code, 0, run.stderr);
   t.match(run.stdout.trim(), TOKEN_PATTERN);
 });
@@ -122,8 +138,8 @@ t.test('token revoke takes the token from --token-file, --token-stdin or "-", wi
 });
 
 t.test('secrets that are not UTF-8 are refused (exit 2), never sent with U+FFFD in place of their bytes', async (t) => {
-  const node = await startServer(t);
-  const at = ['--uri', node.url];
+  const node = server;
+  const at = uri;
   const notUtf8 = Buffer.concat([Buffer.from(node.password), Buffer.from([0xed, 0xa0, 0x80])]);
   const file = secretFile('not-utf8', notUtf8);
   const cases: [string, string[], Buffer, RegExp][] = [
@@ -135,7 +151,7 @@ t.test('secrets that are not UTF-8 are refused (exit 2), never sent with U+FFFD 
       /--new-password-stdin: stdin is not UTF-8 text/],
     ['a token file', ['token', 'revoke', '--password-file', node.passwordFile, '--token-file', file], Buffer.alloc(0), /--token-file .*: the file is not UTF-8 text; save the token as UTF-8/],
   ];
-  const runs = await eachAtOnce(cases, ([, args, stdin]) => api([...args, ...at], stdin));
+  const runs = await Promise.all(cases.map(([, args, stdin]) => api([...args, ...at], stdin)));
   for (const [i, [name, , , message]] of cases.entries()) {
     const run = runs[i];
     t.equal(run.code, 2, `${name}: exit 2 (${run.stderr.trim()})`);
@@ -200,13 +216,30 @@ t.test('bad command lines: exit 2, one line on stderr, nothing sent', async (t) 
     ['both secrets from stdin', ['password', 'change', '--password-stdin', '--new-password-stdin'], /--password-stdin and --new-password-stdin cannot both read stdin/],
     ['a new password for token new', ['token', 'new', '--endpoints', '*', '--new-password-file', 'x'], /belong to "api-auth password change"/],
   ];
-  const runs = await eachAtOnce(cases, ([, args]) => api([...args, ...uri]));
+  const runs = await Promise.all(cases.map(([, args]) => api([...args, ...uri])));
   for (const [i, [name, , message]] of cases.entries()) {
     const run = runs[i];
     t.equal(run.code, 2, `${name}: exit 2 (${run.stderr.trim()})`);
     t.match(run.stderr, /^api-auth: [^\n]+\n$/, `${name}: one line`);
     t.match(run.stderr, message, `${name}: names the problem`);
     t.equal(run.stdout, '', `${name}: nothing on stdout`);
+  }
+});
+
+t.test('the binary ends as its entry does: the same exit code, stdout and stderr, refused, unreachable or a bad command line', async (t) => {
+  // Refused for its endpoint, not its password: a wrong password here would count
+  // towards this client's throttle, beside the refusal test's.
+  const cases: [string, string[], number][] = [
+    ['a refusal', ['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', 'ext/info'], 1],
+    ['a refusal, --json', ['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', 'ext/info', '--json'], 1],
+    ['a bad command line', ['token', 'new', '--endpoints', '*', '--password', 'hunter2', ...uri], 2],
+    ['an unreachable node', ['token', 'new', '--uri', `http://127.0.0.1:${await closedPort()}`, '--password-file', server.passwordFile,
+      '--endpoints', '*'], 3],
+  ];
+  for (const [name, args, code] of cases) {
+    const [binary, entry] = [await spawned(args), await api(args)];
+    t.equal(binary.code, code, `${name}: exit ${code}`);
+    t.same(binary, entry, `${name}: what the binary printed is what the entry returned`);
   }
 });
 
@@ -222,10 +255,10 @@ t.test('--help prints the commands and exit codes', async (t) => {
       'machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in its history.'),
     'the help says why a token on the command line is the weaker choice');
   }
-  const main = await api(['--help']);
-  t.match(main.stdout, /api-auth password change/, 'the server\'s usage names the operator commands');
-  t.match(main.stdout, /api-auth token revoke --token-file PATH\|--token-stdin/, 'the server\'s usage takes the token from a file or stdin');
-  t.notMatch(main.stdout, /token revoke TOKEN/, 'not from the command line');
+  // What `api-auth --help` prints (cli.test.ts pins that the binary prints exactly this).
+  t.match(USAGE, /api-auth password change/, 'the server\'s usage names the operator commands');
+  t.match(USAGE, /api-auth token revoke --token-file PATH\|--token-stdin/, 'the server\'s usage takes the token from a file or stdin');
+  t.notMatch(USAGE, /token revoke TOKEN/, 'not from the command line');
 });
 
 t.test('password change: from files, then every earlier token is refused and the new password works', async (t) => {
@@ -251,11 +284,11 @@ t.test('without a password flag, a terminal prompts without echo', async (t) => 
     t.fail('no `script` to make a terminal with: apt-get install bsdutils');
     return;
   }
-  const node = await startServer(t);
-  const command = [process.execPath, MAIN, 'token', 'new', '--uri', node.url, '--endpoints', '/ext/info'].map((a) => `'${a}'`).join(' ');
+  const node = server;
+  const command = untracked(process.execPath, [MAIN, 'token', 'new', '--uri', node.url, '--endpoints', '/ext/info']).flat().map((a) => `'${a}'`).join(' ');
   // `script` runs the command on a pseudo-terminal; the password is typed only once the
   // prompt is up (echo is off by then), as a person would.
-  const child = spawn('script', ['-qefc', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('script', ['-qefc', command, '/dev/null'], { env: PROGRAM_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   const prompted = new Promise<void>((resolve) => {
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
@@ -281,10 +314,10 @@ t.test('token revoke in a terminal prompts for the token, then the password, wit
     t.fail('no `script` to make a terminal with: apt-get install bsdutils');
     return;
   }
-  const node = await startServer(t);
+  const node = server;
   const token = (await api(['token', 'new', '--uri', node.url, '--password-file', node.passwordFile, '--endpoints', '*'])).stdout.trim();
-  const command = [process.execPath, MAIN, 'token', 'revoke', '--uri', node.url].map((a) => `'${a}'`).join(' ');
-  const child = spawn('script', ['-qefc', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const command = untracked(process.execPath, [MAIN, 'token', 'revoke', '--uri', node.url]).flat().map((a) => `'${a}'`).join(' ');
+  const child = spawn('script', ['-qefc', command, '/dev/null'], { env: PROGRAM_ENV, stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   const waiters: Array<[string, () => void]> = [];
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {

@@ -6,15 +6,21 @@
 // and logs are the process's, a stop drains every thread, and a thread that fails takes
 // the process down in order, never half alive, never with an abort.
 import t, { type Test } from 'tap';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { call, changePassword, newToken, REASONS, refusalBody, revokeToken } from './helpers/auth.js';
 import { exchange, KeepAliveConnection, request, type HttpResponse } from './helpers/http.js';
 import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running } from './helpers/server.js';
 import { closedPort, echo, startUpstream } from './helpers/upstream.js';
 import { createLogger, parseArgs, startServer as startLibraryServer } from '../build/host/index.js';
+
+// Two tests at a time: each has a server of its own, and several spend most of their
+// time waiting (for a watchdog, for a process to end).
+t.jobs = 2;
 
 /** More threads than this machine may have cores, so that the tests exercise threads anywhere. */
 const THREADS = 3;
@@ -326,6 +332,51 @@ async function startDriver(t: Test): Promise<{ run: Running; base: string }> {
 function failureLines(logs: LogLine[]): LogLine[] {
   return logs.filter((l) => l.msg === 'an HTTP thread failed; stopping');
 }
+
+t.test('the HTTP threads start with the process\'s flags, but without its loaders and preloads', async (t) => {
+  // A node that embeds the library may start with loaders and preloads (a TypeScript
+  // loader, an APM agent's --import), on its command line or in NODE_OPTIONS; the threads
+  // run api-auth's own modules, and a thread that inherited them would start them all
+  // again: under a TypeScript loader, most of a second of CPU per thread. Other flags
+  // still apply on the threads.
+  const dir = tempDir(t);
+  const seen = join(dir, 'threads');
+  const preload = (name: string): string => {
+    const path = join(dir, name);
+    writeFileSync(path, `${name.endsWith('.mjs') ? 'import { appendFileSync } from \'node:fs\'; import { isMainThread, workerData } from \'node:worker_threads\';'
+      : 'const { appendFileSync } = require(\'node:fs\'); const { isMainThread, workerData } = require(\'node:worker_threads\');'}
+appendFileSync(${JSON.stringify(seen)}, \`${name} \${isMainThread ? 'main' : typeof workerData?.thread === 'number' ? 'HTTP thread' : 'other thread'}\\n\`);
+`);
+    return path;
+  };
+  const [cli, cliRequire, env] = [preload('argv.mjs'), preload('argv.cjs'), preload('env.cjs')];
+  const flagsOf = async (run: Running): Promise<string[][]> => {
+    const listening = await run.waitForLog((l) => l.msg === 'listening');
+    const base = `http://127.0.0.1:${Number(listening.port)}`;
+    // Fresh connections, so one on each thread.
+    const answers = [JSON.parse((await request(base, '/exec-argv')).text), JSON.parse((await request(base, '/exec-argv')).text)];
+    t.same(answers.map((a) => a.thread).sort(), [1, 2], 'both threads answered');
+    t.same(await run.stop('SIGTERM'), { code: 0, signal: null }, 'a clean stop');
+    return answers.map((a) => a.execArgv);
+  };
+  const ran = (): string[] => readFileSync(seen, 'utf8').split('\n').filter((line) => line !== '');
+
+  const flags = await flagsOf(launch(t, ['2'], DRIVER, {
+    nodeFlags: [`--import=${pathToFileURL(cli).href}`, '--dns-result-order=ipv4first', '--require', cliRequire, '--no-deprecation'],
+    nodeOptions: `--require=${env} --no-warnings`,
+  }));
+  t.same(flags, Array(2).fill(['--dns-result-order=ipv4first', '--no-deprecation']), 'each thread has the other flags of the command line');
+  // Node runs the --require preloads on a thread of its own too (workerData null) when
+  // an --import needs its module hooks; that thread is not api-auth's.
+  t.ok(['argv.mjs main', 'argv.cjs main', 'env.cjs main'].every((line) => ran().includes(line)), `each preload ran on the main thread: ${ran()}`);
+  t.same(ran().filter((line) => line.endsWith('HTTP thread')), [], 'and on no HTTP thread');
+
+  // Flags Node takes for a process but not for a thread hold for every thread already.
+  const before = ran().length;
+  t.same(await flagsOf(launch(t, ['2'], DRIVER, { nodeFlags: ['--stack-trace-limit=50', '--max-old-space-size=512'], nodeOptions: `--require=${env}` })),
+    [[], []], 'V8\'s flags on the command line: the threads start, without them');
+  t.same(ran().slice(before), ['env.cjs main'], 'the preload of NODE_OPTIONS ran on the main thread only');
+});
 
 const FAILURES: ReadonlyArray<readonly [path: string, error: RegExp, answered: boolean]> = [
   ['/throw', /^HTTP thread [12] failed: thrown in a handler$/, true],

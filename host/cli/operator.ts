@@ -8,7 +8,6 @@
 // throttled, invalid params); 2 a bad command line; 3 the node could not be reached, or
 // did not answer like an api-auth node.
 import { readFile } from 'node:fs/promises';
-import { request } from 'undici';
 import { OperatorExitCode as ExitCode, UsageError } from '../errors.js';
 import { parseDuration } from '../options.js';
 import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
@@ -215,6 +214,9 @@ async function call(uri: string, timeoutMs: number, method: string, params: Reco
   let status: number;
   let text: string;
   try {
+    // Loaded here, not with this module: main.js imports it for every start of the
+    // server, which never calls a node, and undici is most of the main thread's loading.
+    const { request } = await import('undici');
     const response = await request(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -2,8 +2,22 @@
 // (a typed array indexed by outcome, a few fields); prom-client reads them when scraped,
 // through each metric's collect() callback, so a scrape costs the gate nothing and the
 // gate costs the registry nothing.
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { createRequire } from 'node:module';
+import type * as Prometheus from 'prom-client';
 import { OUTCOME_NAMES } from '../core/core.js';
+
+// prom-client's entry loads every part it has, among them a push gateway client
+// (node:https and TLS) and, with the default metrics, OpenTelemetry: a third of what an
+// HTTP thread loads at its start, for parts it never uses. So the parts are loaded
+// themselves, each the module that prom-client's entry re-exports (the version is
+// pinned); the process's own metrics only where they are asked for.
+const require = createRequire(import.meta.url);
+const Counter = require('prom-client/lib/counter') as typeof Prometheus.Counter;
+const Gauge = require('prom-client/lib/gauge') as typeof Prometheus.Gauge;
+const Histogram = require('prom-client/lib/histogram') as typeof Prometheus.Histogram;
+const Registry = require('prom-client/lib/registry') as typeof Prometheus.Registry;
+type Counter = Prometheus.Counter;
+type Histogram = Prometheus.Histogram;
 
 /** Why a proxied request got no answer from the upstream. */
 export const UPSTREAM_ERROR_KINDS = ['refused', 'reset', 'timeout', 'other'] as const;
@@ -127,7 +141,10 @@ export class Metrics implements MetricsSource {
       counter('api_auth_websocket_bytes_total', 'Bytes of WebSocket messages relayed (payloads), by direction.',
         (c) => labelled(c, 'direction', WS_DIRECTIONS, this.wsBytes), ['direction']);
     }
-    if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
+    if (options.processMetrics) {
+      const collectDefaultMetrics = require('prom-client/lib/defaultMetrics') as typeof Prometheus.collectDefaultMetrics;
+      collectDefaultMetrics({ register: this.registry });
+    }
   }
 
   /** Records a timed verification, in milliseconds (as performance.now() counts). */

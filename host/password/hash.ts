@@ -1,8 +1,9 @@
 // Password hashing: argon2id with OWASP's minimum parameters, on a worker thread. The
 // rest of the host sees only the async PasswordVerifier interface.
 import { timingSafeEqual, webcrypto } from 'node:crypto';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { BusyError } from '../errors.js';
+import { ownThread } from '../own-thread.js';
 import { isWellFormed } from './file.js';
 import type { HashJob, HashResult } from './worker.js';
 
@@ -85,9 +86,8 @@ export class Argon2idVerifier implements PasswordVerifier {
 
   private thread(): Worker {
     if (this.worker !== undefined) return this.worker;
-    // Without the embedding process's flags: its loaders and preloads (a TypeScript loader,
-    // an agent's --import) have nothing to do with hashing, and would start again here.
-    const worker = new Worker(new URL('./worker.js', import.meta.url), { execArgv: [] });
+    // Without the embedding process's loaders and preloads (own-thread.ts).
+    const worker = ownThread(new URL('./worker.js', import.meta.url));
     // Idle, it must not keep the process alive.
     worker.unref();
     worker.on('message', (result: HashResult) => {

@@ -26,8 +26,9 @@
 // and the process then exits 1 after one log line naming the thread. A thread that
 // never ends (stuck in a loop) is the one case left: the process kills itself with
 // SIGKILL, the only hard stop that does not abort, after the stop's grace.
-import { Worker } from 'node:worker_threads';
-import { AggregatorRegistry } from 'prom-client';
+import { createRequire } from 'node:module';
+import type { Worker } from 'node:worker_threads';
+import type * as Prometheus from 'prom-client';
 import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
@@ -36,9 +37,13 @@ import { certificateFields, tlsFilesProblem } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
+import { ownThread } from '../own-thread.js';
 import { ThreadLink } from './owner-channel.js';
 import type { HttpSettings, ThreadData } from './owner-channel.js';
 import { healthWord } from './upstream-health.js';
+
+// The one part of prom-client this needs, loaded itself as ops/metrics.ts loads its parts.
+const AggregatorRegistry = createRequire(import.meta.url)('prom-client/lib/cluster') as typeof Prometheus.AggregatorRegistry;
 
 /** How often the acceptor looks at the heartbeats (each thread beats every HEARTBEAT_MS). */
 const WATCHDOG_MS = 1000;
@@ -195,7 +200,7 @@ class ThreadsOwner {
       thread: number, module: plan.module, memory: plan.memory, settings: plan.settings, heartbeats: this.heartbeats, upstreamHealth: this.upstreamHealth,
       board: plan.board, wsSessions: this.wsSessions,
     };
-    const worker = new Worker(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data });
+    const worker = ownThread(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data });
     let ended!: () => void;
     const thread: HttpThread = {
       number, worker, descriptor: null, ready: false, ended: false, end: new Promise((resolve) => { ended = resolve; }),

@@ -46,6 +46,10 @@ await runHttpThread(({ data, log }) => {
           }, Number(req.getQuery('ms') ?? '500'));
           return;
         }
+        case '/exec-argv':
+          // The flags the thread was started with.
+          res.end(JSON.stringify({ thread: data.thread, execArgv: process.execArgv }));
+          return;
         default:
           res.end(`thread ${data.thread}`);
       }

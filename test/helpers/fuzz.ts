@@ -1,13 +1,16 @@
 // Shared by the generated-input tests: the fast-check run settings (a fixed seed, so a
-// run is repeatable; FUZZ_SEED=<n> explores another), the run itself as a tap
-// assertion with fast-check's report, and a model of the JSON-RPC rules of /ext/auth
-// that says what the server must answer to any body.
+// run is repeatable; FUZZ_SEED=<n> explores another, FUZZ_RUNS=<n> goes further), the
+// run itself as a tap assertion with fast-check's report, and a model of the JSON-RPC
+// rules of /ext/auth that says what the server must answer to any body.
 import fc from 'fast-check';
 import type { Test } from 'tap';
 import type { HttpResponse } from './http.js';
 import { TOKEN_PATTERN } from './auth.js';
 
 export const SEED = process.env.FUZZ_SEED === undefined ? 20_261_121 : Number(process.env.FUZZ_SEED);
+
+/** FUZZ_RUNS=<n> runs every property n times in place of its own number (more, to explore further). */
+const RUNS = process.env.FUZZ_RUNS === undefined ? undefined : Number(process.env.FUZZ_RUNS);
 
 /**
  * Runs `property` and records one tap assertion. On failure the message holds
@@ -18,8 +21,9 @@ export async function checkProperty<T>(t: Test, name: string, property: fc.IAsyn
   options: { numRuns: number; timeLimitMs?: number }): Promise<void> {
   const details = await fc.check(property, {
     seed: SEED,
-    numRuns: options.numRuns,
-    interruptAfterTimeLimit: options.timeLimitMs ?? 90_000,
+    numRuns: RUNS ?? options.numRuns,
+    // The limit grows with the runs asked for beyond the property's own.
+    interruptAfterTimeLimit: (options.timeLimitMs ?? 90_000) * Math.max(1, (RUNS ?? 0) / options.numRuns),
     markInterruptAsFailure: true,
   });
   t.comment(`${name}: ${details.numRuns} runs, seed ${SEED}${details.failed ? '' : ', no counterexample'}`);

@@ -60,9 +60,10 @@ export function sleep(ms: number): Promise<void> {
 /**
  * The environment of a program a test starts: this one's, without what tap adds to
  * NODE_OPTIONS. tap loads its process tracker into every Node process started under it;
- * in a child that is a module loader on a thread of its own and exit handlers on
- * SIGTERM and SIGINT, which nearly doubles the CPU time of a start and is not the
- * program an operator runs.
+ * in a child that is a module loader on a thread of its own (and again on every thread
+ * of the child's own) and exit handlers on SIGTERM and SIGINT, which more than doubles
+ * the CPU time of a start and is not the program an operator runs. tap puts it back into
+ * the environment of every spawn, whatever that is given: spawn what `untracked` makes.
  */
 export const PROGRAM_ENV: NodeJS.ProcessEnv = (() => {
   const env = { ...process.env };
@@ -72,9 +73,31 @@ export const PROGRAM_ENV: NodeJS.ProcessEnv = (() => {
   return env;
 })();
 
-/** Starts `node build/host/main.js ...args` (or another script); the child is killed at the end of `t`. */
-export function launch(t: Test, args: readonly string[], script = MAIN): Running {
-  const child = spawn(process.execPath, [script, ...args], { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * The command and arguments that run `command ...args` with PROGRAM_ENV's NODE_OPTIONS.
+ * tap hooks every spawn of a test process (process-on-spawn) and adds its tracker to the
+ * NODE_OPTIONS of the spawn's environment; env(1), first on the command line, sets them
+ * back just before it executes the program, in the same process.
+ */
+export function untracked(command: string, args: readonly string[], nodeOptions = PROGRAM_ENV.NODE_OPTIONS): [string, string[]] {
+  return ['env', [...(nodeOptions === undefined ? ['-u', 'NODE_OPTIONS'] : [`NODE_OPTIONS=${nodeOptions}`]), command, ...args]];
+}
+
+/** How launch starts node, beyond the script and its arguments. */
+export interface NodeSettings {
+  /** Flags before the script. */
+  nodeFlags?: readonly string[];
+  /** NODE_OPTIONS; default PROGRAM_ENV's. */
+  nodeOptions?: string;
+}
+
+/**
+ * Starts `node build/host/main.js ...args` (or another script, and as `node` says); the
+ * child is killed at the end of `t`.
+ */
+export function launch(t: Test, args: readonly string[], script = MAIN, node: NodeSettings = {}): Running {
+  const command = untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS);
+  const child = spawn(...command, { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   let pending = '';
