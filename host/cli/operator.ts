@@ -52,8 +52,13 @@ A token is, but that is the weaker choice: while the command runs, any user of t
 machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in
 its history. Secrets read from a file, stdin or the terminal must be UTF-8 text.
 
-Exit codes: 0 success; 1 the node refused (incorrect password, throttled, invalid
-endpoints); 2 a bad command line; 3 the node could not be reached.
+token revoke says what happened: "token revoked", "token already revoked", or, for a
+token that is not a live one of this node (mistyped, expired, of an earlier password),
+that nothing was revoked.
+
+Exit codes: 0 success (for token revoke: the token is revoked now); 1 the node refused
+(incorrect password, throttled, invalid endpoints), or token revoke revoked nothing;
+2 a bad command line; 3 the node could not be reached.
 `;
 
 interface OperatorOptions {
@@ -187,16 +192,42 @@ async function run(action: Action, options: OperatorOptions, positional: string[
     }
   }
   const result = await call(options.uri, options.timeoutMs, method, params);
+  if (action === 'token revoke') return revoked(result, options.json, io);
   if (options.json) {
     io.stdout(JSON.stringify(result) + '\n');
   } else if (action === 'token new') {
     io.stdout(`${String((result as { token?: unknown }).token)}\n`);
-  } else if (action === 'token revoke') {
-    io.stdout('token revoked\n');
   } else {
     io.stdout('password changed; every token issued before no longer works\n');
   }
   return ExitCode.Ok;
+}
+
+/**
+ * What a revocation did, and exit 0 only when the token is revoked now: by this call, or
+ * by an earlier one. A token that was not live (mistyped, expired, of an earlier password)
+ * revokes nothing: exit 1, so that a script does not take it for done. A node older than
+ * the `revocation` field says only `success`, which cannot tell: that is said too.
+ */
+function revoked(result: unknown, json: boolean, io: OperatorIo): number {
+  const { revocation, reason } = (result ?? {}) as { revocation?: unknown; reason?: unknown };
+  if (json) io.stdout(JSON.stringify(result) + '\n');
+  switch (revocation) {
+    case 'revoked':
+      if (!json) io.stdout('token revoked\n');
+      return ExitCode.Ok;
+    case 'already revoked':
+      if (!json) io.stdout('token already revoked: nothing to do\n');
+      return ExitCode.Ok;
+    case 'not a live token':
+      io.stderr(`api-auth: nothing revoked: not a live token of this node (${typeof reason === 'string' ? reason : 'not valid'}); ` +
+        'check that it is the whole token\n');
+      return ExitCode.Refused;
+    default:
+      io.stderr('api-auth: the node answered success without saying whether the token was live (an older node?); ' +
+        'check with a call that uses the token\n');
+      return ExitCode.Refused;
+  }
 }
 
 const ARGV_TOKEN_WARNING = 'api-auth: warning: a token on the command line can be read by every user of this machine while the ' +

@@ -12,7 +12,7 @@
 // line holds a password or a token.
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome } from '../core/core.js';
+import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome, OUTCOME_NAMES } from '../core/core.js';
 import type { Claims } from '../core/core.js';
 import { BusyError, RpcCode, throttledMessage } from '../errors.js';
 import { invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
@@ -106,10 +106,10 @@ export class TokenService {
 
   /**
    * Revokes `token` if it is valid now; a token that is not (malformed, expired, revoked)
-   * is left alone. Says whether this call revoked it, and the token's claims when it was
-   * one of this node's live tokens.
+   * is left alone. Says whether this call revoked it, what the core found the token to be
+   * (the outcome), and its claims when it was one of this node's tokens, live or revoked.
    */
-  async revokeToken(password: string, token: string, context: CallContext): Promise<{ revoked: boolean; claims?: Claims }> {
+  async revokeToken(password: string, token: string, context: CallContext): Promise<{ revoked: boolean; outcome: Outcome; claims?: Claims }> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
       const { outcome, claims } = this.core.inspect(token, this.now());
@@ -123,7 +123,7 @@ export class TokenService {
         this.core.revokeSerial(claims!.serial);
         if (this.metrics) this.metrics.tokensRevoked++;
       }
-      return { revoked, claims };
+      return { revoked, outcome, claims };
     });
   }
 
@@ -157,13 +157,17 @@ export class TokenService {
         return { token };
       })],
       ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
-        const { revoked, claims } = await this.revokeToken(passwordParam(p, 'password'), stringParam(p, 'token'), c);
+        const { revoked, outcome, claims } = await this.revokeToken(passwordParam(p, 'password'), stringParam(p, 'token'), c);
         audit.revoked = revoked;
         if (claims !== undefined) {
           audit.serial = claims.serial;
           audit.generation = claims.generation;
         }
-        return { success: true };
+        // `success` is the original's, which its clients read; `revocation` says what
+        // happened, so that a mistyped or dead token is not taken for a revoked one.
+        if (revoked) return { success: true, revocation: 'revoked' };
+        if (outcome === Outcome.Revoked) return { success: true, revocation: 'already revoked' };
+        return { success: true, revocation: 'not a live token', reason: OUTCOME_NAMES[outcome] };
       })],
       ['auth.changePassword', (p, c) => this.audited('auth.changePassword', c, async (audit) => {
         audit.generation = await this.changePassword(passwordParam(p, 'oldPassword'), passwordParam(p, 'newPassword'), c);
