@@ -28,6 +28,8 @@ import { jsonrpc, type RpcResponse } from './helpers/http.js';
 import { randomPassword, launch, restartServer, sleep, startServer, type Exit, type LogLine, type Server } from './helpers/server.js';
 
 const SUCCESS = { success: true };
+/** A live token's revocation: the token was live, so this call revoked it. */
+const REVOKED = { success: true, revocation: 'revoked' };
 /** What each round's kill follows, round after round. */
 const TRIGGERS = ['revocation', 'password change', 'new endpoint list', 'state write', 'random moment'] as const;
 type Trigger = (typeof TRIGGERS)[number];
@@ -317,7 +319,7 @@ async function stream(server: Server, stopped: () => boolean, problems: string[]
       const answer = await send(() => jsonrpc(auth, 'auth.revokeToken', { password: passwords[token.epoch], token: token.token }));
       token.revoking = false;
       if (answer === undefined) return; // unanswered: stays 'maybe' until a restart tells
-      if (sameJson(answer.result, SUCCESS)) {
+      if (sameJson(answer.result, REVOKED)) {
         token.revoked = 'yes';
         counts.ackRevocations++;
         acknowledged('revocation');

@@ -16,7 +16,7 @@ import {
   chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { call, expectGranted, expectRefused, newToken, REASONS, revokeToken } from './helpers/auth.js';
+import { call, expectGranted, expectRefused, newToken, REASONS, REVOKED, revokeToken } from './helpers/auth.js';
 import { cliLine, refusalOf } from './helpers/library.js';
 import {
   launch, MAIN, PROGRAM_ENV, ROOT, randomPassword, restartServer, runCli, startServer, tempDir, untracked, type CliResult, type Exit,
@@ -139,7 +139,7 @@ t.test('a link planted at state.tmp never receives the key; the service keeps wo
     t.ok(lstatSync(join(server.dataDir, 'state')).isFile(), 'state is a file of the folder, not a link');
   }
   symlinkSync(outside, join(server.dataDir, 'state.tmp'));
-  t.same(await revokeToken(server.url, server.password, token), SUCCESS, 'a revocation writes the state too');
+  t.same(await revokeToken(server.url, server.password, token), REVOKED, 'a revocation writes the state too');
   t.equal(readFileSync(outside).length, 0, 'and nothing reached the outside file');
   expectRefused(t, await call(server.url, '/ext/info', token), REASONS.revoked, 'the revocation holds');
 

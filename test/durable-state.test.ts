@@ -9,10 +9,7 @@ import {
   existsSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync, type BigIntStats,
 } from 'node:fs';
 import { join } from 'node:path';
-import {
-  INCORRECT_PASSWORD, REASONS, call, changePassword, expectGranted, expectRefused, newToken, refusalBody, revokeToken,
-  tryPassword,
-} from './helpers/auth.js';
+import { ALREADY_REVOKED, call, changePassword, expectGranted, expectRefused, INCORRECT_PASSWORD, newToken, REASONS, refusalBody, REVOKED, revokeToken, tryPassword } from './helpers/auth.js';
 import type { HttpResponse } from './helpers/http.js';
 import { manualClock, serveAgain, serveInProcess } from './helpers/library.js';
 import {
@@ -130,12 +127,12 @@ t.test('a token stays valid across a clean restart and a kill -9, on exactly its
   for (const token of later) expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'a token issued after the first restart');
   const last = await newToken(server.url, server.password, ['/ext/info']);
 
-  t.same(await revokeToken(server.url, server.password, later[0]), SUCCESS, 'revoke a token issued after the first restart');
+  t.same(await revokeToken(server.url, server.password, later[0]), REVOKED, 'revoke a token issued after the first restart');
   expectRefused(t, await call(server.url, '/ext/info', later[0]), REASONS.revoked, 'the revoked one');
   await check('after revoking a later token');
   expectGranted(t, await call(server.url, '/ext/info', later[1]), '/ext/info', 'its sibling');
   expectGranted(t, await call(server.url, '/ext/info', last), '/ext/info', 'a token issued after the second restart');
-  t.same(await revokeToken(server.url, server.password, info), SUCCESS, 'revoke a token issued before any restart');
+  t.same(await revokeToken(server.url, server.password, info), REVOKED, 'revoke a token issued before any restart');
   for (const token of [later[1], last]) expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'later tokens stay valid');
 });
 
@@ -149,7 +146,7 @@ t.test('a revoked token stays revoked after a clean restart and after kill -9; t
     await newToken(server.url, server.password, ['/ext/info']),
   ];
   const before = stateFile(server);
-  t.same(await revokeToken(server.url, server.password, a), SUCCESS, 'revoke a');
+  t.same(await revokeToken(server.url, server.password, a), REVOKED, 'revoke a');
   const after = stateFile(server);
   t.notSame(after, before, 'the state file changed before the reply arrived');
   t.equal(after.length, before.length + REVOCATION_BYTES, `the state file grew by ${REVOCATION_BYTES} bytes: one revocation`);
@@ -158,19 +155,19 @@ t.test('a revoked token stays revoked after a clean restart and after kill -9; t
   expectRefused(t, await call(server.url, '/ext/info', a), REASONS.revoked, 'a after a clean restart');
   for (const token of [b, c, d, e]) expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'the others stay valid');
 
-  t.same(await revokeToken(server.url, server.password, b), SUCCESS, 'revoke b, then kill -9 at once');
+  t.same(await revokeToken(server.url, server.password, b), REVOKED, 'revoke b, then kill -9 at once');
   server = await restart(t, server, 'SIGKILL');
   expectRefused(t, await call(server.url, '/ext/info', a), REASONS.revoked, 'a after kill -9');
   expectRefused(t, await call(server.url, '/ext/info', b), REASONS.revoked, 'b after kill -9');
 
   t.same(await Promise.all([revokeToken(server.url, server.password, c), revokeToken(server.url, server.password, d)]),
-    [SUCCESS, SUCCESS], 'revoke c and d concurrently, then kill -9 at once');
+    [REVOKED, REVOKED], 'revoke c and d concurrently, then kill -9 at once');
   server = await restart(t, server, 'SIGKILL');
   for (const [name, token] of [['a', a], ['b', b], ['c', c], ['d', d]]) {
     expectRefused(t, await call(server.url, '/ext/info', token), REASONS.revoked, `${name} after the second kill -9`);
   }
   expectGranted(t, await call(server.url, '/ext/info', e), '/ext/info', 'e was never revoked');
-  t.same(await revokeToken(server.url, server.password, a), SUCCESS, 'revoking a again succeeds');
+  t.same(await revokeToken(server.url, server.password, a), ALREADY_REVOKED, 'revoking a again succeeds');
   server = await restart(t, server, 'SIGTERM');
   expectRefused(t, await call(server.url, '/ext/info', a), REASONS.revoked, 'a is still revoked');
   expectGranted(t, await call(server.url, '/ext/info', e), '/ext/info', 'e is still valid');
@@ -184,7 +181,7 @@ t.test('a password changed by auth.changePassword stays in force after a clean r
   const p1 = `p1-${randomPassword()}`;
   const p2 = `p2-${randomPassword()}`;
   const underFile = await newToken(server.url, file, ['/ext/info']);
-  t.same(await revokeToken(server.url, file, await newToken(server.url, file, ['/ext/info'])), SUCCESS, 'a revocation');
+  t.same(await revokeToken(server.url, file, await newToken(server.url, file, ['/ext/info'])), REVOKED, 'a revocation');
   const before = stateFile(server);
   t.same(await changePassword(server.url, file, p1), SUCCESS, 'file password -> p1');
   t.notSame(stateFile(server), before, 'the state file changed before the reply arrived');
@@ -219,11 +216,11 @@ t.test('changing the password back to an earlier one revives nothing, across res
   const p1 = `p1-${randomPassword()}`;
   const underFile = await newToken(server.url, file, ['/ext/info']);
   const revokedUnderFile = await newToken(server.url, file, ['*']);
-  t.same(await revokeToken(server.url, file, revokedUnderFile), SUCCESS, 'revoke one token under the file password');
+  t.same(await revokeToken(server.url, file, revokedUnderFile), REVOKED, 'revoke one token under the file password');
   t.same(await changePassword(server.url, file, p1), SUCCESS, 'file password -> p1');
   const underP1 = await newToken(server.url, p1, ['/ext/info']);
   const revokedUnderP1 = await newToken(server.url, p1, ['/ext/info']);
-  t.same(await revokeToken(server.url, p1, revokedUnderP1), SUCCESS, 'revoke one token under p1');
+  t.same(await revokeToken(server.url, p1, revokedUnderP1), REVOKED, 'revoke one token under p1');
 
   server = await restart(t, server, 'SIGTERM', p1);
   t.same(await changePassword(server.url, p1, file), SUCCESS, 'p1 -> the file password again');
@@ -341,7 +338,7 @@ t.test('the password file is never written, and a read-only one works', async (t
     const p1 = `p1-${randomPassword()}`;
     const p2 = `p2-${randomPassword()}`;
     const token = await newToken(server.url, server.password, ['/ext/info']);
-    t.same(await revokeToken(server.url, server.password, token), SUCCESS, 'a revocation');
+    t.same(await revokeToken(server.url, server.password, token), REVOKED, 'a revocation');
     t.same(await changePassword(server.url, server.password, p1), SUCCESS, 'a password change');
     server = await restart(t, server, 'SIGTERM', p1);
     t.same(await changePassword(server.url, p1, p2), SUCCESS, 'another password change');
@@ -378,7 +375,7 @@ t.test('no password is stored in plaintext: the data folder holds argon2id hashe
     `p3-${randomPassword()}`,
   ];
   const token = await newToken(server.url, file, ['/ext/info']);
-  t.same(await revokeToken(server.url, file, token), SUCCESS, 'a revocation');
+  t.same(await revokeToken(server.url, file, token), REVOKED, 'a revocation');
   t.same(await changePassword(server.url, passwords[0], passwords[1]), SUCCESS, 'change 1');
   t.same(await changePassword(server.url, passwords[1], passwords[2]), SUCCESS, 'change 2');
   server = await restart(t, server, 'SIGTERM', passwords[2]);
@@ -432,7 +429,7 @@ t.test('the data folder is created 0700 and the state file 0600, whatever the um
   t.equal(mode(server.dataDir), '700', 'the data folder is 0700');
   t.equal(mode(statePath(server)), '600', 'the state file is 0600');
   const token = await newToken(server.url, server.password, ['/ext/info']);
-  t.same(await revokeToken(server.url, server.password, token), SUCCESS, 'a revocation rewrites the state');
+  t.same(await revokeToken(server.url, server.password, token), REVOKED, 'a revocation rewrites the state');
   t.equal(mode(statePath(server)), '600', 'the rewritten state file is 0600');
   t.same(await changePassword(server.url, server.password, `p1-${randomPassword()}`), SUCCESS, 'a password change rewrites it');
   for (const { path } of filesUnder(server.dataDir)) t.equal(mode(path), '600', `${path} is 0600`);
@@ -467,7 +464,7 @@ t.test('a second instance on the same data folder refuses to start; the first ke
   t.same(stateFile(server), before, 'the refused instances left the state file alone');
   expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'the first instance still serves');
   const fresh = await newToken(server.url, server.password, ['/ext/info']);
-  t.same(await revokeToken(server.url, server.password, fresh), SUCCESS, 'and still writes its state');
+  t.same(await revokeToken(server.url, server.password, fresh), REVOKED, 'and still writes its state');
 
   server = await restart(t, server, 'SIGKILL');
   expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'after kill -9 the lock is free: a new instance starts');
@@ -482,14 +479,14 @@ t.test('revocations of tokens that have expired are dropped from the state file'
   const doomed = [];
   for (let i = 0; i < 5; i++) doomed.push(await newToken(server.url, server.password, ['/ext/info']));
   const base = stateFile(server).length;
-  for (const token of doomed) t.same(await revokeToken(server.url, server.password, token), SUCCESS, 'revoke');
+  for (const token of doomed) t.same(await revokeToken(server.url, server.password, token), REVOKED, 'revoke');
   t.equal(stateFile(server).length, base + doomed.length * REVOCATION_BYTES,
     `${doomed.length} revocations: the state file grew by ${doomed.length * REVOCATION_BYTES} bytes`);
 
   time.now += LIFETIME * 1000;
   for (const token of doomed) expectRefusedOneOf(t, await call(server.url, '/ext/info', token), [REASONS.expired, REASONS.revoked], 'expired by now');
   const fresh = await newToken(server.url, server.password, ['/ext/info']);
-  t.same(await revokeToken(server.url, server.password, fresh), SUCCESS, 'revoke a fresh token: a state write');
+  t.same(await revokeToken(server.url, server.password, fresh), REVOKED, 'revoke a fresh token: a state write');
   t.equal(stateFile(server).length, base + REVOCATION_BYTES,
     'the state file holds the fresh revocation only: the expired ones were dropped');
   expectRefused(t, await call(server.url, '/ext/info', fresh), REASONS.revoked, 'the fresh token is revoked');
@@ -508,7 +505,7 @@ t.test('a token keeps its own expiry across a restart with a shorter lifetime, a
     await newToken(server.url, server.password, ['/ext/info']),
     await newToken(server.url, server.password, ['/ext/info']),
   ];
-  t.same(await revokeToken(server.url, server.password, revoked), SUCCESS, 'revoke a 12h token');
+  t.same(await revokeToken(server.url, server.password, revoked), REVOKED, 'revoke a 12h token');
   await server.stop();
   server = await serveAgain(t, { ...server, args: [...server.args, '--api-auth-token-lifetime', '1s'] }, time.clock);
   const short = await newToken(server.url, server.password, ['/ext/info']);
@@ -516,7 +513,7 @@ t.test('a token keeps its own expiry across a restart with a shorter lifetime, a
   time.now += 1000;
   expectRefused(t, await call(server.url, '/ext/info', short), REASONS.expired, 'a 1s token has expired');
   const trigger = await newToken(server.url, server.password, ['/ext/health']);
-  t.same(await revokeToken(server.url, server.password, trigger), SUCCESS, 'a state write after its expiry');
+  t.same(await revokeToken(server.url, server.password, trigger), REVOKED, 'a state write after its expiry');
   expectGranted(t, await call(server.url, '/ext/info', kept), '/ext/info', 'the 12h token is still valid');
   expectRefused(t, await call(server.url, '/ext/info', revoked), REASONS.revoked, 'the revoked 12h token is still revoked');
   await server.stop();

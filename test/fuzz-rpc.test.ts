@@ -437,9 +437,9 @@ t.test('an invalid endpoint beside "*" is still invalid params: "*" does not exc
 });
 
 t.test('the model agrees with the server on hand-picked bodies (a check of the checker)', async (t) => {
-  const bodies: [string, number | 'token' | 'success' | null][] = [
+  const bodies: [string, number | 'token' | 'success' | 'revocation' | null][] = [
     [raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: PASSWORD, endpoints: ['/ext/info'] }, id: 1 }), 'token'],
-    [raw({ jsonrpc: '2.0', method: 'auth.revokeToken', params: { password: PASSWORD, token: 'x' }, id: 1 }), 'success'],
+    [raw({ jsonrpc: '2.0', method: 'auth.revokeToken', params: { password: PASSWORD, token: 'x' }, id: 1 }), 'revocation'],
     [raw({ jsonrpc: '2.0', method: 'auth.changePassword', params: { oldPassword: PASSWORD, newPassword: PASSWORD }, id: 1 }), -32602],
     [raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: 1 }, id: 1 }), -32602],
     [raw({ jsonrpc: '2.0', method: 'nope', id: 1 }), -32601],

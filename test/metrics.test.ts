@@ -2,7 +2,7 @@
 // outcome, a sampled latency histogram, tokens issued and revoked, password checks and
 // throttles, upstream errors, and the process's own metrics.
 import t from 'tap';
-import { call, newToken, revokeToken, tamperLast } from './helpers/auth.js';
+import { ALREADY_REVOKED, call, newToken, REVOKED, revokeToken, tamperLast } from './helpers/auth.js';
 import { postJson, request, rpc } from './helpers/http.js';
 import { cliLine, refusalOf } from './helpers/library.js';
 import { runCli, startServer } from './helpers/server.js';
@@ -83,8 +83,8 @@ t.test('tokens issued and revoked, password checks and throttles are counted', a
   const before = await scrape(server.url, metricsToken);
   const token = await newToken(server.url, server.password, ['*']);
   await newToken(server.url, server.password, ['/ext/info']);
-  t.same(await revokeToken(server.url, server.password, token), { success: true });
-  t.same(await revokeToken(server.url, server.password, token), { success: true }, 'revoking it again revokes nothing');
+  t.same(await revokeToken(server.url, server.password, token), REVOKED);
+  t.same(await revokeToken(server.url, server.password, token), ALREADY_REVOKED, 'revoking it again revokes nothing');
   // One client fails three times, its burst; its next call is refused before any check.
   const address = '127.3.0.1';
   const wrong = JSON.stringify(rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, 1));

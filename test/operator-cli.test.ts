@@ -116,7 +116,7 @@ t.test('token revoke TOKEN: exit 0, the token is refused from then on, and a war
   expectRefused(t, await call(server.url, '/ext/info', token), REASONS.revoked, 'after');
   const json = await api(['token', 'revoke', token, ...uri, '--password-file', server.passwordFile, '--json']);
   t.equal(json.code, 0);
-  t.same(JSON.parse(json.stdout), { success: true }, 'revoking again is a success that changes nothing');
+  t.same(JSON.parse(json.stdout), { success: true, revocation: 'already revoked' }, 'revoking again says it was revoked already, and succeeds');
 });
 
 t.test('token revoke takes the token from --token-file, --token-stdin or "-", without a warning', async (t) => {
@@ -248,7 +248,7 @@ t.test('--help prints the commands and exit codes', async (t) => {
     const run = await api(args);
     t.equal(run.code, 0);
     t.match(run.stdout, /api-auth token new --endpoints/);
-    t.match(run.stdout, /Exit codes: 0 success; 1 the node refused/);
+    t.match(run.stdout, /Exit codes: 0 success \(for token revoke: the token is revoked now\); 1 the node refused/);
     t.match(run.stdout, /api-auth token revoke --token-file PATH/);
     t.match(run.stdout, /--token-stdin/);
     t.ok(run.stdout.replace(/\s+/g, ' ').includes('A token is, but that is the weaker choice: while the command runs, any user of this ' +

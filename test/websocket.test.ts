@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketProvider } from 'ethers';
 import { WebSocket } from 'ws';
-import { BAD_PATH_REASON, changePassword, newToken, REASONS, refusalBody, revokeToken, tamperLast } from './helpers/auth.js';
+import { BAD_PATH_REASON, changePassword, newToken, REASONS, refusalBody, REVOKED, revokeToken, tamperLast } from './helpers/auth.js';
 import { request, type HttpResponse } from './helpers/http.js';
 import { manualClock, serveInProcess } from './helpers/library.js';
 import { runCli, startServer, tempDir } from './helpers/server.js';
@@ -205,7 +205,7 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
   const token = await newToken(server.url, server.password, [WS_PATH, '/ext/bc/C/refusing', '/ext/metrics']);
   const other = await newToken(server.url, server.password, ['/ext/bc/X/ws']);
   const revoked = await newToken(server.url, server.password, [WS_PATH]);
-  t.same(await revokeToken(server.url, server.password, revoked), { success: true });
+  t.same(await revokeToken(server.url, server.password, revoked), REVOKED);
 
   const cases: [string, Parameters<typeof openClient>[2], string][] = [
     ['no token', {}, REASONS.noToken],
@@ -230,7 +230,7 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
   open.socket.close();
   const spare = await newToken(server.url, server.password, [WS_PATH]);
   const publicWithToken = await openClient(t, wsUrl(server.url, '/ext/bc/C/public'), { token: spare });
-  t.same(await revokeToken(server.url, server.password, spare), { success: true });
+  t.same(await revokeToken(server.url, server.password, spare), REVOKED);
   await new Promise((resolve) => setTimeout(resolve, 600));
   t.equal(publicWithToken.socket.readyState, WebSocket.OPEN, 'a public session is never re-checked, whatever token it carried');
   publicWithToken.socket.close();
@@ -331,7 +331,7 @@ t.test('--api-auth-query-token: the token in access_token, for browsers; never f
   const http = await request(on.url, `${WS_PATH}?access_token=${token}`);
   t.equal(http.status, 401, 'a request that is not an upgrade takes its token from the header only');
 
-  t.same(await revokeToken(on.url, on.password, token), { success: true });
+  t.same(await revokeToken(on.url, on.password, token), REVOKED);
   const closed = await closesWithin(client, 1000);
   t.same([closed.code, closed.reason], [1008, REASONS.revoked], 'a session opened with a query token ends with it');
 
@@ -360,7 +360,7 @@ t.test('a session ends within a second of its token, with 1008 and the gate\'s r
     t.ok(after.get(series)! - before.get(series)! >= 2, `thread ${thread} took sessions`);
   }
 
-  t.same(await revokeToken(server.url, server.password, first), { success: true });
+  t.same(await revokeToken(server.url, server.password, first), REVOKED);
   for (const client of clients.slice(0, 2)) {
     const closed = await closesWithin(client, 1000);
     t.same([closed.code, closed.reason], [1008, REASONS.revoked], 'revoked: 1008 with the gate\'s reason, within a second');

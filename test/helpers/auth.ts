@@ -141,6 +141,14 @@ export function tamperLast(token: string): string {
 export const INCORRECT_PASSWORD = { code: -32000, message: 'incorrect password' } as const;
 
 /** auth.revokeToken: its result ({success: true}) or its JSON-RPC error object. */
+/** auth.revokeToken's results: `success` is the original's, `revocation` says what happened (issue 14). */
+export const REVOKED = { success: true, revocation: 'revoked' } as const;
+export const ALREADY_REVOKED = { success: true, revocation: 'already revoked' } as const;
+/** The result for a token that is not a live one of the node; `reason` is the core's outcome name. */
+export function notLive(reason: string): { success: true; revocation: 'not a live token'; reason: string } {
+  return { success: true, revocation: 'not a live token', reason };
+}
+
 export async function revokeToken(base: string, password: string, token: string): Promise<unknown> {
   const answer = await jsonrpc(authUrl(base), 'auth.revokeToken', { password, token });
   return answer.error ?? answer.result;
