@@ -37,7 +37,9 @@ Flags:
   --rounds N            rounds per cell, median kept (default 1)
   --no-wait-quiet       measure at once, without waiting for other processes to go quiet
                         or repeating a run they disturbed (disturbed runs are still marked)
-  --allow-dirty         write bench/results.json even from uncommitted changes
+  --allow-dirty         write the results file even from uncommitted changes
+  --out NAME            the results file under bench/ (default results.json), so that a
+                        run of some parts does not replace the record of a full run
   --strict              exit 1 when a target is missed
   --help                print this help and exit
 `;
@@ -80,6 +82,7 @@ try {
       rounds: { type: 'string', default: '1' },
       'no-wait-quiet': { type: 'boolean', default: false },
       'allow-dirty': { type: 'boolean', default: false },
+      out: { type: 'string', default: 'results.json' },
       strict: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -92,6 +95,9 @@ if (flags.help) {
   process.exit(0);
 }
 
+if (!/^[a-z0-9][a-z0-9-]*\.json$/.test(flags.out) || flags.out.endsWith('.dirty.json') || flags.out.endsWith('.tmp.json')) {
+  usage(`--out: ${JSON.stringify(flags.out)} is not a results file name such as results-ws.json (letters, digits and "-", then .json)`);
+}
 const parts = list('--parts', flags.parts, Object.assign((v) => (v in PARTS ? v : null), { what: `a part (${Object.keys(PARTS).join(', ')})` }));
 const http = {
   threads: list('--threads', flags.threads, positive),
@@ -203,14 +209,14 @@ sections.push('', `Bench time: ${results.elapsedSeconds.total.toFixed(0)} s. Set
   `--connections ${http.connections.join(',')} --sizes ${http.sizes.join(',')} (${http.sizes.map(size).join(', ')}) --duration ${http.durationS}s ` +
   `--warmup ${http.warmupS}s --rounds ${http.rounds}${flags['no-wait-quiet'] ? ' --no-wait-quiet' : ''}.`);
 
-const out = join(ROOT, 'bench', git.dirty && !flags['allow-dirty'] ? 'results.dirty.json' : 'results.json');
+const out = join(ROOT, 'bench', git.dirty && !flags['allow-dirty'] ? flags.out.replace(/\.json$/, '.dirty.json') : flags.out);
 const tmp = `${out}.tmp`;
 writeFileSync(tmp, `${JSON.stringify(results, null, 2)}\n`);
 renameSync(tmp, out);
 process.stdout.write(`${sections.join('\n')}\n`);
 if (git.dirty && !flags['allow-dirty']) {
   log(`the tree has uncommitted changes (${git.changes.slice(0, 5).join('; ')}${git.changes.length > 5 ? '; ...' : ''}): ` +
-    `results written to ${out}, not bench/results.json; commit first, or pass --allow-dirty`);
+    `results written to ${out}, not bench/${flags.out}; commit first, or pass --allow-dirty`);
 } else {
   log(`results written to ${out}`);
 }

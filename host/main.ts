@@ -67,10 +67,16 @@ async function main(): Promise<void> {
   // A second signal while stopping changes nothing: the stop is already bounded.
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-  // Certificate renewal without a restart; the server logs how it went (one that comes
-  // while starting changes nothing: the files were just read). Without TLS, SIGHUP keeps
-  // its usual meaning (the process ends).
-  if (command.options.tlsEnabled === true) process.on('SIGHUP', () => void started?.reloadTls());
+  // Certificate renewal without a restart; the server logs how it went. One that comes
+  // while starting is carried out once started (the files may have changed after they
+  // were read). Without TLS, SIGHUP keeps its usual meaning (the process ends).
+  let reloadAsked = false;
+  if (command.options.tlsEnabled === true) {
+    process.on('SIGHUP', () => {
+      if (started === undefined) reloadAsked = true;
+      else void started.reloadTls();
+    });
+  }
   started = await startServer(command.options, { log });
   server = started;
   // An HTTP thread failed: the server has stopped by itself, in order, and logged why.
@@ -79,6 +85,7 @@ async function main(): Promise<void> {
     fail(error);
   });
   if (stopAsked) stop();
+  else if (reloadAsked) void started.reloadTls();
 }
 
 process.on('uncaughtException', fail);
