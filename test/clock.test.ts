@@ -4,11 +4,10 @@
 import t from 'tap';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
-import type { us_listen_socket } from 'uWebSockets.js';
 import { createAuth, createLogger, Outcome, startServer } from '../build/host/index.js';
 import { call, expectGranted, expectRefused, newToken, REASONS } from './helpers/auth.js';
 import { request, rpc } from './helpers/http.js';
+import { mountedOnApp } from './helpers/library.js';
 import { randomPassword, tempDir } from './helpers/server.js';
 
 const START = Date.parse('2030-01-01T00:00:00Z');
@@ -39,15 +38,7 @@ t.test('createAuth: verdicts, the throttle and its Retry-After follow the clock 
   const auth = await createAuth({
     passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), tokenLifetime: 60, clock: () => now, log: createLogger(() => undefined),
   });
-  const app = App();
-  auth.mount(app);
-  const socket = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s ? resolve(s) : reject(new Error('no port')))));
-  t.teardown(async () => {
-    us_listen_socket_close(socket);
-    app.close();
-    await auth.close();
-  });
-  const base = `http://127.0.0.1:${us_socket_local_port(socket as never)}`;
+  const { base } = await mountedOnApp(t, auth);
   const password = readFileSync(join(dir, 'password'), 'utf8').trim();
 
   const token = await newToken(base, password, ['*']);

@@ -5,11 +5,10 @@ import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
-import type { us_listen_socket } from 'uWebSockets.js';
 import { REASONS, authUrl, newToken, refusalBody } from './helpers/auth.js';
 import { jsonrpc, request } from './helpers/http.js';
 import { PROGRAM_ENV, ROOT, tempDir, untracked, type Exit } from './helpers/server.js';
+import { mountedOnApp } from './helpers/library.js';
 import { closedPort } from './helpers/upstream.js';
 import * as library from '../build/host/index.js';
 import { Outcome, VERDICTS, createAuth, type Auth } from '../build/host/index.js';
@@ -120,24 +119,11 @@ async function mounted(t: Test, dir: string, options: Partial<Parameters<typeof 
   const auth = await createAuth({
     passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger((l) => lines.push(l)), ...options,
   });
-  const app = App();
-  auth.mount(app);
-  app.post('/ext/info', auth.protect((res) => { res.end('info'); }));
-  app.get('/ext/health', auth.protect((res) => { res.end('healthy'); }));
-  const socket = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s ? resolve(s) : reject(new Error('no port')))));
-  const base = `http://127.0.0.1:${us_socket_local_port(socket as never)}`;
+  const { base, close } = await mountedOnApp(t, auth, (app) => {
+    app.post('/ext/info', auth.protect((res) => { res.end('info'); }));
+    app.get('/ext/health', auth.protect((res) => { res.end('healthy'); }));
+  });
   const password = readFileSync(join(dir, 'password'), 'utf8').trim();
-  let closed: Promise<void> | undefined;
-  // uWS must not close the same socket twice.
-  const close = (): Promise<void> => {
-    closed ??= (async () => {
-      us_listen_socket_close(socket);
-      app.close();
-      await auth.close();
-    })();
-    return closed;
-  };
-  t.teardown(close);
   return { auth, base, password, lines, close };
 }
 

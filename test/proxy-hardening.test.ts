@@ -7,11 +7,9 @@ import t, { type Test } from 'tap';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { request as undiciRequest } from 'undici';
-import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
-import type { us_listen_socket } from 'uWebSockets.js';
 import { newToken } from './helpers/auth.js';
 import { freshSource, request, rpc, type HttpResponse } from './helpers/http.js';
-import { cliLine, refusalOf } from './helpers/library.js';
+import { cliLine, mountedOnApp, refusalOf } from './helpers/library.js';
 import { runCli, startServer, tempDir, type Server } from './helpers/server.js';
 import { echo, startRawUpstream, startUpstream, switchProtocols } from './helpers/upstream.js';
 import { createAuth, createLogger } from '../build/host/index.js';
@@ -245,15 +243,7 @@ t.test('the library takes trustedProxies too, and refuses a bad one', async (t) 
   await t.rejects(createAuth({ ...options, trustedProxies: ['10.0.0.0/8', 'nope'] }),
     { code: 'API_AUTH_BAD_OPTION', option: 'trustedProxies', message: /^trustedProxies: "nope" is not an address or a CIDR range/ });
   const auth = await createAuth({ ...options, trustedProxies: ['127.0.0.0/8'] });
-  const app = App();
-  auth.mount(app);
-  const socket = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s ? resolve(s) : reject(new Error('no port')))));
-  t.teardown(async () => {
-    us_listen_socket_close(socket);
-    app.close();
-    await auth.close();
-  });
-  const base = `http://127.0.0.1:${us_socket_local_port(socket as never)}`;
+  const { base } = await mountedOnApp(t, auth);
   const response = await request(base, '/ext/auth', {
     method: 'POST', headers: [['Content-Type', 'application/json'], ['X-Forwarded-For', '198.51.100.4']],
     body: JSON.stringify(rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, 1)),

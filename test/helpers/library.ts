@@ -6,8 +6,8 @@
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import { createLogger, parseArgs, StartError, startServer } from '../../build/host/index.js';
-import type { Clock, Logger, ServerOptions } from '../../build/host/index.js';
+import { App, createLogger, parseArgs, StartError, startServer, us_listen_socket_close, us_socket_local_port } from '../../build/host/index.js';
+import type { Auth, Clock, Logger, ServerOptions, TemplatedApp, us_listen_socket } from '../../build/host/index.js';
 import { randomPassword, tempDir, type LogLine } from './server.js';
 
 /** A logger that keeps its lines, parsed, for the test to read; stamped by `clock` when given. */
@@ -133,4 +133,28 @@ export async function serveAgain(t: Test, previous: Pick<LibraryServer, 'passwor
     url: `http://127.0.0.1:${handle.port}`, port: handle.port, password, passwordFile: previous.passwordFile, dir: previous.dir,
     dataDir: previous.dataDir, args: previous.args, logs: lines, stop,
   };
+}
+
+/**
+ * `auth` mounted on an App of this process listening on a free port of 127.0.0.1, as an
+ * embedding node does; `routes` adds the node's own. The app and `auth` are closed when
+ * `t` ends, or by `close` (closing twice is closing once: uWS must not close a socket twice).
+ */
+export async function mountedOnApp(t: Test, auth: Auth, routes: (app: TemplatedApp) => void = () => undefined):
+  Promise<{ base: string; close(): Promise<void> }> {
+  const app = App();
+  auth.mount(app);
+  routes(app);
+  const socket = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s ? resolve(s) : reject(new Error('no port')))));
+  let closed: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closed ??= (async () => {
+      us_listen_socket_close(socket);
+      app.close();
+      await auth.close();
+    })();
+    return closed;
+  };
+  t.teardown(close);
+  return { base: `http://127.0.0.1:${us_socket_local_port(socket)}`, close };
 }
