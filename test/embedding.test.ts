@@ -68,7 +68,7 @@ async function runExample(t: Test, name: string, cwd: string, port: number): Pro
 }
 
 t.test('the package entry exports the library', async (t) => {
-  const viaName = await import('api-auth') as typeof library;
+  const viaName = await import('api-auth') as unknown as typeof library;
   t.equal(viaName.createAuth, library.createAuth, '"api-auth" resolves to build/host/index.js');
   for (const name of ['createAuth', 'startServer', 'parseArgs', 'createLogger', 'Outcome', 'VERDICTS', 'REFUSALS']) {
     t.ok(name in library, `exports ${name}`);
