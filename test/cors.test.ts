@@ -86,7 +86,7 @@ t.test('a preflight is answered only for a path the rules allow: the others are 
 });
 
 t.test('behind the proxy: the upstream gets the request, and the answer carries api-auth\'s CORS headers, not the upstream\'s', async (t) => {
-  const upstream = await startUpstream(t, () => (req, res) => {
+  const upstream = await startUpstream(t, () => (_req, res) => {
     res.setHeader('Access-Control-Allow-Origin', '*');
     res.setHeader('Content-Type', 'application/json');
     res.end('{"jsonrpc":"2.0","result":{},"id":1}');

@@ -25,7 +25,6 @@ import {
 // Two tests at a time: each has a data folder and servers of its own.
 t.jobs = 2;
 
-const SUCCESS = { success: true };
 const NOBODY = 65534;
 const LOCKED = /^api-auth: another api-auth is using the data folder .*; stop it first, or give this one its own --data-dir$/;
 
