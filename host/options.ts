@@ -266,13 +266,13 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     trustedProxies: proxies(options.trustedProxies),
     metricsPath,
     logLevel: level(options.logLevel ?? DEFAULTS.logLevel),
-    httpThreads: threads(options.httpThreads ?? DEFAULTS.httpThreads),
+    httpThreads: count('httpThreads', options.httpThreads ?? DEFAULTS.httpThreads, 'threads serving HTTP'),
     tls: tls(options),
     allowedOrigins: origins(options.allowedOrigins ?? DEFAULTS.allowedOrigins),
     queryToken: flag('queryToken', options.queryToken ?? DEFAULTS.queryToken),
     wsMaxMessage: size('wsMaxMessage', options.wsMaxMessage ?? DEFAULTS.wsMaxMessage, LIMITS.wsMaxMessage),
     wsIdleTimeout: idleTimeout(options.wsIdleTimeout ?? DEFAULTS.wsIdleTimeout),
-    wsMaxSessions: sessions(options.wsMaxSessions ?? DEFAULTS.wsMaxSessions),
+    wsMaxSessions: count('wsMaxSessions', options.wsMaxSessions ?? DEFAULTS.wsMaxSessions, 'WebSocket sessions open at once'),
   };
   // The proxy's settings mean nothing without a proxy: a flag that would change nothing is
   // a mistake to point out (a forgotten --upstream, most likely), not to ignore.
@@ -454,13 +454,14 @@ function proxies(value: unknown): TrustedProxies {
   }
 }
 
-function threads(value: unknown): number {
-  const { min, max } = LIMITS.httpThreads;
-  const count = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,3}$/.test(value) ? Number(value) : NaN;
-  if (!(Number.isInteger(count) && count >= min && count <= max)) {
-    throw badOption('httpThreads', ` must be a whole number from ${min} to ${max} (threads serving HTTP), not ${show(value)}`);
+/** A whole number within the option's LIMITS; `what` says what it counts. */
+function count(option: 'httpThreads' | 'wsMaxSessions', value: unknown, what: string): number {
+  const { min, max } = LIMITS[option];
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,10}$/.test(value) ? Number(value) : NaN;
+  if (!(Number.isInteger(n) && n >= min && n <= max)) {
+    throw badOption(option, ` must be a whole number from ${min} to ${max} (${what}), not ${show(value)}`);
   }
-  return count;
+  return n;
 }
 
 /** The TLS files, when TLS is on: both named, and each a certificate and key that node:tls accepts together. */
@@ -498,15 +499,6 @@ function origins(value: unknown): AllowedOrigins {
   } catch (error) {
     throw badOption('allowedOrigins', `: ${(error as Error).message}`);
   }
-}
-
-function sessions(value: unknown): number {
-  const { min, max } = LIMITS.wsMaxSessions;
-  const count = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,7}$/.test(value) ? Number(value) : NaN;
-  if (!(Number.isInteger(count) && count >= min && count <= max)) {
-    throw badOption('wsMaxSessions', ` must be a whole number from ${min} to ${max} (WebSocket sessions open at once), not ${show(value)}`);
-  }
-  return count;
 }
 
 function level(value: unknown): Level {

@@ -33,6 +33,7 @@ import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ThreadError } from '../errors.js';
+import type { ServerHandle } from '../http/listener.js';
 import { certificateFields, tlsFilesProblem } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
@@ -86,20 +87,9 @@ export interface HttpThreads {
    * Listens once every thread is ready. Rejects (after ending every thread, and logging
    * nothing) when a thread could not start or the port cannot be listened on.
    */
-  listen(owner: OwnerParts): Promise<ThreadsServer>;
+  listen(owner: OwnerParts): Promise<ServerHandle>;
   /** Ends every thread, before it ever served: the owner could not open its state. */
   abort(): Promise<void>;
-}
-
-export interface ThreadsServer {
-  readonly host: string;
-  readonly port: number;
-  /** Stops in order (see above); resolves once the process holds nothing more. */
-  stop(): Promise<void>;
-  /** Every thread serves new connections with the TLS files as they are now (listener.ts, ServerHandle). */
-  reloadTls(): Promise<boolean>;
-  /** Settles once the server has stopped: rejects with a ThreadError when it stopped because a thread failed. */
-  readonly closed: Promise<void>;
 }
 
 interface HttpThread {
@@ -173,7 +163,7 @@ class ThreadsOwner {
     for (let number = 1; number <= plan.threads; number++) this.spawn(number);
   }
 
-  async start(owner: OwnerParts): Promise<ThreadsServer> {
+  async start(owner: OwnerParts): Promise<ServerHandle> {
     const { plan } = this;
     this.owner = owner;
     try {
