@@ -44,6 +44,10 @@ if ! command -v sudo >/dev/null; then
   chmod 0755 /usr/local/bin/sudo
 fi
 ip link set lo up
+# systemd shares / with what it mounts for a unit (the ramfs of LoadCredential=) only when
+# it is shared; it does that itself at boot but not in a container, which it takes this for.
+# The peer groups made here are the machine's own: unshare left every mount private.
+mount --make-rshared /
 echo ready
 exec /lib/systemd/systemd --system --unit=basic.target </dev/null >/run/machine/systemd.log 2>&1
 `;
