@@ -1,14 +1,12 @@
-// A production install (issue 14), the way an operator does it: from a clean clone of
-// this commit, `npm ci --omit=dev` builds and installs without the development tools,
-// and `api-auth` serves; from `npm pack`'s tarball, installed into a project outside the
-// repository, the `api-auth` command runs and the library embeds with the App it
+// A production install (issue 14), the way an operator does it: from `npm pack`'s
+// tarball, installed into a project outside the repository, the `api-auth` command runs and the library embeds with the App it
 // re-exports. Packages come from npm's cache (CI's own `npm ci` filled it), so nothing
 // here needs the registry.
 import t from 'tap';
 import type { Test } from 'tap';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { cpSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { REASONS, call, expectRefused, newToken } from './helpers/auth.js';
 import { PROGRAM_ENV, ROOT, VERSION, launch, randomPassword, tempDir } from './helpers/server.js';
@@ -22,36 +20,16 @@ async function npm(t: Test, cwd: string, args: string[]): Promise<string> {
   return stdout;
 }
 
-// One clone and one install serve both tests: the tarball is packed from the installed clone.
+// The clean clone's `npm ci --omit=dev` and the installed command serving are the README's
+// Production block, run as written by test/readme.test.ts. Here: the tarball that `npm pack`
+// makes of a clone of this commit with the build under test.
 const dir = tempDir(t);
 const clone = join(dir, 'api-auth');
 
-t.test('from a clean clone: npm ci --omit=dev, then api-auth serves', async (t) => {
-  await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, clone]);
-  await npm(t, clone, ['ci', '--omit=dev']);
-  t.notOk(existsSync(join(clone, 'node_modules', 'tap')), 'no development package installed');
-  for (const file of ['core.wasm', 'core-threads.wasm', join('host', 'main.js')]) t.ok(existsSync(join(clone, 'build', file)), `built: build/${file}`);
-
-  const main = join(clone, 'build', 'host', 'main.js');
-  const { stdout } = await run(main, ['--version'], { env: PROGRAM_ENV });
-  t.equal(stdout, `api-auth ${VERSION}\n`, 'build/host/main.js runs as a command (#!, executable)');
-
-  const passwordFile = join(dir, 'password');
-  const password = randomPassword();
-  writeFileSync(passwordFile, password, { mode: 0o600 });
-  const server = launch(t, ['--api-auth-required', '--api-auth-password-file', passwordFile, '--data-dir', join(dir, 'data'),
-    '--http-port', '0'], main);
-  const listening = await server.waitForLog((line) => line.msg === 'listening', 20_000);
-  const url = `http://127.0.0.1:${String(listening.port)}`;
-  expectRefused(t, await call(url, '/ext/info'), REASONS.noToken, 'the gate is on');
-  const token = await newToken(url, password, ['/ext/info']);
-  t.equal((await call(url, '/ext/info', token)).status, 200, 'a token from /ext/auth opens /ext/info');
-  server.child.kill('SIGTERM');
-  t.same(await server.exited, { code: 0, signal: null }, 'SIGTERM: exit 0');
-});
-
 t.test('from the tarball, in a project of its own: the command and the library', async (t) => {
-  // The tarball is what `npm pack` makes of a built tree; the build is the clone's own.
+  await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, clone]);
+  // Other tests write scratch folders under build/ while this one runs; they are no part of the build.
+  cpSync(join(ROOT, 'build'), join(clone, 'build'), { recursive: true, filter: (source) => !basename(source).startsWith('readme-example-') });
   await npm(t, clone, ['pack', '--ignore-scripts']);
   const tarball = join(clone, readdirSync(clone).find((f) => f.endsWith('.tgz'))!);
 

@@ -1,12 +1,12 @@
 // The proxies operators already run, for real, in front of api-auth and an upstream:
 // Debian's nginx (nginx-light, with auth_request) and Caddy (forward_auth). Each runs
-// from a temporary folder with the configuration the README shows, in the foreground,
-// and is killed when its test ends.
+// from a temporary folder with the configuration the README shows (read from it, so the
+// two cannot drift), in the foreground, and is killed when its test ends.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, watch, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import { tempDir } from './server.js';
+import { ROOT, tempDir } from './server.js';
 import { closedPort } from './upstream.js';
 
 export interface FrontProxy {
@@ -15,46 +15,47 @@ export interface FrontProxy {
   stderr(): string;
 }
 
-/** nginx.conf as the README shows it: auth_request to /ext/auth/check, the token service passed through. */
-export function nginxConfig(port: number, apiAuth: number, upstream: number): string {
-  return `    listen 127.0.0.1:${port};
-    # nginx speaks HTTP/1.0 to what it proxies by default, which api-auth (uWebSockets.js) refuses with 505.
-    proxy_http_version 1.1;
-    location = /ext/auth {
-        proxy_pass http://127.0.0.1:${apiAuth};
-    }
-    location / {
-        auth_request /api-auth-check;
-        # The node never sees the token.
-        proxy_set_header Authorization "";
-        proxy_pass http://127.0.0.1:${upstream};
-    }
-    location = /api-auth-check {
-        internal;
-        proxy_pass http://127.0.0.1:${apiAuth}/ext/auth/check;
-        proxy_pass_request_body off;
-        proxy_set_header Content-Length "";
-        proxy_set_header X-Original-URI $request_uri;
-        proxy_set_header X-Original-Method $request_method;
-    }`;
+/** The README's block fenced as `lang` (the only one). */
+function readmeBlock(lang: string): string {
+  const blocks = [...readFileSync(join(ROOT, 'README.md'), 'utf8').matchAll(new RegExp('^```' + lang + '\\n([\\s\\S]*?)^```$', 'gm'))];
+  if (blocks.length !== 1) throw new Error(`README.md should have one ${lang} block, not ${blocks.length}`);
+  return blocks[0][1];
 }
 
-/** The Caddyfile's site as the README shows it: forward_auth to /ext/auth/check. */
+/**
+ * Replaces `from` in the README's configuration with `to`, every time; throws when the
+ * README no longer says `from`, so a change there cannot pass here unseen.
+ */
+function substitute(text: string, from: string, to: string): string {
+  if (!text.includes(from)) throw new Error(`the README's configuration no longer has ${JSON.stringify(from)}: update test/helpers/front-proxy.ts`);
+  return text.split(from).join(to);
+}
+
+/**
+ * The server block of nginx.conf as the README shows it (auth_request to /ext/auth/check,
+ * the token service passed through), its contents only: the ports are the test's, and it
+ * listens on plain HTTP on loopback instead of the README's `listen 443 ssl;`.
+ */
+export function nginxConfig(port: number, apiAuth: number, upstream: number): string {
+  let text = readmeBlock('nginx');
+  text = substitute(text, 'listen 443 ssl;', `listen 127.0.0.1:${port};`);
+  text = substitute(text, '127.0.0.1:9650', `127.0.0.1:${apiAuth}`);
+  text = substitute(text, '127.0.0.1:9652', `127.0.0.1:${upstream}`);
+  const body = /^server \{\n([\s\S]*)\n\}\n$/.exec(text);
+  if (body === null) throw new Error('the README\'s nginx block should be one server { ... }');
+  return body[1];
+}
+
+/**
+ * The Caddyfile's site as the README shows it (forward_auth to /ext/auth/check): the ports
+ * are the test's, and the site is plain HTTP on loopback instead of `node.example`.
+ */
 export function caddySite(port: number, apiAuth: number, upstream: number): string {
-  return `http://127.0.0.1:${port} {
-	handle /ext/auth {
-		reverse_proxy 127.0.0.1:${apiAuth}
-	}
-	handle {
-		forward_auth 127.0.0.1:${apiAuth} {
-			uri /ext/auth/check
-		}
-		# The node never sees the token.
-		reverse_proxy 127.0.0.1:${upstream} {
-			header_up -Authorization
-		}
-	}
-}`;
+  let text = readmeBlock('caddyfile');
+  text = substitute(text, 'node.example {', `http://127.0.0.1:${port} {`);
+  text = substitute(text, '127.0.0.1:9650', `127.0.0.1:${apiAuth}`);
+  text = substitute(text, '127.0.0.1:9652', `127.0.0.1:${upstream}`);
+  return text.replace(/\n$/, '');
 }
 
 /** nginx in front: api-auth at `apiAuth`, the node at `upstream` (ports on 127.0.0.1). */
