@@ -25,6 +25,7 @@ const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean
   'api-auth-required': { option: 'authRequired', kind: 'boolean' },
   'api-auth-password-file': { option: 'passwordFile', kind: 'string' },
   'api-auth-token-lifetime': { option: 'tokenLifetime', kind: 'string' },
+  'api-auth-max-tokens': { option: 'maxTokens', kind: 'string' },
   'data-dir': { option: 'dataDir', kind: 'string', value: expandHome },
   'api-auth-public-endpoints': { option: 'publicEndpoints', kind: 'string', value: (text) => list(text).map((path) => path.trim()) },
   'upstream': { option: 'upstream', kind: 'string' },
@@ -113,7 +114,10 @@ Flags:
                                       --api-auth-required; generated (mode 0600) if it
                                       does not exist
   --api-auth-token-lifetime DURATION  lifetime of new tokens: 90s, 15m, 12h, 1h30m
-                                      (1s to 8760h; default 12h)
+                                      (1s to 8760h; default 12h); also the longest
+                                      expiresIn a token may be issued with
+  --api-auth-max-tokens N             live tokens at most, revoked ones until they expire
+                                      (1 to 1000000; default ${DEFAULTS.maxTokens})
   --data-dir PATH                     where durable state lives (default ~/.api-auth)
   --api-auth-public-endpoints PATHS   comma-separated exact paths that need no token, such
                                       as /ext/health (default none)
