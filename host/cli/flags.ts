@@ -154,7 +154,9 @@ Flags:
 Flags take "--name value" or "--name=value"; true/false flags also take a bare "--name".
 
 Operator commands talk to a running node's /ext/auth (run "api-auth token --help"):
-  api-auth token new --endpoints /ext/info,/ext/bc/X [--password-file PATH]
-  api-auth token revoke --token-file PATH|--token-stdin [--password-file PATH]
+  api-auth token new --endpoints /ext/info,/ext/bc/X [--label TEXT] [--expires-in 1h]
+                     [--methods eth_*] [--password-file PATH]
+  api-auth token list [--json] [--password-file PATH]
+  api-auth token revoke --token-file PATH|--token-stdin|--id ID [--password-file PATH]
   api-auth password change [--password-file PATH] [--new-password-file PATH]
 `;
