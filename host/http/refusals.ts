@@ -22,6 +22,8 @@ export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string,
   [Outcome.EarlierGeneration]: [UNAUTHORIZED, 'the provided auth token is invalid: issued under a previous password'],
   [Outcome.NotGranted]: [UNAUTHORIZED, 'the provided auth token does not allow access to this endpoint'],
   [Outcome.BadPath]: [BAD_REQUEST, `invalid request path: ${PATH_RULES}`],
+  // A token limited to some JSON-RPC methods, where its method is not checked: refused.
+  [Outcome.Scoped]: [UNAUTHORIZED, 'the provided auth token does not allow this method'],
 };
 
 interface Encoded {
