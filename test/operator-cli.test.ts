@@ -287,7 +287,7 @@ t.test('token new --label --expires-in, then token list shows it (a table, or --
 
   const listedJson = await api(['token', 'list', ...auth, '--json']);
   t.equal(listedJson.code, 0, listedJson.stderr);
-  const { tokens } = JSON.parse(listedJson.stdout) as { tokens: { id: string; label: string | null; endpoints: string[]; expiresAt: string }[] };
+  const { tokens } = JSON.parse(listedJson.stdout) as { tokens: { id: string; label: string | null; endpoints: string[]; issuedAt: string; expiresAt: string }[] };
   t.equal(tokens.length, 2);
   t.match(tokens[0], { id, label: 'ops laptop \u{1F4BB}', endpoints: ['/ext/info'], methods: null, revoked: false });
   t.equal(Date.parse(tokens[0].expiresAt) - Date.parse(tokens[0].issuedAt), 30 * 60_000, '--expires-in 30m');

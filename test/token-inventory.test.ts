@@ -261,3 +261,24 @@ t.test('concurrent issues are all listed, each once', async (t) => {
   const again = await serveAgain(t, server);
   t.same(await list(again), tokens, 'and after a restart');
 });
+
+t.test('methods comes from the token\'s grant: a grant with a method scope lists its patterns, one without lists null', async (t) => {
+  const { decodeState, encodeState } = await import('../build/host/state/file.js');
+  const { grantEntries } = await import('../build/host/core/core.js');
+  const server = await serveInProcess(t);
+  const scoped = await issued(t, server, { endpoints: ['/ext/bc/C/rpc'], label: 'scoped' });
+  const plain = await issued(t, server, { endpoints: ['/ext/info'] });
+  await server.stop();
+  // The grant the state holds for the first token, given a method scope as h-scope's newToken records one.
+  const path = join(server.dataDir, 'state');
+  const state = decodeState(readFileSync(path), path);
+  const grant = state.grants.findIndex((g: string[]) => g.join() === '/ext/bc/C/rpc');
+  state.grants[grant] = grantEntries(['/ext/bc/C/rpc'], ['net_version', 'eth_*']);
+  const { writeFileSync } = await import('node:fs');
+  writeFileSync(path, encodeState(state), { mode: 0o600 });
+  const again = await serveAgain(t, server);
+  t.same((await list(again)).map((e) => [e.id, e.endpoints, e.methods]), [
+    [scoped.id, ['/ext/bc/C/rpc'], ['eth_*', 'net_version']],
+    [plain.id, ['/ext/info'], null],
+  ]);
+});

@@ -13,7 +13,7 @@
 // line holds a password or a token.
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome, OUTCOME_NAMES } from '../core/core.js';
+import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
 import type { Claims } from '../core/core.js';
 import { BusyError, RpcCode, throttledMessage } from '../errors.js';
 import { invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
@@ -369,14 +369,14 @@ export interface IdRevocation {
   readonly reason?: string;
 }
 
-/** A grant's stored entries are its endpoints, then (for a scoped grant) an empty entry and its method patterns. */
+/** An entry as listTokens shows it, its grant's stored entries split into endpoints and methods. */
 function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean): ListedToken {
-  const split = entries.indexOf('');
+  const { endpoints, methods } = splitGrantEntries(entries);
   return {
     id: tokenId(e.serial),
     label: e.label ?? null,
-    endpoints: split < 0 ? [...entries] : entries.slice(0, split),
-    methods: split < 0 ? null : entries.slice(split + 1),
+    endpoints,
+    methods: methods ?? null,
     issuedAt: rfc3339(e.issuedAt),
     expiresAt: rfc3339(e.expiry),
     revoked,
