@@ -49,6 +49,12 @@ export const DEFAULTS = {
   wsIdleTimeout: 120,
   /** WebSocket sessions open at once, in the whole process. */
   wsMaxSessions: 10_000,
+  /**
+   * Live tokens in the inventory: at the limit, about 1.7 MB of memory (some 165 bytes an
+   * entry) and a listTokens reply of about 1.8 MB (some 175 bytes an entry with a short
+   * label and one endpoint); README, "Token inventory".
+   */
+  maxTokens: 10_000,
 } as const;
 
 /** The bounds of options, and the fixed limits beside them. */
@@ -68,6 +74,7 @@ export const LIMITS = {
   /** Seconds: uWebSockets.js takes 8 s to 960 s, counted in steps of 4 s. */
   wsIdleTimeout: { min: 8, max: 960 },
   wsMaxSessions: { min: 1, max: 1_000_000 },
+  maxTokens: { min: 1, max: 1_000_000 },
 } as const;
 
 /** createAuth's options: the token service embedded in a node. */
@@ -78,6 +85,8 @@ export interface AuthOptions {
   readonly dataDir: string;
   /** Lifetime of new tokens: seconds, or a duration such as "90s", "15m", "12h". Default 12h. */
   readonly tokenLifetime?: number | string;
+  /** Live tokens at most (revoked ones count until they expire), 1 to 1000000; auth.newToken past it is a resource-limit error. Default 10000. */
+  readonly maxTokens?: number | string;
   /** Exact paths that need no token, such as /ext/health. */
   readonly publicEndpoints?: readonly string[];
   /**
@@ -107,6 +116,8 @@ export interface ServerOptions {
   readonly passwordFile?: string;
   /** Lifetime of new tokens: seconds, or a duration such as "90s", "15m", "12h". Default 12h. */
   readonly tokenLifetime?: number | string;
+  /** Live tokens at most (revoked ones count until they expire), 1 to 1000000; auth.newToken past it is a resource-limit error. Default 10000. */
+  readonly maxTokens?: number | string;
   /** Where durable state lives. Default ~/.api-auth. */
   readonly dataDir?: string;
   /** Exact paths that need no token, such as /ext/health. */
@@ -163,6 +174,7 @@ export interface AuthConfig {
   readonly dataDir: string;
   /** Seconds. */
   readonly tokenLifetime: number;
+  readonly maxTokens: number;
   /** Exact paths, without duplicates; still to be checked against the core's path rules (servedPaths). */
   readonly publicEndpoints: readonly string[];
   readonly trustedProxies: TrustedProxies;
@@ -178,6 +190,7 @@ export interface ServerConfig {
   readonly passwordFile: string | undefined;
   /** Seconds. */
   readonly tokenLifetime: number;
+  readonly maxTokens: number;
   /** Absolute path. */
   readonly dataDir: string;
   /** Exact paths, without duplicates; still to be checked against the core's path rules (servedPaths). */
@@ -211,8 +224,8 @@ export interface TlsFiles {
 /** Options that only the proxy uses: refused without `upstream`. */
 const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'queryToken'] as const;
 
-const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
-const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'dataDir', 'publicEndpoints', 'upstream',
+const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
+const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'maxTokens', 'dataDir', 'publicEndpoints', 'upstream',
   'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads', 'tlsEnabled', 'tlsCertFile', 'tlsKeyFile',
   'allowedOrigins', 'queryToken', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions'];
 
@@ -224,6 +237,7 @@ export function resolveAuthOptions(options: AuthOptions): AuthConfig {
       '(a password is generated into it when it is missing)'),
     dataDir: required('dataDir', options.dataDir, dataDir, 'the folder where durable state lives (created when missing)'),
     tokenLifetime: tokenLifetime(options.tokenLifetime),
+    maxTokens: count('maxTokens', options.maxTokens ?? DEFAULTS.maxTokens, 'live tokens in the inventory'),
     publicEndpoints: paths('publicEndpoints', options.publicEndpoints),
     trustedProxies: proxies(options.trustedProxies),
     clock: resolveClock(options.clock),
@@ -258,6 +272,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     authRequired,
     passwordFile: file,
     tokenLifetime: tokenLifetime(options.tokenLifetime),
+    maxTokens: count('maxTokens', options.maxTokens ?? DEFAULTS.maxTokens, 'live tokens in the inventory'),
     dataDir: dataDir(options.dataDir ?? DEFAULTS.dataDir),
     publicEndpoints: paths('publicEndpoints', options.publicEndpoints),
     upstream: options.upstream === undefined ? undefined : upstream(options.upstream),
@@ -455,7 +470,7 @@ function proxies(value: unknown): TrustedProxies {
 }
 
 /** A whole number within the option's LIMITS; `what` says what it counts. */
-function count(option: 'httpThreads' | 'wsMaxSessions', value: unknown, what: string): number {
+function count(option: 'httpThreads' | 'wsMaxSessions' | 'maxTokens', value: unknown, what: string): number {
   const { min, max } = LIMITS[option];
   const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,10}$/.test(value) ? Number(value) : NaN;
   if (!(Number.isInteger(n) && n >= min && n <= max)) {

@@ -76,7 +76,8 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     if (config.authRequired && config.passwordFile !== undefined) {
       const throttle = board && new PasswordThrottle(PER_CLIENT, OVERALL, MAX_CLIENTS, new ThrottleBoard(board).writer());
       try {
-        auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime, throttle },
+        auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime,
+          maxTokens: config.maxTokens, throttle },
           log, metrics, clock);
       } catch (error) {
         await httpThreads?.abort();

@@ -9,10 +9,14 @@
 // A call in flight at the kill may have taken effect or not; the next restart tells which,
 // and from then on that outcome must hold too.
 //
+// - every acknowledged token of the current password is listed by auth.listTokens under
+//   the id its issue answered, with its label, revoked exactly when the gate says so
+//   (issue 15: the inventory's entry is on disk before newToken answers).
 // Each round's kill follows an event, in turn: the answer to a revocation, to a password
 // change, to an issue that made a new endpoint list durable (each is killed the moment
 // its answer arrives, which is the promise "once a call returns success, its effect is on
-// disk"); a change in the data folder (a state write under way); or a random moment.
+// disk"); a change in the data folder (a state write under way); a random moment; the
+// answer to any issue; the answer to a revocation by id.
 // Calls are out at every kill, so each also leaves some unanswered. Every fourth start is
 // killed too, before it listens. A server that answers before its write is on disk fails
 // the first round aimed at that kind of call, however loaded the machine; a write that
@@ -31,7 +35,7 @@ const SUCCESS = { success: true };
 /** A live token's revocation: the token was live, so this call revoked it. */
 const REVOKED = { success: true, revocation: 'revoked' };
 /** What each round's kill follows, round after round. */
-const TRIGGERS = ['revocation', 'password change', 'new endpoint list', 'state write', 'random moment'] as const;
+const TRIGGERS = ['revocation', 'password change', 'new endpoint list', 'state write', 'random moment', 'new token', 'revocation by id'] as const;
 type Trigger = (typeof TRIGGERS)[number];
 const ROUNDS = Number(process.env.CRASH_ROUNDS ?? TRIGGERS.length);
 /** The clients stream at least this long before a kill, so that other calls are out when it comes. */
@@ -47,6 +51,9 @@ type Revoked = 'no' | 'maybe' | 'yes';
 
 interface Token {
   readonly token: string;
+  /** Its id and label, from the answer of the newToken that issued it (none for the tokens of password checks). */
+  readonly id?: string;
+  readonly label?: string;
   /** Index in `passwords` of the password it was issued under. */
   readonly epoch: number;
   /** A path it grants, and one it does not. */
@@ -76,6 +83,7 @@ const counts = {
   ackRevocations: 0,
   ackChanges: 0,
   unansweredSettled: 0,
+  listedChecks: 0,
 };
 
 function random(n: number): number {
@@ -197,8 +205,37 @@ async function checkTokens(server: Server, problems: string[]): Promise<void> {
   });
 }
 
-function record(token: string, epoch: number, grantedPath: string, other: string): void {
-  tokens.push({ token, epoch, granted: grantedPath, other, revoked: 'no', revoking: false });
+/**
+ * The inventory after a restart, once checkTokens has settled the revocations: every
+ * acknowledged token of the current password is listed under its id, with its label,
+ * revoked exactly when the gate refuses it as revoked; none of an earlier password is.
+ * An entry the model lacks is an issue unanswered at the kill (or a password check's).
+ */
+async function checkInventory(server: Server, problems: string[]): Promise<void> {
+  const answer = await jsonrpc(authUrl(server.url), 'auth.listTokens', { password: passwords[current] });
+  const listed = (answer.result as { tokens?: { id: string; label: string | null; revoked: boolean }[] } | undefined)?.tokens;
+  if (!Array.isArray(listed)) {
+    problems.push(`listTokens failed: ${JSON.stringify(answer)}`);
+    return;
+  }
+  const byId = new Map(listed.map((e) => [e.id, e]));
+  for (const token of tokens) {
+    if (token.id === undefined) continue;
+    const entry = byId.get(token.id);
+    const label = `token #${tokens.indexOf(token)} ${token.id} (password ${token.epoch}, current ${current}, revoked ${token.revoked})`;
+    if (token.epoch !== current) {
+      if (entry !== undefined) problems.push(`${label}: of an earlier password, yet listed`);
+      continue;
+    }
+    counts.listedChecks++;
+    if (entry === undefined) problems.push(`${label}: acknowledged, not listed`);
+    else if (entry.label !== (token.label ?? null)) problems.push(`${label}: listed with label ${JSON.stringify(entry.label)}, issued with ${JSON.stringify(token.label)}`);
+    else if (entry.revoked !== (token.revoked === 'yes')) problems.push(`${label}: listed revoked ${entry.revoked}`);
+  }
+}
+
+function record(token: string, epoch: number, grantedPath: string, other: string, id?: string, label?: string): void {
+  tokens.push({ token, epoch, granted: grantedPath, other, revoked: 'no', revoking: false, id, label });
   counts.ackTokens++;
   wake();
 }
@@ -295,10 +332,12 @@ async function stream(server: Server, stopped: () => boolean, problems: string[]
       const { endpoints, granted: grantedPath, other, fresh } = endpointsFor();
       await turn();
       const epoch = current;
-      const answer = await send(() => jsonrpc(auth, 'auth.newToken', { password: passwords[epoch], endpoints }));
+      const label = random(2) === 0 ? undefined : `client label ${random(1000)} \u{1F511}`;
+      const answer = await send(() => jsonrpc(auth, 'auth.newToken', { password: passwords[epoch], endpoints, label }));
       if (answer === undefined) return;
-      if (typeof answer.result?.token === 'string') {
-        record(answer.result.token, epoch, grantedPath, other);
+      if (typeof answer.result?.token === 'string' && typeof answer.result?.id === 'string') {
+        record(answer.result.token, epoch, grantedPath, other, answer.result.id, label);
+        acknowledged('new token');
         if (fresh) acknowledged('new endpoint list');
       } else {
         problems.push(`newToken with password ${epoch} failed: ${JSON.stringify(answer)}`);
@@ -316,13 +355,16 @@ async function stream(server: Server, stopped: () => boolean, problems: string[]
       const token = candidates[random(candidates.length)];
       token.revoking = true;
       token.revoked = 'maybe';
-      const answer = await send(() => jsonrpc(auth, 'auth.revokeToken', { password: passwords[token.epoch], token: token.token }));
+      // Half of them by id, where the model knows it.
+      const byId = token.id !== undefined && random(2) === 0;
+      const answer = await send(() => jsonrpc(auth, 'auth.revokeToken',
+        byId ? { password: passwords[token.epoch], id: token.id } : { password: passwords[token.epoch], token: token.token }));
       token.revoking = false;
       if (answer === undefined) return; // unanswered: stays 'maybe' until a restart tells
       if (sameJson(answer.result, REVOKED)) {
         token.revoked = 'yes';
         counts.ackRevocations++;
-        acknowledged('revocation');
+        acknowledged(byId ? 'revocation by id' : 'revocation');
       } else {
         problems.push(`revokeToken with password ${token.epoch} (current ${current}) failed: ${JSON.stringify(answer)}`);
         token.revoked = 'no'; // a refused call changes nothing
@@ -394,6 +436,7 @@ t.test(`${ROUNDS} rounds of SIGKILL right after an answer, during a state write 
       server = await restartServer(t, server);
       await checkPasswords(server, problems);
       await checkTokens(server, problems);
+      await checkInventory(server, problems);
     } catch (error) {
       problems.push(`the restart failed: ${(error as Error).message}`);
     }
@@ -413,16 +456,19 @@ t.test(`${ROUNDS} rounds of SIGKILL right after an answer, during a state write 
   server = await restartServer(t, server);
   await checkPasswords(server, problems);
   await checkTokens(server, problems);
+  await checkInventory(server, problems);
   t.same(problems, [], 'after a clean stop and start');
 
   const checked = counts.tokenChecks + counts.passwordChecks;
   t.comment(`acknowledged effects: ${counts.ackTokens} token issues, ${counts.ackRevocations} revocations, ` +
     `${counts.ackChanges} password changes; checked ${checked} times after ${ROUNDS} restarts ` +
     `(${counts.tokenChecks} token checks, of which ${counts.revocationChecks} of acknowledged revocations; ` +
-    `${counts.passwordChecks} password checks); ${counts.unansweredSettled} unanswered calls settled by a restart`);
+    `${counts.passwordChecks} password checks; ${counts.listedChecks} inventory entries checked); ` +
+    `${counts.unansweredSettled} unanswered calls settled by a restart`);
   t.ok(counts.ackRevocations > 0, 'some revocations were acknowledged');
   t.ok(counts.ackChanges > 0, 'some password changes were acknowledged');
   t.ok(counts.revocationChecks > 0, 'acknowledged revocations were checked after a crash');
   t.ok(checked > 0, 'acknowledged effects were checked');
+  t.ok(counts.listedChecks > 0, 'inventory entries were checked after a crash');
 });
 

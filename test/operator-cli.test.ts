@@ -207,7 +207,16 @@ t.test('bad command lines: exit 2, one line on stderr, nothing sent', async (t) 
     ['an empty token file', ['token', 'revoke', '--token-file', secretFile('empty-token', '\n'), '--password-file', server.passwordFile],
       /the token from --token-file .* is empty/],
     ['token revoke with two tokens', ['token', 'revoke', 'a', 'b', '--password-file', server.passwordFile], /unexpected argument "b"/],
-    ['an unknown verb', ['token', 'list'], /unknown command "token list"/],
+    ['an unknown verb', ['token', 'show'], /unknown command "token show"; did you mean "token new", "token list" or "token revoke"/],
+    ['--label for token list', ['token', 'list', '--label', 'x', '--password-file', server.passwordFile], /--label belongs to "api-auth token new"/],
+    ['--expires-in for token revoke', ['token', 'revoke', '--id', 't1', '--expires-in', '1h'], /--expires-in belongs to "api-auth token new"/],
+    ['--methods for password change', ['password', 'change', '--methods', 'eth_*'], /--methods belongs to "api-auth token new"/],
+    ['--id for token new', ['token', 'new', '--endpoints', '*', '--id', 't1'], /--id belongs to "api-auth token revoke"/],
+    ['--id and a token', ['token', 'revoke', '--id', 't1', 'TOKEN', '--password-file', server.passwordFile], /give the token or its --id, not both/],
+    ['--id and --token-file', ['token', 'revoke', '--id', 't1', '--token-file', 'x', '--password-file', server.passwordFile],
+      /give the token or its --id, not both/],
+    ['a bad --expires-in', ['token', 'new', '--endpoints', '*', '--expires-in', 'soon'], /--expires-in must be a duration such as 90s, 15m or 1h30m, not "soon"/],
+    ['a zero --expires-in', ['token', 'new', '--endpoints', '*', '--expires-in', '0s'], /--expires-in must be a duration/],
     ['an unknown flag', ['token', 'new', '--endpoints', '*', '--bogus'], /unknown flag --bogus/],
     ['a bad --uri', ['token', 'new', '--endpoints', '*', '--uri', 'ftp://x'], /--uri/],
     ['a bad --timeout', ['token', 'new', '--endpoints', '*', '--timeout', '5'], /--timeout/],
@@ -250,6 +259,11 @@ t.test('--help prints the commands and exit codes', async (t) => {
     t.match(run.stdout, /api-auth token new --endpoints/);
     t.match(run.stdout, /Exit codes: 0 success \(for token revoke: the token is revoked now\); 1 the node refused/);
     t.match(run.stdout, /api-auth token revoke --token-file PATH/);
+    t.match(run.stdout, /api-auth token list \[flags\]/);
+    t.match(run.stdout, /api-auth token revoke --id ID/);
+    t.match(run.stdout, /--label TEXT/);
+    t.match(run.stdout, /--expires-in DURATION/);
+    t.match(run.stdout, /--methods PATTERNS/);
     t.match(run.stdout, /--token-stdin/);
     t.ok(run.stdout.replace(/\s+/g, ' ').includes('A token is, but that is the weaker choice: while the command runs, any user of this ' +
       'machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in its history.'),
@@ -259,6 +273,53 @@ t.test('--help prints the commands and exit codes', async (t) => {
   t.match(USAGE, /api-auth password change/, 'the server\'s usage names the operator commands');
   t.match(USAGE, /api-auth token revoke --token-file PATH\|--token-stdin/, 'the server\'s usage takes the token from a file or stdin');
   t.notMatch(USAGE, /token revoke TOKEN/, 'not from the command line');
+});
+
+t.test('token new --label --expires-in, then token list shows it (a table, or --json) and token revoke --id revokes it', async (t) => {
+  const node = await startServer(t);
+  const auth = ['--uri', node.url, '--password-file', node.passwordFile];
+  const made = await api(['token', 'new', ...auth, '--endpoints', '/ext/info', '--label', 'ops laptop \u{1F4BB}', '--expires-in', '30m', '--json']);
+  t.equal(made.code, 0, made.stderr);
+  const { token, id } = JSON.parse(made.stdout) as { token: string; id: string };
+  t.match(id, /^t\d+$/, 'token new --json prints the id beside the token');
+  const plain = await api(['token', 'new', ...auth, '--endpoints', '*']);
+  t.match(plain.stdout, /^[A-Za-z0-9_-]{76}\n$/, 'token new without --json still prints the token alone');
+
+  const listedJson = await api(['token', 'list', ...auth, '--json']);
+  t.equal(listedJson.code, 0, listedJson.stderr);
+  const { tokens } = JSON.parse(listedJson.stdout) as { tokens: { id: string; label: string | null; endpoints: string[]; issuedAt: string; expiresAt: string }[] };
+  t.equal(tokens.length, 2);
+  t.match(tokens[0], { id, label: 'ops laptop \u{1F4BB}', endpoints: ['/ext/info'], methods: null, revoked: false });
+  t.equal(Date.parse(tokens[0].expiresAt) - Date.parse(tokens[0].issuedAt), 30 * 60_000, '--expires-in 30m');
+  t.notOk(listedJson.stdout.includes(token), 'never the token');
+
+  const table = await api(['token', 'list', ...auth]);
+  t.equal(table.code, 0, table.stderr);
+  const lines = table.stdout.trimEnd().split('\n');
+  t.match(lines[0], /^ID +LABEL +ENDPOINTS +METHODS +EXPIRES \(UTC\) +REVOKED$/, 'a header line');
+  t.match(lines[1], new RegExp(`^${id} +ops laptop \u{1F4BB} +/ext/info +\\* +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d +no$`, 'u'), 'a line per token');
+  t.match(lines[2], /^t\d+ +- +\* +\* +.* no$/, 'no label: "-"; every method: "*"');
+  const column = (line: string, text: string): number => Array.from(line.slice(0, line.indexOf(text))).length;
+  t.equal(column(lines[1], '/ext/info'), column(lines[0], 'ENDPOINTS'), 'columns line up, counted in code points');
+
+  const revoked = await api(['token', 'revoke', ...auth, '--id', id]);
+  t.same([revoked.code, revoked.stdout], [0, 'token revoked\n'], 'exit 0: revoked now');
+  expectRefused(t, await call(node.url, '/ext/info', token), REASONS.revoked, 'the gate refuses it');
+  const again = await api(['token', 'revoke', ...auth, '--id', id]);
+  t.same([again.code, again.stdout], [0, 'token already revoked: nothing to do\n'], 'exit 0: it is revoked');
+  const unknown = await api(['token', 'revoke', ...auth, '--id', 't999999']);
+  t.equal(unknown.code, 1, 'exit 1: nothing revoked');
+  t.match(unknown.stderr, /nothing revoked: not a live token of this node \(unknown id\); check the id with api-auth token list/);
+  t.match((await api(['token', 'list', ...auth])).stdout, new RegExp(`^${id} .* yes$`, 'm'), 'listed revoked');
+  const tooLong = await api(['token', 'new', ...auth, '--endpoints', '*', '--expires-in', '13h']);
+  t.equal(tooLong.code, 1, 'past the node\'s lifetime: the node refuses');
+  t.match(tooLong.stderr, /invalid params: expiresIn must be .*43200s/);
+});
+
+t.test('token list with no live token says so', async (t) => {
+  const node = await startServer(t);
+  const run = await api(['token', 'list', '--uri', node.url, '--password-file', node.passwordFile]);
+  t.same([run.code, run.stdout, run.stderr], [0, 'no live tokens\n', '']);
 });
 
 t.test('password change: from files, then every earlier token is refused and the new password works', async (t) => {

@@ -25,7 +25,7 @@ async function revoke(s: { url: string }, password: string, token: string): Prom
 
 t.test('(none) -> valid: auth.newToken with the correct password returns a token that grants its endpoints', async (t) => {
   const answer = await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['/ext/info'] }, 'new');
-  t.same(Object.keys(answer.result ?? {}), ['token'], 'the result is {"token": ...}');
+  t.same(Object.keys(answer.result ?? {}), ['token', 'id'], 'the result is {"token": ..., "id": ...}');
   t.match(answer.result?.token, TOKEN_PATTERN, '76 characters of unpadded base64url');
   expectGranted(t, await call(server.url, '/ext/info', answer.result.token), '/ext/info');
   const other = await newToken(server.url, server.password, ['/ext/info']);

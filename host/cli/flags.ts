@@ -25,6 +25,7 @@ const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean
   'api-auth-required': { option: 'authRequired', kind: 'boolean' },
   'api-auth-password-file': { option: 'passwordFile', kind: 'string' },
   'api-auth-token-lifetime': { option: 'tokenLifetime', kind: 'string' },
+  'api-auth-max-tokens': { option: 'maxTokens', kind: 'string' },
   'data-dir': { option: 'dataDir', kind: 'string', value: expandHome },
   'api-auth-public-endpoints': { option: 'publicEndpoints', kind: 'string', value: (text) => list(text).map((path) => path.trim()) },
   'upstream': { option: 'upstream', kind: 'string' },
@@ -113,7 +114,10 @@ Flags:
                                       --api-auth-required; generated (mode 0600) if it
                                       does not exist
   --api-auth-token-lifetime DURATION  lifetime of new tokens: 90s, 15m, 12h, 1h30m
-                                      (1s to 8760h; default 12h)
+                                      (1s to 8760h; default 12h); also the longest
+                                      expiresIn a token may be issued with
+  --api-auth-max-tokens N             live tokens at most, revoked ones until they expire
+                                      (1 to 1000000; default ${DEFAULTS.maxTokens})
   --data-dir PATH                     where durable state lives (default ~/.api-auth)
   --api-auth-public-endpoints PATHS   comma-separated exact paths that need no token, such
                                       as /ext/health (default none)
@@ -150,7 +154,9 @@ Flags:
 Flags take "--name value" or "--name=value"; true/false flags also take a bare "--name".
 
 Operator commands talk to a running node's /ext/auth (run "api-auth token --help"):
-  api-auth token new --endpoints /ext/info,/ext/bc/X [--password-file PATH]
-  api-auth token revoke --token-file PATH|--token-stdin [--password-file PATH]
+  api-auth token new --endpoints /ext/info,/ext/bc/X [--label TEXT] [--expires-in 1h]
+                     [--methods eth_*] [--password-file PATH]
+  api-auth token list [--json] [--password-file PATH]
+  api-auth token revoke --token-file PATH|--token-stdin|--id ID [--password-file PATH]
   api-auth password change [--password-file PATH] [--new-password-file PATH]
 `;

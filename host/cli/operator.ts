@@ -1,5 +1,5 @@
-// The operator commands: `api-auth token new`, `api-auth token revoke`, `api-auth password
-// change`. Each is one call to a running node's /ext/auth. Passwords come from a file,
+// The operator commands: `api-auth token new`, `api-auth token list`, `api-auth token
+// revoke`, `api-auth password change`. Each is one call to a running node's /ext/auth. Passwords come from a file,
 // from stdin, or from a prompt that does not echo; never from the command line, where
 // other users could read them in the process list. A token to revoke comes the same
 // ways; on the command line it is still taken, with a warning.
@@ -21,10 +21,14 @@ const MAX_SECRET_BYTES = 64 * 1024;
 
 export const OPERATOR_USAGE = `Usage:
   api-auth token new --endpoints PATHS [flags]   issue a token; prints it
+  api-auth token list [flags]                    list the live tokens (never the
+                                                 tokens themselves)
   api-auth token revoke --token-file PATH [flags]
                                                  revoke a token (or --token-stdin,
                                                  or a prompt; TOKEN in place of the
                                                  flag works, with a warning)
+  api-auth token revoke --id ID [flags]          revoke a token by its id, as token
+                                                 new --json and token list show it
   api-auth password change [flags]               change the service password; every
                                                  token issued before stops working
 
@@ -34,6 +38,14 @@ Flags:
   --uri URL                  the node (default ${DEFAULT_URI})
   --endpoints PATHS          token new: comma-separated endpoints the token grants:
                              "*", exact paths, or subtrees such as /ext/bc/*
+  --label TEXT               token new: a label for people, 1 to 128 characters
+  --expires-in DURATION      token new: the token's lifetime, such as 90s, 15m or
+                             1h30m; at most the node's --api-auth-token-lifetime
+                             (its default)
+  --methods PATTERNS         token new: comma-separated JSON-RPC methods the token
+                             may call: exact names, prefixes ending in * (eth_*),
+                             or * (default: every method)
+  --id ID                    token revoke: the id of the token to revoke
   --password-file PATH       read the service password from this file (white space
                              around it is trimmed, as the node does)
   --password-stdin           read the service password from stdin
@@ -42,7 +54,8 @@ Flags:
   --token-file PATH          token revoke: read the token from this file
   --token-stdin              token revoke: read the token from stdin ("-" in place
                              of TOKEN says the same)
-  --json                     print the result as one JSON object
+  --json                     print the result as one JSON object (token new: with
+                             the token's id; token list: {"tokens": [...]})
   --timeout DURATION         how long to wait for the node (default 30s)
   --help                     print this help and exit
 
@@ -52,9 +65,12 @@ A token is, but that is the weaker choice: while the command runs, any user of t
 machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in
 its history. Secrets read from a file, stdin or the terminal must be UTF-8 text.
 
+token list prints a table: id, label, endpoints, methods, expiry (UTC) and whether
+the token is revoked; a revoked token is listed until it expires.
+
 token revoke says what happened: "token revoked", "token already revoked", or, for a
-token that is not a live one of this node (mistyped, expired, of an earlier password),
-that nothing was revoked.
+token (or id) that is not a live one of this node (mistyped, expired, of an earlier
+password), that nothing was revoked.
 
 Exit codes: 0 success (for token revoke: the token is revoked now); 1 the node refused
 (incorrect password, throttled, invalid endpoints), or token revoke revoked nothing;
@@ -64,6 +80,10 @@ Exit codes: 0 success (for token revoke: the token is revoked now); 1 the node r
 interface OperatorOptions {
   uri: string;
   endpoints: string[];
+  label: string | undefined;
+  expiresIn: string | undefined;
+  methods: string[];
+  id: string | undefined;
   passwordFile: string | undefined;
   passwordStdin: boolean;
   newPasswordFile: string | undefined;
@@ -75,7 +95,9 @@ interface OperatorOptions {
   help: boolean;
 }
 
-type Action = 'token new' | 'token revoke' | 'password change';
+type Action = 'token new' | 'token list' | 'token revoke' | 'password change';
+
+const ACTIONS: readonly string[] = ['token new', 'token list', 'token revoke', 'password change'];
 
 /** Where the command writes; the defaults are the process's own. */
 export interface OperatorIo {
@@ -153,9 +175,11 @@ async function run(action: Action, options: OperatorOptions, positional: string[
   if (options.passwordStdin && options.passwordFile !== undefined) throw new UsageError('give --password-file or --password-stdin, not both');
   if (options.newPasswordStdin && options.newPasswordFile !== undefined) throw new UsageError('give --new-password-file or --new-password-stdin, not both');
   if (options.tokenStdin && options.tokenFile !== undefined) throw new UsageError('give --token-file or --token-stdin, not both');
-  if (action !== 'token new' && options.endpoints.length > 0) {
-    throw new UsageError(`--endpoints belongs to "api-auth token new", not "api-auth ${action}"`);
+  for (const [flag, given] of [['--endpoints', options.endpoints.length > 0], ['--label', options.label !== undefined],
+    ['--expires-in', options.expiresIn !== undefined], ['--methods', options.methods.length > 0]] as const) {
+    if (action !== 'token new' && given) throw new UsageError(`${flag} belongs to "api-auth token new", not "api-auth ${action}"`);
   }
+  if (action !== 'token revoke' && options.id !== undefined) throw new UsageError(`--id belongs to "api-auth token revoke", not "api-auth ${action}"`);
   let method: string;
   let params: Record<string, unknown>;
   switch (action) {
@@ -165,10 +189,29 @@ async function run(action: Action, options: OperatorOptions, positional: string[
       const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
       method = 'auth.newToken';
       params = { password, endpoints: options.endpoints };
+      if (options.label !== undefined) params.label = options.label;
+      if (options.expiresIn !== undefined) params.expiresIn = options.expiresIn;
+      if (options.methods.length > 0) params.methods = options.methods;
+      break;
+    }
+    case 'token list': {
+      expectPositional(positional, 0, action);
+      const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
+      method = 'auth.listTokens';
+      params = { password };
       break;
     }
     case 'token revoke': {
       expectPositional(positional, 1, action);
+      if (options.id !== undefined) {
+        if (positional.length === 1 || options.tokenFile !== undefined || options.tokenStdin) {
+          throw new UsageError('give the token or its --id, not both');
+        }
+        const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
+        method = 'auth.revokeToken';
+        params = { password, id: options.id };
+        break;
+      }
       let token: string;
       if (positional.length === 1) {
         if (options.tokenFile !== undefined || options.tokenStdin) throw new UsageError('give the token once: as TOKEN, or with --token-file or --token-stdin');
@@ -192,9 +235,11 @@ async function run(action: Action, options: OperatorOptions, positional: string[
     }
   }
   const result = await call(options.uri, options.timeoutMs, method, params);
-  if (action === 'token revoke') return revoked(result, options.json, io);
+  if (action === 'token revoke') return revoked(result, options.json, io, options.id !== undefined);
   if (options.json) {
     io.stdout(JSON.stringify(result) + '\n');
+  } else if (action === 'token list') {
+    io.stdout(table(result));
   } else if (action === 'token new') {
     io.stdout(`${String((result as { token?: unknown }).token)}\n`);
   } else {
@@ -209,7 +254,7 @@ async function run(action: Action, options: OperatorOptions, positional: string[
  * revokes nothing: exit 1, so that a script does not take it for done. A node older than
  * the `revocation` field says only `success`, which cannot tell: that is said too.
  */
-function revoked(result: unknown, json: boolean, io: OperatorIo): number {
+function revoked(result: unknown, json: boolean, io: OperatorIo, byId: boolean): number {
   const { revocation, reason } = (result ?? {}) as { revocation?: unknown; reason?: unknown };
   if (json) io.stdout(JSON.stringify(result) + '\n');
   switch (revocation) {
@@ -221,13 +266,37 @@ function revoked(result: unknown, json: boolean, io: OperatorIo): number {
       return ExitCode.Ok;
     case 'not a live token':
       io.stderr(`api-auth: nothing revoked: not a live token of this node (${typeof reason === 'string' ? reason : 'not valid'}); ` +
-        'check that it is the whole token\n');
+        (byId ? 'check the id with api-auth token list\n' : 'check that it is the whole token\n'));
       return ExitCode.Refused;
     default:
       io.stderr('api-auth: the node answered success without saying whether the token was live (an older node?); ' +
         'check with a call that uses the token\n');
       return ExitCode.Refused;
   }
+}
+
+/** The listed tokens as a table for people, one line each, columns aligned. */
+function table(result: unknown): string {
+  const tokens = (result as { tokens?: unknown } | null)?.tokens;
+  if (!Array.isArray(tokens)) throw new Unreachable(`the node's answer to auth.listTokens holds no token list: ${JSON.stringify(result).slice(0, 200)}`);
+  if (tokens.length === 0) return 'no live tokens\n';
+  const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'EXPIRES (UTC)', 'REVOKED']];
+  for (const entry of tokens as Record<string, unknown>[]) {
+    const list = (value: unknown, none: string): string => (Array.isArray(value) ? value.map(String).join(',') : none);
+    rows.push([shown(entry.id), entry.label === null ? '-' : shown(entry.label), list(entry.endpoints, '?'), list(entry.methods, '*'),
+      shown(entry.expiresAt).replace('T', ' ').replace(/Z$/, ''), entry.revoked === true ? 'yes' : 'no']);
+  }
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => width(r[c]))));
+  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell + ' '.repeat(widths[c] - width(cell)))).join('  ')).join('\n') + '\n';
+}
+
+/** A value for the terminal: what could move the cursor or reorder the line (controls, separators, bidi) shows as "?". */
+function shown(value: unknown): string {
+  return String(value).replace(/[\p{Cc}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu, '?');
+}
+
+function width(text: string): number {
+  return Array.from(text).length;
 }
 
 const ARGV_TOKEN_WARNING = 'api-auth: warning: a token on the command line can be read by every user of this machine while the ' +
@@ -398,6 +467,10 @@ const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions,
   { kind: 'boolean'; set: (o: OperatorOptions, value: boolean) => void }>> = {
   'uri': { kind: 'string', set: (o, v) => { o.uri = parseUri(v); } },
   'endpoints': { kind: 'string', set: (o, v) => { o.endpoints.push(...v.split(',').map((e) => e.trim()).filter((e) => e !== '')); } },
+  'label': { kind: 'string', set: (o, v) => { o.label = v; } },
+  'expires-in': { kind: 'string', set: (o, v) => { o.expiresIn = parseExpiresIn(v); } },
+  'methods': { kind: 'string', set: (o, v) => { o.methods.push(...v.split(',').map((m) => m.trim()).filter((m) => m !== '')); } },
+  'id': { kind: 'string', set: (o, v) => { o.id = v; } },
   'password-file': { kind: 'string', set: (o, v) => { o.passwordFile = v; } },
   'password-stdin': { kind: 'boolean', set: (o, v) => { o.passwordStdin = v; } },
   'new-password-file': { kind: 'string', set: (o, v) => { o.newPasswordFile = v; } },
@@ -428,6 +501,10 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
   const options: OperatorOptions = {
     uri: DEFAULT_URI,
     endpoints: [],
+    label: undefined,
+    expiresIn: undefined,
+    methods: [],
+    id: undefined,
     passwordFile: undefined,
     passwordStdin: false,
     newPasswordFile: undefined,
@@ -450,12 +527,12 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
   }
   const [group, verb, ...positional] = words;
   const action = `${group} ${verb ?? ''}`.trim();
-  if (action !== 'token new' && action !== 'token revoke' && action !== 'password change') {
+  if (!ACTIONS.includes(action)) {
     if (options.help && verb === undefined) return { action: group === 'token' ? 'token new' : 'password change', options, positional: [] };
-    const known = group === 'token' ? '"token new" or "token revoke"' : '"password change"';
+    const known = group === 'token' ? '"token new", "token list" or "token revoke"' : '"password change"';
     throw new UsageError(`unknown command "${action}"; did you mean ${known}? (run api-auth ${group} --help)`);
   }
-  return { action, options, positional };
+  return { action: action as Action, options, positional };
 }
 
 function parseUri(text: string): string {
@@ -470,6 +547,13 @@ function parseUri(text: string): string {
     throw new UsageError(`--uri must be the node's base URL such as ${DEFAULT_URI}, without query, fragment or credentials`);
   }
   return url.href.replace(/\/+$/, '');
+}
+
+/** Checked for its form here; the node checks it against its lifetime. Sent as written. */
+function parseExpiresIn(text: string): string {
+  const seconds = parseDuration(text);
+  if (seconds === null || seconds < 1) throw new UsageError(`--expires-in must be a duration such as 90s, 15m or 1h30m, not ${JSON.stringify(text)}`);
+  return text;
 }
 
 function parseTimeout(text: string): number {

@@ -1,4 +1,5 @@
-// The token service behind POST /ext/auth: new token, revoke token, change password.
+// The token service behind POST /ext/auth: new token, list tokens, revoke token (by the
+// token or by its id), change password.
 //
 // The password check runs first, on the hashing thread, throttled per client; the
 // effect then runs under one lock, and only if the password record the check matched is
@@ -12,7 +13,7 @@
 // line holds a password or a token.
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome, OUTCOME_NAMES } from '../core/core.js';
+import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
 import type { Claims } from '../core/core.js';
 import { BusyError, RpcCode, throttledMessage } from '../errors.js';
 import { invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
@@ -21,15 +22,21 @@ import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
+import type { Inventory, InventoryEntry } from '../state/inventory.js';
 import type { StateStore } from '../state/store.js';
+import { labelParam, lifetimeParam, parseTokenId, rfc3339, tokenId } from './token-params.js';
 import { PasswordThrottle } from './throttle.js';
 
 export interface TokenServiceOptions {
   readonly core: Core;
   readonly store: StateStore;
   readonly verifier: PasswordVerifier;
-  /** Lifetime of new tokens, in seconds. */
+  /** Lifetime of new tokens, in seconds: the default, and the ceiling of expiresIn. */
   readonly tokenLifetime: number;
+  /** The issued tokens, live ones listed. */
+  readonly inventory: Inventory;
+  /** Live tokens at most (revoked ones count until they expire); newToken past it is a resource-limit error. */
+  readonly maxTokens: number;
   readonly log: Logger;
   readonly throttle?: PasswordThrottle;
   /** Where issued and revoked tokens and password checks are counted. */
@@ -43,6 +50,8 @@ export class TokenService {
   private readonly store: StateStore;
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
+  private readonly inventory: Inventory;
+  private readonly maxTokens: number;
   private readonly log: Logger;
   private readonly clock: Clock;
   /** Unix seconds. */
@@ -56,6 +65,8 @@ export class TokenService {
     this.store = options.store;
     this.verifier = options.verifier;
     this.tokenLifetime = options.tokenLifetime;
+    this.inventory = options.inventory;
+    this.maxTokens = options.maxTokens;
     this.log = options.log;
     this.throttle = options.throttle ?? new PasswordThrottle();
     this.metrics = options.metrics;
@@ -73,14 +84,23 @@ export class TokenService {
     return wait;
   }
 
-  /** A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and what it says about itself. */
-  async newToken(password: string, endpoints: readonly string[], context: CallContext): Promise<{ token: string; claims: Claims }> {
+  /**
+   * A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), what it
+   * says about itself, and its id. `lifetime` (seconds, at most the configured lifetime)
+   * and `label` come checked by their params.
+   */
+  async newToken(password: string, endpoints: readonly string[], extra: NewTokenOptions, context: CallContext):
+    Promise<{ token: string; claims: Claims; id: string }> {
     if (endpoints.length === 0 || endpoints.length > MAX_ENDPOINTS) {
       throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
     }
     const checked = await this.authenticate(password, context);
-    return this.exclusive(checked, async () => {
+    const { issued, durable } = await this.exclusive(checked, async () => {
       const grant = this.findGrant(endpoints);
+      if (!this.inventory.hasRoom(this.maxTokens)) {
+        throw new RpcError(RpcCode.ResourceLimit, `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
+          'wait for some to expire (revoked ones count until then), or raise the limit');
+      }
       const now = this.now();
       // Sweeping first frees the pages of expired tokens, so the reservation sees the
       // whole window. It forgets only revocations of tokens that have all expired, which
@@ -93,14 +113,27 @@ export class TokenService {
       await this.store.prepareIssue(fresh ? { id: grant, endpoints: canonicalEndpoints(endpoints) } : undefined,
         this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
       if (fresh && this.core.addGrant(endpoints) !== grant) throw new Error(`the core gave endpoint list ${grant} another id`);
+      let issued: { token: string; claims: Claims };
       try {
-        const issued = this.core.issue(grant, now, this.tokenLifetime);
-        if (this.metrics) this.metrics.tokensIssued++;
-        return issued;
+        issued = this.core.issue(grant, now, extra.lifetime ?? this.tokenLifetime);
       } catch (error) {
         if (error instanceof IssueError) throw new RpcError(RpcCode.ResourceLimit, error.message);
         throw error;
       }
+      const { serial, generation, expiry } = issued.claims;
+      return { issued, durable: this.inventory.append({ serial, generation, grant, issuedAt: now, expiry, label: extra.label }) };
+    });
+    await durable;
+    if (this.metrics) this.metrics.tokensIssued++;
+    return { ...issued, id: tokenId(issued.claims.serial) };
+  }
+
+  /** The live tokens of the current password generation, in issue order, as auth.listTokens shows them. */
+  async listTokens(password: string, context: CallContext): Promise<ListedToken[]> {
+    const checked = await this.authenticate(password, context);
+    return this.exclusive(checked, async () => {
+      const { grants, revocations } = this.store.state!;
+      return this.inventory.list().map((e) => listed(e, grants[e.grant], revocations.has(e.serial)));
     });
   }
 
@@ -127,6 +160,27 @@ export class TokenService {
     });
   }
 
+  /**
+   * Revokes the token whose id is `id` if it is live: listed by the inventory and not
+   * revoked. An id that is malformed, or names no live token (never issued, expired, of
+   * an earlier password), is left alone, as a dead token is.
+   */
+  async revokeById(password: string, id: string, context: CallContext): Promise<IdRevocation> {
+    const checked = await this.authenticate(password, context);
+    return this.exclusive(checked, async () => {
+      const serial = parseTokenId(id);
+      if (serial === undefined) return { revoked: false, reason: 'malformed id' };
+      const entry = this.inventory.get(serial);
+      if (entry === undefined) return { revoked: false, reason: 'unknown id' };
+      if (this.store.state!.revocations.has(serial)) return { revoked: false, entry, already: true };
+      // As for the token form: on disk before the core holds it.
+      await this.store.recordRevocation(serial, entry.expiry);
+      this.core.revokeSerial(serial);
+      if (this.metrics) this.metrics.tokensRevoked++;
+      return { revoked: true, entry };
+    });
+  }
+
   /** Replaces the password and starts a new generation: every earlier token stops working. Returns the new generation. */
   async changePassword(oldPassword: string, newPassword: string, context: CallContext): Promise<number> {
     const length = countCodePoints(newPassword);
@@ -149,15 +203,40 @@ export class TokenService {
   methods(): MethodTable {
     return new Map<string, Method>([
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
-        const { token, claims } = await this.newToken(passwordParam(p, 'password'), endpointsParam(p), c);
+        const password = passwordParam(p, 'password');
+        const endpoints = endpointsParam(p);
+        const extra = { label: labelParam(p), lifetime: lifetimeParam(p, this.tokenLifetime) };
+        const { token, claims, id } = await this.newToken(password, endpoints, extra, c);
         audit.serial = claims.serial;
         audit.generation = claims.generation;
         audit.grant = claims.grant;
         audit.expiry = claims.expiry;
-        return { token };
+        // The original's clients read `token` alone; `id` names it in listTokens and revokeToken.
+        return { token, id };
+      })],
+      ['auth.listTokens', (p, c) => this.audited('auth.listTokens', c, async (audit) => {
+        const tokens = await this.listTokens(passwordParam(p, 'password'), c);
+        audit.count = tokens.length;
+        return { tokens };
       })],
       ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
-        const { revoked, outcome, claims } = await this.revokeToken(passwordParam(p, 'password'), stringParam(p, 'token'), c);
+        const password = passwordParam(p, 'password');
+        if (p.token !== undefined && p.id !== undefined) {
+          throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id, not both');
+        }
+        if (p.token === undefined && p.id !== undefined) {
+          const { revoked, entry, already, reason } = await this.revokeById(password, stringParam(p, 'id'), c);
+          audit.revoked = revoked;
+          if (entry !== undefined) {
+            audit.serial = entry.serial;
+            audit.generation = entry.generation;
+          }
+          if (revoked) return { success: true, revocation: 'revoked' };
+          if (already) return { success: true, revocation: 'already revoked' };
+          return { success: true, revocation: 'not a live token', reason };
+        }
+        if (typeof p.token !== 'string') throw invalidParams('token', 'a string (or give id, the token\'s id, in its place)');
+        const { revoked, outcome, claims } = await this.revokeToken(password, p.token, c);
         audit.revoked = revoked;
         if (claims !== undefined) {
           audit.serial = claims.serial;
@@ -259,6 +338,49 @@ export class TokenService {
       throw new RpcError(error.code === 'table-full' ? RpcCode.ResourceLimit : RpcCode.InvalidParams, error.message);
     }
   }
+}
+
+/** What newToken takes beyond the original's params, checked. */
+export interface NewTokenOptions {
+  /** Seconds; the configured lifetime when left out. */
+  readonly lifetime?: number;
+  readonly label?: string;
+}
+
+/** One token as auth.listTokens shows it: never the token itself. */
+export interface ListedToken {
+  readonly id: string;
+  /** null when the token was issued without one. */
+  readonly label: string | null;
+  readonly endpoints: string[];
+  /** The JSON-RPC method patterns it is limited to; null for every method. */
+  readonly methods: string[] | null;
+  /** RFC 3339, UTC, whole seconds. */
+  readonly issuedAt: string;
+  readonly expiresAt: string;
+  readonly revoked: boolean;
+}
+
+/** What a revocation by id did: revoked it, found it revoked already, or found no live token (with why). */
+export interface IdRevocation {
+  readonly revoked: boolean;
+  readonly entry?: InventoryEntry;
+  readonly already?: boolean;
+  readonly reason?: string;
+}
+
+/** An entry as listTokens shows it, its grant's stored entries split into endpoints and methods. */
+function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean): ListedToken {
+  const { endpoints, methods } = splitGrantEntries(entries);
+  return {
+    id: tokenId(e.serial),
+    label: e.label ?? null,
+    endpoints,
+    methods: methods ?? null,
+    issuedAt: rfc3339(e.issuedAt),
+    expiresAt: rfc3339(e.expiry),
+    revoked,
+  };
 }
 
 const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {

@@ -250,8 +250,9 @@ export function entryProblem(got: unknown, want: EntryExpectation): string | und
       ? undefined : `result ${text}, expected {"success":true,"revocation":...}`;
   }
   const result = got.result;
-  if (!isPlainObject(result) || JSON.stringify(Object.keys(result)) !== '["token"]' || typeof result.token !== 'string' || !TOKEN_PATTERN.test(result.token)) {
-    return `result ${JSON.stringify(result)}, expected {"token": <76 base64url characters>}`;
+  if (!isPlainObject(result) || JSON.stringify(Object.keys(result)) !== '["token","id"]' || typeof result.token !== 'string'
+    || !TOKEN_PATTERN.test(result.token) || typeof result.id !== 'string' || !/^t(0|[1-9][0-9]*)$/.test(result.id)) {
+    return `result ${JSON.stringify(result)}, expected {"token": <76 base64url characters>, "id": "t<serial>"}`;
   }
   return undefined;
 }
@@ -282,7 +283,8 @@ export function bodyProblem(response: HttpResponse, want: BodyExpectation, rawId
   if (want.kind !== 'batch') {
     const problem = entryProblem(got, due[0]);
     if (problem !== undefined || rawId === undefined) return problem;
-    const shown = /,"id":(.*)\}\n?$/s.exec(response.text)?.[1];
+    // The response's own id is its last member; a result may hold an "id" of its own (newToken's).
+    const shown = /,"id":([^,{}]*)\}\n?$/.exec(response.text)?.[1];
     const value = JSON.parse(rawId) as number;
     const expected = typeof value === 'number' && !Number.isSafeInteger(value) ? rawId : JSON.stringify(value);
     return shown === expected ? undefined : `id written ${shown}, expected ${expected} (the digits the client sent)`;

@@ -1,0 +1,195 @@
+// The token inventory: what auth.listTokens shows and auth.revokeToken finds by id, for
+// every token of the current password generation that has not expired. Each entry is
+// durable before the issue that made it answers; what it lists as revoked is the state
+// store's word (its revocations are what the core is restored from), so after any restart
+// the list and the gate agree.
+//
+// The interface is small (append, get, list, prune and compact) so that a replicated
+// store can take the journal's place.
+import { join } from 'node:path';
+import type { Logger } from '../ops/log.js';
+import { Journal, JOURNAL_FILE, journalDamaged, readJournal } from './journal.js';
+
+/** One issued token, as the inventory keeps it: never the token itself. */
+export interface InventoryEntry {
+  readonly serial: number;
+  readonly generation: number;
+  /** The grant id: its entries are the state's grant list of that id. */
+  readonly grant: number;
+  /** Unix seconds. */
+  readonly issuedAt: number;
+  /** Unix seconds. */
+  readonly expiry: number;
+  readonly label: string | undefined;
+}
+
+/** What the inventory may be asked, by the token service. */
+export interface Inventory {
+  /** Entries listed now (live ones: not expired, of the current generation), in issue order. */
+  list(): InventoryEntry[];
+  /** The live entry of `serial`, if any. */
+  get(serial: number): InventoryEntry | undefined;
+  /** Whether fewer than `max` entries are live or being appended: the limit's test. */
+  hasRoom(max: number): boolean;
+  /** Resolves once `entry` is durable; it is listed from then on. Rejects when the write fails, and then nothing changed. */
+  append(entry: InventoryEntry): Promise<void>;
+  /** Writes what is waiting and closes. */
+  close(): Promise<void>;
+}
+
+/** What is live: a test of an entry, for the time and generation now. */
+export type Liveness = (entry: InventoryEntry) => boolean;
+
+const ISSUE_RECORD = 1;
+/** Below this many records, the journal is never compacted while running. */
+const COMPACT_MIN_RECORDS = 1024;
+/** Appends between two looks at what is dead. */
+const PRUNE_EVERY = 1024;
+
+/** The inventory kept in memory, made durable by the journal of the data folder. */
+export class JournalInventory implements Inventory {
+  private readonly entries = new Map<number, InventoryEntry>();
+  private pending = 0;
+  private sincePrune = 0;
+
+  private constructor(private readonly journal: Journal, private readonly live: Liveness, entries: readonly InventoryEntry[]) {
+    for (const e of entries) this.entries.set(e.serial, e);
+  }
+
+  /**
+   * Reads the journal of `dir` (bound to the token key `key`), keeps the live entries,
+   * and writes them back as a fresh journal: a start compacts. `valid` says whether an
+   * entry can belong to the state beside it (its grant exists, its serial was reserved);
+   * one that cannot is damage. `fresh`: the state was created on this start, so a journal
+   * of another key is left over from an earlier state, and replaced.
+   */
+  static async open(dir: string, key: Uint8Array, fresh: boolean, live: Liveness, valid: (entry: InventoryEntry) => string | undefined,
+    log: Logger): Promise<JournalInventory> {
+    const read = await readJournal(dir, key, fresh);
+    const kept: InventoryEntry[] = [];
+    if (read !== undefined) {
+      const path = join(dir, JOURNAL_FILE);
+      for (const bytes of read.records) {
+        let entry: InventoryEntry;
+        try {
+          entry = decodeEntry(bytes);
+        } catch (e) {
+          throw journalDamaged(path, (e as Error).message);
+        }
+        const problem = valid(entry);
+        if (problem !== undefined) throw journalDamaged(path, `the entry of serial ${entry.serial} ${problem}`);
+        if (live(entry)) kept.push(entry);
+      }
+      if (read.tornBytes > 0) {
+        log.warn('the token journal ended in a write cut short by a crash; its unanswered issues are dropped', { path, bytes: read.tornBytes });
+      }
+    }
+    const journal = await Journal.create(dir, key, kept.map(encodeEntry));
+    return new JournalInventory(journal, live, kept);
+  }
+
+  /** The journal's write statistics (groups, records, time in write and fdatasync). */
+  get stats(): Journal['stats'] {
+    return this.journal.stats;
+  }
+
+  list(): InventoryEntry[] {
+    const listed: InventoryEntry[] = [];
+    for (const e of this.entries.values()) if (this.live(e)) listed.push(e);
+    return listed;
+  }
+
+  get(serial: number): InventoryEntry | undefined {
+    const e = this.entries.get(serial);
+    return e !== undefined && this.live(e) ? e : undefined;
+  }
+
+  hasRoom(max: number): boolean {
+    // The map holds dead entries too until pruned; pruning is O(inventory), so it waits
+    // for the limit to seem reached.
+    if (this.entries.size + this.pending < max) return true;
+    this.prune();
+    return this.entries.size + this.pending < max;
+  }
+
+  async append(entry: InventoryEntry): Promise<void> {
+    this.pending++;
+    try {
+      await this.journal.append(encodeEntry(entry));
+    } finally {
+      this.pending--;
+    }
+    this.entries.set(entry.serial, entry);
+    if (++this.sincePrune >= PRUNE_EVERY) {
+      this.sincePrune = 0;
+      this.prune();
+      // Not awaited: the issue is durable already, and its answer need not wait for a rewrite.
+      void this.compactIfDead();
+    }
+  }
+
+  close(): Promise<void> {
+    return this.journal.close();
+  }
+
+  /** Forgets the entries that are no longer live. */
+  private prune(): void {
+    for (const [serial, e] of this.entries) if (!this.live(e)) this.entries.delete(serial);
+  }
+
+  /**
+   * Rewrites the journal once the records no longer listed outnumber the live ones:
+   * the file then stays within twice the live inventory (or the minimum). A compaction that
+   * fails leaves the journal as it was: the issue that set it off is durable all the same.
+   */
+  private async compactIfDead(): Promise<void> {
+    const records = this.journal.records;
+    if (records < COMPACT_MIN_RECORDS || records <= 2 * this.entries.size) return;
+    try {
+      await this.journal.rewrite(() => {
+        this.prune();
+        return [...this.entries.values()].map(encodeEntry);
+      });
+    } catch {
+      // The old journal stands, whole; the next look tries again.
+    }
+  }
+}
+
+// An issue record: type (1), serial (u64), generation (u32), grant (u32), issued at (u64),
+// expiry (u64), then the label's UTF-8 bytes to the record's end, with a flag byte before
+// them (0 no label, 1 a label) so that an absent label and any label differ.
+function encodeEntry(e: InventoryEntry): Buffer {
+  const label = e.label === undefined ? undefined : Buffer.from(e.label, 'utf8');
+  const bytes = Buffer.alloc(34 + (label?.length ?? 0));
+  bytes.writeUInt8(ISSUE_RECORD, 0);
+  bytes.writeBigUInt64LE(BigInt(e.serial), 1);
+  bytes.writeUInt32LE(e.generation, 9);
+  bytes.writeUInt32LE(e.grant, 13);
+  bytes.writeBigUInt64LE(BigInt(e.issuedAt), 17);
+  bytes.writeBigUInt64LE(BigInt(e.expiry), 25);
+  bytes.writeUInt8(label === undefined ? 0 : 1, 33);
+  label?.copy(bytes, 34);
+  return bytes;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function decodeEntry(bytes: Buffer): InventoryEntry {
+  if (bytes.length < 34 || bytes[0] !== ISSUE_RECORD) throw new Error(`a record is of unknown type ${bytes[0]} or cut short`);
+  const u64 = (at: number): number => {
+    const v = bytes.readBigUInt64LE(at);
+    if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error('a number is out of range');
+    return Number(v);
+  };
+  const flag = bytes[33];
+  if (flag > 1 || (flag === 0 && bytes.length !== 34)) throw new Error('a record\'s label is malformed');
+  return {
+    serial: u64(1),
+    generation: bytes.readUInt32LE(9),
+    grant: bytes.readUInt32LE(13),
+    issuedAt: u64(17),
+    expiry: u64(25),
+    label: flag === 0 ? undefined : utf8.decode(bytes.subarray(34)),
+  };
+}

@@ -1,0 +1,315 @@
+// The token inventory's file: an append-only journal in the data folder, beside the state
+// file. The state file is rewritten whole for its rare changes; a record per issued token
+// would make that O(inventory) per call, so issues are appended here instead.
+//
+// Layout: a header (magic, format version, the fingerprint of the token key the journal
+// belongs to), then groups. A group is what one write and one fdatasync put on disk: its
+// payload's length, the CRC-32 of that length, the payload's CRC-32, and the payload, a
+// run of records (each its length and its bytes); numbers are little-endian u32. Appends that arrive while a group is being synced wait together
+// for the next one: concurrent issues share an fsync (group commit).
+//
+// A crash can tear only the last group: the next is not written before the previous one
+// is synced. So a group that fails its check at the end of the file (it runs past the end,
+// or its payload ends exactly there, or only zeros follow, as a file that grew but whose
+// data never landed reads) is a torn tail, dropped and logged; one that fails with other
+// data after it is damage, and the start stops. The header is written only by a rewrite (a temporary
+// file, fsynced, renamed, the folder fsynced), so it is never torn.
+import { createHash } from 'node:crypto';
+import { constants, promises as fs } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import { StateError } from '../errors.js';
+
+export const JOURNAL_FILE = 'tokens';
+export const JOURNAL_VERSION = 1;
+const MAGIC = Buffer.from('api-auth tokens\n', 'latin1');
+const FINGERPRINT = 8;
+const HEADER = MAGIC.length + 4 + FINGERPRINT;
+const GROUP_HEAD = 12;
+const RECORD_HEAD = 4;
+
+/** The journal's first bytes for the token key `key`: a journal is read only with the state it belongs to. */
+function header(key: Uint8Array): Buffer {
+  const head = Buffer.alloc(HEADER);
+  MAGIC.copy(head);
+  head.writeUInt32LE(JOURNAL_VERSION, MAGIC.length);
+  keyFingerprint(key).copy(head, MAGIC.length + 4);
+  return head;
+}
+
+/** Not the key, and no help in finding it: a hash of it under a label of its own, cut to 8 bytes. */
+function keyFingerprint(key: Uint8Array): Buffer {
+  return createHash('sha256').update('api-auth tokens journal\n').update(key).digest().subarray(0, FINGERPRINT);
+}
+
+export function journalDamaged(path: string, why: string): StateError {
+  return new StateError(`token journal ${path} is damaged (${why}); restore the data folder from a backup, or move the ` +
+    'journal aside to start without it (the tokens stay valid, but auth.listTokens lists none issued before)');
+}
+
+/** What a read found: the records, in order, and how many bytes of torn tail were dropped. */
+export interface JournalContents {
+  readonly records: Buffer[];
+  readonly tornBytes: number;
+}
+
+/**
+ * Reads the journal of `dir`: undefined when there is none, or when `key` is not the key it
+ * was written for and `replaceForeign` is set (a state created afresh on this start: the
+ * tokens it lists cannot be valid any more). Throws StateError for a damaged journal, or a
+ * foreign one beside a state that is not new.
+ */
+export async function readJournal(dir: string, key: Uint8Array, replaceForeign: boolean): Promise<JournalContents | undefined> {
+  const path = join(dir, JOURNAL_FILE);
+  let file: Buffer;
+  try {
+    const handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      file = await handle.readFile();
+    } finally {
+      await handle.close();
+    }
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'ELOOP') {
+      throw new StateError(`token journal ${path} is a symbolic link, and api-auth never follows links in its data folder; ` +
+        'put the file itself in its place');
+    }
+    throw new StateError(`cannot read token journal ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
+  }
+  if (file.length < HEADER || !file.subarray(0, MAGIC.length).equals(MAGIC)) {
+    throw journalDamaged(path, 'it is not an api-auth token journal, or it is cut short');
+  }
+  const version = file.readUInt32LE(MAGIC.length);
+  if (version !== JOURNAL_VERSION) {
+    throw new StateError(`token journal ${path} has format version ${version}, which this api-auth (format ${JOURNAL_VERSION}) ` +
+      'cannot read; run the api-auth that wrote it, or restore a backup made by this one');
+  }
+  if (!file.subarray(MAGIC.length + 4, HEADER).equals(keyFingerprint(key))) {
+    if (replaceForeign) return undefined;
+    throw new StateError(`token journal ${path} belongs to another state file (its token key differs); put back the state ` +
+      'file it belongs to, or move the journal aside (auth.listTokens then lists no token issued before)');
+  }
+  const records: Buffer[] = [];
+  let at = HEADER;
+  while (at < file.length) {
+    const torn = (): JournalContents => ({ records, tornBytes: file.length - at });
+    // Zeros to the end: the file grew, and the data of its last group never landed.
+    if (file.length - at < GROUP_HEAD || file.subarray(at).every((b) => b === 0)) return torn();
+    const length = file.readUInt32LE(at);
+    if (crc32(file.subarray(at, at + 4)) !== file.readUInt32LE(at + 4)) {
+      // A head cut short by the crash has only zeros after it.
+      if (file.subarray(at + GROUP_HEAD).every((b) => b === 0)) return torn();
+      throw journalDamaged(path, `the group at byte ${at} has a damaged length, and data follows it`);
+    }
+    const end = at + GROUP_HEAD + length;
+    if (end > file.length) return torn();
+    const payload = file.subarray(at + GROUP_HEAD, end);
+    if (crc32(payload) !== file.readUInt32LE(at + 8)) {
+      if (end === file.length) return torn();
+      throw journalDamaged(path, `the group at byte ${at} fails its checksum, and other groups follow it`);
+    }
+    for (let r = 0; r < payload.length;) {
+      const size = payload.length - r < RECORD_HEAD ? -1 : payload.readUInt32LE(r);
+      if (size < 0 || r + RECORD_HEAD + size > payload.length) throw journalDamaged(path, `a record of the group at byte ${at} runs past its end`);
+      records.push(payload.subarray(r + RECORD_HEAD, r + RECORD_HEAD + size));
+      r += RECORD_HEAD + size;
+    }
+    at = end;
+  }
+  return { records, tornBytes: 0 };
+}
+
+interface Waiting {
+  readonly bytes: Uint8Array;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * The journal open for appending. Appends are written in groups, in call order, one
+ * fdatasync each; a rewrite replaces the whole file between two groups.
+ */
+export class Journal {
+  private waiting: Waiting[] = [];
+  private scheduled = false;
+  private queue: Promise<unknown> = Promise.resolve();
+  /** Bytes of the file known to be on disk; a group that fails is cut back to it. */
+  private size: number;
+  /** Set when a failed group could not be cut back off: nothing more is appended after bytes of unknown state. */
+  private broken: Error | undefined;
+  /** Records in the file (the live ones and those no longer listed), for the compaction's rule. */
+  private recordsInFile: number;
+  /** fdatasyncs and the records they made durable, and the time spent in them, for the issuing bench. */
+  readonly stats = { groups: 0, records: 0, writeNs: 0n };
+
+  private constructor(private readonly dir: string, private readonly key: Uint8Array, private file: FileHandle, size: number, records: number) {
+    this.size = size;
+    this.recordsInFile = records;
+  }
+
+  /** Writes a fresh journal holding `records` (the start's compaction) and opens it for appending. */
+  static async create(dir: string, key: Uint8Array, records: readonly Uint8Array[]): Promise<Journal> {
+    const size = await writeWhole(dir, key, records);
+    return new Journal(dir, key, await openForAppend(dir), size, records.length);
+  }
+
+  get path(): string {
+    return join(this.dir, JOURNAL_FILE);
+  }
+
+  /** How many records the file holds. */
+  get records(): number {
+    return this.recordsInFile;
+  }
+
+  /** Resolves once `record` is on disk; rejects when its group's write fails, and then the file is as before the group. */
+  append(record: Uint8Array): Promise<void> {
+    if (this.broken !== undefined) return Promise.reject(this.broken);
+    const done = new Promise<void>((resolve, reject) => this.waiting.push({ bytes: record, resolve, reject }));
+    if (!this.scheduled) {
+      this.scheduled = true;
+      this.queue = this.queue.then(() => this.flush());
+    }
+    return done;
+  }
+
+  /**
+   * Replaces the file by one that holds `records()` alone (taken once the groups before
+   * have been written), atomically: a crash leaves the old journal or the new one.
+   */
+  rewrite(records: () => readonly Uint8Array[]): Promise<void> {
+    const run = this.queue.then(async () => {
+      if (this.broken !== undefined) throw this.broken;
+      const kept = records();
+      const size = await writeWhole(this.dir, this.key, kept);
+      const file = await openForAppend(this.dir);
+      await this.file.close();
+      this.file = file;
+      this.size = size;
+      this.recordsInFile = kept.length;
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Writes what is waiting, then closes the file. */
+  async close(): Promise<void> {
+    await this.queue;
+    await this.file.close();
+  }
+
+  /** One group: every append waiting now, one write, one fdatasync. */
+  private async flush(): Promise<void> {
+    this.scheduled = false;
+    const group = this.waiting;
+    this.waiting = [];
+    if (this.broken !== undefined) {
+      for (const w of group) w.reject(this.broken);
+      return;
+    }
+    let length = 0;
+    for (const w of group) length += RECORD_HEAD + w.bytes.length;
+    const bytes = Buffer.alloc(GROUP_HEAD + length);
+    let at = GROUP_HEAD;
+    for (const w of group) {
+      bytes.writeUInt32LE(w.bytes.length, at);
+      bytes.set(w.bytes, at + RECORD_HEAD);
+      at += RECORD_HEAD + w.bytes.length;
+    }
+    groupHead(bytes, length, bytes.subarray(GROUP_HEAD));
+    const started = process.hrtime.bigint();
+    try {
+      await writeAll(this.file, bytes, this.size);
+      await this.file.datasync();
+    } catch (error) {
+      // Whatever part of the group reached the file must not stay in front of the next one.
+      try {
+        await this.file.truncate(this.size);
+        await this.file.datasync();
+      } catch (cut) {
+        this.broken = new Error(`the token journal ${this.path} could not be cut back after a failed write ` +
+          `(${(cut as Error).message}); no token can be issued until api-auth restarts`);
+      }
+      for (const w of group) w.reject(error);
+      return;
+    }
+    this.stats.writeNs += process.hrtime.bigint() - started;
+    this.stats.groups++;
+    this.stats.records += group.length;
+    this.size += bytes.length;
+    this.recordsInFile += group.length;
+    for (const w of group) w.resolve();
+  }
+}
+
+/** A group's head: the payload's length, the CRC-32 of those 4 bytes, the CRC-32 of the payload. */
+function groupHead(into: Buffer, length: number, payload: Uint8Array): void {
+  into.writeUInt32LE(length, 0);
+  into.writeUInt32LE(crc32(into.subarray(0, 4)), 4);
+  into.writeUInt32LE(crc32(payload), 8);
+}
+
+async function writeAll(file: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
+  for (let done = 0; done < bytes.length;) {
+    const { bytesWritten } = await file.write(bytes, done, bytes.length - done, position + done);
+    done += bytesWritten;
+  }
+}
+
+async function openForAppend(dir: string): Promise<FileHandle> {
+  return fs.open(join(dir, JOURNAL_FILE), constants.O_WRONLY | constants.O_NOFOLLOW);
+}
+
+/** The whole journal, through a temporary file: fsynced, renamed over the old one, the folder fsynced. Returns its size. */
+async function writeWhole(dir: string, key: Uint8Array, records: readonly Uint8Array[]): Promise<number> {
+  const path = join(dir, JOURNAL_FILE);
+  const tmp = `${path}.tmp`;
+  const parts: Uint8Array[] = [header(key)];
+  if (records.length > 0) {
+    let length = 0;
+    for (const r of records) length += RECORD_HEAD + r.length;
+    const payload = Buffer.alloc(length);
+    let at = 0;
+    for (const r of records) {
+      payload.writeUInt32LE(r.length, at);
+      payload.set(r, at + RECORD_HEAD);
+      at += RECORD_HEAD + r.length;
+    }
+    const head = Buffer.alloc(GROUP_HEAD);
+    groupHead(head, length, payload);
+    parts.push(head, payload);
+  }
+  const bytes = Buffer.concat(parts);
+  await unlinkIfThere(tmp);
+  const file = await fs.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    try {
+      await writeAll(file, bytes, 0);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await fs.rename(tmp, path);
+  } catch (e) {
+    await unlinkIfThere(tmp).catch(() => undefined);
+    throw e;
+  }
+  const folder = await fs.open(dir, 'r');
+  try {
+    await folder.sync();
+  } finally {
+    await folder.close();
+  }
+  return bytes.length;
+}
+
+async function unlinkIfThere(path: string): Promise<void> {
+  try {
+    await fs.unlink(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+}
