@@ -12,7 +12,7 @@
 // line holds a password or a token.
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome, OUTCOME_NAMES } from '../core/core.js';
+import { Core, GrantError, grantEntries, IssueError, MAX_ENDPOINTS, MAX_METHODS, METHOD_RULES, Outcome, OUTCOME_NAMES } from '../core/core.js';
 import type { Claims } from '../core/core.js';
 import { BusyError, RpcCode, throttledMessage } from '../errors.js';
 import { invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
@@ -73,14 +73,18 @@ export class TokenService {
     return wait;
   }
 
-  /** A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and what it says about itself. */
-  async newToken(password: string, endpoints: readonly string[], context: CallContext): Promise<{ token: string; claims: Claims }> {
+  /**
+   * A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and for
+   * `methods` only (JSON-RPC method patterns) when given; and what it says about itself.
+   */
+  async newToken(password: string, endpoints: readonly string[], context: CallContext,
+    methods?: readonly string[]): Promise<{ token: string; claims: Claims }> {
     if (endpoints.length === 0 || endpoints.length > MAX_ENDPOINTS) {
       throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
     }
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
-      const grant = this.findGrant(endpoints);
+      const grant = this.findGrant(endpoints, methods);
       const now = this.now();
       // Sweeping first frees the pages of expired tokens, so the reservation sees the
       // whole window. It forgets only revocations of tokens that have all expired, which
@@ -90,9 +94,9 @@ export class TokenService {
       // What the token will refer to (its grant, its serial) is on disk before the core
       // holds it: a write that fails leaves the core as it was, and the next call finds
       // it so.
-      await this.store.prepareIssue(fresh ? { id: grant, endpoints: canonicalEndpoints(endpoints) } : undefined,
+      await this.store.prepareIssue(fresh ? { id: grant, endpoints: grantEntries(endpoints, methods) } : undefined,
         this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
-      if (fresh && this.core.addGrant(endpoints) !== grant) throw new Error(`the core gave endpoint list ${grant} another id`);
+      if (fresh && this.core.addGrant(endpoints, methods) !== grant) throw new Error(`the core gave grant ${grant} another id`);
       try {
         const issued = this.core.issue(grant, now, this.tokenLifetime);
         if (this.metrics) this.metrics.tokensIssued++;
@@ -149,7 +153,7 @@ export class TokenService {
   methods(): MethodTable {
     return new Map<string, Method>([
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
-        const { token, claims } = await this.newToken(passwordParam(p, 'password'), endpointsParam(p), c);
+        const { token, claims } = await this.newToken(passwordParam(p, 'password'), endpointsParam(p), c, methodsParam(p));
         audit.serial = claims.serial;
         audit.generation = claims.generation;
         audit.grant = claims.grant;
@@ -249,10 +253,10 @@ export class TokenService {
     return run;
   }
 
-  /** The id the core gives (or would give) the list; a bad list is the client's error. */
-  private findGrant(endpoints: readonly string[]): number {
+  /** The id the core gives (or would give) the grant; a bad list is the client's error. */
+  private findGrant(endpoints: readonly string[], methods: readonly string[] | undefined): number {
     try {
-      return this.core.findGrant(endpoints);
+      return this.core.findGrant(endpoints, methods);
     } catch (error) {
       if (!(error instanceof GrantError)) throw error;
       // The list is the client's mistake, except when the table itself is full.
@@ -301,4 +305,19 @@ function endpointsParam(params: Params): string[] {
     throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
   }
   return value;
+}
+
+/**
+ * The optional `methods` param: 1 to MAX_METHODS patterns, each a string; the core
+ * judges each pattern (its messages name `methods[i]`).
+ */
+function methodsParam(params: Params): string[] | undefined {
+  const value = params.methods;
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_METHODS) {
+    throw invalidParams('methods', `an array of 1 to ${MAX_METHODS} JSON-RPC method patterns; leave it out for a token that allows every method`);
+  }
+  const bad = value.findIndex((m) => typeof m !== 'string');
+  if (bad >= 0) throw invalidParams(`methods[${bad}]`, `a string: ${METHOD_RULES}`);
+  return value as string[];
 }
