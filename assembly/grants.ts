@@ -1,22 +1,40 @@
-// The grant table: each distinct endpoint list is stored once and named by its index,
-// which tokens carry. A list is the entries' bytes, each ending in a line feed. Lists
-// are never changed or removed, so a thread that reads the count reads lists whose
+// The grant table: each distinct grant is stored once and named by its index, which
+// tokens carry. A grant is a list of entries, each ending in a line feed: its endpoints,
+// then, for a grant with a method scope, one empty entry and its method patterns. Grants
+// are never changed or removed, so a thread that reads the count reads grants whose
 // bytes were written before the count was published.
 import { GRANT_COUNT, memoryReaches, state } from './layout';
 import { resultBuf } from './slots';
 import { readShared32, writeShared32 } from './shared';
 import { entryValid, MAX_ENTRY } from './paths';
-import { GRANT_BAD_ENTRY, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG, GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES } from './results';
+import {
+  GRANT_BAD_ENTRY, GRANT_BAD_METHOD, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG, GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS,
+  GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS,
+} from './results';
 
 export const MAX_GRANTS: u32 = 65536;
 export const MAX_ENTRIES: u32 = 128;
+export const MAX_METHODS: u32 = 128;
+/** The longest method pattern: JSON-RPC method names in use are far shorter. */
+export const MAX_METHOD: usize = 128;
 export const MAX_GRANT_BYTES: u32 = 16 << 20;
-/** Bytes of the index: a list's address and length for each grant. */
-export const GRANT_INDEX_BYTES: usize = <usize>MAX_GRANTS * 8;
+// An index entry: the list's address, the bytes of its endpoint entries, the bytes of its
+// method patterns after the empty entry (0 when it has no scope), and a spare word that
+// keeps entries a power of two apart.
+const INDEX_ENTRY: usize = 16;
+/** Bytes of the index. */
+export const GRANT_INDEX_BYTES: usize = <usize>MAX_GRANTS * INDEX_ENTRY;
 
-// Every list with `*` in it grants the same: it is stored as `*` alone, once its other
-// entries have been found valid too.
-const STAR_LIST: usize = memory.data<u8>([0x2a, 0x0a]);
+const NEWLINE: u8 = 0x0a;
+const STAR: u8 = 0x2a;
+
+// Every endpoint list with `*` in it grants the same, and so does every method scope with
+// `*` in it: each is stored as `*` alone, once its other entries have been found valid too.
+const STAR_LIST: usize = memory.data<u8>([STAR, NEWLINE]);
+
+// What `validate` found beside the code it returns: flags, and where the scope starts.
+const ENDPOINTS_STAR: i32 = 1;
+const METHODS_STAR: i32 = 2;
 
 /** Sets up the table with its index at `index` and its lists from `area` on; called once by `init`. */
 export function grantsInit(index: usize, area: usize): void {
@@ -27,47 +45,72 @@ export function grantsInit(index: usize, area: usize): void {
 }
 
 // @ts-ignore: decorator
-@inline export function grantPtr(id: u32): usize {
-  return <usize>load<u32>(state.grantIndex + (<usize>id << 3));
+@inline function indexOf(id: u32): usize {
+  return state.grantIndex + <usize>id * INDEX_ENTRY;
 }
 
 // @ts-ignore: decorator
-@inline export function grantLen(id: u32): usize {
-  return <usize>load<u32>(state.grantIndex + (<usize>id << 3), 4);
+@inline export function grantPtr(id: u32): usize {
+  return <usize>load<u32>(indexOf(id));
+}
+
+/** Bytes of the grant's endpoint entries: its whole list when it has no method scope. */
+// @ts-ignore: decorator
+@inline export function grantEndpointsLen(id: u32): usize {
+  return <usize>load<u32>(indexOf(id), 4);
+}
+
+/** Bytes of the grant's method patterns, after the empty entry; 0 when it has no method scope. */
+// @ts-ignore: decorator
+@inline export function grantMethodsLen(id: u32): usize {
+  return <usize>load<u32>(indexOf(id), 8);
 }
 
 /**
  * The id the list at `p` has, or the id `grantAdd` would give it (the grant count) when
  * it is new; a negative GRANT_ code when it is refused, as `grantAdd` would. Changes
- * nothing, so a host can make a new list durable before the core holds it.
+ * nothing, so a host can make a new grant durable before the core holds it.
  */
 export function grantFind(list: usize, listLen: usize): i32 {
-  const star = validate(list, listLen);
-  if (star < 0) return star;
-  const p = star ? STAR_LIST : list;
-  const n: usize = star ? 2 : listLen;
-  const id = lookup(p, n);
+  const flags = validate(list, listLen);
+  if (flags < 0) return flags;
+  const sep = scopeStart(list, listLen);
+  const eP = flags & ENDPOINTS_STAR ? STAR_LIST : list;
+  const eN: usize = flags & ENDPOINTS_STAR ? 2 : sep;
+  const mP = flags & METHODS_STAR ? STAR_LIST : list + sep + 1;
+  const mN: usize = sep == listLen ? 0 : flags & METHODS_STAR ? 2 : listLen - sep - 1;
+  const id = lookup(eP, eN, mP, mN);
   if (id >= 0) return id;
-  return room(n) ? <i32>readShared32(GRANT_COUNT) : GRANT_TABLE_FULL;
+  return room(stored(eN, mN)) ? <i32>readShared32(GRANT_COUNT) : GRANT_TABLE_FULL;
 }
 
 /**
- * Validates the list at `p` and returns its id, adding it when new. On a bad entry, its
- * index goes to the first word of the result buffer.
+ * Validates the list at `p` and returns its id, adding it when new. On a bad entry or
+ * pattern, its index goes to the first word of the result buffer.
  */
 export function grantAdd(list: usize, listLen: usize): i32 {
-  const star = validate(list, listLen);
-  if (star < 0) return star;
-  const p = star ? STAR_LIST : list;
-  const n: usize = star ? 2 : listLen;
-  const found = lookup(p, n);
+  const flags = validate(list, listLen);
+  if (flags < 0) return flags;
+  const sep = scopeStart(list, listLen);
+  const eP = flags & ENDPOINTS_STAR ? STAR_LIST : list;
+  const eN: usize = flags & ENDPOINTS_STAR ? 2 : sep;
+  const mP = flags & METHODS_STAR ? STAR_LIST : list + sep + 1;
+  const mN: usize = sep == listLen ? 0 : flags & METHODS_STAR ? 2 : listLen - sep - 1;
+  const found = lookup(eP, eN, mP, mN);
   if (found >= 0) return found;
+  const n = stored(eN, mN);
   if (!room(n)) return GRANT_TABLE_FULL;
   const copy = state.grantArea + state.grantBytes;
-  memory.copy(copy, p, n);
+  memory.copy(copy, eP, eN);
+  if (mN != 0) {
+    store<u8>(copy + eN, NEWLINE);
+    memory.copy(copy + eN + 1, mP, mN);
+  }
   const id = readShared32(GRANT_COUNT);
-  store<u32>(state.grantIndex + (<usize>id << 3), <u32>copy);
-  store<u32>(state.grantIndex + (<usize>id << 3), <u32>n, 4);
+  const index = indexOf(id);
+  store<u32>(index, <u32>copy);
+  store<u32>(index, <u32>eN, 4);
+  store<u32>(index, <u32>mN, 8);
   state.grantBytes += <u32>n;
   // Last: a thread that reads the new count finds the list and its index entry.
   writeShared32(GRANT_COUNT, id + 1);
@@ -75,21 +118,71 @@ export function grantAdd(list: usize, listLen: usize): i32 {
 }
 
 /**
- * 1 when the list holds `*`, 0 when it does not, or a negative GRANT_ code; on a bad
- * entry, its index goes to the first word of the result buffer.
+ * Whether one of the method patterns of grant `id` lets through the `n` bytes of a method
+ * name at `name`: 1 when one does or the grant has no scope, 0 when none does, -1 when
+ * there is no such grant. Only a pattern's length of the name is read, so a name longer
+ * than its buffer (of which what fits was written) can still match `*` or a prefix.
+ */
+export function methodAllowed(id: u32, name: usize, n: usize): i32 {
+  if (id >= readShared32(GRANT_COUNT)) return -1;
+  const mN = grantMethodsLen(id);
+  if (mN == 0) return 1;
+  const m = grantPtr(id) + grantEndpointsLen(id) + 1;
+  let start: usize = 0;
+  while (start < mN) {
+    let end = start;
+    while (load<u8>(m + end) != NEWLINE) end++;
+    const pattern = m + start;
+    const len = end - start;
+    if (load<u8>(pattern + len - 1) == STAR) {
+      // `x*` lets through every name that starts with x, x itself included; `*`, every name.
+      const prefix = len - 1;
+      if (n >= prefix && memory.compare(pattern, name, prefix) == 0) return 1;
+    } else if (len == n && memory.compare(pattern, name, n) == 0) {
+      return 1;
+    }
+    start = end + 1;
+  }
+  return 0;
+}
+
+/** How many bytes a grant of `eN` endpoint bytes and `mN` method bytes takes stored. */
+// @ts-ignore: decorator
+@inline function stored(eN: usize, mN: usize): usize {
+  return mN == 0 ? eN : eN + 1 + mN;
+}
+
+/** Where the empty entry of a valid list is, or `n` when it has no method scope. */
+function scopeStart(p: usize, n: usize): usize {
+  let start: usize = 0;
+  while (start < n) {
+    let end = start;
+    while (load<u8>(p + end) != NEWLINE) end++;
+    if (end == start) return start;
+    start = end + 1;
+  }
+  return n;
+}
+
+/**
+ * ENDPOINTS_STAR and METHODS_STAR when the endpoints or the method patterns hold `*`,
+ * or a negative GRANT_ code; on a bad entry or pattern, its index goes to the first word
+ * of the result buffer. An empty first entry is a bad entry, as it always was; an empty
+ * entry after endpoints starts the method scope.
  */
 function validate(p: usize, n: usize): i32 {
   if (n == 0) return GRANT_EMPTY;
-  if (load<u8>(p + n - 1) != 0x0a) {
+  if (load<u8>(p + n - 1) != NEWLINE) {
     store<u32>(resultBuf(), 0);
     return GRANT_BAD_ENTRY;
   }
   let count: u32 = 0;
-  let star = false;
+  let flags: i32 = 0;
   let start: usize = 0;
   while (start < n) {
     let end = start;
-    while (load<u8>(p + end) != 0x0a) end++;
+    while (load<u8>(p + end) != NEWLINE) end++;
+    if (end == start && count > 0) return validateMethods(p + end + 1, n - end - 1, flags);
     if (count == MAX_ENTRIES) return GRANT_TOO_MANY_ENTRIES;
     if (end - start > MAX_ENTRY) {
       store<u32>(resultBuf(), count);
@@ -99,18 +192,60 @@ function validate(p: usize, n: usize): i32 {
       store<u32>(resultBuf(), count);
       return GRANT_BAD_ENTRY;
     }
-    if (end - start == 1 && load<u8>(p + start) == 0x2a) star = true;
+    if (end - start == 1 && load<u8>(p + start) == STAR) flags |= ENDPOINTS_STAR;
     count++;
     start = end + 1;
   }
-  return star ? 1 : 0;
+  return flags;
 }
 
-/** The id of the stored list equal to the `n` bytes at `p`, or -1. */
-function lookup(p: usize, n: usize): i32 {
+/** `validate` for the method patterns at `p`, `n` bytes after the empty entry. */
+function validateMethods(p: usize, n: usize, flags: i32): i32 {
+  if (n == 0) return GRANT_NO_METHODS;
+  let count: u32 = 0;
+  let start: usize = 0;
+  while (start < n) {
+    let end = start;
+    while (load<u8>(p + end) != NEWLINE) end++;
+    if (count == MAX_METHODS) return GRANT_TOO_MANY_METHODS;
+    if (end - start > MAX_METHOD) {
+      store<u32>(resultBuf(), count);
+      return GRANT_METHOD_TOO_LONG;
+    }
+    if (!patternValid(p + start, end - start)) {
+      store<u32>(resultBuf(), count);
+      return GRANT_BAD_METHOD;
+    }
+    if (end - start == 1) {
+      if (load<u8>(p + start) == STAR) flags |= METHODS_STAR;
+    }
+    count++;
+    start = end + 1;
+  }
+  return flags;
+}
+
+/** A method pattern: 1 or more visible ASCII bytes (0x21-0x7E), `*` only as the last. */
+function patternValid(p: usize, n: usize): bool {
+  if (n == 0) return false;
+  for (let i: usize = 0; i < n; i++) {
+    const c = <u32>load<u8>(p + i);
+    if (c - 0x21 >= 0x5e) return false;
+    if (c == STAR && i != n - 1) return false;
+  }
+  return true;
+}
+
+/**
+ * The id of the stored grant whose endpoint entries are the `eN` bytes at `eP` and whose
+ * method patterns are the `mN` bytes at `mP` (none when 0), or -1.
+ */
+function lookup(eP: usize, eN: usize, mP: usize, mN: usize): i32 {
   const grantCount = readShared32(GRANT_COUNT);
   for (let id: u32 = 0; id < grantCount; id++) {
-    if (grantLen(id) == n && memory.compare(grantPtr(id), p, n) == 0) return <i32>id;
+    if (grantEndpointsLen(id) != eN || grantMethodsLen(id) != mN) continue;
+    const g = grantPtr(id);
+    if (memory.compare(g, eP, eN) == 0 && (mN == 0 || memory.compare(g + eN + 1, mP, mN) == 0)) return <i32>id;
   }
   return -1;
 }

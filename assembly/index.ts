@@ -11,7 +11,9 @@ import { claimShared32, readShared32, readShared64, writeShared32 } from './shar
 import { hmacSha256 as hmac, sha256 as hash } from './sha256';
 import { Outcome } from './outcome';
 import { requestPathValid } from './paths';
-import { GRANT_INDEX_BYTES, MAX_GRANT_BYTES, grantAdd as addGrant, grantFind as findGrant, grantsInit } from './grants';
+import {
+  GRANT_INDEX_BYTES, MAX_GRANT_BYTES, grantAdd as addGrant, grantFind as findGrant, grantsInit, methodAllowed as allowed,
+} from './grants';
 import { inspectToken, issueToken, revokeToken, setTokenKey, tokenScratchInit, tokenTablesInit, verifyToken } from './token';
 import {
   MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, pageExpiryBytes, restoreSerials as restore, revocationsInit, ringBytes,
@@ -20,7 +22,7 @@ import {
 import { generate } from './password';
 import { PASSWORD_BAD_LENGTH } from './results';
 
-const ABI_VERSION: u32 = 1;
+const ABI_VERSION: u32 = 2;
 const BEARER_LEN: usize = 7;
 
 /** The ABI version; a host refuses a core whose version it does not speak. */
@@ -113,9 +115,12 @@ export function bumpGeneration(): u32 {
 }
 
 /**
- * Interns the endpoint list in the io buffer (entries each ending in `\n`). Returns the
- * grant id, or -1 empty, -2 over 128 entries, -3 table full, -4 bad entry, -5 entry over
- * 1024 bytes; for -4 and -5 the entry's index is the first u32 of the result buffer.
+ * Interns the grant in the io buffer: its endpoint entries, each ending in `\n`, and for a
+ * method scope, an empty entry (`\n`) and 1..128 method patterns, each ending in `\n`.
+ * Returns the grant id, or -1 empty, -2 over 128 entries, -3 table full, -4 bad entry,
+ * -5 entry over 1024 bytes, -6 bad method pattern, -7 pattern over 128 bytes, -8 over
+ * 128 patterns, -9 no pattern after the empty entry; for -4, -5, -6 and -7 the entry's
+ * (or pattern's) index is the first u32 of the result buffer.
  */
 export function grantAdd(len: usize): i32 {
   ownerOnly();
@@ -123,7 +128,7 @@ export function grantAdd(len: usize): i32 {
 }
 
 /**
- * The id the endpoint list in the io buffer has, or the one `grantAdd` would give it
+ * The id the grant in the io buffer has, or the one `grantAdd` would give it
  * (`grantCount()`) when it is new, with `grantAdd`'s negative codes; adds nothing. A
  * host that records new lists durably calls this first, and `grantAdd` once the list is
  * recorded, so a failed write leaves the core as it was.
@@ -133,6 +138,17 @@ export function grantFind(len: usize): i32 {
 }
 
 export function grantCount(): u32 { return readShared32(GRANT_COUNT); }
+
+/**
+ * Whether grant `grant` lets through the JSON-RPC method whose name (the decoded bytes
+ * of its JSON string) is in the path buffer: 1 when one of its patterns matches (equal
+ * bytes; for `x*`, a name starting with x; `*`, any name) or it has no method scope, 0
+ * when none does, -1 unknown grant. A name longer than the buffer is passed with its true
+ * length and as much of it written as fits. Allocates nothing.
+ */
+export function methodAllowed(grant: u32, len: usize): i32 {
+  return allowed(grant, pathBuf(), len);
+}
 export function nextSerial(): u64 { return readShared64(NEXT_SERIAL); }
 export function floor(): u64 { return readShared64(FLOOR); }
 
@@ -157,7 +173,8 @@ export function issue(grant: u32, now: i64, lifetime: u32): i32 {
 
 /**
  * Checks the token text in the token buffer against the path in the path buffer: the
- * path rules, then the token. A length past a buffer's capacity means the input did not
+ * path rules, then the token. Scoped (a valid token whose grant has a method scope)
+ * leaves the grant id at result+20. A length past a buffer's capacity means the input did not
  * fit (BadPath, or Malformed for the token); nothing is read beyond the buffer.
  */
 export function verify(tokenLen: usize, pathLen: usize, now: i64): Outcome {

@@ -14,4 +14,9 @@ export enum Outcome {
   NoToken = 7,
   BadHeader = 8,
   BadPath = 9,
+  /**
+   * Valid for the path, but the token's grant has a method scope: the request may be
+   * served only for a method `methodAllowed` lets through. Its grant id is at result+20.
+   */
+  Scoped = 10,
 }

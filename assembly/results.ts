@@ -14,6 +14,17 @@ export const GRANT_TABLE_FULL = -3;
 export const GRANT_BAD_ENTRY = -4;
 /** grantAdd, grantFind: an entry is over 1024 bytes (its index at result+0). */
 export const GRANT_ENTRY_TOO_LONG = -5;
+/**
+ * grantAdd, grantFind: a method pattern is empty, holds a byte outside visible ASCII, or
+ * `*` before its end (its index among the patterns at result+0).
+ */
+export const GRANT_BAD_METHOD = -6;
+/** grantAdd, grantFind: a method pattern is over 128 bytes (its index among the patterns at result+0). */
+export const GRANT_METHOD_TOO_LONG = -7;
+/** grantAdd, grantFind: more than 128 method patterns. */
+export const GRANT_TOO_MANY_METHODS = -8;
+/** grantAdd, grantFind: the list has the empty entry that starts a method scope, and no pattern after it. */
+export const GRANT_NO_METHODS = -9;
 
 /** issue: no such grant. */
 export const ISSUE_UNKNOWN_GRANT = -1;

@@ -17,7 +17,7 @@ import { GENERATION, GRANT_COUNT, KEY_EPOCH, KEY_INNER, KEY_OUTER } from './layo
 import { CACHE_LINE, cacheBuf, hashBuf, innerBlock, outerBlock, rawBuf, resultBuf, tagBuf } from './slots';
 import { readShared32, readSharedBytes, writeShared32, writeSharedBytes } from './shared';
 import { Outcome } from './outcome';
-import { grantLen, grantPtr } from './grants';
+import { grantEndpointsLen, grantMethodsLen, grantPtr } from './grants';
 import { canIssue, isRevoked, markRevoked, sweep, takeSerial } from './revocations';
 import { grants } from './paths';
 import { ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL } from './results';
@@ -179,13 +179,19 @@ function check(text: usize, len: usize, raw: usize, now: i64): Outcome {
   return Outcome.Valid;
 }
 
-/** Whether the token text at `text` grants the path at `path` at time `now`. */
+/**
+ * Whether the token text at `text` grants the path at `path` at time `now`: Valid, or
+ * Scoped with the grant id at result+20 when its grant has a method scope.
+ */
 export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize, now: i64): Outcome {
   const raw = rawBuf();
   const outcome = check(text, len, raw, now);
   if (outcome != Outcome.Valid) return outcome;
   const grant = grantOf(raw);
-  return grants(grantPtr(grant), grantLen(grant), path, pathLen) ? Outcome.Valid : Outcome.NotGranted;
+  if (!grants(grantPtr(grant), grantEndpointsLen(grant), path, pathLen)) return Outcome.NotGranted;
+  if (grantMethodsLen(grant) == 0) return Outcome.Valid;
+  store<u32>(resultBuf(), grant, 20);
+  return Outcome.Scoped;
 }
 
 /** Issues a token into `out`; returns its length or a negative ISSUE_ code. */

@@ -13,8 +13,8 @@ import { instantiateSync } from '@assemblyscript/loader';
 // The core's own files, compiled for the host too: its codes have one definition.
 import { Outcome } from '../../assembly/outcome.js';
 import {
-  ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, GRANT_BAD_ENTRY, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG, GRANT_TABLE_FULL,
-  GRANT_TOO_MANY_ENTRIES, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, PASSWORD_NEEDS_ENTROPY,
+  ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, GRANT_BAD_ENTRY, GRANT_BAD_METHOD, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG,
+  GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS, GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, PASSWORD_NEEDS_ENTROPY,
   REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED,
 } from '../../assembly/results.js';
 
@@ -41,6 +41,8 @@ const NAMES: Readonly<Record<Outcome, string>> = {
   [Outcome.NoToken]: 'no token',
   [Outcome.BadHeader]: 'bad header',
   [Outcome.BadPath]: 'bad path',
+  // Not a refusal: the request is served only for a method the grant's scope allows.
+  [Outcome.Scoped]: 'scoped',
 };
 
 /** Each outcome's name (the metrics' label), indexed by outcome. */
@@ -54,10 +56,16 @@ export interface Claims {
   grant: number;
 }
 
-/** Why the core refused an endpoint list: the list itself, or the table's size. */
-export type GrantErrorCode = 'empty' | 'too-many-entries' | 'table-full' | 'bad-entry' | 'entry-too-long';
+/** Why the core refused a grant: its endpoints, its methods, or the table's size. */
+export type GrantErrorCode = 'empty' | 'too-many-entries' | 'table-full' | 'bad-entry' | 'entry-too-long' | 'bad-method' |
+  'method-too-long' | 'too-many-methods' | 'no-methods';
 
 export class GrantError extends Error {
+  /**
+   * `entry`: for 'bad-entry' and 'entry-too-long', the index of the endpoint in the
+   * canonical list; for 'bad-method' and 'method-too-long', the index of the pattern in
+   * `methods` as given.
+   */
   constructor(readonly code: GrantErrorCode, message: string, readonly entry?: number) {
     super(message);
     this.name = 'GrantError';
@@ -80,7 +88,15 @@ export type RevokeResult = typeof REVOKE_MARKED | typeof REVOKE_EXPIRED | typeof
 export const TOKEN_LENGTH = 76;
 export const MAX_ENDPOINTS = 128;
 export const MAX_ENDPOINT_LENGTH = 1024;
+/** A method scope holds 1 to MAX_METHODS patterns of 1 to MAX_METHOD_LENGTH bytes each. */
+export const MAX_METHODS = 128;
+export const MAX_METHOD_LENGTH = 128;
+/** What a method pattern is, for the messages users see (the rule in full: assembly/README.md, "Method scopes"). */
+export const METHOD_RULES = `a JSON-RPC method name of 1 to ${MAX_METHOD_LENGTH} visible ASCII characters (no spaces, controls or ` +
+  'non-ASCII), optionally ending in "*" to allow every method it starts (like eth_*), or "*" alone for every method';
 export const GENERATED_PASSWORD_LENGTH = 32;
+/** The core's ABI this host speaks (assembly/README.md). */
+export const ABI_VERSION = 2;
 const DEFAULT_WINDOW_LOG2 = 22;
 const MIN_WINDOW_LOG2 = 12;
 const MAX_WINDOW_LOG2 = 30;
@@ -90,7 +106,7 @@ const MAX_WINDOW_LOG2 = 30;
 // list, then one slot per instance beyond the owner's. test/core-threads.test.ts pins it.
 const PAGE_BYTES = 65536;
 const HEAP_BASE = 2 * PAGE_BYTES;
-const GRANT_INDEX_BYTES = 65536 * 8;
+const GRANT_INDEX_BYTES = 65536 * 16;
 const MAX_GRANT_BYTES = 16 * 2 ** 20;
 const SLOT_BYTES = 96 * 1024;
 const MAX_PAGES = 32768;
@@ -157,6 +173,7 @@ interface Exports extends Record<string, unknown> {
   grantAdd(len: number): number;
   grantFind(len: number): number;
   grantCount(): number;
+  methodAllowed(grant: number, len: number): number;
   nextSerial(): bigint;
   floor(): bigint;
   restoreSerials(floor: bigint, nextSerial: bigint, expiryBound: bigint): number;
@@ -177,7 +194,9 @@ interface Exports extends Record<string, unknown> {
 const GRANT_ERRORS: Record<number, [GrantErrorCode, string]> = {
   [GRANT_EMPTY]: ['empty', 'endpoints must not be empty'],
   [GRANT_TOO_MANY_ENTRIES]: ['too-many-entries', `endpoints may hold at most ${MAX_ENDPOINTS} entries`],
-  [GRANT_TABLE_FULL]: ['table-full', 'the node holds too many distinct endpoint lists; reuse an existing one'],
+  [GRANT_TABLE_FULL]: ['table-full', 'the node holds too many distinct grants (endpoint lists and methods); reuse an existing one'],
+  [GRANT_TOO_MANY_METHODS]: ['too-many-methods', `methods may hold at most ${MAX_METHODS} patterns`],
+  [GRANT_NO_METHODS]: ['no-methods', 'methods must hold at least one pattern; leave methods out for a token that allows every method'],
 };
 
 const ISSUE_ERRORS: Record<number, [IssueErrorCode, string]> = {
@@ -240,7 +259,9 @@ export class Core {
     const instance = instantiateSync<Exports>(module, memory ? { env: { memory } } : {});
     this.x = instance.exports as unknown as Exports;
     this.memory = this.x.memory;
-    if (this.x.abiVersion() !== 1) throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (1)`);
+    if (this.x.abiVersion() !== ABI_VERSION) {
+      throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (${ABI_VERSION})`);
+    }
     if (this.owner) this.init(memory);
     else this.attach(options.slot as number);
     this.tokenPtr = this.x.tokenBuffer();
@@ -328,45 +349,74 @@ export class Core {
   }
 
   /**
-   * Interns an endpoint list and returns its grant id. The list is canonicalised first
-   * (`*` anywhere means just `*`; duplicates dropped; sorted) so equal grants share an id.
-   * Throws GrantError naming the first bad entry.
+   * Interns a grant, its endpoints and, for a token limited to some JSON-RPC methods, its
+   * method patterns, and returns its grant id. Both lists are canonicalised first (`*`
+   * anywhere means just `*`; duplicates dropped; sorted) so equal grants share an id; the
+   * same endpoints with other methods, or without any, are another grant. Throws
+   * GrantError naming the first bad endpoint or pattern.
    */
-  addGrant(endpoints: readonly string[]): number {
+  addGrant(endpoints: readonly string[], methods?: readonly string[]): number {
     this.writer();
-    return this.grantCall(endpoints, (len) => this.x.grantAdd(len));
+    return this.grantCall(endpoints, methods, (len) => this.x.grantAdd(len));
   }
 
   /**
-   * The grant id `addGrant` would return for this list, adding nothing: the list's id,
-   * or `grantCount` when it is new. Throws what `addGrant` would throw. A host that
-   * records new lists durably records them under this id first, then adds them.
+   * The grant id `addGrant` would return, adding nothing: the grant's id, or
+   * `grantCount` when it is new. Throws what `addGrant` would throw. A host that records
+   * new grants durably records them under this id first (`grantEntries`), then adds them.
    */
-  findGrant(endpoints: readonly string[]): number {
-    return this.grantCall(endpoints, (len) => this.x.grantFind(len));
+  findGrant(endpoints: readonly string[], methods?: readonly string[]): number {
+    return this.grantCall(endpoints, methods, (len) => this.x.grantFind(len));
   }
 
-  private grantCall(endpoints: readonly string[], call: (len: number) => number): number {
-    // Every entry goes to the core, which validates them all; one holding `*` is then
-    // stored as `*` alone, as canonicalEndpoints records it.
+  private grantCall(endpoints: readonly string[], methods: readonly string[] | undefined, call: (len: number) => number): number {
+    // Every entry and pattern goes to the core, which validates them all; `*` among them
+    // is then stored alone, as canonicalEndpoints and canonicalMethods record it.
     const canonical = [...new Set(endpoints)].sort();
     const newline = canonical.findIndex((e) => e.includes('\n'));
     if (newline >= 0) throw new GrantError('bad-entry', `endpoint ${JSON.stringify(canonical[newline])} holds a line break`, newline);
-    // Each entry ends in a line feed, so an empty entry stays visible to the core.
-    const encoded = new TextEncoder().encode(canonical.map((e) => e + '\n').join(''));
-    if (encoded.length > this.ioCap) throw new GrantError('too-many-entries', 'the endpoint list is too long');
+    const patterns = methods === undefined ? [] : [...new Set(methods)].sort();
+    const badPattern = patterns.findIndex((m) => m.includes('\n'));
+    if (badPattern >= 0) throw methodError('bad-method', methods as readonly string[], patterns[badPattern]);
+    // Each entry ends in a line feed, so an empty entry stays visible to the core; the
+    // empty entry between endpoints and patterns starts the method scope.
+    const entries = methods === undefined ? canonical : [...canonical, '', ...patterns];
+    const encoded = new TextEncoder().encode(entries.map((e) => e + '\n').join(''));
+    if (encoded.length > this.ioCap) {
+      throw new GrantError('too-many-entries', `the endpoint list${methods === undefined ? '' : ' and methods'} ` +
+        `take more than ${this.ioCap} bytes`);
+    }
     this.writeIo(encoded);
     const id = call(encoded.length);
     if (id >= 0) return id;
     if (id === GRANT_BAD_ENTRY || id === GRANT_ENTRY_TOO_LONG) {
       const bad = this.mem32(this.resultPtr);
-      const shown = JSON.stringify(canonical[bad].length > 64 ? canonical[bad].slice(0, 64) + '…' : canonical[bad]);
+      const shown = shorten(canonical[bad]);
       if (id === GRANT_ENTRY_TOO_LONG) throw new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, bad);
       throw new GrantError('bad-entry', `endpoint ${shown} is not "*" or an absolute path ` +
         `(like /ext/info or /ext/bc/X, optionally ending in /* for a subtree) that the path rules allow: ${PATH_RULES}`, bad);
     }
+    if (id === GRANT_BAD_METHOD || id === GRANT_METHOD_TOO_LONG) {
+      const pattern = patterns[this.mem32(this.resultPtr)];
+      throw methodError(id === GRANT_BAD_METHOD ? 'bad-method' : 'method-too-long', methods as readonly string[], pattern);
+    }
     const [code, message] = GRANT_ERRORS[id] ?? ['table-full', `grant refused (${id})`];
     throw new GrantError(code, message);
+  }
+
+  /**
+   * Whether the grant of a Scoped token (`scopedGrant`) allows a JSON-RPC method: the
+   * name as the request's JSON string decodes. True for a grant without method scope.
+   */
+  methodAllowed(grant: number, method: string): boolean {
+    const allowed = this.x.methodAllowed(grant, this.fit(method, this.paths()));
+    if (allowed < 0) throw new RangeError(`unknown grant ${grant}`);
+    return allowed === 1;
+  }
+
+  /** After `authorize` or `verify` answered Scoped: the grant id of the token, for `methodAllowed`. */
+  get scopedGrant(): number {
+    return this.dv().getUint32(this.resultPtr + 20, true);
   }
 
   get grantCount(): number {
@@ -387,13 +437,14 @@ export class Core {
 
   /**
    * The gate's hot path: the raw `Authorization` header value (empty when absent) and the
-   * request path as uWebSockets.js hands them over.
+   * request path as uWebSockets.js hands them over. Scoped: the token is valid for the
+   * path, but only for the methods its grant allows (`scopedGrant`, `methodAllowed`).
    */
   authorize(header: string, path: string, now: number): Outcome {
     return this.x.authorize(this.fit(header, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
   }
 
-  /** Checks a bare token (no `Bearer `) against a path: the path rules, then the token. */
+  /** Checks a bare token (no `Bearer `) against a path: the path rules, then the token; Scoped as `authorize`. */
   verify(token: string, path: string, now: number): Outcome {
     return this.x.verify(this.fit(token, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
   }
@@ -582,4 +633,37 @@ export class Core {
 export function canonicalEndpoints(endpoints: readonly string[]): string[] {
   if (endpoints.includes('*')) return ['*'];
   return [...new Set(endpoints)].sort();
+}
+
+/** `*` anywhere means every method; otherwise duplicates go and the order is fixed. */
+export function canonicalMethods(methods: readonly string[]): string[] {
+  return canonicalEndpoints(methods);
+}
+
+/**
+ * A grant as the core stores it, and as a state file keeps it: the canonical endpoints,
+ * then, for a method scope, an empty entry and the canonical method patterns.
+ */
+export function grantEntries(endpoints: readonly string[], methods?: readonly string[]): string[] {
+  const entries = canonicalEndpoints(endpoints);
+  return methods === undefined ? entries : [...entries, '', ...canonicalMethods(methods)];
+}
+
+/** The endpoints and methods of a stored grant (`grantEntries`); no methods when it has no scope. */
+export function splitGrantEntries(entries: readonly string[]): { endpoints: string[]; methods?: string[] } {
+  const scope = entries.indexOf('');
+  // An empty first entry is no scope but a bad endpoint: addGrant refuses it.
+  if (scope <= 0) return { endpoints: [...entries] };
+  return { endpoints: entries.slice(0, scope), methods: entries.slice(scope + 1) };
+}
+
+function shorten(text: string): string {
+  return JSON.stringify(text.length > 64 ? text.slice(0, 64) + '…' : text);
+}
+
+/** A refused method pattern, named by its place in `methods` as the caller gave it. */
+function methodError(code: 'bad-method' | 'method-too-long', methods: readonly string[], pattern: string): GrantError {
+  const index = methods.indexOf(pattern);
+  const why = code === 'method-too-long' ? `longer than ${MAX_METHOD_LENGTH} bytes` : `not ${METHOD_RULES}`;
+  return new GrantError(code, `methods[${index}] ${shorten(pattern)}: ${why}`, index);
 }

@@ -10,7 +10,7 @@ import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { REVOKE_NEVER_ISSUED } from '../core/core.js';
+import { REVOKE_NEVER_ISSUED, splitGrantEntries } from '../core/core.js';
 import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
@@ -215,10 +215,11 @@ export function restoreCore(core: Core, s: ServiceState, now: number, path: stri
     'or move it aside to start with fresh state (every token issued so far then stops working)');
   core.setKey(s.key);
   core.generation = s.generation;
-  s.grants.forEach((endpoints, id) => {
+  s.grants.forEach((entries, id) => {
     let got: number;
     try {
-      got = core.addGrant(endpoints);
+      const { endpoints, methods } = splitGrantEntries(entries);
+      got = core.addGrant(endpoints, methods);
     } catch {
       throw damaged(`endpoint list ${id} is not valid`);
     }
