@@ -3,7 +3,7 @@
 //   0 .. HEAP_BASE        data: constant tables, the state below, the key states, and
 //                         slot 0 (the exchange buffers and scratch of the instance that
 //                         called `init`; see slots.ts)
-//   HEAP_BASE ..          the heap, laid out by `init`: the grant index (MAX_GRANTS * 8),
+//   HEAP_BASE ..          the heap, laid out by `init`: the grant index (MAX_GRANTS * 16),
 //                         the revocation ring (2^windowLog2 / 8), the page expiries
 //                         (2^windowLog2 / 4096 * 8), then the grant lists (up to
 //                         MAX_GRANT_BYTES), which fill upwards as grants are added

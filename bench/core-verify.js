@@ -157,6 +157,20 @@ export async function runCoreVerify(opts = {}) {
     return core.authorize(validHeaders[i], paths[i], Math.floor(Date.now() / 1000));
   });
 
+  // A token limited to some JSON-RPC methods: the check answers Scoped, then the method
+  // (as the gate takes it from the body) goes through the grant's patterns. Builds before
+  // method scopes have no such case.
+  if (typeof core.methodAllowed === 'function') {
+    const scoped = core.issue(core.addGrant([PATH], ['eth_call', 'eth_get*', 'net_version']), now, LIFETIME).token;
+    const scopedHeaders = wireCopies(`Bearer ${scoped}`, COPIES);
+    const methods = wireCopies('eth_getBalance', COPIES);
+    check(scopedHeaders[0], paths[0], Outcome.Scoped, 'scoped');
+    cases.add('ours: Core.authorize + methodAllowed, scoped token, repeated', 'cached', () => {
+      i = (i + 1) & mask;
+      return core.authorize(scopedHeaders[i], paths[i], now) === Outcome.Scoped && core.methodAllowed(core.scopedGrant, methods[i]);
+    });
+  }
+
   for (const [label, header, path, expected] of gateCases(f, Outcome).slice(1)) {
     const hs = wireCopies(header, COPIES);
     const ps = wireCopies(path, COPIES);

@@ -126,6 +126,33 @@ t.test('a second instance over the memory changes none of it, and an attached re
   t.equal(reader.authorize(`Bearer ${later}`, PATH, NOW), Outcome.Revoked, 'and its revocation');
 });
 
+t.test('a scoped grant added by the owner reaches an attached reader whole: Scoped, its grant id, its methods', async (t) => {
+  const owner = newThreadsCore({ windowLog2: 12, threads: 2 });
+  owner.setKey(KEY_A);
+  const before = owner.addGrant([PATH], ['eth_*', 'net_version']);
+  const scoped = owner.issue(before, NOW, HOUR).token;
+  const reader = new Core(coreThreadsModule(), { memory: owner.memory, slot: 1 });
+  t.equal(reader.verify(scoped, PATH, NOW), Outcome.Scoped, 'a grant added before the reader attached');
+  t.equal(reader.scopedGrant, before);
+  t.equal(reader.methodAllowed(before, 'eth_call'), true);
+  t.equal(reader.methodAllowed(before, 'net_version'), true);
+  t.equal(reader.methodAllowed(before, 'avax.getHeight'), false);
+  // Added after: the reader finds the new grant's methods once the owner's call returned.
+  const after = owner.addGrant([PATH], ['avax.*']);
+  const plain = owner.addGrant([PATH]);
+  const later = owner.issue(after, NOW, HOUR).token;
+  t.equal(reader.authorize(`Bearer ${later}`, PATH, NOW), Outcome.Scoped);
+  t.equal(reader.scopedGrant, after);
+  t.equal(reader.methodAllowed(after, 'avax.getHeight'), true);
+  t.equal(reader.methodAllowed(after, 'eth_call'), false);
+  t.equal(reader.methodAllowed(plain, 'eth_call'), true, 'a grant without scope allows every method');
+  t.equal(reader.verify(owner.issue(plain, NOW, HOUR).token, PATH, NOW), Outcome.Valid);
+  t.throws(() => reader.methodAllowed(plain + 1, 'eth_call'), RangeError, 'a grant not yet published is unknown');
+  t.equal(owner.authorize(`Bearer ${scoped}`, PATH, NOW), Outcome.Scoped);
+  t.equal(owner.scopedGrant, before);
+  t.equal(reader.scopedGrant, after, 'each instance reads the grant id of its own last check');
+});
+
 t.test('instances attach in turn: one owner, one instance per slot, and nobody but the owner changes the state', async (t) => {
   const memory = sharedMemory(12, 3);
   t.throws(() => new Core(coreThreadsModule(), { memory, slot: 1 }), /no core set up yet/, 'nothing to attach to before the owner');

@@ -5,7 +5,9 @@ import fc from 'fast-check';
 import t from 'tap';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Core, GrantError, IssueError, Outcome } from '../build/host/core/core.js';
+import {
+  canonicalMethods, Core, GrantError, grantEntries, IssueError, MAX_METHODS, Outcome, OUTCOME_NAMES, splitGrantEntries,
+} from '../build/host/core/core.js';
 import { coreModule } from '../build/host/core/module.js';
 import { badPath, checkProperty, refusedCodePoint } from './helpers/fuzz.js';
 
@@ -568,4 +570,220 @@ t.test('verification leaves memory as it was', async (t) => {
   const before = memory.buffer.byteLength;
   for (let i = 0; i < 100_000; i++) core.authorize(header, i % 2 ? '/ext/info' : '/ext/bc/X', NOW);
   t.equal(memory.buffer.byteLength, before);
+});
+
+// Method scopes: a grant's endpoints, then an empty entry and its JSON-RPC method patterns.
+
+interface RawCore {
+  memory: WebAssembly.Memory;
+  init(windowLog2: number): number;
+  abiVersion(): number;
+  ioBuffer(): number;
+  pathBuffer(): number;
+  pathCapacity(): number;
+  resultBuffer(): number;
+  grantAdd(len: number): number;
+  grantFind(len: number): number;
+  grantCount(): number;
+  methodAllowed(grant: number, len: number): number;
+}
+
+/** The plain build straight from its exports, set up, for what the Core class does not show. */
+function rawCore(): RawCore {
+  const abort = () => { throw new Error('core abort'); };
+  const x = new WebAssembly.Instance(new WebAssembly.Module(wasmBytes), { env: { abort } }).exports as unknown as RawCore;
+  x.init(12);
+  return x;
+}
+
+/** Writes `text` (latin1: one byte per character) at `ptr`; its length. */
+function put(x: RawCore, ptr: number, text: string): number {
+  new Uint8Array(x.memory.buffer).set(Buffer.from(text, 'latin1'), ptr);
+  return text.length;
+}
+
+const resultWord = (x: RawCore) => new DataView(x.memory.buffer).getUint32(x.resultBuffer(), true);
+
+t.test('the core speaks ABI 2', async (t) => {
+  t.equal(rawCore().abiVersion(), 2);
+});
+
+t.test('grantAdd takes a method scope after an empty entry, and refuses bad patterns with their index', async (t) => {
+  const x = rawCore();
+  const add = (list: string) => x.grantAdd(put(x, x.ioBuffer(), list));
+  const find = (list: string) => x.grantFind(put(x, x.ioBuffer(), list));
+  const refusals: Array<[string, number, number | undefined]> = [
+    ['/a\n\n', -9, undefined],
+    ['/a\n\n\n', -6, 0],
+    ['/a\n\neth_call\n\n', -6, 1],
+    ['/a\n\neth call\n', -6, 0],
+    ['/a\n\neth_call\neth_*x\n', -6, 1],
+    ['/a\n\n*eth\n', -6, 0],
+    ['/a\n\n**\n', -6, 0],
+    ['/a\n\neth\x7f\n', -6, 0],
+    ['/a\n\neth\x00\n', -6, 0],
+    ['/a\n\n\xc3\xa9\n', -6, 0],
+    ['/a\n\nm\n' + 'n'.repeat(129) + '\n', -7, 1],
+    ['/a\n\n' + Array.from({ length: 129 }, (_, i) => `m${i}\n`).join(''), -8, undefined],
+    ['/a\n\neth_call', -4, 0],
+    ['\neth_call\n', -4, 0],
+    ['/a/../b\n\neth_call\n', -4, 0],
+  ];
+  for (const [list, code, index] of refusals) {
+    t.equal(find(list), code, `grantFind ${JSON.stringify(list.slice(0, 30))}`);
+    t.equal(add(list), code, `grantAdd ${JSON.stringify(list.slice(0, 30))}`);
+    if (index !== undefined) t.equal(resultWord(x), index, 'the index of the refused entry or pattern');
+  }
+  t.equal(x.grantCount(), 0, 'a refused grant adds nothing');
+
+  t.equal(add('/a\n'), 0);
+  t.equal(find('/a\n\neth_call\n'), 1, 'the same endpoints with methods are a new grant');
+  t.equal(x.grantCount(), 1, 'which grantFind does not add');
+  t.equal(add('/a\n\neth_call\n'), 1);
+  t.equal(add('/a\n\neth_call\n'), 1, 'interned');
+  t.equal(add('/a\n'), 0, 'and the grant without methods is still the one it was');
+  t.equal(add('/a\n\neth_call\neth_chainId\n'), 2, 'other methods are another grant');
+  t.equal(add('/a\n\neth_chainId\n'), 3);
+  t.equal(add('/a\n\n*\n'), 4, '"*" is a scope of its own: every method, but a method all the same');
+  t.equal(add('/a\n\neth_call\n*\n'), 4, '"*" among patterns is "*" alone');
+  t.equal(add('/b\n*\n\neth_*\n'), 5);
+  t.equal(add('*\n\neth_*\n'), 5, 'and "*" among endpoints is "*" alone, with the scope kept');
+  t.equal(add('*\n\n*\n'), 6);
+  t.equal(add('/a\n*\n\nx\n*\n'), 6, 'both at once');
+  t.equal(add('/a\n\n' + 'n'.repeat(128) + '\n'), 7, 'a pattern of 128 bytes');
+  t.equal(add('/a\n\n' + Array.from({ length: 128 }, (_, i) => `m${i}\n`).join('')), 8, '128 patterns');
+  t.equal(add('/a\n\n!~\n'), 9, 'any visible ASCII');
+});
+
+t.test('Core.addGrant takes methods: canonical, interned apart from the endpoints alone, errors that name methods[i]', async (t) => {
+  const core = keyedCore();
+  const plain = core.addGrant(['/ext/bc/C/rpc']);
+  const scoped = core.addGrant(['/ext/bc/C/rpc'], ['eth_getBalance', 'eth_call']);
+  t.not(scoped, plain);
+  t.equal(core.addGrant(['/ext/bc/C/rpc'], ['eth_call', 'eth_getBalance', 'eth_call']), scoped, 'order and duplicates do not matter');
+  t.equal(core.findGrant(['/ext/bc/C/rpc']), plain);
+  t.equal(core.findGrant(['/ext/bc/C/rpc'], ['net_version']), core.grantCount, 'a new scope is a new grant');
+  const any = core.addGrant(['/ext/bc/C/rpc'], ['*']);
+  t.equal(core.addGrant(['/ext/bc/C/rpc'], ['eth_call', '*']), any, '"*" anywhere is just "*"');
+  t.not(any, plain, 'and still a scope: the grant of a token limited to JSON-RPC calls');
+
+  const refused = (methods: string[], code: string, entry: number | undefined, message: RegExp | string) => {
+    const error = t.throws(() => core.findGrant(['/ext/bc/C/rpc'], methods)) as GrantError;
+    t.equal(error.name, 'GrantError');
+    t.equal(error.code, code, JSON.stringify(methods).slice(0, 40));
+    t.equal(error.entry, entry);
+    t.match(error.message, message);
+  };
+  refused([], 'no-methods', undefined, 'methods must hold at least one pattern; leave methods out for a token that allows every method');
+  refused(['net_version', 'eth_*x'], 'bad-method', 1, /^methods\[1\] "eth_\*x": not a JSON-RPC method name of 1 to 128 visible ASCII characters/);
+  refused(['eth_call', ''], 'bad-method', 1, /^methods\[1\] "": not/);
+  refused(['eth call'], 'bad-method', 0, 'methods[0] "eth call": not');
+  refused(['eth_caf\u00e9'], 'bad-method', 0, 'methods[0] "eth_café"');
+  refused(['a\nb'], 'bad-method', 0, 'methods[0] "a\\nb"');
+  refused(['a', 'm'.repeat(129)], 'method-too-long', 1, /^methods\[1\] "m{64}…": longer than 128 bytes$/);
+  refused(['\u00e9'.repeat(65)], 'method-too-long', 0, /longer than 128 bytes/);
+  refused(Array.from({ length: 129 }, (_, i) => `m${i}`), 'too-many-methods', undefined, 'methods may hold at most 128 patterns');
+  t.throws(() => core.findGrant(['/ext/../x'], ['eth_*x']), { code: 'bad-entry', entry: 0 }, 'the endpoints are checked first');
+  t.throws(() => core.findGrant([''], ['eth_call']), { code: 'bad-entry', entry: 0 }, 'an empty endpoint is a bad endpoint, not a scope');
+  t.equal(core.grantCount, 3, 'nothing refused was added');
+});
+
+t.test('grantEntries and splitGrantEntries: the stored form of a grant, and back', async (t) => {
+  t.same(grantEntries(['/b', '/a', '/b']), ['/a', '/b']);
+  t.same(grantEntries(['/b', '/a'], ['net_version', 'eth_*', 'net_version']), ['/a', '/b', '', 'eth_*', 'net_version']);
+  t.same(grantEntries(['*', '/a'], ['x', '*']), ['*', '', '*']);
+  t.same(canonicalMethods(['b', 'a', 'b']), ['a', 'b']);
+  t.same(splitGrantEntries(['/a', '/b', '', 'eth_*']), { endpoints: ['/a', '/b'], methods: ['eth_*'] });
+  t.same(splitGrantEntries(['/a', '/b']), { endpoints: ['/a', '/b'] });
+  t.same(splitGrantEntries(['/a', '']), { endpoints: ['/a'], methods: [] }, 'an empty scope, which addGrant refuses');
+  t.same(splitGrantEntries(['', 'x']), { endpoints: ['', 'x'] }, 'an empty first entry is a bad endpoint, which addGrant refuses');
+  t.equal(MAX_METHODS, 128);
+  // The stored form is the core's list: adding it back gives the same grant.
+  const core = keyedCore();
+  const id = core.addGrant(['/ext/info', '/ext/bc/C/rpc'], ['eth_call']);
+  const { endpoints, methods } = splitGrantEntries(grantEntries(['/ext/info', '/ext/bc/C/rpc'], ['eth_call']));
+  t.equal(core.addGrant(endpoints, methods), id);
+});
+
+t.test('a valid token of a scoped grant is Scoped with its grant id; refusals and unscoped grants are as before', async (t) => {
+  const core = keyedCore();
+  const RPC = '/ext/bc/C/rpc';
+  const plain = core.issue(core.addGrant([RPC]), NOW, HOUR).token;
+  const grant = core.addGrant([RPC, '/ext/bc/X/*'], ['eth_call']);
+  const scoped = core.issue(grant, NOW, HOUR).token;
+  t.equal(core.authorize(`Bearer ${plain}`, RPC, NOW), Outcome.Valid);
+  t.equal(core.authorize(`Bearer ${scoped}`, RPC, NOW), Outcome.Scoped);
+  t.equal(core.scopedGrant, grant);
+  t.equal(core.verify(scoped, '/ext/bc/X/rpc', NOW), Outcome.Scoped);
+  t.equal(core.scopedGrant, grant);
+  t.equal(core.authorize(`Bearer ${scoped}`, '/ext/info', NOW), Outcome.NotGranted, 'the endpoints still bound it');
+  t.equal(core.authorize(`Bearer ${scoped}`, RPC, NOW + HOUR), Outcome.Expired);
+  t.equal(core.authorize(`Bearer ${scoped}`, '/ext/bc/C/../rpc', NOW), Outcome.BadPath);
+  t.equal(core.authorize(`Bearer ${forge({ grant, serial: 1n, generation: 1 })}`, RPC, NOW), Outcome.EarlierGeneration);
+  // inspect and revoke are about the token, not a request: a live scoped token is Valid there.
+  t.same(core.inspect(scoped, NOW), { outcome: Outcome.Valid, claims: { serial: 1, expiry: NOW + HOUR, generation: 0, grant } });
+  t.equal(core.revoke(scoped, NOW).outcome, Outcome.Valid);
+  t.equal(core.authorize(`Bearer ${scoped}`, RPC, NOW), Outcome.Revoked);
+  t.equal(OUTCOME_NAMES[Outcome.Scoped], 'scoped');
+  t.equal(Outcome.Scoped, 10, 'the next free code: older hosts refuse it as not Valid');
+});
+
+t.test('methodAllowed: equal bytes, a prefix for "x*", any name for "*", every name without a scope', async (t) => {
+  const core = keyedCore();
+  const plain = core.addGrant(['/ext/bc/C/rpc']);
+  const some = core.addGrant(['/ext/bc/C/rpc'], ['eth_*', 'net_version', 'avax.getHeight']);
+  const any = core.addGrant(['/ext/bc/C/rpc'], ['*']);
+  const table: Array<[string, boolean]> = [
+    ['eth_call', true], ['eth_', true], ['eth', false], ['Eth_call', false], ['eth-call', false], ['net_version', true],
+    ['net_versio', false], ['net_version2', false], ['NET_VERSION', false], ['avax.getHeight', true], ['', false],
+    [' net_version', false], ['net_version ', false], ['\u00e9', false], ['eth_\u00e9', true], ['net_version\u0000', false],
+    [`eth_${'x'.repeat(10_000)}`, true], [`net_version${'x'.repeat(10_000)}`, false],
+  ];
+  for (const [method, allowed] of table) {
+    t.equal(core.methodAllowed(some, method), allowed, JSON.stringify(method.slice(0, 20)));
+    t.equal(core.methodAllowed(any, method), true);
+    t.equal(core.methodAllowed(plain, method), true);
+  }
+  t.throws(() => core.methodAllowed(core.grantCount, 'eth_call'), RangeError, 'an unknown grant is a bug of the host');
+
+  // Through the raw export: the name in the path buffer; one longer than the buffer with its true length.
+  const x = rawCore();
+  t.equal(x.grantAdd(put(x, x.ioBuffer(), '/a\n\neth_*\nnet_version\n')), 0);
+  const name = (text: string, len = text.length) => x.methodAllowed(0, (put(x, x.pathBuffer(), text), len));
+  t.equal(name('eth_call'), 1);
+  t.equal(name('net_version'), 1);
+  t.equal(name('net'), 0);
+  t.equal(name('eth_', x.pathCapacity() + 100), 1, 'a prefix is read from what was written');
+  t.equal(name('net_version', x.pathCapacity() + 100), 0);
+  t.equal(name('', 0), 0);
+  t.equal(x.methodAllowed(1, 0), -1, 'unknown grant');
+});
+
+t.test('methodAllowed agrees with a model of the patterns on generated names', async (t) => {
+  const core = keyedCore();
+  const PIECES = ['eth', '_', 'call', 'get', '*', 'net', 'a', '.'];
+  const pattern = fc.array(fc.constantFrom(...PIECES.filter((p) => p !== '*')), { minLength: 1, maxLength: 3 })
+    .chain((parts) => fc.boolean().map((star) => parts.join('') + (star ? '*' : '')));
+  const name = fc.array(fc.constantFrom(...PIECES, 'é', ' '), { maxLength: 5 }).map((parts) => parts.join(''));
+  const model = (patterns: string[], method: string) => patterns.some((p) => (p.endsWith('*') ? method.startsWith(p.slice(0, -1)) : p === method));
+  const cases = fc.tuple(fc.array(pattern, { minLength: 1, maxLength: 4 }), fc.array(name, { maxLength: 8 }));
+  await checkProperty(t, 'methodAllowed is the model', fc.asyncProperty(cases, async ([patterns, names]) => {
+    const grant = core.addGrant(['/a'], patterns);
+    return names.every((n) => core.methodAllowed(grant, n) === model(patterns, n));
+  }), { numRuns: 500 });
+});
+
+t.test('Scoped checks and methodAllowed leave memory as it was', async (t) => {
+  const core = keyedCore();
+  const grant = core.addGrant(['/ext/info'], ['eth_*', 'net_version']);
+  const header = `Bearer ${core.issue(grant, NOW, HOUR).token}`;
+  const memory = (core as unknown as { x: { memory: WebAssembly.Memory } }).x.memory;
+  const before = memory.buffer.byteLength;
+  const grantsBefore = core.grantCount;
+  for (let i = 0; i < 100_000; i++) {
+    if (core.authorize(header, '/ext/info', NOW) !== Outcome.Scoped) throw new Error('not Scoped');
+    core.methodAllowed(core.scopedGrant, i % 2 ? 'eth_call' : 'web3_sha3');
+  }
+  t.equal(memory.buffer.byteLength, before);
+  t.equal(core.grantCount, grantsBefore);
 });

@@ -44,10 +44,18 @@ t.test('the runner passes the file and fails a case whose expectation is wrong',
   revoked.checks[0].outcome = 'Valid';
   const password = broken.cases.find((c: { kind: string }) => c.kind === 'password');
   password.password = password.password.replace(/^./, (c: string) => (c === 'A' ? 'B' : 'A'));
+  const scoped = broken.cases.find((c: { name: string }) => c.name.startsWith('Scoped: '));
+  const scopedCheck = scoped.checks.find((c: { outcome: string }) => c.outcome === 'Scoped');
+  scopedCheck.grant += 1;
+  const methods = broken.cases.find((c: { name: string }) => c.name.startsWith('methods: '));
+  const methodCheck = methods.checks.find((c: { grant: number; result: number }) => c.grant === 1 && c.result === 1);
+  methodCheck.result = 0;
   const failing = await runVectors(module, broken);
-  t.equal(failing.failed, 2);
-  t.same(failing.failures.map((f) => f.name), [password.name, revoked.name]);
+  t.equal(failing.failed, 4);
+  t.same(failing.failures.map((f) => f.name), [password.name, revoked.name, scoped.name, methods.name]);
   t.match(failing.failures[1].problems, [/check 0 \(authorize\): Revoked, not Valid/]);
+  t.match(failing.failures[2].problems, [/Scoped with grant 1, not 2/]);
+  t.match(failing.failures[3].problems, [/methodAllowed 1\): 1, not 0/]);
 });
 
 t.test('the threads build generates the same vectors and passes them', async (t) => {

@@ -114,7 +114,7 @@ const MAX_PAGES = 32768;
 /**
  * The pages of a shared memory for the threads build: the state of a revocation window
  * of 2^windowLog2 serials, and a slot for each of `threads` instances (the owner's
- * included). About 17 MiB for the default window, plus 96 KiB per thread beyond the first.
+ * included). About 17.7 MiB for the default window, plus 96 KiB per thread beyond the first.
  */
 export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1): number {
   if (!Number.isInteger(windowLog2) || windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) {

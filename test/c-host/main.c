@@ -160,14 +160,22 @@ static void command(char **f, int n) {
   } else if (strcmp(c, "authorize") == 0) {
     bytes_t header = hex(f[1]), path = hex(f[2]);
     expect_int(authorize(header, path, strtoll(f[3], NULL, 10)), f[4], "authorize");
+    if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "authorize: Scoped grant");
     free(header.data);
     free(path.data);
   } else if (strcmp(c, "verify") == 0) {
     bytes_t token = hex(f[1]), path = hex(f[2]);
     uint32_t token_len = put(token_ptr, token_cap, token), path_len = put(path_ptr, path_cap, path);
     expect_int(Z_coreZ_verify(&core, token_len, path_len, (u64)strtoll(f[3], NULL, 10)), f[4], "verify");
+    if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "verify: Scoped grant");
     free(token.data);
     free(path.data);
+  } else if (strcmp(c, "method") == 0) {
+    /* The method name goes in the path buffer; one longer than it, with its true length. */
+    bytes_t name = hex(f[2]);
+    int32_t allowed = (int32_t)Z_coreZ_methodAllowed(&core, strtoul(f[1], NULL, 10), put(path_ptr, path_cap, name));
+    expect_int(allowed, f[3], "methodAllowed");
+    free(name.data);
   } else if (strcmp(c, "sha256") == 0) {
     bytes_t message = hex(f[1]);
     Z_coreZ_sha256(&core, put(io_ptr, io_cap, message));

@@ -10,7 +10,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { Core, Outcome, canonicalEndpoints } from '../../build/host/core/core.js';
+import { ABI_VERSION, Core, Outcome, grantEntries, splitGrantEntries } from '../../build/host/core/core.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { fixedEntropy, toHex } from './run-vectors.js';
 
@@ -21,7 +21,10 @@ const KEY = Uint8Array.from({ length: 32 }, (_, i) => i);
 const OTHER_KEY = new Uint8Array(32).fill(0xa5);
 const LONG_KEY = Uint8Array.from({ length: 64 }, (_, i) => 255 - i);
 const ISSUE_REFUSALS = { [-1]: 'unknown-grant', [-2]: 'window-full', [-3]: 'bad-time', [-4]: 'no-key' };
-const GRANT_REFUSALS = { empty: -1, 'too-many-entries': -2, 'table-full': -3, 'bad-entry': -4, 'entry-too-long': -5 };
+const GRANT_REFUSALS = {
+  empty: -1, 'too-many-entries': -2, 'table-full': -3, 'bad-entry': -4, 'entry-too-long': -5, 'bad-method': -6, 'method-too-long': -7,
+  'too-many-methods': -8, 'no-methods': -9,
+};
 
 /** @param {WebAssembly.Module} module build/core.wasm */
 export function generateVectors(module = coreModule()) {
@@ -394,6 +397,79 @@ export function generateVectors(module = coreModule()) {
     c.authorize(`Bearer ${t}`, `/${'b'.repeat(1023)}`, NOW, 'Valid');
   });
 
+  // Method scopes: a grant's entries are its endpoints, then "" and its method patterns.
+  const RPC = '/ext/bc/C/rpc';
+  tokens('Scoped: a grant with methods answers Scoped and its grant id; without methods, Valid as before',
+    { key: KEY, grants: [[RPC], [RPC, '', 'eth_call', 'eth_get*'], ['*', '', '*']] }, (c) => {
+      const plain = c.issue(0, NOW, HOUR);
+      const scoped = c.issue(1, NOW, HOUR);
+      const any = c.issue(2, NOW, HOUR);
+      const revoked = c.issue(1, NOW, HOUR);
+      c.revoke(revoked, NOW, 'Valid');
+      c.authorize(`Bearer ${plain}`, RPC, NOW, 'Valid');
+      c.verify(plain, RPC, NOW, 'Valid');
+      c.authorize(`Bearer ${scoped}`, RPC, NOW, 'Scoped', 1);
+      c.verify(scoped, RPC, NOW, 'Scoped', 1);
+      c.authorize(`Bearer ${any}`, '/ext/info', NOW, 'Scoped', 2);
+      c.authorize(`Bearer ${plain}`, RPC, NOW, 'Valid');
+      // Every refusal comes first: Scoped is only ever a token valid for the path.
+      c.authorize(`Bearer ${scoped}`, '/ext/info', NOW, 'NotGranted');
+      c.authorize(`Bearer ${scoped}`, RPC, NOW + HOUR, 'Expired');
+      c.authorize(`Bearer ${revoked}`, RPC, NOW, 'Revoked');
+      c.authorize(`Bearer ${scoped}`, '/ext/bc/C/../rpc', NOW, 'BadPath');
+      c.authorize(`Bearer ${c.tamper(scoped, { grant: 0 })}`, RPC, NOW, 'BadSignature');
+    });
+  tokens('methods: exact names, prefixes ending in "*", "*", and a grant without methods',
+    { key: KEY, grants: [[RPC], [RPC, '', 'avax.getHeight', 'eth_*', 'net_version'], [RPC, '', '*']] }, (c) => {
+      for (const [method, exact, any] of [
+        ['eth_call', 1, 1], ['eth_getBalance', 1, 1], ['eth_', 1, 1], ['eth', 0, 1], ['Eth_call', 0, 1], ['eth-call', 0, 1],
+        ['net_version', 1, 1], ['net_versio', 0, 1], ['net_version2', 0, 1], ['NET_VERSION', 0, 1], ['avax.getHeight', 1, 1],
+        ['', 0, 1], [' eth_call', 0, 1], ['\u00e9', 0, 1], ['eth_\u00e9', 1, 1], ['net_version\u0000', 0, 1],
+        [`eth_${'x'.repeat(9000)}`, 1, 1], [`net_version${'x'.repeat(9000)}`, 0, 1],
+      ]) {
+        c.methodAllowed(0, method, 1);
+        c.methodAllowed(1, method, exact);
+        c.methodAllowed(2, method, any);
+      }
+      c.methodAllowed(3, 'eth_call', -1);
+    });
+  tokens('grants: the same endpoints with other methods are another grant', { key: KEY, grants: [] }, (c) => {
+    c.addGrant([RPC], 0);
+    c.addGrant([RPC, '', 'eth_call'], 1);
+    c.addGrant([RPC, '', 'eth_call'], 1);
+    c.addGrant([RPC, '', 'eth_call', 'eth_chainId'], 2);
+    c.addGrant([RPC, '', 'eth_chainId'], 3);
+    c.addGrant([RPC, '', '*'], 4);
+    c.addGrant(['*', '', 'eth_call'], 5);
+    c.addGrant([RPC], 0);
+    c.addGrant([RPC, '/ext/info', '', 'eth_call'], 6);
+    c.addGrant(Array.from({ length: 128 }, (_, i) => `/e/${String(i).padStart(3, '0')}`).concat(['', ...Array.from({ length: 128 },
+      (_, i) => `m${String(i).padStart(3, '0')}`)]), 7);
+    c.addGrant([RPC, '', 'm'.repeat(128)], 8);
+    const t = c.issue(6, NOW, HOUR);
+    c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'Scoped', 6);
+    c.methodAllowed(6, 'eth_call', 1);
+    c.methodAllowed(6, 'eth_chainId', 0);
+    c.methodAllowed(5, 'eth_call', 1);
+    c.methodAllowed(5, 'eth_chainId', 0);
+    c.methodAllowed(4, 'eth_chainId', 1);
+    c.methodAllowed(8, 'm'.repeat(128), 1);
+    c.methodAllowed(8, 'm'.repeat(127), 0);
+  });
+  tokens('grants: method scopes the core refuses, and the pattern it names', { key: KEY, grants: [] }, (c) => {
+    c.addGrantRefused([RPC, ''], 'no-methods', undefined);
+    for (const [methods, entry] of [
+      [[''], 0], [['eth call'], 0], [['*eth'], 0], [['eth**'], 0], [['e*th'], 0], [['eth_*', 'net_*x'], 1], [['\u00e9'], 0],
+      [['eth\tcall'], 0], [['eth_call', 'eth\u007f'], 1], [['a', 'b', 'c\u0000'], 2],
+    ]) c.addGrantRefused([RPC, '', ...methods], 'bad-method', entry);
+    c.addGrantRefused([RPC, '', 'a', 'm'.repeat(129)], 'method-too-long', 1);
+    c.addGrantRefused([RPC, '', ...Array.from({ length: 129 }, (_, i) => `m${String(i).padStart(3, '0')}`)], 'too-many-methods', undefined);
+    // The endpoints are checked first, and an empty first entry is a bad endpoint, not a scope.
+    c.addGrantRefused(['/a/../b', '', '\u00e9'], 'bad-entry', 0);
+    c.addGrantRefused(['', 'eth_call'], 'bad-entry', 0);
+    c.addGrant([RPC, '', 'eth_call'], 0);
+  });
+
   for (const name of Object.keys(Outcome).filter((k) => Number.isNaN(Number(k)))) {
     const seen = cases.some((v) => v.kind === 'tokens' && v.checks.some((check) => check.outcome === name));
     if (!seen) throw new Error(`no case shows the outcome ${name}`);
@@ -401,7 +477,7 @@ export function generateVectors(module = coreModule()) {
   const vectors = {
     about: 'api-auth core conformance vectors: every host of build/core.wasm must pass them all. ' +
       'Generated by test/vectors/generate.js; the format is in assembly/README.md.',
-    abiVersion: 1,
+    abiVersion: ABI_VERSION,
     outcomes: Object.fromEntries(Object.keys(Outcome).filter((k) => Number.isNaN(Number(k))).map((k) => [k, Outcome[k]])),
     cases,
   };
@@ -416,9 +492,9 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
   const core = new Core(module, { windowLog2 });
   if (key !== null) core.setKey(key);
   core.generation = generation;
-  grants.forEach((endpoints, id) => {
-    canonical(endpoints);
-    if (core.addGrant(endpoints) !== id) throw new Error(`${name}: grant ${id} got another id`);
+  grants.forEach((entries, id) => {
+    canonical(entries);
+    if (addGrant(core, entries) !== id) throw new Error(`${name}: grant ${id} got another id`);
   });
   let signingKey = key ?? KEY;
   const setup = [];
@@ -440,6 +516,12 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
     view.setBigUint64(13, fields.expiry ?? BigInt(NOW + HOUR));
     view.setUint32(21, fields.grant ?? 0);
     return raw;
+  };
+  const scoped = (got, grant) => {
+    if ((got.code === Outcome.Scoped) !== (grant !== undefined)) throw new Error(`${name}: a Scoped check, and only one, names its grant`);
+    if (grant === undefined) return {};
+    if (core.scopedGrant !== grant) throw new Error(`${name}: Scoped with grant ${core.scopedGrant}, the case says ${grant}`);
+    return { grant };
   };
   const sign = (payload, tagKey) => {
     const tag = new Core(module, { windowLog2: 12 }).hmacSha256(tagKey, payload);
@@ -494,33 +576,48 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
       core.sweep(now);
       step({ op: 'sweep', now });
     },
-    addGrant(endpoints, expected) {
-      canonical(endpoints);
-      const id = core.addGrant(endpoints);
+    addGrant(entries, expected) {
+      canonical(entries);
+      const id = addGrant(core, entries);
       if (id !== expected) throw new Error(`${name}: addGrant gave ${id}`);
-      step({ op: 'addGrant', endpoints, id });
+      step({ op: 'addGrant', entries, id });
     },
-    addGrantRefused(endpoints, code, entry) {
-      canonical(endpoints);
+    addGrantRefused(entries, code, entry) {
+      canonical(entries);
       try {
-        core.addGrant(endpoints);
+        addGrant(core, entries);
       } catch (error) {
         if (error.name !== 'GrantError' || error.code !== code || error.entry !== entry) throw error;
-        step({ op: 'addGrant', endpoints, refused: GRANT_REFUSALS[code], ...(entry === undefined ? {} : { entry }) });
+        step({ op: 'addGrant', entries, refused: GRANT_REFUSALS[code], ...(entry === undefined ? {} : { entry }) });
         return;
       }
-      throw new Error(`${name}: ${JSON.stringify(endpoints)} was accepted`);
+      throw new Error(`${name}: ${JSON.stringify(entries)} was accepted`);
     },
     setKey(newKey) {
       core.setKey(newKey);
       signingKey = newKey;
       step({ op: 'setKey', key: toHex(newKey) });
     },
-    authorize(header, path, now, expected) {
-      checks.push({ call: 'authorize', header, path, now, ...outcome(core.authorize(header, path, now), expected, `authorize ${header.slice(0, 20)} ${path.slice(0, 20)}`) });
+    /** `grant`: for Scoped, the grant id the core leaves in the result buffer. */
+    authorize(header, path, now, expected, grant) {
+      const got = outcome(core.authorize(header, path, now), expected, `authorize ${header.slice(0, 20)} ${path.slice(0, 20)}`);
+      checks.push({ call: 'authorize', header, path, now, ...got, ...scoped(got, grant) });
     },
-    verify(token, path, now, expected) {
-      checks.push({ call: 'verify', token, path, now, ...outcome(core.verify(token, path, now), expected, `verify ${token.slice(0, 20)}`) });
+    verify(token, path, now, expected, grant) {
+      const got = outcome(core.verify(token, path, now), expected, `verify ${token.slice(0, 20)}`);
+      checks.push({ call: 'verify', token, path, now, ...got, ...scoped(got, grant) });
+    },
+    /** `result`: 1 allowed, 0 not, -1 no such grant. */
+    methodAllowed(grant, method, result) {
+      let got;
+      try {
+        got = core.methodAllowed(grant, method) ? 1 : 0;
+      } catch (error) {
+        if (!(error instanceof RangeError)) throw error;
+        got = -1;
+      }
+      if (got !== result) throw new Error(`${name}: methodAllowed(${grant}, ${JSON.stringify(method.slice(0, 20))}) gave ${got}`);
+      checks.push({ call: 'methodAllowed', grant, method, result });
     },
     /** A check between setup steps: the outcome then, before a later step changes it. */
     authorizeBefore(header, path, now, expected) {
@@ -543,10 +640,17 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
   return { name, kind: 'tokens', key: key === null ? null : toHex(key), windowLog2, generation, grants, setup, checks };
 }
 
-/** Vectors hold endpoint lists as the host hands them to the core: canonical already. */
-function canonical(endpoints) {
-  if (JSON.stringify(canonicalEndpoints(endpoints)) !== JSON.stringify(endpoints)) {
-    throw new Error(`endpoint list ${JSON.stringify(endpoints).slice(0, 80)} is not canonical`);
+/** A grant's entries (grantEntries: endpoints, then "" and methods for a scope) through Core.addGrant. */
+function addGrant(core, entries) {
+  const { endpoints, methods } = splitGrantEntries(entries);
+  return core.addGrant(endpoints, methods);
+}
+
+/** Vectors hold grants as the host hands them to the core: canonical already. */
+function canonical(entries) {
+  const { endpoints, methods } = splitGrantEntries(entries);
+  if (JSON.stringify(grantEntries(endpoints, methods)) !== JSON.stringify(entries)) {
+    throw new Error(`grant ${JSON.stringify(entries).slice(0, 80)} is not canonical`);
   }
 }
 
@@ -577,7 +681,7 @@ function formatJson(vectors) {
 function formatText(vectors) {
   const hex = (text) => (text.length === 0 ? '-' : toHex(new TextEncoder().encode(text)));
   const bytes = (h) => (h.length === 0 ? '-' : h);
-  const list = (endpoints) => hex(endpoints.map((e) => `${e}\n`).join(''));
+  const list = (entries) => hex(entries.map((e) => `${e}\n`).join(''));
   const claims = (c) => `${c.serial} ${c.expiry} ${c.generation} ${c.grant}`;
   const lines = [
     '# api-auth core conformance vectors, generated by test/vectors/generate.js from build/core.wasm; do not edit.',
@@ -594,13 +698,13 @@ function formatText(vectors) {
       case 'tokens':
         if (v.key !== null) lines.push(`key ${v.key}`);
         lines.push(`generation ${v.generation}`);
-        v.grants.forEach((endpoints, id) => lines.push(`grant ${list(endpoints)} ${id}`));
+        v.grants.forEach((entries, id) => lines.push(`grant ${list(entries)} ${id}`));
         for (const s of v.setup) {
           switch (s.op) {
             case 'addGrant':
               lines.push(s.refused === undefined
-                ? `grant ${list(s.endpoints)} ${s.id}`
-                : `grant-refused ${list(s.endpoints)} ${s.refused} ${s.entry ?? '-'}`);
+                ? `grant ${list(s.entries)} ${s.id}`
+                : `grant-refused ${list(s.entries)} ${s.refused} ${s.entry ?? '-'}`);
               break;
             case 'issue':
               lines.push(s.refused === undefined
@@ -618,9 +722,10 @@ function formatText(vectors) {
           }
         }
         for (const k of v.checks) {
-          lines.push(k.call === 'authorize'
-            ? `authorize ${hex(k.header)} ${hex(k.path)} ${k.now} ${k.code}`
-            : `verify ${hex(k.token)} ${hex(k.path)} ${k.now} ${k.code}`);
+          const grant = k.grant === undefined ? '' : ` ${k.grant}`;
+          if (k.call === 'authorize') lines.push(`authorize ${hex(k.header)} ${hex(k.path)} ${k.now} ${k.code}${grant}`);
+          else if (k.call === 'verify') lines.push(`verify ${hex(k.token)} ${hex(k.path)} ${k.now} ${k.code}${grant}`);
+          else lines.push(`method ${k.grant} ${hex(k.method)} ${k.result}`);
         }
         break;
       default: throw new Error(`unknown kind ${v.kind}`);

@@ -3,10 +3,13 @@
 // build/host/core/core.js. Plain ESM with no runtime built-ins: Node, Deno, Bun and browsers
 // all run this same file against the same build/core.wasm. The format is described in
 // assembly/README.md ("Conformance vectors").
-import { Core, Outcome } from '../../build/host/core/core.js';
+import { Core, Outcome, splitGrantEntries } from '../../build/host/core/core.js';
 
 /** GrantError codes of host/core/core.ts by the core's grantAdd result. */
-const GRANT_ERRORS = { [-1]: 'empty', [-2]: 'too-many-entries', [-3]: 'table-full', [-4]: 'bad-entry', [-5]: 'entry-too-long' };
+const GRANT_ERRORS = {
+  [-1]: 'empty', [-2]: 'too-many-entries', [-3]: 'table-full', [-4]: 'bad-entry', [-5]: 'entry-too-long', [-6]: 'bad-method',
+  [-7]: 'method-too-long', [-8]: 'too-many-methods', [-9]: 'no-methods',
+};
 /** IssueError codes of host/core/core.ts by the core's issue result. */
 const ISSUE_ERRORS = { [-1]: 'unknown-grant', [-2]: 'window-full', [-3]: 'bad-time', [-4]: 'no-key' };
 
@@ -101,9 +104,14 @@ function runCase(module, vector, problems) {
 
   if (vector.key !== null) core.setKey(fromHex(vector.key));
   core.generation = vector.generation;
-  vector.grants.forEach((/** @type {string[]} */ endpoints, /** @type {number} */ id) => {
-    const got = core.addGrant(endpoints);
-    expect(got === id, `grant ${JSON.stringify(endpoints)} got id ${got}, not ${id}`);
+  /** A grant's entries: its endpoints, then, for a method scope, "" and its patterns. @param {string[]} entries */
+  const addGrant = (entries) => {
+    const { endpoints, methods } = splitGrantEntries(entries);
+    return core.addGrant(endpoints, methods);
+  };
+  vector.grants.forEach((/** @type {string[]} */ entries, /** @type {number} */ id) => {
+    const got = addGrant(entries);
+    expect(got === id, `grant ${JSON.stringify(entries)} got id ${got}, not ${id}`);
   });
 
   vector.setup.forEach((/** @type {any} */ step, /** @type {number} */ i) => {
@@ -111,12 +119,12 @@ function runCase(module, vector, problems) {
     switch (step.op) {
       case 'addGrant': {
         if (step.refused === undefined) {
-          const got = core.addGrant(step.endpoints);
+          const got = addGrant(step.entries);
           expect(got === step.id, `${at}: id ${got}, not ${step.id}`);
           break;
         }
         try {
-          core.addGrant(step.endpoints);
+          addGrant(step.entries);
           problems.push(`${at}: accepted, not refused with ${step.refused}`);
         } catch (error) {
           const e = /** @type {any} */ (error);
@@ -185,11 +193,25 @@ function runCase(module, vector, problems) {
   });
 
   vector.checks.forEach((/** @type {any} */ check, /** @type {number} */ i) => {
+    if (check.call === 'methodAllowed') {
+      let result;
+      try {
+        result = core.methodAllowed(check.grant, check.method) ? 1 : 0;
+      } catch (error) {
+        if (!(error instanceof RangeError)) throw error;
+        result = -1;
+      }
+      expect(result === check.result, `check ${i} (methodAllowed ${check.grant}): ${result}, not ${check.result}`);
+      return;
+    }
     expect(Outcome[check.outcome] === check.code, `check ${i}: the file names ${check.outcome} with code ${check.code}`);
     const outcome = check.call === 'authorize'
       ? core.authorize(check.header, check.path, check.now)
       : core.verify(check.token, check.path, check.now);
     expect(outcome === check.code, `check ${i} (${check.call}): ${Outcome[outcome]}, not ${check.outcome}`);
+    if (outcome === Outcome.Scoped) {
+      expect(core.scopedGrant === check.grant, `check ${i} (${check.call}): Scoped with grant ${core.scopedGrant}, not ${check.grant}`);
+    }
   });
 }
 
