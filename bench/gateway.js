@@ -4,6 +4,9 @@
 //   api-auth   --api-auth-required --upstream, a valid token from auth.newToken
 //   HAProxy    jwt_verify of an HS256 JWT and its exp against date(), 401 otherwise
 //   nginx      proxy_pass with no auth at all: the ceiling
+// and, for the `scope` part only, api-auth with a token limited to some JSON-RPC methods
+// (issue 15): its body is read whole and its call checked before it is forwarded, where
+// a token without methods is streamed.
 // Each is loaded in turn by wrk POSTing one JSON-RPC call, for every thread count,
 // response size and connection count asked for, with the same placement: the gateway on
 // its own cores, wrk and the upstream on the others (lib/proc.js placement()).
@@ -19,6 +22,8 @@ import { startNginxProxy, startUpstream } from './servers/nginx.js';
 import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from './servers/rpc.js';
 
 export const DEFAULTS = {
+  /** The gateways measured, by id (the `scope` part measures apiAuth and apiAuthScoped). */
+  gateways: ['apiAuth', 'haproxy', 'nginx'],
   threads: [1],
   connections: [64],
   sizes: [100],
@@ -30,6 +35,10 @@ export const DEFAULTS = {
 };
 
 const LIFETIME_S = 12 * 3600;
+/** The scoped token's methods: a read-only dapp's, as an operator would grant them; the bench's call (eth_blockNumber) matches a prefix. */
+export const SCOPED_METHODS = ['eth_chainId', 'eth_call', 'eth_get*', 'eth_blockNumber', 'net_version', 'web3_clientVersion'];
+/** A call outside SCOPED_METHODS, which the scoped gateway must refuse with 403 before any load. */
+const OUTSIDE_SCOPE = JSON.stringify({ jsonrpc: '2.0', method: 'eth_sendRawTransaction', params: ['0x00'], id: 1 });
 export const UNSUPPORTED = 'not supported by this build (its --help has no --http-threads)';
 
 /** The gateways: each starts itself in front of an upstream and says what Authorization to send. */
@@ -47,6 +56,21 @@ function gateways(jwtSecret) {
           authorization: `Bearer ${token}`,
           // A token of the right shape whose tag is wrong must be refused.
           refused: { 'no token': null, 'forged token': `Bearer ${token.slice(0, 50)}${token[50] === 'A' ? 'B' : 'A'}${token.slice(51)}` },
+          cleanup: ours.cleanup,
+        };
+      },
+    },
+    {
+      id: 'apiAuthScoped',
+      name: 'api-auth --upstream, token with methods',
+      start: async ({ upstreamPort, threads, cpus }) => {
+        const ours = await startOurs({ cpus, threads, upstream: `http://127.0.0.1:${upstreamPort}` });
+        const token = await newToken(ours.server.port, ours.password, [RPC_PATH], SCOPED_METHODS);
+        return {
+          server: ours.server,
+          authorization: `Bearer ${token}`,
+          refused: { 'no token': null },
+          outsideScope: OUTSIDE_SCOPE,
           cleanup: ours.cleanup,
         };
       },
@@ -81,10 +105,10 @@ function gateways(jwtSecret) {
   ];
 }
 
-async function post(port, authorization) {
+async function post(port, authorization, body = RPC_REQUEST) {
   const headers = { 'content-type': CONTENT_TYPE };
   if (authorization) headers.authorization = authorization;
-  const res = await fetch(`http://127.0.0.1:${port}${RPC_PATH}`, { method: 'POST', headers, body: RPC_REQUEST });
+  const res = await fetch(`http://127.0.0.1:${port}${RPC_PATH}`, { method: 'POST', headers, body });
   return { status: res.status, type: res.headers.get('content-type'), body: Buffer.from(await res.arrayBuffer()) };
 }
 
@@ -103,15 +127,19 @@ async function check(name, started, expected) {
     const r = await post(started.server.port, authorization);
     if (r.status !== 401) throw new Error(`${name}: a request with ${label} got ${r.status}, not 401`);
   }
+  if (started.outsideScope !== undefined) {
+    const r = await post(started.server.port, started.authorization, started.outsideScope);
+    if (r.status !== 403) throw new Error(`${name}: a call outside the token's methods got ${r.status}, not 403`);
+  }
 }
 
 const key = (c) => `${c.threads}|${c.bytes}|${c.connections}|${c.id}`;
 
 export async function runGateway(options = {}) {
   const o = { ...DEFAULTS, ...options };
-  ensureCommands(['wrk', 'haproxy', 'nginx']);
+  ensureCommands(['wrk', 'nginx', ...(o.gateways.includes('haproxy') ? ['haproxy'] : [])]);
   const jwtSecret = randomBytes(32).toString('base64url');
-  const list = gateways(jwtSecret);
+  const list = gateways(jwtSecret).filter((g) => o.gateways.includes(g.id));
   const runs = new Map();
   const unsupported = [];
   const placements = {};
@@ -121,7 +149,7 @@ export async function runGateway(options = {}) {
     log(`part gateway: ${threads} thread(s); ${where.label}; wrk -c ${o.connections.join(',')} -d${o.durationS}s (warm-up ${o.warmupS}s), ` +
       `POST ${RPC_PATH}, answers of ${o.sizes.map(size).join(', ')}`);
     const contenders = list.filter((g) => {
-      if (g.id !== 'apiAuth' || threads === 1 || supportsHttpThreads()) return true;
+      if (!g.id.startsWith('apiAuth') || threads === 1 || supportsHttpThreads()) return true;
       unsupported.push({ threads, id: g.id, name: g.name, reason: UNSUPPORTED });
       log(`  ${g.name}, ${threads} threads: ${UNSUPPORTED}`);
       return false;
@@ -194,6 +222,19 @@ function targets(o, cells, unsupported, placements) {
       const where = `${size(bytes)}, ${connections} connections`;
       const ours = find(1, bytes, connections, 'apiAuth');
       const hap = find(1, bytes, connections, 'haproxy');
+      for (const threads of o.threads) {
+        const plain = find(threads, bytes, connections, 'apiAuth');
+        const scoped = find(threads, bytes, connections, 'apiAuthScoped');
+        if (!plain || !scoped) continue;
+        // No product target: reported so that the scoped path's cost is seen, run by run.
+        const value = scoped.rps / plain.rps;
+        out[`gateway, ${threads} thread(s), ${where}: a token with methods against one without, req/s`] = {
+          value, ok: null, disturbed: plain.contended || scoped.contended,
+          measured: `${ratio(value)}; p99 ${ms(scoped.p99Ms)} vs ${ms(plain.p99Ms)}; CPU ${usec(scoped.cpuUsPerRequest)} vs ` +
+            `${usec(plain.cpuUsPerRequest)}/req`,
+          needed: 'reported',
+        };
+      }
       if (ours && hap) {
         const value = ours.rps / hap.rps;
         out[`gateway, 1 thread, ${where}: api-auth >= 1.0x HAProxy req/s, p99 no worse`] = {
@@ -241,17 +282,19 @@ export function gatewayMarkdown(result) {
       for (const connections of s.connections) {
         const here = result.cells.filter((c) => c.threads === threads && c.bytes === bytes && c.connections === connections);
         const hap = here.find((c) => c.id === 'haproxy');
+        const plain = here.find((c) => c.id === 'apiAuth');
         for (const c of here) {
           rows.push([size(bytes), connections, c.name, `${int(c.rps)}${c.contended ? '*' : ''}`, ms(c.p50Ms), ms(c.p99Ms), usec(c.cpuUsPerRequest),
-            pct(c.serverBusy), pct(c.loadBusy), hap ? ratio(c.rps / hap.rps) : 'n/a', c.errors]);
+            pct(c.serverBusy), pct(c.loadBusy), hap ? ratio(c.rps / hap.rps) : plain ? ratio(c.rps / plain.rps) : 'n/a', c.errors]);
         }
         for (const u of result.unsupported.filter((x) => x.threads === threads)) {
           rows.push([size(bytes), connections, u.name, u.reason, '', '', '', '', '', '', '']);
         }
       }
     }
+    const against = s.gateways.includes('haproxy') ? 'req/s vs HAProxy' : 'req/s vs api-auth, token without methods';
     lines.push('', `### ${threads} thread${threads > 1 ? 's' : ''} (api-auth --http-threads ${threads}, HAProxy nbthread ${threads}, nginx worker_processes ${threads}); ${s.placements[threads].label}`,
-      '', table(['answer', 'connections', 'gateway', 'req/s', 'p50', 'p99', 'CPU per request', 'gateway CPU busy', 'load CPU busy', 'req/s vs HAProxy', 'errors'], rows));
+      '', table(['answer', 'connections', 'gateway', 'req/s', 'p50', 'p99', 'CPU per request', 'gateway CPU busy', 'load CPU busy', against, 'errors'], rows));
   }
   if (result.cells.some((c) => c.contended)) lines.push('', '\\* other processes used over 5% of the machine during every run of that cell: its figures are suspect.');
   lines.push('', table(['target', 'measured', 'needed', 'result'],

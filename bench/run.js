@@ -16,6 +16,7 @@ const PARTS = {
   builtin: 'the built-in POST /ext/info and GET /ext/health against a bare uWebSockets.js server answering the same',
   core: 'per-call token verification against fast-jwt, jose and node:crypto, cached against cached, uncached against uncached',
   flood: 'the gateway path while /ext/auth is flooded with wrong passwords',
+  scope: 'api-auth --upstream with a token limited to some JSON-RPC methods (body read and checked) against one without (streamed), same upstream and load as gateway',
   state: 'start time, memory and verify time with 0, 10k and 1M tokens issued and 100k revoked',
   ws: 'WebSocket messages relayed per second and added latency: api-auth and nginx against a direct connection to the same echo upstream',
 };
@@ -111,7 +112,7 @@ const http = {
   waitQuietS: flags['no-wait-quiet'] ? 0 : 10,
   retries: flags['no-wait-quiet'] ? 0 : 1,
 };
-const needsServer = parts.some((p) => ['gateway', 'builtin', 'flood', 'ws'].includes(p));
+const needsServer = parts.some((p) => ['gateway', 'scope', 'builtin', 'flood', 'ws'].includes(p));
 if (!existsSync(join(BUILD, 'core.wasm')) || (needsServer && !existsSync(MAIN))) {
   usage('the build is missing (build/core.wasm, build/host/main.js); run `npm run build` first, or use `npm run bench`');
 }
@@ -177,6 +178,11 @@ const steps = {
     r.foreign = window.end();
     r.breakdown = await runCoreBreakdown({ cpuTimeMs: 250 });
     return { result: r, markdown: [coreVerifyMarkdown(r), busyNote(r.foreign), coreBreakdownMarkdown(r.breakdown)].filter(Boolean).join('\n\n'), targets: r.targets };
+  }),
+  scope: () => part('scope', 'Method scopes', async () => {
+    const { runGateway, gatewayMarkdown } = await import('./gateway.js');
+    const r = await runGateway({ ...http, gateways: ['apiAuth', 'apiAuthScoped', 'nginx'] });
+    return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
   }),
   flood: () => part('flood', 'Flood', async () => {
     const { runFlood, floodMarkdown } = await import('./flood.js');

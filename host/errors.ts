@@ -24,6 +24,8 @@ export const RpcCode = {
   UpstreamTimeout: -32005,
   /** A WebSocket upgrade api-auth cannot take now: --ws-max-sessions are open, or it is stopping (HTTP 503, Retry-After). */
   Unavailable: -32006,
+  /** A call the token's method scope does not allow, or a body it cannot check (HTTP 403, insufficient_scope; a WebSocket message's error). */
+  InsufficientScope: -32007,
 } as const;
 
 export type RpcCode = (typeof RpcCode)[keyof typeof RpcCode];

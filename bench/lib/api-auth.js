@@ -62,8 +62,9 @@ export async function authCall(port, method, params, id = 1) {
 }
 
 /** A token granting `endpoints`, from auth.newToken. */
-export async function newToken(port, password, endpoints) {
-  const { status, body } = await authCall(port, 'auth.newToken', { password, endpoints });
+/** A token for `endpoints`, and for `methods` only (JSON-RPC method patterns) when given. */
+export async function newToken(port, password, endpoints, methods) {
+  const { status, body } = await authCall(port, 'auth.newToken', { password, endpoints, ...(methods && { methods }) });
   if (status !== 200 || typeof body.result?.token !== 'string') {
     throw new Error(`auth.newToken failed: HTTP ${status} ${JSON.stringify(body)}`);
   }

@@ -25,6 +25,12 @@
 // What undici refuses in a request (a header value with control bytes, two
 // Content-Length, a method that is not a token) is the client's own mistake: 400, and
 // no word of it in the upstream's errors, metrics or health.
+//
+// A token with a method scope (the router hands over its grant) is the one exception to
+// streaming: its request body is read whole first, up to the body limit, and its calls
+// checked (scope.ts); only then are the bytes received, exactly those, sent upstream. A
+// refused body sends the upstream nothing at all. Tokens without methods are streamed
+// as before, and cost nothing more.
 import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
 import type { Duplex } from 'node:stream';
@@ -38,7 +44,9 @@ import type { Logger } from '../ops/log.js';
 import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
+import { writeScopeRefusal } from './refusals.js';
 import { jsonLine } from './responses.js';
+import type { MethodScope } from './scope.js';
 
 /** Connections kept open to the upstream at most; requests past that wait for one. */
 export const UPSTREAM_CONNECTIONS = 128;
@@ -119,6 +127,8 @@ interface Relay {
   readonly failure: (error: Error) => { status: string; body: Uint8Array };
   /** Called once per exchange, with what ended it (null: the whole answer was relayed). */
   readonly settle: (error: Error | null) => void;
+  /** Where the calls of a scoped token's body are checked; null when there are no tokens. */
+  readonly scope: MethodScope | null;
 }
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
@@ -161,6 +171,13 @@ class BodyTooLarge extends Error {
   constructor() {
     super('the request body is over the limit');
     this.name = 'BodyTooLarge';
+  }
+}
+
+class ScopeRefused extends Error {
+  constructor() {
+    super('the token\'s method scope refused the request');
+    this.name = 'ScopeRefused';
   }
 }
 
@@ -225,7 +242,7 @@ export class UpstreamProxy {
   private readonly health: UpstreamHealth;
 
   constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
-    private readonly metrics: Metrics, private readonly log: Logger) {
+    private readonly metrics: Metrics, private readonly log: Logger, scope: MethodScope | null = null) {
     const upstreams = new Upstreams(options.url.origin, {
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
@@ -242,15 +259,17 @@ export class UpstreamProxy {
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
       failure: (error) => failures[classify(error)],
       settle: (error) => this.settled(error),
+      scope,
     };
   }
 
   /**
    * Forwards the request (`path` as the gate checked it, `method` as received); call it
    * from the uWS handler, before returning. `allowOrigin`: the CORS origin the answer is
-   * for (cors.ts), "" for none.
+   * for (cors.ts), "" for none. `grant`: the grant of a token with a method scope, whose
+   * body is checked before anything is sent; -1 for none.
    */
-  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = ''): void {
+  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = '', grant = -1): void {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
@@ -269,6 +288,7 @@ export class UpstreamProxy {
     const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
     if (typeof headers === 'string') return refuse(res, jsonLine(RpcCode.InvalidRequest, headers));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
+    if (grant >= 0 && !hasBody) return writeScopeRefusal(res, this.relay.scope!.noBody('http'), method === 'HEAD', allowOrigin);
     const exchange = new Exchange(this.relay, res, method === 'HEAD', headers, allowOrigin);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
@@ -282,7 +302,8 @@ export class UpstreamProxy {
       this.relay.dispatch(options, exchange);
       return;
     }
-    res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, options));
+    if (grant >= 0) res.onData((chunk, isLast) => exchange.scopedData(chunk, isLast, options, grant));
+    else res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, options));
   }
 
   /** Closes the upstream connections; requests still under way fail. */
@@ -299,7 +320,7 @@ export class UpstreamProxy {
       }
       return;
     }
-    if (error instanceof ClientGone || error instanceof BodyTooLarge || refusedRequest(error)) return;
+    if (error instanceof ClientGone || error instanceof BodyTooLarge || error instanceof ScopeRefused || refusedRequest(error)) return;
     const kind = classify(error);
     this.metrics.upstreamError(kind);
     const fields = { upstream: this.options.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
@@ -342,6 +363,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private body: Readable | null = null;
   private received = 0;
   private readingPaused = false;
+  /** A scoped token's body, as far as it has come. */
+  private chunks: Buffer[] | null = null;
 
   constructor(private readonly relay: Relay, private readonly res: HttpResponse, private readonly head: boolean,
     readonly headers: string[], private readonly allowOrigin: string) {}
@@ -391,6 +414,39 @@ class Exchange implements Dispatcher.DispatchHandler {
       this.res.pause();
     }
     if (isLast) this.body.push(null);
+  }
+
+  /**
+   * A chunk of a scoped token's body: held until the last one, then the whole body is
+   * checked, and forwarded as received only if its calls pass.
+   */
+  scopedData(chunk: ArrayBuffer, isLast: boolean, options: Dispatcher.DispatchOptions, grant: number): void {
+    if (this.closed) return;
+    this.received += chunk.byteLength;
+    if (this.received > this.relay.maxBody) {
+      this.chunks = null;
+      this.refuseBody();
+      return;
+    }
+    // uWS reuses the chunk's memory once this callback returns.
+    const copy = Buffer.allocUnsafe(chunk.byteLength);
+    copy.set(new Uint8Array(chunk));
+    if (!isLast) {
+      (this.chunks ??= []).push(copy);
+      return;
+    }
+    const body = this.chunks === null ? copy : Buffer.concat([...this.chunks, copy], this.received);
+    this.chunks = null;
+    const refusal = this.relay.scope!.check(grant, body, 'http');
+    if (refusal === null) {
+      options.body = body;
+      this.relay.dispatch(options, this);
+      return;
+    }
+    this.closed = true;
+    const res = this.res;
+    res.cork(() => writeScopeRefusal(res, refusal, this.head, this.allowOrigin));
+    this.relay.settle(new ScopeRefused());
   }
 
   private refuseBody(): void {

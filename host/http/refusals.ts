@@ -1,15 +1,21 @@
 // What a refused request gets: the one table from a core Outcome to an HTTP status and
 // the reason text the original node sent, and the writer of that response. The bodies
-// are encoded once here so a refusal costs the hot path no string work.
+// are encoded once here so a refusal costs the hot path no string work. A token with a
+// method scope that reaches a check which cannot see the request's calls (Outcome.Scoped
+// here) is refused with 403 insufficient_scope, as its calls would be (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
 import { Outcome, PATH_RULES } from '../core/core.js';
+import { RpcCode } from '../errors.js';
 import { writeCorsHeaders } from './cors.js';
 import { endWith } from './responses.js';
+import { INSUFFICIENT_SCOPE } from './scope.js';
+import type { ScopeRefusal } from './scope.js';
 
 export type RefusedOutcome = Exclude<Outcome, Outcome.Valid>;
 
 const UNAUTHORIZED = '401 Unauthorized';
 const BAD_REQUEST = '400 Bad Request';
+const FORBIDDEN = '403 Forbidden';
 
 /** Status line and reason text of every refusal. */
 export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string, reason: string]>> = {
@@ -22,23 +28,30 @@ export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string,
   [Outcome.EarlierGeneration]: [UNAUTHORIZED, 'the provided auth token is invalid: issued under a previous password'],
   [Outcome.NotGranted]: [UNAUTHORIZED, 'the provided auth token does not allow access to this endpoint'],
   [Outcome.BadPath]: [BAD_REQUEST, `invalid request path: ${PATH_RULES}`],
-  // A token limited to some JSON-RPC methods, where its method is not checked: refused.
-  [Outcome.Scoped]: [UNAUTHORIZED, 'the provided auth token does not allow this method'],
+  [Outcome.Scoped]: [FORBIDDEN, 'the provided auth token allows only some JSON-RPC methods, and this check cannot see the ' +
+    'request\'s calls (an auth subrequest carries no body): use a token without methods here, or put api-auth itself in front ' +
+    'of the node (--upstream)'],
 };
 
 interface Encoded {
   readonly status: string;
-  /** Only a 401 invites the client to present a token; a bad path is not about tokens. */
-  readonly challenge: boolean;
+  /**
+   * The WWW-Authenticate challenge, "" for none: a 401 invites the client to present a
+   * token, a 403 says the token's scope is short (RFC 6750 §3.1); a bad path is not about tokens.
+   */
+  readonly challenge: string;
   readonly body: Uint8Array;
 }
 
 // Indexed by outcome number, so the hot path's lookup is an array load.
 const ENCODED: Encoded[] = [];
 for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
+  const scoped = Number(outcome) === Outcome.Scoped;
   // The original node answered id 1 whatever the request; clients match on this body.
-  const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code: -32600, message: reason })},"id":1}\n`;
-  ENCODED[Number(outcome)] = { status, challenge: status === UNAUTHORIZED, body: new TextEncoder().encode(body) };
+  const code = scoped ? RpcCode.InsufficientScope : RpcCode.InvalidRequest;
+  const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message: reason })},"id":1}\n`;
+  const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
+  ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body) };
 }
 
 /**
@@ -49,9 +62,19 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
 export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false, allowOrigin = ''): void {
   const refusal = ENCODED[outcome];
   res.writeStatus(refusal.status).writeHeader('Content-Type', 'application/json');
-  if (refusal.challenge) res.writeHeader('WWW-Authenticate', 'Bearer');
+  if (refusal.challenge !== '') res.writeHeader('WWW-Authenticate', refusal.challenge);
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   endWith(res, refusal.body, head);
+}
+
+/**
+ * Writes the 403 of a body whose calls a token's method scope refused (scope.ts); call it
+ * corked. The body was read whole, so the connection stays usable.
+ */
+export function writeScopeRefusal(res: HttpResponse, refusal: ScopeRefusal, head = false, allowOrigin = ''): void {
+  res.writeStatus(FORBIDDEN).writeHeader('Content-Type', 'application/json').writeHeader('WWW-Authenticate', INSUFFICIENT_SCOPE);
+  if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
+  endWith(res, new TextEncoder().encode(`${refusal.text}\n`), head);
 }
 
 /**
@@ -61,11 +84,11 @@ export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = 
 export interface Verdict {
   readonly ok: boolean;
   readonly outcome: Outcome;
-  /** 200 when ok; otherwise 401, or 400 for a path that is refused whatever the token. */
+  /** 200 when ok; otherwise 401, 400 for a path that is refused whatever the token, 403 for a token with a method scope (its calls unseen). */
   readonly status: number;
   /** The refusal's reason text; empty when ok. */
   readonly reason: string;
-  /** The refusal's headers: Content-Type, and WWW-Authenticate for a 401. Empty when ok. */
+  /** The refusal's headers: Content-Type, and WWW-Authenticate for a 401 or 403. Empty when ok. */
   readonly headers: Readonly<Record<string, string>>;
   /** The refusal's body (JSON and a line feed); empty when ok. */
   readonly body: string;
@@ -78,7 +101,7 @@ export const VERDICTS: readonly Verdict[] = (() => {
   for (const [key, [status, reason]] of Object.entries(REFUSALS)) {
     const outcome = Number(key) as RefusedOutcome;
     const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-    if (ENCODED[outcome].challenge) headers['WWW-Authenticate'] = 'Bearer';
+    if (ENCODED[outcome].challenge !== '') headers['WWW-Authenticate'] = ENCODED[outcome].challenge;
     verdicts[outcome] = Object.freeze({
       ok: false, outcome, status: Number(status.slice(0, 3)), reason, headers: Object.freeze(headers),
       body: new TextDecoder().decode(ENCODED[outcome].body),

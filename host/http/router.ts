@@ -3,7 +3,9 @@
 // paths exist; then the few local routes, and everything else goes to the upstream node
 // when there is one.
 //
-// The protected path is kept to: read the header and the URL, one core call, write.
+// The protected path is kept to: read the header and the URL, one core call, write. A
+// token with a method scope (Outcome.Scoped) is let through to its route or the proxy
+// with its grant, whose methods are checked there against the body (scope.ts).
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
@@ -42,15 +44,20 @@ export class Router {
       return writePreflight(res, allow);
     }
     const gate = this.gate;
+    // The grant whose methods the body must keep to; -1: no method scope.
+    let grant = -1;
     if (gate !== null) {
       const outcome = gate.check(req.getHeader('authorization'), path);
-      if (outcome !== Outcome.Valid) return writeRefusal(res, outcome, req.getMethod() === 'head', allow);
+      if (outcome !== Outcome.Valid) {
+        if (outcome !== Outcome.Scoped) return writeRefusal(res, outcome, req.getMethod() === 'head', allow);
+        grant = this.core.scopedGrant;
+      }
     } else if (!this.core.pathAllowed(path)) {
       return writeRefusal(res, Outcome.BadPath, req.getMethod() === 'head', allow);
     }
     const route = this.routes.get(path);
-    if (route !== undefined) return this.local.serve(res, req, path, route, allow);
-    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow);
+    if (route !== undefined) return this.local.serve(res, req, path, route, allow, grant);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow, grant);
     writeNotFound(res, req.getMethod() === 'head');
   }
 }

@@ -12,10 +12,12 @@ import { clientAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
+import { writeScopeRefusal } from './refusals.js';
 import { endWith, writeInternalError, writeMethodNotAllowed } from './responses.js';
 import type { ReadinessRoute } from './readiness.js';
 import { postCall } from './rpc-route.js';
 import type { RpcHandler } from './rpc-route.js';
+import type { MethodScope } from './scope.js';
 import { Tarpit } from './tarpit.js';
 
 export type Route =
@@ -34,16 +36,25 @@ export type Route =
 export class LocalRoutes {
   private readonly tarpit = new Tarpit();
 
-  constructor(private readonly inFlight: InFlight, private readonly trusted: TrustedProxies, private readonly log: Logger) {}
+  /** `scope`: where the methods of scoped tokens are checked; null when there are no tokens. */
+  constructor(private readonly inFlight: InFlight, private readonly trusted: TrustedProxies, private readonly log: Logger,
+    private readonly scope: MethodScope | null = null) {}
 
   /**
    * Call it from the uWS handler, before returning. `allowOrigin`: the CORS origin the
-   * answer is for (cors.ts), "" for none; the node's endpoints' answers carry it.
+   * answer is for (cors.ts), "" for none; the node's endpoints' answers carry it. `grant`:
+   * the grant of a token with a method scope, -1 for none.
    */
-  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route, allowOrigin = ''): void {
+  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route, allowOrigin = '', grant = -1): void {
     const method = req.getMethod();
+    // A scoped token reaches a node endpoint with a POSTed body whose every call it
+    // allows, and nothing else: no probe, no metrics (a GET has no calls to check).
+    if (grant >= 0 && (route.kind !== 'rpc' || method !== 'post')) {
+      return writeScopeRefusal(res, this.scope!.noBody('http'), method === 'head', allowOrigin);
+    }
     switch (route.kind) {
       case 'rpc':
+        if (grant >= 0) return postCall(res, req, route.endpoint, '', this.inFlight, this.log, allowOrigin, { scope: this.scope!, grant });
         // The built-in endpoints' methods never read the client's address: it is not looked
         // up for them (a getpeername(2) and a string); only /ext/auth's methods get it.
         if (method === 'post') return postCall(res, req, route.endpoint, '', this.inFlight, this.log, allowOrigin);

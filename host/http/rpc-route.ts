@@ -7,7 +7,9 @@ import type { Logger } from '../ops/log.js';
 import type { CallContext, Reply } from '../rpc/jsonrpc.js';
 import { writeCorsHeaders } from './cors.js';
 import type { InFlight, Pending } from './in-flight.js';
+import { writeScopeRefusal } from './refusals.js';
 import { MAX_BODY_BYTES, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
+import type { MethodScope } from './scope.js';
 
 /** What answers a body: a JSON-RPC endpoint, or the token service's link. */
 export interface RpcHandler {
@@ -17,13 +19,20 @@ export interface RpcHandler {
 
 const JSON_CONTENT_TYPE = /^[ \t]*application\/json[ \t]*(?:;|$)/i;
 
+/** A token's method scope, which the body's calls must keep to before the handler sees them. */
+export interface ScopedCall {
+  readonly scope: MethodScope;
+  readonly grant: number;
+}
+
 /**
  * Reads the request's body and answers it with `handler`. `address` is the client's, for
  * the call's context; `allowOrigin` the CORS origin the answer is for (cors.ts), "" for
- * none. Call it from the uWS handler, before returning.
+ * none; `scoped` the method scope of the request's token, if it has one. Call it from the
+ * uWS handler, before returning.
  */
 export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandler, address: string, inFlight: InFlight, log: Logger,
-  allowOrigin = ''): void {
+  allowOrigin = '', scoped: ScopedCall | null = null): void {
   if (!JSON_CONTENT_TYPE.test(req.getHeader('content-type'))) return writeNotJson(res);
   const declared = req.getHeader('content-length');
   // The body is not read, so the connection cannot carry another request.
@@ -43,12 +52,12 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
     if (isLast && chunks === null) {
       // The usual body, in one piece: handle() reads it before returning, so it is read
       // where uWS holds it, without a copy.
-      answer(res, handler, new Uint8Array(chunk), address, pending, log, allowOrigin);
+      answer(res, handler, new Uint8Array(chunk), address, pending, log, allowOrigin, scoped);
       return;
     }
     // uWS reuses the chunk's memory once this callback returns.
     (chunks ??= []).push(Buffer.from(chunk.slice(0)));
-    if (isLast) answer(res, handler, Buffer.concat(chunks, size), address, pending, log, allowOrigin);
+    if (isLast) answer(res, handler, Buffer.concat(chunks, size), address, pending, log, allowOrigin, scoped);
   });
 }
 
@@ -59,7 +68,15 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
  * cork when it comes.
  */
 function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, address: string, pending: Pending, log: Logger,
-  allowOrigin: string): void {
+  allowOrigin: string, scoped: ScopedCall | null): void {
+  if (scoped !== null) {
+    const refusal = scoped.scope.check(scoped.grant, body, 'http');
+    if (refusal !== null) {
+      writeScopeRefusal(res, refusal, false, allowOrigin);
+      pending.finish();
+      return;
+    }
+  }
   let reply: Reply | Promise<Reply>;
   try {
     reply = handler.handle(body, { address });

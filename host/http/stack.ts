@@ -22,6 +22,7 @@ import { Router } from './router.js';
 import { ReadinessRoute } from './readiness.js';
 import { LocalRoutes } from './routes.js';
 import type { Route } from './routes.js';
+import { MethodScope } from './scope.js';
 import type { WebSocketRelay, WebSocketSettings } from './websocket.js';
 
 export interface StackParts {
@@ -65,25 +66,28 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
     routes.set('/ext/health', { kind: 'rpc', endpoint: loggedEndpoint(healthMethods(), log), probe: new TextEncoder().encode(HEALTH_BODY + '\n') });
   }
   let gate: Gate | null = null;
+  // Where the calls of tokens with a method scope are checked; only tokens make one.
+  let scope: MethodScope | null = null;
   if (service !== undefined) {
     routes.set(AUTH_PATH, { kind: 'auth', service });
     gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, CHECK_PATH] });
+    scope = new MethodScope(core, metrics);
   }
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
   routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight) });
-  routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(core, gate, cors ?? null) });
+  routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(core, gate, cors ?? null, scope, inFlight) });
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {
     const { UpstreamProxy } = await import('./proxy.js');
-    proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log);
+    proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log, scope);
   }
-  const router = new Router(core, gate, routes, new LocalRoutes(inFlight, parts.trustedProxies, log), proxy, cors ?? null);
+  const router = new Router(core, gate, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, scope), proxy, cors ?? null);
   let websockets: WebSocketRelay | null = null;
   if (parts.upstream !== undefined) {
     const { WebSocketRelay } = await import('./websocket.js');
     websockets = new WebSocketRelay({
-      core, gate, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
+      core, gate, scope, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
       settings: parts.websocket,
     });
   }

@@ -10,6 +10,12 @@
 // that refuses, cannot be reached or does not answer in time gives the HTTP error the
 // proxy would.
 //
+// A session opened with a token that has a method scope keeps to it message by message:
+// each message from the client is checked as an HTTP body would be (scope.ts), and one
+// the scope refuses is not forwarded; the client gets the JSON-RPC error instead (one
+// error for a lone call, an array of them for a batch, as over HTTP) and the session
+// goes on. The upgrade itself carries no calls and is not refused for its scope.
+//
 // A session lives only as long as its token. Each thread re-checks its sessions' tokens
 // with the core every RECHECK_MS, at the clock's time: a revocation, an expiry or a
 // password change (all in the state every thread reads) ends each session opened with
@@ -50,6 +56,7 @@ import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
+import type { MethodScope } from './scope.js';
 
 /** How often each thread re-checks the tokens of its sessions, and looks for a quiet upstream. */
 export const RECHECK_MS = 250;
@@ -94,6 +101,8 @@ export interface RelayParts {
   readonly core: Core;
   /** null: no tokens are required, only the path rules apply. */
   readonly gate: Gate | null;
+  /** Where the messages of sessions opened with a scoped token are checked; null when there are no tokens. */
+  readonly scope: MethodScope | null;
   readonly router: Router;
   /** api-auth's own routes: an upgrade to one of them is the router's. */
   readonly routes: ReadonlyMap<string, Route>;
@@ -171,13 +180,17 @@ export class WebSocketRelay {
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     let query = req.getQuery() as string | undefined;
     let token: string | null = null;
+    let grant = -1;
     if (gate !== null) {
       const header = req.getHeader('authorization');
       const fromQuery = settings.queryToken && header === '' && query !== undefined ? queryToken(query) : null;
       const outcome = fromQuery !== null ? gate.checkToken(fromQuery, path) : gate.check(header, path);
       if (outcome !== Outcome.Valid) {
-        metrics.wsRefusal(outcome === Outcome.BadPath ? 'path' : 'token');
-        return writeRefusal(res, outcome);
+        if (outcome !== Outcome.Scoped) {
+          metrics.wsRefusal(outcome === Outcome.BadPath ? 'path' : 'token');
+          return writeRefusal(res, outcome);
+        }
+        grant = this.parts.core.scopedGrant;
       }
       // A public path is never re-checked: it needs no token, whatever the request carried.
       if (!gate.open(path)) token = fromQuery ?? header.slice(BEARER_LENGTH);
@@ -212,7 +225,7 @@ export class WebSocketRelay {
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
     const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
     const claims = token === null ? undefined : this.parts.core.inspect(token, this.seconds()).claims;
-    const handshake = new Handshake(this, res, key, context, { token, path, client, claims });
+    const handshake = new Handshake(this, res, key, context, { token, path, client, claims, grant });
     handshake.start(target, protocols, upstreamRequestHeaders(list));
   }
 
@@ -296,6 +309,10 @@ export class WebSocketRelay {
     return this.parts.metrics;
   }
 
+  get scope(): MethodScope | null {
+    return this.parts.scope;
+  }
+
   /** A token's session ended with its token: one audit line, without the token or the query. */
   audit(session: Session, outcome: RefusedOutcome): void {
     const { claims } = session.opened;
@@ -334,7 +351,8 @@ export class WebSocketRelay {
       const token = session.opened.token;
       if (token !== null) {
         const outcome = core.verify(token, session.opened.path, now);
-        if (outcome !== Outcome.Valid) {
+        // A scoped token is as valid as any: its scope is checked message by message.
+        if (outcome !== Outcome.Valid && outcome !== Outcome.Scoped) {
           session.tokenEnded(outcome);
           continue;
         }
@@ -375,6 +393,8 @@ interface Opened {
   readonly client: string;
   /** The token's serial and generation, for the audit line. */
   readonly claims: { readonly serial: number; readonly generation: number } | undefined;
+  /** The grant of a token with a method scope, which every message must keep to; -1 for none. */
+  readonly grant: number;
 }
 
 /** An upgrade waiting for the upstream: the client's 101 once the upstream accepts, or the HTTP error it earned. */
@@ -533,6 +553,14 @@ export class Session {
     if (upstream.bufferedAmount > max) {
       this.end('backpressure', 1013, 'the upstream node is not keeping up; try again later', 0, '');
       return;
+    }
+    if (this.opened.grant >= 0) {
+      const refusal = this.relay.scope!.check(this.opened.grant, new Uint8Array(data), 'websocket');
+      if (refusal !== null) {
+        // Within uWS's message callback, which is corked already.
+        this.client?.send(refusal.text, false);
+        return;
+      }
     }
     const copy = Buffer.allocUnsafe(data.byteLength);
     copy.set(new Uint8Array(data));

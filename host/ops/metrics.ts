@@ -37,6 +37,17 @@ export const WS_DIRECTIONS = ['to upstream', 'to client'] as const;
 export const TO_UPSTREAM = 0;
 export const TO_CLIENT = 1;
 
+/** Where a token's method scope was checked: an HTTP request's body, or a WebSocket message. */
+export const SCOPE_VIAS = ['http', 'websocket'] as const;
+export type ScopeVia = (typeof SCOPE_VIAS)[number];
+
+/**
+ * What a method check found: every call allowed; a call whose method the token does not
+ * allow; or a body that is not JSON-RPC (none, not JSON, no "method" string), refused as well.
+ */
+export const SCOPE_RESULTS = ['allowed', 'method not allowed', 'not json-rpc'] as const;
+export type ScopeResult = (typeof SCOPE_RESULTS)[number];
+
 /**
  * One verification in this many is timed. Timing every one would cost two clock reads
  * per request; a sample of one in 64 gives the same distribution at a sixty-fourth of
@@ -80,6 +91,8 @@ export class Metrics implements MetricsSource {
   /** Password checks refused because too many were waiting. */
   passwordsBusy = 0;
   readonly upstreamErrors = new Float64Array(UPSTREAM_ERROR_KINDS.length);
+  /** Method checks of scoped tokens, indexed by via * SCOPE_RESULTS.length + result. */
+  readonly scopeChecks = new Float64Array(SCOPE_VIAS.length * SCOPE_RESULTS.length);
   /** Requests this HTTP thread received. */
   requests = 0;
   /** WebSocket sessions open now on this thread, opened so far, refused by WS_REFUSALS, closed by WS_CLOSES. */
@@ -114,6 +127,14 @@ export class Metrics implements MetricsSource {
     counter('api_auth_upstream_errors_total', 'Proxied requests the upstream did not answer, by kind.', (c) => {
       for (let i = 0; i < UPSTREAM_ERROR_KINDS.length; i++) c.inc({ kind: UPSTREAM_ERROR_KINDS[i] }, this.upstreamErrors[i]);
     }, ['kind']);
+    counter('api_auth_method_checks_total', 'Method checks of tokens with a method scope, by where the calls came ' +
+      '(an HTTP body, a WebSocket message) and result; each refusal is also an HTTP 403 or a JSON-RPC error message.', (c) => {
+      for (let v = 0; v < SCOPE_VIAS.length; v++) {
+        for (let r = 0; r < SCOPE_RESULTS.length; r++) {
+          c.inc({ via: SCOPE_VIAS[v], result: SCOPE_RESULTS[r] }, this.scopeChecks[v * SCOPE_RESULTS.length + r]);
+        }
+      }
+    }, ['via', 'result']);
     this.latency = new Histogram({
       name: 'api_auth_verification_duration_seconds',
       help: `Time the gate spends verifying a token (one verification in ${LATENCY_SAMPLE_EVERY} is timed).`,
@@ -158,6 +179,10 @@ export class Metrics implements MetricsSource {
 
   wsClose(reason: WsClose): void {
     this.wsClosed[WS_CLOSES.indexOf(reason)]++;
+  }
+
+  scopeCheck(via: ScopeVia, result: ScopeResult): void {
+    this.scopeChecks[SCOPE_VIAS.indexOf(via) * SCOPE_RESULTS.length + SCOPE_RESULTS.indexOf(result)]++;
   }
 
   upstreamError(kind: UpstreamErrorKind): void {

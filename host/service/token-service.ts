@@ -13,7 +13,7 @@
 // line holds a password or a token.
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { canonicalEndpoints, Core, GrantError, IssueError, MAX_ENDPOINTS, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
+import { Core, GrantError, grantEntries, IssueError, MAX_ENDPOINTS, MAX_METHODS, METHOD_RULES, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
 import type { Claims } from '../core/core.js';
 import { BusyError, RpcCode, throttledMessage } from '../errors.js';
 import { invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
@@ -85,9 +85,10 @@ export class TokenService {
   }
 
   /**
-   * A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), what it
-   * says about itself, and its id. `lifetime` (seconds, at most the configured lifetime)
-   * and `label` come checked by their params.
+   * A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and for
+   * `extra.methods` only (JSON-RPC method patterns) when given; what it says about
+   * itself, and its id. `lifetime` (seconds, at most the configured lifetime) and `label`
+   * come checked by their params.
    */
   async newToken(password: string, endpoints: readonly string[], extra: NewTokenOptions, context: CallContext):
     Promise<{ token: string; claims: Claims; id: string }> {
@@ -96,7 +97,7 @@ export class TokenService {
     }
     const checked = await this.authenticate(password, context);
     const { issued, durable } = await this.exclusive(checked, async () => {
-      const grant = this.findGrant(endpoints);
+      const grant = this.findGrant(endpoints, extra.methods);
       if (!this.inventory.hasRoom(this.maxTokens)) {
         throw new RpcError(RpcCode.ResourceLimit, `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
           'wait for some to expire (revoked ones count until then), or raise the limit');
@@ -110,9 +111,9 @@ export class TokenService {
       // What the token will refer to (its grant, its serial) is on disk before the core
       // holds it: a write that fails leaves the core as it was, and the next call finds
       // it so.
-      await this.store.prepareIssue(fresh ? { id: grant, endpoints: canonicalEndpoints(endpoints) } : undefined,
+      await this.store.prepareIssue(fresh ? { id: grant, endpoints: grantEntries(endpoints, extra.methods) } : undefined,
         this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
-      if (fresh && this.core.addGrant(endpoints) !== grant) throw new Error(`the core gave endpoint list ${grant} another id`);
+      if (fresh && this.core.addGrant(endpoints, extra.methods) !== grant) throw new Error(`the core gave grant ${grant} another id`);
       let issued: { token: string; claims: Claims };
       try {
         issued = this.core.issue(grant, now, extra.lifetime ?? this.tokenLifetime);
@@ -205,7 +206,7 @@ export class TokenService {
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
         const password = passwordParam(p, 'password');
         const endpoints = endpointsParam(p);
-        const extra = { label: labelParam(p), lifetime: lifetimeParam(p, this.tokenLifetime) };
+        const extra = { label: labelParam(p), lifetime: lifetimeParam(p, this.tokenLifetime), methods: methodsParam(p) };
         const { token, claims, id } = await this.newToken(password, endpoints, extra, c);
         audit.serial = claims.serial;
         audit.generation = claims.generation;
@@ -328,10 +329,10 @@ export class TokenService {
     return run;
   }
 
-  /** The id the core gives (or would give) the list; a bad list is the client's error. */
-  private findGrant(endpoints: readonly string[]): number {
+  /** The id the core gives (or would give) the grant; a bad list is the client's error. */
+  private findGrant(endpoints: readonly string[], methods: readonly string[] | undefined): number {
     try {
-      return this.core.findGrant(endpoints);
+      return this.core.findGrant(endpoints, methods);
     } catch (error) {
       if (!(error instanceof GrantError)) throw error;
       // The list is the client's mistake, except when the table itself is full.
@@ -345,6 +346,8 @@ export interface NewTokenOptions {
   /** Seconds; the configured lifetime when left out. */
   readonly lifetime?: number;
   readonly label?: string;
+  /** JSON-RPC method patterns the token is limited to; every method when left out. */
+  readonly methods?: readonly string[];
 }
 
 /** One token as auth.listTokens shows it: never the token itself. */
@@ -423,4 +426,19 @@ function endpointsParam(params: Params): string[] {
     throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
   }
   return value;
+}
+
+/**
+ * The optional `methods` param: 1 to MAX_METHODS patterns, each a string; the core
+ * judges each pattern (its messages name `methods[i]`).
+ */
+function methodsParam(params: Params): string[] | undefined {
+  const value = params.methods;
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_METHODS) {
+    throw invalidParams('methods', `an array of 1 to ${MAX_METHODS} JSON-RPC method patterns; leave it out for a token that allows every method`);
+  }
+  const bad = value.findIndex((m) => typeof m !== 'string');
+  if (bad >= 0) throw invalidParams(`methods[${bad}]`, `a string: ${METHOD_RULES}`);
+  return value as string[];
 }
