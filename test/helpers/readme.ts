@@ -135,7 +135,8 @@ export function outputDiffers(expected: readonly string[], actual: readonly stri
   if (matches(0, 0)) return undefined;
   let n = 0;
   while (n < expected.length && n < actual.length && expected[n] !== '...' && line(expected[n]).test(actual[n])) n++;
-  return `line ${n + 1} differs: the README shows ${JSON.stringify(expected[n] ?? '(nothing more)')}, the command printed ${JSON.stringify(actual[n] ?? '(nothing more)')}`;
+  return `line ${n + 1} differs: the README shows ${JSON.stringify(expected[n] ?? '(nothing more)')}, the command printed ${JSON.stringify(actual[n] ?? '(nothing more)')}` +
+    `\nthe whole output:\n${actual.join('\n')}`;
 }
 
 /**
