@@ -2,7 +2,8 @@
 // the reason text the original node sent, and the writer of that response. The bodies
 // are encoded once here so a refusal costs the hot path no string work.
 import type { HttpResponse } from 'uWebSockets.js';
-import { Outcome, PATH_RULES } from '../core/core.js';
+import { FENCED_REASON } from '../cluster/fence.js';
+import { Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
 import { writeCorsHeaders } from './cors.js';
 import { endWith } from './responses.js';
 
@@ -38,6 +39,18 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code: -32600, message: reason })},"id":1}\n`;
   ENCODED[Number(outcome)] = { status, challenge: status === UNAUTHORIZED, body: new TextEncoder().encode(body) };
 }
+
+/**
+ * Not an outcome of the core: the gate's answer while a fleet gateway's fence is closed
+ * (cluster/fence.ts). 503 with a JSON-RPC error that says why; the client may retry on
+ * another gateway. The next number after the core's outcomes, so its tables skip it.
+ */
+export const UNAVAILABLE = OUTCOME_NAMES.length as RefusedOutcome;
+ENCODED[UNAVAILABLE] = {
+  status: '503 Service Unavailable',
+  challenge: false,
+  body: new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: -32006, message: FENCED_REASON })},"id":1}\n`),
+};
 
 /**
  * Writes the refusal for an outcome; call it corked (directly in the handler, or inside

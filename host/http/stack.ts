@@ -44,6 +44,8 @@ export interface StackParts {
   readonly clock: Clock;
   /** Origins whose pages may call (CORS); undefined allows none. */
   readonly allowedOrigins?: AllowedOrigins;
+  /** A fleet gateway's fence (cluster/fence.ts): protected requests get 503 while it is closed. */
+  readonly fence?: Int32Array;
 }
 
 export interface Stack {
@@ -67,7 +69,7 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   let gate: Gate | null = null;
   if (service !== undefined) {
     routes.set(AUTH_PATH, { kind: 'auth', service });
-    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, CHECK_PATH] });
+    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, CHECK_PATH], fence: parts.fence });
   }
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);

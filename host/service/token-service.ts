@@ -22,11 +22,14 @@ import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import type { StateStore } from '../state/store.js';
+import { FleetError } from '../cluster/fleet.js';
+import type { Fleet } from '../cluster/fleet.js';
 import { PasswordThrottle } from './throttle.js';
 
 export interface TokenServiceOptions {
   readonly core: Core;
-  readonly store: StateStore;
+  /** Where the state is kept: the data folder, or a fleet (host/cluster), whose changes reach the core through it. */
+  readonly store: StateStore | Fleet;
   readonly verifier: PasswordVerifier;
   /** Lifetime of new tokens, in seconds. */
   readonly tokenLifetime: number;
@@ -40,7 +43,8 @@ export interface TokenServiceOptions {
 
 export class TokenService {
   private readonly core: Core;
-  private readonly store: StateStore;
+  private readonly store: StateStore | undefined;
+  private readonly fleet: Fleet | undefined;
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
   private readonly log: Logger;
@@ -53,7 +57,8 @@ export class TokenService {
 
   constructor(options: TokenServiceOptions) {
     this.core = options.core;
-    this.store = options.store;
+    if ('prepareIssue' in options.store) this.store = options.store;
+    else this.fleet = options.store;
     this.verifier = options.verifier;
     this.tokenLifetime = options.tokenLifetime;
     this.log = options.log;
@@ -82,6 +87,11 @@ export class TokenService {
     return this.exclusive(checked, async () => {
       const grant = this.findGrant(endpoints);
       const now = this.now();
+      if (this.fleet) return this.fleetCall(async () => {
+        const issued = await this.fleet!.issue(await this.fleet!.grant(grant, endpoints), now, this.tokenLifetime);
+        if (this.metrics) this.metrics.tokensIssued++;
+        return issued;
+      });
       // Sweeping first frees the pages of expired tokens, so the reservation sees the
       // whole window. It forgets only revocations of tokens that have all expired, which
       // nobody can tell, so it may come before a write that fails.
@@ -90,7 +100,7 @@ export class TokenService {
       // What the token will refer to (its grant, its serial) is on disk before the core
       // holds it: a write that fails leaves the core as it was, and the next call finds
       // it so.
-      await this.store.prepareIssue(fresh ? { id: grant, endpoints: canonicalEndpoints(endpoints) } : undefined,
+      await this.store!.prepareIssue(fresh ? { id: grant, endpoints: canonicalEndpoints(endpoints) } : undefined,
         this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
       if (fresh && this.core.addGrant(endpoints) !== grant) throw new Error(`the core gave endpoint list ${grant} another id`);
       try {
@@ -118,8 +128,12 @@ export class TokenService {
       // A token the core finds revoked already needs nothing: every revocation it holds
       // was recorded first (and a serial outside the live range, which it refuses as
       // revoked, must not be recorded as issued).
-      if (revoked) {
-        await this.store.recordRevocation(claims!.serial, claims!.expiry);
+      if (revoked && this.fleet) {
+        // The fleet's watch marks it in the core, here as on every gateway, before this returns.
+        await this.fleetCall(() => this.fleet!.revoke(claims!.serial, claims!.expiry));
+        if (this.metrics) this.metrics.tokensRevoked++;
+      } else if (revoked) {
+        await this.store!.recordRevocation(claims!.serial, claims!.expiry);
         this.core.revokeSerial(claims!.serial);
         if (this.metrics) this.metrics.tokensRevoked++;
       }
@@ -137,8 +151,13 @@ export class TokenService {
     if (newPassword === oldPassword) throw new RpcError(RpcCode.InvalidParams, 'newPassword must differ from the current password');
     const record = await this.hash(newPassword);
     return this.exclusive(checked, async () => {
+      if (this.fleet) {
+        const generation = await this.fleetCall(() => this.fleet!.changePassword(checked, record));
+        this.log.info('password changed', { generation, client: context.address });
+        return generation;
+      }
       const generation = this.core.generation + 1;
-      await this.store.recordPassword(record, generation);
+      await this.store!.recordPassword(record, generation);
       this.core.bumpGeneration();
       this.log.info('password changed', { generation, client: context.address });
       return generation;
@@ -204,7 +223,7 @@ export class TokenService {
       if (this.metrics) this.metrics.passwordsThrottled++;
       throw throttledError(check);
     }
-    const record = this.store.password;
+    const record = this.password;
     let ok: boolean;
     try {
       ok = await this.verifier.verify(password, record);
@@ -226,6 +245,21 @@ export class TokenService {
     return record;
   }
 
+  private get password(): PasswordRecord {
+    return this.fleet ? this.fleet.password : this.store!.password;
+  }
+
+  /** A fleet call; a FleetError (etcd unreachable, this gateway fenced) is the client's to see, as an internal error with its reason. */
+  private async fleetCall<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      if (error instanceof FleetError) throw new RpcError(RpcCode.Unavailable, error.message);
+      if (error instanceof IssueError) throw new RpcError(RpcCode.ResourceLimit, error.message);
+      throw error;
+    }
+  }
+
   private async hash(password: string): Promise<PasswordRecord> {
     try {
       return await this.verifier.hash(password);
@@ -242,7 +276,7 @@ export class TokenService {
    */
   private exclusive<T>(checked: PasswordRecord, work: () => Promise<T>): Promise<T> {
     const run = this.tail.then(() => {
-      if (this.store.password !== checked) throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
+      if (this.password !== checked) throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
       return work();
     });
     this.tail = run.catch(() => undefined);

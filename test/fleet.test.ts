@@ -1,0 +1,146 @@
+// A fleet of gateways on a real etcd (test/helpers/etcd.ts): three api-auth processes
+// started as an operator would, with --cluster-etcd. What one gateway does holds on the
+// others as soon as its call returns; a gateway that is killed, stopped, or cut off
+// from etcd never serves what the fleet has revoked. Requests go over fresh connections.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Test } from 'tap';
+import { ALREADY_REVOKED, call, changePassword, expectRefused, newToken, REASONS, revokeToken, REVOKED, tryPassword } from './helpers/auth.js';
+import { restartGateway, startEtcd, startGateway } from './helpers/etcd.js';
+import type { Etcd, Gateway } from './helpers/etcd.js';
+import { jsonrpc } from './helpers/http.js';
+import { randomPassword, tempDir } from './helpers/server.js';
+
+const LEASE = ['--cluster-lease', '2s'];
+const INFO = '/ext/info';
+
+interface Fleet {
+  etcd: Etcd;
+  password: string;
+  passwordFile: string;
+  gateways: Gateway[];
+}
+
+/** etcd and three gateways: A on two HTTP threads (shared core, fence in shared memory), B and C on one. */
+async function fleet(t: Test, extra: readonly string[] = []): Promise<Fleet> {
+  const etcd = await startEtcd(t);
+  const password = randomPassword();
+  const passwordFile = join(tempDir(t), 'password');
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  // The first seeds the fleet; the others join it.
+  const a = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '2', ...extra]);
+  const [b, c] = await Promise.all([
+    startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1', ...extra]),
+    startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1', ...extra]),
+  ]);
+  return { etcd, password, passwordFile, gateways: [a, b, c] };
+}
+
+async function status(gateway: Gateway, token: string): Promise<number> {
+  return (await call(gateway.url, INFO, token)).status;
+}
+
+t.test('a token issued on A works on B and C at once; revoked on B, A and C refuse it as soon as the call returns', async (t) => {
+  const { password, gateways: [a, b, c] } = await fleet(t);
+  for (let round = 0; round < 15; round++) {
+    const issuer = [a, b, c][round % 3];
+    const revoker = [b, c, a][round % 3];
+    const token = await newToken(issuer.url, password, [INFO]);
+    const granted = await Promise.all([a, b, c].map((g) => status(g, token)));
+    t.same(granted, [200, 200, 200], `round ${round}: issued on one, valid on all three at once`);
+    t.same(await revokeToken(revoker.url, password, token), REVOKED, `round ${round}: revoked`);
+    for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, token), REASONS.revoked, `round ${round}`);
+  }
+});
+
+t.test('a password changed on C holds on A and B when the call returns; old tokens stop everywhere', async (t) => {
+  const { password, gateways: [a, b, c] } = await fleet(t);
+  const before = await newToken(a.url, password, [INFO]);
+  const next = randomPassword();
+  t.same(await changePassword(c.url, password, next), { success: true });
+  for (const g of [a, b, c]) {
+    t.equal(await tryPassword(g.url, password), undefined, 'the old password is refused');
+    const token = await tryPassword(g.url, next);
+    t.type(token, 'string', 'the new password issues');
+    t.equal(await status(g, before), 401, 'a token of the old password is refused');
+    t.same(await Promise.all([a, b, c].map((h) => status(h, token!))), [200, 200, 200], 'a new token works everywhere');
+  }
+});
+
+t.test('a gateway killed with SIGKILL comes back with every change made while it was down', async (t) => {
+  const { password, gateways: [a, b, c] } = await fleet(t);
+  const kept = await newToken(a.url, password, [INFO]);
+  const doomed = await newToken(b.url, password, [INFO]);
+  await c.stop('SIGKILL');
+  // Made while C is down: its lease still runs, so the revoke waits for it to expire.
+  t.same(await revokeToken(a.url, password, doomed), REVOKED);
+  const later = await newToken(b.url, password, ['/ext/health']);
+  const next = randomPassword();
+  t.same(await changePassword(b.url, password, next), { success: true });
+  const fresh = await newToken(a.url, next, [INFO]);
+  const back = await restartGateway(t, c);
+  expectRefused(t, await call(back.url, INFO, doomed), REASONS.revoked, 'revoked while down');
+  t.equal(await status(back, kept), 401, 'issued before the password change');
+  t.equal(await status(back, later), 401, 'of the old password too');
+  t.equal(await status(back, fresh), 200, 'issued while down, under the new password');
+  t.type(await tryPassword(back.url, next), 'string', 'the new password');
+  t.equal(await tryPassword(back.url, password), undefined, 'not the old one');
+});
+
+t.test('a stopped gateway holds a revoke up for at most its lease, and once continued never serves the revoked token', async (t) => {
+  const { password, gateways: [a, b, c] } = await fleet(t);
+  const token = await newToken(a.url, password, [INFO]);
+  t.equal(await status(c, token), 200);
+  c.child.kill('SIGSTOP');
+  t.teardown(() => { c.child.kill('SIGCONT'); });
+  const started = Date.now();
+  t.same(await revokeToken(b.url, password, token), REVOKED);
+  const took = Date.now() - started;
+  t.ok(took < 2 * 2000 + 1000, `the revoke returned within the lease bound (${took} ms)`);
+  expectRefused(t, await call(a.url, INFO, token), REASONS.revoked, 'on A');
+  c.child.kill('SIGCONT');
+  // C's first answers, from the moment it runs again: never 200 for the token.
+  const first = await call(c.url, INFO, token);
+  t.not(first.status, 200, `C does not serve the revoked token (got ${first.status})`);
+  if (first.status === 503) t.match(JSON.parse(first.body.toString()), { error: { code: -32006 } }, 'a clear 503');
+  // It rejoins by itself: then it refuses the token as revoked, and serves the others.
+  const rejoined = await c.waitForLog((l) => l.msg === 'serving in the fleet' && l !== c.logs.find((m) => m.msg === 'serving in the fleet'), 15_000);
+  t.ok(rejoined);
+  expectRefused(t, await call(c.url, INFO, token), REASONS.revoked, 'after rejoining');
+  t.equal(await status(c, await newToken(b.url, password, [INFO])), 200, 'it serves again');
+});
+
+t.test('with etcd killed a revoke is never acknowledged, gateways 503 once their lease runs out, and all recover when etcd returns', async (t) => {
+  const { etcd, password, gateways: [a, b, c] } = await fleet(t);
+  const token = await newToken(a.url, password, [INFO]);
+  await etcd.kill();
+  const answer = await jsonrpc(`${b.url}/ext/auth`, 'auth.revokeToken', { password, token });
+  t.equal(answer.result, undefined, 'no success');
+  t.match(answer.error, { code: -32006 }, 'an error that says the fleet did not answer');
+  // Past the lease, every gateway refuses protected requests with 503.
+  await a.waitForLog((l) => l.msg === 'cannot renew the fleet lease; protected requests get 503 once it runs out', 10_000);
+  for (const g of [a, b, c]) {
+    await waitForStatus(g, token, 503);
+  }
+  await etcd.start();
+  for (const g of [a, b, c]) await waitForStatus(g, token, 200);
+  t.same(await revokeToken(c.url, password, token), REVOKED, 'the fleet takes changes again');
+  for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, token), REASONS.revoked);
+  t.same(await revokeToken(a.url, password, token), ALREADY_REVOKED);
+});
+
+/**
+ * Asks until the gateway answers `expected` for the token: a state that comes with the
+ * passing of the lease, which no event outside the process announces. Each try is a
+ * fresh connection; 20 s at most.
+ */
+async function waitForStatus(g: Gateway, token: string, expected: number): Promise<void> {
+  const until = Date.now() + 20_000;
+  for (;;) {
+    const got = await status(g, token);
+    if (got === expected) return;
+    if (Date.now() > until) throw new Error(`${g.url} still answers ${got}, not ${expected}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
