@@ -69,7 +69,10 @@ interface Cursor extends Block {
 const pad = (n: number, width: number): string => String(n).padStart(width, '0');
 const SERIAL_WIDTH = 16;
 const GRANT_WIDTH = 10;
-const NOOP_POLICY = { execute: <T>(fn: (context: object) => T): T => fn({}) };
+// etcd3's fault policies retry and break circuits for seconds; a gateway handles
+// failures itself (fail the call, let the lease decide), so each call is made once. A
+// policy's execute must return a promise even when `fn` throws: etcd3 chains .catch on it.
+const NOOP_POLICY = { execute: async <T>(fn: (context: object) => T): Promise<Awaited<T>> => await fn({}) };
 
 /**
  * The margin taken off the lease on this side: etcd expires a lease TTL after it
@@ -196,9 +199,13 @@ export class Fleet {
     const revision = Number(snapshot.header.revision);
     if (revision > this.head) this.head = revision;
     this.load(snapshot.kvs);
-    this.applied = revision;
-    this.stateApplied = revision;
-    await this.watch(revision + 1);
+    // A watch that still runs (a lost lease) keeps its place: the snapshot only added to
+    // what it had applied. A new one starts after the snapshot.
+    if (this.watcher === undefined) {
+      this.applied = revision;
+      this.stateApplied = revision;
+      await this.watch(revision + 1);
+    }
     const put = await this.etcd(() => this.client.put(this.memberKey).value(JSON.stringify({ applied: revision })).lease(id).exec());
     this.published = revision;
     // A writer that finished its barrier before this key existed may have written after
@@ -541,9 +548,6 @@ export class Fleet {
     this.recovering = (async () => {
       for (let attempt = 0; !this.closed; attempt++) {
         clearTimeout(this.renewTimer);
-        const watcher = this.watcher;
-        this.watcher = undefined;
-        await watcher?.cancel().catch(() => undefined);
         const lease = this.lease;
         this.lease = undefined;
         lease?.release();
