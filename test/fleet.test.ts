@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
 import { ALREADY_REVOKED, call, changePassword, expectRefused, newToken, REASONS, revokeToken, REVOKED, tryPassword } from './helpers/auth.js';
-import { restartGateway, startEtcd, startGateway } from './helpers/etcd.js';
+import { freePort, restartGateway, startEtcd, startGateway } from './helpers/etcd.js';
 import type { Etcd, Gateway } from './helpers/etcd.js';
-import { jsonrpc } from './helpers/http.js';
-import { randomPassword, tempDir } from './helpers/server.js';
+import { jsonrpc, request } from './helpers/http.js';
+import { randomPassword, runCli, tempDir } from './helpers/server.js';
 
 const LEASE = ['--cluster-lease', '2s'];
 const INFO = '/ext/info';
@@ -51,6 +51,15 @@ t.test('a token issued on A works on B and C at once; revoked on B, A and C refu
     t.same(granted, [200, 200, 200], `round ${round}: issued on one, valid on all three at once`);
     t.same(await revokeToken(revoker.url, password, token), REVOKED, `round ${round}: revoked`);
     for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, token), REASONS.revoked, `round ${round}`);
+  }
+  // Each gateway's metrics: the members it sees, its lease, its watch, its writes' barriers.
+  const scraper = await newToken(a.url, password, ['/ext/metrics']);
+  for (const g of [a, b, c]) {
+    const text = (await call(g.url, '/ext/metrics', scraper, 'GET')).text;
+    t.match(text, /^api_auth_fleet_members 3$/m, 'three live members');
+    t.match(text, /^api_auth_fleet_lease_remaining_seconds (0\.\d*[1-9]|[1-9])/m, 'a lease with time left');
+    t.match(text, /^api_auth_fleet_watch_lag_revisions \d+$/m);
+    t.match(text, /^api_auth_fleet_barrier_duration_seconds_count [1-9]\d*$/m, 'its writes waited on the barrier');
   }
 });
 
@@ -105,7 +114,7 @@ t.test('a stopped gateway holds a revoke up for at most its lease, and once cont
   // C's first answers, from the moment it runs again: never 200 for the token.
   const first = await call(c.url, INFO, token);
   t.not(first.status, 200, `C does not serve the revoked token (got ${first.status})`);
-  if (first.status === 503) t.match(JSON.parse(first.body.toString()), { error: { code: -32006 } }, 'a clear 503');
+  if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32006 } }, 'a clear 503');
   // It rejoins by itself: then it refuses the token as revoked, and serves the others.
   const rejoined = await c.waitForLog((l) => l.msg === 'serving in the fleet' && l !== c.logs.find((m) => m.msg === 'serving in the fleet'), 15_000);
   t.ok(rejoined);
@@ -124,12 +133,43 @@ t.test('with etcd killed a revoke is never acknowledged, gateways 503 once their
   await a.waitForLog((l) => l.msg === 'cannot renew the fleet lease; protected requests get 503 once it runs out', 10_000);
   for (const g of [a, b, c]) {
     await waitForStatus(g, token, 503);
+    const fenced = await call(g.url, INFO, token);
+    t.equal(fenced.headers['content-type'], 'application/json');
+    t.match(JSON.parse(fenced.text), { error: { code: -32006, message: /lost touch with its fleet/ } }, 'a 503 that says why');
+    const health = await request(g.url, '/ext/auth/health');
+    t.equal(health.status, 503, 'not ready for a load balancer');
+    t.match(JSON.parse(health.text), { healthy: false, checks: { fleet: { healthy: false } } });
   }
   await etcd.start();
   for (const g of [a, b, c]) await waitForStatus(g, token, 200);
+  t.equal((await request(a.url, '/ext/auth/health')).status, 200, 'ready again');
   t.same(await revokeToken(c.url, password, token), REVOKED, 'the fleet takes changes again');
   for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, token), REASONS.revoked);
   t.same(await revokeToken(a.url, password, token), ALREADY_REVOKED);
+});
+
+t.test('the fleet flags are checked before anything starts, and an etcd that does not answer stops the start', async (t) => {
+  const passwordFile = join(tempDir(t), 'password');
+  writeFileSync(passwordFile, randomPassword(), { mode: 0o600 });
+  const auth = ['--http-port', '0', '--api-auth-required', '--api-auth-password-file', passwordFile, '--data-dir', join(tempDir(t), 'd')];
+  const cases: [string[], RegExp][] = [
+    [['--cluster-name', 'x'], /--cluster-name sets how this gateway joins a fleet, and there is no --cluster-etcd/],
+    [['--cluster-etcd', 'etcd.example:2379'], /--cluster-etcd must be etcd client URLs/],
+    [['--cluster-etcd', 'http://127.0.0.1:2379', '--cluster-name', 'a/b'], /--cluster-name must be 1 to 64 letters/],
+    [['--cluster-etcd', 'http://127.0.0.1:2379', '--cluster-lease', '1s'], /--cluster-lease must be a duration in whole seconds from 2s to 300s/],
+  ];
+  for (const [flags, message] of cases) {
+    const run = await runCli(t, [...auth, ...flags]);
+    t.equal(run.code, 2, flags.join(' '));
+    t.match(run.stderr, message);
+  }
+  const noAuth = await runCli(t, ['--http-port', '0', '--cluster-etcd', 'http://127.0.0.1:2379']);
+  t.equal(noAuth.code, 2);
+  t.match(noAuth.stderr, /--cluster-etcd shares the token state of a fleet, and without --api-auth-required there is none/);
+  const nobody = `http://127.0.0.1:${await freePort()}`;
+  const down = await runCli(t, [...auth, '--cluster-etcd', nobody, '--cluster-lease', '2s'], 20_000);
+  t.equal(down.code, 2, 'no fleet to join: the start fails');
+  t.match(down.stderr, new RegExp(`cannot join the fleet api-auth through --cluster-etcd ${nobody}: .*check that etcd runs there`));
 });
 
 /**

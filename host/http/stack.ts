@@ -73,7 +73,7 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   }
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
-  routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight) });
+  routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.fence) });
   routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(core, gate, cors ?? null) });
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {
