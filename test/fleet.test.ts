@@ -4,6 +4,7 @@
 // from etcd never serves what the fleet has revoked. Requests go over fresh connections.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
 import t from 'tap';
 import type { Test } from 'tap';
 import { ALREADY_REVOKED, call, changePassword, expectRefused, newToken, REASONS, revokeToken, REVOKED, tryPassword } from './helpers/auth.js';
@@ -146,6 +147,32 @@ t.test('with etcd killed a revoke is never acknowledged, gateways 503 once their
   t.same(await revokeToken(c.url, password, token), REVOKED, 'the fleet takes changes again');
   for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, token), REASONS.revoked);
   t.same(await revokeToken(a.url, password, token), ALREADY_REVOKED);
+});
+
+t.test('a gateway whose watch fell behind a compaction reads the whole state again, and serves nothing revoked meanwhile', async (t) => {
+  const { etcd, password, gateways: [a, b, c] } = await fleet(t);
+  const token = await newToken(a.url, password, [INFO]);
+  c.child.kill('SIGSTOP');
+  t.teardown(() => { c.child.kill('SIGCONT'); });
+  // etcd restarts while C is stopped: C's watch stream is broken, and C cannot know yet.
+  // What follows never reaches it through that stream, and then the history it would
+  // resume its watch from is compacted away.
+  await etcd.kill();
+  await etcd.start();
+  t.same(await revokeToken(b.url, password, token), REVOKED);
+  const later = await newToken(a.url, password, ['/ext/health', INFO]);
+  const client = new Etcd3({ hosts: etcd.url });
+  const head = await client.get('/api-auth/key').exec();
+  await client.kv.compact({ revision: head.header.revision, physical: true });
+  client.close();
+  c.child.kill('SIGCONT');
+  const first = await call(c.url, INFO, token);
+  t.not(first.status, 200, `C does not serve the revoked token (got ${first.status})`);
+  await c.waitForLog((l) => l.msg === 'the fleet watch was cancelled; reading the whole state again', 20_000);
+  await waitForStatus(c, later, 200);
+  expectRefused(t, await call(c.url, INFO, token), REASONS.revoked, 'after the resync');
+  t.same(await revokeToken(c.url, password, later), REVOKED, 'it takes part in writes again');
+  for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, later), REASONS.revoked);
 });
 
 t.test('the fleet flags are checked before anything starts, and an etcd that does not answer stops the start', async (t) => {

@@ -211,6 +211,8 @@ export class Fleet {
     // A writer that finished its barrier before this key existed may have written after
     // the snapshot: serve only once the watch has passed this key's own revision.
     await this.appliedAtLeast(Number(put.header.revision));
+    // etcd may have cancelled the watch meanwhile (compaction): then start over.
+    if (this.watcher === undefined) throw new FleetError('the fleet watch was cancelled while joining');
     this.metrics.joined();
     this.refreshFence();
     this.log.info('serving in the fleet', { cluster: this.settings.name, members: this.members.size, revision: this.applied });
