@@ -10,7 +10,7 @@ import type { Test } from 'tap';
 import { ALREADY_REVOKED, call, changePassword, expectRefused, newToken, REASONS, revokeToken, REVOKED, tryPassword } from './helpers/auth.js';
 import { freePort, restartGateway, startEtcd, startGateway } from './helpers/etcd.js';
 import type { Etcd, Gateway } from './helpers/etcd.js';
-import { jsonrpc, request } from './helpers/http.js';
+import { jsonrpc, postJson, request } from './helpers/http.js';
 import { randomPassword, runCli, tempDir } from './helpers/server.js';
 
 const LEASE = ['--cluster-lease', '2s'];
@@ -173,6 +173,30 @@ t.test('a gateway whose watch fell behind a compaction reads the whole state aga
   expectRefused(t, await call(c.url, INFO, token), REASONS.revoked, 'after the resync');
   t.same(await revokeToken(c.url, password, later), REVOKED, 'it takes part in writes again');
   for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, later), REASONS.revoked);
+});
+
+t.test('wrong passwords spread over the gateways and over many clients count against one fleet-wide allowance', async (t) => {
+  const { password, gateways } = await fleet(t, ['--trusted-proxies', '127.0.0.1']);
+  // 150 guesses, each from a client of its own (so no client's own limit is reached),
+  // 50 to each gateway (so no gateway's overall burst of 100 is reached): only the
+  // fleet's allowance of 100 per minute stops them.
+  const answers: { code?: number }[] = [];
+  for (let i = 0; i < 50; i++) {
+    answers.push(...await Promise.all(gateways.map(async (g, k) => {
+      const response = await postJson(`${g.url}/ext/auth`, { jsonrpc: '2.0', id: 1, method: 'auth.newToken',
+        params: { password: `wrong-${i}-${k}`, endpoints: [INFO] } }, [['X-Forwarded-For', `10.0.${k}.${i + 1}`]]);
+      return (JSON.parse(response.text) as { error: { code?: number } }).error;
+    })));
+  }
+  const refused = answers.filter((e) => e.code === -32000).length;
+  const throttled = answers.filter((e) => e.code === -32002).length;
+  t.equal(refused + throttled, 150, 'every guess is refused');
+  t.ok(refused <= 100 + 2, `at most the fleet's allowance was checked (${refused}; two gateways may count at the same moment)`);
+  t.ok(refused >= 100 - 2, `the allowance was there (${refused})`);
+  // Everyone waits now, on every gateway: even the right password, as with one gateway's overall limit.
+  const answer = await postJson(`${gateways[1].url}/ext/auth`, { jsonrpc: '2.0', id: 1, method: 'auth.newToken',
+    params: { password, endpoints: [INFO] } }, [['X-Forwarded-For', '10.9.9.9']]);
+  t.match(JSON.parse(answer.text), { error: { code: -32002, message: /too many failed password attempts; retry in \d+ s/ } });
 });
 
 t.test('the fleet flags are checked before anything starts, and an etcd that does not answer stops the start', async (t) => {

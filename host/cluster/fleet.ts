@@ -32,6 +32,16 @@ import type { PasswordRecord } from '../password/hash.js';
 import { closeFence, openFence } from './fence.js';
 import { FleetMetrics } from './metrics.js';
 
+/**
+ * Password checks the whole fleet may fail per window, whatever the number of gateways:
+ * each gateway's own throttle (service/throttle.ts) allows 100 at once and then one a
+ * second, so without this N gateways would let a guesser spread over them try N times
+ * as fast.
+ */
+export const FLEET_PASSWORD_FAILURES = 100;
+/** The fleet throttle's window, seconds. */
+export const FLEET_PASSWORD_WINDOW = 60;
+
 /** Serials per block: one page of the core's revocation window, so blocks are page-aligned. */
 export const BLOCK = 4096;
 /** How long a gateway issues from one block before it takes another (seconds). */
@@ -107,6 +117,8 @@ export class Fleet {
   private waiters: { check(): boolean }[] = [];
   private renewTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  private throttleLease: { window: number; lease: Lease } | undefined;
+  private checks = 0;
   private recovering: Promise<void> | undefined;
   /** Local ms deadline of the lease: last successful renewal's send time + TTL - margin. */
   private deadline = 0;
@@ -496,6 +508,40 @@ export class Fleet {
     return generation;
   }
 
+  /**
+   * A password check about to run, counted against the fleet's allowance as a failure
+   * from its start (so that checks running at once on many gateways cannot overrun it
+   * together): at most FLEET_PASSWORD_FAILURES in any FLEET_PASSWORD_WINDOW seconds. A
+   * record is a key named by its time in ms, so the last window's are one range.
+   * Returns the whole seconds to wait when the allowance is spent (nothing counted), or
+   * the check: `succeeded()` or `abandoned()` takes it back; a failure leaves it counted.
+   */
+  async beginPasswordCheck(nowMs: number): Promise<number | { succeeded(): void; abandoned(): void }> {
+    const prefix = `/${this.settings.name}.throttle/`;
+    const windowMs = FLEET_PASSWORD_WINDOW * 1000;
+    const span = { start: prefix + pad(Math.max(0, nowMs - windowMs), 15), end: prefix + '~' };
+    const counted = await this.etcd(() => this.client.getAll().inRange(span).count());
+    if (counted >= FLEET_PASSWORD_FAILURES) {
+      // One more fits once the oldest record of the span is a window old.
+      const oldest = await this.etcd(() => this.client.getAll().inRange(span).sort('Key', 'Ascend').limit(1).keys());
+      const at = oldest.length > 0 ? Number(oldest[0].slice(prefix.length, prefix.length + 15)) : nowMs;
+      return Math.max(1, Math.ceil((at + windowMs - nowMs) / 1000));
+    }
+    // Records go with their lease, which outlives the window; one lease per window of starts.
+    const bucket = Math.floor(nowMs / windowMs);
+    if (this.throttleLease?.window !== bucket) {
+      this.throttleLease?.lease.release();
+      this.throttleLease = { window: bucket, lease: this.client.lease(3 * FLEET_PASSWORD_WINDOW, { autoKeepAlive: false }) };
+    }
+    const lease = this.throttleLease.lease;
+    const key = `${prefix}${pad(nowMs, 15)}-${this.memberKey.slice(this.k('members/').length)}-${this.checks++}`;
+    await this.etcd(async () => this.client.put(key).value('').lease(await lease.grant()).exec());
+    const takeBack = (): void => {
+      this.client.delete().key(key).exec().catch((error) => this.log.debug('cannot take back a password check', errorFields(error)));
+    };
+    return { succeeded: takeBack, abandoned: takeBack };
+  }
+
   /** Renews the lease every third of its TTL; each success moves the local deadline. */
   private scheduleRenewal(): void {
     if (this.closed) return;
@@ -589,6 +635,7 @@ export class Fleet {
     clearTimeout(this.renewTimer);
     await this.watcher?.cancel().catch(() => undefined);
     await this.lease?.revoke().catch(() => undefined);
+    this.throttleLease?.lease.release();
     this.client.close();
   }
 }

@@ -223,12 +223,30 @@ export class TokenService {
       if (this.metrics) this.metrics.passwordsThrottled++;
       throw throttledError(check);
     }
+    // A fleet gateway also counts against the fleet's allowance (cluster/fleet.ts).
+    let fleetCheck: { succeeded(): void; abandoned(): void } | undefined;
+    if (this.fleet) {
+      let begun: Awaited<ReturnType<Fleet['beginPasswordCheck']>>;
+      try {
+        begun = await this.fleetCall(() => this.fleet!.beginPasswordCheck(this.clock()));
+      } catch (error) {
+        check.abandoned();
+        throw error;
+      }
+      if (typeof begun === 'number') {
+        check.abandoned();
+        if (this.metrics) this.metrics.passwordsThrottled++;
+        throw throttledError(begun);
+      }
+      fleetCheck = begun;
+    }
     const record = this.password;
     let ok: boolean;
     try {
       ok = await this.verifier.verify(password, record);
     } catch (error) {
       check.abandoned();
+      fleetCheck?.abandoned();
       if (error instanceof BusyError) {
         if (this.metrics) this.metrics.passwordsBusy++;
         throw busy();
@@ -241,6 +259,7 @@ export class TokenService {
       throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
     }
     check.succeeded();
+    fleetCheck?.succeeded();
     if (this.metrics) this.metrics.passwordsAccepted++;
     return record;
   }
