@@ -199,6 +199,26 @@ t.test('wrong passwords spread over the gateways and over many clients count aga
   t.match(JSON.parse(answer.text), { error: { code: -32002, message: /too many failed password attempts; retry in \d+ s/ } });
 });
 
+t.test('revocations of expired tokens leave etcd', async (t) => {
+  const etcd = await startEtcd(t);
+  const password = randomPassword();
+  const passwordFile = join(tempDir(t), 'password');
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  const gateway = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1', '--api-auth-token-lifetime', '2s']);
+  const token = await newToken(gateway.url, password, [INFO]);
+  t.same(await revokeToken(gateway.url, password, token), REVOKED);
+  const client = new Etcd3({ hosts: etcd.url });
+  t.teardown(() => client.close());
+  t.equal(await client.getAll().prefix('/api-auth/revoked/').count(), 1, 'the revocation is in etcd');
+  // Once the token has expired (the gateway says so), the revocation is nothing to keep.
+  await waitForReason(gateway, token, REASONS.expired);
+  await gateway.stop();
+  const again = await restartGateway(t, gateway);
+  await again.waitForLog((l) => l.msg === 'deleted expired revocations and serial blocks from the fleet');
+  t.equal(await client.getAll().prefix('/api-auth/revoked/').count(), 0, 'it is gone');
+  expectRefused(t, await call(again.url, INFO, token), REASONS.expired);
+});
+
 t.test('the fleet flags are checked before anything starts, and an etcd that does not answer stops the start', async (t) => {
   const passwordFile = join(tempDir(t), 'password');
   writeFileSync(passwordFile, randomPassword(), { mode: 0o600 });
@@ -222,6 +242,17 @@ t.test('the fleet flags are checked before anything starts, and an etcd that doe
   t.equal(down.code, 2, 'no fleet to join: the start fails');
   t.match(down.stderr, new RegExp(`cannot join the fleet api-auth through --cluster-etcd ${nobody}: .*check that etcd runs there`));
 });
+
+/** Asks until the gateway refuses the token with `reason` (its expiry comes with time). */
+async function waitForReason(g: Gateway, token: string, reason: string): Promise<void> {
+  const until = Date.now() + 20_000;
+  for (;;) {
+    const got = await call(g.url, INFO, token);
+    if (got.text.includes(reason)) return;
+    if (Date.now() > until) throw new Error(`${g.url} still answers ${got.status} ${got.text}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 /**
  * Asks until the gateway answers `expected` for the token: a state that comes with the

@@ -42,6 +42,10 @@ export const FLEET_PASSWORD_FAILURES = 100;
 /** The fleet throttle's window, seconds. */
 export const FLEET_PASSWORD_WINDOW = 60;
 
+const TIDY_INTERVAL_MS = 60_000;
+/** Deletions per txn (etcd takes at most 128 operations in one). */
+const TIDY_BATCH = 100;
+
 /** Serials per block: one page of the core's revocation window, so blocks are page-aligned. */
 export const BLOCK = 4096;
 /** How long a gateway issues from one block before it takes another (seconds). */
@@ -116,6 +120,7 @@ export class Fleet {
   private cursor: Cursor | undefined;
   private waiters: { check(): boolean }[] = [];
   private renewTimer: NodeJS.Timeout | undefined;
+  private tidyTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private throttleLease: { window: number; lease: Lease } | undefined;
   private checks = 0;
@@ -227,6 +232,10 @@ export class Fleet {
     if (this.watcher === undefined) throw new FleetError('the fleet watch was cancelled while joining');
     this.metrics.joined();
     this.refreshFence();
+    if (this.tidyTimer === undefined) {
+      this.tidyTimer = setInterval(() => void this.tidy(), TIDY_INTERVAL_MS).unref();
+      void this.tidy();
+    }
     this.log.info('serving in the fleet', { cluster: this.settings.name, members: this.members.size, revision: this.applied });
   }
 
@@ -294,6 +303,8 @@ export class Fleet {
   }
 
   private applyBlock(block: Block): void {
+    // Pages whose tokens have all expired make room in the window first.
+    this.core.sweep(unixSeconds(this.clock));
     this.core.reserveSerials(block.start, block.end, block.bound);
   }
 
@@ -542,6 +553,35 @@ export class Fleet {
     return { succeeded: takeBack, abandoned: takeBack };
   }
 
+  /**
+   * Forgets what has expired: in the core, the pages of serials whose tokens have all
+   * expired (a gateway that issues nothing would not sweep otherwise); in etcd, the
+   * revocations and blocks past their expiry, which only the member with the lowest key
+   * deletes, so that the fleet does not do the same work N times.
+   */
+  private async tidy(): Promise<void> {
+    if (this.closed || this.recovering !== undefined) return;
+    const now = unixSeconds(this.clock);
+    this.core.sweep(now);
+    let lowest = this.memberKey;
+    for (const key of this.members.keys()) if (key < lowest) lowest = key;
+    if (lowest !== this.memberKey) return;
+    try {
+      const expired: string[] = [];
+      for (const [dir, expiry] of [['revoked/', (v: string) => Number(v)], ['blocks/', (v: string) => (JSON.parse(v) as Block).bound]] as const) {
+        const found = await this.client.getAll().prefix(this.k(dir)).strings();
+        for (const [key, value] of Object.entries(found)) if (expiry(value) <= now) expired.push(key);
+      }
+      for (let i = 0; i < expired.length; i += TIDY_BATCH) {
+        const batch = expired.slice(i, i + TIDY_BATCH);
+        await this.client.if(this.k('key'), 'Create', '>', 0).then(...batch.map((key) => this.client.delete().key(key))).commit();
+      }
+      if (expired.length > 0) this.log.info('deleted expired revocations and serial blocks from the fleet', { count: expired.length });
+    } catch (error) {
+      this.log.debug('cannot tidy the fleet state', errorFields(error));
+    }
+  }
+
   /** Renews the lease every third of its TTL; each success moves the local deadline. */
   private scheduleRenewal(): void {
     if (this.closed) return;
@@ -633,6 +673,7 @@ export class Fleet {
     this.closed = true;
     closeFence(this.fence);
     clearTimeout(this.renewTimer);
+    clearInterval(this.tidyTimer);
     await this.watcher?.cancel().catch(() => undefined);
     await this.lease?.revoke().catch(() => undefined);
     this.throttleLease?.lease.release();
