@@ -335,9 +335,11 @@ function cluster(options: ServerOptions, authRequired: boolean): ClusterConfig |
     } catch {
       url = undefined;
     }
-    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.port === '' || url.pathname !== '/' ||
+    // http only: the client's TLS (certificates, client authentication) is not wired yet,
+    // so etcd belongs on loopback or a private network (README, Running a fleet).
+    if (url === undefined || url.protocol !== 'http:' || url.port === '' || url.pathname !== '/' ||
       url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
-      throw badOption('clusterEtcd', ` must be etcd client URLs with scheme, host and port, such as http://127.0.0.1:2379, separated by ` +
+      throw badOption('clusterEtcd', ` must be etcd client URLs, http:// with host and port, such as http://127.0.0.1:2379, separated by ` +
         `commas; ${show(entry)} is not one`);
     }
     return url.origin;
