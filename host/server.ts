@@ -117,7 +117,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
 }
 
 /** The HTTP side on `config.httpThreads` threads, this one accepting and owning the state. */
-function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger, fence: Int32Array | undefined): ThreadsPlan {
+function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger, fence: Uint32Array | undefined): ThreadsPlan {
   return {
     threads: config.httpThreads,
     host: config.host,

@@ -60,7 +60,7 @@ export interface FleetSettings {
   /** Lifetime of the tokens this gateway issues, seconds. */
   readonly tokenLifetime: number;
   /** The fence this gateway's gates read (fence.ts); written here only. */
-  readonly fence: Int32Array;
+  readonly fence: Uint32Array;
 }
 
 /** A state change the fleet could not make: the message is for the client (etcd's own words stay in the log). */
@@ -98,7 +98,7 @@ function leaseMargin(leaseSeconds: number): number {
 
 export class Fleet {
   /** The fence every HTTP thread's gate reads (fence.ts). */
-  private readonly fence: Int32Array;
+  private readonly fence: Uint32Array;
   readonly metrics = new FleetMetrics();
   private readonly client: Etcd3;
   private readonly prefix: string;
@@ -618,7 +618,7 @@ export class Fleet {
   }
 
   private refreshFence(): void {
-    openFence(this.fence, Math.floor(this.deadline / 1000));
+    openFence(this.fence, this.deadline);
   }
 
   /** The lease is gone: stop serving, then join again with a new lease and the whole state. */
@@ -664,7 +664,8 @@ export class Fleet {
     } catch (error) {
       if (error instanceof FleetError) throw error;
       this.log.warn('etcd call failed', errorFields(error));
-      throw new FleetError('the fleet\'s etcd did not answer; nothing was changed that this gateway confirmed; retry');
+      throw new FleetError('the fleet\'s etcd did not answer, so the change is not confirmed (it may still take effect); retry, ' +
+        'or use another gateway');
     }
   }
 

@@ -25,7 +25,7 @@ export interface FleetAuthSettings {
   readonly cluster: ClusterConfig;
   readonly throttle?: PasswordThrottle;
   /** The fence the gates read (cluster/fence.ts). */
-  readonly fence: Int32Array;
+  readonly fence: Uint32Array;
 }
 
 

@@ -17,7 +17,7 @@ export interface GateOptions {
   /** api-auth's own paths under authPath (/ext/auth/health, /ext/auth/check), which answer without a token too. */
   readonly ownPaths?: readonly string[];
   /** A fleet gateway's fence (cluster/fence.ts): while it is closed, every protected request is UNAVAILABLE. */
-  readonly fence?: Int32Array;
+  readonly fence?: Uint32Array;
 }
 
 /**
@@ -29,7 +29,7 @@ export class Gate {
   private readonly publicPaths: ReadonlySet<string> | null;
   private readonly authPath: string | null;
   private readonly ownPaths: readonly string[];
-  private readonly fence: Int32Array | null;
+  private readonly fence: Uint32Array | null;
 
   constructor(private readonly core: Core, private readonly metrics: Metrics, private readonly clock: Clock, options: GateOptions = {}) {
     const publicPaths = options.publicPaths ?? [];
@@ -52,9 +52,10 @@ export class Gate {
   /** The outcome for a request: its raw Authorization header (empty when absent) and its path. */
   check(header: string, path: string): Outcome {
     if (this.open(path)) return Outcome.Valid;
-    const now = this.seconds();
+    const ms = this.clock();
     // Before the token: a fleet gateway that cannot vouch for its revocations answers none.
-    if (this.fence !== null && !fenceOpen(this.fence, now)) return UNAVAILABLE;
+    if (this.fence !== null && !fenceOpen(this.fence, ms)) return UNAVAILABLE;
+    const now = Math.floor(ms / 1000);
     const metrics = this.metrics;
     let outcome: Outcome;
     if (--metrics.untilSample !== 0) {
@@ -72,15 +73,11 @@ export class Gate {
   /** The outcome for a bare token (no `Bearer `) and a path. */
   checkToken(token: string, path: string): Outcome {
     if (this.open(path)) return Outcome.Valid;
-    const now = this.seconds();
-    if (this.fence !== null && !fenceOpen(this.fence, now)) return UNAVAILABLE;
+    const ms = this.clock();
+    if (this.fence !== null && !fenceOpen(this.fence, ms)) return UNAVAILABLE;
+    const now = Math.floor(ms / 1000);
     const outcome = this.core.verify(token, path, now);
     this.metrics.verifications[outcome]++;
     return outcome;
-  }
-
-  // unixSeconds(), inlined: this is the hot path.
-  private seconds(): number {
-    return Math.floor(this.clock() / 1000);
   }
 }

@@ -25,7 +25,7 @@ export class ReadinessRoute {
    * (cluster/fence.ts), which is not ready while it is closed, so that a load balancer
    * sends its clients to the gateways that serve.
    */
-  constructor(private readonly upstream: URL | undefined, private readonly inFlight: InFlight, private readonly fence?: Int32Array) {}
+  constructor(private readonly upstream: URL | undefined, private readonly inFlight: InFlight, private readonly fence?: Uint32Array) {}
 
   /** Call it from the uWS handler, before returning; `head`: answer with the length only. */
   answer(res: HttpResponse, head: boolean): void {
@@ -42,7 +42,7 @@ export class ReadinessRoute {
 
   private withFleet(readiness: Readiness): Readiness {
     if (this.fence === undefined) return readiness;
-    const serving = fenceOpen(this.fence, Math.floor(Date.now() / 1000));
+    const serving = fenceOpen(this.fence, Date.now());
     const fleet = serving ? { healthy: true } : { healthy: false, error: 'this gateway has lost touch with its fleet (etcd), or has not caught up yet' };
     return { healthy: readiness.healthy && serving, checks: { ...readiness.checks, fleet } };
   }

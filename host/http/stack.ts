@@ -45,7 +45,7 @@ export interface StackParts {
   /** Origins whose pages may call (CORS); undefined allows none. */
   readonly allowedOrigins?: AllowedOrigins;
   /** A fleet gateway's fence (cluster/fence.ts): protected requests get 503 while it is closed. */
-  readonly fence?: Int32Array;
+  readonly fence?: Uint32Array;
 }
 
 export interface Stack {

@@ -40,7 +40,7 @@ export interface HttpSettings {
   readonly tls: TlsFiles | undefined;
   readonly allowedOrigins: AllowedOrigins;
   /** A fleet gateway's fence (cluster/fence.ts), shared with the owner; undefined outside a fleet. */
-  readonly fence?: Int32Array;
+  readonly fence?: Uint32Array;
 }
 
 /** An HTTP thread's `workerData`. */
