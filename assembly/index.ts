@@ -14,10 +14,10 @@ import { requestPathValid } from './paths';
 import {
   GRANT_INDEX_BYTES, MAX_GRANT_BYTES, grantAdd as addGrant, grantFind as findGrant, grantsInit, methodAllowed as allowed,
 } from './grants';
-import { inspectToken, issueToken, revokeToken, setTokenKey, tokenScratchInit, tokenTablesInit, verifyToken } from './token';
+import { inspectToken, issueToken, issueTokenAt, revokeToken, setTokenKey, tokenScratchInit, tokenTablesInit, verifyToken } from './token';
 import {
-  MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, pageExpiryBytes, restoreSerials as restore, revocationsInit, ringBytes,
-  sweep as sweepWindow,
+  MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, pageExpiryBytes, reserveSerials as reserve, restoreSerials as restore,
+  revocationsInit, ringBytes, sweep as sweepWindow,
 } from './revocations';
 import { generate } from './password';
 import { PASSWORD_BAD_LENGTH } from './results';
@@ -254,4 +254,28 @@ export function sweep(now: i64): void {
 export function generatePassword(entropyLen: usize, length: usize): i32 {
   if (length == 0 || length > TOKEN_CAP || entropyLen > IO_CAP) return PASSWORD_BAD_LENGTH;
   return generate(ioBuf(), entropyLen, length, tokenBuf());
+}
+
+// Several issuers over one serial space (a fleet of gateways): each issues from blocks
+// it reserved, and every one verifies the blocks all have reserved. `issue` takes the
+// next serial itself and so suits a lone issuer only; a host uses one way or the other.
+
+/**
+ * Serials [start, end) are a block an issuer reserved; their tokens expire by
+ * `expiryBound`. Raises the ceiling that checks accept to `end`. 0; 1 when the block is
+ * all below the floor (expired, nothing to do); -1 when empty or past the window.
+ */
+export function reserveSerials(start: u64, end: u64, expiryBound: u64): i32 {
+  ownerOnly();
+  return reserve(start, end, expiryBound);
+}
+
+/**
+ * `issue` under the serial the host gives, from a block it reserved and has not issued
+ * from before: the same results, and -5 when the serial is not reserved, is revoked, or
+ * the token would outlive its block's expiry bound.
+ */
+export function issueSerial(serial: u64, grant: u32, now: i64, lifetime: u32): i32 {
+  ownerOnly();
+  return issueTokenAt(serial, grant, now, lifetime, tokenBuf());
 }

@@ -34,6 +34,8 @@ export const ISSUE_WINDOW_FULL = -2;
 export const ISSUE_BAD_TIME = -3;
 /** issue: no key set. */
 export const ISSUE_NO_KEY = -4;
+/** issueSerial: the serial is not reserved, is revoked, or its block's expiry bound ends before the token would. */
+export const ISSUE_BAD_SERIAL = -5;
 
 /** revokeSerial: marked revoked. */
 export const REVOKE_MARKED = 0;
@@ -53,3 +55,8 @@ export const ATTACH_NOT_READY = -1;
 export const ATTACH_BAD_SLOT = -2;
 /** attach: another instance holds the slot. */
 export const ATTACH_TAKEN = -3;
+
+/** reserveSerials: the range is empty, or reaching its end would take the ceiling past the window. */
+export const RESERVE_OUT_OF_WINDOW = -1;
+/** reserveSerials: the whole range is below the floor (its tokens have all expired): nothing to do. */
+export const RESERVE_EXPIRED = 1;

@@ -10,7 +10,7 @@
 // Every thread reads the bits and the counters while the owner changes them (shared.ts):
 // a revocation is one atomic OR, done before `revoke` returns.
 import { FLOOR, NEXT_SERIAL, state } from './layout';
-import { REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED } from './results';
+import { RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED } from './results';
 import { clearShared, orShared8, readShared64, readShared8, writeShared64 } from './shared';
 
 export const PAGE_LOG2: u32 = 12;
@@ -117,4 +117,37 @@ export function restoreSerials(floor: u64, nextSerial: u64, expiryBound: u64): i
   writeShared64(NEXT_SERIAL, nextSerial);
   for (let s = base; s < nextSerial; s += PAGE) store<u64>(state.pageExpiry + (pageSlot(s) << 3), expiryBound);
   return 0;
+}
+
+/**
+ * Serials [start, end) of a block some issuer reserved (a gateway of a fleet, this one
+ * included): checks treat them as issued, and their tokens expire by `expiryBound`. The
+ * ceiling rises to `end` (never falls); each page of the block, and of any gap below it
+ * that no block covers, keeps the larger of its bound and `expiryBound`, a page above
+ * the old ceiling starting afresh (its slot may have served a swept page). 0;
+ * RESERVE_EXPIRED when the whole block is below the floor; RESERVE_OUT_OF_WINDOW when
+ * the range is empty or its end is past the window.
+ */
+export function reserveSerials(start: u64, end: u64, expiryBound: u64): i32 {
+  if (end <= start) return RESERVE_OUT_OF_WINDOW;
+  const floor = readShared64(FLOOR);
+  if (end <= floor) return RESERVE_EXPIRED;
+  if (end - floor > windowSize()) return RESERVE_OUT_OF_WINDOW;
+  const next = readShared64(NEXT_SERIAL);
+  let from = start < next ? start : next;
+  if (from < floor) from = floor;
+  for (let page = from & ~(PAGE - 1); page < end; page += PAGE) {
+    const slot = state.pageExpiry + (pageSlot(page) << 3);
+    if (page >= next || load<u64>(slot) < expiryBound) store<u64>(slot, expiryBound);
+  }
+  // Last: a reader that sees the new ceiling sees pages whose bits are clear.
+  if (end > next) writeShared64(NEXT_SERIAL, end);
+  return 0;
+}
+
+/** Whether a token of `serial` expiring at `expiry` may be issued: reserved, not revoked, within its page's bound. */
+export function serialIssuable(serial: u64, expiry: u64): bool {
+  if (serial < readShared64(FLOOR) || serial >= readShared64(NEXT_SERIAL)) return false;
+  if ((readShared8(bitAddress(serial)) & (1 << <u32>(serial & 7))) != 0) return false;
+  return load<u64>(state.pageExpiry + (pageSlot(serial) << 3)) >= expiry;
 }

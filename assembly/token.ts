@@ -18,9 +18,9 @@ import { CACHE_LINE, cacheBuf, hashBuf, innerBlock, outerBlock, rawBuf, resultBu
 import { readShared32, readSharedBytes, writeShared32, writeSharedBytes } from './shared';
 import { Outcome } from './outcome';
 import { grantEndpointsLen, grantMethodsLen, grantPtr } from './grants';
-import { canIssue, isRevoked, markRevoked, sweep, takeSerial } from './revocations';
+import { canIssue, isRevoked, markRevoked, serialIssuable, sweep, takeSerial } from './revocations';
 import { grants } from './paths';
-import { ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL } from './results';
+import { ISSUE_BAD_SERIAL, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL } from './results';
 
 export const VERSION: u8 = 1;
 export const PAYLOAD: usize = 25;
@@ -202,7 +202,26 @@ export function issueToken(grant: u32, now: i64, lifetime: u32, out: usize): i32
   sweep(now);
   if (!canIssue()) return ISSUE_WINDOW_FULL;
   const expiry = <u64>now + <u64>lifetime;
-  const serial = takeSerial(expiry);
+  return seal(takeSerial(expiry), expiry, grant, out);
+}
+
+/**
+ * Issues a token under a serial the host gives (one of a block it reserved): the serial
+ * must be reserved (`reserveSerials`), not revoked, and its page's expiry bound must
+ * cover the token's expiry. Returns the token's length or a negative ISSUE_ code.
+ */
+export function issueTokenAt(serial: u64, grant: u32, now: i64, lifetime: u32, out: usize): i32 {
+  if (readShared32(KEY_EPOCH) == 0) return ISSUE_NO_KEY;
+  if (grant >= readShared32(GRANT_COUNT)) return ISSUE_UNKNOWN_GRANT;
+  if (lifetime == 0 || now < 0) return ISSUE_BAD_TIME;
+  sweep(now);
+  const expiry = <u64>now + <u64>lifetime;
+  if (!serialIssuable(serial, expiry)) return ISSUE_BAD_SERIAL;
+  return seal(serial, expiry, grant, out);
+}
+
+/** Writes, signs and encodes the token of these claims into `out`, and its claims to the result buffer. */
+function seal(serial: u64, expiry: u64, grant: u32, out: usize): i32 {
   const raw = rawBuf();
   store<u8>(raw, VERSION);
   store<u32>(raw, bswap<u32>(readShared32(GENERATION)), 1);

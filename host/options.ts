@@ -55,6 +55,9 @@ export const DEFAULTS = {
    * label and one endpoint); README, "Token inventory".
    */
   maxTokens: 10_000,
+  clusterName: 'api-auth',
+  /** Seconds: the fleet lease's TTL (README, Running a fleet). */
+  clusterLease: 10,
 } as const;
 
 /** The bounds of options, and the fixed limits beside them. */
@@ -75,6 +78,8 @@ export const LIMITS = {
   wsIdleTimeout: { min: 8, max: 960 },
   wsMaxSessions: { min: 1, max: 1_000_000 },
   maxTokens: { min: 1, max: 1_000_000 },
+  /** Seconds: the fleet lease's TTL; a revoke waits at most about this long for a stopped gateway. */
+  clusterLease: { min: 2, max: 300 },
 } as const;
 
 /** createAuth's options: the token service embedded in a node. */
@@ -164,6 +169,12 @@ export interface ServerOptions {
   readonly wsIdleTimeout?: number | string;
   /** WebSocket sessions open at once in the process, past which an upgrade gets 503. Default 10000. */
   readonly wsMaxSessions?: number | string;
+  /** etcd client URLs (a list, or one string separated by commas): join a fleet of gateways that share one state. */
+  readonly clusterEtcd?: string | readonly string[];
+  /** The fleet's name, which keeps fleets apart on one etcd (its key prefix). Default api-auth. */
+  readonly clusterName?: string;
+  /** The fleet lease's TTL: seconds (2 to 300), or a duration. Default 10s. */
+  readonly clusterLease?: number | string;
 }
 
 /** The token service's settings, validated. */
@@ -214,6 +225,16 @@ export interface ServerConfig {
   /** Seconds. */
   readonly wsIdleTimeout: number;
   readonly wsMaxSessions: number;
+  /** The fleet to join; undefined keeps the state in the data folder. */
+  readonly cluster: ClusterConfig | undefined;
+}
+
+export interface ClusterConfig {
+  /** etcd client URLs. */
+  readonly endpoints: readonly string[];
+  readonly name: string;
+  /** Seconds. */
+  readonly leaseSeconds: number;
 }
 
 export interface TlsFiles {
@@ -227,7 +248,7 @@ const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody', 'wsMaxMessage', 'ws
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'maxTokens', 'dataDir', 'publicEndpoints', 'upstream',
   'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads', 'tlsEnabled', 'tlsCertFile', 'tlsKeyFile',
-  'allowedOrigins', 'queryToken', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions'];
+  'allowedOrigins', 'queryToken', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'clusterEtcd', 'clusterName', 'clusterLease'];
 
 /** createAuth's options, validated. Throws OptionError naming the first option at fault. */
 export function resolveAuthOptions(options: AuthOptions): AuthConfig {
@@ -288,6 +309,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     wsMaxMessage: size('wsMaxMessage', options.wsMaxMessage ?? DEFAULTS.wsMaxMessage, LIMITS.wsMaxMessage),
     wsIdleTimeout: idleTimeout(options.wsIdleTimeout ?? DEFAULTS.wsIdleTimeout),
     wsMaxSessions: count('wsMaxSessions', options.wsMaxSessions ?? DEFAULTS.wsMaxSessions, 'WebSocket sessions open at once'),
+    cluster: cluster(options, authRequired),
   };
   // The proxy's settings mean nothing without a proxy: a flag that would change nothing is
   // a mistake to point out (a forgotten --upstream, most likely), not to ignore.
@@ -300,6 +322,52 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     }
   }
   return config;
+}
+
+/** The fleet's options: all of them need clusterEtcd, which needs authRequired (a fleet shares token state). */
+function cluster(options: ServerOptions, authRequired: boolean): ClusterConfig | undefined {
+  if (options.clusterEtcd === undefined) {
+    for (const option of ['clusterName', 'clusterLease'] as const) {
+      if (options[option] !== undefined) {
+        throw new OptionError(option, (name) => `${name(option)} sets how this gateway joins a fleet, and there is no ` +
+          `${name('clusterEtcd')}: give ${name('clusterEtcd')} (such as http://127.0.0.1:2379), or leave ${name(option)} out`);
+      }
+    }
+    return undefined;
+  }
+  if (!authRequired) {
+    throw new OptionError('clusterEtcd', (name) => `${name('clusterEtcd')} shares the token state of a fleet, and without ` +
+      `${name('authRequired')} there is none: add ${name('authRequired')}, or leave ${name('clusterEtcd')} out`);
+  }
+  const raw = options.clusterEtcd;
+  const list = typeof raw === 'string' ? raw.split(',') : Array.isArray(raw) ? raw : null;
+  if (list === null || list.length === 0) throw badOption('clusterEtcd', ` must be etcd client URLs such as http://127.0.0.1:2379, not ${show(raw)}`);
+  const endpoints = list.map((entry) => {
+    const text = typeof entry === 'string' ? entry.trim() : '';
+    let url: URL | undefined;
+    try {
+      url = new URL(text);
+    } catch {
+      url = undefined;
+    }
+    // http only: the client's TLS (certificates, client authentication) is not wired yet,
+    // so etcd belongs on loopback or a private network (README, Running a fleet).
+    if (url === undefined || url.protocol !== 'http:' || url.port === '' || url.pathname !== '/' ||
+      url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
+      throw badOption('clusterEtcd', ` must be etcd client URLs, http:// with host and port, such as http://127.0.0.1:2379, separated by ` +
+        `commas; ${show(entry)} is not one`);
+    }
+    return url.origin;
+  });
+  const name = options.clusterName ?? DEFAULTS.clusterName;
+  if (typeof name !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(name)) {
+    throw badOption('clusterName', ` must be 1 to 64 letters, digits, ".", "_" or "-", not ${show(name)}`);
+  }
+  const { min, max } = LIMITS.clusterLease;
+  const what = `a duration in whole seconds from ${min}s to ${max}s, such as 10s`;
+  const leaseSeconds = wholeSeconds('clusterLease', options.clusterLease ?? DEFAULTS.clusterLease, what);
+  if (leaseSeconds < min || leaseSeconds > max) throw badOption('clusterLease', ` must be ${what}, not ${show(options.clusterLease)}`);
+  return { endpoints, name, leaseSeconds };
 }
 
 /**

@@ -17,6 +17,8 @@ import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
 import { resolveClock, resolveServerOptions, servedPaths } from './options.js';
 import type { ServerConfig, ServerOptions } from './options.js';
+import { fenceMemory } from './cluster/fence.js';
+import { openFleetAuth } from './cluster/open.js';
 import { openAuth } from './service/open.js';
 import type { OpenedAuth } from './service/open.js';
 import { MAX_CLIENTS, OVERALL, PasswordThrottle, PER_CLIENT } from './service/throttle.js';
@@ -63,8 +65,10 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   servedPaths(core, 'metricsPath', [config.metricsPath]);
   // With several threads, the throttle publishes who must wait, for them to refuse.
   const board = threads > 1 ? boardMemory() : undefined;
+  // A fleet gateway's gates read whether it may serve (cluster/fence.ts); closed until it has joined.
+  const fence = config.cluster && config.authRequired && config.passwordFile !== undefined ? fenceMemory() : undefined;
   // They load and attach while the state opens.
-  const httpThreads = board && startThreads(threadsPlan(config, core, board, metrics, log));
+  const httpThreads = board && startThreads(threadsPlan(config, core, board, metrics, log, fence));
   let auth: OpenedAuth | undefined;
   let stack: Stack | undefined;
   // What stop() releases once the last request is answered.
@@ -76,9 +80,12 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     if (config.authRequired && config.passwordFile !== undefined) {
       const throttle = board && new PasswordThrottle(PER_CLIENT, OVERALL, MAX_CLIENTS, new ThrottleBoard(board).writer());
       try {
-        auth = await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime,
-          maxTokens: config.maxTokens, throttle },
-          log, metrics, clock);
+        auth = config.cluster && fence
+          ? await openFleetAuth(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime, cluster: config.cluster, throttle, fence,
+            maxTokens: config.maxTokens },
+            log, metrics, clock)
+          : await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime,
+            maxTokens: config.maxTokens, throttle }, log, metrics, clock);
       } catch (error) {
         await httpThreads?.abort();
         throw error;
@@ -101,7 +108,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
       upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
       websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
-      trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins,
+      trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, fence,
     });
     return await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets).listen(config.host, config.port);
   } catch (error) {
@@ -111,7 +118,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
 }
 
 /** The HTTP side on `config.httpThreads` threads, this one accepting and owning the state. */
-function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger): ThreadsPlan {
+function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger, fence: Uint32Array | undefined): ThreadsPlan {
   return {
     threads: config.httpThreads,
     host: config.host,
@@ -129,6 +136,7 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
       graceMs: STOP_GRACE_MS,
       tls: config.tls,
       allowedOrigins: config.allowedOrigins,
+      fence,
     },
     board,
     metrics,

@@ -44,9 +44,9 @@ t.test('the module exports the ABI of assembly/README.md, none of the threads bu
   const exports = WebAssembly.Module.exports(new WebAssembly.Module(wasmBytes)).map((e) => e.name);
   t.same(exports.sort(), [
     'abiVersion', 'authorize', 'bumpGeneration', 'checkPath', 'floor', 'generatePassword', 'generation', 'grantAdd',
-    'grantCount', 'grantFind', 'hmacSha256', 'init', 'inspect', 'ioBuffer', 'ioCapacity', 'issue', 'memory', 'methodAllowed', 'nextSerial',
-    'pathBuffer',
-    'pathCapacity', 'restoreSerials', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey', 'sha256',
+    'grantCount', 'grantFind', 'hmacSha256', 'init', 'inspect', 'ioBuffer', 'ioCapacity', 'issue', 'issueSerial', 'memory', 'methodAllowed',
+    'nextSerial', 'pathBuffer',
+    'pathCapacity', 'reserveSerials', 'restoreSerials', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey', 'sha256',
     'sweep', 'tokenBuffer', 'tokenCapacity', 'verify',
   ]);
 });

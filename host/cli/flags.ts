@@ -43,6 +43,9 @@ const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean
   'ws-max-message': { option: 'wsMaxMessage', kind: 'string' },
   'ws-idle-timeout': { option: 'wsIdleTimeout', kind: 'string' },
   'ws-max-sessions': { option: 'wsMaxSessions', kind: 'string' },
+  'cluster-etcd': { option: 'clusterEtcd', kind: 'string' },
+  'cluster-name': { option: 'clusterName', kind: 'string' },
+  'cluster-lease': { option: 'clusterLease', kind: 'string' },
 };
 
 const KINDS: FlagKinds = {
@@ -145,6 +148,14 @@ Flags:
                                       is closed (8s to 960s; default 120s)
   --ws-max-sessions N                 WebSocket sessions open at once; past it an upgrade
                                       gets 503 (default ${DEFAULTS.wsMaxSessions})
+  --cluster-etcd URLS                 join a fleet of gateways sharing one state through etcd:
+                                      its client URLs, comma-separated, such as
+                                      http://10.0.0.5:2379 (default none: the data folder)
+  --cluster-name NAME                 the fleet's name, its key prefix in etcd (default ${DEFAULTS.clusterName})
+  --cluster-lease DURATION            this gateway's lease in the fleet, 2s to 300s: a stopped
+                                      or cut-off gateway refuses protected requests before it
+                                      runs out, and holds up a revoke at most this long
+                                      (default ${DEFAULTS.clusterLease}s)
   --metrics-path PATH                 where Prometheus metrics are served, protected like
                                       any endpoint (default ${DEFAULTS.metricsPath})
   --log-level LEVEL                   debug, info, warn or error (default ${DEFAULTS.logLevel})

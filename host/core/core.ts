@@ -14,13 +14,14 @@ import { instantiateSync } from '@assemblyscript/loader';
 import { Outcome } from '../../assembly/outcome.js';
 import {
   ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, GRANT_BAD_ENTRY, GRANT_BAD_METHOD, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG,
-  GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS, GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, PASSWORD_NEEDS_ENTROPY,
-  REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED,
+  GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS, GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS, ISSUE_BAD_SERIAL, ISSUE_BAD_TIME,
+  ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, PASSWORD_NEEDS_ENTROPY,
+  RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED,
 } from '../../assembly/results.js';
 
 /** Outcomes of a token check: assembly/outcome.ts itself. */
 export { Outcome };
-export { REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED };
+export { RESERVE_EXPIRED, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED };
 
 /**
  * What the core's path rules refuse, in brief, for the messages users see (the rule in
@@ -73,7 +74,7 @@ export class GrantError extends Error {
 }
 
 /** Raised by `issue` when no token can be made; the message is safe to show a client. */
-export type IssueErrorCode = 'unknown-grant' | 'window-full' | 'bad-time' | 'no-key';
+export type IssueErrorCode = 'unknown-grant' | 'window-full' | 'bad-time' | 'no-key' | 'bad-serial';
 
 export class IssueError extends Error {
   constructor(readonly code: IssueErrorCode, message: string) {
@@ -186,6 +187,8 @@ interface Exports extends Record<string, unknown> {
   revokeSerial(serial: bigint): number;
   sweep(now: bigint): void;
   generatePassword(entropyLen: number, length: number): number;
+  reserveSerials(start: bigint, end: bigint, expiryBound: bigint): number;
+  issueSerial(serial: bigint, grant: number, now: bigint, lifetime: number): number;
   attach?(slot: number): number;
   detach?(): number;
   slots?(): number;
@@ -204,6 +207,7 @@ const ISSUE_ERRORS: Record<number, [IssueErrorCode, string]> = {
   [ISSUE_WINDOW_FULL]: ['window-full', 'too many live tokens; revoke some or wait for them to expire'],
   [ISSUE_BAD_TIME]: ['bad-time', 'the token lifetime must be at least one second, and the time not before 1970'],
   [ISSUE_NO_KEY]: ['no-key', 'the core has no token key yet'],
+  [ISSUE_BAD_SERIAL]: ['bad-serial', 'the serial is not reserved, is revoked, or its block ends before the token would expire'],
 };
 
 /**
@@ -433,6 +437,32 @@ export class Core {
     }
     const token = this.readAscii(this.tokenPtr, len);
     return { token, claims: this.claims() };
+  }
+
+  /**
+   * One of several issuers (a fleet): serials [start, end) are a block some issuer
+   * reserved, whose tokens expire by `expiryBound`; checks accept them from now on.
+   * 0, or RESERVE_EXPIRED when the block is all below the floor (nothing to keep).
+   */
+  reserveSerials(start: number, end: number, expiryBound: number): 0 | typeof RESERVE_EXPIRED {
+    this.writer();
+    const result = this.x.reserveSerials(BigInt(start), BigInt(end), BigInt(expiryBound));
+    if (result === RESERVE_OUT_OF_WINDOW) throw new RangeError(`serials ${start}..${end} do not fit the revocation window above the floor ${this.floor}`);
+    return result as 0 | typeof RESERVE_EXPIRED;
+  }
+
+  /**
+   * `issue` under a serial of a block this issuer reserved (`reserveSerials`) and has not
+   * issued from before. Throws IssueError ('bad-serial' when the core refuses the serial).
+   */
+  issueSerial(serial: number, grant: number, now: number, lifetime: number): { token: string; claims: Claims } {
+    this.writer();
+    const len = this.x.issueSerial(BigInt(serial), grant, this.seconds(now), lifetime);
+    if (len < 0) {
+      const [code, message] = ISSUE_ERRORS[len] ?? ['bad-time', `token refused (${len})`];
+      throw new IssueError(code, message);
+    }
+    return { token: this.readAscii(this.tokenPtr, len), claims: this.claims() };
   }
 
   /**

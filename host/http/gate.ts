@@ -1,10 +1,12 @@
 // The gate in front of every endpoint: the paths that need no token (the public ones,
 // and the token service's own), then the token check, one core call at the time of the
 // clock it is given. It allocates nothing on the way.
+import { fenceOpen } from '../cluster/fence.js';
 import type { Clock } from '../clock.js';
 import { Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
 import { LATENCY_SAMPLE_EVERY } from '../ops/metrics.js';
+import { UNAVAILABLE } from './refusals.js';
 import type { Metrics } from '../ops/metrics.js';
 
 export interface GateOptions {
@@ -14,6 +16,8 @@ export interface GateOptions {
   readonly authPath?: string;
   /** api-auth's own paths under authPath (/ext/auth/health, /ext/auth/check), which answer without a token too. */
   readonly ownPaths?: readonly string[];
+  /** A fleet gateway's fence (cluster/fence.ts): while it is closed, every protected request is UNAVAILABLE. */
+  readonly fence?: Uint32Array;
 }
 
 /**
@@ -25,12 +29,14 @@ export class Gate {
   private readonly publicPaths: ReadonlySet<string> | null;
   private readonly authPath: string | null;
   private readonly ownPaths: readonly string[];
+  private readonly fence: Uint32Array | null;
 
   constructor(private readonly core: Core, private readonly metrics: Metrics, private readonly clock: Clock, options: GateOptions = {}) {
     const publicPaths = options.publicPaths ?? [];
     this.publicPaths = publicPaths.length === 0 ? null : new Set(publicPaths);
     this.authPath = options.authPath ?? null;
     this.ownPaths = options.ownPaths ?? [];
+    this.fence = options.fence ?? null;
   }
 
   /**
@@ -46,14 +52,18 @@ export class Gate {
   /** The outcome for a request: its raw Authorization header (empty when absent) and its path. */
   check(header: string, path: string): Outcome {
     if (this.open(path)) return Outcome.Valid;
+    const ms = this.clock();
+    // Before the token: a fleet gateway that cannot vouch for its revocations answers none.
+    if (this.fence !== null && !fenceOpen(this.fence, ms)) return UNAVAILABLE;
+    const now = Math.floor(ms / 1000);
     const metrics = this.metrics;
     let outcome: Outcome;
     if (--metrics.untilSample !== 0) {
-      outcome = this.core.authorize(header, path, this.seconds());
+      outcome = this.core.authorize(header, path, now);
     } else {
       metrics.untilSample = LATENCY_SAMPLE_EVERY;
       const start = performance.now();
-      outcome = this.core.authorize(header, path, this.seconds());
+      outcome = this.core.authorize(header, path, now);
       metrics.observeVerification(performance.now() - start);
     }
     metrics.verifications[outcome]++;
@@ -63,13 +73,11 @@ export class Gate {
   /** The outcome for a bare token (no `Bearer `) and a path. */
   checkToken(token: string, path: string): Outcome {
     if (this.open(path)) return Outcome.Valid;
-    const outcome = this.core.verify(token, path, this.seconds());
+    const ms = this.clock();
+    if (this.fence !== null && !fenceOpen(this.fence, ms)) return UNAVAILABLE;
+    const now = Math.floor(ms / 1000);
+    const outcome = this.core.verify(token, path, now);
     this.metrics.verifications[outcome]++;
     return outcome;
-  }
-
-  // unixSeconds(), inlined: this is the hot path.
-  private seconds(): number {
-    return Math.floor(this.clock() / 1000);
   }
 }

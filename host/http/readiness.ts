@@ -3,6 +3,7 @@
 // the listener is up, so answering at all says both; with an upstream, it also says
 // whether the upstream accepts connections, since api-auth serves nothing without it.
 import { connect } from 'node:net';
+import { fenceOpen } from '../cluster/fence.js';
 import type { HttpResponse } from 'uWebSockets.js';
 import type { InFlight } from './in-flight.js';
 import { endWith } from './responses.js';
@@ -19,20 +20,31 @@ export class ReadinessRoute {
   /** The probe under way: health requests that come meanwhile share it. */
   private probing: Promise<Readiness> | null = null;
 
-  /** `upstream` undefined: there is nothing to probe. */
-  constructor(private readonly upstream: URL | undefined, private readonly inFlight: InFlight) {}
+  /**
+   * `upstream` undefined: there is nothing to probe. `fence`: a fleet gateway's
+   * (cluster/fence.ts), which is not ready while it is closed, so that a load balancer
+   * sends its clients to the gateways that serve.
+   */
+  constructor(private readonly upstream: URL | undefined, private readonly inFlight: InFlight, private readonly fence?: Uint32Array) {}
 
   /** Call it from the uWS handler, before returning; `head`: answer with the length only. */
   answer(res: HttpResponse, head: boolean): void {
-    if (this.upstream === undefined) return write(res, { healthy: true, checks: { state: { healthy: true }, listener: { healthy: true } } }, head);
+    if (this.upstream === undefined) return write(res, this.withFleet({ healthy: true, checks: { state: { healthy: true }, listener: { healthy: true } } }), head);
     const pending = this.inFlight.begin(res);
     this.probing ??= this.probe(this.upstream).finally(() => {
       this.probing = null;
     });
     void this.probing.then((readiness) => {
-      if (pending.open) res.cork(() => write(res, readiness, head));
+      if (pending.open) res.cork(() => write(res, this.withFleet(readiness), head));
       pending.finish();
     });
+  }
+
+  private withFleet(readiness: Readiness): Readiness {
+    if (this.fence === undefined) return readiness;
+    const serving = fenceOpen(this.fence, Date.now());
+    const fleet = serving ? { healthy: true } : { healthy: false, error: 'this gateway has lost touch with its fleet (etcd), or has not caught up yet' };
+    return { healthy: readiness.healthy && serving, checks: { ...readiness.checks, fleet } };
   }
 
   private probe(upstream: URL): Promise<Readiness> {

@@ -4,7 +4,8 @@
 // method scope that reaches a check which cannot see the request's calls (Outcome.Scoped
 // here) is refused with 403 insufficient_scope, as its calls would be (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
-import { Outcome, PATH_RULES } from '../core/core.js';
+import { FENCED_REASON } from '../cluster/fence.js';
+import { Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
 import { RpcCode } from '../errors.js';
 import { writeCorsHeaders } from './cors.js';
 import { endWith } from './responses.js';
@@ -53,6 +54,18 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
   ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body) };
 }
+
+/**
+ * Not an outcome of the core: the gate's answer while a fleet gateway's fence is closed
+ * (cluster/fence.ts). 503 with a JSON-RPC error that says why; the client may retry on
+ * another gateway. The next number after the core's outcomes, so its tables skip it.
+ */
+export const UNAVAILABLE = OUTCOME_NAMES.length as RefusedOutcome;
+ENCODED[UNAVAILABLE] = {
+  status: '503 Service Unavailable',
+  challenge: '',
+  body: new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: -32006, message: FENCED_REASON })},"id":1}\n`),
+};
 
 /**
  * Writes the refusal for an outcome; call it corked (directly in the handler, or inside

@@ -45,6 +45,8 @@ export interface StackParts {
   readonly clock: Clock;
   /** Origins whose pages may call (CORS); undefined allows none. */
   readonly allowedOrigins?: AllowedOrigins;
+  /** A fleet gateway's fence (cluster/fence.ts): protected requests get 503 while it is closed. */
+  readonly fence?: Uint32Array;
 }
 
 export interface Stack {
@@ -70,12 +72,12 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   let scope: MethodScope | null = null;
   if (service !== undefined) {
     routes.set(AUTH_PATH, { kind: 'auth', service });
-    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, CHECK_PATH] });
+    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, CHECK_PATH], fence: parts.fence });
     scope = new MethodScope(core, metrics);
   }
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
-  routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight) });
+  routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.fence) });
   routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(core, gate, cors ?? null, scope, inFlight) });
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {

@@ -25,11 +25,14 @@ import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import type { Inventory, InventoryEntry } from '../state/inventory.js';
 import type { StateStore } from '../state/store.js';
 import { labelParam, lifetimeParam, parseTokenId, rfc3339, tokenId } from './token-params.js';
+import { FleetError } from '../cluster/fleet.js';
+import type { Fleet } from '../cluster/fleet.js';
 import { PasswordThrottle } from './throttle.js';
 
 export interface TokenServiceOptions {
   readonly core: Core;
-  readonly store: StateStore;
+  /** Where the state is kept: the data folder, or a fleet (host/cluster), whose changes reach the core through it. */
+  readonly store: StateStore | Fleet;
   readonly verifier: PasswordVerifier;
   /** Lifetime of new tokens, in seconds: the default, and the ceiling of expiresIn. */
   readonly tokenLifetime: number;
@@ -47,7 +50,8 @@ export interface TokenServiceOptions {
 
 export class TokenService {
   private readonly core: Core;
-  private readonly store: StateStore;
+  private readonly store: StateStore | undefined;
+  private readonly fleet: Fleet | undefined;
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
   private readonly inventory: Inventory;
@@ -62,7 +66,8 @@ export class TokenService {
 
   constructor(options: TokenServiceOptions) {
     this.core = options.core;
-    this.store = options.store;
+    if ('prepareIssue' in options.store) this.store = options.store;
+    else this.fleet = options.store;
     this.verifier = options.verifier;
     this.tokenLifetime = options.tokenLifetime;
     this.inventory = options.inventory;
@@ -103,6 +108,15 @@ export class TokenService {
           'wait for some to expire (revoked ones count until then), or raise the limit');
       }
       const now = this.now();
+      if (this.fleet) {
+        const fleet = this.fleet;
+        return this.fleetCall(async () => {
+          const issued = await fleet.issue(await fleet.grant(grant, endpoints, extra.methods), now, extra.lifetime ?? this.tokenLifetime);
+          const { serial, generation, expiry } = issued.claims;
+          const entry = { serial, generation, grant: issued.claims.grant, issuedAt: now, expiry, label: extra.label };
+          return { issued, durable: this.fleetCall(() => this.inventory.append(entry)) };
+        });
+      }
       // Sweeping first frees the pages of expired tokens, so the reservation sees the
       // whole window. It forgets only revocations of tokens that have all expired, which
       // nobody can tell, so it may come before a write that fails.
@@ -111,7 +125,7 @@ export class TokenService {
       // What the token will refer to (its grant, its serial) is on disk before the core
       // holds it: a write that fails leaves the core as it was, and the next call finds
       // it so.
-      await this.store.prepareIssue(fresh ? { id: grant, endpoints: grantEntries(endpoints, extra.methods) } : undefined,
+      await this.store!.prepareIssue(fresh ? { id: grant, endpoints: grantEntries(endpoints, extra.methods) } : undefined,
         this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
       if (fresh && this.core.addGrant(endpoints, extra.methods) !== grant) throw new Error(`the core gave grant ${grant} another id`);
       let issued: { token: string; claims: Claims };
@@ -133,7 +147,11 @@ export class TokenService {
   async listTokens(password: string, context: CallContext): Promise<ListedToken[]> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
-      const { grants, revocations } = this.store.state!;
+      if (this.fleet) {
+        const fleet = this.fleet;
+        return this.inventory.list().map((e) => listed(e, fleet.grantList(e.grant) ?? [], fleet.isRevoked(e.serial)));
+      }
+      const { grants, revocations } = this.store!.state!;
       return this.inventory.list().map((e) => listed(e, grants[e.grant], revocations.has(e.serial)));
     });
   }
@@ -152,8 +170,12 @@ export class TokenService {
       // A token the core finds revoked already needs nothing: every revocation it holds
       // was recorded first (and a serial outside the live range, which it refuses as
       // revoked, must not be recorded as issued).
-      if (revoked) {
-        await this.store.recordRevocation(claims!.serial, claims!.expiry);
+      if (revoked && this.fleet) {
+        // The fleet's watch marks it in the core, here as on every gateway, before this returns.
+        await this.fleetCall(() => this.fleet!.revoke(claims!.serial, claims!.expiry));
+        if (this.metrics) this.metrics.tokensRevoked++;
+      } else if (revoked) {
+        await this.store!.recordRevocation(claims!.serial, claims!.expiry);
         this.core.revokeSerial(claims!.serial);
         if (this.metrics) this.metrics.tokensRevoked++;
       }
@@ -173,9 +195,17 @@ export class TokenService {
       if (serial === undefined) return { revoked: false, reason: 'malformed id' };
       const entry = this.inventory.get(serial);
       if (entry === undefined) return { revoked: false, reason: 'unknown id' };
-      if (this.store.state!.revocations.has(serial)) return { revoked: false, entry, already: true };
+      if (this.fleet) {
+        const fleet = this.fleet;
+        if (fleet.isRevoked(serial)) return { revoked: false, entry, already: true };
+        // As for the token form: the fleet's watch marks it in every gateway's core before this returns.
+        await this.fleetCall(() => fleet.revoke(serial, entry.expiry));
+        if (this.metrics) this.metrics.tokensRevoked++;
+        return { revoked: true, entry };
+      }
+      if (this.store!.state!.revocations.has(serial)) return { revoked: false, entry, already: true };
       // As for the token form: on disk before the core holds it.
-      await this.store.recordRevocation(serial, entry.expiry);
+      await this.store!.recordRevocation(serial, entry.expiry);
       this.core.revokeSerial(serial);
       if (this.metrics) this.metrics.tokensRevoked++;
       return { revoked: true, entry };
@@ -192,8 +222,13 @@ export class TokenService {
     if (newPassword === oldPassword) throw new RpcError(RpcCode.InvalidParams, 'newPassword must differ from the current password');
     const record = await this.hash(newPassword);
     return this.exclusive(checked, async () => {
+      if (this.fleet) {
+        const generation = await this.fleetCall(() => this.fleet!.changePassword(checked, record));
+        this.log.info('password changed', { generation, client: context.address });
+        return generation;
+      }
       const generation = this.core.generation + 1;
-      await this.store.recordPassword(record, generation);
+      await this.store!.recordPassword(record, generation);
       this.core.bumpGeneration();
       this.log.info('password changed', { generation, client: context.address });
       return generation;
@@ -284,12 +319,30 @@ export class TokenService {
       if (this.metrics) this.metrics.passwordsThrottled++;
       throw throttledError(check);
     }
-    const record = this.store.password;
+    // A fleet gateway also counts against the fleet's allowance (cluster/fleet.ts).
+    let fleetCheck: { succeeded(): void; abandoned(): void } | undefined;
+    if (this.fleet) {
+      let begun: Awaited<ReturnType<Fleet['beginPasswordCheck']>>;
+      try {
+        begun = await this.fleetCall(() => this.fleet!.beginPasswordCheck(this.clock()));
+      } catch (error) {
+        check.abandoned();
+        throw error;
+      }
+      if (typeof begun === 'number') {
+        check.abandoned();
+        if (this.metrics) this.metrics.passwordsThrottled++;
+        throw throttledError(begun);
+      }
+      fleetCheck = begun;
+    }
+    const record = this.password;
     let ok: boolean;
     try {
       ok = await this.verifier.verify(password, record);
     } catch (error) {
       check.abandoned();
+      fleetCheck?.abandoned();
       if (error instanceof BusyError) {
         if (this.metrics) this.metrics.passwordsBusy++;
         throw busy();
@@ -302,8 +355,24 @@ export class TokenService {
       throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
     }
     check.succeeded();
+    fleetCheck?.succeeded();
     if (this.metrics) this.metrics.passwordsAccepted++;
     return record;
+  }
+
+  private get password(): PasswordRecord {
+    return this.fleet ? this.fleet.password : this.store!.password;
+  }
+
+  /** A fleet call; a FleetError (etcd unreachable, this gateway fenced) is the client's to see, as an internal error with its reason. */
+  private async fleetCall<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      if (error instanceof FleetError) throw new RpcError(RpcCode.Unavailable, error.message);
+      if (error instanceof IssueError) throw new RpcError(RpcCode.ResourceLimit, error.message);
+      throw error;
+    }
   }
 
   private async hash(password: string): Promise<PasswordRecord> {
@@ -322,7 +391,7 @@ export class TokenService {
    */
   private exclusive<T>(checked: PasswordRecord, work: () => Promise<T>): Promise<T> {
     const run = this.tail.then(() => {
-      if (this.store.password !== checked) throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
+      if (this.password !== checked) throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
       return work();
     });
     this.tail = run.catch(() => undefined);

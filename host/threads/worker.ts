@@ -45,6 +45,7 @@ await runHttpThread(async ({ data, owner, log }) => {
     log,
     clock: systemClock,
     allowedOrigins: settings.allowedOrigins,
+    fence: settings.fence,
   });
   const { router, inFlight, websockets } = stack;
   return {
