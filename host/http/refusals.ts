@@ -64,7 +64,7 @@ export const UNAVAILABLE = OUTCOME_NAMES.length as RefusedOutcome;
 ENCODED[UNAVAILABLE] = {
   status: '503 Service Unavailable',
   challenge: '',
-  body: new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: -32006, message: FENCED_REASON })},"id":1}\n`),
+  body: new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.Unavailable, message: FENCED_REASON })},"id":1}\n`),
 };
 
 /**
