@@ -13,6 +13,7 @@
 // Only tokens whose check gave Outcome.Scoped come here: a token without methods costs
 // nothing of this.
 import { RpcCode } from '../errors.js';
+import { skipSpace, skipString, skipValue } from '../rpc/jsonrpc.js';
 import type { Core } from '../core/core.js';
 import type { Metrics, ScopeResult, ScopeVia } from '../ops/metrics.js';
 
@@ -175,42 +176,3 @@ function readCall(text: string, i: number): Call {
   return { method, id, problem: '' };
 }
 
-function skipSpace(text: string, i: number): number {
-  while (i < text.length) {
-    const c = text.charCodeAt(i);
-    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
-    i++;
-  }
-  return i;
-}
-
-/** From the opening quote to just past the closing one; a long string (a signed transaction) is skipped by indexOf. */
-function skipString(text: string, i: number): number {
-  for (;;) {
-    const quote = text.indexOf('"', i + 1);
-    let slash = quote - 1;
-    while (text.charCodeAt(slash) === 0x5c) slash--;
-    if ((quote - 1 - slash) % 2 === 0) return quote + 1;
-    i = quote;
-  }
-}
-
-function skipValue(text: string, i: number): number {
-  const first = text[i];
-  if (first === '"') return skipString(text, i);
-  if (first === '{' || first === '[') {
-    for (let depth = 0; ;) {
-      const c = text[i];
-      if (c === '"') {
-        i = skipString(text, i);
-        continue;
-      }
-      if (c === '{' || c === '[') depth++;
-      else if ((c === '}' || c === ']') && --depth === 0) return i + 1;
-      i++;
-    }
-  }
-  // A number, true, false or null runs to the next delimiter.
-  while (i < text.length && !',}] \t\n\r'.includes(text[i])) i++;
-  return i;
-}

@@ -235,11 +235,19 @@ export async function prepareDataDir(dir: string): Promise<{ openToOthers: boole
  */
 export async function readState(dir: string): Promise<PersistedState | undefined> {
   const path = join(dir, STATE_FILE);
-  let file: Buffer;
+  const file = await readDataFile(path, 'state file');
+  return file === undefined ? undefined : decodeState(file, path);
+}
+
+/**
+ * A file of the data folder (`what` names it in errors), or undefined when it is missing.
+ * A link is never followed. Throws StateError with the line to show.
+ */
+export async function readDataFile(path: string, what: string): Promise<Buffer | undefined> {
   try {
     const handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
-      file = await handle.readFile();
+      return await handle.readFile();
     } finally {
       await handle.close();
     }
@@ -247,12 +255,11 @@ export async function readState(dir: string): Promise<PersistedState | undefined
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
     if (code === 'ELOOP') {
-      throw new StateError(`state file ${path} is a symbolic link, and api-auth never follows links in its data folder; ` +
+      throw new StateError(`${what} ${path} is a symbolic link, and api-auth never follows links in its data folder; ` +
         'put the file itself in its place');
     }
-    throw new StateError(`cannot read state file ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
+    throw new StateError(`cannot read ${what} ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
   }
-  return decodeState(file, path);
 }
 
 /**

@@ -20,6 +20,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { StateError } from '../errors.js';
+import { readDataFile } from './file.js';
 
 export const JOURNAL_FILE = 'tokens';
 export const JOURNAL_VERSION = 1;
@@ -62,23 +63,8 @@ export interface JournalContents {
  */
 export async function readJournal(dir: string, key: Uint8Array, replaceForeign: boolean): Promise<JournalContents | undefined> {
   const path = join(dir, JOURNAL_FILE);
-  let file: Buffer;
-  try {
-    const handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-    try {
-      file = await handle.readFile();
-    } finally {
-      await handle.close();
-    }
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return undefined;
-    if (code === 'ELOOP') {
-      throw new StateError(`token journal ${path} is a symbolic link, and api-auth never follows links in its data folder; ` +
-        'put the file itself in its place');
-    }
-    throw new StateError(`cannot read token journal ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
-  }
+  const file = await readDataFile(path, 'token journal');
+  if (file === undefined) return undefined;
   if (file.length < HEADER || !file.subarray(0, MAGIC.length).equals(MAGIC)) {
     throw journalDamaged(path, 'it is not an api-auth token journal, or it is cut short');
   }
