@@ -16,7 +16,7 @@ import { Core, GrantError, Outcome } from '../build/host/core/core.js';
 import { coreModule } from '../build/host/core/module.js';
 import { authUrl, call, changePassword, expectGranted, expectRefused, newToken, REASONS, REVOKED, revokeToken, tryPassword } from './helpers/auth.js';
 import { jsonrpc } from './helpers/http.js';
-import { launch, randomPassword, restartServer, type LogLine, type Server } from './helpers/server.js';
+import { launch, randomPassword, restartServer, type LogLine, type Running, type Server } from './helpers/server.js';
 
 const INTERNAL_ERROR = { code: -32603, message: 'internal error' };
 const SUCCESS = { success: true };
@@ -64,8 +64,11 @@ async function startOn(t: Test, root: string, dataDir: string): Promise<Server> 
 }
 
 /** The grant ids of the tokens issued so far, from the audit lines. */
-function issuedGrants(logs: readonly LogLine[]): unknown[] {
-  return logs.filter((l) => l.msg === 'audit' && l.method === 'auth.newToken' && l.outcome === 'ok').map((l) => l.grant);
+const isIssue = (l: LogLine): boolean => l.msg === 'audit' && l.method === 'auth.newToken' && l.outcome === 'ok';
+
+/** The grant ids of the first `count` tokens `server` logged as issued, once it has logged them. */
+async function issuedGrants(server: Running, count: number): Promise<unknown[]> {
+  return (await server.waitForLines(isIssue, count)).map((l) => l.grant);
 }
 
 t.test('calls whose state write fails change nothing, and the next calls work as if they never happened', async (t) => {
@@ -78,7 +81,7 @@ t.test('calls whose state write fails change nothing, and the next calls work as
   const failed = await jsonrpc(authUrl(server.url), 'auth.newToken', { password, endpoints: ['/ext/health'] });
   t.same(failed.error, INTERNAL_ERROR, 'a new endpoint list on a full disk: internal error, nothing more said');
   t.notOk(failed.result, 'no token');
-  t.ok(server.logs.some((l) => l.msg === 'internal error' && l.code === 'ENOSPC'), 'the log names the cause: ENOSPC');
+  t.ok(await server.waitForLog((l) => l.msg === 'internal error' && l.code === 'ENOSPC'), 'the log names the cause: ENOSPC');
   t.notOk(existsSync(join(dataDir, 'state.tmp')), 'the failed write removed its temporary file');
   t.same(await revokeToken(server.url, password, info), INTERNAL_ERROR, 'a revocation on a full disk: internal error');
   expectGranted(t, await call(server.url, '/ext/info', info), '/ext/info', 'the token whose revocation failed still works');
@@ -92,7 +95,7 @@ t.test('calls whose state write fails change nothing, and the next calls work as
   // Another new list first: the core once kept the failed list, and refused every other new one.
   const bc = await newToken(server.url, password, ['/ext/bc/X']);
   const health = await newToken(server.url, password, ['/ext/health']);
-  t.same(issuedGrants(server.logs), [0, 0, 1, 2], 'the new lists got the ids they would have had without the failures');
+  t.same(await issuedGrants(server, 4), [0, 0, 1, 2], 'the new lists got the ids they would have had without the failures');
   expectGranted(t, await call(server.url, '/ext/bc/X', bc), '/ext/bc/X', 'the /ext/bc/X token');
   expectGranted(t, await call(server.url, '/ext/health', health), '/ext/health', 'the /ext/health token');
   t.same(await revokeToken(server.url, password, info), REVOKED, 'the revocation works now');
@@ -113,7 +116,7 @@ t.test('calls whose state write fails change nothing, and the next calls work as
   t.equal(await tryPassword(server.url, password), undefined, 'and the old one is not');
   const fourth = await newToken(server.url, p1, ['/ext/bc/Y']);
   expectGranted(t, await call(server.url, '/ext/bc/Y', fourth), '/ext/bc/Y', 'a token for a fourth list');
-  t.same(issuedGrants(server.logs), [0, 3], 'which gets grant 3');
+  t.same(await issuedGrants(server, 2), [0, 3], 'which gets grant 3');
 });
 
 t.test('the core looks ahead without changing: findGrant and inspect', async (t) => {

@@ -76,7 +76,7 @@ t.test('a throttled call in a batch is audited as throttled', async (t) => {
   const client = '127.4.0.2';
   const wrong = rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, 1);
   await post(server.url, [wrong, wrong, wrong, wrong, wrong], client);
-  const lines = audits(server.logs);
+  const lines = await server.waitForLines((l) => l.msg === 'audit' && l.client === client, 5);
   t.same(lines.map((l) => l.outcome), ['incorrect password', 'incorrect password', 'incorrect password', 'throttled', 'throttled']);
   t.ok(lines.every((l) => l.client === client));
 });
@@ -99,9 +99,17 @@ t.test('--log-level debug adds the debug lines', async (t) => {
   const port = await closedPort();
   const server = await startServer(t, { args: ['--upstream', `http://127.0.0.1:${port}`, '--log-level', 'debug'] });
   const token = await newToken(server.url, server.password, ['*']);
-  for (let i = 0; i < 3; i++) await call(server.url, '/ext/info', token);
-  const failures = (await linesSoFar(server)).filter((l) => l.msg === 'the upstream node did not answer');
+  // Two HTTP threads: their lines reach the writer in either order, so each request waits
+  // for the line of the one before it. The proxy logs after it answers, so the answer alone
+  // would not do: the next request could fail first, on the other thread, and be the warning.
+  const isFailure = (l: LogLine): boolean => l.msg === 'the upstream node did not answer';
+  for (let i = 0; i < 3; i++) {
+    await call(server.url, '/ext/info', token);
+    await server.waitForLog(() => server.logs.filter(isFailure).length > i);
+  }
+  const failures = server.logs.filter(isFailure);
   t.same(failures.map((l) => l.level), ['warn', 'debug', 'debug'], 'each later failure is a debug line');
+  t.ok(failures.every((l, i) => i === 0 || Date.parse(l.time!) >= Date.parse(failures[i - 1]!.time!)), 'each line has the time of its failure');
   t.match(failures[1], { kind: 'refused', code: 'ECONNREFUSED' });
 });
 

@@ -232,6 +232,8 @@ t.test('behind a trusted proxy, the throttle and the audit log take the client i
   const other = await guess('198.51.100.2');
   t.equal(other.status, 200, 'another client behind the same proxy is not');
   t.equal(jsonError(other).message, 'incorrect password');
+  // The owner writes the audit lines in order: once the last guess's is in, all are.
+  await server.waitForLog((l) => l.msg === 'audit' && l.client === '198.51.100.2');
   const clients = new Set(server.logs.filter((l) => l.msg === 'audit').map((l) => l.client));
   t.same([...clients].sort(), ['198.51.100.1', '198.51.100.2'], 'the audit lines name the clients, not the proxy');
 });

@@ -10,11 +10,15 @@ export const LEVELS: readonly Level[] = ['debug', 'info', 'warn', 'error'];
 
 export type Fields = Record<string, unknown>;
 
+/**
+ * `time` is when the event happened (ms since the epoch), for a line written later than
+ * that, by another thread; without it, the line is stamped when written.
+ */
 export interface Logger {
-  debug(msg: string, fields?: Fields): void;
-  info(msg: string, fields?: Fields): void;
-  warn(msg: string, fields?: Fields): void;
-  error(msg: string, fields?: Fields): void;
+  debug(msg: string, fields?: Fields, time?: number): void;
+  info(msg: string, fields?: Fields, time?: number): void;
+  warn(msg: string, fields?: Fields, time?: number): void;
+  error(msg: string, fields?: Fields, time?: number): void;
 }
 
 /**
@@ -26,8 +30,8 @@ export function createLogger(write: (line: string) => void = (line) => process.s
   const threshold = LEVELS.indexOf(level);
   const emitter = (at: Level) => LEVELS.indexOf(at) < threshold
     ? (): void => undefined
-    : (msg: string, fields?: Fields): void => {
-      write(JSON.stringify({ time: new Date(clock()).toISOString(), level: at, msg, ...fields }) + '\n');
+    : (msg: string, fields?: Fields, time?: number): void => {
+      write(JSON.stringify({ time: new Date(time ?? clock()).toISOString(), level: at, msg, ...fields }) + '\n');
     };
   return { debug: emitter('debug'), info: emitter('info'), warn: emitter('warn'), error: emitter('error') };
 }

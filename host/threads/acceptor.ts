@@ -204,7 +204,7 @@ class ThreadsOwner {
           (this.app as unknown as Acceptor).addChildAppDescriptor(descriptor);
           if (this.threads.every((t) => t.ready)) this.starting?.resolve();
         },
-        log: (level: Level, msg: string, fields: Fields | undefined) => plan.log[level](msg, fields),
+        log: (level: Level, msg: string, fields: Fields | undefined, time: number) => plan.log[level](msg, fields, time),
         fatal: (error) => this.fail(thread, `HTTP thread ${number} failed: ${error}`),
         scrape: () => this.scrape(),
       }),

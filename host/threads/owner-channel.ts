@@ -68,7 +68,8 @@ export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 export type ThreadMessage =
   /** The thread's app is ready for connections: `descriptor` is its `getDescriptor()`. */
   | { readonly t: 'ready'; readonly descriptor: number }
-  | { readonly t: 'log'; readonly level: Level; readonly msg: string; readonly fields?: Fields }
+  /** A line for the owner to write; `time` is when the thread logged it (lines from different threads reach the owner in any order). */
+  | { readonly t: 'log'; readonly level: Level; readonly msg: string; readonly fields?: Fields; readonly time: number }
   /** Something failed that the thread cannot recover from; the owner stops the process. */
   | { readonly t: 'fatal'; readonly error: string }
   | { readonly t: 'auth'; readonly id: number; readonly body: Uint8Array; readonly address: string }
@@ -163,7 +164,7 @@ export class OwnerLink {
     const threshold = LEVELS.indexOf(level);
     const emitter = (at: Level) => LEVELS.indexOf(at) < threshold
       ? (): void => undefined
-      : (msg: string, more?: Fields): void => this.post({ t: 'log', level: at, msg, fields: { ...more, ...fields } });
+      : (msg: string, more?: Fields, time?: number): void => this.post({ t: 'log', level: at, msg, fields: { ...more, ...fields }, time: time ?? Date.now() });
     return { debug: emitter('debug'), info: emitter('info'), warn: emitter('warn'), error: emitter('error') };
   }
 
@@ -242,7 +243,7 @@ export class OwnerLink {
 /** What the owner does with an HTTP thread's requests and reports. */
 export interface ThreadHandlers {
   ready(descriptor: number): void;
-  log(level: Level, msg: string, fields: Fields | undefined): void;
+  log(level: Level, msg: string, fields: Fields | undefined, time: number): void;
   fatal(error: string): void;
   /** /ext/auth. */
   auth(body: Uint8Array, context: CallContext): Promise<Reply>;
@@ -284,7 +285,7 @@ export class ThreadLink {
         this.handlers.ready(message.descriptor);
         break;
       case 'log':
-        this.handlers.log(message.level, message.msg, message.fields);
+        this.handlers.log(message.level, message.msg, message.fields, message.time);
         break;
       case 'fatal':
         this.handlers.fatal(message.error);

@@ -36,6 +36,12 @@ export interface Running {
   hasExited(): boolean;
   /** Resolves with the first log line matching, rejects on exit or after `timeoutMs`. */
   waitForLog(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /**
+   * The lines matching, once there are `count` of them. Lines come on a pipe, apart from
+   * the answers: a line written before an answer may still be on its way when the answer
+   * is read.
+   */
+  waitForLines(match: (line: LogLine) => boolean, count: number, timeoutMs?: number): Promise<LogLine[]>;
   /** Sends `signal` and waits for the exit; SIGKILL after `graceMs`. */
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<Exit>;
   /** Waits for the exit without sending anything; SIGKILL after `graceMs`. */
@@ -168,6 +174,10 @@ export function launch(t: Test, args: readonly string[], script = MAIN, node: No
         if (exit !== undefined) waiter(undefined);
         else waiters.add(waiter);
       });
+    },
+    async waitForLines(match, count, timeoutMs) {
+      await running.waitForLog(() => logs.filter(match).length >= count, timeoutMs);
+      return logs.filter(match);
     },
     async stop(signal = 'SIGTERM', graceMs = 10_000) {
       if (exit !== undefined) return exit;
