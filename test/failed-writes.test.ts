@@ -63,7 +63,7 @@ async function startOn(t: Test, root: string, dataDir: string): Promise<Server> 
   return { ...run, url: `http://127.0.0.1:${port}`, port, password, passwordFile, dir: root, dataDir, args, listening };
 }
 
-/** The grant ids of the tokens issued so far, from the audit lines. */
+/** An audit line of a token issued. */
 const isIssue = (l: LogLine): boolean => l.msg === 'audit' && l.method === 'auth.newToken' && l.outcome === 'ok';
 
 /** The grant ids of the first `count` tokens `server` logged as issued, once it has logged them. */
