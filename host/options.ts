@@ -175,6 +175,16 @@ export interface ServerOptions {
   readonly clusterName?: string;
   /** The fleet lease's TTL: seconds (2 to 300), or a duration. Default 10s. */
   readonly clusterLease?: number | string;
+  /** PEM file of the CAs that may sign etcd's certificate (https:// endpoints). Default the system's CAs, as Node's. */
+  readonly clusterEtcdCa?: string;
+  /** PEM file of this gateway's client certificate for etcd (mutual TLS); needs clusterEtcdKey and https:// endpoints. */
+  readonly clusterEtcdCert?: string;
+  /** PEM file of clusterEtcdCert's private key, unencrypted. */
+  readonly clusterEtcdKey?: string;
+  /** etcd user (etcd's authentication, RBAC) the gateway connects as; needs clusterEtcdPasswordFile. */
+  readonly clusterEtcdUser?: string;
+  /** The file holding clusterEtcdUser's password (trailing newline trimmed): never the password itself, which would be in argv. */
+  readonly clusterEtcdPasswordFile?: string;
 }
 
 /** The token service's settings, validated. */
@@ -230,11 +240,27 @@ export interface ServerConfig {
 }
 
 export interface ClusterConfig {
-  /** etcd client URLs. */
+  /** etcd client URLs, all http:// or all https://. */
   readonly endpoints: readonly string[];
   readonly name: string;
   /** Seconds. */
   readonly leaseSeconds: number;
+  /** Absolute paths of the PEM files for TLS to etcd; set whenever the endpoints are https://, and only then. */
+  readonly tls: EtcdTlsFiles | undefined;
+  /** etcd's own authentication: the user and the absolute path of its password's file; undefined connects as nobody. */
+  readonly auth: EtcdAuthFile | undefined;
+}
+
+export interface EtcdTlsFiles {
+  /** The CAs that may sign etcd's certificate; undefined trusts the system's. */
+  readonly caFile: string | undefined;
+  /** The client certificate and its key (mutual TLS); both or neither. */
+  readonly client: TlsFiles | undefined;
+}
+
+export interface EtcdAuthFile {
+  readonly user: string;
+  readonly passwordFile: string;
 }
 
 export interface TlsFiles {
@@ -248,7 +274,14 @@ const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody', 'wsMaxMessage', 'ws
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'maxTokens', 'dataDir', 'publicEndpoints', 'upstream',
   'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads', 'tlsEnabled', 'tlsCertFile', 'tlsKeyFile',
-  'allowedOrigins', 'queryToken', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'clusterEtcd', 'clusterName', 'clusterLease'];
+  'allowedOrigins', 'queryToken', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'clusterEtcd', 'clusterName', 'clusterLease',
+  'clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey', 'clusterEtcdUser', 'clusterEtcdPasswordFile'];
+
+/** How this gateway joins a fleet, beyond clusterEtcd: refused without it. */
+const FLEET_OPTIONS = ['clusterName', 'clusterLease', 'clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey', 'clusterEtcdUser',
+  'clusterEtcdPasswordFile'] as const;
+/** TLS to etcd: refused with http:// endpoints, where it would protect nothing. */
+const ETCD_TLS_OPTIONS = ['clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey'] as const;
 
 /** createAuth's options, validated. Throws OptionError naming the first option at fault. */
 export function resolveAuthOptions(options: AuthOptions): AuthConfig {
@@ -327,7 +360,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
 /** The fleet's options: all of them need clusterEtcd, which needs authRequired (a fleet shares token state). */
 function cluster(options: ServerOptions, authRequired: boolean): ClusterConfig | undefined {
   if (options.clusterEtcd === undefined) {
-    for (const option of ['clusterName', 'clusterLease'] as const) {
+    for (const option of FLEET_OPTIONS) {
       if (options[option] !== undefined) {
         throw new OptionError(option, (name) => `${name(option)} sets how this gateway joins a fleet, and there is no ` +
           `${name('clusterEtcd')}: give ${name('clusterEtcd')} (such as http://127.0.0.1:2379), or leave ${name(option)} out`);
@@ -342,7 +375,7 @@ function cluster(options: ServerOptions, authRequired: boolean): ClusterConfig |
   const raw = options.clusterEtcd;
   const list = typeof raw === 'string' ? raw.split(',') : Array.isArray(raw) ? raw : null;
   if (list === null || list.length === 0) throw badOption('clusterEtcd', ` must be etcd client URLs such as http://127.0.0.1:2379, not ${show(raw)}`);
-  const endpoints = list.map((entry) => {
+  const urls = list.map((entry) => {
     const text = typeof entry === 'string' ? entry.trim() : '';
     let url: URL | undefined;
     try {
@@ -350,15 +383,18 @@ function cluster(options: ServerOptions, authRequired: boolean): ClusterConfig |
     } catch {
       url = undefined;
     }
-    // http only: the client's TLS (certificates, client authentication) is not wired yet,
-    // so etcd belongs on loopback or a private network (README, Running a fleet).
-    if (url === undefined || url.protocol !== 'http:' || url.port === '' || url.pathname !== '/' ||
+    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.port === '' || url.pathname !== '/' ||
       url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
-      throw badOption('clusterEtcd', ` must be etcd client URLs, http:// with host and port, such as http://127.0.0.1:2379, separated by ` +
-        `commas; ${show(entry)} is not one`);
+      throw badOption('clusterEtcd', ` must be etcd client URLs, http:// or https:// with host and port, such as http://127.0.0.1:2379, ` +
+        `separated by commas; ${show(entry)} is not one`);
     }
-    return url.origin;
+    return url;
   });
+  const secure = urls[0].protocol === 'https:';
+  if (urls.some((url) => (url.protocol === 'https:') !== secure)) {
+    throw badOption('clusterEtcd', ` mixes http:// and https:// URLs (${show(raw)}); an etcd cluster serves its clients one way: ` +
+      'give them all with https:// (TLS) or all with http://');
+  }
   const name = options.clusterName ?? DEFAULTS.clusterName;
   if (typeof name !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(name)) {
     throw badOption('clusterName', ` must be 1 to 64 letters, digits, ".", "_" or "-", not ${show(name)}`);
@@ -367,7 +403,52 @@ function cluster(options: ServerOptions, authRequired: boolean): ClusterConfig |
   const what = `a duration in whole seconds from ${min}s to ${max}s, such as 10s`;
   const leaseSeconds = wholeSeconds('clusterLease', options.clusterLease ?? DEFAULTS.clusterLease, what);
   if (leaseSeconds < min || leaseSeconds > max) throw badOption('clusterLease', ` must be ${what}, not ${show(options.clusterLease)}`);
-  return { endpoints, name, leaseSeconds };
+  return { endpoints: urls.map((url) => url.origin), name, leaseSeconds, tls: etcdTls(options, secure), auth: etcdAuth(options) };
+}
+
+/**
+ * TLS to etcd, with https:// endpoints only: a CA or a client certificate given with
+ * http:// ones would leave the operator believing the connection protected. The files
+ * themselves are read, and checked, when the fleet is joined (cluster/open.ts).
+ */
+function etcdTls(options: ServerOptions, secure: boolean): EtcdTlsFiles | undefined {
+  if (!secure) {
+    for (const option of ETCD_TLS_OPTIONS) {
+      if (options[option] !== undefined) {
+        throw new OptionError(option, (name) => `${name(option)} sets TLS to etcd, and ${name('clusterEtcd')} names http:// URLs, ` +
+          `which do not use TLS: the connection would not be protected. Give https:// URLs, or leave ${name(option)} out`);
+      }
+    }
+    return undefined;
+  }
+  pair('clusterEtcdCert', 'clusterEtcdKey', options, 'its private key\'s PEM file (mutual TLS needs both)');
+  pair('clusterEtcdKey', 'clusterEtcdCert', options, 'the client certificate\'s PEM file (mutual TLS needs both)');
+  const file = (option: 'clusterEtcdCa' | 'clusterEtcdCert' | 'clusterEtcdKey', what: string): string | undefined =>
+    options[option] === undefined ? undefined : resolve(nonEmpty(option, options[option], `the path of ${what}`));
+  const certFile = file('clusterEtcdCert', 'the client certificate\'s PEM file');
+  const keyFile = file('clusterEtcdKey', 'the client key\'s PEM file');
+  return {
+    caFile: file('clusterEtcdCa', 'the PEM file of the CAs that sign etcd\'s certificate'),
+    client: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
+  };
+}
+
+/** etcd's authentication: a user and its password's file, both or neither. */
+function etcdAuth(options: ServerOptions): EtcdAuthFile | undefined {
+  pair('clusterEtcdUser', 'clusterEtcdPasswordFile', options, 'the file holding its password (a password is never taken on the command line)');
+  pair('clusterEtcdPasswordFile', 'clusterEtcdUser', options, 'the etcd user whose password the file holds');
+  if (options.clusterEtcdUser === undefined) return undefined;
+  return {
+    user: nonEmpty('clusterEtcdUser', options.clusterEtcdUser, 'the name of an etcd user'),
+    passwordFile: resolve(nonEmpty('clusterEtcdPasswordFile', options.clusterEtcdPasswordFile, 'the path of the etcd user\'s password file')),
+  };
+}
+
+/** Refuses `option` without `needed`, which `what` describes. */
+function pair(option: keyof ServerOptions, needed: keyof ServerOptions, options: ServerOptions, what: string): void {
+  if (options[option] !== undefined && options[needed] === undefined) {
+    throw new OptionError(needed, (name) => `${name(option)} needs ${name(needed)}, ${what}`);
+  }
 }
 
 /**

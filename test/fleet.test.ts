@@ -279,7 +279,7 @@ t.test('the fleet flags are checked before anything starts, and an etcd that doe
   const cases: [string[], RegExp][] = [
     [['--cluster-name', 'x'], /--cluster-name sets how this gateway joins a fleet, and there is no --cluster-etcd/],
     [['--cluster-etcd', 'etcd.example:2379'], /--cluster-etcd must be etcd client URLs/],
-    [['--cluster-etcd', 'https://etcd.example:2379'], /--cluster-etcd must be etcd client URLs, http:\/\/ with host and port/],
+    [['--cluster-etcd', 'https://etcd.example'], /--cluster-etcd must be etcd client URLs, http:\/\/ or https:\/\/ with host and port/],
     [['--cluster-etcd', 'http://127.0.0.1:2379', '--cluster-name', 'a/b'], /--cluster-name must be 1 to 64 letters/],
     [['--cluster-etcd', 'http://127.0.0.1:2379', '--cluster-lease', '1s'], /--cluster-lease must be a duration in whole seconds from 2s to 300s/],
   ];

@@ -46,6 +46,11 @@ const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean
   'cluster-etcd': { option: 'clusterEtcd', kind: 'string' },
   'cluster-name': { option: 'clusterName', kind: 'string' },
   'cluster-lease': { option: 'clusterLease', kind: 'string' },
+  'cluster-etcd-ca': { option: 'clusterEtcdCa', kind: 'string', value: expandHome },
+  'cluster-etcd-cert': { option: 'clusterEtcdCert', kind: 'string', value: expandHome },
+  'cluster-etcd-key': { option: 'clusterEtcdKey', kind: 'string', value: expandHome },
+  'cluster-etcd-user': { option: 'clusterEtcdUser', kind: 'string' },
+  'cluster-etcd-password-file': { option: 'clusterEtcdPasswordFile', kind: 'string', value: expandHome },
 };
 
 const KINDS: FlagKinds = {
@@ -149,13 +154,25 @@ Flags:
   --ws-max-sessions N                 WebSocket sessions open at once; past it an upgrade
                                       gets 503 (default ${DEFAULTS.wsMaxSessions})
   --cluster-etcd URLS                 join a fleet of gateways sharing one state through etcd:
-                                      its client URLs, comma-separated, such as
-                                      http://10.0.0.5:2379 (default none: the data folder)
+                                      its client URLs, comma-separated, all http:// or all
+                                      https:// (TLS), such as https://10.0.0.5:2379
+                                      (default none: the data folder)
   --cluster-name NAME                 the fleet's name, its key prefix in etcd (default ${DEFAULTS.clusterName})
   --cluster-lease DURATION            this gateway's lease in the fleet, 2s to 300s: a stopped
                                       or cut-off gateway refuses protected requests before it
                                       runs out, and holds up a revoke at most this long
                                       (default ${DEFAULTS.clusterLease}s)
+  --cluster-etcd-ca PATH              PEM file of the CA that signs etcd's certificate
+                                      (default: the system's CAs); https:// only
+  --cluster-etcd-cert PATH            this gateway's client certificate for etcd (PEM), for
+  --cluster-etcd-key PATH             etcd's --client-cert-auth, and its unencrypted key;
+                                      both or neither; https:// only
+  --cluster-etcd-user USER            the etcd user to connect as, when etcd's authentication
+                                      is enabled; its role needs readwrite on the key
+                                      prefixes /${DEFAULTS.clusterName}/ and /${DEFAULTS.clusterName}.throttle/ (the
+                                      --cluster-name's)
+  --cluster-etcd-password-file PATH   the file holding that user's password (its line ending
+                                      trimmed); never the password on the command line
   --metrics-path PATH                 where Prometheus metrics are served, protected like
                                       any endpoint (default ${DEFAULTS.metricsPath})
   --log-level LEVEL                   debug, info, warn or error (default ${DEFAULTS.logLevel})

@@ -21,7 +21,7 @@
 // A member whose lease cannot be renewed stops serving before etcd can expire it (the
 // fence, fence.ts), so a writer that stops waiting for it never leaves it serving stale.
 // Nothing here runs on the verify path.
-import { Etcd3, EtcdLeaseInvalidError } from 'etcd3';
+import { Etcd3, EtcdAuthenticationFailedError, EtcdLeaseInvalidError, EtcdPermissionDeniedError } from 'etcd3';
 import type { IKeyValue, Lease, Watcher } from 'etcd3';
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
@@ -64,11 +64,65 @@ export interface FleetSettings {
   readonly tokenLifetime: number;
   /** The fence this gateway's gates read (fence.ts); written here only. */
   readonly fence: Uint32Array;
+  /** How this gateway proves itself to etcd. */
+  readonly access: EtcdAccess;
 }
 
-/** A state change the fleet could not make: the message is for the client (etcd's own words stay in the log). */
+/** What this gateway shows etcd, as read from the files the options name (open.ts). */
+export interface EtcdAccess {
+  /** TLS (https:// endpoints): the CAs that may sign etcd's certificate (undefined: the system's), and a client certificate. */
+  readonly tls?: { readonly ca?: Buffer; readonly client?: { readonly cert: Buffer; readonly key: Buffer } };
+  /** etcd's authentication (RBAC). */
+  readonly auth?: { readonly user: string; readonly password: string };
+}
+
+/**
+ * A state change the fleet could not make: the message is for the client; etcd's own
+ * error is the cause (the log has it, and a start that fails explains it: etcdRefusal).
+ */
 export class FleetError extends Error {
   override readonly name = 'FleetError';
+}
+
+/** Why etcd could not be used, as far as its answer (or the TLS handshake's) tells. */
+export type EtcdRefusal =
+  /** The user or its password is wrong. */
+  | { readonly kind: 'authentication-failed' }
+  /** etcd's authentication is on, and no user was given. */
+  | { readonly kind: 'authentication-required' }
+  /** A user was given, and etcd's authentication is off: it would protect nothing. */
+  | { readonly kind: 'authentication-disabled' }
+  /** The user's roles do not grant the fleet's keys. */
+  | { readonly kind: 'permission-denied' }
+  /** etcd's certificate is not one this gateway trusts. */
+  | { readonly kind: 'server-untrusted'; readonly detail: string }
+  /** etcd refused this gateway's client certificate, or its lack of one. */
+  | { readonly kind: 'client-refused'; readonly detail: string }
+  /** Anything else: not listening, not answering, not etcd. */
+  | { readonly kind: 'unreachable'; readonly detail: string };
+
+// gRPC reports a connection that failed as UNAVAILABLE, with the socket's or TLS's error
+// after "Last error:" (and at times a time stamp in brackets).
+const LAST_ERROR = /Last error: (?:Error(?: \[\w+\])?: )?([\s\S]*?)\s*(?:\(\d{4}-\d\d-\d\dT[^)]*\))?\.? Resolution note/;
+// OpenSSL's line: "...:error:0A000412:SSL routines:ssl3_read_bytes:sslv3 alert bad certificate:file:line:...".
+const OPENSSL_REASON = /SSL routines:[^:]*:([^:]+)/;
+// The alerts a TLS server sends about the client's certificate (RFC 8446 §6.2).
+const CLIENT_CERTIFICATE_ALERT = /alert (bad certificate|certificate required|unknown ca|certificate unknown|unsupported certificate|certificate expired|certificate revoked)/i;
+// Node's own checks of the server's certificate (its chain, its dates, its names).
+const SERVER_CERTIFICATE_PROBLEM = /unable to (verify|get)|self[- ]signed certificate|certificate has expired|certificate is not yet valid|does not match certificate's altnames/i;
+
+/** What an error of etcd3 (or of the gRPC under it) says went wrong. */
+export function etcdRefusal(error: unknown): EtcdRefusal {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof EtcdAuthenticationFailedError) return { kind: 'authentication-failed' };
+  if (message.includes('etcdserver: user name is empty')) return { kind: 'authentication-required' };
+  if (message.includes('etcdserver: authentication is not enabled')) return { kind: 'authentication-disabled' };
+  if (error instanceof EtcdPermissionDeniedError) return { kind: 'permission-denied' };
+  const last = LAST_ERROR.exec(message)?.[1];
+  const detail = last === undefined ? message.replace(/^\d+ [A-Z_]+: /, '') : OPENSSL_REASON.exec(last)?.[1] ?? last;
+  if (CLIENT_CERTIFICATE_ALERT.test(detail)) return { kind: 'client-refused', detail };
+  if (SERVER_CERTIFICATE_PROBLEM.test(detail)) return { kind: 'server-untrusted', detail };
+  return { kind: 'unreachable', detail };
 }
 
 interface Block {
@@ -103,7 +157,8 @@ export class Fleet {
   /** The fence every HTTP thread's gate reads (fence.ts). */
   private readonly fence: Uint32Array;
   readonly metrics = new FleetMetrics();
-  private readonly client: Etcd3;
+  /** Replaced when a watch is started anew (reconnect). */
+  private client: Etcd3;
   private readonly prefix: string;
   private record: PasswordRecord | undefined;
   private passwordRevision = '0';
@@ -145,8 +200,19 @@ export class Fleet {
   ) {
     this.prefix = `/${settings.name}/`;
     this.fence = settings.fence;
-    this.client = new Etcd3({
+    this.client = this.connect();
+  }
+
+  /** A client of the fleet's etcd, with this gateway's TLS and etcd user. */
+  private connect(): Etcd3 {
+    const { settings } = this;
+    const { tls, auth } = settings.access;
+    return new Etcd3({
       hosts: [...settings.endpoints],
+      // Without a CA of its own, gRPC trusts the system's (as Node does): it takes null
+      // for them, which etcd3's type does not say.
+      credentials: tls && { rootCertificate: tls.ca ?? (null as unknown as Buffer), certChain: tls.client?.cert, privateKey: tls.client?.key },
+      auth: auth && { username: auth.user, password: auth.password },
       dialTimeout: settings.leaseSeconds * 1000,
       // Unary calls fail within the lease's time rather than retry past it: a caller
       // waiting for a state change needs an answer while the fleet still vouches for it.
@@ -158,6 +224,20 @@ export class Fleet {
         watchBackoff: { duration: 200, next() { return this; } } as never,
       },
     });
+  }
+
+  /**
+   * A new client in the current one's place. etcd3 opens its watch stream with the
+   * etcd user's token of the moment and keeps it when it reconnects, and etcd forgets its
+   * tokens when it restarts: it then cancels the watch, and would refuse any new one on
+   * that stream (where a watch refused at its creation leaves etcd3's queue of watches to
+   * create stuck). A new client signs in anew.
+   */
+  private reconnect(): void {
+    this.throttleLease?.lease.release();
+    this.throttleLease = undefined;
+    this.client.close();
+    this.client = this.connect();
   }
 
   /**
@@ -230,7 +310,7 @@ export class Fleet {
     if (this.watcher === undefined) {
       this.applied = revision;
       this.stateApplied = revision;
-      await this.watch(revision + 1);
+      await this.etcd(() => this.watch(revision + 1));
     }
     const put = await this.etcd(() => this.client.put(this.memberKey).value(JSON.stringify({ applied: revision })).lease(id).exec());
     this.published = revision;
@@ -706,6 +786,8 @@ export class Fleet {
         this.lease = undefined;
         lease?.release();
         try {
+          // A watch that etcd cancelled is started anew on a new client (reconnect).
+          if (this.watcher === undefined) this.reconnect();
           await this.start();
           return;
         } catch (error) {
@@ -731,7 +813,7 @@ export class Fleet {
       if (error instanceof FleetError) throw error;
       this.log.warn('etcd call failed', errorFields(error));
       throw new FleetError('the fleet\'s etcd did not answer, so the change is not confirmed (it may still take effect); retry, ' +
-        'or use another gateway');
+        'or use another gateway', { cause: error });
     }
   }
 

@@ -1,11 +1,15 @@
 // A real etcd for the fleet's tests (Debian's etcd-server): one member on free loopback
 // ports with its data in the test's temporary folder, killed when the test ends. It can
-// be killed with SIGKILL and started again on the same ports and data, as an outage.
+// be killed with SIGKILL and started again on the same ports and data, as an outage. It
+// serves TLS (and asks clients for certificates) when given certificates, made here by
+// openssl, and its authentication can be turned on with users limited to a prefix.
 // Beside it, fleet gateways: the CLI (launch, as an operator runs it) with --cluster-etcd.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { Etcd3, Range } from 'etcd3';
 import type { Test } from 'tap';
 import { launch, tempDir } from './server.js';
 import type { LogLine, Running } from './server.js';
@@ -25,7 +29,7 @@ export function freePort(): Promise<number> {
 }
 
 export interface Etcd {
-  /** The client URL, http://127.0.0.1:PORT. */
+  /** The client URL, http://127.0.0.1:PORT, or https:// with TLS. */
   readonly url: string;
   readonly dataDir: string;
   /** SIGKILL, and the exit awaited. */
@@ -36,18 +40,29 @@ export interface Etcd {
   running(): boolean;
 }
 
-/** Starts an etcd of one member for the test, and waits until it serves clients. */
-export async function startEtcd(t: Test): Promise<Etcd> {
+/** etcd's TLS to its clients. */
+export interface EtcdTls {
+  /** etcd's certificate and key (--cert-file, --key-file). */
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** With it, clients must show a certificate this CA signed (--client-cert-auth --trusted-ca-file). */
+  readonly clientCaFile?: string;
+}
+
+/** Starts an etcd of one member for the test, serving TLS with `tls`, and waits until it serves clients. */
+export async function startEtcd(t: Test, tls?: EtcdTls): Promise<Etcd> {
   const dir = tempDir(t);
   const dataDir = join(dir, 'etcd');
   mkdirSync(dataDir, { mode: 0o700 });
   const clientPort = await freePort();
   const peerPort = await freePort();
-  const url = `http://127.0.0.1:${clientPort}`;
+  const url = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const args = [
     '--name', 'test', '--data-dir', dataDir,
     '--listen-client-urls', url, '--advertise-client-urls', url,
+    ...(tls === undefined ? [] : ['--cert-file', tls.certFile, '--key-file', tls.keyFile]),
+    ...(tls?.clientCaFile === undefined ? [] : ['--client-cert-auth', '--trusted-ca-file', tls.clientCaFile]),
     '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
     '--initial-cluster', `test=${peer}`, '--initial-cluster-state', 'new',
     // A small machine shared by other tests: no fsync stalls worth waiting for, and a
@@ -92,6 +107,77 @@ export async function startEtcd(t: Test): Promise<Etcd> {
     },
     start,
   };
+}
+
+/** PEM files made by openssl: a CA, and what it signed; a CA that signed nothing here; a self-signed client certificate. */
+export interface Certificates {
+  readonly ca: string;
+  /** etcd's, for 127.0.0.1 (an IP SAN). */
+  readonly server: { readonly cert: string; readonly key: string };
+  /** A gateway's, for etcd's --client-cert-auth. */
+  readonly client: { readonly cert: string; readonly key: string };
+  readonly otherCa: string;
+  readonly selfSigned: { readonly cert: string; readonly key: string };
+}
+
+/** Makes the Certificates in `dir` (EC P-256, valid for a day). */
+export function makeCertificates(dir: string): Certificates {
+  const openssl = (...args: string[]): void => { execFileSync('openssl', args, { stdio: 'ignore' }); };
+  const file = (name: string): string => join(dir, name);
+  const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  const selfSigned = (name: string): { cert: string; key: string } => {
+    openssl('req', '-x509', ...key, '-keyout', file(`${name}.key`), '-out', file(`${name}.crt`), '-days', '1', '-subj', `/CN=${name}`);
+    return { cert: file(`${name}.crt`), key: file(`${name}.key`) };
+  };
+  const ca = selfSigned('ca');
+  const signed = (name: string, extensions: string): { cert: string; key: string } => {
+    writeFileSync(file(`${name}.ext`), extensions);
+    openssl('req', ...key, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`), '-subj', `/CN=${name}`);
+    openssl('x509', '-req', '-in', file(`${name}.csr`), '-CA', ca.cert, '-CAkey', ca.key, '-set_serial', `0x${randomBytes(8).toString('hex')}`,
+      '-out', file(`${name}.crt`), '-days', '1', '-extfile', file(`${name}.ext`));
+    return { cert: file(`${name}.crt`), key: file(`${name}.key`) };
+  };
+  return {
+    ca: ca.cert,
+    // etcd dials itself with its certificate too (its gRPC gateway): a client's use as well.
+    server: signed('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n'),
+    client: signed('client', 'extendedKeyUsage=clientAuth\n'),
+    otherCa: selfSigned('other-ca').cert,
+    selfSigned: selfSigned('stranger'),
+  };
+}
+
+/** An etcd user the fleet signs in as: readwrite on `prefixes` only, through a role of its own; no role without any. */
+export interface EtcdUser {
+  readonly name: string;
+  readonly password: string;
+  readonly prefixes: readonly string[];
+}
+
+/**
+ * Turns etcd's authentication on (as etcdctl does: a root user holding the root role),
+ * with `users`. Returns the root's password.
+ */
+export async function enableAuth(etcd: Etcd, users: readonly EtcdUser[]): Promise<string> {
+  const client = new Etcd3({ hosts: etcd.url });
+  try {
+    const root = randomBytes(12).toString('hex');
+    await client.role('root').create();
+    await client.user('root').create(root);
+    await client.user('root').addRole('root');
+    for (const user of users) {
+      await client.user(user.name).create(user.password);
+      if (user.prefixes.length === 0) continue;
+      const role = client.role(`${user.name}-role`);
+      await role.create();
+      await role.grant(user.prefixes.map((prefix) => ({ permission: 'Readwrite' as const, range: Range.prefix(prefix) })));
+      await client.user(user.name).addRole(role);
+    }
+    await client.auth.authEnable();
+    return root;
+  } finally {
+    client.close();
+  }
 }
 
 export interface Gateway extends Running {
