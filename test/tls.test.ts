@@ -132,6 +132,30 @@ for (const threads of [1, 2]) {
       t.notOk(server.hasExited(), 'still running');
     });
 
+    // The listening app once was a plain App handing connections to SSLApps: uWS adopted
+    // each as a plain socket, too small for its TLS state, and the heap overflowed on every
+    // connection; within some hundreds of them (sooner with reloads) a thread crashed.
+    t.test('hundreds of connections over many reloads: each is served, and the stop is clean', async (t) => {
+      const { server, live, first, second } = await tlsServer(t, threads);
+      let served = 0;
+      let reloads = 0;
+      for (let round = 0; round < 30; round++) {
+        const pair = round % 2 === 0 ? second : first;
+        copyFileSync(pair.cert, live.cert);
+        copyFileSync(pair.key, live.key);
+        server.child.kill('SIGHUP');
+        await server.waitForLines((l) => l.msg === 'TLS certificate reloaded', ++reloads);
+        for (let i = 0; i < 8; i++) {
+          const connection = await TlsConnection.open(server.port, pair.cert);
+          if ((await connection.request('/ext/auth/health')).status === 200) served++;
+          connection.close();
+        }
+      }
+      t.equal(served, 30 * 8, 'every connection served');
+      const exit = await server.stop();
+      t.same(exit, { code: 0, signal: null }, 'and the process stops cleanly');
+    });
+
     t.test('SIGHUP with a bad pair keeps the old certificate and logs why', async (t) => {
       const { server, live, first, second } = await tlsServer(t, threads);
       copyFileSync(second.cert, live.cert);

@@ -11,7 +11,7 @@ import type { Metrics } from '../ops/metrics.js';
 import type { TlsFiles } from '../options.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
-import { certificateFields, descriptorOf, tlsApp, tlsFilesProblem } from './tls.js';
+import { acceptorApp, certificateFields, descriptorOf, tlsApp, tlsFilesProblem } from './tls.js';
 import type { ChildApps } from './tls.js';
 import type { WebSocketRelay } from './websocket.js';
 
@@ -127,7 +127,7 @@ export class HttpServer {
     } else {
       const served = this.serve(tlsApp(tls));
       this.served.push(served);
-      this.app = App();
+      this.app = acceptorApp(tls);
       (this.app as unknown as ChildApps).addChildAppDescriptor(descriptorOf(served));
     }
   }

@@ -2,9 +2,12 @@
 // anything listens (uWebSockets.js says only "App construction failed"), and the apps
 // that serve with them.
 //
-// A reload without dropping connections: the listening app is always a plain App that
-// accepts and hands each connection to a child SSLApp (the child app descriptors that
-// the HTTP threads use too), and the TLS handshake happens in the child. A reload makes
+// A reload without dropping connections: the listening app accepts and hands each
+// connection to a child SSLApp (the child app descriptors that the HTTP threads use
+// too), and the TLS handshake happens in the child. The listening app must be an SSLApp
+// as well (acceptorApp): uWS takes a child for an app of the acceptor's own kind, and a
+// plain App acceptor adopts each connection into the SSL child as a plain socket, too
+// small for the TLS state the child then writes into it (heap corruption). A reload makes
 // a new SSLApp from the files as they are now and puts it in the old one's place: new
 // connections get the new certificate, connections already open stay with the app that
 // took them. uWS has no other way: an SSLApp reads its files once, and addServerName
@@ -12,7 +15,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
-import { SSLApp } from 'uWebSockets.js';
+import { App, SSLApp } from 'uWebSockets.js';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { OptionError } from '../errors.js';
 import type { TlsFiles } from '../options.js';
@@ -66,6 +69,15 @@ export function tlsApp(files: TlsFiles): TemplatedApp {
   } catch {
     throw new Error(`uWebSockets.js could not load the TLS certificate ${files.certFile} and key ${files.keyFile}`);
   }
+}
+
+/**
+ * The app that listens and hands each connection to a child app (an HTTP thread's, or a
+ * TLS reload's): of the children's kind, an SSLApp with the files when they serve TLS.
+ * Its own handlers answer only a connection taken while no child is registered.
+ */
+export function acceptorApp(files: TlsFiles | undefined): TemplatedApp {
+  return files === undefined ? App() : tlsApp(files);
 }
 
 /** The child app calls of uWebSockets.js: the package has them, its typings not. */

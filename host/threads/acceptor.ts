@@ -30,11 +30,11 @@ import { createRequire } from 'node:module';
 import type { Worker } from 'node:worker_threads';
 import type * as Prometheus from 'prom-client';
 import * as uws from 'uWebSockets.js';
-import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
+import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ThreadError } from '../errors.js';
 import type { ServerHandle } from '../http/listener.js';
-import { certificateFields, tlsFilesProblem } from '../http/tls.js';
+import { acceptorApp, certificateFields, tlsFilesProblem } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
@@ -124,11 +124,8 @@ export function startThreads(plan: ThreadsPlan): HttpThreads {
 }
 
 class ThreadsOwner {
-  // Answers only if a connection is ever accepted while no thread is registered, which
-  // the order of start and stop rules out: a 503 rather than uWS's bare 404.
-  private readonly app: TemplatedApp = App().any('/*', (res) => {
-    res.writeStatus('503 Service Unavailable').writeHeader('Content-Type', 'text/plain; charset=utf-8').end('api-auth is not serving\n', true);
-  });
+  /** Listens, and hands each connection to a thread's app: of their kind (acceptorApp). */
+  private readonly app: TemplatedApp;
   private readonly threads: HttpThread[] = [];
   private readonly heartbeats: Int32Array;
   private readonly upstreamHealth = healthWord();
@@ -155,6 +152,11 @@ class ThreadsOwner {
   });
 
   constructor(private readonly plan: ThreadsPlan) {
+    // Answers only if a connection is ever accepted while no thread is registered, which
+    // the order of start and stop rules out: a 503 rather than uWS's bare 404.
+    this.app = acceptorApp(plan.settings.tls).any('/*', (res) => {
+      res.writeStatus('503 Service Unavailable').writeHeader('Content-Type', 'text/plain; charset=utf-8').end('api-auth is not serving\n', true);
+    });
     // One counter per thread (index = thread number), bumped by the thread's own loop.
     this.heartbeats = new Int32Array(new SharedArrayBuffer(4 * (plan.threads + 1)));
     // Nobody need wait on these for a failure to be safe: start() and the server's user do.
