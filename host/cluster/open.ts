@@ -3,14 +3,14 @@
 // fleet (etcd) the state lives in, and the token service over them. Where openAuth
 // (service/open.ts) keeps the state in the data folder, this one keeps it in etcd only:
 // the data folder is not used.
-import { createPrivateKey, webcrypto, X509Certificate } from 'node:crypto';
+import { webcrypto, X509Certificate } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
-import { createSecureContext } from 'node:tls';
 import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { ClusterConfig, EtcdAuthFile, EtcdTlsFiles } from '../options.js';
+import { checkPemPair, reason } from '../http/tls.js';
 import { loadPasswordFile } from '../password/file.js';
 import { Argon2idVerifier } from '../password/hash.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
@@ -151,18 +151,7 @@ async function readTls(files: EtcdTlsFiles): Promise<EtcdAccess['tls']> {
   const { certFile, keyFile } = files.client;
   const cert = await readFile('clusterEtcdCert', certFile);
   const key = await readFile('clusterEtcdKey', keyFile);
-  const certificate = parse('clusterEtcdCert', certFile, 'certificate', () => new X509Certificate(cert));
-  if (/-----BEGIN [A-Z ]*ENCRYPTED|Proc-Type: 4,ENCRYPTED/.test(key.toString('latin1'))) {
-    throw fileProblem('clusterEtcdKey', keyFile, 'is encrypted; give an unencrypted key, readable only by this user ' +
-      '(openssl pkey -in encrypted.key -out plain.key)');
-  }
-  const privateKey = parse('clusterEtcdKey', keyFile, 'private key', () => createPrivateKey(key));
-  if (!certificate.checkPrivateKey(privateKey)) {
-    throw new OptionError('clusterEtcdKey', (name) => `${name('clusterEtcdKey')} ${keyFile} is not the key of the certificate in ` +
-      `${name('clusterEtcdCert')} ${certFile}; give the pair that belongs together`);
-  }
-  // What gRPC will make of them, checked here so that its failure names the files.
-  parse('clusterEtcdCert', certFile, 'certificate chain', () => createSecureContext({ ca, cert, key }));
+  checkPemPair({ option: 'clusterEtcdCert', path: certFile, pem: cert, what: 'certificate' }, { option: 'clusterEtcdKey', path: keyFile, pem: key });
   return { ca, client: { cert, key } };
 }
 
@@ -238,6 +227,3 @@ function fileProblem(option: FileOption, path: string, what: string): OptionErro
   return new OptionError(option, (name) => `${name(option)} ${path} ${what}`);
 }
 
-function reason(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).replace(/^error:[0-9A-F]+:/i, '');
-}

@@ -27,28 +27,43 @@ const WHAT = { tlsCertFile: 'certificate chain', tlsKeyFile: 'private key' } as 
  * takes them as a certificate chain and the private key that goes with it.
  */
 export function checkTlsFiles(files: TlsFiles): void {
-  const cert = readPem('tlsCertFile', files.certFile);
-  const key = readPem('tlsKeyFile', files.keyFile);
+  checkPemPair({ option: 'tlsCertFile', path: files.certFile, pem: readPem('tlsCertFile', files.certFile), what: WHAT.tlsCertFile },
+    { option: 'tlsKeyFile', path: files.keyFile, pem: readPem('tlsKeyFile', files.keyFile) });
+}
+
+/** A PEM file's text as read, and the option that named it (its library name). */
+export interface PemFile {
+  readonly option: string;
+  readonly path: string;
+  readonly pem: string | Buffer;
+  /** What the file should hold, for the messages: "certificate chain" by default. */
+  readonly what?: string;
+}
+
+/**
+ * Throws OptionError, naming the file at fault, unless node:tls takes `cert` as a
+ * certificate chain and `key` as the unencrypted private key that goes with it: the
+ * check of the server's pair (--http-tls-*) and of a client's (--cluster-etcd-cert/-key).
+ */
+export function checkPemPair(cert: PemFile, key: PemFile): void {
   // uWS would ask for the passphrase on the terminal, and a service has none to answer.
-  if (/-----BEGIN [A-Z ]*ENCRYPTED|Proc-Type: 4,ENCRYPTED/.test(key)) {
-    throw new OptionError('tlsKeyFile', (name) => `${name('tlsKeyFile')} ${files.keyFile} is encrypted; give an unencrypted key, ` +
+  if (/-----BEGIN [A-Z ]*ENCRYPTED|Proc-Type: 4,ENCRYPTED/.test(key.pem.toString())) {
+    throw new OptionError(key.option, (name) => `${name(key.option)} ${key.path} is encrypted; give an unencrypted key, ` +
       'readable only by this user (openssl pkey -in encrypted.key -out plain.key)');
   }
-  try {
-    createSecureContext({ key });
-  } catch (error) {
-    throw unusable('tlsKeyFile', files.keyFile, error);
+  for (const [file, what, context] of [[key, 'private key', { key: key.pem }], [cert, cert.what ?? 'certificate chain', { cert: cert.pem }]] as const) {
+    try {
+      createSecureContext(context);
+    } catch (error) {
+      throw new OptionError(file.option, (name) => `${name(file.option)} ${file.path} is not a PEM ${what} (${reason(error)}); ` +
+        `give the ${what}'s PEM file`);
+    }
   }
   try {
-    createSecureContext({ cert });
+    createSecureContext({ cert: cert.pem, key: key.pem });
   } catch (error) {
-    throw unusable('tlsCertFile', files.certFile, error);
-  }
-  try {
-    createSecureContext({ cert, key });
-  } catch (error) {
-    throw new OptionError('tlsKeyFile', (name) => `${name('tlsKeyFile')} ${files.keyFile} is not the key of the certificate in ` +
-      `${name('tlsCertFile')} ${files.certFile} (${reason(error)}); give the pair that belongs together`);
+    throw new OptionError(key.option, (name) => `${name(key.option)} ${key.path} is not the key of the certificate in ` +
+      `${name(cert.option)} ${cert.path} (${reason(error)}); give the pair that belongs together`);
   }
 }
 
@@ -110,10 +125,7 @@ function readPem(option: keyof typeof WHAT, path: string): string {
   }
 }
 
-function unusable(option: keyof typeof WHAT, path: string, error: unknown): OptionError {
-  return new OptionError(option, (name) => `${name(option)} ${path} is not a PEM ${WHAT[option]} (${reason(error)}); give the ${WHAT[option]}'s PEM file`);
-}
-
-function reason(error: unknown): string {
-  return (error as Error).message.replace(/^error:[0-9A-F]+:/i, '');
+/** An error's message without OpenSSL's code in front. */
+export function reason(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).replace(/^error:[0-9A-F]+:/i, '');
 }
