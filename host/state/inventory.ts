@@ -7,6 +7,7 @@
 // The interface is small (append, get, list, prune and compact) so that a replicated
 // store can take the journal's place.
 import { join } from 'node:path';
+import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { Journal, JOURNAL_FILE, journalDamaged, readJournal } from './journal.js';
 
@@ -52,7 +53,8 @@ export class JournalInventory implements Inventory {
   private pending = 0;
   private sincePrune = 0;
 
-  private constructor(private readonly journal: Journal, private readonly live: Liveness, entries: readonly InventoryEntry[]) {
+  private constructor(private readonly journal: Journal, private readonly live: Liveness, private readonly log: Logger,
+    entries: readonly InventoryEntry[]) {
     for (const e of entries) this.entries.set(e.serial, e);
   }
 
@@ -85,7 +87,7 @@ export class JournalInventory implements Inventory {
       }
     }
     const journal = await Journal.create(dir, key, kept.map(encodeEntry));
-    return new JournalInventory(journal, live, kept);
+    return new JournalInventory(journal, live, log, kept);
   }
 
   /** The journal's write statistics (groups, records, time in write and fdatasync). */
@@ -146,12 +148,15 @@ export class JournalInventory implements Inventory {
     const records = this.journal.records;
     if (records < COMPACT_MIN_RECORDS || records <= 2 * this.entries.size) return;
     try {
-      await this.journal.rewrite(() => {
+      const kept = await this.journal.rewrite(() => {
         this.prune();
         return [...this.entries.values()].map(encodeEntry);
       });
-    } catch {
-      // The old journal stands, whole; the next look tries again.
+      this.log.info('compacted the token journal', { path: this.journal.path, records, kept });
+    } catch (error) {
+      // The old journal stands, whole, and takes the next issues; the next look tries again.
+      this.log.warn(`the token journal could not be compacted; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
+        'more issues (free space in the data folder if it is full)', { path: this.journal.path, ...errorFields(error) });
     }
   }
 }
