@@ -1,8 +1,8 @@
 // The token journal's paths that only load and faults reach (issue 15): the compaction
-// while serving, a kill -9 around its rename, a journal write that fails on a full disk,
-// and a compaction that fails for lack of room. The full disk is a small tmpfs filled to
-// its last page (helpers/tmpfs.ts); the tests place the journal's end in its last page so
-// that the next write needs a page the disk no longer has, or not.
+// while serving, a kill -9 around its rename, a journal write that fails on a full disk, a
+// compaction that fails for lack of room, and a start on a full disk. The full disk is a
+// small tmpfs filled to its last page (helpers/tmpfs.ts); the tests place the journal's
+// end in its last page so that the next write needs a page the disk no longer has, or not.
 //
 // The running compaction comes after 1,024 issues since the start (COMPACT_MIN_RECORDS
 // and PRUNE_EVERY in host/state/inventory.ts). Each issue is a password check, and at
@@ -16,6 +16,7 @@ import { argon2id } from 'hash-wasm';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statfsSync, statSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
 import { encodeRecord } from '../build/host/password/hash.js';
 import { decodeState, encodeState } from '../build/host/state/file.js';
 import { authUrl, call, REASONS, REVOKED } from './helpers/auth.js';
@@ -359,4 +360,43 @@ t.test('a compaction that fails for lack of room leaves the journal as it was an
   t.notOk(server.logs.some(tornTail), 'the journal read back whole');
   t.equal(records(journal(server)), whole.length, 'and the start compacted it');
   await checkGate(t, server, live, whole, 'after kill -9');
+});
+
+t.test('a start on a full disk keeps the journal as it was (a torn tail cut off), logs it and serves; with room again, issues work and the journal reads back whole', async (t) => {
+  const { root, dataDir } = tmpfsDataDir(t);
+  let server = await startOnTmpfs(t, root, dataDir);
+  const tokens = await issueMany(server, 3, (i) => ({ label: `kept ${i}` }));
+  t.same(await revokeId(server, tokens[0].id), REVOKED);
+  const [short] = await issueMany(server, 1, () => ({ expiresIn: 1, label: 'expires' }));
+  const expired = nextSecond();
+  t.same(await server.stop(), { code: 0, signal: null });
+  const whole = readFileSync(journal(server));
+  // A crash's torn group, longer than the groups that will follow it: left in place, its rest would follow them.
+  const head = Buffer.alloc(GROUP_HEAD);
+  head.writeUInt32LE(5000, 0);
+  head.writeUInt32LE(crc32(head.subarray(0, 4)), 4);
+  writeFileSync(journal(server), Buffer.concat([whole, head, Buffer.alloc(300, 0x5a)]));
+  await expired;
+  const filler = fillUp(dataDir);
+
+  server = await restartServer(t, server);
+  t.ok(await server.waitForLog(tornTail, 5000), 'the torn tail is dropped and logged');
+  const failure = await server.waitForLog((l) => /^the token journal could not be compacted at start/.test(String(l.msg)), 5000);
+  t.match(failure, { level: 'warn', code: 'ENOSPC', path: journal(server) }, 'the failed compaction is logged, with the cause and the file');
+  t.match(failure.msg, /it is kept as it was, and compaction is tried again after 1024 issues or at the next start \(free space in the data folder if it is full\)$/);
+  t.ok(readFileSync(journal(server)).equals(whole), 'the journal is as it was before the crash: its whole groups, the expired entry among them');
+  const list = await listed(server);
+  t.same(list.map((e) => [e.id, e.revoked]), tokens.map((i, n) => [i.id, n === 0]), 'listTokens answers: the live tokens, one revoked');
+  t.notOk(list.some((e) => e.id === short.id), 'not the expired one');
+  await checkGate(t, server, new Map(tokens.map((i) => [i.id, i])), list, 'on the full disk');
+
+  unlinkSync(filler);
+  tokens.push(...await issueMany(server, 2, (i) => ({ label: `later ${i}` })));
+  const later = await listed(server);
+  t.same(later.map((e) => e.id), tokens.map((i) => i.id), 'with room again, new tokens are listed');
+  t.same(await server.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
+  server = await restartServer(t, server);
+  t.same(await listed(server), later, 'after kill -9: the same list');
+  t.notOk(server.logs.some(tornTail), 'the journal read back whole: the new groups were not followed by the torn one\'s rest');
+  t.equal(records(journal(server)), tokens.length, 'and this start compacted it');
 });

@@ -60,7 +60,8 @@ export class JournalInventory implements Inventory {
 
   /**
    * Reads the journal of `dir` (bound to the token key `key`), keeps the live entries,
-   * and writes them back as a fresh journal: a start compacts. `valid` says whether an
+   * and writes them back as a fresh journal: a start compacts. When it cannot (a full
+   * disk), the journal read is kept as it is, and the start goes on. `valid` says whether an
    * entry can belong to the state beside it (its grant exists, its serial was reserved);
    * one that cannot is damage. `fresh`: the state was created on this start, so a journal
    * of another key is left over from an earlier state, and replaced.
@@ -86,7 +87,18 @@ export class JournalInventory implements Inventory {
         log.warn('the token journal ended in a write cut short by a crash; its unanswered issues are dropped', { path, bytes: read.tornBytes });
       }
     }
-    const journal = await Journal.create(dir, key, kept.map(encodeEntry));
+    let journal: Journal;
+    try {
+      journal = await Journal.create(dir, key, kept.map(encodeEntry));
+    } catch (error) {
+      // A full disk must not keep the node from serving: the journal read is whole (but
+      // for a torn tail, cut off) and takes the next issues as it is. Without one, or with
+      // another state's, there is nothing to go on with.
+      if (read === undefined) throw error;
+      journal = await Journal.reopen(dir, key, read.wholeBytes, read.records.length);
+      log.warn(`the token journal could not be compacted at start; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
+        'issues or at the next start (free space in the data folder if it is full)', { path: journal.path, ...errorFields(error) });
+    }
     return new JournalInventory(journal, live, log, kept);
   }
 

@@ -51,10 +51,12 @@ export function journalDamaged(path: string, why: string): StateError {
     'journal aside to start without it (the tokens stay valid, but auth.listTokens lists none issued before)');
 }
 
-/** What a read found: the records, in order, and how many bytes of torn tail were dropped. */
+/** What a read found: the records, in order, how many bytes of torn tail were dropped, and the bytes before them. */
 export interface JournalContents {
   readonly records: Buffer[];
   readonly tornBytes: number;
+  /** The header and the whole groups: where the next group goes if the file is kept. */
+  readonly wholeBytes: number;
 }
 
 /**
@@ -83,7 +85,7 @@ export async function readJournal(dir: string, key: Uint8Array, replaceForeign: 
   const records: Buffer[] = [];
   let at = HEADER;
   while (at < file.length) {
-    const torn = (): JournalContents => ({ records, tornBytes: file.length - at });
+    const torn = (): JournalContents => ({ records, tornBytes: file.length - at, wholeBytes: at });
     // Zeros to the end: the file grew, and the data of its last group never landed.
     if (file.length - at < GROUP_HEAD || file.subarray(at).every((b) => b === 0)) return torn();
     const length = file.readUInt32LE(at);
@@ -107,7 +109,7 @@ export async function readJournal(dir: string, key: Uint8Array, replaceForeign: 
     }
     at = end;
   }
-  return { records, tornBytes: 0 };
+  return { records, tornBytes: 0, wholeBytes: file.length };
 }
 
 interface Waiting {
@@ -152,6 +154,23 @@ export class Journal {
     const journal = new Journal(dir, key, file, size, records.length);
     await journal.syncRenameOrDefer();
     return journal;
+  }
+
+  /**
+   * Opens the journal as it is for appending, after its first `wholeBytes` (a torn tail
+   * beyond them is cut off: the next group must not be followed by its rest). For a start
+   * that cannot write a fresh journal; cutting needs no room on the disk.
+   */
+  static async reopen(dir: string, key: Uint8Array, wholeBytes: number, records: number): Promise<Journal> {
+    const file = await fs.open(join(dir, JOURNAL_FILE), constants.O_WRONLY | constants.O_NOFOLLOW);
+    try {
+      await file.truncate(wholeBytes);
+      await file.datasync();
+    } catch (e) {
+      await file.close();
+      throw e;
+    }
+    return new Journal(dir, key, file, wholeBytes, records);
   }
 
   get path(): string {
