@@ -5,63 +5,21 @@
 // is written first and applied to the core after: a call whose write fails answers an
 // internal error, and the next call works as if the failed one had never happened.
 //
-// The disk really fills up: the data folder is a small tmpfs, filled to the last page.
-// That needs root (CI runs as root); where the mount is refused, the test fails.
-import t, { type Test } from 'tap';
-import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// The disk really fills up: the data folder is a small tmpfs, filled to the last page
+// (helpers/tmpfs.ts).
+import t from 'tap';
+import { existsSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { Core, GrantError, Outcome } from '../build/host/core/core.js';
 import { coreModule } from '../build/host/core/module.js';
 import { authUrl, call, changePassword, expectGranted, expectRefused, newToken, REASONS, REVOKED, revokeToken, tryPassword } from './helpers/auth.js';
 import { jsonrpc } from './helpers/http.js';
-import { launch, randomPassword, restartServer, type LogLine, type Running, type Server } from './helpers/server.js';
+import { randomPassword, restartServer, type LogLine, type Running } from './helpers/server.js';
+import { fillUp, startOnTmpfs, tmpfsDataDir } from './helpers/tmpfs.js';
 
 const INTERNAL_ERROR = { code: -32603, message: 'internal error' };
 const SUCCESS = { success: true };
 const NOW = 1_700_000_000;
-
-/** A folder with a 1 MiB tmpfs mounted at `<folder>/data`, unmounted and removed when `t` ends. */
-function tmpfsDataDir(t: Test): { root: string; dataDir: string } {
-  const root = mkdtempSync(join(tmpdir(), 'api-auth-tmpfs-'));
-  const dataDir = join(root, 'data');
-  mkdirSync(dataDir, { mode: 0o700 });
-  // Throws (the test fails, it is not skipped) where tmpfs cannot be mounted.
-  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'api-auth-test', dataDir]);
-  t.teardown(() => {
-    // Lazy: the server may still hold files there until its own teardown kills it.
-    execFileSync('umount', ['-l', dataDir]);
-    rmSync(root, { recursive: true, force: true });
-  });
-  return { root, dataDir };
-}
-
-/** Writes a file in `dir` until the file system is full; returns its path. */
-function fillUp(dir: string): string {
-  const path = join(dir, 'filler');
-  const fd = openSync(path, 'w', 0o600);
-  const page = Buffer.alloc(4096, 0x5a);
-  try {
-    for (;;) writeSync(fd, page);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-  } finally {
-    closeSync(fd);
-  }
-  return path;
-}
-
-async function startOn(t: Test, root: string, dataDir: string): Promise<Server> {
-  const password = randomPassword();
-  const passwordFile = join(root, 'password');
-  writeFileSync(passwordFile, password, { mode: 0o600 });
-  const args = ['--http-port', '0', '--data-dir', dataDir, '--api-auth-required', '--api-auth-password-file', passwordFile];
-  const run = launch(t, args);
-  const listening = await run.waitForLog((l) => l.msg === 'listening');
-  const port = Number(listening.port);
-  return { ...run, url: `http://127.0.0.1:${port}`, port, password, passwordFile, dir: root, dataDir, args, listening };
-}
 
 /** An audit line of a token issued. */
 const isIssue = (l: LogLine): boolean => l.msg === 'audit' && l.method === 'auth.newToken' && l.outcome === 'ok';
@@ -73,7 +31,7 @@ async function issuedGrants(server: Running, count: number): Promise<unknown[]> 
 
 t.test('calls whose state write fails change nothing, and the next calls work as if they never happened', async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
-  let server = await startOn(t, root, dataDir);
+  let server = await startOnTmpfs(t, root, dataDir);
   const { password } = server;
   const info = await newToken(server.url, password, ['/ext/info']);
   const filler = fillUp(dataDir);

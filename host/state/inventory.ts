@@ -7,6 +7,7 @@
 // The interface is small (append, get, list, prune and compact) so that a replicated
 // store can take the journal's place.
 import { join } from 'node:path';
+import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { Journal, JOURNAL_FILE, journalDamaged, readJournal } from './journal.js';
 
@@ -52,13 +53,15 @@ export class JournalInventory implements Inventory {
   private pending = 0;
   private sincePrune = 0;
 
-  private constructor(private readonly journal: Journal, private readonly live: Liveness, entries: readonly InventoryEntry[]) {
+  private constructor(private readonly journal: Journal, private readonly live: Liveness, private readonly log: Logger,
+    entries: readonly InventoryEntry[]) {
     for (const e of entries) this.entries.set(e.serial, e);
   }
 
   /**
    * Reads the journal of `dir` (bound to the token key `key`), keeps the live entries,
-   * and writes them back as a fresh journal: a start compacts. `valid` says whether an
+   * and writes them back as a fresh journal: a start compacts. When it cannot (a full
+   * disk), the journal read is kept as it is, and the start goes on. `valid` says whether an
    * entry can belong to the state beside it (its grant exists, its serial was reserved);
    * one that cannot is damage. `fresh`: the state was created on this start, so a journal
    * of another key is left over from an earlier state, and replaced.
@@ -84,8 +87,19 @@ export class JournalInventory implements Inventory {
         log.warn('the token journal ended in a write cut short by a crash; its unanswered issues are dropped', { path, bytes: read.tornBytes });
       }
     }
-    const journal = await Journal.create(dir, key, kept.map(encodeEntry));
-    return new JournalInventory(journal, live, kept);
+    let journal: Journal;
+    try {
+      journal = await Journal.create(dir, key, kept.map(encodeEntry));
+    } catch (error) {
+      // A full disk must not keep the node from serving: the journal read is whole (but
+      // for a torn tail, cut off) and takes the next issues as it is. Without one, or with
+      // another state's, there is nothing to go on with.
+      if (read === undefined) throw error;
+      journal = await Journal.reopen(dir, key, read.wholeBytes, read.records.length);
+      log.warn(`the token journal could not be compacted at start; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
+        'issues or at the next start (free space in the data folder if it is full)', { path: journal.path, ...errorFields(error) });
+    }
+    return new JournalInventory(journal, live, log, kept);
   }
 
   /** The journal's write statistics (groups, records, time in write and fdatasync). */
@@ -146,12 +160,15 @@ export class JournalInventory implements Inventory {
     const records = this.journal.records;
     if (records < COMPACT_MIN_RECORDS || records <= 2 * this.entries.size) return;
     try {
-      await this.journal.rewrite(() => {
+      const kept = await this.journal.rewrite(() => {
         this.prune();
         return [...this.entries.values()].map(encodeEntry);
       });
-    } catch {
-      // The old journal stands, whole; the next look tries again.
+      this.log.info('compacted the token journal', { path: this.journal.path, records, kept });
+    } catch (error) {
+      // The old journal stands, whole, and takes the next issues; the next look tries again.
+      this.log.warn(`the token journal could not be compacted; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
+        'more issues (free space in the data folder if it is full)', { path: this.journal.path, ...errorFields(error) });
     }
   }
 }

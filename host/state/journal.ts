@@ -13,7 +13,9 @@
 // or its payload ends exactly there, or only zeros follow, as a file that grew but whose
 // data never landed reads) is a torn tail, dropped and logged; one that fails with other
 // data after it is damage, and the start stops. The header is written only by a rewrite (a temporary
-// file, fsynced, renamed, the folder fsynced), so it is never torn.
+// file, fsynced, renamed, the folder fsynced), so it is never torn. A rewrite that fails
+// before its rename leaves the old journal as it was; once renamed, the new file is the
+// journal, and the group after it waits for the folder's sync.
 import { createHash } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
@@ -49,10 +51,12 @@ export function journalDamaged(path: string, why: string): StateError {
     'journal aside to start without it (the tokens stay valid, but auth.listTokens lists none issued before)');
 }
 
-/** What a read found: the records, in order, and how many bytes of torn tail were dropped. */
+/** What a read found: the records, in order, how many bytes of torn tail were dropped, and the bytes before them. */
 export interface JournalContents {
   readonly records: Buffer[];
   readonly tornBytes: number;
+  /** The header and the whole groups: where the next group goes if the file is kept. */
+  readonly wholeBytes: number;
 }
 
 /**
@@ -81,7 +85,7 @@ export async function readJournal(dir: string, key: Uint8Array, replaceForeign: 
   const records: Buffer[] = [];
   let at = HEADER;
   while (at < file.length) {
-    const torn = (): JournalContents => ({ records, tornBytes: file.length - at });
+    const torn = (): JournalContents => ({ records, tornBytes: file.length - at, wholeBytes: at });
     // Zeros to the end: the file grew, and the data of its last group never landed.
     if (file.length - at < GROUP_HEAD || file.subarray(at).every((b) => b === 0)) return torn();
     const length = file.readUInt32LE(at);
@@ -105,7 +109,7 @@ export async function readJournal(dir: string, key: Uint8Array, replaceForeign: 
     }
     at = end;
   }
-  return { records, tornBytes: 0 };
+  return { records, tornBytes: 0, wholeBytes: file.length };
 }
 
 interface Waiting {
@@ -128,6 +132,11 @@ export class Journal {
   private broken: Error | undefined;
   /** Records in the file (the live ones and those no longer listed), for the compaction's rule. */
   private recordsInFile: number;
+  /**
+   * Whether the folder has been synced since the last rename: until it is, a power cut
+   * could bring the old file back, so no group is written (and acknowledged) before.
+   */
+  private renameSynced = true;
   /** fdatasyncs and the records they made durable, and the time spent in them, for the issuing bench. */
   readonly stats = { groups: 0, records: 0, writeNs: 0n };
 
@@ -136,10 +145,32 @@ export class Journal {
     this.recordsInFile = records;
   }
 
-  /** Writes a fresh journal holding `records` (the start's compaction) and opens it for appending. */
+  /**
+   * Writes a fresh journal holding `records` (the start's compaction) and opens it for
+   * appending. Throws only while nothing has changed: the old journal, if any, stands.
+   */
   static async create(dir: string, key: Uint8Array, records: readonly Uint8Array[]): Promise<Journal> {
-    const size = await writeWhole(dir, key, records);
-    return new Journal(dir, key, await openForAppend(dir), size, records.length);
+    const { file, size } = await writeWhole(dir, key, records);
+    const journal = new Journal(dir, key, file, size, records.length);
+    await journal.syncRenameOrDefer();
+    return journal;
+  }
+
+  /**
+   * Opens the journal as it is for appending, after its first `wholeBytes` (a torn tail
+   * beyond them is cut off: the next group must not be followed by its rest). For a start
+   * that cannot write a fresh journal; cutting needs no room on the disk.
+   */
+  static async reopen(dir: string, key: Uint8Array, wholeBytes: number, records: number): Promise<Journal> {
+    const file = await fs.open(join(dir, JOURNAL_FILE), constants.O_WRONLY | constants.O_NOFOLLOW);
+    try {
+      await file.truncate(wholeBytes);
+      await file.datasync();
+    } catch (e) {
+      await file.close();
+      throw e;
+    }
+    return new Journal(dir, key, file, wholeBytes, records);
   }
 
   get path(): string {
@@ -165,17 +196,23 @@ export class Journal {
   /**
    * Replaces the file by one that holds `records()` alone (taken once the groups before
    * have been written), atomically: a crash leaves the old journal or the new one.
+   * Resolves with the number of records kept.
    */
-  rewrite(records: () => readonly Uint8Array[]): Promise<void> {
+  rewrite(records: () => readonly Uint8Array[]): Promise<number> {
     const run = this.queue.then(async () => {
       if (this.broken !== undefined) throw this.broken;
       const kept = records();
-      const size = await writeWhole(this.dir, this.key, kept);
-      const file = await openForAppend(this.dir);
-      await this.file.close();
+      const { file, size } = await writeWhole(this.dir, this.key, kept);
+      // Renamed: from here the journal is the new file, whatever fails next. Appending to
+      // the old one's handle would write where no start reads.
+      const old = this.file;
       this.file = file;
       this.size = size;
       this.recordsInFile = kept.length;
+      await this.syncRenameOrDefer();
+      // Its groups were synced when written: a close that fails loses nothing.
+      await old.close().catch(() => undefined);
+      return kept.length;
     });
     this.queue = run.catch(() => undefined);
     return run;
@@ -208,6 +245,7 @@ export class Journal {
     groupHead(bytes, length, bytes.subarray(GROUP_HEAD));
     const started = process.hrtime.bigint();
     try {
+      await this.syncRename();
       await writeAll(this.file, bytes, this.size);
       await this.file.datasync();
     } catch (error) {
@@ -229,6 +267,18 @@ export class Journal {
     this.recordsInFile += group.length;
     for (const w of group) w.resolve();
   }
+
+  private async syncRename(): Promise<void> {
+    if (this.renameSynced) return;
+    await syncFolder(this.dir);
+    this.renameSynced = true;
+  }
+
+  /** Syncs the folder after a rename; if that fails, the next group tries again first, and fails while it cannot. */
+  private async syncRenameOrDefer(): Promise<void> {
+    this.renameSynced = false;
+    await this.syncRename().catch(() => undefined);
+  }
 }
 
 /** A group's head: the payload's length, the CRC-32 of those 4 bytes, the CRC-32 of the payload. */
@@ -245,12 +295,12 @@ async function writeAll(file: FileHandle, bytes: Uint8Array, position: number): 
   }
 }
 
-async function openForAppend(dir: string): Promise<FileHandle> {
-  return fs.open(join(dir, JOURNAL_FILE), constants.O_WRONLY | constants.O_NOFOLLOW);
-}
-
-/** The whole journal, through a temporary file: fsynced, renamed over the old one, the folder fsynced. Returns its size. */
-async function writeWhole(dir: string, key: Uint8Array, records: readonly Uint8Array[]): Promise<number> {
+/**
+ * The whole journal, through a temporary file: fsynced and renamed over the old one.
+ * Returns the new file, still open for appending (nothing can fail between the rename and
+ * its adoption), and its size. The rename is durable once the folder is synced.
+ */
+async function writeWhole(dir: string, key: Uint8Array, records: readonly Uint8Array[]): Promise<{ file: FileHandle; size: number }> {
   const path = join(dir, JOURNAL_FILE);
   const tmp = `${path}.tmp`;
   const parts: Uint8Array[] = [header(key)];
@@ -272,24 +322,24 @@ async function writeWhole(dir: string, key: Uint8Array, records: readonly Uint8A
   await unlinkIfThere(tmp);
   const file = await fs.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
-    try {
-      await writeAll(file, bytes, 0);
-      await file.sync();
-    } finally {
-      await file.close();
-    }
+    await writeAll(file, bytes, 0);
+    await file.sync();
     await fs.rename(tmp, path);
   } catch (e) {
+    await file.close().catch(() => undefined);
     await unlinkIfThere(tmp).catch(() => undefined);
     throw e;
   }
+  return { file, size: bytes.length };
+}
+
+async function syncFolder(dir: string): Promise<void> {
   const folder = await fs.open(dir, 'r');
   try {
     await folder.sync();
   } finally {
     await folder.close();
   }
-  return bytes.length;
 }
 
 async function unlinkIfThere(path: string): Promise<void> {
