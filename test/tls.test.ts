@@ -2,6 +2,7 @@
 // certificates made by openssl here; bad files refused before anything listens; SIGHUP
 // reloads the pair, a kept-alive connection survives it and a new one gets the new
 // certificate; a bad pair on SIGHUP keeps the old one. On one thread and on several.
+// WebSocket sessions over TLS (wss://) through --upstream, across a reload and a revoke.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,7 +10,9 @@ import { connect, type TLSSocket } from 'node:tls';
 import t from 'tap';
 import type { Test } from 'tap';
 import { encodeRequest, readResponse } from './helpers/http.js';
-import type { HttpResponse } from './helpers/http.js';
+import type { HttpResponse, RequestOptions } from './helpers/http.js';
+import { REASONS, REVOKED } from './helpers/auth.js';
+import { CHAIN_ID, openClient, Refused, startWsUpstream } from './helpers/ws-upstream.js';
 import { runCli, startServer, tempDir } from './helpers/server.js';
 import type { Server } from './helpers/server.js';
 
@@ -60,8 +63,8 @@ class TlsConnection {
     return String(this.socket.getPeerCertificate().subject.CN);
   }
 
-  request(path: string): Promise<HttpResponse> {
-    this.socket.write(encodeRequest('http://127.0.0.1:1', path, { keepAlive: true }));
+  request(path: string, options: RequestOptions = {}): Promise<HttpResponse> {
+    this.socket.write(encodeRequest('http://127.0.0.1:1', path, { ...options, keepAlive: true }));
     return new Promise((resolve, reject) => {
       this.waiting = () => {
         const parsed = readResponse(this.received, this.ended, 'GET');
@@ -170,6 +173,63 @@ for (const threads of [1, 2]) {
     });
   });
 }
+
+/** A JSON-RPC call to /ext/auth over a TLS connection of its own: the result or the error. */
+async function authCall(port: number, ca: string, method: string, params: object): Promise<unknown> {
+  const connection = await TlsConnection.open(port, ca);
+  try {
+    const response = await connection.request('/ext/auth', {
+      headers: [['Content-Type', 'application/json']], body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    });
+    const answer = JSON.parse(response.text) as { result?: unknown; error?: unknown };
+    return answer.error ?? answer.result;
+  } finally {
+    connection.close();
+  }
+}
+
+t.test('WebSocket sessions over TLS (wss://) on two threads: gated, kept across a reload, ended by a revoke', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const dir = tempDir(t);
+  const first = makePair(dir, 'first');
+  const second = makePair(dir, 'second');
+  const live = { cert: join(dir, 'live.crt'), key: join(dir, 'live.key') };
+  copyFileSync(first.cert, live.cert);
+  copyFileSync(first.key, live.key);
+  const server = await startServer(t, {
+    args: ['--upstream', upstream.url, '--http-threads', '2', '--http-tls-enabled', '--http-tls-cert-file', live.cert, '--http-tls-key-file', live.key],
+  });
+  const url = `wss://127.0.0.1:${server.port}/ext/bc/C/ws`;
+  const issued = await authCall(server.port, first.cert, 'auth.newToken', { password: server.password, endpoints: ['/ext/bc/C/ws'] });
+  const token = (issued as { token: string }).token;
+  t.type(token, 'string', 'a token issued over HTTPS');
+
+  try {
+    await openClient(t, url, { ca: readFileSync(first.cert) });
+    t.fail('a session without a token was opened');
+  } catch (error) {
+    t.ok(error instanceof Refused && error.status === 401, 'without a token: 401, over TLS as over plain HTTP');
+  }
+  // Consecutive connections go to the threads in turn: two sessions on each.
+  const before = await Promise.all([0, 1, 2, 3].map(() => openClient(t, url, { token, ca: readFileSync(first.cert) })));
+  for (const client of before) t.same((await client.call('eth_chainId')).result, CHAIN_ID, 'a wss session reaches the node');
+
+  copyFileSync(second.cert, live.cert);
+  copyFileSync(second.key, live.key);
+  server.child.kill('SIGHUP');
+  await server.waitForLog((l) => l.msg === 'TLS certificate reloaded');
+  const after = await Promise.all([0, 1].map(() => openClient(t, url, { token, ca: readFileSync(second.cert) })));
+  for (const client of [...before, ...after]) {
+    t.same((await client.call('eth_chainId')).result, CHAIN_ID, 'sessions opened before the reload go on, new ones get the new certificate');
+  }
+
+  t.same(await authCall(server.port, second.cert, 'auth.revokeToken', { password: server.password, token }), REVOKED);
+  for (const client of [...before, ...after]) {
+    const closed = await client.closed;
+    t.same([closed.code, closed.reason], [1008, REASONS.revoked], 'the revoke ends every session, on both threads and both certificates');
+  }
+  t.same(await server.stop(), { code: 0, signal: null }, 'and the process stops cleanly');
+});
 
 t.test('bad TLS settings: one clear line, exit 2, before anything listens', async (t) => {
   const dir = tempDir(t);

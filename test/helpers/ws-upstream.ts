@@ -197,10 +197,12 @@ export interface ClientOptions {
   protocols?: string[];
   autoPong?: boolean;
   maxPayload?: number;
+  /** For wss:// URLs: the PEM of the CA (or self-signed certificate) to trust. */
+  ca?: Buffer;
 }
 
 /**
- * Opens a session at `url` (ws://...); resolves once it is open, rejects with Refused
+ * Opens a session at `url` (ws://..., or wss://... with `ca`); resolves once it is open, rejects with Refused
  * when the upgrade was answered with an HTTP status.
  */
 export function openClient(t: Test, url: string, options: ClientOptions = {}): Promise<Client> {
@@ -208,6 +210,7 @@ export function openClient(t: Test, url: string, options: ClientOptions = {}): P
   if (options.token !== undefined) headers.Authorization = `Bearer ${options.token}`;
   const socket = new WebSocket(url, options.protocols ?? [], {
     headers, perMessageDeflate: false, autoPong: options.autoPong ?? true, maxPayload: options.maxPayload ?? 1024 * 1024 * 1024,
+    ca: options.ca,
   });
   t.teardown(() => socket.terminate());
   const received: Received[] = [];
