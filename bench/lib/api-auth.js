@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MAIN } from './common.js';
 import { startServer } from './proc.js';
+import { exchange } from './tls-client.js';
 
 let threadsFlag;
 
@@ -19,10 +20,11 @@ export function supportsHttpThreads() {
 /**
  * Starts the CLI. Options: cpus (pin), authRequired (default true), upstream (a URL:
  * gateway mode), threads (passed as --http-threads when the build has it; more than one
- * without it is an error, never silently one), extraArgs. Resolves with the server, its
- * password, its directory and `cleanup()` (stops it, removes the directory).
+ * without it is an error, never silently one), tls (lib/certificate.js's pair: HTTPS),
+ * extraArgs. Resolves with the server, its password, its directory and `cleanup()` (stops
+ * it, removes the directory).
  */
-export async function startOurs({ cpus = null, authRequired = true, upstream, threads, extraArgs = [] } = {}) {
+export async function startOurs({ cpus = null, authRequired = true, upstream, threads, tls, extraArgs = [] } = {}) {
   if (threads > 1 && !supportsHttpThreads()) throw new Error(`api-auth --http-threads ${threads}: not supported by this build`);
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-'));
   const passwordFile = join(dir, 'password');
@@ -32,6 +34,7 @@ export async function startOurs({ cpus = null, authRequired = true, upstream, th
   if (authRequired) args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
   if (upstream !== undefined) args.push('--upstream', upstream);
   if (threads !== undefined && supportsHttpThreads()) args.push('--http-threads', String(threads));
+  if (tls) args.push('--http-tls-enabled', '--http-tls-cert-file', tls.certFile, '--http-tls-key-file', tls.keyFile);
   args.push(...extraArgs);
   let server;
   try {
@@ -51,20 +54,20 @@ export async function startOurs({ cpus = null, authRequired = true, upstream, th
   };
 }
 
-/** One JSON-RPC call to /ext/auth. */
-export async function authCall(port, method, params, id = 1) {
-  const res = await fetch(`http://127.0.0.1:${port}/ext/auth`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', method, params, id }),
-  });
+/** One JSON-RPC call to /ext/auth; over HTTPS when `tls` (lib/certificate.js's pair) is given. */
+export async function authCall(port, method, params, id = 1, tls = undefined) {
+  const body = JSON.stringify({ jsonrpc: '2.0', method, params, id });
+  if (tls) {
+    const r = await exchange({ port, ca: tls.ca, path: '/ext/auth', headers: { 'Content-Type': 'application/json' }, body, lingerMs: 0 });
+    return { status: r.status, body: JSON.parse(r.body.toString('utf8')) };
+  }
+  const res = await fetch(`http://127.0.0.1:${port}/ext/auth`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
   return { status: res.status, body: await res.json() };
 }
 
-/** A token granting `endpoints`, from auth.newToken. */
-/** A token for `endpoints`, and for `methods` only (JSON-RPC method patterns) when given. */
-export async function newToken(port, password, endpoints, methods) {
-  const { status, body } = await authCall(port, 'auth.newToken', { password, endpoints, ...(methods && { methods }) });
+/** A token for `endpoints`, and for `methods` only (JSON-RPC method patterns) when given; over HTTPS when `tls` is given. */
+export async function newToken(port, password, endpoints, methods, tls) {
+  const { status, body } = await authCall(port, 'auth.newToken', { password, endpoints, ...(methods && { methods }) }, 1, tls);
   if (status !== 200 || typeof body.result?.token !== 'string') {
     throw new Error(`auth.newToken failed: HTTP ${status} ${JSON.stringify(body)}`);
   }

@@ -1,5 +1,6 @@
 // One measured HTTP run: a warm-up, then wrk with the CPU time of the servers involved
 // read around it, taken when the machine is quiet and marked when it was not.
+import { readFileSync } from 'node:fs';
 import { log } from './common.js';
 import { TICKS_PER_SECOND, processTicks, treeMeter } from './cpu.js';
 import { foreignCpuWindow, waitForQuiet } from './quiet.js';
@@ -16,6 +17,20 @@ export function median(values) {
 }
 
 /**
+ * TCP connections the machine has accepted so far (PassiveOpens of /proc/net/snmp, Linux);
+ * null elsewhere. Over a run, the count per request tells whether clients reconnected.
+ */
+export function tcpAccepted() {
+  try {
+    const lines = readFileSync('/proc/net/snmp', 'utf8').split('\n').filter((l) => l.startsWith('Tcp:'));
+    const names = lines[0].split(/\s+/);
+    return Number(lines[1].split(/\s+/)[names.indexOf('PassiveOpens')]);
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Runs a wrk measurement and adds where the CPU went: for each named process tree in
  * `meters` ({ server: pid, upstream: pid }), its CPU time per request and its busy share of
  * the window; and wrk's own CPU time (a reaped child of this process).
@@ -23,10 +38,16 @@ export function median(values) {
 export async function withCpu(pids, measure) {
   const meters = Object.entries(pids).filter(([, pid]) => pid != null).map(([name, pid]) => [name, treeMeter(pid)]);
   const me0 = processTicks(process.pid);
+  const accepted0 = tcpAccepted();
   const t0 = process.hrtime.bigint();
   const result = await measure();
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   const me1 = processTicks(process.pid);
+  const accepted1 = tcpAccepted();
+  // Every connection accepted on the machine in the window (the gateways' own upstream
+  // connections are kept open, so these are wrk's): about 1 per request when each
+  // request came on a new connection, about 0 when they were kept alive.
+  result.connectionsPerRequest = accepted0 == null || accepted1 == null ? null : (accepted1 - accepted0) / Math.max(1, result.requests);
   result.cpu = {};
   for (const [name, meter] of meters) {
     const ticks = meter.read();

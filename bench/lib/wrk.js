@@ -8,16 +8,17 @@ const REPORT_LUA = join(ROOT, 'bench', 'wrk', 'report.lua');
 
 /**
  * One wrk run. Options: url, threads, connections, durationS, cpus (pin), timeoutS,
- * method, body, contentType, authorization. Resolves with requests/s, latency percentiles
+ * method, body, contentType, authorization, headers (more header lines, `-H` on wrk's
+ * command line: nothing secret). Resolves with requests/s, latency percentiles
  * in ms, bytes read and the error counts (a non-2xx answer is a "status" error).
  */
 export function runWrk(options) {
   const {
     url, threads = 1, connections = 64, durationS = 8, cpus = null, timeoutS = 5,
-    method, body, contentType, authorization,
+    method, body, contentType, authorization, headers = [],
   } = options;
   const args = ['-t', String(threads), '-c', String(connections), '-d', `${durationS}s`,
-    '--timeout', `${timeoutS}s`, '-s', REPORT_LUA, url];
+    '--timeout', `${timeoutS}s`, ...headers.flatMap((h) => ['-H', h]), '-s', REPORT_LUA, url];
   const [cmd, argv] = pinned(cpus, 'wrk', args);
   const env = {
     ...process.env,

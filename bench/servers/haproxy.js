@@ -1,7 +1,9 @@
 // Debian's HAProxy as a JWT gateway: `jwt_verify` checks an HS256 signature with the
 // shared secret and `exp` is compared with `date()`, 401 otherwise; the same promise as
 // api-auth's gate (a token validly signed and not expired), without revocation or
-// per-path grants. Runs in the foreground (-db) from a temporary directory.
+// per-path grants. Runs in the foreground (-db) from a temporary directory. With `tls`
+// (lib/certificate.js's pair) it terminates TLS itself (`bind ... ssl crt`), as it would
+// at the edge.
 import { createHmac } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,10 +19,11 @@ export function hs256(claims, secret) {
 }
 
 /**
- * Starts HAProxy with `threads` threads (nbthread) in front of the upstream. `secret`
- * must be printable ASCII without quotes or backslashes: it sits in the config as text.
+ * Starts HAProxy with `threads` threads (nbthread) in front of the upstream, serving
+ * HTTPS when `tls` is given. `secret` must be printable ASCII without quotes or
+ * backslashes: it sits in the config as text.
  */
-export async function startHaproxyJwt({ upstreamPort, secret, threads = 1, cpus = null }) {
+export async function startHaproxyJwt({ upstreamPort, secret, threads = 1, cpus = null, tls }) {
   if (!/^[A-Za-z0-9_-]+$/.test(secret)) throw new Error('the HAProxy secret must be base64url text');
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-haproxy-'));
   try {
@@ -34,7 +37,7 @@ defaults
   timeout server 60s
   timeout http-keep-alive 60s
 frontend gate
-  bind 127.0.0.1:${port}
+  bind 127.0.0.1:${port}${tls ? ` ssl crt ${tls.pemFile}` : ''}
   http-request set-var(txn.bearer) http_auth_bearer
   http-request set-var(txn.now) date()
   http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify("HS256","${secret}") -m int 1 }
@@ -46,7 +49,7 @@ backend node
 `;
     const file = join(dir, 'haproxy.cfg');
     writeFileSync(file, config, { mode: 0o600 });
-    const server = await startOnPort(`HAProxy jwt_verify (${threads} thread${threads > 1 ? 's' : ''})`, 'haproxy', ['-db', '-f', file], port, { cpus });
+    const server = await startOnPort(`HAProxy jwt_verify (${threads} thread${threads > 1 ? 's' : ''}${tls ? ', TLS' : ''})`, 'haproxy', ['-db', '-f', file], port, { cpus });
     return { ...server, stop: async () => { await server.stop(); rmSync(dir, { recursive: true, force: true }); } };
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });

@@ -67,15 +67,23 @@ export function startUpstream({ bytes, workers = 1, cpus = null }) {
   return start(`nginx upstream (${bytes} B)`, config, workers, cpus, { 'result.json': body }).then((server) => ({ ...server, body }));
 }
 
-/** nginx as a reverse proxy with no auth at all, keeping connections to the upstream open. */
-export function startNginxProxy({ upstreamPort, workers = 1, cpus = null }) {
+/**
+ * nginx as a reverse proxy with no auth at all, keeping connections to the upstream open;
+ * serving HTTPS when `tls` (lib/certificate.js's pair) is given.
+ */
+export function startNginxProxy({ upstreamPort, workers = 1, cpus = null, tls }) {
   const config = (dir, port) => `${common(dir, workers)}
   upstream node {
     server 127.0.0.1:${upstreamPort};
     keepalive 256;
   }
   server {
-    listen 127.0.0.1:${port} reuseport;
+    listen 127.0.0.1:${port} reuseport${tls ? ` ssl;
+    ssl_certificate ${tls.certFile};
+    ssl_certificate_key ${tls.keyFile};
+    # nginx 1.22 offers TLS 1.3 only when told (its default gained it in 1.23.4); the
+    # other gateways negotiate 1.3 by default.
+    ssl_protocols TLSv1.2 TLSv1.3` : ''};
     location / {
       proxy_pass http://node;
       proxy_http_version 1.1;
@@ -86,7 +94,7 @@ export function startNginxProxy({ upstreamPort, workers = 1, cpus = null }) {
   }
 }
 `;
-  return start('nginx proxy (no auth)', config, workers, cpus);
+  return start(`nginx proxy (no auth${tls ? ', TLS' : ''})`, config, workers, cpus);
 }
 
 /**
