@@ -18,6 +18,7 @@ const PARTS = {
   flood: 'the gateway path while /ext/auth is flooded with wrong passwords',
   scope: 'api-auth --upstream with a token limited to some JSON-RPC methods (body read and checked) against one without (streamed), same upstream and load as gateway',
   state: 'start time, memory and verify time with 0, 10k and 1M tokens issued and 100k revoked',
+  tls: 'api-auth --http-tls-enabled, HAProxy bind ssl + jwt_verify and nginx listen ssl (no auth) in front of the same upstream: HTTPS POST JSON-RPC, connections kept alive and a new connection (TLS handshake) per request, one thread, the smallest size',
   ws: 'WebSocket messages relayed per second and added latency: api-auth and nginx against a direct connection to the same echo upstream',
 };
 
@@ -112,7 +113,7 @@ const http = {
   waitQuietS: flags['no-wait-quiet'] ? 0 : 10,
   retries: flags['no-wait-quiet'] ? 0 : 1,
 };
-const needsServer = parts.some((p) => ['gateway', 'scope', 'builtin', 'flood', 'ws'].includes(p));
+const needsServer = parts.some((p) => ['gateway', 'scope', 'builtin', 'flood', 'tls', 'ws'].includes(p));
 if (!existsSync(join(BUILD, 'core.wasm')) || (needsServer && !existsSync(MAIN))) {
   usage('the build is missing (build/core.wasm, build/host/main.js); run `npm run build` first, or use `npm run bench`');
 }
@@ -188,6 +189,11 @@ const steps = {
     const { runFlood, floodMarkdown } = await import('./flood.js');
     const r = await runFlood({ ...http, connections: http.connections[0], bytes: Math.min(...http.sizes) });
     return { result: r, markdown: floodMarkdown(r), targets: r.targets };
+  }),
+  tls: () => part('tls', 'TLS at the gateway', async () => {
+    const { runTls, tlsMarkdown } = await import('./tls.js');
+    const r = await runTls({ ...http, bytes: Math.min(...http.sizes) });
+    return { result: r, markdown: tlsMarkdown(r), targets: r.targets };
   }),
   ws: () => part('ws', 'WebSocket', async () => {
     const { runWebsocket, websocketMarkdown } = await import('./websocket.js');
