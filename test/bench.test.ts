@@ -36,7 +36,7 @@ t.test('bench --help names every part and flag and exits 0', async (t) => {
 t.test('a bad bench command line exits 2 with a line naming the flag, before anything runs', async (t) => {
   const before = OUTPUTS.map((f) => (existsSync(f) ? statSync(f).mtimeMs : null));
   const cases: Array<[string[], RegExp]> = [
-    [['--parts', 'gateway,e2e'], /--parts: "e2e" is not a part \(gateway, builtin, core, flood, scope, state, ws\)/],
+    [['--parts', 'gateway,e2e'], /--parts: "e2e" is not a part \(gateway, builtin, core, flood, scope, state, tls, ws\)/],
     [['--threads', '0'], /--threads: "0" is not a whole number above 0/],
     [['--connections', '64,many'], /--connections: "many" is not a whole number above 0/],
     [['--sizes', '100,10'], /--sizes: "10" is not a size from \d+ to \d+ bytes/],
