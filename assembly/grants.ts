@@ -66,22 +66,39 @@ export function grantsInit(index: usize, area: usize): void {
   return <usize>load<u32>(indexOf(id), 8);
 }
 
+// The parts of the list `identify` read last: its endpoints, and its methods (none: no
+// scope). Globals, so that reading a list allocates nothing; each instance has its own.
+let eP: usize = 0;
+let eN: usize = 0;
+let mP: usize = 0;
+let mN: usize = 0;
+
+/**
+ * Validates the list at `list` and splits it into the parts above: returns its id, or the
+ * grant count when it is new, or a negative GRANT_ code (a bad entry's index goes to the
+ * first word of the result buffer).
+ */
+function identify(list: usize, listLen: usize): i32 {
+  const flags = validate(list, listLen);
+  if (flags < 0) return flags;
+  const sep = scopeStart(list, listLen);
+  eP = flags & ENDPOINTS_STAR ? STAR_LIST : list;
+  eN = flags & ENDPOINTS_STAR ? 2 : sep;
+  mP = flags & METHODS_STAR ? STAR_LIST : list + sep + 1;
+  mN = sep == listLen ? 0 : flags & METHODS_STAR ? 2 : listLen - sep - 1;
+  const id = lookup(eP, eN, mP, mN);
+  return id >= 0 ? id : <i32>readShared32(GRANT_COUNT);
+}
+
 /**
  * The id the list at `p` has, or the id `grantAdd` would give it (the grant count) when
  * it is new; a negative GRANT_ code when it is refused, as `grantAdd` would. Changes
  * nothing, so a host can make a new grant durable before the core holds it.
  */
 export function grantFind(list: usize, listLen: usize): i32 {
-  const flags = validate(list, listLen);
-  if (flags < 0) return flags;
-  const sep = scopeStart(list, listLen);
-  const eP = flags & ENDPOINTS_STAR ? STAR_LIST : list;
-  const eN: usize = flags & ENDPOINTS_STAR ? 2 : sep;
-  const mP = flags & METHODS_STAR ? STAR_LIST : list + sep + 1;
-  const mN: usize = sep == listLen ? 0 : flags & METHODS_STAR ? 2 : listLen - sep - 1;
-  const id = lookup(eP, eN, mP, mN);
-  if (id >= 0) return id;
-  return room(stored(eN, mN)) ? <i32>readShared32(GRANT_COUNT) : GRANT_TABLE_FULL;
+  const id = identify(list, listLen);
+  if (id < 0 || <u32>id < readShared32(GRANT_COUNT)) return id;
+  return room(stored(eN, mN)) ? id : GRANT_TABLE_FULL;
 }
 
 /**
@@ -89,15 +106,8 @@ export function grantFind(list: usize, listLen: usize): i32 {
  * pattern, its index goes to the first word of the result buffer.
  */
 export function grantAdd(list: usize, listLen: usize): i32 {
-  const flags = validate(list, listLen);
-  if (flags < 0) return flags;
-  const sep = scopeStart(list, listLen);
-  const eP = flags & ENDPOINTS_STAR ? STAR_LIST : list;
-  const eN: usize = flags & ENDPOINTS_STAR ? 2 : sep;
-  const mP = flags & METHODS_STAR ? STAR_LIST : list + sep + 1;
-  const mN: usize = sep == listLen ? 0 : flags & METHODS_STAR ? 2 : listLen - sep - 1;
-  const found = lookup(eP, eN, mP, mN);
-  if (found >= 0) return found;
+  const id = identify(list, listLen);
+  if (id < 0 || <u32>id < readShared32(GRANT_COUNT)) return id;
   const n = stored(eN, mN);
   if (!room(n)) return GRANT_TABLE_FULL;
   const copy = state.grantArea + state.grantBytes;
@@ -106,15 +116,14 @@ export function grantAdd(list: usize, listLen: usize): i32 {
     store<u8>(copy + eN, NEWLINE);
     memory.copy(copy + eN + 1, mP, mN);
   }
-  const id = readShared32(GRANT_COUNT);
-  const index = indexOf(id);
+  const index = indexOf(<u32>id);
   store<u32>(index, <u32>copy);
   store<u32>(index, <u32>eN, 4);
   store<u32>(index, <u32>mN, 8);
   state.grantBytes += <u32>n;
   // Last: a thread that reads the new count finds the list and its index entry.
-  writeShared32(GRANT_COUNT, id + 1);
-  return <i32>id;
+  writeShared32(GRANT_COUNT, <u32>id + 1);
+  return id;
 }
 
 /**

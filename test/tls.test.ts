@@ -86,7 +86,7 @@ class TlsConnection {
   }
 }
 
-async function tlsServer(t: Test, threads: number): Promise<{ server: Server; live: Pair; first: Pair; second: Pair }> {
+async function tlsServer(t: Test, threads: number, extra: readonly string[] = []): Promise<{ server: Server; live: Pair; first: Pair; second: Pair }> {
   const dir = tempDir(t);
   const first = makePair(dir, 'first');
   const second = makePair(dir, 'second');
@@ -95,7 +95,7 @@ async function tlsServer(t: Test, threads: number): Promise<{ server: Server; li
   copyFileSync(first.cert, live.cert);
   copyFileSync(first.key, live.key);
   const server = await startServer(t, {
-    args: ['--http-threads', String(threads), '--http-tls-enabled', '--http-tls-cert-file', live.cert, '--http-tls-key-file', live.key],
+    args: ['--http-threads', String(threads), '--http-tls-enabled', '--http-tls-cert-file', live.cert, '--http-tls-key-file', live.key, ...extra],
   });
   return { server, live, first, second };
 }
@@ -190,15 +190,7 @@ async function authCall(port: number, ca: string, method: string, params: object
 
 t.test('WebSocket sessions over TLS (wss://) on two threads: gated, kept across a reload, ended by a revoke', async (t) => {
   const upstream = await startWsUpstream(t);
-  const dir = tempDir(t);
-  const first = makePair(dir, 'first');
-  const second = makePair(dir, 'second');
-  const live = { cert: join(dir, 'live.crt'), key: join(dir, 'live.key') };
-  copyFileSync(first.cert, live.cert);
-  copyFileSync(first.key, live.key);
-  const server = await startServer(t, {
-    args: ['--upstream', upstream.url, '--http-threads', '2', '--http-tls-enabled', '--http-tls-cert-file', live.cert, '--http-tls-key-file', live.key],
-  });
+  const { server, live, first, second } = await tlsServer(t, 2, ['--upstream', upstream.url]);
   const url = `wss://127.0.0.1:${server.port}/ext/bc/C/ws`;
   const issued = await authCall(server.port, first.cert, 'auth.newToken', { password: server.password, endpoints: ['/ext/bc/C/ws'] });
   const token = (issued as { token: string }).token;

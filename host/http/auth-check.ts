@@ -19,7 +19,7 @@ import type { Cors } from './cors.js';
 import type { Gate } from './gate.js';
 import type { InFlight } from './in-flight.js';
 import { REFUSALS, writeRefusal, writeScopeRefusal } from './refusals.js';
-import { jsonLine, MAX_BODY_BYTES, writeBodyTooLarge, writeConnectRefused } from './responses.js';
+import { jsonLine, MAX_BODY_BYTES, readBody, writeBodyTooLarge, writeConnectRefused } from './responses.js';
 import type { MethodScope } from './scope.js';
 
 const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request\'s URI in X-Original-URI (nginx: ' +
@@ -68,20 +68,8 @@ export class AuthCheck {
     }
     if (!(Number(declared) <= MAX_BODY_BYTES)) return writeBodyTooLarge(res);
     const pending = this.inFlight!.begin(res);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    res.onData((chunk, isLast) => {
-      if (!pending.open) return;
-      size += chunk.byteLength;
-      if (size > MAX_BODY_BYTES) {
-        res.cork(() => writeBodyTooLarge(res));
-        pending.finish();
-        return;
-      }
-      // uWS reuses the chunk's memory once this callback returns.
-      chunks.push(Buffer.from(chunk.slice(0)));
-      if (!isLast) return;
-      const refusal = scope.check(grant, Buffer.concat(chunks, size), 'http');
+    readBody(res, pending, (body) => {
+      const refusal = scope.check(grant, body, 'http');
       res.cork(() => {
         if (refusal !== null) writeScopeRefusal(res, refusal, false, allow);
         else res.writeHeader('Content-Type', 'application/json').end(GRANTED);

@@ -1,6 +1,7 @@
 // The fixed responses of the HTTP side, encoded once so that writing one costs no string
 // work: 404, 405, 413, 415, 429, 500, and the writers that send them.
 import type { HttpResponse } from 'uWebSockets.js';
+import type { Pending } from './in-flight.js';
 import { RpcCode, throttledMessage } from '../errors.js';
 import { LIMITS } from '../options.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
@@ -52,6 +53,33 @@ export function writeNotJson(res: HttpResponse): void {
 /** 413, and the connection closes: the rest of the body is not read. */
 export function writeBodyTooLarge(res: HttpResponse): void {
   res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(BODY_TOO_LARGE, true);
+}
+
+/**
+ * Reads the request's body, up to MAX_BODY_BYTES, and hands it to `use` inside uWS's last
+ * data callback: a body in one piece without a copy (`use` must be done with it when it
+ * returns). One that outgrows the limit is answered 413 and the rest dropped with the
+ * connection. Nothing happens once `pending` is closed (the client went away).
+ */
+export function readBody(res: HttpResponse, pending: Pending, use: (body: Uint8Array) => void): void {
+  let chunks: Buffer[] | null = null;
+  let size = 0;
+  res.onData((chunk, isLast) => {
+    if (!pending.open) return;
+    size += chunk.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      res.cork(() => writeBodyTooLarge(res));
+      pending.finish();
+      return;
+    }
+    if (isLast && chunks === null) {
+      use(new Uint8Array(chunk));
+      return;
+    }
+    // uWS reuses the chunk's memory once this callback returns.
+    (chunks ??= []).push(Buffer.from(chunk.slice(0)));
+    if (isLast) use(Buffer.concat(chunks, size));
+  });
 }
 
 export function writeInternalError(res: HttpResponse): void {

@@ -8,7 +8,7 @@ import type { CallContext, Reply } from '../rpc/jsonrpc.js';
 import { writeCorsHeaders } from './cors.js';
 import type { InFlight, Pending } from './in-flight.js';
 import { writeScopeRefusal } from './refusals.js';
-import { MAX_BODY_BYTES, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
+import { MAX_BODY_BYTES, readBody, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
 import type { MethodScope } from './scope.js';
 
 /** What answers a body: a JSON-RPC endpoint, or the token service's link. */
@@ -38,27 +38,9 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
   // The body is not read, so the connection cannot carry another request.
   if (declared !== '' && !(Number(declared) <= MAX_BODY_BYTES)) return writeBodyTooLarge(res);
   const pending = inFlight.begin(res);
-  let chunks: Buffer[] | null = null;
-  let size = 0;
-  res.onData((chunk, isLast) => {
-    if (!pending.open) return;
-    size += chunk.byteLength;
-    if (size > MAX_BODY_BYTES) {
-      // A chunked body that outgrew the limit: answer now and drop the rest with the connection.
-      res.cork(() => writeBodyTooLarge(res));
-      pending.finish();
-      return;
-    }
-    if (isLast && chunks === null) {
-      // The usual body, in one piece: handle() reads it before returning, so it is read
-      // where uWS holds it, without a copy.
-      answer(res, handler, new Uint8Array(chunk), address, pending, log, allowOrigin, scoped);
-      return;
-    }
-    // uWS reuses the chunk's memory once this callback returns.
-    (chunks ??= []).push(Buffer.from(chunk.slice(0)));
-    if (isLast) answer(res, handler, Buffer.concat(chunks, size), address, pending, log, allowOrigin, scoped);
-  });
+  // handle() reads the body before returning, so the usual body, in one piece, is read
+  // where uWS holds it, without a copy.
+  readBody(res, pending, (body) => answer(res, handler, body, address, pending, log, allowOrigin, scoped));
 }
 
 /**

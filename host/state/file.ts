@@ -285,6 +285,11 @@ export async function writeState(dir: string, state: PersistedState): Promise<vo
     await unlinkIfThere(tmp).catch(() => undefined);
     throw e;
   }
+  await syncFolder(dir);
+}
+
+/** Makes the renames and creations in `dir` durable. */
+export async function syncFolder(dir: string): Promise<void> {
   const folder = await fs.open(dir, 'r');
   try {
     await folder.sync();
@@ -293,7 +298,8 @@ export async function writeState(dir: string, state: PersistedState): Promise<vo
   }
 }
 
-async function unlinkIfThere(path: string): Promise<void> {
+/** Removes `path`; one that is not there is no error. */
+export async function unlinkIfThere(path: string): Promise<void> {
   try {
     await fs.unlink(path);
   } catch (e) {

@@ -22,7 +22,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { StateError } from '../errors.js';
-import { readDataFile } from './file.js';
+import { readDataFile, syncFolder, unlinkIfThere } from './file.js';
 
 export const JOURNAL_FILE = 'tokens';
 export const JOURNAL_VERSION = 1;
@@ -331,21 +331,4 @@ async function writeWhole(dir: string, key: Uint8Array, records: readonly Uint8A
     throw e;
   }
   return { file, size: bytes.length };
-}
-
-async function syncFolder(dir: string): Promise<void> {
-  const folder = await fs.open(dir, 'r');
-  try {
-    await folder.sync();
-  } finally {
-    await folder.close();
-  }
-}
-
-async function unlinkIfThere(path: string): Promise<void> {
-  try {
-    await fs.unlink(path);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-  }
 }
