@@ -2,10 +2,10 @@
 // directly and through nginx auth_request and Caddy forward_auth run for real.
 import t from 'tap';
 import type { Test } from 'tap';
-import { BAD_PATH_REASON, expectRefused, newToken, REASONS, refusalBody, REVOKED, revokeToken } from './helpers/auth.js';
+import { authUrl, BAD_PATH_REASON, expectRefused, newToken, REASONS, refusalBody, REVOKED, revokeToken } from './helpers/auth.js';
 import { startCaddy, startNginx } from './helpers/front-proxy.js';
 import type { FrontProxy } from './helpers/front-proxy.js';
-import { request } from './helpers/http.js';
+import { jsonrpc, request } from './helpers/http.js';
 import type { HttpResponse } from './helpers/http.js';
 import { startServer } from './helpers/server.js';
 import type { Server } from './helpers/server.js';
@@ -51,11 +51,52 @@ t.test('refused as the gate refuses: the same status, headers and body', async (
   expectRefused(t, await check(server.url, [['X-Original-URI', '/ext/info'], ['Authorization', `Bearer ${token}`]]), REASONS.revoked, 'revoked');
 });
 
-t.test('X-Original-URI wins over X-Forwarded-Uri, and an original CONNECT is refused', async (t) => {
-  const response = await check(server.url, [['X-Original-URI', '/ext/info'], ['X-Forwarded-Uri', '/ext/bc/X'], ['Authorization', `Bearer ${info}`]]);
-  t.equal(response.status, 200);
-  const connect = await check(server.url, [['X-Original-URI', '/ext/info'], ['X-Original-Method', 'CONNECT'], ['Authorization', `Bearer ${info}`]]);
-  t.equal(connect.status, 405);
+t.test('one pair names the original request: a check with headers of both pairs is refused, and says which', async (t) => {
+  const auth = ['Authorization', `Bearer ${info}`] as const;
+  // A Traefik-style request: ForwardAuth's X-Forwarded pair, and the client's copies of X-Original-*.
+  const traefik: [string, ReadonlyArray<readonly [string, string]>][] = [
+    ['X-Original-URI', [['X-Forwarded-Uri', '/ext/bc/X'], ['X-Forwarded-Method', 'GET'], ['X-Original-URI', '/ext/info']]],
+    ['X-Original-Method', [['X-Forwarded-Uri', '/ext/bc/X'], ['X-Forwarded-Method', 'GET'], ['X-Original-Method', 'OPTIONS']]],
+    ['both', [['X-Forwarded-Uri', '/ext/bc/X'], ['X-Forwarded-Method', 'GET'], ['X-Original-URI', '/ext/info'], ['X-Original-Method', 'GET']]],
+  ];
+  for (const [label, headers] of traefik) {
+    const response = await check(server.url, [...headers, auth]);
+    t.equal(response.status, 400, `the X-Forwarded pair with the client's ${label}`);
+    t.match(JSON.parse(response.text).error.message, /^\/ext\/auth\/check got X-(Original-URI with X-Forwarded-Uri or X-Forwarded-Method|Forwarded-Uri with X-Original-Method): headers of both pairs/);
+  }
+  for (const extra of [['X-Forwarded-Uri', '/ext/info'], ['X-Forwarded-Method', 'GET']] as const) {
+    const response = await check(server.url, [['X-Original-URI', '/ext/bc/X'], ['X-Original-Method', 'GET'], extra, auth]);
+    t.equal(response.status, 400, `nginx's pair with the client's ${extra[0]}`);
+    t.match(JSON.parse(response.text).error.message, /proxy_set_header X-Forwarded-Uri ""/, 'how to drop it');
+  }
+  t.equal((await check(server.url, [['X-Forwarded-Uri', '/ext/info'], ['X-Forwarded-Method', 'GET'], auth])).status, 200, 'one pair: judged');
+  const connect = await check(server.url, [['X-Original-URI', '/ext/info'], ['X-Original-Method', 'CONNECT'], auth]);
+  t.equal(connect.status, 405, 'an original CONNECT is refused');
+  t.equal((await check(server.url, [['X-Forwarded-Uri', '/ext/info'], ['X-Forwarded-Method', 'connect'], auth])).status, 405, 'in any spelling');
+});
+
+t.test('a preflight is judged like any request: without a token it is refused', async (t) => {
+  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  for (const pair of [['X-Original-URI', 'X-Original-Method'], ['X-Forwarded-Uri', 'X-Forwarded-Method']]) {
+    const response = await check(api.url, [[pair[0], '/ext/bc/C/rpc'], [pair[1], 'OPTIONS'], ['Origin', 'https://wallet.example'],
+      ['Access-Control-Request-Method', 'POST']]);
+    expectRefused(t, response, REASONS.noToken, `${pair[1]}: OPTIONS`);
+    t.equal(response.headers['access-control-allow-origin'], 'https://wallet.example', 'the refusal is readable by the page');
+  }
+});
+
+t.test('the original path is taken by the gate\'s rules: only the query is left out, and a raw "#" gets the gate\'s 400', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t, { args: ['--upstream', upstream.url] });
+  const rpc = await newToken(api.url, api.password, ['/ext/bc/C/rpc']);
+  for (const target of ['/ext/bc/C/rpc#/../../X/rpc', '/ext/bc/C/rpc#x', '/ext/bc/C/rpc?a#b', '/ext/bc/C/rpc?x=1']) {
+    const direct = await request(api.url, target, { headers: [['Authorization', `Bearer ${rpc}`]] });
+    for (const name of ['X-Original-URI', 'X-Forwarded-Uri']) {
+      const checked = await check(api.url, [[name, target], ['Authorization', `Bearer ${rpc}`]]);
+      t.equal(checked.status, direct.status, `${target} in ${name}: the gate's status (${direct.status})`);
+      if (direct.status !== 200) t.equal(checked.text, direct.text, `${target} in ${name}: the gate's body`);
+    }
+  }
 });
 
 /** The four cases every proxy in front must get right. */
@@ -98,4 +139,59 @@ t.test('Caddy forward_auth in front: granted, not granted, no token, revoked, wi
   const api = await startServer(t);
   const caddy = await startCaddy(t, api.port, upstream.port);
   await throughProxy(t, caddy, upstream, api, true);
+});
+
+/** Every non-empty combination of the four header spellings that name an original request. */
+const SPELLINGS = ['X-Original-URI', 'X-Forwarded-Uri', 'X-Original-Method', 'X-Forwarded-Method'];
+const COMBINATIONS = Array.from({ length: 15 }, (_, i) => SPELLINGS.filter((_, bit) => ((i + 1) >> bit) & 1));
+
+/**
+ * The issue's four requests, each refused through the proxy without any of the four
+ * headers, then sent again with each combination of them (the URIs the client would like
+ * judged, and OPTIONS): none may get further, and none may reach the node.
+ */
+async function clientCopies(t: Test, front: FrontProxy, upstream: Upstream, api: Server): Promise<void> {
+  const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
+  const scoped = await jsonrpc(authUrl(api.url), 'auth.newToken', { password: api.password, endpoints: ['/ext/bc/C/rpc'], methods: ['eth_chainId'] });
+  const attempts: [string, string, ReadonlyArray<readonly [string, string]>, string, number][] = [
+    ['no token, the URI of /ext/auth', 'POST', [], '/ext/auth', 401],
+    ['no token, a preflight', 'OPTIONS', [['Origin', 'https://wallet.example'], ['Access-Control-Request-Method', 'POST']], '/ext/bc/C/rpc', 401],
+    ['a token for /ext/info only, the URI of /ext/info', 'POST', [['Authorization', `Bearer ${infoOnly}`]], '/ext/info', 401],
+    ['a token with a method scope, the URI of /ext/auth', 'POST', [['Authorization', `Bearer ${scoped.result.token}`]], '/ext/auth', 403],
+  ];
+  const body = '{"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["0x00"],"id":1}';
+  for (const [label, method, headers, uri, status] of attempts) {
+    const plain = await request(front.url, '/ext/bc/C/rpc', { method, headers: [...headers, ['Content-Type', 'application/json']], body });
+    t.equal(plain.status, status, `${label}, without the headers: ${status}`);
+    for (const names of COMBINATIONS) {
+      const copies = names.map((name) => [name, name.endsWith('Method') ? 'OPTIONS' : uri] as const);
+      const response = await request(front.url, '/ext/bc/C/rpc', { method, headers: [...headers, ...copies, ['Content-Type', 'application/json']], body });
+      t.ok(response.status === status || response.status === 400 || response.status === 500,
+        `${label}, with ${names.join(' and ')}: refused (${response.status})`);
+    }
+  }
+  t.same(upstream.seen.map((seen) => `${seen.method} ${seen.url}`), [], 'nothing reached the node');
+}
+
+t.test('nginx in front: a client\'s own copies of the headers that name the original request get it no further', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  await clientCopies(t, await startNginx(t, api.port, upstream.port), upstream, api);
+});
+
+t.test('Caddy in front: a client\'s own copies of the headers that name the original request get it no further', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  await clientCopies(t, await startCaddy(t, api.port, upstream.port), upstream, api);
+});
+
+t.test('a raw "#" in the request target, through nginx and Caddy: the check answers as the gate, and the node sees nothing', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t);
+  const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
+  for (const [name, front] of [['nginx', await startNginx(t, api.port, upstream.port)], ['Caddy', await startCaddy(t, api.port, upstream.port)]] as const) {
+    const response = await request(front.url, '/ext/info#/../bc/C/rpc', { headers: [['Authorization', `Bearer ${infoOnly}`]] });
+    t.not(response.status, 200, `${name}: refused (${response.status})`);
+  }
+  t.same(upstream.seen.map((seen) => seen.url), [], 'nothing reached the node');
 });

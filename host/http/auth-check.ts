@@ -1,10 +1,18 @@
 // /ext/auth/check: the gate's verdict for a request that a proxy in front (nginx
 // auth_request, Caddy forward_auth, Traefik ForwardAuth) asks about before it forwards
-// it. The original request is named by headers: its URI by X-Original-URI (nginx) or
-// X-Forwarded-Uri (Caddy, Traefik), its method by X-Original-Method or
-// X-Forwarded-Method; its Authorization and Origin come as they were. The verdict is the
-// gate's, on the original path (without its query, by the same raw-path rules), and
-// the answer is what the gate itself would have sent: 200, or its refusal.
+// it. The original request is named by one pair of headers: X-Original-URI and
+// X-Original-Method (nginx), or X-Forwarded-Uri and X-Forwarded-Method (Caddy, Traefik);
+// its Authorization comes as it was. The verdict is the gate's, on the original path
+// (without its query, by the same raw-path rules), and the answer is what the gate itself
+// would have sent: 200, or its refusal.
+//
+// Only the proxy may name the original request, yet each proxy passes the client's other
+// headers on: nginx's proxy_set_header replaces a client's header of the same name, and
+// forward_auth and ForwardAuth replace the X-Forwarded pair, but none of them drops the
+// other pair. So the pair the proxy set is the only one a genuine check request carries,
+// and a request with a header of both pairs is refused: one of them is the client's. Any
+// method is judged alike, OPTIONS too: a preflight that the check let through would reach
+// the node, body and all, with no token.
 //
 // A token with a method scope passes only a request whose calls are seen and allowed.
 // An auth subrequest carries no body (nginx, Caddy and Traefik send none), so such a
@@ -24,6 +32,9 @@ import type { MethodScope } from './scope.js';
 
 const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request\'s URI in X-Original-URI (nginx: ' +
   'proxy_set_header X-Original-URI $request_uri) or X-Forwarded-Uri (Caddy forward_auth and Traefik ForwardAuth send it)');
+const MIXED_NGINX = bothPairs('X-Original-URI with X-Forwarded-Uri or X-Forwarded-Method', 'nginx',
+  'proxy_set_header X-Forwarded-Uri ""; and proxy_set_header X-Forwarded-Method ""; in the check\'s location');
+const MIXED_FORWARDED = bothPairs('X-Forwarded-Uri with X-Original-Method', 'Caddy', 'header_up -X-Original-Method in forward_auth');
 const GRANTED = new TextEncoder().encode('{"ok":true}\n');
 
 export class AuthCheck {
@@ -36,24 +47,27 @@ export class AuthCheck {
 
   /** Call it from the uWS handler, before returning. */
   answer(res: HttpResponse, req: HttpRequest): void {
-    const uri = req.getHeader('x-original-uri') || req.getHeader('x-forwarded-uri');
+    const originalUri = req.getHeader('x-original-uri');
+    const forwardedUri = req.getHeader('x-forwarded-uri');
+    const nginx = originalUri !== '';
+    const uri = nginx ? originalUri : forwardedUri;
     if (uri === '') {
       res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(NO_URI);
       return;
     }
-    const method = req.getHeader('x-original-method') || req.getHeader('x-forwarded-method');
+    if (nginx ? forwardedUri !== '' || req.getHeader('x-forwarded-method') !== '' : req.getHeader('x-original-method') !== '') {
+      res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(nginx ? MIXED_NGINX : MIXED_FORWARDED);
+      return;
+    }
+    const method = req.getHeader(nginx ? 'x-original-method' : 'x-forwarded-method');
     if (method.toUpperCase() === 'CONNECT') return writeConnectRefused(res);
-    // The path as the server in front received it: a query, and a fragment a client
-    // should not have sent, are not part of it (uWS leaves both out of getUrl too).
-    const end = uri.search(/[?#]/);
-    const path = end === -1 ? uri : uri.slice(0, end);
-    // A browser's preflight carries no token; its answer is the upstream's, as for any
-    // request this check lets through.
+    // The path as the gate takes it from a request line: only the query is left out. A
+    // raw "#" stays, and the path rules refuse it as they do at the gate.
+    const query = uri.indexOf('?');
+    const path = query === -1 ? uri : uri.slice(0, query);
     const allow = this.cors === null ? '' : this.cors.allow(req.getHeader('origin'));
-    const preflight = allow !== '' && method.toUpperCase() === 'OPTIONS' && req.getHeader('access-control-request-method') !== '';
-    let outcome: Outcome;
-    if (preflight || this.gate === null) outcome = this.core.pathAllowed(path) ? Outcome.Valid : Outcome.BadPath;
-    else outcome = this.gate.check(req.getHeader('authorization'), path);
+    const outcome = this.gate === null ? (this.core.pathAllowed(path) ? Outcome.Valid : Outcome.BadPath)
+      : this.gate.check(req.getHeader('authorization'), path);
     if (outcome === Outcome.Scoped && this.scope !== null) return this.scoped(res, req, this.scope, this.core.scopedGrant, allow);
     // A proxy that passes the refusal on (Caddy, Traefik) passes its CORS headers too.
     if (outcome !== Outcome.Valid) return writeRefusal(res, outcome, false, allow);
@@ -77,4 +91,11 @@ export class AuthCheck {
       pending.finish();
     });
   }
+}
+
+/** The 400 of a check request with headers of both pairs: `found` names them, `strip` is how `proxy` drops the client's. */
+function bothPairs(found: string, proxy: string, strip: string): Uint8Array {
+  return jsonLine(RpcCode.InvalidRequest, `/ext/auth/check got ${found}: headers of both pairs that name the original request, ` +
+    'so one of them was written by the client. The proxy in front sets one pair (nginx X-Original-URI and X-Original-Method, ' +
+    `Caddy and Traefik X-Forwarded-Uri and X-Forwarded-Method) and must drop the client's copies of the other (${proxy}: ${strip})`);
 }
