@@ -41,12 +41,9 @@ const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the origi
   'and Traefik ForwardAuth send it)');
 const BAD_REQUEST_LINE = jsonLine(RpcCode.InvalidRequest, 'X-Original-Request is not a request line ("METHOD URI HTTP/1.1"): ' +
   'set it to nginx\'s $request');
-const MIXED_REQUEST = twoWays('X-Original-Request with X-Original-URI, X-Original-Method, X-Forwarded-Uri or X-Forwarded-Method',
-  'nginx: proxy_set_header NAME ""; for each in the check\'s location');
-const MIXED_NGINX = twoWays('X-Original-URI with X-Forwarded-Uri or X-Forwarded-Method',
-  'nginx: proxy_set_header X-Forwarded-Uri ""; and proxy_set_header X-Forwarded-Method ""; in the check\'s location');
-const MIXED_FORWARDED = twoWays('X-Forwarded-Uri with X-Original-URI, X-Original-Method or X-Original-Request',
-  'Caddy: header_up -X-Original-Method and the like in forward_auth');
+const MIXED_REQUEST = twoWays('X-Original-Request with X-Original-URI, X-Original-Method, X-Forwarded-Uri or X-Forwarded-Method');
+const MIXED_NGINX = twoWays('X-Original-URI with X-Forwarded-Uri or X-Forwarded-Method');
+const MIXED_FORWARDED = twoWays('X-Forwarded-Uri with X-Original-Method');
 const GRANTED = new TextEncoder().encode('{"ok":true}\n');
 
 export class AuthCheck {
@@ -118,14 +115,15 @@ export class AuthCheck {
   }
 }
 
+/** A check request the check cannot judge: 400, with one of the bodies above. */
 function writeBadCheck(res: HttpResponse, body: Uint8Array): void {
   res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body);
 }
 
-/** The 400 of a check request that names the original request in two ways: `found` says how, `strip` how to drop the client's. */
-function twoWays(found: string, strip: string): Uint8Array {
+/** The 400 of a check request that names the original request in two ways; `found` says which headers. */
+function twoWays(found: string): Uint8Array {
   return jsonLine(RpcCode.InvalidRequest, `/ext/auth/check got ${found}: two ways of naming the original request, so one ` +
     'was written by the client. The proxy in front names it one way (nginx X-Original-Request, or X-Original-URI and ' +
     'X-Original-Method; Caddy and Traefik X-Forwarded-Uri and X-Forwarded-Method) and must drop the client\'s copies of the ' +
-    `others (${strip})`);
+    'others (nginx: proxy_set_header NAME ""; in the check\'s location; Caddy: header_up -NAME in forward_auth)');
 }
