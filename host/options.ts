@@ -152,7 +152,7 @@ export interface ServerOptions {
   readonly tlsKeyFile?: string;
   /**
    * Origins whose browser pages may call the node (CORS): exact origins such as
-   * "https://wallet.example", patterns with one "*" such as "https://*.example", or "*"
+   * "https://wallet.example", their subdomains as "https://*.wallet.example", or "*"
    * for every one; as a list, or one string separated by spaces or commas. Default "*".
    */
   readonly allowedOrigins?: string | readonly string[];

@@ -1,10 +1,24 @@
 // /ext/auth/check: the gate's verdict for a request that a proxy in front (nginx
 // auth_request, Caddy forward_auth, Traefik ForwardAuth) asks about before it forwards
-// it. The original request is named by headers: its URI by X-Original-URI (nginx) or
-// X-Forwarded-Uri (Caddy, Traefik), its method by X-Original-Method or
-// X-Forwarded-Method; its Authorization and Origin come as they were. The verdict is the
-// gate's, on the original path (without its query, by the same raw-path rules), and
-// the answer is what the gate itself would have sent: 200, or its refusal.
+// it. The proxy names the original request in one of three ways: its request line in
+// X-Original-Request (nginx's $request), X-Original-URI and X-Original-Method (nginx
+// configurations written before), or X-Forwarded-Uri and X-Forwarded-Method (Caddy,
+// Traefik); its Authorization comes as it was. The verdict is the gate's, on the original
+// path (without its query, by the same raw-path rules), and the answer is what the gate
+// itself would have sent: 200, or its refusal.
+//
+// Only the proxy may name the original request, yet each proxy passes the client's other
+// headers on: nginx's proxy_set_header replaces a client's header of the same name, and
+// forward_auth and ForwardAuth replace the X-Forwarded pair, but none of them drops the
+// headers of the other ways. So a genuine check request names the original one way, and a
+// request that names it two ways is refused: one of them is the client's. Any method is
+// judged alike, OPTIONS too: a preflight that the check let through would reach the node,
+// body and all, with no token.
+//
+// uWebSockets.js trims bytes 0x80-0xFF off both ends of a header value, so a URI header
+// that ends in raw UTF-8 would be judged without it. A request line ends in its protocol,
+// and Caddy and Traefik (Go) send the path percent-encoded: neither can lose its path's
+// end. nginx's X-Original-URI can, hence X-Original-Request.
 //
 // A token with a method scope passes only a request whose calls are seen and allowed.
 // An auth subrequest carries no body (nginx, Caddy and Traefik send none), so such a
@@ -22,8 +36,14 @@ import { REFUSALS, writeRefusal, writeScopeRefusal } from './refusals.js';
 import { jsonLine, MAX_BODY_BYTES, readBody, writeBodyTooLarge, writeConnectRefused } from './responses.js';
 import type { MethodScope } from './scope.js';
 
-const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request\'s URI in X-Original-URI (nginx: ' +
-  'proxy_set_header X-Original-URI $request_uri) or X-Forwarded-Uri (Caddy forward_auth and Traefik ForwardAuth send it)');
+const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request: its request line in ' +
+  'X-Original-Request (nginx: proxy_set_header X-Original-Request $request), or its URI in X-Forwarded-Uri (Caddy forward_auth ' +
+  'and Traefik ForwardAuth send it)');
+const BAD_REQUEST_LINE = jsonLine(RpcCode.InvalidRequest, 'X-Original-Request is not a request line ("METHOD URI HTTP/1.1"): ' +
+  'set it to nginx\'s $request');
+const MIXED_REQUEST = twoWays('X-Original-Request with X-Original-URI, X-Original-Method, X-Forwarded-Uri or X-Forwarded-Method');
+const MIXED_NGINX = twoWays('X-Original-URI with X-Forwarded-Uri or X-Forwarded-Method');
+const MIXED_FORWARDED = twoWays('X-Forwarded-Uri with X-Original-Method');
 const GRANTED = new TextEncoder().encode('{"ok":true}\n');
 
 export class AuthCheck {
@@ -36,24 +56,40 @@ export class AuthCheck {
 
   /** Call it from the uWS handler, before returning. */
   answer(res: HttpResponse, req: HttpRequest): void {
-    const uri = req.getHeader('x-original-uri') || req.getHeader('x-forwarded-uri');
-    if (uri === '') {
-      res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(NO_URI);
-      return;
+    const line = req.getHeader('x-original-request');
+    const originalUri = req.getHeader('x-original-uri');
+    const forwardedUri = req.getHeader('x-forwarded-uri');
+    let method: string;
+    let uri: string;
+    if (line !== '') {
+      if (originalUri !== '' || forwardedUri !== '' || req.getHeader('x-original-method') !== '' || req.getHeader('x-forwarded-method') !== '') {
+        return writeBadCheck(res, MIXED_REQUEST);
+      }
+      // A URI may hold spaces (nginx takes them), a method and a protocol never do.
+      const first = line.indexOf(' ');
+      const last = line.lastIndexOf(' ');
+      if (first < 1 || last < first + 2 || !line.startsWith('HTTP/', last + 1)) return writeBadCheck(res, BAD_REQUEST_LINE);
+      method = line.slice(0, first);
+      uri = line.slice(first + 1, last);
+    } else if (originalUri !== '') {
+      if (forwardedUri !== '' || req.getHeader('x-forwarded-method') !== '') return writeBadCheck(res, MIXED_NGINX);
+      method = req.getHeader('x-original-method');
+      uri = originalUri;
+    } else if (forwardedUri !== '') {
+      if (req.getHeader('x-original-method') !== '') return writeBadCheck(res, MIXED_FORWARDED);
+      method = req.getHeader('x-forwarded-method');
+      uri = forwardedUri;
+    } else {
+      return writeBadCheck(res, NO_URI);
     }
-    const method = req.getHeader('x-original-method') || req.getHeader('x-forwarded-method');
     if (method.toUpperCase() === 'CONNECT') return writeConnectRefused(res);
-    // The path as the server in front received it: a query, and a fragment a client
-    // should not have sent, are not part of it (uWS leaves both out of getUrl too).
-    const end = uri.search(/[?#]/);
-    const path = end === -1 ? uri : uri.slice(0, end);
-    // A browser's preflight carries no token; its answer is the upstream's, as for any
-    // request this check lets through.
+    // The path as the gate takes it from a request line: only the query is left out. A
+    // raw "#" stays, and the path rules refuse it as they do at the gate.
+    const query = uri.indexOf('?');
+    const path = query === -1 ? uri : uri.slice(0, query);
     const allow = this.cors === null ? '' : this.cors.allow(req.getHeader('origin'));
-    const preflight = allow !== '' && method.toUpperCase() === 'OPTIONS' && req.getHeader('access-control-request-method') !== '';
-    let outcome: Outcome;
-    if (preflight || this.gate === null) outcome = this.core.pathAllowed(path) ? Outcome.Valid : Outcome.BadPath;
-    else outcome = this.gate.check(req.getHeader('authorization'), path);
+    const outcome = this.gate === null ? (this.core.pathAllowed(path) ? Outcome.Valid : Outcome.BadPath)
+      : this.gate.check(req.getHeader('authorization'), path);
     if (outcome === Outcome.Scoped && this.scope !== null) return this.scoped(res, req, this.scope, this.core.scopedGrant, allow);
     // A proxy that passes the refusal on (Caddy, Traefik) passes its CORS headers too.
     if (outcome !== Outcome.Valid) return writeRefusal(res, outcome, false, allow);
@@ -77,4 +113,17 @@ export class AuthCheck {
       pending.finish();
     });
   }
+}
+
+/** A check request the check cannot judge: 400, with one of the bodies above. */
+function writeBadCheck(res: HttpResponse, body: Uint8Array): void {
+  res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body);
+}
+
+/** The 400 of a check request that names the original request in two ways; `found` says which headers. */
+function twoWays(found: string): Uint8Array {
+  return jsonLine(RpcCode.InvalidRequest, `/ext/auth/check got ${found}: two ways of naming the original request, so one ` +
+    'was written by the client. The proxy in front names it one way (nginx X-Original-Request, or X-Original-URI and ' +
+    'X-Original-Method; Caddy and Traefik X-Forwarded-Uri and X-Forwarded-Method) and must drop the client\'s copies of the ' +
+    'others (nginx: proxy_set_header NAME ""; in the check\'s location; Caddy: header_up -NAME in forward_auth)');
 }

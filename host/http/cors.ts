@@ -40,17 +40,15 @@ export function allowedOrigins(list: readonly string[]): AllowedOrigins {
       any = true;
       continue;
     }
-    const stars = origin.split('*').length - 1;
-    if (!ORIGIN.test(origin) || stars > 1) {
+    const at = origin.indexOf('*');
+    // A "*" stands for whole labels in front of a domain: "https://*example" would match
+    // https://evilexample, a host anyone may register.
+    if (!ORIGIN.test(origin) || (at !== -1 && (!origin.startsWith('://*.', at - 3) || origin.includes('*', at + 1)))) {
       throw new Error(`${JSON.stringify(entry)} is not an origin: give scheme://host[:port] such as https://wallet.example, ` +
-        'with at most one "*" (https://*.example), or "*" for every origin');
+        'scheme://*.domain[:port] for its subdomains (https://*.wallet.example), or "*" for every origin');
     }
-    if (stars === 0) {
-      exact.add(origin);
-    } else {
-      const at = origin.indexOf('*');
-      patterns.push({ prefix: origin.slice(0, at), suffix: origin.slice(at + 1) });
-    }
+    if (at === -1) exact.add(origin);
+    else patterns.push({ prefix: origin.slice(0, at), suffix: origin.slice(at + 1) });
   }
   return { any, exact, patterns };
 }

@@ -38,10 +38,14 @@ export class Router {
     const path = req.getUrl();
     // Requests from scripts in browsers carry an Origin; most of a node's traffic does not.
     const allow = this.cors === null ? '' : this.cors.allow(req.getHeader('origin'));
-    // A preflight carries no token (browsers send none): an allowed origin is answered here.
+    // A preflight carries no token (browsers send none): an allowed origin is answered here,
+    // for the node's endpoints. api-auth's own routes answer no other site's page (the token
+    // service above all: a page must not spend an operator's password attempts), so their
+    // preflights go on like any request and get no CORS header.
     if (allow !== '' && method === 'OPTIONS' && req.getHeader('access-control-request-method') !== '') {
       if (!this.core.pathAllowed(path)) return writeRefusal(res, Outcome.BadPath, false, allow);
-      return writePreflight(res, allow);
+      const own = this.routes.get(path);
+      if (own === undefined || own.kind === 'rpc') return writePreflight(res, allow);
     }
     const gate = this.gate;
     // The grant whose methods the body must keep to; -1: no method scope.
