@@ -4,20 +4,24 @@
 // (PID, mount, network), with systemd as PID 1, so nothing on the host changes and no
 // port collides with a test running beside it. /etc, /usr/local/bin, /opt, /var/lib and
 // /var/log are the host's under a private writable layer (overlayfs, upper layer in
-// memory); /root, /home, /tmp and /var/tmp start empty. Killing PID 1 of the namespace
+// memory); /root, /home, /tmp and /var/tmp start empty, but for the checkout itself,
+// which keeps its path wherever it was cloned. Killing PID 1 of the namespace
 // ends every process in it, and the memory goes with the last one.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, watch } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import type { Test } from 'tap';
-import { PROGRAM_ENV, untracked } from './server.js';
+import { PROGRAM_ENV, ROOT, untracked } from './server.js';
 
 export const MACHINE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** What runs in the new namespaces before systemd replaces it (as PID 1). */
 const SETUP = String.raw`set -eu
 mount -t tmpfs -o mode=0755 tmpfs /run
-mkdir -p /run/machine /run/readme
+mkdir -p /run/machine /run/readme /run/machine/checkout
+# The checkout (the README's git clone and readme-node.js come from it) may be anywhere,
+# a home folder or /tmp included, which are replaced below: held here, put back after.
+mount --bind "$CHECKOUT" /run/machine/checkout
 for dir in /etc /usr/local/bin /opt /var/lib /var/log; do
   layer=/run/machine/layers$(echo "$dir" | tr / _)
   mkdir -p "$layer/upper" "$layer/work"
@@ -31,6 +35,11 @@ mkdir /root/.npm
 mount -t overlay overlay -o lowerdir=/run/machine/npm-cache/lower,upperdir=/run/machine/npm-cache/upper,workdir=/run/machine/npm-cache/work /root/.npm
 for dir in /tmp /var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "$dir"; done
 mount -t tmpfs -o mode=0755 tmpfs /home
+# Where the checkout was hidden by an empty folder above, it is bound back at its path.
+if [ ! -d "$CHECKOUT/.git" ] && [ ! -f "$CHECKOUT/.git" ]; then
+  mkdir -p "$CHECKOUT"
+  mount --bind /run/machine/checkout "$CHECKOUT"
+fi
 # The machine has no network: its npm installs from the cache alone (the repository's own
 # npm ci filled it) and says so at once when a package is missing, rather than retrying
 # a registry it cannot reach for minutes.
@@ -82,7 +91,7 @@ export function machineTools(): string | undefined {
 
 /** Boots the machine and waits until systemd has finished starting it; torn down when `t` ends. */
 export async function bootMachine(t: Test): Promise<Machine> {
-  const env = { PATH: MACHINE_PATH, HOST_NPM_CACHE: npmCache() };
+  const env = { PATH: MACHINE_PATH, HOST_NPM_CACHE: npmCache(), CHECKOUT: ROOT };
   // --kill-child: if unshare itself is killed, the machine goes with it.
   const unshare = spawn(...untracked('unshare', ['--pid', '--fork', '--kill-child=SIGKILL', '--mount', '--mount-proc', '--net', 'sh', '-c', SETUP]),
     { env, stdio: ['ignore', 'pipe', 'pipe'] });
