@@ -69,14 +69,15 @@ async function main(): Promise<void> {
   process.on('SIGINT', stop);
   // Certificate renewal without a restart; the server logs how it went. One that comes
   // while starting is carried out once started (the files may have changed after they
-  // were read). Without TLS, SIGHUP keeps its usual meaning (the process ends).
+  // were read). Without TLS there is nothing to reload, but SIGHUP is still the reload
+  // signal (systemctl reload sends it): its default action would end the node.
   let reloadAsked = false;
-  if (command.options.tlsEnabled === true) {
-    process.on('SIGHUP', () => {
-      if (started === undefined) reloadAsked = true;
-      else void started.reloadTls();
-    });
-  }
+  const tls = command.options.tlsEnabled === true;
+  process.on('SIGHUP', () => {
+    if (!tls) log.info('SIGHUP: nothing to reload', { reason: 'TLS is off (no --http-tls-enabled), and the other settings are read only at start' });
+    else if (started === undefined) reloadAsked = true;
+    else void started.reloadTls();
+  });
   started = await startServer(command.options, { log });
   server = started;
   // An HTTP thread failed: the server has stopped by itself, in order, and logged why.

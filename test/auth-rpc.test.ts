@@ -221,13 +221,40 @@ t.test('newPassword length counts code points, not UTF-16 units or bytes', async
     '1024 emoji (2048 UTF-16 units) pass the params check and reach the password check');
 });
 
-t.test('unknown members of params are ignored', async (t) => {
-  const [withPassword, withWrong] = await Promise.all([
-    jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['/ext/info'], lifetime: 5, extra: {} }),
-    jsonrpc(AUTH, 'auth.newToken', { password: WRONG, endpoints: ['/ext/info'], extra: {} }),
-  ]);
-  t.type(withPassword.result?.token, 'string', 'a token is issued');
-  t.same(withWrong.error, { code: -32000, message: 'incorrect password' });
+t.test('an unknown member of params is invalid params naming it (and the likely intended one), before any password check', async (t) => {
+  const endpoints = ['/ext/info'];
+  const cases: [string, Record<string, unknown>, string][] = [
+    ['auth.newToken', { password: server.password, endpoints, method: ['info.getNodeVersion'] },
+      'invalid params: unknown param "method" (did you mean methods?); auth.newToken takes password, endpoints, methods, expiresIn and label'],
+    ['auth.newToken', { password: server.password, endpoints, expiresin: '1m' },
+      'invalid params: unknown param "expiresin" (did you mean expiresIn?); auth.newToken takes password, endpoints, methods, expiresIn and label'],
+    ['auth.newToken', { password: server.password, endpoints, lifetime: 5, extra: {} },
+      'invalid params: unknown param "lifetime"; auth.newToken takes password, endpoints, methods, expiresIn and label'],
+    ['auth.newToken', { password: server.password, endpoints, lable: 'x' },
+      'invalid params: unknown param "lable" (did you mean label?); auth.newToken takes password, endpoints, methods, expiresIn and label'],
+    ['auth.listTokens', { password: server.password, all: true },
+      'invalid params: unknown param "all"; auth.listTokens takes password'],
+    ['auth.revokeToken', { password: server.password, tokenId: 't1' },
+      'invalid params: unknown param "tokenId" (did you mean token?); auth.revokeToken takes password, token and id'],
+    ['auth.changePassword', { oldPassword: server.password, newPasword: 'another-password' },
+      'invalid params: unknown param "newPasword" (did you mean newPassword?); auth.changePassword takes oldPassword and newPassword'],
+    ['auth.changePassword', { oldPassword: server.password, newPassword: 'another-password', password: server.password },
+      'invalid params: unknown param "password"; auth.changePassword takes oldPassword and newPassword'],
+  ];
+  const before = await jsonrpc(AUTH, 'auth.listTokens', { password: server.password });
+  for (const [method, params, message] of cases) {
+    const answer = await jsonrpc(AUTH, method, params);
+    t.same(answer.error, { code: -32602, message }, `${method} ${Object.keys(params).join(', ')}`);
+  }
+  t.same(await jsonrpc(AUTH, 'auth.listTokens', { password: server.password }), before, 'no token was issued or revoked');
+  const wrong = await jsonrpc(AUTH, 'auth.newToken', { password: WRONG, endpoints, extra: {} });
+  t.equal(wrong.error?.code, -32602, 'refused before the password check: a wrong password with an unknown param is invalid params too');
+  const long = 'x'.repeat(5000);
+  const shown = await jsonrpc(AUTH, 'auth.listTokens', { password: server.password, [long]: 1 });
+  t.same(shown.error, { code: -32602, message: `invalid params: unknown param "${'x'.repeat(64)}"; auth.listTokens takes password` },
+    'a long name is shown cut to 64 characters');
+  const ok = await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints, methods: ['info.*'], expiresIn: '1m', label: 'all known' });
+  t.type(ok.result?.token, 'string', 'every known param together still issues a token');
 });
 
 t.test('a wrong password is -32000 "incorrect password" for every method', async (t) => {

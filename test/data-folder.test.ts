@@ -236,3 +236,25 @@ t.test('a data folder whose path is too long for a socket address is locked all 
   const next = launch(t, args);
   t.ok((await next.waitForLog((l) => l.msg === 'listening')).port, 'after kill -9, the next start listens');
 });
+
+t.test('a clean stop (SIGTERM, SIGINT) removes its lock from the folder, and the next start holds it', async (t) => {
+  let server = await startServer(t);
+  const token = await newToken(server.url, server.password, ['/ext/info']);
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    t.equal(lockNames(server.dataDir).length, 1, `one lock while serving: ${lockNames(server.dataDir)}`);
+    t.same(await server.stop(signal), { code: 0, signal: null }, `${signal}: a clean stop`);
+    t.same(lockNames(server.dataDir), [], `${signal}: no lock.* left in the folder`);
+    server = await restartServer(t, server);
+    expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', `after the ${signal} stop, the next start holds the folder, with the state`);
+    expectRefusedStart(t, await runCli(t, server.args), LOCKED, `a second start while the restarted one holds the folder (after ${signal})`);
+  }
+});
+
+t.test('a clean stop leaves a lock name that is no longer its socket alone', async (t) => {
+  const server = await startServer(t);
+  const [held] = lockNames(server.dataDir);
+  renameSync(join(server.dataDir, held), join(server.dataDir, 'moved-aside'));
+  writeFileSync(join(server.dataDir, held), 'not the server\'s socket');
+  t.same(await server.stop('SIGTERM'), { code: 0, signal: null });
+  t.equal(readFileSync(join(server.dataDir, held), 'utf8'), 'not the server\'s socket', `${held}, now another file, was left in place`);
+});

@@ -7,7 +7,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parseArgs } from '../build/host/index.js';
-import { ROOT } from './helpers/server.js';
+import { ROOT, startServer } from './helpers/server.js';
+import { request } from './helpers/http.js';
 
 const run = promisify(execFile);
 const UNIT = join(ROOT, 'deploy', 'api-auth.service');
@@ -51,4 +52,19 @@ t.test('the unit runs api-auth with a command line api-auth accepts', async (t) 
   t.ok(settings().get('LoadCredential')?.includes('password:/etc/api-auth/password'), 'the password file handed over as a credential');
   t.ok(settings().get('StateDirectory')?.includes('api-auth') && settings().get('StateDirectoryMode')?.includes('0700'),
     'the data folder is systemd\'s state directory, open to the service alone');
+});
+
+t.test('systemctl reload: the unit\'s ExecReload sends SIGHUP to the main process; without TLS it logs so and keeps serving', async (t) => {
+  const reload = settings().get('ExecReload');
+  t.same(reload, ['/bin/kill -HUP $MAINPID'], 'one ExecReload, SIGHUP to the main process');
+  const server = await startServer(t);
+  const [command, ...args] = reload![0].split(/\s+/).map((arg) => arg.replace('$MAINPID', String(server.child.pid)));
+  await run(command, args);
+  const line = await server.waitForLog((l) => l.msg === 'SIGHUP: nothing to reload', 5000);
+  t.match(line, { level: 'info', reason: /TLS is off/ }, 'an info line saying why');
+  await run(command, args);
+  await server.waitForLines((l) => l.msg === 'SIGHUP: nothing to reload', 2, 5000);
+  t.notOk(server.hasExited(), 'still running after two reloads');
+  t.equal((await request(server.url, '/ext/auth/health')).status, 200, 'still serving');
+  t.same(await server.stop(), { code: 0, signal: null }, 'and a clean stop exits 0');
 });

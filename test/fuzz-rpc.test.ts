@@ -442,6 +442,8 @@ t.test('the model agrees with the server on hand-picked bodies (a check of the c
     [raw({ jsonrpc: '2.0', method: 'auth.revokeToken', params: { password: PASSWORD, token: 'x' }, id: 1 }), 'revocation'],
     [raw({ jsonrpc: '2.0', method: 'auth.changePassword', params: { oldPassword: PASSWORD, newPassword: PASSWORD }, id: 1 }), -32602],
     [raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: 1 }, id: 1 }), -32602],
+    [raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: PASSWORD, endpoints: ['/ext/info'], method: ['a'] }, id: 1 }), -32602],
+    [`{"jsonrpc":"2.0","method":"auth.revokeToken","params":{"password":${raw(PASSWORD)},"token":"x","__proto__":1},"id":1}`, -32602],
     [raw({ jsonrpc: '2.0', method: 'nope', id: 1 }), -32601],
     ['{', -32700],
     ['[]', -32600],

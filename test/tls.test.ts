@@ -4,7 +4,7 @@
 // certificate; a bad pair on SIGHUP keeps the old one. On one thread and on several.
 // WebSocket sessions over TLS (wss://) through --upstream, across a reload and a revoke.
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type TLSSocket } from 'node:tls';
 import t from 'tap';
@@ -159,6 +159,43 @@ for (const threads of [1, 2]) {
       t.same(exit, { code: 0, signal: null }, 'and the process stops cleanly');
     });
 
+    // A FIFO with no writer blocks a plain read for good: the reload used to read the pair
+    // on the thread that accepts every connection, so none was accepted any more.
+    t.test('SIGHUP with the certificate file a FIFO: new connections are served during and after, the old pair kept, the reason logged', async (t) => {
+      const { server, live, first, second } = await tlsServer(t, threads);
+      unlinkSync(live.cert);
+      execFileSync('mkfifo', [live.cert]);
+      server.child.kill('SIGHUP');
+      const during = Array.from({ length: 4 }, () => TlsConnection.open(server.port, first.cert));
+      const error = await server.waitForLog((l) => l.msg === 'cannot reload the TLS certificate; serving with the one loaded before', 5000);
+      t.match(String(error.error), /^--http-tls-cert-file \S+live\.crt is a FIFO, not a regular file; give the certificate chain's PEM file$/,
+        'the log line says why');
+      for (const pending of during) {
+        const connection = await pending;
+        t.equal(connection.certificateName, 'first', 'a connection made during the reload has the old certificate');
+        t.equal((await connection.request('/ext/auth/health')).status, 200, 'and is served');
+        connection.close();
+      }
+      server.child.kill('SIGHUP');
+      await server.waitForLines((l) => l.msg === 'cannot reload the TLS certificate; serving with the one loaded before', 2, 5000);
+      for (let i = 0; i < 4; i++) {
+        const connection = await TlsConnection.open(server.port, first.cert);
+        t.equal((await connection.request('/ext/auth/health')).status, 200, 'a connection after the reload is served with the old pair');
+        connection.close();
+      }
+      unlinkSync(live.cert);
+      copyFileSync(second.cert, live.cert);
+      copyFileSync(second.key, live.key);
+      server.child.kill('SIGHUP');
+      t.equal((await server.waitForLog((l) => l.msg === 'TLS certificate reloaded', 5000)).subject, 'CN=second',
+        'with a regular file back, the next reload takes it');
+      const fresh = await TlsConnection.open(server.port, second.cert);
+      t.equal(fresh.certificateName, 'second');
+      fresh.close();
+      t.notOk(server.hasExited(), 'still running');
+      t.same(await server.stop(), { code: 0, signal: null }, 'and a clean stop');
+    });
+
     t.test('SIGHUP with a bad pair keeps the old certificate and logs why', async (t) => {
       const { server, live, first, second } = await tlsServer(t, threads);
       copyFileSync(second.cert, live.cert);
@@ -231,6 +268,8 @@ t.test('bad TLS settings: one clear line, exit 2, before anything listens', asyn
   writeFileSync(notPem, 'hello\n');
   const encrypted = join(dir, 'encrypted.key');
   execFileSync('openssl', ['pkey', '-in', pair.key, '-aes256', '-passout', 'pass:secret', '-out', encrypted], { stdio: 'ignore' });
+  const fifo = join(dir, 'cert.fifo');
+  execFileSync('mkfifo', [fifo]);
   const base = ['--http-port', '0', '--data-dir', join(dir, 'data')];
   const cases: [string, string[], RegExp][] = [
     ['no certificate file', ['--http-tls-enabled', '--http-tls-key-file', pair.key],
@@ -247,6 +286,10 @@ t.test('bad TLS settings: one clear line, exit 2, before anything listens', asyn
       /^api-auth: --http-tls-key-file \S+other\.key is not the key of the certificate in --http-tls-cert-file \S+good\.crt \(.+\); give the pair that belongs together$/],
     ['an encrypted key', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', encrypted],
       /^api-auth: --http-tls-key-file \S+encrypted\.key is encrypted; give an unencrypted key, readable only by this user \(openssl pkey -in encrypted\.key -out plain\.key\)$/],
+    ['a certificate file that is a FIFO (it would block the start)', ['--http-tls-enabled', '--http-tls-cert-file', fifo, '--http-tls-key-file', pair.key],
+      /^api-auth: --http-tls-cert-file \S+cert\.fifo is a FIFO, not a regular file; give the certificate chain's PEM file$/],
+    ['a key file that is a folder', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', dir],
+      /^api-auth: --http-tls-key-file \S+ is a folder, not a regular file; give the private key's PEM file$/],
     ['a certificate file without TLS on', ['--http-tls-cert-file', pair.cert],
       /^api-auth: --http-tls-cert-file is used only with --http-tls-enabled; add it, or leave --http-tls-cert-file out$/],
   ];

@@ -116,14 +116,22 @@ t.test('a start compacts the journal: expired entries and those of earlier passw
   t.not(other.id, current.id);
 });
 
-t.test('a torn tail (a group cut short, zeros, a last group failing its check) is dropped and logged; the rest is kept', async (t) => {
+/** A last group of `length` bytes whose sectors after the first never landed: its head and first bytes, then zeros. */
+function landedInPart(file: Buffer, length: number): Buffer {
+  const group = Buffer.concat([head(length, 0x5eed), Buffer.alloc(length)]);
+  const firstSector = 512 - (file.length % 512);
+  group.fill(0x61, GROUP_HEAD, firstSector);
+  return Buffer.concat([file, group]);
+}
+
+t.test('a torn tail (a group cut short, zeros, a last group part of whose sectors never landed) is dropped and logged; the rest is kept', async (t) => {
   const { server, a, b, file } = await twoGroups(t);
   const [, second] = groups(file);
   const tails: [string, Buffer, string[]][] = [
     ['a group head whose payload never landed', Buffer.concat([file, head(120), Buffer.from('partial')]), [a.id, b.id]],
     ['a group head cut short', Buffer.concat([file, head(120).subarray(0, 7)]), [a.id, b.id]],
     ['zeros, as a file that grew but whose data never landed', Buffer.concat([file, Buffer.alloc(300)]), [a.id, b.id]],
-    ['the last group failing its checksum', Buffer.concat([file.subarray(0, second.end - 1), Buffer.from([file[second.end - 1] ^ 0xff])]), [a.id]],
+    ['a whole last group whose later sectors are zeros', landedInPart(file, 1500), [a.id, b.id]],
     ['the last group cut short', file.subarray(0, second.end - 3), [a.id]],
   ];
   let previous: LibraryServer = server;
@@ -144,6 +152,8 @@ t.test('damage before the tail, a foreign or unknown journal stops the start: ex
   const [first] = groups(file);
   const flipped = Buffer.from(file);
   flipped[first.start + GROUP_HEAD + 3] ^= 0x01;
+  const lastFlipped = Buffer.from(file);
+  lastFlipped[groups(file)[1].end - 1] ^= 0x01;
   const badLength = Buffer.from(file);
   badLength[first.start] ^= 0x40;
   const foreign = Buffer.from(file);
@@ -152,6 +162,8 @@ t.test('damage before the tail, a foreign or unknown journal stops the start: ex
   version.writeUInt32LE(7, MAGIC.length);
   const cases: [string, Buffer, RegExp][] = [
     ['a bit flipped in the first of two groups', flipped, /is damaged \(the group at byte \d+ fails its checksum, and other groups follow it\)/],
+    ['a bit flipped in the last group, whole', lastFlipped, /is damaged \(the last group, at byte \d+, is whole \(\d+ bytes\) but fails its checksum: it was written and synced, so this is not a write cut short by a crash\)/],
+    ['a bit flipped in the last group, zeros after it', Buffer.concat([lastFlipped, Buffer.alloc(600)]), /is damaged \(the last group, at byte \d+, is whole/],
     ['a damaged length before another group', badLength, /is damaged \(the group at byte \d+ has a damaged length, and data follows it\)/],
     ['cut inside the header', file.subarray(0, HEADER - 1), /is damaged \(it is not an api-auth token journal, or it is cut short\)/],
     ['another state\'s journal', foreign, /belongs to another state file \(its token key differs\)/],
@@ -167,6 +179,24 @@ t.test('damage before the tail, a foreign or unknown journal stops the start: ex
     t.equal(result.stderr.trim().split('\n').length, 1, `one line (${name})`);
     t.ok(readFileSync(path).equals(bytes), `the journal was left alone (${name})`);
   }
+});
+
+t.test('a whole last group failing its checksum stops the start with the byte to cut at; cut there, the start lists the tokens before it', async (t) => {
+  const { server, a, file } = await twoGroups(t);
+  const [, second] = groups(file);
+  const damaged = Buffer.from(file);
+  damaged[second.start + GROUP_HEAD + 5] ^= 0x10;
+  const path = journalPath(server);
+  writeFileSync(path, damaged);
+  const result = await runCli(t, server.args);
+  t.equal(result.code, 2, 'exit code 2: the acknowledged token is not silently dropped');
+  t.match(result.stderr, `truncate -s ${second.start} ${path}`, 'the line names the step: cut the file at the damaged group');
+  t.match(result.stderr, /revoke them by the token, or change the password/, 'and what that loses, and how to still end those tokens');
+  t.ok(readFileSync(path).equals(damaged), 'the journal was left alone');
+  writeFileSync(path, damaged.subarray(0, second.start));
+  const again = await serveAgain(t, server);
+  t.same((await listed(again)).map((e) => e.id), [a.id], 'after the cut, the start serves and lists the token before the damage');
+  t.notOk(again.logs.some((l) => /cut short/.test(String(l.msg))), 'no torn tail to drop: the cut file is whole');
 });
 
 t.test('a state created afresh replaces a journal left over from an earlier state', async (t) => {

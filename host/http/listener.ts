@@ -11,7 +11,7 @@ import type { Metrics } from '../ops/metrics.js';
 import type { TlsFiles } from '../options.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
-import { acceptorApp, certificateFields, descriptorOf, tlsApp, tlsFilesProblem } from './tls.js';
+import { acceptorApp, certificateFields, descriptorOf, snapshotTlsFiles, tlsApp } from './tls.js';
 import type { ChildApps } from './tls.js';
 import type { WebSocketRelay } from './websocket.js';
 
@@ -132,25 +132,40 @@ export class HttpServer {
     }
   }
 
+  /** The reload under way: one at a time, so that each replaces the app the last one left. */
+  private reloading: Promise<boolean> = Promise.resolve(false);
+
   /** New connections go to a new app with the files as they are now; the old apps keep theirs (tls.ts). */
   private reloadTls(): Promise<boolean> {
+    this.reloading = this.reloading.catch(() => false).then(() => this.reloadTlsNow());
+    return this.reloading;
+  }
+
+  private async reloadTlsNow(): Promise<boolean> {
     const tls = this.tls;
-    if (tls === undefined || this.stopping !== null) return Promise.resolve(false);
+    if (tls === undefined || this.stopping !== null) return false;
     let served: TemplatedApp;
+    let cert: Buffer;
     try {
-      const problem = tlsFilesProblem(tls);
-      if (problem !== null) throw new Error(problem);
-      served = this.serve(tlsApp(tls));
+      const snapshot = await snapshotTlsFiles(tls);
+      cert = snapshot.cert;
+      try {
+        // A stop that began while the files were read has closed the apps: none is added.
+        if (this.stopping !== null) return false;
+        served = this.serve(tlsApp(snapshot.files));
+      } finally {
+        await snapshot.discard().catch(() => undefined);
+      }
     } catch (error) {
       this.log.error('cannot reload the TLS certificate; serving with the one loaded before', { error: (error as Error).message });
-      return Promise.resolve(false);
+      return false;
     }
     const acceptor = this.app as unknown as ChildApps;
     acceptor.addChildAppDescriptor(descriptorOf(served));
     acceptor.removeChildAppDescriptor(descriptorOf(this.served[this.served.length - 1]));
     this.served.push(served);
-    this.log.info('TLS certificate reloaded', { certFile: tls.certFile, ...certificateFields(tls) });
-    return Promise.resolve(true);
+    this.log.info('TLS certificate reloaded', { certFile: tls.certFile, ...certificateFields(cert) });
+    return true;
   }
 
   /**

@@ -9,7 +9,7 @@ export const MAX_BATCH = 100;
 
 export type Id = string | number | null;
 
-/** Params by name, as the client sent them; members the method does not know are ignored. */
+/** Params by name, as the client sent them; a method refuses members it does not know (knownParams). */
 export type Params = Readonly<Record<string, unknown>>;
 
 /** What a method knows of its caller. */
@@ -43,6 +43,54 @@ export interface Reply {
 /** -32602 `invalid params: <name> must be <what>`. */
 export function invalidParams(name: string, what: string): RpcError {
   return new RpcError(RpcCode.InvalidParams, `invalid params: ${name} must be ${what}`);
+}
+
+/**
+ * -32602 for the first member of `params` that `method` does not take, naming it and the
+ * taken name it is likely a slip of. Left unread, a misspelt optional param ("method" for
+ * "methods", "expiresin") would make the call do more than asked: an unscoped token of the
+ * longest lifetime.
+ */
+export function knownParams(params: Params, method: string, known: readonly string[]): void {
+  for (const name of Object.keys(params)) {
+    if (known.includes(name)) continue;
+    const likely = closest(name, known);
+    throw new RpcError(RpcCode.InvalidParams, `invalid params: unknown param ${JSON.stringify(shortened(name))}` +
+      `${likely === undefined ? '' : ` (did you mean ${likely}?)`}; ${method} takes ${spokenList(known)}`);
+  }
+}
+
+/** The name of `known` within 2 edits of `name` (case aside), the nearest one first; undefined when none is. */
+function closest(name: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of known) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase(), bestDistance);
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best;
+}
+
+/** Levenshtein distance with adjacent transpositions (optimal string alignment); `bound` or more once it is that far. */
+function editDistance(a: string, b: string, bound: number): number {
+  if (Math.abs(a.length - b.length) >= bound) return bound;
+  let before: number[] = [];
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row[j] = Math.min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j], before[j - 2] + 1);
+    }
+    [before, previous] = [previous, row];
+  }
+  return Math.min(previous[b.length], bound);
+}
+
+/** "a", "a and b", "a, b and c". */
+function spokenList(names: readonly string[]): string {
+  return names.length === 1 ? names[0] : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`;
 }
 
 /** The string member `name` of params, or -32602. */

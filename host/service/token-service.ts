@@ -16,7 +16,7 @@ import type { Clock } from '../clock.js';
 import { Core, GrantError, grantEntries, IssueError, MAX_ENDPOINTS, MAX_METHODS, METHOD_RULES, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
 import type { Claims } from '../core/core.js';
 import { BusyError, RpcCode, throttledMessage } from '../errors.js';
-import { invalidParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
+import { invalidParams, knownParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';
 import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
@@ -239,6 +239,7 @@ export class TokenService {
   methods(): MethodTable {
     return new Map<string, Method>([
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
+        knownParams(p, 'auth.newToken', ['password', 'endpoints', 'methods', 'expiresIn', 'label']);
         const password = passwordParam(p, 'password');
         const endpoints = endpointsParam(p);
         const extra = { label: labelParam(p), lifetime: lifetimeParam(p, this.tokenLifetime), methods: methodsParam(p) };
@@ -251,11 +252,13 @@ export class TokenService {
         return { token, id };
       })],
       ['auth.listTokens', (p, c) => this.audited('auth.listTokens', c, async (audit) => {
+        knownParams(p, 'auth.listTokens', ['password']);
         const tokens = await this.listTokens(passwordParam(p, 'password'), c);
         audit.count = tokens.length;
         return { tokens };
       })],
       ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
+        knownParams(p, 'auth.revokeToken', ['password', 'token', 'id']);
         const password = passwordParam(p, 'password');
         if (p.token !== undefined && p.id !== undefined) {
           throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id, not both');
@@ -285,6 +288,7 @@ export class TokenService {
         return { success: true, revocation: 'not a live token', reason: OUTCOME_NAMES[outcome] };
       })],
       ['auth.changePassword', (p, c) => this.audited('auth.changePassword', c, async (audit) => {
+        knownParams(p, 'auth.changePassword', ['oldPassword', 'newPassword']);
         audit.generation = await this.changePassword(passwordParam(p, 'oldPassword'), passwordParam(p, 'newPassword'), c);
         return { success: true };
       })],

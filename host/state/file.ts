@@ -336,15 +336,18 @@ type Probe = 'live' | 'dead' | 'gone';
  * reused. A starter listens on a name of its own, finds the highest `lock.N`, and if
  * there is none or it is dead, links its socket (listening already) as `lock.N+1`; link()
  * fails when the name exists, so of two starters one gets it. It then holds only if no
- * higher name appeared meanwhile (it backs off and starts over otherwise). The highest
- * name is never removed, not even at a clean stop, so N only grows, and a holder removes
- * only the lower names. While a holder lives, its name stays the highest: a higher one
- * could be linked only by a starter that saw the holder's socket refuse a connection.
+ * higher name appeared meanwhile (it backs off and starts over otherwise). A holder
+ * removes the lower names, and at a clean stop its own name, before it stops listening:
+ * a starter then finds the name gone (and looks again) or live, never dead, so no one
+ * links the name above it on the strength of a holder that has left. While a holder lives,
+ * its name stays the highest: a higher one could be linked only by a starter that saw the
+ * holder's socket refuse a connection. A crash leaves its name, which the next holder
+ * removes.
  *
  * Two hosts sharing the folder over a network file system do not see each other's
  * sockets: one folder must not be used from two machines.
  */
-export async function lockDataDir(dir: string): Promise<{ release(): void }> {
+export async function lockDataDir(dir: string): Promise<{ release(): Promise<void> }> {
   const real = await fs.realpath(dir);
   const folder = await fs.open(real, constants.O_RDONLY | constants.O_DIRECTORY);
   // A path too long for a socket address goes through the folder's descriptor (Linux),
@@ -355,28 +358,43 @@ export async function lockDataDir(dir: string): Promise<{ release(): void }> {
   };
   const own = `lock.new-${randomBytes(8).toString('hex')}`;
   const server: Server = createServer((socket) => socket.destroy());
+  let identity: Stats;
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => reject(cannotLock(real, e)));
       server.listen(address(own), () => resolve());
     });
+    let held: string;
     try {
-      await claim(real, own, address);
+      held = join(real, `lock.${await claim(real, own, address)}`);
+      // The socket file's identity: the name is removed at the stop only while it is still this file.
+      identity = await fs.lstat(held);
     } finally {
       await unlinkIfThere(join(real, own)).catch(() => undefined);
     }
+    server.unref();
+    return { release: () => releaseLock(server, held, identity) };
   } catch (e) {
     server.close();
     throw e;
   } finally {
     await folder.close();
   }
-  server.unref();
-  return { release: () => server.close() };
 }
 
-/** Links the socket named `own` as the next lock name, once every lock name below is dead. */
-async function claim(real: string, own: string, address: (name: string) => string): Promise<void> {
+/** Removes the lock's name if it is still our socket file (a 0755 socket left behind is clutter), then stops listening. */
+async function releaseLock(server: Server, path: string, identity: Stats): Promise<void> {
+  try {
+    const now = await fs.lstat(path);
+    if (now.ino === identity.ino && now.dev === identity.dev) await fs.unlink(path);
+  } catch {
+    // A name left in place is only clutter: the next start finds its socket dead and removes it.
+  }
+  server.close();
+}
+
+/** Links the socket named `own` as the next lock name, once every lock name below is dead; returns its number. */
+async function claim(real: string, own: string, address: (name: string) => string): Promise<number> {
   for (let round = 0; round < LOCK_ROUNDS; round++) {
     const top = highestLock(await listFolder(real));
     if (top !== undefined) {
@@ -405,7 +423,7 @@ async function claim(real: string, own: string, address: (name: string) => strin
       const stale = n !== undefined ? n < mine : NEW_LOCK_NAME.test(name) && name !== own && (await probe(address(name))) === 'dead';
       if (stale) await unlinkIfThere(join(real, name)).catch(() => undefined);
     }
-    return;
+    return mine;
   }
   throw new StateError(`cannot lock the data folder ${real}: other api-auth processes keep starting on it; start one at a time`);
 }

@@ -9,10 +9,13 @@
 // for the next one: concurrent issues share an fsync (group commit).
 //
 // A crash can tear only the last group: the next is not written before the previous one
-// is synced. So a group that fails its check at the end of the file (it runs past the end,
-// or its payload ends exactly there, or only zeros follow, as a file that grew but whose
-// data never landed reads) is a torn tail, dropped and logged; one that fails with other
-// data after it is damage, and the start stops. The header is written only by a rewrite (a temporary
+// is synced. As etcd's WAL decides (wal/decoder.go, isTornEntry), a torn tail is a group
+// cut short (its head, or its payload, runs past the end of the file), or one whose bytes
+// did not all land: only zeros to the end of the file, as a file that grew but whose data
+// never came reads, or a whole disk sector of zeros inside the group. Those are dropped
+// and logged. A group that is all there and fails its checksum all the same was written,
+// synced and acknowledged before it went bad: that is damage, as is a failing group with
+// other data after it, and the start stops with the step that repairs it. The header is written only by a rewrite (a temporary
 // file, fsynced, renamed, the folder fsynced), so it is never torn. A rewrite that fails
 // before its rename leaves the old journal as it was; once renamed, the new file is the
 // journal, and the group after it waits for the folder's sync.
@@ -46,9 +49,35 @@ function keyFingerprint(key: Uint8Array): Buffer {
   return createHash('sha256').update('api-auth tokens journal\n').update(key).digest().subarray(0, FINGERPRINT);
 }
 
-export function journalDamaged(path: string, why: string): StateError {
-  return new StateError(`token journal ${path} is damaged (${why}); restore the data folder from a backup, or move the ` +
-    'journal aside to start without it (the tokens stay valid, but auth.listTokens lists none issued before)');
+/**
+ * The journal is damaged. With `at`, the byte where the damage starts, the repair may
+ * keep what comes before it: the groups before were read whole.
+ */
+export function journalDamaged(path: string, why: string, at?: number): StateError {
+  const unlisted = 'stay valid until they expire but are not listed, and revokeToken cannot reach them by id ' +
+    '(revoke them by the token, or change the password to end them all)';
+  const keep = at === undefined ? '' : `, or cut the journal there to keep the tokens before it (truncate -s ${at} ${path}: ` +
+    `the tokens issued from there on ${unlisted})`;
+  return new StateError(`token journal ${path} is damaged (${why}); restore the data folder from a backup${keep}, or move the ` +
+    `journal aside to start without it (the tokens it lists ${unlisted})`);
+}
+
+/** The bytes of a disk sector: a write lands a sector whole, or not at all. */
+const SECTOR = 512;
+
+/**
+ * Whether part of the bytes from `from` to `to` never landed: one of the disk sectors
+ * they span, cut to the span, holds only zeros (etcd's isTornEntry). A group as written
+ * has none: no record holds 512 zero bytes in a row (its numbers take a few bytes each,
+ * and a label holds no NUL).
+ */
+function hasZeroSector(file: Buffer, from: number, to: number): boolean {
+  for (let start = from; start < to;) {
+    const end = Math.min(to, (Math.floor(start / SECTOR) + 1) * SECTOR);
+    if (file.subarray(start, end).every((b) => b === 0)) return true;
+    start = end;
+  }
+  return false;
 }
 
 /** What a read found: the records, in order, how many bytes of torn tail were dropped, and the bytes before them. */
@@ -92,18 +121,22 @@ export async function readJournal(dir: string, key: Uint8Array, replaceForeign: 
     if (crc32(file.subarray(at, at + 4)) !== file.readUInt32LE(at + 4)) {
       // A head cut short by the crash has only zeros after it.
       if (file.subarray(at + GROUP_HEAD).every((b) => b === 0)) return torn();
-      throw journalDamaged(path, `the group at byte ${at} has a damaged length, and data follows it`);
+      throw journalDamaged(path, `the group at byte ${at} has a damaged length, and data follows it`, at);
     }
     const end = at + GROUP_HEAD + length;
     if (end > file.length) return torn();
     const payload = file.subarray(at + GROUP_HEAD, end);
     if (crc32(payload) !== file.readUInt32LE(at + 8)) {
-      if (end === file.length) return torn();
-      throw journalDamaged(path, `the group at byte ${at} fails its checksum, and other groups follow it`);
+      const last = file.subarray(end).every((b) => b === 0);
+      if (last && hasZeroSector(file, at, end)) return torn();
+      throw journalDamaged(path, last
+        ? `the last group, at byte ${at}, is whole (${end - at} bytes) but fails its checksum: it was written and synced, ` +
+          'so this is not a write cut short by a crash'
+        : `the group at byte ${at} fails its checksum, and other groups follow it`, at);
     }
     for (let r = 0; r < payload.length;) {
       const size = payload.length - r < RECORD_HEAD ? -1 : payload.readUInt32LE(r);
-      if (size < 0 || r + RECORD_HEAD + size > payload.length) throw journalDamaged(path, `a record of the group at byte ${at} runs past its end`);
+      if (size < 0 || r + RECORD_HEAD + size > payload.length) throw journalDamaged(path, `a record of the group at byte ${at} runs past its end`, at);
       records.push(payload.subarray(r + RECORD_HEAD, r + RECORD_HEAD + size));
       r += RECORD_HEAD + size;
     }

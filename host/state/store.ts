@@ -42,7 +42,7 @@ export class StateStore {
 
   private constructor(
     private readonly dir: string,
-    private readonly lock: { release(): void },
+    private readonly lock: { release(): Promise<void> },
     loaded: ServiceState | undefined,
     private readonly clock: Clock,
   ) {
@@ -62,7 +62,7 @@ export class StateStore {
       const stored = await readState(dir);
       return new StateStore(dir, lock, stored === undefined ? undefined : parse(stored, join(dir, STATE_FILE)), clock);
     } catch (e) {
-      lock.release();
+      await lock.release();
       throw e;
     }
   }
@@ -141,7 +141,7 @@ export class StateStore {
   /** Finishes pending writes and releases the folder. */
   async close(): Promise<void> {
     await this.queue.catch(() => undefined);
-    this.lock.release();
+    await this.lock.release();
   }
 
   private written(): ServiceState {

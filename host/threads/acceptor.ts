@@ -34,7 +34,8 @@ import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ThreadError } from '../errors.js';
 import type { ServerHandle } from '../http/listener.js';
-import { acceptorApp, certificateFields, tlsFilesProblem } from '../http/tls.js';
+import { acceptorApp, certificateFields, snapshotTlsFiles } from '../http/tls.js';
+import type { TlsSnapshot } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
@@ -258,18 +259,27 @@ class ThreadsOwner {
 
   /**
    * Each thread makes a new app with the files as they are now, and gets new connections
-   * there; its older apps keep theirs. The files are checked here first, so that a bad
-   * pair is one error and every thread keeps the old one.
+   * there; its older apps keep theirs. The files are read and checked here first, off the
+   * event loop (tls.ts), so that a bad pair is one error and every thread keeps the old
+   * one; the threads load the private copy of what was checked.
    */
   private async reloadTlsNow(): Promise<boolean> {
     const { log, settings: { tls } } = this.plan;
     if (tls === undefined || this.ending) return false;
-    const problem = tlsFilesProblem(tls);
-    if (problem !== null) {
-      log.error('cannot reload the TLS certificate; serving with the one loaded before', { error: problem });
+    let snapshot: TlsSnapshot;
+    try {
+      snapshot = await snapshotTlsFiles(tls);
+    } catch (error) {
+      log.error('cannot reload the TLS certificate; serving with the one loaded before', { error: (error as Error).message });
       return false;
     }
-    const answers = await Promise.allSettled(this.threads.map((thread) => thread.link.reloadTls()));
+    let answers: PromiseSettledResult<number>[];
+    try {
+      if (this.ending) return false;
+      answers = await Promise.allSettled(this.threads.map((thread) => thread.link.reloadTls(snapshot.files)));
+    } finally {
+      await snapshot.discard().catch(() => undefined);
+    }
     const failed: string[] = [];
     answers.forEach((answer, i) => {
       const thread = this.threads[i];
@@ -288,7 +298,7 @@ class ThreadsOwner {
       log.error('cannot reload the TLS certificate on every thread; those named serve with the one loaded before', { errors: failed });
       return false;
     }
-    log.info('TLS certificate reloaded', { certFile: tls.certFile, ...certificateFields(tls) });
+    log.info('TLS certificate reloaded', { certFile: tls.certFile, ...certificateFields(snapshot.cert) });
     return true;
   }
 

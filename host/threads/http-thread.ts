@@ -87,8 +87,8 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
   };
   const tls = data.settings.tls;
   const websocket = http.websocket;
-  const newApp = (): TemplatedApp => {
-    const app = tls === undefined ? App() : tlsApp(tls);
+  const newApp = (files = tls): TemplatedApp => {
+    const app = files === undefined ? App() : tlsApp(files);
     if (websocket) {
       // uWS hands this route only GETs that ask for a WebSocket (a Sec-WebSocket-Key), before
       // any(). Every app gets it, the TLS apps a reload makes too.
@@ -116,8 +116,8 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
   const apps: TemplatedApp[] = [newApp()];
   owner.onCollect(() => http.collect());
   if (tls !== undefined) {
-    owner.onReloadTls(() => {
-      const app = newApp();
+    owner.onReloadTls((files) => {
+      const app = newApp(files);
       apps.push(app);
       return descriptorOf(app);
     });

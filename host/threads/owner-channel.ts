@@ -90,8 +90,8 @@ export type OwnerMessage =
   | { readonly t: 'collect'; readonly id: number }
   /** Drain, close and end: the acceptor hands this thread no more connections. */
   | { readonly t: 'stop' }
-  /** Make a new app with the TLS files as they are now (answered with `reloadedTls`). */
-  | { readonly t: 'reloadTls'; readonly id: number };
+  /** Make a new app with the TLS pair in `files`, a checked copy (answered with `reloadedTls`). */
+  | { readonly t: 'reloadTls'; readonly id: number; readonly files: TlsFiles };
 
 /** Waiting requests by id, each settled once by its answer. */
 class Pending<T> {
@@ -135,7 +135,7 @@ export class OwnerLink {
   /** The owner said stop before anyone listened for it. */
   private stopAsked = false;
   private collect: (() => Promise<MetricsJson>) | null = null;
-  private reloadTls: (() => number) | null = null;
+  private reloadTls: ((files: TlsFiles) => number) | null = null;
 
   /** /ext/auth as the owner answers it. */
   readonly auth: RpcHandler = {
@@ -173,8 +173,8 @@ export class OwnerLink {
     this.collect = collect;
   }
 
-  /** Answers the owner's TLS reloads with the descriptor of the new app that `reload()` makes. */
-  onReloadTls(reload: () => number): void {
+  /** Answers the owner's TLS reloads with the descriptor of the new app that `reload(files)` makes. */
+  onReloadTls(reload: (files: TlsFiles) => number): void {
     this.reloadTls = reload;
   }
 
@@ -220,10 +220,10 @@ export class OwnerLink {
         break;
       }
       case 'reloadTls': {
-        const { id } = message;
+        const { id, files } = message;
         try {
           if (this.reloadTls === null) throw new Error('this thread serves no TLS');
-          this.post({ t: 'reloadedTls', id, descriptor: this.reloadTls() });
+          this.post({ t: 'reloadedTls', id, descriptor: this.reloadTls(files) });
         } catch (error) {
           this.post({ t: 'reloadedTls', id, error: messageOf(error) });
         }
@@ -264,9 +264,9 @@ export class ThreadLink {
     return this.collections.add((id) => this.worker.postMessage({ t: 'collect', id } satisfies OwnerMessage));
   }
 
-  /** The descriptor of the thread's new app, serving with the TLS files as they are now. */
-  reloadTls(): Promise<number> {
-    return this.reloads.add((id) => this.worker.postMessage({ t: 'reloadTls', id } satisfies OwnerMessage));
+  /** The descriptor of the thread's new app, serving with the TLS pair in `files`. */
+  reloadTls(files: TlsFiles): Promise<number> {
+    return this.reloads.add((id) => this.worker.postMessage({ t: 'reloadTls', id, files } satisfies OwnerMessage));
   }
 
   stop(): void {

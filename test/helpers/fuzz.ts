@@ -152,6 +152,14 @@ function invalidParams(id: unknown, notification: boolean, name: string): EntryE
   return entry({ id, none: notification || undefined, codes: [-32602], messagePattern: new RegExp(`^invalid params: ${name} must be `) });
 }
 
+/** The params each method of /ext/auth takes: any other member is invalid params. */
+const PARAMS: Readonly<Record<string, readonly string[]>> = {
+  'auth.newToken': ['password', 'endpoints', 'methods', 'expiresIn', 'label'],
+  'auth.listTokens': ['password'],
+  'auth.revokeToken': ['password', 'token', 'id'],
+  'auth.changePassword': ['oldPassword', 'newPassword'],
+};
+
 /** The expectation for one request object (a lone request or a batch entry). */
 export function expectRequest(request: unknown, password: string, grantVerdict: (endpoints: string[]) => GrantVerdict): EntryExpectation {
   if (!isPlainObject(request)) return entry({ id: null, codes: [-32600] });
@@ -172,6 +180,13 @@ export function expectRequest(request: unknown, password: string, grantVerdict: 
     if (candidate === password) return { ...then, checksPassword: true, codes: [...then.codes, BUSY] };
     return entry({ id: echo, none: quiet, codes: [-32000, THROTTLED, BUSY], message: 'incorrect password', wrongPassword: true });
   };
+  const known = Object.hasOwn(PARAMS, request.method) ? PARAMS[request.method] : undefined;
+  const unknown = known === undefined ? undefined : Object.keys(p).find((name) => !known.includes(name));
+  if (unknown !== undefined) {
+    // Refused before anything else, naming the member (shown up to 64 code points).
+    const shown = JSON.stringify(Array.from(unknown).slice(0, 64).join('')).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    return entry({ id: echo, none: quiet, codes: [-32602], messagePattern: new RegExp(`^invalid params: unknown param ${shown}[ ;]`) });
+  }
   switch (request.method) {
     case 'auth.newToken': {
       if (typeof p.password !== 'string') return invalidParams(echo, notification, 'password');
