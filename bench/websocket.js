@@ -88,8 +88,11 @@ async function check(name, url, started) {
   if (status !== 401) throw new Error(`${name}: an upgrade without a token got ${status}, not 401`);
 }
 
-/** Runs the load process; meters the gateway's CPU over the measured window only. */
-function runLoad(options, cpus, gatewayPid) {
+/**
+ * Runs the load process (lib/ws-load.js, pinned to `cpus`); meters the gateway's CPU over
+ * the measured window only. `onMeasuring` is called when that window opens.
+ */
+export function runLoad(options, cpus, gatewayPid, onMeasuring = () => undefined) {
   const [cmd, argv] = pinned(cpus, process.execPath, [join(ROOT, 'bench', 'lib', 'ws-load.js'), JSON.stringify(options)]);
   const child = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] }));
   let out = '';
@@ -104,6 +107,7 @@ function runLoad(options, cpus, gatewayPid) {
       meter = gatewayPid == null ? undefined : treeMeter(gatewayPid);
       window = foreignCpuWindow();
       t0 = performance.now();
+      onMeasuring();
     }
   });
   return new Promise((resolve, reject) => {
@@ -197,7 +201,7 @@ export function websocketMarkdown(result) {
   return lines.join('\n');
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const result = await runWebsocket();
   process.stdout.write(`${websocketMarkdown(result)}\n`);
 }
