@@ -152,3 +152,17 @@ t.test('the upstream answers a POST with exactly its result, from memory or from
   const sizes = [100, 4000, 4001, 10000, 1048576];
   t.same(got, sizes.flatMap((n) => [[n, 200, 'application/json', true], [n, 200, 'application/json', true], [n, 'connections', 1]]));
 });
+
+t.test('the WebSocket part\'s target is api-auth\'s CPU per echo against nginx\'s, in each cell', async (t) => {
+  const cell = (id: string, bytes: number, usPerMessage: number) =>
+    ({ threads: 1, bytes, connections: 16, id, errors: 0, contended: false, cpu: id === 'direct' ? null : { usPerMessage, busy: 0.3 } });
+  const targets = evaluate('websocket.js', 'websocketTargets', `websocketTargets(${JSON.stringify({ threads: [1], sizes: [100, 10000], connections: [16] })}, ${JSON.stringify([
+    cell('direct', 100, 0), cell('apiAuth', 100, 15), cell('nginx', 100, 16),
+    cell('direct', 10000, 0), cell('apiAuth', 10000, 50), cell('nginx', 10000, 40),
+  ])})`) as Record<string, { ok: boolean; measured: string }>;
+  t.same(Object.entries(targets).map(([name, x]) => [name, x.ok, x.measured]), [
+    ['websocket, 1 thread(s), 100 B, 16 sessions: api-auth >= 1.0x nginx (CPU per echo)', true, '1.07x; 15.0 µs vs 16.0 µs per echo'],
+    ['websocket, 1 thread(s), 10 kB, 16 sessions: api-auth >= 1.0x nginx (CPU per echo)', false, '0.80x; 50.0 µs vs 40.0 µs per echo'],
+    ['websocket: no session failed during the runs', true, '0'],
+  ]);
+});
