@@ -1,23 +1,24 @@
-// Experiment, not part of `npm run bench`: where api-auth's CPU goes as a gateway, under
-// the bench's own load, so that the profiles the README cites can be made again. api-auth
-// (--api-auth-required --upstream, one HTTP thread, a valid token) is placed as in the
-// gateway part (lib/proc.js placement(): api-auth on its core, the load and the upstream
-// on the others) and loaded one of two ways:
+// Experiment, not part of `npm run bench`: where a gateway's CPU goes, under the bench's
+// own load, so that the profiles the README cites can be made again. The gateway, api-auth
+// (--api-auth-required --upstream, one HTTP thread, a valid token) or, to compare, nginx
+// (the bench's no-auth proxy, one worker), is placed as in the gateway part (lib/proc.js
+// placement(): the gateway on its core, the load and the upstream on the others) and
+// loaded one of two ways:
 //   --load http   wrk POSTing one JSON-RPC call through it to the gateway part's nginx
 //                 upstream (servers/nginx.js startUpstream), as the gateway part does
 //   --load ws     WebSocket sessions through it to the ws part's echo upstream
 //                 (servers/ws-echo.js), each with one binary message in flight (lib/ws-load.js)
 // and profiled one of two ways:
-//   --tool perf      `perf record -g` of api-auth's process over the measured window, node
-//                    started with --perf-basic-prof so JavaScript frames have names: self
-//                    time by module (node, libc, the kernel, uWebSockets.js, JIT code) and
-//                    by symbol
-//   --tool cpu-prof  node --cpu-prof on every thread of api-auth, over its whole life
+//   --tool perf      `perf record -g` of the gateway's processes over the measured window,
+//                    node started with --perf-basic-prof so JavaScript frames have names:
+//                    self time by module (node, libc, the kernel, uWebSockets.js, JIT code)
+//                    and by symbol
+//   --tool cpu-prof  node --cpu-prof on every thread of api-auth (only), over its whole life
 //                    (the start is a few hundred ms of several seconds): self time by
 //                    JavaScript function and by where the function's file is
 // Everything lands in bench/experiments/results/<time>-<load>-<tool>/ (gitignored): the
 // raw profile, perf's reports, and summary.md with the run's figures (throughput, CPU
-// per request or echo, how busy api-auth's core was) and the top of the profile.
+// per request or echo, how busy the gateway's core was) and the top of the profile.
 //   node bench/experiments/profile-gateway.js --load ws --bytes 10000 --connections 16 --tool perf
 //   node bench/experiments/profile-gateway.js --help
 import { spawn, spawnSync } from 'node:child_process';
@@ -27,15 +28,17 @@ import { parseArgs } from 'node:util';
 import { ROOT, int, log, ms, pct, size, table, usec } from '../lib/common.js';
 import { newToken, startOurs } from '../lib/api-auth.js';
 import { ensureCommands } from '../lib/apt.js';
+import { descendants, snapshot } from '../lib/cpu.js';
 import { withCpu } from '../lib/measure.js';
 import { placement, startServer, stopChild, track } from '../lib/proc.js';
 import { runWrk } from '../lib/wrk.js';
-import { startUpstream } from '../servers/nginx.js';
+import { startNginxProxy, startNginxWsProxy, startUpstream } from '../servers/nginx.js';
 import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from '../servers/rpc.js';
 import { WS_PATH, runLoad } from '../websocket.js';
 
 const USAGE = `Usage: node bench/experiments/profile-gateway.js [flags]   (after npm run build)
-  --load http|ws        what goes through api-auth (default http)
+  --gateway api-auth|nginx  what is profiled (default api-auth; nginx: its no-auth proxy, perf only)
+  --load http|ws        what goes through the gateway (default http)
   --tool perf|cpu-prof  the profiler (default perf)
   --bytes N             the upstream's answer (http) or the message (ws), in bytes (default 100)
   --connections N       wrk connections (http) or sessions (ws) (default 64 for http, 16 for ws)
@@ -54,6 +57,7 @@ let flags;
 try {
   ({ values: flags } = parseArgs({
     options: {
+      gateway: { type: 'string', default: 'api-auth' },
       load: { type: 'string', default: 'http' },
       tool: { type: 'string', default: 'perf' },
       bytes: { type: 'string', default: '100' },
@@ -73,7 +77,10 @@ if (flags.help) {
 const whole = (flag, value, min) => (/^\d+$/.test(value) && Number(value) >= min ? Number(value) : usage(`--${flag}: ${JSON.stringify(value)} is not a whole number of at least ${min}`));
 if (!['http', 'ws'].includes(flags.load)) usage(`--load: ${JSON.stringify(flags.load)} is not http or ws`);
 if (!['perf', 'cpu-prof'].includes(flags.tool)) usage(`--tool: ${JSON.stringify(flags.tool)} is not perf or cpu-prof`);
+if (!['api-auth', 'nginx'].includes(flags.gateway)) usage(`--gateway: ${JSON.stringify(flags.gateway)} is not api-auth or nginx`);
+if (flags.gateway === 'nginx' && flags.tool !== 'perf') usage('--gateway nginx: only --tool perf profiles nginx');
 const o = {
+  gateway: flags.gateway,
   load: flags.load,
   tool: flags.tool,
   bytes: whole('bytes', flags.bytes, flags.load === 'ws' ? 8 : 39),
@@ -86,7 +93,7 @@ const WARMUP_S = 2;
 ensureCommands(['nginx', ...(o.load === 'http' ? ['wrk'] : []), ...(o.tool === 'perf' ? ['perf'] : [])]);
 const where = placement(1);
 const stamp = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
-const out = join(ROOT, 'bench', 'experiments', 'results', `${stamp}-${o.load}-${o.bytes}B-c${o.connections}-${o.tool}`);
+const out = join(ROOT, 'bench', 'experiments', 'results', `${stamp}-${o.gateway}-${o.load}-${o.bytes}B-c${o.connections}-${o.tool}`);
 mkdirSync(out, { recursive: true });
 const cpuProfDir = join(out, 'cpuprofile');
 const nodeFlags = o.tool === 'perf'
@@ -94,9 +101,10 @@ const nodeFlags = o.tool === 'perf'
   ? ['--perf-basic-prof-only-functions', '--interpreted-frames-native-stack']
   : ['--cpu-prof', '--cpu-prof-dir', cpuProfDir];
 
-/** perf record of `pid` until stopped; resolves with perf's exit once it has written its file. */
+/** perf record of the process tree under `pid` until stopped (nginx's master and worker). */
 function perfRecord(pid) {
-  const child = track(spawn('perf', ['record', '-F', '999', '-g', '-p', String(pid), '-o', join(out, 'perf.data')], { stdio: ['ignore', 'ignore', 'pipe'] }));
+  const pids = [...descendants(snapshot(), pid)].join(',');
+  const child = track(spawn('perf', ['record', '-F', '999', '-g', '-p', pids, '-o', join(out, 'perf.data')], { stdio: ['ignore', 'ignore', 'pipe'] }));
   let err = '';
   child.stderr.on('data', (d) => { err += d; });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, err })));
@@ -162,33 +170,39 @@ const upstream = o.load === 'http'
 let figures;
 let profiled;
 try {
-  const ours = await startOurs({ cpus: where.server, threads: 1, upstream: `http://127.0.0.1:${upstream.port}`, nodeFlags });
-  const pid = ours.server.child.pid;
+  const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
+  const gateway = o.gateway === 'api-auth'
+    ? await startOurs({ cpus: where.server, threads: 1, upstream: upstreamUrl, nodeFlags })
+    : { server: await (o.load === 'http' ? startNginxProxy : startNginxWsProxy)({ upstreamPort: upstream.port, workers: 1, cpus: where.server }) };
+  gateway.cleanup ??= () => gateway.server.stop();
+  const pid = gateway.server.child.pid;
+  const port = gateway.server.port;
+  /** The Authorization api-auth needs for `path`; nginx checks nothing. */
+  const authorization = async (path) => (o.gateway === 'api-auth' ? `Bearer ${await newToken(port, gateway.password, [path])}` : undefined);
   let perf = null;
   try {
-    log(`profile-gateway: ${o.load}, ${size(o.bytes)}, ${o.connections} ${o.load === 'ws' ? 'sessions' : 'connections'}, ${o.seconds} s, ${o.tool}; ${where.label}`);
+    log(`profile-gateway: ${o.gateway}, ${o.load}, ${size(o.bytes)}, ${o.connections} ${o.load === 'ws' ? 'sessions' : 'connections'}, ${o.seconds} s, ${o.tool}; ${where.label}`);
     if (o.load === 'http') {
-      const token = await newToken(ours.server.port, ours.password, [RPC_PATH]);
-      const shape = { url: `http://127.0.0.1:${ours.server.port}${RPC_PATH}`, method: 'POST', body: RPC_REQUEST, contentType: CONTENT_TYPE,
-        authorization: `Bearer ${token}`, connections: o.connections, cpus: where.load, threads: where.load?.length ?? 1 };
+      const shape = { url: `http://127.0.0.1:${port}${RPC_PATH}`, method: 'POST', body: RPC_REQUEST, contentType: CONTENT_TYPE,
+        authorization: await authorization(RPC_PATH), connections: o.connections, cpus: where.load, threads: where.load?.length ?? 1 };
       await runWrk({ ...shape, durationS: WARMUP_S });
       if (o.tool === 'perf') perf = perfRecord(pid);
       const r = await withCpu({ server: pid, upstream: upstream.child.pid }, () => runWrk({ ...shape, durationS: o.seconds }), where);
       await perf?.stop();
-      figures = [['requests/s', int(r.rps)], ['p50', ms(r.p50Ms)], ['p99', ms(r.p99Ms)], ['api-auth CPU per request', usec(r.cpu.server?.usPerRequest)],
-        ['api-auth core busy (interrupts included)', pct(r.cores?.server)], ['load core busy', pct(r.cores?.load)], ['wrk errors', JSON.stringify(r.errors)]];
+      figures = [['requests/s', int(r.rps)], ['p50', ms(r.p50Ms)], ['p99', ms(r.p99Ms)], [`${o.gateway} CPU per request`, usec(r.cpu.server?.usPerRequest)],
+        [`${o.gateway} core busy (interrupts included)`, pct(r.cores?.server)], ['load core busy', pct(r.cores?.load)], ['wrk errors', JSON.stringify(r.errors)]];
     } else {
-      const token = await newToken(ours.server.port, ours.password, [WS_PATH]);
-      const load = { url: `ws://127.0.0.1:${ours.server.port}${WS_PATH}`, headers: { Authorization: `Bearer ${token}` }, connections: o.connections, depth: 1,
+      const auth = await authorization(WS_PATH);
+      const load = { url: `ws://127.0.0.1:${port}${WS_PATH}`, headers: auth ? { Authorization: auth } : {}, connections: o.connections, depth: 1,
         bytes: o.bytes, durationS: o.seconds, warmupS: WARMUP_S };
       const r = await runLoad(load, where.load, pid, () => { if (o.tool === 'perf') perf = perfRecord(pid); });
       await perf?.stop();
-      figures = [['echoes/s', int(r.perSecond)], ['p50', ms(r.p50Ms)], ['p99', ms(r.p99Ms)], ['api-auth CPU per echo', usec(r.cpu?.usPerMessage)],
-        ['api-auth busy (processes only)', pct(r.cpu?.busy)], ['session errors', String(r.errors)]];
+      figures = [['echoes/s', int(r.perSecond)], ['p50', ms(r.p50Ms)], ['p99', ms(r.p99Ms)], [`${o.gateway} CPU per echo`, usec(r.cpu?.usPerMessage)],
+        [`${o.gateway} busy (processes only)`, pct(r.cpu?.busy)], ['session errors', String(r.errors)]];
     }
   } finally {
     // --cpu-prof writes each thread's profile as it exits: a clean stop, not a kill.
-    await ours.cleanup();
+    await gateway.cleanup();
   }
   if (o.tool === 'perf') {
     const byModule = perfReport('dso', 'perf-by-module.txt');
@@ -208,10 +222,10 @@ try {
 const git = spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
 const dirty = spawnSync('git', ['status', '--porcelain', '--', '.', ':(exclude)bench/experiments/results'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() !== '';
 const summary = [
-  `# api-auth profile: ${o.load === 'http' ? `POST ${RPC_PATH}` : `WebSocket echo at ${WS_PATH}`}, ${size(o.bytes)}, ${o.connections} ${o.load === 'ws' ? 'sessions' : 'connections'}`,
+  `# ${o.gateway} profile: ${o.load === 'http' ? `POST ${RPC_PATH}` : `WebSocket echo at ${WS_PATH}`}, ${size(o.bytes)}, ${o.connections} ${o.load === 'ws' ? 'sessions' : 'connections'}`,
   '',
   `Commit ${git}${dirty ? ' with uncommitted changes' : ''}; ${new Date().toISOString()}; ${where.label}; ${o.seconds} s after a ${WARMUP_S} s warm-up; ` +
-    `\`node bench/experiments/profile-gateway.js --load ${o.load} --tool ${o.tool} --bytes ${o.bytes} --connections ${o.connections} --seconds ${o.seconds}\`. ` +
+    `\`node bench/experiments/profile-gateway.js --gateway ${o.gateway} --load ${o.load} --tool ${o.tool} --bytes ${o.bytes} --connections ${o.connections} --seconds ${o.seconds}\`. ` +
     'The profiler itself costs CPU: compare figures between profiles, and take throughput from the bench.',
   '',
   table(['figure', 'value'], figures),
