@@ -13,6 +13,8 @@
 //                    node started with --perf-basic-prof so JavaScript frames have names:
 //                    self time by module (node, libc, the kernel, uWebSockets.js, JIT code)
 //                    and by symbol
+//   --tool syscalls  `perf trace -s` of the gateway's processes over the measured window:
+//                    system calls by name, per request or echo
 //   --tool cpu-prof  node --cpu-prof on every thread of api-auth (only), over its whole life
 //                    (the start is a few hundred ms of several seconds): self time by
 //                    JavaScript function and by where the function's file is
@@ -39,7 +41,7 @@ import { WS_PATH, runLoad } from '../websocket.js';
 const USAGE = `Usage: node bench/experiments/profile-gateway.js [flags]   (after npm run build)
   --gateway api-auth|nginx  what is profiled (default api-auth; nginx: its no-auth proxy, perf only)
   --load http|ws        what goes through the gateway (default http)
-  --tool perf|cpu-prof  the profiler (default perf)
+  --tool perf|syscalls|cpu-prof  the profiler (default perf)
   --bytes N             the upstream's answer (http) or the message (ws), in bytes (default 100)
   --connections N       wrk connections (http) or sessions (ws) (default 64 for http, 16 for ws)
   --seconds N           the profiled window, after a warm-up of 2 s (default 10)
@@ -76,9 +78,9 @@ if (flags.help) {
 }
 const whole = (flag, value, min) => (/^\d+$/.test(value) && Number(value) >= min ? Number(value) : usage(`--${flag}: ${JSON.stringify(value)} is not a whole number of at least ${min}`));
 if (!['http', 'ws'].includes(flags.load)) usage(`--load: ${JSON.stringify(flags.load)} is not http or ws`);
-if (!['perf', 'cpu-prof'].includes(flags.tool)) usage(`--tool: ${JSON.stringify(flags.tool)} is not perf or cpu-prof`);
+if (!['perf', 'syscalls', 'cpu-prof'].includes(flags.tool)) usage(`--tool: ${JSON.stringify(flags.tool)} is not perf, syscalls or cpu-prof`);
 if (!['api-auth', 'nginx'].includes(flags.gateway)) usage(`--gateway: ${JSON.stringify(flags.gateway)} is not api-auth or nginx`);
-if (flags.gateway === 'nginx' && flags.tool !== 'perf') usage('--gateway nginx: only --tool perf profiles nginx');
+if (flags.gateway === 'nginx' && flags.tool === 'cpu-prof') usage('--gateway nginx: --tool cpu-prof profiles node only; use perf or syscalls');
 const o = {
   gateway: flags.gateway,
   load: flags.load,
@@ -90,21 +92,26 @@ const o = {
 };
 const WARMUP_S = 2;
 
-ensureCommands(['nginx', ...(o.load === 'http' ? ['wrk'] : []), ...(o.tool === 'perf' ? ['perf'] : [])]);
+ensureCommands(['nginx', ...(o.load === 'http' ? ['wrk'] : []), ...(o.tool === 'cpu-prof' ? [] : ['perf'])]);
 const where = placement(1);
 const stamp = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
 const out = join(ROOT, 'bench', 'experiments', 'results', `${stamp}-${o.gateway}-${o.load}-${o.bytes}B-c${o.connections}-${o.tool}`);
 mkdirSync(out, { recursive: true });
 const cpuProfDir = join(out, 'cpuprofile');
-const nodeFlags = o.tool === 'perf'
+const nodeFlags = {
   // Names for JIT code in /tmp/perf-<pid>.map, and interpreted frames as frames of their own.
-  ? ['--perf-basic-prof-only-functions', '--interpreted-frames-native-stack']
-  : ['--cpu-prof', '--cpu-prof-dir', cpuProfDir];
+  perf: ['--perf-basic-prof-only-functions', '--interpreted-frames-native-stack'],
+  syscalls: [],
+  'cpu-prof': ['--cpu-prof', '--cpu-prof-dir', cpuProfDir],
+}[o.tool];
+const PERF_FILE = { perf: 'perf.data', syscalls: 'perf-trace.txt' };
 
-/** perf record of the process tree under `pid` until stopped (nginx's master and worker). */
+/** perf record (or perf trace) of the process tree under `pid` until stopped (nginx's master and worker). */
 function perfRecord(pid) {
   const pids = [...descendants(snapshot(), pid)].join(',');
-  const child = track(spawn('perf', ['record', '-F', '999', '-g', '-p', pids, '-o', join(out, 'perf.data')], { stdio: ['ignore', 'ignore', 'pipe'] }));
+  const args = o.tool === 'perf' ? ['record', '-F', '999', '-g', '-p', pids] : ['trace', '-s', '-p', pids];
+  const file = join(out, PERF_FILE[o.tool]);
+  const child = track(spawn('perf', [...args, '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] }));
   let err = '';
   child.stderr.on('data', (d) => { err += d; });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, err })));
@@ -113,7 +120,7 @@ function perfRecord(pid) {
     stop: async () => {
       child.kill('SIGINT');
       const r = await exited;
-      if (!existsSync(join(out, 'perf.data'))) throw new Error(`perf record wrote nothing (exit ${r.code}, ${r.signal}): ${r.err.trim()}`);
+      if (!existsSync(file)) throw new Error(`perf ${args[0]} wrote nothing (exit ${r.code}, ${r.signal}): ${r.err.trim()}`);
     },
   };
 }
@@ -128,6 +135,17 @@ function perfReport(sort, file) {
     const m = /^\s+(\d+\.\d+)%\s+(.*)$/.exec(l);
     return [m[2].replace(/\s+/g, ' ').trim(), `${m[1]}%`];
   });
+}
+
+/** perf trace's summary, summed over threads: calls of each system call per unit of work. */
+function syscalls(per) {
+  const counts = new Map();
+  // Its lines: "   recvfrom   123456   0   1.234 ..." under a header per thread.
+  for (const line of readFileSync(join(out, PERF_FILE.syscalls), 'utf8').split('\n')) {
+    const m = /^\s+([a-z_0-9]+)\s+(\d+)\s+\d+\s+\d/.exec(line);
+    if (m) counts.set(m[1], (counts.get(m[1]) ?? 0) + Number(m[2]));
+  }
+  return [...counts.entries()].sort((a, b) => b[1] - a[1]).map(([name, n]) => [name, (n / Math.max(1, per)).toFixed(2)]);
 }
 
 /** Self time by function and by file kind, over every thread's .cpuprofile. */
@@ -169,6 +187,8 @@ const upstream = o.load === 'http'
   : await startServer('ws-echo upstream', process.execPath, [join(ROOT, 'bench', 'servers', 'ws-echo.js')], { cpus: where.load });
 let figures;
 let profiled;
+/** Requests or echoes counted over the measured window. */
+let units;
 try {
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
   const gateway = o.gateway === 'api-auth'
@@ -186,17 +206,19 @@ try {
       const shape = { url: `http://127.0.0.1:${port}${RPC_PATH}`, method: 'POST', body: RPC_REQUEST, contentType: CONTENT_TYPE,
         authorization: await authorization(RPC_PATH), connections: o.connections, cpus: where.load, threads: where.load?.length ?? 1 };
       await runWrk({ ...shape, durationS: WARMUP_S });
-      if (o.tool === 'perf') perf = perfRecord(pid);
+      if (o.tool !== 'cpu-prof') perf = perfRecord(pid);
       const r = await withCpu({ server: pid, upstream: upstream.child.pid }, () => runWrk({ ...shape, durationS: o.seconds }), where);
       await perf?.stop();
+      units = r.requests;
       figures = [['requests/s', int(r.rps)], ['p50', ms(r.p50Ms)], ['p99', ms(r.p99Ms)], [`${o.gateway} CPU per request`, usec(r.cpu.server?.usPerRequest)],
         [`${o.gateway} core busy (interrupts included)`, pct(r.cores?.server)], ['load core busy', pct(r.cores?.load)], ['wrk errors', JSON.stringify(r.errors)]];
     } else {
       const auth = await authorization(WS_PATH);
       const load = { url: `ws://127.0.0.1:${port}${WS_PATH}`, headers: auth ? { Authorization: auth } : {}, connections: o.connections, depth: 1,
         bytes: o.bytes, durationS: o.seconds, warmupS: WARMUP_S };
-      const r = await runLoad(load, where.load, pid, () => { if (o.tool === 'perf') perf = perfRecord(pid); });
+      const r = await runLoad(load, where.load, pid, () => { if (o.tool !== 'cpu-prof') perf = perfRecord(pid); });
       await perf?.stop();
+      units = r.messages;
       figures = [['echoes/s', int(r.perSecond)], ['p50', ms(r.p50Ms)], ['p99', ms(r.p99Ms)], [`${o.gateway} CPU per echo`, usec(r.cpu?.usPerMessage)],
         [`${o.gateway} busy (processes only)`, pct(r.cpu?.busy)], ['session errors', String(r.errors)]];
     }
@@ -210,6 +232,8 @@ try {
     rmSync(`/tmp/perf-${pid}.map`, { force: true });
     profiled = ['## Self time by module (perf)', '', table(['module', 'share of samples'], byModule.slice(0, 15)), '',
       '## Self time by symbol (perf)', '', table(['module and symbol', 'share of samples'], bySymbol.slice(0, o.top))];
+  } else if (o.tool === 'syscalls') {
+    profiled = [`## System calls per ${o.load === 'ws' ? 'echo' : 'request'} (perf trace -s, every thread)`, '', table(['system call', 'calls'], syscalls(units))];
   } else {
     const { functions, kinds } = cpuProfSummary();
     profiled = ['## Self time by where the code is (node --cpu-prof, every thread, idle left out)', '', table(['code', 'share'], kinds), '',
