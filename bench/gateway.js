@@ -215,7 +215,7 @@ export async function runGateway(options = {}) {
       }
     }
   }
-  return { settings: { ...o, placements }, cells, unsupported, targets: targets(o, cells, unsupported, placements) };
+  return { settings: { ...o, placements }, cells, unsupported, targets: gatewayTargets(o, cells, unsupported, placements) };
 }
 
 /** How a cell's limit reads in the report: only a gateway that was the limit has a ratio. */
@@ -241,7 +241,8 @@ function against(c, base) {
   return [ratio(c.rps / base.rps), ratio(c.cpuUsPerRequest / base.cpuUsPerRequest)];
 }
 
-function targets(o, cells, unsupported, placements) {
+/** The targets of a run, from its cells: a ratio only between cells whose gateway was the limit. */
+export function gatewayTargets(o, cells, unsupported, placements) {
   const find = (threads, bytes, connections, id) => cells.find((c) => c.threads === threads && c.bytes === bytes && c.connections === connections && c.id === id);
   const out = {};
   for (const bytes of o.sizes) {
@@ -254,11 +255,21 @@ function targets(o, cells, unsupported, placements) {
         const scoped = find(threads, bytes, connections, 'apiAuthScoped');
         if (!plain || !scoped) continue;
         // No product target: reported so that the scoped path's cost is seen, run by run.
+        const name = `gateway, ${threads} thread(s), ${where}: a token with methods against one without, req/s`;
+        const cpu = `CPU ${usec(scoped.cpuUsPerRequest)} vs ${usec(plain.cpuUsPerRequest)}/req`;
+        const unbound = [scoped, plain].filter((c) => c.limit !== 'server');
+        if (unbound.length > 0) {
+          out[name] = {
+            value: null, ok: null, disturbed: plain.contended || scoped.contended,
+            measured: `n/a: ${unbound.map((c) => `${c.id === 'apiAuth' ? 'without' : 'with'} methods ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ${cpu}`,
+            needed: 'reported',
+          };
+          continue;
+        }
         const value = scoped.rps / plain.rps;
-        out[`gateway, ${threads} thread(s), ${where}: a token with methods against one without, req/s`] = {
+        out[name] = {
           value, ok: null, disturbed: plain.contended || scoped.contended,
-          measured: `${ratio(value)}; p99 ${ms(scoped.p99Ms)} vs ${ms(plain.p99Ms)}; CPU ${usec(scoped.cpuUsPerRequest)} vs ` +
-            `${usec(plain.cpuUsPerRequest)}/req`,
+          measured: `${ratio(value)}; p99 ${ms(scoped.p99Ms)} vs ${ms(plain.p99Ms)}; ${cpu}`,
           needed: 'reported',
         };
       }

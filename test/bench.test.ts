@@ -166,3 +166,20 @@ t.test('the WebSocket part\'s target is api-auth\'s CPU per echo against nginx\'
     ['websocket: no session failed during the runs', true, '0'],
   ]);
 });
+
+t.test('the gateway targets compare req/s only between gateways that were the limit; otherwise they say which was load-bound', async (t) => {
+  const cell = (id: string, bytes: number, rps: number, limit: string) =>
+    ({ threads: 1, bytes, connections: 64, id, rps, p50Ms: 1, p99Ms: 2, cpuUsPerRequest: 1e6 / rps, serverCores: limit === 'server' ? 0.98 : 0.8, loadCores: 0.85, limit, errors: 0, contended: false });
+  const placements = { 1: { server: [0], load: [1], shared: false } };
+  const targets = evaluate('gateway.js', 'gatewayTargets', `gatewayTargets(${JSON.stringify({ sizes: [100, 10000], connections: [64], threads: [1] })}, ${JSON.stringify([
+    cell('apiAuth', 100, 40_000, 'server'), cell('haproxy', 100, 40_000, 'server'), cell('apiAuthScoped', 100, 36_000, 'server'),
+    cell('apiAuth', 10000, 30_000, 'server'), cell('haproxy', 10000, 35_000, 'load'), cell('apiAuthScoped', 10000, 29_000, 'load'),
+  ])}, [], ${JSON.stringify(placements)})`) as Record<string, { value: number | null; ok: boolean | null; measured: string }>;
+  const at = (name: string) => targets[name];
+  t.match(at('gateway, 1 thread, 100 B, 64 connections: api-auth >= 1.0x HAProxy req/s, p99 no worse'), { value: 1, ok: true, measured: /^1\.00x; p99/ });
+  t.match(at('gateway, 1 thread, 10 kB, 64 connections: api-auth >= 1.0x HAProxy req/s, p99 no worse'),
+    { value: null, ok: null, measured: /^n\/a: HAProxy load-bound \(gateway cores 80%, load cores 85%\)/ }, 'a load-bound HAProxy: no verdict');
+  t.match(at('gateway, 1 thread(s), 100 B, 64 connections: a token with methods against one without, req/s'), { value: 0.9, measured: /^0\.90x/ });
+  t.match(at('gateway, 1 thread(s), 10 kB, 64 connections: a token with methods against one without, req/s'),
+    { value: null, measured: /^n\/a: with methods load-bound/ }, 'a load-bound scoped row: no ratio');
+});
