@@ -15,7 +15,7 @@ import { pathToFileURL } from 'node:url';
 import { int, log, ms, pass, pct, ratio, size, table, usec } from './lib/common.js';
 import { startOurs, newToken, supportsHttpThreads } from './lib/api-auth.js';
 import { ensureCommands } from './lib/apt.js';
-import { load, median } from './lib/measure.js';
+import { HEADROOM, SATURATED, limitOf, load, median } from './lib/measure.js';
 import { placement } from './lib/proc.js';
 import { hs256, startHaproxyJwt } from './servers/haproxy.js';
 import { startNginxProxy, startUpstream } from './servers/nginx.js';
@@ -200,9 +200,13 @@ export async function runGateway(options = {}) {
             cpuUsPerRequest: median(r.map((x) => x.cpu.server?.usPerRequest)),
             serverBusy: median(r.map((x) => x.cpu.server?.busy)),
             upstreamCpuUsPerRequest: median(r.map((x) => x.cpu.upstream?.usPerRequest)),
-            // wrk and the upstream together, as a share of the load's cores: near 100%, the
-            // load side, not the gateway, was the limit.
+            // wrk and the upstream together, as a share of the load's cores (processes only).
             loadBusy: median(r.map((x) => ((x.cpu.wrk?.busy ?? 0) + (x.cpu.upstream?.busy ?? 0)) / loadCores)),
+            // The gateway's cores and the load's, interrupts included (lib/measure.js withCpu),
+            // and what limited the cell: only a gateway that was the limit has a ratio.
+            serverCores: median(r.map((x) => x.cores?.server)),
+            loadCores: median(r.map((x) => x.cores?.load)),
+            limit: limitOf({ server: median(r.map((x) => x.cores?.server)), load: median(r.map((x) => x.cores?.load)) }, placements[threads]),
             errors: r.reduce((a, x) => a + x.errorCount, 0),
             contended: r.every((x) => x.contended),
             runs: all,
@@ -211,10 +215,34 @@ export async function runGateway(options = {}) {
       }
     }
   }
-  return { settings: { ...o, placements }, cells, unsupported, targets: targets(o, cells, unsupported, placements) };
+  return { settings: { ...o, placements }, cells, unsupported, targets: gatewayTargets(o, cells, unsupported, placements) };
 }
 
-function targets(o, cells, unsupported, placements) {
+/** How a cell's limit reads in the report: only a gateway that was the limit has a ratio. */
+const LIMITS = {
+  server: 'gateway-bound',
+  load: 'load-bound',
+  shared: 'n/a: shared cores',
+  unpinned: 'n/a: not pinned',
+};
+
+function limitFigures(c) {
+  return `gateway cores ${pct(c.serverCores)}, load cores ${pct(c.loadCores)}`;
+}
+
+/** A ratio of `c` to `base` (req/s and CPU per request), or why there is none. */
+function against(c, base) {
+  if (!base) return ['n/a', 'n/a'];
+  const unbound = [c, base].find((x) => x.limit !== 'server');
+  if (unbound) {
+    const why = unbound === c ? LIMITS[c.limit] : `${LIMITS[base.limit]} (${base.id === 'haproxy' ? 'HAProxy' : 'the base'})`;
+    return [why, why];
+  }
+  return [ratio(c.rps / base.rps), ratio(c.cpuUsPerRequest / base.cpuUsPerRequest)];
+}
+
+/** The targets of a run, from its cells: a ratio only between cells whose gateway was the limit. */
+export function gatewayTargets(o, cells, unsupported, placements) {
   const find = (threads, bytes, connections, id) => cells.find((c) => c.threads === threads && c.bytes === bytes && c.connections === connections && c.id === id);
   const out = {};
   for (const bytes of o.sizes) {
@@ -227,20 +255,42 @@ function targets(o, cells, unsupported, placements) {
         const scoped = find(threads, bytes, connections, 'apiAuthScoped');
         if (!plain || !scoped) continue;
         // No product target: reported so that the scoped path's cost is seen, run by run.
+        const name = `gateway, ${threads} thread(s), ${where}: a token with methods against one without, req/s`;
+        const cpu = `CPU ${usec(scoped.cpuUsPerRequest)} vs ${usec(plain.cpuUsPerRequest)}/req`;
+        const unbound = [scoped, plain].filter((c) => c.limit !== 'server');
+        if (unbound.length > 0) {
+          out[name] = {
+            value: null, ok: null, disturbed: plain.contended || scoped.contended,
+            measured: `n/a: ${unbound.map((c) => `${c.id === 'apiAuth' ? 'without' : 'with'} methods ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ${cpu}`,
+            needed: 'reported',
+          };
+          continue;
+        }
         const value = scoped.rps / plain.rps;
-        out[`gateway, ${threads} thread(s), ${where}: a token with methods against one without, req/s`] = {
+        out[name] = {
           value, ok: null, disturbed: plain.contended || scoped.contended,
-          measured: `${ratio(value)}; p99 ${ms(scoped.p99Ms)} vs ${ms(plain.p99Ms)}; CPU ${usec(scoped.cpuUsPerRequest)} vs ` +
-            `${usec(plain.cpuUsPerRequest)}/req`,
+          measured: `${ratio(value)}; p99 ${ms(scoped.p99Ms)} vs ${ms(plain.p99Ms)}; ${cpu}`,
           needed: 'reported',
         };
       }
       if (ours && hap) {
-        const value = ours.rps / hap.rps;
-        out[`gateway, 1 thread, ${where}: api-auth >= 1.0x HAProxy req/s, p99 no worse`] = {
-          value, ok: value >= 1 && ours.p99Ms <= hap.p99Ms, disturbed: ours.contended || hap.contended,
-          measured: `${ratio(value)}; p99 ${ms(ours.p99Ms)} vs ${ms(hap.p99Ms)}`, needed: '>= 1.00x, p99 <=',
-        };
+        const name = `gateway, 1 thread, ${where}: api-auth >= 1.0x HAProxy req/s, p99 no worse`;
+        const unbound = [ours, hap].filter((c) => c.limit !== 'server');
+        if (unbound.length > 0) {
+          out[name] = {
+            value: null, ok: null, disturbed: ours.contended || hap.contended,
+            measured: `n/a: ${unbound.map((c) => `${c.id === 'haproxy' ? 'HAProxy' : 'api-auth'} ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ` +
+              `CPU ${usec(ours.cpuUsPerRequest)} vs ${usec(hap.cpuUsPerRequest)}/req`,
+            needed: '>= 1.00x, p99 <=',
+          };
+        } else {
+          const value = ours.rps / hap.rps;
+          out[name] = {
+            value, ok: value >= 1 && ours.p99Ms <= hap.p99Ms, disturbed: ours.contended || hap.contended,
+            measured: `${ratio(value)}; p99 ${ms(ours.p99Ms)} vs ${ms(hap.p99Ms)}; CPU ${usec(ours.cpuUsPerRequest)} vs ${usec(hap.cpuUsPerRequest)}/req`,
+            needed: '>= 1.00x, p99 <=',
+          };
+        }
       }
       for (const threads of o.threads) {
         if (threads === 1) continue;
@@ -273,8 +323,10 @@ export function gatewayMarkdown(result) {
     '',
     `wrk, HTTP/1.1 keep-alive, ${s.durationS} s per run after a ${s.warmupS} s warm-up, one wrk thread per load CPU; ` +
       `median of ${s.rounds} round(s). CPU per request: the gateway's whole process tree (every thread and worker), ` +
-      'user + system time from /proc over the run, divided by the requests wrk counted. Load CPU busy: wrk and the upstream ' +
-      'together, as a share of their CPUs (near 100%, they were the limit, not the gateway).',
+      'user + system time from /proc over the run, divided by the requests wrk counted. Cores busy: the gateway\'s processes, ' +
+      'or wrk\'s and the upstream\'s, plus the interrupt time of their cores (loopback TCP), as a share of those cores. ' +
+      `Limit: gateway-bound when the gateway's cores were at least ${pct(SATURATED)} busy and the load's at most ${pct(HEADROOM)}; ` +
+      'otherwise load-bound, and the row has no ratio: its req/s say more about wrk and the upstream than about the gateway.',
   ];
   for (const threads of s.threads) {
     const rows = [];
@@ -285,16 +337,17 @@ export function gatewayMarkdown(result) {
         const plain = here.find((c) => c.id === 'apiAuth');
         for (const c of here) {
           rows.push([size(bytes), connections, c.name, `${int(c.rps)}${c.contended ? '*' : ''}`, ms(c.p50Ms), ms(c.p99Ms), usec(c.cpuUsPerRequest),
-            pct(c.serverBusy), pct(c.loadBusy), hap ? ratio(c.rps / hap.rps) : plain ? ratio(c.rps / plain.rps) : 'n/a', c.errors]);
+            pct(c.serverCores), pct(c.loadCores), LIMITS[c.limit], ...against(c, hap ?? plain), c.errors]);
         }
         for (const u of result.unsupported.filter((x) => x.threads === threads)) {
-          rows.push([size(bytes), connections, u.name, u.reason, '', '', '', '', '', '', '']);
+          rows.push([size(bytes), connections, u.name, u.reason, '', '', '', '', '', '', '', '', '']);
         }
       }
     }
-    const against = s.gateways.includes('haproxy') ? 'req/s vs HAProxy' : 'req/s vs api-auth, token without methods';
+    const base = s.gateways.includes('haproxy') ? 'HAProxy' : 'api-auth, token without methods';
     lines.push('', `### ${threads} thread${threads > 1 ? 's' : ''} (api-auth --http-threads ${threads}, HAProxy nbthread ${threads}, nginx worker_processes ${threads}); ${s.placements[threads].label}`,
-      '', table(['answer', 'connections', 'gateway', 'req/s', 'p50', 'p99', 'CPU per request', 'gateway CPU busy', 'load CPU busy', against, 'errors'], rows));
+      '', table(['answer', 'connections', 'gateway', 'req/s', 'p50', 'p99', 'CPU per request', 'gateway cores busy', 'load cores busy', 'limit',
+        `req/s vs ${base}`, `CPU per request vs ${base}`, 'errors'], rows));
   }
   if (result.cells.some((c) => c.contended)) lines.push('', '\\* other processes used over 5% of the machine during every run of that cell: its figures are suspect.');
   lines.push('', table(['target', 'measured', 'needed', 'result'],
@@ -302,7 +355,7 @@ export function gatewayMarkdown(result) {
   return lines.join('\n');
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const result = await runGateway();
   process.stdout.write(`${gatewayMarkdown(result)}\n`);
 }

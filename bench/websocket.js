@@ -9,7 +9,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ROOT, int, log, ms, pct, ratio, size, table, usec } from './lib/common.js';
+import { ROOT, int, log, ms, pass, pct, ratio, size, table, usec } from './lib/common.js';
 import { newToken, startOurs } from './lib/api-auth.js';
 import { ensureCommands } from './lib/apt.js';
 import { TICKS_PER_SECOND, treeMeter } from './lib/cpu.js';
@@ -88,8 +88,11 @@ async function check(name, url, started) {
   if (status !== 401) throw new Error(`${name}: an upgrade without a token got ${status}, not 401`);
 }
 
-/** Runs the load process; meters the gateway's CPU over the measured window only. */
-function runLoad(options, cpus, gatewayPid) {
+/**
+ * Runs the load process (lib/ws-load.js, pinned to `cpus`); meters the gateway's CPU over
+ * the measured window only. `onMeasuring` is called when that window opens.
+ */
+export function runLoad(options, cpus, gatewayPid, onMeasuring = () => undefined) {
   const [cmd, argv] = pinned(cpus, process.execPath, [join(ROOT, 'bench', 'lib', 'ws-load.js'), JSON.stringify(options)]);
   const child = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] }));
   let out = '';
@@ -104,6 +107,7 @@ function runLoad(options, cpus, gatewayPid) {
       meter = gatewayPid == null ? undefined : treeMeter(gatewayPid);
       window = foreignCpuWindow();
       t0 = performance.now();
+      onMeasuring();
     }
   });
   return new Promise((resolve, reject) => {
@@ -158,12 +162,32 @@ export async function runWebsocket(options = {}) {
       await upstream.stop();
     }
   }
+  return { settings: { ...o, placements }, cells, targets: websocketTargets(o, cells) };
+}
+
+/** The targets of a run: api-auth's CPU per echo against nginx's, per cell; no failed session. */
+export function websocketTargets(o, cells) {
   const errors = cells.reduce((a, c) => a + c.errors, 0);
-  return {
-    settings: { ...o, placements },
-    cells,
-    targets: { 'websocket: no session failed during the runs': { value: errors, ok: errors === 0, measured: String(errors), needed: '0' } },
-  };
+  const targets = {};
+  for (const threads of o.threads) {
+    for (const bytes of o.sizes) {
+      for (const connections of o.connections) {
+        const here = cells.filter((c) => c.threads === threads && c.bytes === bytes && c.connections === connections);
+        const ours = here.find((c) => c.id === 'apiAuth');
+        const nginx = here.find((c) => c.id === 'nginx');
+        if (!ours?.cpu || !nginx?.cpu) continue;
+        // Per echo, not per second: with one message in flight per session neither gateway
+        // is saturated, so what each spends on an echo is what tells them apart.
+        const value = nginx.cpu.usPerMessage / ours.cpu.usPerMessage;
+        targets[`websocket, ${threads} thread(s), ${size(bytes)}, ${connections} sessions: api-auth >= 1.0x nginx (CPU per echo)`] = {
+          value, ok: value >= 1, disturbed: ours.contended || nginx.contended,
+          measured: `${ratio(value)}; ${usec(ours.cpu.usPerMessage)} vs ${usec(nginx.cpu.usPerMessage)} per echo`, needed: '>= 1.00x',
+        };
+      }
+    }
+  }
+  targets['websocket: no session failed during the runs'] = { value: errors, ok: errors === 0, measured: String(errors), needed: '0' };
+  return targets;
 }
 
 export function websocketMarkdown(result) {
@@ -186,18 +210,21 @@ export function websocketMarkdown(result) {
         for (const c of here) {
           rows.push([size(bytes), connections, c.name, `${int(c.perSecond)}${c.contended ? '*' : ''}`, ms(c.p50Ms), ms(c.p99Ms),
             c.id === 'direct' || !direct ? '-' : `+${ms(c.p50Ms - direct.p50Ms)}`, c.id === 'direct' || !direct ? '-' : `+${ms(c.p99Ms - direct.p99Ms)}`,
-            usec(c.cpu?.usPerMessage), pct(c.cpu?.busy), nginx ? ratio(c.perSecond / nginx.perSecond) : 'n/a', c.errors]);
+            usec(c.cpu?.usPerMessage), pct(c.cpu?.busy), nginx ? ratio(c.perSecond / nginx.perSecond) : 'n/a',
+            nginx?.cpu && c.cpu ? ratio(c.cpu.usPerMessage / nginx.cpu.usPerMessage) : 'n/a', c.errors]);
         }
       }
     }
     lines.push('', `${threads} gateway thread(s); ${s.placements[threads].label}.`, '',
-      table(['size', 'sessions', 'path', 'echoes/s', 'p50', 'p99', 'added p50', 'added p99', 'gateway CPU/echo', 'gateway busy', 'vs nginx', 'errors'], rows));
+      table(['size', 'sessions', 'path', 'echoes/s', 'p50', 'p99', 'added p50', 'added p99', 'gateway CPU/echo', 'gateway busy', 'echoes/s vs nginx', 'CPU/echo vs nginx', 'errors'], rows));
   }
   if (result.cells.some((c) => c.contended)) lines.push('', '\\* other processes used more than 5% of the machine during the run.');
+  lines.push('', table(['target', 'measured', 'needed', 'result'],
+    Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)])));
   return lines.join('\n');
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const result = await runWebsocket();
   process.stdout.write(`${websocketMarkdown(result)}\n`);
 }

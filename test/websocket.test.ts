@@ -564,3 +564,18 @@ t.test('bad WebSocket flags stop the start with one line', async (t) => {
   t.ok(pointless.logs.some((l) => l.level === 'warn' && l.msg === '--api-auth-query-token means nothing without --api-auth-required: ' +
     'no token is asked for'), 'a query token flag without tokens is warned of');
 });
+
+t.test('a burst of messages from the client reaches the upstream whole and in order, each read out of uWS\'s buffer before the next', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const seen = await upstream.session(0);
+  // Written in one go, they arrive together: uWS hands them over one by one from the same
+  // receive buffer, which its next read overwrites.
+  const sent = Array.from({ length: 300 }, (_, i) => randomBytes(1 + ((i * 7919) % 30_000)));
+  for (const message of sent) client.socket.send(message);
+  const received = await Promise.all(sent.map((_, i) => seen.message(i)));
+  const wrong = received.flatMap((m, i) => (m.isBinary && m.data.equals(sent[i]) ? [] : [i]));
+  t.same(wrong, [], 'every message arrives unchanged, in the order sent');
+});

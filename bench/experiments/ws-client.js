@@ -1,11 +1,22 @@
 // Experiment, not part of `npm run bench`: which WebSocket client api-auth should use for
-// its upstream side, `ws` or undici's WebSocket. Each opens the same sessions to the same
-// bare uWebSockets.js echo upstream and keeps one message in flight per session for the
-// same time; what counts is the client's CPU per message (the relay pays it for every
-// message, both ways) and the messages per second. The upstream is pinned to a CPU of
-// its own; the client is this process.
+// its upstream side, `ws` or undici's WebSocket, and what a client of its own over
+// `node:net` would save. Each opens the same sessions to the same bare uWebSockets.js
+// echo upstream and keeps one message in flight per session for the same time; what
+// counts is the client's CPU per message (the relay pays it for every message, both ways)
+// and the messages per second. The upstream is pinned to a CPU of its own; the client is
+// this process.
+//
+// The third client ("net + onread") is a bound, not a candidate: the least a client can
+// do per message in Node. It reads with `onread` into one buffer kept for the socket (no
+// stream, no 'data' event, no allocation per read), finds whole frames in place (a server
+// does not mask), and writes each message as one masked frame (bufferutil, a random key
+// per frame) in one write. It has none of what a real client needs beyond that: no ping,
+// close handshake, fragments, limits or backpressure.
 //   node bench/experiments/ws-client.js [seconds] [sessions] [bytes]
+import { randomBytes, randomFillSync } from 'node:crypto';
+import { connect } from 'node:net';
 import { join } from 'node:path';
+import { mask as applyMask } from 'bufferutil';
 import { WebSocket as Undici } from 'undici';
 import { WebSocket as Ws } from 'ws';
 import { ROOT, int, ms, table, usec } from '../lib/common.js';
@@ -51,6 +62,85 @@ async function measure(open, on, send) {
   return [int(n / wall), ms(samples[n >> 1]), ms(samples[Math.floor(n * 0.99)]), usec((cpu.user + cpu.system) / n)];
 }
 
+/** Masking keys, drawn in blocks as ws draws them. */
+const keys = Buffer.alloc(8192);
+let keyAt = keys.length;
+
+/** One masked binary frame of `data` (under 64 KiB), header and payload in one buffer. */
+function frame(data) {
+  const header = data.length > 125 ? 8 : 6;
+  const out = Buffer.allocUnsafe(header + data.length);
+  out[0] = 0x82;
+  if (header === 8) {
+    out[1] = 0x80 | 126;
+    out.writeUInt16BE(data.length, 2);
+  } else {
+    out[1] = 0x80 | data.length;
+  }
+  if (keyAt === keys.length) {
+    randomFillSync(keys);
+    keyAt = 0;
+  }
+  const key = keys.subarray(keyAt, keyAt + 4);
+  keyAt += 4;
+  key.copy(out, header - 4);
+  applyMask(data, key, out, header, data.length);
+  return out;
+}
+
+/** A session over node:net: the upgrade by hand, then frames read in place from one buffer. */
+function openNet() {
+  return new Promise((resolve, reject) => {
+    const buffer = Buffer.allocUnsafe(256 * 1024);
+    let have = 0;
+    let upgraded = false;
+    const session = { onMessage: null, send: (data) => socket.write(frame(data)) };
+    const socket = connect({
+      host: '127.0.0.1',
+      port: upstream.port,
+      onread: {
+        buffer,
+        callback(n) {
+          have += n;
+          let at = 0;
+          if (!upgraded) {
+            const end = buffer.indexOf('\r\n\r\n', 0, 'latin1');
+            if (end < 0 || end + 4 > have) return true;
+            if (!buffer.toString('latin1', 0, 12).startsWith('HTTP/1.1 101')) reject(new Error('the upgrade was refused'));
+            upgraded = true;
+            at = end + 4;
+            resolve(session);
+          }
+          // Whole frames, in place: a server's frames are not masked.
+          for (;;) {
+            if (have - at < 2) break;
+            let length = buffer[at + 1] & 0x7f;
+            let header = 2;
+            if (length === 126) {
+              if (have - at < 4) break;
+              length = buffer.readUInt16BE(at + 2);
+              header = 4;
+            }
+            if (have - at < header + length) break;
+            session.onMessage(buffer.subarray(at + header, at + header + length));
+            at += header + length;
+          }
+          buffer.copy(buffer, 0, at, have);
+          have -= at;
+          return true;
+        },
+      },
+    });
+    socket.setNoDelay(true);
+    socket.once('error', reject);
+    socket.once('connect', () => {
+      socket.write(`GET /ext/bc/C/ws HTTP/1.1\r\nHost: 127.0.0.1:${upstream.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    });
+    session.close = () => socket.destroy();
+  });
+}
+
 const rows = [];
 try {
   rows.push(['ws 8', ...await measure(
@@ -72,6 +162,13 @@ try {
     (s, handler) => s.addEventListener('message', (event) => handler(Buffer.from(event.data))),
     (s, data) => s.send(data),
   )]);
+  if (bytes <= 65535) {
+    rows.push(['net + onread, no stream (a bound)', ...await measure(
+      openNet,
+      (s, handler) => { s.onMessage = handler; },
+      (s, data) => s.send(data),
+    )]);
+  }
 } finally {
   await upstream.stop();
 }

@@ -1,6 +1,7 @@
 // CPU time of processes, from /proc (Linux): one process, a whole process tree (nginx's
-// master and workers, a server's threads are already summed by the kernel), and the
-// snapshot of every process that lib/quiet.js compares to see what else ran.
+// master and workers, a server's threads are already summed by the kernel), the
+// snapshot of every process that lib/quiet.js compares to see what else ran, and each
+// CPU's own counters.
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** USER_HZ on Linux: /proc/<pid>/stat times are in 1/100 s. */
@@ -80,4 +81,22 @@ export function treeMeter(root) {
       return before == null || after == null ? null : after - before;
     },
   };
+}
+
+/**
+ * Jiffies per CPU, from /proc/stat: `busy` (all but idle and iowait), `total`, `charged`
+ * (user + nice + system: time some process was charged for) and `interrupts` (irq +
+ * softirq: charged to no process). Null when /proc/stat cannot be read.
+ */
+export function coreTicks() {
+  try {
+    return readFileSync('/proc/stat', 'utf8').split('\n').filter((l) => /^cpu\d+ /.test(l)).map((l) => {
+      const v = l.trim().split(/\s+/).slice(1).map(Number);
+      const idle = v[3] + (v[4] ?? 0);
+      const total = v.slice(0, 8).reduce((a, b) => a + (b || 0), 0);
+      return { busy: total - idle, total, charged: v[0] + v[1] + v[2], interrupts: (v[5] ?? 0) + (v[6] ?? 0) };
+    });
+  } catch {
+    return null;
+  }
 }

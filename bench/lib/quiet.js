@@ -2,25 +2,9 @@
 // time used by processes outside the bench's own process tree (from /proc, Linux only),
 // can wait for the machine to go quiet before a measured run, and records how busy it
 // was during one, so a contended run is visible in the results instead of silently wrong.
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { log, sleep } from './common.js';
-import { TICKS_PER_SECOND as TICK, descendants, snapshot } from './cpu.js';
-
-/** Busy and total jiffies per CPU, from /proc/stat. */
-function cpuTimes() {
-  try {
-    return readFileSync('/proc/stat', 'utf8').split('\n').filter((l) => /^cpu\d+ /.test(l)).map((l) => {
-      const v = l.trim().split(/\s+/).slice(1).map(Number);
-      const idle = v[3] + (v[4] ?? 0);
-      const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
-      // user + nice + system: time some process was charged for (interrupts left out).
-      return { busy: total - idle, total, charged: v[0] + v[1] + v[2] };
-    });
-  } catch {
-    return null;
-  }
-}
+import { TICKS_PER_SECOND as TICK, coreTicks, descendants, snapshot } from './cpu.js';
 
 /**
  * Starts a window; `end()` returns CPU-seconds used by foreign user processes and the top
@@ -28,12 +12,12 @@ function cpuTimes() {
  */
 export function foreignCpuWindow() {
   const before = snapshot();
-  const cpusBefore = cpuTimes();
+  const cpusBefore = coreTicks();
   const t0 = process.hrtime.bigint();
   return {
     end() {
       const after = snapshot();
-      const cpusAfter = cpuTimes();
+      const cpusAfter = coreTicks();
       if (!before || !after) return null;
       const cpuBusy = cpusBefore && cpusAfter
         ? cpusAfter.map((c, k) => (c.busy - cpusBefore[k].busy) / Math.max(1, c.total - cpusBefore[k].total))

@@ -45,21 +45,39 @@ async function start(name, config, workers, cpus, files = {}) {
 }
 
 /**
+ * Answers up to this size are written into the config (`return 200 '...'`): nginx reads a
+ * config token into a buffer of 4096 bytes, so a longer one does not load.
+ */
+export const INLINE_RESULT_BYTES = 4000;
+
+/**
  * The upstream node: POST (or GET) `RPC_PATH` answers 200 with a JSON-RPC result of
- * `bytes` bytes. nginx's static files refuse POST with 405; `error_page 405 =200 $uri`
- * redirects internally to the same file as a GET (after reading the request body) and
- * answers 200, which works for any size, where `return 200 "..."` would not hold 1 MiB.
+ * `bytes` bytes, as cheaply as nginx can, because the upstream shares the load's cores
+ * with wrk and every microsecond it spends is one wrk cannot. Up to INLINE_RESULT_BYTES,
+ * `return 200` from memory (nginx discards the request body); larger, a static file
+ * (nginx's static files refuse POST with 405, and `error_page 405 =200 $uri` redirects
+ * internally to the same file as a GET after reading the body) whose descriptor stays
+ * open between requests (`open_file_cache`: no open, fstat and close per request).
+ * Measured with wrk alone against it on a core of its own (2-core EPYC): 100 B from
+ * memory 7.7-8.1 µs of nginx CPU per request against 17.8-18.2 µs from the file
+ * uncached; 10 kB cached 12.8-14.6 µs against 20.0-23.4 µs.
  */
 export function startUpstream({ bytes, workers = 1, cpus = null }) {
   const body = rpcResult(bytes);
+  const answer = (dir) => (bytes <= INLINE_RESULT_BYTES
+    // The result is hex digits and JSON punctuation: nothing to escape but the newline.
+    ? `return 200 '${body.toString('latin1').replace(/\n/g, '\\n')}';`
+    : `alias ${dir}/result.json;
+      error_page 405 =200 $uri;
+      open_file_cache max=16 inactive=1h;
+      open_file_cache_valid 1h;`);
   const config = (dir, port) => `${common(dir, workers)}
   default_type application/json;
   etag off;
   server {
     listen 127.0.0.1:${port} reuseport;
     location = ${RPC_PATH} {
-      alias ${dir}/result.json;
-      error_page 405 =200 $uri;
+      ${answer(dir)}
     }
   }
 }
