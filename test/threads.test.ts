@@ -150,7 +150,9 @@ t.test('/ext/auth answered by the owner for a thread: the body arrives whole and
   for (const [i, pad] of [0, 1000, 60_000].entries()) {
     for (let k = 0; k < THREADS; k++) {
       const id = `call-${i}-${k}`;
-      const body = JSON.stringify({ jsonrpc: '2.0', method: 'auth.newToken', id, params: { password: server.password, endpoints: ['/ext/info'], pad: 'x'.repeat(pad) } });
+      // Padded with white space, which JSON allows anywhere between tokens (a param of its own would be refused).
+      const body = JSON.stringify({ jsonrpc: '2.0', method: 'auth.newToken', id, params: { password: server.password, endpoints: ['/ext/info'] } })
+        .replace('"params":', `"params":${' '.repeat(pad)}`);
       const whole = await request(server.url, '/ext/auth', { method: 'POST', body, headers: [['Content-Type', 'application/json']] });
       t.match(JSON.parse(whole.text), { id, result: { token: String } }, `${body.length} bytes, in one piece`);
       const chunked = await exchange(server.url, Buffer.concat([
@@ -210,7 +212,9 @@ t.test('a client that must wait is refused on every thread from its request\'s h
   const refusals = await Promise.all(Array.from({ length: SPREAD }, () => exchange(server.url, head, 5000, guesser)));
   for (const refusal of refusals) {
     t.equal(refusal.status, 429);
-    t.match(refusal.headers['retry-after'], /^(9|10)$/);
+    // At most the 10 s the third wrong password started; how much less depends on how long
+    // this machine took since, which no verdict may depend on.
+    t.match(refusal.headers['retry-after'], /^([1-9]|10)$/);
     t.match(JSON.parse(refusal.text), { error: { code: -32002 }, id: null });
   }
   const token = await newToken(server.url, server.password, ['/ext/metrics']);
