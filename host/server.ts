@@ -106,7 +106,9 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     if (httpThreads !== undefined) return await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release });
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
-      upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
+      upstream: config.upstream && {
+        url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody, clientScheme: config.tls === undefined ? 'http' : 'https',
+      },
       websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
       trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, fence,
     });

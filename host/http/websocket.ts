@@ -235,7 +235,8 @@ export class WebSocketRelay {
       return this.refuseSession(res, 'limit', this.tooMany);
     }
     const peer = peerAddress(res);
-    const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer));
+    // X-Forwarded-Proto is the HTTP scheme (https under TLS) for an upgrade too, as nginx sends it.
+    const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer), this.parts.upstream.clientScheme);
     if (typeof list === 'string') {
       Atomics.sub(count, 0, 1);
       return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, list));
