@@ -91,6 +91,10 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         throw error;
       }
     } else {
+      if (config.upstream !== undefined) {
+        log.warn('the upstream node is open to anyone: without --api-auth-required no token is asked for; add --api-auth-required ' +
+          '(and --api-auth-password-file) to gate it', { upstream: config.upstream.origin });
+      }
       if (config.passwordFile !== undefined) {
         log.warn('the password file is not used without --api-auth-required', { path: config.passwordFile });
       }
