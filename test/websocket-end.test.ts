@@ -82,7 +82,10 @@ async function closesWithin(client: Client, ms: number): Promise<Closed> {
  */
 async function endMidFlood(t: Test, clients: Client[], seen: UpstreamSession[], end: () => Promise<void>, reason: string): Promise<void> {
   const floods = clients.map(flood);
-  await Promise.all(seen.map((s) => s.message(UNDER_WAY)));
+  await Promise.all(seen.map((s, i) => Promise.race([
+    s.message(UNDER_WAY),
+    clients[i].closed.then((c) => Promise.reject(new Error(`session ${i + 1} closed (${c.code}) before the flood was under way`))),
+  ])));
   await end();
   const cuts = floods.map((f) => f.next());
   for (let i = 0; i < clients.length; i++) {
