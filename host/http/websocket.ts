@@ -651,6 +651,7 @@ export class Session {
    */
   private tokenEnded(outcome: RefusedOutcome): void {
     this.drop();
+    this.closing = null;
     const cut = this.upstream.bufferedAmount > 0;
     if (this.ended) {
       // The client had gone, and its last messages were waiting.
