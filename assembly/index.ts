@@ -14,7 +14,7 @@ import { requestPathValid } from './paths';
 import {
   GRANT_INDEX_BYTES, MAX_GRANT_BYTES, grantAdd as addGrant, grantFind as findGrant, grantsInit, methodAllowed as allowed,
 } from './grants';
-import { inspectToken, issueToken, issueTokenAt, revokeToken, setTokenKey, tokenScratchInit, tokenTablesInit, verifyToken } from './token';
+import { claimsStanding, inspectToken, issueToken, issueTokenAt, revokeToken, setTokenKey, tokenScratchInit, tokenTablesInit, verifyToken } from './token';
 import {
   MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, markRevoked, pageExpiryBytes, reserveSerials as reserve, restoreSerials as restore,
   revocationsInit, ringBytes, sweep as sweepWindow,
@@ -229,6 +229,17 @@ export function revoke(tokenLen: usize, now: i64): Outcome {
 export function inspect(tokenLen: usize, now: i64): Outcome {
   if (tokenLen > TOKEN_CAP) return Outcome.Malformed;
   return inspectToken(tokenBuf(), tokenLen, now);
+}
+
+/**
+ * Whether a token checked earlier still stands at `now`, from the claims that check
+ * gave: Valid, or EarlierGeneration, Expired or Revoked as `verify` would find it now (in
+ * that order). No tag to compute and no buffer to fill: a host that keeps a session open
+ * on a token re-checks it with this on every message, so that a revocation, a password
+ * change or the expiry holds from the moment it is made.
+ */
+export function standing(serial: u64, generation: u32, expiry: u64, now: i64): Outcome {
+  return claimsStanding(serial, generation, expiry, now);
 }
 
 /**

@@ -171,11 +171,22 @@ function check(text: usize, len: usize, raw: usize, now: i64): Outcome {
   const epoch = readShared32(KEY_EPOCH);
   if (epoch == 0 || (epoch & 1) != 0) return Outcome.BadSignature;
   if (!tagValid(raw, epoch)) return Outcome.BadSignature;
-  if (generationOf(raw) != readShared32(GENERATION)) return Outcome.EarlierGeneration;
-  // An expiry beyond i64 was never issued; as a negative number it counts as past.
-  if (<i64>expiryOf(raw) <= now) return Outcome.Expired;
-  if (isRevoked(serialOf(raw))) return Outcome.Revoked;
+  const standing = claimsStanding(serialOf(raw), generationOf(raw), expiryOf(raw), now);
+  if (standing != Outcome.Valid) return standing;
   if (grantOf(raw) >= readShared32(GRANT_COUNT)) return Outcome.Malformed;
+  return Outcome.Valid;
+}
+
+/**
+ * What can end a genuine token after it was issued, checked on its claims: the password
+ * generation, the expiry and the revocation bitmap, in that order.
+ */
+// @ts-ignore: decorator
+@inline export function claimsStanding(serial: u64, generation: u32, expiry: u64, now: i64): Outcome {
+  if (generation != readShared32(GENERATION)) return Outcome.EarlierGeneration;
+  // An expiry beyond i64 was never issued; as a negative number it counts as past.
+  if (<i64>expiry <= now) return Outcome.Expired;
+  if (isRevoked(serial)) return Outcome.Revoked;
   return Outcome.Valid;
 }
 

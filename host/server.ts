@@ -91,6 +91,10 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         throw error;
       }
     } else {
+      if (config.upstream !== undefined) {
+        log.warn('the upstream node is open to anyone: without --api-auth-required no token is asked for; add --api-auth-required ' +
+          '(and --api-auth-password-file) to gate it', { upstream: config.upstream.origin });
+      }
       if (config.passwordFile !== undefined) {
         log.warn('the password file is not used without --api-auth-required', { path: config.passwordFile });
       }
@@ -106,7 +110,9 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     if (httpThreads !== undefined) return await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release });
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
-      upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
+      upstream: config.upstream && {
+        url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody, clientScheme: config.tls === undefined ? 'http' : 'https',
+      },
       websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
       trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, fence,
     });

@@ -47,7 +47,7 @@ t.test('the module exports the ABI of assembly/README.md, none of the threads bu
     'grantCount', 'grantFind', 'hmacSha256', 'init', 'inspect', 'ioBuffer', 'ioCapacity', 'issue', 'issueSerial', 'memory', 'methodAllowed',
     'nextSerial', 'pathBuffer',
     'pathCapacity', 'reserveSerials', 'restoreSerials', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey', 'sha256',
-    'sweep', 'tokenBuffer', 'tokenCapacity', 'verify',
+    'standing', 'sweep', 'tokenBuffer', 'tokenCapacity', 'verify',
   ]);
 });
 

@@ -365,6 +365,19 @@ t.test('a client that goes away mid-answer: the upstream request is abandoned, t
   t.equal(after.status, 200);
 });
 
+t.test('--upstream without --api-auth-required warns once at start, naming the flag; with it, no warning', async (t) => {
+  for (const threads of ['1', '2']) {
+    const open = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', threads] });
+    const warnings = open.logs.filter((l) => l.level === 'warn');
+    t.same(warnings.map((l) => l.msg), ['the upstream node is open to anyone: without --api-auth-required no token is asked for; ' +
+      'add --api-auth-required (and --api-auth-password-file) to gate it'], `${threads} thread(s): one warning`);
+    t.equal(warnings[0]?.upstream, new URL(upstream.url).origin, 'naming the upstream');
+    t.ok(open.logs.indexOf(warnings[0]) < open.logs.findIndex((l) => l.msg === 'listening'), 'before the listening line');
+  }
+  const gated = await startServer(t, { args: ['--upstream', upstream.url] });
+  t.same(gated.logs.filter((l) => l.level === 'warn'), [], 'with --api-auth-required: none');
+});
+
 t.test('bad --upstream, --upstream-timeout and --upstream-max-body values are refused at start', async (t) => {
   const cases: [string, string[], string][] = [
     ['not a URL', ['--upstream', 'localhost:9652'], '--upstream'],

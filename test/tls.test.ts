@@ -14,6 +14,7 @@ import type { HttpResponse, RequestOptions } from './helpers/http.js';
 import { REASONS, REVOKED } from './helpers/auth.js';
 import { CHAIN_ID, openClient, Refused, startWsUpstream } from './helpers/ws-upstream.js';
 import { runCli, startServer, tempDir } from './helpers/server.js';
+import { startUpstream } from './helpers/upstream.js';
 import type { Server } from './helpers/server.js';
 
 interface Pair {
@@ -225,6 +226,24 @@ async function authCall(port: number, ca: string, method: string, params: object
   }
 }
 
+t.test('a request forwarded over TLS tells the node X-Forwarded-Proto: https, on one thread and on two', async (t) => {
+  for (const threads of [1, 2]) {
+    const upstream = await startUpstream(t);
+    const { server, first } = await tlsServer(t, threads, ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/info']);
+    for (let i = 0; i < 2; i++) {
+      const connection = await TlsConnection.open(server.port, first.cert);
+      const response = await connection.request('/ext/info', {
+        headers: [['Content-Type', 'application/json'], ['X-Forwarded-Proto', 'http']],
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'info.getNodeVersion' }),
+      });
+      connection.close();
+      t.equal(response.status, 200);
+    }
+    t.same(upstream.seen.map((r) => r.headers['x-forwarded-proto']), ['https', 'https'],
+      `${threads} thread(s): https, and not what the client claimed`);
+  }
+});
+
 t.test('WebSocket sessions over TLS (wss://) on two threads: gated, kept across a reload, ended by a revoke', async (t) => {
   const upstream = await startWsUpstream(t);
   const { server, live, first, second } = await tlsServer(t, 2, ['--upstream', upstream.url]);
@@ -242,6 +261,9 @@ t.test('WebSocket sessions over TLS (wss://) on two threads: gated, kept across 
   // Consecutive connections go to the threads in turn: two sessions on each.
   const before = await Promise.all([0, 1, 2, 3].map(() => openClient(t, url, { token, ca: readFileSync(first.cert) })));
   for (const client of before) t.same((await client.call('eth_chainId')).result, CHAIN_ID, 'a wss session reaches the node');
+  for (let n = 0; n < before.length; n++) {
+    t.equal((await upstream.session(n)).headers['x-forwarded-proto'], 'https', 'the node is told its client came over TLS, on either thread');
+  }
 
   copyFileSync(second.cert, live.cert);
   copyFileSync(second.key, live.key);

@@ -185,6 +185,7 @@ interface Exports extends Record<string, unknown> {
   revoke(tokenLen: number, now: bigint): number;
   inspect(tokenLen: number, now: bigint): number;
   revokeSerial(serial: bigint): number;
+  standing(serial: bigint, generation: number, expiry: bigint, now: bigint): number;
   sweep(now: bigint): void;
   generatePassword(entropyLen: number, length: number): number;
   reserveSerials(start: bigint, end: bigint, expiryBound: bigint): number;
@@ -506,6 +507,21 @@ export class Core {
   inspect(token: string, now: number): { outcome: Outcome; claims?: Claims } {
     const outcome = this.x.inspect(this.fit(token, this.tokens()), this.seconds(now));
     return outcome === Outcome.Valid || outcome === Outcome.Revoked ? { outcome, claims: this.claims() } : { outcome };
+  }
+
+  /**
+   * The re-check of a token verified earlier, for a session held open on it: a function
+   * of the time (Unix seconds) that answers Valid while the token still stands, else
+   * EarlierGeneration, Expired or Revoked as `verify` would find it. It reads the
+   * generation and the revocation bit from the state every thread shares, without the
+   * token's tag or any buffer, so it is cheap enough to run on every message.
+   */
+  standing(claims: Claims): (now: number) => Outcome {
+    const x = this.x;
+    const serial = BigInt(claims.serial);
+    const expiry = BigInt(claims.expiry);
+    const { generation } = claims;
+    return (now) => x.standing(serial, generation, expiry, this.seconds(now));
   }
 
   /**

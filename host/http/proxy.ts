@@ -13,7 +13,8 @@
 // headers (Forwarded, X-Forwarded-*, X-Real-IP and kin) are believed only from a trusted
 // proxy: from one, X-Forwarded-For, -Host and -Proto are kept and X-Forwarded-For is
 // extended with the peer; from anyone else all of them are dropped, and api-auth writes
-// X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (http).
+// X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (https when
+// api-auth serves TLS itself, else http; the same for a WebSocket upgrade, as nginx sends it).
 //
 // The request line and header values reach the upstream byte for byte. uWS hands the
 // query and header values over decoded as UTF-8, and undici writes strings as Latin-1,
@@ -60,6 +61,8 @@ export interface UpstreamOptions {
   readonly maxBody: number;
   /** Whether the upstream answers, as every thread's proxy saw it last; by default this proxy's own. */
   readonly health?: UpstreamHealth;
+  /** How clients reach api-auth, for X-Forwarded-Proto: 'https' when it serves TLS itself. */
+  readonly clientScheme: 'http' | 'https';
 }
 
 /**
@@ -285,7 +288,7 @@ export class UpstreamProxy {
       target = `${path}?${raw}`;
     }
     const peer = peerAddress(res);
-    const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
+    const headers = upstreamHeaders(req, peer, this.trusted.has(peer), this.options.clientScheme);
     if (typeof headers === 'string') return refuse(res, jsonLine(RpcCode.InvalidRequest, headers));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
     if (grant >= 0 && !hasBody) return writeScopeRefusal(res, this.relay.scope!.noBody('http'), method === 'HEAD', allowOrigin);
@@ -697,7 +700,7 @@ export function utf8Bytes(text: string): string | null {
  * header that cannot be forwarded unchanged, the message that says so. `peer` is the
  * connection's far end, `fromProxy` whether it is a trusted proxy.
  */
-export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean): string[] | string {
+export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean, scheme: 'http' | 'https'): string[] | string {
   const listed = connectionTokens(req.getHeader('connection'), REQUEST_DROPPED);
   const headers: string[] = [];
   let chain = '';
@@ -728,7 +731,7 @@ export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boole
     const host = req.getHeader('host');
     if (host !== '') headers.push('x-forwarded-host', host);
   }
-  if (!forwardedProto) headers.push('x-forwarded-proto', 'http');
+  if (!forwardedProto) headers.push('x-forwarded-proto', scheme);
   return headers;
 }
 

@@ -16,16 +16,24 @@
 // error for a lone call, an array of them for a batch, as over HTTP) and the session
 // goes on. The upgrade itself carries no calls and is not refused for its scope.
 //
-// A session lives only as long as its token. Each thread re-checks its sessions' tokens
-// with the core every RECHECK_MS, at the clock's time: a revocation, an expiry or a
-// password change (all in the state every thread reads) ends each session opened with
-// that token with 1008 and the reason the gate gives over HTTP.
+// A session lives only as long as its token. Every message from the client is checked
+// against the token's standing (core.standing: the generation, the expiry at the clock's
+// time, the revocation bit, all in the state every thread reads) before it goes on, and
+// again as it leaves the queue below, so that nothing the client sends reaches the
+// upstream once a revocation, a password change or the expiry is in force: their
+// answers are sent after the core holds them. The session then ends with 1008 and the
+// reason the gate gives over HTTP; what it still holds for the upstream is dropped, and
+// an upstream socket that still holds part of it is cut rather than closed. Each thread
+// also re-checks its sessions every RECHECK_MS, so that a quiet session ends too.
 //
 // Frames are relayed as whole messages, text as text and binary as binary; each side's
 // pings are answered where they arrive. Backpressure: a client that reads slowly pauses
-// the reading of the upstream (uWS's buffered amount, then its drain). uWS offers no way
-// to stop reading a client, so a client that outruns its upstream is bounded instead:
-// once a whole largest message waits for the upstream, the session ends with 1013.
+// the reading of the upstream (uWS's buffered amount, then its drain). The upstream's
+// socket is handed a client message only when it holds nothing else; the rest wait in
+// the session's queue, each written when the write before it has gone to the kernel.
+// uWS offers no way to stop reading a client, so a client that outruns its upstream is
+// bounded instead: once a whole largest message waits for the upstream, the session
+// ends with 1013.
 //
 // Idle: a side from which nothing arrives, not even the pong to a ping, for the idle
 // timeout is gone. uWS pings the client and closes it past the timeout; this module
@@ -38,7 +46,7 @@ import type { ClientOptions, RawData } from 'ws';
 import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocket, WebSocketBehavior } from 'uWebSockets.js';
 import type { Clock } from '../clock.js';
 import { Outcome, OUTCOME_NAMES } from '../core/core.js';
-import type { Core } from '../core/core.js';
+import type { Claims, Core } from '../core/core.js';
 import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import { TO_CLIENT, TO_UPSTREAM } from '../ops/metrics.js';
@@ -79,6 +87,7 @@ const UWS_TOO_BIG = 'Received too big message';
 /** ws's error code for a message over maxPayload. */
 const WS_TOO_BIG = 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
 const STOPPING_TEXT = 'api-auth is stopping';
+const TOKEN_ENDED = 'the client\'s token is no longer valid';
 /** ws's send options, made once. */
 const BINARY = Object.freeze({ binary: true });
 const TEXT = Object.freeze({ binary: false });
@@ -210,13 +219,24 @@ export class WebSocketRelay {
       return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: the query string holds a control byte'));
     }
     if (this.stopped) return this.refuseSession(res, 'stopping', this.stoppingBody);
+    let claims: Claims | undefined;
+    if (token !== null) {
+      // The claims the session is re-checked on. A token that ended since the gate's check is refused as the gate would.
+      const inspected = this.parts.core.inspect(token, this.seconds());
+      if (inspected.outcome !== Outcome.Valid) {
+        metrics.wsRefusal('token');
+        return writeRefusal(res, inspected.outcome as RefusedOutcome);
+      }
+      claims = inspected.claims;
+    }
     const count = settings.sessionCount;
     if (Atomics.add(count, 0, 1) >= settings.maxSessions) {
       Atomics.sub(count, 0, 1);
       return this.refuseSession(res, 'limit', this.tooMany);
     }
     const peer = peerAddress(res);
-    const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer));
+    // X-Forwarded-Proto is the HTTP scheme (https under TLS) for an upgrade too, as nginx sends it.
+    const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer), this.parts.upstream.clientScheme);
     if (typeof list === 'string') {
       Atomics.sub(count, 0, 1);
       return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, list));
@@ -224,8 +244,8 @@ export class WebSocketRelay {
     const key = req.getHeader('sec-websocket-key');
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
     const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
-    const claims = token === null ? undefined : this.parts.core.inspect(token, this.seconds()).claims;
-    const handshake = new Handshake(this, res, key, context, { token, path, client, claims, grant });
+    const standing = claims === undefined ? null : this.parts.core.standing(claims);
+    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, grant });
     handshake.start(target, protocols, upstreamRequestHeaders(list));
   }
 
@@ -344,20 +364,9 @@ export class WebSocketRelay {
 
   /** Every RECHECK_MS while sessions are open: the tokens, at the clock's time, and the upstreams' silence. */
   private sweep(): void {
-    const core = this.parts.core;
-    const now = this.seconds();
     const moment = performance.now();
     for (const session of this.sessions) {
-      const token = session.opened.token;
-      if (token !== null) {
-        const outcome = core.verify(token, session.opened.path, now);
-        // A scoped token is as valid as any: its scope is checked message by message.
-        if (outcome !== Outcome.Valid && outcome !== Outcome.Scoped) {
-          session.tokenEnded(outcome);
-          continue;
-        }
-      }
-      session.watch(moment, this.idleMs);
+      if (session.stands()) session.watch(moment, this.idleMs);
     }
   }
 
@@ -367,7 +376,8 @@ export class WebSocketRelay {
     this.sweeper = null;
   }
 
-  private seconds(): number {
+  /** The clock's time in Unix seconds, the core's unit. */
+  seconds(): number {
     return Math.floor(this.parts.clock() / 1000);
   }
 
@@ -385,14 +395,14 @@ export class WebSocketRelay {
 
 /** What a session was opened with. */
 interface Opened {
-  /** The bare token, re-checked while the session lives; null when there is none to check (a public path, or tokens not required). */
-  readonly token: string | null;
   /** The path as the gate checked it (no query). */
   readonly path: string;
   /** Who asked, for the audit line: the peer, or the client a trusted proxy names. */
   readonly client: string;
-  /** The token's serial and generation, for the audit line. */
-  readonly claims: { readonly serial: number; readonly generation: number } | undefined;
+  /** The token's claims, for the audit line; undefined when there is no token to check (a public path, or tokens not required). */
+  readonly claims: Claims | undefined;
+  /** The token's re-check (core.standing), run on every message; null without a token. */
+  readonly standing: ((now: number) => Outcome) | null;
   /** The grant of a token with a method scope, which every message must keep to; -1 for none. */
   readonly grant: number;
 }
@@ -414,6 +424,8 @@ class Handshake {
     res.onAborted(() => this.clientGone());
     const options: ClientOptions & { closeTimeout: number } = {
       perMessageDeflate: false,
+      // The session answers the upstream's pings itself, so that it sees every write made to the socket end (Session.written).
+      autoPong: false,
       maxPayload: relay.settings.maxMessage,
       followRedirects: false,
       closeTimeout: UPSTREAM_CLOSE_MS,
@@ -510,6 +522,12 @@ class Handshake {
   }
 }
 
+/** A client message waiting for the upstream. */
+interface Waiting {
+  readonly data: Buffer;
+  readonly binary: boolean;
+}
+
 /** One relayed session: the client's socket (uWS) and the upstream's (ws), and what it was opened with. */
 export class Session {
   /** The client's socket, from its open to its close; uWS throws on any use of it after that. */
@@ -528,10 +546,24 @@ export class Session {
   private outgoing: Buffer | null = null;
   private outgoingBinary = false;
   private readonly sendCorked = (): void => this.send();
+  /** Client messages waiting for the upstream's socket to hold nothing, from `head` on; their bytes. */
+  private queue: Array<Waiting | undefined> = [];
+  private head = 0;
+  private queuedBytes = 0;
+  /** The close frame for the upstream, held back while client messages wait to go before it. */
+  private closing: { code: number; text: string } | null = null;
+  /**
+   * The callback of every write this session makes to the upstream (messages, pings,
+   * pongs): the last of them to go finds the socket empty and hands it the next message.
+   */
+  private readonly written = (): void => this.flush();
 
   constructor(private readonly relay: WebSocketRelay, private readonly upstream: Upstream, readonly opened: Opened) {
     upstream.on('message', (data: RawData, isBinary: boolean) => this.fromUpstream(data as Buffer, isBinary));
-    upstream.on('ping', () => { this.heard = true; });
+    upstream.on('ping', (data: Buffer) => {
+      this.heard = true;
+      if (upstream.readyState === Upstream.OPEN) upstream.pong(data, undefined, this.written);
+    });
     upstream.on('pong', () => { this.heard = true; });
     upstream.on('error', (error) => { this.upstreamError = error; });
     upstream.once('close', (code: number, reason: Buffer) => this.upstreamClosed(code, reason));
@@ -550,10 +582,11 @@ export class Session {
       this.end('too big', 1009, `message over ${max} bytes`, 1001, `the client sent a message over ${max} bytes`);
       return;
     }
-    if (upstream.bufferedAmount > max) {
+    if (this.queuedBytes + upstream.bufferedAmount > max) {
       this.end('backpressure', 1013, 'the upstream node is not keeping up; try again later', 0, '');
       return;
     }
+    if (!this.stands()) return;
     if (this.opened.grant >= 0) {
       const refusal = this.relay.scope!.check(this.opened.grant, new Uint8Array(data), 'websocket');
       if (refusal !== null) {
@@ -562,14 +595,31 @@ export class Session {
         return;
       }
     }
-    // uWS's memory goes to ws as it is, not copied first: ws masks it into a frame of its
-    // own before send() returns (a client's frames are always masked), and keeps the data
-    // itself only to compress it or to read a Blob, neither of which a session does. The
-    // copy cost one allocation and one pass over every message.
-    upstream.send(data, isBinary ? BINARY : TEXT);
-    const metrics = this.relay.metrics;
-    metrics.wsMessages[TO_UPSTREAM]++;
-    metrics.wsBytes[TO_UPSTREAM] += data.byteLength;
+    if (this.head === this.queue.length && upstream.bufferedAmount === 0) {
+      // uWS's memory goes to ws as it is, not copied first: ws masks it into a frame of its
+      // own before send() returns (a client's frames are always masked), and keeps the data
+      // itself only to compress it or to read a Blob, neither of which a session does.
+      this.write(data, isBinary);
+    } else {
+      // Held past this callback, after which uWS reuses its memory.
+      const copy = Buffer.allocUnsafe(data.byteLength);
+      copy.set(new Uint8Array(data));
+      this.queue.push({ data: copy, binary: isBinary });
+      this.queuedBytes += copy.length;
+    }
+  }
+
+  /**
+   * Whether the session's token still stands (always, without one). When it does not,
+   * the session ends, and nothing it holds for the upstream is written any more.
+   */
+  stands(): boolean {
+    const standing = this.opened.standing;
+    if (standing === null) return true;
+    const outcome = standing(this.relay.seconds());
+    if (outcome === Outcome.Valid) return true;
+    this.tokenEnded(outcome as RefusedOutcome);
+    return false;
   }
 
   clientDrained(): void {
@@ -598,11 +648,23 @@ export class Session {
     }
   }
 
-  /** The token this session was opened with is no longer valid. */
-  tokenEnded(outcome: RefusedOutcome): void {
-    if (this.ended) return;
+  /**
+   * The token this session was opened with is no longer valid. The messages waiting for
+   * the upstream are dropped, and an upstream socket still holding part of one is cut
+   * (its unwritten bytes go with it) rather than sent a close frame after them.
+   */
+  private tokenEnded(outcome: RefusedOutcome): void {
+    this.drop();
+    this.closing = null;
+    const cut = this.upstream.bufferedAmount > 0;
+    if (this.ended) {
+      // The client had gone, and its last messages were waiting.
+      if (cut) this.upstream.terminate();
+      else this.closeUpstream(1001, TOKEN_ENDED);
+      return;
+    }
     this.relay.audit(this, outcome);
-    this.end('token', 1008, REFUSALS[outcome][1], 1001, 'the client\'s token is no longer valid');
+    this.end('token', 1008, REFUSALS[outcome][1], cut ? 0 : 1001, TOKEN_ENDED);
   }
 
   /** The sweep: an upstream quiet for half the idle timeout is pinged, and one quiet for all of it is gone. */
@@ -618,7 +680,7 @@ export class Session {
       this.end('idle', 1001, 'the upstream node stopped answering', 0, '');
     } else if (quiet >= idleMs / 2 && !this.pinged && this.upstream.readyState === Upstream.OPEN) {
       this.pinged = true;
-      this.upstream.ping();
+      this.upstream.ping(undefined, undefined, this.written);
     }
   }
 
@@ -630,8 +692,12 @@ export class Session {
     if (this.ended) return;
     this.ended = true;
     this.closeReason = reason;
-    if (upstreamCode === 0) this.upstream.terminate();
-    else this.closeUpstream(upstreamCode, upstreamText);
+    if (upstreamCode === 0) {
+      this.drop();
+      this.upstream.terminate();
+    } else {
+      this.closeUpstream(upstreamCode, upstreamText);
+    }
     // uWS runs the close handler within end(): the relay counts the session closed there.
     this.client?.end(code, text);
   }
@@ -672,10 +738,52 @@ export class Session {
     }
   }
 
-  /** A close frame to the upstream with a code that may be sent (1005 and 1006 only describe closes; they are never sent). */
+  /** A client message to the upstream, now: its socket holds nothing else. */
+  private write(data: ArrayBuffer | Buffer, binary: boolean): void {
+    this.upstream.send(data, binary ? BINARY : TEXT, this.written);
+    const metrics = this.relay.metrics;
+    metrics.wsMessages[TO_UPSTREAM]++;
+    metrics.wsBytes[TO_UPSTREAM] += data.byteLength;
+  }
+
+  /** Hands the upstream the waiting messages while its socket takes them whole, each once the token is checked again; then the held close. */
+  private flush(): void {
+    const upstream = this.upstream;
+    const queue = this.queue;
+    while (this.head < queue.length) {
+      if (upstream.readyState !== Upstream.OPEN) return this.drop();
+      if (upstream.bufferedAmount > 0 || !this.stands()) return;
+      const waiting = queue[this.head]!;
+      queue[this.head++] = undefined;
+      this.queuedBytes -= waiting.data.length;
+      this.write(waiting.data, waiting.binary);
+    }
+    this.drop();
+    const closing = this.closing;
+    if (closing === null) return;
+    this.closing = null;
+    this.closeUpstream(closing.code, closing.text);
+  }
+
+  /** Forgets the waiting messages. */
+  private drop(): void {
+    if (this.queue.length === 0) return;
+    this.queue = [];
+    this.head = 0;
+    this.queuedBytes = 0;
+  }
+
+  /**
+   * A close frame to the upstream with a code that may be sent (1005 and 1006 only
+   * describe closes; they are never sent), after the client messages still waiting.
+   */
   private closeUpstream(code: number, text: string): void {
     const upstream = this.upstream;
     if (upstream.readyState !== Upstream.OPEN) return;
+    if (this.head < this.queue.length) {
+      this.closing = { code, text };
+      return;
+    }
     if (code === 1005) upstream.close();
     else if (sendable(code)) upstream.close(code, text);
     else upstream.close(1011, 'the client closed with a code that cannot be relayed');

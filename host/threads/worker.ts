@@ -39,6 +39,7 @@ await runHttpThread(async ({ data, owner, log }) => {
     metricsPath: settings.metricsPath,
     upstream: upstream && {
       url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, health: sharedHealth(data.upstreamHealth),
+      clientScheme: settings.tls === undefined ? 'http' : 'https',
     },
     websocket: { ...settings.websocket, sessionCount: data.wsSessions },
     trustedProxies: trustedProxies(settings.trustedProxies),
