@@ -210,7 +210,7 @@ export class ResponseParser {
       const at = bytes.indexOf(HEAD_END, p);
       if (at >= 0 && at + 4 <= end) {
         if (at + 4 - p > MAX_HEAD) return this.refuse(`the head of an answer is over ${MAX_HEAD} bytes`);
-        const after = this.head(bytes, p, handler);
+        const after = this.head(bytes, p, at + 4, handler);
         return after < 0 ? after : at + 4;
       }
     }
@@ -232,15 +232,15 @@ export class ResponseParser {
       return p + taken;
     }
     this.heldLength = 0;
-    const after = this.head(held, 0, handler);
+    const after = this.head(held, 0, at + 4, handler);
     return after < 0 ? after : p + (at + 4 - before);
   }
 
   /**
-   * Reads the head from b[s], whose empty line is known to follow within the bytes. Hands a final answer's head
+   * Reads the head in b[s, e), e just past the first CRLFCRLF. Hands a final answer's head
    * to the handler; an informational one is skipped. Returns 0, or REFUSED or SWITCHED.
    */
-  private head(b: Buffer, s: number, handler: AnswerHandler): number {
+  private head(b: Buffer, s: number, e: number, handler: AnswerHandler): number {
     // "HTTP/1.x NNN" and the reason phrase, if any.
     if (b[s] !== 0x48 || b[s + 1] !== 0x54 || b[s + 2] !== 0x54 || b[s + 3] !== 0x50 || b[s + 4] !== 0x2f || b[s + 5] !== 0x31
       || b[s + 6] !== 0x2e || (b[s + 7] !== 0x30 && b[s + 7] !== 0x31) || b[s + 8] !== SP) {
@@ -329,6 +329,8 @@ export class ResponseParser {
       fields[at + 4] = high >> 7;
       count++;
     }
+    // The line that ends the head must be the empty line found, not a CR leading a line.
+    if (p + 2 !== e) return this.refuse('an answer holds a header line that is not a name, a colon and a value');
     if (connection !== null) {
       for (const token of connection.split(',')) {
         const name = token.trim().toLowerCase();
