@@ -59,6 +59,10 @@ export class Connection {
   private paused = false;
   private connected = false;
   private done = false;
+  /** A read is being taken: nothing new is written until it is all read (see read()). */
+  private reading = false;
+  /** An answer ended in the read under way: the pool hears of the room after it. */
+  private roomMade = false;
 
   constructor(private readonly pool: UpstreamPool, url: URL, port: number) {
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
@@ -83,7 +87,7 @@ export class Connection {
 
   /** Whether `request` may be written now: alone, or pipelined behind answers that are not late. */
   canTake(request: UpstreamRequest, now: number): boolean {
-    if (!this.reusable || this.streaming !== null || this.done || this.socket.destroyed || !this.socket.writable) return false;
+    if (!this.reusable || this.reading || this.streaming !== null || this.done || this.socket.destroyed || !this.socket.writable) return false;
     const count = this.queue.length;
     if (count === 0) return true;
     return !request.streaming && count < this.pool.options.pipelining && now - this.times[0] <= PIPELINE_MAX_WAIT_MS;
@@ -175,6 +179,10 @@ export class Connection {
   private read(bytes: Buffer, n: number): boolean {
     const parser = this.parser;
     let p = 0;
+    // A request written while this read is taken cannot have its answer in it: were one
+    // written, the read's bytes past an answer would be taken for its answer. So the pool
+    // hears that there is room only once the read is all taken.
+    this.reading = true;
     while (p < n) {
       const request = this.queue[0];
       if (request === undefined) {
@@ -194,9 +202,14 @@ export class Connection {
       if (parser.answers !== answers) this.answered();
       if (this.done) return false;
     }
+    this.reading = false;
     if (this.queue.length > 0) {
       if (!parser.idle()) this.queue[0].onReadEnd();
       this.deadline = Date.now() + this.pool.options.timeoutMs;
+    }
+    if (this.roomMade) {
+      this.roomMade = false;
+      this.pool.freed(this);
     }
     return !this.paused;
   }
@@ -229,7 +242,7 @@ export class Connection {
         return;
       }
     }
-    this.pool.freed(this);
+    this.roomMade = true;
   }
 
   private onEnd(): void {
