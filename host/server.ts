@@ -106,7 +106,8 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     if (httpThreads !== undefined) return await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release });
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
-      upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
+      upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody,
+        pipelining: config.upstreamPipelining },
       websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
       trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, fence,
     });
@@ -129,7 +130,8 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
       authRequired: config.authRequired && config.passwordFile !== undefined,
       publicEndpoints: config.publicEndpoints,
       metricsPath: config.metricsPath,
-      upstream: config.upstream && { origin: config.upstream.origin, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
+      upstream: config.upstream && { origin: config.upstream.origin, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody,
+        pipelining: config.upstreamPipelining },
       websocket: websocketSettings(config),
       trustedProxies: config.trustedProxies.entries,
       logLevel: config.logLevel,

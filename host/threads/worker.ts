@@ -38,7 +38,8 @@ await runHttpThread(async ({ data, owner, log }) => {
     publicEndpoints: settings.publicEndpoints,
     metricsPath: settings.metricsPath,
     upstream: upstream && {
-      url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, health: sharedHealth(data.upstreamHealth),
+      url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, pipelining: upstream.pipelining,
+      health: sharedHealth(data.upstreamHealth),
     },
     websocket: { ...settings.websocket, sessionCount: data.wsSessions },
     trustedProxies: trustedProxies(settings.trustedProxies),
