@@ -52,7 +52,10 @@ export async function startScriptedUpstream(t: Test, script: Script, options: { 
     let closed = false;
     // Answers leave in the order their requests came, whenever each is ready.
     let last: Promise<void> = Promise.resolve();
+    let taken = false;
     socket.on('data', (chunk: Buffer) => {
+      // Closing after its answer, it reads no request past the first.
+      if (taken) return;
       pending = Buffer.concat([pending, chunk]);
       for (;;) {
         const parsed = parseRequest(pending);
@@ -72,7 +75,10 @@ export async function startScriptedUpstream(t: Test, script: Script, options: { 
             socket.end();
           }
         });
-        if (options.closeAfterEach) return;
+        if (options.closeAfterEach) {
+          taken = true;
+          return;
+        }
       }
     });
   });
