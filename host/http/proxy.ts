@@ -488,9 +488,10 @@ class Exchange implements UpstreamRequest {
       return;
     }
     const connection = this.connection;
+    const paused = this.paused;
     this.connection = null;
     this.paused = false;
-    connection.abandon(this);
+    connection.abandon(this, paused);
   }
 
   // The upstream side: the pool's (upstream/pool.ts).
@@ -540,9 +541,7 @@ class Exchange implements UpstreamRequest {
     for (let i = 0, end = parser.fieldCount * FIELD; i < end; i += FIELD) {
       const nameStart = fields[i];
       const nameEnd = fields[i + 1];
-      // A name of a length no dropped name has passes as it is; only the others are compared.
-      const candidates = RESPONSE_DROPPED_BY_LENGTH[nameEnd - nameStart];
-      if (candidates !== undefined && candidates.some((name) => equalsIgnoringCase(bytes, nameStart, nameEnd, name))) {
+      if (droppedFromAnswer(bytes, nameStart, nameEnd)) {
         // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
         if (!this.bodiless || !equalsIgnoringCase(bytes, nameStart, nameEnd, CONTENT_LENGTH)) continue;
       }
@@ -674,6 +673,15 @@ class Exchange implements UpstreamRequest {
     this.closed = true;
     this.relay.settle(null);
   }
+}
+
+/** Whether the name in bytes[start, end) is one RESPONSE_DROPPED holds, or Content-Length. */
+function droppedFromAnswer(bytes: Buffer, start: number, end: number): boolean {
+  // A name of a length no dropped name has passes as it is; only the others are compared.
+  const candidates = RESPONSE_DROPPED_BY_LENGTH[end - start];
+  if (candidates === undefined) return false;
+  for (const name of candidates) if (equalsIgnoringCase(bytes, start, end, name)) return true;
+  return false;
 }
 
 /** The head and the body of a request, in one buffer: one write. */

@@ -143,9 +143,10 @@ export class Connection {
   /**
    * `request` no longer wants its answer (its client went away). Alone on the connection,
    * it takes the connection with it, which stops the upstream sending; with answers
-   * pipelined behind it, its answer is read and dropped, so theirs still come.
+   * pipelined behind it, its answer is read and dropped, so theirs still come (reading
+   * on if it was `paused` for its client).
    */
-  abandon(request: UpstreamRequest): void {
+  abandon(request: UpstreamRequest, paused: boolean): void {
     if (this.queue[0] === request && this.queue.length === 1) {
       this.fail(closedEarly(), request);
       return;
@@ -155,7 +156,7 @@ export class Connection {
       this.fail(closedEarly(), request);
       return;
     }
-    this.resume();
+    if (paused) this.resume();
   }
 
   /** Ends the connection; the requests on it fail with `error` (but `quiet`, which asked for it). */
