@@ -94,6 +94,9 @@ export class Connection {
   }
 
   send(request: UpstreamRequest): void {
+    // The first request goes at once; those pipelined behind it in the same turn of the
+    // event loop leave together, in one write, when the turn's events are all handled.
+    if (this.queue.length > 0) this.pool.cork(this.socket);
     this.queue.push(request);
     this.times.push(Date.now());
     if (request.head) this.reusable = false;
@@ -135,9 +138,12 @@ export class Connection {
     this.socket.resume();
   }
 
-  /** Whether the upstream is late now: not while the client holds the answer back, nor while a body is still being sent. */
+  /**
+   * Whether the upstream is late now: to connect, or to answer; not while the client holds
+   * the answer back, nor while a body is still being sent.
+   */
   late(now: number): boolean {
-    return this.deadline !== 0 && now >= this.deadline && !this.paused && this.streaming === null;
+    return this.deadline !== 0 && now >= this.deadline && (!this.connected || (!this.paused && this.streaming === null));
   }
 
   /**
@@ -267,6 +273,8 @@ export class UpstreamPool {
   private readonly port: number;
   private sweeper: NodeJS.Timeout | null = null;
   private closed = false;
+  /** Sockets corked in this turn of the event loop, uncorked together after its events. */
+  private readonly corked: Socket[] = [];
 
   constructor(readonly options: PoolOptions) {
     this.port = options.url.port === '' ? (options.url.protocol === 'https:' ? 443 : 80) : Number(options.url.port);
@@ -281,6 +289,17 @@ export class UpstreamPool {
     const connection = this.pick(request);
     if (connection === null) this.waiting.push(request);
     else connection.send(request);
+  }
+
+  /** Holds `socket`'s writes until this turn of the event loop has handled its events. */
+  cork(socket: Socket): void {
+    if (socket.writableCorked > 0) return;
+    socket.cork();
+    if (this.corked.push(socket) === 1) setImmediate(() => this.uncork());
+  }
+
+  private uncork(): void {
+    for (const socket of this.corked.splice(0)) socket.uncork();
   }
 
   /** A connection has answered a request and has room: the requests waiting take it. */
