@@ -344,6 +344,9 @@ class Exchange implements UpstreamRequest {
   /** The answer's head, held until its first body bytes, its end, or the end of the read it came in. */
   private parser: ResponseParser | null = null;
   private headBytes: Buffer | null = null;
+  /** The body's parts in the read under way: offsets into readBytes, start and end by twos. */
+  private readBytes: Buffer | null = null;
+  private ranges: number[] | null = null;
   private bodiless = false;
   /** The writable handler is set. */
   private watching = false;
@@ -523,8 +526,8 @@ class Exchange implements UpstreamRequest {
   }
 
   onReadEnd(): void {
-    if (this.closed || this.headBytes === null) return;
-    this.res.cork(() => this.writeHead());
+    if (this.closed || (this.headBytes === null && this.readBytes === null)) return;
+    this.res.cork(() => this.flush());
   }
 
   /** Writes the status line and headers if they are still held; call it corked. */
@@ -555,31 +558,46 @@ class Exchange implements UpstreamRequest {
 
   onBody(bytes: Buffer, start: number, end: number): void {
     if (this.closed || this.total === NO_BODY) return;
+    // Held until the read is all parsed (or the answer ends in it): an answer refused
+    // further on in the same read is then still a clean 502, and the parts a read holds
+    // leave with the head in one send.
+    this.readBytes = bytes;
+    (this.ranges ??= []).push(start, end);
+  }
+
+  /** Writes what the read so far holds of the answer: its head, if held, and its body's parts; call it corked. */
+  private flush(): void {
+    this.writeHead();
+    const bytes = this.readBytes;
+    const ranges = this.ranges;
+    if (bytes === null || ranges === null) return;
+    this.readBytes = null;
+    for (let i = 0; i < ranges.length; i += 2) this.writeBody(bytes.subarray(ranges[i], ranges[i + 1]));
+    ranges.length = 0;
+  }
+
+  /** Writes a part of the body, or holds it (copied: the read buffer is reused) while the client cannot take it; call it corked. */
+  private writeBody(chunk: Buffer): void {
+    if (this.closed) return;
     if (this.pending !== null) {
-      // Held back already: kept behind what is held, as `bytes` is reused.
-      this.pending = Buffer.concat([this.pending, bytes.subarray(start, end)]);
+      this.pending = Buffer.concat([this.pending, chunk]);
       return;
     }
-    const chunk = bytes.subarray(start, end);
     const res = this.res;
-    res.cork(() => {
-      this.writeHead();
-      if (this.total === CHUNKED) {
-        if (!res.write(chunk)) this.waitForClient();
-        return;
-      }
-      const offset = res.getWriteOffset();
-      const [ok, done] = res.tryEnd(chunk, this.total);
-      if (done) {
-        this.complete();
-      } else if (!ok) {
-        // uWS took part of the chunk; the rest waits for the client to read, copied, as the
-        // read buffer is reused.
-        this.pending = Buffer.from(chunk);
-        this.pendingOffset = offset;
-        this.waitForClient();
-      }
-    });
+    if (this.total === CHUNKED) {
+      if (!res.write(chunk)) this.waitForClient();
+      return;
+    }
+    const offset = res.getWriteOffset();
+    const [ok, done] = res.tryEnd(chunk, this.total);
+    if (done) {
+      this.complete();
+    } else if (!ok) {
+      // uWS took part of the chunk; the rest waits for the client to read.
+      this.pending = Buffer.from(chunk);
+      this.pendingOffset = offset;
+      this.waitForClient();
+    }
   }
 
   onEnd(): void {
@@ -587,20 +605,21 @@ class Exchange implements UpstreamRequest {
     // The whole answer is read: the connection may go on with the next one.
     this.resumeUpstream();
     this.connection = null;
-    if (this.pending !== null) {
-      // The end came before the client took the last bytes; writable() completes it.
-      this.ended = true;
-      return;
-    }
     const res = this.res;
     res.cork(() => {
-      this.writeHead();
+      this.flush();
+      if (this.closed) return;
+      if (this.pending !== null) {
+        // The end came before the client took the last bytes; writable() completes it.
+        this.ended = true;
+        return;
+      }
       if (this.total === NO_BODY) res.endWithoutBody();
       else if (this.total === CHUNKED || this.total === 0) res.end();
       // Fewer bytes than announced: the client must not take a cut body for a whole one.
       else res.close();
+      this.complete();
     });
-    this.complete();
   }
 
   onError(error: Error): void {
@@ -608,8 +627,10 @@ class Exchange implements UpstreamRequest {
     if (this.closed) return;
     this.closed = true;
     const res = this.res;
-    if (this.started) {
-      // The upstream's status is taken already: cutting the connection is the only way to say the body is not whole.
+    // What the read held of the answer is not relayed: the answer is refused, or cut.
+    this.readBytes = null;
+    if (this.started && this.headBytes === null) {
+      // The upstream's status is relayed already: cutting the connection is the only way to say the body is not whole.
       res.close();
     } else if ((error as UpstreamError).code === 'UPSTREAM_SWITCHED') {
       res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.relay.switched));
