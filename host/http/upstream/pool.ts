@@ -4,8 +4,8 @@
 // connection carries up to N requests at once, answered in order, as Go's net/http and
 // node:http answer them; a request is never put behind one that has waited longer than
 // PIPELINE_MAX_WAIT_MS, nor behind a request whose body is still coming.
-import { connect as netConnect, type Socket } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { isIP, connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { badAnswer, closedEarly, poolClosed, switched, timedOut } from './errors.js';
 import { ResponseParser, SWITCHED, type AnswerHandler } from './parser.js';
 
@@ -66,16 +66,17 @@ export class Connection {
 
   constructor(private readonly pool: UpstreamPool, url: URL, port: number) {
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const onread = { buffer: pool.readBuffer, callback: (n: number, buffer: Uint8Array) => this.read(buffer as Buffer, n) };
     if (url.protocol === 'https:') {
-      // TLS sockets take no onread: their plaintext comes as 'data'.
-      this.socket = tlsConnect({ host, port, servername: host, ALPNProtocols: ['http/1.1'] });
-      this.socket.on('data', (chunk: Buffer) => this.read(chunk, chunk.length));
+      // SNI takes a name, never an address (RFC 6066 §3). node:tls reads into onread as
+      // node:net does, though its types leave the option out.
+      const options: ConnectionOptions & { onread: typeof onread } = {
+        host, port, servername: isIP(host) === 0 ? host : undefined, ALPNProtocols: ['http/1.1'], onread,
+      };
+      this.socket = tlsConnect(options);
       this.socket.once('secureConnect', () => this.onConnect());
     } else {
-      this.socket = netConnect({
-        host, port, noDelay: true,
-        onread: { buffer: pool.readBuffer, callback: (n, buffer) => this.read(buffer as Buffer, n) },
-      });
+      this.socket = netConnect({ host, port, noDelay: true, onread });
       this.socket.once('connect', () => this.onConnect());
     }
     this.socket.setNoDelay(true);
