@@ -157,6 +157,7 @@ const NOT_TARGET = /[^\x21-\xff]/;
 /** Methods whose request a body is expected with: sent without one, they say Content-Length: 0. */
 const EXPECTS_BODY = new Set(['PUT', 'POST', 'PATCH', 'QUERY', 'PROPFIND', 'PROPPATCH']);
 const LAST_CHUNK = Buffer.from('0\r\n\r\n');
+const NOTHING = Buffer.alloc(0);
 
 // Never sent back: uWS writes its own Date and Content-Length (from the body it sends);
 // Proxy-Authenticate would ask the client for credentials this proxy does not take; CORS
@@ -253,7 +254,7 @@ export class UpstreamProxy {
     const headers = upstreamHeaders(req, peer, this.trusted.has(peer));
     if (typeof headers === 'string') return refuse(res, jsonLine(RpcCode.InvalidRequest, headers));
     const head = requestHead(method, target, this.hostLines, headers);
-    if (head.startsWith(NOT_WRITABLE)) return refuse(res, jsonLine(RpcCode.InvalidRequest, head.slice(NOT_WRITABLE.length)));
+    if (head instanceof Unwritable) return refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${head.why}`));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
     if (grant >= 0 && !hasBody) return writeScopeRefusal(res, this.relay.scope!.noBody('http'), method === 'HEAD', allowOrigin);
     const exchange = new Exchange(this.relay, res, method === 'HEAD', head, allowOrigin);
@@ -294,26 +295,28 @@ export class UpstreamProxy {
   }
 }
 
-/** Marks what requestHead returns for a request that cannot be written: the rest says why. */
-const NOT_WRITABLE = '\u0000';
+/** What requestHead returns for a request that cannot be written. */
+class Unwritable {
+  constructor(readonly why: string) {}
+}
 
 /**
  * The request line and header lines of a request, as one Latin-1 string, without the
- * framing of its body and the empty line; or NOT_WRITABLE and why it cannot be written.
+ * framing of its body and the empty line; or why it cannot be written.
  * The client's Content-Length is left out: the framing line is written from the body sent.
  */
-function requestHead(method: string, target: string, hostLines: string, headers: string[]): string {
-  if (NOT_TOKEN.test(method)) return `${NOT_WRITABLE}the request cannot be forwarded: its method is not a token`;
-  if (NOT_TARGET.test(target)) return `${NOT_WRITABLE}the request cannot be forwarded: its target holds a space or a control byte`;
+function requestHead(method: string, target: string, hostLines: string, headers: string[]): string | Unwritable {
+  if (NOT_TOKEN.test(method)) return new Unwritable('its method is not a token');
+  if (NOT_TARGET.test(target)) return new Unwritable('its target holds a space or a control byte');
   let head = `${method} ${target} ${hostLines}`;
   let lengths = 0;
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i];
     const value = headers[i + 1];
-    if (NOT_TOKEN.test(name)) return `${NOT_WRITABLE}the request cannot be forwarded: a header name is not a token`;
-    if (NOT_FIELD_VALUE.test(value)) return `${NOT_WRITABLE}the request cannot be forwarded: the value of header ${name} holds a control byte`;
+    if (NOT_TOKEN.test(name)) return new Unwritable('a header name is not a token');
+    if (NOT_FIELD_VALUE.test(value)) return new Unwritable(`the value of header ${name} holds a control byte`);
     if (name === 'content-length') {
-      if (++lengths > 1) return `${NOT_WRITABLE}the request cannot be forwarded: it has two Content-Length headers`;
+      if (++lengths > 1) return new Unwritable('it has two Content-Length headers');
       continue;
     }
     head += `${name}: ${value}\r\n`;
@@ -323,8 +326,8 @@ function requestHead(method: string, target: string, hostLines: string, headers:
 
 /** One proxied request: its bytes and body for the pool, and the writer of the upstream's answer to the client. */
 class Exchange implements UpstreamRequest {
-  /** The request's head and, when whole, its body: what the pool writes. */
-  bytes: Buffer = LAST_CHUNK;
+  /** The request's head and, when whole, its body: what the pool writes, set before the exchange is dispatched. */
+  bytes: Buffer = NOTHING;
   /** The body is still coming from the client. */
   streaming = false;
   /** The connection the request went on, once it has one. */
@@ -333,7 +336,7 @@ class Exchange implements UpstreamRequest {
   private paused = false;
   /** The client went away, or the response is complete: `res` may no longer be touched. */
   private closed = false;
-  /** The answer's head is read: its status is taken, and it can no longer be a clean 502. */
+  /** The answer's head is read; once it is relayed too (headBytes null), a failure can only cut the connection. */
   private started = false;
   /** The body's length as the upstream announced it, or CHUNKED, or NO_BODY. */
   private total = CHUNKED;
