@@ -36,6 +36,8 @@ export const DEFAULTS = {
   upstreamTimeout: 30,
   /** Bytes: 1 MiB. */
   upstreamMaxBody: 1024 * 1024,
+  /** Requests on one upstream connection at once: 1, none pipelined (README, Protecting a real node). */
+  upstreamPipelining: 1,
   metricsPath: '/ext/metrics',
   logLevel: 'info',
   /** Every core the process may use, up to the limit. */
@@ -68,6 +70,8 @@ export const LIMITS = {
   upstreamTimeout: { min: 1, max: 3600 },
   /** Bytes: 1 to 1024 MiB. */
   upstreamMaxBody: { min: 1, max: 1024 * 1024 * 1024 },
+  /** Requests on one upstream connection at once. */
+  upstreamPipelining: { min: 1, max: 64 },
   /** Bytes of a JSON-RPC body that /ext/auth and the built-in endpoints read (64 KiB). */
   rpcBody: 65536,
   /** Threads serving HTTP. */
@@ -133,6 +137,8 @@ export interface ServerOptions {
   readonly upstreamTimeout?: number | string;
   /** The largest request body proxied: bytes, or a size such as "1MiB" or "512KiB". Default 1MiB. */
   readonly upstreamMaxBody?: number | string;
+  /** Requests sent on one upstream connection before their answers, 1 to 64. Default 1 (no pipelining). */
+  readonly upstreamPipelining?: number | string;
   /** Addresses and CIDR ranges of the proxies in front, whose X-Forwarded-For names the client. Default none. */
   readonly trustedProxies?: readonly string[];
   /** Where the Prometheus metrics are served, protected like any endpoint. Default /ext/metrics. */
@@ -222,6 +228,7 @@ export interface ServerConfig {
   readonly upstreamTimeoutMs: number;
   /** Bytes. */
   readonly upstreamMaxBody: number;
+  readonly upstreamPipelining: number;
   readonly trustedProxies: TrustedProxies;
   readonly metricsPath: string;
   readonly logLevel: Level;
@@ -269,11 +276,11 @@ export interface TlsFiles {
 }
 
 /** Options that only the proxy uses: refused without `upstream`. */
-const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'queryToken'] as const;
+const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody', 'upstreamPipelining', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'queryToken'] as const;
 
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'maxTokens', 'dataDir', 'publicEndpoints', 'upstream',
-  'upstreamTimeout', 'upstreamMaxBody', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads', 'tlsEnabled', 'tlsCertFile', 'tlsKeyFile',
+  'upstreamTimeout', 'upstreamMaxBody', 'upstreamPipelining', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads', 'tlsEnabled', 'tlsCertFile', 'tlsKeyFile',
   'allowedOrigins', 'queryToken', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'clusterEtcd', 'clusterName', 'clusterLease',
   'clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey', 'clusterEtcdUser', 'clusterEtcdPasswordFile'];
 
@@ -332,6 +339,8 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     upstream: options.upstream === undefined ? undefined : upstream(options.upstream),
     upstreamTimeoutMs: upstreamTimeout(options.upstreamTimeout ?? DEFAULTS.upstreamTimeout) * 1000,
     upstreamMaxBody: size('upstreamMaxBody', options.upstreamMaxBody ?? DEFAULTS.upstreamMaxBody, LIMITS.upstreamMaxBody),
+    upstreamPipelining: count('upstreamPipelining', options.upstreamPipelining ?? DEFAULTS.upstreamPipelining,
+      'requests on one upstream connection at once'),
     trustedProxies: proxies(options.trustedProxies),
     metricsPath,
     logLevel: level(options.logLevel ?? DEFAULTS.logLevel),
@@ -619,7 +628,7 @@ function proxies(value: unknown): TrustedProxies {
 }
 
 /** A whole number within the option's LIMITS; `what` says what it counts. */
-function count(option: 'httpThreads' | 'wsMaxSessions' | 'maxTokens', value: unknown, what: string): number {
+function count(option: 'httpThreads' | 'wsMaxSessions' | 'maxTokens' | 'upstreamPipelining', value: unknown, what: string): number {
   const { min, max } = LIMITS[option];
   const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,10}$/.test(value) ? Number(value) : NaN;
   if (!(Number.isInteger(n) && n >= min && n <= max)) {

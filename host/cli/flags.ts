@@ -31,6 +31,7 @@ const FLAGS: Readonly<Record<string, { option: Option; kind: 'string' | 'boolean
   'upstream': { option: 'upstream', kind: 'string' },
   'upstream-timeout': { option: 'upstreamTimeout', kind: 'string' },
   'upstream-max-body': { option: 'upstreamMaxBody', kind: 'string' },
+  'upstream-pipelining': { option: 'upstreamPipelining', kind: 'string' },
   'trusted-proxies': { option: 'trustedProxies', kind: 'string', value: list },
   'metrics-path': { option: 'metricsPath', kind: 'string' },
   'log-level': { option: 'logLevel', kind: 'string' },
@@ -137,6 +138,8 @@ Flags:
                                       (default 30s)
   --upstream-max-body SIZE            largest request body proxied: bytes, or with KiB or
                                       MiB (default 1MiB; /ext/auth takes at most 64 KiB)
+  --upstream-pipelining N             requests sent on one upstream connection before
+                                      their answers (1 to 64; default ${DEFAULTS.upstreamPipelining}: none pipelined)
   --trusted-proxies LIST              comma-separated addresses and CIDR ranges of proxies
                                       in front (such as 10.0.0.0/8,2001:db8::1) whose
                                       X-Forwarded-For names the client (default none:

@@ -1,10 +1,14 @@
 // The reverse proxy behind the gate: an authorised request goes to the same path on the
-// upstream node, and the upstream's answer comes back as it was sent. Connections to
-// the upstream are kept alive, an undici Client each (see Upstreams). Bodies stream both ways with
-// backpressure: a slow client pauses the upstream's answer, which is never held whole in
-// memory; a slow upstream pauses the reading of the client's request body. uWS stops
-// reading only some way after pause(), so what a request body may hold in memory is
-// bounded by the body limit rather than by the pause.
+// upstream node, and the upstream's answer comes back as it was sent. The HTTP/1.1 client
+// is api-auth's own (upstream/): each thread keeps its connections to the upstream alive,
+// reads them into one preallocated buffer, writes each request in one go, and reads the
+// answers with a strict parser that hands out offsets (upstream/parser.ts): an answer it
+// refuses is a 502, and its connection is never used again. With --upstream-pipelining N
+// a connection carries up to N requests at once (upstream/pool.ts). Bodies stream both
+// ways with backpressure: a slow client pauses the upstream's answer, which is never held
+// whole in memory; a slow upstream pauses the reading of the client's request body. uWS
+// stops reading only some way after pause(), so what a request body may hold in memory
+// is bounded by the body limit rather than by the pause.
 //
 // Headers (RFC 9110 §7.6.1): hop-by-hop fields (Connection and the fields it names,
 // Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade, Trailer) are not
@@ -17,13 +21,13 @@
 // api-auth serves TLS itself, else http; the same for a WebSocket upgrade, as nginx sends it).
 //
 // The request line and header values reach the upstream byte for byte. uWS hands the
-// query and header values over decoded as UTF-8, and undici writes strings as Latin-1,
-// so text beyond ASCII is turned back into its UTF-8 bytes (one Latin-1 character per
-// byte) before it is handed on. Text uWS could only decode with U+FFFD in it (bytes
-// that are not UTF-8) cannot be turned back, and is refused with 400 rather than
-// forwarded altered.
+// query and header values over decoded as UTF-8, and the request head is written as
+// Latin-1, so text beyond ASCII is turned back into its UTF-8 bytes (one Latin-1
+// character per byte) before it is handed on. Text uWS could only decode with U+FFFD in
+// it (bytes that are not UTF-8) cannot be turned back, and is refused with 400 rather
+// than forwarded altered.
 //
-// What undici refuses in a request (a header value with control bytes, two
+// What cannot be written as a request (a header value with control bytes, two
 // Content-Length, a method that is not a token) is the client's own mistake: 400, and
 // no word of it in the upstream's errors, metrics or health.
 //
@@ -33,11 +37,7 @@
 // refused body sends the upstream nothing at all. Tokens without methods are streamed
 // as before, and cost nothing more.
 import { STATUS_CODES } from 'node:http';
-import { Readable } from 'node:stream';
-import type { Duplex } from 'node:stream';
-import { Client, errors } from 'undici';
-import type { Dispatcher } from 'undici';
-import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, RecognizedString } from 'uWebSockets.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import { RpcCode } from '../errors.js';
@@ -48,6 +48,9 @@ import { writeCorsHeaders } from './cors.js';
 import { writeScopeRefusal } from './refusals.js';
 import { jsonLine } from './responses.js';
 import type { MethodScope } from './scope.js';
+import type { UpstreamError } from './upstream/errors.js';
+import { equalsIgnoringCase, FIELD, Framing, type ResponseParser } from './upstream/parser.js';
+import { UpstreamPool, type Connection, type UpstreamRequest } from './upstream/pool.js';
 
 /** Connections kept open to the upstream at most; requests past that wait for one. */
 export const UPSTREAM_CONNECTIONS = 128;
@@ -63,6 +66,8 @@ export interface UpstreamOptions {
   readonly health?: UpstreamHealth;
   /** How clients reach api-auth, for X-Forwarded-Proto: 'https' when it serves TLS itself. */
   readonly clientScheme: 'http' | 'https';
+  /** Requests on one upstream connection at once (--upstream-pipelining); 1, the default, for none. */
+  readonly pipelining?: number;
 }
 
 /**
@@ -116,10 +121,10 @@ export function upstreamFailures(timeoutMs: number): UpstreamFailures {
  * itself.
  */
 interface Relay {
-  /** Sends a request upstream, on an idle connection or, past the limit, when one is freed. */
-  readonly dispatch: (options: Dispatcher.DispatchOptions, exchange: Exchange) => void;
-  /** Hands back the connection of a request undici is done with. */
-  readonly release: (client: Client) => void;
+  /** Sends a request upstream: on an idle connection, pipelined, on a new one, or when one is freed. */
+  readonly dispatch: (exchange: Exchange) => void;
+  /** Takes back a request still waiting for a connection; false when it has one. */
+  readonly withdraw: (exchange: Exchange) => boolean;
   /** The largest request body forwarded, in bytes. */
   readonly maxBody: number;
   /** The 413 body of a request body over the limit. */
@@ -135,8 +140,9 @@ interface Relay {
 }
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
-// Never sent upstream: the gate's credentials, a proxy's credentials, and what undici
-// sets itself (Host, and Expect, which it refuses).
+// Never sent upstream: the gate's credentials, a proxy's credentials, and what the
+// client writes itself (Host, and the framing of the body); Expect too, as the body is
+// sent without waiting for a 100 Continue.
 const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect']);
 // Headers that tell an upstream who the client is, how it connected, or which path it
 // asked for, beside every x-forwarded-* name: believed by some upstream, so never taken
@@ -145,8 +151,16 @@ const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authoriz
 const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real-ip', 'true-client-ip', 'x-client-ip',
   'client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip', 'x-original-forwarded-for',
   'x-envoy-external-address', 'x-azure-clientip', 'front-end-https', 'x-url-scheme', 'x-original-url', 'x-rewrite-url']);
-/** Text beyond ASCII: uWS decoded it from UTF-8, and undici would write it as Latin-1. */
+/** Text beyond ASCII: uWS decoded it from UTF-8, and the request head is written as Latin-1. */
 export const BEYOND_ASCII = /[^\x00-\x7f]/;
+/** What a request head cannot hold: a method or a header name that is not a token, a value with a control byte, a target with a space. */
+const NOT_TOKEN = /[^!#$%&'*+\-.^_`|~0-9A-Za-z]/;
+const NOT_FIELD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+const NOT_TARGET = /[^\x21-\xff]/;
+/** Methods whose request a body is expected with: sent without one, they say Content-Length: 0. */
+const EXPECTS_BODY = new Set(['PUT', 'POST', 'PATCH', 'QUERY', 'PROPFIND', 'PROPPATCH']);
+const LAST_CHUNK = Buffer.from('0\r\n\r\n');
+const NOTHING = Buffer.alloc(0);
 
 // Never sent back: uWS writes its own Date and Content-Length (from the body it sends);
 // Proxy-Authenticate would ask the client for credentials this proxy does not take; CORS
@@ -156,9 +170,10 @@ const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate', '
   'access-control-allow-credentials', 'access-control-expose-headers', 'access-control-allow-methods', 'access-control-allow-headers',
   'access-control-max-age']);
 
-/** 1 at the length of each name RESPONSE_DROPPED holds, and of Content-Length (dropped from answers with a body). */
-const RESPONSE_DROPPED_LENGTHS = new Uint8Array(64);
-for (const name of [...RESPONSE_DROPPED, 'content-length']) RESPONSE_DROPPED_LENGTHS[name.length] = 1;
+/** The names RESPONSE_DROPPED holds, and Content-Length (dropped from answers with a body), as bytes by their length. */
+const RESPONSE_DROPPED_BY_LENGTH: Buffer[][] = [];
+for (const name of [...RESPONSE_DROPPED, 'content-length']) (RESPONSE_DROPPED_BY_LENGTH[name.length] ??= []).push(Buffer.from(name));
+const CONTENT_LENGTH = Buffer.from('content-length');
 
 const NO_BODY = -2;
 const CHUNKED = -1;
@@ -184,79 +199,30 @@ class ScopeRefused extends Error {
   }
 }
 
-class ProtocolSwitched extends Error {
-  constructor() {
-    super('the upstream node switched protocols');
-    this.name = 'ProtocolSwitched';
-  }
-}
-
-/**
- * The connections to the upstream: an undici Client each, one request at a time (no
- * pipelining), made as needed up to UPSTREAM_CONNECTIONS. What undici's Pool does, for
- * less per request: an idle Client is taken from a stack (the last one freed, whose
- * connection is warm) rather than found by scanning every Client, and a Client is handed
- * back by its request's end rather than through a 'drain' event. Requests that find no
- * Client free wait in order, as in a Pool.
- */
-class Upstreams {
-  private readonly all: Client[] = [];
-  private readonly idle: Client[] = [];
-  private readonly waiting: { options: Dispatcher.DispatchOptions; exchange: Exchange }[] = [];
-
-  constructor(private readonly origin: string, private readonly clientOptions: Client.Options) {}
-
-  dispatch(options: Dispatcher.DispatchOptions, exchange: Exchange): void {
-    let client = this.idle.pop();
-    if (client === undefined && this.all.length < UPSTREAM_CONNECTIONS) {
-      client = new Client(this.origin, this.clientOptions);
-      this.all.push(client);
-    }
-    if (client === undefined) {
-      this.waiting.push({ options, exchange });
-      return;
-    }
-    exchange.client = client;
-    client.dispatch(options, exchange);
-  }
-
-  /** The request on `client` has ended (answered, failed or aborted): the next waiting request gets it. */
-  release(client: Client): void {
-    const next = this.waiting.shift();
-    if (next === undefined) {
-      this.idle.push(client);
-      return;
-    }
-    next.exchange.client = client;
-    client.dispatch(next.options, next.exchange);
-  }
-
-  /** Fails the requests still waiting, as Pool.destroy did, and closes every connection. */
-  async close(): Promise<void> {
-    for (const { exchange } of this.waiting.splice(0)) exchange.onError(new errors.ClientDestroyedError());
-    await Promise.all(this.all.map((client) => client.destroy()));
-  }
-}
-
 export class UpstreamProxy {
-  private readonly upstreams: Upstreams;
+  private readonly pool: UpstreamPool;
   private readonly relay: Relay;
+  /** The Host line and the keep-alive line of every request, made once. */
+  private readonly hostLines: string;
   /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
   private readonly health: UpstreamHealth;
 
   constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
     private readonly metrics: Metrics, private readonly log: Logger, scope: MethodScope | null = null) {
-    const upstreams = new Upstreams(options.url.origin, {
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
-      connect: { timeout: Math.min(options.timeoutMs, 10_000) },
+    const pool = new UpstreamPool({
+      url: options.url,
+      timeoutMs: options.timeoutMs,
+      connectTimeoutMs: Math.min(options.timeoutMs, 10_000),
+      maxConnections: UPSTREAM_CONNECTIONS,
+      pipelining: options.pipelining ?? 1,
     });
-    this.upstreams = upstreams;
+    this.pool = pool;
+    this.hostLines = `HTTP/1.1\r\nhost: ${options.url.host}\r\nconnection: keep-alive\r\n`;
     this.health = options.health ?? ownHealth();
     const failures = upstreamFailures(options.timeoutMs);
     this.relay = {
-      dispatch: (dispatched, exchange) => upstreams.dispatch(dispatched, exchange),
-      release: (client) => upstreams.release(client),
+      dispatch: (exchange) => pool.dispatch(exchange),
+      withdraw: (exchange) => pool.withdraw(exchange),
       maxBody: options.maxBody,
       tooLarge: jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
@@ -290,28 +256,24 @@ export class UpstreamProxy {
     const peer = peerAddress(res);
     const headers = upstreamHeaders(req, peer, this.trusted.has(peer), this.options.clientScheme);
     if (typeof headers === 'string') return refuse(res, jsonLine(RpcCode.InvalidRequest, headers));
+    const head = requestHead(method, target, this.hostLines, headers);
+    if (head instanceof Unwritable) return refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${head.why}`));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
     if (grant >= 0 && !hasBody) return writeScopeRefusal(res, this.relay.scope!.noBody('http'), method === 'HEAD', allowOrigin);
-    const exchange = new Exchange(this.relay, res, method === 'HEAD', headers, allowOrigin);
+    const exchange = new Exchange(this.relay, res, method === 'HEAD', head, allowOrigin);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
-    const options: Dispatcher.DispatchOptions = {
-      path: target,
-      method: method as Dispatcher.HttpMethod,
-      headers: exchange.headers,
-      body: null,
-    };
     if (!hasBody) {
-      this.relay.dispatch(options, exchange);
+      exchange.sendWithoutBody(EXPECTS_BODY.has(method));
       return;
     }
-    if (grant >= 0) res.onData((chunk, isLast) => exchange.scopedData(chunk, isLast, options, grant));
-    else res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, options));
+    if (grant >= 0) res.onData((chunk, isLast) => exchange.scopedData(chunk, isLast, grant));
+    else res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, declared));
   }
 
   /** Closes the upstream connections; requests still under way fail. */
   async close(): Promise<void> {
-    await this.upstreams.close();
+    this.pool.close();
   }
 
   /** Each exchange's end: out of flight, and the upstream's health as it showed. */
@@ -323,7 +285,7 @@ export class UpstreamProxy {
       }
       return;
     }
-    if (error instanceof ClientGone || error instanceof BodyTooLarge || error instanceof ScopeRefused || refusedRequest(error)) return;
+    if (error instanceof ClientGone || error instanceof BodyTooLarge || error instanceof ScopeRefused) return;
     const kind = classify(error);
     this.metrics.upstreamError(kind);
     const fields = { upstream: this.options.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
@@ -336,94 +298,135 @@ export class UpstreamProxy {
   }
 }
 
-/** One proxied request: undici's handler for the upstream's answer, and the writer of it to the client. */
-class Exchange implements Dispatcher.DispatchHandler {
-  /** The upstream connection this request went to; handed back when undici is done with the request. */
-  client: Client | null = null;
-  /** undici's abort of the upstream request, once it has started it. */
-  private abort: ((reason: Error) => void) | null = null;
-  /** undici's resume of the upstream's answer, and whether this exchange paused it. */
-  private resume: (() => void) | null = null;
+/** What requestHead returns for a request that cannot be written. */
+class Unwritable {
+  constructor(readonly why: string) {}
+}
+
+/**
+ * The request line and header lines of a request, as one Latin-1 string, without the
+ * framing of its body and the empty line; or why it cannot be written.
+ * The client's Content-Length is left out: the framing line is written from the body sent.
+ */
+function requestHead(method: string, target: string, hostLines: string, headers: string[]): string | Unwritable {
+  if (NOT_TOKEN.test(method)) return new Unwritable('its method is not a token');
+  if (NOT_TARGET.test(target)) return new Unwritable('its target holds a space or a control byte');
+  let head = `${method} ${target} ${hostLines}`;
+  let lengths = 0;
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i];
+    const value = headers[i + 1];
+    if (NOT_TOKEN.test(name)) return new Unwritable('a header name is not a token');
+    if (NOT_FIELD_VALUE.test(value)) return new Unwritable(`the value of header ${name} holds a control byte`);
+    if (name === 'content-length') {
+      if (++lengths > 1) return new Unwritable('it has two Content-Length headers');
+      continue;
+    }
+    head += `${name}: ${value}\r\n`;
+  }
+  return head;
+}
+
+/** One proxied request: its bytes and body for the pool, and the writer of the upstream's answer to the client. */
+class Exchange implements UpstreamRequest {
+  /** The request's head and, when whole, its body: what the pool writes, set before the exchange is dispatched. */
+  bytes: Buffer = NOTHING;
+  /** The body is still coming from the client. */
+  streaming = false;
+  /** The connection the request went on, once it has one. */
+  private connection: Connection | null = null;
+  /** This exchange paused the connection's reading, for its client to catch up. */
   private paused = false;
   /** The client went away, or the response is complete: `res` may no longer be touched. */
   private closed = false;
-  /** The response's status line and headers are written. */
+  /** The answer's head is read; once it is relayed too (headBytes null), a failure can only cut the connection. */
   private started = false;
   /** The body's length as the upstream announced it, or CHUNKED, or NO_BODY. */
   private total = CHUNKED;
-  /** A chunk uWS could not take whole yet, and the write offset it started at. */
+  /** A chunk uWS could not take whole yet (a copy), and the write offset it started at. */
   private pending: Buffer | null = null;
   private pendingOffset = 0;
   private ended = false;
-  /** The answer's status line and headers, held (rawHeaders not null) until its first body bytes or its end. */
-  private statusLine = '';
-  private rawHeaders: Buffer[] | null = null;
-  private listed: Set<string> | null = null;
+  /** The answer's head, held until its first body bytes, its end, or the end of the read it came in. */
+  private parser: ResponseParser | null = null;
+  private headBytes: Buffer | null = null;
+  /** The body's parts in the read under way: offsets into readBytes, start and end by twos. */
+  private readBytes: Buffer | null = null;
+  private ranges: number[] | null = null;
   private bodiless = false;
   /** The writable handler is set. */
   private watching = false;
-  /** The request body, when it comes in more than one chunk. */
-  private body: Readable | null = null;
+  /** A streaming body: chunked (no Content-Length from the client), what is received, parts held until there is a connection. */
+  private chunked = false;
   private received = 0;
+  private held: Buffer[] | null = null;
+  private lastHeld = false;
   private readingPaused = false;
   /** A scoped token's body, as far as it has come. */
   private chunks: Buffer[] | null = null;
 
-  constructor(private readonly relay: Relay, private readonly res: HttpResponse, private readonly head: boolean,
-    readonly headers: string[], private readonly allowOrigin: string) {}
+  constructor(private readonly relay: Relay, private readonly res: HttpResponse, readonly head: boolean,
+    private readonly requestHead: string, private readonly allowOrigin: string) {}
 
   // The client side.
 
   clientGone(): void {
     if (this.closed) return;
     this.closed = true;
-    this.abortUpstream(new ClientGone());
+    this.abandonUpstream();
     this.relay.settle(new ClientGone());
   }
 
-  requestData(chunk: ArrayBuffer, isLast: boolean, options: Dispatcher.DispatchOptions): void {
+  sendWithoutBody(expectsBody: boolean): void {
+    this.bytes = Buffer.from(`${this.requestHead}${expectsBody ? 'content-length: 0\r\n' : ''}\r\n`, 'latin1');
+    this.relay.dispatch(this);
+  }
+
+  requestData(chunk: ArrayBuffer, isLast: boolean, declared: string): void {
     if (this.closed) return;
     this.received += chunk.byteLength;
     if (this.received > this.relay.maxBody) {
       this.refuseBody();
       return;
     }
-    // uWS reuses the chunk's memory once this callback returns. The copy goes into Node's
-    // buffer pool (for bodies under 4 KiB) rather than a fresh ArrayBuffer: a malloc'd
-    // backing store per request costs more than the copy, in allocation and in GC.
-    const copy = Buffer.allocUnsafe(chunk.byteLength);
-    copy.set(new Uint8Array(chunk));
-    if (this.body === null) {
+    if (!this.streaming) {
       if (isLast) {
-        // The common case, a body in one piece: no stream needed.
-        options.body = copy;
-        this.relay.dispatch(options, this);
+        // The common case, a body in one piece: copied once, behind the head, from uWS's
+        // memory, which it reuses once this callback returns.
+        this.bytes = withBody(this.requestHead, new Uint8Array(chunk));
+        this.relay.dispatch(this);
         return;
       }
-      this.body = new Readable({
-        read: () => {
-          if (this.readingPaused && !this.closed) {
-            this.readingPaused = false;
-            this.res.resume();
-          }
-        },
-      });
-      this.body.on('error', () => undefined);
-      options.body = this.body;
-      this.relay.dispatch(options, this);
+      this.streaming = true;
+      this.chunked = declared === '';
+      const framing = this.chunked ? 'transfer-encoding: chunked\r\n' : `content-length: ${declared}\r\n`;
+      this.bytes = Buffer.concat([Buffer.from(`${this.requestHead}${framing}\r\n`, 'latin1'), this.frame(chunk, false)]);
+      this.relay.dispatch(this);
+      if (this.connection === null) this.pauseReading();
+      return;
     }
-    if (!this.body.push(copy) && !isLast) {
-      this.readingPaused = true;
-      this.res.pause();
+    const framed = this.frame(chunk, isLast);
+    const connection = this.connection;
+    if (connection === null) {
+      // No connection yet: held (at most the body limit), and the client paused meanwhile.
+      (this.held ??= []).push(framed);
+      this.lastHeld = isLast;
+      this.pauseReading();
+      return;
     }
-    if (isLast) this.body.push(null);
+    if (isLast) {
+      connection.endBody(framed, this);
+    } else if (!connection.writeBody(framed)) {
+      this.pauseReading();
+      connection.drained(() => this.resumeReading());
+    }
   }
 
   /**
    * A chunk of a scoped token's body: held until the last one, then the whole body is
    * checked, and forwarded as received only if its calls pass.
    */
-  scopedData(chunk: ArrayBuffer, isLast: boolean, options: Dispatcher.DispatchOptions, grant: number): void {
+  scopedData(chunk: ArrayBuffer, isLast: boolean, grant: number): void {
     if (this.closed) return;
     this.received += chunk.byteLength;
     if (this.received > this.relay.maxBody) {
@@ -442,8 +445,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.chunks = null;
     const refusal = this.relay.scope!.check(grant, body, 'http');
     if (refusal === null) {
-      options.body = body;
-      this.relay.dispatch(options, this);
+      this.bytes = withBody(this.requestHead, body);
+      this.relay.dispatch(this);
       return;
     }
     this.closed = true;
@@ -452,146 +455,191 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.relay.settle(new ScopeRefused());
   }
 
+  /** A copy of a chunk of a streaming body, framed as a chunk when the client sent it chunked. */
+  private frame(chunk: ArrayBuffer, isLast: boolean): Buffer {
+    const bytes = new Uint8Array(chunk);
+    if (!this.chunked) return Buffer.from(bytes);
+    if (bytes.length === 0) return isLast ? LAST_CHUNK : Buffer.alloc(0);
+    const size = `${bytes.length.toString(16)}\r\n`;
+    const framed = Buffer.allocUnsafe(size.length + bytes.length + 2 + (isLast ? LAST_CHUNK.length : 0));
+    framed.write(size, 0, 'latin1');
+    framed.set(bytes, size.length);
+    framed.write(isLast ? '\r\n0\r\n\r\n' : '\r\n', size.length + bytes.length, 'latin1');
+    return framed;
+  }
+
+  private pauseReading(): void {
+    if (this.readingPaused || this.closed) return;
+    this.readingPaused = true;
+    this.res.pause();
+  }
+
+  private resumeReading(): void {
+    if (!this.readingPaused || this.closed) return;
+    this.readingPaused = false;
+    this.res.resume();
+  }
+
   private refuseBody(): void {
     const started = this.started;
     this.closed = true;
-    this.abortUpstream(new BodyTooLarge());
+    this.abandonUpstream();
     // A chunked body that outgrew the limit: answer now and drop the rest with the connection.
     if (started) this.res.close();
     else this.res.cork(() => this.res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.relay.tooLarge, true));
     this.relay.settle(new BodyTooLarge());
   }
 
-  private abortUpstream(reason: Error): void {
-    this.body?.destroy(reason);
-    this.abort?.(reason);
-  }
-
-  // undici's side: its dispatcher's own handler interface (onConnect, onHeaders, onData,
-  // onComplete, onError, onUpgrade). undici 7 marks it deprecated in favour of
-  // onRequestStart and onResponse*, but runs every request through it: a handler of the
-  // newer kind is wrapped in an UnwrapHandler, which makes a controller and a header object
-  // (parseHeaders) for each answer. Called directly, the raw header list is all that is made.
-  // undici is pinned; a major that drops this interface needs the onResponse* form back.
-
-  onConnect(abort: (reason?: Error) => void): void {
-    this.abort = abort;
-    if (this.closed) abort(new ClientGone());
-  }
-
-  onHeaders(statusCode: number, raw: Buffer[], resume: () => void, statusMessage: string): boolean {
-    if (this.closed) {
-      this.abort?.(new ClientGone());
-      return true;
+  /** The answer is no longer wanted: out of the queue, or its connection told. */
+  private abandonUpstream(): void {
+    if (this.connection === null) {
+      this.relay.withdraw(this);
+      return;
     }
-    // Informational answers (100, 103) are not relayed; the final one follows.
-    if (statusCode < 200) return true;
-    this.resume = resume;
+    const connection = this.connection;
+    const paused = this.paused;
+    this.connection = null;
+    this.paused = false;
+    connection.abandon(this, paused);
+  }
+
+  // The upstream side: the pool's (upstream/pool.ts).
+
+  onSent(connection: Connection): void {
+    this.connection = connection;
+    const held = this.held;
+    if (held === null) {
+      if (this.streaming) this.resumeReading();
+      return;
+    }
+    this.held = null;
+    const last = this.lastHeld ? held.pop()! : null;
+    for (const part of held) connection.writeBody(part);
+    if (last !== null) connection.endBody(last, this);
+    else this.resumeReading();
+  }
+
+  onHead(parser: ResponseParser, bytes: Buffer): void {
+    if (this.closed) return;
     this.started = true;
-    this.bodiless = this.head || statusCode === 204 || statusCode === 304;
-    // Content-Length and Connection as a header object would have them: a repeated
-    // Content-Length is no length at all, repeated Connection fields are one list.
-    let length: string | null = null;
-    let lengths = 0;
-    let connection: string | undefined;
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const size = raw[i].length;
-      if (size !== 14 && size !== 10) continue;
-      const name = raw[i].toString('latin1').toLowerCase();
-      if (name === 'content-length') {
-        length = raw[i + 1].toString('latin1');
-        lengths++;
-      } else if (name === 'connection') {
-        connection = connection === undefined ? raw[i + 1].toString('latin1') : `${connection},${raw[i + 1].toString('latin1')}`;
-      }
-    }
-    this.total = this.bodiless ? NO_BODY : lengths === 1 && /^\d+$/.test(length as string) ? Number(length) : CHUNKED;
-    this.listed = connectionTokens(connection, RESPONSE_DROPPED);
-    // The raw list keeps the upstream's order and spelling of names.
-    this.rawHeaders = raw;
-    this.statusLine = statusLine(statusCode, statusMessage);
+    this.bodiless = this.head || parser.status === 204 || parser.status === 304;
+    this.total = parser.framing === Framing.Length ? parser.length : this.bodiless ? NO_BODY : parser.framing === Framing.None ? 0 : CHUNKED;
     // The head is written with the first body bytes (or the end), so that a small answer
-    // leaves in one write rather than two. Nothing is lost in waiting: uWS ends a head only
-    // when the body starts, so before that the client could not have read it anyway.
-    return true;
+    // leaves in one write rather than two; at the latest when the read it came in ends,
+    // as `bytes` is then reused.
+    this.parser = parser;
+    this.headBytes = bytes;
+  }
+
+  onReadEnd(): void {
+    if (this.closed || (this.headBytes === null && this.readBytes === null)) return;
+    this.res.cork(() => this.flush());
   }
 
   /** Writes the status line and headers if they are still held; call it corked. */
   private writeHead(): void {
-    const raw = this.rawHeaders;
-    if (raw === null) return;
-    this.rawHeaders = null;
+    const bytes = this.headBytes;
+    const parser = this.parser;
+    if (bytes === null || parser === null) return;
+    this.headBytes = null;
+    this.parser = null;
     const res = this.res;
-    const listed = this.listed;
-    res.writeStatus(this.statusLine);
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const field = raw[i];
-      // A name of a length no dropped name has passes as the bytes it is; only the others
-      // are made a lower-case string to be looked up (most of an answer's names pass).
-      if (listed !== null || RESPONSE_DROPPED_LENGTHS[field.length] === 1) {
-        const name = field.toString('latin1').toLowerCase();
-        if (RESPONSE_DROPPED.has(name) || (listed !== null && listed.has(name))) continue;
+    res.writeStatus(answerStatusLine(parser, bytes));
+    const listed = connectionTokens(parser.connection ?? undefined, RESPONSE_DROPPED);
+    const fields = parser.fields;
+    for (let i = 0, end = parser.fieldCount * FIELD; i < end; i += FIELD) {
+      const nameStart = fields[i];
+      const nameEnd = fields[i + 1];
+      if (droppedFromAnswer(bytes, nameStart, nameEnd)) {
         // uWS writes Content-Length itself from the body it sends; a bodiless answer keeps the upstream's.
-        if (name === 'content-length' && !this.bodiless) continue;
+        if (!this.bodiless || !equalsIgnoringCase(bytes, nameStart, nameEnd, CONTENT_LENGTH)) continue;
       }
-      res.writeHeader(field, raw[i + 1]);
+      const name = bytes.toString('latin1', nameStart, nameEnd);
+      if (listed !== null && listed.has(name.toLowerCase())) continue;
+      // A JavaScript string would reach uWS as UTF-8: bytes beyond ASCII go as they are.
+      res.writeHeader(name, fields[i + 4] === 1 ? bytes.subarray(fields[i + 2], fields[i + 3]) : bytes.toString('latin1', fields[i + 2], fields[i + 3]));
     }
     if (this.allowOrigin !== '') writeCorsHeaders(res, this.allowOrigin);
   }
 
-  /** Returns false to pause the upstream's answer (resumed by writable()). */
-  onData(chunk: Buffer): boolean {
-    if (this.closed || this.total === NO_BODY) return true;
-    const res = this.res;
-    res.cork(() => {
-      this.writeHead();
-      if (this.total === CHUNKED) {
-        if (!res.write(chunk)) this.waitForClient();
-        return;
-      }
-      const offset = res.getWriteOffset();
-      const [ok, done] = res.tryEnd(chunk, this.total);
-      if (done) {
-        this.complete();
-      } else if (!ok) {
-        // uWS took part of the chunk; the rest waits for the client to read.
-        this.pending = chunk;
-        this.pendingOffset = offset;
-        this.waitForClient();
-      }
-    });
-    return !this.paused;
+  onBody(bytes: Buffer, start: number, end: number): void {
+    if (this.closed || this.total === NO_BODY) return;
+    // Held until the read is all parsed (or the answer ends in it): an answer refused
+    // further on in the same read is then still a clean 502, and the parts a read holds
+    // leave with the head in one send.
+    this.readBytes = bytes;
+    (this.ranges ??= []).push(start, end);
   }
 
-  onComplete(): void {
-    this.releaseClient();
+  /** Writes what the read so far holds of the answer: its head, if held, and its body's parts; call it corked. */
+  private flush(): void {
+    this.writeHead();
+    const bytes = this.readBytes;
+    const ranges = this.ranges;
+    if (bytes === null || ranges === null) return;
+    this.readBytes = null;
+    for (let i = 0; i < ranges.length; i += 2) this.writeBody(bytes.subarray(ranges[i], ranges[i + 1]));
+    ranges.length = 0;
+  }
+
+  /** Writes a part of the body, or holds it (copied: the read buffer is reused) while the client cannot take it; call it corked. */
+  private writeBody(chunk: Buffer): void {
     if (this.closed) return;
     if (this.pending !== null) {
-      // The end came before the client took the last bytes; writable() completes it.
-      this.ended = true;
+      this.pending = Buffer.concat([this.pending, chunk]);
       return;
     }
     const res = this.res;
+    if (this.total === CHUNKED) {
+      if (!res.write(chunk)) this.waitForClient();
+      return;
+    }
+    const offset = res.getWriteOffset();
+    const [ok, done] = res.tryEnd(chunk, this.total);
+    if (done) {
+      this.complete();
+    } else if (!ok) {
+      // uWS took part of the chunk; the rest waits for the client to read.
+      this.pending = Buffer.from(chunk);
+      this.pendingOffset = offset;
+      this.waitForClient();
+    }
+  }
+
+  onEnd(): void {
+    if (this.closed) return;
+    // The whole answer is read: the connection may go on with the next one.
+    this.resumeUpstream();
+    this.connection = null;
+    const res = this.res;
     res.cork(() => {
-      this.writeHead();
+      this.flush();
+      if (this.closed) return;
+      if (this.pending !== null) {
+        // The end came before the client took the last bytes; writable() completes it.
+        this.ended = true;
+        return;
+      }
       if (this.total === NO_BODY) res.endWithoutBody();
       else if (this.total === CHUNKED || this.total === 0) res.end();
       // Fewer bytes than announced: the client must not take a cut body for a whole one.
       else res.close();
+      this.complete();
     });
-    this.complete();
   }
 
   onError(error: Error): void {
-    this.releaseClient();
+    this.connection = null;
     if (this.closed) return;
     this.closed = true;
     const res = this.res;
-    if (this.started) {
-      // The upstream's status is taken already: cutting the connection is the only way to say the body is not whole.
+    // What the read held of the answer is not relayed: the answer is refused, or cut.
+    this.readBytes = null;
+    if (this.started && this.headBytes === null) {
+      // The upstream's status is relayed already: cutting the connection is the only way to say the body is not whole.
       res.close();
-    } else if (refusedRequest(error)) {
-      res.cork(() => refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`)));
+    } else if ((error as UpstreamError).code === 'UPSTREAM_SWITCHED') {
+      res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.relay.switched));
     } else {
       const { status, body } = this.relay.failure(error);
       res.cork(() => {
@@ -605,26 +653,14 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * undici hands over the connection of an answer that switches protocols, and forgets
-   * it. Nothing dispatched here asks for one (CONNECT is refused before the gate, and
-   * Upgrade is not forwarded), so this is an upstream gone wrong: the connection is
-   * destroyed, never left open nor pooled.
-   */
-  onUpgrade(_statusCode: number, _headers: Buffer[], socket: Duplex): void {
-    socket.destroy();
-    if (this.closed) return;
-    this.closed = true;
-    const res = this.res;
-    res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.relay.switched));
-    this.relay.settle(new ProtocolSwitched());
-  }
-
-  /**
    * Holds the upstream's answer until the client reads. The writable handler is set only
    * here, the first time: most answers never need it, and it would cost each a closure.
    */
   private waitForClient(): void {
-    this.paused = true;
+    if (!this.paused) {
+      this.paused = true;
+      this.connection?.pause();
+    }
     if (this.watching) return;
     this.watching = true;
     this.res.onWritable((offset) => this.writable(offset));
@@ -653,18 +689,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     return ok;
   }
 
-  /** undici calls onComplete or onError once per request it was given, aborted ones included. */
-  private releaseClient(): void {
-    const client = this.client;
-    if (client === null) return;
-    this.client = null;
-    this.relay.release(client);
-  }
-
   private resumeUpstream(): void {
     if (!this.paused) return;
     this.paused = false;
-    this.resume?.();
+    this.connection?.resume();
   }
 
   private complete(): void {
@@ -674,6 +702,36 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
+/** Whether the name in bytes[start, end) is one RESPONSE_DROPPED holds, or Content-Length. */
+function droppedFromAnswer(bytes: Buffer, start: number, end: number): boolean {
+  // A name of a length no dropped name has passes as it is; only the others are compared.
+  const candidates = RESPONSE_DROPPED_BY_LENGTH[end - start];
+  if (candidates === undefined) return false;
+  for (const name of candidates) if (equalsIgnoringCase(bytes, start, end, name)) return true;
+  return false;
+}
+
+/** The head and the body of a request, in one buffer: one write. */
+function withBody(head: string, body: Uint8Array): Buffer {
+  const lines = `${head}content-length: ${body.length}\r\n\r\n`;
+  const bytes = Buffer.allocUnsafe(lines.length + body.length);
+  bytes.write(lines, 0, 'latin1');
+  bytes.set(body, lines.length);
+  return bytes;
+}
+
+/** The status line of an answer, for uWS: its code and reason phrase, the standard ones made once. */
+function answerStatusLine(parser: ResponseParser, bytes: Buffer): RecognizedString {
+  const { status, reasonStart, reasonEnd } = parser;
+  const standard = STANDARD_REASONS[status] ??= Buffer.from(STATUS_CODES[status] ?? '', 'latin1');
+  if (reasonEnd === reasonStart || bytes.compare(standard, 0, standard.length, reasonStart, reasonEnd) === 0) return statusLine(status, undefined);
+  // A JavaScript string would reach uWS as UTF-8: a reason beyond ASCII goes as its bytes.
+  if (parser.reasonWide) return Buffer.concat([Buffer.from(`${status} `), bytes.subarray(reasonStart, reasonEnd)]);
+  return statusLine(status, bytes.toString('latin1', reasonStart, reasonEnd));
+}
+
+const STANDARD_REASONS: Buffer[] = [];
+
 export const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
   'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
 
@@ -682,21 +740,17 @@ export function refuse(res: HttpResponse, body: Uint8Array): void {
   res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body, true);
 }
 
-function refusedRequest(error: Error): boolean {
-  return REFUSED_REQUEST_CODES.has((error as NodeJS.ErrnoException).code ?? '');
-}
-
 /**
- * Text uWS decoded from UTF-8, as its bytes again (one Latin-1 character per byte, which
- * undici writes as that byte); null when the text holds U+FFFD, which stands for bytes
- * that were not UTF-8 and cannot be told apart from an encoded U+FFFD.
+ * Text uWS decoded from UTF-8, as its bytes again (one Latin-1 character per byte, each
+ * written as that byte); null when the text holds U+FFFD, which stands for bytes that
+ * were not UTF-8 and cannot be told apart from an encoded U+FFFD.
  */
 export function utf8Bytes(text: string): string | null {
   return text.includes('\ufffd') ? null : Buffer.from(text, 'utf8').toString('latin1');
 }
 
 /**
- * The headers to send upstream, as undici's flat [name, value, ...] list; or, for a
+ * The headers to send upstream, as a flat [name, value, ...] list; or, for a
  * header that cannot be forwarded unchanged, the message that says so. `peer` is the
  * connection's far end, `fromProxy` whether it is a trusted proxy.
  */
@@ -759,12 +813,10 @@ function connectionTokens(value: string | string[] | undefined, dropped: Readonl
   return names.length === 0 ? null : new Set(names);
 }
 
-// What undici refuses in the request it is handed (checked before anything is sent, or
-// for a body of another length than declared, while it is sent). That request is the
-// client's, with fixed pool options: so is the mistake.
-const REFUSED_REQUEST_CODES = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH']);
-const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
-const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+// The codes of the HTTP client's errors (upstream/errors.ts) and of the WebSocket relay's
+// (ws, which passes the system's on), by the kind of failure they are.
+const TIMEOUT_CODES = new Set(['UPSTREAM_TIMEOUT', 'ETIMEDOUT']);
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UPSTREAM_CLOSED']);
 
 export function classify(error: Error): UpstreamErrorKind {
   const code = (error as NodeJS.ErrnoException).code ?? '';

@@ -59,7 +59,7 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-/** Builds the request handling of one thread. The proxy and the relay (undici, ws) are loaded only when there is an upstream. */
+/** Builds the request handling of one thread. The proxy and the WebSocket relay (ws) are loaded only when there is an upstream. */
 export async function buildStack(parts: StackParts): Promise<Stack> {
   const { core, metrics, service, log } = parts;
   const routes = new Map<string, Route>([[parts.metricsPath, { kind: 'metrics', metrics: parts.scrape }]]);

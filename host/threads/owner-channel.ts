@@ -28,7 +28,7 @@ export interface HttpSettings {
   readonly publicEndpoints: readonly string[];
   readonly metricsPath: string;
   /** The node to protect; undefined serves the built-in node endpoints. */
-  readonly upstream: { readonly origin: string; readonly timeoutMs: number; readonly maxBody: number } | undefined;
+  readonly upstream: { readonly origin: string; readonly timeoutMs: number; readonly maxBody: number; readonly pipelining: number } | undefined;
   /** How WebSocket sessions are relayed and bounded (the process's session count is `ThreadData.wsSessions`). */
   readonly websocket: Omit<WebSocketSettings, 'sessionCount'>;
   /** Addresses and CIDR ranges, as given. */

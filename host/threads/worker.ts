@@ -38,8 +38,8 @@ await runHttpThread(async ({ data, owner, log }) => {
     publicEndpoints: settings.publicEndpoints,
     metricsPath: settings.metricsPath,
     upstream: upstream && {
-      url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, health: sharedHealth(data.upstreamHealth),
-      clientScheme: settings.tls === undefined ? 'http' : 'https',
+      url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, pipelining: upstream.pipelining,
+      health: sharedHealth(data.upstreamHealth), clientScheme: settings.tls === undefined ? 'http' : 'https',
     },
     websocket: { ...settings.websocket, sessionCount: data.wsSessions },
     trustedProxies: trustedProxies(settings.trustedProxies),
