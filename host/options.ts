@@ -13,9 +13,9 @@ import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
 import type { TrustedProxies } from './http/client-address.js';
 import { allowedOrigins } from './http/cors.js';
 import type { AllowedOrigins } from './http/cors.js';
-import { checkTlsFiles } from './http/tls.js';
 import { LEVELS } from './ops/log.js';
 import type { Level, Logger } from './ops/log.js';
+import type { TlsFiles } from './pem.js';
 
 /** Where the token service answers; never a path for anything else. */
 export const AUTH_PATH = '/ext/auth';
@@ -263,10 +263,7 @@ export interface EtcdAuthFile {
   readonly passwordFile: string;
 }
 
-export interface TlsFiles {
-  readonly certFile: string;
-  readonly keyFile: string;
-}
+export type { TlsFiles } from './pem.js';
 
 /** Options that only the proxy uses: refused without `upstream`. */
 const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'queryToken'] as const;
@@ -628,7 +625,7 @@ function count(option: 'httpThreads' | 'wsMaxSessions' | 'maxTokens', value: unk
   return n;
 }
 
-/** The TLS files, when TLS is on: both named, and each a certificate and key that node:tls accepts together. */
+/** The TLS files, when TLS is on: both named. Their content is checked at start (pem.ts, checkTlsFiles), as etcd's files are. */
 function tls(options: ServerOptions): TlsFiles | undefined {
   const enabled = options.tlsEnabled ?? false;
   if (typeof enabled !== 'boolean') throw badOption('tlsEnabled', ` must be true or false, not ${show(enabled)}`);
@@ -649,7 +646,6 @@ function tls(options: ServerOptions): TlsFiles | undefined {
     certFile: resolve(nonEmpty('tlsCertFile', options.tlsCertFile, 'the path of the certificate chain\'s PEM file')),
     keyFile: resolve(nonEmpty('tlsKeyFile', options.tlsKeyFile, 'the path of the private key\'s PEM file')),
   };
-  checkTlsFiles(files);
   return files;
 }
 
