@@ -5,7 +5,9 @@
 // when it cannot start: a bad command line or password file, a data folder it cannot
 // use, an address and port it cannot listen on (one line on stderr, and nothing
 // listening); 1 for anything else (one log line).
-import { flagName, parseArgs, USAGE } from './cli/flags.js';
+import { flagName, readCommand, USAGE } from './cli/flags.js';
+import type { Namer } from './errors.js';
+import { unknownEnvironment } from './cli/sources.js';
 import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
 import { ExitCode, StartError, UsageError } from './errors.js';
 import { createLogger, errorFields } from './ops/log.js';
@@ -16,6 +18,8 @@ import { VERSION } from './version.js';
 
 // Replaced by one at the chosen level once the command line is read.
 let log: Logger = createLogger();
+// How the messages name options: as they were given (a flag, the environment, the config file).
+let name: Namer = flagName;
 // Once serving: with several HTTP threads, the process must not exit before they have
 // stopped (Node aborts when a thread ends with sockets open), so a failure stops the
 // server first, in order, and the process exits once it has.
@@ -31,7 +35,7 @@ function fail(error: unknown): void {
   }
   if (error instanceof UsageError || error instanceof StartError) {
     // The library's messages name its options; the command's name its flags.
-    process.stderr.write(`api-auth: ${error instanceof StartError ? error.describe(flagName) : error.message}\n`);
+    process.stderr.write(`api-auth: ${error instanceof StartError ? error.describe(name) : error.message}\n`);
     process.exit(error.exitCode);
   }
   // Only the message: error objects of this program never carry a password or a token.
@@ -45,7 +49,9 @@ async function main(): Promise<void> {
     process.exitCode = await runOperatorCommand(args);
     return;
   }
-  const command = parseArgs(args);
+  const read = readCommand(args, process.env);
+  const { command } = read;
+  name = read.name;
   if (command.action === 'help') {
     process.stdout.write(USAGE);
     return;
@@ -55,6 +61,12 @@ async function main(): Promise<void> {
     return;
   }
   log = createLogger(undefined, command.options.logLevel);
+  const unknown = unknownEnvironment(process.env);
+  if (unknown.length > 0) {
+    log.warn('environment variables named like options are not options, and change nothing', {
+      names: unknown, hint: 'API_AUTH_ and a flag\'s name in upper snake case, such as API_AUTH_HTTP_PORT (api-auth --help)',
+    });
+  }
   // Listened for before the start: the listening line is out before startServer returns,
   // and a signal that came in between would end the process at once, without a stop. One
   // that comes while starting stops the server once it has started.
