@@ -125,7 +125,6 @@ export const SCHEMA = {
     // At the limit, about 1.7 MB of memory (some 165 bytes an entry) and a listTokens reply
     // of about 1.8 MB (some 175 bytes an entry with a short label and one endpoint).
     doc: 'live tokens at most, 1 to 1000000, revoked ones counted until they expire; auth.newToken past it is a resource-limit error',
-    see: 'Token inventory',
   }),
   dataDir: option<string, string>({
     flag: 'data-dir', kind: 'path', default: join(homedir(), '.api-auth'), shownDefault: '~/.api-auth', parse: file('a folder path'),
