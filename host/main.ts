@@ -2,14 +2,14 @@
 // The api-auth command: `api-auth [flags]` serves; `api-auth token ...` and `api-auth
 // password ...` are the operator commands (cli/operator.ts), with exit codes of their
 // own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
-// when it cannot start: a bad command line or password file, a data folder it cannot
-// use, an address and port it cannot listen on (one line on stderr, and nothing
-// listening); 1 for anything else (one log line).
+// when it cannot start: a bad command line, environment variable, config file or
+// password file, a data folder it cannot use, an address and port it cannot listen on
+// (one line on stderr, and nothing listening); 1 for anything else (one log line).
 import { flagName, readCommand, USAGE } from './cli/flags.js';
-import type { Namer } from './errors.js';
-import { unknownEnvironment } from './cli/sources.js';
 import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
+import { unknownEnvironment } from './cli/sources.js';
 import { ExitCode, StartError, UsageError } from './errors.js';
+import type { Namer } from './errors.js';
 import { createLogger, errorFields } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { startServer } from './server.js';
@@ -34,7 +34,7 @@ function fail(error: unknown): void {
     return;
   }
   if (error instanceof UsageError || error instanceof StartError) {
-    // The library's messages name its options; the command's name its flags.
+    // The library's messages name its options; the command's name them as they were given.
     process.stderr.write(`api-auth: ${error instanceof StartError ? error.describe(name) : error.message}\n`);
     process.exit(error.exitCode);
   }
