@@ -65,6 +65,7 @@ export interface OptionEntry<I, V, D extends boolean> extends OptionSpec<I, V> {
   readonly types?: { input: I; defaulted: D };
 }
 
+/** An entry of the schema, typed: one with a default always has a value once checked. */
 function option<I, V>(spec: OptionSpec<I, V> & { readonly default: I }): OptionEntry<I, V, true>;
 function option<I, V>(spec: OptionSpec<I, V>): OptionEntry<I, V, false>;
 function option<I, V>(spec: OptionSpec<I, V>): OptionEntry<I, V, boolean> {
@@ -254,17 +255,17 @@ export interface AuthOptions {
   /** Where durable state lives (tokens' key, revocations, password changes); created 0700 when missing, locked while open. */
   readonly dataDir: string;
   /** Lifetime of new tokens: seconds, or a duration such as "90s", "15m", "12h". Default 12h. */
-  readonly tokenLifetime?: number | string;
+  readonly tokenLifetime?: ServerOptions['tokenLifetime'];
   /** Live tokens at most (revoked ones count until they expire), 1 to 1000000; auth.newToken past it is a resource-limit error. Default 10000. */
-  readonly maxTokens?: number | string;
+  readonly maxTokens?: ServerOptions['maxTokens'];
   /** Exact paths that need no token, such as /ext/health. */
-  readonly publicEndpoints?: readonly string[];
+  readonly publicEndpoints?: ServerOptions['publicEndpoints'];
   /**
    * Addresses and CIDR ranges (such as "10.0.0.0/8") of the proxies in front of the node,
    * whose X-Forwarded-For names the client that /ext/auth throttles and logs. Default
    * none: the client is the connection's far end.
    */
-  readonly trustedProxies?: readonly string[];
+  readonly trustedProxies?: ServerOptions['trustedProxies'];
   /** Where log lines go (audit lines included); default JSON lines on stdout, info and above. */
   readonly log?: Logger;
   /**
