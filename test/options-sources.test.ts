@@ -155,6 +155,9 @@ t.test('a config file with an unknown key, or that is not one JSON object, is re
   for (const [name, content, line] of cases) t.match(parsed(['--config-file', configFile(t, content)]), line, name);
   const missing = join(tempDir(t), 'missing.json');
   t.equal(parsed(['--config-file', missing]), `api-auth: --config-file ${missing} does not exist; give the path of a JSON config file (exit 2)`);
+  t.equal(parsed(['--config-file=']), 'api-auth: --config-file must not be empty (exit 2)');
+  t.equal(parsed([], { API_AUTH_CONFIG_FILE: '' }),
+    'api-auth: API_AUTH_CONFIG_FILE (environment) must not be empty; give the path of a JSON config file, or unset it (exit 2)');
   t.equal(parsed([], { API_AUTH_CONFIG_FILE: missing }),
     `api-auth: API_AUTH_CONFIG_FILE (environment) ${missing} does not exist; give the path of a JSON config file (exit 2)`);
 

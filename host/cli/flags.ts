@@ -8,7 +8,7 @@ import { OptionError, UsageError } from '../errors.js';
 import type { Namer } from '../errors.js';
 import { resolveServerOptions, SCHEMA } from '../options.js';
 import type { ServerOptions } from '../options.js';
-import { readArgs } from './args.js';
+import { nonEmpty, readArgs } from './args.js';
 import type { FlagKinds } from './args.js';
 import {
   CONFIG_FILE, envName, envSource, expandHome, fileSource, fromConfigFile, fromEnvironment, fromText, OPTION_OF_FLAG, SECRETS,
@@ -59,7 +59,7 @@ export function readCommand(args: readonly string[], env: Environment): { comman
       continue;
     }
     if (arg.name === CONFIG_FILE.flag) {
-      configFile = expandHome(String(arg.value));
+      configFile = expandHome(nonEmpty(arg.name, String(arg.value)));
       continue;
     }
     const key = OPTION_OF_FLAG.get(arg.name)!;

@@ -90,6 +90,7 @@ export function fromEnvironment(env: Environment): { found: Found; configFile: s
     if (text !== undefined) found[key] = fromText(key, text);
   }
   const configFile = env[envName(CONFIG_FILE.flag)];
+  if (configFile?.trim() === '') throw new UsageError(`${envSource(envName(CONFIG_FILE.flag))} must not be empty; give the path of a JSON config file, or unset it`);
   return { found, configFile: configFile === undefined ? undefined : expandHome(configFile) };
 }
 
