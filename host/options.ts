@@ -160,6 +160,7 @@ export const SCHEMA = {
       'it is removed before the upstream sees the URL', see: 'WebSocket sessions',
   }),
   wsMaxMessage: option<number | string, number>({
+    // 16 MiB by default, so that large eth_getLogs answers fit.
     flag: 'ws-max-message', kind: 'size', default: 16 * 1024 * 1024, limits: { min: 1, max: 1024 * 1024 * 1024 }, parse: size, within: 'upstream',
     doc: 'largest WebSocket message relayed either way, 1 byte to 1024MiB; a larger one closes the session with 1009',
   }),
