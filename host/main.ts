@@ -2,12 +2,14 @@
 // The api-auth command: `api-auth [flags]` serves; `api-auth token ...` and `api-auth
 // password ...` are the operator commands (cli/operator.ts), with exit codes of their
 // own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
-// when it cannot start: a bad command line or password file, a data folder it cannot
-// use, an address and port it cannot listen on (one line on stderr, and nothing
-// listening); 1 for anything else (one log line).
-import { flagName, parseArgs, USAGE } from './cli/flags.js';
+// when it cannot start: a bad command line, environment variable, config file or
+// password file, a data folder it cannot use, an address and port it cannot listen on
+// (one line on stderr, and nothing listening); 1 for anything else (one log line).
+import { flagName, readCommand, USAGE } from './cli/flags.js';
 import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
+import { unknownEnvironment } from './cli/sources.js';
 import { ExitCode, StartError, UsageError } from './errors.js';
+import type { Namer } from './errors.js';
 import { createLogger, errorFields } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { startServer } from './server.js';
@@ -16,6 +18,8 @@ import { VERSION } from './version.js';
 
 // Replaced by one at the chosen level once the command line is read.
 let log: Logger = createLogger();
+// How the messages name options: as they were given (a flag, the environment, the config file).
+let name: Namer = flagName;
 // Once serving: with several HTTP threads, the process must not exit before they have
 // stopped (Node aborts when a thread ends with sockets open), so a failure stops the
 // server first, in order, and the process exits once it has.
@@ -30,8 +34,8 @@ function fail(error: unknown): void {
     return;
   }
   if (error instanceof UsageError || error instanceof StartError) {
-    // The library's messages name its options; the command's name its flags.
-    process.stderr.write(`api-auth: ${error instanceof StartError ? error.describe(flagName) : error.message}\n`);
+    // The library's messages name its options; the command's name them as they were given.
+    process.stderr.write(`api-auth: ${error instanceof StartError ? error.describe(name) : error.message}\n`);
     process.exit(error.exitCode);
   }
   // Only the message: error objects of this program never carry a password or a token.
@@ -45,7 +49,9 @@ async function main(): Promise<void> {
     process.exitCode = await runOperatorCommand(args);
     return;
   }
-  const command = parseArgs(args);
+  const read = readCommand(args, process.env);
+  const { command } = read;
+  name = read.name;
   if (command.action === 'help') {
     process.stdout.write(USAGE);
     return;
@@ -55,6 +61,12 @@ async function main(): Promise<void> {
     return;
   }
   log = createLogger(undefined, command.options.logLevel);
+  const unknown = unknownEnvironment(process.env);
+  if (unknown.length > 0) {
+    log.warn('environment variables named like options are not options, and change nothing', {
+      names: unknown, hint: 'API_AUTH_ and a flag\'s name in upper snake case, such as API_AUTH_HTTP_PORT (api-auth --help)',
+    });
+  }
   // Listened for before the start: the listening line is out before startServer returns,
   // and a signal that came in between would end the process at once, without a stop. One
   // that comes while starting stops the server once it has started.

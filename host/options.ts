@@ -1,7 +1,8 @@
-// One resolver of options for the library and the command line: the defaults, the
-// limits and the checks, each in one place and done once, at start, so that nothing on
-// the request path parses options. Messages name options as the library does
-// (`passwordFile`); the command line shows its flags in their place (cli/flags.ts).
+// One schema of options for the library and the command line (flags, the environment,
+// a config file): each option's flag, kind, default, limits, parser and doc in one
+// entry, checked once, at start, so that nothing on the request path parses options.
+// Messages name options as the library does (`passwordFile`); the command line names
+// them as they were given (cli/flags.ts).
 import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { systemClock } from './clock.js';
@@ -9,13 +10,14 @@ import type { Clock } from './clock.js';
 import { PATH_RULES } from './core/core.js';
 import type { Core } from './core/core.js';
 import { badOption, OptionError } from './errors.js';
-import { NO_TRUSTED_PROXIES, trustedProxies } from './http/client-address.js';
+import type { Text } from './errors.js';
+import { trustedProxies } from './http/client-address.js';
 import type { TrustedProxies } from './http/client-address.js';
 import { allowedOrigins } from './http/cors.js';
 import type { AllowedOrigins } from './http/cors.js';
-import { checkTlsFiles } from './http/tls.js';
 import { LEVELS } from './ops/log.js';
 import type { Level, Logger } from './ops/log.js';
+import type { TlsFiles } from './pem.js';
 
 /** Where the token service answers; never a path for anything else. */
 export const AUTH_PATH = '/ext/auth';
@@ -24,67 +26,228 @@ export const HEALTH_PATH = '/ext/auth/health';
 /** The gate's verdict for a request a proxy in front names (nginx auth_request, Caddy forward_auth); no token. */
 export const CHECK_PATH = '/ext/auth/check';
 
-/** What an option left out is. */
-export const DEFAULTS = {
-  host: '127.0.0.1',
-  port: 9650,
-  authRequired: false,
-  /** Seconds: 12 h. */
-  tokenLifetime: 12 * 3600,
-  dataDir: join(homedir(), '.api-auth'),
-  /** Seconds. */
-  upstreamTimeout: 30,
-  /** Bytes: 1 MiB. */
-  upstreamMaxBody: 1024 * 1024,
-  /** Requests on one upstream connection at once: 1, none pipelined (README, Protecting a real node). */
-  upstreamPipelining: 1,
-  metricsPath: '/ext/metrics',
-  logLevel: 'info',
-  /** Every core the process may use, up to the limit. */
-  httpThreads: Math.min(availableParallelism(), 256),
-  /** The node's own default: every origin. */
-  allowedOrigins: '*',
-  queryToken: false,
-  /** Bytes: 16 MiB, so that large eth_getLogs answers fit. */
-  wsMaxMessage: 16 * 1024 * 1024,
-  /** Seconds. */
-  wsIdleTimeout: 120,
-  /** WebSocket sessions open at once, in the whole process. */
-  wsMaxSessions: 10_000,
-  /**
-   * Live tokens in the inventory: at the limit, about 1.7 MB of memory (some 165 bytes an
-   * entry) and a listTokens reply of about 1.8 MB (some 175 bytes an entry with a short
-   * label and one endpoint); README, "Token inventory".
-   */
-  maxTokens: 10_000,
-  clusterName: 'api-auth',
-  /** Seconds: the fleet lease's TTL (README, Running a fleet). */
-  clusterLease: 10,
+/** How an option is written: its flag's syntax, how its text from the environment or a config file is read, its placeholder in --help. */
+export type OptionKind = 'boolean' | 'integer' | 'duration' | 'size' | 'text' | 'path' | 'list';
+
+/** The bounds of a number, or of a duration in seconds, or of a size in bytes. */
+export interface Limits {
+  readonly min: number;
+  readonly max: number;
+}
+
+/** Checks a value given for `option` (bounded by `limits`) and returns what the service runs with. Throws OptionError. */
+export type OptionParser<V> = (value: unknown, option: string, limits: Limits | undefined) => V;
+
+/** One option of startServer, and of the command line: everything about it, in one place. */
+export interface OptionSpec<I, V> {
+  /** The flag without its dashes: also the config file's key, and API_AUTH_ and the rest in upper snake case in the environment. */
+  readonly flag: string;
+  readonly kind: OptionKind;
+  /** The placeholder in --help (`--http-port PORT`); the kind's own by default. */
+  readonly arg?: string;
+  /** The value when left out, as the option takes it; none when absent. */
+  readonly default?: I;
+  /** The default as the docs show it, where the value itself would not say it (every core, ~/.api-auth). */
+  readonly shownDefault?: string;
+  readonly limits?: Limits;
+  readonly parse: OptionParser<V>;
+  /** One line for --help and the README's table. */
+  readonly doc: string;
+  /** The README's section that says more. */
+  readonly see?: string;
+  /** Means something only with this option on: refused without it, never ignored. */
+  readonly within?: 'upstream' | 'clusterEtcd' | 'tlsEnabled';
+}
+
+/** An entry of the schema: `I` what the option takes, `V` what it gives once checked, `D` whether it has a default. */
+export interface OptionEntry<I, V, D extends boolean> extends OptionSpec<I, V> {
+  /** Never set: carries I and D for the types derived from the schema. */
+  readonly types?: { input: I; defaulted: D };
+}
+
+/** An entry of the schema, typed: one with a default always has a value once checked. */
+function option<I, V>(spec: OptionSpec<I, V> & { readonly default: I }): OptionEntry<I, V, true>;
+function option<I, V>(spec: OptionSpec<I, V>): OptionEntry<I, V, false>;
+function option<I, V>(spec: OptionSpec<I, V>): OptionEntry<I, V, boolean> {
+  return spec;
+}
+
+/**
+ * startServer's options, and the command line's: each one's flag, kind, default, limits,
+ * parser and doc. ServerOptions, the flags, the environment's names, the config file's
+ * keys, --help and the README's table of flags all come from here.
+ */
+export const SCHEMA = {
+  host: option<string, string>({
+    flag: 'http-host', kind: 'text', arg: 'HOST', default: '127.0.0.1', parse: host,
+    doc: 'address to listen on',
+  }),
+  port: option<number | string, number>({
+    flag: 'http-port', kind: 'integer', arg: 'PORT', default: 9650, limits: { min: 0, max: 65535 }, parse: port,
+    doc: 'port to listen on, 0 to 65535; 0 picks a free one (logged). api-auth listens on it alone: a port another program listens on is refused',
+  }),
+  httpThreads: option<number | string, number>({
+    flag: 'http-threads', kind: 'integer', default: Math.min(availableParallelism(), 256), shownDefault: 'every core the process may use',
+    limits: { min: 1, max: 256 }, parse: count('threads serving HTTP'),
+    doc: 'threads serving HTTP, 1 to 256; the main thread then accepts the connections and owns the state', see: 'Threads',
+  }),
+  tlsEnabled: option<boolean, boolean>({
+    flag: 'http-tls-enabled', kind: 'boolean', default: false, parse: flag,
+    doc: 'serve HTTPS with the two files below; SIGHUP reloads them, open connections stay', see: 'TLS',
+  }),
+  tlsCertFile: option<string, string>({
+    flag: 'http-tls-cert-file', kind: 'path', parse: file('the path of the certificate chain\'s PEM file'), within: 'tlsEnabled',
+    doc: 'the certificate chain\'s PEM file (required with TLS on)',
+  }),
+  tlsKeyFile: option<string, string>({
+    flag: 'http-tls-key-file', kind: 'path', parse: file('the path of the private key\'s PEM file'), within: 'tlsEnabled',
+    doc: 'the private key\'s PEM file, unencrypted (required with TLS on)',
+  }),
+  allowedOrigins: option<string | readonly string[], AllowedOrigins>({
+    flag: 'http-allowed-origins', kind: 'text', arg: 'ORIGINS', default: '*', parse: origins,
+    doc: 'origins whose browser pages may call, separated by spaces or commas: exact (https://wallet.example), with one * ' +
+      '(https://*.example), or * for every one (the node\'s default)', see: 'CORS for browser dapps',
+  }),
+  authRequired: option<boolean, boolean>({
+    flag: 'api-auth-required', kind: 'boolean', default: false, parse: flag,
+    doc: 'require a token on every endpoint but /ext/auth, which exists only then',
+  }),
+  passwordFile: option<string, string>({
+    flag: 'api-auth-password-file', kind: 'path', parse: file('the path of the password file'),
+    doc: 'the service password\'s file (required with auth on); white space around the password is trimmed; generated (mode 0600) when missing',
+  }),
+  tokenLifetime: option<number | string, number>({
+    flag: 'api-auth-token-lifetime', kind: 'duration', default: 12 * 3600, limits: { min: 1, max: 8760 * 3600 },
+    parse: duration('90s, 15m, 12h or 1h30m'),
+    doc: 'lifetime of new tokens, 1s to 8760h, such as 90s, 15m, 12h or 1h30m; also the ceiling of a call\'s expiresIn',
+  }),
+  maxTokens: option<number | string, number>({
+    flag: 'api-auth-max-tokens', kind: 'integer', default: 10_000, limits: { min: 1, max: 1_000_000 }, parse: count('live tokens in the inventory'),
+    // At the limit, about 1.7 MB of memory (some 165 bytes an entry) and a listTokens reply
+    // of about 1.8 MB (some 175 bytes an entry with a short label and one endpoint).
+    doc: 'live tokens at most, 1 to 1000000, revoked ones counted until they expire; auth.newToken past it is a resource-limit error',
+  }),
+  dataDir: option<string, string>({
+    flag: 'data-dir', kind: 'path', default: join(homedir(), '.api-auth'), shownDefault: '~/.api-auth', parse: file('a folder path'),
+    doc: 'where durable state lives: tokens\' key, revocations, password changes; created 0700 when missing, locked while open',
+    see: 'The data folder',
+  }),
+  publicEndpoints: option<readonly string[], string[]>({
+    flag: 'api-auth-public-endpoints', kind: 'list', arg: 'PATHS', default: [], shownDefault: 'none', parse: paths,
+    doc: 'comma-separated exact paths that need no token, such as /ext/health', see: 'Public endpoints',
+  }),
+  upstream: option<string | URL, URL>({
+    flag: 'upstream', kind: 'text', arg: 'URL', parse: upstream,
+    doc: 'the node to protect, such as http://127.0.0.1:9652: every authorised request is proxied to the same path there; ' +
+      'without it the built-in /ext/info and /ext/health answer', see: 'Protecting a real node (`--upstream`)',
+  }),
+  upstreamTimeout: option<number | string, number>({
+    flag: 'upstream-timeout', kind: 'duration', default: 30, limits: { min: 1, max: 3600 }, parse: duration('30s or 2m'), within: 'upstream',
+    doc: 'how long the upstream may take to start answering, and between parts of its answer, 1s to 1h; then 504',
+  }),
+  upstreamMaxBody: option<number | string, number>({
+    flag: 'upstream-max-body', kind: 'size', default: 1024 * 1024, limits: { min: 1, max: 1024 * 1024 * 1024 }, parse: size, within: 'upstream',
+    doc: 'largest request body proxied, 1 byte to 1024MiB: bytes, or with KiB or MiB; then 413 (/ext/auth takes at most 64KiB)',
+  }),
+  upstreamPipelining: option<number | string, number>({
+    flag: 'upstream-pipelining', kind: 'integer', default: 1, limits: { min: 1, max: 64 }, parse: count('requests pipelined per upstream connection'),
+    within: 'upstream',
+    doc: 'requests in flight on each upstream connection, 1 to 64; 1: no pipelining',
+  }),
+  queryToken: option<boolean, boolean>({
+    flag: 'api-auth-query-token', kind: 'boolean', default: false, parse: flag, within: 'upstream',
+    doc: 'also take a WebSocket upgrade\'s token from its access_token query parameter (RFC 6750 §2.3), for browsers; ' +
+      'it is removed before the upstream sees the URL', see: 'WebSocket sessions',
+  }),
+  wsMaxMessage: option<number | string, number>({
+    // 16 MiB by default, so that large eth_getLogs answers fit.
+    flag: 'ws-max-message', kind: 'size', default: 16 * 1024 * 1024, limits: { min: 1, max: 1024 * 1024 * 1024 }, parse: size, within: 'upstream',
+    doc: 'largest WebSocket message relayed either way, 1 byte to 1024MiB; a larger one closes the session with 1009',
+  }),
+  wsIdleTimeout: option<number | string, number>({
+    // uWebSockets.js takes 8 s to 960 s, counted in steps of 4 s.
+    flag: 'ws-idle-timeout', kind: 'duration', default: 120, limits: { min: 8, max: 960 }, parse: duration('120s or 5m'), within: 'upstream',
+    doc: 'a session side from which nothing arrives for this long, not even a pong to a ping, is gone, 8s to 960s',
+  }),
+  wsMaxSessions: option<number | string, number>({
+    flag: 'ws-max-sessions', kind: 'integer', default: 10_000, limits: { min: 1, max: 1_000_000 }, parse: count('WebSocket sessions open at once'),
+    within: 'upstream',
+    doc: 'WebSocket sessions open at once in the process, 1 to 1000000; past it an upgrade gets 503',
+  }),
+  trustedProxies: option<readonly string[], TrustedProxies>({
+    flag: 'trusted-proxies', kind: 'list', default: [], shownDefault: 'none', parse: proxies,
+    doc: 'comma-separated addresses and CIDR ranges (IPv4, IPv6) of the proxies in front, whose X-Forwarded-For names the client; ' +
+      'without them, forwarding headers from clients are dropped', see: 'Behind a proxy (`--trusted-proxies`)',
+  }),
+  metricsPath: option<string, string>({
+    flag: 'metrics-path', kind: 'text', arg: 'PATH', default: '/ext/metrics', parse: metricsPath,
+    doc: 'where Prometheus metrics are served, behind the gate like any endpoint', see: 'Metrics',
+  }),
+  logLevel: option<Level, Level>({
+    flag: 'log-level', kind: 'text', arg: 'LEVEL', default: 'info', parse: level,
+    doc: 'the least level logged: debug, info, warn or error', see: 'Logs',
+  }),
+  clusterEtcd: option<string | readonly string[], URL[]>({
+    flag: 'cluster-etcd', kind: 'text', arg: 'URLS', parse: etcdUrls,
+    doc: 'comma-separated etcd client URLs, all http:// or all https:// (TLS), such as https://10.0.0.5:2379: ' +
+      'join a fleet of gateways sharing one state (none: the data folder)', see: 'Running a fleet',
+  }),
+  clusterName: option<string, string>({
+    flag: 'cluster-name', kind: 'text', arg: 'NAME', default: 'api-auth', parse: clusterName, within: 'clusterEtcd',
+    doc: 'the fleet\'s name, its key prefix in etcd',
+  }),
+  clusterLease: option<number | string, number>({
+    flag: 'cluster-lease', kind: 'duration', default: 10, limits: { min: 2, max: 300 }, parse: duration('10s'), within: 'clusterEtcd',
+    doc: 'this gateway\'s lease in the fleet, 2s to 300s: a stopped or cut-off gateway refuses protected requests before it runs out, ' +
+      'and holds up a revoke at most this long',
+  }),
+  clusterEtcdCa: option<string, string>({
+    flag: 'cluster-etcd-ca', kind: 'path', shownDefault: 'the system\'s CAs', parse: file('the path of the PEM file of the CAs that sign etcd\'s certificate'),
+    within: 'clusterEtcd',
+    doc: 'PEM file of the CA that signs etcd\'s certificate, for https:// URLs only',
+  }),
+  clusterEtcdCert: option<string, string>({
+    flag: 'cluster-etcd-cert', kind: 'path', parse: file('the path of the client certificate\'s PEM file'), within: 'clusterEtcd',
+    doc: 'this gateway\'s client certificate for etcd\'s --client-cert-auth (PEM; with --cluster-etcd-key; https:// only)',
+  }),
+  clusterEtcdKey: option<string, string>({
+    flag: 'cluster-etcd-key', kind: 'path', parse: file('the path of the client key\'s PEM file'), within: 'clusterEtcd',
+    doc: 'the client certificate\'s unencrypted key (PEM; with --cluster-etcd-cert; https:// only)',
+  }),
+  clusterEtcdUser: option<string, string>({
+    flag: 'cluster-etcd-user', kind: 'text', arg: 'USER', parse: text('the name of an etcd user'), within: 'clusterEtcd',
+    doc: 'the etcd user to sign in as, when etcd\'s authentication is on; its role needs readwrite on /NAME/ and /NAME.throttle/ ' +
+      '(NAME: --cluster-name)',
+  }),
+  clusterEtcdPasswordFile: option<string, string>({
+    flag: 'cluster-etcd-password-file', kind: 'path', parse: file('the path of the etcd user\'s password file'), within: 'clusterEtcd',
+    doc: 'the file holding that user\'s password (its line ending trimmed); a password is taken only from a file',
+  }),
 } as const;
+
+type Schema = typeof SCHEMA;
+type Key = keyof Schema;
+type InputOf<E> = E extends OptionEntry<infer I, unknown, boolean> ? I : never;
+type ValueOf<E> = E extends OptionEntry<unknown, infer V, boolean> ? V : never;
+type Defaulted = { [K in Key]: Schema[K] extends OptionEntry<unknown, unknown, true> ? K : never }[Key];
+
+/** startServer's options: the standalone service, as the command line runs it (SCHEMA says what each is). Every one may be left out. */
+export type ServerOptions = { readonly [K in Key]?: InputOf<Schema[K]> };
+
+/** What an option left out is, as the option takes it (seconds, bytes). */
+export const DEFAULTS = Object.fromEntries(Object.entries(SCHEMA).filter(([, entry]) => 'default' in entry)
+  .map(([key, entry]) => [key, (entry as OptionSpec<unknown, unknown>).default])) as { readonly [K in Defaulted]: InputOf<Schema[K]> };
 
 /** The bounds of options, and the fixed limits beside them. */
 export const LIMITS = {
-  /** Seconds: 1 s to 8760 h (a year). */
-  tokenLifetime: { min: 1, max: 8760 * 3600 },
-  /** Seconds: 1 s to 1 h. */
-  upstreamTimeout: { min: 1, max: 3600 },
-  /** Bytes: 1 to 1024 MiB. */
-  upstreamMaxBody: { min: 1, max: 1024 * 1024 * 1024 },
-  /** Requests on one upstream connection at once. */
-  upstreamPipelining: { min: 1, max: 64 },
+  ...Object.fromEntries(Object.entries(SCHEMA).filter(([, entry]) => 'limits' in entry).map(([key, entry]) => [key, entry.limits])) as
+    { readonly [K in Key]?: Limits },
   /** Bytes of a JSON-RPC body that /ext/auth and the built-in endpoints read (64 KiB). */
   rpcBody: 65536,
-  /** Threads serving HTTP. */
-  httpThreads: { min: 1, max: 256 },
-  /** Bytes: 1 to 1024 MiB. */
-  wsMaxMessage: { min: 1, max: 1024 * 1024 * 1024 },
-  /** Seconds: uWebSockets.js takes 8 s to 960 s, counted in steps of 4 s. */
-  wsIdleTimeout: { min: 8, max: 960 },
-  wsMaxSessions: { min: 1, max: 1_000_000 },
-  maxTokens: { min: 1, max: 1_000_000 },
-  /** Seconds: the fleet lease's TTL; a revoke waits at most about this long for a stopped gateway. */
-  clusterLease: { min: 2, max: 300 },
 } as const;
+
+/** Every option's value, checked; undefined for one left out that has no default. */
+type Values = { readonly [K in Key]: K extends Defaulted ? ValueOf<Schema[K]> : ValueOf<Schema[K]> | undefined };
 
 /** createAuth's options: the token service embedded in a node. */
 export interface AuthOptions {
@@ -93,17 +256,17 @@ export interface AuthOptions {
   /** Where durable state lives (tokens' key, revocations, password changes); created 0700 when missing, locked while open. */
   readonly dataDir: string;
   /** Lifetime of new tokens: seconds, or a duration such as "90s", "15m", "12h". Default 12h. */
-  readonly tokenLifetime?: number | string;
+  readonly tokenLifetime?: ServerOptions['tokenLifetime'];
   /** Live tokens at most (revoked ones count until they expire), 1 to 1000000; auth.newToken past it is a resource-limit error. Default 10000. */
-  readonly maxTokens?: number | string;
+  readonly maxTokens?: ServerOptions['maxTokens'];
   /** Exact paths that need no token, such as /ext/health. */
-  readonly publicEndpoints?: readonly string[];
+  readonly publicEndpoints?: ServerOptions['publicEndpoints'];
   /**
    * Addresses and CIDR ranges (such as "10.0.0.0/8") of the proxies in front of the node,
    * whose X-Forwarded-For names the client that /ext/auth throttles and logs. Default
    * none: the client is the connection's far end.
    */
-  readonly trustedProxies?: readonly string[];
+  readonly trustedProxies?: ServerOptions['trustedProxies'];
   /** Where log lines go (audit lines included); default JSON lines on stdout, info and above. */
   readonly log?: Logger;
   /**
@@ -111,86 +274,6 @@ export interface AuthOptions {
    * by, and the state forgets expired revocations by. Default the system's clock.
    */
   readonly clock?: Clock;
-}
-
-/** startServer's options: the standalone service, as the command line runs it. Every one may be left out. */
-export interface ServerOptions {
-  /** Address to listen on. Default 127.0.0.1. */
-  readonly host?: string;
-  /** Port to listen on, 0 for a free one. Default 9650. */
-  readonly port?: number | string;
-  /** Tokens are required on every endpoint but /ext/auth, which exists only then. Default false. */
-  readonly authRequired?: boolean;
-  /** The service password's file; required with authRequired, generated when missing. */
-  readonly passwordFile?: string;
-  /** Lifetime of new tokens: seconds, or a duration such as "90s", "15m", "12h". Default 12h. */
-  readonly tokenLifetime?: number | string;
-  /** Live tokens at most (revoked ones count until they expire), 1 to 1000000; auth.newToken past it is a resource-limit error. Default 10000. */
-  readonly maxTokens?: number | string;
-  /** Where durable state lives. Default ~/.api-auth. */
-  readonly dataDir?: string;
-  /** Exact paths that need no token, such as /ext/health. */
-  readonly publicEndpoints?: readonly string[];
-  /** The node to protect, such as http://127.0.0.1:9652; without it the built-in node endpoints are served. */
-  readonly upstream?: string | URL;
-  /** How long the upstream may take to start answering, and between parts of its answer: seconds, or a duration. Default 30s. */
-  readonly upstreamTimeout?: number | string;
-  /** The largest request body proxied: bytes, or a size such as "1MiB" or "512KiB". Default 1MiB. */
-  readonly upstreamMaxBody?: number | string;
-  /** Requests sent on one upstream connection before their answers, 1 to 64. Default 1 (no pipelining). */
-  readonly upstreamPipelining?: number | string;
-  /** Addresses and CIDR ranges of the proxies in front, whose X-Forwarded-For names the client. Default none. */
-  readonly trustedProxies?: readonly string[];
-  /** Where the Prometheus metrics are served, protected like any endpoint. Default /ext/metrics. */
-  readonly metricsPath?: string;
-  /** The least level logged: debug, info, warn or error. Default info. */
-  readonly logLevel?: Level;
-  /**
-   * Threads serving HTTP, 1 to 256; the main thread then accepts the connections and owns
-   * the state. Default every core the process may use (os.availableParallelism()).
-   */
-  readonly httpThreads?: number | string;
-  /** Serve HTTPS with tlsCertFile and tlsKeyFile (PEM); SIGHUP reloads them. Default false. */
-  readonly tlsEnabled?: boolean;
-  /** The certificate chain's PEM file; required with tlsEnabled. */
-  readonly tlsCertFile?: string;
-  /** The private key's PEM file; required with tlsEnabled. */
-  readonly tlsKeyFile?: string;
-  /**
-   * Origins whose browser pages may call the node (CORS): exact origins such as
-   * "https://wallet.example", their subdomains as "https://*.wallet.example", or "*"
-   * for every one; as a list, or one string separated by spaces or commas. Default "*".
-   */
-  readonly allowedOrigins?: string | readonly string[];
-  /**
-   * Also accept the token as the access_token query parameter of a WebSocket upgrade
-   * without an Authorization header (RFC 6750 §2.3), for browsers, which cannot set
-   * headers on a WebSocket. The parameter is removed before the upstream sees the URL.
-   * Default false: the parameter means nothing to the gate and is forwarded as any other.
-   */
-  readonly queryToken?: boolean;
-  /** The largest WebSocket message relayed either way: bytes, or a size such as "16MiB". Default 16MiB. */
-  readonly wsMaxMessage?: number | string;
-  /** How long a side of a WebSocket session may send nothing, not even a pong to a ping: seconds (8 to 960), or a duration. Default 120s. */
-  readonly wsIdleTimeout?: number | string;
-  /** WebSocket sessions open at once in the process, past which an upgrade gets 503. Default 10000. */
-  readonly wsMaxSessions?: number | string;
-  /** etcd client URLs (a list, or one string separated by commas): join a fleet of gateways that share one state. */
-  readonly clusterEtcd?: string | readonly string[];
-  /** The fleet's name, which keeps fleets apart on one etcd (its key prefix). Default api-auth. */
-  readonly clusterName?: string;
-  /** The fleet lease's TTL: seconds (2 to 300), or a duration. Default 10s. */
-  readonly clusterLease?: number | string;
-  /** PEM file of the CAs that may sign etcd's certificate (https:// endpoints). Default the system's CAs, as Node's. */
-  readonly clusterEtcdCa?: string;
-  /** PEM file of this gateway's client certificate for etcd (mutual TLS); needs clusterEtcdKey and https:// endpoints. */
-  readonly clusterEtcdCert?: string;
-  /** PEM file of clusterEtcdCert's private key, unencrypted. */
-  readonly clusterEtcdKey?: string;
-  /** etcd user (etcd's authentication, RBAC) the gateway connects as; needs clusterEtcdPasswordFile. */
-  readonly clusterEtcdUser?: string;
-  /** The file holding clusterEtcdUser's password (trailing newline trimmed): never the password itself, which would be in argv. */
-  readonly clusterEtcdPasswordFile?: string;
 }
 
 /** The token service's settings, validated. */
@@ -270,37 +353,44 @@ export interface EtcdAuthFile {
   readonly passwordFile: string;
 }
 
-export interface TlsFiles {
-  readonly certFile: string;
-  readonly keyFile: string;
-}
+export type { TlsFiles } from './pem.js';
 
-/** Options that only the proxy uses: refused without `upstream`. */
-const PROXY_OPTIONS = ['upstreamTimeout', 'upstreamMaxBody', 'upstreamPipelining', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'queryToken'] as const;
+/** The options' names, in the schema's order. */
+const KEYS = Object.keys(SCHEMA) as Key[];
 
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
-const SERVER_OPTIONS = ['host', 'port', 'authRequired', 'passwordFile', 'tokenLifetime', 'maxTokens', 'dataDir', 'publicEndpoints', 'upstream',
-  'upstreamTimeout', 'upstreamMaxBody', 'upstreamPipelining', 'trustedProxies', 'metricsPath', 'logLevel', 'httpThreads', 'tlsEnabled', 'tlsCertFile', 'tlsKeyFile',
-  'allowedOrigins', 'queryToken', 'wsMaxMessage', 'wsIdleTimeout', 'wsMaxSessions', 'clusterEtcd', 'clusterName', 'clusterLease',
-  'clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey', 'clusterEtcdUser', 'clusterEtcdPasswordFile'];
 
-/** How this gateway joins a fleet, beyond clusterEtcd: refused without it. */
-const FLEET_OPTIONS = ['clusterName', 'clusterLease', 'clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey', 'clusterEtcdUser',
-  'clusterEtcdPasswordFile'] as const;
 /** TLS to etcd: refused with http:// endpoints, where it would protect nothing. */
 const ETCD_TLS_OPTIONS = ['clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey'] as const;
+
+/** Why an option `within` another is refused without it. */
+const WITHIN: Readonly<Record<NonNullable<OptionSpec<unknown, unknown>['within']>, (option: string) => Text>> = {
+  // The proxy's settings mean nothing without a proxy: a flag that would change nothing is
+  // a mistake to point out (a forgotten --upstream, most likely), not to ignore.
+  upstream: (option) => (name) => `${name(option)} sets how requests are proxied to the node, and there is no ` +
+    `${name('upstream')}: give ${name('upstream')} (such as http://127.0.0.1:9652), or leave ${name(option)} out`,
+  clusterEtcd: (option) => (name) => `${name(option)} sets how this gateway joins a fleet, and there is no ` +
+    `${name('clusterEtcd')}: give ${name('clusterEtcd')} (such as http://127.0.0.1:2379), or leave ${name(option)} out`,
+  tlsEnabled: (option) => (name) => `${name(option)} is used only with ${name('tlsEnabled')}; add it, or leave ${name(option)} out`,
+};
+
+/** The value of `key`, checked: the one given, or its default. */
+function parsed<K extends Key>(key: K, value: unknown): ValueOf<Schema[K]> {
+  const entry = SCHEMA[key] as OptionSpec<unknown, ValueOf<Schema[K]>>;
+  return entry.parse(value ?? entry.default, key, entry.limits);
+}
 
 /** createAuth's options, validated. Throws OptionError naming the first option at fault. */
 export function resolveAuthOptions(options: AuthOptions): AuthConfig {
   known(options, AUTH_OPTIONS);
   return {
-    passwordFile: required('passwordFile', options.passwordFile, passwordFile, 'the path of the service password\'s file ' +
+    passwordFile: required('passwordFile', options.passwordFile, 'the path of the service password\'s file ' +
       '(a password is generated into it when it is missing)'),
-    dataDir: required('dataDir', options.dataDir, dataDir, 'the folder where durable state lives (created when missing)'),
-    tokenLifetime: tokenLifetime(options.tokenLifetime),
-    maxTokens: count('maxTokens', options.maxTokens ?? DEFAULTS.maxTokens, 'live tokens in the inventory'),
-    publicEndpoints: paths('publicEndpoints', options.publicEndpoints),
-    trustedProxies: proxies(options.trustedProxies),
+    dataDir: required('dataDir', options.dataDir, 'the folder where durable state lives (created when missing)'),
+    tokenLifetime: parsed('tokenLifetime', options.tokenLifetime),
+    maxTokens: parsed('maxTokens', options.maxTokens),
+    publicEndpoints: parsed('publicEndpoints', options.publicEndpoints),
+    trustedProxies: parsed('trustedProxies', options.trustedProxies),
     clock: resolveClock(options.clock),
   };
 }
@@ -314,105 +404,77 @@ export function resolveClock(value: unknown): Clock {
   return value as Clock;
 }
 
-/** startServer's options, validated. Throws OptionError naming the first option at fault. */
+/**
+ * startServer's options, validated: each by its entry in SCHEMA, then how they go
+ * together. Throws OptionError naming the first option at fault. Reads no file: the
+ * files the options name are read, and checked, at start.
+ */
 export function resolveServerOptions(options: ServerOptions): ServerConfig {
-  known(options, SERVER_OPTIONS);
-  const authRequired = flag('authRequired', options.authRequired ?? DEFAULTS.authRequired);
-  const file = options.passwordFile === undefined ? undefined : passwordFile(options.passwordFile);
-  if (authRequired && file === undefined) {
+  known(options, KEYS);
+  const values: Record<string, unknown> = {};
+  for (const key of KEYS) values[key] = options[key] === undefined && !('default' in SCHEMA[key]) ? undefined : parsed(key, options[key]);
+  for (const key of KEYS) {
+    const within = SCHEMA[key].within;
+    if (within !== undefined && options[key] !== undefined && !on(values[within])) throw new OptionError(key, WITHIN[within](key));
+  }
+  const v = values as Values;
+  if (v.authRequired && v.passwordFile === undefined) {
     throw new OptionError('passwordFile', (name) => `${name('authRequired')} needs ${name('passwordFile')}, the file holding the ` +
       'service password (it is generated when missing)');
   }
-  const metricsPath = path('metricsPath', options.metricsPath ?? DEFAULTS.metricsPath, DEFAULTS.metricsPath);
-  if (metricsPath === AUTH_PATH || metricsPath === HEALTH_PATH || metricsPath === CHECK_PATH) {
-    throw badOption('metricsPath', ` must not be ${metricsPath}`);
-  }
-  const config: ServerConfig = {
-    host: host(options.host ?? DEFAULTS.host),
-    port: port(options.port ?? DEFAULTS.port),
-    authRequired,
-    passwordFile: file,
-    tokenLifetime: tokenLifetime(options.tokenLifetime),
-    maxTokens: count('maxTokens', options.maxTokens ?? DEFAULTS.maxTokens, 'live tokens in the inventory'),
-    dataDir: dataDir(options.dataDir ?? DEFAULTS.dataDir),
-    publicEndpoints: paths('publicEndpoints', options.publicEndpoints),
-    upstream: options.upstream === undefined ? undefined : upstream(options.upstream),
-    upstreamTimeoutMs: upstreamTimeout(options.upstreamTimeout ?? DEFAULTS.upstreamTimeout) * 1000,
-    upstreamMaxBody: size('upstreamMaxBody', options.upstreamMaxBody ?? DEFAULTS.upstreamMaxBody, LIMITS.upstreamMaxBody),
-    upstreamPipelining: count('upstreamPipelining', options.upstreamPipelining ?? DEFAULTS.upstreamPipelining,
-      'requests on one upstream connection at once'),
-    trustedProxies: proxies(options.trustedProxies),
-    metricsPath,
-    logLevel: level(options.logLevel ?? DEFAULTS.logLevel),
-    httpThreads: count('httpThreads', options.httpThreads ?? DEFAULTS.httpThreads, 'threads serving HTTP'),
-    tls: tls(options),
-    allowedOrigins: origins(options.allowedOrigins ?? DEFAULTS.allowedOrigins),
-    queryToken: flag('queryToken', options.queryToken ?? DEFAULTS.queryToken),
-    wsMaxMessage: size('wsMaxMessage', options.wsMaxMessage ?? DEFAULTS.wsMaxMessage, LIMITS.wsMaxMessage),
-    wsIdleTimeout: idleTimeout(options.wsIdleTimeout ?? DEFAULTS.wsIdleTimeout),
-    wsMaxSessions: count('wsMaxSessions', options.wsMaxSessions ?? DEFAULTS.wsMaxSessions, 'WebSocket sessions open at once'),
-    cluster: cluster(options, authRequired),
+  return {
+    host: v.host,
+    port: v.port,
+    authRequired: v.authRequired,
+    passwordFile: v.passwordFile,
+    tokenLifetime: v.tokenLifetime,
+    maxTokens: v.maxTokens,
+    dataDir: v.dataDir,
+    publicEndpoints: v.publicEndpoints,
+    upstream: v.upstream,
+    upstreamTimeoutMs: v.upstreamTimeout * 1000,
+    upstreamMaxBody: v.upstreamMaxBody,
+    upstreamPipelining: v.upstreamPipelining,
+    trustedProxies: v.trustedProxies,
+    metricsPath: v.metricsPath,
+    logLevel: v.logLevel,
+    httpThreads: v.httpThreads,
+    tls: tls(v),
+    allowedOrigins: v.allowedOrigins,
+    queryToken: v.queryToken,
+    wsMaxMessage: v.wsMaxMessage,
+    wsIdleTimeout: v.wsIdleTimeout,
+    wsMaxSessions: v.wsMaxSessions,
+    cluster: cluster(v, options),
   };
-  // The proxy's settings mean nothing without a proxy: a flag that would change nothing is
-  // a mistake to point out (a forgotten --upstream, most likely), not to ignore.
-  if (config.upstream === undefined) {
-    for (const option of PROXY_OPTIONS) {
-      if (options[option] !== undefined) {
-        throw new OptionError(option, (name) => `${name(option)} sets how requests are proxied to the node, and there is no ` +
-          `${name('upstream')}: give ${name('upstream')} (such as http://127.0.0.1:9652), or leave ${name(option)} out`);
-      }
-    }
-  }
-  return config;
 }
 
-/** The fleet's options: all of them need clusterEtcd, which needs authRequired (a fleet shares token state). */
-function cluster(options: ServerOptions, authRequired: boolean): ClusterConfig | undefined {
-  if (options.clusterEtcd === undefined) {
-    for (const option of FLEET_OPTIONS) {
-      if (options[option] !== undefined) {
-        throw new OptionError(option, (name) => `${name(option)} sets how this gateway joins a fleet, and there is no ` +
-          `${name('clusterEtcd')}: give ${name('clusterEtcd')} (such as http://127.0.0.1:2379), or leave ${name(option)} out`);
-      }
+/** Whether an option that others are `within` is on: set, and not false. */
+function on(value: unknown): boolean {
+  return value !== undefined && value !== false;
+}
+
+/** The TLS files, when TLS is on: both named. Their content is checked at start (pem.ts, checkTlsFiles), as etcd's files are. */
+function tls(v: Values): TlsFiles | undefined {
+  if (!v.tlsEnabled) return undefined;
+  for (const option of ['tlsCertFile', 'tlsKeyFile'] as const) {
+    if (v[option] === undefined) {
+      throw new OptionError(option, (name) => `${name('tlsEnabled')} needs ${name(option)}, the ${option === 'tlsCertFile' ? 'certificate chain' : 'private key'}'s PEM file`);
     }
-    return undefined;
   }
-  if (!authRequired) {
+  return { certFile: v.tlsCertFile!, keyFile: v.tlsKeyFile! };
+}
+
+/** The fleet: clusterEtcd needs authRequired (a fleet shares token state), and TLS to etcd needs https:// URLs. */
+function cluster(v: Values, options: ServerOptions): ClusterConfig | undefined {
+  if (v.clusterEtcd === undefined) return undefined;
+  if (!v.authRequired) {
     throw new OptionError('clusterEtcd', (name) => `${name('clusterEtcd')} shares the token state of a fleet, and without ` +
       `${name('authRequired')} there is none: add ${name('authRequired')}, or leave ${name('clusterEtcd')} out`);
   }
-  const raw = options.clusterEtcd;
-  const list = typeof raw === 'string' ? raw.split(',') : Array.isArray(raw) ? raw : null;
-  if (list === null || list.length === 0) throw badOption('clusterEtcd', ` must be etcd client URLs such as http://127.0.0.1:2379, not ${show(raw)}`);
-  const urls = list.map((entry) => {
-    const text = typeof entry === 'string' ? entry.trim() : '';
-    let url: URL | undefined;
-    try {
-      url = new URL(text);
-    } catch {
-      url = undefined;
-    }
-    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.port === '' || url.pathname !== '/' ||
-      url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
-      throw badOption('clusterEtcd', ` must be etcd client URLs, http:// or https:// with host and port, such as http://127.0.0.1:2379, ` +
-        `separated by commas; ${show(entry)} is not one`);
-    }
-    return url;
-  });
-  const secure = urls[0].protocol === 'https:';
-  if (urls.some((url) => (url.protocol === 'https:') !== secure)) {
-    throw badOption('clusterEtcd', ` mixes http:// and https:// URLs (${show(raw)}); an etcd cluster serves its clients one way: ` +
-      'give them all with https:// (TLS) or all with http://');
-  }
-  const name = options.clusterName ?? DEFAULTS.clusterName;
-  if (typeof name !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(name)) {
-    throw badOption('clusterName', ` must be 1 to 64 letters, digits, ".", "_" or "-", not ${show(name)}`);
-  }
-  const { min, max } = LIMITS.clusterLease;
-  const what = `a duration in whole seconds from ${min}s to ${max}s, such as 10s`;
-  const leaseSeconds = wholeSeconds('clusterLease', options.clusterLease ?? DEFAULTS.clusterLease, what);
-  if (leaseSeconds < min || leaseSeconds > max) throw badOption('clusterLease', ` must be ${what}, not ${show(options.clusterLease)}`);
-  return { endpoints: urls.map((url) => url.origin), name, leaseSeconds, tls: etcdTls(options, secure), auth: etcdAuth(options) };
+  const secure = v.clusterEtcd[0].protocol === 'https:';
+  return { endpoints: v.clusterEtcd.map((url) => url.origin), name: v.clusterName, leaseSeconds: v.clusterLease, tls: etcdTls(v, options, secure),
+    auth: etcdAuth(v, options) };
 }
 
 /**
@@ -420,7 +482,7 @@ function cluster(options: ServerOptions, authRequired: boolean): ClusterConfig |
  * http:// ones would leave the operator believing the connection protected. The files
  * themselves are read, and checked, when the fleet is joined (cluster/open.ts).
  */
-function etcdTls(options: ServerOptions, secure: boolean): EtcdTlsFiles | undefined {
+function etcdTls(v: Values, options: ServerOptions, secure: boolean): EtcdTlsFiles | undefined {
   if (!secure) {
     for (const option of ETCD_TLS_OPTIONS) {
       if (options[option] !== undefined) {
@@ -432,25 +494,15 @@ function etcdTls(options: ServerOptions, secure: boolean): EtcdTlsFiles | undefi
   }
   pair('clusterEtcdCert', 'clusterEtcdKey', options, 'its private key\'s PEM file (mutual TLS needs both)');
   pair('clusterEtcdKey', 'clusterEtcdCert', options, 'the client certificate\'s PEM file (mutual TLS needs both)');
-  const file = (option: 'clusterEtcdCa' | 'clusterEtcdCert' | 'clusterEtcdKey', what: string): string | undefined =>
-    options[option] === undefined ? undefined : resolve(nonEmpty(option, options[option], `the path of ${what}`));
-  const certFile = file('clusterEtcdCert', 'the client certificate\'s PEM file');
-  const keyFile = file('clusterEtcdKey', 'the client key\'s PEM file');
-  return {
-    caFile: file('clusterEtcdCa', 'the PEM file of the CAs that sign etcd\'s certificate'),
-    client: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
-  };
+  const { clusterEtcdCert: certFile, clusterEtcdKey: keyFile } = v;
+  return { caFile: v.clusterEtcdCa, client: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined };
 }
 
 /** etcd's authentication: a user and its password's file, both or neither. */
-function etcdAuth(options: ServerOptions): EtcdAuthFile | undefined {
+function etcdAuth(v: Values, options: ServerOptions): EtcdAuthFile | undefined {
   pair('clusterEtcdUser', 'clusterEtcdPasswordFile', options, 'the file holding its password (a password is never taken on the command line)');
   pair('clusterEtcdPasswordFile', 'clusterEtcdUser', options, 'the etcd user whose password the file holds');
-  if (options.clusterEtcdUser === undefined) return undefined;
-  return {
-    user: nonEmpty('clusterEtcdUser', options.clusterEtcdUser, 'the name of an etcd user'),
-    passwordFile: resolve(nonEmpty('clusterEtcdPasswordFile', options.clusterEtcdPasswordFile, 'the path of the etcd user\'s password file')),
-  };
+  return v.clusterEtcdUser === undefined ? undefined : { user: v.clusterEtcdUser, passwordFile: v.clusterEtcdPasswordFile! };
 }
 
 /** Refuses `option` without `needed`, which `what` describes. */
@@ -479,12 +531,12 @@ function known(options: object, names: readonly string[]): void {
   }
 }
 
-function required<T>(option: string, value: unknown, check: (value: unknown) => T, what: string): T {
-  if (value === undefined) throw badOption(option, ` is required: ${what}`);
-  return check(value);
+function required<K extends 'passwordFile' | 'dataDir'>(key: K, value: unknown, what: string): ValueOf<Schema[K]> {
+  if (value === undefined) throw badOption(key, ` is required: ${what}`);
+  return parsed(key, value);
 }
 
-function flag(option: string, value: unknown): boolean {
+function flag(value: unknown, option: string): boolean {
   if (typeof value !== 'boolean') throw badOption(option, ` must be true or false, not ${show(value)}`);
   return value;
 }
@@ -505,12 +557,14 @@ function port(value: unknown): number {
   return port;
 }
 
-function passwordFile(value: unknown): string {
-  return resolve(nonEmpty('passwordFile', value, 'the path of the password file'));
+/** Text that must not be empty; `what` says what it names. */
+function text(what: string): OptionParser<string> {
+  return (value, option) => nonEmpty(option, value, what);
 }
 
-function dataDir(value: unknown): string {
-  return resolve(nonEmpty('dataDir', value, 'a folder path'));
+/** A path, made absolute; `what` says what it names. */
+function file(what: string): OptionParser<string> {
+  return (value, option) => resolve(nonEmpty(option, value, what));
 }
 
 function nonEmpty(option: string, value: unknown, what: string): string {
@@ -519,42 +573,27 @@ function nonEmpty(option: string, value: unknown, what: string): string {
   return value;
 }
 
-function tokenLifetime(value: unknown): number {
-  if (value === undefined) return DEFAULTS.tokenLifetime;
-  const { min, max } = LIMITS.tokenLifetime;
-  const seconds = wholeSeconds('tokenLifetime', value, 'a duration in whole seconds such as 90s, 15m, 12h or 1h30m');
-  if (seconds < min || seconds > max) throw badOption('tokenLifetime', ` must be from 1s to 8760h (one year), not ${show(value)}`);
-  return seconds;
+/** A duration in whole seconds within the option's limits, from a number of seconds or a duration's text; `examples` fit the option. */
+function duration(examples: string): OptionParser<number> {
+  return (value, option, limits) => {
+    const { min, max } = limits!;
+    const what = `a duration in whole seconds from ${formatSeconds(min)} to ${formatSeconds(max)}, such as ${examples}`;
+    const seconds = typeof value === 'number' ? value : typeof value === 'string' ? parseDuration(value) : null;
+    if (typeof value === 'number' && !Number.isInteger(value)) throw badOption(option, ` must be a whole number of seconds, not ${show(value)}`);
+    if (seconds === null || !Number.isInteger(seconds) || seconds < min || seconds > max) throw badOption(option, ` must be ${what}, not ${show(value)}`);
+    return seconds;
+  };
 }
 
-function idleTimeout(value: unknown): number {
-  const { min, max } = LIMITS.wsIdleTimeout;
-  const what = `a duration in whole seconds from ${min}s to ${max}s, such as 120s or 5m`;
-  const seconds = wholeSeconds('wsIdleTimeout', value, what);
-  if (seconds < min || seconds > max) throw badOption('wsIdleTimeout', ` must be ${what}, not ${show(value)}`);
-  return seconds;
-}
-
-function upstreamTimeout(value: unknown): number {
-  const { min, max } = LIMITS.upstreamTimeout;
-  const what = 'a duration in whole seconds from 1s to 1h, such as 30s or 2m';
-  const seconds = wholeSeconds('upstreamTimeout', value, what);
-  if (seconds < min || seconds > max) throw badOption('upstreamTimeout', ` must be ${what}, not ${show(value)}`);
-  return seconds;
-}
-
-/** Whole seconds from a number of them, or from a duration's text. */
-function wholeSeconds(option: string, value: unknown, what: string): number {
-  const seconds = typeof value === 'number' ? value : typeof value === 'string' ? parseDuration(value) : null;
-  if (seconds === null || !Number.isInteger(seconds)) {
-    throw badOption(option, typeof value === 'number' ? ` must be a whole number of seconds, not ${show(value)}` : ` must be ${what}, not ${show(value)}`);
-  }
-  return seconds;
+/** Seconds as the docs write them: in hours when whole hours, else in seconds (1s, 960s, 8760h). */
+export function formatSeconds(seconds: number): string {
+  return seconds >= 3600 && seconds % 3600 === 0 ? `${seconds / 3600}h` : `${seconds}s`;
 }
 
 const SIZE_UNITS: Record<string, number> = { '': 1, KiB: 1024, MiB: 1024 * 1024 };
 
-function size(option: string, value: unknown, { min, max }: { min: number; max: number }): number {
+function size(value: unknown, option: string, limits: Limits | undefined): number {
+  const { min, max } = limits!;
   const m = typeof value === 'string' ? /^(\d{1,10})(KiB|MiB)?$/.exec(value) : null;
   const bytes = typeof value === 'number' ? value : m === null ? NaN : Number(m[1]) * SIZE_UNITS[m[2] ?? ''];
   if (!(Number.isInteger(bytes) && bytes >= min && bytes <= max)) {
@@ -562,6 +601,11 @@ function size(option: string, value: unknown, { min, max }: { min: number; max: 
       `KiB or MiB (such as 1MiB), not ${show(value)}`);
   }
   return bytes;
+}
+
+/** Bytes as the docs write them: in MiB or KiB when whole ones, else bytes. */
+export function formatBytes(bytes: number): string {
+  return bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)}MiB` : bytes % 1024 === 0 ? `${bytes / 1024}KiB` : `${bytes}`;
 }
 
 /**
@@ -597,8 +641,7 @@ function upstream(value: unknown): URL {
  * segments, encodings) are the core's: servedPaths. The token service's own path needs no
  * token already, so naming it as public would change nothing: a mistake, refused.
  */
-function paths(option: string, value: unknown): string[] {
-  if (value === undefined) return [];
+function paths(value: unknown, option: string): string[] {
   if (!Array.isArray(value)) throw badOption(option, ` must be an array of exact paths such as ["/ext/health"], not ${show(value)}`);
   const list = [...new Set(value.map((entry: unknown) => path(option, entry, '/ext/health')))];
   const own = list.find((path) => path === AUTH_PATH || path === HEALTH_PATH || path === CHECK_PATH);
@@ -617,8 +660,14 @@ function path(option: string, value: unknown, example: string): string {
   return value;
 }
 
+/** Where the metrics are served: an exact path, not one of api-auth's own. */
+function metricsPath(value: unknown, option: string): string {
+  const metrics = path(option, value, '/ext/metrics');
+  if (metrics === AUTH_PATH || metrics === HEALTH_PATH || metrics === CHECK_PATH) throw badOption(option, ` must not be ${metrics}`);
+  return metrics;
+}
+
 function proxies(value: unknown): TrustedProxies {
-  if (value === undefined) return NO_TRUSTED_PROXIES;
   if (!Array.isArray(value)) throw badOption('trustedProxies', ' must be an array of addresses and CIDR ranges, such as ["10.0.0.0/8"]');
   try {
     return trustedProxies(value);
@@ -627,39 +676,50 @@ function proxies(value: unknown): TrustedProxies {
   }
 }
 
-/** A whole number within the option's LIMITS; `what` says what it counts. */
-function count(option: 'httpThreads' | 'wsMaxSessions' | 'maxTokens' | 'upstreamPipelining', value: unknown, what: string): number {
-  const { min, max } = LIMITS[option];
-  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,10}$/.test(value) ? Number(value) : NaN;
-  if (!(Number.isInteger(n) && n >= min && n <= max)) {
-    throw badOption(option, ` must be a whole number from ${min} to ${max} (${what}), not ${show(value)}`);
-  }
-  return n;
+/** A whole number within the option's limits; `what` says what it counts. */
+function count(what: string): OptionParser<number> {
+  return (value, option, limits) => {
+    const { min, max } = limits!;
+    const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,10}$/.test(value) ? Number(value) : NaN;
+    if (!(Number.isInteger(n) && n >= min && n <= max)) {
+      throw badOption(option, ` must be a whole number from ${min} to ${max} (${what}), not ${show(value)}`);
+    }
+    return n;
+  };
 }
 
-/** The TLS files, when TLS is on: both named, and each a certificate and key that node:tls accepts together. */
-function tls(options: ServerOptions): TlsFiles | undefined {
-  const enabled = options.tlsEnabled ?? false;
-  if (typeof enabled !== 'boolean') throw badOption('tlsEnabled', ` must be true or false, not ${show(enabled)}`);
-  if (!enabled) {
-    for (const option of ['tlsCertFile', 'tlsKeyFile'] as const) {
-      if (options[option] !== undefined) {
-        throw new OptionError(option, (name) => `${name(option)} is used only with ${name('tlsEnabled')}; add it, or leave ${name(option)} out`);
-      }
+/** etcd's client URLs: a list, or one string separated by commas; all http:// or all https://. */
+function etcdUrls(value: unknown, option: string): URL[] {
+  const list = typeof value === 'string' ? value.split(',') : Array.isArray(value) ? value : null;
+  if (list === null || list.length === 0) throw badOption(option, ` must be etcd client URLs such as http://127.0.0.1:2379, not ${show(value)}`);
+  const urls = list.map((entry: unknown) => {
+    const text = typeof entry === 'string' ? entry.trim() : '';
+    let url: URL | undefined;
+    try {
+      url = new URL(text);
+    } catch {
+      url = undefined;
     }
-    return undefined;
-  }
-  for (const option of ['tlsCertFile', 'tlsKeyFile'] as const) {
-    if (options[option] === undefined) {
-      throw new OptionError(option, (name) => `${name('tlsEnabled')} needs ${name(option)}, the ${option === 'tlsCertFile' ? 'certificate chain' : 'private key'}'s PEM file`);
+    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.port === '' || url.pathname !== '/' ||
+      url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
+      throw badOption(option, ` must be etcd client URLs, http:// or https:// with host and port, such as http://127.0.0.1:2379, ` +
+        `separated by commas; ${show(entry)} is not one`);
     }
+    return url;
+  });
+  const secure = urls[0].protocol === 'https:';
+  if (urls.some((url) => (url.protocol === 'https:') !== secure)) {
+    throw badOption(option, ` mixes http:// and https:// URLs (${show(value)}); an etcd cluster serves its clients one way: ` +
+      'give them all with https:// (TLS) or all with http://');
   }
-  const files = {
-    certFile: resolve(nonEmpty('tlsCertFile', options.tlsCertFile, 'the path of the certificate chain\'s PEM file')),
-    keyFile: resolve(nonEmpty('tlsKeyFile', options.tlsKeyFile, 'the path of the private key\'s PEM file')),
-  };
-  checkTlsFiles(files);
-  return files;
+  return urls;
+}
+
+function clusterName(value: unknown, option: string): string {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(value)) {
+    throw badOption(option, ` must be 1 to 64 letters, digits, ".", "_" or "-", not ${show(value)}`);
+  }
+  return value;
 }
 
 function origins(value: unknown): AllowedOrigins {

@@ -16,6 +16,7 @@ import { createLogger } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
 import { resolveClock, resolveServerOptions, servedPaths } from './options.js';
+import { checkTlsFiles } from './pem.js';
 import type { ServerConfig, ServerOptions } from './options.js';
 import { fenceMemory } from './cluster/fence.js';
 import { openFleetAuth } from './cluster/open.js';
@@ -44,13 +45,15 @@ export interface ServerServices {
 
 /**
  * Starts the service: validates `options` (options.ts has the defaults and limits),
- * then the core, the state of the data folder (created on the first start), the password
+ * and the TLS files, then the core, the state of the data folder (created on the first start), the password
  * (from its file, generated when missing) and the HTTP listener. Throws OptionError for
  * a bad option or password file, StateError for a data folder it cannot use,
  * ListenError when it cannot listen; each names the option at fault.
  */
 export async function startServer(options: ServerOptions = {}, services: ServerServices = {}): Promise<ServerHandle> {
   const config = resolveServerOptions(options);
+  // The files themselves at start, not in the resolver: it validates values and reads nothing.
+  if (config.tls !== undefined) checkTlsFiles(config.tls);
   const clock = resolveClock(services.clock);
   const threads = config.httpThreads;
   if (threads > 1 && services.clock !== undefined) {

@@ -10,7 +10,7 @@ import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { ClusterConfig, EtcdAuthFile, EtcdTlsFiles } from '../options.js';
-import { checkPemPair, reason } from '../http/tls.js';
+import { checkPemPair, reason } from '../pem.js';
 import { loadPasswordFile } from '../password/file.js';
 import { Argon2idVerifier } from '../password/hash.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';

@@ -1,6 +1,6 @@
-// TLS with the node's flags: the certificate and key files, checked by node:tls before
-// anything listens (uWebSockets.js says only "App construction failed"), and the apps
-// that serve with them.
+// TLS with the node's flags: the apps that serve with the certificate and key files,
+// which the start has checked with node:tls (../pem.ts) before anything listens
+// (uWebSockets.js says only "App construction failed").
 //
 // A reload without dropping connections: the listening app accepts and hands each
 // connection to a child SSLApp (the child app descriptors that the HTTP threads use
@@ -19,62 +19,14 @@
 // take the owner for a hung HTTP thread. So a reload reads the pair off the event loop,
 // within a bound, and hands uWS a private copy of the bytes it checked (snapshotTlsFiles).
 import { X509Certificate } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, promises as fs, readFileSync } from 'node:fs';
-import type { Stats } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createSecureContext } from 'node:tls';
 import { App, SSLApp } from 'uWebSockets.js';
 import type { TemplatedApp } from 'uWebSockets.js';
-import { OptionError } from '../errors.js';
-import type { TlsFiles } from '../options.js';
-
-const WHAT = { tlsCertFile: 'certificate chain', tlsKeyFile: 'private key' } as const;
-
-/**
- * Throws OptionError, naming the file at fault, unless both files can be read and node:tls
- * takes them as a certificate chain and the private key that goes with it.
- */
-export function checkTlsFiles(files: TlsFiles): void {
-  checkPemPair({ option: 'tlsCertFile', path: files.certFile, pem: readPem('tlsCertFile', files.certFile), what: WHAT.tlsCertFile },
-    { option: 'tlsKeyFile', path: files.keyFile, pem: readPem('tlsKeyFile', files.keyFile) });
-}
-
-/** A PEM file's text as read, and the option that named it (its library name). */
-export interface PemFile {
-  readonly option: string;
-  readonly path: string;
-  readonly pem: string | Buffer;
-  /** What the file should hold, for the messages: "certificate chain" by default. */
-  readonly what?: string;
-}
-
-/**
- * Throws OptionError, naming the file at fault, unless node:tls takes `cert` as a
- * certificate chain and `key` as the unencrypted private key that goes with it: the
- * check of the server's pair (--http-tls-*) and of a client's (--cluster-etcd-cert/-key).
- */
-export function checkPemPair(cert: PemFile, key: PemFile): void {
-  // uWS would ask for the passphrase on the terminal, and a service has none to answer.
-  if (/-----BEGIN [A-Z ]*ENCRYPTED|Proc-Type: 4,ENCRYPTED/.test(key.pem.toString())) {
-    throw new OptionError(key.option, (name) => `${name(key.option)} ${key.path} is encrypted; give an unencrypted key, ` +
-      'readable only by this user (openssl pkey -in encrypted.key -out plain.key)');
-  }
-  for (const [file, what, context] of [[key, 'private key', { key: key.pem }], [cert, cert.what ?? 'certificate chain', { cert: cert.pem }]] as const) {
-    try {
-      createSecureContext(context);
-    } catch (error) {
-      throw new OptionError(file.option, (name) => `${name(file.option)} ${file.path} is not a PEM ${what} (${reason(error)}); ` +
-        `give the ${what}'s PEM file`);
-    }
-  }
-  try {
-    createSecureContext({ cert: cert.pem, key: key.pem });
-  } catch (error) {
-    throw new OptionError(key.option, (name) => `${name(key.option)} ${key.path} is not the key of the certificate in ` +
-      `${name(cert.option)} ${cert.path} (${reason(error)}); give the pair that belongs together`);
-  }
-}
+import type { OptionError } from '../errors.js';
+import { checkPemPair, notRegular, READ_FLAGS, reason, TLS_FILE_WHAT as WHAT, whyUnreadable } from '../pem.js';
+import type { TlsFiles } from '../pem.js';
 
 /** How long a reload waits for each file before it keeps the pair it has. */
 export const TLS_READ_TIMEOUT_MS = 5000;
@@ -150,16 +102,6 @@ async function readBounded(option: keyof typeof WHAT, path: string, timeoutMs: n
   }
 }
 
-/** Without O_NONBLOCK, opening a FIFO waits for a writer; O_NOCTTY keeps a terminal from becoming ours. */
-const READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY;
-
-/** What a file that is not a regular one is, or null. */
-function notRegular(stats: Stats): string | null {
-  if (stats.isFile()) return null;
-  return stats.isFIFO() ? 'a FIFO' : stats.isDirectory() ? 'a folder' : stats.isSocket() ? 'a socket'
-    : stats.isCharacterDevice() || stats.isBlockDevice() ? 'a device' : 'not a file';
-}
-
 function flagOf(option: string): string {
   return option === 'tlsCertFile' ? '--http-tls-cert-file' : '--http-tls-key-file';
 }
@@ -200,30 +142,4 @@ export function certificateFields(pem: Buffer): { subject?: string; validTo?: st
   } catch {
     return {};
   }
-}
-
-/** The start's read: before anything serves, so it may block, but never on a FIFO, which is refused. */
-function readPem(option: keyof typeof WHAT, path: string): string {
-  try {
-    const fd = openSync(path, READ_FLAGS);
-    try {
-      const kind = notRegular(fstatSync(fd));
-      if (kind !== null) throw new Error(`is ${kind}, not a regular file`);
-      return readFileSync(fd, 'latin1');
-    } finally {
-      closeSync(fd);
-    }
-  } catch (error) {
-    throw new OptionError(option, (name) => `${name(option)} ${path} ${whyUnreadable(error)}; give the ${WHAT[option]}'s PEM file`);
-  }
-}
-
-function whyUnreadable(error: unknown): string {
-  const code = (error as NodeJS.ErrnoException).code;
-  return code === 'ENOENT' ? 'does not exist' : code === 'EISDIR' ? 'is a folder' : code === 'EACCES' ? 'is not readable by this user' : reason(error);
-}
-
-/** An error's message without OpenSSL's code in front. */
-export function reason(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).replace(/^error:[0-9A-F]+:/i, '');
 }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Test } from 'tap';
 import { App, createLogger, parseArgs, StartError, startServer, us_listen_socket_close, us_socket_local_port } from '../../build/host/index.js';
 import type { Auth, Clock, Logger, ServerOptions, TemplatedApp, us_listen_socket } from '../../build/host/index.js';
+import { flagName } from '../../build/host/cli/flags.js';
 import { randomPassword, tempDir, type LogLine } from './server.js';
 
 /** A logger that keeps its lines, parsed, for the test to read; stamped by `clock` when given. */
@@ -19,20 +20,12 @@ export function recordingLogger(clock?: Clock): { log: Logger; lines: LogLine[] 
 /** A logger that drops every line. */
 export const SILENT: Logger = createLogger(() => undefined);
 
-/** The flag of each of startServer's options (README, "Command line"). */
-const FLAGS: Readonly<Record<string, string>> = {
-  host: '--http-host', port: '--http-port', authRequired: '--api-auth-required', passwordFile: '--api-auth-password-file',
-  tokenLifetime: '--api-auth-token-lifetime', dataDir: '--data-dir', publicEndpoints: '--api-auth-public-endpoints',
-  upstream: '--upstream', upstreamTimeout: '--upstream-timeout', upstreamMaxBody: '--upstream-max-body',
-  trustedProxies: '--trusted-proxies', metricsPath: '--metrics-path', logLevel: '--log-level',
-};
-
 /**
  * The line the CLI prints for an error of parsing its command line or of starting: the
  * message after "api-auth: ", with options named by their flags.
  */
 export function cliLine(error: Error): string {
-  return `api-auth: ${error instanceof StartError ? error.describe((option) => FLAGS[option] ?? option) : error.message}`;
+  return `api-auth: ${error instanceof StartError ? error.describe(flagName) : error.message}`;
 }
 
 /** A time to start a clock at: whole seconds, in the future of any clock this runs on. */

@@ -95,6 +95,8 @@ export interface NodeSettings {
   nodeFlags?: readonly string[];
   /** NODE_OPTIONS; default PROGRAM_ENV's. */
   nodeOptions?: string;
+  /** Variables set beside PROGRAM_ENV's (API_AUTH_*, say). */
+  env?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -103,7 +105,7 @@ export interface NodeSettings {
  */
 export function launch(t: Test, args: readonly string[], script = MAIN, node: NodeSettings = {}): Running {
   const command = untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS);
-  const child = spawn(...command, { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(...command, { cwd: ROOT, env: { ...PROGRAM_ENV, ...node.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   let pending = '';
