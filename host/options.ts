@@ -150,7 +150,7 @@ export const SCHEMA = {
     doc: 'largest request body proxied, 1 byte to 1024MiB: bytes, or with KiB or MiB; then 413 (/ext/auth takes at most 64KiB)',
   }),
   upstreamPipelining: option<number | string, number>({
-    flag: 'upstream-pipelining', kind: 'integer', default: 1, limits: { min: 1, max: 64 }, parse: count('requests pipelined per upstream connection'),
+    flag: 'upstream-pipelining', kind: 'integer', default: 1, limits: { min: 1, max: 64 }, parse: count('requests on one upstream connection at once'),
     within: 'upstream',
     doc: 'requests in flight on each upstream connection, 1 to 64; 1: no pipelining',
   }),
