@@ -1,0 +1,121 @@
+// Command api-auth-node is a Go node's JSON-RPC endpoint behind api-auth's tokens, checked
+// in-process: it joins an api-auth fleet on etcd as a follower and guards its handler with
+// the gate middleware. Every line it writes is JSON.
+//
+//	api-auth-node --cluster-etcd http://127.0.0.1:2379 --http-port 9650
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"api-auth/go/fleet"
+	"api-auth/go/gate"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	os.Exit(run(log, os.Args[1:]))
+}
+
+func run(log *slog.Logger, args []string) int {
+	flags := flag.NewFlagSet("api-auth-node", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	etcd := flags.String("cluster-etcd", "", "etcd client URLs of the api-auth fleet, comma-separated (required)")
+	name := flags.String("cluster-name", "api-auth", "the fleet's name, its key prefix")
+	lease := flags.Duration("cluster-lease", 10*time.Second, "this node's lease in the fleet, 2s to 300s")
+	host := flags.String("http-host", "127.0.0.1", "address to listen on")
+	port := flags.Int("http-port", 9650, "port to listen on (0: any free port)")
+	path := flags.String("rpc-path", "/ext/bc/C/rpc", "the JSON-RPC endpoint's path")
+	unguarded := flags.Bool("unguarded", false, "serve without the middleware (to measure what it costs; never in production)")
+	if err := flags.Parse(args); err != nil {
+		log.Error("bad command line: "+err.Error()+"; see the README's Go section for the flags", "code", "USAGE")
+		return 2
+	}
+	if flags.NArg() > 0 {
+		log.Error("bad command line: unexpected argument "+flags.Arg(0), "code", "USAGE")
+		return 2
+	}
+	if *etcd == "" {
+		log.Error("bad command line: --cluster-etcd is required (the etcd URLs of the api-auth fleet)", "code", "USAGE")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	joinCtx, cancel := context.WithTimeout(ctx, 2**lease+time.Second)
+	follower, err := fleet.Join(joinCtx, fleet.Options{Endpoints: strings.Split(*etcd, ","), Name: *name, Lease: *lease, Log: log})
+	cancel()
+	if err != nil {
+		log.Error("cannot join the fleet: "+err.Error(), "code", "FLEET")
+		return 2
+	}
+	defer follower.Close()
+	var handler http.Handler = http.HandlerFunc(rpc)
+	if !*unguarded {
+		g, err := gate.New(gate.Options{Checker: follower.Verifier(), Fence: follower})
+		if err != nil {
+			log.Error(err.Error(), "code", "GATE")
+			return 2
+		}
+		handler = g.Wrap(handler)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(*path, handler)
+	listener, err := net.Listen("tcp", net.JoinHostPort(*host, fmt.Sprint(*port)))
+	if err != nil {
+		log.Error("cannot listen: "+err.Error(), "code", "LISTEN")
+		return 2
+	}
+	server := &http.Server{Handler: mux, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		server.Shutdown(shutdown)
+	}()
+	log.Info("listening", "port", listener.Addr().(*net.TCPAddr).Port, "path", *path, "guarded", !*unguarded)
+	if err := server.Serve(listener); err != http.ErrServerClosed {
+		log.Error("serving failed: "+err.Error(), "code", "SERVE")
+		return 1
+	}
+	return 0
+}
+
+// rpc is the node's endpoint in miniature: each call is answered with its own method as
+// the result, so a test sees which calls came through.
+func rpc(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	type call struct {
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+	}
+	answer := func(c call) map[string]any {
+		return map[string]any{"jsonrpc": "2.0", "result": c.Method, "id": c.ID}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	var batch []call
+	if json.Unmarshal(body, &batch) == nil {
+		out := make([]map[string]any, len(batch))
+		for i, c := range batch {
+			out[i] = answer(c)
+		}
+		json.NewEncoder(w).Encode(out)
+		return
+	}
+	var one call
+	if err := json.Unmarshal(body, &one); err != nil {
+		one.Method = ""
+	}
+	json.NewEncoder(w).Encode(answer(one))
+}
