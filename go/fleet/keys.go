@@ -29,25 +29,29 @@ type Change struct {
 // Grant is a grant's id and its entry list as the core takes it: endpoints, then for a
 // method scope "" and the patterns.
 type Grant struct {
-	ID      uint32
-	Entries []string
+	ID      uint32   `json:"id"`
+	Entries []string `json:"entries"`
 }
 
 // Block is a block of serials [Start, End) one gateway issues from; its tokens expire by Bound.
 type Block struct {
-	Start, End, Bound uint64
+	Start uint64 `json:"start"`
+	End   uint64 `json:"end"`
+	Bound uint64 `json:"bound"`
 }
 
 // Revoked is a revoked token's serial and its expiry (Unix seconds).
 type Revoked struct {
-	Serial, Expiry uint64
+	Serial uint64 `json:"serial"`
+	Expiry uint64 `json:"expiry"`
 }
 
-// Member is a live member's key (members/<lease id, hex>) and the highest revision of a
-// state change it holds.
+// Member is a live member's key (members/<lease id, hex>), the highest revision of a
+// state change it holds, and whether it is a follower (it never writes).
 type Member struct {
-	Lease   string
-	Applied int64
+	Lease    string `json:"lease"`
+	Applied  int64  `json:"applied"`
+	Follower bool   `json:"follower"`
 }
 
 // Widths of the zero-padded numbers in keys, so that etcd's key order is their order.
@@ -120,12 +124,15 @@ func Decode(name string, value []byte) (Change, error) {
 			c.Revoked = &Revoked{serial, expiry}
 		}
 	case strings.HasPrefix(name, "members/"):
-		var v struct{ Applied *int64 }
+		var v struct {
+			Applied  *int64
+			Follower bool
+		}
 		if err = json.Unmarshal(value, &v); err == nil && v.Applied == nil {
 			err = fmt.Errorf("member %s publishes no applied revision", name[8:])
 		}
 		if err == nil {
-			c.Member = &Member{name[8:], *v.Applied}
+			c.Member = &Member{name[8:], *v.Applied, v.Follower}
 		}
 	case strings.HasPrefix(name, "tokens/"):
 		c.Ignored = true
@@ -139,9 +146,10 @@ func Decode(name string, value []byte) (Change, error) {
 }
 
 // MemberValue is the value of this node's member key: the highest revision of a state
-// change it has applied, which the writers' barrier waits for.
+// change it has applied, which the writers' barrier waits for, and that it is a follower,
+// which never writes and so never tidies the fleet's expired keys.
 func MemberValue(applied int64) []byte {
-	return append(strconv.AppendInt([]byte(`{"applied":`), applied, 10), '}')
+	return append(strconv.AppendInt([]byte(`{"applied":`), applied, 10), `,"follower":true}`...)
 }
 
 // MemberName is the key (without the prefix) of the member holding lease id.

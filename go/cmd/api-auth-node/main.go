@@ -1,6 +1,6 @@
 // Command api-auth-node is a Go node's JSON-RPC endpoint behind api-auth's tokens, checked
 // in-process: it joins an api-auth fleet on etcd as a follower and guards its handler with
-// the gate middleware. Every line it writes is JSON.
+// the gate middleware. Every line it writes is JSON, on stdout.
 //
 //	api-auth-node --cluster-etcd http://127.0.0.1:2379 --http-port 9650
 package main
@@ -25,7 +25,8 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// One JSON object a line, on stdout, as api-auth logs.
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	os.Exit(run(log, os.Args[1:]))
 }
 
@@ -61,23 +62,26 @@ func run(log *slog.Logger, args []string) int {
 		return 2
 	}
 	defer follower.Close()
-	var handler http.Handler = http.HandlerFunc(rpc)
+	mux := http.NewServeMux()
+	mux.HandleFunc(*path, rpc)
+	// The gate goes in front of the mux, never behind it: ServeMux cleans a path (and
+	// redirects) before it matches, so behind it the gate would judge another path than
+	// the one the client sent.
+	var handler http.Handler = mux
 	if !*unguarded {
 		g, err := gate.New(gate.Options{Checker: follower.Verifier(), Fence: follower})
 		if err != nil {
 			log.Error(err.Error(), "code", "GATE")
 			return 2
 		}
-		handler = g.Wrap(handler)
+		handler = g.Wrap(mux)
 	}
-	mux := http.NewServeMux()
-	mux.Handle(*path, handler)
 	listener, err := net.Listen("tcp", net.JoinHostPort(*host, fmt.Sprint(*port)))
 	if err != nil {
 		log.Error("cannot listen: "+err.Error(), "code", "LISTEN")
 		return 2
 	}
-	server := &http.Server{Handler: mux, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ReadHeaderTimeout: 10 * time.Second}
+	server := &http.Server{Handler: handler, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
