@@ -102,7 +102,11 @@ export interface NodeSettings {
  * child is killed at the end of `t`.
  */
 export function launch(t: Test, args: readonly string[], script = MAIN, node: NodeSettings = {}): Running {
-  const command = untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS);
+  return launchProgram(t, untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS));
+}
+
+/** Starts a program that logs JSON lines on stdout, as api-auth does (the Go node of test/go.test.ts); killed at the end of `t`. */
+export function launchProgram(t: Test, command: [string, string[]]): Running {
   const child = spawn(...command, { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
