@@ -26,7 +26,7 @@ const FIXTURE = join(MODULE, 'fleet', 'testdata', 'fleet-keys.json');
 const GO = (process.env.PATH ?? '').split(':').filter((d) => d !== '').map((d) => join(d, 'go')).find((path) => existsSync(path));
 const NO_GO = GO === undefined && 'Go is not installed: install Go 1.26 (as .ci/run does) to run go/\'s tests and the Go fleet test';
 // Offline, from the module cache: what go.sum pins, nothing fetched.
-const GO_ENV = { ...PROGRAM_ENV, GOFLAGS: '-mod=readonly', GOPROXY: 'off', GOTOOLCHAIN: 'local' };
+const GO_ENV = { ...PROGRAM_ENV, GOFLAGS: '-mod=readonly -buildvcs=false', GOPROXY: 'off', GOTOOLCHAIN: 'local' };
 const GATEWAY_LEASE = ['--cluster-lease', '3s'];
 const NODE_LEASE = '5s';
 const INFO = '/ext/info';
