@@ -21,6 +21,9 @@ import type { HttpResponse } from './helpers/http.js';
 import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, tempDir } from './helpers/server.js';
 import type { Running } from './helpers/server.js';
 
+// On a fresh machine `go test` first compiles the etcd client and gRPC: minutes on two cores.
+t.setTimeout(900_000);
+
 const MODULE = join(ROOT, 'go');
 const FIXTURE = join(MODULE, 'fleet', 'testdata', 'fleet-keys.json');
 const GO = (process.env.PATH ?? '').split(':').filter((d) => d !== '').map((d) => join(d, 'go')).find((path) => existsSync(path));

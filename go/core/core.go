@@ -226,7 +226,7 @@ func (c *Core) revoke(fn int, token string, now int64) (Outcome, Claims, error) 
 
 // RevokeSerial marks a serial revoked: a stored revocation, or one the fleet recorded.
 // It reports false when the serial is below the floor (expired: nothing to keep), and
-// ErrRevokeNeverIssue when no token can have it.
+// ErrRevokeNeverIssued when no token can have it.
 func (c *Core) RevokeSerial(serial uint64) (bool, error) {
 	r, err := c.in.call(fnRevokeSerial, serial)
 	if err != nil {
@@ -300,7 +300,7 @@ func methodAllowed(in *instance, grant uint32, method string) (bool, error) {
 		return false, err
 	}
 	if r < 0 {
-		return false, newError(CodeIssueUnknownGrant, "no grant %d", grant)
+		return false, newError(CodeUnknownGrant, "no grant %d", grant)
 	}
 	return r == 1, nil
 }

@@ -31,6 +31,7 @@ const (
 	CodeABI                 Code = "ABI_MISMATCH"
 	CodeEmbeddedCore        Code = "EMBEDDED_CORE_MISMATCH"
 	CodeNoSlot              Code = "NO_FREE_SLOT"
+	CodeUnknownGrant        Code = "UNKNOWN_GRANT"
 	CodeTrap                Code = "CORE_TRAP"
 	CodeClosed              Code = "CLOSED"
 )
@@ -55,14 +56,13 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels to match with errors.Is.
 var (
-	ErrGrantBadEntry    = &Error{Code: CodeGrantBadEntry}
-	ErrGrantBadMethod   = &Error{Code: CodeGrantBadMethod}
-	ErrIssueUnknown     = &Error{Code: CodeIssueUnknownGrant}
-	ErrIssueBadSerial   = &Error{Code: CodeIssueBadSerial}
-	ErrRevokeNeverIssue = &Error{Code: CodeRevokeNeverIssued}
-	ErrTrap             = &Error{Code: CodeTrap}
-	ErrClosed           = &Error{Code: CodeClosed}
-	ErrNoSlot           = &Error{Code: CodeNoSlot}
+	ErrGrantBadEntry     = &Error{Code: CodeGrantBadEntry}
+	ErrGrantBadMethod    = &Error{Code: CodeGrantBadMethod}
+	ErrUnknownGrant      = &Error{Code: CodeUnknownGrant}
+	ErrIssueBadSerial    = &Error{Code: CodeIssueBadSerial}
+	ErrRevokeNeverIssued = &Error{Code: CodeRevokeNeverIssued}
+	ErrTrap              = &Error{Code: CodeTrap}
+	ErrClosed            = &Error{Code: CodeClosed}
 )
 
 func newError(code Code, format string, args ...any) *Error {

@@ -300,7 +300,7 @@ func vectorCommand(h *vectorHost, f []string, fail func(string, ...any), expect 
 	case "revoke-serial":
 		marked, err := c.RevokeSerial(uint64(atoi(f[1])))
 		r := map[bool]int64{true: 0, false: 1}[marked]
-		if errors.Is(err, ErrRevokeNeverIssue) {
+		if errors.Is(err, ErrRevokeNeverIssued) {
 			r = -1
 		}
 		expect(r, atoi(f[2]), "revokeSerial")
