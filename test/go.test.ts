@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { changePassword, newToken, REASONS, refusalBody, revokeToken, REVOKED, tamperLast } from './helpers/auth.js';
-import { startEtcd, startGateway } from './helpers/etcd.js';
+import { enableAuth, makeCertificates, startEtcd, startGateway } from './helpers/etcd.js';
 import type { Etcd, Gateway } from './helpers/etcd.js';
 import { jsonrpc, request } from './helpers/http.js';
 import type { HttpResponse } from './helpers/http.js';
@@ -68,9 +68,9 @@ function programs(): Promise<{ node: string; keys: string }> {
 }
 
 /** The Go example node in the fleet, guarding `path`; resolves once it listens. */
-async function startNode(t: Test, etcd: Etcd, path = INFO): Promise<Running & { url: string }> {
+async function startNode(t: Test, etcd: Etcd, extra: readonly string[] = []): Promise<Running & { url: string }> {
   const { node } = await programs();
-  const run = launchProgram(t, [node, ['--cluster-etcd', etcd.url, '--cluster-lease', NODE_LEASE, '--http-port', '0', '--rpc-path', path]]);
+  const run = launchProgram(t, [node, ['--cluster-etcd', etcd.url, '--cluster-lease', NODE_LEASE, '--http-port', '0', '--rpc-path', INFO, ...extra]]);
   const listening = await run.waitForLog((l) => l.msg === 'listening', 60_000);
   return { ...run, url: `http://127.0.0.1:${listening.port}` };
 }
@@ -285,5 +285,45 @@ if (GO === undefined) {
     }
     t.ok(gone, 'the gateway, the lowest member that writes, deleted the expired revocation');
     t.equal((await request(gateway.url, '/ext/auth/health')).status, 200);
+  });
+
+  t.test('a Go node on a secured etcd: TLS with client certificates, or an etcd user limited to the fleet\'s prefix', async (t) => {
+    const certs = makeCertificates(tempDir(t));
+    const secured = await startEtcd(t, { certFile: certs.server.cert, keyFile: certs.server.key, clientCaFile: certs.ca });
+    const plain = await startEtcd(t);
+    const etcdPassword = randomPassword();
+    const etcdPasswordFile = join(tempDir(t), 'etcd-password');
+    writeFileSync(etcdPasswordFile, `${etcdPassword}\n`, { mode: 0o600 });
+    await enableAuth(plain, [
+      { name: 'gateway', password: etcdPassword, prefixes: ['/api-auth/', '/api-auth.throttle/'] },
+      { name: 'node', password: etcdPassword, prefixes: ['/api-auth/'] },
+    ]);
+    const tls = ['--cluster-etcd-ca', certs.ca, '--cluster-etcd-cert', certs.client.cert, '--cluster-etcd-key', certs.client.key];
+    for (const [what, etcd, gatewayFlags, nodeFlags] of [
+      ['TLS and a client certificate', secured, tls, tls],
+      ['an etcd user', plain, ['--cluster-etcd-user', 'gateway', '--cluster-etcd-password-file', etcdPasswordFile],
+        ['--cluster-etcd-user', 'node', '--cluster-etcd-password-file', etcdPasswordFile]],
+    ] as const) {
+      const password = randomPassword();
+      const passwordFile = join(tempDir(t), 'password');
+      writeFileSync(passwordFile, password, { mode: 0o600 });
+      const gateway = await startGateway(t, etcd, passwordFile, [...GATEWAY_LEASE, ...gatewayFlags]);
+      const node = await startNode(t, etcd, nodeFlags);
+      const token = await newToken(gateway.url, password, [INFO]);
+      t.equal((await post(node.url, INFO, `Bearer ${token}`)).status, 200, `${what}: a token of the fleet is served`);
+      t.same(await revokeToken(gateway.url, password, token), REVOKED);
+      t.equal((await post(node.url, INFO, `Bearer ${token}`)).status, 401, `${what}: revoked as the call returns`);
+      t.notOk(node.stdout().includes(etcdPassword), `${what}: the etcd password appears in no log line`);
+    }
+    const { node } = await programs();
+    for (const [args, message] of [
+      [['--cluster-etcd', plain.url, '--cluster-etcd-ca', certs.ca], /need https:\/\/ URLs/],
+      [['--cluster-etcd', secured.url, '--cluster-etcd-cert', certs.client.cert], /--cluster-etcd-cert and --cluster-etcd-key go together/],
+      [['--cluster-etcd', plain.url, '--cluster-etcd-user', 'node'], /--cluster-etcd-user and --cluster-etcd-password-file go together/],
+    ] as const) {
+      const run = launchProgram(t, [node, [...args]]);
+      t.same(await run.waitForExit(), { code: 2, signal: null }, `${args.slice(2).join(' ')}: exit 2`);
+      t.match(JSON.parse(run.stdout().trim()), { level: 'ERROR', msg: message, code: 'USAGE' }, 'one JSON line that says why');
+    }
   });
 }

@@ -8,6 +8,7 @@ package fleet
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,12 @@ type Options struct {
 	Clock func() time.Time
 	// Log gets the follower's events (default: slog's default logger).
 	Log *slog.Logger
+	// TLS, for https:// endpoints: the CAs that may sign etcd's certificate (nil RootCAs:
+	// the system's) and a client certificate, as api-auth's --cluster-etcd-ca, -cert, -key.
+	TLS *tls.Config
+	// Username and Password sign in as an etcd user (RBAC), as --cluster-etcd-user and
+	// --cluster-etcd-password-file: readwrite on /<Name>/ is all a follower needs.
+	Username, Password string
 }
 
 // Error is a follower's error with a stable code.
@@ -94,6 +101,21 @@ func Join(ctx context.Context, opts Options) (*Follower, error) {
 	if opts.Lease < 2*time.Second || opts.Lease > 300*time.Second || opts.Lease%time.Second != 0 {
 		return nil, &Error{"FLEET_BAD_LEASE", "Options.Lease must be whole seconds from 2 s to 300 s, as --cluster-lease"}
 	}
+	https := strings.HasPrefix(opts.Endpoints[0], "https://")
+	for _, e := range opts.Endpoints {
+		if strings.HasPrefix(e, "https://") != https || !(https || strings.HasPrefix(e, "http://")) {
+			return nil, &Error{"FLEET_BAD_ENDPOINTS", "Options.Endpoints must be all http:// or all https:// URLs, not " + strings.Join(opts.Endpoints, ",")}
+		}
+	}
+	if opts.TLS != nil && !https {
+		return nil, &Error{"FLEET_TLS_WITHOUT_HTTPS", "Options.TLS is set but the endpoints are http://: the connection would not be protected; use https:// URLs"}
+	}
+	if https && opts.TLS == nil {
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if (opts.Username == "") != (opts.Password == "") {
+		return nil, &Error{"FLEET_HALF_A_USER", "Options.Username and Options.Password go together"}
+	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -104,7 +126,8 @@ func Join(ctx context.Context, opts Options) (*Follower, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := clientv3.New(clientv3.Config{Endpoints: opts.Endpoints, DialTimeout: opts.Lease, Logger: zap.NewNop()})
+	client, err := clientv3.New(clientv3.Config{Endpoints: opts.Endpoints, DialTimeout: opts.Lease, Logger: zap.NewNop(),
+		TLS: opts.TLS, Username: opts.Username, Password: opts.Password})
 	if err != nil {
 		shared.Close(ctx)
 		return nil, &Error{"FLEET_ETCD", "cannot use etcd at " + strings.Join(opts.Endpoints, ",") + ": " + err.Error()}

@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -40,6 +42,11 @@ func run(log *slog.Logger, args []string) int {
 	port := flags.Int("http-port", 9650, "port to listen on (0: any free port)")
 	path := flags.String("rpc-path", "/ext/bc/C/rpc", "the JSON-RPC endpoint's path")
 	unguarded := flags.Bool("unguarded", false, "serve without the middleware (to measure what it costs; never in production)")
+	caFile := flags.String("cluster-etcd-ca", "", "PEM bundle of the CAs that may sign etcd's certificate (https:// URLs; default the system's)")
+	certFile := flags.String("cluster-etcd-cert", "", "client certificate to show etcd (PEM), with --cluster-etcd-key")
+	keyFile := flags.String("cluster-etcd-key", "", "its private key (PEM)")
+	user := flags.String("cluster-etcd-user", "", "etcd user to sign in as, with --cluster-etcd-password-file")
+	passwordFile := flags.String("cluster-etcd-password-file", "", "file holding that user's password")
 	if err := flags.Parse(args); err != nil {
 		log.Error("bad command line: "+err.Error()+"; see the README's Go section for the flags", "code", "USAGE")
 		return 2
@@ -52,10 +59,16 @@ func run(log *slog.Logger, args []string) int {
 		log.Error("bad command line: --cluster-etcd is required (the etcd URLs of the api-auth fleet)", "code", "USAGE")
 		return 2
 	}
+	secured, err := etcdAccess(*etcd, *caFile, *certFile, *keyFile, *user, *passwordFile)
+	if err != nil {
+		log.Error("bad command line: "+err.Error(), "code", "USAGE")
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	joinCtx, cancel := context.WithTimeout(ctx, 2**lease+time.Second)
-	follower, err := fleet.Join(joinCtx, fleet.Options{Endpoints: strings.Split(*etcd, ","), Name: *name, Lease: *lease, Log: log})
+	follower, err := fleet.Join(joinCtx, fleet.Options{Endpoints: strings.Split(*etcd, ","), Name: *name, Lease: *lease, Log: log,
+		TLS: secured.tls, Username: *user, Password: secured.password})
 	cancel()
 	if err != nil {
 		log.Error("cannot join the fleet: "+err.Error(), "code", "FLEET")
@@ -94,6 +107,56 @@ func run(log *slog.Logger, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+type access struct {
+	tls      *tls.Config
+	password string
+}
+
+// etcdAccess reads what the etcd flags name, as api-auth's do: TLS only with https://
+// URLs, a certificate with its key, a user with its password file, whose line ending is
+// trimmed and whose text never reaches the command line or a log.
+func etcdAccess(urls, caFile, certFile, keyFile, user, passwordFile string) (access, error) {
+	var a access
+	https := strings.HasPrefix(urls, "https://")
+	if (caFile != "" || certFile != "") && !https {
+		return a, fmt.Errorf("--cluster-etcd-ca and --cluster-etcd-cert need https:// URLs in --cluster-etcd, else the connection is not protected")
+	}
+	if (certFile == "") != (keyFile == "") {
+		return a, fmt.Errorf("--cluster-etcd-cert and --cluster-etcd-key go together")
+	}
+	if (user == "") != (passwordFile == "") {
+		return a, fmt.Errorf("--cluster-etcd-user and --cluster-etcd-password-file go together")
+	}
+	if https {
+		a.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			a.tls.RootCAs = x509.NewCertPool()
+			if err != nil || !a.tls.RootCAs.AppendCertsFromPEM(pem) {
+				return a, fmt.Errorf("--cluster-etcd-ca %s: not a readable PEM bundle of certificates", caFile)
+			}
+		}
+		if certFile != "" {
+			pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return a, fmt.Errorf("--cluster-etcd-cert %s and --cluster-etcd-key %s: %v", certFile, keyFile, err)
+			}
+			a.tls.Certificates = []tls.Certificate{pair}
+		}
+	}
+	if passwordFile != "" {
+		text, err := os.ReadFile(passwordFile)
+		if err != nil {
+			return a, fmt.Errorf("--cluster-etcd-password-file %s cannot be read: %v", passwordFile, err)
+		}
+		a.password = strings.TrimRight(string(text), "\r\n")
+		if a.password == "" {
+			return a, fmt.Errorf("--cluster-etcd-password-file %s is empty", passwordFile)
+		}
+	}
+	return a, nil
 }
 
 // rpc is the node's endpoint in miniature: each call is answered with its own method as
