@@ -10,9 +10,11 @@
 //   revoked/<serial>    a revoked token's serial; the value is its expiry
 //   tokens/<serial>     the inventory's entry of an issued token: {"generation", "grant",
 //                       "issuedAt", "expiry", "label"} (never the token itself)
-//   members/<lease>     one per live gateway, under its lease: {"applied"}, the highest
-//                       revision of a state change it holds
-// Numbers in keys are zero-padded, so that etcd's key order is their order.
+//   members/<lease>     one per live member, under its lease: {"applied"}, the highest
+//                       revision of a state change it holds; {"applied", "follower": true}
+//                       for a member that never writes (a Go node, go/fleet)
+// Numbers in keys are zero-padded, so that etcd's key order is their order. The whole
+// schema, which go/fleet reads too, is docs/fleet-keys.md.
 //
 // Each gateway reads the whole state at start and then follows one watch of the prefix,
 // in revision order, applying every change to its core. A call that changes state is a
@@ -172,6 +174,8 @@ export class Fleet {
   private published = 0;
   private publishing = false;
   private readonly members = new Map<string, number>();
+  /** Members that only follow (docs/fleet-keys.md): they never write, so they never tidy. */
+  private readonly followers = new Set<string>();
   /** Each grant's entry list, by id, as etcd holds it (what listTokens shows). */
   private readonly grantLists: (readonly string[])[] = [];
   /** Revoked serials not yet expired, and their expiry. */
@@ -335,6 +339,7 @@ export class Fleet {
     const blocks: Block[] = [];
     const revoked: [number, number][] = [];
     this.members.clear();
+    this.followers.clear();
     this.revokedSerials.clear();
     this.tokenEntries.clear();
     let serials = 0;
@@ -348,7 +353,7 @@ export class Fleet {
       else if (name.startsWith('blocks/')) blocks.push({ start: Number(name.slice(7)), ...(JSON.parse(value) as { end: number; bound: number }) });
       else if (name.startsWith('revoked/')) revoked.push([Number(name.slice(8)), Number(value)]);
       else if (name.startsWith('tokens/')) this.applyToken(Number(name.slice(7)), value);
-      else if (name.startsWith('members/')) this.members.set(this.prefix + name, (JSON.parse(value) as { applied: number }).applied);
+      else if (name.startsWith('members/')) this.setMember(this.prefix + name, value);
     }
     if (this.key === '') throw new FleetError(`the fleet ${this.settings.name} has no token key in etcd`);
     grants.sort((a, b) => a[0] - b[0]);
@@ -361,6 +366,17 @@ export class Fleet {
     }
     for (const block of live) this.applyBlock(block);
     for (const [serial, expiry] of revoked) this.applyRevocation(serial, expiry, now);
+  }
+
+  /**
+   * A member's key: the revision it has applied, which the barrier waits for; a follower
+   * (a Go node verifying in-process, docs/fleet-keys.md) says so, and is never the one to tidy.
+   */
+  private setMember(key: string, value: string): void {
+    const member = JSON.parse(value) as { applied: number; follower?: boolean };
+    this.members.set(key, member.applied);
+    if (member.follower === true) this.followers.add(key);
+    else this.followers.delete(key);
   }
 
   private applyKey(value: string): void {
@@ -448,8 +464,11 @@ export class Fleet {
       const name = full.slice(this.prefix.length);
       const put = type === 'Put';
       if (name.startsWith('members/')) {
-        if (put) this.members.set(full, (JSON.parse(kv.value.toString('utf8')) as { applied: number }).applied);
-        else this.members.delete(full);
+        if (put) this.setMember(full, kv.value.toString('utf8'));
+        else {
+          this.members.delete(full);
+          this.followers.delete(full);
+        }
       } else {
         state = true;
         if (put) {
@@ -703,7 +722,7 @@ export class Fleet {
     const now = unixSeconds(this.clock);
     this.core.sweep(now);
     let lowest = this.memberKey;
-    for (const key of this.members.keys()) if (key < lowest) lowest = key;
+    for (const key of this.members.keys()) if (key < lowest && !this.followers.has(key)) lowest = key;
     if (lowest !== this.memberKey) return;
     try {
       const expired: string[] = [];
