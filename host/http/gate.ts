@@ -1,7 +1,7 @@
 // The gate in front of every endpoint: the paths that need no token (the public ones,
 // and the token service's own), then the token check, one core call at the time of the
 // clock it is given. It allocates nothing on the way.
-import { fenceOpen } from '../cluster/fence.js';
+import { fenceOpen } from '../threads/fence.js';
 import type { Clock } from '../clock.js';
 import { Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
@@ -16,7 +16,7 @@ export interface GateOptions {
   readonly authPath?: string;
   /** api-auth's own paths under authPath (/ext/auth/health, /ext/auth/check), which answer without a token too. */
   readonly ownPaths?: readonly string[];
-  /** A fleet gateway's fence (cluster/fence.ts): while it is closed, every protected request is UNAVAILABLE. */
+  /** A fleet gateway's fence (threads/fence.ts): while it is closed, every protected request is UNAVAILABLE. */
   readonly fence?: Uint32Array;
 }
 

@@ -45,7 +45,7 @@ export interface StackParts {
   readonly clock: Clock;
   /** Origins whose pages may call (CORS); undefined allows none. */
   readonly allowedOrigins?: AllowedOrigins;
-  /** A fleet gateway's fence (cluster/fence.ts): protected requests get 503 while it is closed. */
+  /** A fleet gateway's fence (threads/fence.ts): protected requests get 503 while it is closed. */
   readonly fence?: Uint32Array;
 }
 
@@ -77,7 +77,7 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   }
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
-  routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.fence) });
+  routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.clock, parts.fence) });
   routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(core, gate, cors ?? null, scope, inFlight) });
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {

@@ -78,9 +78,15 @@ export class StateStore {
     return this.current;
   }
 
+  /** The state as last written, once there is one (restoreService makes it at start). */
+  get written(): ServiceState {
+    if (this.current === undefined) throw new Error('the state store has no state yet');
+    return this.current;
+  }
+
   /** The current password's record. */
   get password(): PasswordRecord {
-    return this.written().password;
+    return this.written.password;
   }
 
   /** Writes the first state of a new data folder. */
@@ -145,15 +151,10 @@ export class StateStore {
     await this.lock.release();
   }
 
-  private written(): ServiceState {
-    if (this.current === undefined) throw new Error('the state store has no state yet');
-    return this.current;
-  }
-
   /** Derives the next state from the written one; undefined when nothing changes. */
   private change(next: (s: ServiceState) => ServiceState | undefined): Promise<void> {
     return this.enqueue(async () => {
-      const changed = next(this.written());
+      const changed = next(this.written);
       if (changed !== undefined) await this.write(changed);
     });
   }

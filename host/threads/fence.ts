@@ -5,6 +5,8 @@
 // time, and an unsigned 32-bit word lasts until 2058. The gate compares it with the time
 // of each request, so a gateway that was stopped or cut off refuses by itself once that
 // time has come, whatever its timers have done meanwhile: no timer has to fire first.
+// The fleet's membership (cluster/) writes it; it sits with the other words the threads
+// share, as the throttle board does.
 
 /** 2024-01-01T00:00:00Z. */
 const FENCE_EPOCH_MS = 1_704_067_200_000;
