@@ -17,7 +17,7 @@ import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
 import { resolveClock, resolveServerOptions, servedPaths } from './options.js';
 import type { ServerConfig, ServerOptions } from './options.js';
-import { fenceMemory } from './threads/fence.js';
+import { fenceMemory, fenceReader } from './threads/fence.js';
 import { openOwner } from './owner.js';
 import type { OpenedAuth } from './owner.js';
 import { MAX_CLIENTS, OVERALL, PasswordThrottle, PER_CLIENT } from './service/throttle.js';
@@ -103,7 +103,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
       upstream: config.upstream && { url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody },
       websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
-      trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, fence,
+      trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, serving: fence && fenceReader(fence),
     });
     return await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets).listen(config.host, config.port);
   } catch (error) {

@@ -4,7 +4,6 @@
 // method scope that reaches a check which cannot see the request's calls (Outcome.Scoped
 // here) is refused with 403 insufficient_scope, as its calls would be (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
-import { FENCED_REASON } from '../threads/fence.js';
 import { Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
 import { RpcCode } from '../errors.js';
 import { writeCorsHeaders } from './cors.js';
@@ -54,6 +53,10 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
   ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body) };
 }
+
+/** The body of the 503 a fenced gateway answers, with what the operator should look at. */
+const FENCED_REASON = 'this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every ' +
+  'revocation; it serves again by itself once it has caught up; meanwhile use another gateway';
 
 /**
  * Not an outcome of the core: the gate's answer while a fleet gateway's fence is closed
