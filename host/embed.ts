@@ -26,7 +26,7 @@ import { createLogger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
 import { AUTH_PATH, resolveAuthOptions, servedPaths } from './options.js';
 import type { AuthOptions } from './options.js';
-import { openAuth } from './service/open.js';
+import { openOwner } from './owner.js';
 
 export type Handler = (res: HttpResponse, req: HttpRequest) => void;
 
@@ -56,7 +56,8 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
   const core = newCore();
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
   const metrics = new Metrics();
-  const opened = await openAuth(core, config, log, metrics, config.clock);
+  const opened = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime, maxTokens: config.maxTokens,
+    backend: { dataDir: config.dataDir } }, log, metrics, config.clock);
   const gate = new Gate(core, metrics, config.clock, { publicPaths: config.publicEndpoints });
   const route: Route = { kind: 'auth', service: opened.link };
   const inFlight = new InFlight();

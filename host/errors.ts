@@ -2,6 +2,7 @@
 // codes of its commands, the core's outcome and result codes, and the error classes the
 // host throws. Each class carries a stable `code` beside its message, as undici's and
 // fast-jwt's errors do: callers and tests match the code, and the prose may improve.
+import type { GrantErrorCode } from './core/core.js';
 
 /** JSON-RPC 2.0 error codes: the standard ones, the token service's (-32000 down), the proxy's. */
 export const RpcCode = {
@@ -63,6 +64,30 @@ export { Outcome } from '../assembly/outcome.js';
 export * as CoreResult from '../assembly/results.js';
 export { GrantError, IssueError } from './core/core.js';
 export type { GrantErrorCode, IssueErrorCode } from './core/core.js';
+
+/**
+ * How a client is answered for an error: its stable code, the JSON-RPC code of the
+ * answer, and the answer's HTTP status. A JSON-RPC error travels in a 200 answer, as the
+ * node's own do; only a refusal for now (throttled, busy) changes the status.
+ */
+export interface ErrorAnswer {
+  readonly code: string;
+  readonly rpcCode: RpcCode;
+  readonly httpStatus: number;
+}
+
+/** The grant the core refused (GrantError's codes): the client's list, except when the table itself is full. */
+export const GRANT_ERRORS: Readonly<Record<GrantErrorCode, ErrorAnswer>> = {
+  'empty': { code: 'API_AUTH_GRANT_EMPTY', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'too-many-entries': { code: 'API_AUTH_GRANT_TOO_MANY_ENTRIES', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'table-full': { code: 'API_AUTH_GRANT_TABLE_FULL', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
+  'bad-entry': { code: 'API_AUTH_GRANT_BAD_ENTRY', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'entry-too-long': { code: 'API_AUTH_GRANT_ENTRY_TOO_LONG', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'bad-method': { code: 'API_AUTH_GRANT_BAD_METHOD', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'method-too-long': { code: 'API_AUTH_GRANT_METHOD_TOO_LONG', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'too-many-methods': { code: 'API_AUTH_GRANT_TOO_MANY_METHODS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'no-methods': { code: 'API_AUTH_GRANT_NO_METHODS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+};
 
 /**
  * How messages name an option: the library by its name in the options object
@@ -157,4 +182,16 @@ export class BusyError extends ApiAuthError {
   constructor() {
     super('too many password checks are waiting');
   }
+}
+
+/**
+ * A state change the fleet could not make (etcd did not answer, or this gateway does not
+ * serve): the message is for the client; etcd's own error is the cause (the log has it,
+ * and a start that fails explains it: cluster/refusals.ts).
+ */
+export class FleetError extends ApiAuthError implements ErrorAnswer {
+  readonly code = 'API_AUTH_FLEET_UNAVAILABLE';
+  readonly rpcCode = RpcCode.Unavailable;
+  readonly httpStatus = 200;
+  override readonly name = 'FleetError';
 }

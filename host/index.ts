@@ -10,10 +10,10 @@ export type { AuthOptions, ServerOptions } from './options.js';
 export { parseArgs, USAGE } from './cli/flags.js';
 export type { Command } from './cli/flags.js';
 export {
-  ApiAuthError, BusyError, CoreResult, ExitCode, GrantError, IssueError, ListenError, OperatorExitCode, OptionError, RpcCode,
-  StartError, StateError, ThreadError, UsageError,
+  ApiAuthError, BusyError, CoreResult, ExitCode, FleetError, GRANT_ERRORS, GrantError, IssueError, ListenError, OperatorExitCode,
+  OptionError, RpcCode, StartError, StateError, ThreadError, UsageError,
 } from './errors.js';
-export type { GrantErrorCode, IssueErrorCode, Namer } from './errors.js';
+export type { ErrorAnswer, GrantErrorCode, IssueErrorCode, Namer } from './errors.js';
 export { systemClock } from './clock.js';
 export type { Clock } from './clock.js';
 export { Outcome, OUTCOME_NAMES } from './core/core.js';

@@ -18,10 +18,9 @@ import { Metrics } from './ops/metrics.js';
 import { resolveClock, resolveServerOptions, servedPaths } from './options.js';
 import { checkTlsFiles } from './pem.js';
 import type { ServerConfig, ServerOptions } from './options.js';
-import { fenceMemory } from './cluster/fence.js';
-import { openFleetAuth } from './cluster/open.js';
-import { openAuth } from './service/open.js';
-import type { OpenedAuth } from './service/open.js';
+import { fenceMemory, fenceReader } from './threads/fence.js';
+import { openOwner } from './owner.js';
+import type { OpenedAuth } from './owner.js';
 import { MAX_CLIENTS, OVERALL, PasswordThrottle, PER_CLIENT } from './service/throttle.js';
 import { startThreads } from './threads/acceptor.js';
 import type { ThreadsPlan } from './threads/acceptor.js';
@@ -68,7 +67,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   servedPaths(core, 'metricsPath', [config.metricsPath]);
   // With several threads, the throttle publishes who must wait, for them to refuse.
   const board = threads > 1 ? boardMemory() : undefined;
-  // A fleet gateway's gates read whether it may serve (cluster/fence.ts); closed until it has joined.
+  // A fleet gateway's gates read whether it may serve (threads/fence.ts); closed until it has joined.
   const fence = config.cluster && config.authRequired && config.passwordFile !== undefined ? fenceMemory() : undefined;
   // They load and attach while the state opens.
   const httpThreads = board && startThreads(threadsPlan(config, core, board, metrics, log, fence));
@@ -83,12 +82,8 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     if (config.authRequired && config.passwordFile !== undefined) {
       const throttle = board && new PasswordThrottle(PER_CLIENT, OVERALL, MAX_CLIENTS, new ThrottleBoard(board).writer());
       try {
-        auth = config.cluster && fence
-          ? await openFleetAuth(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime, cluster: config.cluster, throttle, fence,
-            maxTokens: config.maxTokens },
-            log, metrics, clock)
-          : await openAuth(core, { passwordFile: config.passwordFile, dataDir: config.dataDir, tokenLifetime: config.tokenLifetime,
-            maxTokens: config.maxTokens, throttle }, log, metrics, clock);
+        auth = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime, maxTokens: config.maxTokens,
+          throttle, backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir } }, log, metrics, clock);
       } catch (error) {
         await httpThreads?.abort();
         throw error;
@@ -118,7 +113,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         clientScheme: config.tls === undefined ? 'http' : 'https',
       },
       websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
-      trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, fence,
+      trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, serving: fence && fenceReader(fence),
     });
     return await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets).listen(config.host, config.port);
   } catch (error) {

@@ -184,3 +184,16 @@ t.test('bad options are refused before anything starts', async (t) => {
   await t.rejects(createAuth({ ...base, publicEndpoints: ['/ext/../x'] }), /publicEndpoints/);
   await t.rejects(createAuth({ ...base, passwordFile: join(dir, 'missing', 'password') }), /does not exist/);
 });
+
+t.test('the fleet\'s errors and the core\'s grant refusals have stable codes in the error table', async (t) => {
+  const fleet = new library.FleetError('the fleet\'s etcd did not answer');
+  t.ok(fleet instanceof library.ApiAuthError, 'a FleetError is one of api-auth\'s errors');
+  t.match(fleet, { name: 'FleetError', code: 'API_AUTH_FLEET_UNAVAILABLE', rpcCode: library.RpcCode.Unavailable, httpStatus: 200 });
+  const answers = Object.entries(library.GRANT_ERRORS);
+  t.equal(new Set(answers.map(([, a]) => a.code)).size, answers.length, 'one code per refusal');
+  for (const [refusal, answer] of answers) {
+    t.match(answer.code, /^API_AUTH_GRANT_[A-Z_]+$/, refusal);
+    // A full table is the node's limit; any other refusal is the client's list.
+    t.equal(answer.rpcCode, refusal === 'table-full' ? library.RpcCode.ResourceLimit : library.RpcCode.InvalidParams, refusal);
+  }
+});

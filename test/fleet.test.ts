@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import t from 'tap';
 import type { Test } from 'tap';
+import { createLogger, startServer } from '../build/host/index.js';
 import { ALREADY_REVOKED, call, changePassword, expectRefused, newToken, REASONS, revokeToken, REVOKED, tryPassword } from './helpers/auth.js';
 import { freePort, restartGateway, startEtcd, startGateway } from './helpers/etcd.js';
 import type { Etcd, Gateway } from './helpers/etcd.js';
@@ -270,6 +271,41 @@ t.test('revocations of expired tokens leave etcd', async (t) => {
   await again.waitForLog((l) => l.msg === 'deleted expired revocations, serial blocks and inventory entries from the fleet');
   t.equal(await client.getAll().prefix('/api-auth/revoked/').count(), 0, 'it is gone');
   expectRefused(t, await call(again.url, INFO, token), REASONS.expired);
+});
+
+t.test('a value in etcd that is not what its key holds stops the start with a line naming the key', async (t) => {
+  const etcd = await startEtcd(t);
+  const password = randomPassword();
+  const passwordFile = join(tempDir(t), 'password');
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  const gateway = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1']);
+  await newToken(gateway.url, password, [INFO]);
+  await gateway.stop();
+  const client = new Etcd3({ hosts: etcd.url });
+  t.teardown(() => client.close());
+  const [key] = await client.getAll().prefix('/api-auth/tokens/').keys();
+  await client.put(key).value('{"generation":0,"grant":0');
+  const run = await runCli(t, gateway.args, 20_000);
+  t.equal(run.code, 2, 'the start fails as a start does');
+  t.match(run.stderr, `cannot join the fleet api-auth through --cluster-etcd ${etcd.url}: the fleet api-auth holds a damaged key ${key} (it is not JSON)`);
+});
+
+t.test('a fleet gateway\'s readiness reads its fence by the clock it is given, as its gate does', async (t) => {
+  const etcd = await startEtcd(t);
+  const dir = tempDir(t);
+  const password = randomPassword();
+  const passwordFile = join(dir, 'password');
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  // A day behind the system's: the lease's deadline, and so the fence, are in this clock's time.
+  const clock = (): number => Date.now() - 86_400_000;
+  const server = await startServer({ port: 0, authRequired: true, passwordFile, dataDir: join(dir, 'data'), httpThreads: 1,
+    clusterEtcd: etcd.url, clusterLease: `${LEASE_SECONDS}s` }, { clock, log: createLogger(() => undefined) });
+  t.teardown(() => server.stop());
+  const base = `http://127.0.0.1:${server.port}`;
+  t.equal((await call(base, INFO, await newToken(base, password, [INFO]))).status, 200, 'the gate serves');
+  const health = await request(base, '/ext/auth/health');
+  t.equal(health.status, 200, 'and the gateway is ready');
+  t.match(JSON.parse(health.text), { healthy: true, checks: { fleet: { healthy: true } } });
 });
 
 t.test('the fleet flags are checked before anything starts, and an etcd that does not answer stops the start', async (t) => {

@@ -3,7 +3,7 @@
 import t from 'tap';
 import { grantEntries, Outcome } from '../build/host/core/core.js';
 import { newCore } from '../build/host/core/module.js';
-import { decodeState, encodeState } from '../build/host/state/file.js';
+import { decodeState, encodeState } from '../build/host/state/codec.js';
 import { restoreCore } from '../build/host/state/store.js';
 import type { ServiceState } from '../build/host/state/store.js';
 

@@ -18,7 +18,7 @@ import { existsSync, readFileSync, statfsSync, statSync, unlinkSync, watch, writ
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { encodeRecord } from '../build/host/password/hash.js';
-import { decodeState, encodeState } from '../build/host/state/file.js';
+import { decodeState, encodeState } from '../build/host/state/codec.js';
 import { authUrl, call, REASONS, REVOKED } from './helpers/auth.js';
 import { freshSource, jsonrpc, parseRpc, request, rpc, type RpcResponse } from './helpers/http.js';
 import { restartServer, startServer, type LogLine, type Server } from './helpers/server.js';

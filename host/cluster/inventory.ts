@@ -5,7 +5,7 @@
 import type { Clock } from '../clock.js';
 import { unixSeconds } from '../clock.js';
 import type { Core } from '../core/core.js';
-import type { Inventory, InventoryEntry } from '../state/inventory.js';
+import type { Inventory, InventoryEntry } from '../service/ledger.js';
 import type { Fleet } from './fleet.js';
 
 export class FleetInventory implements Inventory {

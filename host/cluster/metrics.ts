@@ -3,6 +3,7 @@
 // registry (the one the metrics route serves, summed with the HTTP threads' on several).
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Registry } from 'prom-client';
+import type { Clock } from '../clock.js';
 
 const BARRIER_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -19,8 +20,11 @@ export class FleetMetrics {
   watchDisconnects = 0;
   private barrier: Histogram | undefined;
 
+  /** `clock`: the gateway's, which its lease deadline is kept in. */
+  constructor(private readonly clock: Clock) {}
+
   joined(): void {
-    this.joinedAt = Date.now();
+    this.joinedAt = this.clock();
   }
 
   renewed(deadline: number): void {
@@ -42,7 +46,7 @@ export class FleetMetrics {
       collect() { this.set(members()); } });
     new Gauge({ name: 'api_auth_fleet_lease_remaining_seconds',
       help: 'Seconds until this gateway stops serving protected requests unless its lease is renewed (0 or less: it refuses them).',
-      registers, collect() { this.set((self.leaseDeadline - Date.now()) / 1000); } });
+      registers, collect() { this.set((self.leaseDeadline - self.clock()) / 1000); } });
     new Gauge({ name: 'api_auth_fleet_watch_lag_revisions',
       help: 'etcd revisions between what this gateway has applied and the latest it has learnt of.', registers,
       collect() { this.set(Math.max(0, head() - self.applied)); } });

@@ -1,8 +1,7 @@
-// The state owner of a fleet gateway, opened: what it shows etcd (TLS files, the etcd
-// user's password), the password file (generated when missing), the hashing thread, the
-// fleet (etcd) the state lives in, and the token service over them. Where openAuth
-// (service/open.ts) keeps the state in the data folder, this one keeps it in etcd only:
-// the data folder is not used.
+// The fleet as the token service's backend, opened: what this gateway shows etcd (TLS
+// files, the etcd user's password), read once, and the fleet joined: seeded from this
+// gateway's password when it is empty, else read whole, with the core brought up from
+// it. The data folder is not used: the state lives in etcd only.
 import { webcrypto, X509Certificate } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import type { Clock } from '../clock.js';
@@ -11,51 +10,28 @@ import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { ClusterConfig, EtcdAuthFile, EtcdTlsFiles } from '../options.js';
 import { checkPemPair, reason } from '../pem.js';
-import { loadPasswordFile } from '../password/file.js';
-import { Argon2idVerifier } from '../password/hash.js';
-import { loggedEndpoint } from '../rpc/jsonrpc.js';
-import type { TokenServiceLink } from '../service/link.js';
-import type { OpenedAuth } from '../service/open.js';
-import type { PasswordThrottle } from '../service/throttle.js';
-import { TokenService } from '../service/token-service.js';
-import { OptionError, StateError } from '../errors.js';
-import type { Text } from '../errors.js';
-import { etcdRefusal, Fleet, FleetError } from './fleet.js';
-import type { EtcdAccess } from './fleet.js';
+import type { PasswordVerifier } from '../password/hash.js';
+import type { Backend } from '../service/ledger.js';
+import { FleetError, OptionError, StateError } from '../errors.js';
+import type { EtcdAccess } from './etcd.js';
+import { Fleet } from './fleet.js';
 import { FleetInventory } from './inventory.js';
-
-export interface FleetAuthSettings {
-  readonly passwordFile: string;
-  /** Seconds. */
-  readonly tokenLifetime: number;
-  readonly cluster: ClusterConfig;
-  readonly throttle?: PasswordThrottle;
-  /** The fence the gates read (cluster/fence.ts). */
-  readonly fence: Uint32Array;
-  /** Live tokens at most, fleet-wide (--api-auth-max-tokens). */
-  readonly maxTokens: number;
-}
-
+import { joinProblem } from './refusals.js';
 
 /**
- * Joins the fleet and opens the token service over it. Throws OptionError for a bad
- * password file or etcd TLS or password file, StateError when the fleet cannot be joined
- * (etcd unreachable, or refusing this gateway: the message says why).
+ * Joins the fleet `cluster` with `access` (readEtcdAccess), its fleet-wide metrics in
+ * `metrics`' registry. `filePassword` seeds an empty fleet, and is checked against the
+ * fleet's (a warning when they differ). Throws StateError when the fleet cannot be
+ * joined (etcd unreachable, or refusing this gateway: the message says why).
  */
-export async function openFleetAuth(core: Core, settings: FleetAuthSettings, log: Logger, metrics: Metrics, clock: Clock): Promise<OpenedAuth> {
-  const { cluster } = settings;
-  // Before the password file, which may be generated: a bad etcd file changes nothing.
-  const access = await readEtcdAccess(cluster, log);
-  const password = await loadPasswordFile(settings.passwordFile, () => core.generatePassword(), log);
-  const verifier = new Argon2idVerifier();
+export async function joinFleet(core: Core, cluster: ClusterConfig, access: EtcdAccess, fence: Uint32Array, filePassword: string,
+  verifier: PasswordVerifier, log: Logger, metrics: Metrics, clock: Clock): Promise<Backend> {
   let fleet: Fleet;
   try {
-    fleet = await Fleet.join(core, { endpoints: cluster.endpoints, name: cluster.name, leaseSeconds: cluster.leaseSeconds,
-      tokenLifetime: settings.tokenLifetime, fence: settings.fence, access },
-    async () => ({ key: webcrypto.getRandomValues(new Uint8Array(32)), record: await verifier.hash(password) }),
-    (record) => verifier.verify(password, record), log, clock);
+    fleet = await Fleet.join(core, { endpoints: cluster.endpoints, name: cluster.name, leaseSeconds: cluster.leaseSeconds, fence, access },
+      async () => ({ key: webcrypto.getRandomValues(new Uint8Array(32)), record: await verifier.hash(filePassword) }),
+      (record) => verifier.verify(filePassword, record), log, clock);
   } catch (error) {
-    await verifier.close();
     if (error instanceof FleetError) {
       const why = joinProblem(error, cluster);
       throw new StateError((name) => `cannot join the fleet ${cluster.name} through ${name('clusterEtcd')} ` +
@@ -64,56 +40,7 @@ export async function openFleetAuth(core: Core, settings: FleetAuthSettings, log
     throw error;
   }
   fleet.registerMetrics(metrics.registry);
-  const inventory = new FleetInventory(fleet, core, clock);
-  const service = new TokenService({ core, store: fleet, inventory, maxTokens: settings.maxTokens, verifier, tokenLifetime: settings.tokenLifetime,
-    log, metrics, clock, throttle: settings.throttle });
-  const endpoint = loggedEndpoint(service.methods(), log);
-  const link: TokenServiceLink = {
-    throttled: (address) => service.throttled(address),
-    handle: (body, context) => Promise.resolve(endpoint.handle(body, context)),
-  };
-  return {
-    link,
-    close: async () => {
-      await fleet.close();
-      await verifier.close();
-    },
-  };
-}
-
-/** Why joining failed, with what to do: etcd's refusal when it said one (etcdRefusal), else the fleet's own words. */
-function joinProblem(error: FleetError, cluster: ClusterConfig): Text {
-  if (error.cause === undefined) return () => error.message;
-  const refusal = etcdRefusal(error.cause);
-  const { auth, tls } = cluster;
-  const prefixes = `/${cluster.name}/ and /${cluster.name}.throttle/`;
-  switch (refusal.kind) {
-    case 'authentication-failed':
-      return (name) => `etcd refused the user ${JSON.stringify(auth?.user)} with the password in ${name('clusterEtcdPasswordFile')} ` +
-        `${auth?.passwordFile} (authentication failed); check the user name and the password the file holds`;
-    case 'authentication-required':
-      return (name) => `etcd's authentication is enabled, and no etcd user was given; give ${name('clusterEtcdUser')} and ` +
-        `${name('clusterEtcdPasswordFile')}, a user whose role has readwrite on the key prefixes ${prefixes}`;
-    case 'authentication-disabled':
-      return (name) => `${name('clusterEtcdUser')} is given, and etcd's authentication is not enabled, so it would protect nothing; ` +
-        `enable it (etcdctl auth enable), or leave ${name('clusterEtcdUser')} and ${name('clusterEtcdPasswordFile')} out`;
-    case 'permission-denied':
-      return () => `etcd denied ${auth === undefined ? 'this gateway' : `the user ${JSON.stringify(auth.user)}`} access to the fleet's ` +
-        `keys; grant its role readwrite on the key prefixes ${prefixes} (etcdctl role grant-permission ROLE --prefix=true readwrite ` +
-        `/${cluster.name}/, and the same for /${cluster.name}.throttle/)`;
-    case 'server-untrusted':
-      return (name) => `etcd's certificate is not trusted (${refusal.detail}); ` + (tls?.caFile === undefined
-        ? `give ${name('clusterEtcdCa')}, the PEM file of the CA that signed it`
-        : `check that ${name('clusterEtcdCa')} ${tls.caFile} holds the CA that signed it, and that it names the host of ${name('clusterEtcd')}`);
-    case 'client-refused':
-      return (name) => `etcd refused the TLS handshake (${refusal.detail}): ` + (tls?.client === undefined
-        ? `it asks for a client certificate; give ${name('clusterEtcdCert')} and ${name('clusterEtcdKey')}, signed by a CA of etcd's --trusted-ca-file`
-        : `it does not accept the client certificate in ${name('clusterEtcdCert')} ${tls.client.certFile}; give one signed by a CA of ` +
-          'etcd\'s --trusted-ca-file');
-    case 'unreachable':
-      return () => `etcd did not answer (${refusal.detail}); check that etcd runs there and answers` +
-        (tls === undefined ? ', without TLS (for TLS, give https:// URLs)' : '');
-  }
+  return { ledger: fleet, inventory: new FleetInventory(fleet, core, clock), close: () => fleet.close() };
 }
 
 /** Far more than any PEM bundle or password a file should hold; stops a wrong path (a log, a disk image) from being read whole. */
@@ -132,7 +59,7 @@ type FileOption = keyof typeof FILES;
  * What this gateway shows etcd, read from the files the options name, once, at start.
  * Throws OptionError naming the flag and the file when one cannot be read or used.
  */
-async function readEtcdAccess(cluster: ClusterConfig, log: Logger): Promise<EtcdAccess> {
+export async function readEtcdAccess(cluster: ClusterConfig, log: Logger): Promise<EtcdAccess> {
   return {
     tls: cluster.tls && await readTls(cluster.tls),
     auth: cluster.auth && { user: cluster.auth.user, password: await readEtcdPassword(cluster.auth, log) },

@@ -1,13 +1,18 @@
 // The gate in front of every endpoint: the paths that need no token (the public ones,
 // and the token service's own), then the token check, one core call at the time of the
 // clock it is given. It allocates nothing on the way.
-import { fenceOpen } from '../cluster/fence.js';
 import type { Clock } from '../clock.js';
 import { Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
 import { LATENCY_SAMPLE_EVERY } from '../ops/metrics.js';
 import { UNAVAILABLE } from './refusals.js';
 import type { Metrics } from '../ops/metrics.js';
+
+/**
+ * Whether a fleet gateway may serve at `nowMs` (ms since the Unix epoch): its fence, a
+ * word the threads share (threads/fence.ts), read by whoever assembles the gate. Allocates nothing.
+ */
+export type Serving = (nowMs: number) => boolean;
 
 export interface GateOptions {
   /** Exact paths anyone may request; each must have passed `core.pathAllowed`, so that it obeys the path rules too. */
@@ -16,8 +21,8 @@ export interface GateOptions {
   readonly authPath?: string;
   /** api-auth's own paths under authPath (/ext/auth/health, /ext/auth/check), which answer without a token too. */
   readonly ownPaths?: readonly string[];
-  /** A fleet gateway's fence (cluster/fence.ts): while it is closed, every protected request is UNAVAILABLE. */
-  readonly fence?: Uint32Array;
+  /** A fleet gateway's fence: while it is closed, every protected request is UNAVAILABLE. */
+  readonly serving?: Serving;
 }
 
 /**
@@ -29,14 +34,14 @@ export class Gate {
   private readonly publicPaths: ReadonlySet<string> | null;
   private readonly authPath: string | null;
   private readonly ownPaths: readonly string[];
-  private readonly fence: Uint32Array | null;
+  private readonly serving: Serving | null;
 
   constructor(private readonly core: Core, private readonly metrics: Metrics, private readonly clock: Clock, options: GateOptions = {}) {
     const publicPaths = options.publicPaths ?? [];
     this.publicPaths = publicPaths.length === 0 ? null : new Set(publicPaths);
     this.authPath = options.authPath ?? null;
     this.ownPaths = options.ownPaths ?? [];
-    this.fence = options.fence ?? null;
+    this.serving = options.serving ?? null;
   }
 
   /**
@@ -54,7 +59,7 @@ export class Gate {
     if (this.open(path)) return Outcome.Valid;
     const ms = this.clock();
     // Before the token: a fleet gateway that cannot vouch for its revocations answers none.
-    if (this.fence !== null && !fenceOpen(this.fence, ms)) return UNAVAILABLE;
+    if (this.serving !== null && !this.serving(ms)) return UNAVAILABLE;
     const now = Math.floor(ms / 1000);
     const metrics = this.metrics;
     let outcome: Outcome;
@@ -74,7 +79,7 @@ export class Gate {
   checkToken(token: string, path: string): Outcome {
     if (this.open(path)) return Outcome.Valid;
     const ms = this.clock();
-    if (this.fence !== null && !fenceOpen(this.fence, ms)) return UNAVAILABLE;
+    if (this.serving !== null && !this.serving(ms)) return UNAVAILABLE;
     const now = Math.floor(ms / 1000);
     const outcome = this.core.verify(token, path, now);
     this.metrics.verifications[outcome]++;

@@ -3,9 +3,10 @@
 // the listener is up, so answering at all says both; with an upstream, it also says
 // whether the upstream accepts connections, since api-auth serves nothing without it.
 import { connect } from 'node:net';
-import { fenceOpen } from '../cluster/fence.js';
+import type { Clock } from '../clock.js';
 import type { HttpResponse } from 'uWebSockets.js';
 import type { InFlight } from './in-flight.js';
+import type { Serving } from './gate.js';
 import { endWith } from './responses.js';
 
 /** How long the upstream gets to accept a probe's connection. */
@@ -21,11 +22,12 @@ export class ReadinessRoute {
   private probing: Promise<Readiness> | null = null;
 
   /**
-   * `upstream` undefined: there is nothing to probe. `fence`: a fleet gateway's
-   * (cluster/fence.ts), which is not ready while it is closed, so that a load balancer
-   * sends its clients to the gateways that serve.
+   * `upstream` undefined: there is nothing to probe. `serving`: a fleet gateway's fence,
+   * which is not ready while it is closed, so that a load balancer sends its clients to
+   * the gateways that serve; `clock` tells the time it is read at, as the gate's does.
    */
-  constructor(private readonly upstream: URL | undefined, private readonly inFlight: InFlight, private readonly fence?: Uint32Array) {}
+  constructor(private readonly upstream: URL | undefined, private readonly inFlight: InFlight, private readonly clock: Clock,
+    private readonly serving?: Serving) {}
 
   /** Call it from the uWS handler, before returning; `head`: answer with the length only. */
   answer(res: HttpResponse, head: boolean): void {
@@ -41,8 +43,8 @@ export class ReadinessRoute {
   }
 
   private withFleet(readiness: Readiness): Readiness {
-    if (this.fence === undefined) return readiness;
-    const serving = fenceOpen(this.fence, Date.now());
+    if (this.serving === undefined) return readiness;
+    const serving = this.serving(this.clock());
     const fleet = serving ? { healthy: true } : { healthy: false, error: 'this gateway has lost touch with its fleet (etcd), or has not caught up yet' };
     return { healthy: readiness.healthy && serving, checks: { ...readiness.checks, fleet } };
   }

@@ -4,7 +4,6 @@
 // method scope that reaches a check which cannot see the request's calls (Outcome.Scoped
 // here) is refused with 403 insufficient_scope, as its calls would be (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
-import { FENCED_REASON } from '../cluster/fence.js';
 import { Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
 import { RpcCode } from '../errors.js';
 import { writeCorsHeaders } from './cors.js';
@@ -55,9 +54,13 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body) };
 }
 
+/** The body of the 503 a fenced gateway answers, with what the operator should look at. */
+const FENCED_REASON = 'this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every ' +
+  'revocation; it serves again by itself once it has caught up; meanwhile use another gateway';
+
 /**
  * Not an outcome of the core: the gate's answer while a fleet gateway's fence is closed
- * (cluster/fence.ts). 503 with a JSON-RPC error that says why; the client may retry on
+ * (threads/fence.ts). 503 with a JSON-RPC error that says why; the client may retry on
  * another gateway. The next number after the core's outcomes, so its tables skip it.
  */
 export const UNAVAILABLE = OUTCOME_NAMES.length as RefusedOutcome;

@@ -4,35 +4,32 @@
 // The password check runs first, on the hashing thread, throttled per client; the
 // effect then runs under one lock, and only if the password record the check matched is
 // still the current one. So once auth.changePassword has returned, nothing issues or
-// revokes under the old password. Each effect is recorded in the state store before the
-// core applies it, so a call whose write fails (a full disk) answers an internal error
-// and changes nothing, in memory or on disk.
+// revokes under the old password. Each effect is recorded in the ledger (ledger.ts: the
+// data folder, or a fleet) before the core applies it, so a call whose write fails (a
+// full disk, etcd unreachable) answers an error and changes nothing.
 //
 // Every call of a method is logged as one audit line ({"msg":"audit","method",
 // "outcome","client", and the token's serial and generation when known}); no audit
 // line holds a password or a token.
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { Core, GrantError, grantEntries, IssueError, MAX_ENDPOINTS, MAX_METHODS, METHOD_RULES, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
+import { Core, GrantError, IssueError, MAX_ENDPOINTS, MAX_METHODS, METHOD_RULES, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
 import type { Claims } from '../core/core.js';
-import { BusyError, RpcCode, throttledMessage } from '../errors.js';
+import { BusyError, FleetError, GRANT_ERRORS, RpcCode, throttledMessage } from '../errors.js';
 import { invalidParams, knownParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';
 import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
-import type { Inventory, InventoryEntry } from '../state/inventory.js';
-import type { StateStore } from '../state/store.js';
+import type { Inventory, InventoryEntry, Ledger, SharedCheck } from './ledger.js';
 import { labelParam, lifetimeParam, parseTokenId, rfc3339, tokenId } from './token-params.js';
-import { FleetError } from '../cluster/fleet.js';
-import type { Fleet } from '../cluster/fleet.js';
 import { PasswordThrottle } from './throttle.js';
 
 export interface TokenServiceOptions {
   readonly core: Core;
-  /** Where the state is kept: the data folder, or a fleet (host/cluster), whose changes reach the core through it. */
-  readonly store: StateStore | Fleet;
+  /** Where the password, grants, serials and revocations are kept: the data folder or a fleet (ledger.ts). */
+  readonly ledger: Ledger;
   readonly verifier: PasswordVerifier;
   /** Lifetime of new tokens, in seconds: the default, and the ceiling of expiresIn. */
   readonly tokenLifetime: number;
@@ -50,8 +47,7 @@ export interface TokenServiceOptions {
 
 export class TokenService {
   private readonly core: Core;
-  private readonly store: StateStore | undefined;
-  private readonly fleet: Fleet | undefined;
+  private readonly ledger: Ledger;
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
   private readonly inventory: Inventory;
@@ -66,8 +62,7 @@ export class TokenService {
 
   constructor(options: TokenServiceOptions) {
     this.core = options.core;
-    if ('prepareIssue' in options.store) this.store = options.store;
-    else this.fleet = options.store;
+    this.ledger = options.ledger;
     this.verifier = options.verifier;
     this.tokenLifetime = options.tokenLifetime;
     this.inventory = options.inventory;
@@ -108,35 +103,11 @@ export class TokenService {
           'wait for some to expire (revoked ones count until then), or raise the limit');
       }
       const now = this.now();
-      if (this.fleet) {
-        const fleet = this.fleet;
-        return this.fleetCall(async () => {
-          const issued = await fleet.issue(await fleet.grant(grant, endpoints, extra.methods), now, extra.lifetime ?? this.tokenLifetime);
-          const { serial, generation, expiry } = issued.claims;
-          const entry = { serial, generation, grant: issued.claims.grant, issuedAt: now, expiry, label: extra.label };
-          return { issued, durable: this.fleetCall(() => this.inventory.append(entry)) };
-        });
-      }
-      // Sweeping first frees the pages of expired tokens, so the reservation sees the
-      // whole window. It forgets only revocations of tokens that have all expired, which
-      // nobody can tell, so it may come before a write that fails.
-      this.core.sweep(now);
-      const fresh = grant === this.core.grantCount;
-      // What the token will refer to (its grant, its serial) is on disk before the core
-      // holds it: a write that fails leaves the core as it was, and the next call finds
-      // it so.
-      await this.store!.prepareIssue(fresh ? { id: grant, endpoints: grantEntries(endpoints, extra.methods) } : undefined,
-        this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
-      if (fresh && this.core.addGrant(endpoints, extra.methods) !== grant) throw new Error(`the core gave grant ${grant} another id`);
-      let issued: { token: string; claims: Claims };
-      try {
-        issued = this.core.issue(grant, now, extra.lifetime ?? this.tokenLifetime);
-      } catch (error) {
-        if (error instanceof IssueError) throw new RpcError(RpcCode.ResourceLimit, error.message);
-        throw error;
-      }
-      const { serial, generation, expiry } = issued.claims;
-      return { issued, durable: this.inventory.append({ serial, generation, grant, issuedAt: now, expiry, label: extra.label }) };
+      const issued = await this.recorded(() => this.ledger.issue({ id: grant, endpoints, methods: extra.methods }, now,
+        extra.lifetime ?? this.tokenLifetime));
+      const { serial, generation, grant: granted, expiry } = issued.claims;
+      const entry = { serial, generation, grant: granted, issuedAt: now, expiry, label: extra.label };
+      return { issued, durable: this.recorded(() => this.inventory.append(entry)) };
     });
     await durable;
     if (this.metrics) this.metrics.tokensIssued++;
@@ -146,14 +117,8 @@ export class TokenService {
   /** The live tokens of the current password generation, in issue order, as auth.listTokens shows them. */
   async listTokens(password: string, context: CallContext): Promise<ListedToken[]> {
     const checked = await this.authenticate(password, context);
-    return this.exclusive(checked, async () => {
-      if (this.fleet) {
-        const fleet = this.fleet;
-        return this.inventory.list().map((e) => listed(e, fleet.grantList(e.grant) ?? [], fleet.isRevoked(e.serial)));
-      }
-      const { grants, revocations } = this.store!.state!;
-      return this.inventory.list().map((e) => listed(e, grants[e.grant], revocations.has(e.serial)));
-    });
+    return this.exclusive(checked, async () =>
+      this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [], this.ledger.isRevoked(e.serial))));
   }
 
   /**
@@ -165,21 +130,14 @@ export class TokenService {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
       const { outcome, claims } = this.core.inspect(token, this.now());
-      const revoked = outcome === Outcome.Valid;
-      // On disk before the core holds it: a write that fails leaves the token as it was.
+      // Recorded before the core holds it: a write that fails leaves the token as it was.
       // A token the core finds revoked already needs nothing: every revocation it holds
       // was recorded first (and a serial outside the live range, which it refuses as
       // revoked, must not be recorded as issued).
-      if (revoked && this.fleet) {
-        // The fleet's watch marks it in the core, here as on every gateway, before this returns.
-        await this.fleetCall(() => this.fleet!.revoke(claims!.serial, claims!.expiry));
-        if (this.metrics) this.metrics.tokensRevoked++;
-      } else if (revoked) {
-        await this.store!.recordRevocation(claims!.serial, claims!.expiry);
-        this.core.revokeSerial(claims!.serial);
-        if (this.metrics) this.metrics.tokensRevoked++;
-      }
-      return { revoked, outcome, claims };
+      if (outcome !== Outcome.Valid || claims === undefined) return { revoked: false, outcome, claims };
+      await this.recorded(() => this.ledger.revoke(claims.serial, claims.expiry));
+      if (this.metrics) this.metrics.tokensRevoked++;
+      return { revoked: true, outcome, claims };
     });
   }
 
@@ -195,18 +153,9 @@ export class TokenService {
       if (serial === undefined) return { revoked: false, reason: 'malformed id' };
       const entry = this.inventory.get(serial);
       if (entry === undefined) return { revoked: false, reason: 'unknown id' };
-      if (this.fleet) {
-        const fleet = this.fleet;
-        if (fleet.isRevoked(serial)) return { revoked: false, entry, already: true };
-        // As for the token form: the fleet's watch marks it in every gateway's core before this returns.
-        await this.fleetCall(() => fleet.revoke(serial, entry.expiry));
-        if (this.metrics) this.metrics.tokensRevoked++;
-        return { revoked: true, entry };
-      }
-      if (this.store!.state!.revocations.has(serial)) return { revoked: false, entry, already: true };
-      // As for the token form: on disk before the core holds it.
-      await this.store!.recordRevocation(serial, entry.expiry);
-      this.core.revokeSerial(serial);
+      if (this.ledger.isRevoked(serial)) return { revoked: false, entry, already: true };
+      // As for the token form: recorded before the core holds it.
+      await this.recorded(() => this.ledger.revoke(serial, entry.expiry));
       if (this.metrics) this.metrics.tokensRevoked++;
       return { revoked: true, entry };
     });
@@ -222,14 +171,7 @@ export class TokenService {
     if (newPassword === oldPassword) throw new RpcError(RpcCode.InvalidParams, 'newPassword must differ from the current password');
     const record = await this.hash(newPassword);
     return this.exclusive(checked, async () => {
-      if (this.fleet) {
-        const generation = await this.fleetCall(() => this.fleet!.changePassword(checked, record));
-        this.log.info('password changed', { generation, client: context.address });
-        return generation;
-      }
-      const generation = this.core.generation + 1;
-      await this.store!.recordPassword(record, generation);
-      this.core.bumpGeneration();
+      const generation = await this.recorded(() => this.ledger.changePassword(checked, record));
       this.log.info('password changed', { generation, client: context.address });
       return generation;
     });
@@ -323,22 +265,18 @@ export class TokenService {
       if (this.metrics) this.metrics.passwordsThrottled++;
       throw throttledError(check);
     }
-    // A fleet gateway also counts against the fleet's allowance (cluster/fleet.ts).
-    let fleetCheck: { succeeded(): void; abandoned(): void } | undefined;
-    if (this.fleet) {
-      let begun: Awaited<ReturnType<Fleet['beginPasswordCheck']>>;
-      try {
-        begun = await this.fleetCall(() => this.fleet!.beginPasswordCheck(this.clock()));
-      } catch (error) {
-        check.abandoned();
-        throw error;
-      }
-      if (typeof begun === 'number') {
-        check.abandoned();
-        if (this.metrics) this.metrics.passwordsThrottled++;
-        throw throttledError(begun);
-      }
-      fleetCheck = begun;
+    // A fleet gateway also counts against the fleet's allowance (ledger.ts).
+    let shared: number | SharedCheck;
+    try {
+      shared = await this.recorded(() => this.ledger.beginPasswordCheck(this.clock()));
+    } catch (error) {
+      check.abandoned();
+      throw error;
+    }
+    if (typeof shared === 'number') {
+      check.abandoned();
+      if (this.metrics) this.metrics.passwordsThrottled++;
+      throw throttledError(shared);
     }
     const record = this.password;
     let ok: boolean;
@@ -346,7 +284,7 @@ export class TokenService {
       ok = await this.verifier.verify(password, record);
     } catch (error) {
       check.abandoned();
-      fleetCheck?.abandoned();
+      shared.abandoned();
       if (error instanceof BusyError) {
         if (this.metrics) this.metrics.passwordsBusy++;
         throw busy();
@@ -359,21 +297,25 @@ export class TokenService {
       throw new RpcError(RpcCode.IncorrectPassword, 'incorrect password');
     }
     check.succeeded();
-    fleetCheck?.succeeded();
+    shared.succeeded();
     if (this.metrics) this.metrics.passwordsAccepted++;
     return record;
   }
 
   private get password(): PasswordRecord {
-    return this.fleet ? this.fleet.password : this.store!.password;
+    return this.ledger.password;
   }
 
-  /** A fleet call; a FleetError (etcd unreachable, this gateway fenced) is the client's to see, as an internal error with its reason. */
-  private async fleetCall<T>(call: () => Promise<T>): Promise<T> {
+  /**
+   * A call of the ledger or the inventory. A FleetError (etcd unreachable, this gateway
+   * fenced) is the client's to see, with its reason; so is an IssueError (no token can
+   * be made), as a resource limit.
+   */
+  private async recorded<T>(call: () => Promise<T>): Promise<T> {
     try {
       return await call();
     } catch (error) {
-      if (error instanceof FleetError) throw new RpcError(RpcCode.Unavailable, error.message);
+      if (error instanceof FleetError) throw new RpcError(error.rpcCode, error.message);
       if (error instanceof IssueError) throw new RpcError(RpcCode.ResourceLimit, error.message);
       throw error;
     }
@@ -408,8 +350,7 @@ export class TokenService {
       return this.core.findGrant(endpoints, methods);
     } catch (error) {
       if (!(error instanceof GrantError)) throw error;
-      // The list is the client's mistake, except when the table itself is full.
-      throw new RpcError(error.code === 'table-full' ? RpcCode.ResourceLimit : RpcCode.InvalidParams, error.message);
+      throw new RpcError(GRANT_ERRORS[error.code].rpcCode, error.message);
     }
   }
 }

@@ -4,39 +4,13 @@
 // store's word (its revocations are what the core is restored from), so after any restart
 // the list and the gate agree.
 //
-// The interface is small (append, get, list, prune and compact) so that a replicated
-// store can take the journal's place.
+// It implements the service's Inventory (service/ledger.ts), which the fleet's inventory
+// (cluster/inventory.ts) implements too.
 import { join } from 'node:path';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
+import type { Inventory, InventoryEntry } from '../service/ledger.js';
 import { Journal, JOURNAL_FILE, journalDamaged, readJournal } from './journal.js';
-
-/** One issued token, as the inventory keeps it: never the token itself. */
-export interface InventoryEntry {
-  readonly serial: number;
-  readonly generation: number;
-  /** The grant id: its entries are the state's grant list of that id. */
-  readonly grant: number;
-  /** Unix seconds. */
-  readonly issuedAt: number;
-  /** Unix seconds. */
-  readonly expiry: number;
-  readonly label: string | undefined;
-}
-
-/** What the inventory may be asked, by the token service. */
-export interface Inventory {
-  /** Entries listed now (live ones: not expired, of the current generation), in issue order. */
-  list(): InventoryEntry[];
-  /** The live entry of `serial`, if any. */
-  get(serial: number): InventoryEntry | undefined;
-  /** Whether fewer than `max` entries are live or being appended: the limit's test. */
-  hasRoom(max: number): boolean;
-  /** Resolves once `entry` is durable; it is listed from then on. Rejects when the write fails, and then nothing changed. */
-  append(entry: InventoryEntry): Promise<void>;
-  /** Writes what is waiting and closes. */
-  close(): Promise<void>;
-}
 
 /** What is live: a test of an entry, for the time and generation now. */
 export type Liveness = (entry: InventoryEntry) => boolean;

@@ -25,7 +25,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { StateError } from '../errors.js';
-import { readDataFile, syncFolder, unlinkIfThere } from './file.js';
+import { readDataFile, syncFolder, unlinkIfThere } from './data-folder.js';
 
 export const JOURNAL_FILE = 'tokens';
 export const JOURNAL_VERSION = 1;

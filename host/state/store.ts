@@ -16,8 +16,9 @@ import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import { StateError } from '../errors.js';
-import { lockDataDir, prepareDataDir, readState, STATE_FILE, writeState } from './file.js';
-import type { PersistedState } from './file.js';
+import type { PersistedState } from './codec.js';
+import { prepareDataDir, readState, STATE_FILE, writeState } from './data-folder.js';
+import { lockDataDir } from './lock.js';
 
 /** The state with its password records parsed. */
 export interface ServiceState {
@@ -77,9 +78,15 @@ export class StateStore {
     return this.current;
   }
 
+  /** The state as last written, once there is one (restoreService makes it at start). */
+  get written(): ServiceState {
+    if (this.current === undefined) throw new Error('the state store has no state yet');
+    return this.current;
+  }
+
   /** The current password's record. */
   get password(): PasswordRecord {
-    return this.written().password;
+    return this.written.password;
   }
 
   /** Writes the first state of a new data folder. */
@@ -144,15 +151,10 @@ export class StateStore {
     await this.lock.release();
   }
 
-  private written(): ServiceState {
-    if (this.current === undefined) throw new Error('the state store has no state yet');
-    return this.current;
-  }
-
   /** Derives the next state from the written one; undefined when nothing changes. */
   private change(next: (s: ServiceState) => ServiceState | undefined): Promise<void> {
     return this.enqueue(async () => {
-      const changed = next(this.written());
+      const changed = next(this.written);
       if (changed !== undefined) await this.write(changed);
     });
   }

@@ -39,7 +39,7 @@ export interface HttpSettings {
   /** Serve HTTPS with these files (checked by the owner); undefined serves plain HTTP. */
   readonly tls: TlsFiles | undefined;
   readonly allowedOrigins: AllowedOrigins;
-  /** A fleet gateway's fence (cluster/fence.ts), shared with the owner; undefined outside a fleet. */
+  /** A fleet gateway's fence (threads/fence.ts), shared with the owner; undefined outside a fleet. */
   readonly fence?: Uint32Array;
 }
 

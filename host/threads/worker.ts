@@ -8,6 +8,7 @@ import { trustedProxies } from '../http/client-address.js';
 import { buildStack } from '../http/stack.js';
 import { Metrics } from '../ops/metrics.js';
 import type { TokenServiceLink } from '../service/link.js';
+import { fenceReader } from './fence.js';
 import { runHttpThread } from './http-thread.js';
 import { ThrottleBoard } from './throttle-board.js';
 import { sharedHealth } from './upstream-health.js';
@@ -46,7 +47,7 @@ await runHttpThread(async ({ data, owner, log }) => {
     log,
     clock: systemClock,
     allowedOrigins: settings.allowedOrigins,
-    fence: settings.fence,
+    serving: settings.fence && fenceReader(settings.fence),
   });
   const { router, inFlight, websockets } = stack;
   return {

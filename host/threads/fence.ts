@@ -5,6 +5,8 @@
 // time, and an unsigned 32-bit word lasts until 2058. The gate compares it with the time
 // of each request, so a gateway that was stopped or cut off refuses by itself once that
 // time has come, whatever its timers have done meanwhile: no timer has to fire first.
+// The fleet's membership (cluster/) writes it; it sits with the other words the threads
+// share, as the throttle board does.
 
 /** 2024-01-01T00:00:00Z. */
 const FENCE_EPOCH_MS = 1_704_067_200_000;
@@ -16,8 +18,13 @@ export function fenceMemory(): Uint32Array {
 }
 
 /** Whether a request at `nowMs` (ms since the Unix epoch) may be served. Allocates nothing. */
-export function fenceOpen(fence: Uint32Array, nowMs: number): boolean {
+function fenceOpen(fence: Uint32Array, nowMs: number): boolean {
   return Atomics.load(fence, 0) * UNIT_MS + FENCE_EPOCH_MS > nowMs;
+}
+
+/** The gate's and the readiness route's reading of `fence` (http/gate.ts, Serving). */
+export function fenceReader(fence: Uint32Array): (nowMs: number) => boolean {
+  return (nowMs) => fenceOpen(fence, nowMs);
 }
 
 /** Serves until `untilMs` (exclusive), rounded down to the fence's unit. */
@@ -28,7 +35,3 @@ export function openFence(fence: Uint32Array, untilMs: number): void {
 export function closeFence(fence: Uint32Array): void {
   Atomics.store(fence, 0, 0);
 }
-
-/** The body of the 503 a fenced gateway answers, with what the operator should look at. */
-export const FENCED_REASON = 'this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every ' +
-  'revocation; it serves again by itself once it has caught up; meanwhile use another gateway';

@@ -1,0 +1,161 @@
+// The fleet's key space in etcd, under `/<cluster-name>/`:
+//   key                 the token key, base64; written once, by the first gateway
+//   password            {"record", "generation"}: the service password's argon2id record
+//   serials             the start of the next serial block (a decimal number)
+//   blocks/<start>      {"end", "bound"}: a block one gateway reserved and issues from;
+//                       every token of it expires by `bound` (Unix seconds)
+//   grants/<id>         an endpoint grant, as the opaque entry list the core interns
+//   revoked/<serial>    a revoked token's serial; the value is its expiry
+//   tokens/<serial>     the inventory's entry of an issued token: {"generation", "grant",
+//                       "issuedAt", "expiry", "label"} (never the token itself)
+//   members/<lease>     one per live member, under its lease: {"applied"}, the highest
+//                       revision of a state change it holds; {"applied", "follower": true}
+//                       for a member that never writes (a Go node, go/fleet)
+// and under `/<cluster-name>.throttle/`, the fleet throttle's records (throttle.ts).
+// Numbers in keys are zero-padded, so that etcd's key order is their order. The whole
+// schema, which go/fleet reads too, is docs/fleet-keys.md.
+//
+// One decoder reads every key and value, for the full read at start and for the watch
+// alike: a value that is not what its key holds is refused, naming the key, rather than
+// applied as NaN or undefined.
+import { FleetError } from '../errors.js';
+import type { InventoryEntry } from '../service/ledger.js';
+
+const SERIAL_WIDTH = 16;
+const GRANT_WIDTH = 10;
+/** The width of a time in ms in the throttle's keys. */
+export const TIME_WIDTH = 15;
+
+export const pad = (n: number, width: number): string => String(n).padStart(width, '0');
+
+/** The names of the fleet `name`'s keys. */
+export class FleetKeys {
+  /** Every key of the fleet's state, and of its members, starts with it. */
+  readonly prefix: string;
+  /** The fleet throttle's records start with it. */
+  readonly throttlePrefix: string;
+
+  constructor(readonly name: string) {
+    this.prefix = `/${name}/`;
+    this.throttlePrefix = `/${name}.throttle/`;
+  }
+
+  readonly key = (): string => this.prefix + 'key';
+  readonly password = (): string => this.prefix + 'password';
+  readonly serials = (): string => this.prefix + 'serials';
+  readonly block = (start: number): string => `${this.prefix}blocks/${pad(start, SERIAL_WIDTH)}`;
+  readonly grant = (id: number): string => `${this.prefix}grants/${pad(id, GRANT_WIDTH)}`;
+  readonly revoked = (serial: number): string => `${this.prefix}revoked/${pad(serial, SERIAL_WIDTH)}`;
+  readonly token = (serial: number): string => `${this.prefix}tokens/${pad(serial, SERIAL_WIDTH)}`;
+  /** A member's key, by its lease's id in hex. */
+  readonly member = (lease: string): string => `${this.prefix}members/${lease}`;
+  /** The folder of blocks/, revoked/ or tokens/. */
+  readonly folder = (name: 'blocks' | 'revoked' | 'tokens'): string => `${this.prefix}${name}/`;
+}
+
+/** What a key of the fleet's prefix names. */
+export type FleetKey =
+  | { readonly kind: 'key' | 'password' | 'serials' }
+  | { readonly kind: 'grant' | 'block' | 'revoked' | 'token'; readonly number: number }
+  | { readonly kind: 'member' }
+  /** A key no version of api-auth writes: left alone. */
+  | { readonly kind: 'other' };
+
+/** What a value of the fleet's prefix holds, decoded and checked. */
+export type FleetValue =
+  | { readonly kind: 'key'; readonly key: string }
+  | { readonly kind: 'password'; readonly record: string; readonly generation: number }
+  | { readonly kind: 'serials'; readonly next: number }
+  | { readonly kind: 'grant'; readonly id: number; readonly entries: readonly string[] }
+  | { readonly kind: 'block'; readonly start: number; readonly end: number; readonly bound: number }
+  | { readonly kind: 'revoked'; readonly serial: number; readonly expiry: number }
+  | { readonly kind: 'token'; readonly entry: InventoryEntry }
+  | { readonly kind: 'member'; readonly applied: number; readonly follower: boolean }
+  | { readonly kind: 'other' };
+
+const NUMBERED = { 'grants/': 'grant', 'blocks/': 'block', 'revoked/': 'revoked', 'tokens/': 'token' } as const;
+
+/** What `full`, a key under `keys.prefix`, names. */
+export function fleetKey(keys: FleetKeys, full: string): FleetKey {
+  const name = full.slice(keys.prefix.length);
+  if (name === 'key' || name === 'password' || name === 'serials') return { kind: name };
+  if (name.startsWith('members/')) return { kind: 'member' };
+  for (const [folder, kind] of Object.entries(NUMBERED)) {
+    if (!name.startsWith(folder)) continue;
+    const digits = name.slice(folder.length);
+    if (!/^[0-9]{1,16}$/.test(digits)) throw damaged(keys, full, 'its name does not end in a number');
+    return { kind, number: Number(digits) };
+  }
+  return { kind: 'other' };
+}
+
+/** The key `full` and its value, decoded; throws FleetError naming the key when the value is not what the key holds. */
+export function fleetValue(keys: FleetKeys, full: string, value: string): FleetValue {
+  const key = fleetKey(keys, full);
+  const bad = (why: string): FleetError => damaged(keys, full, why);
+  switch (key.kind) {
+    case 'key':
+      return { kind: 'key', key: value };
+    case 'password': {
+      const v = object(value, bad);
+      if (typeof v.record !== 'string' || !count(v.generation)) throw bad('it is not {"record", "generation"}');
+      return { kind: 'password', record: v.record, generation: v.generation };
+    }
+    case 'serials':
+      return { kind: 'serials', next: decimal(value, bad) };
+    case 'grant': {
+      const entries = parse(value, bad);
+      if (!Array.isArray(entries) || !entries.every((e) => typeof e === 'string')) throw bad('it is not a list of strings');
+      return { kind: 'grant', id: key.number, entries };
+    }
+    case 'block': {
+      const v = object(value, bad);
+      if (!count(v.end) || !count(v.bound)) throw bad('it is not {"end", "bound"}');
+      return { kind: 'block', start: key.number, end: v.end, bound: v.bound };
+    }
+    case 'revoked':
+      return { kind: 'revoked', serial: key.number, expiry: decimal(value, bad) };
+    case 'token': {
+      const v = object(value, bad);
+      const { generation, grant, issuedAt, expiry, label } = v;
+      if (!count(generation) || !count(grant) || !count(issuedAt) || !count(expiry) || !(label === null || label === undefined || typeof label === 'string')) {
+        throw bad('it is not {"generation", "grant", "issuedAt", "expiry", "label"}');
+      }
+      return { kind: 'token', entry: { serial: key.number, generation, grant, issuedAt, expiry, label: label ?? undefined } };
+    }
+    case 'member': {
+      const v = object(value, bad);
+      if (!count(v.applied) || !(v.follower === undefined || typeof v.follower === 'boolean')) throw bad('it is not {"applied"} or {"applied", "follower"}');
+      return { kind: 'member', applied: v.applied, follower: v.follower === true };
+    }
+    case 'other':
+      return key;
+  }
+}
+
+function damaged(keys: FleetKeys, full: string, why: string): FleetError {
+  return new FleetError(`the fleet ${keys.name} holds a damaged key ${full} (${why}); restore the fleet's keys from a backup of etcd`);
+}
+
+function count(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+}
+
+function decimal(value: string, bad: (why: string) => FleetError): number {
+  if (!/^[0-9]{1,16}$/.test(value)) throw bad('it is not a decimal number');
+  return Number(value);
+}
+
+function parse(value: string, bad: (why: string) => FleetError): unknown {
+  try {
+    return JSON.parse(value);
+  } catch {
+    throw bad('it is not JSON');
+  }
+}
+
+function object(value: string, bad: (why: string) => FleetError): Record<string, unknown> {
+  const v = parse(value, bad);
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad('it is not a JSON object');
+  return v as Record<string, unknown>;
+}

@@ -1,0 +1,283 @@
+// A gateway's membership of its fleet: its lease, the fence its gates read, the barrier
+// its writes wait at, and the rejoin after a lost lease.
+//
+// A call that changes state is a linearizable txn at revision R, and returns success only
+// once every live member has applied R (its member key says so) or lost its lease (its
+// key is gone): the barrier. A member whose lease cannot be renewed stops serving before
+// etcd can expire it (the fence, threads/fence.ts), so a writer that stops waiting for it
+// never leaves it serving stale.
+import { EtcdLeaseInvalidError } from 'etcd3';
+import type { Lease } from 'etcd3';
+import type { Clock } from '../clock.js';
+import { FleetError } from '../errors.js';
+import { errorFields } from '../ops/log.js';
+import type { Logger } from '../ops/log.js';
+import { closeFence, openFence } from '../threads/fence.js';
+import type { EtcdConnection } from './etcd.js';
+import type { FleetKeys } from './keys.js';
+import type { FleetMetrics } from './metrics.js';
+
+export interface MembershipSettings {
+  /** Lease TTL, whole seconds. */
+  readonly leaseSeconds: number;
+  /** The fence this gateway's gates read; written here only. */
+  readonly fence: Uint32Array;
+}
+
+/**
+ * The margin taken off the lease on this side: etcd expires a lease TTL after it
+ * received the last renewal, which is after it was sent, when this side starts counting.
+ */
+function leaseMargin(leaseSeconds: number): number {
+  return Math.max(500, leaseSeconds * 100);
+}
+
+export class Membership {
+  /** Every live member's key, and the highest revision of a state change it published. */
+  readonly members = new Map<string, number>();
+  /** Members that only follow (docs/fleet-keys.md): they never write, so they never tidy. */
+  readonly followers = new Set<string>();
+  /** This gateway's member key; '' before its first lease. */
+  key = '';
+  /** This gateway's lease id, in hex (the end of its member key). */
+  leaseId = '';
+  /** The highest revision this gateway's watch has applied. */
+  applied = 0;
+  /** The highest revision of a state change applied (what the member key publishes). */
+  stateApplied = 0;
+  private published = 0;
+  private publishing = false;
+  private lease: Lease | undefined;
+  /** The lease's id, as etcd gave it. */
+  private grant = '';
+  /** Local ms deadline of the lease: last successful renewal's send time + TTL - margin. */
+  private deadline = 0;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private waiters: { check(): boolean }[] = [];
+  private recovering: Promise<void> | undefined;
+  private closed = false;
+
+  /** `rejoin` reads the whole state anew and registers again (Fleet); it is called after a lost lease, until it succeeds. */
+  constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly settings: MembershipSettings,
+    private readonly metrics: FleetMetrics, private readonly log: Logger, private readonly clock: Clock,
+    private readonly rejoin: () => Promise<void>) {}
+
+  /** Whether a rejoin is under way. */
+  get rejoining(): boolean {
+    return this.recovering !== undefined;
+  }
+
+  /** Stops serving, and takes a new lease, renewed from now on; the member key is written by register(). */
+  async takeLease(): Promise<void> {
+    closeFence(this.settings.fence);
+    const lease = this.etcd.client.lease(this.settings.leaseSeconds, { autoKeepAlive: false });
+    const sent = this.clock();
+    const id = await this.etcd.call(() => lease.grant());
+    this.lease = lease;
+    this.grant = id;
+    this.deadline = sent + this.settings.leaseSeconds * 1000 - leaseMargin(this.settings.leaseSeconds);
+    this.leaseId = BigInt(id).toString(16);
+    this.key = this.keys.member(this.leaseId);
+    this.scheduleRenewal();
+  }
+
+  /**
+   * Writes the member key, as holding `revision`, under the lease, and waits until the
+   * watch has passed the key's own revision: a writer that finished its barrier before
+   * the key existed may have written after the snapshot the gateway read.
+   */
+  async register(revision: number): Promise<void> {
+    const { key, grant } = this;
+    const put = await this.etcd.call((client) => client.put(key).value(JSON.stringify({ applied: revision })).lease(grant).exec());
+    this.published = revision;
+    await this.appliedAtLeast(Number(put.header.revision));
+  }
+
+  /** Serves from now on, until the lease's deadline (moved on by each renewal). */
+  serve(): void {
+    this.metrics.joined();
+    openFence(this.settings.fence, this.deadline);
+  }
+
+  /** Refuses a state change while this gateway does not serve: it may not hold the current state. */
+  serving(): void {
+    if (this.closed || this.clock() >= this.deadline || Atomics.load(this.settings.fence, 0) === 0) {
+      throw new FleetError('this gateway has lost touch with its fleet (etcd); retry, or use another gateway');
+    }
+  }
+
+  /** A member's key as read: the revision it has applied, and whether it only follows. */
+  setMember(key: string, applied: number, follower: boolean): void {
+    this.members.set(key, applied);
+    if (follower) this.followers.add(key);
+    else this.followers.delete(key);
+  }
+
+  /** A member's key is gone: its lease ended. */
+  dropMember(key: string): void {
+    this.members.delete(key);
+    this.followers.delete(key);
+  }
+
+  /** Forgets every member, before the whole state is read again. */
+  clearMembers(): void {
+    this.members.clear();
+    this.followers.clear();
+  }
+
+  /** Whether this gateway has the lowest member key of those that write: the one that cleans up for the fleet. */
+  get lowest(): boolean {
+    for (const key of this.members.keys()) if (key < this.key && !this.followers.has(key)) return false;
+    return true;
+  }
+
+  /**
+   * The watch applied events up to `revision`, the state changes among them up to
+   * `stateRevision` (undefined: none): publishes it, and wakes whoever waits for it.
+   */
+  advanced(revision: number, stateRevision: number | undefined): void {
+    if (revision > this.applied) this.applied = revision;
+    if (stateRevision !== undefined && stateRevision > this.stateApplied) this.stateApplied = stateRevision;
+    this.metrics.applied = this.applied;
+    if (stateRevision !== undefined) this.publish();
+    this.wake();
+  }
+
+  /**
+   * Waits until every live member holds revision R: its published revision is at least
+   * R, or its key is gone (lease expired or revoked). A member that stopped holds it up
+   * for at most its lease's TTL; past twice that, the caller gets an error, not success.
+   */
+  async barrier(revision: number): Promise<void> {
+    const started = performance.now();
+    await this.appliedAtLeast(revision);
+    await this.until(() => {
+      for (const [key, applied] of this.members) if (key !== this.key && applied < revision) return false;
+      return true;
+    }, this.settings.leaseSeconds * 2000 + 1000, 'the change is stored in the fleet, but not every gateway confirmed it in time; ' +
+      'it holds everywhere within the lease time');
+    this.metrics.observeBarrier((performance.now() - started) / 1000);
+  }
+
+  appliedAtLeast(revision: number): Promise<void> {
+    return this.until(() => this.applied >= revision, this.settings.leaseSeconds * 2000,
+      'this gateway did not receive the fleet\'s change in time');
+  }
+
+  /** Reads the whole state again (rejoin) under a new lease, and serves once caught up; one at a time. */
+  resync(): Promise<void> {
+    if (this.recovering !== undefined) return this.recovering;
+    closeFence(this.settings.fence);
+    this.recovering = (async () => {
+      for (let attempt = 0; !this.closed; attempt++) {
+        clearTimeout(this.renewTimer);
+        const lease = this.lease;
+        this.lease = undefined;
+        lease?.release();
+        try {
+          await this.rejoin();
+          return;
+        } catch (error) {
+          this.log.warn('cannot rejoin the fleet yet; retrying', errorFields(error));
+          await new Promise((r) => setTimeout(r, Math.min(2000, 200 * (attempt + 1))));
+        }
+      }
+    })().finally(() => { this.recovering = undefined; });
+    return this.recovering;
+  }
+
+  /** Stops serving for good (the fleet was reset under this gateway, or it is closing). */
+  stop(): void {
+    this.closed = true;
+    closeFence(this.settings.fence);
+    clearTimeout(this.renewTimer);
+  }
+
+  /** Stops, and gives the lease back so that writers stop waiting for this gateway at once. */
+  async close(): Promise<void> {
+    this.stop();
+    await this.lease?.revoke().catch(() => undefined);
+  }
+
+  /** Tells the fleet which state changes this gateway holds: one write in flight at most, the latest after it. */
+  private publish(): void {
+    if (this.publishing || this.stateApplied <= this.published || this.lease === undefined) return;
+    this.publishing = true;
+    const applied = this.stateApplied;
+    this.etcd.client.put(this.key).value(JSON.stringify({ applied })).lease(this.lease.grant()).exec().then(
+      () => { this.published = applied; },
+      (error) => this.log.debug('cannot publish the applied revision', errorFields(error)),
+    ).finally(() => {
+      this.publishing = false;
+      if (!this.closed) this.publish();
+    });
+  }
+
+  private wake(): void {
+    if (this.waiters.length === 0) return;
+    this.waiters = this.waiters.filter((w) => !w.check());
+  }
+
+  /** Resolves once `check` holds after some applied event; rejects after `ms`. */
+  private until(check: () => boolean, ms: number, why: string): Promise<void> {
+    if (check()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(new FleetError(why));
+      }, ms);
+      const waiter = {
+        check: () => {
+          if (!check()) return false;
+          clearTimeout(timer);
+          resolve();
+          return true;
+        },
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  /** Renews the lease every quarter of its TTL (100 ms at least); each success moves the local deadline. */
+  private scheduleRenewal(): void {
+    if (this.closed) return;
+    this.renewTimer = setTimeout(() => void this.renew(), Math.max(100, (this.settings.leaseSeconds * 1000) / 4));
+  }
+
+  private async renew(): Promise<void> {
+    const lease = this.lease;
+    if (lease === undefined || this.closed) return;
+    const sent = this.clock();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      // A keepalive is a stream call, which no deadline bounds: the lease's TTL does.
+      await Promise.race([
+        lease.keepaliveOnce(),
+        new Promise((_, reject) => { timer = setTimeout(() => reject(new Error('no answer within the lease time')), this.settings.leaseSeconds * 1000); }),
+      ]);
+      this.deadline = sent + this.settings.leaseSeconds * 1000 - leaseMargin(this.settings.leaseSeconds);
+      this.metrics.renewed(this.deadline);
+      if (this.recovering === undefined) openFence(this.settings.fence, this.deadline);
+    } catch (error) {
+      if (lease !== this.lease || this.closed) return;
+      if (error instanceof EtcdLeaseInvalidError) {
+        this.lost('the fleet lease expired (this gateway was stopped or cut off for longer than the lease)');
+        return;
+      }
+      this.metrics.renewalFailures++;
+      this.log.warn('cannot renew the fleet lease; protected requests get 503 once it runs out', errorFields(error));
+      if (this.clock() >= this.deadline) closeFence(this.settings.fence);
+    } finally {
+      clearTimeout(timer);
+    }
+    this.scheduleRenewal();
+  }
+
+  /** The lease is gone: stop serving, then join again with a new lease and the whole state. */
+  private lost(why: string): void {
+    closeFence(this.settings.fence);
+    this.log.warn(why + '; rejoining', { cluster: this.keys.name });
+    this.metrics.leasesLost++;
+    void this.resync();
+  }
+}

@@ -1,0 +1,82 @@
+// etcd's refusals: why it could not be used, as far as its answer (or the TLS
+// handshake's) tells, and what the operator should do about each, for the line a start
+// that cannot join the fleet ends with.
+import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError } from 'etcd3';
+import type { FleetError, Text } from '../errors.js';
+import type { ClusterConfig } from '../options.js';
+
+/** Why etcd could not be used, as far as its answer (or the TLS handshake's) tells. */
+export type EtcdRefusal =
+  /** The user or its password is wrong. */
+  | { readonly kind: 'authentication-failed' }
+  /** etcd's authentication is on, and no user was given. */
+  | { readonly kind: 'authentication-required' }
+  /** A user was given, and etcd's authentication is off: it would protect nothing. */
+  | { readonly kind: 'authentication-disabled' }
+  /** The user's roles do not grant the fleet's keys. */
+  | { readonly kind: 'permission-denied' }
+  /** etcd's certificate is not one this gateway trusts. */
+  | { readonly kind: 'server-untrusted'; readonly detail: string }
+  /** etcd refused this gateway's client certificate, or its lack of one. */
+  | { readonly kind: 'client-refused'; readonly detail: string }
+  /** Anything else: not listening, not answering, not etcd. */
+  | { readonly kind: 'unreachable'; readonly detail: string };
+
+// gRPC reports a connection that failed as UNAVAILABLE, with the socket's or TLS's error
+// after "Last error:" (and at times a time stamp in brackets).
+const LAST_ERROR = /Last error: (?:Error(?: \[\w+\])?: )?([\s\S]*?)\s*(?:\(\d{4}-\d\d-\d\dT[^)]*\))?\.? Resolution note/;
+// OpenSSL's line: "...:error:0A000412:SSL routines:ssl3_read_bytes:sslv3 alert bad certificate:file:line:...".
+const OPENSSL_REASON = /SSL routines:[^:]*:([^:]+)/;
+// The alerts a TLS server sends about the client's certificate (RFC 8446 §6.2).
+const CLIENT_CERTIFICATE_ALERT = /alert (bad certificate|certificate required|unknown ca|certificate unknown|unsupported certificate|certificate expired|certificate revoked)/i;
+// Node's own checks of the server's certificate (its chain, its dates, its names).
+const SERVER_CERTIFICATE_PROBLEM = /unable to (verify|get)|self[- ]signed certificate|certificate has expired|certificate is not yet valid|does not match certificate's altnames/i;
+
+/** What an error of etcd3 (or of the gRPC under it) says went wrong. */
+export function etcdRefusal(error: unknown): EtcdRefusal {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof EtcdAuthenticationFailedError) return { kind: 'authentication-failed' };
+  if (message.includes('etcdserver: user name is empty')) return { kind: 'authentication-required' };
+  if (message.includes('etcdserver: authentication is not enabled')) return { kind: 'authentication-disabled' };
+  if (error instanceof EtcdPermissionDeniedError) return { kind: 'permission-denied' };
+  const last = LAST_ERROR.exec(message)?.[1];
+  const detail = last === undefined ? message.replace(/^\d+ [A-Z_]+: /, '') : OPENSSL_REASON.exec(last)?.[1] ?? last;
+  if (CLIENT_CERTIFICATE_ALERT.test(detail)) return { kind: 'client-refused', detail };
+  if (SERVER_CERTIFICATE_PROBLEM.test(detail)) return { kind: 'server-untrusted', detail };
+  return { kind: 'unreachable', detail };
+}
+
+/** Why joining failed, with what to do: etcd's refusal when it said one (etcdRefusal), else the fleet's own words. */
+export function joinProblem(error: FleetError, cluster: ClusterConfig): Text {
+  if (error.cause === undefined) return () => error.message;
+  const refusal = etcdRefusal(error.cause);
+  const { auth, tls } = cluster;
+  const prefixes = `/${cluster.name}/ and /${cluster.name}.throttle/`;
+  switch (refusal.kind) {
+    case 'authentication-failed':
+      return (name) => `etcd refused the user ${JSON.stringify(auth?.user)} with the password in ${name('clusterEtcdPasswordFile')} ` +
+        `${auth?.passwordFile} (authentication failed); check the user name and the password the file holds`;
+    case 'authentication-required':
+      return (name) => `etcd's authentication is enabled, and no etcd user was given; give ${name('clusterEtcdUser')} and ` +
+        `${name('clusterEtcdPasswordFile')}, a user whose role has readwrite on the key prefixes ${prefixes}`;
+    case 'authentication-disabled':
+      return (name) => `${name('clusterEtcdUser')} is given, and etcd's authentication is not enabled, so it would protect nothing; ` +
+        `enable it (etcdctl auth enable), or leave ${name('clusterEtcdUser')} and ${name('clusterEtcdPasswordFile')} out`;
+    case 'permission-denied':
+      return () => `etcd denied ${auth === undefined ? 'this gateway' : `the user ${JSON.stringify(auth.user)}`} access to the fleet's ` +
+        `keys; grant its role readwrite on the key prefixes ${prefixes} (etcdctl role grant-permission ROLE --prefix=true readwrite ` +
+        `/${cluster.name}/, and the same for /${cluster.name}.throttle/)`;
+    case 'server-untrusted':
+      return (name) => `etcd's certificate is not trusted (${refusal.detail}); ` + (tls?.caFile === undefined
+        ? `give ${name('clusterEtcdCa')}, the PEM file of the CA that signed it`
+        : `check that ${name('clusterEtcdCa')} ${tls.caFile} holds the CA that signed it, and that it names the host of ${name('clusterEtcd')}`);
+    case 'client-refused':
+      return (name) => `etcd refused the TLS handshake (${refusal.detail}): ` + (tls?.client === undefined
+        ? `it asks for a client certificate; give ${name('clusterEtcdCert')} and ${name('clusterEtcdKey')}, signed by a CA of etcd's --trusted-ca-file`
+        : `it does not accept the client certificate in ${name('clusterEtcdCert')} ${tls.client.certFile}; give one signed by a CA of ` +
+          'etcd\'s --trusted-ca-file');
+    case 'unreachable':
+      return () => `etcd did not answer (${refusal.detail}); check that etcd runs there and answers` +
+        (tls === undefined ? ', without TLS (for TLS, give https:// URLs)' : '');
+  }
+}

@@ -1,0 +1,84 @@
+// The state owner, opened: the composition root of the token service. It reads the
+// password (from its file, generated when missing), starts the hashing thread, opens the
+// backend the options name (the data folder, or a fleet in etcd), and hands the service
+// its ledger and inventory; here and only here is the backend chosen. The serving side
+// talks to the result through the link.
+import type { Clock } from './clock.js';
+import { readEtcdAccess, joinFleet } from './cluster/open.js';
+import type { Core } from './core/core.js';
+import type { Logger } from './ops/log.js';
+import type { Metrics } from './ops/metrics.js';
+import type { ClusterConfig } from './options.js';
+import { loadPasswordFile } from './password/file.js';
+import { Argon2idVerifier } from './password/hash.js';
+import type { PasswordVerifier } from './password/hash.js';
+import { loggedEndpoint } from './rpc/jsonrpc.js';
+import type { Backend } from './service/ledger.js';
+import type { TokenServiceLink } from './service/link.js';
+import type { PasswordThrottle } from './service/throttle.js';
+import { TokenService } from './service/token-service.js';
+import { openDataFolder } from './state/open.js';
+
+export interface OwnerSettings {
+  /** Absolute path of the password file; generated when missing. */
+  readonly passwordFile: string;
+  /** Seconds. */
+  readonly tokenLifetime: number;
+  /** Live tokens at most (--api-auth-max-tokens); fleet-wide in a fleet. */
+  readonly maxTokens: number;
+  /** The password throttle; by default a fresh one. */
+  readonly throttle?: PasswordThrottle;
+  /** Where the state is kept: the data folder, or a fleet, with the fence its gates read (threads/fence.ts). */
+  readonly backend: { readonly dataDir: string } | { readonly cluster: ClusterConfig; readonly fence: Uint32Array };
+}
+
+/** The token service, opened, as the serving side sees it. */
+export interface OpenedAuth {
+  /** What POST /ext/auth calls. */
+  readonly link: TokenServiceLink;
+  /** Stops the hashing thread and releases the backend (the data folder's lock; the fleet's lease). */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the token service, on `clock`'s time. Throws OptionError for a bad password file
+ * or etcd file, StateError for a data folder it cannot use or a fleet it cannot join.
+ */
+export async function openOwner(core: Core, settings: OwnerSettings, log: Logger, metrics: Metrics, clock: Clock): Promise<OpenedAuth> {
+  const { backend } = settings;
+  let open: (password: string, verifier: PasswordVerifier) => Promise<Backend>;
+  if ('cluster' in backend) {
+    const { cluster, fence } = backend;
+    // Before the password file, which may be generated: a bad etcd file changes nothing.
+    const access = await readEtcdAccess(cluster, log);
+    open = (password, verifier) => joinFleet(core, cluster, access, fence, password, verifier, log, metrics, clock);
+  } else {
+    open = (password, verifier) => openDataFolder(core, { dataDir: backend.dataDir, tokenLifetime: settings.tokenLifetime },
+      password, verifier, log, clock);
+  }
+  const password = await loadPasswordFile(settings.passwordFile, () => core.generatePassword(), log);
+  const verifier = new Argon2idVerifier();
+  let opened: Backend;
+  try {
+    opened = await open(password, verifier);
+  } catch (error) {
+    await verifier.close();
+    throw error;
+  }
+  const service = new TokenService({
+    core, ledger: opened.ledger, inventory: opened.inventory, verifier, tokenLifetime: settings.tokenLifetime,
+    maxTokens: settings.maxTokens, log, metrics, clock, throttle: settings.throttle,
+  });
+  const endpoint = loggedEndpoint(service.methods(), log);
+  const link: TokenServiceLink = {
+    throttled: (address) => service.throttled(address),
+    handle: (body, context) => Promise.resolve(endpoint.handle(body, context)),
+  };
+  return {
+    link,
+    close: async () => {
+      await verifier.close();
+      await opened.close();
+    },
+  };
+}

@@ -1,0 +1,88 @@
+// Where the token service keeps what outlives a call: the password, the grants, the
+// serials, the revocations (the ledger), and the issued tokens (the inventory). The
+// service owns these interfaces; the data folder (state/) and the fleet (cluster/)
+// implement them, and the composition root (host/owner.ts) hands the service one of
+// each, so that the service never asks which backend it has.
+//
+// Every change resolves only once it holds where the backend keeps it (on disk; in etcd
+// and on every live gateway) and the core holds it too; a change that fails changes
+// nothing. A backend that cannot be reached throws FleetError (errors.ts).
+import type { Claims } from '../core/core.js';
+import type { PasswordRecord } from '../password/hash.js';
+
+export interface Ledger {
+  /** The current password's record. */
+  readonly password: PasswordRecord;
+  /**
+   * A password check about to run, counted against an allowance shared beyond this
+   * node's own throttle (a fleet's, whatever the gateway the guesser uses). Resolves to
+   * the whole seconds to wait when the allowance is spent (nothing counted), else to the
+   * check: `succeeded()` or `abandoned()` takes it back; a failure leaves it counted.
+   */
+  beginPasswordCheck(nowMs: number): Promise<number | SharedCheck>;
+  /**
+   * Issues a token for the endpoint list and method patterns whose grant id the core
+   * gives (or would give) as `grant`: the grant and the serial are recorded before the
+   * core holds the token, so a restart or another gateway knows them. Throws IssueError
+   * (core.ts) when no token can be made.
+   */
+  issue(grant: GrantRequest, now: number, lifetime: number): Promise<{ token: string; claims: Claims }>;
+  /** Records a revocation (kept until `expiry`), then the core refuses the token. */
+  revoke(serial: number, expiry: number): Promise<void>;
+  /** Whether `serial` is revoked, and not yet expired. */
+  isRevoked(serial: number): boolean;
+  /** The entry list of grant `id` (endpoints, and a scope's methods after an empty entry). */
+  grantList(id: number): readonly string[] | undefined;
+  /**
+   * Replaces the password, if it is still `checked`, and starts the next generation, in
+   * which every earlier token stops working. Returns the new generation.
+   */
+  changePassword(checked: PasswordRecord, record: PasswordRecord): Promise<number>;
+}
+
+/** What a token is issued for: the id the core gives (or would give) the list, and the list. */
+export interface GrantRequest {
+  readonly id: number;
+  readonly endpoints: readonly string[];
+  readonly methods: readonly string[] | undefined;
+}
+
+/** A password check counted against a shared allowance (Ledger.beginPasswordCheck). */
+export interface SharedCheck {
+  succeeded(): void;
+  abandoned(): void;
+}
+
+/** One issued token, as the inventory keeps it: never the token itself. */
+export interface InventoryEntry {
+  readonly serial: number;
+  readonly generation: number;
+  /** The grant id: its entries are the ledger's grant list of that id. */
+  readonly grant: number;
+  /** Unix seconds. */
+  readonly issuedAt: number;
+  /** Unix seconds. */
+  readonly expiry: number;
+  readonly label: string | undefined;
+}
+
+/** What the inventory may be asked, by the token service. */
+export interface Inventory {
+  /** Entries listed now (live ones: not expired, of the current generation), in issue order. */
+  list(): InventoryEntry[];
+  /** The live entry of `serial`, if any. */
+  get(serial: number): InventoryEntry | undefined;
+  /** Whether fewer than `max` entries are live or being appended: the limit's test. */
+  hasRoom(max: number): boolean;
+  /** Resolves once `entry` is durable; it is listed from then on. Rejects when the write fails, and then nothing changed. */
+  append(entry: InventoryEntry): Promise<void>;
+  /** Writes what is waiting and closes. */
+  close(): Promise<void>;
+}
+
+/** A backend, opened: its ledger and inventory, and how to release both (the data folder's lock; the fleet's lease). */
+export interface Backend {
+  readonly ledger: Ledger;
+  readonly inventory: Inventory;
+  close(): Promise<void>;
+}
