@@ -9,7 +9,8 @@
 // volume): the lock is a Unix socket in the folder, which connect() reaches from any
 // namespace, where it used to be an abstract socket, which exists in one namespace only.
 // A crash leaves nothing that blocks the next start. The namespace tests use
-// `unshare --net` (util-linux) and need root, as CI has; without them they fail.
+// `unshare --net` (util-linux) and need root, as CI has: run as another user, they and the
+// folder given to another user are skipped, saying so; as root, without them they fail.
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import {
@@ -18,6 +19,7 @@ import {
 import { join } from 'node:path';
 import { call, expectGranted, expectRefused, newToken, REASONS, REVOKED, revokeToken } from './helpers/auth.js';
 import { cliLine, refusalOf } from './helpers/library.js';
+import { needsRoot } from './helpers/root.js';
 import {
   launch, MAIN, PROGRAM_ENV, ROOT, randomPassword, restartServer, runCli, startServer, tempDir, untracked, type CliResult, type Exit,
 } from './helpers/server.js';
@@ -102,12 +104,11 @@ t.test('a data folder that others can write to, or that is not this user\'s, sto
   // Each through the library (startServer with the command line's options), whose error
   // is the CLI's line; the CLI itself on the first and the last.
   for (const [index, [name, mode, owner, line]] of cases.entries()) {
-    await t.test(name, async (t) => {
+    await t.test(name, owner === undefined ? {} : needsRoot('chown to give the folder to another user'), async (t) => {
       const dir = tempDir(t);
       const dataDir = join(dir, 'data');
       mkdirSync(dataDir);
       chmodSync(dataDir, mode);
-      // Only root can give a folder away; elsewhere this throws and the test fails.
       if (owner !== undefined) chownSync(dataDir, owner, owner);
       const error = await refusalOf(authArgs(dir, dataDir));
       t.match(error, { name: 'StateError', code: 'API_AUTH_BAD_STATE' }, `a StateError (${error?.message})`);
@@ -160,7 +161,7 @@ t.test('a state file that is a link stops the start: exit 2 and one line', async
     'state is a link');
 });
 
-t.test('a start in another network namespace is refused while the folder is held; after kill -9, the next start succeeds', async (t) => {
+t.test('a start in another network namespace is refused while the folder is held; after kill -9, the next start succeeds', needsRoot('unshare --net for a network namespace'), async (t) => {
   const first = await startServer(t);
   const second = await launchInNewNetwork(t, first.args).settled;
   if ('port' in second) {
@@ -178,7 +179,7 @@ t.test('a start in another network namespace is refused while the folder is held
   t.equal(lockNames(next.dataDir).length, 1, `one lock name is left in the folder: ${lockNames(next.dataDir)}`);
 });
 
-t.test('a holder in another network namespace keeps a start in this one out; after its kill -9, the next start succeeds', async (t) => {
+t.test('a holder in another network namespace keeps a start in this one out; after its kill -9, the next start succeeds', needsRoot('unshare --net for a network namespace'), async (t) => {
   const dir = tempDir(t);
   const dataDir = join(dir, 'data');
   mkdirSync(dataDir, { mode: 0o700 });

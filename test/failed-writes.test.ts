@@ -15,6 +15,7 @@ import { coreModule } from '../build/host/core/module.js';
 import { authUrl, call, changePassword, expectGranted, expectRefused, newToken, REASONS, REVOKED, revokeToken, tryPassword } from './helpers/auth.js';
 import { jsonrpc } from './helpers/http.js';
 import { randomPassword, restartServer, type LogLine, type Running } from './helpers/server.js';
+import { needsRoot } from './helpers/root.js';
 import { fillUp, startOnTmpfs, tmpfsDataDir } from './helpers/tmpfs.js';
 
 const INTERNAL_ERROR = { code: -32603, message: 'internal error' };
@@ -29,7 +30,7 @@ async function issuedGrants(server: Running, count: number): Promise<unknown[]> 
   return (await server.waitForLines(isIssue, count)).map((l) => l.grant);
 }
 
-t.test('calls whose state write fails change nothing, and the next calls work as if they never happened', async (t) => {
+t.test('calls whose state write fails change nothing, and the next calls work as if they never happened', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
   let server = await startOnTmpfs(t, root, dataDir);
   const { password } = server;

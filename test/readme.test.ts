@@ -29,6 +29,7 @@ import { createReadStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { bootMachine, MACHINE_PATH, machineTools } from './helpers/machine.js';
 import type { Machine } from './helpers/machine.js';
+import { needsRoot } from './helpers/root.js';
 import { outputDiffers, readmeBlocks, serverPort, startsServer, startsUnit } from './helpers/readme.js';
 import type { Command } from './helpers/readme.js';
 import { ROOT } from './helpers/server.js';
@@ -148,7 +149,8 @@ interface Background {
 const lines = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
 const where = (command: Command): string => `README line ${command.line}: ${command.text.split('\n')[0].slice(0, 100)}`;
 
-t.test('every shell block of the README runs as written, in order, with the output it shows', async (t) => {
+t.test('every shell block of the README runs as written, in order, with the output it shows',
+  needsRoot('unshare and mount for the private machine (namespaces, systemd as PID 1)'), async (t) => {
   const missing = machineTools();
   if (missing !== undefined) throw new Error(missing);
   const machine = await bootMachine(t);

@@ -22,6 +22,7 @@ import { decodeState, encodeState } from '../build/host/state/codec.js';
 import { authUrl, call, REASONS, REVOKED } from './helpers/auth.js';
 import { freshSource, jsonrpc, parseRpc, request, rpc, type RpcResponse } from './helpers/http.js';
 import { restartServer, startServer, type LogLine, type Server } from './helpers/server.js';
+import { needsRoot } from './helpers/root.js';
 import { fillUp, startOnTmpfs, tmpfsDataDir } from './helpers/tmpfs.js';
 
 t.jobs = 2;
@@ -278,7 +279,7 @@ t.test('kill -9 while the compaction writes its new file, or right after the ren
   t.notOk(existsSync(tmp), 'and the temporary file is gone');
 });
 
-t.test('a journal write that fails on a full disk answers an internal error and changes nothing; once there is room, issues work and the journal reads back whole', async (t) => {
+t.test('a journal write that fails on a full disk answers an internal error and changes nothing; once there is room, issues work and the journal reads back whole', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
   let server = await withCheapChecks(t, await startOnTmpfs(t, root, dataDir));
   const page = statfsSync(dataDir).bsize;
@@ -321,7 +322,7 @@ t.test('a journal write that fails on a full disk answers an internal error and 
   await checkGate(t, server, new Map(tokens.map((i) => [i.id, i])), list, 'after kill -9');
 });
 
-t.test('a compaction that fails for lack of room leaves the journal as it was and is logged; the service answers on, and nothing is lost', async (t) => {
+t.test('a compaction that fails for lack of room leaves the journal as it was and is logged; the service answers on, and nothing is lost', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
   let server = await withCheapChecks(t, await startOnTmpfs(t, root, dataDir));
   const page = statfsSync(dataDir).bsize;
@@ -362,7 +363,7 @@ t.test('a compaction that fails for lack of room leaves the journal as it was an
   await checkGate(t, server, live, whole, 'after kill -9');
 });
 
-t.test('a start on a full disk keeps the journal as it was (a torn tail cut off), logs it and serves; with room again, issues work and the journal reads back whole', async (t) => {
+t.test('a start on a full disk keeps the journal as it was (a torn tail cut off), logs it and serves; with room again, issues work and the journal reads back whole', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
   let server = await startOnTmpfs(t, root, dataDir);
   const tokens = await issueMany(server, 3, (i) => ({ label: `kept ${i}` }));
