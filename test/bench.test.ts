@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { ROOT, untracked } from './helpers/server.js';
 
 const RUN = join(ROOT, 'bench', 'run.js');
-const OUTPUTS = ['results.json', 'results.dirty.json'].map((f) => join(ROOT, 'bench', f));
+const OUTPUTS = ['results.json', 'results.dirty.json'].map((f) => join(ROOT, 'bench', 'results', f));
 
 function bench(args: readonly string[]): { code: number | null; stdout: string; stderr: string } {
   const r = spawnSync(...untracked(process.execPath, [RUN, ...args]), { encoding: 'utf8', timeout: 20_000 });
@@ -27,7 +27,7 @@ function evaluate(module: string, names: string, expression: string): unknown {
 t.test('bench --help names every part and flag and exits 0', async (t) => {
   const r = bench(['--help']);
   t.equal(r.code, 0);
-  for (const word of ['gateway', 'builtin', 'core', 'flood', 'state', '--parts', '--threads', '--connections', '--sizes',
+  for (const word of ['gateway', 'builtin', 'core', 'flood', 'state', 'issuing', 'fleet', '--parts', '--threads', '--connections', '--sizes',
     '--duration', '--warmup', '--rounds', '--no-wait-quiet', '--allow-dirty', '--strict']) {
     t.match(r.stdout, word, `help mentions ${word}`);
   }
@@ -36,7 +36,7 @@ t.test('bench --help names every part and flag and exits 0', async (t) => {
 t.test('a bad bench command line exits 2 with a line naming the flag, before anything runs', async (t) => {
   const before = OUTPUTS.map((f) => (existsSync(f) ? statSync(f).mtimeMs : null));
   const cases: Array<[string[], RegExp]> = [
-    [['--parts', 'gateway,e2e'], /--parts: "e2e" is not a part \(gateway, builtin, core, flood, scope, state, tls, ws\)/],
+    [['--parts', 'gateway,e2e'], /--parts: "e2e" is not a part \(gateway, builtin, core, flood, scope, state, tls, ws, issuing, fleet\)/],
     [['--threads', '0'], /--threads: "0" is not a whole number above 0/],
     [['--connections', '64,many'], /--connections: "many" is not a whole number above 0/],
     [['--sizes', '100,10'], /--sizes: "10" is not a size from \d+ to \d+ bytes/],
@@ -99,7 +99,7 @@ t.test('the gateway report gives a ratio only between rows whose gateway was the
     ({ threads: 1, bytes: 100, connections: 64, id, name, rps, p50Ms: 1, p99Ms: 2, cpuUsPerRequest: cpu, serverCores, loadCores, limit, errors: 0, contended: false });
   const settings = { threads: [1], sizes: [100], connections: [64], gateways: ['apiAuth', 'haproxy', 'nginx'], durationS: 8, warmupS: 2, rounds: 1,
     placements: { 1: { label: 'server on CPU 0, wrk and upstream on CPU 1' } } };
-  const report = (hapLimit: string) => evaluate('gateway.js', 'gatewayMarkdown', `gatewayMarkdown(${JSON.stringify({
+  const report = (hapLimit: string) => evaluate('parts/gateway.js', 'gatewayMarkdown', `gatewayMarkdown(${JSON.stringify({
     settings,
     unsupported: [],
     targets: {},
@@ -156,7 +156,7 @@ t.test('the upstream answers a POST with exactly its result, from memory or from
 t.test('the WebSocket part\'s target is api-auth\'s CPU per echo against nginx\'s, in each cell', async (t) => {
   const cell = (id: string, bytes: number, usPerMessage: number) =>
     ({ threads: 1, bytes, connections: 16, id, errors: 0, contended: false, cpu: id === 'direct' ? null : { usPerMessage, busy: 0.3 } });
-  const targets = evaluate('websocket.js', 'websocketTargets', `websocketTargets(${JSON.stringify({ threads: [1], sizes: [100, 10000], connections: [16] })}, ${JSON.stringify([
+  const targets = evaluate('parts/websocket.js', 'websocketTargets', `websocketTargets(${JSON.stringify({ threads: [1], sizes: [100, 10000], connections: [16] })}, ${JSON.stringify([
     cell('direct', 100, 0), cell('apiAuth', 100, 15), cell('nginx', 100, 16),
     cell('direct', 10000, 0), cell('apiAuth', 10000, 50), cell('nginx', 10000, 40),
   ])})`) as Record<string, { ok: boolean; measured: string }>;
@@ -171,7 +171,7 @@ t.test('the gateway targets compare req/s only between gateways that were the li
   const cell = (id: string, bytes: number, rps: number, limit: string) =>
     ({ threads: 1, bytes, connections: 64, id, rps, p50Ms: 1, p99Ms: 2, cpuUsPerRequest: 1e6 / rps, serverCores: limit === 'server' ? 0.98 : 0.8, loadCores: 0.85, limit, errors: 0, contended: false });
   const placements = { 1: { server: [0], load: [1], shared: false } };
-  const targets = evaluate('gateway.js', 'gatewayTargets', `gatewayTargets(${JSON.stringify({ sizes: [100, 10000], connections: [64], threads: [1] })}, ${JSON.stringify([
+  const targets = evaluate('parts/gateway.js', 'gatewayTargets', `gatewayTargets(${JSON.stringify({ sizes: [100, 10000], connections: [64], threads: [1] })}, ${JSON.stringify([
     cell('apiAuth', 100, 40_000, 'server'), cell('haproxy', 100, 40_000, 'server'), cell('apiAuthScoped', 100, 36_000, 'server'),
     cell('apiAuth', 10000, 30_000, 'server'), cell('haproxy', 10000, 35_000, 'load'), cell('apiAuthScoped', 10000, 29_000, 'load'),
   ])}, [], ${JSON.stringify(placements)})`) as Record<string, { value: number | null; ok: boolean | null; measured: string }>;

@@ -12,14 +12,14 @@
 // its own cores, wrk and the upstream on the others (lib/proc.js placement()).
 import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
-import { int, log, ms, pass, pct, ratio, size, table, usec } from './lib/common.js';
-import { startOurs, newToken, supportsHttpThreads } from './lib/api-auth.js';
-import { ensureCommands } from './lib/apt.js';
-import { HEADROOM, SATURATED, limitOf, load, median } from './lib/measure.js';
-import { placement } from './lib/proc.js';
-import { hs256, startHaproxyJwt } from './servers/haproxy.js';
-import { startNginxProxy, startUpstream } from './servers/nginx.js';
-import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from './servers/rpc.js';
+import { int, log, ms, pass, pct, ratio, size, table, usec } from '../lib/common.js';
+import { startOurs, newToken, supportsHttpThreads } from '../lib/api-auth.js';
+import { ensureCommands } from '../lib/apt.js';
+import { HEADROOM, SATURATED, limitOf, load, median } from '../lib/measure.js';
+import { placement } from '../lib/proc.js';
+import { hs256, startHaproxyJwt } from '../servers/haproxy.js';
+import { startNginxProxy, startUpstream } from '../servers/nginx.js';
+import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from '../servers/rpc.js';
 
 export const DEFAULTS = {
   /** The gateways measured, by id (the `scope` part measures apiAuth and apiAuthScoped). */

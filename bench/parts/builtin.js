@@ -7,12 +7,12 @@
 // a one-thread gateway (lib/proc.js placement(1)).
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ROOT, int, log, ms, pass, pct, ratio, table, usec } from './lib/common.js';
-import { newToken, startOurs } from './lib/api-auth.js';
-import { ensureCommands } from './lib/apt.js';
-import { load, median } from './lib/measure.js';
-import { placement, startServer } from './lib/proc.js';
-import { CONTENT_TYPE, INFO_PATH, INFO_REQUEST, PATH } from './servers/body.js';
+import { ROOT, int, log, ms, pass, pct, ratio, table, usec } from '../lib/common.js';
+import { newToken, startOurs } from '../lib/api-auth.js';
+import { ensureCommands } from '../lib/apt.js';
+import { load, median } from '../lib/measure.js';
+import { placement, startServer } from '../lib/proc.js';
+import { CONTENT_TYPE, INFO_PATH, INFO_REQUEST, PATH } from '../servers/body.js';
 
 export const DEFAULTS = {
   connections: [64],

@@ -8,8 +8,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { table, wireCopies } from './lib/common.js';
-import { loadCore } from './lib/core.js';
+import { table, wireCopies } from '../lib/common.js';
+import { loadCore } from '../lib/core.js';
 
 const SELF = fileURLToPath(import.meta.url);
 

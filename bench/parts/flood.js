@@ -5,14 +5,14 @@
 // CPUs), then the flood alone, to price one refused guess.
 import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
-import { int, log, ms, pass, pct, ratio, size, table, usec } from './lib/common.js';
-import { authCall, newToken, startOurs } from './lib/api-auth.js';
-import { ensureCommands } from './lib/apt.js';
-import { load, measureQuietly, withCpu } from './lib/measure.js';
-import { placement } from './lib/proc.js';
-import { runWrk } from './lib/wrk.js';
-import { startUpstream } from './servers/nginx.js';
-import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from './servers/rpc.js';
+import { int, log, ms, pass, pct, ratio, size, table, usec } from '../lib/common.js';
+import { authCall, newToken, startOurs } from '../lib/api-auth.js';
+import { ensureCommands } from '../lib/apt.js';
+import { load, measureQuietly, withCpu } from '../lib/measure.js';
+import { placement } from '../lib/proc.js';
+import { runWrk } from '../lib/wrk.js';
+import { startUpstream } from '../servers/nginx.js';
+import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from '../servers/rpc.js';
 
 export const DEFAULTS = {
   connections: 64,

@@ -9,14 +9,14 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ROOT, int, log, ms, pass, pct, ratio, size, table, usec } from './lib/common.js';
-import { newToken, startOurs } from './lib/api-auth.js';
-import { ensureCommands } from './lib/apt.js';
-import { TICKS_PER_SECOND, treeMeter } from './lib/cpu.js';
-import { foreignCpuWindow, waitForQuiet } from './lib/quiet.js';
-import { CONTENDED } from './lib/measure.js';
-import { pinned, placement, startServer, track } from './lib/proc.js';
-import { startNginxWsProxy } from './servers/nginx.js';
+import { ROOT, int, log, ms, pass, pct, ratio, size, table, usec } from '../lib/common.js';
+import { newToken, startOurs } from '../lib/api-auth.js';
+import { ensureCommands } from '../lib/apt.js';
+import { TICKS_PER_SECOND, treeMeter } from '../lib/cpu.js';
+import { foreignCpuWindow, waitForQuiet } from '../lib/quiet.js';
+import { CONTENDED } from '../lib/measure.js';
+import { pinned, placement, startServer, track } from '../lib/proc.js';
+import { startNginxWsProxy } from '../servers/nginx.js';
 import { WebSocket } from 'ws';
 
 export const WS_PATH = '/ext/bc/C/ws';

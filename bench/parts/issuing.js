@@ -2,8 +2,9 @@
 // concurrent clients, and the token journal's own cost (append + fdatasync, group commit)
 // measured apart, since the argon2id password check dominates each call.
 //
-//   node bench/issuing.js [--main PATH] [--concurrency 4] [--duration 10s] [--journal-only]
+//   node bench/parts/issuing.js [--main PATH] [--concurrency 4] [--duration 10s] [--journal-only]
 //
+// or as the `issuing` part of bench/run.js (its --duration, this tree's build, 4 clients).
 // --main runs another build's main.js (for a before/after comparison: build the earlier
 // commit in a worktree of its own and point --main at its build/host/main.js). The
 // journal part needs this tree's build (build/host/state/journal.js).
@@ -12,20 +13,10 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { BUILD, MAIN } from './lib/common.js';
-import { startServer } from './lib/proc.js';
+import { BUILD, MAIN, ms, table } from '../lib/common.js';
+import { startServer } from '../lib/proc.js';
 
-function flag(name, fallback) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i < 0 ? fallback : process.argv[i + 1];
-}
-
-const main = flag('main', MAIN);
-const concurrency = Number(flag('concurrency', '4'));
-const seconds = Number(String(flag('duration', '10s')).replace(/s$/, ''));
-const journalOnly = process.argv.includes('--journal-only');
-
-async function overHttp() {
+async function overHttp(main, concurrency, seconds) {
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-issuing-'));
   const password = randomBytes(18).toString('base64url');
   writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
@@ -60,7 +51,7 @@ async function overHttp() {
   };
 }
 
-async function journalCost(writers) {
+async function journalCost(writers, seconds) {
   const { Journal } = await import(pathToFileURL(join(BUILD, 'host', 'state', 'journal.js')).href);
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-journal-'));
   const journal = await Journal.create(dir, randomBytes(32), []);
@@ -88,8 +79,37 @@ async function journalCost(writers) {
   };
 }
 
-const report = { main, concurrency, seconds };
-if (!journalOnly) report.http = await overHttp();
-report.journal = [];
-for (const writers of [1, concurrency, 64]) report.journal.push(await journalCost(writers));
-console.log(JSON.stringify(report, null, 2));
+/** Issues over HTTP for `seconds` with `concurrency` clients (unless `journalOnly`), then the journal's cost alone. */
+export async function runIssuing({ main = MAIN, concurrency = 4, seconds = 10, journalOnly = false } = {}) {
+  const report = { main, concurrency, seconds };
+  if (!journalOnly) report.http = await overHttp(main, concurrency, seconds);
+  report.journal = [];
+  for (const writers of [1, concurrency, 64]) report.journal.push(await journalCost(writers, seconds));
+  return report;
+}
+
+export function issuingMarkdown(r) {
+  const lines = ['## Issuing: auth.newToken over HTTP, and the token journal alone', ''];
+  if (r.http) {
+    const failed = Object.entries(r.http.failures).map(([code, n]) => `${n} × ${code}`).join(', ') || 'none';
+    lines.push(`${r.concurrency} clients for ${r.seconds} s: ${r.http.issuesPerSecond.toFixed(1)} tokens a second, ` +
+      `p50 ${ms(r.http.p50Ms)}, p99 ${ms(r.http.p99Ms)} (${r.http.calls} issued; refusals: ${failed}). The argon2id password check dominates each call.`, '');
+  }
+  lines.push(table(['journal writers', 'appends/s', 'records per fdatasync', 'µs per fdatasync', 'µs per append'],
+    r.journal.map((j) => [j.writers, j.appendsPerSecond.toFixed(0), j.recordsPerGroup.toFixed(1), j.usPerGroup.toFixed(0), j.usPerAppend.toFixed(1)])));
+  return lines.join('\n');
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const flag = (name, fallback) => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i < 0 ? fallback : process.argv[i + 1];
+  };
+  const report = await runIssuing({
+    main: flag('main', MAIN),
+    concurrency: Number(flag('concurrency', '4')),
+    seconds: Number(String(flag('duration', '10s')).replace(/s$/, '')),
+    journalOnly: process.argv.includes('--journal-only'),
+  });
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+}

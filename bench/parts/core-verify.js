@@ -17,8 +17,8 @@ import { pathToFileURL } from 'node:url';
 import { do_not_optimize, measure } from 'mitata';
 import { createSigner, createVerifier } from 'fast-jwt';
 import { SignJWT, jwtVerify } from 'jose';
-import { log, ns, pass, ratio, table, wireCopies, wireString } from './lib/common.js';
-import { loadCore } from './lib/core.js';
+import { log, ns, pass, ratio, table, wireCopies, wireString } from '../lib/common.js';
+import { loadCore } from '../lib/core.js';
 
 const PATH = '/ext/health';
 const OTHER_PATH = '/ext/info';

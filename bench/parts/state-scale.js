@@ -19,10 +19,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { BUILD, log, mib, ms, ns, pass, ratio, table, wireCopies, wireString } from './lib/common.js';
-import { track } from './lib/proc.js';
-import { loadCore } from './lib/core.js';
-import { foreignCpuWindow, waitForQuiet } from './lib/quiet.js';
+import { BUILD, log, mib, ms, ns, pass, ratio, table, wireCopies, wireString } from '../lib/common.js';
+import { track } from '../lib/proc.js';
+import { loadCore } from '../lib/core.js';
+import { foreignCpuWindow, waitForQuiet } from '../lib/quiet.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const PATH = '/ext/health';
@@ -264,7 +264,7 @@ function runChild(mode, params) {
 
 /** The real CLI, started against a data folder; seeded with state when the build has durable state. */
 async function cliStart(scenario, seedFrom) {
-  const { startOurs, newToken } = await import('./lib/api-auth.js');
+  const { startOurs, newToken } = await import('../lib/api-auth.js');
   if (!existsSync(join(BUILD, 'host', 'main.js'))) return { skipped: 'build/host/main.js is missing' };
   // First start: creates the data folder (and, with durable state, its state file).
   const first = await startOurs();
@@ -294,8 +294,8 @@ async function cliStart(scenario, seedFrom) {
     const expiry = seeded.expiryBound;
     for (const serial of seeded.revokedSerials) state.revocations.set(serial, expiry);
     await sf.writeState(dataDir, state);
-    const { startServer } = await import('./lib/proc.js');
-    const { MAIN } = await import('./lib/common.js');
+    const { startServer } = await import('../lib/proc.js');
+    const { MAIN } = await import('../lib/common.js');
     const second = await startServer('api-auth (seeded)', process.execPath, [MAIN, '--http-port', '0', '--data-dir', dataDir,
       '--api-auth-required', '--api-auth-password-file', join(first.dir, 'password')]);
     result.spawnToListeningMs = second.readyMs;

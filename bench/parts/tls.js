@@ -11,16 +11,16 @@
 // gateway part places it (lib/proc.js placement()).
 import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
-import { int, log, ms, pass, pct, ratio, size, table, usec } from './lib/common.js';
-import { newToken, startOurs } from './lib/api-auth.js';
-import { ensureCommands } from './lib/apt.js';
-import { makeCertificate } from './lib/certificate.js';
-import { load, median } from './lib/measure.js';
-import { placement } from './lib/proc.js';
-import { exchange } from './lib/tls-client.js';
-import { hs256, startHaproxyJwt } from './servers/haproxy.js';
-import { startNginxProxy, startUpstream } from './servers/nginx.js';
-import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from './servers/rpc.js';
+import { int, log, ms, pass, pct, ratio, size, table, usec } from '../lib/common.js';
+import { newToken, startOurs } from '../lib/api-auth.js';
+import { ensureCommands } from '../lib/apt.js';
+import { makeCertificate } from '../lib/certificate.js';
+import { load, median } from '../lib/measure.js';
+import { placement } from '../lib/proc.js';
+import { exchange } from '../lib/tls-client.js';
+import { hs256, startHaproxyJwt } from '../servers/haproxy.js';
+import { startNginxProxy, startUpstream } from '../servers/nginx.js';
+import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from '../servers/rpc.js';
 
 export const DEFAULTS = {
   connections: [64, 256],

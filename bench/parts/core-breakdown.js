@@ -5,7 +5,7 @@
 import { pathToFileURL } from 'node:url';
 import { do_not_optimize, measure } from 'mitata';
 import { fixture, loadCore } from './core-verify.js';
-import { log, ns, table, wireCopies, wireString } from './lib/common.js';
+import { log, ns, table, wireCopies, wireString } from '../lib/common.js';
 
 const PATH = '/ext/health';
 const COPIES = 1024;
