@@ -107,7 +107,7 @@ export function launch(t: Test, args: readonly string[], script = MAIN, node: No
   return launchProgram(t, untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS), node.env);
 }
 
-/** Starts a program that logs JSON lines on stdout, as api-auth does (the Go node of test/go.test.ts); killed at the end of `t`. */
+/** Starts a program that logs JSON lines on stdout, as api-auth does (the Go node of test/fleet/go.test.ts); killed at the end of `t`. */
 export function launchProgram(t: Test, command: [string, string[]], env: NodeJS.ProcessEnv = {}): Running {
   const child = spawn(...command, { cwd: ROOT, env: { ...PROGRAM_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
