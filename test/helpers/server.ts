@@ -34,7 +34,11 @@ export interface Running {
   stderr(): string;
   exited: Promise<Exit>;
   hasExited(): boolean;
-  /** Resolves with the first log line matching, rejects on exit or after `timeoutMs`. */
+  /**
+   * Resolves with the first log line matching, rejects on exit or after `timeoutMs` (none
+   * by default: a slow start on a loaded machine is still a start; a process that never
+   * logs the line is caught by the test's own timeout).
+   */
   waitForLog(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
   /**
    * The lines matching, once there are `count` of them. Lines come on a pipe, apart from
@@ -158,11 +162,11 @@ export function launchProgram(t: Test, command: [string, string[]], env: NodeJS.
     stderr: () => err,
     exited,
     hasExited: () => exit !== undefined,
-    waitForLog(match, timeoutMs = 15_000) {
+    waitForLog(match, timeoutMs) {
       const seen = logs.find(match);
       if (seen) return Promise.resolve(seen);
       return new Promise((done, fail) => {
-        const timer = setTimeout(() => {
+        const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
           waiters.delete(waiter);
           fail(new Error(`no matching log line within ${timeoutMs} ms; stdout:\n${out}\nstderr:\n${err}`));
         }, timeoutMs);
@@ -216,15 +220,17 @@ export interface CliResult extends Exit {
 /**
  * Runs the CLI to its exit. A run that starts listening is killed at once (the result
  * then shows the listening line and signal SIGKILL), so a command line that should have
- * been refused fails its test quickly instead of serving.
+ * been refused fails its test quickly instead of serving. With `timeoutMs`, a run still
+ * going by then is killed (signal SIGKILL); without, it may take as long as the machine
+ * makes it, and one that hangs is caught by the test's own timeout.
  */
-export async function runCli(t: Test, args: readonly string[], timeoutMs = 10_000): Promise<CliResult> {
+export async function runCli(t: Test, args: readonly string[], timeoutMs?: number): Promise<CliResult> {
   const run = launch(t, args);
   const listening = run.waitForLog((l) => l.msg === 'listening', timeoutMs).then(
     () => run.stop('SIGKILL'),
     () => undefined,
   );
-  const timer = setTimeout(() => run.child.kill('SIGKILL'), timeoutMs);
+  const timer = timeoutMs === undefined ? undefined : setTimeout(() => run.child.kill('SIGKILL'), timeoutMs);
   const exit = await run.exited;
   clearTimeout(timer);
   await listening;
