@@ -296,7 +296,7 @@ t.test('a SIGTERM as soon as the listening line is out is a clean stop too: exit
   for (let round = 1; round <= 4; round++) {
     const server = await startServer(t, { auth: round % 2 === 0 });
     server.child.kill('SIGTERM');
-    const exit = await server.waitForExit(10_000);
+    const exit = await server.waitForExit();
     t.same(exit, { code: 0, signal: null }, `round ${round}: exit code 0`);
     t.ok(server.logs.some((l) => l.msg === 'stopped'), `round ${round}: the stop is logged`);
   }
@@ -331,7 +331,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     const response = await inFlight.response;
     t.equal(response.status, 200, 'the in-flight request is answered');
     t.same(JSON.parse(response.text), { jsonrpc: '2.0', result: { networkName: 'local' }, id: 'in-flight' });
-    const exit = await server.waitForExit(10_000);
+    const exit = await server.waitForExit();
     t.same(exit, { code: 0, signal: null }, 'exit code 0');
     t.ok(server.logs.some((l) => l.msg === 'stopped'), 'the stop is logged');
   });

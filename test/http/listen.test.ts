@@ -40,7 +40,7 @@ t.test('a second api-auth on a port in use exits 2 with one line; the first keep
   for (let i = 0; i < REQUESTS; i++) {
     expectRefused(t, await call(first.url, '/ext/info'), REASONS.noToken, `request ${i + 1} of ${REQUESTS} without a token`);
   }
-  const exit = await second.waitForExit(5000);
+  const exit = await second.waitForExit();
   expectListenRefusal(t, { code: exit.code, stdout: second.stdout(), stderr: second.stderr() },
     new RegExp(`^api-auth: cannot listen on 127\\.0\\.0\\.1:${first.port}: the port is in use by another program .*--http-port$`));
 });
