@@ -53,7 +53,7 @@ const SPACE: u32 = 0x20;
  * ignorables (zero-width characters, variation selectors, tags, which some normalisers
  * drop), and every character whose NFKC form holds `.`, `/`, `\`, `%`, `;`, `?` or `#`
  * (fullwidth `．` and `／`, `‥` for `..`, `﹨`, `℀` for `a/c`...). Derived from Unicode
- * 17.0; test/core.test.ts checks it against the running Node's Unicode data.
+ * 17.0; test/unit/core.test.ts checks it against the running Node's Unicode data.
  */
 const REFUSED_CODE_POINTS = memory.data<u32>([
   0x0080, 0x00A0, 0x00AD, 0x00AD, 0x034F, 0x034F, 0x037E, 0x037E, 0x061C, 0x061C, 0x115F, 0x1160,

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // The bench: `npm run bench [-- flags]` (builds first), or `node bench/run.js [flags]`
 // after `npm run build`. Never part of `npm test`. A markdown report on stdout (progress
-// on stderr) and bench/results.json, which names the commit measured; from a tree with
-// uncommitted changes it goes to bench/results.dirty.json instead, unless --allow-dirty.
+// on stderr) and bench/results/results.json, which names the commit measured; from a tree
+// with uncommitted changes it goes to bench/results/results.dirty.json instead, unless
+// --allow-dirty. Each part is a module of bench/parts/ that also runs alone.
 // `node bench/run.js --help` lists the parts and flags.
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,6 +21,8 @@ const PARTS = {
   state: 'start time, memory and verify time with 0, 10k and 1M tokens issued and 100k revoked',
   tls: 'api-auth --http-tls-enabled, HAProxy bind ssl + jwt_verify and nginx listen ssl (no auth) in front of the same upstream: HTTPS POST JSON-RPC, connections kept alive and a new connection (TLS handshake) per request, one thread, the smallest size',
   ws: 'WebSocket messages relayed per second and added latency: api-auth and nginx against a direct connection to the same echo upstream',
+  issuing: 'auth.newToken over HTTP with 4 clients for --duration (the argon2id check dominates), then the token journal alone: appends a second and records per fdatasync',
+  fleet: 'the fleet (--cluster-etcd, needs etcd): revoke latency through one of 3 gateways against a lone api-auth, and verify throughput of a fleet member against a lone one',
 };
 
 const USAGE = `Usage: npm run bench -- [flags]     (or node bench/run.js [flags] after npm run build)
@@ -40,7 +43,7 @@ Flags:
   --no-wait-quiet       measure at once, without waiting for other processes to go quiet
                         or repeating a run they disturbed (disturbed runs are still marked)
   --allow-dirty         write the results file even from uncommitted changes
-  --out NAME            the results file under bench/ (default results.json), so that a
+  --out NAME            the results file under bench/results/ (default results.json), so that a
                         run of some parts does not replace the record of a full run
   --strict              exit 1 when a target is missed
   --help                print this help and exit
@@ -113,7 +116,7 @@ const http = {
   waitQuietS: flags['no-wait-quiet'] ? 0 : 10,
   retries: flags['no-wait-quiet'] ? 0 : 1,
 };
-const needsServer = parts.some((p) => ['gateway', 'scope', 'builtin', 'flood', 'tls', 'ws'].includes(p));
+const needsServer = parts.some((p) => ['gateway', 'scope', 'builtin', 'flood', 'tls', 'ws', 'issuing', 'fleet'].includes(p));
 if (!existsSync(join(BUILD, 'core.wasm')) || (needsServer && !existsSync(MAIN))) {
   usage('the build is missing (build/core.wasm, build/host/main.js); run `npm run build` first, or use `npm run bench`');
 }
@@ -161,18 +164,18 @@ function busyNote(foreign) {
 
 const steps = {
   gateway: () => part('gateway', 'Gateway', async () => {
-    const { runGateway, gatewayMarkdown } = await import('./gateway.js');
+    const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
     const r = await runGateway(http);
     return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
   }),
   builtin: () => part('builtin', 'Built-in endpoints', async () => {
-    const { runBuiltin, builtinMarkdown } = await import('./builtin.js');
+    const { runBuiltin, builtinMarkdown } = await import('./parts/builtin.js');
     const r = await runBuiltin(http);
     return { result: r, markdown: builtinMarkdown(r), targets: r.targets };
   }),
   core: () => part('core', 'Core verification', async () => {
-    const { runCoreVerify, coreVerifyMarkdown } = await import('./core-verify.js');
-    const { runCoreBreakdown, coreBreakdownMarkdown } = await import('./core-breakdown.js');
+    const { runCoreVerify, coreVerifyMarkdown } = await import('./parts/core-verify.js');
+    const { runCoreBreakdown, coreBreakdownMarkdown } = await import('./parts/core-breakdown.js');
     if (http.waitQuietS > 0) await waitForQuiet({ maxWaitS: 30 });
     const window = foreignCpuWindow();
     const r = await runCoreVerify({ cpuTimeMs: 500 });
@@ -181,31 +184,44 @@ const steps = {
     return { result: r, markdown: [coreVerifyMarkdown(r), busyNote(r.foreign), coreBreakdownMarkdown(r.breakdown)].filter(Boolean).join('\n\n'), targets: r.targets };
   }),
   scope: () => part('scope', 'Method scopes', async () => {
-    const { runGateway, gatewayMarkdown } = await import('./gateway.js');
+    const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
     const r = await runGateway({ ...http, gateways: ['apiAuth', 'apiAuthScoped', 'nginx'] });
     return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
   }),
   flood: () => part('flood', 'Flood', async () => {
-    const { runFlood, floodMarkdown } = await import('./flood.js');
+    const { runFlood, floodMarkdown } = await import('./parts/flood.js');
     const r = await runFlood({ ...http, connections: http.connections[0], bytes: Math.min(...http.sizes) });
     return { result: r, markdown: floodMarkdown(r), targets: r.targets };
   }),
   tls: () => part('tls', 'TLS at the gateway', async () => {
-    const { runTls, tlsMarkdown } = await import('./tls.js');
+    const { runTls, tlsMarkdown } = await import('./parts/tls.js');
     const r = await runTls({ ...http, bytes: Math.min(...http.sizes) });
     return { result: r, markdown: tlsMarkdown(r), targets: r.targets };
   }),
   ws: () => part('ws', 'WebSocket', async () => {
-    const { runWebsocket, websocketMarkdown } = await import('./websocket.js');
+    const { runWebsocket, websocketMarkdown } = await import('./parts/websocket.js');
     // Messages, not answers: the sizes a subscription sends (a 1 MiB answer size is the HTTP parts').
     const sizes = http.sizes.filter((bytes) => bytes <= 65536);
     const r = await runWebsocket({ ...http, sizes: sizes.length > 0 ? sizes : [100] });
     return { result: r, markdown: websocketMarkdown(r), targets: r.targets };
   }),
   state: () => part('state', 'State scale', async () => {
-    const { runStateScale, stateScaleMarkdown } = await import('./state-scale.js');
+    const { runStateScale, stateScaleMarkdown } = await import('./parts/state-scale.js');
     const r = await runStateScale({ cli: true, waitQuietS: http.waitQuietS });
     return { result: r, markdown: stateScaleMarkdown(r), targets: r.targets };
+  }),
+  issuing: () => part('issuing', 'Issuing', async () => {
+    const { runIssuing, issuingMarkdown } = await import('./parts/issuing.js');
+    if (http.waitQuietS > 0) await waitForQuiet({ maxWaitS: 30 });
+    const window = foreignCpuWindow();
+    const r = await runIssuing({ seconds: http.durationS });
+    r.foreign = window.end();
+    return { result: r, markdown: [issuingMarkdown(r), busyNote(r.foreign)].filter(Boolean).join('\n\n') };
+  }),
+  fleet: () => part('fleet', 'Fleet', async () => {
+    const { runFleet, fleetMarkdown } = await import('./parts/fleet.js');
+    const r = await runFleet({ durationS: http.durationS, warmupS: http.warmupS, rounds: http.rounds, waitQuietS: http.waitQuietS, retries: http.retries });
+    return { result: r, markdown: fleetMarkdown(r) };
   }),
 };
 for (const id of Object.keys(PARTS)) if (parts.includes(id)) await steps[id]();
@@ -221,14 +237,14 @@ sections.push('', `Bench time: ${results.elapsedSeconds.total.toFixed(0)} s. Set
   `--connections ${http.connections.join(',')} --sizes ${http.sizes.join(',')} (${http.sizes.map(size).join(', ')}) --duration ${http.durationS}s ` +
   `--warmup ${http.warmupS}s --rounds ${http.rounds}${flags['no-wait-quiet'] ? ' --no-wait-quiet' : ''}.`);
 
-const out = join(ROOT, 'bench', git.dirty && !flags['allow-dirty'] ? flags.out.replace(/\.json$/, '.dirty.json') : flags.out);
+const out = join(ROOT, 'bench', 'results', git.dirty && !flags['allow-dirty'] ? flags.out.replace(/\.json$/, '.dirty.json') : flags.out);
 const tmp = `${out}.tmp`;
 writeFileSync(tmp, `${JSON.stringify(results, null, 2)}\n`);
 renameSync(tmp, out);
 process.stdout.write(`${sections.join('\n')}\n`);
 if (git.dirty && !flags['allow-dirty']) {
   log(`the tree has uncommitted changes (${git.changes.slice(0, 5).join('; ')}${git.changes.length > 5 ? '; ...' : ''}): ` +
-    `results written to ${out}, not bench/${flags.out}; commit first, or pass --allow-dirty`);
+    `results written to ${out}, not bench/results/${flags.out}; commit first, or pass --allow-dirty`);
 } else {
   log(`results written to ${out}`);
 }

@@ -36,7 +36,7 @@ import { placement, startServer, stopChild, track } from '../lib/proc.js';
 import { runWrk } from '../lib/wrk.js';
 import { startNginxProxy, startNginxWsProxy, startUpstream } from '../servers/nginx.js';
 import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from '../servers/rpc.js';
-import { WS_PATH, runLoad } from '../websocket.js';
+import { WS_PATH, runLoad } from '../parts/websocket.js';
 
 const USAGE = `Usage: node bench/experiments/profile-gateway.js [flags]   (after npm run build)
   --gateway api-auth|nginx  what is profiled (default api-auth; nginx: its no-auth proxy, perf only)

@@ -42,7 +42,7 @@ export function machineFacts() {
 }
 
 /** The bench's own outputs: writing them does not make the tree dirty for the next run. */
-export const OUTPUTS = ['bench/results.json', 'bench/results.dirty.json'];
+export const OUTPUTS = ['bench/results/results.json', 'bench/results/results.dirty.json'];
 
 /**
  * The commit measured (`git rev-parse HEAD`) and whether the tree differs from it

@@ -13,7 +13,7 @@ import (
 )
 
 // The core, as `npm run build` makes it: a copy of build/core.wasm and
-// build/core-threads.wasm, refreshed by `go generate` (test/go.test.ts fails when it is
+// build/core-threads.wasm, refreshed by `go generate` (test/fleet/go.test.ts fails when it is
 // stale). Its hashes are pinned here, so that a copy changed without this file fails
 // every load, not just a test.
 //

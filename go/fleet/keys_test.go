@@ -14,7 +14,7 @@ import (
 )
 
 // testdata/fleet-keys.json is what a real api-auth gateway fleet wrote (captured by
-// test/go.test.ts, which also checks that the gateways still write keys of its shape):
+// test/fleet/go.test.ts, which also checks that the gateways still write keys of its shape):
 // one gateway and one Go node, four grants, 16 revocations, one password change.
 func fixture(t *testing.T) map[string][]byte {
 	t.Helper()

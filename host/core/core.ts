@@ -104,7 +104,7 @@ const MAX_WINDOW_LOG2 = 30;
 
 // The threads build's memory map (assembly/layout.ts and slots.ts): the data below the
 // heap, the grant index, the revocation ring and its page expiries, room for every grant
-// list, then one slot per instance beyond the owner's. test/core-threads.test.ts pins it.
+// list, then one slot per instance beyond the owner's. test/unit/core-threads.test.ts pins it.
 const PAGE_BYTES = 65536;
 const HEAP_BASE = 2 * PAGE_BYTES;
 const GRANT_INDEX_BYTES = 65536 * 16;

@@ -1,5 +1,5 @@
 // @ts-check
-// A reader thread for test/core-threads.test.ts: it attaches to the owner's shared
+// A reader thread for test/unit/core-threads.test.ts: it attaches to the owner's shared
 // memory with a slot of its own and checks tokens in a tight loop while the owner, on the
 // main thread, changes the state. Before each check it reads what the owner has signalled
 // as done (an Atomics store made after the core's call returned), and it holds every

@@ -1,4 +1,4 @@
-// The README's shell blocks, read the way test/readme.test.ts runs them. The convention
+// The README's shell blocks, read the way test/system/readme.test.ts runs them. The convention
 // (stated in the README too, in a comment near its top):
 //
 // - Every ```sh block is run, in document order, in one shell session.

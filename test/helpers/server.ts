@@ -34,7 +34,11 @@ export interface Running {
   stderr(): string;
   exited: Promise<Exit>;
   hasExited(): boolean;
-  /** Resolves with the first log line matching, rejects on exit or after `timeoutMs`. */
+  /**
+   * Resolves with the first log line matching, rejects on exit or after `timeoutMs` (none
+   * by default: a slow start on a loaded machine is still a start; a process that never
+   * logs the line is caught by the test's own timeout).
+   */
   waitForLog(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
   /**
    * The lines matching, once there are `count` of them. Lines come on a pipe, apart from
@@ -42,9 +46,13 @@ export interface Running {
    * is read.
    */
   waitForLines(match: (line: LogLine) => boolean, count: number, timeoutMs?: number): Promise<LogLine[]>;
-  /** Sends `signal` and waits for the exit; SIGKILL after `graceMs`. */
+  /**
+   * Sends `signal` and waits for the exit; SIGKILL after `graceMs` when given. None by
+   * default: a clean stop that a loaded machine makes slow is still a clean stop (exit 0),
+   * and one that never ends is caught by the test's own timeout.
+   */
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<Exit>;
-  /** Waits for the exit without sending anything; SIGKILL after `graceMs`. */
+  /** Waits for the exit without sending anything; SIGKILL after `graceMs` when given. */
   waitForExit(graceMs?: number): Promise<Exit>;
 }
 
@@ -107,7 +115,7 @@ export function launch(t: Test, args: readonly string[], script = MAIN, node: No
   return launchProgram(t, untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS), node.env);
 }
 
-/** Starts a program that logs JSON lines on stdout, as api-auth does (the Go node of test/go.test.ts); killed at the end of `t`. */
+/** Starts a program that logs JSON lines on stdout, as api-auth does (the Go node of test/fleet/go.test.ts); killed at the end of `t`. */
 export function launchProgram(t: Test, command: [string, string[]], env: NodeJS.ProcessEnv = {}): Running {
   const child = spawn(...command, { cwd: ROOT, env: { ...PROGRAM_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -158,11 +166,11 @@ export function launchProgram(t: Test, command: [string, string[]], env: NodeJS.
     stderr: () => err,
     exited,
     hasExited: () => exit !== undefined,
-    waitForLog(match, timeoutMs = 15_000) {
+    waitForLog(match, timeoutMs) {
       const seen = logs.find(match);
       if (seen) return Promise.resolve(seen);
       return new Promise((done, fail) => {
-        const timer = setTimeout(() => {
+        const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
           waiters.delete(waiter);
           fail(new Error(`no matching log line within ${timeoutMs} ms; stdout:\n${out}\nstderr:\n${err}`));
         }, timeoutMs);
@@ -185,14 +193,14 @@ export function launchProgram(t: Test, command: [string, string[]], env: NodeJS.
       await running.waitForLog(() => logs.filter(match).length >= count, timeoutMs);
       return logs.filter(match);
     },
-    async stop(signal = 'SIGTERM', graceMs = 10_000) {
+    async stop(signal = 'SIGTERM', graceMs) {
       if (exit !== undefined) return exit;
       child.kill(signal);
       return running.waitForExit(graceMs);
     },
-    async waitForExit(graceMs = 10_000) {
+    async waitForExit(graceMs) {
       if (exit !== undefined) return exit;
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const timer = graceMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), graceMs);
       const result = await exited;
       clearTimeout(timer);
       return result;
@@ -216,15 +224,17 @@ export interface CliResult extends Exit {
 /**
  * Runs the CLI to its exit. A run that starts listening is killed at once (the result
  * then shows the listening line and signal SIGKILL), so a command line that should have
- * been refused fails its test quickly instead of serving.
+ * been refused fails its test quickly instead of serving. With `timeoutMs`, a run still
+ * going by then is killed (signal SIGKILL); without, it may take as long as the machine
+ * makes it, and one that hangs is caught by the test's own timeout.
  */
-export async function runCli(t: Test, args: readonly string[], timeoutMs = 10_000): Promise<CliResult> {
+export async function runCli(t: Test, args: readonly string[], timeoutMs?: number): Promise<CliResult> {
   const run = launch(t, args);
   const listening = run.waitForLog((l) => l.msg === 'listening', timeoutMs).then(
     () => run.stop('SIGKILL'),
     () => undefined,
   );
-  const timer = setTimeout(() => run.child.kill('SIGKILL'), timeoutMs);
+  const timer = timeoutMs === undefined ? undefined : setTimeout(() => run.child.kill('SIGKILL'), timeoutMs);
   const exit = await run.exited;
   clearTimeout(timer);
   await listening;

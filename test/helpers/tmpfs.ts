@@ -1,6 +1,7 @@
 // A data folder on a disk that really fills up: a small tmpfs, filled to the last page by
-// a filler file, for the tests of failed writes. Mounting needs root (CI runs as root);
-// where the mount is refused, the test fails rather than skip.
+// a filler file, for the tests of failed writes. Mounting needs root (CI runs as root):
+// those tests are skipped, saying so, when not root (helpers/root.ts); as root, a refused
+// mount fails them.
 import type { Test } from 'tap';
 import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';

@@ -1,7 +1,7 @@
 // Writes the shared core vectors: core-vectors.json (every JavaScript host) and
 // core-vectors.txt (the same cases, one command per line, for hosts without a JSON
 // parser). Run `node test/vectors/generate.js` after `npm run build` when the core
-// changes; test/vectors.test.ts fails while the checked-in files differ from what the
+// changes; test/unit/vectors.test.ts fails while the checked-in files differ from what the
 // core generates now.
 //
 // Every expectation below is recorded from the core, and also stated here: the generator

@@ -1,5 +1,5 @@
 // Command fleet-keys decodes a snapshot of an api-auth fleet's keys, as go/fleet reads
-// them, and prints the state a Go node would hold: how test/go.test.ts checks that what the
+// them, and prints the state a Go node would hold: how test/fleet/go.test.ts checks that what the
 // TypeScript gateways write is what the Go side reads (docs/fleet-keys.md).
 //
 //	fleet-keys < snapshot.json    # {"key": "...", "grants/0000000000": "[...]", ...}, names without the prefix

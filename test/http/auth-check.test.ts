@@ -1,0 +1,243 @@
+// /ext/auth/check: the gate's verdict for the request a proxy in front names, asked
+// directly and through nginx auth_request and Caddy forward_auth run for real.
+import t from 'tap';
+import type { Test } from 'tap';
+import { authUrl, BAD_PATH_REASON, expectRefused, newToken, REASONS, refusalBody, REVOKED, revokeToken } from '../helpers/auth.js';
+import { startCaddy, startNginx } from '../helpers/front-proxy.js';
+import type { FrontProxy } from '../helpers/front-proxy.js';
+import { jsonrpc, request } from '../helpers/http.js';
+import type { HttpResponse } from '../helpers/http.js';
+import { startServer } from '../helpers/server.js';
+import type { Server } from '../helpers/server.js';
+import { startRawUpstream, startUpstream } from '../helpers/upstream.js';
+import type { Upstream } from '../helpers/upstream.js';
+
+const CHECK = '/ext/auth/check';
+
+function check(base: string, headers: ReadonlyArray<readonly [string, string]>): Promise<HttpResponse> {
+  return request(base, CHECK, { method: 'GET', headers });
+}
+
+const server = await startServer(t);
+const info = await newToken(server.url, server.password, ['/ext/info']);
+
+t.test('needs no token, and without the original URI says which headers name it', async (t) => {
+  const response = await check(server.url, []);
+  t.equal(response.status, 400);
+  t.equal(response.headers['content-type'], 'application/json');
+  const message: string = JSON.parse(response.text).error.message;
+  t.match(message, /X-Original-Request/);
+  t.match(message, /X-Forwarded-Uri/);
+});
+
+t.test('a token that grants the original path: 200', async (t) => {
+  for (const name of ['X-Original-URI', 'X-Forwarded-Uri']) {
+    const response = await check(server.url, [[name, '/ext/info?verbose=1'], ['Authorization', `Bearer ${info}`]]);
+    t.equal(response.status, 200, `${name}, the query left out`);
+  }
+  for (const line of ['GET /ext/info?verbose=1 HTTP/1.1', 'POST /ext/info HTTP/2.0', 'GET /ext/info?a b HTTP/1.0']) {
+    const response = await check(server.url, [['X-Original-Request', line], ['Authorization', `Bearer ${info}`]]);
+    t.equal(response.status, 200, `X-Original-Request: ${line}`);
+  }
+});
+
+t.test('an X-Original-Request that is not a request line is refused, saying what it should be', async (t) => {
+  for (const line of ['GET', 'GET /ext/info', '/ext/info HTTP/1.1', 'GET  HTTP/1.1', 'GET /ext/info FTP/1.0']) {
+    const response = await check(server.url, [['X-Original-Request', line], ['Authorization', `Bearer ${info}`]]);
+    t.equal(response.status, 400, line);
+    t.match(JSON.parse(response.text).error.message, /^X-Original-Request is not a request line \("METHOD URI HTTP\/1\.1"\): set it to nginx's \$request$/);
+  }
+});
+
+t.test('refused as the gate refuses: the same status, headers and body', async (t) => {
+  expectRefused(t, await check(server.url, [['X-Original-URI', '/ext/bc/X']]), REASONS.noToken, 'no token');
+  expectRefused(t, await check(server.url, [['X-Forwarded-Uri', '/ext/bc/X'], ['Authorization', `Bearer ${info}`]]), REASONS.notGranted,
+    'not granted');
+  expectRefused(t, await check(server.url, [['X-Original-URI', '/ext/info'], ['Authorization', 'Basic abc']]), REASONS.badHeader,
+    'not a bearer token');
+  const badPath = await check(server.url, [['X-Original-URI', '/ext/x/../info'], ['Authorization', `Bearer ${info}`]]);
+  t.equal(badPath.status, 400, 'a path the rules refuse: 400, whatever the token');
+  t.equal(badPath.text, refusalBody(BAD_PATH_REASON));
+  const token = await newToken(server.url, server.password, ['/ext/info']);
+  await revokeToken(server.url, server.password, token);
+  expectRefused(t, await check(server.url, [['X-Original-URI', '/ext/info'], ['Authorization', `Bearer ${token}`]]), REASONS.revoked, 'revoked');
+});
+
+/** The three ways a proxy names the original request, and what a client's copy of each header would ask for. */
+const WAYS: [string, ReadonlyArray<readonly [string, string]>][] = [
+  ['nginx\'s request line', [['X-Original-Request', 'GET /ext/bc/X HTTP/1.1']]],
+  ['nginx\'s older pair', [['X-Original-URI', '/ext/bc/X'], ['X-Original-Method', 'GET']]],
+  ['Caddy\'s and Traefik\'s pair', [['X-Forwarded-Uri', '/ext/bc/X'], ['X-Forwarded-Method', 'GET']]],
+];
+const CLIENT_COPIES: ReadonlyArray<readonly [string, string]> = [['X-Original-Request', 'OPTIONS /ext/info HTTP/1.1'],
+  ['X-Original-URI', '/ext/info'], ['X-Original-Method', 'OPTIONS'], ['X-Forwarded-Uri', '/ext/info'], ['X-Forwarded-Method', 'OPTIONS']];
+
+t.test('one way names the original request: any header of another way with it is refused, in every combination', async (t) => {
+  const auth = ['Authorization', `Bearer ${info}`] as const;
+  for (const [way, headers] of WAYS) {
+    expectRefused(t, await check(server.url, [...headers, auth]), REASONS.notGranted, `${way} alone: judged`);
+    const others = CLIENT_COPIES.filter(([name]) => !headers.some(([own]) => own === name));
+    for (let set = 1; set < 1 << others.length; set++) {
+      const copies = others.filter((_, bit) => (set >> bit) & 1);
+      const response = await check(server.url, [...headers, ...copies, auth]);
+      t.equal(response.status, 400, `${way} with ${copies.map(([name]) => name).join(', ')}`);
+      t.match(JSON.parse(response.text).error.message, /^\/ext\/auth\/check got X-[A-Za-z-]+ with [A-Za-z-, ]+: two ways of naming the original request, so one was written by the client/);
+    }
+  }
+  const nginx = await check(server.url, [['X-Original-URI', '/ext/bc/X'], ['X-Forwarded-Method', 'GET'], auth]);
+  t.match(JSON.parse(nginx.text).error.message, /\(nginx: proxy_set_header NAME ""; in the check's location; Caddy: header_up -NAME in forward_auth\)$/,
+    'how to drop them');
+  for (const headers of [[['X-Original-Request', 'CONNECT /ext/info HTTP/1.1']], [['X-Original-URI', '/ext/info'], ['X-Original-Method', 'CONNECT']],
+    [['X-Forwarded-Uri', '/ext/info'], ['X-Forwarded-Method', 'connect']]] as const) {
+    t.equal((await check(server.url, [...headers, auth])).status, 405, `an original CONNECT is refused: ${headers[0][0]}`);
+  }
+});
+
+t.test('a preflight is judged like any request: without a token it is refused', async (t) => {
+  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  const ways = [[['X-Original-Request', 'OPTIONS /ext/bc/C/rpc HTTP/1.1']], [['X-Original-URI', '/ext/bc/C/rpc'], ['X-Original-Method', 'OPTIONS']],
+    [['X-Forwarded-Uri', '/ext/bc/C/rpc'], ['X-Forwarded-Method', 'OPTIONS']]] as const;
+  for (const way of ways) {
+    const response = await check(api.url, [...way, ['Origin', 'https://wallet.example'], ['Access-Control-Request-Method', 'POST']]);
+    expectRefused(t, response, REASONS.noToken, `${way[0][0]}: OPTIONS`);
+    t.equal(response.headers['access-control-allow-origin'], 'https://wallet.example', 'the refusal is readable by the page');
+  }
+});
+
+t.test('the original path is taken by the gate\'s rules: only the query is left out, and a raw "#" gets the gate\'s 400', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t, { args: ['--upstream', upstream.url] });
+  const rpc = await newToken(api.url, api.password, ['/ext/bc/C/rpc']);
+  for (const target of ['/ext/bc/C/rpc#/../../X/rpc', '/ext/bc/C/rpc#x', '/ext/bc/C/rpc?a#b', '/ext/bc/C/rpc?x=1']) {
+    const direct = await request(api.url, target, { headers: [['Authorization', `Bearer ${rpc}`]] });
+    for (const [name, value] of [['X-Original-Request', `GET ${target} HTTP/1.1`], ['X-Original-URI', target], ['X-Forwarded-Uri', target]]) {
+      const checked = await check(api.url, [[name, value], ['Authorization', `Bearer ${rpc}`]]);
+      t.equal(checked.status, direct.status, `${target} in ${name}: the gate's status (${direct.status})`);
+      if (direct.status !== 200) t.equal(checked.text, direct.text, `${target} in ${name}: the gate's body`);
+    }
+  }
+});
+
+/** The four cases every proxy in front must get right. */
+async function throughProxy(t: Test, front: FrontProxy, upstream: Upstream, api: Server, gateBody: boolean): Promise<void> {
+  const granted = await newToken(api.url, api.password, ['/ext/info']);
+  const revoked = await newToken(api.url, api.password, ['/ext/info']);
+  // The token service itself is reached through the proxy too.
+  t.same(await revokeToken(front.url, api.password, revoked), REVOKED, 'auth.revokeToken through the proxy');
+
+  const ok = await request(front.url, '/ext/info?x=1', { headers: [['Authorization', `Bearer ${granted}`]] });
+  t.equal(ok.status, 200, `granted: ${ok.text} ${front.stderr()}`);
+  t.equal(upstream.seen.length, 1, 'the upstream got the granted request');
+  t.equal(upstream.seen[0].url, '/ext/info?x=1');
+  t.equal(upstream.seen[0].headers.authorization, undefined, 'without the token');
+
+  const cases: [string, ReadonlyArray<readonly [string, string]>, string, string][] = [
+    ['not granted', [['Authorization', `Bearer ${granted}`]], '/ext/bc/X', REASONS.notGranted],
+    ['no token', [], '/ext/info', REASONS.noToken],
+    ['revoked', [['Authorization', `Bearer ${revoked}`]], '/ext/info', REASONS.revoked],
+  ];
+  for (const [label, headers, path, reason] of cases) {
+    const response = await request(front.url, path, { headers });
+    t.equal(response.status, 401, `${label}: 401`);
+    t.equal(response.headers['www-authenticate'], 'Bearer', `${label}: the challenge`);
+    if (gateBody) t.equal(response.text, refusalBody(reason), `${label}: the gate's body`);
+  }
+  t.equal(upstream.seen.length, 1, 'no refused request reached the upstream');
+}
+
+t.test('nginx auth_request in front: granted, not granted, no token, revoked', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t);
+  const nginx = await startNginx(t, api.port, upstream.port);
+  // nginx answers a refusal with its own page; the status and the challenge are the gate's.
+  await throughProxy(t, nginx, upstream, api, false);
+});
+
+t.test('Caddy forward_auth in front: granted, not granted, no token, revoked, with the gate\'s own answers', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t);
+  const caddy = await startCaddy(t, api.port, upstream.port);
+  await throughProxy(t, caddy, upstream, api, true);
+});
+
+/** Every non-empty combination of the five headers that name an original request. */
+const SPELLINGS = ['X-Original-Request', 'X-Original-URI', 'X-Forwarded-Uri', 'X-Original-Method', 'X-Forwarded-Method'];
+const COMBINATIONS = Array.from({ length: 31 }, (_, i) => SPELLINGS.filter((_, bit) => ((i + 1) >> bit) & 1));
+
+/**
+ * The issue's four requests, each refused through the proxy without any of the five
+ * headers, then sent again with each combination of them (the URIs the client would like
+ * judged, and OPTIONS): none may get further, and none may reach the node.
+ */
+async function clientCopies(t: Test, front: FrontProxy, upstream: Upstream, api: Server): Promise<void> {
+  const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
+  const scoped = await jsonrpc(authUrl(api.url), 'auth.newToken', { password: api.password, endpoints: ['/ext/bc/C/rpc'], methods: ['eth_chainId'] });
+  const attempts: [string, string, ReadonlyArray<readonly [string, string]>, string, number][] = [
+    ['no token, the URI of /ext/auth', 'POST', [], '/ext/auth', 401],
+    ['no token, a preflight', 'OPTIONS', [['Origin', 'https://wallet.example'], ['Access-Control-Request-Method', 'POST']], '/ext/bc/C/rpc', 401],
+    ['a token for /ext/info only, the URI of /ext/info', 'POST', [['Authorization', `Bearer ${infoOnly}`]], '/ext/info', 401],
+    ['a token with a method scope, the URI of /ext/auth', 'POST', [['Authorization', `Bearer ${scoped.result.token}`]], '/ext/auth', 403],
+  ];
+  const body = '{"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["0x00"],"id":1}';
+  for (const [label, method, headers, uri, status] of attempts) {
+    const plain = await request(front.url, '/ext/bc/C/rpc', { method, headers: [...headers, ['Content-Type', 'application/json']], body });
+    t.equal(plain.status, status, `${label}, without the headers: ${status}`);
+    for (const names of COMBINATIONS) {
+      const copies = names.map((name) => [name, name.endsWith('Method') ? 'OPTIONS' : name.endsWith('Request') ? `OPTIONS ${uri} HTTP/1.1` : uri] as const);
+      const response = await request(front.url, '/ext/bc/C/rpc', { method, headers: [...headers, ...copies, ['Content-Type', 'application/json']], body });
+      t.ok(response.status === status || response.status === 400 || response.status === 500,
+        `${label}, with ${names.join(' and ')}: refused (${response.status})`);
+    }
+  }
+  t.same(upstream.seen.map((seen) => `${seen.method} ${seen.url}`), [], 'nothing reached the node');
+}
+
+t.test('nginx in front: a client\'s own copies of the headers that name the original request get it no further', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  await clientCopies(t, await startNginx(t, api.port, upstream.port), upstream, api);
+});
+
+t.test('Caddy in front: a client\'s own copies of the headers that name the original request get it no further', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  await clientCopies(t, await startCaddy(t, api.port, upstream.port), upstream, api);
+});
+
+t.test('a raw "#" in the request target, through nginx and Caddy: the check answers as the gate, and the node sees nothing', async (t) => {
+  const upstream = await startUpstream(t);
+  const api = await startServer(t);
+  const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
+  for (const [name, front] of [['nginx', await startNginx(t, api.port, upstream.port)], ['Caddy', await startCaddy(t, api.port, upstream.port)]] as const) {
+    const response = await request(front.url, '/ext/info#/../bc/C/rpc', { headers: [['Authorization', `Bearer ${infoOnly}`]] });
+    t.not(response.status, 200, `${name}: refused (${response.status})`);
+  }
+  t.same(upstream.seen.map((seen) => seen.url), [], 'nothing reached the node');
+});
+
+t.test('bytes 0x80-0xFF at the end of the path, through nginx and Caddy: judged with them, as the gate judges them', async (t) => {
+  const node = await startRawUpstream(t);
+  const nodePort = Number(new URL(node.url).port);
+  const api = await startServer(t);
+  const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
+  const auth = [['Authorization', `Bearer ${infoOnly}`]] as const;
+  const fronts = [['nginx', await startNginx(t, api.port, nodePort)], ['Caddy', await startCaddy(t, api.port, nodePort)]] as const;
+  for (const tail of ['\xc3\xa9', '\x80', '\xff', '\xa0\xa0']) {
+    const target = Buffer.from(`/ext/info${tail}`, 'latin1');
+    const direct = await request(api.url, target, { headers: auth });
+    t.not(direct.status, 200, `the gate refuses ${JSON.stringify(tail)} (${direct.status})`);
+    const line = await check(api.url, [['X-Original-Request', Buffer.concat([Buffer.from('GET '), target, Buffer.from(' HTTP/1.1')]).toString('latin1')],
+      ...auth]);
+    t.equal(line.status, direct.status, `X-Original-Request ending in ${JSON.stringify(tail)}: the gate's status`);
+    for (const [name, front] of fronts) {
+      const response = await request(front.url, target, { headers: auth });
+      t.not(response.status, 200, `${name}, ${JSON.stringify(tail)}: refused (${response.status})`);
+    }
+  }
+  t.same(node.heads, [], 'nothing reached the node');
+  for (const [name, front] of fronts) {
+    const query = await request(front.url, Buffer.from('/ext/info?a=\xc3\xa9', 'latin1'), { headers: auth });
+    t.equal(query.status, 200, `${name}: such bytes in the query are the node's business`);
+  }
+  t.equal(node.heads.length, 2, 'both reached the node');
+});

@@ -1,0 +1,199 @@
+// The library entry (package.json "exports" -> build/host/index.js): the README's two
+// embedding examples, run as they are printed, and the API they use: createAuth,
+// mount, protect, authorize, verify, metrics, close.
+import t, { type Test } from 'tap';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REASONS, authUrl, newToken, refusalBody } from '../helpers/auth.js';
+import { jsonrpc, request } from '../helpers/http.js';
+import { PROGRAM_ENV, ROOT, tempDir, untracked, type Exit } from '../helpers/server.js';
+import { mountedOnApp } from '../helpers/library.js';
+import { closedPort } from '../helpers/upstream.js';
+import * as library from '../../build/host/index.js';
+import { Outcome, VERDICTS, createAuth, type Auth } from '../../build/host/index.js';
+
+/** The code block that follows `<!-- readme-test: name -->` in the README. */
+function readmeExample(name: string): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const marker = readme.indexOf(`<!-- readme-test: ${name} -->`);
+  if (marker < 0) throw new Error(`README has no example marked ${name}`);
+  const match = /```js\n([\s\S]*?)```/.exec(readme.slice(marker));
+  if (match === null) throw new Error(`no js block after the ${name} marker`);
+  return match[1];
+}
+
+interface Example {
+  stdout(): string;
+  stop(): Promise<Exit>;
+}
+
+/**
+ * Runs a README example as an operator would: saved as a file (inside the package, so
+ * that `import ... from 'api-auth'` resolves to this package), started with `cwd` as its
+ * working folder and PORT set, until it prints "listening".
+ */
+async function runExample(t: Test, name: string, cwd: string, port: number): Promise<Example> {
+  const folder = mkdtempSync(join(ROOT, 'build', 'readme-example-'));
+  t.teardown(() => rmSync(folder, { recursive: true, force: true }));
+  const file = join(folder, `${name}.mjs`);
+  writeFileSync(file, readmeExample(name));
+  const child = spawn(...untracked(process.execPath, [file]), { cwd, env: { ...PROGRAM_ENV, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk; });
+  const exited = new Promise<Exit>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not listen: ${out}${err}`)), 15_000);
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+      if (out.includes('listening')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    void exited.then(() => reject(new Error(`${name} exited: ${out}${err}`)));
+  });
+  return {
+    stdout: () => out,
+    async stop() {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const exit = await exited;
+      clearTimeout(timer);
+      return exit;
+    },
+  };
+}
+
+t.test('the package entry exports the library', async (t) => {
+  const viaName = await import('api-auth') as unknown as typeof library;
+  t.equal(viaName.createAuth, library.createAuth, '"api-auth" resolves to build/host/index.js');
+  for (const name of ['createAuth', 'startServer', 'parseArgs', 'createLogger', 'Outcome', 'VERDICTS', 'REFUSALS']) {
+    t.ok(name in library, `exports ${name}`);
+  }
+});
+
+t.test('the README examples run as printed: uWebSockets.js mount + protect, then node:http + authorize', async (t) => {
+  const cwd = tempDir(t);
+  const port = await closedPort();
+  const base = `http://127.0.0.1:${port}`;
+
+  const uws = await runExample(t, 'embedding-uws', cwd, port);
+  const password = readFileSync(join(cwd, 'password.txt'), 'utf8').trim();
+  t.match(password, /^[A-Za-z0-9]{32}$/, 'the password file was generated');
+  const token = await newToken(base, password, ['/ext/info']);
+  const granted = await request(base, '/ext/info', { method: 'POST', headers: [['Authorization', `Bearer ${token}`]], body: '{}' });
+  t.equal(granted.status, 200);
+  t.same(JSON.parse(granted.text).result, { version: 'my-node/1.0' });
+  const refused = await request(base, '/ext/info', { method: 'POST', body: '{}' });
+  t.equal(refused.status, 401);
+  t.equal(refused.headers['www-authenticate'], 'Bearer');
+  t.equal(refused.text, refusalBody(REASONS.noToken));
+  const wrong = await jsonrpc(authUrl(base), 'auth.newToken', { password: 'wrong', endpoints: ['*'] });
+  t.same(wrong.error, { code: -32000, message: 'incorrect password' });
+  t.equal((await request(base, '/ext/auth')).status, 405, 'GET /ext/auth: 405');
+  t.equal((await uws.stop()).code, 0, 'it stops on SIGTERM');
+
+  // Same folder, so the same password file and data folder: the token is still good.
+  const http = await runExample(t, 'embedding-verify', cwd, port);
+  const ok = await request(base, '/ext/info', { headers: [['Authorization', `Bearer ${token}`]] });
+  t.equal(ok.status, 200);
+  const none = await request(base, '/ext/info');
+  t.equal(none.status, 401);
+  t.equal(none.headers['www-authenticate'], 'Bearer');
+  t.equal(none.headers['content-type'], 'application/json');
+  t.equal(none.text, refusalBody(REASONS.noToken), 'the same refusal as the standalone gate');
+  const notGranted = await request(base, '/ext/health?x=1', { headers: [['Authorization', `Bearer ${token}`]] });
+  t.equal(notGranted.text, refusalBody(REASONS.notGranted));
+  const badPath = await request(base, '/ext/./info', { headers: [['Authorization', `Bearer ${token}`]] });
+  t.equal(badPath.status, 400);
+  t.equal(badPath.headers['www-authenticate'], undefined);
+  t.equal((await http.stop()).code, 0);
+});
+
+/** createAuth on a fresh folder, mounted on an App of this process listening on a free port. */
+async function mounted(t: Test, dir: string, options: Partial<Parameters<typeof createAuth>[0]> = {}) {
+  const lines: string[] = [];
+  const auth = await createAuth({
+    passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger((l) => lines.push(l)), ...options,
+  });
+  const { base, close } = await mountedOnApp(t, auth, (app) => {
+    app.post('/ext/info', auth.protect((res) => { res.end('info'); }));
+    app.get('/ext/health', auth.protect((res) => { res.end('healthy'); }));
+  });
+  const password = readFileSync(join(dir, 'password'), 'utf8').trim();
+  return { auth, base, password, lines, close };
+}
+
+t.test('verdicts: the same status, headers and body as the standalone gate, one frozen object per outcome', async (t) => {
+  const dir = tempDir(t);
+  const { auth, base, password } = await mounted(t, dir, { publicEndpoints: ['/ext/health'] });
+  const token = await newToken(base, password, ['/ext/info']);
+
+  t.same(auth.verify(token, '/ext/info'), { ok: true, outcome: Outcome.Valid, status: 200, reason: '', headers: {}, body: '' });
+  t.equal(auth.authorize(`Bearer ${token}`, '/ext/info'), VERDICTS[Outcome.Valid], 'a shared object');
+  t.ok(Object.isFrozen(VERDICTS[Outcome.NoToken]));
+  const cases: [string, library.Verdict, Outcome, string][] = [
+    ['no header', auth.authorize('', '/ext/info'), Outcome.NoToken, REASONS.noToken],
+    ['another scheme', auth.authorize('Basic eDp5', '/ext/info'), Outcome.BadHeader, REASONS.badHeader],
+    ['a malformed token', auth.verify('abc', '/ext/info'), Outcome.Malformed, REASONS.malformed],
+    ['a path not granted', auth.verify(token, '/ext/bc/X'), Outcome.NotGranted, REASONS.notGranted],
+  ];
+  for (const [name, verdict, outcome, reason] of cases) {
+    t.match(verdict, { ok: false, outcome, status: 401, reason, body: refusalBody(reason) }, name);
+    t.same(verdict.headers, { 'Content-Type': 'application/json', 'WWW-Authenticate': 'Bearer' }, `${name}: headers`);
+  }
+  const badPath = auth.authorize(`Bearer ${token}`, '/ext/../ext/info');
+  t.match(badPath, { ok: false, outcome: Outcome.BadPath, status: 400 });
+  t.same(badPath.headers, { 'Content-Type': 'application/json' }, 'a bad path is not about tokens: no challenge');
+  t.equal(auth.authorize('', '/ext/health').ok, true, 'a public endpoint needs no token');
+
+  const protectedHealth = await request(base, '/ext/health');
+  t.equal(protectedHealth.text, 'healthy', 'protect() lets a public endpoint through');
+  const protectedInfo = await request(base, '/ext/info', { method: 'POST', body: '{}' });
+  t.equal(protectedInfo.text, refusalBody(REASONS.noToken), 'protect() refuses without a token; the handler never runs');
+
+  const text = await auth.metrics.metrics();
+  t.match(text, /^api_auth_verifications_total\{outcome="valid"\} [1-9]/m, 'the metrics count the checks');
+  t.match(text, /^api_auth_tokens_issued_total 1$/m);
+});
+
+t.test('close() releases the data folder: a new createAuth on it keeps the tokens; calls are audited', async (t) => {
+  const dir = tempDir(t);
+  const first = await mounted(t, dir);
+  const token = await newToken(first.base, first.password, ['*']);
+  t.ok(first.lines.some((l) => l.includes('"msg":"audit"') && l.includes('"method":"auth.newToken"')), 'an audit line');
+  t.notOk(first.lines.some((l) => l.includes(token) || l.includes(first.password)), 'without the token or the password');
+  await t.rejects(createAuth({ passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger(() => undefined) }),
+    /another api-auth is using the data folder/, 'the folder is locked while open');
+  await first.close();
+  const second: Auth = await createAuth({ passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger(() => undefined) });
+  t.teardown(() => second.close());
+  t.equal(second.verify(token, '/ext/info').ok, true, 'the token survived');
+});
+
+t.test('bad options are refused before anything starts', async (t) => {
+  const dir = tempDir(t);
+  mkdirSync(join(dir, 'data'));
+  const base = { passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger(() => undefined) };
+  await t.rejects(createAuth({ ...base, tokenLifetime: 0 }), { code: 'API_AUTH_BAD_OPTION', option: 'tokenLifetime' });
+  await t.rejects(createAuth({ ...base, tokenLifetime: 'soon' }), /tokenLifetime/);
+  await t.rejects(createAuth({ ...base, publicEndpoints: ['/ext/*'] }), /publicEndpoints/);
+  await t.rejects(createAuth({ ...base, publicEndpoints: ['/ext/../x'] }), /publicEndpoints/);
+  await t.rejects(createAuth({ ...base, passwordFile: join(dir, 'missing', 'password') }), /does not exist/);
+});
+
+t.test('the fleet\'s errors and the core\'s grant refusals have stable codes in the error table', async (t) => {
+  const fleet = new library.FleetError('the fleet\'s etcd did not answer');
+  t.ok(fleet instanceof library.ApiAuthError, 'a FleetError is one of api-auth\'s errors');
+  t.match(fleet, { name: 'FleetError', code: 'API_AUTH_FLEET_UNAVAILABLE', rpcCode: library.RpcCode.Unavailable, httpStatus: 200 });
+  const answers = Object.entries(library.GRANT_ERRORS);
+  t.equal(new Set(answers.map(([, a]) => a.code)).size, answers.length, 'one code per refusal');
+  for (const [refusal, answer] of answers) {
+    t.match(answer.code, /^API_AUTH_GRANT_[A-Z_]+$/, refusal);
+    // A full table is the node's limit; any other refusal is the client's list.
+    t.equal(answer.rpcCode, refusal === 'table-full' ? library.RpcCode.ResourceLimit : library.RpcCode.InvalidParams, refusal);
+  }
+});

@@ -1,0 +1,234 @@
+// Tokens with a method scope (issue 15): auth.newToken's `methods`, and the gate's check
+// of every JSON-RPC call in the body of a request made with such a token, in front of
+// an upstream (--upstream), on the built-in endpoints, at /ext/auth/check, on every HTTP
+// thread, and after a restart. A refused body gets 403 insufficient_scope and reaches
+// nothing; an allowed one reaches the upstream byte for byte.
+import t from 'tap';
+import type { Test } from 'tap';
+import { authUrl, newToken } from '../helpers/auth.js';
+import { KeepAliveConnection, jsonrpc, request, type HttpResponse } from '../helpers/http.js';
+import { serveAgain, serveInProcess } from '../helpers/library.js';
+import { startServer } from '../helpers/server.js';
+import { startUpstream } from '../helpers/upstream.js';
+
+t.jobs = 2;
+
+const RPC_PATH = '/ext/bc/C/rpc';
+const INSUFFICIENT_SCOPE = 'Bearer error="insufficient_scope"';
+const SCOPE_CODE = -32007;
+const METHODS = ['eth_blockNumber', 'net_*'];
+
+/** auth.newToken with `methods`: the token, or the JSON-RPC error. */
+async function scopedToken(base: string, password: string, endpoints: readonly string[], methods: unknown): Promise<string> {
+  const answer = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints, methods });
+  if (typeof answer.result?.token !== 'string') throw new Error(`auth.newToken gave no token: ${JSON.stringify(answer)}`);
+  return answer.result.token;
+}
+
+/** POST `body` (sent as is) to `path` with the token. */
+function post(base: string, path: string, token: string, body: string | Buffer, headers: [string, string][] = []): Promise<HttpResponse> {
+  return request(base, path, {
+    method: 'POST', body, headers: [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json'], ...headers],
+  });
+}
+
+/** The response is the scope's refusal: 403, the challenge, and the JSON-RPC error body (returned parsed). */
+function expectScopeRefusal(t: Test, response: HttpResponse, label: string): any {
+  t.equal(response.status, 403, `403 (${label})`);
+  t.equal(response.headers['www-authenticate'], INSUFFICIENT_SCOPE, `WWW-Authenticate insufficient_scope (${label})`);
+  t.equal(response.headers['content-type'], 'application/json', `JSON (${label})`);
+  return JSON.parse(response.text);
+}
+
+function scopeError(message: string | RegExp, id: unknown): Record<string, unknown> {
+  return { jsonrpc: '2.0', error: { code: SCOPE_CODE, message }, id };
+}
+
+t.test('auth.newToken: methods must be 1 to 128 patterns, and a bad one is named by its place', async (t) => {
+  const server = await serveInProcess(t);
+  const cases: [string, unknown, RegExp][] = [
+    ['an empty list', [], /^invalid params: methods must be an array of 1 to 128 JSON-RPC method patterns/],
+    ['a string', 'eth_*', /^invalid params: methods must be an array/],
+    ['null', null, /^invalid params: methods must be an array/],
+    ['129 patterns', Array.from({ length: 129 }, (_, i) => `m${i}`), /^invalid params: methods must be an array of 1 to 128/],
+    ['a number among them', ['eth_call', 7], /^invalid params: methods\[1\] must be a string/],
+    ['a star inside', ['eth_call', 'eth_*x'], /^methods\[1\] "eth_\*x"/],
+    ['an empty pattern', [''], /^methods\[0\] ""/],
+    ['a space', ['eth call'], /^methods\[0\] "eth call"/],
+    ['too long', ['m'.repeat(129)], /^methods\[0\] "m+…?": longer than 128 bytes/],
+  ];
+  for (const [label, methods, message] of cases) {
+    const answer = await jsonrpc(authUrl(server.url), 'auth.newToken', { password: server.password, endpoints: ['*'], methods });
+    t.equal(answer.error?.code, -32602, `invalid params (${label})`);
+    t.match(answer.error?.message, message, `the message names the field (${label}): ${answer.error?.message}`);
+  }
+  t.match(await scopedToken(server.url, server.password, ['*'], ['*']), /^[A-Za-z0-9_-]{76}$/, '"*" alone is a scope');
+});
+
+t.test('in front of an upstream, a scoped token passes only bodies whose every call it allows', async (t) => {
+  const upstream = await startUpstream(t);
+  const server = await serveInProcess(t, { args: ['--upstream', upstream.url, '--upstream-max-body', '4096'] });
+  const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
+  const forwarded = async (body: string | Buffer, label: string, headers: [string, string][] = []): Promise<void> => {
+    const before = upstream.seen.length;
+    const response = await post(server.url, RPC_PATH, token, body, headers);
+    t.equal(response.status, 200, `200 (${label}): ${response.text}`);
+    t.equal(upstream.seen.length, before + 1, `the upstream got it (${label})`);
+    t.same(upstream.seen.at(-1)!.body, Buffer.from(body), `byte for byte, not re-serialised (${label})`);
+  };
+  const refused = async (body: string | Buffer | undefined, label: string, method = 'POST'): Promise<any> => {
+    const before = upstream.seen.length;
+    const headers: [string, string][] = [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json']];
+    const response = await request(server.url, RPC_PATH, { method, body, headers });
+    const parsed = expectScopeRefusal(t, response, label);
+    t.equal(upstream.seen.length, before, `nothing reached the upstream (${label})`);
+    return parsed;
+  };
+
+  await forwarded('{ "id" : 7,"method":"eth_blockNumber" ,"jsonrpc":"2.0", "params":[]}', 'an exact method, odd spacing');
+  await forwarded('{"jsonrpc":"2.0","method":"net_version","id":"a"}', 'a prefix pattern');
+  await forwarded('[{"jsonrpc":"2.0","method":"net_peerCount","id":1},\n {"jsonrpc":"2.0","method":"eth_blockNumber"}]', 'a batch, all allowed');
+  await forwarded('{"jsonrpc":"2.0","method":"eth_block\\u004eumber","id":2}', 'an escaped method name');
+
+  t.same(await refused('{"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["0x00"],"id":7}', 'a method outside the scope'),
+    scopeError('the provided auth token does not allow method "eth_sendRawTransaction"', 7));
+  t.same(await refused('{"jsonrpc":"2.0","method":"eth_blockNumberX","id":12345678901234567890}', 'an exact pattern is no prefix'),
+    scopeError('the provided auth token does not allow method "eth_blockNumberX"', 12345678901234567890));
+  const batch = await refused('[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},{"jsonrpc":"2.0","method":"debug_traceCall","id":"two"},' +
+    '{"jsonrpc":"2.0","method":"net_version"}]', 'a batch with one call outside');
+  t.same(batch, [
+    scopeError('not forwarded: this batch also calls "debug_traceCall", which the provided auth token does not allow', 1),
+    scopeError('the provided auth token does not allow method "debug_traceCall"', 'two'),
+  ], 'an error for each call with an id: the allowed ones say why they were not forwarded');
+  t.same(await refused('[{"jsonrpc":"2.0","method":"debug_x"}]', 'a batch of notifications'),
+    scopeError('the provided auth token does not allow method "debug_x"', null), 'no call has an id: one error with id null');
+  t.match(await refused(undefined, 'a GET has no body', 'GET'),
+    scopeError(/the request must carry a JSON-RPC call or batch in its body, and it has none$/, null));
+  t.match(await refused('', 'an empty POST'), scopeError(/it has none$/, null));
+  t.match(await refused('{"method":"eth_blockNumber"', 'not JSON'), scopeError(/the body is not valid UTF-8 JSON$/, null));
+  t.match(await refused(Buffer.from([0x7b, 0xff, 0x7d]), 'not UTF-8'), scopeError(/not valid UTF-8 JSON$/, null));
+  t.match(await refused('[]', 'an empty batch'), scopeError(/the batch is empty$/, null));
+  t.match(await refused('{"jsonrpc":"2.0","id":3}', 'no method'), scopeError(/the body is not a JSON-RPC call/, 3));
+  t.match(await refused('{"jsonrpc":"2.0","method":1,"id":3}', 'a method that is no string'), scopeError(/is not a JSON-RPC call/, 3));
+  t.match(await refused('"eth_blockNumber"', 'a string'), scopeError(/is not a JSON-RPC call/, null));
+  // Go's encoding/json matches "Method" to the method field and keeps the last: an upstream in Go would run debug_x.
+  t.match(await refused('{"jsonrpc":"2.0","method":"eth_blockNumber","Method":"debug_x","id":4}', 'the method named twice'),
+    scopeError(/names its method more than once/, 4));
+  t.match(await refused('{"jsonrpc":"2.0","method":"eth_blockNumber","method":"debug_x","id":5}', 'the same member twice'),
+    scopeError(/names its method more than once/, 5));
+  t.match(await refused('{"jsonrpc":"2.0","METHOD":"eth_blockNumber","id":6}', 'the method spelled otherwise'),
+    scopeError(/is not a JSON-RPC call/, 6));
+  t.match(await refused('[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},5,{"method":"net_version","id":2}]', 'a batch with a non-call'),
+    [scopeError(/call 1 of the batch is not a JSON-RPC call/, 1), scopeError(/call 1 of the batch/, 2)]);
+
+  // A chunked body comes in pieces: it is gathered, checked, and sent on whole.
+  const chunked = '{"jsonrpc":"2.0","method":"eth_blockNumber","id":9}';
+  const before = upstream.seen.length;
+  const response = await request(server.url, RPC_PATH, {
+    method: 'POST',
+    headers: [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json'], ['Transfer-Encoding', 'chunked']],
+    body: `10\r\n${chunked.slice(0, 16)}\r\n${(chunked.length - 16).toString(16)}\r\n${chunked.slice(16)}\r\n0\r\n\r\n`,
+  });
+  t.equal(response.status, 200, 'a chunked body whose call is allowed passes');
+  t.same(upstream.seen.at(-1)!.body.toString(), chunked, 'and arrives whole');
+  t.equal(upstream.seen.length, before + 1);
+
+  const tooBig = await post(server.url, RPC_PATH, token, `{"jsonrpc":"2.0","method":"eth_blockNumber","params":["${'0'.repeat(5000)}"],"id":1}`);
+  t.equal(tooBig.status, 413, 'a body over --upstream-max-body is refused for its size, as any');
+
+  const unscoped = await newToken(server.url, server.password, [RPC_PATH]);
+  const free = await post(server.url, RPC_PATH, unscoped, '{"jsonrpc":"2.0","method":"debug_traceCall","id":1}');
+  t.equal(free.status, 200, 'a token without methods passes any method, as before');
+});
+
+t.test('the built-in endpoints: a scoped token reaches them with allowed calls only, and no probe', async (t) => {
+  const server = await serveInProcess(t);
+  const token = await scopedToken(server.url, server.password, ['/ext/info', '/ext/health'], ['info.getNodeVersion', 'health.*']);
+  const call = (path: string, method: string): Promise<HttpResponse> => post(server.url, path, token, JSON.stringify({ jsonrpc: '2.0', method, id: 1 }));
+  const allowed = await call('/ext/info', 'info.getNodeVersion');
+  t.equal(allowed.status, 200);
+  t.match(JSON.parse(allowed.text).result, { version: /^api-auth\// }, 'the endpoint answered');
+  t.equal((await call('/ext/health', 'health.health')).status, 200, 'a prefix pattern');
+  t.same(expectScopeRefusal(t, await call('/ext/info', 'info.getNetworkID'), 'a method outside'),
+    scopeError('the provided auth token does not allow method "info.getNetworkID"', 1));
+  const probe = await request(server.url, '/ext/health', { headers: [['Authorization', `Bearer ${token}`]] });
+  t.match(expectScopeRefusal(t, probe, 'GET /ext/health'), scopeError(/it has none$/, null), 'the GET probe has no calls to allow');
+  const metricsToken = await scopedToken(server.url, server.password, ['/ext/metrics'], ['*']);
+  const metrics = await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${metricsToken}`]] });
+  expectScopeRefusal(t, metrics, 'the metrics are GET: a scoped token does not read them');
+});
+
+t.test('/ext/auth/check: a scoped token fails closed without a body, and is checked with one', async (t) => {
+  const server = await serveInProcess(t);
+  const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
+  const headers: [string, string][] = [['Authorization', `Bearer ${token}`], ['X-Original-URI', RPC_PATH], ['X-Original-Method', 'POST']];
+  const bare = await request(server.url, '/ext/auth/check', { headers });
+  t.match(expectScopeRefusal(t, bare, 'an auth subrequest'), scopeError(/this check cannot see the request's calls \(an auth subrequest carries no body\)/, null));
+  const allowed = await request(server.url, '/ext/auth/check', { method: 'POST', headers, body: '{"jsonrpc":"2.0","method":"net_version","id":1}' });
+  t.equal(allowed.status, 200, 'a checker that sends the body (Envoy ext_authz) gets the calls checked');
+  const refused = await request(server.url, '/ext/auth/check', { method: 'POST', headers, body: '{"jsonrpc":"2.0","method":"eth_call","id":1}' });
+  t.same(expectScopeRefusal(t, refused, 'a call outside'), scopeError('the provided auth token does not allow method "eth_call"', 1));
+  const unscoped = await newToken(server.url, server.password, [RPC_PATH]);
+  const plain = await request(server.url, '/ext/auth/check', { headers: [['Authorization', `Bearer ${unscoped}`], ['X-Original-URI', RPC_PATH]] });
+  t.equal(plain.status, 200, 'a token without methods passes as before');
+});
+
+t.test('the metrics count method checks apart from the token checks', async (t) => {
+  const upstream = await startUpstream(t);
+  const server = await serveInProcess(t, { args: ['--upstream', upstream.url] });
+  const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
+  const metricsToken = await newToken(server.url, server.password, ['/ext/metrics']);
+  const scrape = async (): Promise<Map<string, number>> => {
+    const response = await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${metricsToken}`]] });
+    return new Map(response.text.split('\n').filter((l) => l !== '' && !l.startsWith('#'))
+      .map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
+  };
+  const before = await scrape();
+  await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_blockNumber","id":1}');
+  await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}');
+  await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}');
+  await post(server.url, RPC_PATH, token, 'nonsense');
+  const after = await scrape();
+  const delta = (series: string): number => (after.get(series) ?? NaN) - (before.get(series) ?? 0);
+  t.equal(delta('api_auth_method_checks_total{via="http",result="allowed"}'), 1);
+  t.equal(delta('api_auth_method_checks_total{via="http",result="method not allowed"}'), 2);
+  t.equal(delta('api_auth_method_checks_total{via="http",result="not json-rpc"}'), 1);
+  t.equal(delta('api_auth_verifications_total{outcome="scoped"}'), 4, 'each token check of a scoped token');
+  t.equal(delta('api_auth_verifications_total{outcome="valid"}'), 1, 'the scrape itself');
+});
+
+t.test('every HTTP thread checks the methods of scoped tokens', async (t) => {
+  const upstream = await startUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '2'] });
+  const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
+  // Connections opened one after another go to the threads in turn: four cover each twice.
+  for (let i = 0; i < 4; i++) {
+    const connection = new KeepAliveConnection(server.url);
+    t.teardown(() => connection.close());
+    const send = (method: string): Promise<HttpResponse> => connection.request(RPC_PATH, {
+      method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', method, id: i }),
+      headers: [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json']],
+    });
+    t.equal((await send('eth_blockNumber')).status, 200, `connection ${i}: an allowed call passes`);
+    const refused = await send('eth_call');
+    t.same(expectScopeRefusal(t, refused, `connection ${i}`), scopeError('the provided auth token does not allow method "eth_call"', i));
+    t.equal((await send('net_version')).status, 200, `connection ${i}: the connection goes on after a refusal`);
+  }
+  const threads = new Set(upstream.seen.map((s) => s.remotePort));
+  t.ok(threads.size >= 2, `the upstream was reached from ${threads.size} connections`);
+});
+
+t.test('a scoped grant is kept across a restart', async (t) => {
+  const upstream = await startUpstream(t);
+  const first = await serveInProcess(t, { args: ['--upstream', upstream.url] });
+  const token = await scopedToken(first.url, first.password, [RPC_PATH], METHODS);
+  const unscoped = await newToken(first.url, first.password, [RPC_PATH]);
+  await first.stop();
+  const again = await serveAgain(t, first);
+  t.equal((await post(again.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"net_version","id":1}')).status, 200, 'allowed after the restart');
+  expectScopeRefusal(t, await post(again.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}'), 'refused after the restart');
+  t.equal((await post(again.url, RPC_PATH, unscoped, '{"jsonrpc":"2.0","method":"eth_call","id":1}')).status, 200,
+    'the same endpoints without methods are another grant, unscoped still');
+  const same = await scopedToken(again.url, again.password, [RPC_PATH], ['net_*', 'eth_blockNumber', 'net_*']);
+  expectScopeRefusal(t, await post(again.url, RPC_PATH, same, '{"jsonrpc":"2.0","method":"eth_call","id":1}'), 'the same scope, written otherwise');
+});

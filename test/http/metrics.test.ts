@@ -1,0 +1,132 @@
+// GET /ext/metrics: Prometheus text, protected like any endpoint. Verifications by
+// outcome, a sampled latency histogram, tokens issued and revoked, password checks and
+// throttles, upstream errors, and the process's own metrics.
+import t from 'tap';
+import { ALREADY_REVOKED, call, newToken, REVOKED, revokeToken, tamperLast } from '../helpers/auth.js';
+import { postJson, request, rpc } from '../helpers/http.js';
+import { cliLine, refusalOf } from '../helpers/library.js';
+import { runCli, startServer } from '../helpers/server.js';
+import { closedPort, startUpstream } from '../helpers/upstream.js';
+
+const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+/** Samples by their exact series text (`name{labels}`). */
+function parse(text: string): Map<string, number> {
+  const samples = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return samples;
+}
+
+async function scrape(base: string, token?: string, path = '/ext/metrics'): Promise<Map<string, number>> {
+  const response = await request(base, path, { headers: token === undefined ? [] : [['Authorization', `Bearer ${token}`]] });
+  if (response.status !== 200) throw new Error(`metrics: HTTP ${response.status}: ${response.text}`);
+  return parse(response.text);
+}
+
+const server = await startServer(t);
+const metricsToken = await newToken(server.url, server.password, ['/ext/metrics']);
+
+const outcome = (name: string): string => `api_auth_verifications_total{outcome="${name}"}`;
+
+t.test('the metrics are protected like any endpoint, and served as Prometheus text', async (t) => {
+  const refused = await request(server.url, '/ext/metrics');
+  t.equal(refused.status, 401, 'no token, no metrics');
+  const response = await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${metricsToken}`]] });
+  t.equal(response.status, 200);
+  t.equal(response.headers['content-type'], CONTENT_TYPE);
+  for (const family of ['api_auth_verifications_total', 'api_auth_verification_duration_seconds', 'api_auth_tokens_issued_total',
+    'api_auth_tokens_revoked_total', 'api_auth_password_checks_total', 'api_auth_password_throttled_total', 'api_auth_password_busy_total',
+    'api_auth_upstream_errors_total', 'process_cpu_user_seconds_total', 'nodejs_eventloop_lag_seconds']) {
+    t.match(response.text, new RegExp(`^# TYPE ${family} `, 'm'), `${family} is there`);
+  }
+  const post = await postJson(`${server.url}/ext/metrics`, rpc('x', undefined, 1), [['Authorization', `Bearer ${metricsToken}`]]);
+  t.equal(post.status, 405);
+  t.equal(post.headers.allow, 'GET');
+});
+
+t.test('verifications are counted by outcome', async (t) => {
+  const info = await newToken(server.url, server.password, ['/ext/info']);
+  const before = await scrape(server.url, metricsToken);
+  for (let i = 0; i < 5; i++) await call(server.url, '/ext/info', info);
+  await call(server.url, '/ext/info');
+  await call(server.url, '/ext/info');
+  await call(server.url, '/ext/info', 'not-a-token');
+  await call(server.url, '/ext/info', tamperLast(info));
+  await call(server.url, '/ext/health', info);
+  await request(server.url, '/ext/./info', { headers: [['Authorization', `Bearer ${info}`]] });
+  const after = await scrape(server.url, metricsToken);
+  const delta = (name: string): number => (after.get(outcome(name)) ?? NaN) - (before.get(outcome(name)) ?? NaN);
+  t.equal(delta('valid'), 6, 'five calls and the scrape itself');
+  t.equal(delta('no token'), 2);
+  t.equal(delta('malformed'), 1);
+  t.equal(delta('bad signature'), 1);
+  t.equal(delta('not granted'), 1);
+  t.equal(delta('bad path'), 1);
+  t.equal(delta('expired'), 0);
+});
+
+t.test('one verification in 64 is timed', async (t) => {
+  const before = await scrape(server.url, metricsToken);
+  for (let i = 0; i < 130; i++) await call(server.url, '/ext/info');
+  const after = await scrape(server.url, metricsToken);
+  const count = after.get('api_auth_verification_duration_seconds_count')! - before.get('api_auth_verification_duration_seconds_count')!;
+  t.ok(count >= 2 && count <= 3, `131 verifications, ${count} timed`);
+  t.ok(after.get('api_auth_verification_duration_seconds_sum')! > 0, 'the sum is positive');
+  t.equal(after.get('api_auth_verification_duration_seconds_bucket{le="+Inf"}'), after.get('api_auth_verification_duration_seconds_count'));
+});
+
+t.test('tokens issued and revoked, password checks and throttles are counted', async (t) => {
+  const before = await scrape(server.url, metricsToken);
+  const token = await newToken(server.url, server.password, ['*']);
+  await newToken(server.url, server.password, ['/ext/info']);
+  t.same(await revokeToken(server.url, server.password, token), REVOKED);
+  t.same(await revokeToken(server.url, server.password, token), ALREADY_REVOKED, 'revoking it again revokes nothing');
+  // One client fails three times, its burst; its next call is refused before any check.
+  const address = '127.3.0.1';
+  const wrong = JSON.stringify(rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, 1));
+  for (let i = 0; i < 3; i++) {
+    const response = await request(server.url, '/ext/auth', { headers: [['Content-Type', 'application/json']], body: wrong, localAddress: address });
+    t.equal(JSON.parse(response.text).error.code, -32000, `wrong password ${i + 1}`);
+  }
+  const throttled = await request(server.url, '/ext/auth', { headers: [['Content-Type', 'application/json']], body: wrong, localAddress: address });
+  t.equal(throttled.status, 429);
+  const after = await scrape(server.url, metricsToken);
+  const delta = (series: string): number => after.get(series)! - before.get(series)!;
+  t.equal(delta('api_auth_tokens_issued_total'), 2);
+  t.equal(delta('api_auth_tokens_revoked_total'), 1);
+  t.equal(delta('api_auth_password_checks_total{result="accepted"}'), 4);
+  t.equal(delta('api_auth_password_checks_total{result="refused"}'), 3);
+  t.equal(delta('api_auth_password_throttled_total'), 1);
+});
+
+t.test('upstream errors are counted by kind; the metrics stay local behind the proxy', async (t) => {
+  const port = await closedPort();
+  const gateway = await startServer(t, { auth: false, args: ['--upstream', `http://127.0.0.1:${port}`] });
+  for (let i = 0; i < 2; i++) t.equal((await request(gateway.url, '/ext/info')).status, 502);
+  const samples = await scrape(gateway.url);
+  t.equal(samples.get('api_auth_upstream_errors_total{kind="refused"}'), 2);
+  t.equal(samples.get('api_auth_upstream_errors_total{kind="timeout"}'), 0);
+  const upstream = await startUpstream(t);
+  const proxied = await startServer(t, { auth: false, args: ['--upstream', upstream.url] });
+  await scrape(proxied.url);
+  t.equal(upstream.seen.length, 0, '/ext/metrics is answered by the gateway, not the upstream');
+});
+
+t.test('--metrics-path moves the metrics; a bad one is refused at start', async (t) => {
+  const moved = await startServer(t, { auth: false, args: ['--metrics-path', '/ext/gateway/metrics'] });
+  t.ok((await scrape(moved.url, undefined, '/ext/gateway/metrics')).has('api_auth_tokens_issued_total'));
+  t.equal((await request(moved.url, '/ext/metrics')).status, 404);
+  const args = (bad: string): string[] => ['--http-port', '0', '--data-dir', '/nonexistent', '--metrics-path', bad];
+  for (const bad of ['/ext/auth', 'metrics', '/ext/../metrics', '/ext/*']) {
+    const error = await refusalOf(args(bad));
+    t.match(error, { code: /^API_AUTH_BAD_(OPTION|COMMAND_LINE)$/ }, `${bad}: refused`);
+    t.match(error === undefined ? '' : cliLine(error), /^api-auth: --metrics-path[^\n]*$/, `${bad}: one line naming the flag`);
+  }
+  const result = await runCli(t, args('/ext/../metrics'));
+  t.equal(result.code, 2, 'the CLI exits 2');
+  t.match(result.stderr, /^api-auth: --metrics-path[^\n]*\n$/, 'with that line alone on stderr');
+});

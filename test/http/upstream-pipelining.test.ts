@@ -1,0 +1,106 @@
+// --upstream-pipelining N: requests go out on a connection before the answers to those
+// ahead of them, up to N at once, and the answers come back to the clients that asked,
+// from an upstream that answers pipelined requests in order (as Go's net/http and
+// node:http do) and from one that closes after each answer. No request waits behind one
+// that has waited long, nor behind a body still being sent.
+import t from 'tap';
+import { connect } from 'node:net';
+import { request } from '../helpers/http.js';
+import { cliLine, refusalOf } from '../helpers/library.js';
+import { startServer, sleep } from '../helpers/server.js';
+import { answer, startScriptedUpstream, type ScriptedRequest } from '../helpers/scripted-upstream.js';
+
+const own = (request: ScriptedRequest): string => answer(`{"path":"${request.path}"}`);
+
+async function burst(url: string, count: number, prefix = '/r'): Promise<{ path: string; status: number; text: string }[]> {
+  return Promise.all(Array.from({ length: count }, (_, i) => request(url, `${prefix}/${i}`, { method: 'POST', body: `{"id":${i}}` })
+    .then((r) => ({ path: `${prefix}/${i}`, status: r.status, text: r.text }))));
+}
+
+t.test('an upstream that answers in order (Go\'s net/http): each client gets its own answer, over fewer connections', async (t) => {
+  const upstream = await startScriptedUpstream(t, own);
+  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-pipelining', '4'] });
+  const answers = await burst(gateway.url, 300);
+  const wrong = answers.filter((a) => a.status !== 200 || a.text !== `{"path":"${a.path}"}`);
+  t.same(wrong, [], 'every answer is its own request\'s');
+  t.equal(upstream.requests.length, 300, 'each request reached the upstream once');
+  t.ok(upstream.requests.every((r) => r.body.toString() === `{"id":${r.path.split('/')[2]}}`), 'with its own body');
+  const pipelined = upstream.requests.filter((r) => r.ahead > 0).length;
+  t.ok(pipelined > 0, `${pipelined} requests came behind others on their connection`);
+  t.ok(upstream.requests.every((r) => r.ahead < 4), 'never more than 4 on a connection at once');
+  t.ok(upstream.connections() < 300, `${upstream.connections()} connections`);
+});
+
+t.test('an upstream that closes after each answer: the requests behind it are sent again, each answered once', async (t) => {
+  const upstream = await startScriptedUpstream(t, (r) => answer(`{"path":"${r.path}"}`, '200 OK', 'Connection: close\r\n'), { closeAfterEach: true });
+  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-pipelining', '4'] });
+  const answers = await burst(gateway.url, 200);
+  const wrong = answers.filter((a) => a.status !== 200 || a.text !== `{"path":"${a.path}"}`);
+  t.same(wrong, [], 'every answer is its own request\'s');
+  const seen = new Map<string, number>();
+  for (const r of upstream.requests) seen.set(r.path, (seen.get(r.path) ?? 0) + 1);
+  t.equal(seen.size, 200, 'every request was answered');
+  t.ok([...seen.values()].every((n) => n === 1), 'each was read by the upstream once: those sent behind an answer that closed were never read');
+});
+
+t.test('a request is not put behind one that has waited longer than the bound', async (t) => {
+  let release = (): void => undefined;
+  const held = new Promise<void>((resolve) => { release = resolve; });
+  let arrived = (): void => undefined;
+  const slowArrived = new Promise<void>((resolve) => { arrived = resolve; });
+  const upstream = await startScriptedUpstream(t, async (r) => {
+    if (r.path === '/slow') {
+      arrived();
+      await held;
+    }
+    return own(r);
+  });
+  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-pipelining', '4'] });
+  const slow = request(gateway.url, '/slow');
+  await slowArrived;
+  // Past the bound (10 ms), so the next request must not wait behind /slow.
+  await sleep(50);
+  const fast = await request(gateway.url, '/fast');
+  t.equal(fast.text, '{"path":"/fast"}', 'answered while /slow is still held');
+  const fastSeen = upstream.requests.find((r) => r.path === '/fast')!;
+  t.equal(fastSeen.ahead, 0, 'on a connection of its own');
+  release();
+  t.equal((await slow).text, '{"path":"/slow"}');
+});
+
+t.test('no request is put behind a body still being sent', async (t) => {
+  const upstream = await startScriptedUpstream(t, own);
+  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-pipelining', '4'] });
+  const { hostname, port } = new URL(gateway.url);
+  const socket = connect(Number(port), hostname);
+  const streamed = new Promise<string>((resolve) => {
+    let data = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => { data += chunk; });
+    socket.on('end', () => resolve(data));
+  });
+  socket.write('POST /streamed HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nfirst\r\n');
+  // While the body is unfinished, other requests are answered, on other connections.
+  const others = await burst(gateway.url, 20, '/other');
+  t.ok(others.every((a) => a.text === `{"path":"${a.path}"}`), 'the others are answered meanwhile');
+  t.notOk(upstream.requests.some((r) => r.path === '/streamed'), 'the streamed request is still unfinished');
+  socket.write('6\r\nsecond\r\n0\r\n\r\n');
+  t.match(await streamed, /\r\n\r\n\{"path":"\/streamed"\}$/);
+  const seen = upstream.requests.find((r) => r.path === '/streamed')!;
+  t.equal(seen.body.toString(), 'firstsecond', 'its body whole');
+  t.equal(seen.ahead, 0);
+  const sameConnection = upstream.requests.filter((r) => r.connection === seen.connection && r.path !== '/streamed');
+  t.ok(sameConnection.every((r) => upstream.requests.indexOf(r) > upstream.requests.indexOf(seen)), 'nothing went on its connection before it was whole');
+});
+
+t.test('bad --upstream-pipelining values are refused at start', async (t) => {
+  const base = ['--http-port', '0', '--data-dir', '/nonexistent', '--upstream', 'http://127.0.0.1:9652'];
+  for (const value of ['0', '65', 'four', '2.5']) {
+    const error = await refusalOf([...base, '--upstream-pipelining', value]);
+    t.match(error, { code: /^API_AUTH_BAD_(OPTION|COMMAND_LINE)$/ }, `${value}: refused`);
+    t.equal(error === undefined ? '' : cliLine(error),
+      `api-auth: --upstream-pipelining must be a whole number from 1 to 64 (requests on one upstream connection at once), not ${JSON.stringify(value)}`);
+  }
+  const alone = await refusalOf(['--http-port', '0', '--data-dir', '/nonexistent', '--upstream-pipelining', '4']);
+  t.match(alone === undefined ? '' : cliLine(alone), /^api-auth: --upstream-pipelining .*--upstream/, 'without --upstream: refused');
+});

@@ -1,0 +1,581 @@
+// WebSocket sessions through the gate (--upstream): an upgrade is a request like any
+// other (path rules, the token, the same refusals), the client gets its 101 only once
+// the upstream accepted, frames go both ways unchanged with their close codes, and a
+// session lives only as long as its token, on every thread. Against a real `ws`
+// JSON-RPC upstream, and through ethers' WebSocketProvider as a dapp would use it.
+import t from 'tap';
+import type { Test } from 'tap';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { WebSocketProvider } from 'ethers';
+import { WebSocket } from 'ws';
+import { BAD_PATH_REASON, changePassword, newToken, REASONS, refusalBody, REVOKED, revokeToken, tamperLast } from '../helpers/auth.js';
+import { request, type HttpResponse } from '../helpers/http.js';
+import { manualClock, serveInProcess } from '../helpers/library.js';
+import { runCli, startServer, tempDir } from '../helpers/server.js';
+import { closedPort, startRawUpstream } from '../helpers/upstream.js';
+import { CHAIN_ID, openClient, Refused, startWsUpstream, wsUrl, type Client, type Closed } from '../helpers/ws-upstream.js';
+
+const WS_PATH = '/ext/bc/C/ws';
+
+/** An upgrade request on a raw socket, byte for byte (the path is not normalised), and the HTTP answer to it. */
+function rawUpgrade(base: string, target: string | Buffer, headers: [string, string][] = []): Promise<HttpResponse> {
+  return request(base, target, {
+    headers: [['Upgrade', 'websocket'], ['Connection', 'Upgrade'], ['Sec-WebSocket-Key', randomBytes(16).toString('base64')],
+      ['Sec-WebSocket-Version', '13'], ...headers],
+  });
+}
+
+/** Opening a session at `url` fails with an HTTP answer: that answer. */
+async function refusal(t: Test, url: string, options: Parameters<typeof openClient>[2] = {}): Promise<Refused> {
+  try {
+    const client = await openClient(t, url, options);
+    client.socket.terminate();
+  } catch (error) {
+    if (error instanceof Refused) return error;
+    throw error;
+  }
+  throw new Error(`the upgrade to ${url} was accepted`);
+}
+
+/** The session closes within `ms`: its close, and how long it took. */
+async function closesWithin(client: Client, ms: number): Promise<Closed & { after: number }> {
+  const start = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    client.closed,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the session did not close within ${ms} ms`)), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  return { ...closed, after: performance.now() - start };
+}
+
+/** The samples of a Prometheus scrape, by series. */
+async function scrape(base: string, token: string): Promise<Map<string, number>> {
+  const response = await request(base, '/ext/metrics', { headers: [['Authorization', `Bearer ${token}`]] });
+  if (response.status !== 200) throw new Error(`metrics: HTTP ${response.status}: ${response.text}`);
+  const samples = new Map<string, number>();
+  for (const line of response.text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return samples;
+}
+
+/** The process's resident memory, in bytes (Linux). */
+// Each test has its own server and upstream: two at a time, so the ones that wait on a
+// timer (the idle timeout's pings) do not hold the whole file up.
+t.jobs = 2;
+
+function rss(pid: number): number {
+  const kib = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (kib === null) throw new Error(`no VmRSS for process ${pid}`);
+  return Number(kib[1]) * 1024;
+}
+
+function json(received: { data: Buffer }): any {
+  return JSON.parse(received.data.toString('utf8'));
+}
+
+t.test('a subscription works through the gate, with the proxy\'s header rules and the client\'s subprotocols', async (t) => {
+  const upstream = await startWsUpstream(t, { protocol: (offered) => (offered.has('jsonrpc') ? 'jsonrpc' : false) });
+  const server = await startServer(t, { args: ['--upstream', upstream.url] });
+  const token = await newToken(server.url, server.password, [WS_PATH, '/ext/metrics']);
+
+  const client = await openClient(t, wsUrl(server.url, `${WS_PATH}?chain=C`), {
+    token, protocols: ['graphql', 'jsonrpc'], headers: { 'X-Forwarded-For': '203.0.113.9', Origin: 'https://dapp.example' },
+  });
+  t.equal(client.socket.protocol, 'jsonrpc', 'the client gets the subprotocol the upstream chose');
+  const seen = await upstream.session(0);
+  t.equal(seen.url, `${WS_PATH}?chain=C`, 'the upstream gets the same path and query');
+  t.equal(seen.headers.authorization, undefined, 'Authorization never reaches the upstream');
+  t.equal(seen.headers['sec-websocket-protocol'], 'graphql,jsonrpc', 'the client\'s subprotocols, in its order');
+  t.equal(seen.headers['x-forwarded-for'], '127.0.0.1', 'X-Forwarded-For is api-auth\'s, not the client\'s');
+  t.equal(seen.headers['x-forwarded-proto'], 'http');
+  t.equal(seen.headers.origin, 'https://dapp.example', 'Origin is kept, for the node to check');
+  t.equal(seen.headers.host, `127.0.0.1:${upstream.port}`, 'Host is the upstream\'s own');
+  t.equal(seen.headers['sec-websocket-extensions'], undefined, 'no permessage-deflate');
+
+  t.same(await client.call('eth_chainId'), { jsonrpc: '2.0', id: 1, result: CHAIN_ID }, 'a call is answered');
+  const subscribed = await client.call('eth_subscribe', ['newHeads']);
+  const subscription = subscribed.result;
+  t.type(subscription, 'string', 'eth_subscribe answers with a subscription id');
+  const from = client.received.length;
+  const blocks = [upstream.newBlock(), upstream.newBlock(), upstream.newBlock()];
+  for (let i = 0; i < blocks.length; i++) {
+    const note = json(await client.message(from + i));
+    t.equal(note.method, 'eth_subscription');
+    t.equal(note.params.subscription, subscription);
+    t.equal(parseInt(note.params.result.number, 16), blocks[i], `notification ${i + 1} in order`);
+  }
+
+  // The default --ws-max-message (16 MiB) lets a large eth_getLogs answer through.
+  const large = randomBytes(15 * 1024 * 1024);
+  const at = client.received.length;
+  client.socket.send(large);
+  const echoed = await client.message(at);
+  t.ok(echoed.isBinary && echoed.data.equals(large), 'a 15 MiB message goes up and comes back whole');
+
+  // What a URL parser would percent-encode reaches the upstream as sent.
+  const raw = await rawUpgrade(server.url, `${WS_PATH}?q='{x}'`, [['Authorization', `Bearer ${token}`]]);
+  t.equal(raw.status, 101, 'a raw upgrade is accepted');
+  t.equal((await upstream.session(1)).url, `${WS_PATH}?q='{x}'`, 'the query reaches the upstream byte for byte');
+
+  // Raw UTF-8 too (node:http would refuse it, so a raw upstream records the head).
+  const heads = await startRawUpstream(t);
+  const rawServer = await startServer(t, { args: ['--upstream', heads.url] });
+  const rawToken = await newToken(rawServer.url, rawServer.password, [WS_PATH]);
+  const utf8 = await rawUpgrade(rawServer.url, Buffer.from(`${WS_PATH}?name=caf\xc3\xa9`, 'latin1'), [['Authorization', `Bearer ${rawToken}`]]);
+  t.equal(utf8.status, 502, 'an upstream that answers 200 rather than 101: 502');
+  t.equal(heads.heads[0].subarray(0, heads.heads[0].indexOf('\r\n')).toString('latin1'), `GET ${WS_PATH}?name=caf\xc3\xa9 HTTP/1.1`,
+    'raw UTF-8 in the query reaches the upstream byte for byte');
+
+  const metrics = await scrape(server.url, token);
+  t.ok(metrics.get('api_auth_websocket_sessions_opened_total')! >= 2, 'sessions opened are counted');
+  t.ok(metrics.get('api_auth_websocket_sessions_open')! >= 1, 'open sessions are counted, over every thread');
+  t.equal(metrics.get('api_auth_websocket_messages_total{direction="to upstream"}'), 3, 'messages to the upstream are counted');
+  t.equal(metrics.get('api_auth_websocket_messages_total{direction="to client"}'), 6, 'messages to the client are counted');
+  t.ok(metrics.get('api_auth_websocket_bytes_total{direction="to upstream"}')! >= large.length, 'and their bytes');
+});
+
+t.test('text stays text, binary stays binary, and a message over --ws-max-message closes the session with 1009', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--ws-max-message', '64KiB'] });
+  const token = await newToken(server.url, server.password, [WS_PATH, '/ext/metrics']);
+  const limit = 64 * 1024;
+
+  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const seen = await upstream.session(0);
+  client.socket.send('héllo, node');
+  client.socket.send(Buffer.from([0, 1, 2, 0xff]));
+  const text = await seen.message(0);
+  const binary = await seen.message(1);
+  t.same([text.isBinary, text.data.toString('utf8')], [false, 'héllo, node'], 'text reaches the upstream as text');
+  t.same([binary.isBinary, [...binary.data]], [true, [0, 1, 2, 0xff]], 'binary reaches the upstream as binary');
+  const back = [await client.message(0), await client.message(1)];
+  t.same(back.map((m) => m.isBinary), [false, true], 'and come back as they went');
+
+  const atLimit = randomBytes(limit);
+  client.socket.send(atLimit);
+  t.ok((await client.message(2)).data.equals(atLimit), 'a message of exactly the limit passes both ways');
+
+  client.socket.send(randomBytes(limit + 1));
+  const closed = await closesWithin(client, 5000);
+  t.equal(closed.code, 1009, 'one byte over: the client gets 1009');
+  t.same(await seen.closed, { code: 1001, reason: `the client sent a message over ${limit} bytes` }, 'and the upstream is closed too');
+
+  const second = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const seenSecond = await upstream.session(1);
+  seenSecond.socket.send(randomBytes(limit + 1));
+  t.same(await closesWithin(second, 5000).then(({ code, reason }) => ({ code, reason })),
+    { code: 1009, reason: `the upstream node sent a message over ${limit} bytes` }, 'an upstream message over the limit: 1009 to the client');
+  t.equal((await seenSecond.closed).code, 1009, 'and 1009 to the upstream that sent it');
+
+  const metrics = await scrape(server.url, token);
+  t.equal(metrics.get('api_auth_websocket_sessions_closed_total{reason="too big"}'), 2, 'both are counted as too big');
+});
+
+t.test('close codes and reasons are relayed both ways', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+
+  const first = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  (await upstream.session(0)).socket.close(4001, 'the node says bye');
+  const fromUpstream = await closesWithin(first, 5000);
+  t.same([fromUpstream.code, fromUpstream.reason], [4001, 'the node says bye'], 'the upstream\'s code and reason reach the client');
+
+  const second = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  second.socket.close(4002, 'the dapp says bye');
+  t.same(await (await upstream.session(1)).closed, { code: 4002, reason: 'the dapp says bye' }, 'the client\'s code and reason reach the upstream');
+
+  const third = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  third.socket.close();
+  t.equal((await (await upstream.session(2)).closed).code, 1005, 'a close without a code stays without one');
+
+  const fourth = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  (await upstream.session(3)).socket.terminate();
+  const cut = await closesWithin(fourth, 5000);
+  t.same([cut.code, cut.reason], [1011, 'the upstream node closed the connection'], 'an upstream that drops the connection: 1011');
+});
+
+t.test('every refusal comes before anything reaches the upstream, with the status and body of HTTP', async (t) => {
+  const upstream = await startWsUpstream(t, { refuse: { '/ext/bc/C/refusing': 403 } });
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/bc/C/public'] });
+  const token = await newToken(server.url, server.password, [WS_PATH, '/ext/bc/C/refusing', '/ext/metrics']);
+  const other = await newToken(server.url, server.password, ['/ext/bc/X/ws']);
+  const revoked = await newToken(server.url, server.password, [WS_PATH]);
+  t.same(await revokeToken(server.url, server.password, revoked), REVOKED);
+
+  const cases: [string, Parameters<typeof openClient>[2], string][] = [
+    ['no token', {}, REASONS.noToken],
+    ['not Bearer', { headers: { Authorization: `Basic ${token}` } }, REASONS.badHeader],
+    ['a forged token', { token: tamperLast(token) }, REASONS.badSignature],
+    ['a token for another path', { token: other }, REASONS.notGranted],
+    ['a revoked token', { token: revoked }, REASONS.revoked],
+  ];
+  for (const [label, options, reason] of cases) {
+    const refused = await refusal(t, wsUrl(server.url, WS_PATH), options);
+    t.equal(refused.status, 401, `${label}: 401`);
+    t.equal(refused.headers['www-authenticate'], 'Bearer', `${label}: WWW-Authenticate`);
+    t.equal(refused.body, refusalBody(reason), `${label}: the gate's body`);
+  }
+  const badPath = await rawUpgrade(server.url, '/ext/bc/C/%2e%2e/ws', [['Authorization', `Bearer ${token}`]]);
+  t.equal(badPath.status, 400, 'a path some server would read as another: 400, whatever the token');
+  t.equal(badPath.text, refusalBody(BAD_PATH_REASON));
+  t.equal(upstream.sessions.length, 0, 'nothing refused reached the upstream');
+
+  const open = await openClient(t, wsUrl(server.url, '/ext/bc/C/public'));
+  t.equal((await upstream.session(0)).url, '/ext/bc/C/public', 'a public path needs no token');
+  open.socket.close();
+  const spare = await newToken(server.url, server.password, [WS_PATH]);
+  const publicWithToken = await openClient(t, wsUrl(server.url, '/ext/bc/C/public'), { token: spare });
+  t.same(await revokeToken(server.url, server.password, spare), REVOKED);
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  t.equal(publicWithToken.socket.readyState, WebSocket.OPEN, 'a public session is never re-checked, whatever token it carried');
+  publicWithToken.socket.close();
+
+  const refusedUpstream = await refusal(t, wsUrl(server.url, '/ext/bc/C/refusing'), { token });
+  t.equal(refusedUpstream.status, 403, 'an upstream that refuses the upgrade: its status');
+  t.same(JSON.parse(refusedUpstream.body).error, { code: -32004, message: 'the upstream node refused the WebSocket upgrade (HTTP 403)' });
+
+  // An upgrade to api-auth's own routes is a request like any other, as before.
+  const metricsUpgrade = await rawUpgrade(server.url, '/ext/metrics', [['Authorization', `Bearer ${token}`]]);
+  t.equal(metricsUpgrade.status, 200, 'an upgrade to the metrics path gets the metrics');
+  const metrics = await scrape(server.url, token);
+  t.equal(metrics.get('api_auth_websocket_sessions_refused_total{reason="token"}'), 5, 'refusals by the gate are counted');
+  t.equal(metrics.get('api_auth_websocket_sessions_refused_total{reason="path"}'), 1);
+  t.equal(metrics.get('api_auth_websocket_sessions_refused_total{reason="upstream status"}'), 1);
+});
+
+t.test('past --ws-max-sessions an upgrade gets 503 before anything reaches the upstream', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--ws-max-sessions', '2'] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const first = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const refused = await refusal(t, wsUrl(server.url, WS_PATH), { token });
+  t.equal(refused.status, 503, 'the third of two: 503');
+  t.equal(refused.headers['retry-after'], '1');
+  t.same(JSON.parse(refused.body).error, { code: -32006, message: 'too many WebSocket sessions are open (at most 2); retry later' });
+  t.equal(upstream.sessions.length, 2, 'the upstream never saw it');
+  first.socket.close();
+  await first.closed;
+  await (await upstream.session(0)).closed;
+  // The count is the process's: the next session may land on either thread.
+  const again = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  t.equal(again.socket.readyState, WebSocket.OPEN, 'a closed session frees its place');
+});
+
+t.test('an upstream that cannot be reached gives 502, one that does not answer in time 504', async (t) => {
+  const unreachable = await startServer(t, { args: ['--upstream', `http://127.0.0.1:${await closedPort()}`] });
+  const token = await newToken(unreachable.url, unreachable.password, [WS_PATH]);
+  const refused = await refusal(t, wsUrl(unreachable.url, WS_PATH), { token });
+  t.equal(refused.status, 502, 'nothing listens: 502');
+  t.same(JSON.parse(refused.body).error, { code: -32004, message: 'the upstream node refused the connection' });
+
+  // Accepts connections, never answers; keeps what it was sent.
+  const sockets = new Set<Socket>();
+  let received = '';
+  const silent = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+  });
+  const slow = await startServer(t, {
+    args: ['--upstream', `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, '--upstream-timeout', '1s'],
+  });
+  const slowToken = await newToken(slow.url, slow.password, [WS_PATH]);
+  const start = performance.now();
+  const timedOut = await refusal(t, wsUrl(slow.url, WS_PATH), { token: slowToken });
+  t.equal(timedOut.status, 504, 'no answer within --upstream-timeout: 504');
+  t.same(JSON.parse(timedOut.body).error, { code: -32005, message: 'the upstream node did not answer within 1 s' });
+  t.ok(performance.now() - start < 5000, 'and not much later');
+  t.match(received, /\r\nupgrade: websocket\r\n/i, 'what timed out was a WebSocket handshake');
+  t.match(received, /\r\nsec-websocket-key: [A-Za-z0-9+/]{22}==\r\n/i, 'with its Sec-WebSocket-Key');
+
+  const unreachableToken = await newToken(unreachable.url, unreachable.password, ['/ext/metrics']);
+  const metrics = await scrape(unreachable.url, unreachableToken);
+  t.equal(metrics.get('api_auth_websocket_sessions_refused_total{reason="upstream unreachable"}'), 1, 'counted as a refusal');
+  t.equal(metrics.get('api_auth_upstream_errors_total{kind="refused"}'), 1, 'and as an upstream error, as the proxy counts them');
+});
+
+t.test('--api-auth-query-token: the token in access_token, for browsers; never forwarded, never logged', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const off = await startServer(t, { args: ['--upstream', upstream.url] });
+  const offToken = await newToken(off.url, off.password, [WS_PATH]);
+  const ignored = await refusal(t, wsUrl(off.url, `${WS_PATH}?access_token=${offToken}`));
+  t.equal(ignored.status, 401, 'without the flag, a query token is not honoured');
+  t.equal(ignored.body, refusalBody(REASONS.noToken));
+  await openClient(t, wsUrl(off.url, `${WS_PATH}?access_token=abc&x=1`), { token: offToken });
+  t.equal((await upstream.session(0)).url, `${WS_PATH}?access_token=abc&x=1`, 'and it is forwarded as any other parameter');
+
+  const on = await startServer(t, { args: ['--upstream', upstream.url, '--api-auth-query-token', '--log-level', 'debug'] });
+  const token = await newToken(on.url, on.password, [WS_PATH, '/ext/metrics']);
+  const client = await openClient(t, wsUrl(on.url, `${WS_PATH}?x=1&access_token=${token}&y=2`));
+  t.equal((await upstream.session(1)).url, `${WS_PATH}?x=1&y=2`, 'with the flag, the token opens the session and is removed');
+  await openClient(t, wsUrl(on.url, `${WS_PATH}?access_token=${token}`));
+  t.equal((await upstream.session(2)).url, WS_PATH, 'a query of only the token leaves none');
+
+  const forged = await refusal(t, wsUrl(on.url, `${WS_PATH}?access_token=${tamperLast(token)}`));
+  t.equal(forged.body, refusalBody(REASONS.badSignature), 'a query token is checked as a header\'s would be');
+  const twice = await refusal(t, wsUrl(on.url, `${WS_PATH}?access_token=${token}&access_token=${token}`));
+  t.equal(twice.body, refusalBody(REASONS.malformed), 'two query tokens name no one token');
+  const http = await request(on.url, `${WS_PATH}?access_token=${token}`);
+  t.equal(http.status, 401, 'a request that is not an upgrade takes its token from the header only');
+
+  t.same(await revokeToken(on.url, on.password, token), REVOKED);
+  const closed = await closesWithin(client, 1000);
+  t.same([closed.code, closed.reason], [1008, REASONS.revoked], 'a session opened with a query token ends with it');
+
+  const metrics = await request(on.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${await newToken(on.url, on.password, ['/ext/metrics'])}`]] });
+  t.notOk(metrics.text.includes(token), 'no metric holds the token');
+  t.notOk(on.stdout().includes(token) || on.stdout().includes('access_token'), 'no log line holds the token or its parameter');
+  t.notOk(on.stderr().includes(token));
+});
+
+t.test('a session ends within a second of its token, with 1008 and the gate\'s reason, on every thread', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '2'] });
+  const first = await newToken(server.url, server.password, [WS_PATH, '/ext/metrics']);
+  const second = await newToken(server.url, server.password, [WS_PATH]);
+  const before = await scrape(server.url, first);
+  // Consecutive connections go to the threads in turn: each token has a session on each thread.
+  const clients = [
+    await openClient(t, wsUrl(server.url, WS_PATH), { token: first }),
+    await openClient(t, wsUrl(server.url, WS_PATH), { token: first }),
+    await openClient(t, wsUrl(server.url, WS_PATH), { token: second }),
+    await openClient(t, wsUrl(server.url, WS_PATH), { token: second }),
+  ];
+  const after = await scrape(server.url, first);
+  for (const thread of ['1', '2']) {
+    const series = `api_auth_http_requests_total{thread="${thread}"}`;
+    t.ok(after.get(series)! - before.get(series)! >= 2, `thread ${thread} took sessions`);
+  }
+
+  t.same(await revokeToken(server.url, server.password, first), REVOKED);
+  for (const client of clients.slice(0, 2)) {
+    const closed = await closesWithin(client, 1000);
+    t.same([closed.code, closed.reason], [1008, REASONS.revoked], 'revoked: 1008 with the gate\'s reason, within a second');
+  }
+  for (const n of [0, 1]) t.equal((await (await upstream.session(n)).closed).code, 1001, 'its upstream session is closed too');
+  t.same((await clients[2].call('eth_chainId')).result, CHAIN_ID, 'the other token\'s sessions go on');
+  const audit = await server.waitForLog((l) => l.msg === 'audit' && l.method === 'websocket');
+  t.match(audit, { level: 'info', outcome: 'revoked', client: '127.0.0.1', path: WS_PATH }, 'one audit line per session the token\'s end closed');
+  t.type(audit.serial, 'number', 'naming the token by its serial');
+
+  t.same(await changePassword(server.url, server.password, `${server.password}-new`), { success: true });
+  for (const client of clients.slice(2)) {
+    const closed = await closesWithin(client, 1000);
+    t.same([closed.code, closed.reason], [1008, REASONS.earlierGeneration], 'password changed: 1008, within a second');
+  }
+  // Each thread's lines reach the log through the main thread: wait for the fourth.
+  const audits = (): number => server.logs.filter((l) => l.msg === 'audit' && l.method === 'websocket').length;
+  await server.waitForLog(() => audits() >= 4);
+  t.equal(audits(), 4, 'four audit lines');
+  t.notOk(server.stdout().includes(first) || server.stdout().includes(second), 'no log line holds a token');
+});
+
+t.test('a session ends when its token expires, by the service\'s clock', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const time = manualClock();
+  const server = await serveInProcess(t, { args: ['--upstream', upstream.url, '--api-auth-token-lifetime', '60s'], clock: time.clock });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  time.now += 59_000;
+  t.same((await client.call('eth_chainId')).result, CHAIN_ID, 'a second before expiry the session is open');
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  t.equal(client.socket.readyState, WebSocket.OPEN, 'and stays open');
+  time.now += 1000;
+  const closed = await closesWithin(client, 1000);
+  t.same([closed.code, closed.reason], [1008, REASONS.expired], 'expired: 1008 with the gate\'s reason, within a second');
+  t.equal((await (await upstream.session(0)).closed).code, 1001, 'the upstream session is closed too');
+});
+
+t.test('a side that stops answering is gone after --ws-idle-timeout; a quiet session that answers pings is not', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const deaf = await startWsUpstream(t, { autoPong: false });
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--ws-idle-timeout', '8s'] });
+  const deafServer = await startServer(t, { args: ['--upstream', deaf.url, '--ws-idle-timeout', '8s'] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const deafToken = await newToken(deafServer.url, deafServer.password, [WS_PATH]);
+
+  const quiet = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const silentClient = await openClient(t, wsUrl(server.url, WS_PATH), { token, autoPong: false });
+  const toDeafUpstream = await openClient(t, wsUrl(deafServer.url, WS_PATH), { token: deafToken });
+  const start = performance.now();
+
+  const [clientGone, upstreamGone] = await Promise.all([
+    upstream.session(1).then((s) => s.closed),
+    closesWithin(toDeafUpstream, 20_000),
+  ]);
+  t.same(clientGone, { code: 1001, reason: 'the client stopped answering' }, 'a client that answers no ping: its upstream gets 1001');
+  t.same([upstreamGone.code, upstreamGone.reason], [1001, 'the upstream node stopped answering'], 'an upstream that answers no ping: its client gets 1001');
+  t.ok(upstreamGone.after >= 7000, `not before the timeout (${Math.round(upstreamGone.after)} ms)`);
+  await closesWithin(silentClient, 1000).catch(() => undefined);
+  const waited = performance.now() - start;
+  if (waited < 12_000) await new Promise((resolve) => setTimeout(resolve, 12_000 - waited));
+  t.equal(quiet.socket.readyState, WebSocket.OPEN, 'a session where nothing is said but pings are answered stays open past the timeout');
+  t.same((await quiet.call('eth_chainId')).result, CHAIN_ID);
+});
+
+t.test('a client that stops reading pauses the upstream: memory stays bounded, nothing is lost', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '1'] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const seen = await upstream.session(0);
+  let receivedBytes = 0;
+  client.socket.on('message', (data: Buffer) => {
+    receivedBytes += data.length;
+  });
+  const baseline = rss(server.child.pid!);
+  client.socket.pause();
+
+  // The upstream floods while its own buffer has room: without backpressure it would
+  // keep going, its messages piling up in api-auth.
+  const chunk = randomBytes(64 * 1024);
+  const ROOM = 4 * 1024 * 1024;
+  const CAP = 256 * 1024 * 1024;
+  let sent = 0;
+  let lastProgress = performance.now();
+  let lastSent = 0;
+  while (sent < CAP && performance.now() - lastProgress < 1500) {
+    while (seen.socket.bufferedAmount < ROOM && sent < CAP) {
+      seen.socket.send(chunk);
+      sent += chunk.length;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    if (sent > lastSent) {
+      lastSent = sent;
+      lastProgress = performance.now();
+    }
+  }
+  t.ok(sent < 96 * 1024 * 1024, `the upstream was held back after ${Math.round(sent / 1048576)} MiB`);
+  t.ok(seen.socket.bufferedAmount >= ROOM - chunk.length, 'the upstream sees the backpressure: its own buffer stays full');
+  const grown = rss(server.child.pid!) - baseline;
+  t.ok(grown < 48 * 1024 * 1024, `api-auth's memory stays bounded (grew ${Math.round(grown / 1048576)} MiB)`);
+
+  client.socket.resume();
+  const deadline = performance.now() + 30_000;
+  while (receivedBytes < sent && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  t.equal(receivedBytes, sent, 'once the client reads again, every byte arrives');
+});
+
+t.test('an upstream that stops reading while the client floods: the session ends with 1013, memory stays bounded', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '1', '--ws-max-message', '1MiB'] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const seen = await upstream.session(0);
+  const baseline = rss(server.child.pid!);
+  // uWebSockets.js cannot stop reading a client: what waits for a slow upstream is bounded instead.
+  seen.socket.pause();
+
+  const chunk = randomBytes(64 * 1024);
+  const CAP = 256 * 1024 * 1024;
+  let sent = 0;
+  let maxGrowth = 0;
+  // 1 MiB a turn, so that the close is seen as soon as it comes (api-auth reads on while it closes).
+  while (client.socket.readyState === WebSocket.OPEN && sent < CAP) {
+    for (let i = 0; i < 16 && client.socket.bufferedAmount < 1024 * 1024; i++) {
+      client.socket.send(chunk);
+      sent += chunk.length;
+    }
+    maxGrowth = Math.max(maxGrowth, rss(server.child.pid!) - baseline);
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  const closed = await closesWithin(client, 5000);
+  t.same([closed.code, closed.reason], [1013, 'the upstream node is not keeping up; try again later'], 'the client gets 1013, try again later');
+  t.ok(sent < 96 * 1024 * 1024, `it ended after ${Math.round(sent / 1048576)} MiB, not after all ${CAP / 1048576} MiB`);
+  t.ok(maxGrowth < 48 * 1024 * 1024, `api-auth's memory stayed bounded (grew ${Math.round(maxGrowth / 1048576)} MiB at most)`);
+  seen.socket.resume();
+  t.equal((await seen.closed).code, 1006, 'the upstream that did not read is cut');
+});
+
+t.test('SIGTERM ends the sessions with 1001 and exits 0 without waiting for them', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const url = wsUrl(server.url, WS_PATH);
+  const clients = [await openClient(t, url, { token }), await openClient(t, url, { token })];
+  const start = performance.now();
+  const exit = await server.stop('SIGTERM');
+  t.same(exit, { code: 0, signal: null }, 'exit code 0');
+  t.ok(performance.now() - start < 4000, 'the stop does not wait for the sessions');
+  for (const client of clients) {
+    const closed = await client.closed;
+    t.same([closed.code, closed.reason], [1001, 'api-auth is stopping'], 'the client gets 1001');
+  }
+  for (const n of [0, 1]) t.equal((await (await upstream.session(n)).closed).code, 1001, 'the upstream gets 1001');
+});
+
+t.test('ethers\' WebSocketProvider subscribes to new blocks through the gate', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url, '--api-auth-query-token'] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const ways: [string, () => WebSocket][] = [
+    ['an Authorization header', () => new WebSocket(wsUrl(server.url, WS_PATH), { headers: { Authorization: `Bearer ${token}` } })],
+    ['the query token', () => new WebSocket(wsUrl(server.url, `${WS_PATH}?access_token=${token}`))],
+  ];
+  for (const [n, [way, socket]] of ways.entries()) {
+    const provider = new WebSocketProvider(socket as never);
+    t.teardown(() => provider.destroy());
+    t.equal((await provider.getNetwork()).chainId, BigInt(CHAIN_ID), `${way}: the chain id`);
+    const block = new Promise<number>((resolve) => provider.once('block', resolve));
+    const session = await upstream.session(n);
+    // The subscription is made once the listener is: wait for it before the block comes.
+    for (let i = 0; ; i++) {
+      if (json(await session.message(i)).method === 'eth_subscribe') break;
+    }
+    const number = upstream.newBlock();
+    t.equal(await block, number, `${way}: the new block's number arrives`);
+    await provider.destroy();
+  }
+});
+
+t.test('bad WebSocket flags stop the start with one line', async (t) => {
+  const cases: [string[], RegExp][] = [
+    [['--ws-max-message', '16MB'], /^api-auth: --ws-max-message must be a size from 1 byte to 1024MiB/],
+    [['--ws-idle-timeout', '5s'], /^api-auth: --ws-idle-timeout must be a duration in whole seconds from 8s to 960s/],
+    [['--ws-max-sessions', '0'], /^api-auth: --ws-max-sessions must be a whole number from 1 to 1000000/],
+    [['--api-auth-query-token=yes'], /^api-auth: --api-auth-query-token takes no value, or =true or =false/],
+  ];
+  for (const [args, message] of cases) {
+    const result = await runCli(t, ['--http-port', '0', ...args]);
+    t.equal(result.code, 2, `${args.join(' ')}: exit code 2`);
+    t.match(result.stderr, message, `${args.join(' ')}: the line names the flag`);
+    t.equal(result.stderr.trim().split('\n').length, 1, 'one line');
+  }
+  // Without --upstream these flags are refused (test/unit/option-context.test.ts).
+  const pointless = await runCli(t, ['--http-port', '0', '--data-dir', `${tempDir(t)}/data`, '--upstream', 'http://127.0.0.1:9',
+    '--api-auth-query-token']);
+  t.ok(pointless.logs.some((l) => l.level === 'warn' && l.msg === '--api-auth-query-token means nothing without --api-auth-required: ' +
+    'no token is asked for'), 'a query token flag without tokens is warned of');
+});
+
+t.test('a burst of messages from the client reaches the upstream whole and in order, each read out of uWS\'s buffer before the next', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { args: ['--upstream', upstream.url] });
+  const token = await newToken(server.url, server.password, [WS_PATH]);
+  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const seen = await upstream.session(0);
+  // Written in one go, they arrive together: uWS hands them over one by one from the same
+  // receive buffer, which its next read overwrites.
+  const sent = Array.from({ length: 300 }, (_, i) => randomBytes(1 + ((i * 7919) % 30_000)));
+  for (const message of sent) client.socket.send(message);
+  const received = await Promise.all(sent.map((_, i) => seen.message(i)));
+  const wrong = received.flatMap((m, i) => (m.isBinary && m.data.equals(sent[i]) ? [] : [i]));
+  t.same(wrong, [], 'every message arrives unchanged, in the order sent');
+});

@@ -1,0 +1,210 @@
+// The README's examples run as written (issue 14): every ```sh block, in document order,
+// in one shell session, against a fresh node, and each command's output is what the
+// README shows for it.
+//
+// The convention the README follows (helpers/readme.ts has it in full, the README in a
+// comment near its top): the `# ` lines directly under a command are its whole stdout,
+// `...` matching any text in a line and a line of only `...` any number of lines; other
+// comments are prose; every command must exit 0.
+//
+// Where it runs: a private machine (helpers/machine.ts), systemd as PID 1 in namespaces of
+// its own, so the Production blocks really install into /opt, /usr/local/bin and /etc, add
+// their user and start their unit, and the fixed ports 9650 and 9652 are its alone.
+//
+// How: the session is a clean clone of this commit (`git clone`, as a reader's would be),
+// where the first block's `npm ci && npm start ...` is the fresh machine's first command.
+// A command that starts a server (helpers/readme.ts: startsServer, startsUnit) runs in the
+// background until the next one does: the harness waits for its port to take connections,
+// and stops it (SIGTERM to every process of the command, then waits for all of them; a
+// systemd unit with `systemctl stop`) before the next server starts, then checks what it
+// printed. The README's `npm ci && npm test` is what CI runs (.ci/run, checked below),
+// so it is not run again here.
+//
+// The fixture: the node "Protecting a real node" puts on 127.0.0.1:9652 is
+// helpers/readme-node.js, started inside the machine before the first block.
+import t from 'tap';
+import type { Test } from 'tap';
+import type { ChildProcess } from 'node:child_process';
+import { createReadStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { bootMachine, MACHINE_PATH, machineTools } from '../helpers/machine.js';
+import type { Machine } from '../helpers/machine.js';
+import { needsRoot } from '../helpers/root.js';
+import { outputDiffers, readmeBlocks, serverPort, startsServer, startsUnit } from '../helpers/readme.js';
+import type { Command } from '../helpers/readme.js';
+import { ROOT } from '../helpers/server.js';
+
+const blocks = readmeBlocks();
+/** CI's own command: not run again inside the README's run (it is the run's parent). */
+const runsTheTests = (command: Command): boolean => /(^|\s)npm test\b/.test(command.text);
+
+/** The npm commands a script runs, in order, as `npm <command>` (npm's own output flags left out). */
+function npmCommands(script: string): string[] {
+  return [...script.matchAll(/^\s*npm ([a-z][\w-]*)\b/gm)].map((m) => `npm ${m[1]}`);
+}
+
+t.test('CI runs the README\'s test command', async (t) => {
+  const commands = blocks.flatMap((block) => block.commands).filter(runsTheTests);
+  t.equal(commands.length, 1, 'the README has one command that runs the tests');
+  const readme = commands[0].text.replace(/\s+#.*$/, '').split('&&').map((part) => part.trim());
+  t.same(npmCommands(readFileSync(join(ROOT, '.ci', 'run'), 'utf8')), readme, `.ci/run runs ${readme.join(' && ')}`);
+});
+
+/** One bash inside the machine, fed commands on stdin; each tells its end with a marker line. */
+class Session {
+  private out = '';
+  private waiting: { marker: string; done: (status: number) => void } | undefined;
+  private count = 0;
+  private readonly closed: Promise<void>;
+  private readonly shell: ChildProcess;
+
+  constructor(private readonly machine: Machine, private readonly t: Test) {
+    const shell = machine.spawn('bash', ['--noprofile', '--norc'], { HOME: '/root', PATH: MACHINE_PATH, LANG: 'C.UTF-8', USER: 'root', LOGNAME: 'root' });
+    this.shell = shell;
+    let err = '';
+    shell.stderr!.setEncoding('utf8').on('data', (chunk: string) => { err += chunk; });
+    shell.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      this.out += chunk;
+      const m = this.waiting && new RegExp(`^${this.waiting.marker} (\\d+)$`, 'm').exec(this.out);
+      if (m) {
+        const { done } = this.waiting!;
+        this.waiting = undefined;
+        this.out = '';
+        done(Number(m[1]));
+      }
+    });
+    this.closed = new Promise((resolve) => shell.once('close', () => {
+      if (this.waiting) this.t.fail(`the session's shell ended: ${err}`);
+      resolve();
+    }));
+  }
+
+  /** Runs `script` in the session; resolves with the status its last line echoes as `@@done <n> <status>`. */
+  private send(script: (marker: string) => string, timeoutMs: number): Promise<number> {
+    const marker = `@@done-${++this.count}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no end within ${timeoutMs / 1000} s`)), timeoutMs);
+      this.waiting = { marker, done: (status) => { clearTimeout(timer); resolve(status); } };
+      this.shell.stdin!.write(script(marker) + '\n');
+    });
+  }
+
+  /** Runs shell text to its end; its stdout and stderr and its exit status. */
+  async run(text: string, timeoutMs = 120_000): Promise<{ status: number; stdout: string; stderr: string }> {
+    const n = this.count + 1;
+    const status = await this.send((marker) => `{\n${text}\n} </dev/null >/run/readme/${n}.out 2>/run/readme/${n}.err\necho "${marker} $?"`, timeoutMs);
+    const read = (name: string): string => readFileSync(this.machine.path(`/run/readme/${name}`), 'utf8');
+    return { status, stdout: read(`${n}.out`), stderr: read(`${n}.err`) };
+  }
+
+  /**
+   * Starts shell text in the background, as a job of its own (every process of it in one
+   * process group), and resolves once `port` takes connections; rejects if the command
+   * ends first. Stopping it: `stop`.
+   */
+  async start(text: string, port: number, timeoutMs = 240_000): Promise<Background> {
+    const n = this.count + 1;
+    await this.send((marker) => `mkfifo /run/readme/${n}.out; echo "${marker} $?"`, 10_000);
+    // The FIFO ends when the last process of the command has closed it: all of them are gone.
+    let stdout = '';
+    const ended = new Promise<void>((resolve) => {
+      createReadStream(this.machine.path(`/run/readme/${n}.out`), 'utf8').on('data', (chunk) => { stdout += String(chunk); }).on('close', resolve);
+    });
+    const job = `server_${n}`;
+    // Readiness is the port: a server's log line may be filtered away by the command itself (| jq ...).
+    const up = await this.send((marker) => `{\n${text}\n} </dev/null >/run/readme/${n}.out 2>/run/readme/${n}.err &
+${job}=$!
+up=1
+until [ "$up" = 0 ]; do
+  (exec 3<>/dev/tcp/127.0.0.1/${port}) 2>/dev/null && up=0 && break
+  kill -0 "$${job}" 2>/dev/null || break
+  sleep 0.05
+done
+echo "${marker} $up"`, timeoutMs);
+    const stderr = (): string => readFileSync(this.machine.path(`/run/readme/${n}.err`), 'utf8');
+    if (up !== 0) {
+      await ended;
+      throw new Error(`it ended before listening on ${port}; stdout:\n${stdout}\nstderr:\n${stderr()}`);
+    }
+    return {
+      stop: async () => {
+        const running = await this.send((marker) => `if kill -0 -- -"$${job}" 2>/dev/null; then kill -TERM -- -"$${job}"; wait "$${job}"; echo "${marker} 0"; else echo "${marker} 1"; fi`, 30_000);
+        await ended;
+        return { running: running === 0, stdout, stderr: stderr() };
+      },
+    };
+  }
+
+  async end(): Promise<void> {
+    this.shell.stdin!.end('exit\n');
+    await this.closed;
+  }
+}
+
+interface Background {
+  /** Stops it; whether it was still running, and what it printed. */
+  stop(): Promise<{ running: boolean; stdout: string; stderr: string }>;
+}
+
+const lines = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
+const where = (command: Command): string => `README line ${command.line}: ${command.text.split('\n')[0].slice(0, 100)}`;
+
+t.test('every shell block of the README runs as written, in order, with the output it shows',
+  needsRoot('unshare and mount for the private machine (namespaces, systemd as PID 1)'), async (t) => {
+  const missing = machineTools();
+  if (missing !== undefined) throw new Error(missing);
+  const machine = await bootMachine(t);
+
+  const node = machine.spawn('node', [join(ROOT, 'test', 'helpers', 'readme-node.js')], { PATH: MACHINE_PATH });
+  await new Promise<void>((resolve, reject) => {
+    node.stdout!.setEncoding('utf8').on('data', (chunk: string) => { if (chunk.includes('listening')) resolve(); });
+    node.once('exit', (code) => reject(new Error(`the fixture node exited (${code})`)));
+  });
+
+  const session = new Session(machine, t);
+  t.teardown(() => session.end());
+  const clone = await session.run(`set -m; git clone --quiet ${ROOT} /root/api-auth && cd /root/api-auth`);
+  t.equal(clone.status, 0, `a clean clone of this commit is the session's folder ${clone.stderr}`);
+
+  // What serves now: a command in the background, or a unit systemd runs.
+  let server: { command: Command; job: Background } | undefined;
+  let unit: string | undefined;
+  const stopServing = async (): Promise<void> => {
+    if (server) {
+      const { command, job } = server;
+      server = undefined;
+      const result = await job.stop();
+      t.ok(result.running, `${where(command)}: still serving when stopped ${result.stderr}`);
+      if (command.output.length > 0) {
+        t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(command)}: prints what the README shows`);
+      }
+    }
+    if (unit) {
+      const stopped = await session.run(`systemctl stop ${unit}`);
+      t.equal(stopped.status, 0, `systemctl stop ${unit} ${stopped.stderr}`);
+      unit = undefined;
+    }
+  };
+
+  for (const block of blocks) {
+    t.comment(`README line ${block.line}, under "${block.heading}"`);
+    for (const command of block.commands) {
+      if (runsTheTests(command)) continue;
+      if (startsServer(command.text)) {
+        await stopServing();
+        server = { command, job: await session.start(command.text, serverPort(command.text)) };
+        t.pass(`${where(command)}: serving on ${serverPort(command.text)}`);
+        continue;
+      }
+      const starts = startsUnit(command.text);
+      if (starts !== undefined) await stopServing();
+      const result = await session.run(command.text);
+      t.equal(result.status, 0, `${where(command)}: exit 0 ${result.stderr}`);
+      if (command.output.length > 0) {
+        t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(command)}: prints what the README shows`);
+      }
+      if (starts !== undefined && result.status === 0) unit = starts;
+    }
+  }
+  await stopServing();
+});
