@@ -281,7 +281,7 @@ t.test('SIGTERM with requests in flight on every thread: each is answered, new c
   t.same(exit, { code: 0, signal: null }, 'exit 0');
   t.equal(server.logs.filter((l) => l.msg === 'stopped').length, 1, 'one "stopped" line');
   // The one warning expected: this gateway runs without --api-auth-required, an open proxy.
-  t.same(server.logs.filter((l) => (l.level === 'error' || l.level === 'warn') && !/^the upstream node is open to anyone/.test(l.msg)), [], 'nothing went wrong');
+  t.same(server.logs.filter((l) => (l.level === 'error' || l.level === 'warn') && !/^the upstream node is open to anyone/.test(l.msg ?? '')), [], 'nothing went wrong');
   t.equal(server.stderr(), '', 'nothing on stderr');
 });
 
