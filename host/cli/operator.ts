@@ -9,7 +9,7 @@
 // did not answer like an api-auth node.
 import { readFile } from 'node:fs/promises';
 import { OperatorExitCode as ExitCode, UsageError } from '../errors.js';
-import { parseDuration } from '../options.js';
+import { parseDuration } from '../duration.js';
 import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
 import { nonEmpty, readArgs } from './args.js';
 import type { FlagKinds } from './args.js';

@@ -8,7 +8,7 @@ import { ListenError } from '../errors.js';
 import type { Namer } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
-import type { TlsFiles } from '../options.js';
+import type { TlsFiles } from '../pem.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
 import { acceptorApp, certificateFields, descriptorOf, snapshotTlsFiles, tlsApp } from './tls.js';

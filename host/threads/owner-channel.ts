@@ -11,7 +11,7 @@ import type { MessagePort, Worker } from 'node:worker_threads';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { AllowedOrigins } from '../http/cors.js';
 import type { RpcHandler } from '../http/rpc-route.js';
-import type { TlsFiles } from '../options.js';
+import type { TlsFiles } from '../pem.js';
 import type { WebSocketSettings } from '../http/websocket.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
