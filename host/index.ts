@@ -12,8 +12,9 @@ export type { AuthOptions, ServerOptions } from './options.js';
 export { parseArgs, USAGE } from './cli/flags.js';
 export type { Command } from './cli/flags.js';
 export {
-  ApiAuthError, BusyError, CoreResult, ExitCode, FleetError, GRANT_ERRORS, GrantError, IssueError, ListenError, OperatorExitCode,
-  OptionError, RpcCode, StartError, StateError, ThreadError, UsageError,
+  ApiAuthError, BusyError, CoreResult, ExitCode, FleetError, GRANT_ERRORS, GrantError, InvariantError, ISSUE_ERRORS, IssueError, ListenError,
+  NodeRefusedError, NodeUnreachableError, OperatorExitCode, OptionError, RPC_ERRORS, RpcCode, RpcError, StartError, StateError, ThreadError,
+  UsageError,
 } from './errors.js';
 export type { ErrorAnswer, GrantErrorCode, IssueErrorCode, Namer } from './errors.js';
 export { systemClock } from './clock.js';

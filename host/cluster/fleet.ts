@@ -28,6 +28,7 @@ import { Membership } from './membership.js';
 import { FleetMetrics } from './metrics.js';
 import { FleetThrottle } from './throttle.js';
 import { deleteExpired, TIDY_INTERVAL_MS } from './tidy.js';
+import { InvariantError } from '../api-auth-error.js';
 
 export interface FleetSettings extends EtcdSettings {
   readonly name: string;
@@ -97,7 +98,7 @@ export class Fleet implements Ledger {
 
   /** The current password's record. */
   get password(): PasswordRecord {
-    if (this.record === undefined) throw new Error('the fleet has no password record yet');
+    if (this.record === undefined) throw new InvariantError('the fleet has no password record yet');
     return this.record;
   }
 

@@ -21,6 +21,7 @@ import { errorResponse } from '../rpc/jsonrpc.js';
 import type { SessionBehavior } from '../http/websocket.js';
 import { HEARTBEAT_MS, OwnerLink } from './owner-channel.js';
 import type { MetricsJson, ThreadData } from './owner-channel.js';
+import { InvariantError } from '../api-auth-error.js';
 
 /** What a thread serves with. */
 export interface ThreadHttp {
@@ -75,7 +76,7 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
   process.on('unhandledRejection', fatal);
   // In a worker, process.exit ends the thread, with whatever sockets its app holds.
   process.exit = ((code?: number) => {
-    throw new Error(`process.exit(${code ?? ''}) was called on HTTP thread ${data.thread}`);
+    throw new InvariantError(`process.exit(${code ?? ''}) was called on HTTP thread ${data.thread}`);
   }) as typeof process.exit;
 
   const failed500 = (res: HttpResponse, error: unknown): void => {

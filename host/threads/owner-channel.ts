@@ -17,6 +17,7 @@ import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
 import type { MetricsSource, Scrape } from '../ops/metrics.js';
 import type { CallContext, Reply } from '../rpc/jsonrpc.js';
+import { InvariantError } from '../api-auth-error.js';
 
 /** How often each HTTP thread bumps its heartbeat counter, in ms. */
 export const HEARTBEAT_MS = 500;
@@ -222,7 +223,7 @@ export class OwnerLink {
       case 'reloadTls': {
         const { id, files } = message;
         try {
-          if (this.reloadTls === null) throw new Error('this thread serves no TLS');
+          if (this.reloadTls === null) throw new InvariantError('this thread serves no TLS');
           this.post({ t: 'reloadedTls', id, descriptor: this.reloadTls(files) });
         } catch (error) {
           this.post({ t: 'reloadedTls', id, error: messageOf(error) });
