@@ -19,6 +19,7 @@ import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord } from '../password/hash.js';
 import type { GrantRequest, InventoryEntry, Ledger, SharedCheck } from '../service/ledger.js';
+import { InvariantError } from '../api-auth-error.js';
 import { SerialBlocks } from './blocks.js';
 import type { Block } from './blocks.js';
 import { EtcdConnection } from './etcd.js';
@@ -28,7 +29,6 @@ import { Membership } from './membership.js';
 import { FleetMetrics } from './metrics.js';
 import { FleetThrottle } from './throttle.js';
 import { deleteExpired, TIDY_INTERVAL_MS } from './tidy.js';
-import { InvariantError } from '../api-auth-error.js';
 
 export interface FleetSettings extends EtcdSettings {
   readonly name: string;

@@ -5,8 +5,8 @@ import { grantEntries } from '../core/core.js';
 import type { Claims, Core } from '../core/core.js';
 import type { PasswordRecord } from '../password/hash.js';
 import type { GrantRequest, Ledger, SharedCheck } from '../service/ledger.js';
-import type { StateStore } from './store.js';
 import { InvariantError } from '../api-auth-error.js';
+import type { StateStore } from './store.js';
 
 /** A node alone shares its password checks with no one: its own throttle is the whole allowance. */
 const UNSHARED: SharedCheck = { succeeded() {}, abandoned() {} };

@@ -16,10 +16,10 @@ import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import { StateError } from '../errors.js';
+import { InvariantError } from '../api-auth-error.js';
 import type { PersistedState } from './codec.js';
 import { prepareDataDir, readState, STATE_FILE, writeState } from './data-folder.js';
 import { lockDataDir } from './lock.js';
-import { InvariantError } from '../api-auth-error.js';
 
 /** The state with its password records parsed. */
 export interface ServiceState {

@@ -19,9 +19,9 @@ import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
 import type { SessionBehavior } from '../http/websocket.js';
+import { InvariantError } from '../api-auth-error.js';
 import { HEARTBEAT_MS, OwnerLink } from './owner-channel.js';
 import type { MetricsJson, ThreadData } from './owner-channel.js';
-import { InvariantError } from '../api-auth-error.js';
 
 /** What a thread serves with. */
 export interface ThreadHttp {
