@@ -18,13 +18,14 @@ import { newCore } from './core/module.js';
 import { Gate } from './http/gate.js';
 import { InFlight } from './http/in-flight.js';
 import { STOP_GRACE_MS } from './http/listener.js';
+import { AUTH_PATH } from './http/paths.js';
 import { VERDICTS, writeRefusal } from './http/refusals.js';
 import type { Verdict } from './http/refusals.js';
 import { LocalRoutes } from './http/routes.js';
 import type { Route } from './http/routes.js';
 import { createLogger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
-import { AUTH_PATH, resolveAuthOptions, servedPaths } from './options.js';
+import { resolveAuthOptions, servedPaths } from './options.js';
 import type { AuthOptions } from './options.js';
 import { openOwner } from './owner.js';
 

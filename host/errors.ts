@@ -2,7 +2,8 @@
 // codes of its commands, the core's outcome and result codes, and the error classes the
 // host throws. Each class carries a stable `code` beside its message, as undici's and
 // fast-jwt's errors do: callers and tests match the code, and the prose may improve.
-import type { GrantErrorCode } from './core/core.js';
+import { ApiAuthError } from './api-auth-error.js';
+import type { GrantErrorCode, IssueErrorCode } from './core/core.js';
 
 /** JSON-RPC 2.0 error codes: the standard ones, the token service's (-32000 down), the proxy's. */
 export const RpcCode = {
@@ -51,6 +52,8 @@ export const OperatorExitCode = {
   Ok: 0,
   /** The node answered with a JSON-RPC error: incorrect password, throttled, invalid params. */
   Refused: 1,
+  /** Anything unforeseen (never "unreachable"); one line says what. */
+  Failed: 1,
   /** A bad command line, or a secret that cannot be read. */
   Usage: 2,
   /** The node could not be reached, or did not answer like an api-auth node. */
@@ -89,6 +92,72 @@ export const GRANT_ERRORS: Readonly<Record<GrantErrorCode, ErrorAnswer>> = {
   'no-methods': { code: 'API_AUTH_GRANT_NO_METHODS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
 };
 
+/** The token the core could not issue (IssueError's codes): every one answers -32001, resource limit. */
+export const ISSUE_ERRORS: Readonly<Record<IssueErrorCode, ErrorAnswer>> = {
+  'unknown-grant': { code: 'API_AUTH_ISSUE_UNKNOWN_GRANT', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
+  'window-full': { code: 'API_AUTH_ISSUE_WINDOW_FULL', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
+  'bad-time': { code: 'API_AUTH_ISSUE_BAD_TIME', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
+  'no-key': { code: 'API_AUTH_ISSUE_NO_KEY', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
+  'bad-serial': { code: 'API_AUTH_ISSUE_BAD_SERIAL', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
+};
+
+/**
+ * Each JSON-RPC code's stable code, and the HTTP status of its answer when that is not
+ * 200: a refusal for now (429, 503, with Retry-After), or one the HTTP side writes itself
+ * (the proxy's 502 and 504, a scope's 403, an upgrade's 503). A method's error that
+ * refuses for good travels in a 200, as the node's own do (RpcError.httpStatus).
+ */
+export const RPC_ERRORS: Readonly<Record<RpcCode, ErrorAnswer>> = {
+  [RpcCode.ParseError]: { code: 'API_AUTH_RPC_PARSE_ERROR', rpcCode: RpcCode.ParseError, httpStatus: 200 },
+  [RpcCode.InvalidRequest]: { code: 'API_AUTH_RPC_INVALID_REQUEST', rpcCode: RpcCode.InvalidRequest, httpStatus: 200 },
+  [RpcCode.MethodNotFound]: { code: 'API_AUTH_RPC_METHOD_NOT_FOUND', rpcCode: RpcCode.MethodNotFound, httpStatus: 200 },
+  [RpcCode.InvalidParams]: { code: 'API_AUTH_RPC_INVALID_PARAMS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  [RpcCode.InternalError]: { code: 'API_AUTH_RPC_INTERNAL_ERROR', rpcCode: RpcCode.InternalError, httpStatus: 200 },
+  [RpcCode.IncorrectPassword]: { code: 'API_AUTH_INCORRECT_PASSWORD', rpcCode: RpcCode.IncorrectPassword, httpStatus: 200 },
+  [RpcCode.ResourceLimit]: { code: 'API_AUTH_RESOURCE_LIMIT', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
+  [RpcCode.Throttled]: { code: 'API_AUTH_THROTTLED', rpcCode: RpcCode.Throttled, httpStatus: 429 },
+  [RpcCode.Busy]: { code: 'API_AUTH_BUSY', rpcCode: RpcCode.Busy, httpStatus: 503 },
+  [RpcCode.UpstreamUnavailable]: { code: 'API_AUTH_UPSTREAM_UNAVAILABLE', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
+  [RpcCode.UpstreamTimeout]: { code: 'API_AUTH_UPSTREAM_TIMEOUT', rpcCode: RpcCode.UpstreamTimeout, httpStatus: 504 },
+  [RpcCode.Unavailable]: { code: 'API_AUTH_UNAVAILABLE', rpcCode: RpcCode.Unavailable, httpStatus: 503 },
+  [RpcCode.InsufficientScope]: { code: 'API_AUTH_INSUFFICIENT_SCOPE', rpcCode: RpcCode.InsufficientScope, httpStatus: 403 },
+};
+
+/**
+ * A JSON-RPC error the client should see as is (rpc/jsonrpc.ts answers it; any other
+ * exception becomes -32603 "internal error"). One with `retryAfter` (seconds) refuses
+ * the call for now rather than for good, and is answered with RPC_ERRORS' status.
+ */
+export class RpcError extends ApiAuthError implements ErrorAnswer {
+  readonly code: string;
+  readonly httpStatus: number;
+  override readonly name = 'RpcError';
+
+  constructor(readonly rpcCode: RpcCode, message: string, readonly retryAfter?: number) {
+    super(message);
+    this.code = RPC_ERRORS[rpcCode].code;
+    this.httpStatus = retryAfter === undefined ? 200 : RPC_ERRORS[rpcCode].httpStatus;
+  }
+}
+
+/** The node answered an operator command with a JSON-RPC error (`rpcCode`): incorrect password, throttled, invalid params. */
+export class NodeRefusedError extends ApiAuthError {
+  readonly code = 'API_AUTH_NODE_REFUSED';
+  override readonly name = 'NodeRefusedError';
+  readonly exitCode = OperatorExitCode.Refused;
+
+  constructor(readonly rpcCode: number, message: string) {
+    super(message);
+  }
+}
+
+/** An operator command found no node at --uri, or not the answer of an api-auth node. */
+export class NodeUnreachableError extends ApiAuthError {
+  readonly code = 'API_AUTH_NODE_UNREACHABLE';
+  override readonly name = 'NodeUnreachableError';
+  readonly exitCode = OperatorExitCode.Unreachable;
+}
+
 /**
  * How messages name an option: the library by its name in the options object
  * (`passwordFile`), the command line by its flag (`--api-auth-password-file`).
@@ -101,10 +170,9 @@ export const optionName: Namer = (option) => option;
 /** A message that names options, written once for every way of naming them. */
 export type Text = (name: Namer) => string;
 
-/** The base of api-auth's errors: a stable `code` beside the message. */
-export abstract class ApiAuthError extends Error {
-  abstract readonly code: string;
-}
+// The base class, and the broken invariant, live in a module that imports nothing, so
+// that the core's loader, which this table imports, can throw them too.
+export { ApiAuthError, InvariantError } from './api-auth-error.js';
 
 /**
  * What stops api-auth before it serves: options, the password file, the data folder,

@@ -5,13 +5,16 @@ export { createAuth } from './embed.js';
 export type { Auth, Handler } from './embed.js';
 export { startServer } from './server.js';
 export type { ServerHandle, ServerServices } from './server.js';
-export { AUTH_PATH, DEFAULTS, LIMITS, parseDuration } from './options.js';
+export { DEFAULTS, LIMITS } from './options.js';
+export { AUTH_PATH } from './http/paths.js';
+export { parseDuration } from './duration.js';
 export type { AuthOptions, ServerOptions } from './options.js';
 export { parseArgs, USAGE } from './cli/flags.js';
 export type { Command } from './cli/flags.js';
 export {
-  ApiAuthError, BusyError, CoreResult, ExitCode, FleetError, GRANT_ERRORS, GrantError, IssueError, ListenError, OperatorExitCode,
-  OptionError, RpcCode, StartError, StateError, ThreadError, UsageError,
+  ApiAuthError, BusyError, CoreResult, ExitCode, FleetError, GRANT_ERRORS, GrantError, InvariantError, ISSUE_ERRORS, IssueError, ListenError,
+  NodeRefusedError, NodeUnreachableError, OperatorExitCode, OptionError, RPC_ERRORS, RpcCode, RpcError, StartError, StateError, ThreadError,
+  UsageError,
 } from './errors.js';
 export type { ErrorAnswer, GrantErrorCode, IssueErrorCode, Namer } from './errors.js';
 export { systemClock } from './clock.js';

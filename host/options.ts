@@ -6,6 +6,7 @@
 import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { systemClock } from './clock.js';
+import { parseDuration } from './duration.js';
 import type { Clock } from './clock.js';
 import { PATH_RULES } from './core/core.js';
 import type { Core } from './core/core.js';
@@ -14,17 +15,12 @@ import type { Text } from './errors.js';
 import { trustedProxies } from './http/client-address.js';
 import type { TrustedProxies } from './http/client-address.js';
 import { allowedOrigins } from './http/cors.js';
+import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from './http/paths.js';
+import { MAX_BODY_BYTES } from './http/responses.js';
 import type { AllowedOrigins } from './http/cors.js';
 import { LEVELS } from './ops/log.js';
 import type { Level, Logger } from './ops/log.js';
 import type { TlsFiles } from './pem.js';
-
-/** Where the token service answers; never a path for anything else. */
-export const AUTH_PATH = '/ext/auth';
-/** api-auth's own readiness, for load balancers; no token. */
-export const HEALTH_PATH = '/ext/auth/health';
-/** The gate's verdict for a request a proxy in front names (nginx auth_request, Caddy forward_auth); no token. */
-export const CHECK_PATH = '/ext/auth/check';
 
 /** How an option is written: its flag's syntax, how its text from the environment or a config file is read, its placeholder in --help. */
 export type OptionKind = 'boolean' | 'integer' | 'duration' | 'size' | 'text' | 'path' | 'list';
@@ -243,7 +239,7 @@ export const LIMITS = {
   ...Object.fromEntries(Object.entries(SCHEMA).filter(([, entry]) => 'limits' in entry).map(([key, entry]) => [key, entry.limits])) as
     { readonly [K in Key]?: Limits },
   /** Bytes of a JSON-RPC body that /ext/auth and the built-in endpoints read (64 KiB). */
-  rpcBody: 65536,
+  rpcBody: MAX_BODY_BYTES,
 } as const;
 
 /** Every option's value, checked; undefined for one left out that has no default. */
@@ -743,38 +739,3 @@ function show(value: unknown): string {
   if (value instanceof URL) return JSON.stringify(value.href);
   return JSON.stringify(value) ?? String(value);
 }
-
-/**
- * A Go-style duration (`90s`, `15m`, `12h`, `1h30m`, `1.5h`; units ns, us, µs, ms, s, m, h)
- * in whole seconds. Null when the text is not a duration or not a whole number of seconds.
- */
-export function parseDuration(text: string): number | null {
-  if (text === '') return null;
-  const part = /(\d+)(?:\.(\d*))?(ns|us|µs|μs|ms|h|m|s)/y;
-  let nanos = 0n;
-  let at = 0;
-  while (at < text.length) {
-    part.lastIndex = at;
-    const m = part.exec(text);
-    if (m === null) return null;
-    const unit = UNIT_NANOS[m[3]];
-    const fraction = m[2] ?? '';
-    nanos += BigInt(m[1]) * unit;
-    if (fraction !== '') nanos += (BigInt(fraction) * unit) / 10n ** BigInt(fraction.length);
-    at = part.lastIndex;
-  }
-  return nanos % NANOS_PER_SECOND === 0n ? Number(nanos / NANOS_PER_SECOND) : null;
-}
-
-const NANOS_PER_SECOND = 1_000_000_000n;
-
-const UNIT_NANOS: Record<string, bigint> = {
-  ns: 1n,
-  us: 1_000n,
-  'µs': 1_000n,
-  'μs': 1_000n,
-  ms: 1_000_000n,
-  s: NANOS_PER_SECOND,
-  m: 60n * NANOS_PER_SECOND,
-  h: 3600n * NANOS_PER_SECOND,
-};

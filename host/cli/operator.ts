@@ -8,8 +8,8 @@
 // throttled, invalid params); 2 a bad command line; 3 the node could not be reached, or
 // did not answer like an api-auth node.
 import { readFile } from 'node:fs/promises';
-import { OperatorExitCode as ExitCode, UsageError } from '../errors.js';
-import { parseDuration } from '../options.js';
+import { NodeRefusedError, NodeUnreachableError, OperatorExitCode as ExitCode, UsageError } from '../errors.js';
+import { parseDuration } from '../duration.js';
 import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
 import { nonEmpty, readArgs } from './args.js';
 import type { FlagKinds } from './args.js';
@@ -126,31 +126,18 @@ export async function runOperatorCommand(args: readonly string[], io: OperatorIo
       io.stderr(`api-auth: ${error.message}\n`);
       return ExitCode.Usage;
     }
-    if (error instanceof Refused) {
-      if (json) io.stdout(JSON.stringify({ error: { code: error.code, message: error.message } }) + '\n');
-      else io.stderr(`api-auth: the node refused: ${error.message} (${error.code})\n`);
-      return ExitCode.Refused;
+    if (error instanceof NodeRefusedError) {
+      if (json) io.stdout(JSON.stringify({ error: { code: error.rpcCode, message: error.message } }) + '\n');
+      else io.stderr(`api-auth: the node refused: ${error.message} (${error.rpcCode})\n`);
+      return error.exitCode;
     }
-    const message = error instanceof Unreachable ? error.message : `unexpected failure: ${error instanceof Error ? error.message : String(error)}`;
+    // Only a node that did not answer is "unreachable" (3): a script retries that, and
+    // must not retry the command's own failure.
+    const unreachable = error instanceof NodeUnreachableError;
+    const message = unreachable ? error.message : `unexpected failure: ${error instanceof Error ? error.message : String(error)}`;
     if (json) io.stdout(JSON.stringify({ error: { message } }) + '\n');
     else io.stderr(`api-auth: ${message}\n`);
-    return ExitCode.Unreachable;
-  }
-}
-
-/** A JSON-RPC error from the node. */
-class Refused extends Error {
-  constructor(readonly code: number, message: string) {
-    super(message);
-    this.name = 'Refused';
-  }
-}
-
-/** No answer from the node, or not the answer of an api-auth node. */
-class Unreachable extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'Unreachable';
+    return unreachable ? error.exitCode : ExitCode.Failed;
   }
 }
 
@@ -278,7 +265,7 @@ function revoked(result: unknown, json: boolean, io: OperatorIo, byId: boolean):
 /** The listed tokens as a table for people, one line each, columns aligned. */
 function table(result: unknown): string {
   const tokens = (result as { tokens?: unknown } | null)?.tokens;
-  if (!Array.isArray(tokens)) throw new Unreachable(`the node's answer to auth.listTokens holds no token list: ${JSON.stringify(result).slice(0, 200)}`);
+  if (!Array.isArray(tokens)) throw new NodeUnreachableError(`the node's answer to auth.listTokens holds no token list: ${JSON.stringify(result).slice(0, 200)}`);
   if (tokens.length === 0) return 'no live tokens\n';
   const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'EXPIRES (UTC)', 'REVOKED']];
   for (const entry of tokens as Record<string, unknown>[]) {
@@ -308,7 +295,7 @@ function expectPositional(positional: string[], max: number, action: Action): vo
   throw new UsageError(`unexpected argument ${JSON.stringify(positional[max])}; run api-auth ${action} --help`);
 }
 
-/** Calls `method` at `${uri}/ext/auth`; its result, or Refused, or Unreachable. */
+/** Calls `method` at `${uri}/ext/auth`; its result, or NodeRefusedError, or NodeUnreachableError. */
 async function call(uri: string, timeoutMs: number, method: string, params: Record<string, unknown>): Promise<unknown> {
   const url = `${uri}/ext/auth`;
   let status: number;
@@ -333,9 +320,9 @@ async function call(uri: string, timeoutMs: number, method: string, params: Reco
     const why = code === 'ECONNREFUSED' ? 'connection refused'
       : code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? `no answer within ${timeoutMs / 1000} s`
         : error instanceof Error ? error.message : String(error);
-    throw new Unreachable(`cannot reach ${url}: ${why}; is the node running there (--uri)?`);
+    throw new NodeUnreachableError(`cannot reach ${url}: ${why}; is the node running there (--uri)?`);
   }
-  if (status === 404) throw new Unreachable(`${url} answered 404: the node does not serve /ext/auth; is it running with --api-auth-required?`);
+  if (status === 404) throw new NodeUnreachableError(`${url} answered 404: the node does not serve /ext/auth; is it running with --api-auth-required?`);
   let body: { result?: unknown; error?: { code?: unknown; message?: unknown } } | undefined;
   try {
     body = JSON.parse(text) as typeof body;
@@ -344,9 +331,9 @@ async function call(uri: string, timeoutMs: number, method: string, params: Reco
   }
   // 429 and 503 carry a JSON-RPC error (throttled, busy): a refusal like any other.
   const error = body?.error;
-  if (error !== undefined && typeof error.code === 'number' && typeof error.message === 'string') throw new Refused(error.code, error.message);
+  if (error !== undefined && typeof error.code === 'number' && typeof error.message === 'string') throw new NodeRefusedError(error.code, error.message);
   if (status !== 200 || body === undefined || body.result === undefined) {
-    throw new Unreachable(`${url} gave HTTP ${status} without a JSON-RPC answer: ${JSON.stringify(text.slice(0, 200))}`);
+    throw new NodeUnreachableError(`${url} gave HTTP ${status} without a JSON-RPC answer: ${JSON.stringify(text.slice(0, 200))}`);
   }
   return body.result;
 }

@@ -19,6 +19,7 @@ import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord } from '../password/hash.js';
 import type { GrantRequest, InventoryEntry, Ledger, SharedCheck } from '../service/ledger.js';
+import { InvariantError } from '../api-auth-error.js';
 import { SerialBlocks } from './blocks.js';
 import type { Block } from './blocks.js';
 import { EtcdConnection } from './etcd.js';
@@ -97,7 +98,7 @@ export class Fleet implements Ledger {
 
   /** The current password's record. */
   get password(): PasswordRecord {
-    if (this.record === undefined) throw new Error('the fleet has no password record yet');
+    if (this.record === undefined) throw new InvariantError('the fleet has no password record yet');
     return this.record;
   }
 

@@ -18,6 +18,7 @@ import {
   ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, PASSWORD_NEEDS_ENTROPY,
   RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED,
 } from '../../assembly/results.js';
+import { InvariantError } from '../api-auth-error.js';
 
 /** Outcomes of a token check: assembly/outcome.ts itself. */
 export { Outcome };
@@ -257,15 +258,15 @@ export class Core {
     this.owner = options.slot === undefined;
     const threaded = WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
     if (!threaded && (options.memory !== undefined || options.threads !== undefined || !this.owner)) {
-      throw new Error('memory, threads and slot need the threads build of the core (core-threads.wasm)');
+      throw new InvariantError('memory, threads and slot need the threads build of the core (core-threads.wasm)');
     }
-    if (!this.owner && options.memory === undefined) throw new Error('a reader needs the memory of its owner');
+    if (!this.owner && options.memory === undefined) throw new InvariantError('a reader needs the memory of its owner');
     const memory = threaded ? options.memory ?? sharedMemory(this.windowLog2, options.threads ?? 1) : undefined;
     const instance = instantiateSync<Exports>(module, memory ? { env: { memory } } : {});
     this.x = instance.exports as unknown as Exports;
     this.memory = this.x.memory;
     if (this.x.abiVersion() !== ABI_VERSION) {
-      throw new Error(`core ABI ${this.x.abiVersion()} is not the one this host speaks (${ABI_VERSION})`);
+      throw new InvariantError(`core ABI ${this.x.abiVersion()} is not the one this host speaks (${ABI_VERSION})`);
     }
     if (this.owner) this.init(memory);
     else this.attach(options.slot as number);
@@ -284,22 +285,22 @@ export class Core {
   private init(memory: WebAssembly.Memory | undefined): void {
     if (this.x.init(this.windowLog2) === 0) return;
     if (memory === undefined || !Number.isInteger(this.windowLog2) || this.windowLog2 < MIN_WINDOW_LOG2 || this.windowLog2 > MAX_WINDOW_LOG2) {
-      throw new Error(`core init failed: windowLog2 must be an integer from ${MIN_WINDOW_LOG2} to ${MAX_WINDOW_LOG2}`);
+      throw new InvariantError(`core init failed: windowLog2 must be an integer from ${MIN_WINDOW_LOG2} to ${MAX_WINDOW_LOG2}`);
     }
     const pages = memory.buffer.byteLength / PAGE_BYTES;
     if (pages < sharedMemoryPages(this.windowLog2)) {
-      throw new Error(`core init failed: the shared memory has ${pages} pages, fewer than sharedMemoryPages(${this.windowLog2}) = ${sharedMemoryPages(this.windowLog2)}`);
+      throw new InvariantError(`core init failed: the shared memory has ${pages} pages, fewer than sharedMemoryPages(${this.windowLog2}) = ${sharedMemoryPages(this.windowLog2)}`);
     }
-    throw new Error('core init failed: the shared memory is set up already (attach to it with a slot)');
+    throw new InvariantError('core init failed: the shared memory is set up already (attach to it with a slot)');
   }
 
   private attach(slot: number): void {
     const result = Number.isInteger(slot) && slot > 0 && slot < 2 ** 32 ? (this.x.attach as (slot: number) => number)(slot) : ATTACH_BAD_SLOT;
     if (result === 0) return;
-    if (result === ATTACH_NOT_READY) throw new Error('cannot attach: the shared memory has no core set up yet (make its owner first)');
-    if (result === ATTACH_TAKEN) throw new Error(`cannot attach: slot ${slot} is taken by another instance`);
+    if (result === ATTACH_NOT_READY) throw new InvariantError('cannot attach: the shared memory has no core set up yet (make its owner first)');
+    if (result === ATTACH_TAKEN) throw new InvariantError(`cannot attach: slot ${slot} is taken by another instance`);
     const slots = this.x.slots?.() ?? 0;
-    throw new Error(`cannot attach: there is no slot ${slot}; this memory has slots 1 to ${slots - 1} (size it with sharedMemoryPages)`);
+    throw new InvariantError(`cannot attach: there is no slot ${slot}; this memory has slots 1 to ${slots - 1} (size it with sharedMemoryPages)`);
   }
 
   /** Threads build: how many instances the shared memory has room for, the owner's included. */
@@ -312,7 +313,7 @@ export class Core {
    * Core is then unusable: every call that would touch the memory throws.
    */
   detach(): void {
-    if (this.owner || this.detached) throw new Error('only an attached reader can detach, once');
+    if (this.owner || this.detached) throw new InvariantError('only an attached reader can detach, once');
     this.detached = true;
     (this.x.detach as () => number)();
     this.bytes = new Uint8Array(0);
@@ -323,7 +324,7 @@ export class Core {
 
   // Every change of the state is the owner's: a reader that tried would race it.
   private writer(): void {
-    if (!this.owner) throw new Error('this Core is a reader attached to a shared memory: only its owner manages the state');
+    if (!this.owner) throw new InvariantError('this Core is a reader attached to a shared memory: only its owner manages the state');
   }
 
   /** A fresh random HMAC key (or the given one) for signing and checking tokens. */
@@ -334,7 +335,7 @@ export class Core {
       this.random(key);
     }
     this.writeIo(key);
-    if (this.x.setKey(key.length) !== 0) throw new Error('the token key must be 1 to 64 bytes');
+    if (this.x.setKey(key.length) !== 0) throw new InvariantError('the token key must be 1 to 64 bytes');
     this.mem().fill(0, this.ioPtr, this.ioPtr + key.length);
   }
 
@@ -555,7 +556,7 @@ export class Core {
   restoreSerials(floor: number, nextSerial: number, expiryBound: number): void {
     this.writer();
     if (this.x.restoreSerials(BigInt(floor), BigInt(nextSerial), BigInt(expiryBound)) !== 0) {
-      throw new Error(`cannot restore serials ${floor}..${nextSerial}: outside the revocation window`);
+      throw new InvariantError(`cannot restore serials ${floor}..${nextSerial}: outside the revocation window`);
     }
   }
 
@@ -578,7 +579,7 @@ export class Core {
         this.mem().fill(0, this.tokenPtr, this.tokenPtr + n);
         return password;
       }
-      if (n !== PASSWORD_NEEDS_ENTROPY) throw new Error(`password length must be 1 to ${this.x.tokenCapacity()}`);
+      if (n !== PASSWORD_NEEDS_ENTROPY) throw new InvariantError(`password length must be 1 to ${this.x.tokenCapacity()}`);
     }
   }
 
@@ -667,7 +668,7 @@ export class Core {
   }
 
   private refreshViews(): void {
-    if (this.detached) throw new Error('this Core has detached from its slot');
+    if (this.detached) throw new InvariantError('this Core has detached from its slot');
     this.bytes = new Uint8Array(this.x.memory.buffer);
     this.view = new DataView(this.x.memory.buffer);
     this.tokenView = new Uint8Array(this.x.memory.buffer, this.tokenPtr, this.x.tokenCapacity());

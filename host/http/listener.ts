@@ -1,18 +1,17 @@
 // Listening and stopping: the uWebSockets.js App on its port, alone there, and a stop
 // that lets the requests under way finish before it releases what the server holds.
 import { createServer } from 'node:net';
-import * as uws from 'uWebSockets.js';
 import { App, us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ListenError } from '../errors.js';
 import type { Namer } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
-import type { TlsFiles } from '../options.js';
+import type { TlsFiles } from '../pem.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
-import { acceptorApp, certificateFields, descriptorOf, snapshotTlsFiles, tlsApp } from './tls.js';
-import type { ChildApps } from './tls.js';
+import { acceptorApp, certificateFields, snapshotTlsFiles, tlsApp } from './tls.js';
+import { addChild, descriptorOf, listenExclusive, removeChild } from './uws-shim.js';
 import type { WebSocketRelay } from './websocket.js';
 
 /** How long a stop waits for requests under way. */
@@ -37,14 +36,6 @@ export interface ServerHandle {
    * should then exit 1.
    */
   readonly closed: Promise<void>;
-}
-
-// uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT, and the listen that takes it with a host: the
-// package has both, its typings neither.
-const EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
-
-interface ExclusiveListen {
-  listen(host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void): void;
 }
 
 /**
@@ -128,7 +119,7 @@ export class HttpServer {
       const served = this.serve(tlsApp(tls));
       this.served.push(served);
       this.app = acceptorApp(tls);
-      (this.app as unknown as ChildApps).addChildAppDescriptor(descriptorOf(served));
+      addChild(this.app, descriptorOf(served));
     }
   }
 
@@ -160,9 +151,8 @@ export class HttpServer {
       this.log.error('cannot reload the TLS certificate; serving with the one loaded before', { error: (error as Error).message });
       return false;
     }
-    const acceptor = this.app as unknown as ChildApps;
-    acceptor.addChildAppDescriptor(descriptorOf(served));
-    acceptor.removeChildAppDescriptor(descriptorOf(this.served[this.served.length - 1]));
+    addChild(this.app, descriptorOf(served));
+    removeChild(this.app, descriptorOf(this.served[this.served.length - 1]));
     this.served.push(served);
     this.log.info('TLS certificate reloaded', { certFile: tls.certFile, ...certificateFields(cert) });
     return true;
@@ -177,7 +167,7 @@ export class HttpServer {
    */
   listen(host: string, port: number): Promise<ServerHandle> {
     return new Promise((resolve, reject) => {
-      (this.app as unknown as ExclusiveListen).listen(host, port, EXCLUSIVE_PORT, (socket) => {
+      listenExclusive(this.app, host, port, (socket) => {
         if (!socket) {
           this.app.close();
           for (const served of this.served) served.close();

@@ -3,11 +3,10 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Pending } from './in-flight.js';
 import { RpcCode, throttledMessage } from '../errors.js';
-import { LIMITS } from '../options.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
 
-/** The largest JSON-RPC body a local endpoint reads. */
-export const MAX_BODY_BYTES = LIMITS.rpcBody;
+/** The largest JSON-RPC body a local endpoint reads (64 KiB; the options' LIMITS.rpcBody). */
+export const MAX_BODY_BYTES = 65536;
 
 /** A JSON-RPC error body for a request that was not read (so its id is unknown). */
 export function jsonLine(code: number, message: string): Uint8Array {

@@ -6,7 +6,7 @@ import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, MetricsSource } from '../ops/metrics.js';
-import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from '../options.js';
+import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from './paths.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { VERSION } from '../version.js';

@@ -124,16 +124,6 @@ export function acceptorApp(files: TlsFiles | undefined): TemplatedApp {
   return files === undefined ? App() : tlsApp(files);
 }
 
-/** The child app calls of uWebSockets.js: the package has them, its typings not. */
-export interface ChildApps {
-  addChildAppDescriptor(descriptor: number): void;
-  removeChildAppDescriptor(descriptor: number): void;
-}
-
-export function descriptorOf(app: TemplatedApp): number {
-  return (app as unknown as { getDescriptor(): number }).getDescriptor();
-}
-
 /** What the log says of the certificate loaded (its PEM): whom it names and until when it is valid. */
 export function certificateFields(pem: Buffer): { subject?: string; validTo?: string } {
   try {

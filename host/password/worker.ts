@@ -3,6 +3,7 @@
 // a time, and knows nothing else.
 import { parentPort } from 'node:worker_threads';
 import { argon2id } from 'hash-wasm';
+import { InvariantError } from '../api-auth-error.js';
 
 export interface HashJob {
   readonly id: number;
@@ -17,7 +18,7 @@ export interface HashJob {
 export type HashResult = { readonly id: number; readonly hash: Uint8Array } | { readonly id: number; readonly error: string };
 
 const port = parentPort;
-if (port === null) throw new Error('password/worker.js runs as a worker thread');
+if (port === null) throw new InvariantError('password/worker.js runs as a worker thread');
 port.on('message', (job: HashJob) => {
   const { id, password, salt, memorySize, iterations, parallelism, hashLength } = job;
   argon2id({ password, salt, memorySize, iterations, parallelism, hashLength, outputType: 'binary' }).then(

@@ -1,7 +1,7 @@
 // JSON-RPC 2.0 over a request body: parsing, request validation, batches, notifications,
 // and dispatch through a method table. Transport concerns (HTTP status, content-type,
 // body size) belong to the server; this module sees only the bytes of a body.
-import { RpcCode } from '../errors.js';
+import { RpcCode, RpcError } from '../errors.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 
@@ -22,17 +22,6 @@ export interface CallContext {
 export type Method = (params: Params, context: CallContext) => unknown;
 
 export type MethodTable = ReadonlyMap<string, Method>;
-
-/**
- * An error the client should see as is. Any other exception becomes -32603 "internal
- * error". One with `retryAfter` (seconds) refuses the call for now rather than for good.
- */
-export class RpcError extends Error {
-  constructor(readonly code: number, message: string, readonly retryAfter?: number) {
-    super(message);
-    this.name = 'RpcError';
-  }
-}
 
 /** The answer to a body: its text (null when none is due), and for a lone request refused for now, the refusal. */
 export interface Reply {
@@ -220,8 +209,8 @@ export class JsonRpcEndpoint {
       // Internal failures stay in the log: their text may name files or state.
       return { text: notification ? null : errorWithId(RpcCode.InternalError, 'internal error', idJson) };
     }
-    const refusal = error.retryAfter === undefined ? undefined : { code: error.code, retryAfter: error.retryAfter };
-    return { text: notification ? null : errorWithId(error.code, error.message, idJson), refusal };
+    const refusal = error.retryAfter === undefined ? undefined : { code: error.rpcCode, retryAfter: error.retryAfter };
+    return { text: notification ? null : errorWithId(error.rpcCode, error.message, idJson), refusal };
   }
 }
 

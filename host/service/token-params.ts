@@ -1,6 +1,6 @@
 // The params auth.newToken, auth.listTokens and auth.revokeToken took on beyond the
 // original's (label, expiresIn, id), and the forms a token's inventory entry is shown in.
-import { parseDuration } from '../options.js';
+import { parseDuration } from '../duration.js';
 import { invalidParams } from '../rpc/jsonrpc.js';
 import type { Params } from '../rpc/jsonrpc.js';
 

@@ -15,8 +15,8 @@ import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { Core, GrantError, IssueError, MAX_ENDPOINTS, MAX_METHODS, METHOD_RULES, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
 import type { Claims } from '../core/core.js';
-import { BusyError, FleetError, GRANT_ERRORS, RpcCode, throttledMessage } from '../errors.js';
-import { invalidParams, knownParams, RpcError, stringParam } from '../rpc/jsonrpc.js';
+import { BusyError, FleetError, GRANT_ERRORS, ISSUE_ERRORS, RpcCode, RpcError, throttledMessage } from '../errors.js';
+import { invalidParams, knownParams, stringParam } from '../rpc/jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';
 import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
@@ -316,7 +316,7 @@ export class TokenService {
       return await call();
     } catch (error) {
       if (error instanceof FleetError) throw new RpcError(error.rpcCode, error.message);
-      if (error instanceof IssueError) throw new RpcError(RpcCode.ResourceLimit, error.message);
+      if (error instanceof IssueError) throw new RpcError(ISSUE_ERRORS[error.code].rpcCode, error.message);
       throw error;
     }
   }
@@ -410,7 +410,7 @@ const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
 
 /** The audit outcome of a failed call: a fixed word, never the error's text (it could quote a client's input). */
 function auditOutcome(error: unknown): string {
-  return error instanceof RpcError ? AUDIT_OUTCOMES[error.code] ?? `error ${error.code}` : 'internal error';
+  return error instanceof RpcError ? AUDIT_OUTCOMES[error.rpcCode] ?? `error ${error.rpcCode}` : 'internal error';
 }
 
 /** -32002 with the wait: the client failed too many password checks of late. */

@@ -5,6 +5,7 @@ import { grantEntries } from '../core/core.js';
 import type { Claims, Core } from '../core/core.js';
 import type { PasswordRecord } from '../password/hash.js';
 import type { GrantRequest, Ledger, SharedCheck } from '../service/ledger.js';
+import { InvariantError } from '../api-auth-error.js';
 import type { StateStore } from './store.js';
 
 /** A node alone shares its password checks with no one: its own throttle is the whole allowance. */
@@ -29,7 +30,7 @@ export class FolderLedger implements Ledger {
     const fresh = grant.id === this.core.grantCount;
     await this.store.prepareIssue(fresh ? { id: grant.id, endpoints: grantEntries(grant.endpoints, grant.methods) } : undefined,
       this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
-    if (fresh && this.core.addGrant(grant.endpoints, grant.methods) !== grant.id) throw new Error(`the core gave grant ${grant.id} another id`);
+    if (fresh && this.core.addGrant(grant.endpoints, grant.methods) !== grant.id) throw new InvariantError(`the core gave grant ${grant.id} another id`);
     return this.core.issue(grant.id, now, lifetime);
   }
 

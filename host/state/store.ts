@@ -16,6 +16,7 @@ import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import { StateError } from '../errors.js';
+import { InvariantError } from '../api-auth-error.js';
 import type { PersistedState } from './codec.js';
 import { prepareDataDir, readState, STATE_FILE, writeState } from './data-folder.js';
 import { lockDataDir } from './lock.js';
@@ -80,7 +81,7 @@ export class StateStore {
 
   /** The state as last written, once there is one (restoreService makes it at start). */
   get written(): ServiceState {
-    if (this.current === undefined) throw new Error('the state store has no state yet');
+    if (this.current === undefined) throw new InvariantError('the state store has no state yet');
     return this.current;
   }
 
@@ -92,7 +93,7 @@ export class StateStore {
   /** Writes the first state of a new data folder. */
   create(state: ServiceState): Promise<void> {
     return this.enqueue(async () => {
-      if (this.current !== undefined) throw new Error('the data folder has a state already');
+      if (this.current !== undefined) throw new InvariantError('the data folder has a state already');
       await this.write(state);
     });
   }
@@ -103,7 +104,7 @@ export class StateStore {
    */
   recordPassword(record: PasswordRecord, generation: number, fromFile = false): Promise<void> {
     return this.change((s) => {
-      if (generation <= s.generation) throw new Error(`password generation ${generation} does not follow ${s.generation}`);
+      if (generation <= s.generation) throw new InvariantError(`password generation ${generation} does not follow ${s.generation}`);
       return { ...s, password: record, generation, ...(fromFile ? { filePassword: record } : {}) };
     });
   }
@@ -129,7 +130,7 @@ export class StateStore {
     return this.change((s) => {
       let next = s;
       if (grant !== undefined) {
-        if (grant.id !== s.grants.length) throw new Error(`grant ${grant.id} recorded out of order (expected ${s.grants.length})`);
+        if (grant.id !== s.grants.length) throw new InvariantError(`grant ${grant.id} recorded out of order (expected ${s.grants.length})`);
         next = { ...next, grants: [...s.grants, [...grant.endpoints]] };
       }
       if (end > s.serialCeiling) {

@@ -29,7 +29,6 @@
 import { createRequire } from 'node:module';
 import type { Worker } from 'node:worker_threads';
 import type * as Prometheus from 'prom-client';
-import * as uws from 'uWebSockets.js';
 import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ThreadError } from '../errors.js';
@@ -37,6 +36,7 @@ import type { ServerHandle } from '../http/listener.js';
 import { acceptorApp, certificateFields, snapshotTlsFiles } from '../http/tls.js';
 import type { TlsSnapshot } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
+import { addChild, listenExclusive, removeChild } from '../http/uws-shim.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
 import { ownThread } from '../own-thread.js';
@@ -102,17 +102,6 @@ interface HttpThread {
   ready: boolean;
   ended: boolean;
   readonly end: Promise<void>;
-}
-
-// uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT, the listen that takes it, and the child app
-// calls: the package has them all, its typings none.
-const EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
-
-interface Acceptor {
-  listen(host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void): void;
-  addChildAppDescriptor(descriptor: number): void;
-  removeChildAppDescriptor(descriptor: number): void;
-  close(): void;
 }
 
 /**
@@ -204,7 +193,7 @@ class ThreadsOwner {
           if (this.ending || thread.ready) return;
           thread.ready = true;
           thread.descriptor = descriptor;
-          (this.app as unknown as Acceptor).addChildAppDescriptor(descriptor);
+          addChild(this.app, descriptor);
           if (this.threads.every((t) => t.ready)) this.starting?.resolve();
         },
         log: (level: Level, msg: string, fields: Fields | undefined, time: number) => plan.log[level](msg, fields, time),
@@ -230,7 +219,7 @@ class ThreadsOwner {
   private listen(): Promise<us_listen_socket> {
     const { host, port } = this.plan;
     return new Promise((resolve, reject) => {
-      (this.app as unknown as Acceptor).listen(host, port, EXCLUSIVE_PORT, (socket) => {
+      listenExclusive(this.app, host, port, (socket) => {
         if (socket) resolve(socket);
         else void this.plan.whyNotListening(host, port).then(reject);
       });
@@ -289,9 +278,8 @@ class ThreadsOwner {
       }
       // A thread taken out meanwhile (a stop began) gets no connections any more.
       if (this.ending || thread.descriptor === null) return;
-      const acceptor = this.app as unknown as Acceptor;
-      acceptor.addChildAppDescriptor(answer.value);
-      acceptor.removeChildAppDescriptor(thread.descriptor);
+      addChild(this.app, answer.value);
+      removeChild(this.app, thread.descriptor);
       thread.descriptor = answer.value;
     });
     if (failed.length > 0) {
@@ -304,7 +292,7 @@ class ThreadsOwner {
 
   private unregister(thread: HttpThread): void {
     if (thread.descriptor === null) return;
-    (this.app as unknown as Acceptor).removeChildAppDescriptor(thread.descriptor);
+    removeChild(this.app, thread.descriptor);
     thread.descriptor = null;
   }
 

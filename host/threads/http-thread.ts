@@ -13,11 +13,13 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { App } from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { RpcCode } from '../errors.js';
-import { descriptorOf, tlsApp } from '../http/tls.js';
+import { tlsApp } from '../http/tls.js';
+import { descriptorOf } from '../http/uws-shim.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
 import type { SessionBehavior } from '../http/websocket.js';
+import { InvariantError } from '../api-auth-error.js';
 import { HEARTBEAT_MS, OwnerLink } from './owner-channel.js';
 import type { MetricsJson, ThreadData } from './owner-channel.js';
 
@@ -74,7 +76,7 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
   process.on('unhandledRejection', fatal);
   // In a worker, process.exit ends the thread, with whatever sockets its app holds.
   process.exit = ((code?: number) => {
-    throw new Error(`process.exit(${code ?? ''}) was called on HTTP thread ${data.thread}`);
+    throw new InvariantError(`process.exit(${code ?? ''}) was called on HTTP thread ${data.thread}`);
   }) as typeof process.exit;
 
   const failed500 = (res: HttpResponse, error: unknown): void => {

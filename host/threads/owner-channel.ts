@@ -11,12 +11,13 @@ import type { MessagePort, Worker } from 'node:worker_threads';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { AllowedOrigins } from '../http/cors.js';
 import type { RpcHandler } from '../http/rpc-route.js';
-import type { TlsFiles } from '../options.js';
+import type { TlsFiles } from '../pem.js';
 import type { WebSocketSettings } from '../http/websocket.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
 import type { MetricsSource, Scrape } from '../ops/metrics.js';
 import type { CallContext, Reply } from '../rpc/jsonrpc.js';
+import { InvariantError } from '../api-auth-error.js';
 
 /** How often each HTTP thread bumps its heartbeat counter, in ms. */
 export const HEARTBEAT_MS = 500;
@@ -222,7 +223,7 @@ export class OwnerLink {
       case 'reloadTls': {
         const { id, files } = message;
         try {
-          if (this.reloadTls === null) throw new Error('this thread serves no TLS');
+          if (this.reloadTls === null) throw new InvariantError('this thread serves no TLS');
           this.post({ t: 'reloadedTls', id, descriptor: this.reloadTls(files) });
         } catch (error) {
           this.post({ t: 'reloadedTls', id, error: messageOf(error) });
