@@ -8,7 +8,7 @@ import madge from 'madge';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT } from './helpers/server.js';
+import { ROOT } from '../helpers/server.js';
 
 type Graph = Record<string, string[]>;
 

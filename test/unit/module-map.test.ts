@@ -4,7 +4,7 @@
 import t from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from './helpers/server.js';
+import { ROOT } from '../helpers/server.js';
 
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 

@@ -7,10 +7,10 @@ import t from 'tap';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import * as library from '../build/host/index.js';
-import { Core } from '../build/host/core/core.js';
-import { coreModule } from '../build/host/core/module.js';
-import { MAIN, PROGRAM_ENV, ROOT, tempDir, untracked } from './helpers/server.js';
+import * as library from '../../build/host/index.js';
+import { Core } from '../../build/host/core/core.js';
+import { coreModule } from '../../build/host/core/module.js';
+import { MAIN, PROGRAM_ENV, ROOT, tempDir, untracked } from '../helpers/server.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
