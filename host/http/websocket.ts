@@ -51,9 +51,10 @@ import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import { TO_CLIENT, TO_UPSTREAM } from '../ops/metrics.js';
 import type { Metrics, WsClose, WsRefusal } from '../ops/metrics.js';
+import { Decision, webSocketWay, withoutToken } from './admission.js';
+import type { Admission, Way } from './admission.js';
 import { clientAddress, peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
-import type { Gate } from './gate.js';
 import type { InFlight } from './in-flight.js';
 import {
   BEYOND_ASCII, classify, ownHealth, QUERY_NOT_UTF8, refuse, statusLine, upstreamFailures, upstreamHeaders, utf8Bytes,
@@ -75,10 +76,6 @@ const CLIENT_LOW_WATER = 64 * 1024;
 const SHUTDOWN_MS = 1000;
 /** How long a closed session's upstream may take to answer the close frame (ws waits 30 s by default). */
 const UPSTREAM_CLOSE_MS = 2000;
-/** The query parameter of RFC 6750 §2.3. */
-const ACCESS_TOKEN = 'access_token';
-/** `Bearer ` (any case), as the core reads it: what comes after it is the token. */
-const BEARER_LENGTH = 7;
 /** What Node's HTTP client accepts in a request target (its INVALID_PATH_REGEX, inverted). */
 const TARGET_CHARS = /^[\u0021-\u00ff]*$/;
 /** uWS's reasons for closing a client itself (the close handler gets 1006 with these). */
@@ -108,8 +105,8 @@ export interface WebSocketSettings {
 /** What a relay works with: this thread's gate, router and counters, and the upstream. */
 export interface RelayParts {
   readonly core: Core;
-  /** null: no tokens are required, only the path rules apply. */
-  readonly gate: Gate | null;
+  /** The router's admission step; an upgrade goes through it by its own way (webSocketWay). */
+  readonly admission: Admission;
   /** Where the messages of sessions opened with a scoped token are checked; null when there are no tokens. */
   readonly scope: MethodScope | null;
   readonly router: Router;
@@ -147,6 +144,7 @@ export class WebSocketRelay {
   private readonly tooMany: Uint8Array;
   private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
   private readonly idleMs: number;
+  private readonly way: Way;
   private sweeper: NodeJS.Timeout | null = null;
   private stopped = false;
   /** Called once the last upstream socket has closed, while a shutdown waits for that. */
@@ -158,6 +156,7 @@ export class WebSocketRelay {
     this.health = upstream.health ?? ownHealth();
     this.tooMany = jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`);
     this.idleMs = settings.idleTimeout * 1000;
+    this.way = webSocketWay(settings.queryToken);
     this.behavior = {
       // permessage-deflate stays off (uWS's default): a node's answers would be inflated
       // twice, and compression ratios are a known side channel.
@@ -183,30 +182,17 @@ export class WebSocketRelay {
 
   /** An upgrade request; call it from uWS's upgrade handler, before returning. */
   upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const { gate, settings, metrics } = this.parts;
+    const { admission, settings, metrics } = this.parts;
     const path = req.getUrl();
     if (this.parts.routes.has(path)) return this.parts.router.handle(res, req);
+    const decision = admission.admit(res, req, req.getCaseSensitiveMethod(), path, this.way);
+    if (decision !== Decision.Admitted) {
+      if (decision === Decision.Refused) metrics.wsRefusal(admission.outcome === Outcome.BadPath ? 'path' : 'token');
+      return;
+    }
+    const { grant, token } = admission;
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     let query = req.getQuery() as string | undefined;
-    let token: string | null = null;
-    let grant = -1;
-    if (gate !== null) {
-      const header = req.getHeader('authorization');
-      const fromQuery = settings.queryToken && header === '' && query !== undefined ? queryToken(query) : null;
-      const outcome = fromQuery !== null ? gate.checkToken(fromQuery, path) : gate.check(header, path);
-      if (outcome !== Outcome.Valid) {
-        if (outcome !== Outcome.Scoped) {
-          metrics.wsRefusal(outcome === Outcome.BadPath ? 'path' : 'token');
-          return writeRefusal(res, outcome);
-        }
-        grant = this.parts.core.scopedGrant;
-      }
-      // A public path is never re-checked: it needs no token, whatever the request carried.
-      if (!gate.open(path)) token = fromQuery ?? header.slice(BEARER_LENGTH);
-    } else if (!this.parts.core.pathAllowed(path)) {
-      metrics.wsRefusal('path');
-      return writeRefusal(res, Outcome.BadPath);
-    }
     // The credential is the gate's alone: with the flag on, it never reaches the upstream.
     if (settings.queryToken && query !== undefined) query = withoutToken(query);
     let target = path;
@@ -793,28 +779,6 @@ export class Session {
 /** Whether a close code may go in a close frame (RFC 6455 §7.4): 1000-1003, 1007-1014, 3000-4999. */
 function sendable(code: number): boolean {
   return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
-}
-
-/**
- * The access_token parameter of a query, as sent (tokens are base64url: nothing to
- * decode); null when there is none. Two of them name no one token: "", which no token is.
- */
-function queryToken(query: string): string | null {
-  let found: string | null = null;
-  for (const pair of query.split('&')) {
-    if (pair !== ACCESS_TOKEN && !pair.startsWith(`${ACCESS_TOKEN}=`)) continue;
-    if (found !== null) return '';
-    found = pair.slice(ACCESS_TOKEN.length + 1);
-  }
-  return found;
-}
-
-/** The query without its access_token parameters; undefined when nothing else was in it. */
-function withoutToken(query: string): string | undefined {
-  const pairs = query.split('&');
-  const kept = pairs.filter((pair) => pair !== ACCESS_TOKEN && !pair.startsWith(`${ACCESS_TOKEN}=`));
-  if (kept.length === pairs.length) return query;
-  return kept.length === 0 ? undefined : kept.join('&');
 }
 
 /**
