@@ -56,10 +56,9 @@ import type { Admission, Way } from './admission.js';
 import { clientAddress, peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import type { InFlight } from './in-flight.js';
-import {
-  BEYOND_ASCII, classify, ownHealth, QUERY_NOT_UTF8, refuse, statusLine, upstreamFailures, upstreamHeaders, utf8Bytes,
-} from './proxy.js';
-import type { UpstreamFailures, UpstreamHealth, UpstreamOptions } from './proxy.js';
+import { classify, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
+import { statusLine } from './proxy.js';
+import type { UpstreamOptions } from './proxy.js';
 import { REFUSALS, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
@@ -76,8 +75,6 @@ const CLIENT_LOW_WATER = 64 * 1024;
 const SHUTDOWN_MS = 1000;
 /** How long a closed session's upstream may take to answer the close frame (ws waits 30 s by default). */
 const UPSTREAM_CLOSE_MS = 2000;
-/** What Node's HTTP client accepts in a request target (its INVALID_PATH_REGEX, inverted). */
-const TARGET_CHARS = /^[\u0021-\u00ff]*$/;
 /** uWS's reasons for closing a client itself (the close handler gets 1006 with these). */
 const UWS_IDLE = 'WebSocket timed out from inactivity';
 const UWS_TOO_BIG = 'Received too big message';
@@ -139,8 +136,7 @@ export class WebSocketRelay {
   private readonly handshakes = new Set<Handshake>();
   /** Every upstream socket not yet closed, sessions' and handshakes' alike. */
   private readonly upstreams = new Set<Upstream>();
-  private readonly failures: UpstreamFailures;
-  private readonly health: UpstreamHealth;
+  private readonly watch: UpstreamWatch;
   private readonly tooMany: Uint8Array;
   private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
   private readonly idleMs: number;
@@ -152,8 +148,7 @@ export class WebSocketRelay {
 
   constructor(private readonly parts: RelayParts) {
     const { settings, upstream } = parts;
-    this.failures = upstreamFailures(upstream.timeoutMs);
-    this.health = upstream.health ?? ownHealth();
+    this.watch = new UpstreamWatch(upstream.url, upstream.timeoutMs, upstream.health, parts.metrics, parts.log);
     this.tooMany = jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`);
     this.idleMs = settings.idleTimeout * 1000;
     this.way = webSocketWay(settings.queryToken);
@@ -195,15 +190,8 @@ export class WebSocketRelay {
     let query = req.getQuery() as string | undefined;
     // The credential is the gate's alone: with the flag on, it never reaches the upstream.
     if (settings.queryToken && query !== undefined) query = withoutToken(query);
-    let target = path;
-    if (query !== undefined) {
-      const raw = BEYOND_ASCII.test(query) ? utf8Bytes(query) : query;
-      if (raw === null) return this.refuseRequest(res, QUERY_NOT_UTF8);
-      target = `${path}?${raw}`;
-    }
-    if (!TARGET_CHARS.test(target)) {
-      return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: the query string holds a control byte'));
-    }
+    const target = upstreamTarget(path, query);
+    if (typeof target !== 'string') return this.refuseRequest(res, target);
     if (this.stopped) return this.refuseSession(res, 'stopping', this.stoppingBody);
     let claims: Claims | undefined;
     if (token !== null) {
@@ -223,9 +211,9 @@ export class WebSocketRelay {
     const peer = peerAddress(res);
     // X-Forwarded-Proto is the HTTP scheme (https under TLS) for an upgrade too, as nginx sends it.
     const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer), this.parts.upstream.clientScheme);
-    if (typeof list === 'string') {
+    if (!Array.isArray(list)) {
       Atomics.sub(count, 0, 1);
-      return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, list));
+      return this.refuseRequest(res, list);
     }
     const key = req.getHeader('sec-websocket-key');
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
@@ -286,17 +274,13 @@ export class WebSocketRelay {
   }
 
   /** The upstream did not answer a handshake: counted and logged as the proxy does. */
-  upstreamFailed(error: Error): { status: string; body: Uint8Array } {
-    const kind = classify(error);
-    this.parts.metrics.upstreamError(kind);
-    const fields = { upstream: this.parts.upstream.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
-    if (this.health.failed()) this.parts.log.warn('the upstream node did not answer', fields);
-    else this.parts.log.debug('the upstream node did not answer', fields);
-    return this.failures[kind];
+  upstreamFailed(error: Error): { readonly status: string; readonly body: Uint8Array } {
+    this.watch.failed(error);
+    return this.watch.answer(error);
   }
 
   upstreamAnswered(): void {
-    if (this.health.answered()) this.parts.log.info('the upstream node answers again', { upstream: this.parts.upstream.url.origin });
+    this.watch.answered();
   }
 
   get url(): URL {
