@@ -3,10 +3,10 @@
 //
 // The upgrade is a request like any other. An upgrade to one of api-auth's own routes
 // is the router's, the Upgrade header ignored, as before. Any other goes through the
-// same checks as the router's, in the same order (path rules, then the token, with the
-// same refusals), then the session limit, and only then to the upstream: a WebSocket to
-// the same path and query, with the proxy's header rules (proxy.ts) and the client's
-// subprotocols. The client gets its 101 once the upstream has accepted; an upstream
+// router's admission step (admission.ts, by the WebSocket's way: path rules, then the
+// token, with the same refusals), then the session limit, and only then to the upstream:
+// a WebSocket to the same target, with the same header rules (forwarding.ts), and the
+// client's subprotocols. The client gets its 101 once the upstream has accepted; an upstream
 // that refuses, cannot be reached or does not answer in time gives the HTTP error the
 // proxy would.
 //
@@ -99,7 +99,7 @@ export interface WebSocketSettings {
   readonly sessionCount: Int32Array;
 }
 
-/** What a relay works with: this thread's gate, router and counters, and the upstream. */
+/** What a relay works with: this thread's admission, router and counters, and the upstream. */
 export interface RelayParts {
   readonly core: Core;
   /** The router's admission step; an upgrade goes through it by its own way (webSocketWay). */
