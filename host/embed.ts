@@ -75,7 +75,7 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
         handler(res, req);
       };
     },
-    verify: (token, path) => VERDICTS[gate.checkToken(token, path)],
+    verify: (token, path) => VERDICTS[gate.check(token, path, true)],
     authorize: (authorization, path) => VERDICTS[gate.check(authorization, path)],
     metrics: metrics.registry,
     close() {

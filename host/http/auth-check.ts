@@ -27,13 +27,12 @@
 // up to the local endpoints' body limit.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { Outcome } from '../core/core.js';
-import type { Core } from '../core/core.js';
 import { RpcCode } from '../errors.js';
-import type { Cors } from './cors.js';
-import type { Gate } from './gate.js';
+import { CHECK, Decision } from './admission.js';
+import type { Admission } from './admission.js';
 import type { InFlight } from './in-flight.js';
 import { REFUSALS, writeRefusal, writeScopeRefusal } from './refusals.js';
-import { jsonLine, MAX_BODY_BYTES, readBody, writeBodyTooLarge, writeConnectRefused } from './responses.js';
+import { jsonLine, MAX_BODY_BYTES, readBody, writeBodyTooLarge } from './responses.js';
 import type { MethodScope } from './scope.js';
 
 const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request: its request line in ' +
@@ -48,11 +47,11 @@ const GRANTED = new TextEncoder().encode('{"ok":true}\n');
 
 export class AuthCheck {
   /**
-   * `gate` null: no tokens needed, only the path rules apply (checked by `core`). `scope`:
-   * where a scoped token's calls are checked (with `inFlight` while the body is read).
+   * `admission`: the one the router's requests go through. `scope`: where a scoped
+   * token's calls are checked (with `inFlight` while the body is read).
    */
-  constructor(private readonly core: Core, private readonly gate: Gate | null, private readonly cors: Cors | null,
-    private readonly scope: MethodScope | null = null, private readonly inFlight: InFlight | null = null) {}
+  constructor(private readonly admission: Admission, private readonly scope: MethodScope | null = null,
+    private readonly inFlight: InFlight | null = null) {}
 
   /** Call it from the uWS handler, before returning. */
   answer(res: HttpResponse, req: HttpRequest): void {
@@ -82,17 +81,18 @@ export class AuthCheck {
     } else {
       return writeBadCheck(res, NO_URI);
     }
-    if (method.toUpperCase() === 'CONNECT') return writeConnectRefused(res);
     // The path as the gate takes it from a request line: only the query is left out. A
     // raw "#" stays, and the path rules refuse it as they do at the gate.
     const query = uri.indexOf('?');
     const path = query === -1 ? uri : uri.slice(0, query);
-    const allow = this.cors === null ? '' : this.cors.allow(req.getHeader('origin'));
-    const outcome = this.gate === null ? (this.core.pathAllowed(path) ? Outcome.Valid : Outcome.BadPath)
-      : this.gate.check(req.getHeader('authorization'), path);
-    if (outcome === Outcome.Scoped && this.scope !== null) return this.scoped(res, req, this.scope, this.core.scopedGrant, allow);
+    const admission = this.admission;
     // A proxy that passes the refusal on (Caddy, Traefik) passes its CORS headers too.
-    if (outcome !== Outcome.Valid) return writeRefusal(res, outcome, false, allow);
+    if (admission.admit(res, req, method, path, CHECK) !== Decision.Admitted) return;
+    const { allow, grant } = admission;
+    if (grant !== -1) {
+      if (this.scope !== null) return this.scoped(res, req, this.scope, grant, allow);
+      return writeRefusal(res, Outcome.Scoped, false, allow);
+    }
     res.writeHeader('Content-Type', 'application/json').end(GRANTED);
   }
 

@@ -54,8 +54,12 @@ export class Gate {
     return this.publicPaths !== null && this.publicPaths.has(path);
   }
 
-  /** The outcome for a request: its raw Authorization header (empty when absent) and its path. */
-  check(header: string, path: string): Outcome {
+  /**
+   * The outcome for a request on `path`. `credential` is its raw Authorization header
+   * (empty when absent), or, `bare`, a token without `Bearer ` (a WebSocket upgrade's
+   * access_token, an embedder's verify): one check either way, counted and sampled alike.
+   */
+  check(credential: string, path: string, bare = false): Outcome {
     if (this.open(path)) return Outcome.Valid;
     const ms = this.clock();
     // Before the token: a fleet gateway that cannot vouch for its revocations answers none.
@@ -64,25 +68,14 @@ export class Gate {
     const metrics = this.metrics;
     let outcome: Outcome;
     if (--metrics.untilSample !== 0) {
-      outcome = this.core.authorize(header, path, now);
+      outcome = bare ? this.core.verify(credential, path, now) : this.core.authorize(credential, path, now);
     } else {
       metrics.untilSample = LATENCY_SAMPLE_EVERY;
       const start = performance.now();
-      outcome = this.core.authorize(header, path, now);
+      outcome = bare ? this.core.verify(credential, path, now) : this.core.authorize(credential, path, now);
       metrics.observeVerification(performance.now() - start);
     }
     metrics.verifications[outcome]++;
-    return outcome;
-  }
-
-  /** The outcome for a bare token (no `Bearer `) and a path. */
-  checkToken(token: string, path: string): Outcome {
-    if (this.open(path)) return Outcome.Valid;
-    const ms = this.clock();
-    if (this.serving !== null && !this.serving(ms)) return UNAVAILABLE;
-    const now = Math.floor(ms / 1000);
-    const outcome = this.core.verify(token, path, now);
-    this.metrics.verifications[outcome]++;
     return outcome;
   }
 }

@@ -10,22 +10,9 @@
 // stops reading only some way after pause(), so what a request body may hold in memory
 // is bounded by the body limit rather than by the pause.
 //
-// Headers (RFC 9110 §7.6.1): hop-by-hop fields (Connection and the fields it names,
-// Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade, Trailer) are not
-// forwarded either way. Authorization and Proxy-Authorization never reach the upstream.
-// Host is the upstream's own (a node checks it against its allowed hosts). Forwarding
-// headers (Forwarded, X-Forwarded-*, X-Real-IP and kin) are believed only from a trusted
-// proxy: from one, X-Forwarded-For, -Host and -Proto are kept and X-Forwarded-For is
-// extended with the peer; from anyone else all of them are dropped, and api-auth writes
-// X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (https when
-// api-auth serves TLS itself, else http; the same for a WebSocket upgrade, as nginx sends it).
-//
-// The request line and header values reach the upstream byte for byte. uWS hands the
-// query and header values over decoded as UTF-8, and the request head is written as
-// Latin-1, so text beyond ASCII is turned back into its UTF-8 bytes (one Latin-1
-// character per byte) before it is handed on. Text uWS could only decode with U+FFFD in
-// it (bytes that are not UTF-8) cannot be turned back, and is refused with 400 rather
-// than forwarded altered.
+// The request's target and headers (which go upstream, which are believed, byte for
+// byte) are built by forwarding.ts, as for a WebSocket upgrade; so are the answers to an
+// upstream that does not answer, and their log.
 //
 // What cannot be written as a request (a header value with control bytes, two
 // Content-Length, a method that is not a token) is the client's own mistake: 400, and
@@ -42,9 +29,11 @@ import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
-import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
+import type { Metrics } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
+import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
+import type { UpstreamHealth } from './forwarding.js';
 import { writeScopeRefusal } from './refusals.js';
 import { jsonLine } from './responses.js';
 import type { MethodScope } from './scope.js';
@@ -70,50 +59,6 @@ export interface UpstreamOptions {
   readonly pipelining?: number;
 }
 
-/**
- * Whether the upstream answered the last exchange, kept so that a change is logged once
- * (one warning when it starts failing, one line when it answers again), also when
- * several threads proxy to it.
- */
-export interface UpstreamHealth {
-  /** Records an answer; true when the upstream was failing until now. */
-  answered(): boolean;
-  /** Records a failure; true when the upstream was answering until now. */
-  failed(): boolean;
-}
-
-export function ownHealth(): UpstreamHealth {
-  let healthy = true;
-  return {
-    answered() {
-      if (healthy) return false;
-      healthy = true;
-      return true;
-    },
-    failed() {
-      if (!healthy) return false;
-      healthy = false;
-      return true;
-    },
-  };
-}
-
-/** What the client gets when the upstream did not answer: the status and body for each kind of failure. */
-export type UpstreamFailures = Readonly<Record<UpstreamErrorKind, { readonly status: string; readonly body: Uint8Array }>>;
-
-/** The answers to upstream failures, encoded once; `timeoutMs` is --upstream-timeout. */
-export function upstreamFailures(timeoutMs: number): UpstreamFailures {
-  const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
-  return {
-    refused: unavailable('the upstream node refused the connection'),
-    reset: unavailable('the upstream node closed the connection'),
-    other: unavailable('the upstream node could not be reached'),
-    timeout: {
-      status: '504 Gateway Timeout',
-      body: jsonLine(RpcCode.UpstreamTimeout, `the upstream node did not answer within ${timeoutMs / 1000} s`),
-    },
-  };
-}
 
 /**
  * What every exchange of one proxy is given, made once with the proxy: the collaborators
@@ -139,24 +84,9 @@ interface Relay {
   readonly scope: MethodScope | null;
 }
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
-// Never sent upstream: the gate's credentials, a proxy's credentials, and what the
-// client writes itself (Host, and the framing of the body); Expect too, as the body is
-// sent without waiting for a 100 Continue.
-const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect']);
-// Headers that tell an upstream who the client is, how it connected, or which path it
-// asked for, beside every x-forwarded-* name: believed by some upstream, so never taken
-// from a client. The last two are route overrides some frameworks honour: the upstream
-// must route by the path the gate authorised.
-const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real-ip', 'true-client-ip', 'x-client-ip',
-  'client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip', 'x-original-forwarded-for',
-  'x-envoy-external-address', 'x-azure-clientip', 'front-end-https', 'x-url-scheme', 'x-original-url', 'x-rewrite-url']);
-/** Text beyond ASCII: uWS decoded it from UTF-8, and the request head is written as Latin-1. */
-export const BEYOND_ASCII = /[^\x00-\x7f]/;
 /** What a request head cannot hold: a method or a header name that is not a token, a value with a control byte, a target with a space. */
 const NOT_TOKEN = /[^!#$%&'*+\-.^_`|~0-9A-Za-z]/;
 const NOT_FIELD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
-const NOT_TARGET = /[^\x21-\xff]/;
 /** Methods whose request a body is expected with: sent without one, they say Content-Length: 0. */
 const EXPECTS_BODY = new Set(['PUT', 'POST', 'PATCH', 'QUERY', 'PROPFIND', 'PROPPATCH']);
 const LAST_CHUNK = Buffer.from('0\r\n\r\n');
@@ -204,11 +134,10 @@ export class UpstreamProxy {
   private readonly relay: Relay;
   /** The Host line and the keep-alive line of every request, made once. */
   private readonly hostLines: string;
-  /** Whether the last exchange got an answer; failures are logged as warnings only when this changes. */
-  private readonly health: UpstreamHealth;
+  private readonly watch: UpstreamWatch;
 
   constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
-    private readonly metrics: Metrics, private readonly log: Logger, scope: MethodScope | null = null) {
+    metrics: Metrics, log: Logger, scope: MethodScope | null = null) {
     const pool = new UpstreamPool({
       url: options.url,
       timeoutMs: options.timeoutMs,
@@ -218,15 +147,14 @@ export class UpstreamProxy {
     });
     this.pool = pool;
     this.hostLines = `HTTP/1.1\r\nhost: ${options.url.host}\r\nconnection: keep-alive\r\n`;
-    this.health = options.health ?? ownHealth();
-    const failures = upstreamFailures(options.timeoutMs);
+    const watch = this.watch = new UpstreamWatch(options.url, options.timeoutMs, options.health, metrics, log);
     this.relay = {
       dispatch: (exchange) => pool.dispatch(exchange),
       withdraw: (exchange) => pool.withdraw(exchange),
       maxBody: options.maxBody,
       tooLarge: jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
-      failure: (error) => failures[classify(error)],
+      failure: (error) => watch.answer(error),
       settle: (error) => this.settled(error),
       scope,
     };
@@ -247,15 +175,11 @@ export class UpstreamProxy {
     }
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     const query = req.getQuery() as string | undefined;
-    let target = path;
-    if (query !== undefined) {
-      const raw = BEYOND_ASCII.test(query) ? utf8Bytes(query) : query;
-      if (raw === null) return refuse(res, QUERY_NOT_UTF8);
-      target = `${path}?${raw}`;
-    }
+    const target = upstreamTarget(path, query);
+    if (typeof target !== 'string') return refuse(res, target);
     const peer = peerAddress(res);
     const headers = upstreamHeaders(req, peer, this.trusted.has(peer), this.options.clientScheme);
-    if (typeof headers === 'string') return refuse(res, jsonLine(RpcCode.InvalidRequest, headers));
+    if (!Array.isArray(headers)) return refuse(res, headers);
     const head = requestHead(method, target, this.hostLines, headers);
     if (head instanceof Unwritable) return refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${head.why}`));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
@@ -279,22 +203,9 @@ export class UpstreamProxy {
   /** Each exchange's end: out of flight, and the upstream's health as it showed. */
   private settled(error: Error | null): void {
     this.inFlight.leave();
-    if (error === null) {
-      if (this.health.answered()) {
-        this.log.info('the upstream node answers again', { upstream: this.options.url.origin });
-      }
-      return;
-    }
+    if (error === null) return this.watch.answered();
     if (error instanceof ClientGone || error instanceof BodyTooLarge || error instanceof ScopeRefused) return;
-    const kind = classify(error);
-    this.metrics.upstreamError(kind);
-    const fields = { upstream: this.options.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
-    // One warning when the upstream starts failing, not one per request while it is down.
-    if (this.health.failed()) {
-      this.log.warn('the upstream node did not answer', fields);
-    } else {
-      this.log.debug('the upstream node did not answer', fields);
-    }
+    this.watch.failed(error);
   }
 }
 
@@ -304,13 +215,12 @@ class Unwritable {
 }
 
 /**
- * The request line and header lines of a request, as one Latin-1 string, without the
+ * The request line and header lines of a request (its target from upstreamTarget), as one Latin-1 string, without the
  * framing of its body and the empty line; or why it cannot be written.
  * The client's Content-Length is left out: the framing line is written from the body sent.
  */
 function requestHead(method: string, target: string, hostLines: string, headers: string[]): string | Unwritable {
   if (NOT_TOKEN.test(method)) return new Unwritable('its method is not a token');
-  if (NOT_TARGET.test(target)) return new Unwritable('its target holds a space or a control byte');
   let head = `${method} ${target} ${hostLines}`;
   let lengths = 0;
   for (let i = 0; i < headers.length; i += 2) {
@@ -732,63 +642,6 @@ function answerStatusLine(parser: ResponseParser, bytes: Buffer): RecognizedStri
 
 const STANDARD_REASONS: Buffer[] = [];
 
-export const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
-  'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
-
-/** A 400 for a request that is not forwarded; the connection closes, as its body may be unread. */
-export function refuse(res: HttpResponse, body: Uint8Array): void {
-  res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body, true);
-}
-
-/**
- * Text uWS decoded from UTF-8, as its bytes again (one Latin-1 character per byte, each
- * written as that byte); null when the text holds U+FFFD, which stands for bytes that
- * were not UTF-8 and cannot be told apart from an encoded U+FFFD.
- */
-export function utf8Bytes(text: string): string | null {
-  return text.includes('\ufffd') ? null : Buffer.from(text, 'utf8').toString('latin1');
-}
-
-/**
- * The headers to send upstream, as a flat [name, value, ...] list; or, for a
- * header that cannot be forwarded unchanged, the message that says so. `peer` is the
- * connection's far end, `fromProxy` whether it is a trusted proxy.
- */
-export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean, scheme: 'http' | 'https'): string[] | string {
-  const listed = connectionTokens(req.getHeader('connection'), REQUEST_DROPPED);
-  const headers: string[] = [];
-  let chain = '';
-  let forwardedHost = false;
-  let forwardedProto = false;
-  let problem = '';
-  req.forEach((name, text) => {
-    if (problem !== '' || REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name))) return;
-    if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {
-      if (!fromProxy) return;
-      if (name === 'x-forwarded-host') forwardedHost = true;
-      else if (name === 'x-forwarded-proto') forwardedProto = true;
-      else if (name !== 'x-forwarded-for') return;
-    }
-    const value = BEYOND_ASCII.test(text) ? utf8Bytes(text) : text;
-    if (value === null) {
-      problem = `the value of header ${name} holds bytes that are not UTF-8, which api-auth cannot forward unchanged`;
-    } else if (name === 'x-forwarded-for') {
-      chain = chain === '' ? value : `${chain}, ${value}`;
-    } else {
-      headers.push(name, value);
-    }
-  });
-  if (problem !== '') return problem;
-  headers.push('x-forwarded-for', chain === '' ? peer : `${chain}, ${peer}`);
-  if (!forwardedHost) {
-    // uWS hands this one over byte for byte (as Latin-1).
-    const host = req.getHeader('host');
-    if (host !== '') headers.push('x-forwarded-host', host);
-  }
-  if (!forwardedProto) headers.push('x-forwarded-proto', scheme);
-  return headers;
-}
-
 // Status lines with the standard reason, made once per status.
 const STATUS_LINES: string[] = [];
 
@@ -798,30 +651,3 @@ export function statusLine(code: number, message: string | undefined): string {
   return STATUS_LINES[code] ??= `${code} ${standard || ''}`;
 }
 
-/**
- * The field names a Connection header lists, lower-cased, but for those `dropped` holds
- * anyway; null when that leaves none. The usual "keep-alive" costs no Set.
- */
-function connectionTokens(value: string | string[] | undefined, dropped: ReadonlySet<string>): Set<string> | null {
-  if (value === undefined || value === '') return null;
-  if (typeof value === 'string' && !value.includes(',')) {
-    const name = value.trim().toLowerCase();
-    return name === '' || dropped.has(name) ? null : new Set([name]);
-  }
-  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase())
-    .filter((n) => n !== '' && !dropped.has(n));
-  return names.length === 0 ? null : new Set(names);
-}
-
-// The codes of the HTTP client's errors (upstream/errors.ts) and of the WebSocket relay's
-// (ws, which passes the system's on), by the kind of failure they are.
-const TIMEOUT_CODES = new Set(['UPSTREAM_TIMEOUT', 'ETIMEDOUT']);
-const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UPSTREAM_CLOSED']);
-
-export function classify(error: Error): UpstreamErrorKind {
-  const code = (error as NodeJS.ErrnoException).code ?? '';
-  if (TIMEOUT_CODES.has(code)) return 'timeout';
-  if (code === 'ECONNREFUSED') return 'refused';
-  if (RESET_CODES.has(code)) return 'reset';
-  return 'other';
-}

@@ -10,6 +10,7 @@ import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from './paths.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { VERSION } from '../version.js';
+import { Admission } from './admission.js';
 import { AuthCheck } from './auth-check.js';
 import type { TrustedProxies } from './client-address.js';
 import { Cors } from './cors.js';
@@ -79,18 +80,20 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
   routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.clock, parts.serving) });
-  routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(core, gate, cors ?? null, scope, inFlight) });
+  // One admission for the router, the check and the relay: routes is read per request, so the check's own is in it too.
+  const admission = new Admission(core, gate, cors ?? null, routes);
+  routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(admission, scope, inFlight) });
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {
     const { UpstreamProxy } = await import('./proxy.js');
     proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log, scope);
   }
-  const router = new Router(core, gate, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, scope), proxy, cors ?? null);
+  const router = new Router(admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, scope), proxy);
   let websockets: WebSocketRelay | null = null;
   if (parts.upstream !== undefined) {
     const { WebSocketRelay } = await import('./websocket.js');
     websockets = new WebSocketRelay({
-      core, gate, scope, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
+      core, admission, scope, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
       settings: parts.websocket,
     });
   }

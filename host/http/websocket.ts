@@ -3,10 +3,10 @@
 //
 // The upgrade is a request like any other. An upgrade to one of api-auth's own routes
 // is the router's, the Upgrade header ignored, as before. Any other goes through the
-// same checks as the router's, in the same order (path rules, then the token, with the
-// same refusals), then the session limit, and only then to the upstream: a WebSocket to
-// the same path and query, with the proxy's header rules (proxy.ts) and the client's
-// subprotocols. The client gets its 101 once the upstream has accepted; an upstream
+// router's admission step (admission.ts, by the WebSocket's way: path rules, then the
+// token, with the same refusals), then the session limit, and only then to the upstream:
+// a WebSocket to the same target, with the same header rules (forwarding.ts), and the
+// client's subprotocols. The client gets its 101 once the upstream has accepted; an upstream
 // that refuses, cannot be reached or does not answer in time gives the HTTP error the
 // proxy would.
 //
@@ -51,14 +51,14 @@ import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import { TO_CLIENT, TO_UPSTREAM } from '../ops/metrics.js';
 import type { Metrics, WsClose, WsRefusal } from '../ops/metrics.js';
+import { Decision, webSocketWay, withoutToken } from './admission.js';
+import type { Admission, Way } from './admission.js';
 import { clientAddress, peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
-import type { Gate } from './gate.js';
 import type { InFlight } from './in-flight.js';
-import {
-  BEYOND_ASCII, classify, ownHealth, QUERY_NOT_UTF8, refuse, statusLine, upstreamFailures, upstreamHeaders, utf8Bytes,
-} from './proxy.js';
-import type { UpstreamFailures, UpstreamHealth, UpstreamOptions } from './proxy.js';
+import { classify, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
+import { statusLine } from './proxy.js';
+import type { UpstreamOptions } from './proxy.js';
 import { REFUSALS, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
@@ -75,12 +75,6 @@ const CLIENT_LOW_WATER = 64 * 1024;
 const SHUTDOWN_MS = 1000;
 /** How long a closed session's upstream may take to answer the close frame (ws waits 30 s by default). */
 const UPSTREAM_CLOSE_MS = 2000;
-/** The query parameter of RFC 6750 §2.3. */
-const ACCESS_TOKEN = 'access_token';
-/** `Bearer ` (any case), as the core reads it: what comes after it is the token. */
-const BEARER_LENGTH = 7;
-/** What Node's HTTP client accepts in a request target (its INVALID_PATH_REGEX, inverted). */
-const TARGET_CHARS = /^[\u0021-\u00ff]*$/;
 /** uWS's reasons for closing a client itself (the close handler gets 1006 with these). */
 const UWS_IDLE = 'WebSocket timed out from inactivity';
 const UWS_TOO_BIG = 'Received too big message';
@@ -105,11 +99,11 @@ export interface WebSocketSettings {
   readonly sessionCount: Int32Array;
 }
 
-/** What a relay works with: this thread's gate, router and counters, and the upstream. */
+/** What a relay works with: this thread's admission, router and counters, and the upstream. */
 export interface RelayParts {
   readonly core: Core;
-  /** null: no tokens are required, only the path rules apply. */
-  readonly gate: Gate | null;
+  /** The router's admission step; an upgrade goes through it by its own way (webSocketWay). */
+  readonly admission: Admission;
   /** Where the messages of sessions opened with a scoped token are checked; null when there are no tokens. */
   readonly scope: MethodScope | null;
   readonly router: Router;
@@ -142,11 +136,11 @@ export class WebSocketRelay {
   private readonly handshakes = new Set<Handshake>();
   /** Every upstream socket not yet closed, sessions' and handshakes' alike. */
   private readonly upstreams = new Set<Upstream>();
-  private readonly failures: UpstreamFailures;
-  private readonly health: UpstreamHealth;
+  private readonly watch: UpstreamWatch;
   private readonly tooMany: Uint8Array;
   private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
   private readonly idleMs: number;
+  private readonly way: Way;
   private sweeper: NodeJS.Timeout | null = null;
   private stopped = false;
   /** Called once the last upstream socket has closed, while a shutdown waits for that. */
@@ -154,10 +148,10 @@ export class WebSocketRelay {
 
   constructor(private readonly parts: RelayParts) {
     const { settings, upstream } = parts;
-    this.failures = upstreamFailures(upstream.timeoutMs);
-    this.health = upstream.health ?? ownHealth();
+    this.watch = new UpstreamWatch(upstream.url, upstream.timeoutMs, upstream.health, parts.metrics, parts.log);
     this.tooMany = jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`);
     this.idleMs = settings.idleTimeout * 1000;
+    this.way = webSocketWay(settings.queryToken);
     this.behavior = {
       // permessage-deflate stays off (uWS's default): a node's answers would be inflated
       // twice, and compression ratios are a known side channel.
@@ -183,41 +177,21 @@ export class WebSocketRelay {
 
   /** An upgrade request; call it from uWS's upgrade handler, before returning. */
   upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const { gate, settings, metrics } = this.parts;
+    const { admission, settings, metrics } = this.parts;
     const path = req.getUrl();
     if (this.parts.routes.has(path)) return this.parts.router.handle(res, req);
+    const decision = admission.admit(res, req, req.getCaseSensitiveMethod(), path, this.way);
+    if (decision !== Decision.Admitted) {
+      if (decision === Decision.Refused) metrics.wsRefusal(admission.outcome === Outcome.BadPath ? 'path' : 'token');
+      return;
+    }
+    const { grant, token } = admission;
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     let query = req.getQuery() as string | undefined;
-    let token: string | null = null;
-    let grant = -1;
-    if (gate !== null) {
-      const header = req.getHeader('authorization');
-      const fromQuery = settings.queryToken && header === '' && query !== undefined ? queryToken(query) : null;
-      const outcome = fromQuery !== null ? gate.checkToken(fromQuery, path) : gate.check(header, path);
-      if (outcome !== Outcome.Valid) {
-        if (outcome !== Outcome.Scoped) {
-          metrics.wsRefusal(outcome === Outcome.BadPath ? 'path' : 'token');
-          return writeRefusal(res, outcome);
-        }
-        grant = this.parts.core.scopedGrant;
-      }
-      // A public path is never re-checked: it needs no token, whatever the request carried.
-      if (!gate.open(path)) token = fromQuery ?? header.slice(BEARER_LENGTH);
-    } else if (!this.parts.core.pathAllowed(path)) {
-      metrics.wsRefusal('path');
-      return writeRefusal(res, Outcome.BadPath);
-    }
     // The credential is the gate's alone: with the flag on, it never reaches the upstream.
     if (settings.queryToken && query !== undefined) query = withoutToken(query);
-    let target = path;
-    if (query !== undefined) {
-      const raw = BEYOND_ASCII.test(query) ? utf8Bytes(query) : query;
-      if (raw === null) return this.refuseRequest(res, QUERY_NOT_UTF8);
-      target = `${path}?${raw}`;
-    }
-    if (!TARGET_CHARS.test(target)) {
-      return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: the query string holds a control byte'));
-    }
+    const target = upstreamTarget(path, query);
+    if (typeof target !== 'string') return this.refuseRequest(res, target);
     if (this.stopped) return this.refuseSession(res, 'stopping', this.stoppingBody);
     let claims: Claims | undefined;
     if (token !== null) {
@@ -237,9 +211,9 @@ export class WebSocketRelay {
     const peer = peerAddress(res);
     // X-Forwarded-Proto is the HTTP scheme (https under TLS) for an upgrade too, as nginx sends it.
     const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer), this.parts.upstream.clientScheme);
-    if (typeof list === 'string') {
+    if (!Array.isArray(list)) {
       Atomics.sub(count, 0, 1);
-      return this.refuseRequest(res, jsonLine(RpcCode.InvalidRequest, list));
+      return this.refuseRequest(res, list);
     }
     const key = req.getHeader('sec-websocket-key');
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
@@ -300,17 +274,13 @@ export class WebSocketRelay {
   }
 
   /** The upstream did not answer a handshake: counted and logged as the proxy does. */
-  upstreamFailed(error: Error): { status: string; body: Uint8Array } {
-    const kind = classify(error);
-    this.parts.metrics.upstreamError(kind);
-    const fields = { upstream: this.parts.upstream.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
-    if (this.health.failed()) this.parts.log.warn('the upstream node did not answer', fields);
-    else this.parts.log.debug('the upstream node did not answer', fields);
-    return this.failures[kind];
+  upstreamFailed(error: Error): { readonly status: string; readonly body: Uint8Array } {
+    this.watch.failed(error);
+    return this.watch.answer(error);
   }
 
   upstreamAnswered(): void {
-    if (this.health.answered()) this.parts.log.info('the upstream node answers again', { upstream: this.parts.upstream.url.origin });
+    this.watch.answered();
   }
 
   get url(): URL {
@@ -793,28 +763,6 @@ export class Session {
 /** Whether a close code may go in a close frame (RFC 6455 §7.4): 1000-1003, 1007-1014, 3000-4999. */
 function sendable(code: number): boolean {
   return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
-}
-
-/**
- * The access_token parameter of a query, as sent (tokens are base64url: nothing to
- * decode); null when there is none. Two of them name no one token: "", which no token is.
- */
-function queryToken(query: string): string | null {
-  let found: string | null = null;
-  for (const pair of query.split('&')) {
-    if (pair !== ACCESS_TOKEN && !pair.startsWith(`${ACCESS_TOKEN}=`)) continue;
-    if (found !== null) return '';
-    found = pair.slice(ACCESS_TOKEN.length + 1);
-  }
-  return found;
-}
-
-/** The query without its access_token parameters; undefined when nothing else was in it. */
-function withoutToken(query: string): string | undefined {
-  const pairs = query.split('&');
-  const kept = pairs.filter((pair) => pair !== ACCESS_TOKEN && !pair.startsWith(`${ACCESS_TOKEN}=`));
-  if (kept.length === pairs.length) return query;
-  return kept.length === 0 ? undefined : kept.join('&');
 }
 
 /**

@@ -1,7 +1,7 @@
 // The upstream's health as every HTTP thread's proxy sees it: one word of shared memory,
 // so that the process logs one warning when the upstream starts failing and one line
 // when it answers again, whichever threads see it.
-import type { UpstreamHealth } from '../http/proxy.js';
+import type { UpstreamHealth } from '../http/forwarding.js';
 
 const ANSWERING = 0;
 const FAILING = 1;

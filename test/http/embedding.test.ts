@@ -10,6 +10,7 @@ import { jsonrpc, request } from '../helpers/http.js';
 import { PROGRAM_ENV, ROOT, tempDir, untracked, type Exit } from '../helpers/server.js';
 import { mountedOnApp } from '../helpers/library.js';
 import { closedPort } from '../helpers/upstream.js';
+import { LATENCY_SAMPLE_EVERY } from '../../build/host/ops/metrics.js';
 import * as library from '../../build/host/index.js';
 import { Outcome, VERDICTS, createAuth, type Auth } from '../../build/host/index.js';
 
@@ -158,6 +159,18 @@ t.test('verdicts: the same status, headers and body as the standalone gate, one 
   const text = await auth.metrics.metrics();
   t.match(text, /^api_auth_verifications_total\{outcome="valid"\} [1-9]/m, 'the metrics count the checks');
   t.match(text, /^api_auth_tokens_issued_total 1$/m);
+});
+
+t.test('verify() is timed as authorize() is: one check in LATENCY_SAMPLE_EVERY of either kind is sampled', async (t) => {
+  const dir = tempDir(t);
+  const { auth, base, password } = await mounted(t, dir);
+  const token = await newToken(base, password, ['/ext/info']);
+  const timed = async () => Number(/^api_auth_verification_duration_seconds_count (\d+)$/m.exec(await auth.metrics.metrics())?.[1]);
+  t.equal(await timed(), 0, 'no check yet');
+  for (let i = 0; i < LATENCY_SAMPLE_EVERY; i++) auth.verify(token, '/ext/info');
+  t.equal(await timed(), 1, 'bare tokens are sampled');
+  for (let i = 0; i < LATENCY_SAMPLE_EVERY; i++) auth.authorize(`Bearer ${token}`, '/ext/info');
+  t.equal(await timed(), 2, 'headers are sampled');
 });
 
 t.test('close() releases the data folder: a new createAuth on it keeps the tokens; calls are audited', async (t) => {

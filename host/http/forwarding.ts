@@ -1,0 +1,226 @@
+// What goes to the upstream node, and what its failure gives, for the proxy (proxy.ts) and
+// the WebSocket relay (websocket.ts) alike: the request target, the header rules, the
+// answers to an upstream that does not answer, and the counting and logging of that.
+// Written once, so that an upgrade reaches the node as a request would.
+//
+// Headers (RFC 9110 §7.6.1): hop-by-hop fields (Connection and the fields it names,
+// Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade, Trailer) are not
+// forwarded either way. Authorization and Proxy-Authorization never reach the upstream.
+// Host is the upstream's own (a node checks it against its allowed hosts). Forwarding
+// headers (Forwarded, X-Forwarded-*, X-Real-IP and kin) are believed only from a trusted
+// proxy: from one, X-Forwarded-For, -Host and -Proto are kept and X-Forwarded-For is
+// extended with the peer; from anyone else all of them are dropped, and api-auth writes
+// X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (https when
+// api-auth serves TLS itself, else http; the same for a WebSocket upgrade, as nginx sends it).
+//
+// The request line and header values reach the upstream byte for byte. uWS hands the
+// query and header values over decoded as UTF-8, and the request head is written as
+// Latin-1, so text beyond ASCII is turned back into its UTF-8 bytes (one Latin-1
+// character per byte) before it is handed on. Text uWS could only decode with U+FFFD in
+// it (bytes that are not UTF-8) cannot be turned back, and is refused with 400 rather
+// than forwarded altered.
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { RpcCode } from '../errors.js';
+import type { Logger } from '../ops/log.js';
+import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
+import { jsonLine } from './responses.js';
+
+/** Hop-by-hop fields (RFC 9110 §7.6.1): never forwarded, either way. */
+export const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
+// Never sent upstream: the gate's credentials, a proxy's credentials, and what the
+// client writes itself (Host, and the framing of the body); Expect too, as the body is
+// sent without waiting for a 100 Continue.
+const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect']);
+// Headers that tell an upstream who the client is, how it connected, or which path it
+// asked for, beside every x-forwarded-* name: believed by some upstream, so never taken
+// from a client. The last two are route overrides some frameworks honour: the upstream
+// must route by the path the gate authorised.
+const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real-ip', 'true-client-ip', 'x-client-ip',
+  'client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip', 'x-original-forwarded-for',
+  'x-envoy-external-address', 'x-azure-clientip', 'front-end-https', 'x-url-scheme', 'x-original-url', 'x-rewrite-url']);
+/** Text beyond ASCII: uWS decoded it from UTF-8, and the request head is written as Latin-1. */
+const BEYOND_ASCII = /[^\x00-\x7f]/;
+
+/** What a request target cannot hold: a space or a control byte (Node's client refuses them too). */
+const NOT_TARGET = /[^\x21-\xff]/;
+const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
+  'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
+const TARGET_UNWRITABLE = jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: its target holds a space or a control byte');
+
+/**
+ * The request target to send upstream: `path` as the gate checked it and `query` (undefined
+ * for none) byte for byte; or the 400 body of a target that cannot be sent unchanged.
+ */
+export function upstreamTarget(path: string, query: string | undefined): string | Uint8Array {
+  let target = path;
+  if (query !== undefined) {
+    const raw = BEYOND_ASCII.test(query) ? utf8Bytes(query) : query;
+    if (raw === null) return QUERY_NOT_UTF8;
+    target = `${path}?${raw}`;
+  }
+  return NOT_TARGET.test(target) ? TARGET_UNWRITABLE : target;
+}
+
+/** A 400 for a request that is not forwarded; the connection closes, as its body may be unread. */
+export function refuse(res: HttpResponse, body: Uint8Array): void {
+  res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body, true);
+}
+
+/**
+ * Text uWS decoded from UTF-8, as its bytes again (one Latin-1 character per byte, each
+ * written as that byte); null when the text holds U+FFFD, which stands for bytes that
+ * were not UTF-8 and cannot be told apart from an encoded U+FFFD.
+ */
+function utf8Bytes(text: string): string | null {
+  return text.includes('\ufffd') ? null : Buffer.from(text, 'utf8').toString('latin1');
+}
+
+/**
+ * The headers to send upstream, as a flat [name, value, ...] list; or, for a
+ * header that cannot be forwarded unchanged, the 400 body that says so. `peer` is the
+ * connection's far end, `fromProxy` whether it is a trusted proxy.
+ */
+export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean, scheme: 'http' | 'https'): string[] | Uint8Array {
+  const listed = connectionTokens(req.getHeader('connection'), REQUEST_DROPPED);
+  const headers: string[] = [];
+  let chain = '';
+  let forwardedHost = false;
+  let forwardedProto = false;
+  let problem = '';
+  req.forEach((name, text) => {
+    if (problem !== '' || REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name))) return;
+    if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {
+      if (!fromProxy) return;
+      if (name === 'x-forwarded-host') forwardedHost = true;
+      else if (name === 'x-forwarded-proto') forwardedProto = true;
+      else if (name !== 'x-forwarded-for') return;
+    }
+    const value = BEYOND_ASCII.test(text) ? utf8Bytes(text) : text;
+    if (value === null) {
+      problem = `the value of header ${name} holds bytes that are not UTF-8, which api-auth cannot forward unchanged`;
+    } else if (name === 'x-forwarded-for') {
+      chain = chain === '' ? value : `${chain}, ${value}`;
+    } else {
+      headers.push(name, value);
+    }
+  });
+  if (problem !== '') return jsonLine(RpcCode.InvalidRequest, problem);
+  headers.push('x-forwarded-for', chain === '' ? peer : `${chain}, ${peer}`);
+  if (!forwardedHost) {
+    // uWS hands this one over byte for byte (as Latin-1).
+    const host = req.getHeader('host');
+    if (host !== '') headers.push('x-forwarded-host', host);
+  }
+  if (!forwardedProto) headers.push('x-forwarded-proto', scheme);
+  return headers;
+}
+
+/**
+ * The field names a Connection header lists, lower-cased, but for those `dropped` holds
+ * anyway; null when that leaves none. The usual "keep-alive" costs no Set.
+ */
+export function connectionTokens(value: string | string[] | undefined, dropped: ReadonlySet<string>): Set<string> | null {
+  if (value === undefined || value === '') return null;
+  if (typeof value === 'string' && !value.includes(',')) {
+    const name = value.trim().toLowerCase();
+    return name === '' || dropped.has(name) ? null : new Set([name]);
+  }
+  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase())
+    .filter((n) => n !== '' && !dropped.has(n));
+  return names.length === 0 ? null : new Set(names);
+}
+
+// The codes of the HTTP client's errors (upstream/errors.ts) and of the WebSocket relay's
+// (ws, which passes the system's on), by the kind of failure they are.
+const TIMEOUT_CODES = new Set(['UPSTREAM_TIMEOUT', 'ETIMEDOUT']);
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UPSTREAM_CLOSED']);
+
+export function classify(error: Error): UpstreamErrorKind {
+  const code = (error as NodeJS.ErrnoException).code ?? '';
+  if (TIMEOUT_CODES.has(code)) return 'timeout';
+  if (code === 'ECONNREFUSED') return 'refused';
+  if (RESET_CODES.has(code)) return 'reset';
+  return 'other';
+}
+
+/**
+ * Whether the upstream answered the last exchange, kept so that a change is logged once
+ * (one warning when it starts failing, one line when it answers again), also when
+ * several threads proxy to it.
+ */
+export interface UpstreamHealth {
+  /** Records an answer; true when the upstream was failing until now. */
+  answered(): boolean;
+  /** Records a failure; true when the upstream was answering until now. */
+  failed(): boolean;
+}
+
+function ownHealth(): UpstreamHealth {
+  let healthy = true;
+  return {
+    answered() {
+      if (healthy) return false;
+      healthy = true;
+      return true;
+    },
+    failed() {
+      if (!healthy) return false;
+      healthy = false;
+      return true;
+    },
+  };
+}
+
+/** What the client gets when the upstream did not answer: the status and body for each kind of failure. */
+type UpstreamFailures = Readonly<Record<UpstreamErrorKind, { readonly status: string; readonly body: Uint8Array }>>;
+
+/** The answers to upstream failures, encoded once; `timeoutMs` is --upstream-timeout. */
+function upstreamFailures(timeoutMs: number): UpstreamFailures {
+  const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
+  return {
+    refused: unavailable('the upstream node refused the connection'),
+    reset: unavailable('the upstream node closed the connection'),
+    other: unavailable('the upstream node could not be reached'),
+    timeout: {
+      status: '504 Gateway Timeout',
+      body: jsonLine(RpcCode.UpstreamTimeout, `the upstream node did not answer within ${timeoutMs / 1000} s`),
+    },
+  };
+}
+
+/**
+ * The upstream's failures as the client, the metrics and the log see them, for every
+ * exchange and handshake of one thread: each failure counted by kind, and logged as a
+ * warning only when the upstream starts failing (one line, not one per request while it
+ * is down), and one line when it answers again.
+ */
+export class UpstreamWatch {
+  private readonly failures: UpstreamFailures;
+  private readonly health: UpstreamHealth;
+
+  /** `health`: shared by every thread's watch (threads/upstream-health.ts), or this one's own. */
+  constructor(private readonly url: URL, timeoutMs: number, health: UpstreamHealth | undefined,
+    private readonly metrics: Metrics, private readonly log: Logger) {
+    this.failures = upstreamFailures(timeoutMs);
+    this.health = health ?? ownHealth();
+  }
+
+  /** The status and body that tell the client why the upstream did not answer. */
+  answer(error: Error): { readonly status: string; readonly body: Uint8Array } {
+    return this.failures[classify(error)];
+  }
+
+  /** The upstream did not answer: counted, and logged. */
+  failed(error: Error): void {
+    const kind = classify(error);
+    this.metrics.upstreamError(kind);
+    const fields = { upstream: this.url.origin, kind, error: error.message, code: (error as NodeJS.ErrnoException).code };
+    if (this.health.failed()) this.log.warn('the upstream node did not answer', fields);
+    else this.log.debug('the upstream node did not answer', fields);
+  }
+
+  /** The upstream answered: logged when it was failing until now. */
+  answered(): void {
+    if (this.health.answered()) this.log.info('the upstream node answers again', { upstream: this.url.origin });
+  }
+}
