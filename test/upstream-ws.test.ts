@@ -5,7 +5,12 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
+import { execFile, execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import * as wsModule from 'ws';
 import { WebSocketServer } from 'ws';
 import type { WebSocket } from 'ws';
@@ -13,6 +18,7 @@ import { UpstreamWsCode, UpstreamWsError } from '../build/host/http/upstream-ws/
 import { closeFrame, FrameReader } from '../build/host/http/upstream-ws/frames.js';
 import { connectUpstream } from '../build/host/http/upstream-ws/socket.js';
 import type { HandshakeHandler, SessionHandler, UpstreamWebSocket } from '../build/host/http/upstream-ws/socket.js';
+import { PROGRAM_ENV, ROOT, tempDir, untracked } from './helpers/server.js';
 
 /** ws's frame reader (lib/receiver.js), which @types/ws leaves out. */
 interface WsReceiver {
@@ -613,4 +619,62 @@ t.test('sessions share one read buffer: a frame cut across reads survives anothe
   await a.messageCount(1);
   t.ok(a.messages[0].data.equals(long), 'A\'s message is whole and unchanged');
   t.equal(b.messages[0].data.length, 5000);
+});
+
+/**
+ * A program that opens one session to `url` with the client, sends a 100 kB binary
+ * message and a text one, and prints what came back and how it ended, as JSON.
+ */
+const TLS_PROGRAM = `
+import { connectUpstream } from ${JSON.stringify(pathToFileURL(join(ROOT, 'build/host/http/upstream-ws/socket.js')).href)};
+const big = Buffer.alloc(100000, 7);
+const messages = [];
+connectUpstream({ url: new URL(process.argv[1]), target: '/ext/bc/C/ws', protocols: [], headers: [], maxMessage: 1 << 20, closeTimeoutMs: 2000 }, {
+  accepted(upstream) {
+    upstream.listen({
+      message(data, binary) {
+        messages.push([binary, binary ? data.equals(big) : data.toString()]);
+        if (messages.length === 2) upstream.close(1000, 'done');
+      },
+      alive() {},
+      closed(code, reason, error) { console.log(JSON.stringify({ messages, code, reason, error: error && error.code })); },
+    });
+    upstream.send(big, true);
+    upstream.send(Buffer.from('over TLS'), false);
+  },
+  unexpected(status) { console.log(JSON.stringify({ status })); },
+  failed(error) { console.log(JSON.stringify({ failed: error.code })); },
+  closed() {},
+});
+`;
+
+function runTlsProgram(url: string, env: NodeJS.ProcessEnv): Promise<unknown> {
+  const [command, args] = untracked(process.execPath, ['--input-type=module', '-e', TLS_PROGRAM, url]);
+  return new Promise((resolve, reject) => {
+    execFile(command, args, { env, timeout: 20_000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${error.message}: ${stderr}`));
+      else resolve(JSON.parse(stdout));
+    });
+  });
+}
+
+t.test('an https:// upstream: wss, its certificate checked against the trusted ones', async (t) => {
+  const dir = tempDir(t);
+  const cert = join(dir, 'upstream.crt');
+  const key = join(dir, 'upstream.key');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key,
+    '-out', cert, '-days', '1', '-subj', '/CN=upstream', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  const https = createHttpsServer({ cert: readFileSync(cert), key: readFileSync(key) });
+  const server = new WebSocketServer({ server: https, perMessageDeflate: false });
+  server.on('connection', (socket) => socket.on('message', (data, binary) => socket.send(data as Buffer, { binary })));
+  await new Promise<void>((resolve) => https.listen(0, '127.0.0.1', () => resolve()));
+  t.teardown(() => {
+    for (const client of server.clients) client.terminate();
+    https.close();
+  });
+  const url = `https://127.0.0.1:${(https.address() as AddressInfo).port}`;
+  t.same(await runTlsProgram(url, { ...PROGRAM_ENV, NODE_EXTRA_CA_CERTS: cert }),
+    { messages: [[true, true], [false, 'over TLS']], code: 1000, reason: 'done', error: null },
+    'trusted: a message of many TLS records and a text one come back whole, and the close handshake completes');
+  t.same(await runTlsProgram(url, PROGRAM_ENV), { failed: 'DEPTH_ZERO_SELF_SIGNED_CERT' }, 'a certificate not trusted: the handshake fails');
 });

@@ -9,10 +9,15 @@
 // the close code the RFC gives it: no extension was negotiated, so every RSV bit must be
 // clear; a server never masks; control frames are final and at most 125 bytes; text and
 // close reasons are UTF-8.
-import { randomFillSync } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
-import bufferutil from 'bufferutil';
+import { randomFillSync } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { UpstreamWsCode, UpstreamWsError } from './errors.js';
+
+/** bufferutil's mask (it ships no types): `source[0, length)` XOR the 4-byte `mask`, into `output` from `offset`. */
+const { mask: applyMask } = createRequire(import.meta.url)('bufferutil') as {
+  mask(source: Uint8Array, mask: Uint8Array, output: Uint8Array, offset: number, length: number): void;
+};
 
 export const Opcode = { Continuation: 0, Text: 1, Binary: 2, Close: 8, Ping: 9, Pong: 10 } as const;
 
@@ -57,7 +62,7 @@ export function frame(opcode: number, payload: Uint8Array): Buffer {
   out[at + 3] = keys[keyAt + 3];
   keyAt += 4;
   if (length >= NATIVE_MASK_FROM) {
-    bufferutil.mask(payload, out.subarray(at, header), out, header, length);
+    applyMask(payload, out.subarray(at, header), out, header, length);
   } else {
     for (let i = 0; i < length; i++) out[header + i] = payload[i] ^ out[at + (i & 3)];
   }

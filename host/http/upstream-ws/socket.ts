@@ -70,9 +70,10 @@ const CLOSED = 3;
 
 /**
  * The buffer every plain upstream socket of this thread reads into. Sharing it is safe:
- * the kernel's bytes are handed to the read callback at once, which reads them before
- * it returns (whatever must wait, a cut frame or a handshake's head, is copied out).
- * A TLS socket gets one of its own: the TLS layer may decrypt on calls other than a read.
+ * libuv reads into it and hands the bytes to the read callback at once, which is done
+ * with them before it returns (what must wait, a cut frame or a handshake's head, is
+ * copied out). A TLS socket keeps one of its own: its bytes come from the TLS layer, not
+ * straight from the kernel, and this module does not lean on when that layer runs.
  */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 /** A TLS record holds at most 16 KiB of data: no read is longer. */
