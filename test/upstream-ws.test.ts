@@ -424,6 +424,89 @@ t.test('against ws\'s server: the handshake, messages of every size both ways, p
   t.equal((await fifth.ended).code, 1006, 'a server that cuts the connection: 1006');
 });
 
+t.test('pings are the session\'s to answer: ping() gets the data, and only pong() sends the answer, with a callback once it is written', async (t) => {
+  const server = await wsServer(t);
+  const r = recorder(false);
+  const seen = server.next();
+  const upstream = open(server.url, r);
+  await r.opening;
+  const session = await seen;
+  const pongs: string[] = [];
+  session.socket.on('pong', (data) => pongs.push(data.toString()));
+  const pings: string[] = [];
+  r.ping = (data) => pings.push(data.toString());
+  session.socket.ping('are you there');
+  session.socket.send('after the ping');
+  await r.messageCount(1);
+  t.same(pings, ['are you there'], 'the ping\'s data came to the session, before the message behind it');
+  // Had the client answered by itself, its pong would have been written before this
+  // message, and the server would have read it before echoing the message.
+  upstream.send(Buffer.from('back'), false);
+  await r.messageCount(2);
+  t.same(pongs, [], 'nothing answered the ping but the session');
+
+  const ponged = new Promise<string>((resolve) => session.socket.once('pong', (data) => resolve(data.toString())));
+  const written = new Promise<Error | null | undefined>((resolve) => upstream.pong(Buffer.from('are you there'), resolve));
+  t.notOk(await written, 'pong()\'s callback comes, without an error');
+  t.equal(await ponged, 'are you there', 'the server gets the pong with the ping\'s data');
+  t.throws(() => upstream.pong(Buffer.alloc(126)), RangeError, 'a pong over 125 bytes is refused');
+
+  const pingWritten = new Promise<Error | null | undefined>((resolve) => upstream.ping(resolve));
+  t.notOk(await pingWritten, 'ping()\'s callback comes too');
+});
+
+t.test('send()\'s callback comes once its frame has gone to the kernel: in order, each once, none while the server does not read', async (t) => {
+  const server = await wsServer(t);
+  const r = recorder();
+  const seen = server.next();
+  const upstream = open(server.url, r);
+  await r.opening;
+  const session = await seen;
+  session.socket.pause();
+  // 48 MiB: more than the kernel's buffers of one loopback connection hold (at most
+  // net.ipv4.tcp_wmem's and tcp_rmem's largest, 4 and 32 MiB here).
+  const MESSAGES = 48;
+  const FRAME = MAX + 14;
+  const calls: { index: number; buffered: number; error: unknown }[] = [];
+  for (let i = 0; i < MESSAGES; i++) {
+    upstream.send(Buffer.alloc(MAX, i), true, (error) => calls.push({ index: i, buffered: upstream.bufferedAmount, error }));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.ok(upstream.bufferedAmount > 0, 'the socket holds what the kernel could not take');
+  t.ok(calls.length < MESSAGES, `no callback for a frame still held: ${calls.length} of ${MESSAGES} came while the server did not read`);
+  t.ok(calls.every((c) => c.buffered <= (MESSAGES - 1 - c.index) * FRAME), 'each came with its frame out of the socket\'s buffer');
+  session.socket.resume();
+  upstream.send(Buffer.from('last'), false, (error) => calls.push({ index: MESSAGES, buffered: upstream.bufferedAmount, error }));
+  // The echo of the last message: every frame before it has gone through the kernel and back.
+  await r.messageCount(MESSAGES + 1);
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(calls.map((c) => c.index), Array.from({ length: MESSAGES + 1 }, (_, i) => i), 'every callback came, once, in order');
+  t.ok(calls.every((c) => !c.error), 'without an error');
+  t.ok(calls.every((c) => c.buffered <= (MESSAGES - c.index) * FRAME), 'each once its frame had left the socket\'s buffer');
+});
+
+t.test('after terminate() the socket is no longer open and nothing more is written, not even a close frame', async (t) => {
+  const server = await wsServer(t);
+  const r = recorder();
+  const seen = server.next();
+  const upstream = open(server.url, r);
+  await r.opening;
+  const session = await seen;
+  const got: string[] = [];
+  session.socket.on('message', (data) => got.push(data.toString()));
+  upstream.terminate();
+  t.notOk(upstream.open, 'not open, at once');
+  let called = false;
+  upstream.send(Buffer.from('after the cut'), false, () => { called = true; });
+  upstream.ping(() => { called = true; });
+  upstream.pong(Buffer.from('x'), () => { called = true; });
+  upstream.close(1000, 'after the cut');
+  t.equal((await r.ended).code, 1006, 'the session hears a close without a frame');
+  t.equal((await session.closed)[0], 1006, 'the server got no close frame');
+  t.same(got, [], 'and no message');
+  t.notOk(called, 'no write was made, so no callback came');
+});
+
 t.test('a message over maxMessage: close 1009 to the server and the TooBig error; pause() stops reading', async (t) => {
   const server = await wsServer(t);
   const r = recorder();
