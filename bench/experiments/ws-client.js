@@ -12,6 +12,9 @@
 // does not mask), and writes each message as one masked frame (bufferutil, a random key
 // per frame) in one write. It has none of what a real client needs beyond that: no ping,
 // close handshake, fragments, limits or backpressure.
+//
+// The fourth is the client the relay now uses (host/http/upstream-ws, from the build):
+// the third's way of reading and writing with all of that added.
 //   node bench/experiments/ws-client.js [seconds] [sessions] [bytes]
 import { randomBytes, randomFillSync } from 'node:crypto';
 import { connect } from 'node:net';
@@ -19,6 +22,7 @@ import { join } from 'node:path';
 import { mask as applyMask } from 'bufferutil';
 import { WebSocket as Undici } from 'undici';
 import { WebSocket as Ws } from 'ws';
+import { connectUpstream } from '../../build/host/http/upstream-ws/socket.js';
 import { ROOT, int, ms, table, usec } from '../lib/common.js';
 import { placement, startServer } from '../lib/proc.js';
 
@@ -169,6 +173,24 @@ try {
       (s, data) => s.send(data),
     )]);
   }
+  rows.push(['api-auth\'s upstream-ws (the relay\'s)', ...await measure(
+    () => new Promise((resolve, reject) => {
+      const session = { onMessage: null, socket: null, close: () => session.socket.close(1000, '') };
+      const request = { url: new URL(`http://127.0.0.1:${upstream.port}`), target: '/ext/bc/C/ws', protocols: [], headers: [], maxMessage: 16 << 20, closeTimeoutMs: 1000 };
+      connectUpstream(request, {
+        accepted(socket) {
+          socket.listen({ message: (data) => session.onMessage(data), alive() {}, closed() {} });
+          session.socket = socket;
+          resolve(session);
+        },
+        unexpected: (status) => reject(new Error(`the upgrade was refused with HTTP ${status}`)),
+        failed: reject,
+        closed() {},
+      });
+    }),
+    (s, handler) => { s.onMessage = handler; },
+    (s, data) => s.socket.send(data, true),
+  )]);
 } finally {
   await upstream.stop();
 }

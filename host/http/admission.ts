@@ -19,7 +19,6 @@ import type { Gate } from './gate.js';
 import { writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { writeConnectRefused } from './responses.js';
-import type { Route } from './routes.js';
 
 /** What admit() decided; the answer of anything but Admitted is written already. */
 export const enum Decision {
@@ -73,6 +72,15 @@ const ACCESS_TOKEN = 'access_token';
 /** `Bearer ` (any case), as the core reads it: what comes after it is the token. */
 const BEARER_LENGTH = 7;
 
+/**
+ * What admission needs of a local route (routes.ts): its kind, 'rpc' for the node's
+ * built-in endpoints. Only that, so that routes.ts, which serves /ext/auth/check, and
+ * admission.ts, which the check calls, do not import each other.
+ */
+export interface OwnRoute {
+  readonly kind: string;
+}
+
 export class Admission {
   /** After Admitted: the grant of a token with a method scope, whose calls must be checked; -1 for none. */
   grant = -1;
@@ -88,7 +96,7 @@ export class Admission {
    * null: no origin is allowed. `routes`: api-auth's own, which answer no other site's preflight.
    */
   constructor(private readonly core: Core, private readonly gate: Gate | null, private readonly cors: Cors | null,
-    private readonly routes: ReadonlyMap<string, Route>) {}
+    private readonly routes: ReadonlyMap<string, OwnRoute>) {}
 
   /**
    * Admits the request that `req` carries, or answers it on `res`. `method` (as sent) and

@@ -40,9 +40,6 @@
 // pings the upstream halfway through the timeout. A subscription that is merely quiet
 // (a logs filter that rarely matches) stays open.
 import { performance } from 'node:perf_hooks';
-import type { ClientRequest } from 'node:http';
-import { WebSocket as Upstream } from 'ws';
-import type { ClientOptions, RawData } from 'ws';
 import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocket, WebSocketBehavior } from 'uWebSockets.js';
 import type { Clock } from '../clock.js';
 import { Outcome, OUTCOME_NAMES } from '../core/core.js';
@@ -65,6 +62,9 @@ import { jsonLine } from './responses.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
 import type { MethodScope } from './scope.js';
+import { UpstreamWsCode, UpstreamWsError } from './upstream-ws/errors.js';
+import { connectUpstream } from './upstream-ws/socket.js';
+import type { HandshakeHandler, SessionHandler, UpstreamWebSocket as Upstream } from './upstream-ws/socket.js';
 
 /** How often each thread re-checks the tokens of its sessions, and looks for a quiet upstream. */
 export const RECHECK_MS = 250;
@@ -73,18 +73,13 @@ const CLIENT_HIGH_WATER = 256 * 1024;
 const CLIENT_LOW_WATER = 64 * 1024;
 /** How long a stop waits for the upstreams to answer its close frames before it cuts them. */
 const SHUTDOWN_MS = 1000;
-/** How long a closed session's upstream may take to answer the close frame (ws waits 30 s by default). */
+/** How long a closed session's upstream may take to answer the close frame and end its connection. */
 const UPSTREAM_CLOSE_MS = 2000;
 /** uWS's reasons for closing a client itself (the close handler gets 1006 with these). */
 const UWS_IDLE = 'WebSocket timed out from inactivity';
 const UWS_TOO_BIG = 'Received too big message';
-/** ws's error code for a message over maxPayload. */
-const WS_TOO_BIG = 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
 const STOPPING_TEXT = 'api-auth is stopping';
 const TOKEN_ENDED = 'the client\'s token is no longer valid';
-/** ws's send options, made once. */
-const BINARY = Object.freeze({ binary: true });
-const TEXT = Object.freeze({ binary: false });
 
 export interface WebSocketSettings {
   /** Bytes: the largest message relayed either way. */
@@ -220,7 +215,7 @@ export class WebSocketRelay {
     const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
     const standing = claims === undefined ? null : this.parts.core.standing(claims);
     const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, grant });
-    handshake.start(target, protocols, upstreamRequestHeaders(list));
+    handshake.start(target, protocols, list);
   }
 
   /** Ends every session (1001) and answers every handshake (503); resolves once the upstreams have closed, SHUTDOWN_MS at most. */
@@ -251,10 +246,12 @@ export class WebSocketRelay {
 
   tracked(upstream: Upstream): void {
     this.upstreams.add(upstream);
-    upstream.once('close', () => {
-      this.upstreams.delete(upstream);
-      if (this.upstreams.size === 0) this.allClosed?.();
-    });
+  }
+
+  /** An upstream socket has closed. */
+  untracked(upstream: Upstream): void {
+    this.upstreams.delete(upstream);
+    if (this.upstreams.size === 0) this.allClosed?.();
   }
 
   handshakeStarted(handshake: Handshake): void {
@@ -378,53 +375,35 @@ interface Opened {
 }
 
 /** An upgrade waiting for the upstream: the client's 101 once the upstream accepts, or the HTTP error it earned. */
-class Handshake {
+class Handshake implements HandshakeHandler {
   private upstream: Upstream | null = null;
   private timer: NodeJS.Timeout | undefined;
-  /** The upstream answered 101 (ws then checks the answer). */
-  private answered = false;
   private settled = false;
 
   constructor(private readonly relay: WebSocketRelay, private readonly res: HttpResponse, private readonly key: string,
     private readonly context: us_socket_context_t, private readonly opened: Opened) {}
 
-  start(target: string, protocols: string[], headers: Record<string, string | string[]>): void {
+  /** `headers`: the proxy's flat [name, value, ...] list; the handshake's own fields are the upstream socket's to write. */
+  start(target: string, protocols: string[], headers: readonly string[]): void {
     const { relay, res } = this;
     relay.handshakeStarted(this);
     res.onAborted(() => this.clientGone());
-    const options: ClientOptions & { closeTimeout: number } = {
-      perMessageDeflate: false,
-      // The session answers the upstream's pings itself, so that it sees every write made to the socket end (Session.written).
-      autoPong: false,
-      maxPayload: relay.settings.maxMessage,
-      followRedirects: false,
-      closeTimeout: UPSTREAM_CLOSE_MS,
-      headers: headers as Record<string, string>,
-      // ws takes the request target from a URL, which would percent-encode some of its
-      // bytes (`{`, `'`, UTF-8); the target goes out byte for byte instead, as the proxy's does.
-      finishRequest: (request: ClientRequest) => {
-        request.path = target;
-        request.end();
-      },
-    };
     let upstream: Upstream;
     try {
-      upstream = new Upstream(relay.url, protocols, options);
+      // The target goes out byte for byte, as the proxy's does.
+      upstream = connectUpstream({
+        url: relay.url, target, protocols, headers, maxMessage: relay.settings.maxMessage, closeTimeoutMs: UPSTREAM_CLOSE_MS,
+      }, this);
     } catch (error) {
-      // A subprotocol list or a header value Node's client refuses: the client's own mistake.
+      if (!(error instanceof UpstreamWsError)) throw error;
+      // A subprotocol list or a header value that cannot be sent as it is: the client's own mistake.
       this.settle(false);
       relay.refused('request');
-      refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${(error as Error).message}`));
+      refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${error.message}`));
       return;
     }
     this.upstream = upstream;
     relay.tracked(upstream);
-    upstream.on('error', (error) => this.failed(error));
-    upstream.once('upgrade', () => {
-      this.answered = true;
-    });
-    upstream.once('unexpected-response', (_request, response) => this.unexpected(response.statusCode ?? 502, response.statusMessage));
-    upstream.once('open', () => this.accepted(upstream));
     this.timer = setTimeout(() => this.timedOut(), relay.timeoutMs);
   }
 
@@ -436,7 +415,7 @@ class Handshake {
     this.res.cork(() => this.res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(body));
   }
 
-  private accepted(upstream: Upstream): void {
+  accepted(upstream: Upstream): void {
     if (!this.settle(true)) return;
     this.relay.upstreamAnswered();
     const session = new Session(this.relay, upstream, this.opened);
@@ -449,16 +428,16 @@ class Handshake {
     this.res.upgrade<SessionData>({ session }, this.key, upstream.protocol, '', this.context);
   }
 
-  private unexpected(status: number, message: string | undefined): void {
+  unexpected(status: number, message: string): void {
     const text = status >= 400
       ? `the upstream node refused the WebSocket upgrade (HTTP ${status})`
       : `the upstream node answered the WebSocket upgrade with HTTP ${status}, not 101`;
     this.refuse('upstream status', status >= 400 ? statusLine(status, message) : '502 Bad Gateway', jsonLine(RpcCode.UpstreamUnavailable, text));
   }
 
-  private failed(error: Error): void {
+  failed(error: Error, answered: boolean): void {
     if (this.settled) return;
-    if (this.answered) {
+    if (answered) {
       // It answered 101, but not as the handshake asked (a subprotocol not offered, a wrong accept key).
       const body = jsonLine(RpcCode.UpstreamUnavailable, `the upstream node answered the WebSocket upgrade wrongly: ${error.message}`);
       this.refuse('upstream status', '502 Bad Gateway', body);
@@ -474,12 +453,14 @@ class Handshake {
     this.refuse('upstream timeout', status, body);
   }
 
+  closed(): void {
+    this.relay.untracked(this.upstream!);
+  }
+
   private clientGone(): void {
+    // Settled once the upstream accepted: its socket is then the session's to close.
     if (!this.settle(false)) return;
-    const upstream = this.upstream;
-    if (upstream === null) return;
-    if (upstream.readyState === Upstream.OPEN) upstream.close(1001, 'the client went away');
-    else upstream.terminate();
+    this.upstream?.terminate();
   }
 
   /** Settles once: false when it was settled already. */
@@ -498,8 +479,8 @@ interface Waiting {
   readonly binary: boolean;
 }
 
-/** One relayed session: the client's socket (uWS) and the upstream's (ws), and what it was opened with. */
-export class Session {
+/** One relayed session: the client's socket (uWS) and the upstream's (upstream-ws), and what it was opened with. */
+export class Session implements SessionHandler {
   /** The client's socket, from its open to its close; uWS throws on any use of it after that. */
   private client: WebSocket<SessionData> | null = null;
   /** Set once, by whatever ended the session first; what comes after is the echo of that end. */
@@ -511,7 +492,6 @@ export class Session {
   private heard = true;
   private quietSince = performance.now();
   private pinged = false;
-  private upstreamError: Error | null = null;
   /** The message being handed to the client, for the corked send (made once per session, not per message). */
   private outgoing: Buffer | null = null;
   private outgoingBinary = false;
@@ -529,14 +509,7 @@ export class Session {
   private readonly written = (): void => this.flush();
 
   constructor(private readonly relay: WebSocketRelay, private readonly upstream: Upstream, readonly opened: Opened) {
-    upstream.on('message', (data: RawData, isBinary: boolean) => this.fromUpstream(data as Buffer, isBinary));
-    upstream.on('ping', (data: Buffer) => {
-      this.heard = true;
-      if (upstream.readyState === Upstream.OPEN) upstream.pong(data, undefined, this.written);
-    });
-    upstream.on('pong', () => { this.heard = true; });
-    upstream.on('error', (error) => { this.upstreamError = error; });
-    upstream.once('close', (code: number, reason: Buffer) => this.upstreamClosed(code, reason));
+    upstream.listen(this);
   }
 
   attach(client: WebSocket<SessionData>): void {
@@ -566,10 +539,9 @@ export class Session {
       }
     }
     if (this.head === this.queue.length && upstream.bufferedAmount === 0) {
-      // uWS's memory goes to ws as it is, not copied first: ws masks it into a frame of its
-      // own before send() returns (a client's frames are always masked), and keeps the data
-      // itself only to compress it or to read a Blob, neither of which a session does.
-      this.write(data, isBinary);
+      // uWS's memory goes to the upstream socket as it is, not copied first: send() masks it
+      // into a frame of its own before it returns (a client's frames are always masked).
+      this.write(new Uint8Array(data), isBinary);
     } else {
       // Held past this callback, after which uWS reuses its memory.
       const copy = Buffer.allocUnsafe(data.byteLength);
@@ -648,9 +620,9 @@ export class Session {
     const quiet = moment - this.quietSince;
     if (quiet >= idleMs) {
       this.end('idle', 1001, 'the upstream node stopped answering', 0, '');
-    } else if (quiet >= idleMs / 2 && !this.pinged && this.upstream.readyState === Upstream.OPEN) {
+    } else if (quiet >= idleMs / 2 && !this.pinged && this.upstream.open) {
       this.pinged = true;
-      this.upstream.ping(undefined, undefined, this.written);
+      this.upstream.ping(this.written);
     }
   }
 
@@ -672,7 +644,8 @@ export class Session {
     this.client?.end(code, text);
   }
 
-  private fromUpstream(data: Buffer, isBinary: boolean): void {
+  /** A message from the upstream; `data` may be the upstream socket's read buffer, valid only during this call (uWS copies it in send()). */
+  message(data: Buffer, isBinary: boolean): void {
     this.heard = true;
     if (this.ended || this.client === null) return;
     this.outgoing = data;
@@ -694,23 +667,33 @@ export class Session {
     }
   }
 
-  private upstreamClosed(code: number, reason: Buffer): void {
+  ping(data: Buffer): void {
+    this.heard = true;
+    // Framed before pong() returns: the read buffer may be reused after this call.
+    this.upstream.pong(data, this.written);
+  }
+
+  alive(): void {
+    this.heard = true;
+  }
+
+  closed(code: number, reason: string, error: Error | null): void {
+    this.relay.untracked(this.upstream);
     if (this.ended) return;
-    const error = this.upstreamError as NodeJS.ErrnoException | null;
-    if (error?.code === WS_TOO_BIG) {
+    if (error instanceof UpstreamWsError && error.code === UpstreamWsCode.TooBig) {
       this.end('too big', 1009, `the upstream node sent a message over ${this.relay.settings.maxMessage} bytes`, 0, '');
     } else if (code === 1005) {
       this.end('upstream', 1005, '', 0, '');
     } else if (code === 1006 || !sendable(code)) {
       this.end('upstream', 1011, 'the upstream node closed the connection', 0, '');
     } else {
-      this.end('upstream', code, reason.toString('utf8'), 0, '');
+      this.end('upstream', code, reason, 0, '');
     }
   }
 
   /** A client message to the upstream, now: its socket holds nothing else. */
-  private write(data: ArrayBuffer | Buffer, binary: boolean): void {
-    this.upstream.send(data, binary ? BINARY : TEXT, this.written);
+  private write(data: Uint8Array, binary: boolean): void {
+    this.upstream.send(data, binary, this.written);
     const metrics = this.relay.metrics;
     metrics.wsMessages[TO_UPSTREAM]++;
     metrics.wsBytes[TO_UPSTREAM] += data.byteLength;
@@ -721,7 +704,7 @@ export class Session {
     const upstream = this.upstream;
     const queue = this.queue;
     while (this.head < queue.length) {
-      if (upstream.readyState !== Upstream.OPEN) return this.drop();
+      if (!upstream.open) return this.drop();
       if (upstream.bufferedAmount > 0 || !this.stands()) return;
       const waiting = queue[this.head]!;
       queue[this.head++] = undefined;
@@ -749,13 +732,12 @@ export class Session {
    */
   private closeUpstream(code: number, text: string): void {
     const upstream = this.upstream;
-    if (upstream.readyState !== Upstream.OPEN) return;
+    if (!upstream.open) return;
     if (this.head < this.queue.length) {
       this.closing = { code, text };
       return;
     }
-    if (code === 1005) upstream.close();
-    else if (sendable(code)) upstream.close(code, text);
+    if (code === 1005 || sendable(code)) upstream.close(code, text);
     else upstream.close(1011, 'the client closed with a code that cannot be relayed');
   }
 }
@@ -765,18 +747,3 @@ function sendable(code: number): boolean {
   return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
 }
 
-/**
- * The proxy's header list as Node's client takes it. The handshake's own fields are
- * ws's to write: its key and version, no extension, and the subprotocols it is given.
- */
-function upstreamRequestHeaders(list: readonly string[]): Record<string, string | string[]> {
-  const headers: Record<string, string | string[]> = {};
-  for (let i = 0; i + 1 < list.length; i += 2) {
-    const name = list[i];
-    if (name.startsWith('sec-websocket-')) continue;
-    const value = list[i + 1];
-    const seen = headers[name];
-    headers[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
-  }
-  return headers;
-}

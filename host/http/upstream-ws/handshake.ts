@@ -1,0 +1,104 @@
+// The opening handshake of RFC 6455 §4.1, client side: the upgrade request, written
+// byte for byte, and the check of the server's answer.
+import { createHash, randomBytes } from 'node:crypto';
+import { UpstreamWsCode, UpstreamWsError } from './errors.js';
+
+/** RFC 6455 §1.3: what the server appends to the key before hashing it. */
+const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
+/** The largest answer head read, as Node's HTTP client bounds it (--max-http-header-size). */
+export const MAX_ANSWER_HEAD = 16 * 1024;
+/** RFC 7230's token: header names and subprotocols. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** What a header value may hold, as Node's HTTP client has it. */
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+/** What a request target may hold, as Node's HTTP client has it. */
+const TARGET = /^[\u0021-\u00ff]+$/;
+/** The handshake's own fields, which only this module writes. */
+const OWN_FIELDS = new Set(['host', 'connection', 'upgrade']);
+
+/** A new Sec-WebSocket-Key: 16 random bytes. */
+export function newKey(): string {
+  return randomBytes(16).toString('base64');
+}
+
+/** The Sec-WebSocket-Accept a server must answer `key` with. */
+export function acceptFor(key: string): string {
+  return createHash('sha1').update(key + GUID).digest('base64');
+}
+
+/**
+ * The upgrade request's head, as Latin-1 text (one character per byte). `headers` is a
+ * flat [name, value, ...] list of lower-case names; the handshake's own fields in it
+ * (Host, Connection, Upgrade, Sec-WebSocket-*) are left out, as this module writes
+ * them. Throws a BadRequest error for a target, subprotocol or header that cannot be
+ * sent as it is.
+ */
+export function requestHead(host: string, target: string, protocols: readonly string[], headers: readonly string[], key: string): string {
+  if (!TARGET.test(target)) throw new UpstreamWsError(UpstreamWsCode.BadRequest, 'the request target holds a character that cannot be sent');
+  for (let i = 0; i < protocols.length; i++) {
+    if (!TOKEN.test(protocols[i]) || protocols.indexOf(protocols[i]) !== i) {
+      throw new UpstreamWsError(UpstreamWsCode.BadRequest, `the subprotocol ${JSON.stringify(protocols[i])} is not a token, or is offered twice`);
+    }
+  }
+  let head = `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n`;
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i];
+    if (OWN_FIELDS.has(name) || name.startsWith('sec-websocket-')) continue;
+    if (!TOKEN.test(name)) throw new UpstreamWsError(UpstreamWsCode.BadRequest, `the header name ${JSON.stringify(name)} is not a token`);
+    const value = headers[i + 1];
+    if (BAD_VALUE.test(value)) throw new UpstreamWsError(UpstreamWsCode.BadRequest, `the value of header ${name} holds a control character`);
+    head += `${name}: ${value}\r\n`;
+  }
+  head += `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n`;
+  if (protocols.length > 0) head += `Sec-WebSocket-Protocol: ${protocols.join(',')}\r\n`;
+  return `${head}\r\n`;
+}
+
+/** A server's answer: its status, its reason phrase, and its header fields by lower-case name (repeated ones joined by ", "). */
+export interface Answer {
+  readonly status: number;
+  readonly message: string;
+  readonly fields: ReadonlyMap<string, string>;
+  /** Names that came more than once. */
+  readonly repeated: ReadonlySet<string>;
+}
+
+const STATUS_LINE = /^HTTP\/1\.[01] (\d{3})(?: ([^\r\n]*))?$/;
+
+/** Parses an answer's head (without its final empty line); a BadResponse error for what is not HTTP/1.x. */
+export function parseAnswer(head: string): Answer | UpstreamWsError {
+  const lines = head.split('\r\n');
+  const status = STATUS_LINE.exec(lines[0]);
+  if (status === null) return new UpstreamWsError(UpstreamWsCode.BadResponse, 'the upstream node\'s answer does not start with an HTTP/1.1 status line');
+  const fields = new Map<string, string>();
+  const repeated = new Set<string>();
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i];
+    const colon = line.indexOf(':');
+    const name = colon > 0 ? line.slice(0, colon).toLowerCase() : '';
+    if (!TOKEN.test(name)) return new UpstreamWsError(UpstreamWsCode.BadResponse, 'the upstream node\'s answer holds a malformed header line');
+    const value = line.slice(colon + 1).trim();
+    const seen = fields.get(name);
+    if (seen !== undefined) repeated.add(name);
+    fields.set(name, seen === undefined ? value : `${seen}, ${value}`);
+  }
+  return { status: Number(status[1]), message: status[2] ?? '', fields, repeated };
+}
+
+/** What is wrong with a 101 answer to the request with `key` and `protocols` (RFC 6455 §4.1, the client's checks), or null. */
+export function answerProblem(answer: Answer, key: string, protocols: readonly string[]): string | null {
+  const { fields } = answer;
+  if (fields.get('upgrade')?.toLowerCase() !== 'websocket') return 'its Upgrade header is not websocket';
+  const connection = fields.get('connection');
+  if (connection === undefined || !connection.split(',').some((token) => token.trim().toLowerCase() === 'upgrade')) {
+    return 'its Connection header does not name Upgrade';
+  }
+  if (answer.repeated.has('sec-websocket-accept') || fields.get('sec-websocket-accept') !== acceptFor(key)) {
+    return 'its Sec-WebSocket-Accept is not the one its key asks for';
+  }
+  if (fields.has('sec-websocket-extensions')) return 'it names an extension, and none was offered';
+  const chosen = fields.get('sec-websocket-protocol');
+  if (chosen === undefined) return protocols.length > 0 ? 'it chose no subprotocol of those offered' : null;
+  if (answer.repeated.has('sec-websocket-protocol') || !protocols.includes(chosen)) return 'it chose a subprotocol that was not offered';
+  return null;
+}
