@@ -231,7 +231,7 @@ t.test('the token service throttles on the clock it is given', async (t) => {
   const service = new TokenService({ core, ledger: new FolderLedger(core, store), verifier, tokenLifetime: 3600, inventory, maxTokens: 100, log, clock });
   const newTokenCall = service.methods().get('auth.newToken')!;
   const guess = (password: string) => Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
-    (result) => ({ result }), (error: { code: number; message: string }) => ({ code: error.code, message: error.message }));
+    (result) => ({ result }), (error: { rpcCode: number; message: string }) => ({ code: error.rpcCode, message: error.message }));
   for (let i = 0; i < 3; i++) t.match(await guess('wrong'), { code: -32000 });
   t.same(await guess('the-password'), { code: -32002, message: 'too many failed password attempts; retry in 10 s' });
   now += 9_000;

@@ -98,7 +98,7 @@ t.test('one table of codes: JSON-RPC errors and exit codes as the product contra
     Unavailable: -32006, InsufficientScope: -32007,
   });
   t.same(ExitCode, { Ok: 0, Failed: 1, Usage: 2 });
-  t.same(OperatorExitCode, { Ok: 0, Refused: 1, Usage: 2, Unreachable: 3 });
+  t.same(OperatorExitCode, { Ok: 0, Refused: 1, Failed: 1, Usage: 2, Unreachable: 3 });
   t.ok(new OptionError('port', (name) => `${name('port')} is bad`) instanceof ApiAuthError);
   t.ok(new UsageError('bad') instanceof ApiAuthError);
 });
