@@ -275,3 +275,17 @@ export function openClient(t: Test, url: string, options: ClientOptions = {}): P
 export function wsUrl(base: string, path: string): string {
   return base.replace(/^http/, 'ws') + path;
 }
+
+/** The session closes within `ms`: its close, and how long it took. */
+export async function closesWithin(client: Client, ms: number): Promise<Closed & { after: number }> {
+  const start = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    client.closed,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the session did not close within ${ms} ms`)), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  return { ...closed, after: performance.now() - start };
+}

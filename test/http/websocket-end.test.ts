@@ -15,7 +15,7 @@ import { authUrl, changePassword, REASONS, REVOKED, revokeToken } from '../helpe
 import { jsonrpc } from '../helpers/http.js';
 import { manualClock, serveInProcess } from '../helpers/library.js';
 import { startServer } from '../helpers/server.js';
-import { openClient, startWsUpstream, wsUrl, type Client, type Closed, type UpstreamSession } from '../helpers/ws-upstream.js';
+import { closesWithin, openClient, startWsUpstream, wsUrl, type Client, type UpstreamSession } from '../helpers/ws-upstream.js';
 
 const WS_PATH = '/ext/bc/C/ws';
 /** Messages the upstream must have got before the token is ended: the flood is under way. */
@@ -62,18 +62,6 @@ function flood(client: Client): Flood {
   };
 }
 
-/** The session closes within `ms`. */
-async function closesWithin(client: Client, ms: number): Promise<Closed> {
-  let timer: NodeJS.Timeout | undefined;
-  const closed = await Promise.race([
-    client.closed,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the session did not close within ${ms} ms`)), ms);
-    }),
-  ]);
-  clearTimeout(timer);
-  return closed;
-}
 
 /**
  * Floods every client while `end` ends their token and resolves once it has answered;

@@ -15,7 +15,7 @@ import { request, type HttpResponse } from '../helpers/http.js';
 import { manualClock, serveInProcess } from '../helpers/library.js';
 import { runCli, startServer, tempDir } from '../helpers/server.js';
 import { closedPort, startRawUpstream } from '../helpers/upstream.js';
-import { CHAIN_ID, openClient, Refused, startWsUpstream, wsUrl, type Client, type Closed } from '../helpers/ws-upstream.js';
+import { CHAIN_ID, closesWithin, openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
 
 const WS_PATH = '/ext/bc/C/ws';
 
@@ -39,19 +39,6 @@ async function refusal(t: Test, url: string, options: Parameters<typeof openClie
   throw new Error(`the upgrade to ${url} was accepted`);
 }
 
-/** The session closes within `ms`: its close, and how long it took. */
-async function closesWithin(client: Client, ms: number): Promise<Closed & { after: number }> {
-  const start = performance.now();
-  let timer: NodeJS.Timeout | undefined;
-  const closed = await Promise.race([
-    client.closed,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the session did not close within ${ms} ms`)), ms);
-    }),
-  ]);
-  clearTimeout(timer);
-  return { ...closed, after: performance.now() - start };
-}
 
 /** The samples of a Prometheus scrape, by series. */
 async function scrape(base: string, token: string): Promise<Map<string, number>> {
