@@ -47,9 +47,9 @@ export interface OptionSpec<I, V> {
   readonly shownDefault?: string;
   readonly limits?: Limits;
   readonly parse: OptionParser<V>;
-  /** One line for --help and the README's table. */
+  /** One line for --help and the docs' table of flags. */
   readonly doc: string;
-  /** The README's section that says more. */
+  /** The docs' section that says more (host/cli/help.ts, SEE_PAGES, names its page). */
   readonly see?: string;
   /** Means something only with this option on: refused without it, never ignored. */
   readonly within?: 'upstream' | 'clusterEtcd' | 'tlsEnabled';

@@ -1,6 +1,7 @@
-// The server's help and the README's table of flags, both written from the options'
-// schema (options.ts), so that neither can name a flag, a default or a limit the
-// service does not have.
+// The server's help and the docs' table of flags (docs/reference/command-line.md), both
+// written from the options' schema (options.ts), so that neither can name a flag, a
+// default or a limit the service does not have.
+import { InvariantError } from '../api-auth-error.js';
 import { formatBytes, formatSeconds, SCHEMA } from '../options.js';
 import type { OptionSpec } from '../options.js';
 import { CONFIG_FILE, envName } from './sources.js';
@@ -96,9 +97,35 @@ Operator commands talk to a running node's /ext/auth (run "api-auth token --help
 /** What `api-auth --help` prints. */
 export const USAGE = usage();
 
-/** A README heading's anchor, as GitHub makes it. */
+/** A Markdown heading's anchor, as GitHub makes it. */
 export function anchor(heading: string): string {
   return heading.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-');
+}
+
+/**
+ * The docs page that holds each section an option's `see` names, from docs/reference/,
+ * where the table of flags is: the schema names a section, and the page is the docs'
+ * layout, which the schema need not know.
+ */
+export const SEE_PAGES: Readonly<Record<string, string>> = {
+  'Threads': '../explanation/threads.md',
+  'TLS': '../guides/tls.md',
+  'CORS for browser dapps': '../guides/cors.md',
+  'The data folder': 'data-folder.md',
+  'Public endpoints': '../guides/protect-a-node.md',
+  'Protecting a real node (`--upstream`)': '../guides/protect-a-node.md',
+  'WebSocket sessions': '../guides/websocket.md',
+  'Behind a proxy (`--trusted-proxies`)': '../guides/behind-a-proxy.md',
+  'Metrics': 'metrics.md',
+  'Logs': 'logs.md',
+  'Running a fleet': '../guides/fleet.md',
+};
+
+/** The link to the section an option's `see` names. */
+function seeLink(see: string): string {
+  const page = SEE_PAGES[see];
+  if (page === undefined) throw new InvariantError(`no docs page is known for the section "${see}": add it to SEE_PAGES in host/cli/help.ts`);
+  return `[${see.replace(/`/g, '')}](${page}#${anchor(see)})`;
 }
 
 /** Text in a Markdown table cell: nothing in it may end the cell or start emphasis. */
@@ -106,13 +133,13 @@ function cell(text: string): string {
   return text.replace(/[\\|*_`]/g, (c) => `\\${c}`);
 }
 
-/** The README's table of flags ("Command line"), in Markdown. */
+/** The table of flags of docs/reference/command-line.md, in Markdown. */
 export function flagTable(): string {
   const lines = ['| flag | environment | default | meaning |', '|---|---|---|---|'];
   for (const entry of ENTRIES) {
     const value = shownValue(entry);
     const shown = entry.shownDefault !== undefined ? cell(entry.shownDefault) : value === undefined ? 'none' : `\`${value}\``;
-    const see = entry.see === undefined ? '' : ` ([${entry.see.replace(/`/g, '')}](#${anchor(entry.see)}))`;
+    const see = entry.see === undefined ? '' : ` (${seeLink(entry.see)})`;
     lines.push(`| \`--${entry.flag}\` | \`${envName(entry.flag)}\` | ${shown} | ${cell(entry.doc)}${see} |`);
   }
   lines.push(`| \`--${CONFIG_FILE.flag}\` | \`${envName(CONFIG_FILE.flag)}\` | none | ${cell(CONFIG_FILE.doc)} |`);

@@ -1,7 +1,8 @@
 // The proxies operators already run, for real, in front of api-auth and an upstream:
 // Debian's nginx (nginx-light, with auth_request) and Caddy (forward_auth). Each runs
-// from a temporary folder with the configuration the README shows (read from it, so the
-// two cannot drift), in the foreground, and is killed when its test ends.
+// from a temporary folder with the configuration the proxy guide shows
+// (docs/guides/behind-a-proxy.md, read from it, so the two cannot drift), in the
+// foreground, and is killed when its test ends.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,43 +16,55 @@ export interface FrontProxy {
   stderr(): string;
 }
 
-/** The README's block fenced as `lang` (the only one). */
-function readmeBlock(lang: string): string {
-  const blocks = [...readFileSync(join(ROOT, 'README.md'), 'utf8').matchAll(new RegExp('^```' + lang + '\\n([\\s\\S]*?)^```$', 'gm'))];
-  if (blocks.length !== 1) throw new Error(`README.md should have one ${lang} block, not ${blocks.length}`);
+/** The proxy guide, where the configurations are shown. */
+export const PROXY_GUIDE = 'docs/guides/behind-a-proxy.md';
+
+/** The proxy guide's block fenced as `lang` (the only one). */
+export function guideBlock(lang: string): string {
+  const blocks = [...readFileSync(join(ROOT, PROXY_GUIDE), 'utf8').matchAll(new RegExp('^```' + lang + '\\n([\\s\\S]*?)^```$', 'gm'))];
+  if (blocks.length !== 1) throw new Error(`${PROXY_GUIDE} should have one ${lang} block, not ${blocks.length}`);
   return blocks[0][1];
 }
 
 /**
- * Replaces `from` in the README's configuration with `to`, every time; throws when the
- * README no longer says `from`, so a change there cannot pass here unseen.
+ * Replaces `from` in the guide's configuration with `to`, every time; throws when the
+ * guide no longer says `from`, so a change there cannot pass here unseen.
  */
-function substitute(text: string, from: string, to: string): string {
-  if (!text.includes(from)) throw new Error(`the README's configuration no longer has ${JSON.stringify(from)}: update test/helpers/front-proxy.ts`);
+export function substitute(text: string, from: string, to: string): string {
+  if (!text.includes(from)) throw new Error(`the guide's configuration no longer has ${JSON.stringify(from)}: update test/helpers/front-proxy.ts`);
   return text.split(from).join(to);
 }
 
+/** The certificate lines of the guide's nginx block, which the tests' plain HTTP drops. */
+export const NGINX_CERTIFICATE = {
+  cert: 'ssl_certificate /etc/letsencrypt/live/node.example/fullchain.pem;',
+  key: 'ssl_certificate_key /etc/letsencrypt/live/node.example/privkey.pem;',
+};
+
 /**
- * The server block of nginx.conf as the README shows it (auth_request to /ext/auth/check,
+ * The server block of nginx.conf as the guide shows it (auth_request to /ext/auth/check,
  * the token service passed through), its contents only: the ports are the test's, and it
- * listens on plain HTTP on loopback instead of the README's `listen 443 ssl;`.
+ * listens on plain HTTP on loopback instead of the guide's `listen 443 ssl;` and its
+ * certificate.
  */
 export function nginxConfig(port: number, apiAuth: number, upstream: number): string {
-  let text = readmeBlock('nginx');
+  let text = guideBlock('nginx');
   text = substitute(text, 'listen 443 ssl;', `listen 127.0.0.1:${port};`);
+  text = substitute(text, `    ${NGINX_CERTIFICATE.cert}\n`, '');
+  text = substitute(text, `    ${NGINX_CERTIFICATE.key}\n`, '');
   text = substitute(text, '127.0.0.1:9650', `127.0.0.1:${apiAuth}`);
   text = substitute(text, '127.0.0.1:9652', `127.0.0.1:${upstream}`);
   const body = /^server \{\n([\s\S]*)\n\}\n$/.exec(text);
-  if (body === null) throw new Error('the README\'s nginx block should be one server { ... }');
+  if (body === null) throw new Error('the guide\'s nginx block should be one server { ... }');
   return body[1];
 }
 
 /**
- * The Caddyfile's site as the README shows it (forward_auth to /ext/auth/check): the ports
+ * The Caddyfile's site as the guide shows it (forward_auth to /ext/auth/check): the ports
  * are the test's, and the site is plain HTTP on loopback instead of `node.example`.
  */
 export function caddySite(port: number, apiAuth: number, upstream: number): string {
-  let text = readmeBlock('caddyfile');
+  let text = guideBlock('caddyfile');
   text = substitute(text, 'node.example {', `http://127.0.0.1:${port} {`);
   text = substitute(text, '127.0.0.1:9650', `127.0.0.1:${apiAuth}`);
   text = substitute(text, '127.0.0.1:9652', `127.0.0.1:${upstream}`);

@@ -1,7 +1,8 @@
-// The README's shell blocks, read the way test/system/readme.test.ts runs them. The convention
-// (stated in the README too, in a comment near its top):
+// The shell blocks of the docs (README.md, CONTRIBUTING.md and docs/**/*.md), read the way
+// test/system/readme.test.ts runs them. The convention (stated in the README too, in a
+// comment near its top):
 //
-// - Every ```sh block is run, in document order, in one shell session.
+// - Every ```sh block of a file is run, in document order, in one shell session of its own.
 // - A block is a series of commands. A command is a line, with the lines it continues
 //   (a trailing `\`, or a quoted string still open) and the lines of its here-documents
 //   (`<<'EOF'` ... `EOF`).
@@ -11,30 +12,31 @@
 //   Every other comment line is prose about the command that follows.
 // - A command shown without output lines is not checked beyond its exit status.
 // - Every command must succeed (exit 0). A command that starts a server (see `startsServer`)
-//   is run in the background until the next one does.
-import { readFileSync } from 'node:fs';
+//   is run in the background until the next one does, or its file ends. A command that puts
+//   itself in the background (it ends in `&`) runs until its file ends.
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './server.js';
 
 export interface Command {
   /** The shell text, continuation and here-document lines included. */
   text: string;
-  /** The output lines the README shows for it, without their `# `. */
+  /** The output lines the docs show for it, without their `# `. */
   output: string[];
-  /** The README's line number (1-based) of its first line. */
+  /** The file's line number (1-based) of its first line. */
   line: number;
 }
 
 export interface Block {
   /** The heading the block sits under. */
   heading: string;
-  /** The README's line number (1-based) of its opening fence. */
+  /** The file's line number (1-based) of its opening fence. */
   line: number;
   commands: Command[];
 }
 
-/** Every ```sh block of `markdown`, in order, its commands and their output lines. */
-export function shellBlocks(markdown: string): Block[] {
+/** Every ```sh block of `markdown` (the file `name`), in order, its commands and their output lines. */
+export function shellBlocks(markdown: string, name = 'README.md'): Block[] {
   const lines = markdown.split('\n');
   const blocks: Block[] = [];
   let heading = '';
@@ -47,13 +49,13 @@ export function shellBlocks(markdown: string): Block[] {
     const start = i;
     const body: string[] = [];
     for (i++; i < lines.length && !/^\s*```\s*$/.test(lines[i]); i++) body.push(lines[i].slice(indent));
-    if (i === lines.length) throw new Error(`README line ${start + 1}: the sh block under "${heading}" is never closed`);
-    blocks.push({ heading, line: start + 1, commands: commands(body, start + 2) });
+    if (i === lines.length) throw new Error(`${name} line ${start + 1}: the sh block under "${heading}" is never closed`);
+    blocks.push({ heading, line: start + 1, commands: commands(body, start + 2, name) });
   }
   return blocks;
 }
 
-function commands(body: string[], firstLine: number): Command[] {
+function commands(body: string[], firstLine: number, name: string): Command[] {
   const found: Command[] = [];
   let last: Command | undefined;
   for (let i = 0; i < body.length; i++) {
@@ -80,7 +82,7 @@ function commands(body: string[], firstLine: number): Command[] {
     }
     for (const end of heredocs) {
       do {
-        if (i + 1 >= body.length) throw new Error(`README line ${firstLine + start}: the here-document ${end} is never ended`);
+        if (i + 1 >= body.length) throw new Error(`${name} line ${firstLine + start}: the here-document ${end} is never ended`);
         text.push(body[++i]);
       } while (text[text.length - 1] !== end);
     }
@@ -113,12 +115,24 @@ function quoteOpen(text: string): boolean {
   return quote !== '';
 }
 
-export function readmeBlocks(): Block[] {
-  return shellBlocks(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+/**
+ * The documentation's Markdown files, as paths from the checkout's root, in the order the
+ * docs test runs them: README.md (its first command installs), CONTRIBUTING.md, then
+ * every file under docs/, by path.
+ */
+export function docFiles(): string[] {
+  const below = (dir: string): string[] => readdirSync(join(ROOT, dir), { withFileTypes: true })
+    .flatMap((entry) => (entry.isDirectory() ? below(`${dir}/${entry.name}`) : entry.name.endsWith('.md') ? [`${dir}/${entry.name}`] : []));
+  return ['README.md', 'CONTRIBUTING.md', ...below('docs').sort()];
+}
+
+/** The shell blocks of one documentation file (a path from the checkout's root). */
+export function docBlocks(file: string): Block[] {
+  return shellBlocks(readFileSync(join(ROOT, file), 'utf8'), file);
 }
 
 /**
- * Whether `actual` (the lines a command printed) is what the README shows: the same
+ * Whether `actual` (the lines a command printed) is what the docs show: the same
  * lines, `...` in a line matching any text and a line of only `...` any number of lines.
  * Returns undefined when it is, or the first difference.
  */
@@ -135,16 +149,24 @@ export function outputDiffers(expected: readonly string[], actual: readonly stri
   if (matches(0, 0)) return undefined;
   let n = 0;
   while (n < expected.length && n < actual.length && expected[n] !== '...' && line(expected[n]).test(actual[n])) n++;
-  return `line ${n + 1} differs: the README shows ${JSON.stringify(expected[n] ?? '(nothing more)')}, the command printed ${JSON.stringify(actual[n] ?? '(nothing more)')}` +
+  return `line ${n + 1} differs: the docs show ${JSON.stringify(expected[n] ?? '(nothing more)')}, the command printed ${JSON.stringify(actual[n] ?? '(nothing more)')}` +
     `\nthe whole output:\n${actual.join('\n')}`;
+}
+
+/** Whether a command puts itself in the background (its last line ends in a lone `&`). */
+export function backgrounds(text: string): boolean {
+  const last = text.split('\n').at(-1)!.replace(/\s+#.*$/, '');
+  return /(^|[^&])&\s*$/.test(last);
 }
 
 /**
  * Whether a command starts a server that runs until stopped: api-auth in the foreground
  * (`npm start`, `node build/host/main.js`, or `api-auth`/`npx api-auth` with flags other
  * than --help and --version; its operator commands `token` and `password` end by themselves).
+ * One that puts itself in the background is not: it runs beside the next.
  */
 export function startsServer(text: string): boolean {
+  if (backgrounds(text)) return false;
   const commandWord = String.raw`(?:^|[;&|(])\s*(?:sudo\s+)?`;
   return new RegExp(`${commandWord}(?:npm start|node build/host/main\\.js|(?:npx\\s+)?api-auth\\s+--(?!help\\b|version\\b))`, 'm')
     .test(text.replace(/\$\([^)]*\)/g, ''));

@@ -1,5 +1,5 @@
-// The library entry (package.json "exports" -> build/host/index.js): the README's two
-// embedding examples, run as they are printed, and the API they use: createAuth,
+// The library entry (package.json "exports" -> build/host/index.js): the two embedding
+// examples of docs/reference/library.md, run as they are printed, and the API they use: createAuth,
 // mount, protect, authorize, verify, metrics, close.
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
@@ -14,11 +14,11 @@ import { LATENCY_SAMPLE_EVERY } from '../../build/host/ops/metrics.js';
 import * as library from '../../build/host/index.js';
 import { Outcome, VERDICTS, createAuth, type Auth } from '../../build/host/index.js';
 
-/** The code block that follows `<!-- readme-test: name -->` in the README. */
+/** The code block that follows `<!-- readme-test: name -->` in the library's reference. */
 function readmeExample(name: string): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(join(ROOT, 'docs', 'reference', 'library.md'), 'utf8');
   const marker = readme.indexOf(`<!-- readme-test: ${name} -->`);
-  if (marker < 0) throw new Error(`README has no example marked ${name}`);
+  if (marker < 0) throw new Error(`docs/reference/library.md has no example marked ${name}`);
   const match = /```js\n([\s\S]*?)```/.exec(readme.slice(marker));
   if (match === null) throw new Error(`no js block after the ${name} marker`);
   return match[1];

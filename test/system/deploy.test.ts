@@ -43,7 +43,7 @@ t.test('systemd-analyze security rates the hardening OK (exposure 2.0 or less)',
 
 t.test('the unit runs api-auth with a command line api-auth accepts', async (t) => {
   const exec = settings().get('ExecStart')![0].split(/\s+/);
-  t.same(exec.slice(0, 3), ['/usr/bin/env', 'node', '/opt/api-auth/build/host/main.js'], 'node runs the installed build');
+  t.same(exec.slice(0, 3), ['/usr/bin/env', 'node', '/opt/api-auth/node_modules/api-auth/build/host/main.js'], 'node runs the build the tarball installed');
   const args = exec.slice(3).map((arg) => arg.replace('${CREDENTIALS_DIRECTORY}', '/run/credentials/api-auth.service'));
   const command = parseArgs(args);
   t.equal(command.action, 'serve');

@@ -1,27 +1,31 @@
-// The README's examples run as written (issue 14): every ```sh block, in document order,
-// in one shell session, against a fresh node, and each command's output is what the
-// README shows for it.
+// The docs' examples run as written (issues 14 and 24): every ```sh block of README.md,
+// CONTRIBUTING.md and docs/**/*.md, in document order, in one shell session per file,
+// and each command's output is what the docs show for it.
 //
-// The convention the README follows (helpers/readme.ts has it in full, the README in a
+// The convention the docs follow (helpers/readme.ts has it in full, the README in a
 // comment near its top): the `# ` lines directly under a command are its whole stdout,
 // `...` matching any text in a line and a line of only `...` any number of lines; other
 // comments are prose; every command must exit 0.
 //
 // Where it runs: a private machine (helpers/machine.ts), systemd as PID 1 in namespaces of
-// its own, so the Production blocks really install into /opt, /usr/local/bin and /etc, add
-// their user and start their unit, and the fixed ports 9650 and 9652 are its alone.
+// its own, so the production guide's blocks really install into /opt, /usr/local/bin and
+// /etc, add their user and start their unit, and the fixed ports (9650, 9652, 8545, etcd's)
+// are its alone.
 //
-// How: the session is a clean clone of this commit (`git clone`, as a reader's would be),
-// where the first block's `npm ci && npm start ...` is the fresh machine's first command.
-// A command that starts a server (helpers/readme.ts: startsServer, startsUnit) runs in the
-// background until the next one does: the harness waits for its port to take connections,
-// and stops it (SIGTERM to every process of the command, then waits for all of them; a
-// systemd unit with `systemctl stop`) before the next server starts, then checks what it
-// printed. The README's `npm ci && npm test` is what CI runs (.ci/run, checked below),
-// so it is not run again here.
+// How: one clean clone of this commit (`git clone`, as a reader's would be) serves every
+// file; the README runs first, and its first command's `npm ci && npm start ...` is the
+// fresh machine's install, which the other files' sessions then share (one install, not
+// one per file). A command that starts a server (helpers/readme.ts: startsServer,
+// startsUnit) runs in the background until the next one does or its file ends: the
+// harness waits for its port to take connections, and stops it (SIGTERM to every process
+// of the command, then waits for all of them; a systemd unit with `systemctl stop`) before
+// the next server starts, then checks what it printed. A command that puts itself in the
+// background (`... &`: ganache, etcd, a fleet's gateways) runs until its file ends, when
+// the harness stops every job the file's shell still has. The README's `npm test` command
+// is what CI runs (.ci/run, checked below), so it is not run again here.
 //
-// The fixture: the node "Protecting a real node" puts on 127.0.0.1:9652 is
-// helpers/readme-node.js, started inside the machine before the first block.
+// The fixture: the node the protect-a-node guide puts on 127.0.0.1:9652 is
+// helpers/readme-node.js, started inside the machine before the first file.
 import t from 'tap';
 import type { Test } from 'tap';
 import type { ChildProcess } from 'node:child_process';
@@ -30,12 +34,12 @@ import { join } from 'node:path';
 import { bootMachine, MACHINE_PATH, machineTools } from '../helpers/machine.js';
 import type { Machine } from '../helpers/machine.js';
 import { needsRoot } from '../helpers/root.js';
-import { outputDiffers, readmeBlocks, serverPort, startsServer, startsUnit } from '../helpers/readme.js';
+import { docBlocks, docFiles, outputDiffers, serverPort, startsServer, startsUnit } from '../helpers/readme.js';
 import type { Command } from '../helpers/readme.js';
 import { ROOT } from '../helpers/server.js';
 
-const blocks = readmeBlocks();
-/** CI's own command: not run again inside the README's run (it is the run's parent). */
+const files = docFiles().map((file) => ({ file, blocks: docBlocks(file) }));
+/** CI's own command: not run again inside the docs' run (it is the run's parent). */
 const runsTheTests = (command: Command): boolean => /(^|\s)npm test\b/.test(command.text);
 
 /** The npm commands a script runs, in order, as `npm <command>` (npm's own output flags left out). */
@@ -44,10 +48,10 @@ function npmCommands(script: string): string[] {
 }
 
 t.test('CI runs the README\'s test command', async (t) => {
-  const commands = blocks.flatMap((block) => block.commands).filter(runsTheTests);
+  const commands = files[0].blocks.flatMap((block) => block.commands).filter(runsTheTests);
   t.equal(commands.length, 1, 'the README has one command that runs the tests');
-  const readme = commands[0].text.replace(/\s+#.*$/, '').split('&&').map((part) => part.trim());
-  t.same(npmCommands(readFileSync(join(ROOT, '.ci', 'run'), 'utf8')), readme, `.ci/run runs ${readme.join(' && ')}`);
+  const readme = [...commands[0].text.replace(/\s+#.*$/, '').matchAll(/\bnpm ([a-z][\w-]*)\b/g)].map((m) => `npm ${m[1]}`);
+  t.same(npmCommands(readFileSync(join(ROOT, '.ci', 'run'), 'utf8')), readme, `.ci/run runs ${readme.join(', then ')}`);
 });
 
 /** One bash inside the machine, fed commands on stdin; each tells its end with a marker line. */
@@ -135,7 +139,9 @@ echo "${marker} $up"`, timeoutMs);
     };
   }
 
+  /** Stops every job the shell still runs (what a file put in the background), then ends the shell. */
   async end(): Promise<void> {
+    await this.send((marker) => `for job in $(jobs -p); do kill -TERM -- -"$job" 2>/dev/null; done; wait; echo "${marker} 0"`, 30_000);
     this.shell.stdin!.end('exit\n');
     await this.closed;
   }
@@ -147,9 +153,9 @@ interface Background {
 }
 
 const lines = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
-const where = (command: Command): string => `README line ${command.line}: ${command.text.split('\n')[0].slice(0, 100)}`;
+const where = (file: string, command: Command): string => `${file} line ${command.line}: ${command.text.split('\n')[0].slice(0, 100)}`;
 
-t.test('every shell block of the README runs as written, in order, with the output it shows',
+t.test('every shell block of the docs runs as written, in order, with the output it shows',
   needsRoot('unshare and mount for the private machine (namespaces, systemd as PID 1)'), async (t) => {
   const missing = machineTools();
   if (missing !== undefined) throw new Error(missing);
@@ -161,50 +167,60 @@ t.test('every shell block of the README runs as written, in order, with the outp
     node.once('exit', (code) => reject(new Error(`the fixture node exited (${code})`)));
   });
 
-  const session = new Session(machine, t);
-  t.teardown(() => session.end());
-  const clone = await session.run(`set -m; git clone --quiet ${ROOT} /root/api-auth && cd /root/api-auth`);
-  t.equal(clone.status, 0, `a clean clone of this commit is the session's folder ${clone.stderr}`);
+  const setup = new Session(machine, t);
+  const clone = await setup.run(`git clone --quiet ${ROOT} /root/api-auth`);
+  t.equal(clone.status, 0, `a clean clone of this commit is the sessions' folder ${clone.stderr}`);
+  await setup.end();
 
-  // What serves now: a command in the background, or a unit systemd runs.
-  let server: { command: Command; job: Background } | undefined;
-  let unit: string | undefined;
-  const stopServing = async (): Promise<void> => {
-    if (server) {
-      const { command, job } = server;
-      server = undefined;
-      const result = await job.stop();
-      t.ok(result.running, `${where(command)}: still serving when stopped ${result.stderr}`);
-      if (command.output.length > 0) {
-        t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(command)}: prints what the README shows`);
-      }
-    }
-    if (unit) {
-      const stopped = await session.run(`systemctl stop ${unit}`);
-      t.equal(stopped.status, 0, `systemctl stop ${unit} ${stopped.stderr}`);
-      unit = undefined;
-    }
-  };
+  for (const { file, blocks } of files) {
+    if (blocks.length === 0) continue;
+    t.comment(`${file}: ${blocks.length} sh blocks`);
+    const session = new Session(machine, t);
+    const opened = await session.run('cd /root/api-auth');
+    t.equal(opened.status, 0, `${file}: its shell starts in the clone`);
+    await session.run('set -m');
 
-  for (const block of blocks) {
-    t.comment(`README line ${block.line}, under "${block.heading}"`);
-    for (const command of block.commands) {
-      if (runsTheTests(command)) continue;
-      if (startsServer(command.text)) {
-        await stopServing();
-        server = { command, job: await session.start(command.text, serverPort(command.text)) };
-        t.pass(`${where(command)}: serving on ${serverPort(command.text)}`);
-        continue;
+    // What serves now: a command in the background, or a unit systemd runs.
+    let server: { command: Command; job: Background } | undefined;
+    let unit: string | undefined;
+    const stopServing = async (): Promise<void> => {
+      if (server) {
+        const { command, job } = server;
+        server = undefined;
+        const result = await job.stop();
+        t.ok(result.running, `${where(file, command)}: still serving when stopped ${result.stderr}`);
+        if (command.output.length > 0) {
+          t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(file, command)}: prints what the docs show`);
+        }
       }
-      const starts = startsUnit(command.text);
-      if (starts !== undefined) await stopServing();
-      const result = await session.run(command.text);
-      t.equal(result.status, 0, `${where(command)}: exit 0 ${result.stderr}`);
-      if (command.output.length > 0) {
-        t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(command)}: prints what the README shows`);
+      if (unit) {
+        const stopped = await session.run(`systemctl stop ${unit}`);
+        t.equal(stopped.status, 0, `systemctl stop ${unit} ${stopped.stderr}`);
+        unit = undefined;
       }
-      if (starts !== undefined && result.status === 0) unit = starts;
+    };
+
+    for (const block of blocks) {
+      t.comment(`${file} line ${block.line}, under "${block.heading}"`);
+      for (const command of block.commands) {
+        if (runsTheTests(command)) continue;
+        if (startsServer(command.text)) {
+          await stopServing();
+          server = { command, job: await session.start(command.text, serverPort(command.text)) };
+          t.pass(`${where(file, command)}: serving on ${serverPort(command.text)}`);
+          continue;
+        }
+        const starts = startsUnit(command.text);
+        if (starts !== undefined) await stopServing();
+        const result = await session.run(command.text);
+        t.equal(result.status, 0, `${where(file, command)}: exit 0 ${result.stderr}`);
+        if (command.output.length > 0) {
+          t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(file, command)}: prints what the docs show`);
+        }
+        if (starts !== undefined && result.status === 0) unit = starts;
+      }
     }
+    await stopServing();
+    await session.end();
   }
-  await stopServing();
 });

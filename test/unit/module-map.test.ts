@@ -1,4 +1,4 @@
-// The README's module map (Development) is the tree's: every file under assembly/ and
+// The module map (docs/explanation/architecture.md) is the tree's: every file under assembly/ and
 // host/ is named in it, in its folder, and every name in it is a file or folder that
 // exists (issue 23). A file added, moved or removed without its line fails here.
 import t from 'tap';
@@ -6,7 +6,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from '../helpers/server.js';
 
-const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const MAP_PAGE = 'docs/explanation/architecture.md';
+const PAGE = readFileSync(join(ROOT, MAP_PAGE), 'utf8');
 
 /**
  * The paths a map names: its first line is the root folder (`host/`), and every other
@@ -34,9 +35,9 @@ function mapPaths(block: string): { files: string[]; folders: string[] } {
   return { files, folders };
 }
 
-/** The README's maps: the fenced blocks of its Development section whose first line is a root folder. */
-function readmeMaps(): Map<string, string> {
-  const section = README.slice(README.indexOf('\n## Development\n'));
+/** The page's maps: the fenced blocks of its module map section whose first line is a root folder. */
+function pageMaps(): Map<string, string> {
+  const section = PAGE.slice(PAGE.indexOf('\n## The module map\n'));
   const maps = new Map<string, string>();
   for (const [, body] of section.matchAll(/^ *```\n([\s\S]*?)^ *```$/gm)) {
     const lines = body.replace(/\n$/, '').split('\n');
@@ -73,9 +74,9 @@ t.test('the map\'s reading: folders by indentation, files in the folder above th
 });
 
 for (const root of ['assembly', 'host']) {
-  t.test(`README.md's map of ${root}/ names every file of ${root}/, and nothing else`, async (t) => {
-    const block = readmeMaps().get(`${root}/`);
-    t.ok(block !== undefined, `Development has a map of ${root}/ (a fenced block whose first line is ${root}/)`);
+  t.test(`${MAP_PAGE}'s map of ${root}/ names every file of ${root}/, and nothing else`, async (t) => {
+    const block = pageMaps().get(`${root}/`);
+    t.ok(block !== undefined, `the module map has a map of ${root}/ (a fenced block whose first line is ${root}/)`);
     if (block === undefined) return;
     const map = mapPaths(block);
     const disk = tree(root);

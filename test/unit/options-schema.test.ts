@@ -1,20 +1,21 @@
 // One schema of options (issue 23): each option's flag, kind, default, limits, parser
 // and doc is one entry of SCHEMA (host/options.ts), and what is said of the options
-// elsewhere must agree with it: the README's table of flags, --help, the library's
+// elsewhere must agree with it: the docs' table of flags (docs/reference/command-line.md), --help, the library's
 // list of options, the limits the docs state. A flag added, renamed or re-bounded in
 // the schema alone fails here until the docs follow.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { startServer } from '../../build/host/index.js';
-import { flagTable } from '../../build/host/cli/help.js';
+import { anchor, flagTable, SEE_PAGES } from '../../build/host/cli/help.js';
 import { SCHEMA } from '../../build/host/options.js';
 import type { OptionSpec } from '../../build/host/options.js';
 import { ROOT, runCli } from '../helpers/server.js';
 
 const ENTRIES = Object.entries(SCHEMA) as [string, OptionSpec<unknown, unknown>][];
-const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const TABLE_PAGE = 'docs/reference/command-line.md';
+const PAGE = readFileSync(join(ROOT, TABLE_PAGE), 'utf8');
 
 /** The option's own check of a value; what it throws, as an Error. */
 function check(key: string, value: unknown): unknown {
@@ -22,16 +23,16 @@ function check(key: string, value: unknown): unknown {
   return entry.parse(value, key, entry.limits);
 }
 
-/** The environment's name of a flag, as README → "The environment and a config file" states the rule. */
+/** The environment's name of a flag, as the command line's reference, "The environment and a config file", states the rule. */
 function envName(flag: string): string {
   return `API_AUTH_${flag.replace(/^api-auth-/, '').toUpperCase().replace(/-/g, '_')}`;
 }
 
-/** The README's table of flags: the lines after its "Written from the options' schema" comment, to the blank line. */
-function readmeTable(): string[] {
-  const lines = README.split('\n');
+/** The docs' table of flags: the lines after its "Written from the options' schema" comment, to the blank line. */
+function docsTable(): string[] {
+  const lines = PAGE.split('\n');
   const start = lines.findIndex((line) => line.startsWith('<!-- Written from the options\' schema'));
-  t.ok(start > 0, 'the README marks its table of flags');
+  t.ok(start > 0, `${TABLE_PAGE} marks its table of flags`);
   const end = lines.indexOf('', start);
   return lines.slice(start + 1, end);
 }
@@ -41,8 +42,8 @@ function readBack(text: string): unknown {
   return text === 'true' || text === 'false' ? text === 'true' : text.startsWith('~/') ? join(homedir(), text.slice(2)) : text;
 }
 
-t.test('the README\'s table of flags is the schema\'s: every option in its order, its variable, its default and its doc', async (t) => {
-  const table = readmeTable();
+t.test('the docs\' table of flags is the schema\'s: every option in its order, its variable, its default and its doc', async (t) => {
+  const table = docsTable();
   t.equal(`${table.join('\n')}\n`, flagTable(), 'the table is the one written from the schema (print it with: ' +
     'node -e "import(\'./build/host/cli/help.js\').then((m) => process.stdout.write(m.flagTable()))")');
   const rows = table.slice(2).map((line) => line.split(/(?<!\\)\|/).slice(1, -1).map((cell) => cell.trim()));
@@ -61,10 +62,13 @@ t.test('the README\'s table of flags is the schema\'s: every option in its order
       t.equal(shown.replace(/\\(.)/g, '$1'), entry.shownDefault, `${entry.flag}: the default described`);
     }
   }
-  const anchors = new Set(README.split('\n').filter((line) => /^#{2,} /.test(line))
-    .map((line) => line.replace(/^#+ /, '').toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-')));
   for (const [, entry] of ENTRIES) {
-    if (entry.see !== undefined) t.ok(anchors.has(entry.see.toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-')), `${entry.flag}: "${entry.see}" is a README section`);
+    if (entry.see === undefined) continue;
+    const page = SEE_PAGES[entry.see];
+    t.ok(page, `${entry.flag}: the page of "${entry.see}" is known`);
+    if (page === undefined) continue;
+    const headings = readFileSync(join(ROOT, dirname(TABLE_PAGE), page), 'utf8').split('\n').filter((line) => /^#{1,6} /.test(line)).map((line) => anchor(line.replace(/^#+ /, '')));
+    t.ok(headings.includes(anchor(entry.see)), `${entry.flag}: "${entry.see}" is a section of ${page}`);
   }
 });
 
