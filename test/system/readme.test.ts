@@ -96,7 +96,8 @@ class Session {
   /** Runs shell text to its end; its stdout and stderr and its exit status. */
   async run(text: string, timeoutMs = 120_000): Promise<{ status: number; stdout: string; stderr: string }> {
     const n = this.count + 1;
-    const status = await this.send((marker) => `{\n${text}\n} </dev/null >/run/readme/${n}.out 2>/run/readme/${n}.err\necho "${marker} $?"`, timeoutMs);
+    const status = await this.send((marker) => `{\n${text}\n} </dev/null >/run/readme/${n}.out 2>/run/readme/${n}.err\necho "${marker} $?"`, timeoutMs)
+      .catch((error: Error) => { throw new Error(`${error.message}: ${text.split('\n')[0].slice(0, 120)}`); });
     const read = (name: string): string => readFileSync(this.machine.path(`/run/readme/${name}`), 'utf8');
     return { status, stdout: read(`${n}.out`), stderr: read(`${n}.err`) };
   }
@@ -175,6 +176,7 @@ t.test('every shell block of the docs runs as written, in order, with the output
   for (const { file, blocks } of files) {
     if (blocks.length === 0) continue;
     t.comment(`${file}: ${blocks.length} sh blocks`);
+    const began = performance.now();
     const session = new Session(machine, t);
     const opened = await session.run('cd /root/api-auth');
     t.equal(opened.status, 0, `${file}: its shell starts in the clone`);
@@ -222,5 +224,6 @@ t.test('every shell block of the docs runs as written, in order, with the output
     }
     await stopServing();
     await session.end();
+    t.comment(`${file}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
   }
 });
