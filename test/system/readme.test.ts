@@ -54,8 +54,16 @@ t.test('CI runs the README\'s test command', async (t) => {
   t.same(npmCommands(readFileSync(join(ROOT, '.ci', 'run'), 'utf8')), readme, `.ci/run runs ${readme.join(', then ')}`);
 });
 
+/** Sessions made so far: each names its files in /run/readme by its own number. */
+let sessions = 0;
+
 /** One bash inside the machine, fed commands on stdin; each tells its end with a marker line. */
 class Session {
+  /**
+   * Where this session's commands write: its own names, since a name another session used
+   * may still be the FIFO of a server it started, which a plain write would block on.
+   */
+  private readonly prefix = `/run/readme/${++sessions}`;
   private out = '';
   private waiting: { marker: string; done: (status: number) => void } | undefined;
   private count = 0;
@@ -96,9 +104,9 @@ class Session {
   /** Runs shell text to its end; its stdout and stderr and its exit status. */
   async run(text: string, timeoutMs = 120_000): Promise<{ status: number; stdout: string; stderr: string }> {
     const n = this.count + 1;
-    const status = await this.send((marker) => `{\n${text}\n} </dev/null >/run/readme/${n}.out 2>/run/readme/${n}.err\necho "${marker} $?"`, timeoutMs)
+    const status = await this.send((marker) => `{\n${text}\n} </dev/null >${this.prefix}-${n}.out 2>${this.prefix}-${n}.err\necho "${marker} $?"`, timeoutMs)
       .catch((error: Error) => { throw new Error(`${error.message}: ${text.split('\n')[0].slice(0, 120)}`); });
-    const read = (name: string): string => readFileSync(this.machine.path(`/run/readme/${name}`), 'utf8');
+    const read = (name: string): string => readFileSync(this.machine.path(`${this.prefix}-${name}`), 'utf8');
     return { status, stdout: read(`${n}.out`), stderr: read(`${n}.err`) };
   }
 
@@ -109,15 +117,15 @@ class Session {
    */
   async start(text: string, port: number, timeoutMs = 240_000): Promise<Background> {
     const n = this.count + 1;
-    await this.send((marker) => `mkfifo /run/readme/${n}.out; echo "${marker} $?"`, 10_000);
+    await this.send((marker) => `mkfifo ${this.prefix}-${n}.out; echo "${marker} $?"`, 10_000);
     // The FIFO ends when the last process of the command has closed it: all of them are gone.
     let stdout = '';
     const ended = new Promise<void>((resolve) => {
-      createReadStream(this.machine.path(`/run/readme/${n}.out`), 'utf8').on('data', (chunk) => { stdout += String(chunk); }).on('close', resolve);
+      createReadStream(this.machine.path(`${this.prefix}-${n}.out`), 'utf8').on('data', (chunk) => { stdout += String(chunk); }).on('close', resolve);
     });
     const job = `server_${n}`;
     // Readiness is the port: a server's log line may be filtered away by the command itself (| jq ...).
-    const up = await this.send((marker) => `{\n${text}\n} </dev/null >/run/readme/${n}.out 2>/run/readme/${n}.err &
+    const up = await this.send((marker) => `{\n${text}\n} </dev/null >${this.prefix}-${n}.out 2>${this.prefix}-${n}.err &
 ${job}=$!
 up=1
 until [ "$up" = 0 ]; do
@@ -126,7 +134,7 @@ until [ "$up" = 0 ]; do
   sleep 0.05
 done
 echo "${marker} $up"`, timeoutMs);
-    const stderr = (): string => readFileSync(this.machine.path(`/run/readme/${n}.err`), 'utf8');
+    const stderr = (): string => readFileSync(this.machine.path(`${this.prefix}-${n}.err`), 'utf8');
     if (up !== 0) {
       await ended;
       throw new Error(`it ended before listening on ${port}; stdout:\n${stdout}\nstderr:\n${stderr()}`);
