@@ -1,4 +1,4 @@
-// A fleet of gateways sharing one state through etcd v3 (README, "Running a fleet"): the
+// A fleet of gateways sharing one state through etcd v3 (docs/guides/fleet.md): the
 // ledger of a fleet gateway (service/ledger.ts).
 //
 // Each gateway reads the whole state at start and then follows one watch of the prefix
@@ -81,8 +81,8 @@ export class Fleet implements Ledger {
       await fleet.seedIfEmpty(seed);
       await fleet.start();
       if (!(await matchesFile(fleet.password))) {
-        log.warn('the password file differs from the fleet\'s password: the fleet\'s is in force (README, Running a fleet: ' +
-          'the reset path)', { cluster: settings.name });
+        log.warn('the password file differs from the fleet\'s password: the fleet\'s is in force (docs/guides/fleet.md, ' +
+          '"Resetting a fleet")', { cluster: settings.name });
       }
     } catch (error) {
       await fleet.close();
