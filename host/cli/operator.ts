@@ -37,7 +37,8 @@ Each command calls the /ext/auth service of a running api-auth node.
 Flags:
   --uri URL                  the node (default ${DEFAULT_URI})
   --endpoints PATHS          token new: comma-separated endpoints the token grants:
-                             "*", exact paths, or subtrees such as /ext/bc/*
+                             "*", exact paths, "/" for the root alone (where
+                             Ethereum nodes serve), or subtrees such as /ext/bc/*
   --label TEXT               token new: a label for people, 1 to 128 characters
   --expires-in DURATION      token new: the token's lifetime, such as 90s, 15m or
                              1h30m; at most the node's --api-auth-token-lifetime
@@ -172,7 +173,7 @@ async function run(action: Action, options: OperatorOptions, positional: string[
   switch (action) {
     case 'token new': {
       expectPositional(positional, 0, action);
-      if (options.endpoints.length === 0) throw new UsageError('token new needs --endpoints, such as --endpoints /ext/info,/ext/bc/X (or "*" for every endpoint)');
+      if (options.endpoints.length === 0) throw new UsageError('token new needs --endpoints, such as --endpoints /ext/info,/ext/bc/X, --endpoints / for a node served at the root (Ethereum nodes), or "*" for every endpoint');
       const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
       method = 'auth.newToken';
       params = { password, endpoints: options.endpoints };

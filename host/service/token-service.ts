@@ -85,7 +85,7 @@ export class TokenService {
   }
 
   /**
-   * A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and for
+   * A token for `endpoints` ("*", "/" for the root alone, or absolute paths, optionally ending in "/*"), and for
    * `extra.methods` only (JSON-RPC method patterns) when given; what it says about
    * itself, and its id. `lifetime` (seconds, at most the configured lifetime) and `label`
    * come checked by their params.
