@@ -147,7 +147,7 @@ func TestAHeadRefusalHasNoBody(t *testing.T) {
 func TestAFencedNodeAnswers503(t *testing.T) {
 	f := newFixture(t)
 	f.open = false
-	want := answer{503, "", `{"jsonrpc":"2.0","error":{"code":-32006,"message":"this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every revocation; it serves again by itself once it has caught up; meanwhile use another gateway"},"id":1}` + "\n", "application/json"}
+	want := answer{503, "", `{"jsonrpc":"2.0","error":{"code":-32046,"message":"this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every revocation; it serves again by itself once it has caught up; meanwhile use another gateway"},"id":1}` + "\n", "application/json"}
 	if got := f.do(t, "POST", rpcPath, "Bearer "+f.token, ""); got != want {
 		t.Errorf("%+v", got)
 	}
@@ -179,7 +179,7 @@ func TestMethodScopesInSingleCallsAndBatches(t *testing.T) {
 		t.Errorf("the handler got other bodies: %v", f.served)
 	}
 	e := func(message, id string) string {
-		return `{"jsonrpc":"2.0","error":{"code":-32007,"message":"` + message + `"},"id":` + id + `}`
+		return `{"jsonrpc":"2.0","error":{"code":-32047,"message":"` + message + `"},"id":` + id + `}`
 	}
 	refused := []struct{ body, want string }{
 		{`{"jsonrpc":"2.0","method":"eth_sendRawTransaction","id":7}`, e(`the provided auth token does not allow method \"eth_sendRawTransaction\"`, "7")},

@@ -120,9 +120,9 @@ export class Metrics implements MetricsSource {
       c.inc({ result: 'accepted' }, this.passwordsAccepted);
       c.inc({ result: 'refused' }, this.passwordsRefused);
     }, ['result']);
-    counter('api_auth_password_throttled_total', 'Calls refused before any password check because of earlier failures (HTTP 429, -32002).',
+    counter('api_auth_password_throttled_total', 'Calls refused before any password check because of earlier failures (HTTP 429, -32042).',
       (c) => c.inc(this.passwordsThrottled));
-    counter('api_auth_password_busy_total', 'Calls refused because too many password checks were waiting (HTTP 503, -32003).',
+    counter('api_auth_password_busy_total', 'Calls refused because too many password checks were waiting (HTTP 503, -32043).',
       (c) => c.inc(this.passwordsBusy));
     counter('api_auth_upstream_errors_total', 'Proxied requests the upstream did not answer, by kind.', (c) => {
       for (let i = 0; i < UPSTREAM_ERROR_KINDS.length; i++) c.inc({ kind: UPSTREAM_ERROR_KINDS[i] }, this.upstreamErrors[i]);

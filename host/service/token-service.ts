@@ -413,7 +413,7 @@ function auditOutcome(error: unknown): string {
   return error instanceof RpcError ? AUDIT_OUTCOMES[error.rpcCode] ?? `error ${error.rpcCode}` : 'internal error';
 }
 
-/** -32002 with the wait: the client failed too many password checks of late. */
+/** RpcCode.Throttled with the wait: the client failed too many password checks of late. */
 function throttledError(retryAfter: number): RpcError {
   return new RpcError(RpcCode.Throttled, throttledMessage(retryAfter), retryAfter);
 }

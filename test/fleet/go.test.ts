@@ -245,7 +245,7 @@ if (GO === undefined) {
     node.child.kill('SIGCONT');
     const first = await post(node.url, INFO, `Bearer ${stopped}`);
     t.not(first.status, 200, `the continued node does not serve the revoked token (got ${first.status})`);
-    if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32006 } }, 'a clear 503');
+    if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32046 } }, 'a clear 503');
     await node.waitForLines((l) => l.msg === 'serving in the fleet', 2, 30_000);
     t.same(seen(await post(node.url, INFO, `Bearer ${stopped}`)).body, refusalBody(REASONS.revoked), 'rejoined: refused as revoked');
     t.equal((await post(node.url, INFO, `Bearer ${fresh}`)).status, 200, 'and serving the others');
