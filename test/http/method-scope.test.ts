@@ -249,12 +249,16 @@ t.test('the metrics count method checks apart from the token checks', async (t) 
   await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}');
   await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}');
   await post(server.url, RPC_PATH, token, 'nonsense');
+  const forwardedBefore = upstream.seen.length;
+  await post(server.url, RPC_PATH, token, '[{"jsonrpc":"2.0","method":"eth_call","id":1},{"jsonrpc":"2.0","method":"eth_blockNumber","id":2}]');
+  t.equal(upstream.seen.length, forwardedBefore + 1, 'a split batch reaches the upstream with its allowed call');
   const after = await scrape();
   const delta = (series: string): number => (after.get(series) ?? NaN) - (before.get(series) ?? 0);
   t.equal(delta('api_auth_method_checks_total{via="http",result="allowed"}'), 1);
-  t.equal(delta('api_auth_method_checks_total{via="http",result="method not allowed"}'), 2);
+  t.equal(delta('api_auth_method_checks_total{via="http",result="method not allowed"}'), 3, 'a split batch counts as a refusal');
   t.equal(delta('api_auth_method_checks_total{via="http",result="not json-rpc"}'), 1);
-  t.equal(delta('api_auth_verifications_total{outcome="scoped"}'), 4, 'each token check of a scoped token');
+  t.equal(delta('api_auth_upstream_errors_total{kind="other"}') || 0, 0, 'and its answer, passed on, is no upstream error');
+  t.equal(delta('api_auth_verifications_total{outcome="scoped"}'), 5, 'each token check of a scoped token');
   t.equal(delta('api_auth_verifications_total{outcome="valid"}'), 1, 'the scrape itself');
 });
 
