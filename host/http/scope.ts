@@ -175,12 +175,18 @@ function splitBatch(calls: readonly Call[], texts: readonly string[], allowed: r
         return undefined;
       }
       if (!Array.isArray(answers)) return undefined;
+      // Each answer goes on as the node wrote it (its text, not re-serialised: numbers
+      // beyond a double keep their digits); its id is read from the parse.
       const byId = new Map<string, string[]>();
+      let i = skipSpace(answer, skipSpace(answer, 0) + 1);
       for (const one of answers) {
+        const end = skipValue(answer, i);
         const key = JSON.stringify((one as { id?: unknown } | null)?.id ?? null);
         const queue = byId.get(key);
-        if (queue === undefined) byId.set(key, [JSON.stringify(one)]);
-        else queue.push(JSON.stringify(one));
+        if (queue === undefined) byId.set(key, [answer.slice(i, end)]);
+        else queue.push(answer.slice(i, end));
+        i = skipSpace(answer, end);
+        if (answer[i] === ',') i = skipSpace(answer, i + 1);
       }
       const merged: string[] = [];
       calls.forEach((call, k) => {
