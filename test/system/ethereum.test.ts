@@ -8,12 +8,12 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { JsonRpcProvider, FetchRequest, Wallet, WebSocketProvider, parseEther } from 'ethers';
-import { createPublicClient, createWalletClient, http, RpcRequestError, webSocket } from 'viem';
+import { createPublicClient, createWalletClient, http, InvalidRequestRpcError, MethodNotSupportedRpcError, RpcRequestError, webSocket } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { HttpProvider, InvalidResponseError, Web3, WebSocketProvider as Web3Socket } from 'web3';
+import { HttpProvider, InvalidResponseError, ResponseError, Web3, WebSocketProvider as Web3Socket } from 'web3';
 import WebSocket from 'ws';
 import { runOperatorCommand } from '../../build/host/cli/operator.js';
-import { revokeToken } from '../helpers/auth.js';
+import { newToken, revokeToken } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import { closedPort } from '../helpers/upstream.js';
@@ -39,14 +39,14 @@ async function startGanache(): Promise<string> {
     await once(child, 'exit');
   });
   const url = `http://127.0.0.1:${port}`;
-  for (let tries = 0; ; tries++) {
+  for (;;) {
     try {
       const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","method":"eth_chainId","id":1}' });
       if (answer.ok) return url;
     } catch {
       // Not listening yet.
     }
-    if (child.exitCode !== null || tries > 600) throw new Error(`ganache did not start: ${stderr}`);
+    if (child.exitCode !== null) throw new Error(`ganache ended before it answered: ${stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
@@ -168,19 +168,70 @@ t.test('a scoped token\'s batch: the allowed calls are answered, the refused one
   await Promise.allSettled(answers);
 });
 
+t.test('a token that does not open the door (401), and a node that does not answer (502): what each library reports', async (t) => {
+  const none = 'not-a-token';
+  const invalid = { code: -32600, message: 'the provided auth token is invalid' };
+  t.match(await ethersProvider(none).getBlockNumber().then(() => null, (error: unknown) => error),
+    { code: 'SERVER_ERROR', info: { responseStatus: '401 Unauthorized' } }, 'ethers: SERVER_ERROR, the status in info');
+  const viem = (url: string, token: string) => createPublicClient({ transport: http(url, { fetchOptions: { headers: { authorization: `Bearer ${token}` } }, retryCount: 0 }) });
+  const fromViem = await viem(root, none).getBlockNumber().then(() => null, (error: unknown) => error);
+  t.ok(fromViem instanceof InvalidRequestRpcError, 'viem: InvalidRequestRpcError, from the body\'s -32600');
+  t.match(fromViem, { code: -32600, cause: { status: 401 } });
+  const web3 = (url: string, token: string) => new Web3(new HttpProvider(url, { providerOptions: { headers: { authorization: `Bearer ${token}` } } }));
+  const fromWeb3 = await web3(root, none).eth.getBlockNumber().then(() => null, (error: unknown) => error);
+  t.ok(fromWeb3 instanceof ResponseError, 'web3.js: ResponseError');
+  t.match(fromWeb3, { statusCode: 401, cause: invalid });
+
+  // A gateway whose node is gone: 502 with -32044, which viem read as -32004, "method not supported", before.
+  const orphan = await startServer(t, { args: ['--upstream', `http://127.0.0.1:${await closedPort()}`] });
+  const token = await newToken(orphan.url, orphan.password, ['/']);
+  const orphanRoot = `${orphan.url}/`;
+  const request = new FetchRequest(orphanRoot);
+  request.setHeader('Authorization', `Bearer ${token}`);
+  const provider = new JsonRpcProvider(request, CHAIN_ID, { staticNetwork: true, cacheTimeout: -1 });
+  t.match(await provider.getBlockNumber().then(() => null, (error: unknown) => error),
+    { code: 'SERVER_ERROR', info: { responseStatus: '502 Bad Gateway' } }, 'ethers: SERVER_ERROR 502');
+  provider.destroy();
+  const gone = await viem(orphanRoot, token).getBlockNumber().then(() => null, (error: unknown) => error);
+  t.notOk(gone instanceof MethodNotSupportedRpcError, 'viem: not "method not supported"');
+  t.ok(gone instanceof RpcRequestError, 'viem: RpcRequestError');
+  t.match(gone, { code: -32044, status: 502 }, 'viem: the code as sent, with the status');
+  t.match(await web3(orphanRoot, token).eth.getBlockNumber().then(() => null, (error: unknown) => error),
+    { statusCode: 502, cause: { code: -32044 } }, 'web3.js: ResponseError 502, the code as sent');
+});
+
 /** A WebSocket with the token in its Authorization header, as a backend opens one. */
 const socketWith = (token: string) => () => new WebSocket(wsRoot, { headers: { authorization: `Bearer ${token}` } });
 
 /** Mines a block with the full token. */
 const mine = () => jsonrpc(root, 'evm_mine', [], 1, [['Authorization', `Bearer ${full}`]]);
 
+/**
+ * What `head` resolves with, mining a block now and then until it does: a subscription
+ * made over WebSocket is in place only some time after the call that asks for it
+ * returns, and a block mined before that is never pushed.
+ */
+async function minedUntil<T>(head: Promise<T>): Promise<T> {
+  let done = false;
+  const mining = (async () => {
+    while (!done) {
+      await mine();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
+  try {
+    return await head;
+  } finally {
+    done = true;
+    await mining;
+  }
+}
+
 t.test('WebSocket: newHeads subscriptions through the gateway, a scoped token\'s refusal, and a revoke that ends one', async (t) => {
   const ethers = new WebSocketProvider(socketWith(reader), CHAIN_ID, { staticNetwork: true });
   t.teardown(() => ethers.destroy());
   const head = new Promise<number>((resolve) => { void ethers.once('block', resolve); });
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  await mine();
-  t.ok(await head >= 1, 'ethers: a new head, pushed by eth_subscribe("newHeads")');
+  t.ok(await minedUntil(head) >= 1, 'ethers: a new head, pushed by eth_subscribe("newHeads")');
   const refused = await ethers.broadcastTransaction(RAW).then(() => null, (error: unknown) => error);
   t.match(refused, { code: 'UNKNOWN_ERROR', error: { code: SCOPE_CODE, message: REFUSED } }, 'ethers over WebSocket: the same error');
 
@@ -188,8 +239,7 @@ t.test('WebSocket: newHeads subscriptions through the gateway, a scoped token\'s
   t.teardown(() => web3.currentProvider?.disconnect());
   const subscription = await web3.eth.subscribe('newHeads');
   const header = new Promise<unknown>((resolve) => subscription.on('data', resolve));
-  await mine();
-  t.match(await header, { number: BigInt }, 'web3.js: a new head');
+  t.match(await minedUntil(header), { number: BigInt }, 'web3.js: a new head');
 
   const viemToken = await cliToken('--methods', '@subscribe');
   const viem = createPublicClient({ transport: webSocket(`${wsRoot}?access_token=${viemToken}`, { retryCount: 0, reconnect: false }) });
@@ -197,16 +247,11 @@ t.test('WebSocket: newHeads subscriptions through the gateway, a scoped token\'s
   const viemHead = new Promise<bigint>((resolve) => {
     const unwatch = viem.watchBlockNumber({ onBlockNumber: (n) => { unwatch(); resolve(n); } });
   });
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  await mine();
-  t.ok(await viemHead >= 1n, 'viem: a new head (a browser\'s WebSocket sends no headers: the token in access_token, --api-auth-query-token)');
+  t.ok(await minedUntil(viemHead) >= 1n, 'viem: a new head (a browser\'s WebSocket sends no headers: the token in access_token, --api-auth-query-token)');
 
   const doomed = await cliToken('--methods', '@subscribe');
   const watched = new WebSocketProvider(socketWith(doomed), CHAIN_ID, { staticNetwork: true });
-  const first = new Promise<number>((resolve) => { void watched.once('block', resolve); });
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  await mine();
-  await first;
+  await minedUntil(new Promise<number>((resolve) => { void watched.once('block', resolve); }));
   const socket = watched.websocket as unknown as WebSocket;
   const closed = once(socket, 'close') as Promise<[number, Buffer]>;
   t.match(await revokeToken(server.url, server.password, doomed), { success: true });
