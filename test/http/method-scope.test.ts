@@ -166,7 +166,9 @@ t.test('in front of an upstream, a batch with some calls allowed sends only thos
       return;
     }
     const calls = JSON.parse(body.toString('utf8')) as { id?: unknown; method: string }[];
-    res.end(JSON.stringify(calls.filter((c) => c.id !== undefined).map((c) => ({ jsonrpc: '2.0', id: c.id, result: c.method })).reverse()));
+    // net_listening's answer holds a number past a double's precision, written as text.
+    const result = (c: { method: string }) => c.method === 'net_listening' ? '123456789012345678901234567890' : JSON.stringify(c.method);
+    res.end(`[${calls.filter((c) => c.id !== undefined).map((c) => `{"jsonrpc":"2.0","id":${JSON.stringify(c.id)},"result":${result(c)}}`).reverse().join(',')}]`);
   });
   const server = await serveInProcess(t, { args: ['--upstream', upstream.url] });
   const token = await scopedToken(server.url, server.password, ['/', '/status', '/object'], METHODS);
@@ -177,9 +179,11 @@ t.test('in front of an upstream, a batch with some calls allowed sends only thos
   t.same(expectCallRefusal(t, response, 'a batch of allowed and refused calls'), [
     scopeError('the provided auth token does not allow method "debug_a"', 1),
     { jsonrpc: '2.0', id: 2, result: 'eth_blockNumber' },
-    { jsonrpc: '2.0', id: 'x', result: 'net_listening' },
+    { jsonrpc: '2.0', id: 'x', result: 123456789012345678901234567890 },
     scopeError('the provided auth token does not allow method "debug_c"', 3),
   ], 'each answer in its call\'s place; no answer for a notification, allowed or not');
+  t.match(response.text, '{"jsonrpc":"2.0","id":"x","result":123456789012345678901234567890}',
+    'an answer goes on as the node wrote it: a number past a double keeps its digits');
   t.equal(upstream.seen.length, 1, 'one request upstream');
   t.equal(upstream.seen[0].body.toString(), '[{"jsonrpc":"2.0","method":"eth_blockNumber","id":2},{"jsonrpc":"2.0","method":"net_version"},' +
     '{"jsonrpc":"2.0","method":"net_listening","id":"x"}]', 'the allowed calls only, as one batch, each as the client wrote it');
