@@ -173,9 +173,13 @@ export function requestPathValid(p: usize, n: usize): bool {
   return segmentsValid(p, n, true, false);
 }
 
-/** Whether a grant entry is `*`, `/*`, a path, or a path followed by `/*`. */
+/**
+ * Whether a grant entry is `*`, `/`, `/*`, a path, or a path followed by `/*`. `/` is
+ * the root alone, where Ethereum nodes (geth, Besu, ganache...) serve JSON-RPC: the one
+ * entry whose last segment is empty, as no other entry could grant that path but `*`.
+ */
 export function entryValid(p: usize, n: usize): bool {
-  if (n == 1) return load<u8>(p) == STAR;
+  if (n == 1) return load<u8>(p) == STAR || load<u8>(p) == SLASH;
   if (n >= 2 && load<u8>(p + n - 1) == STAR && load<u8>(p + n - 2) == SLASH) {
     return n == 2 || segmentsValid(p, n - 2, false, true);
   }

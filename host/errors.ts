@@ -5,34 +5,69 @@
 import { ApiAuthError } from './api-auth-error.js';
 import type { GrantErrorCode, IssueErrorCode } from './core/core.js';
 
-/** JSON-RPC 2.0 error codes: the standard ones, the token service's (-32000 down), the proxy's. */
+/**
+ * JSON-RPC 2.0 error codes: the standard ones, the original node's -32000, and the
+ * gateway's own, -32041 to -32047. EIP-1474, which Ethereum libraries read, gives
+ * -32000 to -32006 meanings of its own (-32001 resource not found, -32002 resource
+ * unavailable, -32003 transaction rejected, -32004 method not supported, -32005 limit
+ * exceeded, -32006 JSON-RPC version not supported): viem, for one, reports -32004 as
+ * MethodNotSupportedRpcError and retries -32005. So no code of the gateway's sits there
+ * but -32000, the original node's "incorrect password" (EIP-1474's "invalid input"), kept
+ * as the avalanche SDK reads it; and -32005 is left to throttling and rate limits (issue
+ * 25), where its meaning is true. The gateway's codes moved from -3200N to -3204N in
+ * 0.2 (docs/reference/errors.md, "What moved"; CHANGELOG.md).
+ *
+ * | code   | HTTP | stable code                   | when |
+ * |--------|------|-------------------------------|------|
+ * | -32700 | 200  | API_AUTH_RPC_PARSE_ERROR      | /ext/auth: the body is not UTF-8 JSON |
+ * | -32600 | 200  | API_AUTH_RPC_INVALID_REQUEST  | /ext/auth: not a JSON-RPC 2.0 request (the gate's own 400, 401 and 413 carry it too) |
+ * | -32601 | 200  | API_AUTH_RPC_METHOD_NOT_FOUND | /ext/auth: no such method |
+ * | -32602 | 200  | API_AUTH_RPC_INVALID_PARAMS   | /ext/auth: a param missing, unknown or bad |
+ * | -32603 | 200  | API_AUTH_RPC_INTERNAL_ERROR   | anything unforeseen (500 where HTTP answers it) |
+ * | -32000 | 200  | API_AUTH_INCORRECT_PASSWORD   | auth.*: the password is not the service password |
+ * | -32041 | 200  | API_AUTH_RESOURCE_LIMIT       | auth.newToken: too many live tokens, or distinct grants |
+ * | -32042 | 429  | API_AUTH_THROTTLED            | auth.*: too many failed password checks of late (Retry-After) |
+ * | -32043 | 503  | API_AUTH_BUSY                 | auth.*: too many password checks waiting (Retry-After) |
+ * | -32044 | 502  | API_AUTH_UPSTREAM_UNAVAILABLE | --upstream refused, reset, or could not be reached |
+ * | -32045 | 504  | API_AUTH_UPSTREAM_TIMEOUT     | --upstream did not answer within --upstream-timeout |
+ * | -32046 | 503  | API_AUTH_UNAVAILABLE          | no WebSocket session now, a fenced fleet gateway (503); a fleet change etcd did not confirm (200) |
+ * | -32047 | 200  | API_AUTH_INSUFFICIENT_SCOPE   | a call the token's methods do not allow (403 for a body that is not JSON-RPC, and on /ext/auth/check) |
+ */
 export const RpcCode = {
   ParseError: -32700,
   InvalidRequest: -32600,
   MethodNotFound: -32601,
   InvalidParams: -32602,
   InternalError: -32603,
-  /** auth.*: the password is not the service password. */
+  /** auth.*: the password is not the service password (the original node's code). */
   IncorrectPassword: -32000,
   /** auth.newToken: too many live tokens, or too many distinct endpoint lists. */
-  ResourceLimit: -32001,
+  ResourceLimit: -32041,
   /** auth.*: the client failed too many password checks of late (HTTP 429, Retry-After). */
-  Throttled: -32002,
+  Throttled: -32042,
   /** auth.*: too many password checks are waiting (HTTP 503, Retry-After). */
-  Busy: -32003,
+  Busy: -32043,
   /** A proxied request the upstream refused, reset, or could not be reached for (HTTP 502). */
-  UpstreamUnavailable: -32004,
+  UpstreamUnavailable: -32044,
   /** A proxied request the upstream did not answer within --upstream-timeout (HTTP 504). */
-  UpstreamTimeout: -32005,
-  /** A WebSocket upgrade api-auth cannot take now: --ws-max-sessions are open, or it is stopping (HTTP 503, Retry-After). */
-  Unavailable: -32006,
-  /** A call the token's method scope does not allow, or a body it cannot check (HTTP 403, insufficient_scope; a WebSocket message's error). */
-  InsufficientScope: -32007,
+  UpstreamTimeout: -32045,
+  /**
+   * A WebSocket upgrade api-auth cannot take now (--ws-max-sessions are open, or it is
+   * stopping), or a fleet gateway that has lost touch with etcd (HTTP 503, Retry-After);
+   * a state change the fleet could not confirm (HTTP 200, FleetError).
+   */
+  Unavailable: -32046,
+  /**
+   * A call the token's method scope does not allow: HTTP 200 with the call's id, as
+   * Ethereum clients expect a method's error; HTTP 403 insufficient_scope for a body
+   * that is not JSON-RPC, and on /ext/auth/check, which cannot see the calls.
+   */
+  InsufficientScope: -32047,
 } as const;
 
 export type RpcCode = (typeof RpcCode)[keyof typeof RpcCode];
 
-/** The message of -32002, with the whole seconds to wait. */
+/** The message of RpcCode.Throttled, with the whole seconds to wait. */
 export function throttledMessage(retryAfter: number): string {
   return `too many failed password attempts; retry in ${retryAfter} s`;
 }
@@ -92,7 +127,7 @@ export const GRANT_ERRORS: Readonly<Record<GrantErrorCode, ErrorAnswer>> = {
   'no-methods': { code: 'API_AUTH_GRANT_NO_METHODS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
 };
 
-/** The token the core could not issue (IssueError's codes): every one answers -32001, resource limit. */
+/** The token the core could not issue (IssueError's codes): every one answers RpcCode.ResourceLimit. */
 export const ISSUE_ERRORS: Readonly<Record<IssueErrorCode, ErrorAnswer>> = {
   'unknown-grant': { code: 'API_AUTH_ISSUE_UNKNOWN_GRANT', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
   'window-full': { code: 'API_AUTH_ISSUE_WINDOW_FULL', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
@@ -104,8 +139,9 @@ export const ISSUE_ERRORS: Readonly<Record<IssueErrorCode, ErrorAnswer>> = {
 /**
  * Each JSON-RPC code's stable code, and the HTTP status of its answer when that is not
  * 200: a refusal for now (429, 503, with Retry-After), or one the HTTP side writes itself
- * (the proxy's 502 and 504, a scope's 403, an upgrade's 503). A method's error that
- * refuses for good travels in a 200, as the node's own do (RpcError.httpStatus).
+ * (the proxy's 502 and 504, an upgrade's 503). A method's error that refuses for good
+ * travels in a 200, as the node's own do (RpcError.httpStatus), and so does a call a
+ * token's method scope refuses (SCOPE_ERRORS has the 403 of a body that is not JSON-RPC).
  */
 export const RPC_ERRORS: Readonly<Record<RpcCode, ErrorAnswer>> = {
   [RpcCode.ParseError]: { code: 'API_AUTH_RPC_PARSE_ERROR', rpcCode: RpcCode.ParseError, httpStatus: 200 },
@@ -120,8 +156,83 @@ export const RPC_ERRORS: Readonly<Record<RpcCode, ErrorAnswer>> = {
   [RpcCode.UpstreamUnavailable]: { code: 'API_AUTH_UPSTREAM_UNAVAILABLE', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
   [RpcCode.UpstreamTimeout]: { code: 'API_AUTH_UPSTREAM_TIMEOUT', rpcCode: RpcCode.UpstreamTimeout, httpStatus: 504 },
   [RpcCode.Unavailable]: { code: 'API_AUTH_UNAVAILABLE', rpcCode: RpcCode.Unavailable, httpStatus: 503 },
-  [RpcCode.InsufficientScope]: { code: 'API_AUTH_INSUFFICIENT_SCOPE', rpcCode: RpcCode.InsufficientScope, httpStatus: 403 },
+  [RpcCode.InsufficientScope]: { code: 'API_AUTH_INSUFFICIENT_SCOPE', rpcCode: RpcCode.InsufficientScope, httpStatus: 200 },
 };
+
+/**
+ * Why an exchange with the upstream failed (http/upstream/errors.ts makes them), each
+ * answered as the client sees it: 504 when it took too long, 502 otherwise.
+ */
+export const UPSTREAM_ERRORS = {
+  'timeout': { code: 'API_AUTH_UPSTREAM_TIMEOUT', rpcCode: RpcCode.UpstreamTimeout, httpStatus: 504 },
+  'closed': { code: 'API_AUTH_UPSTREAM_CLOSED', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
+  'bad-answer': { code: 'API_AUTH_UPSTREAM_BAD_ANSWER', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
+  'switched': { code: 'API_AUTH_UPSTREAM_SWITCHED', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
+  'pool-closed': { code: 'API_AUTH_UPSTREAM_POOL_CLOSED', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
+} as const satisfies Readonly<Record<string, ErrorAnswer>>;
+
+export type UpstreamErrorCode = keyof typeof UPSTREAM_ERRORS;
+
+/** An exchange with the upstream failed in a way of api-auth's own parser or pool (the system's errors, ECONNRESET..., pass as they are). */
+export class UpstreamError extends ApiAuthError implements ErrorAnswer {
+  readonly code: string;
+  readonly rpcCode: RpcCode;
+  readonly httpStatus: number;
+  override readonly name = 'UpstreamError';
+
+  constructor(message: string, readonly kind: UpstreamErrorCode) {
+    super(message);
+    ({ code: this.code, rpcCode: this.rpcCode, httpStatus: this.httpStatus } = UPSTREAM_ERRORS[kind]);
+  }
+}
+
+/** The client went away before its answer was written: nothing is answered, and the upstream's health is not at fault. */
+export class ClientGoneError extends ApiAuthError {
+  readonly code = 'API_AUTH_CLIENT_GONE';
+  /** No answer: there is nobody to write it to. */
+  readonly httpStatus = null;
+  override readonly name = 'ClientGoneError';
+
+  constructor() {
+    super('the client went away');
+  }
+}
+
+/** A request body over the limit (--upstream-max-body, or 64 KiB on api-auth's own endpoints): 413, -32600. */
+export class BodyTooLargeError extends ApiAuthError implements ErrorAnswer {
+  readonly code = 'API_AUTH_BODY_TOO_LARGE';
+  readonly rpcCode = RpcCode.InvalidRequest;
+  readonly httpStatus = 413;
+  override readonly name = 'BodyTooLargeError';
+
+  constructor() {
+    super('the request body is over the limit');
+  }
+}
+
+/**
+ * How a token's method scope refused a request body (http/scope.ts), by what the check
+ * found: calls it does not allow are JSON-RPC errors of a well-formed request, which
+ * Ethereum clients read only from a 200; a body that is not JSON-RPC has no call to
+ * answer, and gets 403 insufficient_scope.
+ */
+export const SCOPE_ERRORS = {
+  'method not allowed': { code: 'API_AUTH_INSUFFICIENT_SCOPE', rpcCode: RpcCode.InsufficientScope, httpStatus: 200 },
+  'not json-rpc': { code: 'API_AUTH_SCOPE_UNREADABLE', rpcCode: RpcCode.InsufficientScope, httpStatus: 403 },
+} as const satisfies Readonly<Record<string, ErrorAnswer>>;
+
+/** A token's method scope refused the request: its body was not forwarded, or only its allowed calls were. */
+export class ScopeRefusedError extends ApiAuthError implements ErrorAnswer {
+  readonly code: string;
+  readonly rpcCode = RpcCode.InsufficientScope;
+  readonly httpStatus: number;
+  override readonly name = 'ScopeRefusedError';
+
+  constructor(readonly result: keyof typeof SCOPE_ERRORS) {
+    super('the token\'s method scope refused the request');
+    ({ code: this.code, httpStatus: this.httpStatus } = SCOPE_ERRORS[result]);
+  }
+}
 
 /**
  * A JSON-RPC error the client should see as is (rpc/jsonrpc.ts answers it; any other

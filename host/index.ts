@@ -12,11 +12,11 @@ export type { AuthOptions, ServerOptions } from './options.js';
 export { parseArgs, USAGE } from './cli/flags.js';
 export type { Command } from './cli/flags.js';
 export {
-  ApiAuthError, BusyError, CoreResult, ExitCode, FleetError, GRANT_ERRORS, GrantError, InvariantError, ISSUE_ERRORS, IssueError, ListenError,
-  NodeRefusedError, NodeUnreachableError, OperatorExitCode, OptionError, RPC_ERRORS, RpcCode, RpcError, StartError, StateError, ThreadError,
-  UsageError,
+  ApiAuthError, BodyTooLargeError, BusyError, ClientGoneError, CoreResult, ExitCode, FleetError, GRANT_ERRORS, GrantError, InvariantError,
+  ISSUE_ERRORS, IssueError, ListenError, NodeRefusedError, NodeUnreachableError, OperatorExitCode, OptionError, RPC_ERRORS, RpcCode, RpcError,
+  SCOPE_ERRORS, ScopeRefusedError, StartError, StateError, ThreadError, UPSTREAM_ERRORS, UpstreamError, UsageError,
 } from './errors.js';
-export type { ErrorAnswer, GrantErrorCode, IssueErrorCode, Namer } from './errors.js';
+export type { ErrorAnswer, GrantErrorCode, IssueErrorCode, Namer, UpstreamErrorCode } from './errors.js';
 export { systemClock } from './clock.js';
 export type { Clock } from './clock.js';
 export { Outcome, OUTCOME_NAMES } from './core/core.js';

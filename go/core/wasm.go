@@ -27,8 +27,8 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "d3bd31e4d844a3c6fc29fa3286059e1621cd35eb8910c1e74ebf1cfd09db0592"
-	ThreadsSHA256 = "04e98397002d6185fad03b8b09508d3702b00698114acdc50394cb7c19e10bf6"
+	PlainSHA256   = "5e1773954edfd07472cc334ca7f278619e7ed0f7783b51bb05ad846b7f93406e"
+	ThreadsSHA256 = "b95c091bbd0747ab4d0d5d86f0619fcc39a95116e76b9a449f77287424ffd1d9"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).

@@ -148,15 +148,75 @@ func (g *Gate) scoped(w http.ResponseWriter, r *http.Request, next http.Handler,
 			return
 		}
 	}
-	if text := judgeScope(g.checker, grant, body); text != "" {
+	verdict := judgeScope(g.checker, grant, body)
+	if verdict.split != nil {
+		g.splitBatch(w, r, next, verdict.split)
+		return
+	}
+	if verdict.text != "" {
+		// A refused call is a JSON-RPC error of a well-formed request, which Ethereum
+		// clients read only from a 200; a body that is not JSON-RPC has no call to answer.
 		h := w.Header()
 		h["Content-Type"] = contentTypeJSON
-		h["Www-Authenticate"] = []string{insufficientScope}
-		h["Content-Length"] = []string{strconv.Itoa(len(text) + 1)}
-		w.WriteHeader(http.StatusForbidden)
-		io.WriteString(w, text+"\n")
+		status := http.StatusOK
+		if verdict.forbidden {
+			h["Www-Authenticate"] = []string{insufficientScope}
+			status = http.StatusForbidden
+		}
+		h["Content-Length"] = []string{strconv.Itoa(len(verdict.text) + 1)}
+		w.WriteHeader(status)
+		io.WriteString(w, verdict.text+"\n")
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	next.ServeHTTP(w, r)
+}
+
+// splitBatch hands the handler the allowed calls of a batch, as one batch, and answers
+// with its answer merged with the refusals; an answer that is not a 2xx batch goes to the
+// client as the handler wrote it.
+func (g *Gate) splitBatch(w http.ResponseWriter, r *http.Request, next http.Handler, split *scopeSplit) {
+	r.Body = io.NopCloser(bytes.NewReader(split.forward))
+	r.ContentLength = int64(len(split.forward))
+	r.Header.Del("Content-Length")
+	r.Header.Del("Accept-Encoding")
+	answer := &heldAnswer{header: http.Header{}, status: http.StatusOK}
+	next.ServeHTTP(answer, r)
+	encoding := answer.header.Get("Content-Encoding")
+	if answer.status >= 200 && answer.status < 300 && (encoding == "" || encoding == "identity") {
+		if merged, ok := split.merge(answer.body.Bytes()); ok {
+			h := w.Header()
+			h["Content-Type"] = contentTypeJSON
+			h["Content-Length"] = []string{strconv.Itoa(len(merged) + 1)}
+			w.WriteHeader(http.StatusOK)
+			w.Write(append(merged, '\n'))
+			return
+		}
+	}
+	for name, values := range answer.header {
+		w.Header()[name] = values
+	}
+	w.WriteHeader(answer.status)
+	w.Write(answer.body.Bytes())
+}
+
+// heldAnswer is a handler's answer held whole, to be merged before it is written.
+type heldAnswer struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (a *heldAnswer) Header() http.Header { return a.header }
+
+func (a *heldAnswer) WriteHeader(status int) {
+	if !a.wrote {
+		a.status, a.wrote = status, true
+	}
+}
+
+func (a *heldAnswer) Write(p []byte) (int, error) {
+	a.wrote = true
+	return a.body.Write(p)
 }

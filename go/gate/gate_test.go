@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -49,6 +50,22 @@ func newFixture(t *testing.T) *fixture {
 	f.server = httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		f.served = append(f.served, r.URL.Path+" "+string(body))
+		if len(body) > 0 && body[0] == '[' {
+			// A batch: each call with an id answered with its method, in the reverse order.
+			var calls []struct {
+				Method string          `json:"method"`
+				ID     json.RawMessage `json:"id"`
+			}
+			json.Unmarshal(body, &calls)
+			var answers []string
+			for i := len(calls) - 1; i >= 0; i-- {
+				if calls[i].ID != nil {
+					answers = append(answers, `{"jsonrpc":"2.0","result":"`+calls[i].Method+`","id":`+string(calls[i].ID)+`}`)
+				}
+			}
+			io.WriteString(w, "["+strings.Join(answers, ",")+"]")
+			return
+		}
 		io.WriteString(w, `{"jsonrpc":"2.0","result":"0x1","id":1}`)
 	})))
 	t.Cleanup(f.server.Close)
@@ -147,7 +164,7 @@ func TestAHeadRefusalHasNoBody(t *testing.T) {
 func TestAFencedNodeAnswers503(t *testing.T) {
 	f := newFixture(t)
 	f.open = false
-	want := answer{503, "", `{"jsonrpc":"2.0","error":{"code":-32006,"message":"this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every revocation; it serves again by itself once it has caught up; meanwhile use another gateway"},"id":1}` + "\n", "application/json"}
+	want := answer{503, "", `{"jsonrpc":"2.0","error":{"code":-32046,"message":"this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every revocation; it serves again by itself once it has caught up; meanwhile use another gateway"},"id":1}` + "\n", "application/json"}
 	if got := f.do(t, "POST", rpcPath, "Bearer "+f.token, ""); got != want {
 		t.Errorf("%+v", got)
 	}
@@ -157,8 +174,13 @@ func TestAFencedNodeAnswers503(t *testing.T) {
 	}
 }
 
+// scopeRefusal is the answer to a body that is not JSON-RPC; callRefusal, to calls the scope does not allow.
 func scopeRefusal(text string) answer {
 	return answer{403, `Bearer error="insufficient_scope"`, text + "\n", "application/json"}
+}
+
+func callRefusal(text string) answer {
+	return answer{200, "", text + "\n", "application/json"}
 }
 
 const scopedText = `the provided auth token allows only some JSON-RPC methods`
@@ -179,32 +201,50 @@ func TestMethodScopesInSingleCallsAndBatches(t *testing.T) {
 		t.Errorf("the handler got other bodies: %v", f.served)
 	}
 	e := func(message, id string) string {
-		return `{"jsonrpc":"2.0","error":{"code":-32007,"message":"` + message + `"},"id":` + id + `}`
+		return `{"jsonrpc":"2.0","error":{"code":-32047,"message":"` + message + `"},"id":` + id + `}`
 	}
-	refused := []struct{ body, want string }{
-		{`{"jsonrpc":"2.0","method":"eth_sendRawTransaction","id":7}`, e(`the provided auth token does not allow method \"eth_sendRawTransaction\"`, "7")},
-		{`[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},{"jsonrpc":"2.0","method":"debug_traceTransaction","id":"x"},{"jsonrpc":"2.0","method":"eth_call"}]`,
-			"[" + e(`not forwarded: this batch also calls \"debug_traceTransaction\", which the provided auth token does not allow`, "1") + "," +
-				e(`the provided auth token does not allow method \"debug_traceTransaction\"`, `"x"`) + "]"},
-		{`[{"jsonrpc":"2.0","method":"eth_call"}]`, e(`the provided auth token does not allow method \"eth_call\"`, "null")},
-		{``, e(scopedText+`: the request must carry a JSON-RPC call or batch in its body, and it has none`, "null")},
-		{`{"method":`, e(scopedText+`: the body is not valid UTF-8 JSON`, "null")},
-		{`[]`, e(scopedText+`: the batch is empty`, "null")},
-		{`{"method":"eth_blockNumber","Method":"eth_sendRawTransaction","id":2}`, e(scopedText+`: the body names its method more than once (servers differ on which one counts)`, "2")},
-		{`{"Method":"eth_blockNumber","id":3}`, e(scopedText+`: the body is not a JSON-RPC call (an object with a \"method\" string)`, "3")},
-		{`[{"method":"eth_blockNumber","id":1},5]`, "[" + e(scopedText+`: call 1 of the batch is not a JSON-RPC call (an object with a \"method\" string)`, "1") + "]"},
-		{`{"method":"` + strings.Repeat("x", 70) + `","id":1}`, e(`the provided auth token does not allow method \"`+strings.Repeat("x", 64)+`…\"`, "1")},
-		{"\ufeff" + `{"method":"eth_call","id":[1]}`, e(`the provided auth token does not allow method \"eth_call\"`, "null")},
-		{`{"method":"a<b` + "\u2028" + `\u0001😀","id":1.50}`, e(`the provided auth token does not allow method \"a<b`+"\u2028"+`\\u0001😀\"`, "1.50")},
-		{`{"method":"` + strings.Repeat("😀", 40) + `","id":1}`, e(`the provided auth token does not allow method \"`+strings.Repeat("😀", 40)+`…\"`, "1")},
+	// A batch with some calls allowed: only those reach the handler, as one batch, and
+	// the answers come back merged with the refusals, in the calls' order.
+	split := `[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},{"jsonrpc":"2.0","method":"debug_traceTransaction","id":"x"},` +
+		`{"jsonrpc":"2.0","method":"eth_call"},{"jsonrpc":"2.0","method":"eth_getCode","id":2.0}]`
+	wantSplit := `[{"jsonrpc":"2.0","result":"eth_blockNumber","id":1},` + e(`the provided auth token does not allow method \"debug_traceTransaction\"`, `"x"`) +
+		`,{"jsonrpc":"2.0","result":"eth_getCode","id":2.0}]`
+	if got := f.do(t, "POST", rpcPath, auth, split); got != callRefusal(wantSplit) {
+		t.Errorf("a split batch:\n got %+v\nwant %+v", got, callRefusal(wantSplit))
+	}
+	if len(f.served) != 4 || !strings.HasSuffix(f.served[3], `[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},{"jsonrpc":"2.0","method":"eth_getCode","id":2.0}]`) {
+		t.Errorf("the handler got other than the allowed calls: %v", f.served)
+	}
+	refused := []struct {
+		body, want string
+		forbidden  bool
+	}{
+		{`{"jsonrpc":"2.0","method":"eth_sendRawTransaction","id":7}`, e(`the provided auth token does not allow method \"eth_sendRawTransaction\"`, "7"), false},
+		{`[{"jsonrpc":"2.0","method":"debug_traceTransaction","id":"x"},{"jsonrpc":"2.0","method":"eth_call"}]`,
+			"[" + e(`the provided auth token does not allow method \"debug_traceTransaction\"`, `"x"`) + "]", false},
+		{`[{"jsonrpc":"2.0","method":"eth_call"}]`, e(`the provided auth token does not allow method \"eth_call\"`, "null"), false},
+		{``, e(scopedText+`: the request must carry a JSON-RPC call or batch in its body, and it has none`, "null"), true},
+		{`{"method":`, e(scopedText+`: the body is not valid UTF-8 JSON`, "null"), true},
+		{`[]`, e(scopedText+`: the batch is empty`, "null"), true},
+		{`{"method":"eth_blockNumber","Method":"eth_sendRawTransaction","id":2}`, e(scopedText+`: the body names its method more than once (servers differ on which one counts)`, "2"), true},
+		{`{"Method":"eth_blockNumber","id":3}`, e(scopedText+`: the body is not a JSON-RPC call (an object with a \"method\" string)`, "3"), true},
+		{`[{"method":"eth_blockNumber","id":1},5]`, "[" + e(scopedText+`: call 1 of the batch is not a JSON-RPC call (an object with a \"method\" string)`, "1") + "]", true},
+		{`{"method":"` + strings.Repeat("x", 70) + `","id":1}`, e(`the provided auth token does not allow method \"`+strings.Repeat("x", 64)+`…\"`, "1"), false},
+		{"\ufeff" + `{"method":"eth_call","id":[1]}`, e(`the provided auth token does not allow method \"eth_call\"`, "null"), false},
+		{`{"method":"a<b` + "\u2028" + `\u0001😀","id":1.50}`, e(`the provided auth token does not allow method \"a<b`+"\u2028"+`\\u0001😀\"`, "1.50"), false},
+		{`{"method":"` + strings.Repeat("😀", 40) + `","id":1}`, e(`the provided auth token does not allow method \"`+strings.Repeat("😀", 40)+`…\"`, "1"), false},
 	}
 	for _, c := range refused {
-		if got := f.do(t, "POST", rpcPath, auth, c.body); got != scopeRefusal(c.want) {
-			t.Errorf("%s:\n got %+v\nwant %+v", c.body, got, scopeRefusal(c.want))
+		want := callRefusal(c.want)
+		if c.forbidden {
+			want = scopeRefusal(c.want)
+		}
+		if got := f.do(t, "POST", rpcPath, auth, c.body); got != want {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.body, got, want)
 		}
 	}
-	if len(f.served) != 3 {
-		t.Errorf("refused bodies reached the handler: %v", f.served[3:])
+	if len(f.served) != 4 {
+		t.Errorf("refused bodies reached the handler: %v", f.served[4:])
 	}
 	big := `{"method":"eth_blockNumber","id":1,"pad":"` + strings.Repeat("x", 5000) + `"}`
 	if got := f.do(t, "POST", rpcPath, auth, big); got.status != 413 || got.body != `{"jsonrpc":"2.0","error":{"code":-32600,"message":"request body exceeds 4096 bytes"},"id":null}`+"\n" {

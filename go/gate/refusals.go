@@ -10,8 +10,8 @@ import (
 // The JSON-RPC codes of the gateway's refusals (host/errors.ts, RpcCode).
 const (
 	codeInvalidRequest    = -32600
-	codeUnavailable       = -32006
-	codeInsufficientScope = -32007
+	codeUnavailable       = -32046
+	codeInsufficientScope = -32047
 )
 
 // insufficientScope is the challenge of a refused scope (RFC 6750 §3.1).

@@ -35,37 +35,123 @@ type call struct {
 	problem string // why it is not a call the check can read; "" when it is
 }
 
-// judgeScope returns "" when every call of body is allowed, else the refusal's JSON text
-// (no line feed). A failure of the core refuses too.
-func judgeScope(a allower, grant uint32, body []byte) string {
+// scopeVerdict is what judgeScope found: nothing to refuse (the zero value), a refusal
+// (text, with forbidden for a body that is not JSON-RPC: 403 rather than 200), or a
+// batch of which only some calls are allowed (split).
+type scopeVerdict struct {
+	text      string
+	forbidden bool
+	split     *scopeSplit
+}
+
+// scopeSplit is a batch with some calls allowed, as host/http/scope.ts's ScopeSplit: the
+// allowed calls go to the handler as one batch, each as the client wrote it, and the
+// refused ones are answered in their places in the merged answer.
+type scopeSplit struct {
+	calls   []call
+	allowed []bool
+	errors  []string // errors[k]: the refusal of call k, "" when it is allowed or has no id
+	forward []byte
+}
+
+// merge returns the handler's answer to forward merged with the refusals, in the calls'
+// order, matching answers to calls by id as JSON values; false when answer is not a
+// batch's (an array), which then goes to the client as it is.
+func (s *scopeSplit) merge(answer []byte) ([]byte, bool) {
+	var answers []json.RawMessage
+	if len(bytes.TrimSpace(answer)) == 0 {
+		answers = nil
+	} else if err := json.Unmarshal(answer, &answers); err != nil {
+		return nil, false
+	}
+	key := func(id []byte) string {
+		var v any
+		if json.Unmarshal(id, &v) != nil {
+			return "null"
+		}
+		k, _ := json.Marshal(v)
+		return string(k)
+	}
+	byID := map[string][][]byte{}
+	var order []string
+	for _, one := range answers {
+		var head struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(one, &head)
+		k := "null"
+		if len(head.ID) > 0 {
+			k = key(head.ID)
+		}
+		var compact bytes.Buffer
+		if json.Compact(&compact, one) != nil {
+			return nil, false
+		}
+		if _, seen := byID[k]; !seen {
+			order = append(order, k)
+		}
+		byID[k] = append(byID[k], compact.Bytes())
+	}
+	var merged [][]byte
+	for i, c := range s.calls {
+		if !s.allowed[i] {
+			if s.errors[i] != "" {
+				merged = append(merged, []byte(s.errors[i]))
+			}
+			continue
+		}
+		if c.id == "" {
+			continue
+		}
+		k := key([]byte(c.id))
+		if queue := byID[k]; len(queue) > 0 {
+			merged = append(merged, queue[0])
+			byID[k] = queue[1:]
+		}
+	}
+	for _, k := range order {
+		merged = append(merged, byID[k]...)
+	}
+	if len(merged) == 0 {
+		return answer, true
+	}
+	return append(append([]byte{'['}, bytes.Join(merged, []byte{','})...), ']'), true
+}
+
+// judgeScope returns the zero verdict when every call of body is allowed, else the
+// refusal's JSON text (no line feed), or the split of a batch with some calls allowed. A
+// failure of the core refuses too.
+func judgeScope(a allower, grant uint32, body []byte) scopeVerdict {
 	allowed := func(method string) bool {
 		ok, err := a.MethodAllowed(grant, method)
 		return err == nil && ok
 	}
 	if len(body) == 0 {
-		return rpcError(codeInsufficientScope, noneBody, "null")
+		return scopeVerdict{text: rpcError(codeInsufficientScope, noneBody, "null"), forbidden: true}
 	}
 	// The gateway decodes with a fatal TextDecoder, which drops a leading byte order mark.
 	text := bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
 	if !utf8.Valid(text) || !json.Valid(text) {
-		return rpcError(codeInsufficientScope, notJSON, "null")
+		return scopeVerdict{text: rpcError(codeInsufficientScope, notJSON, "null"), forbidden: true}
 	}
 	start := skipSpace(text, 0)
 	if text[start] != '[' {
 		c := readCall(text, start)
 		if c.problem != "" {
-			return rpcError(codeInsufficientScope, scoped+": the body "+c.problem, idOrNull(c.id))
+			return scopeVerdict{text: rpcError(codeInsufficientScope, scoped+": the body "+c.problem, idOrNull(c.id)), forbidden: true}
 		}
 		if allowed(c.method) {
-			return ""
+			return scopeVerdict{}
 		}
-		return rpcError(codeInsufficientScope, notAllowed(c.method), idOrNull(c.id))
+		return scopeVerdict{text: rpcError(codeInsufficientScope, notAllowed(c.method), idOrNull(c.id))}
 	}
 	i := skipSpace(text, start+1)
 	if text[i] == ']' {
-		return rpcError(codeInsufficientScope, emptyBatch, "null")
+		return scopeVerdict{text: rpcError(codeInsufficientScope, emptyBatch, "null"), forbidden: true}
 	}
 	var calls []call
+	var texts [][]byte
+	var ok []bool
 	refused := -1
 	bad := -1
 	for text[i] != ']' {
@@ -73,29 +159,41 @@ func judgeScope(a allower, grant uint32, body []byte) string {
 		if c.problem != "" && bad < 0 {
 			bad = len(calls)
 		}
-		if bad < 0 && refused < 0 && !allowed(c.method) {
+		end := skipValue(text, i)
+		allows := bad < 0 && allowed(c.method)
+		if bad < 0 && refused < 0 && !allows {
 			refused = len(calls)
 		}
 		calls = append(calls, c)
-		i = skipSpace(text, skipValue(text, i))
+		texts = append(texts, text[i:end])
+		ok = append(ok, allows)
+		i = skipSpace(text, end)
 		if text[i] == ',' {
 			i = skipSpace(text, i+1)
 		}
 	}
 	if bad >= 0 {
 		message := scoped + ": call " + itoa(bad) + " of the batch " + calls[bad].problem
-		return errorsFor(calls, func(call) string { return message }, message)
+		return scopeVerdict{text: errorsFor(calls, func(call) string { return message }, message), forbidden: true}
 	}
 	if refused < 0 {
-		return ""
+		return scopeVerdict{}
 	}
-	also := "not forwarded: this batch also calls " + quoted(calls[refused].method) + ", which the provided auth token does not allow"
-	return errorsFor(calls, func(c call) string {
-		if allowed(c.method) {
-			return also
+	split := &scopeSplit{calls: calls, allowed: ok, errors: make([]string, len(calls))}
+	var forward [][]byte
+	for k, c := range calls {
+		if ok[k] {
+			forward = append(forward, texts[k])
+		} else if c.id != "" {
+			split.errors[k] = rpcError(codeInsufficientScope, notAllowed(c.method), c.id)
 		}
-		return notAllowed(c.method)
-	}, notAllowed(calls[refused].method))
+	}
+	if len(forward) > 0 {
+		split.forward = append(append([]byte{'['}, bytes.Join(forward, []byte{','})...), ']')
+		return scopeVerdict{split: split}
+	}
+	// Every call refused: the handler is not asked.
+	return scopeVerdict{text: errorsFor(calls, func(c call) string { return notAllowed(c.method) }, notAllowed(calls[refused].method))}
 }
 
 // errorsFor is a batch's refusal: an error for each call that has an id, or one with id

@@ -7,11 +7,15 @@
 // Exit codes: 0 success; 1 the node refused (a JSON-RPC error: incorrect password,
 // throttled, invalid params); 2 a bad command line; 3 the node could not be reached, or
 // did not answer like an api-auth node.
+import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { rootCertificates } from 'node:tls';
 import { NodeRefusedError, NodeUnreachableError, OperatorExitCode as ExitCode, UsageError } from '../errors.js';
 import { parseDuration } from '../duration.js';
+import { reason, whyUnreadable } from '../pem.js';
 import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
 import { nonEmpty, readArgs } from './args.js';
+import { expandMethodSets } from './method-sets.js';
 import type { FlagKinds } from './args.js';
 
 export const DEFAULT_URI = 'http://127.0.0.1:9650';
@@ -37,14 +41,17 @@ Each command calls the /ext/auth service of a running api-auth node.
 Flags:
   --uri URL                  the node (default ${DEFAULT_URI})
   --endpoints PATHS          token new: comma-separated endpoints the token grants:
-                             "*", exact paths, or subtrees such as /ext/bc/*
+                             "*", exact paths, "/" for the root alone (where
+                             Ethereum nodes serve), or subtrees such as /ext/bc/*
   --label TEXT               token new: a label for people, 1 to 128 characters
   --expires-in DURATION      token new: the token's lifetime, such as 90s, 15m or
                              1h30m; at most the node's --api-auth-token-lifetime
                              (its default)
   --methods PATTERNS         token new: comma-separated JSON-RPC methods the token
                              may call: exact names, prefixes ending in * (eth_*),
-                             or * (default: every method)
+                             or * (default: every method); and named sets of
+                             Ethereum methods, sent as their names: @chain,
+                             @read, @send, @subscribe, @filter
   --id ID                    token revoke: the id of the token to revoke
   --password-file PATH       read the service password from this file (white space
                              around it is trimmed, as the node does)
@@ -57,6 +64,9 @@ Flags:
   --json                     print the result as one JSON object (token new: with
                              the token's id; token list: {"tokens": [...]})
   --timeout DURATION         how long to wait for the node (default 30s)
+  --cacert FILE              trust the CA certificate(s) in this PEM file for an
+                             https:// --uri, beside the system's (a node whose
+                             certificate a private CA signed, or a self-signed one)
   --help                     print this help and exit
 
 Without a flag for a secret (password, new password, token), the command prompts
@@ -92,6 +102,7 @@ interface OperatorOptions {
   tokenStdin: boolean;
   json: boolean;
   timeoutMs: number;
+  cacert: string | undefined;
   help: boolean;
 }
 
@@ -172,13 +183,13 @@ async function run(action: Action, options: OperatorOptions, positional: string[
   switch (action) {
     case 'token new': {
       expectPositional(positional, 0, action);
-      if (options.endpoints.length === 0) throw new UsageError('token new needs --endpoints, such as --endpoints /ext/info,/ext/bc/X (or "*" for every endpoint)');
+      if (options.endpoints.length === 0) throw new UsageError('token new needs --endpoints, such as --endpoints /ext/info,/ext/bc/X, --endpoints / for a node served at the root (Ethereum nodes), or "*" for every endpoint');
       const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
       method = 'auth.newToken';
       params = { password, endpoints: options.endpoints };
       if (options.label !== undefined) params.label = options.label;
       if (options.expiresIn !== undefined) params.expiresIn = options.expiresIn;
-      if (options.methods.length > 0) params.methods = options.methods;
+      if (options.methods.length > 0) params.methods = methodsOf(options.methods);
       break;
     }
     case 'token list': {
@@ -221,7 +232,8 @@ async function run(action: Action, options: OperatorOptions, positional: string[
       break;
     }
   }
-  const result = await call(options.uri, options.timeoutMs, method, params);
+  const ca = options.cacert === undefined ? undefined : await readCaFile(options.cacert, options.uri);
+  const result = await call(options.uri, options.timeoutMs, method, params, ca);
   if (action === 'token revoke') return revoked(result, options.json, io, options.id !== undefined);
   if (options.json) {
     io.stdout(JSON.stringify(result) + '\n');
@@ -295,15 +307,60 @@ function expectPositional(positional: string[], max: number, action: Action): vo
   throw new UsageError(`unexpected argument ${JSON.stringify(positional[max])}; run api-auth ${action} --help`);
 }
 
-/** Calls `method` at `${uri}/ext/auth`; its result, or NodeRefusedError, or NodeUnreachableError. */
-async function call(uri: string, timeoutMs: number, method: string, params: Record<string, unknown>): Promise<unknown> {
+/**
+ * The CA certificates of --cacert (PEM), each one checked readable, for an https:// node.
+ * Read before the call, so that a bad file is a bad command line, not an unreachable node.
+ */
+async function readCaFile(path: string, uri: string): Promise<string> {
+  if (!uri.startsWith('https:')) throw new UsageError(`--cacert is for a node at an https:// --uri, and ${uri} is plain HTTP; drop --cacert or use https://`);
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`--cacert ${path} ${whyUnreadable(error)}; give the PEM file of the CA certificate that signed the node's certificate`);
+  }
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g);
+  if (blocks === null) {
+    throw new UsageError(`--cacert ${path} holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA certificate's PEM file, not its key`);
+  }
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch (error) {
+      throw new UsageError(`--cacert ${path}: a certificate in it cannot be read (${reason(error)}); give the CA certificate's PEM file`);
+    }
+  }
+  return blocks.join('\n');
+}
+
+// What a failed TLS handshake means, by node:tls's code, and what to do about it.
+const SELF_SIGNED = new Set(['DEPTH_ZERO_SELF_SIGNED_CERT']);
+const UNKNOWN_CA = new Set(['SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE']);
+
+/** Why the TLS handshake with the node failed, for a person; undefined when `code` is not a certificate's failure. */
+function tlsFailure(code: string | undefined, error: unknown, host: string, trusted: boolean): string | undefined {
+  const more = trusted ? 'the CA of --cacert (and the system\'s) did not sign it' : 'give the CA certificate that signed it with --cacert FILE';
+  if (code === undefined) return undefined;
+  if (SELF_SIGNED.has(code)) return `the node's TLS certificate is self-signed, and not trusted: ${trusted ? 'it is not the one in --cacert' : 'give that certificate with --cacert FILE'}`;
+  if (UNKNOWN_CA.has(code)) return `the node's TLS certificate is signed by a CA this command does not trust: ${more}`;
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+    return `the node's TLS certificate is not for ${host} (${reason(error)}); use the name the certificate holds in --uri`;
+  }
+  if (code === 'CERT_HAS_EXPIRED') return 'the node\'s TLS certificate has expired: the node needs a new one';
+  if (code === 'CERT_NOT_YET_VALID') return 'the node\'s TLS certificate is not valid yet: check the clocks of this machine and of the node';
+  return undefined;
+}
+
+/** Calls `method` at `${uri}/ext/auth`; its result, or NodeRefusedError, or NodeUnreachableError. `ca`: --cacert's certificates. */
+async function call(uri: string, timeoutMs: number, method: string, params: Record<string, unknown>, ca?: string): Promise<unknown> {
   const url = `${uri}/ext/auth`;
   let status: number;
   let text: string;
   try {
     // Loaded here, not with this module: main.js imports it for every start of the
     // server, which never calls a node, and undici is most of the main thread's loading.
-    const { request } = await import('undici');
+    const { Agent, request } = await import('undici');
     const response = await request(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -312,11 +369,15 @@ async function call(uri: string, timeoutMs: number, method: string, params: Reco
       bodyTimeout: timeoutMs,
       // One call: a kept-alive connection would only hold the process open afterwards.
       reset: true,
+      // node:tls's `ca` replaces the system's CAs: they are kept beside --cacert's.
+      ...ca === undefined ? {} : { dispatcher: new Agent({ connect: { ca: [...rootCertificates, ca] } }) },
     });
     status = response.statusCode;
     text = await response.body.text();
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
+    const tls = tlsFailure(code, error, new URL(uri).hostname, ca !== undefined);
+    if (tls !== undefined) throw new NodeUnreachableError(`cannot reach ${url}: ${tls}`);
     const why = code === 'ECONNREFUSED' ? 'connection refused'
       : code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? `no answer within ${timeoutMs / 1000} s`
         : error instanceof Error ? error.message : String(error);
@@ -466,6 +527,7 @@ const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions,
   'token-stdin': { kind: 'boolean', set: (o, v) => { o.tokenStdin = v; } },
   'json': { kind: 'boolean', set: (o, v) => { o.json = v; } },
   'timeout': { kind: 'string', set: (o, v) => { o.timeoutMs = parseTimeout(v); } },
+  'cacert': { kind: 'string', set: (o, v) => { o.cacert = v; } },
   'help': { kind: 'boolean', set: (o, v) => { o.help = v; } },
 };
 
@@ -500,6 +562,7 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
     tokenStdin: false,
     json: false,
     timeoutMs: DEFAULT_TIMEOUT_MS,
+    cacert: undefined,
     help: false,
   };
   const words: string[] = [];
@@ -534,6 +597,15 @@ function parseUri(text: string): string {
     throw new UsageError(`--uri must be the node's base URL such as ${DEFAULT_URI}, without query, fragment or credentials`);
   }
   return url.href.replace(/\/+$/, '');
+}
+
+/** --methods with its named sets expanded (method-sets.ts): the node gets plain names. */
+function methodsOf(patterns: readonly string[]): string[] {
+  try {
+    return expandMethodSets(patterns);
+  } catch (error) {
+    throw new UsageError(`--methods: ${(error as Error).message}`);
+  }
 }
 
 /** Checked for its form here; the node checks it against its lifetime. Sent as written. */

@@ -399,8 +399,8 @@ export class Core {
       const bad = this.mem32(this.resultPtr);
       const shown = shorten(canonical[bad]);
       if (id === GRANT_ENTRY_TOO_LONG) throw new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, bad);
-      throw new GrantError('bad-entry', `endpoint ${shown} is not "*" or an absolute path ` +
-        `(like /ext/info or /ext/bc/X, optionally ending in /* for a subtree) that the path rules allow: ${PATH_RULES}`, bad);
+      throw new GrantError('bad-entry', `endpoint ${shown} is not one of "*" (every path), "/" (the root alone, where ` +
+        `Ethereum nodes serve JSON-RPC), an absolute path such as /ext/info, or a subtree such as /ext/bc/*; in paths, ${PATH_RULES}`, bad);
     }
     if (id === GRANT_BAD_METHOD || id === GRANT_METHOD_TOO_LONG) {
       const pattern = patterns[this.mem32(this.resultPtr)];

@@ -43,12 +43,6 @@ export interface Way {
    */
   readonly cors: boolean;
   /**
-   * Whether the request judged is the one answered, so that a refusal to HEAD goes without
-   * its body. Not for /ext/auth/check: it judges the original request the headers name,
-   * and answers the check request.
-   */
-  readonly own: boolean;
-  /**
    * Whether a request without an Authorization header may carry its token as access_token
    * in the query (RFC 6750 §2.3): a WebSocket upgrade with --api-auth-query-token, as a
    * browser's WebSocket cannot send headers. Never over HTTP, where a token in the URL ends up in logs.
@@ -59,12 +53,12 @@ export interface Way {
 }
 
 /** A request to the router: any local route, or the proxy. */
-export const HTTP: Way = Object.freeze({ preflight: true, cors: true, own: true, queryToken: false, keepsToken: false });
+export const HTTP: Way = Object.freeze({ preflight: true, cors: true, queryToken: false, keepsToken: false });
 /** The original request of a /ext/auth/check. */
-export const CHECK: Way = Object.freeze({ preflight: false, cors: true, own: false, queryToken: false, keepsToken: false });
+export const CHECK: Way = Object.freeze({ preflight: false, cors: true, queryToken: false, keepsToken: false });
 /** A WebSocket upgrade to the upstream; `queryToken`: --api-auth-query-token. */
 export function webSocketWay(queryToken: boolean): Way {
-  return Object.freeze({ preflight: false, cors: false, own: true, queryToken, keepsToken: true });
+  return Object.freeze({ preflight: false, cors: false, queryToken, keepsToken: true });
 }
 
 /** The query parameter of RFC 6750 §2.3. */
@@ -115,7 +109,7 @@ export class Admission {
     // service above all: a page must not spend an operator's password attempts), so their
     // preflights go on like any request and get no CORS header.
     if (way.preflight && allow !== '' && method === 'OPTIONS' && req.getHeader('access-control-request-method') !== '') {
-      if (!this.core.pathAllowed(path)) return this.refuse(res, req, Outcome.BadPath, way);
+      if (!this.core.pathAllowed(path)) return this.refuse(res, req, Outcome.BadPath);
       const own = this.routes.get(path);
       if (own === undefined || own.kind === 'rpc') {
         writePreflight(res, allow);
@@ -125,7 +119,7 @@ export class Admission {
     const gate = this.gate;
     this.grant = -1;
     this.token = null;
-    if (gate === null) return this.core.pathAllowed(path) ? Decision.Admitted : this.refuse(res, req, Outcome.BadPath, way);
+    if (gate === null) return this.core.pathAllowed(path) ? Decision.Admitted : this.refuse(res, req, Outcome.BadPath);
     const header = req.getHeader('authorization');
     let fromQuery: string | null = null;
     if (way.queryToken && header === '') {
@@ -135,7 +129,7 @@ export class Admission {
     }
     const outcome = fromQuery !== null ? gate.check(fromQuery, path, true) : gate.check(header, path);
     if (outcome !== Outcome.Valid) {
-      if (outcome !== Outcome.Scoped) return this.refuse(res, req, outcome, way);
+      if (outcome !== Outcome.Scoped) return this.refuse(res, req, outcome);
       this.grant = this.core.scopedGrant;
     }
     // A public path is never re-checked: it needs no token, whatever the request carried.
@@ -143,9 +137,11 @@ export class Admission {
     return Decision.Admitted;
   }
 
-  private refuse(res: HttpResponse, req: HttpRequest, outcome: RefusedOutcome, way: Way): Decision {
+  private refuse(res: HttpResponse, req: HttpRequest, outcome: RefusedOutcome): Decision {
     this.outcome = outcome;
-    writeRefusal(res, outcome, way.own && req.getMethod() === 'head', this.allow);
+    // The answer goes to the request in hand: to a HEAD without its body, also when it is
+    // a check (/ext/auth/check) that judged another request, whose method does not matter here.
+    writeRefusal(res, outcome, req.getMethod() === 'head', this.allow);
     return Decision.Refused;
   }
 }

@@ -32,7 +32,7 @@ import { CHECK, Decision } from './admission.js';
 import type { Admission } from './admission.js';
 import type { InFlight } from './in-flight.js';
 import { REFUSALS, writeRefusal, writeScopeRefusal } from './refusals.js';
-import { jsonLine, MAX_BODY_BYTES, readBody, writeBodyTooLarge } from './responses.js';
+import { endWith, jsonLine, MAX_BODY_BYTES, readBody, writeBodyTooLarge } from './responses.js';
 import type { MethodScope } from './scope.js';
 
 const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request: its request line in ' +
@@ -55,6 +55,8 @@ export class AuthCheck {
 
   /** Call it from the uWS handler, before returning. */
   answer(res: HttpResponse, req: HttpRequest): void {
+    // A proxy may check with HEAD: its answer goes without a body, whatever it says.
+    const head = req.getMethod() === 'head';
     const line = req.getHeader('x-original-request');
     const originalUri = req.getHeader('x-original-uri');
     const forwardedUri = req.getHeader('x-forwarded-uri');
@@ -62,24 +64,24 @@ export class AuthCheck {
     let uri: string;
     if (line !== '') {
       if (originalUri !== '' || forwardedUri !== '' || req.getHeader('x-original-method') !== '' || req.getHeader('x-forwarded-method') !== '') {
-        return writeBadCheck(res, MIXED_REQUEST);
+        return writeBadCheck(res, head, MIXED_REQUEST);
       }
       // A URI may hold spaces (nginx takes them), a method and a protocol never do.
       const first = line.indexOf(' ');
       const last = line.lastIndexOf(' ');
-      if (first < 1 || last < first + 2 || !line.startsWith('HTTP/', last + 1)) return writeBadCheck(res, BAD_REQUEST_LINE);
+      if (first < 1 || last < first + 2 || !line.startsWith('HTTP/', last + 1)) return writeBadCheck(res, head, BAD_REQUEST_LINE);
       method = line.slice(0, first);
       uri = line.slice(first + 1, last);
     } else if (originalUri !== '') {
-      if (forwardedUri !== '' || req.getHeader('x-forwarded-method') !== '') return writeBadCheck(res, MIXED_NGINX);
+      if (forwardedUri !== '' || req.getHeader('x-forwarded-method') !== '') return writeBadCheck(res, head, MIXED_NGINX);
       method = req.getHeader('x-original-method');
       uri = originalUri;
     } else if (forwardedUri !== '') {
-      if (req.getHeader('x-original-method') !== '') return writeBadCheck(res, MIXED_FORWARDED);
+      if (req.getHeader('x-original-method') !== '') return writeBadCheck(res, head, MIXED_FORWARDED);
       method = req.getHeader('x-forwarded-method');
       uri = forwardedUri;
     } else {
-      return writeBadCheck(res, NO_URI);
+      return writeBadCheck(res, head, NO_URI);
     }
     // The path as the gate takes it from a request line: only the query is left out. A
     // raw "#" stays, and the path rules refuse it as they do at the gate.
@@ -90,25 +92,26 @@ export class AuthCheck {
     if (admission.admit(res, req, method, path, CHECK) !== Decision.Admitted) return;
     const { allow, grant } = admission;
     if (grant !== -1) {
-      if (this.scope !== null) return this.scoped(res, req, this.scope, grant, allow);
-      return writeRefusal(res, Outcome.Scoped, false, allow);
+      if (this.scope !== null) return this.scoped(res, req, this.scope, grant, allow, head);
+      return writeRefusal(res, Outcome.Scoped, head, allow);
     }
-    res.writeHeader('Content-Type', 'application/json').end(GRANTED);
+    endWith(res.writeHeader('Content-Type', 'application/json'), GRANTED, head);
   }
 
   /** A scoped token: the check's own body holds the calls, or there are none to allow. */
-  private scoped(res: HttpResponse, req: HttpRequest, scope: MethodScope, grant: number, allow: string): void {
+  private scoped(res: HttpResponse, req: HttpRequest, scope: MethodScope, grant: number, allow: string, head: boolean): void {
     const declared = req.getHeader('content-length');
     if (req.getHeader('transfer-encoding') === '' && (declared === '' || declared === '0')) {
-      return writeScopeRefusal(res, scope.noBody('http', REFUSALS[Outcome.Scoped][1]), false, allow);
+      return writeScopeRefusal(res, scope.noBody('http', REFUSALS[Outcome.Scoped][1]), head, allow, true);
     }
     if (!(Number(declared) <= MAX_BODY_BYTES)) return writeBodyTooLarge(res);
     const pending = this.inFlight!.begin(res);
     readBody(res, pending, (body) => {
       const refusal = scope.check(grant, body, 'http');
       res.cork(() => {
-        if (refusal !== null) writeScopeRefusal(res, refusal, false, allow);
-        else res.writeHeader('Content-Type', 'application/json').end(GRANTED);
+        // The proxy in front acts on the status: a refused call is a 403 here, not the gate's 200.
+        if (refusal !== null) writeScopeRefusal(res, refusal, head, allow, true);
+        else endWith(res.writeHeader('Content-Type', 'application/json'), GRANTED, head);
       });
       pending.finish();
     });
@@ -116,8 +119,8 @@ export class AuthCheck {
 }
 
 /** A check request the check cannot judge: 400, with one of the bodies above. */
-function writeBadCheck(res: HttpResponse, body: Uint8Array): void {
-  res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json').end(body);
+function writeBadCheck(res: HttpResponse, head: boolean, body: Uint8Array): void {
+  endWith(res.writeStatus('400 Bad Request').writeHeader('Content-Type', 'application/json'), body, head);
 }
 
 /** The 400 of a check request that names the original request in two ways; `found` says which headers. */

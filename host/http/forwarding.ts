@@ -20,10 +20,10 @@
 // it (bytes that are not UTF-8) cannot be turned back, and is refused with 400 rather
 // than forwarded altered.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { RpcCode } from '../errors.js';
+import { RPC_ERRORS, RpcCode, UpstreamError } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
-import { jsonLine } from './responses.js';
+import { jsonLine, tableStatus } from './responses.js';
 
 /** Hop-by-hop fields (RFC 9110 §7.6.1): never forwarded, either way. */
 export const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'trailer']);
@@ -130,14 +130,14 @@ export function connectionTokens(value: string | string[] | undefined, dropped: 
   return names.length === 0 ? null : new Set(names);
 }
 
-// The codes of the HTTP client's errors (upstream/errors.ts) and of the WebSocket relay's
-// (ws, which passes the system's on), by the kind of failure they are.
-const TIMEOUT_CODES = new Set(['UPSTREAM_TIMEOUT', 'ETIMEDOUT']);
-const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UPSTREAM_CLOSED']);
+// The system's codes, which the WebSocket relay's client passes on, by the kind of
+// failure they are; the HTTP client's own errors (upstream/errors.ts) say their kind.
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE']);
 
 export function classify(error: Error): UpstreamErrorKind {
+  if (error instanceof UpstreamError) return error.kind === 'timeout' ? 'timeout' : error.kind === 'closed' ? 'reset' : 'other';
   const code = (error as NodeJS.ErrnoException).code ?? '';
-  if (TIMEOUT_CODES.has(code)) return 'timeout';
+  if (code === 'ETIMEDOUT') return 'timeout';
   if (code === 'ECONNREFUSED') return 'refused';
   if (RESET_CODES.has(code)) return 'reset';
   return 'other';
@@ -176,15 +176,13 @@ type UpstreamFailures = Readonly<Record<UpstreamErrorKind, { readonly status: st
 
 /** The answers to upstream failures, encoded once; `timeoutMs` is --upstream-timeout. */
 function upstreamFailures(timeoutMs: number): UpstreamFailures {
-  const unavailable = (message: string) => ({ status: '502 Bad Gateway', body: jsonLine(RpcCode.UpstreamUnavailable, message) });
+  const answer = (rpcCode: RpcCode, message: string) =>
+    ({ status: tableStatus(RPC_ERRORS[rpcCode].httpStatus), body: jsonLine(rpcCode, message) });
   return {
-    refused: unavailable('the upstream node refused the connection'),
-    reset: unavailable('the upstream node closed the connection'),
-    other: unavailable('the upstream node could not be reached'),
-    timeout: {
-      status: '504 Gateway Timeout',
-      body: jsonLine(RpcCode.UpstreamTimeout, `the upstream node did not answer within ${timeoutMs / 1000} s`),
-    },
+    refused: answer(RpcCode.UpstreamUnavailable, 'the upstream node refused the connection'),
+    reset: answer(RpcCode.UpstreamUnavailable, 'the upstream node closed the connection'),
+    other: answer(RpcCode.UpstreamUnavailable, 'the upstream node could not be reached'),
+    timeout: answer(RpcCode.UpstreamTimeout, `the upstream node did not answer within ${timeoutMs / 1000} s`),
   };
 }
 

@@ -21,13 +21,14 @@
 // A token with a method scope (the router hands over its grant) is the one exception to
 // streaming: its request body is read whole first, up to the body limit, and its calls
 // checked (scope.ts); only then are the bytes received, exactly those, sent upstream. A
-// refused body sends the upstream nothing at all. Tokens without methods are streamed
-// as before, and cost nothing more.
+// refused body sends the upstream nothing at all; of a batch with some calls allowed, only
+// those are sent, as a batch, and the upstream's answer is read whole and merged with the
+// refused calls' errors. Tokens without methods are streamed as before, and cost nothing more.
 import { STATUS_CODES } from 'node:http';
 import type { HttpRequest, HttpResponse, RecognizedString } from 'uWebSockets.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
-import { RpcCode } from '../errors.js';
+import { BodyTooLargeError, ClientGoneError, RpcCode, ScopeRefusedError, UpstreamError } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
@@ -36,8 +37,7 @@ import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, 
 import type { UpstreamHealth } from './forwarding.js';
 import { writeScopeRefusal } from './refusals.js';
 import { jsonLine } from './responses.js';
-import type { MethodScope } from './scope.js';
-import type { UpstreamError } from './upstream/errors.js';
+import type { MethodScope, ScopeSplit } from './scope.js';
 import { equalsIgnoringCase, FIELD, Framing, type ResponseParser } from './upstream/parser.js';
 import { UpstreamPool, type Connection, type UpstreamRequest } from './upstream/pool.js';
 
@@ -76,6 +76,8 @@ interface Relay {
   readonly tooLarge: Uint8Array;
   /** The 502 body of an answer that switched protocols. */
   readonly switched: Uint8Array;
+  /** The 502 body of a split batch's answer over SPLIT_ANSWER_MAX. */
+  readonly splitTooLarge: Uint8Array;
   /** The status and body that tell the client why the upstream did not answer. */
   readonly failure: (error: Error) => { status: string; body: Uint8Array };
   /** Called once per exchange, with what ended it (null: the whole answer was relayed). */
@@ -104,30 +106,13 @@ const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate', '
 const RESPONSE_DROPPED_BY_LENGTH: Buffer[][] = [];
 for (const name of [...RESPONSE_DROPPED, 'content-length']) (RESPONSE_DROPPED_BY_LENGTH[name.length] ??= []).push(Buffer.from(name));
 const CONTENT_LENGTH = Buffer.from('content-length');
+const CONTENT_TYPE = Buffer.from('content-type');
+const CONTENT_ENCODING = Buffer.from('content-encoding');
+/** The largest answer to a split batch's allowed calls that is merged with the refusals (scope.ts). */
+const SPLIT_ANSWER_MAX = 16 * 1024 * 1024;
 
 const NO_BODY = -2;
 const CHUNKED = -1;
-
-class ClientGone extends Error {
-  constructor() {
-    super('the client went away');
-    this.name = 'ClientGone';
-  }
-}
-
-class BodyTooLarge extends Error {
-  constructor() {
-    super('the request body is over the limit');
-    this.name = 'BodyTooLarge';
-  }
-}
-
-class ScopeRefused extends Error {
-  constructor() {
-    super('the token\'s method scope refused the request');
-    this.name = 'ScopeRefused';
-  }
-}
 
 export class UpstreamProxy {
   private readonly pool: UpstreamPool;
@@ -154,6 +139,8 @@ export class UpstreamProxy {
       maxBody: options.maxBody,
       tooLarge: jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
+      splitTooLarge: jsonLine(RpcCode.UpstreamUnavailable, `the upstream node's answer to the allowed calls of a batch exceeds ` +
+        `${SPLIT_ANSWER_MAX} bytes, the most api-auth merges with the refused calls' errors: send the calls the token allows apart`),
       failure: (error) => watch.answer(error),
       settle: (error) => this.settled(error),
       scope,
@@ -204,7 +191,7 @@ export class UpstreamProxy {
   private settled(error: Error | null): void {
     this.inFlight.leave();
     if (error === null) return this.watch.answered();
-    if (error instanceof ClientGone || error instanceof BodyTooLarge || error instanceof ScopeRefused) return;
+    if (error instanceof ClientGoneError || error instanceof BodyTooLargeError || error instanceof ScopeRefusedError) return;
     this.watch.failed(error);
   }
 }
@@ -274,6 +261,13 @@ class Exchange implements UpstreamRequest {
   private readingPaused = false;
   /** A scoped token's body, as far as it has come. */
   private chunks: Buffer[] | null = null;
+  /** A batch of which only some calls went upstream: its answer is read whole, then merged with the refusals. */
+  private split: ScopeSplit | null = null;
+  private splitStatus = 0;
+  private splitType = '';
+  private splitEncoding = '';
+  private splitParts: Buffer[] = [];
+  private splitBytes = 0;
 
   constructor(private readonly relay: Relay, private readonly res: HttpResponse, readonly head: boolean,
     private readonly requestHead: string, private readonly allowOrigin: string) {}
@@ -284,7 +278,7 @@ class Exchange implements UpstreamRequest {
     if (this.closed) return;
     this.closed = true;
     this.abandonUpstream();
-    this.relay.settle(new ClientGone());
+    this.relay.settle(new ClientGoneError());
   }
 
   sendWithoutBody(expectsBody: boolean): void {
@@ -353,16 +347,24 @@ class Exchange implements UpstreamRequest {
     }
     const body = this.chunks === null ? copy : Buffer.concat([...this.chunks, copy], this.received);
     this.chunks = null;
-    const refusal = this.relay.scope!.check(grant, body, 'http');
+    const scope = this.relay.scope!;
+    const refusal = this.head ? scope.check(grant, body, 'http') : scope.split(grant, body, 'http');
     if (refusal === null) {
       this.bytes = withBody(this.requestHead, body);
+      this.relay.dispatch(this);
+      return;
+    }
+    if (refusal.result === 'split') {
+      // The answer is merged with the refusals, so it must come as JSON text: not compressed.
+      this.split = refusal;
+      this.bytes = withBody(this.requestHead.replace(/\r\naccept-encoding: [^\r]*/g, ''), refusal.forward);
       this.relay.dispatch(this);
       return;
     }
     this.closed = true;
     const res = this.res;
     res.cork(() => writeScopeRefusal(res, refusal, this.head, this.allowOrigin));
-    this.relay.settle(new ScopeRefused());
+    this.relay.settle(new ScopeRefusedError(refusal.result));
   }
 
   /** A copy of a chunk of a streaming body, framed as a chunk when the client sent it chunked. */
@@ -397,7 +399,7 @@ class Exchange implements UpstreamRequest {
     // A chunked body that outgrew the limit: answer now and drop the rest with the connection.
     if (started) this.res.close();
     else this.res.cork(() => this.res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.relay.tooLarge, true));
-    this.relay.settle(new BodyTooLarge());
+    this.relay.settle(new BodyTooLargeError());
   }
 
   /** The answer is no longer wanted: out of the queue, or its connection told. */
@@ -432,6 +434,7 @@ class Exchange implements UpstreamRequest {
   onHead(parser: ResponseParser, bytes: Buffer): void {
     if (this.closed) return;
     this.started = true;
+    if (this.split !== null) return this.splitHead(parser, bytes);
     this.bodiless = this.head || parser.status === 204 || parser.status === 304;
     this.total = parser.framing === Framing.Length ? parser.length : this.bodiless ? NO_BODY : parser.framing === Framing.None ? 0 : CHUNKED;
     // The head is written with the first body bytes (or the end), so that a small answer
@@ -442,7 +445,7 @@ class Exchange implements UpstreamRequest {
   }
 
   onReadEnd(): void {
-    if (this.closed || (this.headBytes === null && this.readBytes === null)) return;
+    if (this.closed || this.split !== null || (this.headBytes === null && this.readBytes === null)) return;
     this.res.cork(() => this.flush());
   }
 
@@ -473,7 +476,9 @@ class Exchange implements UpstreamRequest {
   }
 
   onBody(bytes: Buffer, start: number, end: number): void {
-    if (this.closed || this.total === NO_BODY) return;
+    if (this.closed) return;
+    if (this.split !== null) return this.splitBody(bytes, start, end);
+    if (this.total === NO_BODY) return;
     // Held until the read is all parsed (or the answer ends in it): an answer refused
     // further on in the same read is then still a clean 502, and the parts a read holds
     // leave with the head in one send.
@@ -522,6 +527,11 @@ class Exchange implements UpstreamRequest {
     this.resumeUpstream();
     this.connection = null;
     const res = this.res;
+    if (this.split !== null) {
+      res.cork(() => this.writeSplitAnswer(this.split!));
+      this.complete();
+      return;
+    }
     res.cork(() => {
       this.flush();
       if (this.closed) return;
@@ -545,10 +555,10 @@ class Exchange implements UpstreamRequest {
     const res = this.res;
     // What the read held of the answer is not relayed: the answer is refused, or cut.
     this.readBytes = null;
-    if (this.started && this.headBytes === null) {
+    if (this.started && this.headBytes === null && this.split === null) {
       // The upstream's status is relayed already: cutting the connection is the only way to say the body is not whole.
       res.close();
-    } else if ((error as UpstreamError).code === 'UPSTREAM_SWITCHED') {
+    } else if (error instanceof UpstreamError && error.kind === 'switched') {
       res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.relay.switched));
     } else {
       const { status, body } = this.relay.failure(error);
@@ -560,6 +570,56 @@ class Exchange implements UpstreamRequest {
       });
     }
     this.relay.settle(error);
+  }
+
+  // A split batch's answer (scope.ts): read whole, then written once, merged.
+
+  private splitHead(parser: ResponseParser, bytes: Buffer): void {
+    this.splitStatus = parser.status;
+    const fields = parser.fields;
+    for (let i = 0, end = parser.fieldCount * FIELD; i < end; i += FIELD) {
+      const value = (): string => bytes.toString('latin1', fields[i + 2], fields[i + 3]);
+      if (equalsIgnoringCase(bytes, fields[i], fields[i + 1], CONTENT_TYPE)) this.splitType = value();
+      else if (equalsIgnoringCase(bytes, fields[i], fields[i + 1], CONTENT_ENCODING)) this.splitEncoding = value();
+    }
+  }
+
+  private splitBody(bytes: Buffer, start: number, end: number): void {
+    this.splitBytes += end - start;
+    if (this.splitBytes > SPLIT_ANSWER_MAX) {
+      this.abandonUpstream();
+      this.closed = true;
+      this.splitParts = [];
+      const res = this.res;
+      res.cork(() => {
+        res.writeStatus(statusLine(502, undefined)).writeHeader('Content-Type', 'application/json');
+        if (this.allowOrigin !== '') writeCorsHeaders(res, this.allowOrigin);
+        res.end(this.relay.splitTooLarge);
+      });
+      this.relay.settle(new ScopeRefusedError('method not allowed'));
+      return;
+    }
+    // The read buffer is reused once the read is parsed.
+    this.splitParts.push(Buffer.from(bytes.subarray(start, end)));
+  }
+
+  /**
+   * The answer to a split batch: the node's answers and the refusals in the calls' order,
+   * in a 200; or, when the node did not answer the batch with a batch (an error status,
+   * an error object, a body that is not JSON), the node's answer as it is. Call it corked.
+   */
+  private writeSplitAnswer(split: ScopeSplit): void {
+    const res = this.res;
+    const body = Buffer.concat(this.splitParts, this.splitBytes);
+    this.splitParts = [];
+    const encoding = this.splitEncoding.trim().toLowerCase();
+    const ok = this.splitStatus >= 200 && this.splitStatus < 300 && (encoding === '' || encoding === 'identity');
+    const merged = ok ? split.merge(body.toString('utf8')) : undefined;
+    res.writeStatus(statusLine(merged === undefined ? this.splitStatus : 200, undefined));
+    if (merged !== undefined || this.splitType !== '') res.writeHeader('Content-Type', merged === undefined ? this.splitType : 'application/json');
+    if (merged === undefined && this.splitEncoding !== '') res.writeHeader('Content-Encoding', this.splitEncoding);
+    if (this.allowOrigin !== '') writeCorsHeaders(res, this.allowOrigin);
+    res.end(merged === undefined ? body : `${merged}\n`);
   }
 
   /**

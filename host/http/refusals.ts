@@ -2,12 +2,13 @@
 // the reason text the original node sent, and the writer of that response. The bodies
 // are encoded once here so a refusal costs the hot path no string work. A token with a
 // method scope that reaches a check which cannot see the request's calls (Outcome.Scoped
-// here) is refused with 403 insufficient_scope, as its calls would be (scope.ts).
+// here: /ext/auth/check) is refused with 403 insufficient_scope, a status the proxy in
+// front can act on; the gate itself answers refused calls with their JSON-RPC errors (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
 import { Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
-import { RpcCode } from '../errors.js';
+import { RpcCode, SCOPE_ERRORS } from '../errors.js';
 import { writeCorsHeaders } from './cors.js';
-import { endWith } from './responses.js';
+import { endWith, tableStatus } from './responses.js';
 import { INSUFFICIENT_SCOPE } from './scope.js';
 import type { ScopeRefusal } from './scope.js';
 
@@ -84,11 +85,16 @@ export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = 
 }
 
 /**
- * Writes the 403 of a body whose calls a token's method scope refused (scope.ts); call it
- * corked. The body was read whole, so the connection stays usable.
+ * Writes the answer to a body a token's method scope refused (scope.ts), with the error
+ * table's status (SCOPE_ERRORS): 200 for calls it does not allow, whose JSON-RPC errors
+ * Ethereum clients read only from a 200; 403 insufficient_scope for a body that is not
+ * JSON-RPC, and for any refusal that answers a `check` (/ext/auth/check), whose proxy
+ * acts on the status. Call it corked. The body was read whole, so the connection stays usable.
  */
-export function writeScopeRefusal(res: HttpResponse, refusal: ScopeRefusal, head = false, allowOrigin = ''): void {
-  res.writeStatus(FORBIDDEN).writeHeader('Content-Type', 'application/json').writeHeader('WWW-Authenticate', INSUFFICIENT_SCOPE);
+export function writeScopeRefusal(res: HttpResponse, refusal: ScopeRefusal, head = false, allowOrigin = '', check = false): void {
+  const status = check ? 403 : SCOPE_ERRORS[refusal.result].httpStatus;
+  res.writeStatus(tableStatus(status)).writeHeader('Content-Type', 'application/json');
+  if (status === 403) res.writeHeader('WWW-Authenticate', INSUFFICIENT_SCOPE);
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   endWith(res, new TextEncoder().encode(`${refusal.text}\n`), head);
 }

@@ -1,8 +1,9 @@
 // The fixed responses of the HTTP side, encoded once so that writing one costs no string
 // work: 404, 405, 413, 415, 429, 500, and the writers that send them.
+import { STATUS_CODES } from 'node:http';
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Pending } from './in-flight.js';
-import { RpcCode, throttledMessage } from '../errors.js';
+import { RPC_ERRORS, RpcCode, throttledMessage } from '../errors.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
 
 /** The largest JSON-RPC body a local endpoint reads (64 KiB; the options' LIMITS.rpcBody). */
@@ -11,6 +12,14 @@ export const MAX_BODY_BYTES = 65536;
 /** A JSON-RPC error body for a request that was not read (so its id is unknown). */
 export function jsonLine(code: number, message: string): Uint8Array {
   return new TextEncoder().encode(errorResponse(code, message) + '\n');
+}
+
+// Status lines by status, made once each.
+const STATUS_LINES: string[] = [];
+
+/** The status line of a status of the error table, as uWS writes it: "429 Too Many Requests". */
+export function tableStatus(status: number): string {
+  return STATUS_LINES[status] ??= `${status} ${STATUS_CODES[status] ?? ''}`;
 }
 
 /** Ends a response with `body`, or for a HEAD request with its length only (uWS would send a body given to end()). */
@@ -95,5 +104,6 @@ export function writeThrottled(res: HttpResponse, wait: number): void {
     body = jsonLine(RpcCode.Throttled, throttledMessage(wait));
     THROTTLED_BODIES.set(wait, body);
   }
-  res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', String(wait)).end(body);
+  res.writeStatus(tableStatus(RPC_ERRORS[RpcCode.Throttled].httpStatus)).writeHeader('Content-Type', 'application/json')
+    .writeHeader('Retry-After', String(wait)).end(body);
 }

@@ -1,15 +1,15 @@
 // POST to a local JSON-RPC endpoint: the body read in its chunks up to its limit, then
 // answered by the endpoint, and the answer written (or nothing, when the client went).
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { RpcCode } from '../errors.js';
+import { RPC_ERRORS } from '../errors.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import type { CallContext, Reply } from '../rpc/jsonrpc.js';
 import { writeCorsHeaders } from './cors.js';
 import type { InFlight, Pending } from './in-flight.js';
 import { writeScopeRefusal } from './refusals.js';
-import { MAX_BODY_BYTES, readBody, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
-import type { MethodScope } from './scope.js';
+import { MAX_BODY_BYTES, readBody, tableStatus, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
+import type { MethodScope, ScopeSplit } from './scope.js';
 
 /** What answers a body: a JSON-RPC endpoint, or the token service's link. */
 export interface RpcHandler {
@@ -51,17 +51,19 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
  */
 function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, address: string, pending: Pending, log: Logger,
   allowOrigin: string, scoped: ScopedCall | null): void {
+  let split: ScopeSplit | null = null;
   if (scoped !== null) {
-    const refusal = scoped.scope.check(scoped.grant, body, 'http');
-    if (refusal !== null) {
+    const refusal = scoped.scope.split(scoped.grant, body, 'http');
+    if (refusal !== null && refusal.result !== 'split') {
       writeScopeRefusal(res, refusal, false, allowOrigin);
       pending.finish();
       return;
     }
+    split = refusal;
   }
   let reply: Reply | Promise<Reply>;
   try {
-    reply = handler.handle(body, { address });
+    reply = split === null ? handler.handle(body, { address }) : merged(split, handler.handle(split.forward, { address }));
   } catch (error) {
     failed(res, error, pending, log);
     return;
@@ -75,6 +77,15 @@ function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, addres
   }
   writeReply(res, reply, allowOrigin);
   pending.finish();
+}
+
+/** The reply to a split batch's allowed calls, merged with the refused calls' errors (scope.ts). */
+function merged(split: ScopeSplit, reply: Reply | Promise<Reply>): Reply | Promise<Reply> {
+  const merge = (answer: Reply): Reply => {
+    const text = split.merge(answer.text ?? '');
+    return { text: text === undefined ? answer.text : text === '' ? null : text };
+  };
+  return reply instanceof Promise ? reply.then(merge) : merge(reply);
 }
 
 function failed(res: HttpResponse, error: unknown, pending: Pending, log: Logger): void {
@@ -92,10 +103,9 @@ function writeReply(res: HttpResponse, reply: Reply, allowOrigin: string): void 
     res.endWithoutBody();
     return;
   }
-  // A lone call refused for now says so in HTTP too, so that proxies and clients back off.
+  // A lone call refused for now says so in HTTP too (the error table's status), so that proxies and clients back off.
   if (refusal !== undefined) {
-    res.writeStatus(refusal.code === RpcCode.Throttled ? '429 Too Many Requests' : '503 Service Unavailable')
-      .writeHeader('Retry-After', String(refusal.retryAfter));
+    res.writeStatus(tableStatus(RPC_ERRORS[refusal.code].httpStatus)).writeHeader('Retry-After', String(refusal.retryAfter));
   }
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   res.writeHeader('Content-Type', 'application/json').end(text + '\n');

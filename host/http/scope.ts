@@ -10,6 +10,11 @@
 // whose only method member is spelled otherwise than "method". JSON.parse keeps only the
 // last of repeated names, so the members of each call are read from the text itself.
 //
+// Over HTTP, where a body has its answer in one piece, a batch of which the token allows
+// only some calls is split (ScopeSplit): the allowed calls go to the node as one batch,
+// and each refused call is answered in its place in the merged answer. The node never
+// sees a refused call. A WebSocket message is refused whole, as its answers come apart.
+//
 // Only tokens whose check gave Outcome.Scoped come here: a token without methods costs
 // nothing of this.
 import { RpcCode } from '../errors.js';
@@ -50,6 +55,24 @@ export interface ScopeRefusal {
   readonly text: string;
 }
 
+/**
+ * A batch of which the scope allows some calls: those go on, as one batch of their text
+ * as sent and in their order, and the refused ones are answered in their place once the
+ * answer to the others is back.
+ */
+export interface ScopeSplit {
+  readonly result: 'split';
+  /** The allowed calls, as a batch. */
+  readonly forward: Uint8Array;
+  /**
+   * The answer to the whole batch: the answers in `answer` (the JSON text of the
+   * answer to `forward`) and the refusals, in the order of the calls they answer (an
+   * answer whose id no call has comes last); `undefined` when `answer` is not a batch's
+   * answer (an array), which the client then gets as it is.
+   */
+  merge(answer: string): string | undefined;
+}
+
 export class MethodScope {
   constructor(private readonly core: Core, private readonly metrics: Metrics) {}
 
@@ -59,9 +82,20 @@ export class MethodScope {
    * Counted under `via`.
    */
   check(grant: number, body: Uint8Array, via: ScopeVia): ScopeRefusal | null {
-    const refusal = this.judge(grant, body);
-    this.metrics.scopeCheck(via, refusal === null ? 'allowed' : refusal.result);
-    return refusal;
+    const verdict = this.judge(grant, body, false) as ScopeRefusal | null;
+    this.metrics.scopeCheck(via, verdict === null ? 'allowed' : verdict.result);
+    return verdict;
+  }
+
+  /**
+   * check(), for a body that has its answer in one piece (an HTTP request): a batch of
+   * which only some calls are allowed is split rather than refused. Counted under `via`,
+   * a split as a refusal ('method not allowed').
+   */
+  split(grant: number, body: Uint8Array, via: ScopeVia): ScopeRefusal | ScopeSplit | null {
+    const verdict = this.judge(grant, body, true);
+    this.metrics.scopeCheck(via, verdict === null ? 'allowed' : verdict.result === 'split' ? 'method not allowed' : verdict.result);
+    return verdict;
   }
 
   /** The refusal of a request that carries no body at all (GET, HEAD, an empty POST), counted under `via`. */
@@ -70,7 +104,7 @@ export class MethodScope {
     return { result: 'not json-rpc', text: errorText(message, 'null') };
   }
 
-  private judge(grant: number, body: Uint8Array): ScopeRefusal | null {
+  private judge(grant: number, body: Uint8Array, split: boolean): ScopeRefusal | ScopeSplit | null {
     if (body.length === 0) return unreadable(UNREADABLE.none);
     let text: string;
     let parsed: unknown;
@@ -89,22 +123,85 @@ export class MethodScope {
     }
     if (parsed.length === 0) return unreadable(UNREADABLE.empty);
     const calls: Call[] = [];
+    /** Each call's text, and whether the grant allows it, by the call's place. */
+    const texts: string[] = [];
+    const allowed: boolean[] = [];
     let refused: Call | null = null;
     let i = skipSpace(text, start + 1);
     while (text[i] !== ']') {
       const call = readCall(text, i);
       if (call.problem !== '') return unreadableBatch(calls, call, text, i);
-      if (refused === null && !this.core.methodAllowed(grant, call.method!)) refused = call;
+      const end = skipValue(text, i);
+      const ok = this.core.methodAllowed(grant, call.method!);
+      if (refused === null && !ok) refused = call;
       calls.push(call);
-      i = skipSpace(text, skipValue(text, i));
+      texts.push(text.slice(i, end));
+      allowed.push(ok);
+      i = skipSpace(text, end);
       if (text[i] === ',') i = skipSpace(text, i + 1);
     }
     if (refused === null) return null;
+    if (split) {
+      const errors = calls.map((c, k) => allowed[k] || c.id === null ? '' : errorText(notAllowed(c.method!), c.id));
+      if (allowed.includes(true)) return splitBatch(calls, texts, allowed, errors);
+      const answers = errors.filter((e) => e !== '');
+      // Every call refused: the node is not asked. A batch of notifications only gets the
+      // one error without an id, as a body the check cannot read does.
+      return { result: 'method not allowed', text: answers.length === 0 ? errorText(notAllowed(refused.method!), 'null') : `[${answers.join(',')}]` };
+    }
     const also = `not forwarded: this batch also calls ${quoted(refused.method!)}, which the provided auth token does not allow`;
     const errors = calls.filter((c) => c.id !== null)
       .map((c) => errorText(this.core.methodAllowed(grant, c.method!) ? also : notAllowed(c.method!), c.id!));
     return { result: 'method not allowed', text: errors.length === 0 ? errorText(notAllowed(refused.method!), 'null') : `[${errors.join(',')}]` };
   }
+}
+
+/**
+ * The split of a batch: `errors[k]` answers the refused call k that has an id ('' for the
+ * others). An answer is matched to its call by id, compared as JSON values (the node may
+ * write `1.0` as `1`), first come first served when a client repeats an id.
+ */
+function splitBatch(calls: readonly Call[], texts: readonly string[], allowed: readonly boolean[], errors: readonly string[]): ScopeSplit {
+  const forward = new TextEncoder().encode(`[${texts.filter((_, k) => allowed[k]).join(',')}]`);
+  return {
+    result: 'split',
+    forward,
+    merge(answer: string): string | undefined {
+      let answers: unknown;
+      try {
+        // A batch of notifications only may be answered with nothing at all.
+        answers = answer.trim() === '' ? [] : JSON.parse(answer);
+      } catch {
+        return undefined;
+      }
+      if (!Array.isArray(answers)) return undefined;
+      // Each answer goes on as the node wrote it (its text, not re-serialised: numbers
+      // beyond a double keep their digits); its id is read from the parse.
+      const byId = new Map<string, string[]>();
+      let i = skipSpace(answer, skipSpace(answer, 0) + 1);
+      for (const one of answers) {
+        const end = skipValue(answer, i);
+        const key = JSON.stringify((one as { id?: unknown } | null)?.id ?? null);
+        const queue = byId.get(key);
+        if (queue === undefined) byId.set(key, [answer.slice(i, end)]);
+        else queue.push(answer.slice(i, end));
+        i = skipSpace(answer, end);
+        if (answer[i] === ',') i = skipSpace(answer, i + 1);
+      }
+      const merged: string[] = [];
+      calls.forEach((call, k) => {
+        if (!allowed[k]) {
+          if (errors[k] !== '') merged.push(errors[k]);
+          return;
+        }
+        if (call.id === null) return;
+        const found = byId.get(JSON.stringify(JSON.parse(call.id)))?.shift();
+        if (found !== undefined) merged.push(found);
+      });
+      for (const rest of byId.values()) merged.push(...rest);
+      return merged.length === 0 ? answer : `[${merged.join(',')}]`;
+    },
+  };
 }
 
 /** The JSON-RPC error object of a scope refusal, with `idJson` as its id. */

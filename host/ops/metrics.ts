@@ -120,15 +120,16 @@ export class Metrics implements MetricsSource {
       c.inc({ result: 'accepted' }, this.passwordsAccepted);
       c.inc({ result: 'refused' }, this.passwordsRefused);
     }, ['result']);
-    counter('api_auth_password_throttled_total', 'Calls refused before any password check because of earlier failures (HTTP 429, -32002).',
+    counter('api_auth_password_throttled_total', 'Calls refused before any password check because of earlier failures (HTTP 429, -32042).',
       (c) => c.inc(this.passwordsThrottled));
-    counter('api_auth_password_busy_total', 'Calls refused because too many password checks were waiting (HTTP 503, -32003).',
+    counter('api_auth_password_busy_total', 'Calls refused because too many password checks were waiting (HTTP 503, -32043).',
       (c) => c.inc(this.passwordsBusy));
     counter('api_auth_upstream_errors_total', 'Proxied requests the upstream did not answer, by kind.', (c) => {
       for (let i = 0; i < UPSTREAM_ERROR_KINDS.length; i++) c.inc({ kind: UPSTREAM_ERROR_KINDS[i] }, this.upstreamErrors[i]);
     }, ['kind']);
     counter('api_auth_method_checks_total', 'Method checks of tokens with a method scope, by where the calls came ' +
-      '(an HTTP body, a WebSocket message) and result; each refusal is also an HTTP 403 or a JSON-RPC error message.', (c) => {
+      '(an HTTP body, a WebSocket message) and result; a refused call is answered with its JSON-RPC error (a 403 for a body ' +
+      'that is not JSON-RPC), and a batch whose allowed calls went on counts as a refusal.', (c) => {
       for (let v = 0; v < SCOPE_VIAS.length; v++) {
         for (let r = 0; r < SCOPE_RESULTS.length; r++) {
           c.inc({ via: SCOPE_VIAS[v], result: SCOPE_RESULTS[r] }, this.scopeChecks[v * SCOPE_RESULTS.length + r]);

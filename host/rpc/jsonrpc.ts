@@ -26,7 +26,7 @@ export type MethodTable = ReadonlyMap<string, Method>;
 /** The answer to a body: its text (null when none is due), and for a lone request refused for now, the refusal. */
 export interface Reply {
   readonly text: string | null;
-  readonly refusal?: { readonly code: number; readonly retryAfter: number };
+  readonly refusal?: { readonly code: RpcCode; readonly retryAfter: number };
 }
 
 /** -32602 `invalid params: <name> must be <what>`. */

@@ -85,7 +85,7 @@ export class TokenService {
   }
 
   /**
-   * A token for `endpoints` ("*" or absolute paths, optionally ending in "/*"), and for
+   * A token for `endpoints` ("*", "/" for the root alone, or absolute paths, optionally ending in "/*"), and for
    * `extra.methods` only (JSON-RPC method patterns) when given; what it says about
    * itself, and its id. `lifetime` (seconds, at most the configured lifetime) and `label`
    * come checked by their params.
@@ -413,7 +413,7 @@ function auditOutcome(error: unknown): string {
   return error instanceof RpcError ? AUDIT_OUTCOMES[error.rpcCode] ?? `error ${error.rpcCode}` : 'internal error';
 }
 
-/** -32002 with the wait: the client failed too many password checks of late. */
+/** RpcCode.Throttled with the wait: the client failed too many password checks of late. */
 function throttledError(retryAfter: number): RpcError {
   return new RpcError(RpcCode.Throttled, throttledMessage(retryAfter), retryAfter);
 }

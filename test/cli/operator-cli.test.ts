@@ -171,7 +171,7 @@ t.test('a refusal: exit 1 and the node\'s reason (plain and --json); nothing is 
   t.same(JSON.parse(json.stdout), { error: { code: -32000, message: 'incorrect password' } });
   const invalid = await api(['token', 'new', ...uri, '--password-file', server.passwordFile, '--endpoints', 'ext/info']);
   t.equal(invalid.code, 1, 'an invalid endpoint is refused by the node');
-  t.match(invalid.stderr, /^api-auth: the node refused: endpoint "ext\/info" is not "\*" or an absolute path.*\(-32602\)\n$/);
+  t.match(invalid.stderr, /^api-auth: the node refused: endpoint "ext\/info" is not one of "\*" \(every path\), "\/" \(the root alone.*\(-32602\)\n$/);
 });
 
 t.test('an unreachable node: exit 3 with what went wrong', async (t) => {
@@ -314,6 +314,25 @@ t.test('token new --label --expires-in, then token list shows it (a table, or --
   const tooLong = await api(['token', 'new', ...auth, '--endpoints', '*', '--expires-in', '13h']);
   t.equal(tooLong.code, 1, 'past the node\'s lifetime: the node refuses');
   t.match(tooLong.stderr, /invalid params: expiresIn must be .*43200s/);
+});
+
+t.test('token new --endpoints / --methods with named sets: the node gets the root and plain method names', async (t) => {
+  const node = await startServer(t);
+  const auth = ['--uri', node.url, '--password-file', node.passwordFile];
+  const made = await api(['token', 'new', ...auth, '--endpoints', '/', '--methods', '@chain,eth_call,@subscribe', '--json']);
+  t.equal(made.code, 0, made.stderr);
+  const listed = await api(['token', 'list', ...auth, '--json']);
+  const { tokens } = JSON.parse(listed.stdout) as { tokens: { endpoints: string[]; methods: string[] }[] };
+  t.same(tokens[0].endpoints, ['/'], 'the root alone');
+  t.same([...tokens[0].methods].sort(), ['eth_blockNumber', 'eth_call', 'eth_chainId', 'eth_subscribe', 'eth_unsubscribe', 'net_version'],
+    'each set expanded, once each, beside the plain name');
+  const unknown = await api(['token', 'new', ...auth, '--endpoints', '/', '--methods', '@everything']);
+  t.equal(unknown.code, 2, 'an unknown set is a bad command line');
+  t.equal(unknown.stderr, 'api-auth: --methods: unknown method set "@everything"; the sets are @chain, @read, @send, @subscribe, @filter\n');
+  t.equal((JSON.parse((await api(['token', 'list', ...auth, '--json'])).stdout) as { tokens: unknown[] }).tokens.length, 1, 'and nothing was issued');
+  const noRoot = await api(['token', 'new', ...auth, '--endpoints', '//']);
+  t.equal(noRoot.code, 1);
+  t.match(noRoot.stderr, /"\/" \(the root alone, where Ethereum nodes serve JSON-RPC\)/, 'a bad endpoint\'s refusal suggests "/"');
 });
 
 t.test('token list with no live token says so', async (t) => {

@@ -12,7 +12,7 @@ import { CLOCK_START, manualClock, serveAgain, serveInProcess, type LibraryServe
 t.jobs = 2;
 
 const WRONG = 'not-the-password';
-const RESOURCE_LIMIT = -32001;
+const RESOURCE_LIMIT = -32041;
 const INVALID_PARAMS = -32602;
 
 interface Listed {

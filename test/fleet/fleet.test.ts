@@ -79,8 +79,8 @@ t.test('the inventory and method scopes are the fleet\'s: issued on A with a lab
   for (const g of [a, b, c]) {
     t.equal(await status(g, token), 200, 'a scoped token works on every gateway for its method');
     const refused = await call(g.url, INFO, otherToken);
-    t.equal(refused.status, 403, 'and every gateway holds its scope: another method is refused');
-    t.match(refused.headers['www-authenticate'], /insufficient_scope/);
+    t.equal(refused.status, 200, 'and every gateway holds its scope: another method is refused, with its JSON-RPC error');
+    t.match(JSON.parse(refused.text), { error: { code: -32047, message: /^the provided auth token does not allow method / } });
   }
   for (const g of [a, b, c]) {
     const listed = await jsonrpc(url(g), 'auth.listTokens', { password });
@@ -169,7 +169,7 @@ t.test('a stopped gateway holds a revoke up for at most its lease, and once cont
   // C's first answers, from the moment it runs again: never 200 for the token.
   const first = await call(c.url, INFO, token);
   t.not(first.status, 200, `C does not serve the revoked token (got ${first.status})`);
-  if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32006 } }, 'a clear 503');
+  if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32046 } }, 'a clear 503');
   // It rejoins by itself: then it refuses the token as revoked, and serves the others.
   const rejoined = await c.waitForLog((l) => l.msg === 'serving in the fleet' && l !== c.logs.find((m) => m.msg === 'serving in the fleet'), 15_000);
   t.ok(rejoined);
@@ -183,14 +183,14 @@ t.test('with etcd killed a revoke is never acknowledged, gateways 503 once their
   await etcd.kill();
   const answer = await jsonrpc(`${b.url}/ext/auth`, 'auth.revokeToken', { password, token });
   t.equal(answer.result, undefined, 'no success');
-  t.match(answer.error, { code: -32006, message: /the fleet's etcd did not answer, so the change is not confirmed/ }, 'an error that says why');
+  t.match(answer.error, { code: -32046, message: /the fleet's etcd did not answer, so the change is not confirmed/ }, 'an error that says why');
   // Past the lease, every gateway refuses protected requests with 503.
   await a.waitForLog((l) => l.msg === 'cannot renew the fleet lease; protected requests get 503 once it runs out', 10_000);
   for (const g of [a, b, c]) {
     await waitForStatus(g, token, 503);
     const fenced = await call(g.url, INFO, token);
     t.equal(fenced.headers['content-type'], 'application/json');
-    t.match(JSON.parse(fenced.text), { error: { code: -32006, message: /lost touch with its fleet/ } }, 'a 503 that says why');
+    t.match(JSON.parse(fenced.text), { error: { code: -32046, message: /lost touch with its fleet/ } }, 'a 503 that says why');
     const health = await request(g.url, '/ext/auth/health');
     t.equal(health.status, 503, 'not ready for a load balancer');
     t.match(JSON.parse(health.text), { healthy: false, checks: { fleet: { healthy: false } } });
@@ -243,14 +243,14 @@ t.test('wrong passwords spread over the gateways and over many clients count aga
     })));
   }
   const refused = answers.filter((e) => e.code === -32000).length;
-  const throttled = answers.filter((e) => e.code === -32002).length;
+  const throttled = answers.filter((e) => e.code === -32042).length;
   t.equal(refused + throttled, 150, 'every guess is refused');
   t.ok(refused <= 100 + 2, `at most the fleet's allowance was checked (${refused}; two gateways may count at the same moment)`);
   t.ok(refused >= 100 - 2, `the allowance was there (${refused})`);
   // Everyone waits now, on every gateway: even the right password, as with one gateway's overall limit.
   const answer = await postJson(`${gateways[1].url}/ext/auth`, { jsonrpc: '2.0', id: 1, method: 'auth.newToken',
     params: { password, endpoints: [INFO] } }, [['X-Forwarded-For', '10.9.9.9']]);
-  t.match(JSON.parse(answer.text), { error: { code: -32002, message: /too many failed password attempts; retry in \d+ s/ } });
+  t.match(JSON.parse(answer.text), { error: { code: -32042, message: /too many failed password attempts; retry in \d+ s/ } });
 });
 
 t.test('revocations of expired tokens leave etcd', async (t) => {

@@ -174,7 +174,8 @@ if (GO === undefined) {
     const elsewhere = await newToken(gateway.url, password, ['/ext/bc/X/rpc']);
     const same = async (what: string, path: string, authorization?: string, body?: string): Promise<void> => {
       const [fromGateway, fromNode] = await Promise.all([post(gateway.url, path, authorization, body), post(node.url, path, authorization, body)]);
-      t.not(fromGateway.status, 200, `${what}: refused by the gateway`);
+      // A refused call is a JSON-RPC error in a 200 (issue 24); anything else is refused by its status.
+      t.ok(fromGateway.status !== 200 || /"error":\{"code":-32047,/.test(fromGateway.text), `${what}: refused by the gateway`);
       t.same(seen(fromNode), seen(fromGateway), `${what}: the Go node answers as the gateway (${fromGateway.status})`);
     };
     await same('no token', INFO);
@@ -184,8 +185,8 @@ if (GO === undefined) {
     await same('not granted', INFO, `Bearer ${elsewhere}`);
     await same('a bad path', '/ext/%2e%2e/info', `Bearer ${token}`);
     await same('a method outside the scope', INFO, `Bearer ${scoped}`);
-    await same('a batch with one', INFO, `Bearer ${scoped}`,
-      JSON.stringify([{ jsonrpc: '2.0', method: 'info.getNodeID', id: 1 }, { jsonrpc: '2.0', method: 'info.getNodeVersion', id: 'b' }]));
+    await same('a batch of refused calls', INFO, `Bearer ${scoped}`,
+      JSON.stringify([{ jsonrpc: '2.0', method: 'info.peers', id: 1 }, { jsonrpc: '2.0', method: 'info.getNodeVersion', id: 'b' }]));
     await same('a body that is not JSON', INFO, `Bearer ${scoped}`, '{"method":');
     await same('no body', INFO, `Bearer ${scoped}`, '');
     t.equal((await post(node.url, INFO, `Bearer ${scoped}`, JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeID', id: 1 }))).status, 200,
@@ -245,7 +246,7 @@ if (GO === undefined) {
     node.child.kill('SIGCONT');
     const first = await post(node.url, INFO, `Bearer ${stopped}`);
     t.not(first.status, 200, `the continued node does not serve the revoked token (got ${first.status})`);
-    if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32006 } }, 'a clear 503');
+    if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32046 } }, 'a clear 503');
     await node.waitForLines((l) => l.msg === 'serving in the fleet', 2, 30_000);
     t.same(seen(await post(node.url, INFO, `Bearer ${stopped}`)).body, refusalBody(REASONS.revoked), 'rejoined: refused as revoked');
     t.equal((await post(node.url, INFO, `Bearer ${fresh}`)).status, 200, 'and serving the others');

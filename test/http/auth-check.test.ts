@@ -5,7 +5,8 @@ import type { Test } from 'tap';
 import { authUrl, BAD_PATH_REASON, expectRefused, newToken, REASONS, refusalBody, REVOKED, revokeToken } from '../helpers/auth.js';
 import { startCaddy, startNginx } from '../helpers/front-proxy.js';
 import type { FrontProxy } from '../helpers/front-proxy.js';
-import { jsonrpc, request } from '../helpers/http.js';
+import { connect } from 'node:net';
+import { encodeRequest, jsonrpc, request } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import type { Server } from '../helpers/server.js';
@@ -240,4 +241,32 @@ t.test('bytes 0x80-0xFF at the end of the path, through nginx and Caddy: judged 
     t.equal(query.status, 200, `${name}: such bytes in the query are the node's business`);
   }
   t.equal(node.heads.length, 2, 'both reached the node');
+});
+
+/** Every byte the server sends for `bytes` on a connection it closes after answering. */
+function rawAnswer(base: string, bytes: Buffer): Promise<Buffer> {
+  const { hostname, port } = new URL(base);
+  return new Promise((done, fail) => {
+    const chunks: Buffer[] = [];
+    const socket = connect({ host: hostname, port: Number(port) }, () => socket.write(bytes));
+    socket.on('data', (chunk) => chunks.push(chunk));
+    socket.on('error', fail);
+    socket.on('close', () => done(Buffer.concat(chunks)));
+  });
+}
+
+t.test('HEAD: the check\'s answer goes without its body, whatever it says', async (t) => {
+  const head = async (headers: [string, string][], status: number, label: string): Promise<void> => {
+    const bytes = await rawAnswer(server.url, encodeRequest(server.url, CHECK, { method: 'HEAD', headers }));
+    const text = bytes.toString('latin1');
+    const end = text.indexOf('\r\n\r\n');
+    t.not(end, -1, `a whole head (${label})`);
+    t.match(text, new RegExp(`^HTTP/1\\.1 ${status} `), `${status} (${label})`);
+    t.match(text.slice(0, end), /\r\ncontent-length: [1-9]\d*/i, `the length of the body a GET would get (${label})`);
+    t.equal(text.slice(end + 4), '', `and no byte of it (${label})`);
+  };
+  await head([['Authorization', `Bearer ${info}`], ['X-Original-URI', '/ext/info']], 200, 'granted');
+  await head([['X-Original-URI', '/ext/info']], 401, 'refused: no token');
+  await head([['Authorization', `Bearer ${info}`], ['X-Original-URI', '/ext/health']], 401, 'refused: not granted');
+  await head([['Authorization', `Bearer ${info}`]], 400, 'no original request named');
 });

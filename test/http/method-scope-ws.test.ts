@@ -12,7 +12,7 @@ import { openClient, startWsUpstream, wsUrl, type Client } from '../helpers/ws-u
 t.jobs = 2;
 
 const WS_PATH = '/ext/bc/C/ws';
-const SCOPE_CODE = -32007;
+const SCOPE_CODE = -32047;
 /** host/http/websocket.ts RECHECK_MS: how often a thread re-checks its sessions' tokens. */
 const RECHECK_MS = 250;
 

@@ -1,8 +1,11 @@
 // Tokens with a method scope (issue 15): auth.newToken's `methods`, and the gate's check
 // of every JSON-RPC call in the body of a request made with such a token, in front of
 // an upstream (--upstream), on the built-in endpoints, at /ext/auth/check, on every HTTP
-// thread, and after a restart. A refused body gets 403 insufficient_scope and reaches
-// nothing; an allowed one reaches the upstream byte for byte.
+// thread, and after a restart. A refused call gets its JSON-RPC error in a 200 (issue 24:
+// Ethereum clients read a method's error only from a 200) and reaches nothing; a body that
+// is not JSON-RPC gets 403 insufficient_scope, and so does every refusal at
+// /ext/auth/check; an allowed body reaches the upstream byte for byte, and of a batch only
+// the allowed calls go on, their answers merged with the refusals.
 import t from 'tap';
 import type { Test } from 'tap';
 import { authUrl, newToken } from '../helpers/auth.js';
@@ -15,7 +18,7 @@ t.jobs = 2;
 
 const RPC_PATH = '/ext/bc/C/rpc';
 const INSUFFICIENT_SCOPE = 'Bearer error="insufficient_scope"';
-const SCOPE_CODE = -32007;
+const SCOPE_CODE = -32047;
 const METHODS = ['eth_blockNumber', 'net_*'];
 
 /** auth.newToken with `methods`: the token, or the JSON-RPC error. */
@@ -32,10 +35,18 @@ function post(base: string, path: string, token: string, body: string | Buffer, 
   });
 }
 
-/** The response is the scope's refusal: 403, the challenge, and the JSON-RPC error body (returned parsed). */
+/** The response is the scope's refusal of a body that is not JSON-RPC: 403, the challenge, and the JSON-RPC error body (returned parsed). */
 function expectScopeRefusal(t: Test, response: HttpResponse, label: string): any {
   t.equal(response.status, 403, `403 (${label})`);
   t.equal(response.headers['www-authenticate'], INSUFFICIENT_SCOPE, `WWW-Authenticate insufficient_scope (${label})`);
+  t.equal(response.headers['content-type'], 'application/json', `JSON (${label})`);
+  return JSON.parse(response.text);
+}
+
+/** The response is the refusal of calls the scope does not allow: 200 and no challenge, the JSON-RPC errors (returned parsed). */
+function expectCallRefusal(t: Test, response: HttpResponse, label: string): any {
+  t.equal(response.status, 200, `200 (${label})`);
+  t.equal(response.headers['www-authenticate'], undefined, `no challenge: the token is fine, the call is not (${label})`);
   t.equal(response.headers['content-type'], 'application/json', `JSON (${label})`);
   return JSON.parse(response.text);
 }
@@ -76,31 +87,31 @@ t.test('in front of an upstream, a scoped token passes only bodies whose every c
     t.equal(upstream.seen.length, before + 1, `the upstream got it (${label})`);
     t.same(upstream.seen.at(-1)!.body, Buffer.from(body), `byte for byte, not re-serialised (${label})`);
   };
-  const refused = async (body: string | Buffer | undefined, label: string, method = 'POST'): Promise<any> => {
+  const refused = async (body: string | Buffer | undefined, label: string, method = 'POST', expect = expectScopeRefusal): Promise<any> => {
     const before = upstream.seen.length;
     const headers: [string, string][] = [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json']];
     const response = await request(server.url, RPC_PATH, { method, body, headers });
-    const parsed = expectScopeRefusal(t, response, label);
+    const parsed = expect(t, response, label);
     t.equal(upstream.seen.length, before, `nothing reached the upstream (${label})`);
     return parsed;
   };
+  const callRefused = (body: string, label: string): Promise<any> => refused(body, label, 'POST', expectCallRefusal);
 
   await forwarded('{ "id" : 7,"method":"eth_blockNumber" ,"jsonrpc":"2.0", "params":[]}', 'an exact method, odd spacing');
   await forwarded('{"jsonrpc":"2.0","method":"net_version","id":"a"}', 'a prefix pattern');
   await forwarded('[{"jsonrpc":"2.0","method":"net_peerCount","id":1},\n {"jsonrpc":"2.0","method":"eth_blockNumber"}]', 'a batch, all allowed');
   await forwarded('{"jsonrpc":"2.0","method":"eth_block\\u004eumber","id":2}', 'an escaped method name');
 
-  t.same(await refused('{"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["0x00"],"id":7}', 'a method outside the scope'),
+  t.same(await callRefused('{"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["0x00"],"id":7}', 'a method outside the scope'),
     scopeError('the provided auth token does not allow method "eth_sendRawTransaction"', 7));
-  t.same(await refused('{"jsonrpc":"2.0","method":"eth_blockNumberX","id":12345678901234567890}', 'an exact pattern is no prefix'),
+  t.same(await callRefused('{"jsonrpc":"2.0","method":"eth_blockNumberX","id":12345678901234567890}', 'an exact pattern is no prefix'),
     scopeError('the provided auth token does not allow method "eth_blockNumberX"', 12345678901234567890));
-  const batch = await refused('[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},{"jsonrpc":"2.0","method":"debug_traceCall","id":"two"},' +
-    '{"jsonrpc":"2.0","method":"net_version"}]', 'a batch with one call outside');
-  t.same(batch, [
-    scopeError('not forwarded: this batch also calls "debug_traceCall", which the provided auth token does not allow', 1),
-    scopeError('the provided auth token does not allow method "debug_traceCall"', 'two'),
-  ], 'an error for each call with an id: the allowed ones say why they were not forwarded');
-  t.same(await refused('[{"jsonrpc":"2.0","method":"debug_x"}]', 'a batch of notifications'),
+  t.same(await callRefused('[{"jsonrpc":"2.0","method":"debug_a","id":1},{"jsonrpc":"2.0","method":"debug_b"},{"jsonrpc":"2.0","method":"debug_c","id":"c"}]',
+    'a batch with every call outside'), [
+    scopeError('the provided auth token does not allow method "debug_a"', 1),
+    scopeError('the provided auth token does not allow method "debug_c"', 'c'),
+  ], 'the node is not asked: an error for each call with an id, in its place');
+  t.same(await callRefused('[{"jsonrpc":"2.0","method":"debug_x"}]', 'a batch of notifications'),
     scopeError('the provided auth token does not allow method "debug_x"', null), 'no call has an id: one error with id null');
   t.match(await refused(undefined, 'a GET has no body', 'GET'),
     scopeError(/the request must carry a JSON-RPC call or batch in its body, and it has none$/, null));
@@ -141,6 +152,53 @@ t.test('in front of an upstream, a scoped token passes only bodies whose every c
   t.equal(free.status, 200, 'a token without methods passes any method, as before');
 });
 
+t.test('in front of an upstream, a batch with some calls allowed sends only those, and the answers come merged in the calls\' order', async (t) => {
+  // A node that answers each call of a batch with its method's name, in the reverse order
+  // (as JSON-RPC 2.0 allows), and at two paths the way a node refuses a whole batch.
+  const upstream = await startUpstream(t, (req) => (_req, res, body) => {
+    if (req.url === '/status') {
+      res.writeHead(413, { 'Content-Type': 'text/plain' }).end('batch too large\n');
+      return;
+    }
+    res.setHeader('Content-Type', 'application/json');
+    if (req.url === '/object') {
+      res.end('{"jsonrpc":"2.0","error":{"code":-32600,"message":"batches are off"},"id":null}\n');
+      return;
+    }
+    const calls = JSON.parse(body.toString('utf8')) as { id?: unknown; method: string }[];
+    // net_listening's answer holds a number past a double's precision, written as text.
+    const result = (c: { method: string }) => c.method === 'net_listening' ? '123456789012345678901234567890' : JSON.stringify(c.method);
+    res.end(`[${calls.filter((c) => c.id !== undefined).map((c) => `{"jsonrpc":"2.0","id":${JSON.stringify(c.id)},"result":${result(c)}}`).reverse().join(',')}]`);
+  });
+  const server = await serveInProcess(t, { args: ['--upstream', upstream.url] });
+  const token = await scopedToken(server.url, server.password, ['/', '/status', '/object'], METHODS);
+  const batch = '[{"jsonrpc":"2.0","method":"debug_a","id":1}, {"jsonrpc":"2.0","method":"eth_blockNumber","id":2},' +
+    '{"jsonrpc":"2.0","method":"net_version"},{"jsonrpc":"2.0","method":"debug_b"},{"jsonrpc":"2.0","method":"net_listening","id":"x"},' +
+    '{"jsonrpc":"2.0","method":"debug_c","id":3}]';
+  const response = await post(server.url, '/', token, batch, [['Accept-Encoding', 'gzip']]);
+  t.same(expectCallRefusal(t, response, 'a batch of allowed and refused calls'), [
+    scopeError('the provided auth token does not allow method "debug_a"', 1),
+    { jsonrpc: '2.0', id: 2, result: 'eth_blockNumber' },
+    { jsonrpc: '2.0', id: 'x', result: 123456789012345678901234567890 },
+    scopeError('the provided auth token does not allow method "debug_c"', 3),
+  ], 'each answer in its call\'s place; no answer for a notification, allowed or not');
+  t.match(response.text, '{"jsonrpc":"2.0","id":"x","result":123456789012345678901234567890}',
+    'an answer goes on as the node wrote it: a number past a double keeps its digits');
+  t.equal(upstream.seen.length, 1, 'one request upstream');
+  t.equal(upstream.seen[0].body.toString(), '[{"jsonrpc":"2.0","method":"eth_blockNumber","id":2},{"jsonrpc":"2.0","method":"net_version"},' +
+    '{"jsonrpc":"2.0","method":"net_listening","id":"x"}]', 'the allowed calls only, as one batch, each as the client wrote it');
+  t.equal(upstream.seen[0].headers['accept-encoding'], undefined, 'asked for an answer that can be merged: not compressed');
+
+  const status = await post(server.url, '/status', token, batch);
+  t.equal(status.status, 413, 'a node that refuses the batch with a status: its answer as it is');
+  t.equal(status.text, 'batch too large\n');
+  const object = await post(server.url, '/object', token, batch);
+  t.equal(object.status, 200);
+  t.same(JSON.parse(object.text), { jsonrpc: '2.0', error: { code: -32600, message: 'batches are off' }, id: null },
+    'a node that answers the batch with one error object: that object as it is');
+  t.equal(upstream.seen.length, 3);
+});
+
 t.test('the built-in endpoints: a scoped token reaches them with allowed calls only, and no probe', async (t) => {
   const server = await serveInProcess(t);
   const token = await scopedToken(server.url, server.password, ['/ext/info', '/ext/health'], ['info.getNodeVersion', 'health.*']);
@@ -149,8 +207,14 @@ t.test('the built-in endpoints: a scoped token reaches them with allowed calls o
   t.equal(allowed.status, 200);
   t.match(JSON.parse(allowed.text).result, { version: /^api-auth\// }, 'the endpoint answered');
   t.equal((await call('/ext/health', 'health.health')).status, 200, 'a prefix pattern');
-  t.same(expectScopeRefusal(t, await call('/ext/info', 'info.getNetworkID'), 'a method outside'),
+  t.same(expectCallRefusal(t, await call('/ext/info', 'info.getNetworkID'), 'a method outside'),
     scopeError('the provided auth token does not allow method "info.getNetworkID"', 1));
+  const batch = await post(server.url, '/ext/info', token, '[{"jsonrpc":"2.0","method":"info.getNetworkID","id":1},' +
+    '{"jsonrpc":"2.0","method":"info.getNodeVersion","id":2}]');
+  const answers = expectCallRefusal(t, batch, 'a batch with one call outside');
+  t.same(answers[0], scopeError('the provided auth token does not allow method "info.getNetworkID"', 1), 'the refused call in its place');
+  t.match(answers[1], { id: 2, result: { version: /^api-auth\// } }, 'the allowed one answered by the endpoint');
+  t.equal(answers.length, 2);
   const probe = await request(server.url, '/ext/health', { headers: [['Authorization', `Bearer ${token}`]] });
   t.match(expectScopeRefusal(t, probe, 'GET /ext/health'), scopeError(/it has none$/, null), 'the GET probe has no calls to allow');
   const metricsToken = await scopedToken(server.url, server.password, ['/ext/metrics'], ['*']);
@@ -167,7 +231,8 @@ t.test('/ext/auth/check: a scoped token fails closed without a body, and is chec
   const allowed = await request(server.url, '/ext/auth/check', { method: 'POST', headers, body: '{"jsonrpc":"2.0","method":"net_version","id":1}' });
   t.equal(allowed.status, 200, 'a checker that sends the body (Envoy ext_authz) gets the calls checked');
   const refused = await request(server.url, '/ext/auth/check', { method: 'POST', headers, body: '{"jsonrpc":"2.0","method":"eth_call","id":1}' });
-  t.same(expectScopeRefusal(t, refused, 'a call outside'), scopeError('the provided auth token does not allow method "eth_call"', 1));
+  t.same(expectScopeRefusal(t, refused, 'a call outside: 403 here, where the proxy in front needs a status'),
+    scopeError('the provided auth token does not allow method "eth_call"', 1));
   const unscoped = await newToken(server.url, server.password, [RPC_PATH]);
   const plain = await request(server.url, '/ext/auth/check', { headers: [['Authorization', `Bearer ${unscoped}`], ['X-Original-URI', RPC_PATH]] });
   t.equal(plain.status, 200, 'a token without methods passes as before');
@@ -188,12 +253,16 @@ t.test('the metrics count method checks apart from the token checks', async (t) 
   await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}');
   await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}');
   await post(server.url, RPC_PATH, token, 'nonsense');
+  const forwardedBefore = upstream.seen.length;
+  await post(server.url, RPC_PATH, token, '[{"jsonrpc":"2.0","method":"eth_call","id":1},{"jsonrpc":"2.0","method":"eth_blockNumber","id":2}]');
+  t.equal(upstream.seen.length, forwardedBefore + 1, 'a split batch reaches the upstream with its allowed call');
   const after = await scrape();
   const delta = (series: string): number => (after.get(series) ?? NaN) - (before.get(series) ?? 0);
   t.equal(delta('api_auth_method_checks_total{via="http",result="allowed"}'), 1);
-  t.equal(delta('api_auth_method_checks_total{via="http",result="method not allowed"}'), 2);
+  t.equal(delta('api_auth_method_checks_total{via="http",result="method not allowed"}'), 3, 'a split batch counts as a refusal');
   t.equal(delta('api_auth_method_checks_total{via="http",result="not json-rpc"}'), 1);
-  t.equal(delta('api_auth_verifications_total{outcome="scoped"}'), 4, 'each token check of a scoped token');
+  t.equal(delta('api_auth_upstream_errors_total{kind="other"}') || 0, 0, 'and its answer, passed on, is no upstream error');
+  t.equal(delta('api_auth_verifications_total{outcome="scoped"}'), 5, 'each token check of a scoped token');
   t.equal(delta('api_auth_verifications_total{outcome="valid"}'), 1, 'the scrape itself');
 });
 
@@ -211,7 +280,7 @@ t.test('every HTTP thread checks the methods of scoped tokens', async (t) => {
     });
     t.equal((await send('eth_blockNumber')).status, 200, `connection ${i}: an allowed call passes`);
     const refused = await send('eth_call');
-    t.same(expectScopeRefusal(t, refused, `connection ${i}`), scopeError('the provided auth token does not allow method "eth_call"', i));
+    t.same(expectCallRefusal(t, refused, `connection ${i}`), scopeError('the provided auth token does not allow method "eth_call"', i));
     t.equal((await send('net_version')).status, 200, `connection ${i}: the connection goes on after a refusal`);
   }
   const threads = new Set(upstream.seen.map((s) => s.remotePort));
@@ -226,9 +295,9 @@ t.test('a scoped grant is kept across a restart', async (t) => {
   await first.stop();
   const again = await serveAgain(t, first);
   t.equal((await post(again.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"net_version","id":1}')).status, 200, 'allowed after the restart');
-  expectScopeRefusal(t, await post(again.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}'), 'refused after the restart');
+  expectCallRefusal(t, await post(again.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}'), 'refused after the restart');
   t.equal((await post(again.url, RPC_PATH, unscoped, '{"jsonrpc":"2.0","method":"eth_call","id":1}')).status, 200,
     'the same endpoints without methods are another grant, unscoped still');
   const same = await scopedToken(again.url, again.password, [RPC_PATH], ['net_*', 'eth_blockNumber', 'net_*']);
-  expectScopeRefusal(t, await post(again.url, RPC_PATH, same, '{"jsonrpc":"2.0","method":"eth_call","id":1}'), 'the same scope, written otherwise');
+  expectCallRefusal(t, await post(again.url, RPC_PATH, same, '{"jsonrpc":"2.0","method":"eth_call","id":1}'), 'the same scope, written otherwise');
 });

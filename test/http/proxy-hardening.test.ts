@@ -91,7 +91,7 @@ t.test('an upstream answer that switches protocols gets 502, and its connection 
   const closed = switchedClosed.count;
   const response = await request(gateway.url, '/switch', { headers: [['Authorization', bearer]], timeoutMs: 3000 });
   t.equal(response.status, 502);
-  t.equal(jsonError(response).code, -32004);
+  t.equal(jsonError(response).code, -32044);
   await switchedClosed.reach(closed + 1);
   t.pass('the gateway closed its connection to the upstream');
   const after = await request(gateway.url, '/ext/info', { headers: [['Authorization', bearer]] });

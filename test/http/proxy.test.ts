@@ -320,10 +320,10 @@ t.test('a slow upstream gives 504, one that resets gives 502; the gateway keeps 
   const slow = await request(server.url, '/slow', { headers: [['Authorization', bearer]] });
   t.equal(slow.status, 504);
   t.equal(slow.headers['content-type'], 'application/json');
-  t.same(JSON.parse(slow.text), { jsonrpc: '2.0', error: { code: -32005, message: 'the upstream node did not answer within 1 s' }, id: null });
+  t.same(JSON.parse(slow.text), { jsonrpc: '2.0', error: { code: -32045, message: 'the upstream node did not answer within 1 s' }, id: null });
   const reset = await request(server.url, '/reset', { headers: [['Authorization', bearer]] });
   t.equal(reset.status, 502);
-  t.same(JSON.parse(reset.text), { jsonrpc: '2.0', error: { code: -32004, message: 'the upstream node closed the connection' }, id: null });
+  t.same(JSON.parse(reset.text), { jsonrpc: '2.0', error: { code: -32044, message: 'the upstream node closed the connection' }, id: null });
   const after = await request(server.url, '/ext/info', { headers: [['Authorization', bearer]] });
   t.equal(after.status, 200, 'the next request is served');
 });
@@ -334,7 +334,7 @@ t.test('an upstream that is down gives 502 until it is back', async (t) => {
   for (let i = 0; i < 3; i++) {
     const down = await request(gateway.url, '/ext/info', { method: 'POST', headers: [['Content-Type', 'application/json']], body: '{}' });
     t.equal(down.status, 502);
-    t.same(JSON.parse(down.text), { jsonrpc: '2.0', error: { code: -32004, message: 'the upstream node refused the connection' }, id: null });
+    t.same(JSON.parse(down.text), { jsonrpc: '2.0', error: { code: -32044, message: 'the upstream node refused the connection' }, id: null });
   }
   // The lines come on a pipe, after the answers: at debug, every failure has one; wait for the three.
   const failures = (): LogLine[] => gateway.logs.filter((l) => l.msg === 'the upstream node did not answer');

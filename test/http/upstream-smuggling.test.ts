@@ -65,7 +65,7 @@ function expectNoLeak(t: Test, sent: Sent[]): void {
 
 function expectRefused(t: Test, sent: Sent[], kind: string): void {
   const of = sent.filter((s) => s.kind === kind);
-  const other = of.filter(({ response }) => response.status !== 502 || JSON.parse(response.text).error.code !== -32004);
+  const other = of.filter(({ response }) => response.status !== 502 || JSON.parse(response.text).error.code !== -32044);
   t.same(other.map((s) => `${s.id}: ${s.response.status} ${s.response.text}`), [], `${kind}: each of ${of.length} is a 502`);
 }
 

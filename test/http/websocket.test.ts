@@ -228,7 +228,7 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
 
   const refusedUpstream = await refusal(t, wsUrl(server.url, '/ext/bc/C/refusing'), { token });
   t.equal(refusedUpstream.status, 403, 'an upstream that refuses the upgrade: its status');
-  t.same(JSON.parse(refusedUpstream.body).error, { code: -32004, message: 'the upstream node refused the WebSocket upgrade (HTTP 403)' });
+  t.same(JSON.parse(refusedUpstream.body).error, { code: -32044, message: 'the upstream node refused the WebSocket upgrade (HTTP 403)' });
 
   // An upgrade to api-auth's own routes is a request like any other, as before.
   const metricsUpgrade = await rawUpgrade(server.url, '/ext/metrics', [['Authorization', `Bearer ${token}`]]);
@@ -248,7 +248,7 @@ t.test('past --ws-max-sessions an upgrade gets 503 before anything reaches the u
   const refused = await refusal(t, wsUrl(server.url, WS_PATH), { token });
   t.equal(refused.status, 503, 'the third of two: 503');
   t.equal(refused.headers['retry-after'], '1');
-  t.same(JSON.parse(refused.body).error, { code: -32006, message: 'too many WebSocket sessions are open (at most 2); retry later' });
+  t.same(JSON.parse(refused.body).error, { code: -32046, message: 'too many WebSocket sessions are open (at most 2); retry later' });
   t.equal(upstream.sessions.length, 2, 'the upstream never saw it');
   first.socket.close();
   await first.closed;
@@ -263,7 +263,7 @@ t.test('an upstream that cannot be reached gives 502, one that does not answer i
   const token = await newToken(unreachable.url, unreachable.password, [WS_PATH]);
   const refused = await refusal(t, wsUrl(unreachable.url, WS_PATH), { token });
   t.equal(refused.status, 502, 'nothing listens: 502');
-  t.same(JSON.parse(refused.body).error, { code: -32004, message: 'the upstream node refused the connection' });
+  t.same(JSON.parse(refused.body).error, { code: -32044, message: 'the upstream node refused the connection' });
 
   // Accepts connections, never answers; keeps what it was sent.
   const sockets = new Set<Socket>();
@@ -287,7 +287,7 @@ t.test('an upstream that cannot be reached gives 502, one that does not answer i
   const start = performance.now();
   const timedOut = await refusal(t, wsUrl(slow.url, WS_PATH), { token: slowToken });
   t.equal(timedOut.status, 504, 'no answer within --upstream-timeout: 504');
-  t.same(JSON.parse(timedOut.body).error, { code: -32005, message: 'the upstream node did not answer within 1 s' });
+  t.same(JSON.parse(timedOut.body).error, { code: -32045, message: 'the upstream node did not answer within 1 s' });
   t.ok(performance.now() - start < 5000, 'and not much later');
   t.match(received, /\r\nupgrade: websocket\r\n/i, 'what timed out was a WebSocket handshake');
   t.match(received, /\r\nsec-websocket-key: [A-Za-z0-9+/]{22}==\r\n/i, 'with its Sec-WebSocket-Key');

@@ -249,6 +249,19 @@ t.test('endpoint matching: exact, "*", and "/a/*" subtrees', async (t) => {
   t.equal(core.verify(several, '/ext/bc/Y', NOW), Outcome.NotGranted);
 });
 
+t.test('endpoint "/" grants the root alone, where Ethereum nodes serve JSON-RPC', async (t) => {
+  const core = keyedCore();
+  const root = core.issue(core.addGrant(['/']), NOW, HOUR).token;
+  t.equal(core.verify(root, '/', NOW), Outcome.Valid, '/');
+  for (const path of ['/x', '/ext/info', '/x/']) t.equal(core.verify(root, path, NOW), Outcome.NotGranted, path);
+  t.equal(core.verify(root, '//', NOW), Outcome.BadPath, '// is no root: an empty segment');
+  t.equal(core.addGrant(['/', '/']), core.addGrant(['/']), 'one grant, however often "/" is named');
+  const both = core.issue(core.addGrant(['/', '/ext/info']), NOW, HOUR).token;
+  for (const path of ['/', '/ext/info']) t.equal(core.verify(both, path, NOW), Outcome.Valid, `beside another entry: ${path}`);
+  const error = t.throws(() => core.addGrant(['//'])) as GrantError;
+  t.match(error.message, /"\/" \(the root alone, where Ethereum nodes serve JSON-RPC\)/, 'a bad entry\'s message suggests "/"');
+});
+
 t.test('the gate refuses bad paths before it looks at the header', async (t) => {
   const core = keyedCore();
   const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
@@ -444,7 +457,7 @@ t.test('grants: validated, canonical, interned, bounded', async (t) => {
   t.throws(() => core.addGrant(['', '*']), { code: 'bad-entry', entry: 0 });
   t.equal(core.grantCount, 2);
   for (const ok of ['/*', '/ext/*', '/ext/bc/X/*', '/ext/a.b', '/ext/%41']) t.type(core.addGrant([ok]), 'number', ok);
-  const bad = ['', 'ext/info', '/', '/ext/info/', '//ext', '/ext//info', '/ext/./info', '/ext/..', '/ext/*/x', '/ext*',
+  const bad = ['', 'ext/info', '//', '/ext/info/', '//ext', '/ext//info', '/ext/./info', '/ext/..', '/ext/*/x', '/ext*',
     '/ext/x*', '**', '/ext/%2F', '/ext/in fo', '/ext/é', '/ext\\x', '/a\nb'];
   for (const entry of bad) {
     t.throws(() => core.addGrant(['/ext/info', entry]), GrantError, JSON.stringify(entry));

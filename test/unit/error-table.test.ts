@@ -11,7 +11,7 @@ import * as library from '../../build/host/index.js';
 import { Core } from '../../build/host/core/core.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { MAIN, PROGRAM_ENV, ROOT, tempDir, untracked } from '../helpers/server.js';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** `api-auth ...args` in a process of its own, as an operator runs it: its exit code, stdout and stderr. */
@@ -64,7 +64,7 @@ t.test('every JSON-RPC code has its stable code and status, and an RpcError answ
   t.match(library.RPC_ERRORS[library.RpcCode.Busy], { code: 'API_AUTH_BUSY', httpStatus: 503 });
   t.match(library.RPC_ERRORS[library.RpcCode.UpstreamUnavailable], { code: 'API_AUTH_UPSTREAM_UNAVAILABLE', httpStatus: 502 });
   t.match(library.RPC_ERRORS[library.RpcCode.UpstreamTimeout], { code: 'API_AUTH_UPSTREAM_TIMEOUT', httpStatus: 504 });
-  t.match(library.RPC_ERRORS[library.RpcCode.InsufficientScope], { code: 'API_AUTH_INSUFFICIENT_SCOPE', httpStatus: 403 });
+  t.match(library.RPC_ERRORS[library.RpcCode.InsufficientScope], { code: 'API_AUTH_INSUFFICIENT_SCOPE', httpStatus: 200 });
 
   const forGood = new library.RpcError(library.RpcCode.IncorrectPassword, 'incorrect password');
   t.ok(forGood instanceof library.ApiAuthError, 'an RpcError is one of api-auth\'s errors');
@@ -96,4 +96,53 @@ t.test('the operator command\'s errors, the core\'s refusals to issue, and the b
     thrown = error;
   }
   t.ok(thrown instanceof library.InvariantError && thrown instanceof library.ApiAuthError, 'it is the library\'s InvariantError');
+});
+
+// EIP-1474 gives -32000 to -32006 meanings Ethereum libraries act on (issue 24).
+const EIP_1474 = new Map([[-32000, 'invalid input'], [-32001, 'resource not found'], [-32002, 'resource unavailable'],
+  [-32003, 'transaction rejected'], [-32004, 'method not supported'], [-32005, 'limit exceeded'], [-32006, 'JSON-RPC version not supported']]);
+
+t.test('no code of the gateway\'s collides with EIP-1474; -32000 stays the original node\'s incorrect password', async (t) => {
+  for (const [name, code] of Object.entries(library.RpcCode)) {
+    if (name === 'IncorrectPassword') continue;
+    t.notOk(EIP_1474.has(code), `${name} (${code}) is not EIP-1474's ${EIP_1474.get(code) ?? ''}`);
+  }
+  t.equal(library.RpcCode.IncorrectPassword, -32000);
+  t.notOk(Object.values(library.RpcCode).includes(-32005 as never), '-32005 is left to throttling and rate limits');
+});
+
+t.test('the proxy\'s error classes have their stable codes and statuses', async (t) => {
+  for (const [kind, answer] of Object.entries(library.UPSTREAM_ERRORS)) {
+    const error = new library.UpstreamError('x', kind as library.UpstreamErrorCode);
+    t.ok(error instanceof library.ApiAuthError, kind);
+    t.match(error, { name: 'UpstreamError', kind, code: answer.code, httpStatus: kind === 'timeout' ? 504 : 502 }, kind);
+  }
+  t.match(new library.ClientGoneError(), { code: 'API_AUTH_CLIENT_GONE', httpStatus: null });
+  t.match(new library.BodyTooLargeError(), { code: 'API_AUTH_BODY_TOO_LARGE', httpStatus: 413, rpcCode: library.RpcCode.InvalidRequest });
+  t.match(new library.ScopeRefusedError('method not allowed'), { code: 'API_AUTH_INSUFFICIENT_SCOPE', httpStatus: 200 });
+  t.match(new library.ScopeRefusedError('not json-rpc'), { code: 'API_AUTH_SCOPE_UNREADABLE', httpStatus: 403 });
+});
+
+t.test('docs/reference/errors.md publishes the JSON-RPC table of errors.ts, and what moved', async (t) => {
+  const page = readFileSync(join(ROOT, 'docs/reference/errors.md'), 'utf8');
+  const section = (title: string): string => {
+    const start = page.indexOf(`\n## ${title}\n`);
+    t.not(start, -1, `a section "${title}"`);
+    const end = page.indexOf('\n## ', start + 1);
+    return page.slice(start, end === -1 ? undefined : end);
+  };
+  const rows = (text: string): string[][] => text.split('\n').filter((l) => /^\| -?\d/.test(l))
+    .map((l) => l.split('|').slice(1, -1).map((cell) => cell.trim().replace(/^`|`$/g, '')));
+  const published = rows(section('JSON-RPC codes')).map(([code, status, stable]) => [Number(code), Number(status), stable]);
+  const table = Object.values(library.RPC_ERRORS).map((a) => [a.rpcCode, a.httpStatus, a.code]);
+  const order = (list: (string | number)[][]) => [...list].sort((a, b) => Number(a[0]) - Number(b[0]));
+  t.same(order(published), order(table), 'every JSON-RPC code, its HTTP status and its stable code, as errors.ts has them');
+  const moved = rows(section('What moved')).map(([was, now, stable]) => [Number(was), Number(now), stable]);
+  t.ok(moved.length > 0, 'a table of what moved');
+  for (const [was, now, stable] of moved) {
+    t.match(library.RPC_ERRORS[now as library.RpcCode], { code: stable }, `${was} -> ${now} is ${stable}`);
+    t.ok(EIP_1474.has(was as number) || was === -32007, `${was} was in EIP-1474's range, or moved with it`);
+  }
+  const changelog = readFileSync(join(ROOT, 'CHANGELOG.md'), 'utf8');
+  for (const [was, now] of moved) t.match(changelog, `${was} -> ${now}`, `CHANGELOG.md says ${was} -> ${now}`);
 });

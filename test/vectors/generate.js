@@ -132,6 +132,13 @@ export function generateVectors(module = coreModule()) {
     c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'Valid');
     c.authorize(`Bearer ${t}`, '/', NOW, 'NotGranted');
   });
+  tokens('valid: "/" grants the root alone', { key: KEY, grants: [['/']] }, (c) => {
+    const t = c.issue(0, NOW, HOUR);
+    c.authorize(`Bearer ${t}`, '/', NOW, 'Valid');
+    c.authorize(`Bearer ${t}`, '/x', NOW, 'NotGranted');
+    c.authorize(`Bearer ${t}`, '/x/', NOW, 'NotGranted');
+    c.authorize(`Bearer ${t}`, '//', NOW, 'BadPath');
+  });
   tokens('valid: a list of entries, each token scoped to its own grant',
     { key: KEY, grants: [['/ext/bc/*', '/ext/info'], ['/ext/health']] }, (c) => {
       const both = c.issue(0, NOW, HOUR);
@@ -387,7 +394,7 @@ export function generateVectors(module = coreModule()) {
     c.addGrantRefused(Array.from({ length: 129 }, (_, i) => `/e/${String(i).padStart(3, '0')}`), 'too-many-entries', undefined);
     for (const [endpoints, entry] of [
       [[''], 0], [['ext/info'], 0], [['/a', '/b/../c'], 1], [['/a/'], 0], [['/a/*/b'], 0], [['/a*'], 0], [['**'], 0],
-      [['//a'], 0], [['/a/.'], 0], [['/a', '/b', '/c%2F'], 2], [['/a b'], 0], [['/a/*/*'], 0], [['/ext/info/*/'], 0],
+      [['//'], 0], [['//a'], 0], [['/a/.'], 0], [['/a', '/b', '/c%2F'], 2], [['/a b'], 0], [['/a/*/*'], 0], [['/ext/info/*/'], 0],
       [['/a', '/ext/bc/X/..;/*'], 1], [['/a/%5C'], 0], [['/a/%C0%AE'], 0], [['/a/..%00'], 0], [['/a/%E2%80%A5'], 0], [['/a/...'], 0],
     ]) c.addGrantRefused(endpoints, 'bad-entry', entry);
     c.addGrantRefused(['/a', `/${'b'.repeat(1024)}`], 'entry-too-long', 1);

@@ -1,27 +1,24 @@
-// The ways an exchange with the upstream fails, each with a stable code that proxy.ts's
+// The ways an exchange with the upstream fails, each an UpstreamError of the error table
+// (host/errors.ts: UPSTREAM_ERRORS, with its stable code and status) that forwarding.ts's
 // classify() maps to a metric's kind and an answer (502 or 504). The system's own errors
 // (ECONNREFUSED, ECONNRESET, EPIPE) pass through as they are.
+import { UpstreamError } from '../../errors.js';
 
-export class UpstreamError extends Error {
-  constructor(message: string, readonly code: string) {
-    super(message);
-    this.name = 'UpstreamError';
-  }
-}
+export { UpstreamError };
 
 /** The upstream took longer than --upstream-timeout to connect, to start answering, or between parts of an answer. */
 export const timedOut = (timeoutMs: number): UpstreamError =>
-  new UpstreamError(`the upstream node did not answer within ${timeoutMs / 1000} s`, 'UPSTREAM_TIMEOUT');
+  new UpstreamError(`the upstream node did not answer within ${timeoutMs / 1000} s`, 'timeout');
 
 /** The connection ended before the answer was whole. */
 export const closedEarly = (): UpstreamError =>
-  new UpstreamError('the upstream node closed the connection before its answer was whole', 'UPSTREAM_CLOSED');
+  new UpstreamError('the upstream node closed the connection before its answer was whole', 'closed');
 
 /** An answer the parser refuses (parser.ts says which rule it broke). */
-export const badAnswer = (why: string): UpstreamError => new UpstreamError(why, 'UPSTREAM_BAD_ANSWER');
+export const badAnswer = (why: string): UpstreamError => new UpstreamError(why, 'bad-answer');
 
 /** An answer that switches protocols (101), which nothing api-auth sends asks for. */
-export const switched = (): UpstreamError => new UpstreamError('the upstream node switched protocols', 'UPSTREAM_SWITCHED');
+export const switched = (): UpstreamError => new UpstreamError('the upstream node switched protocols', 'switched');
 
 /** The proxy is closing: requests still waiting for a connection, or under way, end with this. */
-export const poolClosed = (): UpstreamError => new UpstreamError('the connections to the upstream node are closed', 'UPSTREAM_POOL_CLOSED');
+export const poolClosed = (): UpstreamError => new UpstreamError('the connections to the upstream node are closed', 'pool-closed');
