@@ -82,13 +82,20 @@ async function main(): Promise<void> {
   // Certificate renewal without a restart; the server logs how it went. One that comes
   // while starting is carried out once started (the files may have changed after they
   // were read). Without TLS there is nothing to reload, but SIGHUP is still the reload
-  // signal (systemctl reload sends it): its default action would end the node.
+  // signal (systemctl reload sends it): its default action would end the node. It also
+  // reopens the access log's file, which logrotate has renamed; one that comes while
+  // starting finds the file opened after it.
   let reloadAsked = false;
   const tls = command.options.tlsEnabled === true;
+  const accessLog = command.options.accessLog !== undefined;
   process.on('SIGHUP', () => {
-    if (!tls) log.info('SIGHUP: nothing to reload', { reason: 'TLS is off (no --http-tls-enabled), and the other settings are read only at start' });
-    else if (started === undefined) reloadAsked = true;
-    else void started.reloadTls();
+    if (accessLog) started?.reopenAccessLog();
+    if (tls) {
+      if (started === undefined) reloadAsked = true;
+      else void started.reloadTls();
+    } else if (!accessLog) {
+      log.info('SIGHUP: nothing to reload', { reason: 'TLS is off (no --http-tls-enabled), and the other settings are read only at start' });
+    }
   });
   started = await startServer(command.options, { log });
   server = started;

@@ -25,6 +25,7 @@
 // as before, and cost nothing more.
 import { STATUS_CODES } from 'node:http';
 import type { HttpRequest, HttpResponse, RecognizedString } from 'uWebSockets.js';
+import { upstreamAnswered } from './access-log.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import { RpcCode } from '../errors.js';
@@ -432,6 +433,7 @@ class Exchange implements UpstreamRequest {
   onHead(parser: ResponseParser, bytes: Buffer): void {
     if (this.closed) return;
     this.started = true;
+    upstreamAnswered(this.res, parser.status);
     this.bodiless = this.head || parser.status === 204 || parser.status === 304;
     this.total = parser.framing === Framing.Length ? parser.length : this.bodiless ? NO_BODY : parser.framing === Framing.None ? 0 : CHUNKED;
     // The head is written with the first body bytes (or the end), so that a small answer
