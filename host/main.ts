@@ -89,7 +89,10 @@ async function main(): Promise<void> {
   const tls = command.options.tlsEnabled === true;
   const accessLog = command.options.accessLog !== undefined;
   process.on('SIGHUP', () => {
-    if (accessLog) started?.reopenAccessLog();
+    if (accessLog && started !== undefined) {
+      started.reopenAccessLog();
+      log.info('SIGHUP: the access log is opened again', { path: command.options.accessLog });
+    }
     if (tls) {
       if (started === undefined) reloadAsked = true;
       else void started.reloadTls();

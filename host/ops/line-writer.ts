@@ -9,7 +9,9 @@
 //
 // A write that fails (a full disk) loses its lines: they are counted, the first failure
 // is logged and so is the first write that succeeds again; nothing waits or throws on
-// the request's path. Lines made while FLUSH_BYTES * 64 wait unwritten are lost the same
+// the request's path. A disk that fills up within a write may keep the start of a line:
+// the next write begins with a line feed, so that the cut line stays one line and every
+// other line stays whole. Lines made while FLUSH_BYTES * 64 wait unwritten are lost the same
 // way rather than held without bound. A stop writes what is left, synchronously: a clean
 // stop loses no line; a kill -9 loses what was not yet written (FLUSH_MS of lines at most,
 // and a write under way).
@@ -75,6 +77,8 @@ export class LineWriter {
   /** A write(2) is under way: the next waits for it, and the descriptor stays. */
   private writing = false;
   private failing = false;
+  /** The file ends in part of a line (a write failed after it had written some). */
+  private cut = false;
   private generation: number;
   private readonly group: number;
   private readonly timer: NodeJS.Timeout;
@@ -109,10 +113,11 @@ export class LineWriter {
     clearInterval(this.timer);
     if (this.writing) await new Promise<void>((resolve) => { this.written = resolve; });
     for (const bytes of this.take()) {
+      let offset = 0;
       try {
-        for (let offset = 0; offset < bytes.length;) offset += writeSync(this.fd, bytes, offset);
+        while (offset < bytes.length) offset += writeSync(this.fd, bytes, offset);
       } catch (error) {
-        this.failed(error, bytes);
+        this.failed(error, bytes.subarray(offset));
       }
     }
     if (this.target.path !== STDOUT) closeSync(this.fd);
@@ -124,6 +129,10 @@ export class LineWriter {
     this.held = [];
     this.heldBytes = 0;
     if (lines.length === 0) return [];
+    if (this.cut) {
+      this.cut = false;
+      lines[0] = `\n${lines[0]}`;
+    }
     if (this.group === Infinity) return [Buffer.from(lines.join(''))];
     const buffers: Buffer[] = [];
     let part: string[] = [];
@@ -167,6 +176,7 @@ export class LineWriter {
     const bytes = buffers[index];
     write(this.fd, bytes, offset, bytes.length - offset, null, (error, count) => {
       if (error !== null) {
+        if (offset > 0) this.cut = true;
         this.failed(error, bytes.subarray(offset));
         this.next(buffers, index + 1);
         return;
