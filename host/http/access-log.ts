@@ -49,7 +49,7 @@ export class AccessLog {
   private readonly finished: LoggedResponse[] = [];
   private readonly format = (): void => {
     const finished = this.finished;
-    for (let i = 0; i < finished.length; i++) this.writer.line(`${JSON.stringify(finished[i].fields())}\n`);
+    for (let i = 0; i < finished.length; i++) this.writer.line(finished[i].line());
     finished.length = 0;
   };
 
@@ -102,13 +102,21 @@ export class LoggedResponse implements HttpResponse {
   constructor(private readonly log: AccessLog, private readonly res: HttpResponse, private readonly client: string,
     private readonly method: string, private readonly path: string, private readonly time: number) {}
 
-  /** The line's fields, in their order. */
-  fields(): Record<string, unknown> {
-    return {
-      time: new Date(this.time).toISOString(), client: this.client, token: this.token, method: this.method, path: this.path,
-      rpc: this.methods, calls: this.calls, status: this.status, upstreamStatus: this.upstream, durationUs: this.duration,
-      bytesIn: this.bytesIn, bytesOut: this.bytesOut, ...this.session,
-    };
+  /**
+   * The line, its fields in their order. Written out rather than an object given to
+   * JSON.stringify, which costs a third more: only the text a client chose (the method,
+   * the path, the methods of its body) can hold what JSON must escape. The client is an
+   * address in its canonical form, and the token's id `t` and digits.
+   */
+  line(): string {
+    const token = this.token === null ? 'null' : `"${this.token}"`;
+    const rpc = this.methods === null ? 'null' : JSON.stringify(this.methods);
+    let text = `{"time":"${isoTime(this.time)}","client":"${this.client}","token":${token},"method":${JSON.stringify(this.method)},` +
+      `"path":${JSON.stringify(this.path)},"rpc":${rpc},"calls":${this.calls},"status":${this.status},"upstreamStatus":${this.upstream},` +
+      `"durationUs":${this.duration},"bytesIn":${this.bytesIn},"bytesOut":${this.bytesOut}`;
+    const session = this.session;
+    if (session !== null) text += `,"messagesIn":${session.messagesIn},"messagesOut":${session.messagesOut}`;
+    return `${text}}\n`;
   }
 
   /** The gate's verdict on the token `req` carried for `path` (the original request's, for a check). */
@@ -135,10 +143,9 @@ export class LoggedResponse implements HttpResponse {
 
   /** A WebSocket session opened by this upgrade has ended: its line, timed from the upgrade request. */
   sessionEnded(counts: SessionCounts): void {
-    const { messagesIn, messagesOut, bytesIn, bytesOut } = counts;
-    this.session = { messagesIn, messagesOut, bytesIn, bytesOut };
-    this.bytesIn = bytesIn;
-    this.bytesOut = bytesOut;
+    this.session = counts;
+    this.bytesIn = counts.bytesIn;
+    this.bytesOut = counts.bytesOut;
     this.finish();
   }
 
@@ -286,6 +293,22 @@ export class LoggedResponse implements HttpResponse {
       this.methods = [methodOf(parsed)];
     }
   }
+}
+
+/** The second `isoTime` last formatted, and its text up to the milliseconds: most lines share their second with the one before. */
+let second = -1;
+let secondText = '';
+
+/** `ms` since the epoch in RFC 3339, UTC, with milliseconds, as Date's toISOString() writes it. */
+function isoTime(ms: number): string {
+  const whole = Math.floor(ms);
+  const s = Math.floor(whole / 1000);
+  if (s !== second) {
+    second = s;
+    secondText = new Date(s * 1000).toISOString().slice(0, 20);
+  }
+  const milliseconds = whole - s * 1000;
+  return `${secondText}${milliseconds < 10 ? '00' : milliseconds < 100 ? '0' : ''}${milliseconds}Z`;
 }
 
 /** A call's method as a line shows it: cut at METHOD_SHOWN; null when the call has no method string. */

@@ -216,6 +216,13 @@ t.test('a WebSocket session: one line at its end, with its messages and their by
   const lines = await waitForLines(wsFile, (l) => l.path === '/ext/bc/C/ws' && l.status === 401);
   t.match(lines[0], { token: null, upstreamStatus: null, bytesOut: refused.body.length });
   t.notOk('messagesIn' in lines[0], 'an answered upgrade has no messages');
+
+  // A clean stop ends the sessions still open, and writes their lines before the process exits.
+  const open = await openClient(t, wsUrl(gateway.url, '/ext/bc/C/ws?open=1'), { token: token.token });
+  await open.call('eth_chainId');
+  t.equal((await gateway.stop('SIGTERM')).code, 0);
+  t.match(linesOf(wsFile).filter((l) => l.status === 101), [{ messagesIn: 2 }, { messagesIn: 1, messagesOut: 1, token: token.id }],
+    'the session open at the stop has its line');
 });
 
 t.test('two HTTP threads under concurrent load: every line whole, none lost by a clean stop', async (t) => {
