@@ -84,14 +84,19 @@ async function main(): Promise<void> {
   // were read). Without TLS there is nothing to reload, but SIGHUP is still the reload
   // signal (systemctl reload sends it): its default action would end the node. It also
   // reopens the access log's file, which logrotate has renamed; one that comes while
-  // starting finds the file opened after it.
+  // starting, once started, as the file may have been renamed after it was opened.
   let reloadAsked = false;
+  let reopenAsked = false;
   const tls = command.options.tlsEnabled === true;
   const accessLog = command.options.accessLog !== undefined;
+  const reopen = (serving: ServerHandle): void => {
+    serving.reopenAccessLog();
+    log.info('SIGHUP: the access log is opened again', { path: command.options.accessLog });
+  };
   process.on('SIGHUP', () => {
-    if (accessLog && started !== undefined) {
-      started.reopenAccessLog();
-      log.info('SIGHUP: the access log is opened again', { path: command.options.accessLog });
+    if (accessLog) {
+      if (started === undefined) reopenAsked = true;
+      else reopen(started);
     }
     if (tls) {
       if (started === undefined) reloadAsked = true;
@@ -107,8 +112,12 @@ async function main(): Promise<void> {
     server = undefined;
     fail(error);
   });
-  if (stopAsked) stop();
-  else if (reloadAsked) void started.reloadTls();
+  if (stopAsked) {
+    stop();
+    return;
+  }
+  if (reloadAsked) void started.reloadTls();
+  if (reopenAsked) reopen(started);
 }
 
 process.on('uncaughtException', fail);

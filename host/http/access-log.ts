@@ -63,7 +63,10 @@ export class AccessLog {
   /** The response to answer `req` through: `res` itself for a path not logged. Call it first in the uWS handler. */
   watch(res: HttpResponse, req: HttpRequest, method: string, path: string): HttpResponse {
     if (NOT_LOGGED.has(path)) return res;
-    return new LoggedResponse(this, res, clientAddress(res, req, this.trusted), method, path, this.clock());
+    const logged = new LoggedResponse(this, res, method, path, this.clock());
+    // Through the logged response, whose peer address the proxy's headers then reuse.
+    logged.client = clientAddress(logged, req, this.trusted);
+    return logged;
   }
 
   /**
@@ -98,9 +101,13 @@ export class LoggedResponse implements HttpResponse {
   private bytesOut = 0;
   private session: SessionCounts | null = null;
   private done = false;
+  /** The connection's far end, asked of uWS once (a getpeername(2)): the client's address, and the proxy's X-Forwarded-For. */
+  private peer: ArrayBuffer | null = null;
+  /** The client's address, set right after the response is made. */
+  client = '';
 
-  constructor(private readonly log: AccessLog, private readonly res: HttpResponse, private readonly client: string,
-    private readonly method: string, private readonly path: string, private readonly time: number) {}
+  constructor(private readonly log: AccessLog, private readonly res: HttpResponse, private readonly method: string,
+    private readonly path: string, private readonly time: number) {}
 
   /**
    * The line, its fields in their order. Written out rather than an object given to
@@ -261,8 +268,10 @@ export class LoggedResponse implements HttpResponse {
     return this.res.getWriteOffset();
   }
 
+  /** Read only, by every caller (client-address.ts): the same buffer serves them all. */
   getRemoteAddress(): ArrayBuffer {
-    return this.res.getRemoteAddress();
+    this.peer ??= this.res.getRemoteAddress();
+    return this.peer;
   }
 
   getRemoteAddressAsText(): ArrayBuffer {

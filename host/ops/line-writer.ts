@@ -1,7 +1,8 @@
 // Whole lines to a file opened for appending, or to standard output, buffered and written
-// off the request's path: a line is only appended to a list where it is made, and the
-// list goes out in one write(2) when it holds FLUSH_BYTES, or every FLUSH_MS, in libuv's
-// thread pool. Several writers (one per HTTP thread) share the file, each with its own
+// off the request's path: a line is encoded where it is made into a buffer the writer
+// reuses (a held string would outlive a scavenge or two and cost the garbage collector
+// more than the line itself), and the filled buffers go out in one writev(2) when one is
+// full, or every FLUSH_MS, in libuv's thread pool. Several writers (one per HTTP thread) share the file, each with its own
 // descriptor opened O_APPEND: Linux appends each write(2) to a regular file whole, so
 // lines from different threads never interleave. Standard output may be a pipe, where
 // only writes of PIPE_BUF bytes at most are whole, so there the lines go in groups of up
@@ -19,7 +20,7 @@
 // logrotate renames the file and sends SIGHUP: the owner of the process bumps a word
 // every writer shares (`reopen`), and each writer opens the path again at its next tick,
 // FLUSH_MS at most later, as nginx's workers do on USR1.
-import { closeSync, constants, openSync, write, writeSync } from 'node:fs';
+import { closeSync, constants, openSync, writeSync, writev } from 'node:fs';
 import { errorFields } from './log.js';
 import type { Logger } from './log.js';
 
@@ -72,15 +73,22 @@ export function reopenLines(target: LineTarget): void {
 }
 
 export class LineWriter {
-  private held: string[] = [];
-  private heldBytes = 0;
+  /** The buffer lines are encoded into as they come, and how much of it they fill. */
+  private current: Buffer;
+  private used = 0;
+  /** Filled buffers waiting for the write under way, each of whole lines. */
+  private full: Buffer[] = [];
+  private fullBytes = 0;
+  /** Written buffers, for the next lines (encoded at once, lines hold no string for the garbage collector to move). */
+  private readonly spare: Buffer[] = [];
+  /** Bytes one buffer holds: what one write(2) may take whole. */
+  private readonly size: number;
   /** A write(2) is under way: the next waits for it, and the descriptor stays. */
   private writing = false;
   private failing = false;
-  /** The file ends in part of a line (a write failed after it had written some). */
+  /** The file ends in part of a line (a write failed after it had written some): the next line starts with a line feed. */
   private cut = false;
   private generation: number;
-  private readonly group: number;
   private readonly timer: NodeJS.Timeout;
   private stopped: Promise<void> | null = null;
   private written: (() => void) | null = null;
@@ -88,19 +96,44 @@ export class LineWriter {
   /** `fd`: the target opened already (openTarget); this writer owns it from now on. */
   constructor(private readonly target: LineTarget, private fd: number, private readonly counts: LineCounts, private readonly log: Logger) {
     this.generation = Atomics.load(target.reopen, 0);
-    this.group = target.path === STDOUT ? PIPE_BUF : Infinity;
+    this.size = target.path === STDOUT ? PIPE_BUF : FLUSH_BYTES;
+    this.current = Buffer.allocUnsafe(this.size);
     this.timer = setInterval(() => this.flush(), FLUSH_MS).unref();
   }
 
   /** Adds a whole line, with its line feed, to be written soon. */
   line(text: string): void {
-    if (this.heldBytes > MAX_HELD || this.stopped !== null) {
+    if (this.fullBytes > MAX_HELD || this.stopped !== null) {
       this.counts.accessLinesLost++;
       return;
     }
-    this.held.push(text);
-    this.heldBytes += text.length;
-    if (this.heldBytes >= FLUSH_BYTES) this.flush();
+    if (this.cut) {
+      this.cut = false;
+      this.append('\n');
+    }
+    this.append(text);
+    if (this.fullBytes > 0) this.flush();
+  }
+
+  /** Encodes `text` into the current buffer, or, when it does not fit, into the next. */
+  private append(text: string): void {
+    // Three bytes a UTF-16 unit at most: most lines fit without being measured.
+    const room = this.current.length - this.used;
+    if (text.length * 3 > room) {
+      const bytes = Buffer.byteLength(text);
+      if (bytes > room) this.next(bytes);
+    }
+    this.used += this.current.write(text, this.used);
+  }
+
+  /** The current buffer goes to be written; lines go on in a spare one, or a new one of at least `bytes`. */
+  private next(bytes: number): void {
+    if (this.used > 0) {
+      this.full.push(this.current.subarray(0, this.used));
+      this.fullBytes += this.used;
+    }
+    this.current = bytes <= this.size ? this.spare.pop() ?? Buffer.allocUnsafe(this.size) : Buffer.allocUnsafe(bytes);
+    this.used = 0;
   }
 
   /** Writes what is held, synchronously once a write under way is done, and closes the file. */
@@ -112,6 +145,7 @@ export class LineWriter {
   private async closeNow(): Promise<void> {
     clearInterval(this.timer);
     if (this.writing) await new Promise<void>((resolve) => { this.written = resolve; });
+    this.next(0);
     for (const bytes of this.take()) {
       let offset = 0;
       try {
@@ -123,62 +157,47 @@ export class LineWriter {
     if (this.target.path !== STDOUT) closeSync(this.fd);
   }
 
-  /** The held lines as the buffers to write, each of whole lines (at most PIPE_BUF bytes to a pipe, unless one line is longer). */
+  /** The filled buffers, to write in order. */
   private take(): Buffer[] {
-    const lines = this.held;
-    this.held = [];
-    this.heldBytes = 0;
-    if (lines.length === 0) return [];
-    if (this.cut) {
-      this.cut = false;
-      lines[0] = `\n${lines[0]}`;
-    }
-    if (this.group === Infinity) return [Buffer.from(lines.join(''))];
-    const buffers: Buffer[] = [];
-    let part: string[] = [];
-    let size = 0;
-    for (const line of lines) {
-      const bytes = Buffer.byteLength(line);
-      if (size + bytes > this.group && part.length > 0) {
-        buffers.push(Buffer.from(part.join('')));
-        part = [];
-        size = 0;
-      }
-      part.push(line);
-      size += bytes;
-    }
-    buffers.push(Buffer.from(part.join('')));
-    return buffers;
+    const full = this.full;
+    this.full = [];
+    this.fullBytes = 0;
+    return full;
   }
 
   private flush(): void {
     if (this.writing || this.stopped !== null) return;
     const generation = Atomics.load(this.target.reopen, 0);
     if (generation !== this.generation) this.reopen(generation);
-    if (this.held.length === 0) return;
+    if (this.used > 0) this.next(0);
+    if (this.full.length === 0) return;
     this.writing = true;
-    this.next(this.take(), 0);
+    this.write(this.take());
   }
 
-  /** Writes buffers[index] from `offset`, then the rest in turn; the last one done ends the write. */
-  private next(buffers: Buffer[], index: number, offset = 0): void {
-    if (index === buffers.length) {
+  /**
+   * Writes `buffers` in order: to a file all in one writev(2), which O_APPEND keeps whole;
+   * to standard output one write(2) each, at most PIPE_BUF bytes, which a pipe keeps whole.
+   */
+  private write(buffers: Buffer[]): void {
+    if (buffers.length === 0) {
       this.writing = false;
       const written = this.written;
       if (written !== null) {
         this.written = null;
         written();
-      } else if (this.heldBytes >= FLUSH_BYTES) {
+      } else if (this.fullBytes > 0) {
         this.flush();
       }
       return;
     }
-    const bytes = buffers[index];
-    write(this.fd, bytes, offset, bytes.length - offset, null, (error, count) => {
+    const batch = this.target.path === STDOUT ? buffers.slice(0, 1) : buffers;
+    writev(this.fd, batch, null, (error, count) => {
       if (error !== null) {
-        if (offset > 0) this.cut = true;
-        this.failed(error, bytes.subarray(offset));
-        this.next(buffers, index + 1);
+        // The rest of a buffer a short write began: the file ends in part of its first line.
+        if (batch[0].byteOffset > 0) this.cut = true;
+        for (const lost of batch) this.failed(error, lost);
+        this.write(buffers.slice(batch.length));
         return;
       }
       if (this.failing) {
@@ -186,9 +205,21 @@ export class LineWriter {
         this.log.info('the access log is written again', { path: this.target.path });
       }
       // A short write (the disk filling up) goes on from where it stopped.
-      if (offset + count < bytes.length) this.next(buffers, index, offset + count);
-      else this.next(buffers, index + 1);
+      let left = count;
+      let done = 0;
+      while (done < buffers.length && left >= buffers[done].length) {
+        left -= buffers[done].length;
+        this.recycle(buffers[done++]);
+      }
+      const rest = buffers.slice(done);
+      if (left > 0) rest[0] = rest[0].subarray(left);
+      this.write(rest);
     });
+  }
+
+  /** A written buffer of the standard size (its own memory: larger than Buffer's pool takes) is kept for the next lines; two at most. */
+  private recycle(bytes: Buffer): void {
+    if (this.spare.length < 2 && bytes.buffer.byteLength === this.size) this.spare.push(Buffer.from(bytes.buffer, 0, this.size));
   }
 
   /** A write failed: its lines are lost and counted, and the first failure of a run is logged. */
