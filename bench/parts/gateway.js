@@ -389,7 +389,8 @@ export function gatewayMarkdown(result) {
         }
       }
     }
-    const base = s.gateways.includes('haproxy') ? 'HAProxy' : 'api-auth, token without methods';
+    const base = s.gateways.includes('haproxy') ? 'HAProxy'
+      : s.gateways.includes('apiAuthLogged') ? 'api-auth, access log off' : 'api-auth, token without methods';
     lines.push('', `### ${threads} thread${threads > 1 ? 's' : ''} (api-auth --http-threads ${threads}, HAProxy nbthread ${threads}, nginx worker_processes ${threads}); ${s.placements[threads].label}`,
       '', table(['answer', 'connections', 'gateway', 'req/s', 'p50', 'p99', 'CPU per request', 'gateway cores busy', 'load cores busy', 'limit',
         `req/s vs ${base}`, `CPU per request vs ${base}`, 'errors'], rows));
