@@ -18,6 +18,7 @@ const PARTS = {
   core: 'per-call token verification against fast-jwt, jose and node:crypto, cached against cached, uncached against uncached',
   flood: 'the gateway path while /ext/auth is flooded with wrong passwords',
   scope: 'api-auth --upstream with a token limited to some JSON-RPC methods (body read and checked) against one without (streamed), same upstream and load as gateway',
+  access: 'api-auth --upstream with --access-log (a JSON line per request, to a file) against without, same upstream and load as gateway',
   state: 'start time, memory and verify time with 0, 10k and 1M tokens issued and 100k revoked',
   tls: 'api-auth --http-tls-enabled, HAProxy bind ssl + jwt_verify and nginx listen ssl (no auth) in front of the same upstream: HTTPS POST JSON-RPC, connections kept alive and a new connection (TLS handshake) per request, one thread, the smallest size',
   ws: 'WebSocket messages relayed per second and added latency: api-auth and nginx against a direct connection to the same echo upstream',
@@ -116,7 +117,7 @@ const http = {
   waitQuietS: flags['no-wait-quiet'] ? 0 : 10,
   retries: flags['no-wait-quiet'] ? 0 : 1,
 };
-const needsServer = parts.some((p) => ['gateway', 'scope', 'builtin', 'flood', 'tls', 'ws', 'issuing', 'fleet'].includes(p));
+const needsServer = parts.some((p) => ['gateway', 'scope', 'access', 'builtin', 'flood', 'tls', 'ws', 'issuing', 'fleet'].includes(p));
 if (!existsSync(join(BUILD, 'core.wasm')) || (needsServer && !existsSync(MAIN))) {
   usage('the build is missing (build/core.wasm, build/host/main.js); run `npm run build` first, or use `npm run bench`');
 }
@@ -186,6 +187,11 @@ const steps = {
   scope: () => part('scope', 'Method scopes', async () => {
     const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
     const r = await runGateway({ ...http, gateways: ['apiAuth', 'apiAuthScoped', 'nginx'] });
+    return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
+  }),
+  access: () => part('access', 'Access log', async () => {
+    const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
+    const r = await runGateway({ ...http, gateways: ['apiAuth', 'apiAuthLogged', 'nginx'] });
     return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
   }),
   flood: () => part('flood', 'Flood', async () => {

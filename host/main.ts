@@ -82,13 +82,28 @@ async function main(): Promise<void> {
   // Certificate renewal without a restart; the server logs how it went. One that comes
   // while starting is carried out once started (the files may have changed after they
   // were read). Without TLS there is nothing to reload, but SIGHUP is still the reload
-  // signal (systemctl reload sends it): its default action would end the node.
+  // signal (systemctl reload sends it): its default action would end the node. It also
+  // reopens the access log's file, which logrotate has renamed; one that comes while
+  // starting, once started, as the file may have been renamed after it was opened.
   let reloadAsked = false;
+  let reopenAsked = false;
   const tls = command.options.tlsEnabled === true;
+  const accessLog = command.options.accessLog !== undefined;
+  const reopen = (serving: ServerHandle): void => {
+    serving.reopenAccessLog();
+    log.info('SIGHUP: the access log is opened again', { path: command.options.accessLog });
+  };
   process.on('SIGHUP', () => {
-    if (!tls) log.info('SIGHUP: nothing to reload', { reason: 'TLS is off (no --http-tls-enabled), and the other settings are read only at start' });
-    else if (started === undefined) reloadAsked = true;
-    else void started.reloadTls();
+    if (accessLog) {
+      if (started === undefined) reopenAsked = true;
+      else reopen(started);
+    }
+    if (tls) {
+      if (started === undefined) reloadAsked = true;
+      else void started.reloadTls();
+    } else if (!accessLog) {
+      log.info('SIGHUP: nothing to reload', { reason: 'TLS is off (no --http-tls-enabled), and the other settings are read only at start' });
+    }
   });
   started = await startServer(command.options, { log });
   server = started;
@@ -97,8 +112,12 @@ async function main(): Promise<void> {
     server = undefined;
     fail(error);
   });
-  if (stopAsked) stop();
-  else if (reloadAsked) void started.reloadTls();
+  if (stopAsked) {
+    stop();
+    return;
+  }
+  if (reloadAsked) void started.reloadTls();
+  if (reopenAsked) reopen(started);
 }
 
 process.on('uncaughtException', fail);

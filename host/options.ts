@@ -18,6 +18,7 @@ import { allowedOrigins } from './http/cors.js';
 import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from './http/paths.js';
 import { MAX_BODY_BYTES } from './http/responses.js';
 import type { AllowedOrigins } from './http/cors.js';
+import { STDOUT } from './ops/line-writer.js';
 import { LEVELS } from './ops/log.js';
 import type { Level, Logger } from './ops/log.js';
 import type { TlsFiles } from './pem.js';
@@ -183,6 +184,11 @@ export const SCHEMA = {
     flag: 'log-level', kind: 'text', arg: 'LEVEL', default: 'info', parse: level,
     doc: 'the least level logged: debug, info, warn or error', see: 'Logs',
   }),
+  accessLog: option<string, string>({
+    flag: 'access-log', kind: 'path', arg: 'FILE', shownDefault: 'off', parse: accessLog,
+    doc: 'one JSON line per request the gate decided, appended to FILE (created 0640; SIGHUP reopens it, for logrotate), ' +
+      'or written to standard output with "stdout"', see: 'Access log',
+  }),
   clusterEtcd: option<string | readonly string[], URL[]>({
     flag: 'cluster-etcd', kind: 'text', arg: 'URLS', parse: etcdUrls,
     doc: 'comma-separated etcd client URLs, all http:// or all https:// (TLS), such as https://10.0.0.5:2379: ' +
@@ -311,6 +317,8 @@ export interface ServerConfig {
   readonly trustedProxies: TrustedProxies;
   readonly metricsPath: string;
   readonly logLevel: Level;
+  /** Absolute path, or STDOUT; undefined: no access log. */
+  readonly accessLog: string | undefined;
   readonly httpThreads: number;
   /** Absolute paths of the PEM files, checked once at start; undefined serves plain HTTP. */
   readonly tls: TlsFiles | undefined;
@@ -434,6 +442,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     trustedProxies: v.trustedProxies,
     metricsPath: v.metricsPath,
     logLevel: v.logLevel,
+    accessLog: v.accessLog,
     httpThreads: v.httpThreads,
     tls: tls(v),
     allowedOrigins: v.allowedOrigins,
@@ -661,6 +670,16 @@ function metricsPath(value: unknown, option: string): string {
   const metrics = path(option, value, '/ext/metrics');
   if (metrics === AUTH_PATH || metrics === HEALTH_PATH || metrics === CHECK_PATH) throw badOption(option, ` must not be ${metrics}`);
   return metrics;
+}
+
+/**
+ * The access log's file, made absolute, or STDOUT. "-" is refused rather than taken as a
+ * file of that name, or as standard output, which a reader of the command might assume.
+ */
+function accessLog(value: unknown, option: string): string {
+  if (value === STDOUT) return STDOUT;
+  if (value === '-') throw badOption(option, ' must be a file\'s path, or "stdout" for standard output, not "-"');
+  return file('a file\'s path, or "stdout" for standard output')(value, option, undefined);
 }
 
 function proxies(value: unknown): TrustedProxies {

@@ -3,16 +3,19 @@
 // side is that thread's own; on several (httpThreads), each HTTP thread builds its own
 // over a reader of the shared core, and this thread accepts and owns the state
 // (threads/acceptor.ts).
+import { closeSync } from 'node:fs';
 import type { Clock } from './clock.js';
 import type { Core } from './core/core.js';
 import { coreThreadsModule, newCore, newThreadsCore } from './core/module.js';
 import { badOption } from './errors.js';
 import { HttpServer, STOP_GRACE_MS, whyNotListening } from './http/listener.js';
-import type { ServerHandle } from './http/listener.js';
+import type { Listening, ServerHandle } from './http/listener.js';
 import { buildStack } from './http/stack.js';
 import type { Stack } from './http/stack.js';
 import type { WebSocketSettings } from './http/websocket.js';
-import { createLogger } from './ops/log.js';
+import { LineWriter, lineTarget, openTarget, reopenLines, STDOUT } from './ops/line-writer.js';
+import type { LineTarget } from './ops/line-writer.js';
+import { createLogger, errorFields } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
 import { resolveClock, resolveServerOptions, servedPaths } from './options.js';
@@ -65,17 +68,25 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   const core = threads > 1 ? newThreadsCore({ threads: threads + 1 }) : newCore();
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
   servedPaths(core, 'metricsPath', [config.metricsPath]);
+  const access = config.accessLog === undefined ? undefined : lineTarget(config.accessLog);
+  // Opened at start, so that a path it cannot write is a clear start error rather than lost lines.
+  const accessFd = access && openAccessLog(access);
   // With several threads, the throttle publishes who must wait, for them to refuse.
   const board = threads > 1 ? boardMemory() : undefined;
+  // Each HTTP thread opens the access log for itself: the owner's descriptor only checked the path.
+  if (board !== undefined && accessFd !== undefined) closeTarget(access!, accessFd);
+  const accessWriter = board === undefined && accessFd !== undefined ? new LineWriter(access!, accessFd, metrics, log) : undefined;
   // A fleet gateway's gates read whether it may serve (threads/fence.ts); closed until it has joined.
   const fence = config.cluster && config.authRequired && config.passwordFile !== undefined ? fenceMemory() : undefined;
   // They load and attach while the state opens.
-  const httpThreads = board && startThreads(threadsPlan(config, core, board, metrics, log, fence));
+  const httpThreads = board && startThreads(threadsPlan(config, core, board, metrics, log, fence, access));
   let auth: OpenedAuth | undefined;
   let stack: Stack | undefined;
   // What stop() releases once the last request is answered.
   const release = async (): Promise<void> => {
     await stack?.close();
+    // Closed with the stack once it is built; before that, here.
+    if (stack === undefined) await accessWriter?.close();
     await auth?.close();
   };
   try {
@@ -105,7 +116,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       // from the query. (Without an upstream the flag is refused: there is no WebSocket.)
       log.warn('--api-auth-query-token means nothing without --api-auth-required: no token is asked for');
     }
-    if (httpThreads !== undefined) return await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release });
+    if (httpThreads !== undefined) return withAccessLog(await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release }), access);
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
       upstream: config.upstream && {
@@ -114,16 +125,39 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       },
       websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
       trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, serving: fence && fenceReader(fence),
+      accessLog: accessWriter,
     });
-    return await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets).listen(config.host, config.port);
+    return withAccessLog(await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets)
+      .listen(config.host, config.port), access);
   } catch (error) {
     await release();
     throw error;
   }
 }
 
+/** The handle of a listening server, which reopens `access` (when there is one) on request. */
+function withAccessLog(listening: Listening, access: LineTarget | undefined): ServerHandle {
+  return { ...listening, reopenAccessLog: () => { if (access !== undefined) reopenLines(access); } };
+}
+
+/** The access log's file, opened; a path that cannot be opened for appending is a bad option. */
+function openAccessLog(access: LineTarget): number {
+  try {
+    return openTarget(access.path);
+  } catch (error) {
+    const { code } = errorFields(error);
+    throw badOption('accessLog', `: ${access.path} cannot be opened for appending (${String(code ?? (error as Error).message)}); ` +
+      'give a file in a folder that exists and that api-auth may write, or "stdout"');
+  }
+}
+
+function closeTarget(access: LineTarget, fd: number): void {
+  if (access.path !== STDOUT) closeSync(fd);
+}
+
 /** The HTTP side on `config.httpThreads` threads, this one accepting and owning the state. */
-function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger, fence: Uint32Array | undefined): ThreadsPlan {
+function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger, fence: Uint32Array | undefined,
+  accessLog: LineTarget | undefined): ThreadsPlan {
   return {
     threads: config.httpThreads,
     host: config.host,
@@ -143,6 +177,7 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
       tls: config.tls,
       allowedOrigins: config.allowedOrigins,
       fence,
+      accessLog,
     },
     board,
     metrics,

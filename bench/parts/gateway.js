@@ -6,11 +6,15 @@
 //   nginx      proxy_pass with no auth at all: the ceiling
 // and, for the `scope` part only, api-auth with a token limited to some JSON-RPC methods
 // (issue 15): its body is read whole and its call checked before it is forwarded, where
-// a token without methods is streamed.
+// a token without methods is streamed; for the `access` part only, api-auth with
+// --access-log (issue 25): a line per request, written to a file.
 // Each is loaded in turn by wrk POSTing one JSON-RPC call, for every thread count,
 // response size and connection count asked for, with the same placement: the gateway on
 // its own cores, wrk and the upstream on the others (lib/proc.js placement()).
 import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { int, log, ms, pass, pct, ratio, size, table, usec } from '../lib/common.js';
 import { startOurs, newToken, supportsHttpThreads } from '../lib/api-auth.js';
@@ -22,7 +26,7 @@ import { startNginxProxy, startUpstream } from '../servers/nginx.js';
 import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from '../servers/rpc.js';
 
 export const DEFAULTS = {
-  /** The gateways measured, by id (the `scope` part measures apiAuth and apiAuthScoped). */
+  /** The gateways measured, by id (the `scope` part measures apiAuth and apiAuthScoped, the `access` part apiAuth and apiAuthLogged). */
   gateways: ['apiAuth', 'haproxy', 'nginx'],
   threads: [1],
   connections: [64],
@@ -72,6 +76,26 @@ function gateways(jwtSecret) {
           refused: { 'no token': null },
           outsideScope: OUTSIDE_SCOPE,
           cleanup: ours.cleanup,
+        };
+      },
+    },
+    {
+      id: 'apiAuthLogged',
+      name: 'api-auth --upstream, --access-log',
+      start: async ({ upstreamPort, threads, cpus }) => {
+        const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-log-'));
+        const accessLog = join(dir, 'access.log');
+        const ours = await startOurs({ cpus, threads, upstream: `http://127.0.0.1:${upstreamPort}`, extraArgs: ['--access-log', accessLog] });
+        const token = await newToken(ours.server.port, ours.password, [RPC_PATH]);
+        return {
+          server: ours.server,
+          authorization: `Bearer ${token}`,
+          refused: { 'no token': null },
+          accessLog,
+          cleanup: async () => {
+            await ours.cleanup();
+            rmSync(dir, { recursive: true, force: true });
+          },
         };
       },
     },
@@ -130,6 +154,19 @@ async function check(name, started, expected) {
   if (started.outsideScope !== undefined) {
     const r = await post(started.server.port, started.authorization, started.outsideScope);
     if (r.status !== 403) throw new Error(`${name}: a call outside the token's methods got ${r.status}, not 403`);
+  }
+  if (started.accessLog !== undefined) await checkAccessLog(name, started.accessLog, 1 + Object.keys(started.refused).length);
+}
+
+/** The access log holds a whole JSON line for each of the check's requests (auth.newToken's too), within its flush interval. */
+async function checkAccessLog(name, file, requests) {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const lines = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((line) => line !== '') : [];
+    const rpc = lines.map((line) => JSON.parse(line)).filter((line) => line.path === RPC_PATH);
+    if (rpc.length >= requests) return;
+    if (Date.now() > deadline) throw new Error(`${name}: the access log holds ${rpc.length} lines for ${RPC_PATH}, not ${requests}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 
@@ -242,6 +279,12 @@ function against(c, base) {
 }
 
 /** The targets of a run, from its cells: a ratio only between cells whose gateway was the limit. */
+/** The api-auth variants each compared with apiAuth (a token without methods, no access log) in the same run. */
+const VARIANTS = [
+  { id: 'apiAuthScoped', title: 'a token with methods against one without', with: 'with methods', without: 'without methods' },
+  { id: 'apiAuthLogged', title: '--access-log on against off', with: 'access log on', without: 'access log off' },
+];
+
 export function gatewayTargets(o, cells, unsupported, placements) {
   const find = (threads, bytes, connections, id) => cells.find((c) => c.threads === threads && c.bytes === bytes && c.connections === connections && c.id === id);
   const out = {};
@@ -251,27 +294,29 @@ export function gatewayTargets(o, cells, unsupported, placements) {
       const ours = find(1, bytes, connections, 'apiAuth');
       const hap = find(1, bytes, connections, 'haproxy');
       for (const threads of o.threads) {
-        const plain = find(threads, bytes, connections, 'apiAuth');
-        const scoped = find(threads, bytes, connections, 'apiAuthScoped');
-        if (!plain || !scoped) continue;
-        // No product target: reported so that the scoped path's cost is seen, run by run.
-        const name = `gateway, ${threads} thread(s), ${where}: a token with methods against one without, req/s`;
-        const cpu = `CPU ${usec(scoped.cpuUsPerRequest)} vs ${usec(plain.cpuUsPerRequest)}/req`;
-        const unbound = [scoped, plain].filter((c) => c.limit !== 'server');
-        if (unbound.length > 0) {
+        for (const variant of VARIANTS) {
+          const plain = find(threads, bytes, connections, 'apiAuth');
+          const other = find(threads, bytes, connections, variant.id);
+          if (!plain || !other) continue;
+          // No product target: reported so that the variant's cost is seen, run by run.
+          const name = `gateway, ${threads} thread(s), ${where}: ${variant.title}, req/s`;
+          const cpu = `CPU ${usec(other.cpuUsPerRequest)} vs ${usec(plain.cpuUsPerRequest)}/req`;
+          const unbound = [other, plain].filter((c) => c.limit !== 'server');
+          if (unbound.length > 0) {
+            out[name] = {
+              value: null, ok: null, disturbed: plain.contended || other.contended,
+              measured: `n/a: ${unbound.map((c) => `${c.id === 'apiAuth' ? variant.without : variant.with} ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ${cpu}`,
+              needed: 'reported',
+            };
+            continue;
+          }
+          const value = other.rps / plain.rps;
           out[name] = {
-            value: null, ok: null, disturbed: plain.contended || scoped.contended,
-            measured: `n/a: ${unbound.map((c) => `${c.id === 'apiAuth' ? 'without' : 'with'} methods ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ${cpu}`,
+            value, ok: null, disturbed: plain.contended || other.contended,
+            measured: `${ratio(value)}; p99 ${ms(other.p99Ms)} vs ${ms(plain.p99Ms)}; ${cpu}`,
             needed: 'reported',
           };
-          continue;
         }
-        const value = scoped.rps / plain.rps;
-        out[name] = {
-          value, ok: null, disturbed: plain.contended || scoped.contended,
-          measured: `${ratio(value)}; p99 ${ms(scoped.p99Ms)} vs ${ms(plain.p99Ms)}; ${cpu}`,
-          needed: 'reported',
-        };
       }
       if (ours && hap) {
         const name = `gateway, 1 thread, ${where}: api-auth >= 1.0x HAProxy req/s, p99 no worse`;
@@ -344,7 +389,8 @@ export function gatewayMarkdown(result) {
         }
       }
     }
-    const base = s.gateways.includes('haproxy') ? 'HAProxy' : 'api-auth, token without methods';
+    const base = s.gateways.includes('haproxy') ? 'HAProxy'
+      : s.gateways.includes('apiAuthLogged') ? 'api-auth, access log off' : 'api-auth, token without methods';
     lines.push('', `### ${threads} thread${threads > 1 ? 's' : ''} (api-auth --http-threads ${threads}, HAProxy nbthread ${threads}, nginx worker_processes ${threads}); ${s.placements[threads].label}`,
       '', table(['answer', 'connections', 'gateway', 'req/s', 'p50', 'p99', 'CPU per request', 'gateway cores busy', 'load cores busy', 'limit',
         `req/s vs ${base}`, `CPU per request vs ${base}`, 'errors'], rows));

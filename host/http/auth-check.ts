@@ -28,6 +28,7 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { Outcome } from '../core/core.js';
 import { RpcCode } from '../errors.js';
+import { judged } from './access-log.js';
 import { CHECK, Decision } from './admission.js';
 import type { Admission } from './admission.js';
 import type { InFlight } from './in-flight.js';
@@ -89,7 +90,10 @@ export class AuthCheck {
     const path = query === -1 ? uri : uri.slice(0, query);
     const admission = this.admission;
     // A proxy that passes the refusal on (Caddy, Traefik) passes its CORS headers too.
-    if (admission.admit(res, req, method, path, CHECK) !== Decision.Admitted) return;
+    const decision = admission.admit(res, req, method, path, CHECK);
+    // The check's line names the original request's token.
+    judged(res, req, admission, decision, path);
+    if (decision !== Decision.Admitted) return;
     const { allow, grant } = admission;
     if (grant !== -1) {
       if (this.scope !== null) return this.scoped(res, req, this.scope, grant, allow, head);

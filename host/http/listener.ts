@@ -36,7 +36,15 @@ export interface ServerHandle {
    * should then exit 1.
    */
   readonly closed: Promise<void>;
+  /**
+   * Opens --access-log's file again, in every thread, within a fraction of a second
+   * (SIGHUP does this for the command, after logrotate renamed the file); nothing without it.
+   */
+  reopenAccessLog(): void;
 }
+
+/** What a listener gives: the handle but for the access log, which startServer adds. */
+export type Listening = Omit<ServerHandle, 'reopenAccessLog'>;
 
 /**
  * Why uWebSockets.js could not listen, which it does not say: the same listen through
@@ -165,7 +173,7 @@ export class HttpServer {
    * answer about half of the clients. Throws ListenError when the port is taken or the
    * address cannot be listened on.
    */
-  listen(host: string, port: number): Promise<ServerHandle> {
+  listen(host: string, port: number): Promise<Listening> {
     return new Promise((resolve, reject) => {
       listenExclusive(this.app, host, port, (socket) => {
         if (!socket) {

@@ -26,6 +26,7 @@
 // refused calls' errors. Tokens without methods are streamed as before, and cost nothing more.
 import { STATUS_CODES } from 'node:http';
 import type { HttpRequest, HttpResponse, RecognizedString } from 'uWebSockets.js';
+import { upstreamAnswered } from './access-log.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import { BodyTooLargeError, ClientGoneError, RpcCode, ScopeRefusedError, UpstreamError } from '../errors.js';
@@ -434,6 +435,7 @@ class Exchange implements UpstreamRequest {
   onHead(parser: ResponseParser, bytes: Buffer): void {
     if (this.closed) return;
     this.started = true;
+    upstreamAnswered(this.res, parser.status);
     if (this.split !== null) return this.splitHead(parser, bytes);
     this.bodiless = this.head || parser.status === 204 || parser.status === 304;
     this.total = parser.framing === Framing.Length ? parser.length : this.bodiless ? NO_BODY : parser.framing === Framing.None ? 0 : CHUNKED;

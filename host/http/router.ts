@@ -7,6 +7,8 @@
 // token with a method scope (Outcome.Scoped) is let through to its route or the proxy
 // with its grant, whose methods are checked there against the body (scope.ts).
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { judged } from './access-log.js';
+import type { AccessLog } from './access-log.js';
 import { Decision, HTTP } from './admission.js';
 import type { Admission } from './admission.js';
 import type { UpstreamProxy } from './proxy.js';
@@ -14,19 +16,26 @@ import { writeNotFound } from './responses.js';
 import type { LocalRoutes, Route } from './routes.js';
 
 export class Router {
-  /** `admission`: CONNECT, CORS, preflights, the gate or the path rules. `proxy` null: paths without a local route are not found. */
+  /**
+   * `admission`: CONNECT, CORS, preflights, the gate or the path rules. `proxy` null: paths
+   * without a local route are not found. `access`: --access-log's, null when it is off.
+   */
   constructor(
     private readonly admission: Admission,
     private readonly routes: ReadonlyMap<string, Route>,
     private readonly local: LocalRoutes,
     private readonly proxy: UpstreamProxy | null,
+    private readonly access: AccessLog | null = null,
   ) {}
 
   handle(res: HttpResponse, req: HttpRequest): void {
     const method = req.getCaseSensitiveMethod();
     const path = req.getUrl();
     const admission = this.admission;
-    if (admission.admit(res, req, method, path, HTTP) !== Decision.Admitted) return;
+    if (this.access !== null) res = this.access.watch(res, req, method, path);
+    const decision = admission.admit(res, req, method, path, HTTP);
+    if (this.access !== null) judged(res, req, admission, decision, path);
+    if (decision !== Decision.Admitted) return;
     // Read before anything else is admitted: a check (auth-check.ts) admits its original request with the same admission.
     const { allow, grant } = admission;
     const route = this.routes.get(path);

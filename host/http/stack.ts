@@ -4,12 +4,14 @@
 // own (threads/worker.ts), around a reader of the shared core.
 import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
+import type { LineWriter } from '../ops/line-writer.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, MetricsSource } from '../ops/metrics.js';
 import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from './paths.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { VERSION } from '../version.js';
+import { AccessLog } from './access-log.js';
 import { Admission } from './admission.js';
 import { AuthCheck } from './auth-check.js';
 import type { TrustedProxies } from './client-address.js';
@@ -49,6 +51,8 @@ export interface StackParts {
   readonly allowedOrigins?: AllowedOrigins;
   /** A fleet gateway's fence (threads/fence.ts): protected requests get 503 while it is closed. */
   readonly serving?: Serving;
+  /** Where --access-log's lines go, this thread's writer; none: no access log. Closed with the stack. */
+  readonly accessLog?: LineWriter;
 }
 
 export interface Stack {
@@ -88,13 +92,16 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
     const { UpstreamProxy } = await import('./proxy.js');
     proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log, scope);
   }
-  const router = new Router(admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, scope), proxy);
+  const gated = gate;
+  const access = parts.accessLog === undefined ? null
+    : new AccessLog(parts.accessLog, parts.trustedProxies, parts.clock, gated === null ? null : (path) => gated.open(path));
+  const router = new Router(admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, scope), proxy, access);
   let websockets: WebSocketRelay | null = null;
   if (parts.upstream !== undefined) {
     const { WebSocketRelay } = await import('./websocket.js');
     websockets = new WebSocketRelay({
       core, admission, scope, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
-      settings: parts.websocket,
+      settings: parts.websocket, access,
     });
   }
   return {
@@ -102,6 +109,8 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
     close: async () => {
       websockets?.close();
       await proxy?.close();
+      // Last: the sessions' lines are written as they close.
+      await parts.accessLog?.close();
     },
   };
 }

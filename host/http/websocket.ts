@@ -48,6 +48,8 @@ import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import { TO_CLIENT, TO_UPSTREAM } from '../ops/metrics.js';
 import type { Metrics, WsClose, WsRefusal } from '../ops/metrics.js';
+import { judged, loggedSession, upstreamAnswered } from './access-log.js';
+import type { AccessLog, LoggedResponse, SessionCounts } from './access-log.js';
 import { Decision, webSocketWay, withoutToken } from './admission.js';
 import type { Admission, Way } from './admission.js';
 import { clientAddress, peerAddress } from './client-address.js';
@@ -111,6 +113,8 @@ export interface RelayParts {
   readonly log: Logger;
   readonly clock: Clock;
   readonly settings: WebSocketSettings;
+  /** --access-log's, null when it is off: an upgrade refused is one line, a session one line at its end. */
+  readonly access: AccessLog | null;
 }
 
 /**
@@ -172,10 +176,13 @@ export class WebSocketRelay {
 
   /** An upgrade request; call it from uWS's upgrade handler, before returning. */
   upgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const { admission, settings, metrics } = this.parts;
+    const { admission, settings, metrics, access } = this.parts;
     const path = req.getUrl();
     if (this.parts.routes.has(path)) return this.parts.router.handle(res, req);
-    const decision = admission.admit(res, req, req.getCaseSensitiveMethod(), path, this.way);
+    const method = req.getCaseSensitiveMethod();
+    if (access !== null) res = access.watch(res, req, method, path);
+    const decision = admission.admit(res, req, method, path, this.way);
+    if (access !== null) judged(res, req, admission, decision, path);
     if (decision !== Decision.Admitted) {
       if (decision === Decision.Refused) metrics.wsRefusal(admission.outcome === Outcome.BadPath ? 'path' : 'token');
       return;
@@ -214,7 +221,7 @@ export class WebSocketRelay {
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
     const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
     const standing = claims === undefined ? null : this.parts.core.standing(claims);
-    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, grant });
+    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, grant, logged: loggedSession(res) });
     handshake.start(target, protocols, list);
   }
 
@@ -326,6 +333,7 @@ export class WebSocketRelay {
     const metrics = this.parts.metrics;
     metrics.wsOpen--;
     metrics.wsClose(session.closeReason);
+    session.opened.logged?.sessionEnded(session);
     if (this.sessions.size === 0) this.stopSweeper();
   }
 
@@ -372,6 +380,8 @@ interface Opened {
   readonly standing: ((now: number) => Outcome) | null;
   /** The grant of a token with a method scope, which every message must keep to; -1 for none. */
   readonly grant: number;
+  /** The upgrade's access log line, which the session's end completes; null when not logged. */
+  readonly logged: LoggedResponse | null;
 }
 
 /** An upgrade waiting for the upstream: the client's 101 once the upstream accepts, or the HTTP error it earned. */
@@ -429,6 +439,7 @@ class Handshake implements HandshakeHandler {
   }
 
   unexpected(status: number, message: string): void {
+    upstreamAnswered(this.res, status);
     const text = status >= 400
       ? `the upstream node refused the WebSocket upgrade (HTTP ${status})`
       : `the upstream node answered the WebSocket upgrade with HTTP ${status}, not 101`;
@@ -480,7 +491,12 @@ interface Waiting {
 }
 
 /** One relayed session: the client's socket (uWS) and the upstream's (upstream-ws), and what it was opened with. */
-export class Session implements SessionHandler {
+export class Session implements SessionHandler, SessionCounts {
+  /** Messages relayed and their payload bytes: in from the client to the upstream, out to the client. */
+  messagesIn = 0;
+  messagesOut = 0;
+  bytesIn = 0;
+  bytesOut = 0;
   /** The client's socket, from its open to its close; uWS throws on any use of it after that. */
   private client: WebSocket<SessionData> | null = null;
   /** Set once, by whatever ended the session first; what comes after is the echo of that end. */
@@ -654,6 +670,8 @@ export class Session implements SessionHandler {
     const metrics = this.relay.metrics;
     metrics.wsMessages[TO_CLIENT]++;
     metrics.wsBytes[TO_CLIENT] += data.length;
+    this.messagesOut++;
+    this.bytesOut += data.length;
   }
 
   private send(): void {
@@ -697,6 +715,8 @@ export class Session implements SessionHandler {
     const metrics = this.relay.metrics;
     metrics.wsMessages[TO_UPSTREAM]++;
     metrics.wsBytes[TO_UPSTREAM] += data.byteLength;
+    this.messagesIn++;
+    this.bytesIn += data.byteLength;
   }
 
   /** Hands the upstream the waiting messages while its socket takes them whole, each once the token is checked again; then the held close. */

@@ -103,6 +103,9 @@ export class Metrics implements MetricsSource {
   /** WebSocket messages and their bytes, by WS_DIRECTIONS. */
   readonly wsMessages = new Float64Array(WS_DIRECTIONS.length);
   readonly wsBytes = new Float64Array(WS_DIRECTIONS.length);
+  /** --access-log's lines lost (a write failed, or too much waited), and its writes that failed. */
+  accessLinesLost = 0;
+  accessWriteErrors = 0;
   private readonly latency: Histogram;
 
   constructor(options: MetricsOptions = {}) {
@@ -136,6 +139,10 @@ export class Metrics implements MetricsSource {
         }
       }
     }, ['via', 'result']);
+    counter('api_auth_access_log_lines_lost_total', 'Access log lines lost: their write failed (a full disk), or too many waited for one.',
+      (c) => c.inc(this.accessLinesLost));
+    counter('api_auth_access_log_write_errors_total', 'Writes to the access log, and reopens of it, that failed.',
+      (c) => c.inc(this.accessWriteErrors));
     this.latency = new Histogram({
       name: 'api_auth_verification_duration_seconds',
       help: `Time the gate spends verifying a token (one verification in ${LATENCY_SAMPLE_EVERY} is timed).`,

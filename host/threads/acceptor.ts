@@ -32,7 +32,7 @@ import type * as Prometheus from 'prom-client';
 import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ThreadError } from '../errors.js';
-import type { ServerHandle } from '../http/listener.js';
+import type { Listening } from '../http/listener.js';
 import { acceptorApp, certificateFields, snapshotTlsFiles } from '../http/tls.js';
 import type { TlsSnapshot } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
@@ -88,7 +88,7 @@ export interface HttpThreads {
    * Listens once every thread is ready. Rejects (after ending every thread, and logging
    * nothing) when a thread could not start or the port cannot be listened on.
    */
-  listen(owner: OwnerParts): Promise<ServerHandle>;
+  listen(owner: OwnerParts): Promise<Listening>;
   /** Ends every thread, before it ever served: the owner could not open its state. */
   abort(): Promise<void>;
 }
@@ -155,7 +155,7 @@ class ThreadsOwner {
     for (let number = 1; number <= plan.threads; number++) this.spawn(number);
   }
 
-  async start(owner: OwnerParts): Promise<ServerHandle> {
+  async start(owner: OwnerParts): Promise<Listening> {
     const { plan } = this;
     this.owner = owner;
     try {

@@ -13,6 +13,7 @@ import type { AllowedOrigins } from '../http/cors.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { TlsFiles } from '../pem.js';
 import type { WebSocketSettings } from '../http/websocket.js';
+import type { LineTarget } from '../ops/line-writer.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
 import type { MetricsSource, Scrape } from '../ops/metrics.js';
@@ -42,6 +43,8 @@ export interface HttpSettings {
   readonly allowedOrigins: AllowedOrigins;
   /** A fleet gateway's fence (threads/fence.ts), shared with the owner; undefined outside a fleet. */
   readonly fence?: Uint32Array;
+  /** --access-log's target, shared with the owner (which bumps its reopen word); each thread opens its own descriptor. */
+  readonly accessLog?: LineTarget;
 }
 
 /** An HTTP thread's `workerData`. */

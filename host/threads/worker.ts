@@ -6,6 +6,7 @@ import { systemClock } from '../clock.js';
 import { Core } from '../core/core.js';
 import { trustedProxies } from '../http/client-address.js';
 import { buildStack } from '../http/stack.js';
+import { LineWriter, openTarget } from '../ops/line-writer.js';
 import { Metrics } from '../ops/metrics.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { fenceReader } from './fence.js';
@@ -31,6 +32,7 @@ await runHttpThread(async ({ data, owner, log }) => {
     };
   }
   const upstream = settings.upstream;
+  const access = settings.accessLog;
   const stack = await buildStack({
     core,
     metrics,
@@ -48,6 +50,8 @@ await runHttpThread(async ({ data, owner, log }) => {
     clock: systemClock,
     allowedOrigins: settings.allowedOrigins,
     serving: settings.fence && fenceReader(settings.fence),
+    // A descriptor of the thread's own, which it alone writes, reopens and closes.
+    accessLog: access && new LineWriter(access, openTarget(access.path), metrics, log),
   });
   const { router, inFlight, websockets } = stack;
   return {

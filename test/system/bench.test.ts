@@ -27,7 +27,7 @@ function evaluate(module: string, names: string, expression: string): unknown {
 t.test('bench --help names every part and flag and exits 0', async (t) => {
   const r = bench(['--help']);
   t.equal(r.code, 0);
-  for (const word of ['gateway', 'builtin', 'core', 'flood', 'state', 'issuing', 'fleet', '--parts', '--threads', '--connections', '--sizes',
+  for (const word of ['gateway', 'builtin', 'core', 'flood', 'scope', 'access', 'state', 'issuing', 'fleet', '--parts', '--threads', '--connections', '--sizes',
     '--duration', '--warmup', '--rounds', '--no-wait-quiet', '--allow-dirty', '--strict']) {
     t.match(r.stdout, word, `help mentions ${word}`);
   }
@@ -36,7 +36,7 @@ t.test('bench --help names every part and flag and exits 0', async (t) => {
 t.test('a bad bench command line exits 2 with a line naming the flag, before anything runs', async (t) => {
   const before = OUTPUTS.map((f) => (existsSync(f) ? statSync(f).mtimeMs : null));
   const cases: Array<[string[], RegExp]> = [
-    [['--parts', 'gateway,e2e'], /--parts: "e2e" is not a part \(gateway, builtin, core, flood, scope, state, tls, ws, issuing, fleet\)/],
+    [['--parts', 'gateway,e2e'], /--parts: "e2e" is not a part \(gateway, builtin, core, flood, scope, access, state, tls, ws, issuing, fleet\)/],
     [['--threads', '0'], /--threads: "0" is not a whole number above 0/],
     [['--connections', '64,many'], /--connections: "many" is not a whole number above 0/],
     [['--sizes', '100,10'], /--sizes: "10" is not a size from \d+ to \d+ bytes/],
@@ -174,6 +174,7 @@ t.test('the gateway targets compare req/s only between gateways that were the li
   const targets = evaluate('parts/gateway.js', 'gatewayTargets', `gatewayTargets(${JSON.stringify({ sizes: [100, 10000], connections: [64], threads: [1] })}, ${JSON.stringify([
     cell('apiAuth', 100, 40_000, 'server'), cell('haproxy', 100, 40_000, 'server'), cell('apiAuthScoped', 100, 36_000, 'server'),
     cell('apiAuth', 10000, 30_000, 'server'), cell('haproxy', 10000, 35_000, 'load'), cell('apiAuthScoped', 10000, 29_000, 'load'),
+    cell('apiAuthLogged', 100, 38_000, 'server'), cell('apiAuthLogged', 10000, 28_000, 'load'),
   ])}, [], ${JSON.stringify(placements)})`) as Record<string, { value: number | null; ok: boolean | null; measured: string }>;
   const at = (name: string) => targets[name];
   t.match(at('gateway, 1 thread, 100 B, 64 connections: api-auth >= 1.0x HAProxy req/s, p99 no worse'), { value: 1, ok: true, measured: /^1\.00x; p99/ });
@@ -182,4 +183,7 @@ t.test('the gateway targets compare req/s only between gateways that were the li
   t.match(at('gateway, 1 thread(s), 100 B, 64 connections: a token with methods against one without, req/s'), { value: 0.9, measured: /^0\.90x/ });
   t.match(at('gateway, 1 thread(s), 10 kB, 64 connections: a token with methods against one without, req/s'),
     { value: null, measured: /^n\/a: with methods load-bound/ }, 'a load-bound scoped row: no ratio');
+  t.match(at('gateway, 1 thread(s), 100 B, 64 connections: --access-log on against off, req/s'), { value: 0.95, measured: /^0\.95x; p99 .*; CPU/ });
+  t.match(at('gateway, 1 thread(s), 10 kB, 64 connections: --access-log on against off, req/s'),
+    { value: null, measured: /^n\/a: access log on load-bound/ }, 'a load-bound logged row: no ratio');
 });

@@ -1,0 +1,342 @@
+// --access-log: one JSON line per request the gate decided, made on the thread that
+// served it and handed to a buffered writer (ops/line-writer.ts), never to the JSON log.
+//
+// A request to log is answered through a LoggedResponse: the uWS response, with what the
+// line needs noted as the answer is written (its status, the bytes of the request body
+// read and of the answer's body sent) and the line made once it is whole: ended, cut, or
+// its client gone (499, as nginx logs it). So the routes, the proxy and the relay answer
+// as they always do, and the log costs nothing with the option off. They say only what
+// the response cannot show: the gate's judgement (judged: whose token it was) and the
+// upstream's status (upstreamAnswered). A WebSocket session is one line, at its end,
+// with its messages and their payload bytes each way (sessionEnded).
+//
+// What a line never holds: the token (only its id, and only for a token whose tag the
+// core checked), and the query (access_token with --api-auth-query-token, or a key of
+// the node's own). The path is the raw one uWS gives, escaped by JSON.stringify like
+// every field (quotes, controls, lone surrogates).
+import type { HttpRequest, HttpResponse, RecognizedString, us_socket_context_t } from 'uWebSockets.js';
+import type { Clock } from '../clock.js';
+import { Outcome } from '../core/core.js';
+import type { LineWriter } from '../ops/line-writer.js';
+import { Decision } from './admission.js';
+import type { Admission } from './admission.js';
+import { clientAddress } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
+import { HEALTH_PATH } from './paths.js';
+
+/** Load balancers ask these every few seconds: no line for them. */
+const NOT_LOGGED = new Set(['/ext/health', HEALTH_PATH]);
+/** The status of an answer its client did not wait for (nginx's "client closed request"). */
+export const CLIENT_GONE = 499;
+/** Methods a line names at most for a batch; `calls` counts them all. */
+export const MAX_METHODS = 16;
+/** Characters of a method name a line keeps. */
+const METHOD_SHOWN = 128;
+/** The largest body whose JSON-RPC methods are read: the local endpoints' limit. */
+const MAX_READ = 65536;
+/** Outcomes of a token whose tag the core checked, refused for its standing or its grant: its id names who tried. */
+const GENUINE = new Set<Outcome>([Outcome.Expired, Outcome.Revoked, Outcome.EarlierGeneration, Outcome.NotGranted]);
+/** `Bearer ` (any case), as the core reads it. */
+const BEARER_LENGTH = 7;
+/** A token's text: 76 characters of base64url, its serial in bytes 5 to 13 (README, Tokens), which the first 20 characters hold. */
+const TOKEN_LENGTH = 76;
+const SERIAL_CHARACTERS = 20;
+const latin1 = new TextDecoder('latin1');
+
+/** One thread's access log. */
+export class AccessLog {
+  /** Requests answered, whose lines are made once the handler that answered them has returned. */
+  private readonly finished: LoggedResponse[] = [];
+  private readonly format = (): void => {
+    const finished = this.finished;
+    for (let i = 0; i < finished.length; i++) this.writer.line(finished[i].line());
+    finished.length = 0;
+  };
+
+  /**
+   * `open`: whether a path needs no token (the gate's), null when no token is ever
+   * checked. `clock`: the lines' time.
+   */
+  constructor(private readonly writer: LineWriter, private readonly trusted: TrustedProxies, private readonly clock: Clock,
+    readonly open: ((path: string) => boolean) | null) {}
+
+  /** The response to answer `req` through: `res` itself for a path not logged. Call it first in the uWS handler. */
+  watch(res: HttpResponse, req: HttpRequest, method: string, path: string): HttpResponse {
+    if (NOT_LOGGED.has(path)) return res;
+    const logged = new LoggedResponse(this, res, method, path, this.clock());
+    // Through the logged response, whose peer address the proxy's headers then reuse.
+    logged.client = clientAddress(logged, req, this.trusted);
+    return logged;
+  }
+
+  /**
+   * A request is answered. Its line is made in a microtask, once the handler has
+   * returned: a refusal is written within the admission step, before the step's caller
+   * hands over the judgement (judged) that names the token.
+   */
+  write(entry: LoggedResponse): void {
+    if (this.finished.push(entry) === 1) queueMicrotask(this.format);
+  }
+}
+
+/** What a WebSocket session relayed, each way. */
+export interface SessionCounts {
+  readonly messagesIn: number;
+  readonly messagesOut: number;
+  readonly bytesIn: number;
+  readonly bytesOut: number;
+}
+
+/** A response whose request is logged once answered; every call goes on to the uWS response. */
+export class LoggedResponse implements HttpResponse {
+  [key: string]: unknown;
+  private readonly start = performance.now();
+  private duration = 0;
+  private status = 200;
+  private upstream: number | null = null;
+  private token: string | null = null;
+  private methods: (string | null)[] | null = null;
+  private calls: number | null = null;
+  private bytesIn = 0;
+  private bytesOut = 0;
+  private session: SessionCounts | null = null;
+  private done = false;
+  /** The connection's far end, asked of uWS once (a getpeername(2)): the client's address, and the proxy's X-Forwarded-For. */
+  private peer: ArrayBuffer | null = null;
+  /** The client's address, set right after the response is made. */
+  client = '';
+
+  constructor(private readonly log: AccessLog, private readonly res: HttpResponse, private readonly method: string,
+    private readonly path: string, private readonly time: number) {}
+
+  /**
+   * The line, its fields in their order. Written out rather than an object given to
+   * JSON.stringify, which costs a third more: only the text a client chose (the method,
+   * the path, the methods of its body) can hold what JSON must escape. The client is an
+   * address in its canonical form, and the token's id `t` and digits.
+   */
+  line(): string {
+    const token = this.token === null ? 'null' : `"${this.token}"`;
+    const rpc = this.methods === null ? 'null' : JSON.stringify(this.methods);
+    let text = `{"time":"${isoTime(this.time)}","client":"${this.client}","token":${token},"method":${JSON.stringify(this.method)},` +
+      `"path":${JSON.stringify(this.path)},"rpc":${rpc},"calls":${this.calls},"status":${this.status},"upstreamStatus":${this.upstream},` +
+      `"durationUs":${this.duration},"bytesIn":${this.bytesIn},"bytesOut":${this.bytesOut}`;
+    const session = this.session;
+    if (session !== null) text += `,"messagesIn":${session.messagesIn},"messagesOut":${session.messagesOut}`;
+    return `${text}}\n`;
+  }
+
+  /** The gate's verdict on the token `req` carried for `path` (the original request's, for a check). */
+  judged(req: HttpRequest, admission: Admission, decision: Decision, path: string): void {
+    this.token = null;
+    const open = this.log.open;
+    if (open === null) return;
+    let text: string | null = null;
+    if (decision === Decision.Admitted) {
+      if (open(path)) return;
+      // A WebSocket's token may have come in its query; the admission keeps it.
+      text = admission.token ?? req.getHeader('authorization').slice(BEARER_LENGTH);
+    } else if (decision === Decision.Refused && GENUINE.has(admission.outcome as Outcome)) {
+      text = req.getHeader('authorization').slice(BEARER_LENGTH);
+    }
+    if (text !== null && text.length === TOKEN_LENGTH) {
+      this.token = `t${Buffer.from(text.slice(0, SERIAL_CHARACTERS), 'base64url').readBigUInt64BE(5)}`;
+    }
+  }
+
+  upstreamAnswered(status: number): void {
+    this.upstream = status;
+  }
+
+  /** A WebSocket session opened by this upgrade has ended: its line, timed from the upgrade request. */
+  sessionEnded(counts: SessionCounts): void {
+    this.session = counts;
+    this.bytesIn = counts.bytesIn;
+    this.bytesOut = counts.bytesOut;
+    this.finish();
+  }
+
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    this.duration = Math.round((performance.now() - this.start) * 1000);
+    this.log.write(this);
+  }
+
+  private sent(body: RecognizedString | undefined): void {
+    if (body === undefined) return;
+    this.bytesOut += typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
+  }
+
+  // HttpResponse, noting what the line needs.
+
+  writeStatus(status: RecognizedString): HttpResponse {
+    this.status = parseInt(typeof status === 'string' ? status : latin1.decode(status).slice(0, 3), 10);
+    this.res.writeStatus(status);
+    return this;
+  }
+
+  write(chunk: RecognizedString): boolean {
+    this.sent(chunk);
+    return this.res.write(chunk);
+  }
+
+  end(body?: RecognizedString, closeConnection?: boolean): HttpResponse {
+    this.sent(body);
+    this.res.end(body, closeConnection);
+    this.finish();
+    return this;
+  }
+
+  endWithoutBody(reportedContentLength?: number, closeConnection?: boolean): HttpResponse {
+    this.res.endWithoutBody(reportedContentLength, closeConnection);
+    this.finish();
+    return this;
+  }
+
+  tryEnd(fullBodyOrChunk: RecognizedString, totalSize: number): [boolean, boolean] {
+    const result = this.res.tryEnd(fullBodyOrChunk, totalSize);
+    if (result[1]) {
+      this.bytesOut = totalSize;
+      this.finish();
+    }
+    return result;
+  }
+
+  close(): HttpResponse {
+    // Cut: what went of the body is what uWS wrote of it.
+    if (!this.done) this.bytesOut = this.res.getWriteOffset();
+    this.res.close();
+    this.finish();
+    return this;
+  }
+
+  onAborted(handler: () => void): HttpResponse {
+    this.res.onAborted(() => {
+      if (!this.done && this.session === null) {
+        this.status = CLIENT_GONE;
+        this.finish();
+      }
+      handler();
+    });
+    return this;
+  }
+
+  onData(handler: (chunk: ArrayBuffer, isLast: boolean) => void): HttpResponse {
+    this.res.onData((chunk, isLast) => {
+      // A body read whole in one piece: its methods, for the line.
+      if (this.bytesIn === 0 && isLast && chunk.byteLength <= MAX_READ) this.readCalls(chunk);
+      this.bytesIn += chunk.byteLength;
+      handler(chunk, isLast);
+    });
+    return this;
+  }
+
+  upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString,
+    secWebSocketExtensions: RecognizedString, context: us_socket_context_t): void {
+    // The upstream accepted (the relay upgrades only then): the line waits for the session's end.
+    this.status = 101;
+    this.upstream = 101;
+    this.session = { messagesIn: 0, messagesOut: 0, bytesIn: 0, bytesOut: 0 };
+    this.res.upgrade(userData, secWebSocketKey, secWebSocketProtocol, secWebSocketExtensions, context);
+  }
+
+  writeHeader(key: RecognizedString, value: RecognizedString): HttpResponse {
+    this.res.writeHeader(key, value);
+    return this;
+  }
+
+  cork(cb: () => void): HttpResponse {
+    this.res.cork(cb);
+    return this;
+  }
+
+  onWritable(handler: (offset: number) => boolean): HttpResponse {
+    this.res.onWritable(handler);
+    return this;
+  }
+
+  pause(): void {
+    this.res.pause();
+  }
+
+  resume(): void {
+    this.res.resume();
+  }
+
+  getWriteOffset(): number {
+    return this.res.getWriteOffset();
+  }
+
+  /** Read only, by every caller (client-address.ts): the same buffer serves them all. */
+  getRemoteAddress(): ArrayBuffer {
+    this.peer ??= this.res.getRemoteAddress();
+    return this.peer;
+  }
+
+  getRemoteAddressAsText(): ArrayBuffer {
+    return this.res.getRemoteAddressAsText();
+  }
+
+  getProxiedRemoteAddress(): ArrayBuffer {
+    return this.res.getProxiedRemoteAddress();
+  }
+
+  getProxiedRemoteAddressAsText(): ArrayBuffer {
+    return this.res.getProxiedRemoteAddressAsText();
+  }
+
+  /** The JSON-RPC methods of a body, when it is a call or a batch of them. */
+  private readCalls(chunk: ArrayBuffer): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(Buffer.from(chunk).toString('utf8'));
+    } catch {
+      return;
+    }
+    if (Array.isArray(parsed)) {
+      this.calls = parsed.length;
+      this.methods = parsed.slice(0, MAX_METHODS).map(methodOf);
+    } else if (typeof parsed === 'object' && parsed !== null) {
+      this.calls = 1;
+      this.methods = [methodOf(parsed)];
+    }
+  }
+}
+
+/** The second `isoTime` last formatted, and its text up to the milliseconds: most lines share their second with the one before. */
+let second = -1;
+let secondText = '';
+
+/** `ms` since the epoch in RFC 3339, UTC, with milliseconds, as Date's toISOString() writes it. */
+function isoTime(ms: number): string {
+  const whole = Math.floor(ms);
+  const s = Math.floor(whole / 1000);
+  if (s !== second) {
+    second = s;
+    secondText = new Date(s * 1000).toISOString().slice(0, 20);
+  }
+  const milliseconds = whole - s * 1000;
+  return `${secondText}${milliseconds < 10 ? '00' : milliseconds < 100 ? '0' : ''}${milliseconds}Z`;
+}
+
+/** A call's method as a line shows it: cut at METHOD_SHOWN; null when the call has no method string. */
+function methodOf(call: unknown): string | null {
+  const method = typeof call === 'object' && call !== null ? (call as { method?: unknown }).method : undefined;
+  return typeof method === 'string' ? method.slice(0, METHOD_SHOWN) : null;
+}
+
+/** After an admission step on `res`: the token's id for its line, when `res` is logged. */
+export function judged(res: HttpResponse, req: HttpRequest, admission: Admission, decision: Decision, path: string): void {
+  if (res instanceof LoggedResponse) res.judged(req, admission, decision, path);
+}
+
+/** The upstream answered `res`'s request with `status`: for its line, when `res` is logged. */
+export function upstreamAnswered(res: HttpResponse, status: number): void {
+  if (res instanceof LoggedResponse) res.upstreamAnswered(status);
+}
+
+/** The logged upgrade `res` opened a session: its line waits for sessionEnded; null when not logged. */
+export function loggedSession(res: HttpResponse): LoggedResponse | null {
+  return res instanceof LoggedResponse ? res : null;
+}
