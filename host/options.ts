@@ -187,7 +187,7 @@ export const SCHEMA = {
   accessLog: option<string, string>({
     flag: 'access-log', kind: 'path', arg: 'FILE', shownDefault: 'off', parse: accessLog,
     doc: 'one JSON line per request the gate decided, appended to FILE (created 0640; SIGHUP reopens it, for logrotate), ' +
-      'or written to standard output with "stdout"', see: 'Access log',
+      'or written to standard output with "stdout"', see: 'The access log (`--access-log`)',
   }),
   clusterEtcd: option<string | readonly string[], URL[]>({
     flag: 'cluster-etcd', kind: 'text', arg: 'URLS', parse: etcdUrls,

@@ -118,7 +118,7 @@ export const SEE_PAGES: Readonly<Record<string, string>> = {
   'Behind a proxy (`--trusted-proxies`)': '../guides/behind-a-proxy.md',
   'Metrics': 'metrics.md',
   'Logs': 'logs.md',
-  'Access log': 'access-log.md',
+  'The access log (`--access-log`)': 'access-log.md',
   'Running a fleet': '../guides/fleet.md',
 };
 
