@@ -9,7 +9,7 @@ import type { Test } from 'tap';
 import { App, createLogger, parseArgs, StartError, startServer, us_listen_socket_close, us_socket_local_port } from '../../build/host/index.js';
 import type { Auth, Clock, Logger, ServerOptions, TemplatedApp, us_listen_socket } from '../../build/host/index.js';
 import { flagName } from '../../build/host/cli/flags.js';
-import { randomPassword, tempDir, writeCheapState, type LogLine } from './server.js';
+import { randomPassword, tempDir, type LogLine } from './server.js';
 
 /** A logger that keeps its lines, parsed, for the test to read; stamped by `clock` when given. */
 export function recordingLogger(clock?: Clock): { log: Logger; lines: LogLine[] } {
@@ -71,7 +71,7 @@ export interface LibraryServerOptions {
   args?: readonly string[];
   /** The clock the service runs on (and its log lines are stamped by); default the system's. */
   clock?: Clock;
-  /** Start on a state whose password checks cost next to nothing (writeCheapState), for a test of many. */
+  /** Start on a state whose password checks cost next to nothing (cheap-state.ts), for a test of many. */
   cheapChecks?: boolean;
 }
 
@@ -100,7 +100,7 @@ export async function serveInProcess(t: Test, options: LibraryServerOptions = {}
   mkdirSync(dataDir, { mode: 0o700 });
   const passwordFile = join(dir, 'password');
   const password = options.password ?? randomPassword();
-  if (options.cheapChecks && (options.auth ?? true)) await writeCheapState(dataDir, options.fileContent?.trim() ?? password);
+  if (options.cheapChecks && (options.auth ?? true)) await (await import('./cheap-state.js')).writeCheapState(dataDir, options.fileContent?.trim() ?? password);
   const args = ['--http-port', '0', '--data-dir', dataDir];
   if (options.auth ?? true) {
     writeFileSync(passwordFile, options.fileContent ?? password, { mode: 0o600 });

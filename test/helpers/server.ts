@@ -3,13 +3,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { argon2id } from 'hash-wasm';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
-import { encodeRecord } from '../../build/host/password/hash.js';
-import { encodeState } from '../../build/host/state/codec.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MAIN = join(ROOT, 'build', 'host', 'main.js');
@@ -244,28 +241,6 @@ export async function runCli(t: Test, args: readonly string[], timeoutMs?: numbe
   return { ...exit, stdout: run.stdout(), stderr: run.stderr(), logs: run.logs };
 }
 
-/** argon2id at its smallest cost: a record of these takes a fraction of a millisecond to check. */
-export const CHEAP_ARGON2ID = { memorySize: 8, iterations: 1, parallelism: 1 } as const;
-
-/**
- * Writes, into the empty data folder `dataDir`, the state file of a node that has issued
- * nothing yet, whose password is `password` as an argon2id record of CHEAP_ARGON2ID (the
- * node checks a password against its record's own parameters). For a test that makes
- * many password checks and is not about the first start or the cost of hashing: each
- * check then takes a fraction of a millisecond instead of tens. The server still makes
- * every record of its own (a password change, a changed password file) at its production
- * cost.
- */
-export async function writeCheapState(dataDir: string, password: string): Promise<void> {
-  const salt = randomBytes(16);
-  const hash = await argon2id({ password, salt, ...CHEAP_ARGON2ID, hashLength: 32, outputType: 'binary' });
-  const record = encodeRecord({ algorithm: 'argon2id', ...CHEAP_ARGON2ID, salt, hash });
-  writeFileSync(join(dataDir, 'state'), encodeState({
-    key: randomBytes(32), generation: 0, password: record, filePassword: record, maxLifetime: 0, serialCeiling: 0, floor: 0,
-    grants: [], revocations: new Map(),
-  }), { mode: 0o600 });
-}
-
 export interface ServerOptions {
   /** --api-auth-required; default true. */
   auth?: boolean;
@@ -281,7 +256,7 @@ export interface ServerOptions {
   args?: readonly string[];
   /** Create the data folder before the start; default true (false leaves it to the server). */
   createDataDir?: boolean;
-  /** Start on a state whose password checks cost next to nothing (writeCheapState), for a test of many. */
+  /** Start on a state whose password checks cost next to nothing (cheap-state.ts), for a test of many. */
   cheapChecks?: boolean;
 }
 
@@ -311,7 +286,7 @@ export async function startServer(t: Test, options: ServerOptions = {}): Promise
   const auth = options.auth ?? true;
   const passwordFile = join(dir, 'password');
   let password = options.password ?? randomPassword();
-  if (options.cheapChecks && auth) await writeCheapState(dataDir, options.fileContent?.trim() ?? password);
+  if (options.cheapChecks && auth) await (await import('./cheap-state.js')).writeCheapState(dataDir, options.fileContent?.trim() ?? password);
   if (auth) {
     args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
     if (!options.generate) {
