@@ -258,6 +258,8 @@ export interface ServerOptions {
   createDataDir?: boolean;
   /** Start on a state whose password checks cost next to nothing (cheap-state.ts), for a test of many. */
   cheapChecks?: boolean;
+  /** How node runs the CLI (flags before the script, say); default as `launch` does. */
+  node?: NodeSettings;
 }
 
 export interface Server extends Running {
@@ -295,7 +297,7 @@ export async function startServer(t: Test, options: ServerOptions = {}): Promise
     }
   }
   args.push(...(options.args ?? []));
-  const run = launch(t, args);
+  const run = launch(t, args, MAIN, options.node);
   const listening = await run.waitForLog((l) => l.msg === 'listening');
   if (auth && options.generate) password = readFileSync(passwordFile, 'utf8').trim();
   const port = Number(listening.port);
