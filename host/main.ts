@@ -12,7 +12,6 @@ import { ExitCode, StartError, UsageError } from './errors.js';
 import type { Namer } from './errors.js';
 import { createLogger, errorFields } from './ops/log.js';
 import type { Logger } from './ops/log.js';
-import { startServer } from './server.js';
 import type { ServerHandle } from './server.js';
 import { VERSION } from './version.js';
 
@@ -105,6 +104,9 @@ async function main(): Promise<void> {
       log.info('SIGHUP: nothing to reload', { reason: 'TLS is off (no --http-tls-enabled), and the other settings are read only at start' });
     }
   });
+  // Loaded only to serve: help, the version, an operator command or a refused command
+  // line need none of the server's modules (uWS, the core, the HTTP stack).
+  const { startServer } = await import('./server.js');
   started = await startServer(command.options, { log });
   server = started;
   // An HTTP thread failed: the server has stopped by itself, in order, and logged why.

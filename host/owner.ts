@@ -4,7 +4,6 @@
 // its ledger and inventory; here and only here is the backend chosen. The serving side
 // talks to the result through the link.
 import type { Clock } from './clock.js';
-import { readEtcdAccess, joinFleet } from './cluster/open.js';
 import type { Core } from './core/core.js';
 import type { Logger } from './ops/log.js';
 import type { Metrics } from './ops/metrics.js';
@@ -49,6 +48,10 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
   let open: (password: string, verifier: PasswordVerifier) => Promise<Backend>;
   if ('cluster' in backend) {
     const { cluster, fence } = backend;
+    // Loaded only for a fleet: etcd3 and gRPC under it take about as much CPU to load as
+    // the rest of api-auth, which every start on a data folder (and every operator
+    // command) would otherwise pay.
+    const { readEtcdAccess, joinFleet } = await import('./cluster/open.js');
     // Before the password file, which may be generated: a bad etcd file changes nothing.
     const access = await readEtcdAccess(cluster, log);
     open = (password, verifier) => joinFleet(core, cluster, access, fence, password, verifier, log, metrics, clock);

@@ -36,10 +36,10 @@
 // ends with 1013.
 //
 // Idle: a side from which nothing arrives, not even the pong to a ping, for the idle
-// timeout is gone. uWS pings the client and closes it past the timeout; this module
-// pings the upstream halfway through the timeout. A subscription that is merely quiet
-// (a logs filter that rarely matches) stays open.
-import { performance } from 'node:perf_hooks';
+// timeout is gone. uWS pings the client and closes it past the timeout, on its own
+// timer; this module pings the upstream halfway through the timeout, by the injected
+// clock. A subscription that is merely quiet (a logs filter that rarely matches) stays
+// open.
 import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocket, WebSocketBehavior } from 'uWebSockets.js';
 import type { Clock } from '../clock.js';
 import { Outcome, OUTCOME_NAMES } from '../core/core.js';
@@ -337,9 +337,12 @@ export class WebSocketRelay {
     if (this.sessions.size === 0) this.stopSweeper();
   }
 
-  /** Every RECHECK_MS while sessions are open: the tokens, at the clock's time, and the upstreams' silence. */
+  /**
+   * Every RECHECK_MS while sessions are open: the tokens and the upstreams' silence, both
+   * at the clock's time (the client's silence is uWS's, on its own timer).
+   */
   private sweep(): void {
-    const moment = performance.now();
+    const moment = this.parts.clock();
     for (const session of this.sessions) {
       if (session.stands()) session.watch(moment, this.idleMs);
     }
@@ -354,6 +357,11 @@ export class WebSocketRelay {
   /** The clock's time in Unix seconds, the core's unit. */
   seconds(): number {
     return Math.floor(this.parts.clock() / 1000);
+  }
+
+  /** The clock's time in milliseconds, the idle check's unit. */
+  now(): number {
+    return this.parts.clock();
   }
 
   /** A request that cannot be forwarded as it is: 400, as the proxy answers it. */
@@ -504,9 +512,12 @@ export class Session implements SessionHandler, SessionCounts {
   closeReason: WsClose = 'client';
   /** The upstream is not read while the client catches up. */
   private paused = false;
-  /** Something arrived from the upstream since the last sweep; when the sweep last saw that; whether it was pinged since. */
-  private heard = true;
-  private quietSince = performance.now();
+  /**
+   * Something arrived from the upstream since the last sweep; since when it has been
+   * quiet, by the clock (from the moment it accepted the session); whether it was pinged since.
+   */
+  private heard = false;
+  private quietSince: number;
   private pinged = false;
   /** The message being handed to the client, for the corked send (made once per session, not per message). */
   private outgoing: Buffer | null = null;
@@ -525,6 +536,7 @@ export class Session implements SessionHandler, SessionCounts {
   private readonly written = (): void => this.flush();
 
   constructor(private readonly relay: WebSocketRelay, private readonly upstream: Upstream, readonly opened: Opened) {
+    this.quietSince = relay.now();
     upstream.listen(this);
   }
 

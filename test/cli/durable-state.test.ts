@@ -99,7 +99,7 @@ function fileIdentity(path: string): Record<string, string> {
 }
 
 t.test('a token stays valid across a clean restart and a kill -9, on exactly its endpoints', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true });
   const info = await newToken(server.url, server.password, ['/ext/info']);
   const star = await newToken(server.url, server.password, ['*']);
   const subtree = await newToken(server.url, server.password, ['/ext/bc/*']);
@@ -137,7 +137,7 @@ t.test('a token stays valid across a clean restart and a kill -9, on exactly its
 });
 
 t.test('a revoked token stays revoked after a clean restart and after kill -9; the revocation is on disk at the reply', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true });
   const [a, b, c, d, e] = [
     await newToken(server.url, server.password, ['/ext/info']),
     await newToken(server.url, server.password, ['/ext/info']),
@@ -174,7 +174,7 @@ t.test('a revoked token stays revoked after a clean restart and after kill -9; t
 });
 
 t.test('a password changed by auth.changePassword stays in force after a clean restart and after kill -9', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true });
   // The password file (mode 0600) is never written along the way (see also the test of that name).
   const identity = fileIdentity(server.passwordFile);
   const file = server.password;
@@ -211,7 +211,7 @@ t.test('a password changed by auth.changePassword stays in force after a clean r
 });
 
 t.test('changing the password back to an earlier one revives nothing, across restarts', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true });
   const file = server.password;
   const p1 = `p1-${randomPassword()}`;
   const underFile = await newToken(server.url, file, ['/ext/info']);
@@ -255,7 +255,7 @@ t.test('changing the password back to an earlier one revives nothing, across res
 });
 
 t.test('the operator\'s reset path: a password file edited while the program was down is adopted, and every earlier token ends', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true });
   const file = server.password;
   const p1 = `p1-${randomPassword()}`;
   const reset = `reset-${randomPassword()}`;
@@ -282,7 +282,7 @@ t.test('the operator\'s reset path: a password file edited while the program was
 });
 
 t.test('the reset path applies when the file is edited to the password set through the API: earlier tokens end', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true });
   const p1 = `p1-${randomPassword()}`;
   t.same(await changePassword(server.url, server.password, p1), SUCCESS, 'file password -> p1 through the API');
   const underP1 = await newToken(server.url, p1, ['/ext/info']);
@@ -294,7 +294,7 @@ t.test('the reset path applies when the file is edited to the password set throu
 });
 
 t.test('a password file rewritten with the same content is no reset: the API password and its tokens stay', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true });
   const file = server.password;
   const p1 = `p1-${randomPassword()}`;
   t.same(await changePassword(server.url, file, p1), SUCCESS, 'file password -> p1 through the API');
@@ -312,7 +312,7 @@ t.test('a password file rewritten with the same content is no reset: the API pas
 });
 
 t.test('resets back to an earlier file password revive nothing', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true });
   const first = server.password;
   const second = `second-${randomPassword()}`;
   const underFirst = await newToken(server.url, first, ['/ext/info']);

@@ -68,7 +68,7 @@ async function api(args: readonly string[], stdin: string | Buffer = ''): Promis
 // Two tests at a time: each has calls to the node out most of its time.
 t.jobs = 2;
 
-const server = await startServer(t);
+const server = await startServer(t, { cheapChecks: true });
 const dir = tempDir(t);
 const uri = ['--uri', server.url];
 
@@ -276,7 +276,7 @@ t.test('--help prints the commands and exit codes', async (t) => {
 });
 
 t.test('token new --label --expires-in, then token list shows it (a table, or --json) and token revoke --id revokes it', async (t) => {
-  const node = await startServer(t);
+  const node = await startServer(t, { cheapChecks: true });
   const auth = ['--uri', node.url, '--password-file', node.passwordFile];
   const made = await api(['token', 'new', ...auth, '--endpoints', '/ext/info', '--label', 'ops laptop \u{1F4BB}', '--expires-in', '30m', '--json']);
   t.equal(made.code, 0, made.stderr);
@@ -336,13 +336,13 @@ t.test('token new --endpoints / --methods with named sets: the node gets the roo
 });
 
 t.test('token list with no live token says so', async (t) => {
-  const node = await startServer(t);
+  const node = await startServer(t, { cheapChecks: true });
   const run = await api(['token', 'list', '--uri', node.url, '--password-file', node.passwordFile]);
   t.same([run.code, run.stdout, run.stderr], [0, 'no live tokens\n', '']);
 });
 
 t.test('password change: from files, then every earlier token is refused and the new password works', async (t) => {
-  const node = await startServer(t);
+  const node = await startServer(t, { cheapChecks: true });
   const token = (await api(['token', 'new', '--uri', node.url, '--password-file', node.passwordFile, '--endpoints', '*'])).stdout.trim();
   const next = randomPassword();
   const run = await api(['password', 'change', '--uri', node.url, '--password-file', node.passwordFile, '--new-password-file', secretFile('next', `${next}\n`)]);

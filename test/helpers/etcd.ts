@@ -7,7 +7,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Etcd3, Range } from 'etcd3';
 import type { Test } from 'tap';
@@ -209,4 +209,49 @@ async function launchGateway(t: Test, args: readonly string[]): Promise<Gateway>
   const listening: LogLine = await run.waitForLog((l) => l.msg === 'listening', 30_000);
   const port = Number(listening.port);
   return { ...run, url: `http://127.0.0.1:${port}`, port, args };
+}
+
+/** A loopback relay in front of etcd that counts the TCP connections made through it. */
+export interface CountingRelay {
+  /** etcd's URL with the relay's port. */
+  readonly url: string;
+  /** Connections accepted so far. */
+  connections(): number;
+  /** Called with the count at each connection. */
+  onConnection?: (count: number) => void;
+}
+
+/**
+ * Relays loopback connections to the etcd at `target` (its client URL), byte for byte,
+ * so that TLS runs end to end; closed when the test ends.
+ */
+export async function countingRelay(t: Test, target: string): Promise<CountingRelay> {
+  const etcd = new URL(target);
+  let count = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    relay.onConnection?.(++count);
+    const toEtcd = connect({ host: etcd.hostname, port: Number(etcd.port) });
+    for (const socket of [client, toEtcd]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        sockets.delete(socket);
+        client.destroy();
+        toEtcd.destroy();
+      });
+    }
+    client.pipe(toEtcd).pipe(client);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  t.teardown(() => new Promise<void>((done) => {
+    for (const socket of sockets) socket.destroy();
+    server.close(() => done());
+  }));
+  const { port } = server.address() as { port: number };
+  const relay: CountingRelay = { url: `${etcd.protocol}//127.0.0.1:${port}`, connections: () => count };
+  return relay;
 }

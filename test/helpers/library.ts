@@ -71,6 +71,8 @@ export interface LibraryServerOptions {
   args?: readonly string[];
   /** The clock the service runs on (and its log lines are stamped by); default the system's. */
   clock?: Clock;
+  /** Start on a state whose password checks cost next to nothing (cheap-state.ts), for a test of many. */
+  cheapChecks?: boolean;
 }
 
 export interface LibraryServer {
@@ -98,6 +100,7 @@ export async function serveInProcess(t: Test, options: LibraryServerOptions = {}
   mkdirSync(dataDir, { mode: 0o700 });
   const passwordFile = join(dir, 'password');
   const password = options.password ?? randomPassword();
+  if (options.cheapChecks && (options.auth ?? true)) await (await import('./cheap-state.js')).writeCheapState(dataDir, options.fileContent?.trim() ?? password);
   const args = ['--http-port', '0', '--data-dir', dataDir];
   if (options.auth ?? true) {
     writeFileSync(passwordFile, options.fileContent ?? password, { mode: 0o600 });

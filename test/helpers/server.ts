@@ -256,6 +256,10 @@ export interface ServerOptions {
   args?: readonly string[];
   /** Create the data folder before the start; default true (false leaves it to the server). */
   createDataDir?: boolean;
+  /** Start on a state whose password checks cost next to nothing (cheap-state.ts), for a test of many. */
+  cheapChecks?: boolean;
+  /** How node runs the CLI (flags before the script, say); default as `launch` does. */
+  node?: NodeSettings;
 }
 
 export interface Server extends Running {
@@ -284,6 +288,7 @@ export async function startServer(t: Test, options: ServerOptions = {}): Promise
   const auth = options.auth ?? true;
   const passwordFile = join(dir, 'password');
   let password = options.password ?? randomPassword();
+  if (options.cheapChecks && auth) await (await import('./cheap-state.js')).writeCheapState(dataDir, options.fileContent?.trim() ?? password);
   if (auth) {
     args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
     if (!options.generate) {
@@ -292,7 +297,7 @@ export async function startServer(t: Test, options: ServerOptions = {}): Promise
     }
   }
   args.push(...(options.args ?? []));
-  const run = launch(t, args);
+  const run = launch(t, args, MAIN, options.node);
   const listening = await run.waitForLog((l) => l.msg === 'listening');
   if (auth && options.generate) password = readFileSync(passwordFile, 'utf8').trim();
   const port = Number(listening.port);

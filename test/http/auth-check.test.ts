@@ -19,7 +19,7 @@ function check(base: string, headers: ReadonlyArray<readonly [string, string]>):
   return request(base, CHECK, { method: 'GET', headers });
 }
 
-const server = await startServer(t);
+const server = await startServer(t, { cheapChecks: true });
 const info = await newToken(server.url, server.password, ['/ext/info']);
 
 t.test('needs no token, and without the original URI says which headers name it', async (t) => {
@@ -95,7 +95,7 @@ t.test('one way names the original request: any header of another way with it is
 });
 
 t.test('a preflight is judged like any request: without a token it is refused', async (t) => {
-  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  const api = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://wallet.example'] });
   const ways = [[['X-Original-Request', 'OPTIONS /ext/bc/C/rpc HTTP/1.1']], [['X-Original-URI', '/ext/bc/C/rpc'], ['X-Original-Method', 'OPTIONS']],
     [['X-Forwarded-Uri', '/ext/bc/C/rpc'], ['X-Forwarded-Method', 'OPTIONS']]] as const;
   for (const way of ways) {
@@ -107,7 +107,7 @@ t.test('a preflight is judged like any request: without a token it is refused', 
 
 t.test('the original path is taken by the gate\'s rules: only the query is left out, and a raw "#" gets the gate\'s 400', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t, { args: ['--upstream', upstream.url] });
+  const api = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
   const rpc = await newToken(api.url, api.password, ['/ext/bc/C/rpc']);
   for (const target of ['/ext/bc/C/rpc#/../../X/rpc', '/ext/bc/C/rpc#x', '/ext/bc/C/rpc?a#b', '/ext/bc/C/rpc?x=1']) {
     const direct = await request(api.url, target, { headers: [['Authorization', `Bearer ${rpc}`]] });
@@ -148,7 +148,7 @@ async function throughProxy(t: Test, front: FrontProxy, upstream: Upstream, api:
 
 t.test('nginx auth_request in front: granted, not granted, no token, revoked', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t);
+  const api = await startServer(t, { cheapChecks: true });
   const nginx = await startNginx(t, api.port, upstream.port);
   // nginx answers a refusal with its own page; the status and the challenge are the gate's.
   await throughProxy(t, nginx, upstream, api, false);
@@ -156,7 +156,7 @@ t.test('nginx auth_request in front: granted, not granted, no token, revoked', a
 
 t.test('Caddy forward_auth in front: granted, not granted, no token, revoked, with the gate\'s own answers', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t);
+  const api = await startServer(t, { cheapChecks: true });
   const caddy = await startCaddy(t, api.port, upstream.port);
   await throughProxy(t, caddy, upstream, api, true);
 });
@@ -195,19 +195,19 @@ async function clientCopies(t: Test, front: FrontProxy, upstream: Upstream, api:
 
 t.test('nginx in front: a client\'s own copies of the headers that name the original request get it no further', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  const api = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://wallet.example'] });
   await clientCopies(t, await startNginx(t, api.port, upstream.port), upstream, api);
 });
 
 t.test('Caddy in front: a client\'s own copies of the headers that name the original request get it no further', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t, { args: ['--http-allowed-origins', 'https://wallet.example'] });
+  const api = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://wallet.example'] });
   await clientCopies(t, await startCaddy(t, api.port, upstream.port), upstream, api);
 });
 
 t.test('a raw "#" in the request target, through nginx and Caddy: the check answers as the gate, and the node sees nothing', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t);
+  const api = await startServer(t, { cheapChecks: true });
   const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
   for (const [name, front] of [['nginx', await startNginx(t, api.port, upstream.port)], ['Caddy', await startCaddy(t, api.port, upstream.port)]] as const) {
     const response = await request(front.url, '/ext/info#/../bc/C/rpc', { headers: [['Authorization', `Bearer ${infoOnly}`]] });
@@ -219,7 +219,7 @@ t.test('a raw "#" in the request target, through nginx and Caddy: the check answ
 t.test('bytes 0x80-0xFF at the end of the path, through nginx and Caddy: judged with them, as the gate judges them', async (t) => {
   const node = await startRawUpstream(t);
   const nodePort = Number(new URL(node.url).port);
-  const api = await startServer(t);
+  const api = await startServer(t, { cheapChecks: true });
   const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
   const auth = [['Authorization', `Bearer ${infoOnly}`]] as const;
   const fronts = [['nginx', await startNginx(t, api.port, nodePort)], ['Caddy', await startCaddy(t, api.port, nodePort)]] as const;

@@ -29,7 +29,7 @@ function noCors(t: Test, response: HttpResponse, label: string): void {
 }
 
 t.test('by default (the node\'s "*"), any origin\'s preflight is answered without a token', async (t) => {
-  const server = await startServer(t);
+  const server = await startServer(t, { cheapChecks: true });
   const response = await preflight(server.url, 'https://any.example');
   t.equal(response.status, 204);
   t.equal(response.headers['access-control-allow-origin'], '*');
@@ -40,7 +40,7 @@ t.test('by default (the node\'s "*"), any origin\'s preflight is answered withou
 });
 
 t.test('on several HTTP threads, each thread answers for the origins given', async (t) => {
-  const server = await startServer(t, { args: ['--http-threads', '2', '--http-allowed-origins', WALLET] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', '2', '--http-allowed-origins', WALLET] });
   for (let i = 0; i < 4; i++) {
     t.equal((await preflight(server.url, WALLET)).headers['access-control-allow-origin'], WALLET, `preflight ${i}`);
     noCors(t, await preflight(server.url, 'https://evil.example'), `preflight ${i} from another origin`);
@@ -48,7 +48,7 @@ t.test('on several HTTP threads, each thread answers for the origins given', asy
 });
 
 t.test('real requests are still gated, and refused or granted, they carry the CORS headers', async (t) => {
-  const server = await startServer(t, { args: ['--http-allowed-origins', `${WALLET} https://*.dapps.example`] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', `${WALLET} https://*.dapps.example`] });
   const refused = await post(server.url, WALLET);
   expectRefused(t, refused, REASONS.noToken, 'no token');
   t.equal(refused.headers['access-control-allow-origin'], WALLET, 'the refusal is readable by the page');
@@ -64,7 +64,7 @@ t.test('real requests are still gated, and refused or granted, they carry the CO
 });
 
 t.test('an origin that is not allowed gets no CORS headers, and its preflight is refused like any request without a token', async (t) => {
-  const server = await startServer(t, { args: ['--http-allowed-origins', WALLET] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', WALLET] });
   for (const origin of ['https://evil.example', 'https://wallet.example.evil', 'http://wallet.example']) {
     const response = await preflight(server.url, origin);
     expectRefused(t, response, REASONS.noToken, `preflight from ${origin}`);
@@ -78,7 +78,7 @@ t.test('an origin that is not allowed gets no CORS headers, and its preflight is
 });
 
 t.test('a preflight is answered only for a path the rules allow: the others are refused, whatever the origin', async (t) => {
-  const server = await startServer(t);
+  const server = await startServer(t, { cheapChecks: true });
   t.equal((await preflight(server.url, WALLET, '/ext/bc/X/rpc')).status, 204, 'a path the rules allow');
   const refused = await preflight(server.url, WALLET, '/ext/x/../info');
   t.equal(refused.status, 400, 'dot segments');
@@ -91,7 +91,7 @@ t.test('behind the proxy: the upstream gets the request, and the answer carries 
     res.setHeader('Content-Type', 'application/json');
     res.end('{"jsonrpc":"2.0","result":{},"id":1}');
   });
-  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-allowed-origins', WALLET] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-allowed-origins', WALLET] });
   const token = await newToken(server.url, server.password, ['/ext/info']);
   const allowed = await post(server.url, WALLET, token);
   t.equal(allowed.status, 200);
@@ -104,7 +104,7 @@ t.test('behind the proxy: the upstream gets the request, and the answer carries 
 });
 
 t.test('api-auth\'s own routes answer no preflight: the token service above all, whatever the origin', async (t) => {
-  const server = await startServer(t);
+  const server = await startServer(t, { cheapChecks: true });
   for (const path of ['/ext/auth', '/ext/auth/health', '/ext/auth/check']) {
     const response = await preflight(server.url, 'https://any.example', path);
     t.not(response.status, 204, `${path}: not answered as a preflight (${response.status})`);
@@ -122,7 +122,7 @@ t.test('a "*" stands for whole labels in front of a domain; any other place is r
     t.equal(result.stderr, `api-auth: --http-allowed-origins: ${JSON.stringify(origin)} is not an origin: give scheme://host[:port] such as ` +
       'https://wallet.example, scheme://*.domain[:port] for its subdomains (https://*.wallet.example), or "*" for every origin\n', origin);
   }
-  const server = await startServer(t, { args: ['--http-allowed-origins', 'https://*.example:8443'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://*.example:8443'] });
   t.equal((await preflight(server.url, 'https://a.b.example:8443')).headers['access-control-allow-origin'], 'https://a.b.example:8443',
     'subdomains at any depth, with the port given');
   for (const origin of ['https://evilexample:8443', 'https://a.example', 'https://.example:8443']) noCors(t, await preflight(server.url, origin), origin);

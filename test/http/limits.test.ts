@@ -231,6 +231,8 @@ t.test('slow senders: 50 trickling heads and 10 trickling bodies do not starve a
   const failures: string[] = [];
   let peak = before;
   let rounds = 0;
+  /** Rounds wholly answered while every slow sender still held its connection. */
+  let servedAmongSlow = 0;
   const started = Date.now();
   while (Date.now() - started < 12_000 || (slow.some((s) => s.closedAfterMs === undefined) && Date.now() - started < 20_000)) {
     rounds++;
@@ -253,6 +255,7 @@ t.test('slow senders: 50 trickling heads and 10 trickling bodies do not starve a
       }
       slowest.push(Date.now() - t0);
     }
+    if (slow.every((s) => s.closedAfterMs === undefined)) servedAmongSlow++;
     peak = Math.max(peak, rss());
     // The normal client's pace: a round every 100 ms while the slow senders trickle.
     await sleep(100);
@@ -264,7 +267,10 @@ t.test('slow senders: 50 trickling heads and 10 trickling bodies do not starve a
   const closedAt = slow.map((s) => s.closedAfterMs).filter((ms): ms is number => ms !== undefined);
   t.comment(`slow connections closed by the server: ${closedAt.length} of ${slow.length}, after ${Math.min(...closedAt)}..${Math.max(...closedAt)} ms`);
   t.same(failures, [], 'every normal request got its answer');
-  t.ok(worst < 2000, `every normal request answered within 2 s (slowest ${worst} ms)`);
+  // Starved, the normal client would wait for the slow senders to be dropped (10 s, uWS's
+  // timer): an order of events, which no machine's speed changes.
+  t.ok(servedAmongSlow > 0, `normal requests were answered while all ${slow.length} slow senders held their connections ` +
+    `(${servedAmongSlow} of ${rounds} rounds; slowest request ${worst} ms)`);
   t.ok(peak - before < 50 * 2 ** 20, `RSS grew by less than 50 MiB (${((peak - before) / 2 ** 20).toFixed(1)} MiB)`);
   t.equal(closedAt.length, slow.length, 'the server dropped every slow sender (uWS: 10 s to send a head or make progress on a body)');
   t.notOk(slow.some((s) => s.answered), 'no slow sender got an answer');

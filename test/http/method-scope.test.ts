@@ -56,7 +56,7 @@ function scopeError(message: string | RegExp, id: unknown): Record<string, unkno
 }
 
 t.test('auth.newToken: methods must be 1 to 128 patterns, and a bad one is named by its place', async (t) => {
-  const server = await serveInProcess(t);
+  const server = await serveInProcess(t, { cheapChecks: true });
   const cases: [string, unknown, RegExp][] = [
     ['an empty list', [], /^invalid params: methods must be an array of 1 to 128 JSON-RPC method patterns/],
     ['a string', 'eth_*', /^invalid params: methods must be an array/],
@@ -78,7 +78,7 @@ t.test('auth.newToken: methods must be 1 to 128 patterns, and a bad one is named
 
 t.test('in front of an upstream, a scoped token passes only bodies whose every call it allows', async (t) => {
   const upstream = await startUpstream(t);
-  const server = await serveInProcess(t, { args: ['--upstream', upstream.url, '--upstream-max-body', '4096'] });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--upstream-max-body', '4096'] });
   const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
   const forwarded = async (body: string | Buffer, label: string, headers: [string, string][] = []): Promise<void> => {
     const before = upstream.seen.length;
@@ -200,7 +200,7 @@ t.test('in front of an upstream, a batch with some calls allowed sends only thos
 });
 
 t.test('the built-in endpoints: a scoped token reaches them with allowed calls only, and no probe', async (t) => {
-  const server = await serveInProcess(t);
+  const server = await serveInProcess(t, { cheapChecks: true });
   const token = await scopedToken(server.url, server.password, ['/ext/info', '/ext/health'], ['info.getNodeVersion', 'health.*']);
   const call = (path: string, method: string): Promise<HttpResponse> => post(server.url, path, token, JSON.stringify({ jsonrpc: '2.0', method, id: 1 }));
   const allowed = await call('/ext/info', 'info.getNodeVersion');
@@ -223,7 +223,7 @@ t.test('the built-in endpoints: a scoped token reaches them with allowed calls o
 });
 
 t.test('/ext/auth/check: a scoped token fails closed without a body, and is checked with one', async (t) => {
-  const server = await serveInProcess(t);
+  const server = await serveInProcess(t, { cheapChecks: true });
   const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
   const headers: [string, string][] = [['Authorization', `Bearer ${token}`], ['X-Original-URI', RPC_PATH], ['X-Original-Method', 'POST']];
   const bare = await request(server.url, '/ext/auth/check', { headers });
@@ -240,7 +240,7 @@ t.test('/ext/auth/check: a scoped token fails closed without a body, and is chec
 
 t.test('the metrics count method checks apart from the token checks', async (t) => {
   const upstream = await startUpstream(t);
-  const server = await serveInProcess(t, { args: ['--upstream', upstream.url] });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
   const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
   const metricsToken = await newToken(server.url, server.password, ['/ext/metrics']);
   const scrape = async (): Promise<Map<string, number>> => {
@@ -268,7 +268,7 @@ t.test('the metrics count method checks apart from the token checks', async (t) 
 
 t.test('every HTTP thread checks the methods of scoped tokens', async (t) => {
   const upstream = await startUpstream(t);
-  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '2'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-threads', '2'] });
   const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
   // Connections opened one after another go to the threads in turn: four cover each twice.
   for (let i = 0; i < 4; i++) {
@@ -289,7 +289,7 @@ t.test('every HTTP thread checks the methods of scoped tokens', async (t) => {
 
 t.test('a scoped grant is kept across a restart', async (t) => {
   const upstream = await startUpstream(t);
-  const first = await serveInProcess(t, { args: ['--upstream', upstream.url] });
+  const first = await serveInProcess(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
   const token = await scopedToken(first.url, first.password, [RPC_PATH], METHODS);
   const unscoped = await newToken(first.url, first.password, [RPC_PATH]);
   await first.stop();

@@ -84,7 +84,7 @@ async function freshChecks(base: string, token: string, count: number): Promise<
 }
 
 t.test('fresh connections go to every HTTP thread in turn; a kept-alive connection stays on its thread', async (t) => {
-  const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
   t.equal(server.listening.httpThreads, THREADS, 'the listening line says how many threads serve');
   t.equal(server.logs.filter((l) => l.msg === 'listening').length, 1, 'once');
   const token = await newToken(server.url, server.password, ['/ext/metrics', '/ext/info']);
@@ -106,7 +106,7 @@ t.test('fresh connections go to every HTTP thread in turn; a kept-alive connecti
 });
 
 t.test('once auth.revokeToken answers, no thread answers 200 for the token, on fresh connections or ones kept alive from before', async (t) => {
-  const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
   const rounds = 15;
   for (let round = 1; round <= rounds; round++) {
     const token = await newToken(server.url, server.password, ['/ext/info']);
@@ -125,7 +125,7 @@ t.test('once auth.revokeToken answers, no thread answers 200 for the token, on f
 });
 
 t.test('once auth.changePassword answers, no thread answers 200 for a token of the old password', async (t) => {
-  const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
   let password = server.password;
   const rounds = 6;
   for (let round = 1; round <= rounds; round++) {
@@ -145,7 +145,7 @@ t.test('once auth.changePassword answers, no thread answers 200 for a token of t
 });
 
 t.test('/ext/auth answered by the owner for a thread: the body arrives whole and the answer keeps its id, whatever the size', async (t) => {
-  const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
   // Spread over the threads; bodies from a few bytes to near the 64 KiB limit, in one piece or chunked.
   for (const [i, pad] of [0, 1000, 60_000].entries()) {
     for (let k = 0; k < THREADS; k++) {
@@ -179,7 +179,7 @@ t.test('/ext/auth answered by the owner for a thread: the body arrives whole and
 });
 
 t.test('a scrape on any thread sums every thread\'s metrics and the owner\'s', async (t) => {
-  const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
   const token = await newToken(server.url, server.password, ['/ext/metrics']);
   const refused = 4 * THREADS;
   for (let i = 0; i < refused; i++) t.equal((await call(server.url, '/ext/info')).status, 401);
@@ -198,7 +198,7 @@ t.test('a scrape on any thread sums every thread\'s metrics and the owner\'s', a
 });
 
 t.test('a client that must wait is refused on every thread from its request\'s head; its body is never read', async (t) => {
-  const server = await startServer(t, { args: ['--http-threads', String(THREADS)] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
   const guesser = '127.3.0.1';
   for (let i = 0; i < 3; i++) {
     const guess = await request(server.url, '/ext/auth', {
@@ -293,11 +293,11 @@ t.test('--http-threads takes a whole number from 1 to 256, by default every core
   const result = await runCli(t, ['--http-threads', '0', '--data-dir', join(tempDir(t), 'data')]);
   t.same({ code: result.code, stderr: result.stderr, stdout: result.stdout }, { code: 2, stderr: `api-auth: ${message('0')}\n`, stdout: '' },
     'the command exits 2 with that one line, before anything listens');
-  const one = await startServer(t, { args: ['--http-threads', '1'] });
+  const one = await startServer(t, { cheapChecks: true, args: ['--http-threads', '1'] });
   t.equal(one.listening.httpThreads, 1, '1: one thread');
   const token = await newToken(one.url, one.password, ['/ext/metrics']);
   t.same(byThread(await scrape(one.url, token), 2), [2, 0], '1: the main thread serves every request itself');
-  const byDefault = await startServer(t);
+  const byDefault = await startServer(t, { cheapChecks: true });
   t.equal(byDefault.listening.httpThreads, Math.min(availableParallelism(), 256), 'by default, one per core the process may use');
   const help = await runCli(t, ['--help']);
   t.match(help.stdout, /--http-threads N +threads serving HTTP, 1 to 256/);

@@ -277,7 +277,7 @@ t.test('a guessing client gets 429 with Retry-After after 3 wrong passwords; oth
   // The service's clock stands still, so the wait it names is the whole 10 s however long
   // the machine takes between the requests.
   const time = manualClock();
-  const server = await serveInProcess(t, { clock: time.clock });
+  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
   const guesser = '127.2.0.1';
   for (let i = 1; i <= 3; i++) {
     const r = await attempt(server.url, 'wrong', guesser);
@@ -298,7 +298,7 @@ t.test('a guessing client gets 429 with Retry-After after 3 wrong passwords; oth
 });
 
 t.test('31 wrong passwords at once from one address: 3 are checked, the others wait', async (t) => {
-  const server = await serveInProcess(t, { args: ['--api-auth-public-endpoints', '/ext/metrics'] });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ['--api-auth-public-endpoints', '/ext/metrics'] });
   const replies = await Promise.all(Array.from({ length: 31 }, () => attempt(server.url, 'wrong', '127.5.0.1')));
   const checked = replies.filter((r) => r.status === 200 && errorCode(r) === -32000);
   const held = replies.filter((r) => r.status === 429 && errorCode(r) === -32042);
@@ -310,7 +310,7 @@ t.test('31 wrong passwords at once from one address: 3 are checked, the others w
 
 for (const host of ['::', '0.0.0.0']) {
   t.test(`IPv4 clients of a listener on ${host} are throttled apart`, async (t) => {
-    const server = await serveInProcess(t, { args: ['--http-host', host] });
+    const server = await serveInProcess(t, { cheapChecks: true, args: ['--http-host', host] });
     // One batch, answered as soon as its entries are: the guesser's wait has just begun.
     const batch = Array.from({ length: 6 }, (_, id) => rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, id));
     const guesses = await request(server.url, '/ext/auth', {
@@ -397,7 +397,7 @@ t.test('the queue of password checks is bounded: past it, calls are refused at o
 
 t.test('past the overall allowance, every client waits: 100 wrong passwords at once, then one a second', async (t) => {
   const time = manualClock();
-  const server = await serveInProcess(t, { clock: time.clock });
+  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
   // Waves of wrong passwords, each from clients that never failed before, in sizes the
   // queue of checks holds, until the overall allowance runs out. No time passes by the
   // service's clock, so it lets exactly the burst through.
@@ -436,7 +436,7 @@ async function inBatch(url: string, passwords: readonly string[], source: string
 }
 
 t.test('a batch is throttled entry by entry', async (t) => {
-  const server = await serveInProcess(t);
+  const server = await serveInProcess(t, { cheapChecks: true });
   const source = '127.3.0.1';
   const batch = [1, 2, 3, 4, 5].map((id) => rpc('auth.revokeToken', { password: 'wrong', token: 'x' }, id));
   const r = await request(server.url, '/ext/auth', {
