@@ -1,4 +1,4 @@
-// Package fleet joins an api-auth fleet on etcd (README, "Running a fleet") as a member
+// Package fleet joins an api-auth fleet on etcd (docs/guides/fleet.md, "Running a fleet") as a member
 // that verifies and never writes state: it loads the token key, grants, generation, serial
 // blocks and revocations into a core of its own, follows the fleet's watch, holds a lease,
 // and acknowledges every change as a gateway does, so that a change that answered success

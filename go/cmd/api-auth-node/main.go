@@ -48,7 +48,7 @@ func run(log *slog.Logger, args []string) int {
 	user := flags.String("cluster-etcd-user", "", "etcd user to sign in as, with --cluster-etcd-password-file")
 	passwordFile := flags.String("cluster-etcd-password-file", "", "file holding that user's password")
 	if err := flags.Parse(args); err != nil {
-		log.Error("bad command line: "+err.Error()+"; see the README's Go section for the flags", "code", "USAGE")
+		log.Error("bad command line: "+err.Error()+"; see docs/reference/go.md for the flags", "code", "USAGE")
 		return 2
 	}
 	if flags.NArg() > 0 {
