@@ -5,7 +5,8 @@
 //                         called `init`; see slots.ts)
 //   HEAP_BASE ..          the heap, laid out by `init`: the grant index (MAX_GRANTS * 16),
 //                         the revocation ring (2^windowLog2 / 8), the page expiries
-//                         (2^windowLog2 / 4096 * 8), then the grant lists (up to
+//                         (2^windowLog2 / 4096 * 8), the limits table (limits.ts,
+//                         LIMIT_TABLE_BYTES), then the grant lists (up to
 //                         MAX_GRANT_BYTES), which fill upwards as grants are added
 //   slots ..              threads build: slots 1, 2, ... (SLOT_BYTES each) up to the end
 //                         of the memory, one per attached instance
@@ -30,6 +31,7 @@ export const HEAP_BASE: usize = 2 << 16;
   pageExpiry: usize;
   grantArea: usize;
   slots: usize;
+  limitTable: usize;
 }
 
 export const state = changetype<State>(memory.data(32, 16));

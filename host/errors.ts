@@ -28,6 +28,10 @@ export const RpcCode = {
   Unavailable: -32006,
   /** A call the token's method scope does not allow, or a body it cannot check (HTTP 403, insufficient_scope; a WebSocket message's error). */
   InsufficientScope: -32007,
+  /** A request past its token's rate (HTTP 429, Retry-After; a WebSocket message's error): EIP-1474's "limit exceeded". */
+  RateLimited: -32005,
+  /** A token used from a client its allowedClients do not hold (HTTP 403). */
+  ClientNotAllowed: -32040,
 } as const;
 
 export type RpcCode = (typeof RpcCode)[keyof typeof RpcCode];
@@ -90,6 +94,8 @@ export const GRANT_ERRORS: Readonly<Record<GrantErrorCode, ErrorAnswer>> = {
   'method-too-long': { code: 'API_AUTH_GRANT_METHOD_TOO_LONG', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
   'too-many-methods': { code: 'API_AUTH_GRANT_TOO_MANY_METHODS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
   'no-methods': { code: 'API_AUTH_GRANT_NO_METHODS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'bad-limit': { code: 'API_AUTH_GRANT_BAD_LIMIT', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'too-many-clients': { code: 'API_AUTH_GRANT_TOO_MANY_CLIENTS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
 };
 
 /** The token the core could not issue (IssueError's codes): every one answers -32001, resource limit. */
@@ -121,6 +127,7 @@ export const RPC_ERRORS: Readonly<Record<RpcCode, ErrorAnswer>> = {
   [RpcCode.UpstreamTimeout]: { code: 'API_AUTH_UPSTREAM_TIMEOUT', rpcCode: RpcCode.UpstreamTimeout, httpStatus: 504 },
   [RpcCode.Unavailable]: { code: 'API_AUTH_UNAVAILABLE', rpcCode: RpcCode.Unavailable, httpStatus: 503 },
   [RpcCode.InsufficientScope]: { code: 'API_AUTH_INSUFFICIENT_SCOPE', rpcCode: RpcCode.InsufficientScope, httpStatus: 403 },
+  [RpcCode.ClientNotAllowed]: { code: 'API_AUTH_CLIENT_NOT_ALLOWED', rpcCode: RpcCode.ClientNotAllowed, httpStatus: 403 },
 };
 
 /**

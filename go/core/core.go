@@ -294,6 +294,18 @@ func (c *Core) MethodAllowed(grant uint32, method string) (bool, error) {
 	return methodAllowed(c.in, grant, method)
 }
 
+// Admit is one request of `calls` calls (0: the client alone is checked, nothing counted)
+// by a Limited token (Result.Serial, Result.Grant), from `client` (16 bytes, IPv4 as
+// IPv4-mapped), at nowNs (Unix nanoseconds).
+func (c *Core) Admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
+	return c.in.admit(serial, grant, calls, client, nowNs)
+}
+
+// Usage is what Admit let through for a token; false when it has counted nothing for it.
+func (c *Core) Usage(serial uint64) (Usage, bool, error) {
+	return c.in.usage(serial)
+}
+
 func methodAllowed(in *instance, grant uint32, method string) (bool, error) {
 	r, err := in.methodAllowed(grant, method)
 	if err != nil {

@@ -27,12 +27,12 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "d3bd31e4d844a3c6fc29fa3286059e1621cd35eb8910c1e74ebf1cfd09db0592"
-	ThreadsSHA256 = "04e98397002d6185fad03b8b09508d3702b00698114acdc50394cb7c19e10bf6"
+	PlainSHA256   = "8ee80ee9ccb0724687a6e72e114549a28f8d50d5c2531356d2eb709a81533219"
+	ThreadsSHA256 = "6e6222773312207ed1a04624644ed31b988af3ac5a7023493eb0fbeaff4f3f07"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).
-const ABIVersion = 2
+const ABIVersion = 3
 
 // Engine chooses how wazero runs the core.
 type Engine int

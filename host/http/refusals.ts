@@ -31,6 +31,9 @@ export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string,
   [Outcome.Scoped]: [FORBIDDEN, 'the provided auth token allows only some JSON-RPC methods, and this check cannot see the ' +
     'request\'s calls (an auth subrequest carries no body): use a token without methods here, or put api-auth itself in front ' +
     'of the node (--upstream)'],
+  // A token with limits from a client its allowedClients do not hold; the answer names
+  // neither the list nor the address, so that it tells a stolen token's user nothing.
+  [Outcome.Limited]: [FORBIDDEN, 'the provided auth token may not be used from this client'],
 };
 
 interface Encoded {
@@ -48,7 +51,7 @@ const ENCODED: Encoded[] = [];
 for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const scoped = Number(outcome) === Outcome.Scoped;
   // The original node answered id 1 whatever the request; clients match on this body.
-  const code = scoped ? RpcCode.InsufficientScope : RpcCode.InvalidRequest;
+  const code = scoped ? RpcCode.InsufficientScope : Number(outcome) === Outcome.Limited ? RpcCode.ClientNotAllowed : RpcCode.InvalidRequest;
   const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message: reason })},"id":1}\n`;
   const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
   ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body) };
