@@ -17,7 +17,7 @@ import { GENERATION, GRANT_COUNT, KEY_EPOCH, KEY_INNER, KEY_OUTER } from './layo
 import { CACHE_LINE, cacheBuf, hashBuf, innerBlock, outerBlock, rawBuf, resultBuf, tagBuf } from './slots';
 import { readShared32, readSharedBytes, writeShared32, writeSharedBytes } from './shared';
 import { Outcome } from './outcome';
-import { grantEndpointsLen, grantLimits, grantPlain, grantPtr } from './grants';
+import { grantEndpointsLen, grantLimits, grantMethodsLen, grantPlain, grantPtr } from './grants';
 import { canIssue, isRevoked, markRevoked, serialIssuable, sweep, takeSerial } from './revocations';
 import { grants } from './paths';
 import { ISSUE_BAD_SERIAL, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL } from './results';
@@ -207,6 +207,7 @@ export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize
   store<u32>(result, grant, 20);
   if (grantLimits(grant) == 0) return Outcome.Scoped;
   store<u64>(result, serialOf(raw));
+  store<u32>(result, grantMethodsLen(grant) != 0 ? 1 : 0, 24);
   return Outcome.Limited;
 }
 

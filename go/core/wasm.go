@@ -27,8 +27,8 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "8ee80ee9ccb0724687a6e72e114549a28f8d50d5c2531356d2eb709a81533219"
-	ThreadsSHA256 = "6e6222773312207ed1a04624644ed31b988af3ac5a7023493eb0fbeaff4f3f07"
+	PlainSHA256   = "923d6baa776cc3415c73c1367b1e230c17948ad121e82d0b4a4bd8d671101ef7"
+	ThreadsSHA256 = "6ef9061ab0654c603d5b9e14c0e5093808929e0e707b18935eb6e1999e6c8fee"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).

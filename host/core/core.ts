@@ -448,6 +448,11 @@ export class Core {
     return this.dv().getUint32(this.resultPtr + 20, true);
   }
 
+  /** After `authorize` or `verify` answered Limited: whether the token's grant also has a method scope. */
+  get limitedScoped(): boolean {
+    return this.dv().getUint32(this.resultPtr + 24, true) === 1;
+  }
+
   /** After `authorize` or `verify` answered Limited: the serial of the token, for `admit`. */
   get limitedSerial(): number {
     return Number(this.dv().getBigUint64(this.resultPtr, true));

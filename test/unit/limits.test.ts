@@ -35,7 +35,9 @@ t.test('a token of a grant with limits checks Limited, with its serial and grant
   t.equal(core.authorize(`Bearer ${b.token}`, RPC, NOW), Outcome.Limited);
   t.equal(core.limitedSerial, b.claims.serial);
   t.equal(core.scopedGrant, limited);
+  t.equal(core.limitedScoped, false, 'no method scope to check');
   t.equal(core.verify(c.token, RPC, NOW), Outcome.Limited, 'limits and a method scope: Limited, the scope still to check');
+  t.equal(core.limitedScoped, true);
   t.equal(core.limitedSerial, c.claims.serial);
   t.equal(core.scopedGrant, scopedLimited);
   t.equal(core.methodAllowed(scopedLimited, 'eth_call'), true);
