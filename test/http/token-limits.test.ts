@@ -8,8 +8,10 @@ import { authUrl, call } from '../helpers/auth.js';
 import { jsonrpc, request, type HttpResponse } from '../helpers/http.js';
 import { manualClock, serveAgain, serveInProcess } from '../helpers/library.js';
 import { restartServer, startServer } from '../helpers/server.js';
+import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
 
 const INFO = '/ext/info';
+const WS_PATH = '/ext/bc/C/ws';
 const INFO_BODY = JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeVersion', id: 7 });
 
 async function issue(base: string, password: string, extra: Record<string, unknown>): Promise<{ token?: string; error?: { code: number; message: string } }> {
@@ -143,4 +145,34 @@ t.test('the limits are durable with the token: after a restart and after kill -9
   t.match((await listed(after.url, after.password))[0], { rateLimit: '1/h', burst: 1 }, 'on disk before newToken answered');
   t.equal((await call(after.url, INFO, kept)).status, 200);
   t.equal((await call(after.url, INFO, kept)).status, 429, 'and enforced');
+});
+
+t.test('WebSocket: the client is checked at the upgrade; each message counts, a batch its calls; one past the rate gets -32005 for its id, the session goes on', async (t) => {
+  const time = manualClock();
+  const upstream = await startWsUpstream(t);
+  const server = await serveInProcess(t, { clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
+  const limited = async (extra: Record<string, unknown>) => (await issue(server.url, server.password, { endpoints: [WS_PATH], ...extra })).token!;
+  const token = await limited({ rateLimit: '1/s', burst: 3 });
+  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const session = await upstream.session(0);
+  t.match(await client.call('eth_chainId'), { result: '0xa86a' }, 'the upgrade counted nothing: the first call passes');
+  const batch = JSON.stringify([{ jsonrpc: '2.0', id: 'a', method: 'eth_chainId' }, { jsonrpc: '2.0', id: 'b', method: 'eth_chainId' }]);
+  let next = client.received.length;
+  client.socket.send(batch);
+  t.equal(JSON.parse((await client.message(next)).data.toString('utf8')).length, 2, 'a batch of 2 within the burst is forwarded');
+  const refused = await client.call('eth_blockNumber');
+  // call() resolves on the answer with its own id: the refusal carries it.
+  t.same(refused.error, { code: -32005, message: 'the provided auth token is past its rate limit; retry in 1 s' }, 'past the rate: -32005 for its id');
+  next = client.received.length;
+  client.socket.send(JSON.stringify([1, 2, 3, 4].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId' }))));
+  t.match(JSON.parse((await client.message(next)).data.toString('utf8')), { error: { code: -32005, message: /smaller than these 4 calls/ }, id: null },
+    'a batch over the burst never passes');
+  time.now += 1000;
+  t.match(await client.call('eth_chainId'), { result: '0xa86a' }, 'refilled: the session went on');
+  t.equal(session.received.length, 3, 'nothing refused reached the upstream');
+
+  const elsewhere = await limited({ allowedClients: ['10.0.0.0/8'] });
+  const upgrade = await openClient(t, wsUrl(server.url, WS_PATH), { token: elsewhere }).then(() => null, (error: unknown) => error);
+  t.ok(upgrade instanceof Refused && upgrade.status === 403, 'an upgrade from a client not allowed: 403');
+  t.match((upgrade as Refused).body, /may not be used from this client/);
 });
