@@ -118,7 +118,7 @@ export class TokenService {
   async listTokens(password: string, context: CallContext): Promise<ListedToken[]> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () =>
-      this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [], this.ledger.isRevoked(e.serial))));
+      this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [], this.ledger.isRevoked(e.serial), this.core)));
   }
 
   /**
@@ -382,6 +382,10 @@ export interface ListedToken {
   readonly burst: number | null;
   /** The addresses and ranges it works from, in canonical form and order; null from anywhere. */
   readonly allowedClients: string[] | null;
+  /** The last call the gate let through, RFC 3339 (UTC, whole seconds); null when none, or not counted (no limits). */
+  readonly lastUsedAt: string | null;
+  /** Calls the gate let through since issue (or this gateway's start); null for a token without limits, which is not counted. */
+  readonly requests: number | null;
   /** RFC 3339, UTC, whole seconds. */
   readonly issuedAt: string;
   readonly expiresAt: string;
@@ -396,15 +400,21 @@ export interface IdRevocation {
   readonly reason?: string;
 }
 
-/** An entry as listTokens shows it, its grant's stored entries split into endpoints and methods. */
-function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean): ListedToken {
+/**
+ * An entry as listTokens shows it, its grant's stored entries split into endpoints,
+ * methods and limits, with the usage the core counted for a token with limits.
+ */
+function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core): ListedToken {
   const { endpoints, methods, limits } = splitGrantEntries(entries);
+  const usage = limits === undefined ? undefined : core.usage(e.serial);
   return {
     id: tokenId(e.serial),
     label: e.label ?? null,
     endpoints,
     methods: methods ?? null,
     ...shownLimits(limits),
+    lastUsedAt: usage === undefined ? null : rfc3339(Math.floor(usage.lastUsedMs / 1000)),
+    requests: limits === undefined ? null : usage?.requests ?? 0,
     issuedAt: rfc3339(e.issuedAt),
     expiresAt: rfc3339(e.expiry),
     revoked,
