@@ -3,7 +3,7 @@
 // beside this file for the contract, the call order and the outcome codes. The threads
 // build (threads.ts) exports all of this too, plus the calls that attach an instance.
 import {
-  GENERATION, GRANT_COUNT, FLOOR, HEAP_BASE, INITIALIZED, INITIALIZING, NEXT_SERIAL, NOT_INITIALIZED, READY,
+  GENERATION, GRANT_COUNT, FLOOR, HEAP_BASE, INITIALIZED, INITIALIZING, LIMIT_SHARE, NEXT_SERIAL, NOT_INITIALIZED, READY,
   memoryReaches, state,
 } from './layout';
 import { IO_CAP, PATH_CAP, TOKEN_CAP, bindOwner, ioBuf, ownerOnly, pathBuf, resultBuf, tokenBuf } from './slots';
@@ -311,6 +311,17 @@ export function admit(serial: u64, grant: u32, n: u32, now: i64): i32 {
   const record = grantLimits(grant);
   if (record == 0) return ADMIT_OK;
   return admitCall(record, serial, n, now, ioBuf(), resultBuf());
+}
+
+/**
+ * How many gateways share each token's rate (a fleet's live members that enforce limits;
+ * 0 or 1: this one alone): from the next `admit` on, each lets through rate / members
+ * and burst / members (rounded up, at least 1). 0.
+ */
+export function setLimitShare(members: u32): i32 {
+  ownerOnly();
+  writeShared32(LIMIT_SHARE, members);
+  return 0;
 }
 
 /**

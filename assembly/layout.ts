@@ -55,6 +55,12 @@ export const NOT_INITIALIZED: u32 = 0;
 export const INITIALIZING: u32 = 1;
 export const READY: u32 = 2;
 
+/**
+ * u32: how many gateways share each token's rate (limits.ts); 0 and 1 both mean this one
+ * alone. Written by the owner, read by every thread's `admit`.
+ */
+export const LIMIT_SHARE: usize = memory.data(8, 8);
+
 /** HMAC inner and outer states of the token key, written under KEY_EPOCH. */
 export const KEY_INNER: usize = memory.data(32, 16);
 export const KEY_OUTER: usize = memory.data(32, 16);

@@ -24,8 +24,8 @@
 // token, from any thread, and reused once its serial is below the floor (its token expired
 // and its page was swept). Slots are never emptied, so a probe stops at the first empty
 // one.
-import { FLOOR, state } from './layout';
-import { readShared64 } from './shared';
+import { FLOOR, LIMIT_SHARE, state } from './layout';
+import { readShared32, readShared64 } from './shared';
 import { resultBuf } from './slots';
 import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_BAD_LIMIT, GRANT_TOO_MANY_CLIENTS } from './results';
 
@@ -155,13 +155,18 @@ export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize
   const clients = load<u32>(rec, REC_CLIENTS);
   if (clients != 0 && !clientIn(rec + REC_HEAD, clients, addr)) return ADMIT_CLIENT;
   if (n == 0) return ADMIT_OK;
-  const interval = load<u64>(rec, REC_INTERVAL);
-  if (interval != 0 && <u64>n > <u64>load<u32>(rec, REC_BURST)) return ADMIT_OVER_BURST;
+  // Shared by `share` gateways, each lets through 1/share of the rate, and of the burst
+  // (rounded up, at least one call).
+  let share = <u64>readShared32(LIMIT_SHARE);
+  if (share == 0) share = 1;
+  const interval = load<u64>(rec, REC_INTERVAL) * share;
+  const burst = (<u64>load<u32>(rec, REC_BURST) + share - 1) / share;
+  if (interval != 0 && <u64>n > burst) return ADMIT_OVER_BURST;
   const slot = slotOf(serial);
   if (slot == 0) return ADMIT_TABLE_FULL;
   if (interval != 0) {
     const cost = <u64>n * interval;
-    const tolerance = load<u64>(rec, REC_TOLERANCE);
+    const tolerance = burst * interval;
     for (;;) {
       const tat = <i64>load64(slot + TAT);
       const next = (tat > now ? tat : now) + <i64>cost;

@@ -301,6 +301,13 @@ func (c *Core) Admit(serial uint64, grant, calls uint32, client [16]byte, nowNs 
 	return c.in.admit(serial, grant, calls, client, nowNs)
 }
 
+// SetLimitShare says how many gateways share each token's rate: each then lets through
+// rate / members and burst / members (rounded up, at least 1). 0 or 1: this one alone.
+func (c *Core) SetLimitShare(members uint32) error {
+	_, err := c.in.call(fnSetLimitShare, uint64(members))
+	return err
+}
+
 // Usage is what Admit let through for a token; false when it has counted nothing for it.
 func (c *Core) Usage(serial uint64) (Usage, bool, error) {
 	return c.in.usage(serial)

@@ -41,13 +41,14 @@ const (
 	fnSlots
 	fnAdmit
 	fnUsage
+	fnSetLimitShare
 	fnCount
 )
 
 var exportNames = [fnCount]string{"init", "setKey", "generation", "setGeneration", "bumpGeneration", "grantAdd",
 	"grantFind", "grantCount", "methodAllowed", "issue", "issueSerial", "verify", "authorize", "checkPath", "revoke",
 	"inspect", "revokeSerial", "nextSerial", "floor", "restoreSerials", "reserveSerials", "sweep", "generatePassword",
-	"sha256", "hmacSha256", "attach", "detach", "slots", "admit", "usage"}
+	"sha256", "hmacSha256", "attach", "detach", "slots", "admit", "usage", "setLimitShare"}
 
 // instance is one instance of the core and the only code here that touches its memory.
 // It is single-threaded, as the core's instances are: one goroutine at a time.

@@ -328,6 +328,10 @@ func vectorCommand(h *vectorHost, f []string, fail func(string, ...any), expect 
 		}
 		expect(int64(a.Result), atoi(f[6]), "admit")
 		expect(int64(a.WaitNs), atoi(f[7]), "admit: wait")
+	case "share":
+		if err := c.SetLimitShare(uint32(atoi(f[1]))); err != nil {
+			fail("setLimitShare: %v", err)
+		}
 	case "usage":
 		u, found, err := h.check.Usage(uint64(atoi(f[1])))
 		if err != nil {

@@ -27,8 +27,8 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "923d6baa776cc3415c73c1367b1e230c17948ad121e82d0b4a4bd8d671101ef7"
-	ThreadsSHA256 = "6ef9061ab0654c603d5b9e14c0e5093808929e0e707b18935eb6e1999e6c8fee"
+	PlainSHA256   = "6f696470e2790d3761fe13d5f21b974faefad8238d849b7e48ffe0b2d90a634d"
+	ThreadsSHA256 = "7b59c099c0897de82c9122a28a3a7542496845a2bc641e5fe7b7d2def8935f75"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).

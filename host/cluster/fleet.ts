@@ -64,6 +64,8 @@ export class Fleet implements Ledger {
     this.metrics = new FleetMetrics(clock);
     this.etcd = new EtcdConnection(settings, log);
     this.membership = new Membership(this.etcd, this.keys, settings, this.metrics, log, clock, () => this.rejoin());
+    // Each gateway lets a token through at rate / gateways: no call between them per request.
+    this.membership.onGateways = (count) => this.core.setLimitShare(count);
     this.blocks = new SerialBlocks(this.etcd, this.keys, (revision) => this.membership.barrier(revision));
     this.throttle = new FleetThrottle(this.etcd, this.keys, log);
   }

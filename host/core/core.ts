@@ -202,6 +202,7 @@ interface Exports extends Record<string, unknown> {
   reserveSerials(start: bigint, end: bigint, expiryBound: bigint): number;
   issueSerial(serial: bigint, grant: number, now: bigint, lifetime: number): number;
   admit(serial: bigint, grant: number, n: number, now: bigint): number;
+  setLimitShare(members: number): number;
   usage(serial: bigint): number;
   attach?(slot: number): number;
   detach?(): number;
@@ -470,6 +471,16 @@ export class Core {
     const result = this.x.admit(BigInt(serial), grant, calls, BigInt(nowMs) * 1_000_000n);
     if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
     return result;
+  }
+
+  /**
+   * How many gateways share each token's rate (a fleet's live members that enforce
+   * limits): each then lets through rate / members and burst / members (rounded up, at
+   * least 1), on every thread, from the next `admit` on.
+   */
+  setLimitShare(members: number): void {
+    this.writer();
+    this.x.setLimitShare(Math.max(1, Math.min(members, 2 ** 32 - 1)));
   }
 
   /** After `admit` answered ADMIT_RATE: how long to wait, in milliseconds (fractional). */

@@ -181,6 +181,8 @@ static void command(char **f, int n) {
     expect_int(r, f[6], "admit");
     if (r == 2) expect_int((int64_t)load_le(result_ptr, 8), f[7], "admit: wait");
     free(client.data);
+  } else if (strcmp(c, "share") == 0) {
+    expect_int((int32_t)Z_coreZ_setLimitShare(&core, strtoul(f[1], NULL, 10)), "0", "setLimitShare");
   } else if (strcmp(c, "usage") == 0) {
     /* usage <serial> <found> <requests> <last ns> */
     int32_t found = (int32_t)Z_coreZ_usage(&core, strtoull(f[1], NULL, 10));

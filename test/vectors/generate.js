@@ -510,6 +510,21 @@ export function generateVectors(module = coreModule()) {
     c.admit(2, 1, 1, NOW_MS, client, 0);
     c.admit(2, 1, 1, NOW_MS + 1000, client, 2, 3_599_000_000_000);
   });
+  tokens('limits: a rate shared by 3 gateways: each lets through a third of the rate and of the burst, rounded up',
+    { key: KEY, grants: [[RPC, '', '', 'rate 30/s', 'burst 7']] }, (c) => {
+      c.issue(0, NOW, HOUR);
+      const client = ipv4(127, 0, 0, 1);
+      c.setLimitShare(3);
+      // ceil(7 / 3) = 3 at once, then one every 100 ms (30/s over 3).
+      for (let i = 0; i < 3; i++) c.admit(0, 0, 1, NOW_MS, client, 0);
+      // T = 10^9 / 30 in whole ns (33,333,333), times 3.
+      c.admit(0, 0, 1, NOW_MS, client, 2, 99_999_999);
+      c.admit(0, 0, 4, NOW_MS + 10_000, client, 3);
+      c.admit(0, 0, 1, NOW_MS + 100, client, 0);
+      // A member left: the whole rate again, from the next call on.
+      c.setLimitShare(1);
+      c.admit(0, 0, 4, NOW_MS + 10_000, client, 0);
+    });
   const CLIENTS = ['/ext/info', '', 'info.*', '', `client ${V4_MAPPED}0a000000/104`, `client ${V4_MAPPED}c0000207/128`,
     'client 20010db8000000000000000000000000/32'];
   tokens('limits: client ranges (IPv4 as IPv4-mapped, IPv6), with a method scope and no rate', { key: KEY, grants: [CLIENTS] }, (c) => {
@@ -700,6 +715,11 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
       if (waited !== wait) throw new Error(`${name}: admit(${serial}, ${grant}, ${n}, ${nowMs}) waits ${waited} ns, the case says ${wait}`);
       step({ op: 'admit', serial, grant, n, nowMs, client, result, ...(wait === undefined ? {} : { wait }) });
     },
+    /** How many gateways share each token's rate (a setup step). */
+    setLimitShare(members) {
+      core.setLimitShare(members);
+      step({ op: 'setLimitShare', members });
+    },
     /** What admit counted for `serial`: `requests` and the last call's time in ms, or undefined for no slot. */
     usage(serial, requests, lastMs) {
       const got = core.usage(serial);
@@ -819,6 +839,7 @@ function formatText(vectors) {
             case 'sweep': lines.push(`sweep ${s.now}`); break;
             case 'setKey': lines.push(`key ${s.key}`); break;
             case 'authorize': lines.push(`authorize ${hex(s.header)} ${hex(s.path)} ${s.now} ${s.code}`); break;
+            case 'setLimitShare': lines.push(`share ${s.members}`); break;
             case 'admit': lines.push(`admit ${s.serial} ${s.grant} ${s.n} ${s.nowMs}000000 ${s.client} ${s.result} ${s.wait ?? 0}`); break;
             default: throw new Error(`unknown step ${s.op}`);
           }

@@ -187,6 +187,9 @@ function runCase(module, vector, problems) {
         expect(outcome === step.code, `${at}: ${Outcome[outcome]}, not ${step.outcome}`);
         break;
       }
+      case 'setLimitShare':
+        core.setLimitShare(step.members);
+        break;
       case 'admit': {
         const result = core.admit(step.serial, step.grant, step.n, fromHex(step.client), step.nowMs);
         expect(result === step.result, `${at}: ${result}, not ${step.result}`);
