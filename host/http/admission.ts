@@ -75,6 +75,14 @@ export function webSocketWay(queryToken: boolean): Way {
   return Object.freeze({ preflight: false, cors: false, own: true, queryToken, keepsToken: true, calls: 0 });
 }
 
+/** A request of a token with limits whose first call was counted at admission: the rest of a batch, once its body is read. */
+export interface LimitedCalls {
+  /** `calls` more calls against the token's rate: an ADMIT_ code. */
+  admit(calls: number): number;
+  /** After ADMIT_RATE: the wait, in milliseconds. */
+  wait(): number;
+}
+
 /** The query parameter of RFC 6750 §2.3. */
 const ACCESS_TOKEN = 'access_token';
 /** `Bearer ` (any case), as the core reads it: what comes after it is the token. */
@@ -103,6 +111,11 @@ export class Admission {
   limitedGrant = -1;
   /** After Admitted with a token with limits: its client's 16 bytes, for those later calls. */
   client: Uint8Array | null = null;
+  /**
+   * After Admitted with a token with limits, by a way that counts one call per request:
+   * how the rest of a batch's calls are counted once its body is read (the proxy); null for none.
+   */
+  limited: LimitedCalls | null = null;
 
   /**
    * `gate` null: no tokens needed, only the path rules apply (checked by `core`). `cors`
@@ -142,6 +155,7 @@ export class Admission {
     this.limitedSerial = -1;
     this.limitedGrant = -1;
     this.client = null;
+    this.limited = null;
     if (gate === null) return this.core.pathAllowed(path) ? Decision.Admitted : this.refuse(res, req, Outcome.BadPath, way);
     const header = req.getHeader('authorization');
     let fromQuery: string | null = null;
@@ -191,6 +205,7 @@ export class Admission {
     this.limitedSerial = serial;
     this.limitedGrant = grant;
     this.client = client;
+    if (way.calls > 0) this.limited = { admit: (calls) => gate.admitCalls(serial, grant, calls, client), wait: () => core.admitWait };
     return true;
   }
 

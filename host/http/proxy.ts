@@ -34,7 +34,10 @@ import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
 import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import type { UpstreamHealth } from './forwarding.js';
-import { writeScopeRefusal } from './refusals.js';
+import { writeLimitsFull, writeRateLimited, writeScopeRefusal } from './refusals.js';
+import { ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE } from '../core/core.js';
+import type { LimitedCalls } from './admission.js';
+import { callCount } from './scope.js';
 import { jsonLine } from './responses.js';
 import type { MethodScope } from './scope.js';
 import type { UpstreamError } from './upstream/errors.js';
@@ -129,6 +132,13 @@ class ScopeRefused extends Error {
   }
 }
 
+class LimitRefused extends Error {
+  constructor() {
+    super('the token\'s rate refused the request');
+    this.name = 'LimitRefused';
+  }
+}
+
 export class UpstreamProxy {
   private readonly pool: UpstreamPool;
   private readonly relay: Relay;
@@ -164,9 +174,11 @@ export class UpstreamProxy {
    * Forwards the request (`path` as the gate checked it, `method` as received); call it
    * from the uWS handler, before returning. `allowOrigin`: the CORS origin the answer is
    * for (cors.ts), "" for none. `grant`: the grant of a token with a method scope, whose
-   * body is checked before anything is sent; -1 for none.
+   * body is checked before anything is sent; -1 for none. `limited`: a token with limits,
+   * whose body is read whole too, so that a batch counts as its calls before anything is sent.
    */
-  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = '', grant = -1): void {
+  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = '', grant = -1,
+    limited: LimitedCalls | null = null): void {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
@@ -191,7 +203,7 @@ export class UpstreamProxy {
       exchange.sendWithoutBody(EXPECTS_BODY.has(method));
       return;
     }
-    if (grant >= 0) res.onData((chunk, isLast) => exchange.scopedData(chunk, isLast, grant));
+    if (grant >= 0 || limited !== null) res.onData((chunk, isLast) => exchange.scopedData(chunk, isLast, grant, limited));
     else res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, declared));
   }
 
@@ -204,7 +216,7 @@ export class UpstreamProxy {
   private settled(error: Error | null): void {
     this.inFlight.leave();
     if (error === null) return this.watch.answered();
-    if (error instanceof ClientGone || error instanceof BodyTooLarge || error instanceof ScopeRefused) return;
+    if (error instanceof ClientGone || error instanceof BodyTooLarge || error instanceof ScopeRefused || error instanceof LimitRefused) return;
     this.watch.failed(error);
   }
 }
@@ -336,7 +348,7 @@ class Exchange implements UpstreamRequest {
    * A chunk of a scoped token's body: held until the last one, then the whole body is
    * checked, and forwarded as received only if its calls pass.
    */
-  scopedData(chunk: ArrayBuffer, isLast: boolean, grant: number): void {
+  scopedData(chunk: ArrayBuffer, isLast: boolean, grant: number, limited: LimitedCalls | null = null): void {
     if (this.closed) return;
     this.received += chunk.byteLength;
     if (this.received > this.relay.maxBody) {
@@ -353,7 +365,23 @@ class Exchange implements UpstreamRequest {
     }
     const body = this.chunks === null ? copy : Buffer.concat([...this.chunks, copy], this.received);
     this.chunks = null;
-    const refusal = this.relay.scope!.check(grant, body, 'http');
+    // A batch of a token with limits: its first call was counted at admission, the others now.
+    const calls = limited === null ? 1 : callCount(body);
+    const admitted = calls > 1 ? limited!.admit(calls - 1) : ADMIT_OK;
+    if (admitted !== ADMIT_OK) {
+      this.closed = true;
+      const res = this.res;
+      res.cork(() => {
+        if (admitted === ADMIT_RATE || admitted === ADMIT_OVER_BURST) {
+          writeRateLimited(res, limited!.wait(), 'null', this.head, this.allowOrigin, admitted === ADMIT_OVER_BURST ? calls : 0);
+        } else {
+          writeLimitsFull(res, this.head, this.allowOrigin);
+        }
+      });
+      this.relay.settle(new LimitRefused());
+      return;
+    }
+    const refusal = grant < 0 ? null : this.relay.scope!.check(grant, body, 'http');
     if (refusal === null) {
       this.bytes = withBody(this.requestHead, body);
       this.relay.dispatch(this);

@@ -28,10 +28,10 @@ export class Router {
     const admission = this.admission;
     if (admission.admit(res, req, method, path, HTTP) !== Decision.Admitted) return;
     // Read before anything else is admitted: a check (auth-check.ts) admits its original request with the same admission.
-    const { allow, grant } = admission;
+    const { allow, grant, limited } = admission;
     const route = this.routes.get(path);
     if (route !== undefined) return this.local.serve(res, req, path, route, allow, grant);
-    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow, grant);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow, grant, limited);
     writeNotFound(res, req.getMethod() === 'head');
   }
 }

@@ -9,6 +9,7 @@ import { jsonrpc, request, type HttpResponse } from '../helpers/http.js';
 import { manualClock, serveAgain, serveInProcess } from '../helpers/library.js';
 import { restartServer, startServer } from '../helpers/server.js';
 import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
+import { startUpstream } from '../helpers/upstream.js';
 
 const INFO = '/ext/info';
 const WS_PATH = '/ext/bc/C/ws';
@@ -175,4 +176,28 @@ t.test('WebSocket: the client is checked at the upgrade; each message counts, a 
   const upgrade = await openClient(t, wsUrl(server.url, WS_PATH), { token: elsewhere }).then(() => null, (error: unknown) => error);
   t.ok(upgrade instanceof Refused && upgrade.status === 403, 'an upgrade from a client not allowed: 403');
   t.match((upgrade as Refused).body, /may not be used from this client/);
+});
+
+t.test('through the proxy, an HTTP batch counts as its calls: within the burst it is forwarded, past it 429, over it never', async (t) => {
+  const upstream = await startUpstream(t);
+  const server = await serveInProcess(t, { args: ['--upstream', upstream.url] });
+  const token = (await issue(server.url, server.password, { endpoints: ['/ext/bc/C/rpc'], rateLimit: '1/h', burst: 3 })).token!;
+  const post = (body: string) => request(server.url, '/ext/bc/C/rpc', {
+    method: 'POST', headers: [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json']], body,
+  });
+  const batch = (n: number) => JSON.stringify(Array.from({ length: n }, (_, id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId' })));
+  t.equal((await post(batch(2))).status, 200, 'a batch of 2 of a burst of 3');
+  const past = await post(batch(2));
+  t.equal(past.status, 429, 'one call left: a batch of 2 is past the rate');
+  t.match(JSON.parse(past.text), { error: { code: -32005 } });
+  t.equal((await post('{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}')).status, 429,
+    'the batch\'s first call was counted at admission: nothing is left');
+  const fresh = (await issue(server.url, server.password, { endpoints: ['/ext/bc/C/rpc'], rateLimit: '1/h', burst: 3 })).token!;
+  const over = await request(server.url, '/ext/bc/C/rpc', {
+    method: 'POST', headers: [['Authorization', `Bearer ${fresh}`], ['Content-Type', 'application/json']], body: batch(5),
+  });
+  t.equal(over.status, 429);
+  t.equal(over.headers['retry-after'], undefined, 'no wait helps a batch over the burst');
+  t.match(JSON.parse(over.text), { error: { code: -32005, message: /smaller than these 5 calls/ } });
+  t.equal(upstream.seen.length, 1, 'only the batch within the burst reached the node');
 });
