@@ -3,7 +3,7 @@
 // beside this file for the contract, the call order and the outcome codes. The threads
 // build (threads.ts) exports all of this too, plus the calls that attach an instance.
 import {
-  GENERATION, GRANT_COUNT, FLOOR, HEAP_BASE, INITIALIZED, INITIALIZING, NEXT_SERIAL, NOT_INITIALIZED, READY,
+  GENERATION, GRANT_COUNT, FLOOR, HEAP_BASE, INITIALIZED, INITIALIZING, LIMIT_SHARE, NEXT_SERIAL, NOT_INITIALIZED, READY,
   memoryReaches, state,
 } from './layout';
 import { IO_CAP, PATH_CAP, TOKEN_CAP, bindOwner, ioBuf, ownerOnly, pathBuf, resultBuf, tokenBuf } from './slots';
@@ -20,9 +20,11 @@ import {
   revocationsInit, ringBytes, sweep as sweepWindow,
 } from './revocations';
 import { generate } from './password';
-import { PASSWORD_BAD_LENGTH } from './results';
+import { ADMIT_OK, ADMIT_UNKNOWN_GRANT, PASSWORD_BAD_LENGTH } from './results';
+import { LIMIT_TABLE_BYTES, admitCall, limitsInit, usageOf } from './limits';
+import { grantLimits } from './grants';
 
-const ABI_VERSION: u32 = 2;
+const ABI_VERSION: u32 = 3;
 const BEARER_LEN: usize = 7;
 
 /** The ABI version; a host refuses a core whose version it does not speak. */
@@ -43,7 +45,8 @@ export function init(windowLog2: u32): i32 {
   if (__heap_base > HEAP_BASE) unreachable();
   const bitmap = HEAP_BASE + GRANT_INDEX_BYTES;
   const pageExpiry = bitmap + ringBytes(windowLog2);
-  const grantArea = (pageExpiry + pageExpiryBytes(windowLog2) + 15) & ~15;
+  const limitTable = (pageExpiry + pageExpiryBytes(windowLog2) + 63) & ~63;
+  const grantArea = limitTable + LIMIT_TABLE_BYTES;
   const heapEnd = grantArea + MAX_GRANT_BYTES;
   // The plain build grows as grants are added; the threads build cannot grow, so its
   // memory must hold the whole grant area from the start.
@@ -54,6 +57,7 @@ export function init(windowLog2: u32): i32 {
   state.slots = heapEnd;
   grantsInit(HEAP_BASE, grantArea);
   revocationsInit(windowLog2, bitmap, pageExpiry);
+  limitsInit(limitTable);
   tokenTablesInit();
   bindOwner();
   tokenScratchInit();
@@ -289,4 +293,42 @@ export function reserveSerials(start: u64, end: u64, expiryBound: u64): i32 {
 export function issueSerial(serial: u64, grant: u32, now: i64, lifetime: u32): i32 {
   ownerOnly();
   return issueTokenAt(serial, grant, now, lifetime, tokenBuf());
+}
+
+// Per-token limits (limits.ts): a Limited token's calls, admitted from any thread.
+
+/**
+ * One call of `n` (0: only the client is checked, nothing is counted) by the token of
+ * `serial` and `grant` (as a Limited check left them at result+0 and result+20), from the
+ * client address in the first 16 bytes of the io buffer (IPv4 as ::ffff:a.b.c.d), at
+ * `now`, Unix nanoseconds. 0 let through and counted; 1 the client is not allowed; 2 past
+ * the rate, the wait in nanoseconds at result+0 (u64); 3 more calls than the burst; -1 the
+ * limits table has no slot for the token; -2 no such grant. A grant without limits lets
+ * everything through and counts nothing. Allocates nothing.
+ */
+export function admit(serial: u64, grant: u32, n: u32, now: i64): i32 {
+  if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
+  const record = grantLimits(grant);
+  if (record == 0) return ADMIT_OK;
+  return admitCall(record, serial, n, now, ioBuf(), resultBuf());
+}
+
+/**
+ * How many gateways share each token's rate (a fleet's live members that enforce limits;
+ * 0 or 1: this one alone): from the next `admit` on, each lets through rate / members
+ * and burst / members (rounded up, at least 1). 0.
+ */
+export function setLimitShare(members: u32): i32 {
+  ownerOnly();
+  writeShared32(LIMIT_SHARE, members);
+  return 0;
+}
+
+/**
+ * The calls `admit` let through for `serial` (u64 at result+0) and the time of the last
+ * (Unix ns, u64 at result+8): 1; 0 when the token has no slot (no call yet, or it is
+ * below the floor and its slot went to another).
+ */
+export function usage(serial: u64): i32 {
+  return usageOf(serial, resultBuf()) ? 1 : 0;
 }

@@ -5,7 +5,8 @@
 //                         called `init`; see slots.ts)
 //   HEAP_BASE ..          the heap, laid out by `init`: the grant index (MAX_GRANTS * 16),
 //                         the revocation ring (2^windowLog2 / 8), the page expiries
-//                         (2^windowLog2 / 4096 * 8), then the grant lists (up to
+//                         (2^windowLog2 / 4096 * 8), the limits table (limits.ts,
+//                         LIMIT_TABLE_BYTES), then the grant lists (up to
 //                         MAX_GRANT_BYTES), which fill upwards as grants are added
 //   slots ..              threads build: slots 1, 2, ... (SLOT_BYTES each) up to the end
 //                         of the memory, one per attached instance
@@ -30,6 +31,7 @@ export const HEAP_BASE: usize = 2 << 16;
   pageExpiry: usize;
   grantArea: usize;
   slots: usize;
+  limitTable: usize;
 }
 
 export const state = changetype<State>(memory.data(32, 16));
@@ -52,6 +54,12 @@ export const INITIALIZED: usize = SHARED + 28;
 export const NOT_INITIALIZED: u32 = 0;
 export const INITIALIZING: u32 = 1;
 export const READY: u32 = 2;
+
+/**
+ * u32: how many gateways share each token's rate (limits.ts); 0 and 1 both mean this one
+ * alone. Written by the owner, read by every thread's `admit`.
+ */
+export const LIMIT_SHARE: usize = memory.data(8, 8);
 
 /** HMAC inner and outer states of the token key, written under KEY_EPOCH. */
 export const KEY_INNER: usize = memory.data(32, 16);

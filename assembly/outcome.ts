@@ -19,4 +19,12 @@ export enum Outcome {
    * served only for a method `methodAllowed` lets through. Its grant id is at result+20.
    */
   Scoped = 10,
+  /**
+   * Valid for the path, but the token's grant has limits (a rate, client ranges): the
+   * request may be served only once `admit` lets it through, and, when the grant also has
+   * a method scope, for a method `methodAllowed` lets through. Its serial is at result+0,
+   * its grant id at result+20, and at result+24 a u32 that is 1 when the grant also has a
+   * method scope, else 0.
+   */
+  Limited = 11,
 }

@@ -26,6 +26,15 @@ export const GRANT_TOO_MANY_METHODS = -8;
 /** grantAdd, grantFind: the list has the empty entry that starts a method scope, and no pattern after it. */
 export const GRANT_NO_METHODS = -9;
 
+/**
+ * grantAdd, grantFind: a limit entry is not `rate N/U`, `burst B` or `client HEX/PREFIX` in
+ * canonical form and order, or the limits section is empty (its index among the limit
+ * entries at result+0).
+ */
+export const GRANT_BAD_LIMIT = -10;
+/** grantAdd, grantFind: more than 64 client ranges. */
+export const GRANT_TOO_MANY_CLIENTS = -11;
+
 /** issue: no such grant. */
 export const ISSUE_UNKNOWN_GRANT = -1;
 /** issue: the revocation window holds as many live tokens as it can. */
@@ -60,3 +69,16 @@ export const ATTACH_TAKEN = -3;
 export const RESERVE_OUT_OF_WINDOW = -1;
 /** reserveSerials: the whole range is below the floor (its tokens have all expired): nothing to do. */
 export const RESERVE_EXPIRED = 1;
+
+/** admit: the call is let through (and counted). */
+export const ADMIT_OK = 0;
+/** admit: the client's address is in none of the token's ranges. */
+export const ADMIT_CLIENT = 1;
+/** admit: past the token's rate; the wait in nanoseconds is at result+0 (u64). */
+export const ADMIT_RATE = 2;
+/** admit: more calls at once than the token's burst: never let through. */
+export const ADMIT_OVER_BURST = 3;
+/** admit: the limits table has no slot for the token (see "Limits"). */
+export const ADMIT_TABLE_FULL = -1;
+/** admit: no such grant. */
+export const ADMIT_UNKNOWN_GRANT = -2;

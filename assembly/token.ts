@@ -17,7 +17,7 @@ import { GENERATION, GRANT_COUNT, KEY_EPOCH, KEY_INNER, KEY_OUTER } from './layo
 import { CACHE_LINE, cacheBuf, hashBuf, innerBlock, outerBlock, rawBuf, resultBuf, tagBuf } from './slots';
 import { readShared32, readSharedBytes, writeShared32, writeSharedBytes } from './shared';
 import { Outcome } from './outcome';
-import { grantEndpointsLen, grantMethodsLen, grantPtr } from './grants';
+import { grantEndpointsLen, grantLimits, grantMethodsLen, grantPlain, grantPtr } from './grants';
 import { canIssue, isRevoked, markRevoked, serialIssuable, sweep, takeSerial } from './revocations';
 import { grants } from './paths';
 import { ISSUE_BAD_SERIAL, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL } from './results';
@@ -192,7 +192,8 @@ function check(text: usize, len: usize, raw: usize, now: i64): Outcome {
 
 /**
  * Whether the token text at `text` grants the path at `path` at time `now`: Valid, or
- * Scoped with the grant id at result+20 when its grant has a method scope.
+ * Scoped with the grant id at result+20 when its grant has a method scope, or Limited
+ * with the serial at result+0 and the grant id at result+20 when it has limits.
  */
 export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize, now: i64): Outcome {
   const raw = rawBuf();
@@ -200,9 +201,14 @@ export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize
   if (outcome != Outcome.Valid) return outcome;
   const grant = grantOf(raw);
   if (!grants(grantPtr(grant), grantEndpointsLen(grant), path, pathLen)) return Outcome.NotGranted;
-  if (grantMethodsLen(grant) == 0) return Outcome.Valid;
-  store<u32>(resultBuf(), grant, 20);
-  return Outcome.Scoped;
+  // One load for a grant with neither scope nor limits, as the scope alone took before.
+  if (grantPlain(grant)) return Outcome.Valid;
+  const result = resultBuf();
+  store<u32>(result, grant, 20);
+  if (grantLimits(grant) == 0) return Outcome.Scoped;
+  store<u64>(result, serialOf(raw));
+  store<u32>(result, grantMethodsLen(grant) != 0 ? 1 : 0, 24);
+  return Outcome.Limited;
 }
 
 /** Issues a token into `out`; returns its length or a negative ISSUE_ code. */

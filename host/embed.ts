@@ -13,13 +13,14 @@
 //   if (!verdict.ok) return reply.code(verdict.status).headers(verdict.headers).send(verdict.body);
 import type { Registry } from 'prom-client';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { Outcome } from './core/core.js';
+import { ADMIT_CLIENT, ADMIT_OK, ADMIT_RATE, Outcome } from './core/core.js';
 import { newCore } from './core/module.js';
+import { addressBytes, clientAddress } from './http/client-address.js';
 import { Gate } from './http/gate.js';
 import { InFlight } from './http/in-flight.js';
 import { STOP_GRACE_MS } from './http/listener.js';
 import { AUTH_PATH } from './http/paths.js';
-import { VERDICTS, writeRefusal } from './http/refusals.js';
+import { VERDICTS, writeLimitsFull, writeRateLimited, writeRefusal } from './http/refusals.js';
 import type { Verdict } from './http/refusals.js';
 import { LocalRoutes } from './http/routes.js';
 import type { Route } from './http/routes.js';
@@ -71,7 +72,15 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
     protect(handler) {
       return (res, req) => {
         const outcome = gate.check(req.getHeader('authorization'), req.getUrl());
-        if (outcome !== Outcome.Valid) return writeRefusal(res, outcome);
+        if (outcome === Outcome.Limited) {
+          // A token with limits: its client and one call against its rate, as the gate's admission does.
+          const result = gate.admitLimited(1, addressBytes(clientAddress(res, req, config.trustedProxies), new Uint8Array(16)));
+          if (result === ADMIT_CLIENT) return writeRefusal(res, outcome);
+          if (result === ADMIT_RATE) return writeRateLimited(res, core.admitWait, 'null');
+          if (result !== ADMIT_OK) return writeLimitsFull(res);
+        } else if (outcome !== Outcome.Valid) {
+          return writeRefusal(res, outcome);
+        }
         handler(res, req);
       };
     },

@@ -7,15 +7,16 @@ import type { GrantErrorCode, IssueErrorCode } from './core/core.js';
 
 /**
  * JSON-RPC 2.0 error codes: the standard ones, the original node's -32000, and the
- * gateway's own, -32041 to -32047. EIP-1474, which Ethereum libraries read, gives
+ * gateway's own, -32041 to -32048. EIP-1474, which Ethereum libraries read, gives
  * -32000 to -32006 meanings of its own (-32001 resource not found, -32002 resource
  * unavailable, -32003 transaction rejected, -32004 method not supported, -32005 limit
  * exceeded, -32006 JSON-RPC version not supported): viem, for one, reports -32004 as
  * MethodNotSupportedRpcError and retries -32005. So no code of the gateway's sits there
  * but -32000, the original node's "incorrect password" (EIP-1474's "invalid input"), kept
- * as the avalanche SDK reads it; and -32005 is left to throttling and rate limits (issue
- * 25), where its meaning is true. The gateway's codes moved from -3200N to -3204N in
- * 0.2 (docs/reference/errors.md, "What moved"; CHANGELOG.md).
+ * as the avalanche SDK reads it; and -32005, "limit exceeded", is the password throttle's
+ * and a token's rate limit's, where that meaning is true. The gateway's codes moved from
+ * -3200N to -3204N in 0.2, the throttle's to -32005 (docs/reference/errors.md, "What
+ * moved"; CHANGELOG.md).
  *
  * | code   | HTTP | stable code                   | when |
  * |--------|------|-------------------------------|------|
@@ -25,13 +26,15 @@ import type { GrantErrorCode, IssueErrorCode } from './core/core.js';
  * | -32602 | 200  | API_AUTH_RPC_INVALID_PARAMS   | /ext/auth: a param missing, unknown or bad |
  * | -32603 | 200  | API_AUTH_RPC_INTERNAL_ERROR   | anything unforeseen (500 where HTTP answers it) |
  * | -32000 | 200  | API_AUTH_INCORRECT_PASSWORD   | auth.*: the password is not the service password |
+ * | -32005 | 429  | API_AUTH_THROTTLED            | auth.*: too many failed password checks of late (Retry-After) |
+ * | -32005 | 429  | API_AUTH_RATE_LIMITED         | a request past its token's rateLimit (Retry-After); a WebSocket message's error |
  * | -32041 | 200  | API_AUTH_RESOURCE_LIMIT       | auth.newToken: too many live tokens, or distinct grants |
- * | -32042 | 429  | API_AUTH_THROTTLED            | auth.*: too many failed password checks of late (Retry-After) |
  * | -32043 | 503  | API_AUTH_BUSY                 | auth.*: too many password checks waiting (Retry-After) |
  * | -32044 | 502  | API_AUTH_UPSTREAM_UNAVAILABLE | --upstream refused, reset, or could not be reached |
  * | -32045 | 504  | API_AUTH_UPSTREAM_TIMEOUT     | --upstream did not answer within --upstream-timeout |
  * | -32046 | 503  | API_AUTH_UNAVAILABLE          | no WebSocket session now, a fenced fleet gateway (503); a fleet change etcd did not confirm (200) |
  * | -32047 | 200  | API_AUTH_INSUFFICIENT_SCOPE   | a call the token's methods do not allow (403 for a body that is not JSON-RPC, and on /ext/auth/check) |
+ * | -32048 | 403  | API_AUTH_CLIENT_NOT_ALLOWED   | a token used from a client its allowedClients do not hold |
  */
 export const RpcCode = {
   ParseError: -32700,
@@ -44,7 +47,7 @@ export const RpcCode = {
   /** auth.newToken: too many live tokens, or too many distinct endpoint lists. */
   ResourceLimit: -32041,
   /** auth.*: the client failed too many password checks of late (HTTP 429, Retry-After). */
-  Throttled: -32042,
+  Throttled: -32005,
   /** auth.*: too many password checks are waiting (HTTP 503, Retry-After). */
   Busy: -32043,
   /** A proxied request the upstream refused, reset, or could not be reached for (HTTP 502). */
@@ -63,6 +66,10 @@ export const RpcCode = {
    * that is not JSON-RPC, and on /ext/auth/check, which cannot see the calls.
    */
   InsufficientScope: -32047,
+  /** A request past its token's rate (HTTP 429, Retry-After; a WebSocket message's error): EIP-1474's "limit exceeded". */
+  RateLimited: -32005,
+  /** A token used from a client its allowedClients do not hold (HTTP 403). */
+  ClientNotAllowed: -32048,
 } as const;
 
 export type RpcCode = (typeof RpcCode)[keyof typeof RpcCode];
@@ -125,6 +132,8 @@ export const GRANT_ERRORS: Readonly<Record<GrantErrorCode, ErrorAnswer>> = {
   'method-too-long': { code: 'API_AUTH_GRANT_METHOD_TOO_LONG', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
   'too-many-methods': { code: 'API_AUTH_GRANT_TOO_MANY_METHODS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
   'no-methods': { code: 'API_AUTH_GRANT_NO_METHODS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'bad-limit': { code: 'API_AUTH_GRANT_BAD_LIMIT', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  'too-many-clients': { code: 'API_AUTH_GRANT_TOO_MANY_CLIENTS', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
 };
 
 /** The token the core could not issue (IssueError's codes): every one answers RpcCode.ResourceLimit. */
@@ -157,6 +166,7 @@ export const RPC_ERRORS: Readonly<Record<RpcCode, ErrorAnswer>> = {
   [RpcCode.UpstreamTimeout]: { code: 'API_AUTH_UPSTREAM_TIMEOUT', rpcCode: RpcCode.UpstreamTimeout, httpStatus: 504 },
   [RpcCode.Unavailable]: { code: 'API_AUTH_UNAVAILABLE', rpcCode: RpcCode.Unavailable, httpStatus: 503 },
   [RpcCode.InsufficientScope]: { code: 'API_AUTH_INSUFFICIENT_SCOPE', rpcCode: RpcCode.InsufficientScope, httpStatus: 200 },
+  [RpcCode.ClientNotAllowed]: { code: 'API_AUTH_CLIENT_NOT_ALLOWED', rpcCode: RpcCode.ClientNotAllowed, httpStatus: 403 },
 };
 
 /**
@@ -187,6 +197,25 @@ export class UpstreamError extends ApiAuthError implements ErrorAnswer {
 }
 
 /** The client went away before its answer was written: nothing is answered, and the upstream's health is not at fault. */
+/** Why a token's limits refused a request once its body was read (a batch counts its calls). */
+export const LIMIT_ERRORS = {
+  'rate': { code: 'API_AUTH_RATE_LIMITED', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
+  'table full': { code: 'API_AUTH_LIMITS_FULL', rpcCode: RpcCode.Unavailable, httpStatus: 503 },
+} as const satisfies Readonly<Record<string, ErrorAnswer>>;
+
+/** A request its token's limits refused: past the rate, or no room to track the token. */
+export class LimitRefusedError extends ApiAuthError implements ErrorAnswer {
+  readonly code: string;
+  readonly rpcCode: RpcCode;
+  readonly httpStatus: number;
+  override readonly name = 'LimitRefusedError';
+
+  constructor(readonly result: keyof typeof LIMIT_ERRORS) {
+    super(result === 'rate' ? 'the token\'s rate refused the request' : 'no room to track the token\'s limits');
+    ({ code: this.code, rpcCode: this.rpcCode, httpStatus: this.httpStatus } = LIMIT_ERRORS[result]);
+  }
+}
+
 export class ClientGoneError extends ApiAuthError {
   readonly code = 'API_AUTH_CLIENT_GONE';
   /** No answer: there is nobody to write it to. */

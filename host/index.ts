@@ -14,7 +14,7 @@ export type { Command } from './cli/flags.js';
 export {
   ApiAuthError, BodyTooLargeError, BusyError, ClientGoneError, CoreResult, ExitCode, FleetError, GRANT_ERRORS, GrantError, InvariantError,
   ISSUE_ERRORS, IssueError, ListenError, NodeRefusedError, NodeUnreachableError, OperatorExitCode, OptionError, RPC_ERRORS, RpcCode, RpcError,
-  SCOPE_ERRORS, ScopeRefusedError, StartError, StateError, ThreadError, UPSTREAM_ERRORS, UpstreamError, UsageError,
+  LIMIT_ERRORS, LimitRefusedError, SCOPE_ERRORS, ScopeRefusedError, StartError, StateError, ThreadError, UPSTREAM_ERRORS, UpstreamError, UsageError,
 } from './errors.js';
 export type { ErrorAnswer, GrantErrorCode, IssueErrorCode, Namer, UpstreamErrorCode } from './errors.js';
 export { systemClock } from './clock.js';

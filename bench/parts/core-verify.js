@@ -171,6 +171,36 @@ export async function runCoreVerify(opts = {}) {
     });
   }
 
+  // A token with limits (issue 25): the check answers Limited, then the gate's admit (the
+  // client's ranges and the GCRA bucket in shared memory). Its rate is past what any loop
+  // reaches, so every call is let through and the bucket's compare-and-swap always runs;
+  // a second token, past its rate, times a refusal. Builds before limits have no such case.
+  if (typeof core.admit === 'function') {
+    const client = Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]);
+    const limitedGrant = core.addGrant([PATH], undefined, ['rate 1000000/s', 'burst 1000000', `client 00000000000000000000ffff7f000000/104`]);
+    const limited = core.issue(limitedGrant, now, LIFETIME).token;
+    const limitedHeaders = wireCopies(`Bearer ${limited}`, COPIES);
+    check(limitedHeaders[0], paths[0], Outcome.Limited, 'limited');
+    // The bucket's clock moves with the calls, 1 µs each, so that the rate never refuses.
+    let clockMs = now * 1000;
+    let calls = 0;
+    cases.add('ours: Core.authorize + admit, token with a rate and client ranges, repeated', 'cached', () => {
+      i = (i + 1) & mask;
+      if ((++calls & 1023) === 0) clockMs++;
+      return core.authorize(limitedHeaders[i], paths[i], now) === Outcome.Limited
+        && core.admit(core.limitedSerial, core.scopedGrant, 1, client, clockMs) === 0;
+    });
+    const spent = core.issue(core.addGrant([PATH], undefined, ['rate 1/h', 'burst 1']), now, LIFETIME).token;
+    const spentHeaders = wireCopies(`Bearer ${spent}`, COPIES);
+    check(spentHeaders[0], paths[0], Outcome.Limited, 'spent');
+    core.admit(core.limitedSerial, core.scopedGrant, 1, client, now * 1000);
+    cases.add('ours: Core.authorize + admit, refused: past the rate', 'refusal', () => {
+      i = (i + 1) & mask;
+      return core.authorize(spentHeaders[i], paths[i], now) === Outcome.Limited
+        && core.admit(core.limitedSerial, core.scopedGrant, 1, client, now * 1000) === 2;
+    });
+  }
+
   for (const [label, header, path, expected] of gateCases(f, Outcome).slice(1)) {
     const hs = wireCopies(header, COPIES);
     const ps = wireCopies(path, COPIES);

@@ -11,7 +11,7 @@ import { BODY as HEALTH, CONTENT_TYPE, PATH, serve } from './body.js';
 
 const TARPIT_MS = Number(process.env.TARPIT_MS ?? 1000);
 
-const BODY = Buffer.from('{"jsonrpc":"2.0","error":{"code":-32042,"message":"too many failed password attempts; retry in 1 s"},"id":null}\n');
+const BODY = Buffer.from('{"jsonrpc":"2.0","error":{"code":-32005,"message":"too many failed password attempts; retry in 1 s"},"id":null}\n');
 const refuse = (res) => res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', '1').end(BODY);
 const app = App()
   .get(PATH, (res) => {

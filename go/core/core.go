@@ -294,6 +294,25 @@ func (c *Core) MethodAllowed(grant uint32, method string) (bool, error) {
 	return methodAllowed(c.in, grant, method)
 }
 
+// Admit is one request of `calls` calls (0: the client alone is checked, nothing counted)
+// by a Limited token (Result.Serial, Result.Grant), from `client` (16 bytes, IPv4 as
+// IPv4-mapped), at nowNs (Unix nanoseconds).
+func (c *Core) Admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
+	return c.in.admit(serial, grant, calls, client, nowNs)
+}
+
+// SetLimitShare says how many gateways share each token's rate: each then lets through
+// rate / members and burst / members (rounded up, at least 1). 0 or 1: this one alone.
+func (c *Core) SetLimitShare(members uint32) error {
+	_, err := c.in.call(fnSetLimitShare, uint64(members))
+	return err
+}
+
+// Usage is what Admit let through for a token; false when it has counted nothing for it.
+func (c *Core) Usage(serial uint64) (Usage, bool, error) {
+	return c.in.usage(serial)
+}
+
 func methodAllowed(in *instance, grant uint32, method string) (bool, error) {
 	r, err := in.methodAllowed(grant, method)
 	if err != nil {

@@ -17,6 +17,8 @@ const (
 	CodeGrantMethodTooLong  Code = "GRANT_METHOD_TOO_LONG"
 	CodeGrantTooManyMethods Code = "GRANT_TOO_MANY_METHODS"
 	CodeGrantNoMethods      Code = "GRANT_NO_METHODS"
+	CodeGrantBadLimit       Code = "GRANT_BAD_LIMIT"
+	CodeGrantTooManyClients Code = "GRANT_TOO_MANY_CLIENTS"
 	CodeGrantMismatch       Code = "GRANT_MISMATCH"
 	CodeIssueUnknownGrant   Code = "ISSUE_UNKNOWN_GRANT"
 	CodeIssueWindowFull     Code = "ISSUE_WINDOW_FULL"
@@ -91,6 +93,10 @@ func grantError(result int32, index int) *Error {
 		return newError(CodeGrantTooManyMethods, "a method scope holds at most 128 patterns")
 	case -9:
 		return newError(CodeGrantNoMethods, "a method scope needs at least one pattern")
+	case -10:
+		return &Error{CodeGrantBadLimit, index, fmt.Sprintf("limit entry %d is not \"rate N/U\", \"burst B\" or \"client HEX/PREFIX\" in canonical form and order", index)}
+	case -11:
+		return newError(CodeGrantTooManyClients, "limits hold at most 64 client ranges")
 	}
 	return newError(CodeTrap, "grantAdd answered %d, which this host does not know", result)
 }

@@ -39,13 +39,16 @@ const (
 	fnAttach
 	fnDetach
 	fnSlots
+	fnAdmit
+	fnUsage
+	fnSetLimitShare
 	fnCount
 )
 
 var exportNames = [fnCount]string{"init", "setKey", "generation", "setGeneration", "bumpGeneration", "grantAdd",
 	"grantFind", "grantCount", "methodAllowed", "issue", "issueSerial", "verify", "authorize", "checkPath", "revoke",
 	"inspect", "revokeSerial", "nextSerial", "floor", "restoreSerials", "reserveSerials", "sweep", "generatePassword",
-	"sha256", "hmacSha256", "attach", "detach", "slots"}
+	"sha256", "hmacSha256", "attach", "detach", "slots", "admit", "usage", "setLimitShare"}
 
 // instance is one instance of the core and the only code here that touches its memory.
 // It is single-threaded, as the core's instances are: one goroutine at a time.
@@ -166,10 +169,40 @@ func (in *instance) check(fn int, text, path string, now int64) (Result, error) 
 		return Result{}, err
 	}
 	r := Result{Outcome: Outcome(uint32(o))}
-	if r.Outcome == Scoped {
+	if r.Outcome == Scoped || r.Outcome == Limited {
 		r.Grant = in.u32(in.result + 20)
 	}
+	if r.Outcome == Limited {
+		r.Serial = in.u64(in.result)
+	}
 	return r, nil
+}
+
+// admit is one call of a Limited token's (assembly/README.md, "Limits"): the client's
+// 16 bytes go to the io buffer, and a RateLimited wait comes back at result+0.
+func (in *instance) admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
+	in.mem.Write(in.io, client[:])
+	v, err := in.call(fnAdmit, serial, uint64(grant), uint64(calls), uint64(nowNs))
+	if err != nil {
+		return Admission{}, err
+	}
+	r := AdmitResult(int32(uint32(v)))
+	if r == -2 {
+		return Admission{}, newError(CodeUnknownGrant, "no grant %d", grant)
+	}
+	a := Admission{Result: r}
+	if r == RateLimited {
+		a.WaitNs = in.u64(in.result)
+	}
+	return a, nil
+}
+
+func (in *instance) usage(serial uint64) (Usage, bool, error) {
+	v, err := in.call(fnUsage, serial)
+	if err != nil || uint32(v) != 1 {
+		return Usage{}, false, err
+	}
+	return Usage{Requests: in.u64(in.result), LastNs: int64(in.u64(in.result + 8))}, true, nil
 }
 
 func (in *instance) methodAllowed(grant uint32, method string) (int32, error) {

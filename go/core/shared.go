@@ -14,6 +14,7 @@ const (
 	heapBase        = 2 * pageBytes
 	grantIndexBytes = 65536 * 16
 	maxGrantBytes   = 16 << 20
+	limitTableBytes = 65536 * 32
 	slotBytes       = 96 * 1024
 	maxPages        = 32768
 )
@@ -25,7 +26,7 @@ func SharedMemoryPages(windowLog2 uint32, instances int) (uint32, error) {
 		return 0, newError(CodeBadOptions, "WindowLog2 must be 12 to 30 and instances at least 1, not %d and %d", windowLog2, instances)
 	}
 	heap := uint64(heapBase+grantIndexBytes) + 1<<windowLog2/8 + 1<<(windowLog2-12)*8
-	slots := (heap+15)/16*16 + maxGrantBytes
+	slots := (heap+63)/64*64 + limitTableBytes + maxGrantBytes
 	pages := (slots + uint64(instances-1)*slotBytes + pageBytes - 1) / pageBytes
 	if pages > maxPages {
 		return 0, newError(CodeBadOptions, "%d instances with WindowLog2 %d need more than the threads build's 2 GiB", instances, windowLog2)
@@ -177,4 +178,24 @@ func (v *Verifier) MethodAllowed(grant uint32, method string) (bool, error) {
 	}
 	defer func() { v.readers <- r }()
 	return methodAllowed(r, grant, method)
+}
+
+// Admit is Core.Admit on a reader: every reader's calls share the token's one bucket.
+func (v *Verifier) Admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
+	r, err := v.take()
+	if err != nil {
+		return Admission{}, err
+	}
+	defer func() { v.readers <- r }()
+	return r.admit(serial, grant, calls, client, nowNs)
+}
+
+// Usage is Core.Usage on a reader.
+func (v *Verifier) Usage(serial uint64) (Usage, bool, error) {
+	r, err := v.take()
+	if err != nil {
+		return Usage{}, false, err
+	}
+	defer func() { v.readers <- r }()
+	return r.usage(serial)
 }

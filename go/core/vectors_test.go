@@ -25,6 +25,8 @@ type vectorHost struct {
 		Authorize(header, path string, now int64) (Result, error)
 		Verify(token, path string, now int64) (Result, error)
 		MethodAllowed(grant uint32, method string) (bool, error)
+		Admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error)
+		Usage(serial uint64) (Usage, bool, error)
 	}
 	close func()
 }
@@ -147,7 +149,7 @@ func unhex(s string) string {
 var codeNumbers = map[Code]int64{
 	CodeGrantEmpty: -1, CodeGrantTooManyEntries: -2, CodeGrantTableFull: -3, CodeGrantBadEntry: -4,
 	CodeGrantEntryTooLong: -5, CodeGrantBadMethod: -6, CodeGrantMethodTooLong: -7, CodeGrantTooManyMethods: -8,
-	CodeGrantNoMethods: -9, CodeIssueUnknownGrant: -1, CodeIssueWindowFull: -2, CodeIssueBadTime: -3,
+	CodeGrantNoMethods: -9, CodeGrantBadLimit: -10, CodeGrantTooManyClients: -11, CodeIssueUnknownGrant: -1, CodeIssueWindowFull: -2, CodeIssueBadTime: -3,
 	CodeIssueNoKey: -4, CodeIssueBadSerial: -5,
 }
 
@@ -241,7 +243,10 @@ func vectorCommand(h *vectorHost, f []string, fail func(string, ...any), expect 
 		}
 		expect(int64(r.Outcome), atoi(f[4]), what)
 		if len(f) > 5 {
-			expect(int64(r.Grant), atoi(f[5]), what+": Scoped grant")
+			expect(int64(r.Grant), atoi(f[5]), what+": Scoped or Limited grant")
+		}
+		if len(f) > 6 {
+			expect(int64(r.Serial), atoi(f[6]), what+": Limited serial")
 		}
 	}
 	switch f[0] {
@@ -314,6 +319,27 @@ func vectorCommand(h *vectorHost, f []string, fail func(string, ...any), expect 
 	case "verify":
 		r, err := h.check.Verify(unhex(f[1]), unhex(f[2]), atoi(f[3]))
 		scoped(r, err, "verify")
+	case "admit":
+		var client [16]byte
+		copy(client[:], unhex(f[5]))
+		a, err := h.check.Admit(uint64(atoi(f[1])), uint32(atoi(f[2])), uint32(atoi(f[3])), client, atoi(f[4]))
+		if err != nil {
+			fail("admit: %v", err)
+		}
+		expect(int64(a.Result), atoi(f[6]), "admit")
+		expect(int64(a.WaitNs), atoi(f[7]), "admit: wait")
+	case "share":
+		if err := c.SetLimitShare(uint32(atoi(f[1]))); err != nil {
+			fail("setLimitShare: %v", err)
+		}
+	case "usage":
+		u, found, err := h.check.Usage(uint64(atoi(f[1])))
+		if err != nil {
+			fail("usage: %v", err)
+		}
+		expect(map[bool]int64{true: 1, false: 0}[found], atoi(f[2]), "usage: found")
+		expect(int64(u.Requests), atoi(f[3]), "usage: requests")
+		expect(u.LastNs, atoi(f[4]), "usage: last")
 	case "method":
 		allowed, err := h.check.MethodAllowed(uint32(atoi(f[1])), unhex(f[2]))
 		r := map[bool]int64{true: 1, false: 0}[allowed]

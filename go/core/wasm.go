@@ -27,12 +27,12 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "5e1773954edfd07472cc334ca7f278619e7ed0f7783b51bb05ad846b7f93406e"
-	ThreadsSHA256 = "b95c091bbd0747ab4d0d5d86f0619fcc39a95116e76b9a449f77287424ffd1d9"
+	PlainSHA256   = "82028e1559923bbc127aec09fc93bcc54d590f4b08c0e84607862a5b6ec7d396"
+	ThreadsSHA256 = "bf9df520ff51d57fd6cb4b0202e77c6dd36209819a82c4dadbbfe99afc32d80c"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).
-const ABIVersion = 2
+const ABIVersion = 3
 
 // Engine chooses how wazero runs the core.
 type Engine int

@@ -261,3 +261,25 @@ func TestOptionsAreCheckedOnce(t *testing.T) {
 		t.Errorf("a bad public path: %v", err)
 	}
 }
+
+// This gateway keeps no buckets: a token with limits (issue 25) is refused, never served
+// as if it had none, and the answer says why rather than that the node is fenced.
+func TestATokenWithLimitsIsRefusedHere(t *testing.T) {
+	f := newFixture(t)
+	owner := f.shared.Owner()
+	limited, err := owner.AddGrant([]string{rpcPath, "", "", "rate 100/s", "burst 100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := owner.Issue(limited, f.now.Unix(), 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := answer{403, "", `{"jsonrpc":"2.0","error":{"code":-32047,"message":"` + limitedReason + `"},"id":1}` + "\n", "application/json"}
+	if got := f.do(t, "POST", rpcPath, "Bearer "+token, `{"jsonrpc":"2.0","method":"eth_call","id":1}`); got != want {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if len(f.served) != 0 {
+		t.Errorf("a token with limits reached the handler: %v", f.served)
+	}
+}

@@ -44,8 +44,8 @@ func rpcError(code int, message, idJSON string) string {
 
 // refusals is host/http/refusals.ts's table, by outcome: the status, the challenge and the
 // body the gateway sends. The original node answered id 1 whatever the request.
-var refusals = func() [core.Scoped + 2]refusal {
-	var r [core.Scoped + 2]refusal
+var refusals = func() [core.Limited + 2]refusal {
+	var r [core.Limited + 2]refusal
 	unauthorized := func(o core.Outcome, reason string) {
 		r[o] = newRefusal(http.StatusUnauthorized, "Bearer", rpcError(codeInvalidRequest, reason, "1")+"\n")
 	}
@@ -58,12 +58,18 @@ var refusals = func() [core.Scoped + 2]refusal {
 	unauthorized(core.EarlierGeneration, "the provided auth token is invalid: issued under a previous password")
 	unauthorized(core.NotGranted, "the provided auth token does not allow access to this endpoint")
 	r[core.BadPath] = newRefusal(http.StatusBadRequest, "", rpcError(codeInvalidRequest, "invalid request path: "+pathRules, "1")+"\n")
+	// This gateway keeps no buckets and sees no client ranges: a token with limits is refused
+	// rather than let through unlimited (issue 25; api-auth itself enforces them).
+	r[core.Limited] = newRefusal(http.StatusForbidden, "", rpcError(codeInsufficientScope, limitedReason, "1")+"\n")
 	r[unavailable] = newRefusal(http.StatusServiceUnavailable, "", rpcError(codeUnavailable, fencedReason, "1")+"\n")
 	return r
 }()
 
 // unavailable is not an outcome of the core: the answer while a fleet node is fenced.
-const unavailable = core.Scoped + 1
+const unavailable = core.Limited + 1
+
+const limitedReason = "the provided auth token has limits (a rate or client ranges) that this gateway does not enforce: " +
+	"use it through api-auth itself"
 
 func (r *refusal) write(w http.ResponseWriter) {
 	h := w.Header()

@@ -87,7 +87,8 @@ taken only from its file (--api-auth-password-file, --cluster-etcd-password-file
 
 Operator commands talk to a running node's /ext/auth (run "api-auth token --help"):
   api-auth token new --endpoints /ext/info,/ext/bc/X [--label TEXT] [--expires-in 1h]
-                     [--methods eth_*] [--password-file PATH]
+                     [--methods eth_*] [--rate-limit 10/s] [--burst 20]
+                     [--allowed-clients 10.0.0.0/8] [--password-file PATH]
   api-auth token list [--json] [--password-file PATH]
   api-auth token revoke --token-file PATH|--token-stdin|--id ID [--password-file PATH]
   api-auth password change [--password-file PATH] [--new-password-file PATH]

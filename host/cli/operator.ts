@@ -52,6 +52,12 @@ Flags:
                              or * (default: every method); and named sets of
                              Ethereum methods, sent as their names: @chain,
                              @read, @send, @subscribe, @filter
+  --rate-limit RATE          token new: calls the token may make, N/s, N/m or N/h
+                             (N from 1 to 1000000), shared by every thread
+  --burst N                  token new: calls it may make at once (default: the
+                             rate per second, rounded up); only with --rate-limit
+  --allowed-clients CIDRS    token new: comma-separated IPv4 or IPv6 addresses or
+                             ranges (at most 64) the token works from
   --id ID                    token revoke: the id of the token to revoke
   --password-file PATH       read the service password from this file (white space
                              around it is trimmed, as the node does)
@@ -75,8 +81,10 @@ A token is, but that is the weaker choice: while the command runs, any user of t
 machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps it in
 its history. Secrets read from a file, stdin or the terminal must be UTF-8 text.
 
-token list prints a table: id, label, endpoints, methods, expiry (UTC) and whether
-the token is revoked; a revoked token is listed until it expires.
+token list prints a table: id, label, endpoints, methods, rate limit and burst,
+allowed clients, expiry (UTC), whether the token is revoked, and, for a token with
+limits, its last use (UTC) and the calls let through; a revoked token is listed
+until it expires.
 
 token revoke says what happened: "token revoked", "token already revoked", or, for a
 token (or id) that is not a live one of this node (mistyped, expired, of an earlier
@@ -93,6 +101,9 @@ interface OperatorOptions {
   label: string | undefined;
   expiresIn: string | undefined;
   methods: string[];
+  rateLimit: string | undefined;
+  burst: number | undefined;
+  allowedClients: string[];
   id: string | undefined;
   passwordFile: string | undefined;
   passwordStdin: boolean;
@@ -174,7 +185,9 @@ async function run(action: Action, options: OperatorOptions, positional: string[
   if (options.newPasswordStdin && options.newPasswordFile !== undefined) throw new UsageError('give --new-password-file or --new-password-stdin, not both');
   if (options.tokenStdin && options.tokenFile !== undefined) throw new UsageError('give --token-file or --token-stdin, not both');
   for (const [flag, given] of [['--endpoints', options.endpoints.length > 0], ['--label', options.label !== undefined],
-    ['--expires-in', options.expiresIn !== undefined], ['--methods', options.methods.length > 0]] as const) {
+    ['--expires-in', options.expiresIn !== undefined], ['--methods', options.methods.length > 0],
+    ['--rate-limit', options.rateLimit !== undefined], ['--burst', options.burst !== undefined],
+    ['--allowed-clients', options.allowedClients.length > 0]] as const) {
     if (action !== 'token new' && given) throw new UsageError(`${flag} belongs to "api-auth token new", not "api-auth ${action}"`);
   }
   if (action !== 'token revoke' && options.id !== undefined) throw new UsageError(`--id belongs to "api-auth token revoke", not "api-auth ${action}"`);
@@ -190,6 +203,9 @@ async function run(action: Action, options: OperatorOptions, positional: string[
       if (options.label !== undefined) params.label = options.label;
       if (options.expiresIn !== undefined) params.expiresIn = options.expiresIn;
       if (options.methods.length > 0) params.methods = methodsOf(options.methods);
+      if (options.rateLimit !== undefined) params.rateLimit = options.rateLimit;
+      if (options.burst !== undefined) params.burst = options.burst;
+      if (options.allowedClients.length > 0) params.allowedClients = options.allowedClients;
       break;
     }
     case 'token list': {
@@ -279,11 +295,14 @@ function table(result: unknown): string {
   const tokens = (result as { tokens?: unknown } | null)?.tokens;
   if (!Array.isArray(tokens)) throw new NodeUnreachableError(`the node's answer to auth.listTokens holds no token list: ${JSON.stringify(result).slice(0, 200)}`);
   if (tokens.length === 0) return 'no live tokens\n';
-  const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'EXPIRES (UTC)', 'REVOKED']];
+  const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'RATE', 'CLIENTS', 'EXPIRES (UTC)', 'REVOKED', 'LAST USED (UTC)', 'REQUESTS']];
+  const time = (value: unknown): string => (typeof value === 'string' ? shown(value).replace('T', ' ').replace(/Z$/, '') : '-');
   for (const entry of tokens as Record<string, unknown>[]) {
-    const list = (value: unknown, none: string): string => (Array.isArray(value) ? value.map(String).join(',') : none);
+    const list = (value: unknown, none: string): string => (Array.isArray(value) ? shown(value.map(String).join(',')) : none);
+    const rate = typeof entry.rateLimit === 'string' ? `${shown(entry.rateLimit)} (burst ${shown(entry.burst)})` : '-';
     rows.push([shown(entry.id), entry.label === null ? '-' : shown(entry.label), list(entry.endpoints, '?'), list(entry.methods, '*'),
-      shown(entry.expiresAt).replace('T', ' ').replace(/Z$/, ''), entry.revoked === true ? 'yes' : 'no']);
+      rate, list(entry.allowedClients, '*'), time(entry.expiresAt), entry.revoked === true ? 'yes' : 'no', time(entry.lastUsedAt),
+      typeof entry.requests === 'number' ? String(entry.requests) : '-']);
   }
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => width(r[c]))));
   return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell + ' '.repeat(widths[c] - width(cell)))).join('  ')).join('\n') + '\n';
@@ -510,6 +529,12 @@ function promptHidden(prompt: string, io: OperatorIo): Promise<string> {
   });
 }
 
+/** --burst: a whole number; the node checks its range. */
+function parseBurst(value: string): number {
+  if (!/^[0-9]{1,16}$/.test(value)) throw new UsageError(`--burst must be a whole number (the calls the token may make at once), not ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
 // Each flag: its kind, and where its value goes.
 const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions, value: string) => void } |
   { kind: 'boolean'; set: (o: OperatorOptions, value: boolean) => void }>> = {
@@ -518,6 +543,9 @@ const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions,
   'label': { kind: 'string', set: (o, v) => { o.label = v; } },
   'expires-in': { kind: 'string', set: (o, v) => { o.expiresIn = parseExpiresIn(v); } },
   'methods': { kind: 'string', set: (o, v) => { o.methods.push(...v.split(',').map((m) => m.trim()).filter((m) => m !== '')); } },
+  'rate-limit': { kind: 'string', set: (o, v) => { o.rateLimit = v; } },
+  'burst': { kind: 'string', set: (o, v) => { o.burst = parseBurst(v); } },
+  'allowed-clients': { kind: 'string', set: (o, v) => { o.allowedClients.push(...v.split(',').map((c) => c.trim()).filter((c) => c !== '')); } },
   'id': { kind: 'string', set: (o, v) => { o.id = v; } },
   'password-file': { kind: 'string', set: (o, v) => { o.passwordFile = v; } },
   'password-stdin': { kind: 'boolean', set: (o, v) => { o.passwordStdin = v; } },
@@ -553,6 +581,9 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
     label: undefined,
     expiresIn: undefined,
     methods: [],
+    rateLimit: undefined,
+    burst: undefined,
+    allowedClients: [],
     id: undefined,
     passwordFile: undefined,
     passwordStdin: false,

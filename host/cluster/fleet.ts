@@ -64,6 +64,8 @@ export class Fleet implements Ledger {
     this.metrics = new FleetMetrics(clock);
     this.etcd = new EtcdConnection(settings, log);
     this.membership = new Membership(this.etcd, this.keys, settings, this.metrics, log, clock, () => this.rejoin());
+    // Each gateway lets a token through at rate / gateways: no call between them per request.
+    this.membership.onGateways = (count) => this.core.setLimitShare(count);
     this.blocks = new SerialBlocks(this.etcd, this.keys, (revision) => this.membership.barrier(revision));
     this.throttle = new FleetThrottle(this.etcd, this.keys, log);
   }
@@ -218,8 +220,8 @@ export class Fleet implements Ledger {
     this.grantLists[id] = entries;
     if (id < this.core.grantCount) return;
     if (id > this.core.grantCount) throw new FleetError(`grant ${id} arrived before grant ${this.core.grantCount}`);
-    const { endpoints, methods } = splitGrantEntries(entries);
-    if (this.core.addGrant(endpoints, methods) !== id) throw new FleetError(`grant ${id} repeats an earlier grant`);
+    const { endpoints, methods, limits } = splitGrantEntries(entries);
+    if (this.core.addGrant(endpoints, methods, limits) !== id) throw new FleetError(`grant ${id} repeats an earlier grant`);
   }
 
   private applyBlock(block: Block): void {
@@ -303,9 +305,9 @@ export class Fleet implements Ledger {
    * allocated by a txn, so every gateway gives a list the same id (it is signed into
    * tokens). `id` is the id the core would give it.
    */
-  private async grant({ id, endpoints, methods }: GrantRequest): Promise<number> {
+  private async grant({ id, endpoints, methods, limits }: GrantRequest): Promise<number> {
     this.membership.serving();
-    const entries = grantEntries(endpoints, methods);
+    const entries = grantEntries(endpoints, methods, limits);
     for (let tries = 0; ; tries++) {
       if (id < this.core.grantCount) return id;
       const key = this.keys.grant(id);
@@ -318,7 +320,7 @@ export class Fleet implements Ledger {
       }
       // Another gateway took this id: once its list is here, ours may be it.
       await this.membership.appliedAtLeast(revision);
-      id = this.core.findGrant(endpoints, methods);
+      id = this.core.findGrant(endpoints, methods, limits);
       if (tries > 64) throw new FleetError('the fleet\'s grants keep changing; retry');
     }
   }

@@ -37,6 +37,12 @@ export class Membership {
   readonly members = new Map<string, number>();
   /** Members that only follow (docs/fleet-keys.md): they never write, so they never tidy. */
   readonly followers = new Set<string>();
+  /**
+   * Called with the number of live members that enforce token limits (every member but
+   * followers) whenever it changes: each then takes its share of every token's rate.
+   */
+  onGateways: ((count: number) => void) | null = null;
+  private gateways = 0;
   /** This gateway's member key; '' before its first lease. */
   key = '';
   /** This gateway's lease id, in hex (the end of its member key). */
@@ -111,18 +117,27 @@ export class Membership {
     this.members.set(key, applied);
     if (follower) this.followers.add(key);
     else this.followers.delete(key);
+    this.countGateways();
   }
 
   /** A member's key is gone: its lease ended. */
   dropMember(key: string): void {
     this.members.delete(key);
     this.followers.delete(key);
+    this.countGateways();
   }
 
-  /** Forgets every member, before the whole state is read again. */
+  /** Forgets every member, before the whole state is read again (which counts them anew). */
   clearMembers(): void {
     this.members.clear();
     this.followers.clear();
+  }
+
+  private countGateways(): void {
+    const count = this.members.size - this.followers.size;
+    if (count === this.gateways) return;
+    this.gateways = count;
+    this.onGateways?.(count);
   }
 
   /** Whether this gateway has the lowest member key of those that write: the one that cleans up for the fleet. */

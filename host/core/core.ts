@@ -13,8 +13,10 @@ import { instantiateSync } from '@assemblyscript/loader';
 // The core's own files, compiled for the host too: its codes have one definition.
 import { Outcome } from '../../assembly/outcome.js';
 import {
-  ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, GRANT_BAD_ENTRY, GRANT_BAD_METHOD, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG,
-  GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS, GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS, ISSUE_BAD_SERIAL, ISSUE_BAD_TIME,
+  ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, ADMIT_UNKNOWN_GRANT,
+  ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, GRANT_BAD_ENTRY, GRANT_BAD_LIMIT, GRANT_BAD_METHOD, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG,
+  GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS, GRANT_TABLE_FULL, GRANT_TOO_MANY_CLIENTS, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS,
+  ISSUE_BAD_SERIAL, ISSUE_BAD_TIME,
   ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, PASSWORD_NEEDS_ENTROPY,
   RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED,
 } from '../../assembly/results.js';
@@ -23,6 +25,7 @@ import { InvariantError } from '../api-auth-error.js';
 /** Outcomes of a token check: assembly/outcome.ts itself. */
 export { Outcome };
 export { RESERVE_EXPIRED, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED };
+export { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL };
 
 /**
  * What the core's path rules refuse, in brief, for the messages users see (the rule in
@@ -45,6 +48,8 @@ const NAMES: Readonly<Record<Outcome, string>> = {
   [Outcome.BadPath]: 'bad path',
   // Not a refusal: the request is served only for a method the grant's scope allows.
   [Outcome.Scoped]: 'scoped',
+  // Not a refusal either: the request is served once `admit` lets it through.
+  [Outcome.Limited]: 'limited',
 };
 
 /** Each outcome's name (the metrics' label), indexed by outcome. */
@@ -60,7 +65,7 @@ export interface Claims {
 
 /** Why the core refused a grant: its endpoints, its methods, or the table's size. */
 export type GrantErrorCode = 'empty' | 'too-many-entries' | 'table-full' | 'bad-entry' | 'entry-too-long' | 'bad-method' |
-  'method-too-long' | 'too-many-methods' | 'no-methods';
+  'method-too-long' | 'too-many-methods' | 'no-methods' | 'bad-limit' | 'too-many-clients';
 
 export class GrantError extends Error {
   /**
@@ -98,7 +103,11 @@ export const METHOD_RULES = `a JSON-RPC method name of 1 to ${MAX_METHOD_LENGTH}
   'non-ASCII), optionally ending in "*" to allow every method it starts (like eth_*), or "*" alone for every method';
 export const GENERATED_PASSWORD_LENGTH = 32;
 /** The core's ABI this host speaks (assembly/README.md). */
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;
+/** A token's limits hold at most this many client ranges (allowedClients). */
+export const MAX_CLIENTS = 64;
+/** Slots of the core's limits table (assembly/limits.ts): tokens with limits that have been used and not yet swept. */
+export const LIMIT_SLOTS = 65536;
 const DEFAULT_WINDOW_LOG2 = 22;
 const MIN_WINDOW_LOG2 = 12;
 const MAX_WINDOW_LOG2 = 30;
@@ -109,6 +118,7 @@ const MAX_WINDOW_LOG2 = 30;
 const PAGE_BYTES = 65536;
 const HEAP_BASE = 2 * PAGE_BYTES;
 const GRANT_INDEX_BYTES = 65536 * 16;
+const LIMIT_TABLE_BYTES = LIMIT_SLOTS * 32;
 const MAX_GRANT_BYTES = 16 * 2 ** 20;
 const SLOT_BYTES = 96 * 1024;
 const MAX_PAGES = 32768;
@@ -116,7 +126,7 @@ const MAX_PAGES = 32768;
 /**
  * The pages of a shared memory for the threads build: the state of a revocation window
  * of 2^windowLog2 serials, and a slot for each of `threads` instances (the owner's
- * included). About 17.7 MiB for the default window, plus 96 KiB per thread beyond the first.
+ * included). About 19.7 MiB for the default window, plus 96 KiB per thread beyond the first.
  */
 export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1): number {
   if (!Number.isInteger(windowLog2) || windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) {
@@ -124,7 +134,7 @@ export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1)
   }
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError('threads must be an integer of at least 1');
   const heap = HEAP_BASE + GRANT_INDEX_BYTES + 2 ** windowLog2 / 8 + 2 ** (windowLog2 - 12) * 8;
-  const slots = Math.ceil(heap / 16) * 16 + MAX_GRANT_BYTES;
+  const slots = Math.ceil(heap / 64) * 64 + LIMIT_TABLE_BYTES + MAX_GRANT_BYTES;
   const pages = Math.ceil((slots + (threads - 1) * SLOT_BYTES) / PAGE_BYTES);
   if (pages > MAX_PAGES) throw new RangeError(`${threads} threads with windowLog2 ${windowLog2} need more than the threads build's 2 GiB`);
   return pages;
@@ -191,6 +201,9 @@ interface Exports extends Record<string, unknown> {
   generatePassword(entropyLen: number, length: number): number;
   reserveSerials(start: bigint, end: bigint, expiryBound: bigint): number;
   issueSerial(serial: bigint, grant: number, now: bigint, lifetime: number): number;
+  admit(serial: bigint, grant: number, n: number, now: bigint): number;
+  setLimitShare(members: number): number;
+  usage(serial: bigint): number;
   attach?(slot: number): number;
   detach?(): number;
   slots?(): number;
@@ -202,6 +215,7 @@ const GRANT_ERRORS: Record<number, [GrantErrorCode, string]> = {
   [GRANT_TABLE_FULL]: ['table-full', 'the node holds too many distinct grants (endpoint lists and methods); reuse an existing one'],
   [GRANT_TOO_MANY_METHODS]: ['too-many-methods', `methods may hold at most ${MAX_METHODS} patterns`],
   [GRANT_NO_METHODS]: ['no-methods', 'methods must hold at least one pattern; leave methods out for a token that allows every method'],
+  [GRANT_TOO_MANY_CLIENTS]: ['too-many-clients', `allowedClients may hold at most ${MAX_CLIENTS} addresses or ranges`],
 };
 
 const ISSUE_ERRORS: Record<number, [IssueErrorCode, string]> = {
@@ -361,9 +375,9 @@ export class Core {
    * same endpoints with other methods, or without any, are another grant. Throws
    * GrantError naming the first bad endpoint or pattern.
    */
-  addGrant(endpoints: readonly string[], methods?: readonly string[]): number {
+  addGrant(endpoints: readonly string[], methods?: readonly string[], limits?: readonly string[]): number {
     this.writer();
-    return this.grantCall(endpoints, methods, (len) => this.x.grantAdd(len));
+    return this.grantCall(endpoints, methods, limits, (len) => this.x.grantAdd(len));
   }
 
   /**
@@ -371,22 +385,27 @@ export class Core {
    * `grantCount` when it is new. Throws what `addGrant` would throw. A host that records
    * new grants durably records them under this id first (`grantEntries`), then adds them.
    */
-  findGrant(endpoints: readonly string[], methods?: readonly string[]): number {
-    return this.grantCall(endpoints, methods, (len) => this.x.grantFind(len));
+  findGrant(endpoints: readonly string[], methods?: readonly string[], limits?: readonly string[]): number {
+    return this.grantCall(endpoints, methods, limits, (len) => this.x.grantFind(len));
   }
 
-  private grantCall(endpoints: readonly string[], methods: readonly string[] | undefined, call: (len: number) => number): number {
+  private grantCall(endpoints: readonly string[], methods: readonly string[] | undefined, limits: readonly string[] | undefined,
+    call: (len: number) => number): number {
     // Every entry and pattern goes to the core, which validates them all; `*` among them
     // is then stored alone, as canonicalEndpoints and canonicalMethods record it.
     const canonical = [...new Set(endpoints)].sort();
     const newline = canonical.findIndex((e) => e.includes('\n'));
     if (newline >= 0) throw new GrantError('bad-entry', `endpoint ${JSON.stringify(canonical[newline])} holds a line break`, newline);
     const patterns = methods === undefined ? [] : [...new Set(methods)].sort();
-    const badPattern = patterns.findIndex((m) => m.includes('\n'));
+    // An empty pattern would read as the empty entry that starts the limits.
+    const badPattern = patterns.findIndex((m) => m.includes('\n') || m === '');
     if (badPattern >= 0) throw methodError('bad-method', methods as readonly string[], patterns[badPattern]);
+    if (limits !== undefined && limits.some((l) => l.includes('\n'))) throw new GrantError('bad-limit', 'a limit entry holds a line break');
     // Each entry ends in a line feed, so an empty entry stays visible to the core; the
-    // empty entry between endpoints and patterns starts the method scope.
-    const entries = methods === undefined ? canonical : [...canonical, '', ...patterns];
+    // empty entry between endpoints and patterns starts the method scope, the next one
+    // the limits (entries the host made canonical: limitEntries in service/token-params.ts).
+    const scoped = methods === undefined ? canonical : [...canonical, '', ...patterns];
+    const entries = limits === undefined ? scoped : [...scoped, ...(methods === undefined ? ['', ''] : ['']), ...limits];
     const encoded = new TextEncoder().encode(entries.map((e) => e + '\n').join(''));
     if (encoded.length > this.ioCap) {
       throw new GrantError('too-many-entries', `the endpoint list${methods === undefined ? '' : ' and methods'} ` +
@@ -406,6 +425,11 @@ export class Core {
       const pattern = patterns[this.mem32(this.resultPtr)];
       throw methodError(id === GRANT_BAD_METHOD ? 'bad-method' : 'method-too-long', methods as readonly string[], pattern);
     }
+    if (id === GRANT_BAD_LIMIT) {
+      const bad = this.mem32(this.resultPtr);
+      throw new GrantError('bad-limit', `limit entry ${shorten((limits ?? [])[bad] ?? '')} is not canonical ` +
+        '("rate N/s|m|h", "burst B", then "client" ranges in ascending order)', bad);
+    }
     const [code, message] = GRANT_ERRORS[id] ?? ['table-full', `grant refused (${id})`];
     throw new GrantError(code, message);
   }
@@ -420,9 +444,58 @@ export class Core {
     return allowed === 1;
   }
 
-  /** After `authorize` or `verify` answered Scoped: the grant id of the token, for `methodAllowed`. */
+  /** After `authorize` or `verify` answered Scoped or Limited: the grant id of the token, for `methodAllowed` and `admit`. */
   get scopedGrant(): number {
     return this.dv().getUint32(this.resultPtr + 20, true);
+  }
+
+  /** After `authorize` or `verify` answered Limited: whether the token's grant also has a method scope. */
+  get limitedScoped(): boolean {
+    return this.dv().getUint32(this.resultPtr + 24, true) === 1;
+  }
+
+  /** After `authorize` or `verify` answered Limited: the serial of the token, for `admit`. */
+  get limitedSerial(): number {
+    return Number(this.dv().getBigUint64(this.resultPtr, true));
+  }
+
+  /**
+   * One request of `calls` calls (0: only the client is checked, nothing counted) by a
+   * Limited token, from `client` (16 bytes, IPv4 as IPv4-mapped: clientBytes in
+   * http/client-address.ts), at `nowMs` (ms since the Unix epoch). ADMIT_OK (let through
+   * and counted), ADMIT_CLIENT, ADMIT_RATE (the wait in `admitWait`), ADMIT_OVER_BURST,
+   * ADMIT_TABLE_FULL. Any thread may call it: every thread's calls share one bucket.
+   */
+  admit(serial: number, grant: number, calls: number, client: Uint8Array, nowMs: number): number {
+    this.mem().set(client, this.ioPtr);
+    const result = this.x.admit(BigInt(serial), grant, calls, BigInt(nowMs) * 1_000_000n);
+    if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
+    return result;
+  }
+
+  /**
+   * How many gateways share each token's rate (a fleet's live members that enforce
+   * limits): each then lets through rate / members and burst / members (rounded up, at
+   * least 1), on every thread, from the next `admit` on.
+   */
+  setLimitShare(members: number): void {
+    this.writer();
+    this.x.setLimitShare(Math.max(1, Math.min(members, 2 ** 32 - 1)));
+  }
+
+  /** After `admit` answered ADMIT_RATE: how long to wait, in milliseconds (fractional). */
+  get admitWait(): number {
+    return Number(this.dv().getBigUint64(this.resultPtr, true)) / 1e6;
+  }
+
+  /**
+   * What `admit` let through for a token: its calls and the last one's time (ms since the
+   * Unix epoch); undefined when it has none counted here (no call yet, or swept).
+   */
+  usage(serial: number): { requests: number; lastUsedMs: number } | undefined {
+    if (this.x.usage(BigInt(serial)) !== 1) return undefined;
+    const v = this.dv();
+    return { requests: Number(v.getBigUint64(this.resultPtr, true)), lastUsedMs: Math.floor(Number(v.getBigUint64(this.resultPtr + 8, true)) / 1e6) };
   }
 
   get grantCount(): number {
@@ -689,19 +762,28 @@ export function canonicalMethods(methods: readonly string[]): string[] {
 
 /**
  * A grant as the core stores it, and as a state file keeps it: the canonical endpoints,
- * then, for a method scope, an empty entry and the canonical method patterns.
+ * then, for a method scope, an empty entry and the canonical method patterns, then, for
+ * limits, an empty entry and the limit entries (canonical already: limitEntries).
  */
-export function grantEntries(endpoints: readonly string[], methods?: readonly string[]): string[] {
+export function grantEntries(endpoints: readonly string[], methods?: readonly string[], limits?: readonly string[]): string[] {
   const entries = canonicalEndpoints(endpoints);
-  return methods === undefined ? entries : [...entries, '', ...canonicalMethods(methods)];
+  const scoped = methods === undefined ? entries : [...entries, '', ...canonicalMethods(methods)];
+  return limits === undefined ? scoped : [...scoped, ...(methods === undefined ? ['', ''] : ['']), ...limits];
 }
 
-/** The endpoints and methods of a stored grant (`grantEntries`); no methods when it has no scope. */
-export function splitGrantEntries(entries: readonly string[]): { endpoints: string[]; methods?: string[] } {
+/**
+ * The endpoints, methods and limits of a stored grant (`grantEntries`); no methods when
+ * it has no scope, no limits when it has none.
+ */
+export function splitGrantEntries(entries: readonly string[]): { endpoints: string[]; methods?: string[]; limits?: string[] } {
   const scope = entries.indexOf('');
   // An empty first entry is no scope but a bad endpoint: addGrant refuses it.
   if (scope <= 0) return { endpoints: [...entries] };
-  return { endpoints: entries.slice(0, scope), methods: entries.slice(scope + 1) };
+  const endpoints = entries.slice(0, scope);
+  const limitsAt = entries.indexOf('', scope + 1);
+  if (limitsAt < 0) return { endpoints, methods: entries.slice(scope + 1) };
+  const limits = entries.slice(limitsAt + 1);
+  return limitsAt === scope + 1 ? { endpoints, limits } : { endpoints, methods: entries.slice(scope + 1, limitsAt), limits };
 }
 
 function shorten(text: string): string {

@@ -2,21 +2,24 @@
 // WebSocket upgrade, and the original request a front proxy asks /ext/auth/check about.
 // In this order: CONNECT is refused (any spelling: some servers take methods without
 // regard to case), the CORS origin is looked up, a preflight from an allowed origin is
-// answered, then the gate (or, with no tokens, the path rules), and a token with a method
-// scope is admitted with its grant, for its calls to be checked where they are seen
-// (scope.ts). Written once, so that no way in can skip a step the others take.
+// answered, then the gate (or, with no tokens, the path rules), a token with limits is
+// admitted by the core's bucket and client ranges (assembly/limits.ts), and a token with
+// a method scope is admitted with its grant, for its calls to be checked where they are
+// seen (scope.ts). Written once, so that no way in can skip a step the others take.
 //
 // Where the ways differ, the difference is an input (Way), each with its reason. The
 // step allocates nothing on the router's way: what an admitted request needs besides the
 // decision (its grant, its CORS origin) is read from the admission's fields right after
 // the call, as the core's scopedGrant is.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { Outcome } from '../core/core.js';
+import { ADMIT_CLIENT, ADMIT_OK, ADMIT_RATE, Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
+import { addressBytes, clientAddress } from './client-address.js';
+import type { TrustedProxies } from './client-address.js';
 import { writePreflight } from './cors.js';
 import type { Cors } from './cors.js';
 import type { Gate } from './gate.js';
-import { writeRefusal } from './refusals.js';
+import { writeLimitsFull, writeRateLimited, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { writeConnectRefused } from './responses.js';
 
@@ -50,15 +53,28 @@ export interface Way {
   readonly queryToken: boolean;
   /** Whether the token admitted is kept (`token`): a WebSocket session is re-checked on it for as long as it lasts. */
   readonly keepsToken: boolean;
+  /**
+   * The calls a request counts against its token's rate here: one. Not a WebSocket
+   * upgrade, whose messages each count as they come (websocket.ts); its client is checked.
+   */
+  readonly calls: number;
 }
 
 /** A request to the router: any local route, or the proxy. */
-export const HTTP: Way = Object.freeze({ preflight: true, cors: true, queryToken: false, keepsToken: false });
+export const HTTP: Way = Object.freeze({ preflight: true, cors: true, queryToken: false, keepsToken: false, calls: 1 });
 /** The original request of a /ext/auth/check. */
-export const CHECK: Way = Object.freeze({ preflight: false, cors: true, queryToken: false, keepsToken: false });
+export const CHECK: Way = Object.freeze({ preflight: false, cors: true, queryToken: false, keepsToken: false, calls: 1 });
 /** A WebSocket upgrade to the upstream; `queryToken`: --api-auth-query-token. */
 export function webSocketWay(queryToken: boolean): Way {
-  return Object.freeze({ preflight: false, cors: false, queryToken, keepsToken: true });
+  return Object.freeze({ preflight: false, cors: false, queryToken, keepsToken: true, calls: 0 });
+}
+
+/** A request of a token with limits whose first call was counted at admission: the rest of a batch, once its body is read. */
+export interface LimitedCalls {
+  /** `calls` more calls against the token's rate: an ADMIT_ code. */
+  admit(calls: number): number;
+  /** After ADMIT_RATE: the wait, in milliseconds. */
+  wait(): number;
 }
 
 /** The query parameter of RFC 6750 §2.3. */
@@ -84,13 +100,24 @@ export class Admission {
   outcome: RefusedOutcome = Outcome.NoToken;
   /** After Admitted, by a way that keeps it: the bare token; null when none was needed (a public path, or no tokens). */
   token: string | null = null;
+  /** After Admitted: the serial and grant of a token with limits, whose later calls (WebSocket messages) are admitted too; -1 for none. */
+  limitedSerial = -1;
+  limitedGrant = -1;
+  /** After Admitted with a token with limits: its client's 16 bytes, for those later calls. */
+  client: Uint8Array | null = null;
+  /**
+   * After Admitted with a token with limits, by a way that counts one call per request:
+   * how the rest of a batch's calls are counted once its body is read (the proxy); null for none.
+   */
+  limited: LimitedCalls | null = null;
 
   /**
    * `gate` null: no tokens needed, only the path rules apply (checked by `core`). `cors`
    * null: no origin is allowed. `routes`: api-auth's own, which answer no other site's preflight.
+   * `trusted`: the proxies whose X-Forwarded-For names the client a token's allowedClients are matched against.
    */
   constructor(private readonly core: Core, private readonly gate: Gate | null, private readonly cors: Cors | null,
-    private readonly routes: ReadonlyMap<string, OwnRoute>) {}
+    private readonly routes: ReadonlyMap<string, OwnRoute>, private readonly trusted: TrustedProxies) {}
 
   /**
    * Admits the request that `req` carries, or answers it on `res`. `method` (as sent) and
@@ -119,6 +146,10 @@ export class Admission {
     const gate = this.gate;
     this.grant = -1;
     this.token = null;
+    this.limitedSerial = -1;
+    this.limitedGrant = -1;
+    this.client = null;
+    this.limited = null;
     if (gate === null) return this.core.pathAllowed(path) ? Decision.Admitted : this.refuse(res, req, Outcome.BadPath);
     const header = req.getHeader('authorization');
     let fromQuery: string | null = null;
@@ -129,12 +160,48 @@ export class Admission {
     }
     const outcome = fromQuery !== null ? gate.check(fromQuery, path, true) : gate.check(header, path);
     if (outcome !== Outcome.Valid) {
-      if (outcome !== Outcome.Scoped) return this.refuse(res, req, outcome);
-      this.grant = this.core.scopedGrant;
+      if (outcome === Outcome.Limited) {
+        if (!this.admitLimited(res, req, gate, way)) return Decision.Refused;
+      } else if (outcome !== Outcome.Scoped) {
+        return this.refuse(res, req, outcome);
+      } else {
+        this.grant = this.core.scopedGrant;
+      }
     }
     // A public path is never re-checked: it needs no token, whatever the request carried.
     if (way.keepsToken && !gate.open(path)) this.token = fromQuery ?? header.slice(BEARER_LENGTH);
     return Decision.Admitted;
+  }
+
+  /**
+   * A token with limits: its client against its ranges, then `way.calls` against its
+   * rate, both in the core, shared by every thread. Whether it was admitted; when not,
+   * the answer is written: 403 for the client (naming neither the list nor the address),
+   * 429 with Retry-After for the rate, 503 when the core has no slot for the token.
+   */
+  private admitLimited(res: HttpResponse, req: HttpRequest, gate: Gate, way: Way): boolean {
+    const core = this.core;
+    const serial = core.limitedSerial;
+    const grant = core.scopedGrant;
+    const scoped = core.limitedScoped;
+    const client = addressBytes(clientAddress(res, req, this.trusted), new Uint8Array(16));
+    const result = gate.admitLimited(way.calls, client);
+    if (result !== ADMIT_OK) {
+      // The answer goes to the request in hand: a HEAD gets no body (also a check's).
+      const head = req.getMethod() === 'head';
+      this.outcome = Outcome.Limited;
+      if (result === ADMIT_CLIENT) writeRefusal(res, Outcome.Limited, head, this.allow);
+      // The body is not read here, so the call's id is unknown: null, as JSON-RPC has it then.
+      else if (result === ADMIT_RATE) writeRateLimited(res, core.admitWait, 'null', head, this.allow);
+      else writeLimitsFull(res, head, this.allow);
+      return false;
+    }
+    if (scoped) this.grant = grant;
+    this.limitedSerial = serial;
+    this.limitedGrant = grant;
+    this.client = client;
+    if (way.calls > 0) this.limited = { admit: (calls) => gate.admitCalls(serial, grant, calls, client), wait: () => core.admitWait };
+    return true;
   }
 
   private refuse(res: HttpResponse, req: HttpRequest, outcome: RefusedOutcome): Decision {

@@ -146,6 +146,15 @@ function isMapped(bytes: Uint8Array): boolean {
 }
 
 /**
+ * The 16 bytes of a canonical address (as clientAddress writes it), IPv4 as IPv4-mapped,
+ * into `out`, for the core's client ranges; all zero when it is not an address.
+ */
+export function addressBytes(address: string, out: Uint8Array): Uint8Array {
+  if (parseAddress(address, out) === null) out.fill(0);
+  return out;
+}
+
+/**
  * Parses a textual IPv4 or IPv6 address (no zone, no brackets) into `out` as 16 bytes,
  * IPv4 as IPv4-mapped; null when it is not one.
  */

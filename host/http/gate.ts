@@ -2,7 +2,7 @@
 // and the token service's own), then the token check, one core call at the time of the
 // clock it is given. It allocates nothing on the way.
 import type { Clock } from '../clock.js';
-import { Outcome } from '../core/core.js';
+import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
 import { LATENCY_SAMPLE_EVERY } from '../ops/metrics.js';
 import { UNAVAILABLE } from './refusals.js';
@@ -77,5 +77,21 @@ export class Gate {
     }
     metrics.verifications[outcome]++;
     return outcome;
+  }
+
+  /**
+   * Right after `check` answered Limited: `calls` calls (0: only the client is checked) of
+   * that token from `client` (16 bytes: addressBytes), now. An ADMIT_ code; a refusal is
+   * counted by reason, and for ADMIT_RATE `core.admitWait` says how long to wait.
+   */
+  admitLimited(calls: number, client: Uint8Array): number {
+    return this.admitCalls(this.core.limitedSerial, this.core.scopedGrant, calls, client);
+  }
+
+  /** `admitLimited` for a token admitted earlier (its serial and grant): more calls of one request, or a message. */
+  admitCalls(serial: number, grant: number, calls: number, client: Uint8Array): number {
+    const result = this.core.admit(serial, grant, calls, client, this.clock());
+    if (result !== ADMIT_OK) this.metrics.limitRefusals[result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : result === ADMIT_CLIENT ? 1 : 2]++;
+    return result;
   }
 }

@@ -29,14 +29,17 @@ import type { HttpRequest, HttpResponse, RecognizedString } from 'uWebSockets.js
 import { upstreamAnswered } from './access-log.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
-import { BodyTooLargeError, ClientGoneError, RpcCode, ScopeRefusedError, UpstreamError } from '../errors.js';
+import { BodyTooLargeError, ClientGoneError, LimitRefusedError, RpcCode, ScopeRefusedError, UpstreamError } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
 import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import type { UpstreamHealth } from './forwarding.js';
-import { writeScopeRefusal } from './refusals.js';
+import { writeLimitsFull, writeRateLimited, writeScopeRefusal } from './refusals.js';
+import { ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE } from '../core/core.js';
+import type { LimitedCalls } from './admission.js';
+import { callCount } from './scope.js';
 import { jsonLine } from './responses.js';
 import type { MethodScope, ScopeSplit } from './scope.js';
 import { equalsIgnoringCase, FIELD, Framing, type ResponseParser } from './upstream/parser.js';
@@ -152,9 +155,11 @@ export class UpstreamProxy {
    * Forwards the request (`path` as the gate checked it, `method` as received); call it
    * from the uWS handler, before returning. `allowOrigin`: the CORS origin the answer is
    * for (cors.ts), "" for none. `grant`: the grant of a token with a method scope, whose
-   * body is checked before anything is sent; -1 for none.
+   * body is checked before anything is sent; -1 for none. `limited`: a token with limits,
+   * whose body is read whole too, so that a batch counts as its calls before anything is sent.
    */
-  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = '', grant = -1): void {
+  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = '', grant = -1,
+    limited: LimitedCalls | null = null): void {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
@@ -179,7 +184,7 @@ export class UpstreamProxy {
       exchange.sendWithoutBody(EXPECTS_BODY.has(method));
       return;
     }
-    if (grant >= 0) res.onData((chunk, isLast) => exchange.scopedData(chunk, isLast, grant));
+    if (grant >= 0 || limited !== null) res.onData((chunk, isLast) => exchange.scopedData(chunk, isLast, grant, limited));
     else res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, declared));
   }
 
@@ -192,7 +197,7 @@ export class UpstreamProxy {
   private settled(error: Error | null): void {
     this.inFlight.leave();
     if (error === null) return this.watch.answered();
-    if (error instanceof ClientGoneError || error instanceof BodyTooLargeError || error instanceof ScopeRefusedError) return;
+    if (error instanceof ClientGoneError || error instanceof BodyTooLargeError || error instanceof ScopeRefusedError || error instanceof LimitRefusedError) return;
     this.watch.failed(error);
   }
 }
@@ -331,7 +336,7 @@ class Exchange implements UpstreamRequest {
    * A chunk of a scoped token's body: held until the last one, then the whole body is
    * checked, and forwarded as received only if its calls pass.
    */
-  scopedData(chunk: ArrayBuffer, isLast: boolean, grant: number): void {
+  scopedData(chunk: ArrayBuffer, isLast: boolean, grant: number, limited: LimitedCalls | null = null): void {
     if (this.closed) return;
     this.received += chunk.byteLength;
     if (this.received > this.relay.maxBody) {
@@ -348,8 +353,24 @@ class Exchange implements UpstreamRequest {
     }
     const body = this.chunks === null ? copy : Buffer.concat([...this.chunks, copy], this.received);
     this.chunks = null;
+    // A batch of a token with limits: its first call was counted at admission, the others now.
+    const calls = limited === null ? 1 : callCount(body);
+    const admitted = calls > 1 ? limited!.admit(calls - 1) : ADMIT_OK;
+    if (admitted !== ADMIT_OK) {
+      this.closed = true;
+      const res = this.res;
+      res.cork(() => {
+        if (admitted === ADMIT_RATE || admitted === ADMIT_OVER_BURST) {
+          writeRateLimited(res, limited!.wait(), 'null', this.head, this.allowOrigin, admitted === ADMIT_OVER_BURST ? calls : 0);
+        } else {
+          writeLimitsFull(res, this.head, this.allowOrigin);
+        }
+      });
+      this.relay.settle(new LimitRefusedError(admitted === ADMIT_RATE || admitted === ADMIT_OVER_BURST ? 'rate' : 'table full'));
+      return;
+    }
     const scope = this.relay.scope!;
-    const refusal = this.head ? scope.check(grant, body, 'http') : scope.split(grant, body, 'http');
+    const refusal = grant < 0 ? null : this.head ? scope.check(grant, body, 'http') : scope.split(grant, body, 'http');
     if (refusal === null) {
       this.bytes = withBody(this.requestHead, body);
       this.relay.dispatch(this);

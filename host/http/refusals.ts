@@ -32,6 +32,9 @@ export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string,
   [Outcome.Scoped]: [FORBIDDEN, 'the provided auth token allows only some JSON-RPC methods, and this check cannot see the ' +
     'request\'s calls (an auth subrequest carries no body): use a token without methods here, or put api-auth itself in front ' +
     'of the node (--upstream)'],
+  // A token with limits from a client its allowedClients do not hold; the answer names
+  // neither the list nor the address, so that it tells a stolen token's user nothing.
+  [Outcome.Limited]: [FORBIDDEN, 'the provided auth token may not be used from this client'],
 };
 
 interface Encoded {
@@ -49,7 +52,7 @@ const ENCODED: Encoded[] = [];
 for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const scoped = Number(outcome) === Outcome.Scoped;
   // The original node answered id 1 whatever the request; clients match on this body.
-  const code = scoped ? RpcCode.InsufficientScope : RpcCode.InvalidRequest;
+  const code = scoped ? RpcCode.InsufficientScope : Number(outcome) === Outcome.Limited ? RpcCode.ClientNotAllowed : RpcCode.InvalidRequest;
   const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message: reason })},"id":1}\n`;
   const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
   ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body) };
@@ -97,6 +100,46 @@ export function writeScopeRefusal(res: HttpResponse, refusal: ScopeRefusal, head
   if (status === 403) res.writeHeader('WWW-Authenticate', INSUFFICIENT_SCOPE);
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   endWith(res, new TextEncoder().encode(`${refusal.text}\n`), head);
+}
+
+/** The message of a call past its token's rate, with the whole seconds to wait. */
+export function rateLimitedMessage(retryAfter: number): string {
+  return `the provided auth token is past its rate limit; retry in ${retryAfter} s`;
+}
+
+/** The message of a batch of more calls than its token's burst: no wait lets it through. */
+export function overBurstMessage(calls: number): string {
+  return `the provided auth token's burst is smaller than these ${calls} calls at once; send fewer calls at a time`;
+}
+
+/** Retry-After for a wait in milliseconds: whole seconds, rounded up, at least 1. */
+export function retryAfterSeconds(waitMs: number): number {
+  return Math.max(1, Math.ceil(waitMs / 1000));
+}
+
+/**
+ * Writes the 429 of a request past its token's rate (-32005, EIP-1474's "limit
+ * exceeded", with `idJson` as its id), with Retry-After; call it corked. `waitMs`: the
+ * core's wait; `calls`, for a request of more calls than the burst, which no wait helps
+ * (then Retry-After is absent).
+ */
+export function writeRateLimited(res: HttpResponse, waitMs: number, idJson: string, head = false, allowOrigin = '', calls = 0): void {
+  res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json');
+  const message = calls > 0 ? overBurstMessage(calls) : rateLimitedMessage(retryAfterSeconds(waitMs));
+  if (calls === 0) res.writeHeader('Retry-After', String(retryAfterSeconds(waitMs)));
+  if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
+  endWith(res, new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.RateLimited, message })},"id":${idJson}}\n`), head);
+}
+
+/** The message of the 503 when the core's limits table has no slot for a token (assembly/limits.ts). */
+export const LIMITS_FULL_REASON = 'this api-auth gateway tracks as many tokens with limits as it can; retry later, or use a token ' +
+  'without limits';
+
+/** Writes that 503; call it corked. */
+export function writeLimitsFull(res: HttpResponse, head = false, allowOrigin = ''): void {
+  res.writeStatus('503 Service Unavailable').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', '1');
+  if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
+  endWith(res, new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.Unavailable, message: LIMITS_FULL_REASON })},"id":1}\n`), head);
 }
 
 /**

@@ -37,10 +37,10 @@ export class Router {
     if (this.access !== null) judged(res, req, admission, decision, path);
     if (decision !== Decision.Admitted) return;
     // Read before anything else is admitted: a check (auth-check.ts) admits its original request with the same admission.
-    const { allow, grant } = admission;
+    const { allow, grant, limited } = admission;
     const route = this.routes.get(path);
     if (route !== undefined) return this.local.serve(res, req, path, route, allow, grant);
-    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow, grant);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow, grant, limited);
     writeNotFound(res, req.getMethod() === 'head');
   }
 }

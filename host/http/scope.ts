@@ -204,6 +204,22 @@ function splitBatch(calls: readonly Call[], texts: readonly string[], allowed: r
   };
 }
 
+/**
+ * How many calls a body holds, as a token's rate counts them: a batch's length (at least
+ * one), else one (a lone call, or a body that is not JSON, which the upstream answers).
+ */
+export function callCount(body: Uint8Array): number {
+  let i = 0;
+  while (i < body.length && (body[i] === 0x20 || body[i] === 0x09 || body[i] === 0x0a || body[i] === 0x0d)) i++;
+  if (body[i] !== 0x5b) return 1;
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
+    return Array.isArray(parsed) ? Math.max(1, parsed.length) : 1;
+  } catch {
+    return 1;
+  }
+}
+
 /** The JSON-RPC error object of a scope refusal, with `idJson` as its id. */
 function errorText(message: string, idJson: string): string {
   return `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.InsufficientScope, message })},"id":${idJson}}`;

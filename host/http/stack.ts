@@ -85,7 +85,7 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
   routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.clock, parts.serving) });
   // One admission for the router, the check and the relay: routes is read per request, so the check's own is in it too.
-  const admission = new Admission(core, gate, cors ?? null, routes);
+  const admission = new Admission(core, gate, cors ?? null, routes, parts.trustedProxies);
   routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(admission, scope, inFlight) });
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {

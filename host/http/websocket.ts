@@ -14,7 +14,10 @@
 // each message from the client is checked as an HTTP body would be (scope.ts), and one
 // the scope refuses is not forwarded; the client gets the JSON-RPC error instead (one
 // error for a lone call, an array of them for a batch, as over HTTP) and the session
-// goes on. The upgrade itself carries no calls and is not refused for its scope.
+// goes on. The upgrade itself carries no calls and is not refused for its scope. A
+// session opened with a token that has limits had its client checked at the upgrade; each
+// message then counts its calls (a batch, its number) against the token's rate, and one
+// past it gets -32005 for its id instead of being forwarded, the session going on.
 //
 // A session lives only as long as its token. Every message from the client is checked
 // against the token's standing (core.standing: the generation, the expiry at the clock's
@@ -42,7 +45,7 @@
 // open.
 import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocket, WebSocketBehavior } from 'uWebSockets.js';
 import type { Clock } from '../clock.js';
-import { Outcome, OUTCOME_NAMES } from '../core/core.js';
+import { ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, Outcome, OUTCOME_NAMES } from '../core/core.js';
 import type { Claims, Core } from '../core/core.js';
 import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
@@ -58,7 +61,7 @@ import type { InFlight } from './in-flight.js';
 import { classify, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import { statusLine } from './proxy.js';
 import type { UpstreamOptions } from './proxy.js';
-import { REFUSALS, writeRefusal } from './refusals.js';
+import { overBurstMessage, rateLimitedMessage, REFUSALS, retryAfterSeconds, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
 import type { Router } from './router.js';
@@ -188,6 +191,8 @@ export class WebSocketRelay {
       return;
     }
     const { grant, token } = admission;
+    const limited = admission.limitedSerial < 0 ? null
+      : { serial: admission.limitedSerial, grant: admission.limitedGrant, client: admission.client as Uint8Array };
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     let query = req.getQuery() as string | undefined;
     // The credential is the gate's alone: with the flag on, it never reaches the upstream.
@@ -221,7 +226,7 @@ export class WebSocketRelay {
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
     const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
     const standing = claims === undefined ? null : this.parts.core.standing(claims);
-    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, grant, logged: loggedSession(res) });
+    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, grant, limited, logged: loggedSession(res) });
     handshake.start(target, protocols, list);
   }
 
@@ -307,6 +312,29 @@ export class WebSocketRelay {
     return this.parts.scope;
   }
 
+  /**
+   * A message of a session opened with a token that has limits: null when its calls (one,
+   * or a batch's number) are let through, else the JSON-RPC error to answer it with, for
+   * its id (null for a batch or a message that is not a call).
+   */
+  admitMessage(limited: LimitedToken, data: ArrayBuffer): string | null {
+    let parsed: unknown = null;
+    try {
+      parsed = JSON.parse(Buffer.from(data).toString('utf8'));
+    } catch {
+      // Not JSON: one call as far as the rate goes; the upstream answers what it is.
+    }
+    const calls = Array.isArray(parsed) ? Math.max(1, parsed.length) : 1;
+    const { core, metrics } = this.parts;
+    const result = core.admit(limited.serial, limited.grant, calls, limited.client, this.parts.clock());
+    if (result === ADMIT_OK) return null;
+    metrics.limitRefusals[result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : 2]++;
+    const id = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) && 'id' in parsed ? JSON.stringify(parsed.id) : 'null';
+    const message = result === ADMIT_RATE ? rateLimitedMessage(retryAfterSeconds(core.admitWait))
+      : result === ADMIT_OVER_BURST ? overBurstMessage(calls) : 'this api-auth gateway tracks as many tokens with limits as it can; retry later';
+    return `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.RateLimited, message })},"id":${id ?? 'null'}}`;
+  }
+
   /** A token's session ended with its token: one audit line, without the token or the query. */
   audit(session: Session, outcome: RefusedOutcome): void {
     const { claims } = session.opened;
@@ -390,6 +418,16 @@ interface Opened {
   readonly grant: number;
   /** The upgrade's access log line, which the session's end completes; null when not logged. */
   readonly logged: LoggedResponse | null;
+  /** A token with limits, whose every message counts against its rate; null for none. */
+  readonly limited: LimitedToken | null;
+}
+
+/** What admits a session's messages against its token's limits (admission.ts). */
+interface LimitedToken {
+  readonly serial: number;
+  readonly grant: number;
+  /** The client's 16 bytes, as checked at the upgrade. */
+  readonly client: Uint8Array;
 }
 
 /** An upgrade waiting for the upstream: the client's 101 once the upstream accepts, or the HTTP error it earned. */
@@ -563,6 +601,13 @@ export class Session implements SessionHandler, SessionCounts {
       if (refusal !== null) {
         // Within uWS's message callback, which is corked already.
         this.client?.send(refusal.text, false);
+        return;
+      }
+    }
+    if (this.opened.limited !== null) {
+      const refusal = this.relay.admitMessage(this.opened.limited, data);
+      if (refusal !== null) {
+        this.client?.send(refusal, false);
         return;
       }
     }

@@ -48,6 +48,10 @@ export type ScopeVia = (typeof SCOPE_VIAS)[number];
 export const SCOPE_RESULTS = ['allowed', 'method not allowed', 'not json-rpc'] as const;
 export type ScopeResult = (typeof SCOPE_RESULTS)[number];
 
+/** Why a token with limits was refused: past its rate, from a client it does not allow, or no slot in the core's limits table. */
+export const LIMIT_REFUSALS = ['rate', 'client', 'table full'] as const;
+export type LimitRefusal = (typeof LIMIT_REFUSALS)[number];
+
 /**
  * One verification in this many is timed. Timing every one would cost two clock reads
  * per request; a sample of one in 64 gives the same distribution at a sixty-fourth of
@@ -93,6 +97,8 @@ export class Metrics implements MetricsSource {
   readonly upstreamErrors = new Float64Array(UPSTREAM_ERROR_KINDS.length);
   /** Method checks of scoped tokens, indexed by via * SCOPE_RESULTS.length + result. */
   readonly scopeChecks = new Float64Array(SCOPE_VIAS.length * SCOPE_RESULTS.length);
+  /** Requests and WebSocket messages of tokens with limits refused, by LIMIT_REFUSALS. */
+  readonly limitRefusals = new Float64Array(LIMIT_REFUSALS.length);
   /** Requests this HTTP thread received. */
   requests = 0;
   /** WebSocket sessions open now on this thread, opened so far, refused by WS_REFUSALS, closed by WS_CLOSES. */
@@ -123,7 +129,7 @@ export class Metrics implements MetricsSource {
       c.inc({ result: 'accepted' }, this.passwordsAccepted);
       c.inc({ result: 'refused' }, this.passwordsRefused);
     }, ['result']);
-    counter('api_auth_password_throttled_total', 'Calls refused before any password check because of earlier failures (HTTP 429, -32042).',
+    counter('api_auth_password_throttled_total', 'Calls refused before any password check because of earlier failures (HTTP 429, -32005).',
       (c) => c.inc(this.passwordsThrottled));
     counter('api_auth_password_busy_total', 'Calls refused because too many password checks were waiting (HTTP 503, -32043).',
       (c) => c.inc(this.passwordsBusy));
@@ -143,6 +149,10 @@ export class Metrics implements MetricsSource {
       (c) => c.inc(this.accessLinesLost));
     counter('api_auth_access_log_write_errors_total', 'Writes to the access log, and reopens of it, that failed.',
       (c) => c.inc(this.accessWriteErrors));
+    // By reason only: a label per token would let anyone who issues tokens grow the series without bound.
+    counter('api_auth_limit_refusals_total', 'Requests and WebSocket messages of tokens with limits refused, by reason: past the rate ' +
+      '(HTTP 429, -32005), from a client the token does not allow (HTTP 403), or no room in the limits table (HTTP 503).',
+    (c) => labelled(c, 'reason', LIMIT_REFUSALS, this.limitRefusals), ['reason']);
     this.latency = new Histogram({
       name: 'api_auth_verification_duration_seconds',
       help: `Time the gate spends verifying a token (one verification in ${LATENCY_SAMPLE_EVERY} is timed).`,

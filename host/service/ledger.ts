@@ -31,7 +31,7 @@ export interface Ledger {
   revoke(serial: number, expiry: number): Promise<void>;
   /** Whether `serial` is revoked, and not yet expired. */
   isRevoked(serial: number): boolean;
-  /** The entry list of grant `id` (endpoints, and a scope's methods after an empty entry). */
+  /** The entry list of grant `id` (endpoints, a scope's methods after an empty entry, then limits after another). */
   grantList(id: number): readonly string[] | undefined;
   /**
    * Replaces the password, if it is still `checked`, and starts the next generation, in
@@ -45,6 +45,8 @@ export interface GrantRequest {
   readonly id: number;
   readonly endpoints: readonly string[];
   readonly methods: readonly string[] | undefined;
+  /** The limit entries (limitEntries in token-params.ts); undefined for a token without limits. */
+  readonly limits?: readonly string[];
 }
 
 /** A password check counted against a shared allowance (Ledger.beginPasswordCheck). */

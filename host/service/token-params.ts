@@ -1,5 +1,6 @@
 // The params auth.newToken, auth.listTokens and auth.revokeToken took on beyond the
 // original's (label, expiresIn, id), and the forms a token's inventory entry is shown in.
+import { isIPv4, isIPv6 } from 'node:net';
 import { parseDuration } from '../duration.js';
 import { invalidParams } from '../rpc/jsonrpc.js';
 import type { Params } from '../rpc/jsonrpc.js';
@@ -73,4 +74,143 @@ export function parseTokenId(id: string): number | undefined {
 /** Unix seconds as RFC 3339, UTC, whole seconds: "2030-01-01T00:00:00Z". */
 export function rfc3339(seconds: number): string {
   return new Date(seconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+/** A rate of 1 to MAX_RATE calls per second, minute or hour; a burst of 1 to MAX_BURST (assembly/limits.ts). */
+export const MAX_RATE = 1_000_000;
+export const MAX_BURST = 1_000_000;
+/** allowedClients holds 1 to MAX_ALLOWED_CLIENTS addresses or ranges (the core's MAX_CLIENTS). */
+export const MAX_ALLOWED_CLIENTS = 64;
+
+const RATE = /^([1-9][0-9]{0,6})\/([smh])$/;
+const SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600 };
+const RATE_RULE = `"N/s", "N/m" or "N/h", N calls (1 to ${MAX_RATE}) per second, minute or hour`;
+const CLIENTS_RULE = `an array of 1 to ${MAX_ALLOWED_CLIENTS} IPv4 or IPv6 addresses or CIDR ranges (such as 192.0.2.7, ` +
+  '10.0.0.0/8 or 2001:db8::/32)';
+const MAPPED = '00000000000000000000ffff';
+
+/**
+ * The optional `rateLimit`, `burst` and `allowedClients`, as the grant's limit entries the
+ * core reads (assembly/limits.ts): `rate N/U`, `burst B` (the rate per second rounded up,
+ * at least 1, when left out), then one `client HEX/PREFIX` per range, IPv4 as IPv4-mapped,
+ * sorted and without duplicates, so that equal limits make one grant. Undefined when none
+ * is given.
+ */
+export function limitEntries(params: Params): string[] | undefined {
+  const { rateLimit, burst, allowedClients } = params;
+  if (rateLimit === undefined && burst === undefined && allowedClients === undefined) return undefined;
+  const entries: string[] = [];
+  if (rateLimit !== undefined) {
+    const match = typeof rateLimit === 'string' ? RATE.exec(rateLimit) : null;
+    if (match === null || Number(match[1]) > MAX_RATE) throw invalidParams('rateLimit', RATE_RULE);
+    const perSecond = Number(match[1]) / SECONDS[match[2]];
+    if (burst !== undefined && (typeof burst !== 'number' || !Number.isInteger(burst) || burst < 1 || burst > MAX_BURST)) {
+      throw invalidParams('burst', `an integer from 1 to ${MAX_BURST}: the calls the token may make at once`);
+    }
+    entries.push(`rate ${match[1]}/${match[2]}`, `burst ${burst ?? Math.max(1, Math.ceil(perSecond))}`);
+  } else if (burst !== undefined) {
+    throw invalidParams('burst', 'given only with rateLimit: it is the size of the rate\'s bucket');
+  }
+  if (allowedClients !== undefined) {
+    if (!Array.isArray(allowedClients) || allowedClients.length === 0 || allowedClients.length > MAX_ALLOWED_CLIENTS) {
+      throw invalidParams('allowedClients', CLIENTS_RULE);
+    }
+    const ranges = new Set<string>();
+    allowedClients.forEach((client: unknown, i) => {
+      const range = typeof client === 'string' ? clientRange(client) : null;
+      if (range === null) throw invalidParams(`allowedClients[${i}]`, `an IPv4 or IPv6 address or CIDR range (such as 192.0.2.7, 10.0.0.0/8 or 2001:db8::/32) with no bits set past its prefix`);
+      ranges.add(`client ${range}`);
+    });
+    entries.push(...[...ranges].sort());
+  }
+  return entries;
+}
+
+/** The limits of a token, as auth.listTokens shows them: null for each it was issued without. */
+export interface ShownLimits {
+  readonly rateLimit: string | null;
+  readonly burst: number | null;
+  readonly allowedClients: string[] | null;
+}
+
+/** The limit entries of a grant (limitEntries) as listTokens shows them; every field null without. */
+export function shownLimits(entries: readonly string[] | undefined): ShownLimits {
+  let rateLimit: string | null = null;
+  let burst: number | null = null;
+  const clients: string[] = [];
+  for (const entry of entries ?? []) {
+    if (entry.startsWith('rate ')) rateLimit = entry.slice(5);
+    else if (entry.startsWith('burst ')) burst = Number(entry.slice(6));
+    else if (entry.startsWith('client ')) clients.push(showRange(entry.slice(7)));
+  }
+  return { rateLimit, burst, allowedClients: clients.length === 0 ? null : clients };
+}
+
+/** `HEX/PREFIX` (32 lowercase hex digits, IPv4 as IPv4-mapped) for an address or CIDR range; null when it is neither, or has bits set past its prefix. */
+export function clientRange(text: string): string | null {
+  const slash = text.indexOf('/');
+  const address = slash < 0 ? text : text.slice(0, slash);
+  const bytes = addressBytes(address);
+  if (bytes === null) return null;
+  const v4 = address.includes('.') && !address.includes(':');
+  const max = v4 ? 32 : 128;
+  let prefix = max;
+  if (slash >= 0) {
+    const p = text.slice(slash + 1);
+    if (!/^(0|[1-9][0-9]{0,2})$/.test(p) || Number(p) > max) return null;
+    prefix = Number(p);
+  }
+  const bits = v4 ? prefix + 96 : prefix;
+  for (let i = 0; i < 16; i++) {
+    const kept = Math.max(0, Math.min(8, bits - i * 8));
+    if ((bytes[i] & (0xff >> kept)) !== 0) return null;
+  }
+  return `${Buffer.from(bytes).toString('hex')}/${bits}`;
+}
+
+/** A range of clientRange's form as a person writes it: 10.0.0.0/8, 192.0.2.7, 2001:db8::/32. */
+function showRange(range: string): string {
+  const [hex, p] = range.split('/');
+  const bits = Number(p);
+  if (hex.startsWith(MAPPED) && bits >= 96) {
+    const v4 = Buffer.from(hex.slice(24), 'hex').join('.');
+    return bits === 128 ? v4 : `${v4}/${bits - 96}`;
+  }
+  const groups = (hex.match(/.{4}/g) ?? []).map((g) => parseInt(g, 16).toString(16));
+  // RFC 5952: the longest run of two or more zero groups (the first of equals) becomes "::".
+  let best = -1;
+  let bestLength = 1;
+  for (let i = 0; i < 8;) {
+    let j = i;
+    while (j < 8 && groups[j] === '0') j++;
+    if (j - i > bestLength) [best, bestLength] = [i, j - i];
+    i = j === i ? i + 1 : j;
+  }
+  const text = best < 0 ? groups.join(':') : `${groups.slice(0, best).join(':')}::${groups.slice(best + bestLength).join(':')}`;
+  return bits === 128 ? text : `${text}/${bits}`;
+}
+
+/** The 16 bytes of an IPv4 (as IPv4-mapped) or IPv6 address in text; null when it is neither. */
+function addressBytes(text: string): Uint8Array | null {
+  if (isIPv4(text)) return Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...text.split('.').map(Number)]);
+  // A zone (fe80::1%eth0) names an interface of this host, no client's address.
+  if (!isIPv6(text) || text.includes('%')) return null;
+  let body = text;
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(body);
+  if (dotted !== null) {
+    const [a, b, c, d] = dotted[1].split('.').map(Number);
+    body = `${body.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = body.includes('::') ? body.split('::') : [body, undefined];
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  if (groups.length !== 8) return null;
+  const bytes = new Uint8Array(16);
+  groups.forEach((g, i) => {
+    const v = parseInt(g, 16);
+    bytes[2 * i] = v >> 8;
+    bytes[2 * i + 1] = v & 0xff;
+  });
+  return bytes;
 }

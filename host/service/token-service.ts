@@ -23,7 +23,7 @@ import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import type { Inventory, InventoryEntry, Ledger, SharedCheck } from './ledger.js';
-import { labelParam, lifetimeParam, parseTokenId, rfc3339, tokenId } from './token-params.js';
+import { labelParam, lifetimeParam, limitEntries, parseTokenId, rfc3339, shownLimits, tokenId } from './token-params.js';
 import { PasswordThrottle } from './throttle.js';
 
 export interface TokenServiceOptions {
@@ -97,13 +97,13 @@ export class TokenService {
     }
     const checked = await this.authenticate(password, context);
     const { issued, durable } = await this.exclusive(checked, async () => {
-      const grant = this.findGrant(endpoints, extra.methods);
+      const grant = this.findGrant(endpoints, extra.methods, extra.limits);
       if (!this.inventory.hasRoom(this.maxTokens)) {
         throw new RpcError(RpcCode.ResourceLimit, `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
           'wait for some to expire (revoked ones count until then), or raise the limit');
       }
       const now = this.now();
-      const issued = await this.recorded(() => this.ledger.issue({ id: grant, endpoints, methods: extra.methods }, now,
+      const issued = await this.recorded(() => this.ledger.issue({ id: grant, endpoints, methods: extra.methods, limits: extra.limits }, now,
         extra.lifetime ?? this.tokenLifetime));
       const { serial, generation, grant: granted, expiry } = issued.claims;
       const entry = { serial, generation, grant: granted, issuedAt: now, expiry, label: extra.label };
@@ -118,7 +118,7 @@ export class TokenService {
   async listTokens(password: string, context: CallContext): Promise<ListedToken[]> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () =>
-      this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [], this.ledger.isRevoked(e.serial))));
+      this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [], this.ledger.isRevoked(e.serial), this.core)));
   }
 
   /**
@@ -181,10 +181,12 @@ export class TokenService {
   methods(): MethodTable {
     return new Map<string, Method>([
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
-        knownParams(p, 'auth.newToken', ['password', 'endpoints', 'methods', 'expiresIn', 'label']);
+        knownParams(p, 'auth.newToken', ['password', 'endpoints', 'methods', 'expiresIn', 'label', 'rateLimit', 'burst', 'allowedClients']);
         const password = passwordParam(p, 'password');
         const endpoints = endpointsParam(p);
-        const extra = { label: labelParam(p), lifetime: lifetimeParam(p, this.tokenLifetime), methods: methodsParam(p) };
+        const extra = {
+          label: labelParam(p), lifetime: lifetimeParam(p, this.tokenLifetime), methods: methodsParam(p), limits: limitEntries(p),
+        };
         const { token, claims, id } = await this.newToken(password, endpoints, extra, c);
         audit.serial = claims.serial;
         audit.generation = claims.generation;
@@ -345,9 +347,9 @@ export class TokenService {
   }
 
   /** The id the core gives (or would give) the grant; a bad list is the client's error. */
-  private findGrant(endpoints: readonly string[], methods: readonly string[] | undefined): number {
+  private findGrant(endpoints: readonly string[], methods: readonly string[] | undefined, limits: readonly string[] | undefined): number {
     try {
-      return this.core.findGrant(endpoints, methods);
+      return this.core.findGrant(endpoints, methods, limits);
     } catch (error) {
       if (!(error instanceof GrantError)) throw error;
       throw new RpcError(GRANT_ERRORS[error.code].rpcCode, error.message);
@@ -362,6 +364,8 @@ export interface NewTokenOptions {
   readonly label?: string;
   /** JSON-RPC method patterns the token is limited to; every method when left out. */
   readonly methods?: readonly string[];
+  /** Its rate and client ranges as the grant's limit entries (limitEntries); none when left out. */
+  readonly limits?: readonly string[];
 }
 
 /** One token as auth.listTokens shows it: never the token itself. */
@@ -372,6 +376,16 @@ export interface ListedToken {
   readonly endpoints: string[];
   /** The JSON-RPC method patterns it is limited to; null for every method. */
   readonly methods: string[] | null;
+  /** "N/s", "N/m" or "N/h"; null without a rate. */
+  readonly rateLimit: string | null;
+  /** The bucket's size; null without a rate. */
+  readonly burst: number | null;
+  /** The addresses and ranges it works from, in canonical form and order; null from anywhere. */
+  readonly allowedClients: string[] | null;
+  /** The last call the gate let through, RFC 3339 (UTC, whole seconds); null when none, or not counted (no limits). */
+  readonly lastUsedAt: string | null;
+  /** Calls the gate let through since issue (or this gateway's start); null for a token without limits, which is not counted. */
+  readonly requests: number | null;
   /** RFC 3339, UTC, whole seconds. */
   readonly issuedAt: string;
   readonly expiresAt: string;
@@ -386,14 +400,21 @@ export interface IdRevocation {
   readonly reason?: string;
 }
 
-/** An entry as listTokens shows it, its grant's stored entries split into endpoints and methods. */
-function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean): ListedToken {
-  const { endpoints, methods } = splitGrantEntries(entries);
+/**
+ * An entry as listTokens shows it, its grant's stored entries split into endpoints,
+ * methods and limits, with the usage the core counted for a token with limits.
+ */
+function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core): ListedToken {
+  const { endpoints, methods, limits } = splitGrantEntries(entries);
+  const usage = limits === undefined ? undefined : core.usage(e.serial);
   return {
     id: tokenId(e.serial),
     label: e.label ?? null,
     endpoints,
     methods: methods ?? null,
+    ...shownLimits(limits),
+    lastUsedAt: usage === undefined ? null : rfc3339(Math.floor(usage.lastUsedMs / 1000)),
+    requests: limits === undefined ? null : usage?.requests ?? 0,
     issuedAt: rfc3339(e.issuedAt),
     expiresAt: rfc3339(e.expiry),
     revoked,

@@ -28,9 +28,9 @@ export class FolderLedger implements Ledger {
     // nobody can tell, so it may come before a write that fails.
     this.core.sweep(now);
     const fresh = grant.id === this.core.grantCount;
-    await this.store.prepareIssue(fresh ? { id: grant.id, endpoints: grantEntries(grant.endpoints, grant.methods) } : undefined,
+    await this.store.prepareIssue(fresh ? { id: grant.id, endpoints: grantEntries(grant.endpoints, grant.methods, grant.limits) } : undefined,
       this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
-    if (fresh && this.core.addGrant(grant.endpoints, grant.methods) !== grant.id) throw new InvariantError(`the core gave grant ${grant.id} another id`);
+    if (fresh && this.core.addGrant(grant.endpoints, grant.methods, grant.limits) !== grant.id) throw new InvariantError(`the core gave grant ${grant.id} another id`);
     return this.core.issue(grant.id, now, lifetime);
   }
 

@@ -221,8 +221,8 @@ export function restoreCore(core: Core, s: ServiceState, now: number, path: stri
   s.grants.forEach((entries, id) => {
     let got: number;
     try {
-      const { endpoints, methods } = splitGrantEntries(entries);
-      got = core.addGrant(endpoints, methods);
+      const { endpoints, methods, limits } = splitGrantEntries(entries);
+      got = core.addGrant(endpoints, methods, limits);
     } catch {
       throw damaged(`endpoint list ${id} is not valid`);
     }

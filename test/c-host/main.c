@@ -160,16 +160,37 @@ static void command(char **f, int n) {
   } else if (strcmp(c, "authorize") == 0) {
     bytes_t header = hex(f[1]), path = hex(f[2]);
     expect_int(authorize(header, path, strtoll(f[3], NULL, 10)), f[4], "authorize");
-    if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "authorize: Scoped grant");
+    if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "authorize: Scoped or Limited grant");
+    if (n > 6) expect_int((int64_t)load_le(result_ptr, 8), f[6], "authorize: Limited serial");
     free(header.data);
     free(path.data);
   } else if (strcmp(c, "verify") == 0) {
     bytes_t token = hex(f[1]), path = hex(f[2]);
     uint32_t token_len = put(token_ptr, token_cap, token), path_len = put(path_ptr, path_cap, path);
     expect_int(Z_coreZ_verify(&core, token_len, path_len, (u64)strtoll(f[3], NULL, 10)), f[4], "verify");
-    if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "verify: Scoped grant");
+    if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "verify: Scoped or Limited grant");
+    if (n > 6) expect_int((int64_t)load_le(result_ptr, 8), f[6], "verify: Limited serial");
     free(token.data);
     free(path.data);
+  } else if (strcmp(c, "admit") == 0) {
+    /* admit <serial> <grant> <calls> <now ns> <client hex> <result> <wait ns>: the client in the io buffer. */
+    bytes_t client = hex(f[5]);
+    put(io_ptr, io_cap, client);
+    int32_t r = (int32_t)Z_coreZ_admit(&core, strtoull(f[1], NULL, 10), strtoul(f[2], NULL, 10), strtoul(f[3], NULL, 10),
+                                       (u64)strtoll(f[4], NULL, 10));
+    expect_int(r, f[6], "admit");
+    if (r == 2) expect_int((int64_t)load_le(result_ptr, 8), f[7], "admit: wait");
+    free(client.data);
+  } else if (strcmp(c, "share") == 0) {
+    expect_int((int32_t)Z_coreZ_setLimitShare(&core, strtoul(f[1], NULL, 10)), "0", "setLimitShare");
+  } else if (strcmp(c, "usage") == 0) {
+    /* usage <serial> <found> <requests> <last ns> */
+    int32_t found = (int32_t)Z_coreZ_usage(&core, strtoull(f[1], NULL, 10));
+    expect_int(found, f[2], "usage");
+    if (found == 1) {
+      expect_int((int64_t)load_le(result_ptr, 8), f[3], "usage: requests");
+      expect_int((int64_t)load_le(result_ptr + 8, 8), f[4], "usage: last");
+    }
   } else if (strcmp(c, "method") == 0) {
     /* The method name goes in the path buffer; one longer than it, with its true length. */
     bytes_t name = hex(f[2]);

@@ -275,6 +275,31 @@ t.test('--help prints the commands and exit codes', async (t) => {
   t.notMatch(USAGE, /token revoke TOKEN/, 'not from the command line');
 });
 
+t.test('token new --rate-limit --burst --allowed-clients, then token list shows them with LAST USED and REQUESTS', async (t) => {
+  const node = await startServer(t);
+  const auth = ['--uri', node.url, '--password-file', node.passwordFile];
+  const made = await api(['token', 'new', ...auth, '--endpoints', '/ext/info', '--rate-limit', '1/h', '--burst', '2',
+    '--allowed-clients', '127.0.0.0/8, 2001:db8::/32', '--json']);
+  t.equal(made.code, 0, made.stderr);
+  const { token, id } = JSON.parse(made.stdout) as { token: string; id: string };
+  t.equal((await call(node.url, '/ext/info', token)).status, 200);
+  t.equal((await call(node.url, '/ext/info', token)).status, 200);
+  t.equal((await call(node.url, '/ext/info', token)).status, 429, 'the burst of 2 is spent');
+  const { tokens } = JSON.parse((await api(['token', 'list', ...auth, '--json'])).stdout) as { tokens: Record<string, unknown>[] };
+  t.match(tokens[0], { id, rateLimit: '1/h', burst: 2, allowedClients: ['127.0.0.0/8', '2001:db8::/32'], requests: 2, lastUsedAt: /Z$/ });
+  const lines = (await api(['token', 'list', ...auth])).stdout.trimEnd().split('\n');
+  t.match(lines[1], new RegExp(`^${id} +- +/ext/info +\\* +1/h \\(burst 2\\) +127\\.0\\.0\\.0/8,2001:db8::/32 +.* no +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d +2$`),
+    'RATE, CLIENTS, LAST USED and REQUESTS');
+  const bad = await api(['token', 'new', ...auth, '--endpoints', '/ext/info', '--rate-limit', '5/d']);
+  t.equal(bad.code, 1, 'the node refuses a bad rate');
+  t.match(bad.stderr, /rateLimit/);
+  const usage = await api(['token', 'new', ...auth, '--endpoints', '/ext/info', '--rate-limit', '5/s', '--burst', 'x']);
+  t.equal(usage.code, 2, 'a --burst that is no number is a bad command line');
+  t.match(usage.stderr, /--burst must be a whole number/);
+  const misplaced = await api(['token', 'list', ...auth, '--rate-limit', '5/s']);
+  t.match(misplaced.stderr, /--rate-limit belongs to "api-auth token new"/);
+});
+
 t.test('token new --label --expires-in, then token list shows it (a table, or --json) and token revoke --id revokes it', async (t) => {
   const node = await startServer(t, { cheapChecks: true });
   const auth = ['--uri', node.url, '--password-file', node.passwordFile];
@@ -296,9 +321,9 @@ t.test('token new --label --expires-in, then token list shows it (a table, or --
   const table = await api(['token', 'list', ...auth]);
   t.equal(table.code, 0, table.stderr);
   const lines = table.stdout.trimEnd().split('\n');
-  t.match(lines[0], /^ID +LABEL +ENDPOINTS +METHODS +EXPIRES \(UTC\) +REVOKED$/, 'a header line');
-  t.match(lines[1], new RegExp(`^${id} +ops laptop \u{1F4BB} +/ext/info +\\* +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d +no$`, 'u'), 'a line per token');
-  t.match(lines[2], /^t\d+ +- +\* +\* +.* no$/, 'no label: "-"; every method: "*"');
+  t.match(lines[0], /^ID +LABEL +ENDPOINTS +METHODS +RATE +CLIENTS +EXPIRES \(UTC\) +REVOKED +LAST USED \(UTC\) +REQUESTS$/, 'a header line');
+  t.match(lines[1], new RegExp(`^${id} +ops laptop \u{1F4BB} +/ext/info +\\* +- +\\* +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d +no +- +-$`, 'u'), 'a line per token');
+  t.match(lines[2], /^t\d+ +- +\* +\* +- +\* +.* no +- +-$/, 'no label: "-"; every method: "*"; no rate: "-"; from anywhere: "*"; not counted: "-"');
   const column = (line: string, text: string): number => Array.from(line.slice(0, line.indexOf(text))).length;
   t.equal(column(lines[1], '/ext/info'), column(lines[0], 'ENDPOINTS'), 'columns line up, counted in code points');
 
@@ -310,7 +335,7 @@ t.test('token new --label --expires-in, then token list shows it (a table, or --
   const unknown = await api(['token', 'revoke', ...auth, '--id', 't999999']);
   t.equal(unknown.code, 1, 'exit 1: nothing revoked');
   t.match(unknown.stderr, /nothing revoked: not a live token of this node \(unknown id\); check the id with api-auth token list/);
-  t.match((await api(['token', 'list', ...auth])).stdout, new RegExp(`^${id} .* yes$`, 'm'), 'listed revoked');
+  t.match((await api(['token', 'list', ...auth])).stdout, new RegExp(`^${id} .* yes +- +-$`, 'm'), 'listed revoked');
   const tooLong = await api(['token', 'new', ...auth, '--endpoints', '*', '--expires-in', '13h']);
   t.equal(tooLong.code, 1, 'past the node\'s lifetime: the node refuses');
   t.match(tooLong.stderr, /invalid params: expiresIn must be .*43200s/);

@@ -254,14 +254,14 @@ t.test('wrong passwords spread over the gateways and over many clients count aga
     })));
   }
   const refused = answers.filter((e) => e.code === -32000).length;
-  const throttled = answers.filter((e) => e.code === -32042).length;
+  const throttled = answers.filter((e) => e.code === -32005).length;
   t.equal(refused + throttled, 150, 'every guess is refused');
   t.ok(refused <= 100 + 2, `at most the fleet's allowance was checked (${refused}; two gateways may count at the same moment)`);
   t.ok(refused >= 100 - 2, `the allowance was there (${refused})`);
   // Everyone waits now, on every gateway: even the right password, as with one gateway's overall limit.
   const answer = await postJson(`${gateways[1].url}/ext/auth`, { jsonrpc: '2.0', id: 1, method: 'auth.newToken',
     params: { password, endpoints: [INFO] } }, [['X-Forwarded-For', '10.9.9.9']]);
-  t.match(JSON.parse(answer.text), { error: { code: -32042, message: /too many failed password attempts; retry in \d+ s/ } });
+  t.match(JSON.parse(answer.text), { error: { code: -32005, message: /too many failed password attempts; retry in \d+ s/ } });
 });
 
 t.test('revocations of expired tokens leave etcd', async (t) => {

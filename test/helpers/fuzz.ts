@@ -101,7 +101,7 @@ export interface BodyExpectation {
 }
 
 /** A check refused for now: the client is throttled, or too many checks wait (README, "Throttling"). */
-export const THROTTLED = -32042;
+export const THROTTLED = -32005;
 export const BUSY = -32043;
 
 const decoder = new TextDecoder('utf-8', { fatal: true });

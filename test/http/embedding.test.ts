@@ -210,3 +210,21 @@ t.test('the fleet\'s errors and the core\'s grant refusals have stable codes in 
     t.equal(answer.rpcCode, refusal === 'table-full' ? library.RpcCode.ResourceLimit : library.RpcCode.InvalidParams, refusal);
   }
 });
+
+t.test('protect() enforces a token\'s limits: its clients and its rate, as the standalone gate does', async (t) => {
+  const dir = tempDir(t);
+  const { base, password } = await mounted(t, dir);
+  const issue = async (params: Record<string, unknown>): Promise<string> =>
+    (await jsonrpc(`${base}/ext/auth`, 'auth.newToken', { password, endpoints: ['/ext/info'], ...params })).result?.token as string;
+  const limited = await issue({ rateLimit: '1/h', burst: 1 });
+  const post = (token: string) => request(base, '/ext/info', { method: 'POST', body: '{}', headers: [['Authorization', `Bearer ${token}`]] });
+  t.equal((await post(limited)).text, 'info', 'within the burst: the handler runs');
+  const refused = await post(limited);
+  t.equal(refused.status, 429, 'past the rate');
+  t.equal(refused.headers['retry-after'], '3600');
+  t.match(JSON.parse(refused.text), { error: { code: -32005 } });
+  const elsewhere = await issue({ allowedClients: ['10.0.0.0/8'] });
+  const notHere = await post(elsewhere);
+  t.equal(notHere.status, 403, 'from a client not allowed');
+  t.match(JSON.parse(notHere.text), { error: { code: -32048, message: 'the provided auth token may not be used from this client' } });
+});

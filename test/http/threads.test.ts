@@ -215,7 +215,7 @@ t.test('a client that must wait is refused on every thread from its request\'s h
     // At most the 10 s the third wrong password started; how much less depends on how long
     // this machine took since, which no verdict may depend on.
     t.match(refusal.headers['retry-after'], /^([1-9]|10)$/);
-    t.match(JSON.parse(refusal.text), { error: { code: -32042 }, id: null });
+    t.match(JSON.parse(refusal.text), { error: { code: -32005 }, id: null });
   }
   const token = await newToken(server.url, server.password, ['/ext/metrics']);
   t.equal((await scrape(server.url, token)).get('api_auth_password_throttled_total'), SPREAD, 'each refusal counted once');

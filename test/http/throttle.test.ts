@@ -233,9 +233,9 @@ t.test('the token service throttles on the clock it is given', async (t) => {
   const guess = (password: string) => Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
     (result) => ({ result }), (error: { rpcCode: number; message: string }) => ({ code: error.rpcCode, message: error.message }));
   for (let i = 0; i < 3; i++) t.match(await guess('wrong'), { code: -32000 });
-  t.same(await guess('the-password'), { code: -32042, message: 'too many failed password attempts; retry in 10 s' });
+  t.same(await guess('the-password'), { code: -32005, message: 'too many failed password attempts; retry in 10 s' });
   now += 9_000;
-  t.same(await guess('the-password'), { code: -32042, message: 'too many failed password attempts; retry in 1 s' }, '9 s later by its clock');
+  t.same(await guess('the-password'), { code: -32005, message: 'too many failed password attempts; retry in 1 s' }, '9 s later by its clock');
   now += 1_000;
   t.match(await guess('the-password'), { result: { token: String } }, '10 s later by its clock, though no time passed');
   for (let i = 0; i < 3; i++) t.match(await guess('wrong'), { code: -32000 }, 'the right password forgave the client');
@@ -289,7 +289,7 @@ t.test('a guessing client gets 429 with Retry-After after 3 wrong passwords; oth
   t.equal(held.headers['retry-after'], '10');
   t.equal(held.headers['content-type'], 'application/json');
   t.same(JSON.parse(held.text), {
-    jsonrpc: '2.0', error: { code: -32042, message: 'too many failed password attempts; retry in 10 s' }, id: null,
+    jsonrpc: '2.0', error: { code: -32005, message: 'too many failed password attempts; retry in 10 s' }, id: null,
   });
   const other = await attempt(server.url, server.password, '127.2.0.2');
   t.equal(other.status, 200, 'another client is not held up');
@@ -301,7 +301,7 @@ t.test('31 wrong passwords at once from one address: 3 are checked, the others w
   const server = await serveInProcess(t, { cheapChecks: true, args: ['--api-auth-public-endpoints', '/ext/metrics'] });
   const replies = await Promise.all(Array.from({ length: 31 }, () => attempt(server.url, 'wrong', '127.5.0.1')));
   const checked = replies.filter((r) => r.status === 200 && errorCode(r) === -32000);
-  const held = replies.filter((r) => r.status === 429 && errorCode(r) === -32042);
+  const held = replies.filter((r) => r.status === 429 && errorCode(r) === -32005);
   t.equal(checked.length, 3, 'the burst, and no more');
   t.equal(held.length, 28, 'the others are refused');
   const metrics = await request(server.url, '/ext/metrics');
@@ -317,7 +317,7 @@ for (const host of ['::', '0.0.0.0']) {
       method: 'POST', headers: [['Content-Type', 'application/json']], body: JSON.stringify(batch), localAddress: '127.0.0.1',
     });
     const codes = (JSON.parse(guesses.text) as Array<{ error: { code: number } }>).map((e) => e.error.code);
-    t.same(codes, [-32000, -32000, -32000, -32042, -32042, -32042], 'the guesser waits after its burst');
+    t.same(codes, [-32000, -32000, -32000, -32005, -32005, -32005], 'the guesser waits after its burst');
     const other = await attempt(server.url, server.password, '127.0.0.2');
     t.equal(other.status, 200, 'another IPv4 client does not');
     t.type(JSON.parse(other.text).result?.token, 'string');
@@ -410,12 +410,12 @@ t.test('past the overall allowance, every client waits: 100 wrong passwords at o
   }
   t.ok(held.length > 0, 'clients that never failed were held too');
   for (const r of held) {
-    t.equal(errorCode(r), -32042);
+    t.equal(errorCode(r), -32005);
     t.equal(r.headers['retry-after'], '1', 'for a second at most');
   }
   t.equal(checked, 100, 'the burst was checked, and no more');
   time.now += 1000;
-  t.same(await inBatch(server.url, ['wrong', 'wrong'], freshSource()), [-32000, -32042], 'a second later by the clock, one more check, and one only');
+  t.same(await inBatch(server.url, ['wrong', 'wrong'], freshSource()), [-32000, -32005], 'a second later by the clock, one more check, and one only');
   time.now += 1000;
   const token = await newToken(server.url, server.password, ['/ext/health']);
   t.equal((await call(server.url, '/ext/health', token)).status, 200, 'tokens issued once the wait is over work as ever');
@@ -444,7 +444,7 @@ t.test('a batch is throttled entry by entry', async (t) => {
   });
   t.equal(r.status, 200, 'a batch answers per entry');
   const codes = (JSON.parse(r.text) as Array<{ error: { code: number } }>).map((e) => e.error.code);
-  t.same(codes, [-32000, -32000, -32000, -32042, -32042], 'the entries after the third failure wait');
+  t.same(codes, [-32000, -32000, -32000, -32005, -32005], 'the entries after the third failure wait');
   const next = await attempt(server.url, server.password, source);
   t.equal(next.status, 429);
   t.equal((await call(server.url, '/ext/info', await newToken(server.url, server.password, ['/ext/info']))).status, 200,

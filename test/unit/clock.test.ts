@@ -55,7 +55,7 @@ t.test('createAuth: verdicts, the throttle and its Retry-After follow the clock 
   const wrong = randomPassword();
   const guesses = await post([1, 2, 3, 4].map((id) => rpc('auth.newToken', { password: id < 4 ? wrong : password, endpoints: ['*'] }, id)));
   const answers = JSON.parse(guesses.text) as { id: number; error?: { code: number; message: string } }[];
-  t.same(answers.map((a) => a.error?.code), [-32000, -32000, -32000, -32042], 'three wrong passwords, then the client must wait');
+  t.same(answers.map((a) => a.error?.code), [-32000, -32000, -32000, -32005], 'three wrong passwords, then the client must wait');
   t.equal(answers[3].error?.message, 'too many failed password attempts; retry in 10 s');
   now += 9_000;
   const early = await post(rpc('auth.newToken', { password, endpoints: ['*'] }, 5));

@@ -43,11 +43,11 @@ t.test('the module imports nothing but abort', async (t) => {
 t.test('the module exports the ABI of assembly/README.md, none of the threads build\'s calls', async (t) => {
   const exports = WebAssembly.Module.exports(new WebAssembly.Module(wasmBytes)).map((e) => e.name);
   t.same(exports.sort(), [
-    'abiVersion', 'authorize', 'bumpGeneration', 'checkPath', 'floor', 'generatePassword', 'generation', 'grantAdd',
+    'abiVersion', 'admit', 'authorize', 'bumpGeneration', 'checkPath', 'floor', 'generatePassword', 'generation', 'grantAdd',
     'grantCount', 'grantFind', 'hmacSha256', 'init', 'inspect', 'ioBuffer', 'ioCapacity', 'issue', 'issueSerial', 'memory', 'methodAllowed',
     'nextSerial', 'pathBuffer',
-    'pathCapacity', 'reserveSerials', 'restoreSerials', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey', 'sha256',
-    'standing', 'sweep', 'tokenBuffer', 'tokenCapacity', 'verify',
+    'pathCapacity', 'reserveSerials', 'restoreSerials', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey', 'setLimitShare', 'sha256',
+    'standing', 'sweep', 'tokenBuffer', 'tokenCapacity', 'usage', 'verify',
   ]);
 });
 
@@ -617,8 +617,8 @@ function put(x: RawCore, ptr: number, text: string): number {
 
 const resultWord = (x: RawCore) => new DataView(x.memory.buffer).getUint32(x.resultBuffer(), true);
 
-t.test('the core speaks ABI 2', async (t) => {
-  t.equal(rawCore().abiVersion(), 2);
+t.test('the core speaks ABI 3', async (t) => {
+  t.equal(rawCore().abiVersion(), 3);
 });
 
 t.test('grantAdd takes a method scope after an empty entry, and refuses bad patterns with their index', async (t) => {
@@ -627,8 +627,9 @@ t.test('grantAdd takes a method scope after an empty entry, and refuses bad patt
   const find = (list: string) => x.grantFind(put(x, x.ioBuffer(), list));
   const refusals: Array<[string, number, number | undefined]> = [
     ['/a\n\n', -9, undefined],
-    ['/a\n\n\n', -6, 0],
-    ['/a\n\neth_call\n\n', -6, 1],
+    // A second empty entry starts the limits (ABI 3): none after it is a bad limit.
+    ['/a\n\n\n', -10, 0],
+    ['/a\n\neth_call\n\n', -10, 0],
     ['/a\n\neth call\n', -6, 0],
     ['/a\n\neth_call\neth_*x\n', -6, 1],
     ['/a\n\n*eth\n', -6, 0],

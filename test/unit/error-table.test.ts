@@ -53,7 +53,9 @@ t.test('an operator command that fails unforeseen exits 1 with one line, and a n
 
 t.test('every JSON-RPC code has its stable code and status, and an RpcError answers with them', async (t) => {
   const codes = Object.values(library.RpcCode);
-  t.same(Object.keys(library.RPC_ERRORS).map(Number).sort(), [...codes].sort(), 'one entry per JSON-RPC code');
+  // -32005 is two names (Throttled, RateLimited) of one code: its entry is the throttle's, LIMIT_ERRORS has the rate's.
+  t.same(Object.keys(library.RPC_ERRORS).map(Number).sort(), [...new Set(codes)].sort(), 'one entry per JSON-RPC code');
+  t.match(library.LIMIT_ERRORS.rate, { code: 'API_AUTH_RATE_LIMITED', rpcCode: -32005, httpStatus: 429 });
   const stable = Object.values(library.RPC_ERRORS).map((answer) => answer.code);
   t.equal(new Set(stable).size, stable.length, 'no stable code twice');
   for (const [rpcCode, answer] of Object.entries(library.RPC_ERRORS)) {
@@ -105,10 +107,15 @@ const EIP_1474 = new Map([[-32000, 'invalid input'], [-32001, 'resource not foun
 t.test('no code of the gateway\'s collides with EIP-1474; -32000 stays the original node\'s incorrect password', async (t) => {
   for (const [name, code] of Object.entries(library.RpcCode)) {
     if (name === 'IncorrectPassword') continue;
+    // EIP-1474's "limit exceeded" is true of these two, and viem backs off on it.
+    if (name === 'Throttled' || name === 'RateLimited') continue;
     t.notOk(EIP_1474.has(code), `${name} (${code}) is not EIP-1474's ${EIP_1474.get(code) ?? ''}`);
   }
   t.equal(library.RpcCode.IncorrectPassword, -32000);
-  t.notOk(Object.values(library.RpcCode).includes(-32005 as never), '-32005 is left to throttling and rate limits');
+  t.equal(library.RpcCode.Throttled, -32005, 'the password throttle is limit exceeded');
+  t.equal(library.RpcCode.RateLimited, -32005, 'a token\'s rate limit is limit exceeded');
+  t.same(Object.entries(library.RpcCode).filter(([, code]) => code === -32005).map(([name]) => name).sort(), ['RateLimited', 'Throttled'],
+    '-32005 is only throttling and rate limits');
 });
 
 t.test('the proxy\'s error classes have their stable codes and statuses', async (t) => {
@@ -134,7 +141,7 @@ t.test('docs/reference/errors.md publishes the JSON-RPC table of errors.ts, and 
   const rows = (text: string): string[][] => text.split('\n').filter((l) => /^\| -?\d/.test(l))
     .map((l) => l.split('|').slice(1, -1).map((cell) => cell.trim().replace(/^`|`$/g, '')));
   const published = rows(section('JSON-RPC codes')).map(([code, status, stable]) => [Number(code), Number(status), stable]);
-  const table = Object.values(library.RPC_ERRORS).map((a) => [a.rpcCode, a.httpStatus, a.code]);
+  const table = [...Object.values(library.RPC_ERRORS), library.LIMIT_ERRORS.rate].map((a) => [a.rpcCode, a.httpStatus, a.code]);
   const order = (list: (string | number)[][]) => [...list].sort((a, b) => Number(a[0]) - Number(b[0]));
   t.same(order(published), order(table), 'every JSON-RPC code, its HTTP status and its stable code, as errors.ts has them');
   const moved = rows(section('What moved')).map(([was, now, stable]) => [Number(was), Number(now), stable]);

@@ -94,8 +94,8 @@ t.test('a data folder it cannot use is a StateError that names the option; a por
 t.test('one table of codes: JSON-RPC errors and exit codes as the product contract has them', async (t) => {
   t.same(RpcCode, {
     ParseError: -32700, InvalidRequest: -32600, MethodNotFound: -32601, InvalidParams: -32602, InternalError: -32603,
-    IncorrectPassword: -32000, ResourceLimit: -32041, Throttled: -32042, Busy: -32043, UpstreamUnavailable: -32044, UpstreamTimeout: -32045,
-    Unavailable: -32046, InsufficientScope: -32047,
+    IncorrectPassword: -32000, ResourceLimit: -32041, Throttled: -32005, Busy: -32043, UpstreamUnavailable: -32044, UpstreamTimeout: -32045,
+    Unavailable: -32046, InsufficientScope: -32047, RateLimited: -32005, ClientNotAllowed: -32048,
   });
   t.same(ExitCode, { Ok: 0, Failed: 1, Usage: 2 });
   t.same(OperatorExitCode, { Ok: 0, Refused: 1, Failed: 1, Usage: 2, Unreachable: 3 });

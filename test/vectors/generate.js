@@ -23,8 +23,12 @@ const LONG_KEY = Uint8Array.from({ length: 64 }, (_, i) => 255 - i);
 const ISSUE_REFUSALS = { [-1]: 'unknown-grant', [-2]: 'window-full', [-3]: 'bad-time', [-4]: 'no-key' };
 const GRANT_REFUSALS = {
   empty: -1, 'too-many-entries': -2, 'table-full': -3, 'bad-entry': -4, 'entry-too-long': -5, 'bad-method': -6, 'method-too-long': -7,
-  'too-many-methods': -8, 'no-methods': -9,
+  'too-many-methods': -8, 'no-methods': -9, 'bad-limit': -10, 'too-many-clients': -11,
 };
+/** The client address of an admit step: 16 bytes, IPv4 as IPv4-mapped. */
+const V4_MAPPED = '00000000000000000000ffff';
+const ipv4 = (a, b, c, d) => V4_MAPPED + [a, b, c, d].map((x) => x.toString(16).padStart(2, '0')).join('');
+const NOW_MS = NOW * 1000;
 
 /** @param {WebAssembly.Module} module build/core.wasm */
 export function generateVectors(module = coreModule()) {
@@ -466,7 +470,7 @@ export function generateVectors(module = coreModule()) {
   tokens('grants: method scopes the core refuses, and the pattern it names', { key: KEY, grants: [] }, (c) => {
     c.addGrantRefused([RPC, ''], 'no-methods', undefined);
     for (const [methods, entry] of [
-      [[''], 0], [['eth call'], 0], [['*eth'], 0], [['eth**'], 0], [['e*th'], 0], [['eth_*', 'net_*x'], 1], [['\u00e9'], 0],
+      [['eth call'], 0], [['*eth'], 0], [['eth**'], 0], [['e*th'], 0], [['eth_*', 'net_*x'], 1], [['\u00e9'], 0],
       [['eth\tcall'], 0], [['eth_call', 'eth\u007f'], 1], [['a', 'b', 'c\u0000'], 2],
     ]) c.addGrantRefused([RPC, '', ...methods], 'bad-method', entry);
     c.addGrantRefused([RPC, '', 'a', 'm'.repeat(129)], 'method-too-long', 1);
@@ -475,6 +479,95 @@ export function generateVectors(module = coreModule()) {
     c.addGrantRefused(['/a/../b', '', '\u00e9'], 'bad-entry', 0);
     c.addGrantRefused(['', 'eth_call'], 'bad-entry', 0);
     c.addGrant([RPC, '', 'eth_call'], 0);
+  });
+
+  // Limits: a grant's limit entries, the bucket (GCRA, time in ns) and the client ranges.
+  const RATE = [RPC, '', '', 'rate 2/s', 'burst 3'];
+  tokens('limits: a rate of 2/s with a burst of 3: the burst, the refusal with its wait, the refill, a batch over the burst',
+    { key: KEY, grants: [RATE] }, (c) => {
+      const t = c.issue(0, NOW, HOUR);
+      const client = ipv4(192, 0, 2, 7);
+      for (let i = 0; i < 3; i++) c.admit(0, 0, 1, NOW_MS, client, 0);
+      // Past the burst: the next call is due 500 ms from now.
+      c.admit(0, 0, 1, NOW_MS, client, 2, 500_000_000);
+      c.admit(0, 0, 1, NOW_MS + 499, client, 2, 1_000_000);
+      c.admit(0, 0, 1, NOW_MS + 500, client, 0);
+      // A batch counts as its calls; more than the burst never passes.
+      c.admit(0, 0, 4, NOW_MS + 500, client, 3);
+      c.admit(0, 0, 2, NOW_MS + 500, client, 2, 1_000_000_000);
+      // Refilled: the whole burst at once.
+      c.admit(0, 0, 3, NOW_MS + 10_000, client, 0);
+      c.admit(0, 0, 1, NOW_MS + 10_000, client, 2, 500_000_000);
+      // A refusal takes nothing: the bucket is where the last call let through left it.
+      c.admit(0, 0, 1, NOW_MS + 10_500, client, 0);
+      c.usage(0, 3 + 1 + 3 + 1, NOW_MS + 10_500);
+      c.usage(1, undefined);
+      c.authorize(`Bearer ${t}`, RPC, NOW, 'Limited', 0, 0);
+      c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'NotGranted');
+    });
+  tokens('limits: rates per minute and per hour, each token its own bucket', { key: KEY, grants: [[RPC, '', '', 'rate 60/m', 'burst 1'],
+    [RPC, '', '', 'rate 1/h', 'burst 1']] }, (c) => {
+    c.issue(0, NOW, HOUR);
+    c.issue(0, NOW, HOUR);
+    c.issue(1, NOW, HOUR);
+    const client = ipv4(127, 0, 0, 1);
+    c.admit(0, 0, 1, NOW_MS, client, 0);
+    c.admit(0, 0, 1, NOW_MS, client, 2, 1_000_000_000);
+    c.admit(1, 0, 1, NOW_MS, client, 0);
+    c.admit(2, 1, 1, NOW_MS, client, 0);
+    c.admit(2, 1, 1, NOW_MS + 1000, client, 2, 3_599_000_000_000);
+  });
+  tokens('limits: a rate shared by 3 gateways: each lets through a third of the rate and of the burst, rounded up',
+    { key: KEY, grants: [[RPC, '', '', 'rate 30/s', 'burst 7']] }, (c) => {
+      c.issue(0, NOW, HOUR);
+      const client = ipv4(127, 0, 0, 1);
+      c.setLimitShare(3);
+      // ceil(7 / 3) = 3 at once, then one every 100 ms (30/s over 3).
+      for (let i = 0; i < 3; i++) c.admit(0, 0, 1, NOW_MS, client, 0);
+      // T = 10^9 / 30 in whole ns (33,333,333), times 3.
+      c.admit(0, 0, 1, NOW_MS, client, 2, 99_999_999);
+      c.admit(0, 0, 4, NOW_MS + 10_000, client, 3);
+      c.admit(0, 0, 1, NOW_MS + 100, client, 0);
+      // A member left: the whole rate again, from the next call on.
+      c.setLimitShare(1);
+      c.admit(0, 0, 4, NOW_MS + 10_000, client, 0);
+    });
+  const CLIENTS = ['/ext/info', '', 'info.*', '', `client ${V4_MAPPED}0a000000/104`, `client ${V4_MAPPED}c0000207/128`,
+    'client 20010db8000000000000000000000000/32'];
+  tokens('limits: client ranges (IPv4 as IPv4-mapped, IPv6), with a method scope and no rate', { key: KEY, grants: [CLIENTS] }, (c) => {
+    const t = c.issue(0, NOW, HOUR);
+    c.admit(0, 0, 0, NOW_MS, ipv4(10, 1, 2, 3), 0);
+    c.admit(0, 0, 0, NOW_MS, ipv4(11, 0, 0, 0), 1);
+    c.admit(0, 0, 0, NOW_MS, ipv4(192, 0, 2, 7), 0);
+    c.admit(0, 0, 0, NOW_MS, ipv4(192, 0, 2, 8), 1);
+    c.admit(0, 0, 1, NOW_MS, '20010db8000000000000000000000001', 0);
+    c.admit(0, 0, 1, NOW_MS, '20010db9000000000000000000000001', 1);
+    // 10.0.0.0/8 as a bare IPv6 address is not the IPv4 range.
+    c.admit(0, 0, 1, NOW_MS, '0000000000000000000000000a000001', 1);
+    c.usage(0, 1, NOW_MS);
+    c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'Limited', 0, 0);
+    c.methodAllowed(0, 'info.getNodeID', 1);
+    c.methodAllowed(0, 'eth_call', 0);
+  });
+  tokens('grants: limits the core refuses, and the entry it names', { key: KEY, grants: [] }, (c) => {
+    // Two empty entries in a row start limits without a scope (before ABI 3, an empty pattern), so none after them is a bad limit.
+    for (const [limits, entry] of [
+      [[], 0], [['rate 0/s', 'burst 1'], 0], [['rate 1000001/s', 'burst 1'], 0], [['rate 1/d', 'burst 1'], 0], [['rate 01/s', 'burst 1'], 0],
+      [['rate 5/s'], 1], [['burst 3'], 0], [['rate 5/s', 'burst 0'], 1], [['rate 5/s', 'burst 1000001'], 1], [['rate  5/s', 'burst 1'], 0],
+      [[`client ${V4_MAPPED}0a000001/104`], 0], [[`client ${V4_MAPPED}0a000000/129`], 0], [[`client ${V4_MAPPED}0A000000/104`], 0],
+      [[`client ${V4_MAPPED}c0000207/128`, `client ${V4_MAPPED}0a000000/104`], 1], [[`client ${V4_MAPPED}0a000000/104`, 'rate 1/s', 'burst 1'], 1],
+      [[`client ${V4_MAPPED}0a000000/104`, `client ${V4_MAPPED}0a000000/104`], 1], [['limit 5'], 0],
+    ]) c.addGrantRefused([RPC, '', '', ...limits], 'bad-limit', entry);
+    const many = Array.from({ length: 65 }, (_, i) => `client ${V4_MAPPED}0a0000${i.toString(16).padStart(2, '0')}/128`);
+    c.addGrantRefused([RPC, '', '', ...many], 'too-many-clients', undefined);
+    c.addGrant([RPC, '', '', ...many.slice(0, 64)], 0);
+    c.addGrant([RPC, '', '', 'rate 1/s', 'burst 1'], 1);
+    c.addGrant([RPC, '', '', 'rate 1/s', 'burst 2'], 2);
+    c.addGrant([RPC, '', 'eth_call', '', 'rate 1/s', 'burst 1'], 3);
+    c.addGrant([RPC], 4);
+    c.addGrant([RPC, '', '', 'rate 1/s', 'burst 1'], 1);
+    c.addGrant([RPC, '', '', `client ${V4_MAPPED}00000000/96`], 5);
+    c.addGrant([RPC, '', '', 'client 00000000000000000000000000000000/0'], 6);
   });
 
   for (const name of Object.keys(Outcome).filter((k) => Number.isNaN(Number(k)))) {
@@ -524,11 +617,15 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
     view.setUint32(21, fields.grant ?? 0);
     return raw;
   };
-  const scoped = (got, grant) => {
-    if ((got.code === Outcome.Scoped) !== (grant !== undefined)) throw new Error(`${name}: a Scoped check, and only one, names its grant`);
+  const scoped = (got, grant, serial) => {
+    const names = got.code === Outcome.Scoped || got.code === Outcome.Limited;
+    if (names !== (grant !== undefined)) throw new Error(`${name}: a Scoped or Limited check, and only one, names its grant`);
     if (grant === undefined) return {};
-    if (core.scopedGrant !== grant) throw new Error(`${name}: Scoped with grant ${core.scopedGrant}, the case says ${grant}`);
-    return { grant };
+    if (core.scopedGrant !== grant) throw new Error(`${name}: ${got.outcome} with grant ${core.scopedGrant}, the case says ${grant}`);
+    if ((got.code === Outcome.Limited) !== (serial !== undefined)) throw new Error(`${name}: a Limited check, and only one, names its serial`);
+    if (serial === undefined) return { grant };
+    if (core.limitedSerial !== serial) throw new Error(`${name}: Limited with serial ${core.limitedSerial}, the case says ${serial}`);
+    return { grant, serial };
   };
   const sign = (payload, tagKey) => {
     const tag = new Core(module, { windowLog2: 12 }).hmacSha256(tagKey, payload);
@@ -605,14 +702,38 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
       signingKey = newKey;
       step({ op: 'setKey', key: toHex(newKey) });
     },
-    /** `grant`: for Scoped, the grant id the core leaves in the result buffer. */
-    authorize(header, path, now, expected, grant) {
+    /** `grant`: for Scoped and Limited, the grant id the core leaves in the result buffer; `serial`, for Limited, the serial. */
+    authorize(header, path, now, expected, grant, serial) {
       const got = outcome(core.authorize(header, path, now), expected, `authorize ${header.slice(0, 20)} ${path.slice(0, 20)}`);
-      checks.push({ call: 'authorize', header, path, now, ...got, ...scoped(got, grant) });
+      checks.push({ call: 'authorize', header, path, now, ...got, ...scoped(got, grant, serial) });
     },
-    verify(token, path, now, expected, grant) {
+    verify(token, path, now, expected, grant, serial) {
       const got = outcome(core.verify(token, path, now), expected, `verify ${token.slice(0, 20)}`);
-      checks.push({ call: 'verify', token, path, now, ...got, ...scoped(got, grant) });
+      checks.push({ call: 'verify', token, path, now, ...got, ...scoped(got, grant, serial) });
+    },
+    /**
+     * One admit call (it changes the bucket: a setup step): `client` 32 hex digits, `nowMs`
+     * whole ms (the ABI's ns are nowMs · 10^6), `result` its code, `wait` (ns) for ADMIT_RATE.
+     */
+    admit(serial, grant, n, nowMs, client, result, wait) {
+      const got = core.admit(serial, grant, n, Buffer.from(client, 'hex'), nowMs);
+      if (got !== result) throw new Error(`${name}: admit(${serial}, ${grant}, ${n}, ${nowMs}) gave ${got}, the case says ${result}`);
+      const waited = got === 2 ? Math.round(core.admitWait * 1e6) : undefined;
+      if (waited !== wait) throw new Error(`${name}: admit(${serial}, ${grant}, ${n}, ${nowMs}) waits ${waited} ns, the case says ${wait}`);
+      step({ op: 'admit', serial, grant, n, nowMs, client, result, ...(wait === undefined ? {} : { wait }) });
+    },
+    /** How many gateways share each token's rate (a setup step). */
+    setLimitShare(members) {
+      core.setLimitShare(members);
+      step({ op: 'setLimitShare', members });
+    },
+    /** What admit counted for `serial`: `requests` and the last call's time in ms, or undefined for no slot. */
+    usage(serial, requests, lastMs) {
+      const got = core.usage(serial);
+      if (got?.requests !== requests || got?.lastUsedMs !== lastMs) {
+        throw new Error(`${name}: usage(${serial}) gave ${JSON.stringify(got)}, the case says ${requests} at ${lastMs}`);
+      }
+      checks.push({ call: 'usage', serial, ...(requests === undefined ? { found: false } : { found: true, requests, lastMs }) });
     },
     /** `result`: 1 allowed, 0 not, -1 no such grant. */
     methodAllowed(grant, method, result) {
@@ -649,14 +770,14 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
 
 /** A grant's entries (grantEntries: endpoints, then "" and methods for a scope) through Core.addGrant. */
 function addGrant(core, entries) {
-  const { endpoints, methods } = splitGrantEntries(entries);
-  return core.addGrant(endpoints, methods);
+  const { endpoints, methods, limits } = splitGrantEntries(entries);
+  return core.addGrant(endpoints, methods, limits);
 }
 
 /** Vectors hold grants as the host hands them to the core: canonical already. */
 function canonical(entries) {
-  const { endpoints, methods } = splitGrantEntries(entries);
-  if (JSON.stringify(grantEntries(endpoints, methods)) !== JSON.stringify(entries)) {
+  const { endpoints, methods, limits } = splitGrantEntries(entries);
+  if (JSON.stringify(grantEntries(endpoints, methods, limits)) !== JSON.stringify(entries)) {
     throw new Error(`grant ${JSON.stringify(entries).slice(0, 80)} is not canonical`);
   }
 }
@@ -725,13 +846,16 @@ function formatText(vectors) {
             case 'sweep': lines.push(`sweep ${s.now}`); break;
             case 'setKey': lines.push(`key ${s.key}`); break;
             case 'authorize': lines.push(`authorize ${hex(s.header)} ${hex(s.path)} ${s.now} ${s.code}`); break;
+            case 'setLimitShare': lines.push(`share ${s.members}`); break;
+            case 'admit': lines.push(`admit ${s.serial} ${s.grant} ${s.n} ${s.nowMs}000000 ${s.client} ${s.result} ${s.wait ?? 0}`); break;
             default: throw new Error(`unknown step ${s.op}`);
           }
         }
         for (const k of v.checks) {
-          const grant = k.grant === undefined ? '' : ` ${k.grant}`;
+          const grant = `${k.grant === undefined ? '' : ` ${k.grant}`}${k.serial === undefined ? '' : ` ${k.serial}`}`;
           if (k.call === 'authorize') lines.push(`authorize ${hex(k.header)} ${hex(k.path)} ${k.now} ${k.code}${grant}`);
           else if (k.call === 'verify') lines.push(`verify ${hex(k.token)} ${hex(k.path)} ${k.now} ${k.code}${grant}`);
+          else if (k.call === 'usage') lines.push(k.found ? `usage ${k.serial} 1 ${k.requests} ${k.lastMs}000000` : `usage ${k.serial} 0 0 0`);
           else lines.push(`method ${k.grant} ${hex(k.method)} ${k.result}`);
         }
         break;

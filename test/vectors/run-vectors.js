@@ -8,7 +8,7 @@ import { Core, Outcome, splitGrantEntries } from '../../build/host/core/core.js'
 /** GrantError codes of host/core/core.ts by the core's grantAdd result. */
 const GRANT_ERRORS = {
   [-1]: 'empty', [-2]: 'too-many-entries', [-3]: 'table-full', [-4]: 'bad-entry', [-5]: 'entry-too-long', [-6]: 'bad-method',
-  [-7]: 'method-too-long', [-8]: 'too-many-methods', [-9]: 'no-methods',
+  [-7]: 'method-too-long', [-8]: 'too-many-methods', [-9]: 'no-methods', [-10]: 'bad-limit', [-11]: 'too-many-clients',
 };
 /** IssueError codes of host/core/core.ts by the core's issue result. */
 const ISSUE_ERRORS = { [-1]: 'unknown-grant', [-2]: 'window-full', [-3]: 'bad-time', [-4]: 'no-key' };
@@ -106,8 +106,8 @@ function runCase(module, vector, problems) {
   core.generation = vector.generation;
   /** A grant's entries: its endpoints, then, for a method scope, "" and its patterns. @param {string[]} entries */
   const addGrant = (entries) => {
-    const { endpoints, methods } = splitGrantEntries(entries);
-    return core.addGrant(endpoints, methods);
+    const { endpoints, methods, limits } = splitGrantEntries(entries);
+    return core.addGrant(endpoints, methods, limits);
   };
   vector.grants.forEach((/** @type {string[]} */ entries, /** @type {number} */ id) => {
     const got = addGrant(entries);
@@ -187,12 +187,30 @@ function runCase(module, vector, problems) {
         expect(outcome === step.code, `${at}: ${Outcome[outcome]}, not ${step.outcome}`);
         break;
       }
+      case 'setLimitShare':
+        core.setLimitShare(step.members);
+        break;
+      case 'admit': {
+        const result = core.admit(step.serial, step.grant, step.n, fromHex(step.client), step.nowMs);
+        expect(result === step.result, `${at}: ${result}, not ${step.result}`);
+        if (result === 2) {
+          const wait = Math.round(core.admitWait * 1e6);
+          expect(wait === step.wait, `${at}: waits ${wait} ns, not ${step.wait}`);
+        }
+        break;
+      }
       default:
         throw new Error(`${at}: unknown step`);
     }
   });
 
   vector.checks.forEach((/** @type {any} */ check, /** @type {number} */ i) => {
+    if (check.call === 'usage') {
+      const usage = core.usage(check.serial);
+      const same = check.found ? usage?.requests === check.requests && usage?.lastUsedMs === check.lastMs : usage === undefined;
+      expect(same, `check ${i} (usage ${check.serial}): ${JSON.stringify(usage)}, not ${JSON.stringify(check)}`);
+      return;
+    }
     if (check.call === 'methodAllowed') {
       let result;
       try {
@@ -209,8 +227,11 @@ function runCase(module, vector, problems) {
       ? core.authorize(check.header, check.path, check.now)
       : core.verify(check.token, check.path, check.now);
     expect(outcome === check.code, `check ${i} (${check.call}): ${Outcome[outcome]}, not ${check.outcome}`);
-    if (outcome === Outcome.Scoped) {
-      expect(core.scopedGrant === check.grant, `check ${i} (${check.call}): Scoped with grant ${core.scopedGrant}, not ${check.grant}`);
+    if (outcome === Outcome.Scoped || outcome === Outcome.Limited) {
+      expect(core.scopedGrant === check.grant, `check ${i} (${check.call}): ${Outcome[outcome]} with grant ${core.scopedGrant}, not ${check.grant}`);
+    }
+    if (outcome === Outcome.Limited) {
+      expect(core.limitedSerial === check.serial, `check ${i} (${check.call}): Limited with serial ${core.limitedSerial}, not ${check.serial}`);
     }
   });
 }

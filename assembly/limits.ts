@@ -1,0 +1,332 @@
+// Per-token limits: a rate (a token bucket), the clients a token may come from, and the
+// calls let through.
+//
+// The limits are part of a grant (grants.ts): after the endpoints and the method scope,
+// an empty entry and the limit entries, in this canonical order:
+//
+//   rate N/U     N calls (1..1,000,000) per U: s, m or h
+//   burst B      the bucket's size (1..1,000,000); present exactly when rate is
+//   client H/P   an address of 32 lowercase hex digits (IPv4 as ::ffff:a.b.c.d) and a
+//                prefix length 0..128, the bits past the prefix zero; ascending, at
+//                most 64
+//
+// A grant is content-addressed, so limits are durable and replicated wherever grants
+// are. grantAdd parses them once into a record beside the list, which `admit` reads.
+//
+// The bucket is GCRA: one i64 per token, its theoretical arrival time (TAT), in Unix
+// nanoseconds. A call of n at `now` passes when max(TAT, now) + n·T - now <= B·T (T the
+// interval between calls, B the burst), and moves TAT there with one compare-and-swap;
+// otherwise it waits for the excess. Every thread updates the same word, so N threads
+// together give a token its rate, not N times it.
+//
+// The buckets and usage counters live in a fixed table keyed by serial (open addressing,
+// linear probing over at most MAX_PROBE slots). A slot is claimed by the first call of a
+// token, from any thread, and reused once its serial is below the floor (its token expired
+// and its page was swept). Slots are never emptied, so a probe stops at the first empty
+// one.
+import { FLOOR, LIMIT_SHARE, state } from './layout';
+import { readShared32, readShared64 } from './shared';
+import { resultBuf } from './slots';
+import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_BAD_LIMIT, GRANT_TOO_MANY_CLIENTS } from './results';
+
+/** Slots of the table: 65,536 of 32 bytes (2 MiB). */
+export const LIMIT_SLOTS_LOG2: u32 = 16;
+export const LIMIT_SLOT: usize = 32;
+export const LIMIT_TABLE_BYTES: usize = <usize>LIMIT_SLOT << LIMIT_SLOTS_LOG2;
+/** A token's slot is one of the MAX_PROBE from its hash, or the table counts as full for it. */
+const MAX_PROBE: u32 = 64;
+
+// A slot: the serial + 1 (0: never used; CLAIMING: being reset for a new serial), the
+// bucket's TAT (ns), the calls let through, and the last call's time (ns).
+const KEY: usize = 0;
+const TAT: usize = 8;
+const REQUESTS: usize = 16;
+const LAST: usize = 24;
+const CLAIMING: u64 = u64.MAX_VALUE;
+
+// The parsed record of a grant's limits, 8-aligned after its list.
+/** u64: nanoseconds between calls (T); 0 when the grant has no rate. */
+export const REC_INTERVAL: usize = 0;
+/** u64: B·T, the most TAT may lead `now` by. */
+export const REC_TOLERANCE: usize = 8;
+/** u32: the burst B. */
+export const REC_BURST: usize = 16;
+/** u32: how many client ranges follow. */
+export const REC_CLIENTS: usize = 20;
+/** u32: bytes of the limit entries in the list. */
+export const REC_TEXT: usize = 24;
+/** Each client range: the address (16 bytes), then the prefix as a mask (16 bytes). */
+export const REC_HEAD: usize = 32;
+export const REC_CLIENT: usize = 32;
+
+export const MAX_CLIENTS: u32 = 64;
+export const MAX_RATE: u64 = 1000000;
+export const MAX_BURST: u64 = 1000000;
+
+/**
+ * Sets the table up at `at`; called once by `init`, on a memory no call has written yet,
+ * so the table is zero already: not filling it leaves its 2 MiB uncommitted until used.
+ */
+export function limitsInit(at: usize): void {
+  state.limitTable = at;
+}
+
+// @ts-ignore: decorator
+@inline function load64(ptr: usize): u64 {
+  if (ASC_FEATURE_THREADS) return atomic.load<u64>(ptr);
+  return load<u64>(ptr);
+}
+
+// @ts-ignore: decorator
+@inline function store64(ptr: usize, value: u64): void {
+  if (ASC_FEATURE_THREADS) atomic.store<u64>(ptr, value);
+  else store<u64>(ptr, value);
+}
+
+// @ts-ignore: decorator
+@inline function cas64(ptr: usize, expected: u64, replacement: u64): bool {
+  if (ASC_FEATURE_THREADS) return atomic.cmpxchg<u64>(ptr, expected, replacement) == expected;
+  if (load<u64>(ptr) != expected) return false;
+  store<u64>(ptr, replacement);
+  return true;
+}
+
+// @ts-ignore: decorator
+@inline function add64(ptr: usize, value: u64): void {
+  if (ASC_FEATURE_THREADS) atomic.add<u64>(ptr, value);
+  else store<u64>(ptr, load<u64>(ptr) + value);
+}
+
+/** The slot of `serial`, claimed for it if it has none; 0 when none of its MAX_PROBE slots is free. */
+function slotOf(serial: u64): usize {
+  const key = serial + 1;
+  const mask: u64 = (<u64>1 << LIMIT_SLOTS_LOG2) - 1;
+  const home = (serial * 0x9e3779b97f4a7c15) >> (64 - LIMIT_SLOTS_LOG2);
+  for (;;) {
+    const floor = readShared64(FLOOR);
+    let free: usize = 0;
+    let seen: u64 = 0;
+    for (let i: u32 = 0; i < MAX_PROBE; i++) {
+      const slot = state.limitTable + <usize>((home + i) & mask) * LIMIT_SLOT;
+      let k = load64(slot + KEY);
+      // Another thread is resetting this slot: two stores away from done.
+      while (k == CLAIMING) k = load64(slot + KEY);
+      if (k == key) return slot;
+      if (k == 0) {
+        if (free == 0) {
+          free = slot;
+          seen = 0;
+        }
+        break;
+      }
+      if (free == 0 && k - 1 < floor) {
+        free = slot;
+        seen = k;
+      }
+    }
+    if (free == 0) return 0;
+    // Reset under CLAIMING, so that no call of the new serial reads the old one's bucket.
+    if (!cas64(free + KEY, seen, CLAIMING)) continue;
+    store64(free + TAT, 0);
+    store64(free + REQUESTS, 0);
+    store64(free + LAST, 0);
+    store64(free + KEY, key);
+    return free;
+  }
+}
+
+/** Whether the 16-byte address at `addr` is in one of the `n` ranges at `ranges`. */
+function clientIn(ranges: usize, n: u32, addr: usize): bool {
+  const a0 = load<u64>(addr);
+  const a1 = load<u64>(addr, 8);
+  for (let i: u32 = 0; i < n; i++) {
+    const r = ranges + <usize>i * REC_CLIENT;
+    if ((a0 & load<u64>(r, 16)) == load<u64>(r) && (a1 & load<u64>(r, 24)) == load<u64>(r, 8)) return true;
+  }
+  return false;
+}
+
+/**
+ * One call of `n` (0: the client alone is checked) by token `serial` of the grant whose
+ * limits record is at `rec`, from the address at `addr`, at `now` (Unix ns): an ADMIT_
+ * code. The wait of ADMIT_RATE goes to `out`.
+ */
+export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize, out: usize): i32 {
+  const clients = load<u32>(rec, REC_CLIENTS);
+  if (clients != 0 && !clientIn(rec + REC_HEAD, clients, addr)) return ADMIT_CLIENT;
+  if (n == 0) return ADMIT_OK;
+  // Shared by `share` gateways, each lets through 1/share of the rate, and of the burst
+  // (rounded up, at least one call).
+  let share = <u64>readShared32(LIMIT_SHARE);
+  if (share == 0) share = 1;
+  const interval = load<u64>(rec, REC_INTERVAL) * share;
+  const burst = (<u64>load<u32>(rec, REC_BURST) + share - 1) / share;
+  if (interval != 0 && <u64>n > burst) return ADMIT_OVER_BURST;
+  const slot = slotOf(serial);
+  if (slot == 0) return ADMIT_TABLE_FULL;
+  if (interval != 0) {
+    const cost = <u64>n * interval;
+    const tolerance = burst * interval;
+    for (;;) {
+      const tat = <i64>load64(slot + TAT);
+      const next = (tat > now ? tat : now) + <i64>cost;
+      const lead = <u64>(next - now);
+      if (lead > tolerance) {
+        store<u64>(out, lead - tolerance);
+        return ADMIT_RATE;
+      }
+      if (cas64(slot + TAT, <u64>tat, <u64>next)) break;
+    }
+  }
+  add64(slot + REQUESTS, <u64>n);
+  store64(slot + LAST, <u64>now);
+  return ADMIT_OK;
+}
+
+/** The calls let through and the last one's time (ns) for `serial`, to `out`; false when it has no slot. */
+export function usageOf(serial: u64, out: usize): bool {
+  const key = serial + 1;
+  const mask: u64 = (<u64>1 << LIMIT_SLOTS_LOG2) - 1;
+  const home = (serial * 0x9e3779b97f4a7c15) >> (64 - LIMIT_SLOTS_LOG2);
+  for (let i: u32 = 0; i < MAX_PROBE; i++) {
+    const slot = state.limitTable + <usize>((home + i) & mask) * LIMIT_SLOT;
+    const k = load64(slot + KEY);
+    if (k == 0) return false;
+    if (k == key) {
+      store<u64>(out, load64(slot + REQUESTS));
+      store<u64>(out, load64(slot + LAST), 8);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Parsing the limit entries (grantAdd).
+
+/** A decimal of 1..max with no leading zero, the `n` bytes at `p`; 0 when it is not one. */
+function decimal(p: usize, n: usize, max: u64): u64 {
+  if (n == 0 || n > 7 || load<u8>(p) == 0x30) return 0;
+  let v: u64 = 0;
+  for (let i: usize = 0; i < n; i++) {
+    const d = <u32>load<u8>(p + i) - 0x30;
+    if (d > 9) return 0;
+    v = v * 10 + d;
+  }
+  return v <= max ? v : 0;
+}
+
+function startsWith(p: usize, n: usize, word: u64, len: usize): bool {
+  if (n <= len) return false;
+  let w: u64 = 0;
+  for (let i: usize = 0; i < len; i++) w |= <u64>load<u8>(p + i) << (<u64>i << 3);
+  return w == word;
+}
+
+// "rate ", "burst ", "client " as little-endian words.
+const RATE: u64 = 0x2065746172;
+const BURST: u64 = 0x207473727562;
+const CLIENT: u64 = 0x20746e65696c63;
+
+function hexDigit(c: u32): i32 {
+  if (c - 0x30 <= 9) return <i32>(c - 0x30);
+  if (c - 0x61 <= 5) return <i32>(c - 0x61 + 10);
+  return -1;
+}
+
+/**
+ * Parses the limit entries at `p` (`n` bytes, each ending in `\n`) into the record at
+ * `rec` (when not 0): the number of client ranges, or GRANT_TOO_MANY_CLIENTS, or
+ * GRANT_BAD_LIMIT with the bad entry's index at result+0.
+ */
+export function parseLimits(p: usize, n: usize, rec: usize): i32 {
+  const parsed = parse(p, n, rec);
+  if (parsed >= 0 || parsed == GRANT_TOO_MANY_CLIENTS) return parsed;
+  store<u32>(resultBuf(), <u32>(-1 - parsed));
+  return GRANT_BAD_LIMIT;
+}
+
+/** `parseLimits`, a bad entry as -1 - its index. */
+function parse(p: usize, n: usize, rec: usize): i32 {
+  let index: i32 = 0;
+  let start: usize = 0;
+  let interval: u64 = 0;
+  let burst: u64 = 0;
+  let clients: u32 = 0;
+  let previous: usize = 0;
+  let previousLen: usize = 0;
+  while (start < n) {
+    let end = start;
+    while (load<u8>(p + end) != 0x0a) end++;
+    const e = p + start;
+    const len = end - start;
+    if (index == 0 && startsWith(e, len, RATE, 5)) {
+      const unit = load<u8>(e + len - 1);
+      if (len < 8 || load<u8>(e + len - 2) != 0x2f) return -1 - index;
+      const count = decimal(e + 5, len - 7, MAX_RATE);
+      const per: u64 = unit == 0x73 ? 1000000000 : unit == 0x6d ? 60000000000 : unit == 0x68 ? 3600000000000 : 0;
+      if (count == 0 || per == 0) return -1 - index;
+      // Whole nanoseconds: at most 1,000,000 per second, T >= 1000 ns, so the rounding is
+      // below one part in a thousand.
+      interval = per / count;
+    } else if (index == 1 && interval != 0 && startsWith(e, len, BURST, 6)) {
+      burst = decimal(e + 6, len - 6, MAX_BURST);
+      if (burst == 0) return -1 - index;
+    } else if (startsWith(e, len, CLIENT, 7) && (interval == 0 || burst != 0)) {
+      if (clients == MAX_CLIENTS) return GRANT_TOO_MANY_CLIENTS;
+      // 32 hex digits, "/", a prefix 0..128 with no leading zero.
+      if (len < 7 + 32 + 2 || len > 7 + 32 + 4 || load<u8>(e + 39) != 0x2f) return -1 - index;
+      const plen = len - 40;
+      let prefix: u32 = 0;
+      if (plen == 1 && load<u8>(e + 40) == 0x30) {
+        prefix = 0;
+      } else {
+        const v = decimal(e + 40, plen, 128);
+        if (v == 0) return -1 - index;
+        prefix = <u32>v;
+      }
+      // Ascending, so that equal sets are one grant.
+      if (previous != 0) {
+        const shorter = previousLen < len ? previousLen : len;
+        const c = memory.compare(previous, e, shorter);
+        if (c > 0 || (c == 0 && previousLen >= len)) return -1 - index;
+      }
+      previous = e;
+      previousLen = len;
+      const at = rec + REC_HEAD + <usize>clients * REC_CLIENT;
+      for (let i: u32 = 0; i < 16; i++) {
+        const hi = hexDigit(<u32>load<u8>(e + 7 + (<usize>i << 1)));
+        const lo = hexDigit(<u32>load<u8>(e + 8 + (<usize>i << 1)));
+        if (hi < 0 || lo < 0) return -1 - index;
+        const bits: u32 = prefix >= (i + 1) * 8 ? 8 : prefix <= i * 8 ? 0 : prefix - i * 8;
+        const mask = <u8>(0xff00 >> bits);
+        const byte = <u8>((hi << 4) | lo);
+        // Canonical: nothing set past the prefix.
+        if ((byte & ~mask) != 0) return -1 - index;
+        if (rec != 0) {
+          store<u8>(at + i, byte);
+          store<u8>(at + 16 + i, mask);
+        }
+      }
+      clients++;
+    } else {
+      return -1 - index;
+    }
+    index++;
+    start = end + 1;
+  }
+  if (index == 0 || (interval != 0 && burst == 0)) return -1 - index;
+  if (rec != 0) {
+    store<u64>(rec, interval, REC_INTERVAL);
+    store<u64>(rec, interval * burst, REC_TOLERANCE);
+    store<u32>(rec, <u32>burst, REC_BURST);
+    store<u32>(rec, clients, REC_CLIENTS);
+    store<u32>(rec, <u32>n, REC_TEXT);
+  }
+  return <i32>clients;
+}
+
+/** Bytes of the record of a grant with `clients` ranges. */
+// @ts-ignore: decorator
+@inline export function recordBytes(clients: u32): usize {
+  return REC_HEAD + <usize>clients * REC_CLIENT;
+}
