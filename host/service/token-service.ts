@@ -382,10 +382,10 @@ export interface ListedToken {
   readonly burst: number | null;
   /** The addresses and ranges it works from, in canonical form and order; null from anywhere. */
   readonly allowedClients: string[] | null;
-  /** The last call the gate let through, RFC 3339 (UTC, whole seconds); null when none, or not counted (no limits). */
+  /** The last call the gate let through, RFC 3339 (UTC, whole seconds); null when none was counted. */
   readonly lastUsedAt: string | null;
-  /** Calls the gate let through since issue (or this gateway's start); null for a token without limits, which is not counted. */
-  readonly requests: number | null;
+  /** Calls the gate let through since issue (docs/guides/limits.md, Usage, says what may be lost). */
+  readonly requests: number;
   /** RFC 3339, UTC, whole seconds. */
   readonly issuedAt: string;
   readonly expiresAt: string;
@@ -402,11 +402,11 @@ export interface IdRevocation {
 
 /**
  * An entry as listTokens shows it, its grant's stored entries split into endpoints,
- * methods and limits, with the usage the core counted for a token with limits.
+ * methods and limits, with the usage the core counted for it.
  */
 function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core): ListedToken {
   const { endpoints, methods, limits } = splitGrantEntries(entries);
-  const usage = limits === undefined ? undefined : core.usage(e.serial);
+  const usage = core.usage(e.serial);
   return {
     id: tokenId(e.serial),
     label: e.label ?? null,
@@ -414,7 +414,7 @@ function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean,
     methods: methods ?? null,
     ...shownLimits(limits),
     lastUsedAt: usage === undefined ? null : rfc3339(Math.floor(usage.lastUsedMs / 1000)),
-    requests: limits === undefined ? null : usage?.requests ?? 0,
+    requests: usage?.requests ?? 0,
     issuedAt: rfc3339(e.issuedAt),
     expiresAt: rfc3339(e.expiry),
     revoked,
