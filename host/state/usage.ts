@@ -53,6 +53,8 @@ export class UsageSaver {
   private timer: NodeJS.Timeout | undefined;
   private lastSave: number;
   private saving: Promise<void> | undefined;
+  /** What the file holds, so that an idle service does not write it again. */
+  private written = '';
 
   constructor(private readonly dir: string, private readonly core: Core, private readonly inventory: Inventory,
     private readonly clock: Clock, private readonly log: Logger) {
@@ -99,12 +101,14 @@ export class UsageSaver {
       const usage = this.core.usage(e.serial);
       if (usage !== undefined) tokens.push([e.serial, usage.requests, usage.lastUsedMs]);
     }
-    const bytes = new TextEncoder().encode(JSON.stringify({ version: USAGE_VERSION, tokens }));
-    this.saving = writeDataFile(this.dir, USAGE_FILE, bytes).catch((error: unknown) => {
-      // The counts stay in memory; the next save tries again.
-      this.log.error('cannot write the usage file; usage since the last save would be lost by a crash', { path: join(this.dir, USAGE_FILE),
-        ...errorFields(error) });
-    }).finally(() => { this.saving = undefined; });
+    const text = JSON.stringify({ version: USAGE_VERSION, tokens });
+    if (text === this.written) return Promise.resolve();
+    const written = (): void => { this.written = text; };
+    // On a failure the counts stay in memory, and the next save tries again.
+    const failed = (error: unknown): void => this.log.error('cannot write the usage file; usage since the last save would be lost by a crash',
+      { path: join(this.dir, USAGE_FILE), ...errorFields(error) });
+    this.saving = writeDataFile(this.dir, USAGE_FILE, new TextEncoder().encode(text)).then(written, failed)
+      .finally(() => { this.saving = undefined; });
     return this.saving;
   }
 }
