@@ -21,7 +21,7 @@ import {
 } from './revocations';
 import { generate } from './password';
 import { ADMIT_OK, ADMIT_UNKNOWN_GRANT, PASSWORD_BAD_LENGTH } from './results';
-import { LIMIT_TABLE_BYTES, admitCall, limitsInit, usageOf } from './limits';
+import { LIMIT_TABLE_BYTES, admitCall, limitsInit, restoreUse, usageMisses as misses, usageOf } from './limits';
 import { grantLimits } from './grants';
 
 const ABI_VERSION: u32 = 3;
@@ -46,7 +46,7 @@ export function init(windowLog2: u32): i32 {
   const bitmap = HEAP_BASE + GRANT_INDEX_BYTES;
   const pageExpiry = bitmap + ringBytes(windowLog2);
   const limitTable = (pageExpiry + pageExpiryBytes(windowLog2) + 63) & ~63;
-  const grantArea = limitTable + LIMIT_TABLE_BYTES;
+  const grantArea = limitTable + 2 * LIMIT_TABLE_BYTES;
   const heapEnd = grantArea + MAX_GRANT_BYTES;
   // The plain build grows as grants are added; the threads build cannot grow, so its
   // memory must hold the whole grant area from the start.
@@ -325,10 +325,28 @@ export function setLimitShare(members: u32): i32 {
 }
 
 /**
- * The calls `admit` let through for `serial` (u64 at result+0) and the time of the last
- * (Unix ns, u64 at result+8): 1; 0 when the token has no slot (no call yet, or it is
- * below the floor and its slot went to another).
+ * The calls let through for `serial` (u64 at result+0) and the time of the last (Unix ns,
+ * u64 at result+8): 1; 0 when the token has no slot (no call yet, or it is below the
+ * floor and its slot went to another). A token with limits counts what `admit` let
+ * through; one without, each `verify` or `authorize` that answered Valid or Scoped (the
+ * time in whole seconds).
  */
 export function usage(serial: u64): i32 {
   return usageOf(serial, resultBuf()) ? 1 : 0;
+}
+
+/**
+ * Restores usage at start: adds `requests` calls, the last at `last` (Unix ns, kept when
+ * later than the one counted), to `serial`, a token of `grant`. 0; -1 when its table has
+ * no slot for it; -2 no such grant.
+ */
+export function restoreUsage(serial: u64, grant: u32, requests: u64, last: u64): i32 {
+  ownerOnly();
+  if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
+  return restoreUse(serial, grantLimits(grant) != 0, requests, last) ? 0 : -1;
+}
+
+/** The calls of tokens without limits let through uncounted, their table having no slot for them (a u32 that wraps). */
+export function usageMisses(): u32 {
+  return misses();
 }

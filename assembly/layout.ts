@@ -6,7 +6,8 @@
 //   HEAP_BASE ..          the heap, laid out by `init`: the grant index (MAX_GRANTS * 16),
 //                         the revocation ring (2^windowLog2 / 8), the page expiries
 //                         (2^windowLog2 / 4096 * 8), the limits table (limits.ts,
-//                         LIMIT_TABLE_BYTES), then the grant lists (up to
+//                         LIMIT_TABLE_BYTES), the usage table of tokens without
+//                         limits (the same size), then the grant lists (up to
 //                         MAX_GRANT_BYTES), which fill upwards as grants are added
 //   slots ..              threads build: slots 1, 2, ... (SLOT_BYTES each) up to the end
 //                         of the memory, one per attached instance
@@ -32,9 +33,10 @@ export const HEAP_BASE: usize = 2 << 16;
   grantArea: usize;
   slots: usize;
   limitTable: usize;
+  usageTable: usize;
 }
 
-export const state = changetype<State>(memory.data(32, 16));
+export const state = changetype<State>(memory.data(48, 16));
 
 // The fields every thread reads while the owner changes them: through shared.ts only.
 const SHARED: usize = memory.data(32, 16);
@@ -60,6 +62,12 @@ export const READY: u32 = 2;
  * alone. Written by the owner, read by every thread's `admit`.
  */
 export const LIMIT_SHARE: usize = memory.data(8, 8);
+
+/**
+ * u32: the admitted calls of tokens without limits that found no slot in the usage table
+ * (limits.ts), so were served uncounted. Added to by every thread, read by the host's metrics.
+ */
+export const USAGE_MISSES: usize = memory.data(8, 8);
 
 /** HMAC inner and outer states of the token key, written under KEY_EPOCH. */
 export const KEY_INNER: usize = memory.data(32, 16);

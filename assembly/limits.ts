@@ -24,12 +24,18 @@
 // token, from any thread, and reused once its serial is below the floor (its token expired
 // and its page was swept). Slots are never emptied, so a probe stops at the first empty
 // one.
-import { FLOOR, LIMIT_SHARE, state } from './layout';
+//
+// Tokens without limits are counted too (`countUse`, on every check that lets one
+// through), in a second table of the same shape whose bucket word stays unused: a table of
+// their own, so that however many of them are in use, they never take the slot a token
+// with limits needs to be admitted. A token without limits that finds no slot there is
+// still served, uncounted, and the miss is counted (USAGE_MISSES).
+import { FLOOR, LIMIT_SHARE, USAGE_MISSES, state } from './layout';
 import { readShared32, readShared64 } from './shared';
 import { resultBuf } from './slots';
 import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_BAD_LIMIT, GRANT_TOO_MANY_CLIENTS } from './results';
 
-/** Slots of the table: 65,536 of 32 bytes (2 MiB). */
+/** Slots of each table (the limits', the usage one's): 65,536 of 32 bytes (2 MiB). */
 export const LIMIT_SLOTS_LOG2: u32 = 16;
 export const LIMIT_SLOT: usize = 32;
 export const LIMIT_TABLE_BYTES: usize = <usize>LIMIT_SLOT << LIMIT_SLOTS_LOG2;
@@ -69,6 +75,7 @@ export const MAX_BURST: u64 = 1000000;
  */
 export function limitsInit(at: usize): void {
   state.limitTable = at;
+  state.usageTable = at + LIMIT_TABLE_BYTES;
 }
 
 // @ts-ignore: decorator
@@ -97,8 +104,8 @@ export function limitsInit(at: usize): void {
   else store<u64>(ptr, load<u64>(ptr) + value);
 }
 
-/** The slot of `serial`, claimed for it if it has none; 0 when none of its MAX_PROBE slots is free. */
-function slotOf(serial: u64): usize {
+/** The slot of `serial` in `table`, claimed for it if it has none; 0 when none of its MAX_PROBE slots is free. */
+function slotOf(table: usize, serial: u64): usize {
   const key = serial + 1;
   const mask: u64 = (<u64>1 << LIMIT_SLOTS_LOG2) - 1;
   const home = (serial * 0x9e3779b97f4a7c15) >> (64 - LIMIT_SLOTS_LOG2);
@@ -107,7 +114,7 @@ function slotOf(serial: u64): usize {
     let free: usize = 0;
     let seen: u64 = 0;
     for (let i: u32 = 0; i < MAX_PROBE; i++) {
-      const slot = state.limitTable + <usize>((home + i) & mask) * LIMIT_SLOT;
+      const slot = table + <usize>((home + i) & mask) * LIMIT_SLOT;
       let k = load64(slot + KEY);
       // Another thread is resetting this slot: two stores away from done.
       while (k == CLAIMING) k = load64(slot + KEY);
@@ -162,7 +169,7 @@ export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize
   const interval = load<u64>(rec, REC_INTERVAL) * share;
   const burst = (<u64>load<u32>(rec, REC_BURST) + share - 1) / share;
   if (interval != 0 && <u64>n > burst) return ADMIT_OVER_BURST;
-  const slot = slotOf(serial);
+  const slot = slotOf(state.limitTable, serial);
   if (slot == 0) return ADMIT_TABLE_FULL;
   if (interval != 0) {
     const cost = <u64>n * interval;
@@ -183,22 +190,63 @@ export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize
   return ADMIT_OK;
 }
 
-/** The calls let through and the last one's time (ns) for `serial`, to `out`; false when it has no slot. */
-export function usageOf(serial: u64, out: usize): bool {
+/**
+ * One call let through for `serial`, a token without limits, at `now` (Unix ns), counted in
+ * the usage table; a token with no slot there is counted in USAGE_MISSES instead.
+ */
+export function countUse(serial: u64, now: i64): void {
+  const slot = slotOf(state.usageTable, serial);
+  if (slot == 0) {
+    if (ASC_FEATURE_THREADS) atomic.add<u32>(USAGE_MISSES, 1);
+    else store<u32>(USAGE_MISSES, load<u32>(USAGE_MISSES) + 1);
+    return;
+  }
+  add64(slot + REQUESTS, 1);
+  store64(slot + LAST, <u64>now);
+}
+
+/** The slot `serial` holds in `table`, or 0. */
+function slotFound(table: usize, serial: u64): usize {
   const key = serial + 1;
   const mask: u64 = (<u64>1 << LIMIT_SLOTS_LOG2) - 1;
   const home = (serial * 0x9e3779b97f4a7c15) >> (64 - LIMIT_SLOTS_LOG2);
   for (let i: u32 = 0; i < MAX_PROBE; i++) {
-    const slot = state.limitTable + <usize>((home + i) & mask) * LIMIT_SLOT;
+    const slot = table + <usize>((home + i) & mask) * LIMIT_SLOT;
     const k = load64(slot + KEY);
-    if (k == 0) return false;
-    if (k == key) {
-      store<u64>(out, load64(slot + REQUESTS));
-      store<u64>(out, load64(slot + LAST), 8);
-      return true;
-    }
+    if (k == 0) return 0;
+    if (k == key) return slot;
   }
-  return false;
+  return 0;
+}
+
+/** The calls let through and the last one's time (ns) for `serial`, to `out`; false when it has no slot. */
+export function usageOf(serial: u64, out: usize): bool {
+  // A token is in one table only: its grant has limits or not for its whole life.
+  let slot = slotFound(state.limitTable, serial);
+  if (slot == 0) slot = slotFound(state.usageTable, serial);
+  if (slot == 0) return false;
+  store<u64>(out, load64(slot + REQUESTS));
+  store<u64>(out, load64(slot + LAST), 8);
+  return true;
+}
+
+/**
+ * Adds `requests` calls, the last at `last` (ns, kept when later than the slot's), to
+ * `serial` in the limits table (`limited`) or the usage table: the counts a host restores
+ * at start. False when the table has no slot for it.
+ */
+export function restoreUse(serial: u64, limited: bool, requests: u64, last: u64): bool {
+  const slot = slotOf(limited ? state.limitTable : state.usageTable, serial);
+  if (slot == 0) return false;
+  add64(slot + REQUESTS, requests);
+  if (last > load64(slot + LAST)) store64(slot + LAST, last);
+  return true;
+}
+
+/** The calls of tokens without limits served uncounted (no slot): USAGE_MISSES. */
+export function usageMisses(): u32 {
+  if (ASC_FEATURE_THREADS) return atomic.load<u32>(USAGE_MISSES);
+  return load<u32>(USAGE_MISSES);
 }
 
 // Parsing the limit entries (grantAdd).

@@ -20,6 +20,7 @@ import { Outcome } from './outcome';
 import { grantEndpointsLen, grantLimits, grantMethodsLen, grantPlain, grantPtr } from './grants';
 import { canIssue, isRevoked, markRevoked, serialIssuable, sweep, takeSerial } from './revocations';
 import { grants } from './paths';
+import { countUse } from './limits';
 import { ISSUE_BAD_SERIAL, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL } from './results';
 
 export const VERSION: u8 = 1;
@@ -202,10 +203,16 @@ export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize
   const grant = grantOf(raw);
   if (!grants(grantPtr(grant), grantEndpointsLen(grant), path, pathLen)) return Outcome.NotGranted;
   // One load for a grant with neither scope nor limits, as the scope alone took before.
-  if (grantPlain(grant)) return Outcome.Valid;
+  if (grantPlain(grant)) {
+    countUse(serialOf(raw), now * 1000000000);
+    return Outcome.Valid;
+  }
   const result = resultBuf();
   store<u32>(result, grant, 20);
-  if (grantLimits(grant) == 0) return Outcome.Scoped;
+  if (grantLimits(grant) == 0) {
+    countUse(serialOf(raw), now * 1000000000);
+    return Outcome.Scoped;
+  }
   store<u64>(result, serialOf(raw));
   store<u32>(result, grantMethodsLen(grant) != 0 ? 1 : 0, 24);
   return Outcome.Limited;

@@ -66,6 +66,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   const metrics = services.metrics ?? new Metrics({ processMetrics: true, httpThread: threads > 1 ? undefined : 1 });
   // One thread keeps the plain core: no shared memory to size, and checks as fast (README, Threads).
   const core = threads > 1 ? newThreadsCore({ threads: threads + 1 }) : newCore();
+  metrics.usageMisses = () => core.usageMisses;
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
   servedPaths(core, 'metricsPath', [config.metricsPath]);
   const access = config.accessLog === undefined ? undefined : lineTarget(config.accessLog);

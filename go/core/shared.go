@@ -7,7 +7,8 @@ import (
 	"github.com/tetratelabs/wazero"
 )
 
-// The threads build's memory map (assembly/layout.ts and slots.ts), as sharedMemoryPages
+// The threads build's memory map (assembly/layout.ts and slots.ts; the limits and usage
+// tables are limitTableBytes each), as sharedMemoryPages
 // in host/core/core.ts computes it.
 const (
 	pageBytes       = 65536
@@ -26,7 +27,7 @@ func SharedMemoryPages(windowLog2 uint32, instances int) (uint32, error) {
 		return 0, newError(CodeBadOptions, "WindowLog2 must be 12 to 30 and instances at least 1, not %d and %d", windowLog2, instances)
 	}
 	heap := uint64(heapBase+grantIndexBytes) + 1<<windowLog2/8 + 1<<(windowLog2-12)*8
-	slots := (heap+63)/64*64 + limitTableBytes + maxGrantBytes
+	slots := (heap+63)/64*64 + 2*limitTableBytes + maxGrantBytes
 	pages := (slots + uint64(instances-1)*slotBytes + pageBytes - 1) / pageBytes
 	if pages > maxPages {
 		return 0, newError(CodeBadOptions, "%d instances with WindowLog2 %d need more than the threads build's 2 GiB", instances, windowLog2)

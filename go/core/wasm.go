@@ -27,8 +27,8 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "82028e1559923bbc127aec09fc93bcc54d590f4b08c0e84607862a5b6ec7d396"
-	ThreadsSHA256 = "bf9df520ff51d57fd6cb4b0202e77c6dd36209819a82c4dadbbfe99afc32d80c"
+	PlainSHA256   = "54bbc58f58c32f55574fa1a1eb4bc13f79a22d0e629e68826ebf58a447711d38"
+	ThreadsSHA256 = "8bf1db835a9c01ddd568869f34bba98a59bcc5cb4e76779ac43e134c88aebf31"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).

@@ -18,7 +18,7 @@ import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord } from '../password/hash.js';
-import type { GrantRequest, InventoryEntry, Ledger, SharedCheck } from '../service/ledger.js';
+import type { GrantRequest, InventoryEntry, Ledger, SharedCheck, Usage } from '../service/ledger.js';
 import { InvariantError } from '../api-auth-error.js';
 import { SerialBlocks } from './blocks.js';
 import type { Block } from './blocks.js';
@@ -29,6 +29,7 @@ import { Membership } from './membership.js';
 import { FleetMetrics } from './metrics.js';
 import { FleetThrottle } from './throttle.js';
 import { deleteExpired, TIDY_INTERVAL_MS } from './tidy.js';
+import { FleetUsage, USAGE_PUBLISH_MS } from './usage.js';
 
 export interface FleetSettings extends EtcdSettings {
   readonly name: string;
@@ -56,6 +57,8 @@ export class Fleet implements Ledger {
   private readonly tokenEntries = new Map<number, InventoryEntry>();
   private watcher: Watcher | undefined;
   private tidyTimer: NodeJS.Timeout | undefined;
+  private readonly usage: FleetUsage;
+  private usageTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
   private constructor(private readonly core: Core, private readonly settings: FleetSettings, private readonly log: Logger,
@@ -68,6 +71,7 @@ export class Fleet implements Ledger {
     this.membership.onGateways = (count) => this.core.setLimitShare(count);
     this.blocks = new SerialBlocks(this.etcd, this.keys, (revision) => this.membership.barrier(revision));
     this.throttle = new FleetThrottle(this.etcd, this.keys, log);
+    this.usage = new FleetUsage(this.etcd, this.keys, core, log);
   }
 
   /**
@@ -141,6 +145,7 @@ export class Fleet implements Ledger {
       this.tidyTimer = setInterval(() => void this.tidy(), TIDY_INTERVAL_MS).unref();
       void this.tidy();
     }
+    this.usageTimer ??= setInterval(() => void this.publishUsage(), USAGE_PUBLISH_MS).unref();
     this.log.info('serving in the fleet', { cluster: this.settings.name, members: membership.members.size, revision: membership.applied });
   }
 
@@ -409,6 +414,20 @@ export class Fleet implements Ledger {
     if (this.membership.lowest) await deleteExpired(this.etcd, this.keys, now, this.core.generation, this.log);
   }
 
+  /** Publishes this gateway's counts of the live tokens (usage.ts); not while it rejoins, its lease being replaced. */
+  private async publishUsage(): Promise<void> {
+    const { membership } = this;
+    if (this.closed || membership.rejoining || membership.leaseGrant === '') return;
+    const now = unixSeconds(this.clock);
+    const live = [...this.tokenEntries.values()].filter((e) => e.expiry > now && e.generation === this.core.generation);
+    await this.usage.publish(live, membership.leaseId, membership.leaseGrant);
+  }
+
+  /** The other gateways' published usage, by serial (usage.ts). */
+  othersUsage(): Promise<Map<number, Usage>> {
+    return this.usage.others(this.membership.leaseId);
+  }
+
   private fatal(message: string): void {
     this.membership.stop();
     this.log.error(message, { cluster: this.settings.name });
@@ -420,6 +439,7 @@ export class Fleet implements Ledger {
     this.closed = true;
     this.membership.stop();
     clearInterval(this.tidyTimer);
+    clearInterval(this.usageTimer);
     await this.watcher?.cancel().catch(() => undefined);
     await this.membership.close();
     this.throttle.release();

@@ -5,7 +5,7 @@
 import type { Clock } from '../clock.js';
 import { unixSeconds } from '../clock.js';
 import type { Core } from '../core/core.js';
-import type { Inventory, InventoryEntry } from '../service/ledger.js';
+import type { Inventory, InventoryEntry, Usage } from '../service/ledger.js';
 import type { Fleet } from './fleet.js';
 
 export class FleetInventory implements Inventory {
@@ -47,4 +47,8 @@ export class FleetInventory implements Inventory {
   }
 
   async close(): Promise<void> {}
+
+  othersUsage(): Promise<ReadonlyMap<number, Usage>> {
+    return this.fleet.othersUsage();
+  }
 }

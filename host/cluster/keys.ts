@@ -11,7 +11,8 @@
 //   members/<lease>     one per live member, under its lease: {"applied"}, the highest
 //                       revision of a state change it holds; {"applied", "follower": true}
 //                       for a member that never writes (a Go node, go/fleet)
-// and under `/<cluster-name>.throttle/`, the fleet throttle's records (throttle.ts).
+// and under `/<cluster-name>.throttle/`, the fleet throttle's records (throttle.ts), and
+// under `/<cluster-name>.usage/<lease>`, each gateway's usage counts (usage.ts).
 // Numbers in keys are zero-padded, so that etcd's key order is their order. The whole
 // schema, which go/fleet reads too, is docs/fleet-keys.md.
 //
@@ -34,10 +35,13 @@ export class FleetKeys {
   readonly prefix: string;
   /** The fleet throttle's records start with it. */
   readonly throttlePrefix: string;
+  /** The gateways' usage counts start with it. */
+  readonly usagePrefix: string;
 
   constructor(readonly name: string) {
     this.prefix = `/${name}/`;
     this.throttlePrefix = `/${name}.throttle/`;
+    this.usagePrefix = `/${name}.usage/`;
   }
 
   readonly key = (): string => this.prefix + 'key';
@@ -49,6 +53,8 @@ export class FleetKeys {
   readonly token = (serial: number): string => `${this.prefix}tokens/${pad(serial, SERIAL_WIDTH)}`;
   /** A member's key, by its lease's id in hex. */
   readonly member = (lease: string): string => `${this.prefix}members/${lease}`;
+  /** A gateway's usage counts, by its lease's id in hex. */
+  readonly usage = (lease: string): string => this.usagePrefix + lease;
   /** The folder of blocks/, revoked/ or tokens/. */
   readonly folder = (name: 'blocks' | 'revoked' | 'tokens'): string => `${this.prefix}${name}/`;
 }

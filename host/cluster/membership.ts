@@ -73,6 +73,11 @@ export class Membership {
     return this.recovering !== undefined;
   }
 
+  /** The lease's id as etcd gave it ('' before the first lease): what a key bound to the lease is put with. */
+  get leaseGrant(): string {
+    return this.grant;
+  }
+
   /** Stops serving, and takes a new lease, renewed from now on; the member key is written by register(). */
   async takeLease(): Promise<void> {
     closeFence(this.settings.fence);

@@ -113,7 +113,8 @@ const MIN_WINDOW_LOG2 = 12;
 const MAX_WINDOW_LOG2 = 30;
 
 // The threads build's memory map (assembly/layout.ts and slots.ts): the data below the
-// heap, the grant index, the revocation ring and its page expiries, room for every grant
+// heap, the grant index, the revocation ring and its page expiries, the limits and usage
+// tables (LIMIT_TABLE_BYTES each), room for every grant
 // list, then one slot per instance beyond the owner's. test/unit/core-threads.test.ts pins it.
 const PAGE_BYTES = 65536;
 const HEAP_BASE = 2 * PAGE_BYTES;
@@ -126,7 +127,7 @@ const MAX_PAGES = 32768;
 /**
  * The pages of a shared memory for the threads build: the state of a revocation window
  * of 2^windowLog2 serials, and a slot for each of `threads` instances (the owner's
- * included). About 19.7 MiB for the default window, plus 96 KiB per thread beyond the first.
+ * included). About 21.7 MiB for the default window, plus 96 KiB per thread beyond the first.
  */
 export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1): number {
   if (!Number.isInteger(windowLog2) || windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) {
@@ -134,7 +135,7 @@ export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1)
   }
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError('threads must be an integer of at least 1');
   const heap = HEAP_BASE + GRANT_INDEX_BYTES + 2 ** windowLog2 / 8 + 2 ** (windowLog2 - 12) * 8;
-  const slots = Math.ceil(heap / 64) * 64 + LIMIT_TABLE_BYTES + MAX_GRANT_BYTES;
+  const slots = Math.ceil(heap / 64) * 64 + 2 * LIMIT_TABLE_BYTES + MAX_GRANT_BYTES;
   const pages = Math.ceil((slots + (threads - 1) * SLOT_BYTES) / PAGE_BYTES);
   if (pages > MAX_PAGES) throw new RangeError(`${threads} threads with windowLog2 ${windowLog2} need more than the threads build's 2 GiB`);
   return pages;
@@ -204,6 +205,8 @@ interface Exports extends Record<string, unknown> {
   admit(serial: bigint, grant: number, n: number, now: bigint): number;
   setLimitShare(members: number): number;
   usage(serial: bigint): number;
+  restoreUsage(serial: bigint, grant: number, requests: bigint, last: bigint): number;
+  usageMisses(): number;
   attach?(slot: number): number;
   detach?(): number;
   slots?(): number;
@@ -489,13 +492,32 @@ export class Core {
   }
 
   /**
-   * What `admit` let through for a token: its calls and the last one's time (ms since the
-   * Unix epoch); undefined when it has none counted here (no call yet, or swept).
+   * What was let through for a token: its calls and the last one's time (ms since the
+   * Unix epoch); undefined when it has none counted here (no call yet, or swept). A token
+   * with limits counts what `admit` let through; one without, every `authorize` or
+   * `verify` that answered Valid or Scoped (to the second).
    */
   usage(serial: number): { requests: number; lastUsedMs: number } | undefined {
     if (this.x.usage(BigInt(serial)) !== 1) return undefined;
     const v = this.dv();
     return { requests: Number(v.getBigUint64(this.resultPtr, true)), lastUsedMs: Math.floor(Number(v.getBigUint64(this.resultPtr + 8, true)) / 1e6) };
+  }
+
+  /**
+   * Restores a token's usage at start (the owner): adds `requests` calls, the last at
+   * `lastUsedMs`, to the token of `serial` and `grant`. False when the core's table has no
+   * slot for it (its usage then starts again from its next call).
+   */
+  restoreUsage(serial: number, grant: number, requests: number, lastUsedMs: number): boolean {
+    this.writer();
+    const result = this.x.restoreUsage(BigInt(serial), grant, BigInt(requests), BigInt(lastUsedMs) * 1_000_000n);
+    if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
+    return result === 0;
+  }
+
+  /** The admitted calls of tokens without limits that the core's usage table had no slot to count (a u32 that wraps). */
+  get usageMisses(): number {
+    return this.x.usageMisses() >>> 0;
   }
 
   get grantCount(): number {

@@ -112,6 +112,12 @@ export class Metrics implements MetricsSource {
   /** --access-log's lines lost (a write failed, or too much waited), and its writes that failed. */
   accessLinesLost = 0;
   accessWriteErrors = 0;
+  /**
+   * The core's count of calls of tokens without limits served uncounted (Core.usageMisses),
+   * set by the owner alone: the count lives in memory every thread shares, so a thread
+   * that reported it too would multiply it when the threads' metrics are summed.
+   */
+  usageMisses: (() => number) | null = null;
   private readonly latency: Histogram;
 
   constructor(options: MetricsOptions = {}) {
@@ -153,6 +159,8 @@ export class Metrics implements MetricsSource {
     counter('api_auth_limit_refusals_total', 'Requests and WebSocket messages of tokens with limits refused, by reason: past the rate ' +
       '(HTTP 429, -32005), from a client the token does not allow (HTTP 403), or no room in the limits table (HTTP 503).',
     (c) => labelled(c, 'reason', LIMIT_REFUSALS, this.limitRefusals), ['reason']);
+    counter('api_auth_usage_uncounted_total', 'Calls of tokens without limits let through but not counted in their usage ' +
+      '(lastUsedAt, requests): the core\'s usage table had no slot for them.', (c) => c.inc(this.usageMisses?.() ?? 0));
     this.latency = new Histogram({
       name: 'api_auth_verification_duration_seconds',
       help: `Time the gate spends verifying a token (one verification in ${LATENCY_SAMPLE_EVERY} is timed).`,

@@ -68,6 +68,12 @@ export interface InventoryEntry {
   readonly label: string | undefined;
 }
 
+/** A token's usage: the calls let through, and the last one's time (ms since the Unix epoch). */
+export interface Usage {
+  readonly requests: number;
+  readonly lastUsedMs: number;
+}
+
 /** What the inventory may be asked, by the token service. */
 export interface Inventory {
   /** Entries listed now (live ones: not expired, of the current generation), in issue order. */
@@ -80,6 +86,8 @@ export interface Inventory {
   append(entry: InventoryEntry): Promise<void>;
   /** Writes what is waiting and closes. */
   close(): Promise<void>;
+  /** A fleet's: the usage the other gateways published, by serial, to add to this one's core's counts. */
+  othersUsage?(): Promise<ReadonlyMap<number, Usage>>;
 }
 
 /** A backend, opened: its ledger and inventory, and how to release both (the data folder's lock; the fleet's lease). */

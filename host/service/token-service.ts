@@ -22,7 +22,7 @@ import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
-import type { Inventory, InventoryEntry, Ledger, SharedCheck } from './ledger.js';
+import type { Inventory, InventoryEntry, Ledger, SharedCheck, Usage } from './ledger.js';
 import { labelParam, lifetimeParam, limitEntries, parseTokenId, rfc3339, shownLimits, tokenId } from './token-params.js';
 import { PasswordThrottle } from './throttle.js';
 
@@ -117,8 +117,11 @@ export class TokenService {
   /** The live tokens of the current password generation, in issue order, as auth.listTokens shows them. */
   async listTokens(password: string, context: CallContext): Promise<ListedToken[]> {
     const checked = await this.authenticate(password, context);
-    return this.exclusive(checked, async () =>
-      this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [], this.ledger.isRevoked(e.serial), this.core)));
+    return this.exclusive(checked, async () => {
+      const others = await this.inventory.othersUsage?.();
+      return this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [], this.ledger.isRevoked(e.serial), this.core,
+        others?.get(e.serial)));
+    });
   }
 
   /**
@@ -382,10 +385,10 @@ export interface ListedToken {
   readonly burst: number | null;
   /** The addresses and ranges it works from, in canonical form and order; null from anywhere. */
   readonly allowedClients: string[] | null;
-  /** The last call the gate let through, RFC 3339 (UTC, whole seconds); null when none, or not counted (no limits). */
+  /** The last call the gate let through, RFC 3339 (UTC, whole seconds); null when none was counted. */
   readonly lastUsedAt: string | null;
-  /** Calls the gate let through since issue (or this gateway's start); null for a token without limits, which is not counted. */
-  readonly requests: number | null;
+  /** Calls the gate let through since issue (docs/guides/limits.md, Usage, says what may be lost). */
+  readonly requests: number;
   /** RFC 3339, UTC, whole seconds. */
   readonly issuedAt: string;
   readonly expiresAt: string;
@@ -402,11 +405,14 @@ export interface IdRevocation {
 
 /**
  * An entry as listTokens shows it, its grant's stored entries split into endpoints,
- * methods and limits, with the usage the core counted for a token with limits.
+ * methods and limits, with the usage the core counted for it, and in a fleet what the
+ * other gateways counted (`others`): the calls summed, the latest last use.
  */
-function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core): ListedToken {
+function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core, others: Usage | undefined): ListedToken {
   const { endpoints, methods, limits } = splitGrantEntries(entries);
-  const usage = limits === undefined ? undefined : core.usage(e.serial);
+  const own = core.usage(e.serial);
+  const usage = own === undefined ? others : others === undefined ? own
+    : { requests: own.requests + others.requests, lastUsedMs: Math.max(own.lastUsedMs, others.lastUsedMs) };
   return {
     id: tokenId(e.serial),
     label: e.label ?? null,
@@ -414,7 +420,7 @@ function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean,
     methods: methods ?? null,
     ...shownLimits(limits),
     lastUsedAt: usage === undefined ? null : rfc3339(Math.floor(usage.lastUsedMs / 1000)),
-    requests: limits === undefined ? null : usage?.requests ?? 0,
+    requests: usage?.requests ?? 0,
     issuedAt: rfc3339(e.issuedAt),
     expiresAt: rfc3339(e.expiry),
     revoked,

@@ -87,20 +87,25 @@ export async function readDataFile(path: string, what: string): Promise<Buffer |
   }
 }
 
-/**
- * Replaces the state file atomically and durably. Whatever holds the temporary name
- * (a crash's leftover, or a link) is removed first, and the new file is created
- * exclusively, so no link is followed; a write that fails removes its temporary file,
- * which gives back the space a full disk let it take.
- */
+/** Replaces the state file atomically and durably (writeDataFile). */
 export async function writeState(dir: string, state: PersistedState): Promise<void> {
-  const path = join(dir, STATE_FILE);
+  await writeDataFile(dir, STATE_FILE, encodeState(state));
+}
+
+/**
+ * Replaces the file `name` of the data folder atomically and durably. Whatever holds the
+ * temporary name (a crash's leftover, or a link) is removed first, and the new file is
+ * created exclusively, so no link is followed; a write that fails removes its temporary
+ * file, which gives back the space a full disk let it take.
+ */
+export async function writeDataFile(dir: string, name: string, bytes: Uint8Array): Promise<void> {
+  const path = join(dir, name);
   const tmp = `${path}.tmp`;
   await unlinkIfThere(tmp);
   const file = await fs.open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
     try {
-      await file.writeFile(encodeState(state));
+      await file.writeFile(bytes);
       await file.sync();
     } finally {
       await file.close();

@@ -1,5 +1,6 @@
 // The data folder as the token service's backend, opened: created on the first start,
-// locked, the core restored from its state file, the inventory from its journal.
+// locked, the core restored from its state file, the inventory from its journal, the
+// usage counters from their snapshot (usage.ts).
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
@@ -9,6 +10,7 @@ import type { Backend, InventoryEntry } from '../service/ledger.js';
 import { JournalInventory } from './inventory.js';
 import { FolderLedger } from './ledger.js';
 import { restoreService, StateStore } from './store.js';
+import { UsageSaver } from './usage.js';
 
 export interface DataFolderSettings {
   /** Absolute path of the data folder. */
@@ -26,7 +28,9 @@ export async function openDataFolder(core: Core, settings: DataFolderSettings, f
   log: Logger, clock: Clock): Promise<Backend> {
   const store = await StateStore.open(settings.dataDir, log, clock);
   let inventory: JournalInventory | undefined;
+  let usage: UsageSaver | undefined;
   const close = async (): Promise<void> => {
+    await usage?.close();
     await inventory?.close();
     await store.close();
   };
@@ -42,6 +46,10 @@ export async function openDataFolder(core: Core, settings: DataFolderSettings, f
         : e.serial >= state.serialCeiling ? 'has a serial the state file never reserved'
           : e.generation > state.generation ? 'is of a password generation the state file has not reached' : undefined;
     inventory = await JournalInventory.open(settings.dataDir, state.key, fresh, live, valid, log);
+    const saver = new UsageSaver(settings.dataDir, core, inventory, clock, log);
+    await saver.restore();
+    saver.start();
+    usage = saver;
     return { ledger: new FolderLedger(core, store), inventory, close };
   } catch (error) {
     await close();

@@ -67,10 +67,10 @@ t.test('newToken answers {token, id}; listTokens lists each live token in issue 
   const tokens = await list(server);
   t.same(tokens, [
     { id: first.id, label: 'CI deploy bot', endpoints: ['/ext/info'], methods: null, rateLimit: null, burst: null, allowedClients: null,
-      lastUsedAt: null, requests: null, issuedAt: iso(CLOCK_START), expiresAt: iso(CLOCK_START + 12 * 3600_000), revoked: false },
+      lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START), expiresAt: iso(CLOCK_START + 12 * 3600_000), revoked: false },
     { id: second.id, label: null, endpoints: ['/ext/bc/X/*', '/ext/health', '/ext/info'], methods: null, rateLimit: null, burst: null,
-      allowedClients: null, lastUsedAt: null, requests: null, issuedAt: iso(CLOCK_START + 5000), expiresAt: iso(CLOCK_START + 5000 + 12 * 3600_000), revoked: false },
-  ], 'both listed: id, label (null without one), endpoints (the canonical list), methods and limits null, RFC 3339 times, revoked');
+      allowedClients: null, lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START + 5000), expiresAt: iso(CLOCK_START + 5000 + 12 * 3600_000), revoked: false },
+  ], 'both listed: id, label (null without one), endpoints (the canonical list), methods and limits null, no use yet, RFC 3339 times, revoked');
   const reply = JSON.stringify(tokens);
   t.notOk(reply.includes(first.token) || reply.includes(second.token), 'no token in the list');
   expectGranted(t, await call(server.url, '/ext/info', first.token), '/ext/info', 'the listed token works');

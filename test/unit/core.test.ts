@@ -46,8 +46,8 @@ t.test('the module exports the ABI of assembly/README.md, none of the threads bu
     'abiVersion', 'admit', 'authorize', 'bumpGeneration', 'checkPath', 'floor', 'generatePassword', 'generation', 'grantAdd',
     'grantCount', 'grantFind', 'hmacSha256', 'init', 'inspect', 'ioBuffer', 'ioCapacity', 'issue', 'issueSerial', 'memory', 'methodAllowed',
     'nextSerial', 'pathBuffer',
-    'pathCapacity', 'reserveSerials', 'restoreSerials', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey', 'setLimitShare', 'sha256',
-    'standing', 'sweep', 'tokenBuffer', 'tokenCapacity', 'usage', 'verify',
+    'pathCapacity', 'reserveSerials', 'restoreSerials', 'restoreUsage', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey',
+    'setLimitShare', 'sha256', 'standing', 'sweep', 'tokenBuffer', 'tokenCapacity', 'usage', 'usageMisses', 'verify',
   ]);
 });
 

@@ -125,6 +125,32 @@ t.test('the table: 64 tokens that hash alike fit, the 65th is refused, and a slo
   t.same(core.usage(serials[64]), { requests: 1, lastUsedMs: NOW_MS }, 'afresh: nothing of its last token\'s');
 });
 
+t.test('usage of tokens without limits: counted by the check, restored by the owner; a token with no slot is served and counted as a miss', async (t) => {
+  const core = keyedCore(24);
+  const plain = core.addGrant([RPC]);
+  const limited = core.addGrant([RPC], undefined, ['rate 1/s', 'burst 1']);
+  const serials = collidingSerials(130);
+  core.reserveSerials(0, serials[129] + 1, NOW + 2 * HOUR);
+  const first = core.issueSerial(serials[64], plain, NOW, HOUR).token;
+  // The usage table is apart from the limits table: 64 tokens with limits take none of its slots.
+  for (const serial of serials.slice(0, 64)) t.equal(core.admit(serial, limited, 1, CLIENT, NOW_MS), ADMIT_OK);
+  t.equal(core.authorize(`Bearer ${first}`, RPC, NOW + 1), Outcome.Valid);
+  t.same(core.usage(serials[64]), { requests: 1, lastUsedMs: NOW_MS + 1000 }, 'counted by the check, to the second');
+  t.equal(core.restoreUsage(serials[64], plain, 10, NOW_MS - 5000), true);
+  t.same(core.usage(serials[64]), { requests: 11, lastUsedMs: NOW_MS + 1000 }, 'restored counts add; the later last use stays');
+  t.equal(core.restoreUsage(serials[0], limited, 4, NOW_MS + 9000), true);
+  t.same(core.usage(serials[0]), { requests: 5, lastUsedMs: NOW_MS + 9000 }, 'a token with limits: restored in its limits slot');
+  t.throws(() => core.restoreUsage(serials[1], 99, 1, NOW_MS), RangeError, 'an unknown grant is a host error');
+  // 63 more tokens without limits fill the usage slots within reach; the next finds none.
+  for (const serial of serials.slice(65, 128)) t.equal(core.restoreUsage(serial, plain, 1, NOW_MS), true);
+  t.equal(core.restoreUsage(serials[128], plain, 1, NOW_MS), false, 'no slot within reach: nothing restored');
+  t.equal(core.usageMisses, 0);
+  const unplaced = core.issueSerial(serials[129], plain, NOW, HOUR).token;
+  t.equal(core.authorize(`Bearer ${unplaced}`, RPC, NOW), Outcome.Valid, 'no usage slot within reach: still valid');
+  t.equal(core.usage(serials[129]), undefined, 'not counted');
+  t.equal(core.usageMisses, 1, 'but counted as a miss');
+});
+
 t.test('readers on several threads share one bucket: together they get the burst, not a burst each', async (t) => {
   const THREADS = 3;
   const BURST = 50;

@@ -549,6 +549,19 @@ export function generateVectors(module = coreModule()) {
     c.methodAllowed(0, 'info.getNodeID', 1);
     c.methodAllowed(0, 'eth_call', 0);
   });
+  tokens('usage: a token without limits counts each check that lets it through, to the second; a refused check counts nothing',
+    { key: KEY, grants: [[RPC], [RPC, '', 'eth_call']] }, (c) => {
+      const plain = c.issue(0, NOW, HOUR);
+      const scoped = c.issue(1, NOW, HOUR);
+      c.usage(0, undefined);
+      c.authorize(`Bearer ${plain}`, RPC, NOW, 'Valid');
+      c.verify(plain, RPC, NOW + 5, 'Valid');
+      c.authorize(`Bearer ${plain}`, '/ext/info', NOW + 9, 'NotGranted');
+      c.authorize(`Bearer ${plain}`, RPC, NOW + HOUR, 'Expired');
+      c.usage(0, 2, (NOW + 5) * 1000);
+      c.authorize(`Bearer ${scoped}`, RPC, NOW + 7, 'Scoped', 1);
+      c.usage(1, 1, (NOW + 7) * 1000);
+    });
   tokens('grants: limits the core refuses, and the entry it names', { key: KEY, grants: [] }, (c) => {
     // Two empty entries in a row start limits without a scope (before ABI 3, an empty pattern), so none after them is a bad limit.
     for (const [limits, entry] of [

@@ -1,0 +1,92 @@
+// Usage across a fleet (listTokens' requests and lastUsedAt): each gateway counts the
+// calls it lets through in its own core, and publishes its counts of the live tokens it
+// has seen every USAGE_PUBLISH_MS under `/<cluster-name>.usage/<lease>`, bound to its
+// lease. listTokens reads the other gateways' keys at once (one range read per call, none
+// per request) and adds them to this gateway's own counts: the sum of requests, the
+// latest lastUsedAt. The keys lie outside the fleet's state prefix, so that publishing
+// them is no state change: no member republishes `applied`, no barrier waits, and
+// go/fleet, which reads the state prefix, never sees them (docs/fleet-keys.md).
+import type { Core } from '../core/core.js';
+import { errorFields } from '../ops/log.js';
+import type { Logger } from '../ops/log.js';
+import type { InventoryEntry, Usage } from '../service/ledger.js';
+import type { EtcdConnection } from './etcd.js';
+import type { FleetKeys } from './keys.js';
+
+/** How often a gateway publishes its counts: what the others' lag behind it by, at most (plus one put). */
+export const USAGE_PUBLISH_MS = 5000;
+
+type Counted = [serial: number, requests: number, lastUsedMs: number];
+
+/** The counts a usage key holds; undefined for a value that is not `{"tokens": [[serial, requests, lastUsedMs], ...]}`. */
+export function decodeFleetUsage(value: string): Counted[] | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  const tokens = (parsed as { tokens?: unknown } | null)?.tokens;
+  if (!Array.isArray(tokens)) return undefined;
+  const whole = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
+  return tokens.every((e) => Array.isArray(e) && e.length === 3 && e.every(whole)) ? (tokens as Counted[]) : undefined;
+}
+
+export class FleetUsage {
+  /** What was last published, so that an idle gateway puts nothing. */
+  private published = '';
+
+  constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly core: Core,
+    private readonly log: Logger) {}
+
+  /** Publishes this gateway's counts of `live` tokens under `lease` (its id in hex, `grant` as etcd gave it), when they changed. */
+  async publish(live: Iterable<InventoryEntry>, lease: string, grant: string): Promise<void> {
+    const tokens: Counted[] = [];
+    for (const e of live) {
+      const usage = this.core.usage(e.serial);
+      if (usage !== undefined) tokens.push([e.serial, usage.requests, usage.lastUsedMs]);
+    }
+    const value = JSON.stringify({ tokens });
+    const key = this.keys.usage(lease);
+    if (key + value === this.published) return;
+    try {
+      await this.etcd.call((client) => client.put(key).value(value).lease(grant).exec());
+      this.published = key + value;
+    } catch (error) {
+      // The next round tries again; meanwhile the others show this gateway's older counts.
+      this.log.warn(`cannot publish this gateway's usage counts to the fleet; an etcd user's role needs readwrite on ${this.keys.usagePrefix}`,
+        errorFields(error));
+    }
+  }
+
+  /**
+   * The other gateways' published counts, summed by serial (the latest last use); `own`
+   * (this gateway's lease id) left out. When they cannot be read, none: listTokens then
+   * shows this gateway's own counts rather than fail, and the warning says why.
+   */
+  async others(own: string): Promise<Map<number, Usage>> {
+    let all: Record<string, string>;
+    try {
+      all = await this.etcd.call((client) => client.getAll().prefix(this.keys.usagePrefix).strings());
+    } catch (error) {
+      this.log.warn(`cannot read the other gateways' usage counts, so listTokens shows this gateway's alone; an etcd user's role ` +
+        `needs readwrite on ${this.keys.usagePrefix}`, errorFields(error));
+      return new Map();
+    }
+    const merged = new Map<number, Usage>();
+    for (const [key, value] of Object.entries(all)) {
+      if (key === this.keys.usage(own)) continue;
+      const counted = decodeFleetUsage(value);
+      if (counted === undefined) {
+        this.log.warn('a fleet usage key holds no usage counts; it is left out of listTokens', { key });
+        continue;
+      }
+      for (const [serial, requests, lastUsedMs] of counted) {
+        const seen = merged.get(serial);
+        merged.set(serial, seen === undefined ? { requests, lastUsedMs }
+          : { requests: seen.requests + requests, lastUsedMs: Math.max(seen.lastUsedMs, lastUsedMs) });
+      }
+    }
+    return merged;
+  }
+}

@@ -1,0 +1,114 @@
+// The usage counters (lastUsedAt, requests) of the data folder's live tokens, kept across
+// restarts. The core counts every call in memory, on every thread; writing each count to
+// disk would cost every request an fsync, so the owner writes a snapshot instead: every
+// USAGE_SAVE_MS of the service's clock and at a clean stop, atomically as the state file
+// is written. A kill -9 loses what was counted since the last snapshot, at most
+// USAGE_SAVE_MS plus one tick (USAGE_TICK_MS) of calls (docs/guides/limits.md, Usage).
+//
+// The file holds `{"version":1,"tokens":[[serial, requests, lastUsedMs], ...]}`, one
+// entry per live token that has been used. A file that cannot be read as that is not
+// worth refusing to start over: its counts are dropped, with a warning.
+import { join } from 'node:path';
+import type { Clock } from '../clock.js';
+import type { Core } from '../core/core.js';
+import type { Logger } from '../ops/log.js';
+import { errorFields } from '../ops/log.js';
+import type { Inventory } from '../service/ledger.js';
+import { readDataFile, writeDataFile } from './data-folder.js';
+
+/** The usage file's name in the data folder. */
+export const USAGE_FILE = 'usage';
+const USAGE_VERSION = 1;
+/** How often, by the service's clock, the counters are written. */
+export const USAGE_SAVE_MS = 30_000;
+/** How often (real time) the owner looks whether a snapshot is due. */
+export const USAGE_TICK_MS = 1000;
+
+type Counted = [serial: number, requests: number, lastUsedMs: number];
+
+/** The counts of a usage file; undefined (with the reason) when it is not one. */
+function decodeUsage(bytes: Buffer): Counted[] | string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return 'it is not JSON';
+  }
+  const file = parsed as { version?: unknown; tokens?: unknown };
+  if (parsed === null || typeof parsed !== 'object' || file.version !== USAGE_VERSION || !Array.isArray(file.tokens)) {
+    return `it is not a usage file of version ${USAGE_VERSION}`;
+  }
+  const whole = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+  for (const e of file.tokens as unknown[]) {
+    if (!Array.isArray(e) || e.length !== 3 || !e.every(whole)) return `entry ${JSON.stringify(e)} is not [serial, requests, lastUsedMs]`;
+  }
+  return file.tokens as Counted[];
+}
+
+/**
+ * Writes the live tokens' usage to the data folder on the service's clock, and once more
+ * at `close`. `restore` first: it adds the saved counts to the core's (the owner's call).
+ */
+export class UsageSaver {
+  private timer: NodeJS.Timeout | undefined;
+  private lastSave: number;
+  private saving: Promise<void> | undefined;
+  /** What the file holds, so that an idle service does not write it again. */
+  private written = '';
+
+  constructor(private readonly dir: string, private readonly core: Core, private readonly inventory: Inventory,
+    private readonly clock: Clock, private readonly log: Logger) {
+    this.lastSave = clock();
+  }
+
+  /** Adds the saved counts of the tokens still live to the core's; a damaged file is dropped with a warning. */
+  async restore(): Promise<void> {
+    const path = join(this.dir, USAGE_FILE);
+    const bytes = await readDataFile(path, 'usage file');
+    if (bytes === undefined) return;
+    const counted = decodeUsage(bytes);
+    if (typeof counted === 'string') {
+      this.log.warn('the usage file is damaged, so usage (requests, lastUsedAt) counts again from 0; it is replaced at the next save',
+        { path, reason: counted });
+      return;
+    }
+    let unplaced = 0;
+    for (const [serial, requests, lastUsedMs] of counted) {
+      const entry = this.inventory.get(serial);
+      if (entry !== undefined && !this.core.restoreUsage(serial, entry.grant, requests, lastUsedMs)) unplaced++;
+    }
+    if (unplaced > 0) this.log.warn('the core\'s usage tables had no room for the saved usage of some tokens', { tokens: unplaced });
+  }
+
+  /** Starts the snapshots. */
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.saving === undefined && this.clock() - this.lastSave >= USAGE_SAVE_MS) void this.save();
+    }, USAGE_TICK_MS).unref();
+  }
+
+  /** Stops the snapshots and writes the last one (a clean stop). */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.saving;
+    await this.save();
+  }
+
+  private save(): Promise<void> {
+    this.lastSave = this.clock();
+    const tokens: Counted[] = [];
+    for (const e of this.inventory.list()) {
+      const usage = this.core.usage(e.serial);
+      if (usage !== undefined) tokens.push([e.serial, usage.requests, usage.lastUsedMs]);
+    }
+    const text = JSON.stringify({ version: USAGE_VERSION, tokens });
+    if (text === this.written) return Promise.resolve();
+    const written = (): void => { this.written = text; };
+    // On a failure the counts stay in memory, and the next save tries again.
+    const failed = (error: unknown): void => this.log.error('cannot write the usage file; usage since the last save would be lost by a crash',
+      { path: join(this.dir, USAGE_FILE), ...errorFields(error) });
+    this.saving = writeDataFile(this.dir, USAGE_FILE, new TextEncoder().encode(text)).then(written, failed)
+      .finally(() => { this.saving = undefined; });
+    return this.saving;
+  }
+}

@@ -1,0 +1,130 @@
+// Usage (issue 25): lastUsedAt and requests for every token, with limits or without,
+// counted by the core; kept across a clean stop and, to within one snapshot period, a kill -9.
+import t, { type Test } from 'tap';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { authUrl, call } from '../helpers/auth.js';
+import { jsonrpc, request } from '../helpers/http.js';
+import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';
+import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, sleep, tempDir, untracked, type Running } from '../helpers/server.js';
+
+const INFO = '/ext/info';
+const SNAPSHOT_MS = 30_000;
+const CLOCKED = join(ROOT, 'test', 'helpers', 'clocked-server.js');
+
+async function issue(base: string, password: string, extra: Record<string, unknown> = {}): Promise<string> {
+  const response = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints: [INFO], ...extra });
+  if (response.result === undefined) throw new Error(`newToken failed: ${JSON.stringify(response.error)}`);
+  return (response.result as { token: string }).token;
+}
+
+async function listed(base: string, password: string): Promise<Record<string, unknown>[]> {
+  const response = await jsonrpc(authUrl(base), 'auth.listTokens', { password });
+  return (response.result as { tokens: Record<string, unknown>[] }).tokens;
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+t.test('every token counts its calls let through, with limits or without; a refused call counts nothing', async (t) => {
+  const time = manualClock();
+  const server = await serveInProcess(t, { clock: time.clock });
+  const plain = await issue(server.url, server.password);
+  const scoped = await issue(server.url, server.password, { methods: ['info.*'] });
+  const limited = await issue(server.url, server.password, { rateLimit: '100/s' });
+  await issue(server.url, server.password, { label: 'unused' });
+  for (let i = 0; i < 3; i++) {
+    t.equal((await call(server.url, INFO, plain)).status, 200);
+    time.now += 1500;
+  }
+  t.equal((await call(server.url, '/ext/health', plain)).status, 401, 'a path the token is not granted');
+  time.now += 60_000;
+  t.equal((await call(server.url, INFO, plain)).status, 200);
+  const body = JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeVersion', id: 1 });
+  t.equal((await request(server.url, INFO, { method: 'POST', headers: [['Authorization', `Bearer ${scoped}`],
+    ['Content-Type', 'application/json']], body })).status, 200);
+  t.equal((await call(server.url, INFO, limited)).status, 200);
+  const tokens = await listed(server.url, server.password);
+  const last = CLOCK_START + 3 * 1500 + 60_000;
+  t.match(tokens[0], { requests: 4, lastUsedAt: iso(last) }, 'a token without limits: its four calls, not the refused one');
+  t.match(tokens[1], { requests: 1, lastUsedAt: iso(last) }, 'a token with a method scope');
+  t.match(tokens[2], { requests: 1, lastUsedAt: iso(last) }, 'a token with limits');
+  t.match(tokens[3], { requests: 0, lastUsedAt: null }, 'a token not used yet');
+  const reader = await issue(server.url, server.password, { endpoints: ['/ext/metrics'] });
+  const metrics = (await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${reader}`]] })).text;
+  t.match(metrics, /\napi_auth_usage_uncounted_total 0\n/, 'no call went uncounted');
+});
+
+interface Clocked extends Running {
+  url: string;
+}
+
+/** The library's server on the clock of clocked-server.js (from `startMs`, SNAPSHOT_MS a SIGUSR2), over `dir`. */
+async function startClocked(t: Test, dir: string, startMs: number): Promise<Clocked> {
+  const args = ['--http-port', '0', '--data-dir', join(dir, 'data'), '--api-auth-required', '--api-auth-password-file', join(dir, 'password')];
+  const run = launchProgram(t, untracked(process.execPath, [CLOCKED, String(startMs), String(SNAPSHOT_MS), ...args], PROGRAM_ENV.NODE_OPTIONS));
+  const listening = await run.waitForLog((l) => l.msg === 'listening');
+  return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
+}
+
+/** Waits until the usage file of `dir` shows `requests` for some token: the snapshot's write is the owner's, off the request path. */
+async function snapshotHolds(dir: string, requests: number): Promise<void> {
+  const path = join(dir, 'data', 'usage');
+  for (;;) {
+    if (existsSync(path)) {
+      const saved = JSON.parse(readFileSync(path, 'utf8')) as { tokens: number[][] };
+      if (saved.tokens.some((e) => e[1] === requests)) return;
+    }
+    await sleep(50);
+  }
+}
+
+t.test('usage survives a kill -9 up to its last snapshot (every 30 s of the clock), and a clean stop whole', async (t) => {
+  const dir = tempDir(t);
+  mkdirSync(join(dir, 'data'), { mode: 0o700 });
+  const password = randomPassword();
+  writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
+  let server = await startClocked(t, dir, CLOCK_START);
+  const plain = await issue(server.url, password);
+  const limited = await issue(server.url, password, { rateLimit: '100/s' });
+  for (let i = 0; i < 3; i++) t.equal((await call(server.url, INFO, plain)).status, 200);
+  t.equal((await call(server.url, INFO, limited)).status, 200);
+  server.child.kill('SIGUSR2');
+  await server.waitForLog((l) => l.msg === 'clock moved');
+  await snapshotHolds(dir, 3);
+  // Counted after the snapshot: what a kill -9 may lose.
+  t.equal((await call(server.url, INFO, plain)).status, 200);
+  server.child.kill('SIGKILL');
+  await server.exited;
+
+  server = await startClocked(t, dir, CLOCK_START + 60_000);
+  let tokens = await listed(server.url, password);
+  t.match(tokens[0], { requests: 3, lastUsedAt: iso(CLOCK_START) }, 'the snapshot\'s count, not the call after it');
+  t.match(tokens[1], { requests: 1, lastUsedAt: iso(CLOCK_START) }, 'a token with limits too');
+  t.equal((await call(server.url, INFO, plain)).status, 200);
+  t.equal((await server.stop('SIGTERM')).code, 0);
+
+  server = await startClocked(t, dir, CLOCK_START + 120_000);
+  tokens = await listed(server.url, password);
+  t.match(tokens[0], { requests: 4, lastUsedAt: iso(CLOCK_START + 60_000) }, 'a clean stop writes the counts it has');
+  t.equal((await server.stop('SIGTERM')).code, 0);
+});
+
+t.test('a damaged usage file is dropped with a warning: usage counts again from 0, and the service starts', async (t) => {
+  const dir = tempDir(t);
+  mkdirSync(join(dir, 'data'), { mode: 0o700 });
+  const password = randomPassword();
+  writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
+  let server = await startClocked(t, dir, CLOCK_START);
+  const plain = await issue(server.url, password);
+  t.equal((await call(server.url, INFO, plain)).status, 200);
+  t.equal((await server.stop('SIGTERM')).code, 0);
+  writeFileSync(join(dir, 'data', 'usage'), '{"version":1,"tokens":[[0,-5,0]]}', { mode: 0o600 });
+  server = await startClocked(t, dir, CLOCK_START + 1000);
+  const warning = await server.waitForLog((l) => l.level === 'warn' && /usage file is damaged/.test(String(l.msg)));
+  t.match(warning, { reason: /\[0,-5,0\]/ }, 'names the bad entry');
+  t.match((await listed(server.url, password))[0], { requests: 0, lastUsedAt: null });
+  t.equal((await call(server.url, INFO, plain)).status, 200);
+  t.match((await listed(server.url, password))[0], { requests: 1 });
+});
