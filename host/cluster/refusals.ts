@@ -51,7 +51,7 @@ export function joinProblem(error: FleetError, cluster: ClusterConfig): Text {
   if (error.cause === undefined) return () => error.message;
   const refusal = etcdRefusal(error.cause);
   const { auth, tls } = cluster;
-  const prefixes = `/${cluster.name}/ and /${cluster.name}.throttle/`;
+  const prefixes = `/${cluster.name}/, /${cluster.name}.throttle/ and /${cluster.name}.usage/`;
   switch (refusal.kind) {
     case 'authentication-failed':
       return (name) => `etcd refused the user ${JSON.stringify(auth?.user)} with the password in ${name('clusterEtcdPasswordFile')} ` +
@@ -65,7 +65,7 @@ export function joinProblem(error: FleetError, cluster: ClusterConfig): Text {
     case 'permission-denied':
       return () => `etcd denied ${auth === undefined ? 'this gateway' : `the user ${JSON.stringify(auth.user)}`} access to the fleet's ` +
         `keys; grant its role readwrite on the key prefixes ${prefixes} (etcdctl role grant-permission ROLE --prefix=true readwrite ` +
-        `/${cluster.name}/, and the same for /${cluster.name}.throttle/)`;
+        `/${cluster.name}/, and the same for /${cluster.name}.throttle/ and /${cluster.name}.usage/)`;
     case 'server-untrusted':
       return (name) => `etcd's certificate is not trusted (${refusal.detail}); ` + (tls?.caFile === undefined
         ? `give ${name('clusterEtcdCa')}, the PEM file of the CA that signed it`

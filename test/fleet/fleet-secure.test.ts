@@ -91,7 +91,7 @@ t.test('etcd with users: a gateway signs in as a user limited to the fleet\'s pr
   const etcd = await startEtcd(t);
   const etcdPassword = randomPassword();
   await enableAuth(etcd, [
-    { name: 'gateway', password: etcdPassword, prefixes: ['/api-auth/', '/api-auth.throttle/'] },
+    { name: 'gateway', password: etcdPassword, prefixes: ['/api-auth/', '/api-auth.throttle/', '/api-auth.usage/'] },
     { name: 'outsider', password: etcdPassword, prefixes: [] },
   ]);
   const dir = tempDir(t);
@@ -135,7 +135,7 @@ t.test('etcd with users: a gateway signs in as a user limited to the fleet\'s pr
   expectStartFailure(t, anonymous, new RegExp(`etcd's authentication is enabled, and no etcd user was given; give ` +
     '--cluster-etcd-user and --cluster-etcd-password-file'), 'no user');
   expectStartFailure(t, outsider, new RegExp(`etcd denied the user "outsider" access to the fleet's keys; grant its role ` +
-    'readwrite on the key prefixes /api-auth/ and /api-auth\\.throttle/'), 'a user without the fleet\'s prefixes');
+    'readwrite on the key prefixes /api-auth/, /api-auth\\.throttle/ and /api-auth\\.usage/'), 'a user without the fleet\'s prefixes');
 });
 
 t.test('the etcd TLS and user flags are checked before anything starts, and their files before etcd is asked', async (t) => {

@@ -296,7 +296,7 @@ if (GO === undefined) {
     const etcdPasswordFile = join(tempDir(t), 'etcd-password');
     writeFileSync(etcdPasswordFile, `${etcdPassword}\n`, { mode: 0o600 });
     await enableAuth(plain, [
-      { name: 'gateway', password: etcdPassword, prefixes: ['/api-auth/', '/api-auth.throttle/'] },
+      { name: 'gateway', password: etcdPassword, prefixes: ['/api-auth/', '/api-auth.throttle/', '/api-auth.usage/'] },
       { name: 'node', password: etcdPassword, prefixes: ['/api-auth/'] },
     ]);
     const tls = ['--cluster-etcd-ca', certs.ca, '--cluster-etcd-cert', certs.client.cert, '--cluster-etcd-key', certs.client.key];
