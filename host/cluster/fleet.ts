@@ -416,16 +416,19 @@ export class Fleet implements Ledger {
 
   /** Publishes this gateway's counts of the live tokens (usage.ts); not while it rejoins, its lease being replaced. */
   private async publishUsage(): Promise<void> {
-    const { membership } = this;
-    if (this.closed || membership.rejoining || membership.leaseGrant === '') return;
+    if (this.closed || this.membership.rejoining) return;
+    await this.usage.publish(this.liveTokens());
+  }
+
+  /** The inventory entries of the tokens that work now. */
+  private liveTokens(): InventoryEntry[] {
     const now = unixSeconds(this.clock);
-    const live = [...this.tokenEntries.values()].filter((e) => e.expiry > now && e.generation === this.core.generation);
-    await this.usage.publish(live, membership.leaseId, membership.leaseGrant);
+    return [...this.tokenEntries.values()].filter((e) => e.expiry > now && e.generation === this.core.generation);
   }
 
   /** The other gateways' published usage, by serial (usage.ts). */
   othersUsage(): Promise<Map<number, Usage>> {
-    return this.usage.others(this.membership.leaseId);
+    return this.usage.others();
   }
 
   private fatal(message: string): void {
@@ -440,6 +443,8 @@ export class Fleet implements Ledger {
     this.membership.stop();
     clearInterval(this.tidyTimer);
     clearInterval(this.usageTimer);
+    // The last counts, so that a clean stop loses none of them (usage.ts).
+    if (this.usageTimer !== undefined) await this.usage.publish(this.liveTokens());
     await this.watcher?.cancel().catch(() => undefined);
     await this.membership.close();
     this.throttle.release();

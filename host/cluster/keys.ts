@@ -12,7 +12,7 @@
 //                       revision of a state change it holds; {"applied", "follower": true}
 //                       for a member that never writes (a Go node, go/fleet)
 // and under `/<cluster-name>.throttle/`, the fleet throttle's records (throttle.ts), and
-// under `/<cluster-name>.usage/<lease>`, each gateway's usage counts (usage.ts).
+// under `/<cluster-name>.usage/<id>`, each gateway's usage counts, by an id it draws at start (usage.ts).
 // Numbers in keys are zero-padded, so that etcd's key order is their order. The whole
 // schema, which go/fleet reads too, is docs/fleet-keys.md.
 //
@@ -53,8 +53,8 @@ export class FleetKeys {
   readonly token = (serial: number): string => `${this.prefix}tokens/${pad(serial, SERIAL_WIDTH)}`;
   /** A member's key, by its lease's id in hex. */
   readonly member = (lease: string): string => `${this.prefix}members/${lease}`;
-  /** A gateway's usage counts, by its lease's id in hex. */
-  readonly usage = (lease: string): string => this.usagePrefix + lease;
+  /** A gateway's usage counts, by the id it drew at start. */
+  readonly usage = (id: string): string => this.usagePrefix + id;
   /** The folder of blocks/, revoked/ or tokens/. */
   readonly folder = (name: 'blocks' | 'revoked' | 'tokens'): string => `${this.prefix}${name}/`;
 }

@@ -1,11 +1,14 @@
 // The fleet's clean-up: the revocations and serial blocks past their expiry, and the
-// inventory entries of tokens that work nowhere, deleted from etcd. One member does it
+// inventory entries of tokens that work nowhere, deleted from etcd; the usage keys' entries
+// of tokens no longer listed dropped, and the keys left empty deleted, so that the keys of
+// stopped gateways (usage.ts) do not outlive their tokens. One member does it
 // (the lowest key), so that the fleet does not do the same work N times.
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import type { EtcdConnection } from './etcd.js';
 import { fleetValue } from './keys.js';
 import type { FleetKeys, FleetValue } from './keys.js';
+import { decodeFleetUsage } from './usage.js';
 
 /** How often a gateway looks for what to clean up, ms. */
 export const TIDY_INTERVAL_MS = 60_000;
@@ -20,6 +23,10 @@ const TIDY_BATCH = 100;
  */
 export async function deleteExpired(etcd: EtcdConnection, keys: FleetKeys, now: number, generation: number, log: Logger): Promise<void> {
   try {
+    // Read before the inventory: a token counted here was issued before, so its entry is
+    // read below, and a token issued meanwhile is never taken for one gone.
+    const usage = await etcd.client.getAll().prefix(keys.usagePrefix).exec();
+    const listed = new Set<number>();
     const isDead = (v: FleetValue): boolean =>
       v.kind === 'revoked' ? v.expiry <= now
         : v.kind === 'block' ? v.bound <= now
@@ -27,13 +34,29 @@ export async function deleteExpired(etcd: EtcdConnection, keys: FleetKeys, now: 
     const expired: string[] = [];
     for (const folder of ['revoked', 'blocks', 'tokens'] as const) {
       const found = await etcd.client.getAll().prefix(keys.folder(folder)).strings();
-      for (const [key, value] of Object.entries(found)) if (isDead(fleetValue(keys, key, value))) expired.push(key);
+      for (const [key, value] of Object.entries(found)) {
+        const v = fleetValue(keys, key, value);
+        if (isDead(v)) expired.push(key);
+        else if (v.kind === 'token') listed.add(v.entry.serial);
+      }
     }
     for (let i = 0; i < expired.length; i += TIDY_BATCH) {
       const batch = expired.slice(i, i + TIDY_BATCH);
       await etcd.client.if(keys.key(), 'Create', '>', 0).then(...batch.map((key) => etcd.client.delete().key(key))).commit();
     }
     if (expired.length > 0) log.info('deleted expired revocations, serial blocks and inventory entries from the fleet', { count: expired.length });
+    let dropped = 0;
+    for (const kv of usage.kvs) {
+      const counted = decodeFleetUsage(kv.value.toString('utf8'));
+      if (counted === undefined) continue;
+      const kept = counted.filter(([serial]) => listed.has(serial));
+      if (kept.length === counted.length) continue;
+      const key = kv.key.toString('utf8');
+      // Only the value read: a gateway that published meanwhile wins, and the next round looks again.
+      const change = kept.length === 0 ? etcd.client.delete().key(key) : etcd.client.put(key).value(JSON.stringify({ tokens: kept }));
+      if ((await etcd.client.if(key, 'Mod', '==', kv.mod_revision).then(change).commit()).succeeded) dropped += counted.length - kept.length;
+    }
+    if (dropped > 0) log.info('dropped the usage counts of tokens no longer listed from the fleet', { count: dropped });
   } catch (error) {
     log.debug('cannot tidy the fleet state', errorFields(error));
   }

@@ -1,11 +1,15 @@
 // Usage across a fleet (listTokens' requests and lastUsedAt): each gateway counts the
 // calls it lets through in its own core, and publishes its counts of the live tokens it
-// has seen every USAGE_PUBLISH_MS under `/<cluster-name>.usage/<lease>`, bound to its
-// lease. listTokens reads the other gateways' keys at once (one range read per call, none
+// has seen every USAGE_PUBLISH_MS, and once more at a clean stop, under
+// `/<cluster-name>.usage/<id>`, an id it draws at start. The key is bound to no lease: a
+// gateway that stops or dies leaves its last published counts, which keep counting (a
+// kill -9 loses at most its last USAGE_PUBLISH_MS), and the fleet's clean-up (tidy.ts)
+// drops the entries of tokens gone and the keys left empty. listTokens reads the other gateways' keys at once (one range read per call, none
 // per request) and adds them to this gateway's own counts: the sum of requests, the
 // latest lastUsedAt. The keys lie outside the fleet's state prefix, so that publishing
 // them is no state change: no member republishes `applied`, no barrier waits, and
 // go/fleet, which reads the state prefix, never sees them (docs/fleet-keys.md).
+import { randomBytes } from 'node:crypto';
 import type { Core } from '../core/core.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
@@ -16,7 +20,7 @@ import type { FleetKeys } from './keys.js';
 /** How often a gateway publishes its counts: what the others' lag behind it by, at most (plus one put). */
 export const USAGE_PUBLISH_MS = 5000;
 
-type Counted = [serial: number, requests: number, lastUsedMs: number];
+export type Counted = [serial: number, requests: number, lastUsedMs: number];
 
 /** The counts a usage key holds; undefined for a value that is not `{"tokens": [[serial, requests, lastUsedMs], ...]}`. */
 export function decodeFleetUsage(value: string): Counted[] | undefined {
@@ -33,25 +37,32 @@ export function decodeFleetUsage(value: string): Counted[] | undefined {
 }
 
 export class FleetUsage {
-  /** What was last published, so that an idle gateway puts nothing. */
-  private published = '';
+  /** What was last published, so that an idle gateway puts nothing (a gateway that counted nothing, not even a key). */
+  private published = '{"tokens":[]}';
+  /**
+   * This gateway's usage key, by an id drawn at start rather than its lease: its counts
+   * start at 0 at start, so a key of its own per start never double-counts, and no lease
+   * renewal or rejoin moves them.
+   */
+  private readonly key: string;
 
   constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly core: Core,
-    private readonly log: Logger) {}
+    private readonly log: Logger) {
+    this.key = keys.usage(randomBytes(8).toString('hex'));
+  }
 
-  /** Publishes this gateway's counts of `live` tokens under `lease` (its id in hex, `grant` as etcd gave it), when they changed. */
-  async publish(live: Iterable<InventoryEntry>, lease: string, grant: string): Promise<void> {
+  /** Publishes this gateway's counts of `live` tokens, when they changed. */
+  async publish(live: Iterable<InventoryEntry>): Promise<void> {
     const tokens: Counted[] = [];
     for (const e of live) {
       const usage = this.core.usage(e.serial);
       if (usage !== undefined) tokens.push([e.serial, usage.requests, usage.lastUsedMs]);
     }
     const value = JSON.stringify({ tokens });
-    const key = this.keys.usage(lease);
-    if (key + value === this.published) return;
+    if (value === this.published) return;
     try {
-      await this.etcd.call((client) => client.put(key).value(value).lease(grant).exec());
-      this.published = key + value;
+      await this.etcd.call((client) => client.put(this.key).value(value).exec());
+      this.published = value;
     } catch (error) {
       // The next round tries again; meanwhile the others show this gateway's older counts.
       this.log.warn(`cannot publish this gateway's usage counts to the fleet; an etcd user's role needs readwrite on ${this.keys.usagePrefix}`,
@@ -60,11 +71,11 @@ export class FleetUsage {
   }
 
   /**
-   * The other gateways' published counts, summed by serial (the latest last use); `own`
-   * (this gateway's lease id) left out. When they cannot be read, none: listTokens then
+   * The other gateways' published counts, those of stopped gateways included, summed by
+   * serial (the latest last use); this gateway's own key left out. When they cannot be read, none: listTokens then
    * shows this gateway's own counts rather than fail, and the warning says why.
    */
-  async others(own: string): Promise<Map<number, Usage>> {
+  async others(): Promise<Map<number, Usage>> {
     let all: Record<string, string>;
     try {
       all = await this.etcd.call((client) => client.getAll().prefix(this.keys.usagePrefix).strings());
@@ -75,7 +86,7 @@ export class FleetUsage {
     }
     const merged = new Map<number, Usage>();
     for (const [key, value] of Object.entries(all)) {
-      if (key === this.keys.usage(own)) continue;
+      if (key === this.key) continue;
       const counted = decodeFleetUsage(value);
       if (counted === undefined) {
         this.log.warn('a fleet usage key holds no usage counts; it is left out of listTokens', { key });

@@ -1,12 +1,14 @@
 // Usage in a fleet (issue 25) on a real etcd: each gateway publishes its counts under a key
-// bound to its lease, and listTokens on any gateway shows the fleet's: the calls summed,
-// the latest last use.
+// of its own, bound to no lease, and listTokens on any gateway shows the fleet's: the calls
+// summed, the latest last use, those of gateways that stopped or died included; the clean-up
+// drops the counts of expired tokens.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
 import t from 'tap';
 import { authUrl, call, newToken } from '../helpers/auth.js';
 import { startEtcd, startGateway } from '../helpers/etcd.js';
-import type { Gateway } from '../helpers/etcd.js';
+import type { Etcd, Gateway } from '../helpers/etcd.js';
 import { jsonrpc } from '../helpers/http.js';
 import { randomPassword, sleep, tempDir } from '../helpers/server.js';
 
@@ -54,10 +56,68 @@ t.test('two gateways: listTokens on either shows the calls of both, summed, and 
   const latest = Math.max(Date.parse(onA[0].lastUsedAt!), Date.parse(onA[1].lastUsedAt!));
   t.ok(latest <= Date.now(), 'a last use that happened');
 
-  // A's count leaves with A: its key goes with its lease (a clean stop gives the lease back).
+  // A's counts stay when A stops: a clean stop gives its lease back at once, and publishes
+  // its last counts first (this call may not have been published yet).
+  t.equal((await call(a.url, INFO, plain)).status, 200);
   t.equal((await a.stop('SIGTERM')).code, 0);
-  const after = await showsRequests(b, password, 2);
-  t.equal(after[1].requests, 2, 'B alone: its own calls');
+  const after = await listed(b, password);
+  t.equal(after[0].requests, 6, 'B shows A\'s calls after A stopped');
+  t.equal(after[1].requests, 3);
   const scraper = await newToken(b.url, password, ['/ext/metrics']);
   t.match((await call(b.url, '/ext/metrics', scraper, 'GET')).text, /\napi_auth_usage_uncounted_total 0\n/);
+
+  // And when a gateway dies once its counts were published: kill -9 loses only what it had not published yet.
+  const c = await startGateway(t, etcd, passwordFile, LEASE);
+  for (let i = 0; i < 4; i++) t.equal((await call(c.url, INFO, plain)).status, 200);
+  await showsRequests(b, password, 10);
+  await c.stop('SIGKILL');
+  // A change waits for every member's key to hold it or be gone: once it answers, C's lease has expired.
+  await newToken(b.url, password, [INFO]);
+  const survived = await listed(b, password);
+  t.equal(survived[0].requests, 10, 'B shows the calls of a gateway killed after it published them');
+  t.equal(survived[1].requests, 3);
+});
+
+/** The fleet's usage keys' values (the counts of each gateway that published). */
+async function usageKeys(etcd: Etcd): Promise<number[][][]> {
+  const client = new Etcd3({ hosts: etcd.url });
+  try {
+    const all = await client.getAll().prefix('/api-auth.usage/').strings();
+    return Object.values(all).map((v) => (JSON.parse(v) as { tokens: number[][] }).tokens);
+  } finally {
+    client.close();
+  }
+}
+
+t.test('the clean-up drops the counts of expired tokens, and the keys of stopped gateways left with none', async (t) => {
+  const etcd = await startEtcd(t);
+  const password = randomPassword();
+  const passwordFile = join(tempDir(t), 'password');
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  const [a, b] = await Promise.all([startGateway(t, etcd, passwordFile, LEASE), startGateway(t, etcd, passwordFile, LEASE)]);
+  const plain = await newToken(a.url, password, [INFO]);
+  const short = (await jsonrpc(authUrl(a.url), 'auth.newToken', { password, endpoints: [INFO], expiresIn: '3s' })).result?.token as string;
+  const expiresAt = Date.now() + 3000;
+  t.equal((await call(a.url, INFO, short)).status, 200);
+  for (let i = 0; i < 3; i++) t.equal((await call(b.url, INFO, plain)).status, 200);
+  t.equal((await call(b.url, INFO, short)).status, 200);
+  t.equal((await a.stop('SIGTERM')).code, 0);
+  t.equal((await b.stop('SIGTERM')).code, 0);
+  const counts = (await usageKeys(etcd)).map((tokens) => tokens.map(([, requests]) => requests).sort());
+  t.same(counts.sort((x, y) => x.length - y.length), [[1], [1, 3]], 'A counted the short token, B both');
+
+  // The expiry is a condition here: the token must be past it when the next gateway tidies.
+  while (Date.now() <= expiresAt + 1000) await sleep(200);
+  // Alone in the fleet, the new gateway is the one that cleans up, at once when it joins.
+  const c = await startGateway(t, etcd, passwordFile, LEASE);
+  for (;;) {
+    const left = await usageKeys(etcd);
+    if (left.length === 1 && left[0].length === 1) {
+      t.equal(left[0][0][1], 3, 'B\'s key holds the live token\'s calls alone; A\'s key, left with none, is gone');
+      break;
+    }
+    await sleep(200);
+  }
+  const tokens = await listed(c, password);
+  t.equal(tokens.find((e) => e.requests === 3) !== undefined, true, 'the live token still shows its calls');
 });
