@@ -21,7 +21,7 @@ import {
 } from './revocations';
 import { generate } from './password';
 import { ADMIT_OK, ADMIT_UNKNOWN_GRANT, PASSWORD_BAD_LENGTH } from './results';
-import { LIMIT_TABLE_BYTES, admitCall, limitsInit, restoreUse, usageMisses as misses, usageOf } from './limits';
+import { LIMIT_TABLE_BYTES, admitCall, countUse, limitsInit, restoreUse, usageMisses as misses, usageOf } from './limits';
 import { grantLimits } from './grants';
 
 const ABI_VERSION: u32 = 3;
@@ -344,6 +344,19 @@ export function restoreUsage(serial: u64, grant: u32, requests: u64, last: u64):
   ownerOnly();
   if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
   return restoreUse(serial, grantLimits(grant) != 0, requests, last) ? 0 : -1;
+}
+
+/**
+ * `n` calls of `serial`, a token of `grant`, let through without a check of their own, at
+ * `now` (Unix ns): the messages of a WebSocket session, whose token was checked at the
+ * upgrade. A grant without limits counts them in the usage table (misses in
+ * `usageMisses`); one with limits counts nothing, its calls being `admit`'s. 0; -2 no such
+ * grant. Allocates nothing.
+ */
+export function countUsage(serial: u64, grant: u32, n: u32, now: i64): i32 {
+  if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
+  if (grantLimits(grant) == 0) countUse(serial, n, now);
+  return 0;
 }
 
 /** The calls of tokens without limits let through uncounted, their table having no slot for them (a u32 that wraps). */

@@ -191,17 +191,17 @@ export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize
 }
 
 /**
- * One call let through for `serial`, a token without limits, at `now` (Unix ns), counted in
+ * `n` calls let through for `serial`, a token without limits, at `now` (Unix ns), counted in
  * the usage table; a token with no slot there is counted in USAGE_MISSES instead.
  */
-export function countUse(serial: u64, now: i64): void {
+export function countUse(serial: u64, n: u32, now: i64): void {
   const slot = slotOf(state.usageTable, serial);
   if (slot == 0) {
-    if (ASC_FEATURE_THREADS) atomic.add<u32>(USAGE_MISSES, 1);
-    else store<u32>(USAGE_MISSES, load<u32>(USAGE_MISSES) + 1);
+    if (ASC_FEATURE_THREADS) atomic.add<u32>(USAGE_MISSES, n);
+    else store<u32>(USAGE_MISSES, load<u32>(USAGE_MISSES) + n);
     return;
   }
-  add64(slot + REQUESTS, 1);
+  add64(slot + REQUESTS, <u64>n);
   store64(slot + LAST, <u64>now);
 }
 

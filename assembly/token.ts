@@ -204,13 +204,13 @@ export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize
   if (!grants(grantPtr(grant), grantEndpointsLen(grant), path, pathLen)) return Outcome.NotGranted;
   // One load for a grant with neither scope nor limits, as the scope alone took before.
   if (grantPlain(grant)) {
-    countUse(serialOf(raw), now * 1000000000);
+    countUse(serialOf(raw), 1, now * 1000000000);
     return Outcome.Valid;
   }
   const result = resultBuf();
   store<u32>(result, grant, 20);
   if (grantLimits(grant) == 0) {
-    countUse(serialOf(raw), now * 1000000000);
+    countUse(serialOf(raw), 1, now * 1000000000);
     return Outcome.Scoped;
   }
   store<u64>(result, serialOf(raw));

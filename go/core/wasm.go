@@ -27,8 +27,8 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "54bbc58f58c32f55574fa1a1eb4bc13f79a22d0e629e68826ebf58a447711d38"
-	ThreadsSHA256 = "8bf1db835a9c01ddd568869f34bba98a59bcc5cb4e76779ac43e134c88aebf31"
+	PlainSHA256   = "2fc5b927a61f7be8224ca0e2d0ada3c966dec665a7d4878cbe8d75cf3cebb5e7"
+	ThreadsSHA256 = "03c3092ca63533efe4437a3f8641c893b978bf6f9f4524b61206f8eb3608fa92"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).

@@ -206,6 +206,7 @@ interface Exports extends Record<string, unknown> {
   setLimitShare(members: number): number;
   usage(serial: bigint): number;
   restoreUsage(serial: bigint, grant: number, requests: bigint, last: bigint): number;
+  countUsage(serial: bigint, grant: number, n: number, now: bigint): number;
   usageMisses(): number;
   attach?(slot: number): number;
   detach?(): number;
@@ -513,6 +514,17 @@ export class Core {
     const result = this.x.restoreUsage(BigInt(serial), grant, BigInt(requests), BigInt(lastUsedMs) * 1_000_000n);
     if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
     return result === 0;
+  }
+
+  /**
+   * Counts `calls` calls of a token without limits let through without a check of their
+   * own (a WebSocket session's message), at `now`, Unix seconds; a token with limits counts
+   * nothing here (its calls are `admit`'s).
+   */
+  countUsage(claims: Claims, calls: number, now: number): void {
+    if (this.x.countUsage(BigInt(claims.serial), claims.grant, calls, BigInt(now) * 1_000_000_000n) === ADMIT_UNKNOWN_GRANT) {
+      throw new RangeError(`unknown grant ${claims.grant}`);
+    }
   }
 
   /** The admitted calls of tokens without limits that the core's usage table had no slot to count (a u32 that wraps). */

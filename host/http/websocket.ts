@@ -335,6 +335,11 @@ export class WebSocketRelay {
     return `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.RateLimited, message })},"id":${id ?? 'null'}}`;
   }
 
+  /** A message of a session opened with a token without limits: its calls (one, or a batch's number) counted in the token's usage. */
+  countMessage(claims: Claims, data: ArrayBuffer): void {
+    this.parts.core.countUsage(claims, callsIn(data), this.seconds());
+  }
+
   /** A token's session ended with its token: one audit line, without the token or the query. */
   audit(session: Session, outcome: RefusedOutcome): void {
     const { claims } = session.opened;
@@ -610,6 +615,9 @@ export class Session implements SessionHandler, SessionCounts {
         this.client?.send(refusal, false);
         return;
       }
+    } else if (this.opened.claims !== undefined) {
+      // No second verify: the session stands (checked above); only the usage is counted, as admit counts a limited token's.
+      this.relay.countMessage(this.opened.claims, data);
     }
     if (this.head === this.queue.length && upstream.bufferedAmount === 0) {
       // uWS's memory goes to the upstream socket as it is, not copied first: send() masks it
@@ -820,6 +828,25 @@ export class Session implements SessionHandler, SessionCounts {
 }
 
 /** Whether a close code may go in a close frame (RFC 6455 §7.4): 1000-1003, 1007-1014, 3000-4999. */
+/**
+ * The calls a message holds, as admitMessage counts them: a batch its number (at least 1),
+ * anything else 1. Only a message that starts with "[" is parsed, so that a session of single
+ * calls pays no parse for its usage.
+ */
+function callsIn(data: ArrayBuffer): number {
+  const bytes = new Uint8Array(data);
+  let i = 0;
+  // JSON's whitespace: space, tab, line feed, carriage return.
+  while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === 0x0a || bytes[i] === 0x0d)) i++;
+  if (bytes[i] !== 0x5b) return 1;
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
+    return Array.isArray(parsed) ? Math.max(1, parsed.length) : 1;
+  } catch {
+    return 1;
+  }
+}
+
 function sendable(code: number): boolean {
   return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
 }

@@ -7,6 +7,7 @@ import { authUrl, call } from '../helpers/auth.js';
 import { jsonrpc, request } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';
 import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, sleep, tempDir, untracked, type Running } from '../helpers/server.js';
+import { openClient, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
 
 const INFO = '/ext/info';
 const SNAPSHOT_MS = 30_000;
@@ -54,6 +55,30 @@ t.test('every token counts its calls let through, with limits or without; a refu
   const reader = await issue(server.url, server.password, { endpoints: ['/ext/metrics'] });
   const metrics = (await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${reader}`]] })).text;
   t.match(metrics, /\napi_auth_usage_uncounted_total 0\n/, 'no call went uncounted');
+});
+
+t.test('WebSocket: each message of a token without limits counts, a batch its calls, as a token with limits\' messages do', async (t) => {
+  const time = manualClock();
+  const upstream = await startWsUpstream(t);
+  const server = await serveInProcess(t, { clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
+  const path = '/ext/bc/C/ws';
+  const plain = await issue(server.url, server.password, { endpoints: [path] });
+  const limited = await issue(server.url, server.password, { endpoints: [path], rateLimit: '100/s' });
+  const batch = JSON.stringify([{ jsonrpc: '2.0', id: 'a', method: 'eth_chainId' }, { jsonrpc: '2.0', id: 'b', method: 'eth_chainId' }]);
+  for (const token of [plain, limited]) {
+    const client = await openClient(t, wsUrl(server.url, path), { token });
+    t.match(await client.call('eth_chainId'), { result: '0xa86a' });
+    time.now += 60_000;
+    const next = client.received.length;
+    client.socket.send(` \n${batch}`);
+    t.equal(JSON.parse((await client.message(next)).data.toString('utf8')).length, 2, 'a batch (after whitespace) is forwarded');
+    t.match(await client.call('eth_chainId'), { result: '0xa86a' });
+    client.socket.close();
+    await client.closed;
+  }
+  const tokens = await listed(server.url, server.password);
+  t.match(tokens[0], { requests: 5, lastUsedAt: iso(CLOCK_START + 60_000) }, 'without limits: the upgrade, then each message, the batch as its 2 calls');
+  t.match(tokens[1], { requests: 4, lastUsedAt: iso(CLOCK_START + 2 * 60_000) }, 'with limits: each message, the batch as its 2 calls (the upgrade counts none)');
 });
 
 interface Clocked extends Running {

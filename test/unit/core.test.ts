@@ -43,7 +43,7 @@ t.test('the module imports nothing but abort', async (t) => {
 t.test('the module exports the ABI of assembly/README.md, none of the threads build\'s calls', async (t) => {
   const exports = WebAssembly.Module.exports(new WebAssembly.Module(wasmBytes)).map((e) => e.name);
   t.same(exports.sort(), [
-    'abiVersion', 'admit', 'authorize', 'bumpGeneration', 'checkPath', 'floor', 'generatePassword', 'generation', 'grantAdd',
+    'abiVersion', 'admit', 'authorize', 'bumpGeneration', 'checkPath', 'countUsage', 'floor', 'generatePassword', 'generation', 'grantAdd',
     'grantCount', 'grantFind', 'hmacSha256', 'init', 'inspect', 'ioBuffer', 'ioCapacity', 'issue', 'issueSerial', 'memory', 'methodAllowed',
     'nextSerial', 'pathBuffer',
     'pathCapacity', 'reserveSerials', 'restoreSerials', 'restoreUsage', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey',
