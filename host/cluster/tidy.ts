@@ -25,7 +25,8 @@ export async function deleteExpired(etcd: EtcdConnection, keys: FleetKeys, now: 
   try {
     // Read before the inventory: a token counted here was issued before, so its entry is
     // read below, and a token issued meanwhile is never taken for one gone.
-    const usage = await etcd.client.getAll().prefix(keys.usagePrefix).exec();
+    // An etcd user without the usage prefix (usage.ts warns of it) still tidies the state.
+    const usage = await etcd.client.getAll().prefix(keys.usagePrefix).exec().catch(() => ({ kvs: [] }));
     const listed = new Set<number>();
     const isDead = (v: FleetValue): boolean =>
       v.kind === 'revoked' ? v.expiry <= now
