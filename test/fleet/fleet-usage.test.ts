@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { authUrl, call, newToken } from '../helpers/auth.js';
 import { startEtcd, startGateway } from '../helpers/etcd.js';
 import type { Etcd, Gateway } from '../helpers/etcd.js';
@@ -34,12 +34,18 @@ async function showsRequests(gateway: Gateway, password: string, requests: numbe
   }
 }
 
-t.test('two gateways: listTokens on either shows the calls of both, summed, and the latest last use', async (t) => {
+/** A real etcd, a password file, and two gateways of one fleet on them. */
+async function twoGateways(t: Test) {
   const etcd = await startEtcd(t);
   const password = randomPassword();
   const passwordFile = join(tempDir(t), 'password');
   writeFileSync(passwordFile, password, { mode: 0o600 });
   const [a, b] = await Promise.all([startGateway(t, etcd, passwordFile, LEASE), startGateway(t, etcd, passwordFile, LEASE)]);
+  return { etcd, password, passwordFile, a, b };
+}
+
+t.test('two gateways: listTokens on either shows the calls of both, summed, and the latest last use', async (t) => {
+  const { etcd, password, passwordFile, a, b } = await twoGateways(t);
   const plain = await newToken(a.url, password, [INFO]);
   const limited = (await jsonrpc(authUrl(b.url), 'auth.newToken', { password, endpoints: [INFO], rateLimit: '100/s' })).result?.token as string;
   for (let i = 0; i < 3; i++) t.equal((await call(a.url, INFO, plain)).status, 200);
@@ -90,11 +96,7 @@ async function usageKeys(etcd: Etcd): Promise<number[][][]> {
 }
 
 t.test('the clean-up drops the counts of expired tokens, and the keys of stopped gateways left with none', async (t) => {
-  const etcd = await startEtcd(t);
-  const password = randomPassword();
-  const passwordFile = join(tempDir(t), 'password');
-  writeFileSync(passwordFile, password, { mode: 0o600 });
-  const [a, b] = await Promise.all([startGateway(t, etcd, passwordFile, LEASE), startGateway(t, etcd, passwordFile, LEASE)]);
+  const { etcd, password, passwordFile, a, b } = await twoGateways(t);
   const plain = await newToken(a.url, password, [INFO]);
   const short = (await jsonrpc(authUrl(a.url), 'auth.newToken', { password, endpoints: [INFO], expiresIn: '3s' })).result?.token as string;
   const expiresAt = Date.now() + 3000;

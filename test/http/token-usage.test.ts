@@ -105,12 +105,18 @@ async function snapshotHolds(dir: string, requests: number): Promise<void> {
   }
 }
 
-t.test('usage survives a kill -9 up to its last snapshot (every 30 s of the clock), and a clean stop whole', async (t) => {
+/** A folder with a data folder and a password file, and a service on them whose clock the test drives. */
+async function clockedService(t: Test) {
   const dir = tempDir(t);
   mkdirSync(join(dir, 'data'), { mode: 0o700 });
   const password = randomPassword();
   writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
-  let server = await startClocked(t, dir, CLOCK_START);
+  return { dir, password, started: await startClocked(t, dir, CLOCK_START) };
+}
+
+t.test('usage survives a kill -9 up to its last snapshot (every 30 s of the clock), and a clean stop whole', async (t) => {
+  const { dir, password, started } = await clockedService(t);
+  let server = started;
   const plain = await issue(server.url, password);
   const limited = await issue(server.url, password, { rateLimit: '100/s' });
   for (let i = 0; i < 3; i++) t.equal((await call(server.url, INFO, plain)).status, 200);
@@ -137,11 +143,8 @@ t.test('usage survives a kill -9 up to its last snapshot (every 30 s of the cloc
 });
 
 t.test('a damaged usage file is dropped with a warning: usage counts again from 0, and the service starts', async (t) => {
-  const dir = tempDir(t);
-  mkdirSync(join(dir, 'data'), { mode: 0o700 });
-  const password = randomPassword();
-  writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
-  let server = await startClocked(t, dir, CLOCK_START);
+  const { dir, password, started } = await clockedService(t);
+  let server = started;
   const plain = await issue(server.url, password);
   t.equal((await call(server.url, INFO, plain)).status, 200);
   t.equal((await server.stop('SIGTERM')).code, 0);
