@@ -13,27 +13,24 @@ import { randomBytes } from 'node:crypto';
 import type { Core } from '../core/core.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
-import type { InventoryEntry, Usage } from '../service/ledger.js';
+import { readUsageCounts, usageCounts } from '../service/ledger.js';
+import type { InventoryEntry, Usage, UsageCount } from '../service/ledger.js';
 import type { EtcdConnection } from './etcd.js';
 import type { FleetKeys } from './keys.js';
 
 /** How often a gateway publishes its counts: what the others' lag behind it by, at most (plus one put). */
 export const USAGE_PUBLISH_MS = 5000;
 
-export type Counted = [serial: number, requests: number, lastUsedMs: number];
-
 /** The counts a usage key holds; undefined for a value that is not `{"tokens": [[serial, requests, lastUsedMs], ...]}`. */
-export function decodeFleetUsage(value: string): Counted[] | undefined {
+export function decodeFleetUsage(value: string): UsageCount[] | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
   } catch {
     return undefined;
   }
-  const tokens = (parsed as { tokens?: unknown } | null)?.tokens;
-  if (!Array.isArray(tokens)) return undefined;
-  const whole = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
-  return tokens.every((e) => Array.isArray(e) && e.length === 3 && e.every(whole)) ? (tokens as Counted[]) : undefined;
+  const counts = readUsageCounts((parsed as { tokens?: unknown } | null)?.tokens);
+  return typeof counts === 'string' ? undefined : counts;
 }
 
 export class FleetUsage {
@@ -53,11 +50,7 @@ export class FleetUsage {
 
   /** Publishes this gateway's counts of `live` tokens, when they changed. */
   async publish(live: Iterable<InventoryEntry>): Promise<void> {
-    const tokens: Counted[] = [];
-    for (const e of live) {
-      const usage = this.core.usage(e.serial);
-      if (usage !== undefined) tokens.push([e.serial, usage.requests, usage.lastUsedMs]);
-    }
+    const tokens = usageCounts(live, this.core);
     const value = JSON.stringify({ tokens });
     if (value === this.published) return;
     try {

@@ -74,6 +74,30 @@ export interface Usage {
   readonly lastUsedMs: number;
 }
 
+/** One token's usage as both backends keep it: the data folder's usage file, and a fleet gateway's usage key. */
+export type UsageCount = [serial: number, requests: number, lastUsedMs: number];
+
+/** The usage `counter` (the core) has of each of `tokens`: those it counted. */
+export function usageCounts(tokens: Iterable<{ readonly serial: number }>,
+  counter: { usage(serial: number): Usage | undefined }): UsageCount[] {
+  const counts: UsageCount[] = [];
+  for (const { serial } of tokens) {
+    const usage = counter.usage(serial);
+    if (usage !== undefined) counts.push([serial, usage.requests, usage.lastUsedMs]);
+  }
+  return counts;
+}
+
+/** `tokens` read back as usage counts, or why they are not: the first entry that is not one. */
+export function readUsageCounts(tokens: unknown): UsageCount[] | string {
+  if (!Array.isArray(tokens)) return 'its tokens are not a list';
+  const whole = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
+  for (const e of tokens as unknown[]) {
+    if (!Array.isArray(e) || e.length !== 3 || !e.every(whole)) return `entry ${JSON.stringify(e)} is not [serial, requests, lastUsedMs]`;
+  }
+  return tokens as UsageCount[];
+}
+
 /** What the inventory may be asked, by the token service. */
 export interface Inventory {
   /** Entries listed now (live ones: not expired, of the current generation), in issue order. */

@@ -13,7 +13,8 @@ import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import { errorFields } from '../ops/log.js';
-import type { Inventory } from '../service/ledger.js';
+import { readUsageCounts, usageCounts } from '../service/ledger.js';
+import type { Inventory, UsageCount } from '../service/ledger.js';
 import { readDataFile, writeDataFile } from './data-folder.js';
 
 /** The usage file's name in the data folder. */
@@ -24,10 +25,8 @@ export const USAGE_SAVE_MS = 30_000;
 /** How often (real time) the owner looks whether a snapshot is due. */
 export const USAGE_TICK_MS = 1000;
 
-type Counted = [serial: number, requests: number, lastUsedMs: number];
-
 /** The counts of a usage file; undefined (with the reason) when it is not one. */
-function decodeUsage(bytes: Buffer): Counted[] | string {
+function decodeUsage(bytes: Buffer): UsageCount[] | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(bytes.toString('utf8'));
@@ -38,11 +37,7 @@ function decodeUsage(bytes: Buffer): Counted[] | string {
   if (parsed === null || typeof parsed !== 'object' || file.version !== USAGE_VERSION || !Array.isArray(file.tokens)) {
     return `it is not a usage file of version ${USAGE_VERSION}`;
   }
-  const whole = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
-  for (const e of file.tokens as unknown[]) {
-    if (!Array.isArray(e) || e.length !== 3 || !e.every(whole)) return `entry ${JSON.stringify(e)} is not [serial, requests, lastUsedMs]`;
-  }
-  return file.tokens as Counted[];
+  return readUsageCounts(file.tokens);
 }
 
 /**
@@ -96,11 +91,7 @@ export class UsageSaver {
 
   private save(): Promise<void> {
     this.lastSave = this.clock();
-    const tokens: Counted[] = [];
-    for (const e of this.inventory.list()) {
-      const usage = this.core.usage(e.serial);
-      if (usage !== undefined) tokens.push([e.serial, usage.requests, usage.lastUsedMs]);
-    }
+    const tokens = usageCounts(this.inventory.list(), this.core);
     const text = JSON.stringify({ version: USAGE_VERSION, tokens });
     if (text === this.written) return Promise.resolve();
     const written = (): void => { this.written = text; };
