@@ -148,14 +148,15 @@ export function launchProgram(t: Test, command: [string, string[]], env: NodeJS.
   });
   child.stderr!.on('data', (chunk: string) => { err += chunk; });
 
+  child.on('exit', (code, signal) => { exit = { code, signal }; });
+  // 'close' comes once the process has exited AND its stdout and stderr have been read to
+  // their end: what a caller reads then is all the process wrote, however loaded the
+  // machine (after 'exit' alone, a refusal's line could still be in the pipe).
   const exited = new Promise<Exit>((done) => {
-    child.on('exit', (code, signal) => {
+    child.on('close', (code, signal) => {
       exit = { code, signal };
-      // Let the pipes drain before anyone reads stdout and stderr.
-      setImmediate(() => {
-        for (const waiter of [...waiters]) waiter(undefined);
-        done(exit!);
-      });
+      for (const waiter of [...waiters]) waiter(undefined);
+      done(exit);
     });
   });
 

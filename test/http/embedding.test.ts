@@ -43,7 +43,7 @@ async function runExample(t: Test, name: string, cwd: string, port: number): Pro
   let out = '';
   let err = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk; });
-  const exited = new Promise<Exit>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<Exit>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
   t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name} did not listen: ${out}${err}`)), 15_000);
