@@ -234,12 +234,13 @@ export async function countingRelay(t: Test, target: string): Promise<CountingRe
     const toEtcd = connect({ host: etcd.hostname, port: Number(etcd.port) });
     for (const socket of [client, toEtcd]) {
       sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.on('close', () => {
-        sockets.delete(socket);
+      // A reset tears both down; an end is passed on by pipe() after the bytes before it, so
+      // that etcd's TLS alert (its refusal of a client certificate) reaches the client whole.
+      socket.on('error', () => {
         client.destroy();
         toEtcd.destroy();
       });
+      socket.on('close', () => sockets.delete(socket));
     }
     client.pipe(toEtcd).pipe(client);
   });
