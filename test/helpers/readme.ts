@@ -161,14 +161,15 @@ export function backgrounds(text: string): boolean {
 
 /**
  * Whether a command starts a server that runs until stopped: api-auth in the foreground
- * (`npm start`, `node build/host/main.js`, or `api-auth`/`npx api-auth` with flags other
- * than --help and --version; its operator commands `token` and `password` end by themselves).
+ * (`npm start`, or `node build/host/main.js`, `api-auth` or `npx api-auth` with flags other
+ * than --help and --version, the first also with none; its operator commands `token` and
+ * `password` are clients of a server and end by themselves).
  * One that puts itself in the background is not: it runs beside the next.
  */
 export function startsServer(text: string): boolean {
   if (backgrounds(text)) return false;
   const commandWord = String.raw`(?:^|[;&|(])\s*(?:sudo\s+)?`;
-  return new RegExp(`${commandWord}(?:npm start|node build/host/main\\.js|(?:npx\\s+)?api-auth\\s+--(?!help\\b|version\\b))`, 'm')
+  return new RegExp(`${commandWord}(?:npm start|(?:node build/host/main\\.js|(?:npx\\s+)?api-auth)\\s+--(?!help\\b|version\\b)|node build/host/main\\.js\\s*$)`, 'm')
     .test(text.replace(/\$\([^)]*\)/g, ''));
 }
 
