@@ -27,6 +27,12 @@ import { fillUp, startOnTmpfs, tmpfsDataDir } from '../helpers/tmpfs.js';
 
 t.jobs = 2;
 
+/**
+ * The journal is these tests' subject, not the HTTP threads (test/http/threads.test.ts):
+ * one thread, whose start costs about a third less CPU time.
+ */
+const ONE_THREAD = ['--http-threads', '1'];
+
 /** Issues since the start after which the journal is compacted while serving (host/state/inventory.ts). */
 const COMPACT_AFTER = 1024;
 /** Requests in one JSON-RPC batch, at most (host/rpc/jsonrpc.ts). */
@@ -198,7 +204,7 @@ function roomInPage(path: string, page: number): number {
 }
 
 t.test('the compaction while serving keeps every entry issued before, during and after it; revoked ones stay revoked, also after kill -9', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const { dead, before } = await nearCompaction(server);
   const { size, ino } = statSync(journal(server));
   t.same((await listed(server)).map((e) => e.id), before.map((i) => i.id), 'the short-lived tokens have expired: only the 8 others are listed');
@@ -235,7 +241,7 @@ t.test('the compaction while serving keeps every entry issued before, during and
 });
 
 t.test('kill -9 while the compaction writes its new file, or right after the rename: the next start reads every acknowledged entry', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const tmp = join(server.dataDir, 'tokens.tmp');
   const tokens = new Map<string, Issued>();
   const revoked = new Set<string>();
@@ -287,7 +293,7 @@ t.test('kill -9 while the compaction writes its new file, or right after the ren
 
 t.test('a journal write that fails on a full disk answers an internal error and changes nothing; once there is room, issues work and the journal reads back whole', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
-  let server = await withCheapChecks(t, await startOnTmpfs(t, root, dataDir));
+  let server = await withCheapChecks(t, await startOnTmpfs(t, root, dataDir, ONE_THREAD));
   const page = statfsSync(dataDir).bsize;
   // The first issue writes the state (its endpoint list, a block of serials); later ones write only the journal.
   const tokens = await issueMany(server, 1, () => ({ label: 'first' }));
@@ -330,7 +336,7 @@ t.test('a journal write that fails on a full disk answers an internal error and 
 
 t.test('a compaction that fails for lack of room leaves the journal as it was and is logged; the service answers on, and nothing is lost', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
-  let server = await withCheapChecks(t, await startOnTmpfs(t, root, dataDir));
+  let server = await withCheapChecks(t, await startOnTmpfs(t, root, dataDir, ONE_THREAD));
   const page = statfsSync(dataDir).bsize;
   const { before, toGo } = await nearCompaction(server);
   const tokens = [...before, ...await issueMany(server, toGo - 3, (i) => ({ label: `more ${i}` }))];
@@ -371,7 +377,7 @@ t.test('a compaction that fails for lack of room leaves the journal as it was an
 
 t.test('a start on a full disk keeps the journal as it was (a torn tail cut off), logs it and serves; with room again, issues work and the journal reads back whole', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
-  let server = await startOnTmpfs(t, root, dataDir);
+  let server = await startOnTmpfs(t, root, dataDir, ONE_THREAD);
   const tokens = await issueMany(server, 3, (i) => ({ label: `kept ${i}` }));
   t.same(await revokeId(server, tokens[0].id), REVOKED);
   const [short] = await issueMany(server, 1, () => ({ expiresIn: 1, label: 'expires' }));
