@@ -55,7 +55,8 @@ t.test('the flag, API_AUTH_ACCESS_LOG and the config file each turn it on; the f
     ['from-config.log', ['--config-file', config], {}],
   ];
   for (const [name, args, env] of forms) {
-    const server = await serve(t, args, env);
+    // The sources are the subject here, not the HTTP threads (the tests below keep them).
+    const server = await serve(t, [...args, '--http-threads', '1'], env);
     t.equal((await request(server.url, `/ext/info/${name}`)).status, 401);
     const line = await waitForLine(join(dir, name), `/ext/info/${name}`);
     t.equal(line.status, 401, name);

@@ -25,6 +25,12 @@ const FLAGS = [
   '--api-auth-token-lifetime', '--data-dir', '--help', '--version',
 ];
 
+/**
+ * For the tests of the password file, whose subject is not the HTTP threads: one thread,
+ * whose start costs about a third less CPU time. The stops keep the default.
+ */
+const ONE_THREAD = ['--http-threads', '1'];
+
 const isListening = (l: LogLine): boolean => l.msg === 'listening';
 
 /**
@@ -132,7 +138,7 @@ t.test('every bad command line gets one stderr line, exit code 2 and nothing lis
 });
 
 t.test('a missing password file is generated: 32 letters and digits, mode 0600, path logged, password never printed', async (t) => {
-  const server = await startServer(t, { generate: true });
+  const server = await startServer(t, { generate: true, args: ONE_THREAD });
   const content = readFileSync(server.passwordFile, 'utf8');
   t.match(content, /^[A-Za-z0-9]{32}\n?$/, 'the file holds a 32-character alphanumeric password');
   t.equal(statSync(server.passwordFile).mode & 0o777, 0o600, 'the file has mode 0600');
@@ -152,7 +158,7 @@ t.test('a missing password file is generated: 32 letters and digits, mode 0600, 
 
 t.test('an existing password file is never rewritten', async (t) => {
   const password = randomPassword();
-  const server = await startServer(t, { password, fileContent: `${password}\n` });
+  const server = await startServer(t, { password, fileContent: `${password}\n`, cheapChecks: true, args: ONE_THREAD });
   await newToken(server.url, password, ['*']);
   await server.stop();
   t.equal(readFileSync(server.passwordFile, 'utf8'), `${password}\n`);
@@ -162,7 +168,7 @@ t.test('an existing password file is never rewritten', async (t) => {
 t.test('a password file readable by group or others is warned about', async (t) => {
   for (const mode of [0o644, 0o640, 0o604]) {
     await t.test(`mode ${mode.toString(8)}`, async (t) => {
-      const server = await serveInProcess(t, { mode });
+      const server = await serveInProcess(t, { mode, cheapChecks: true, args: ONE_THREAD });
       const warning = server.logs.find((l) => l.msg === 'password file is readable by other users');
       t.ok(warning, 'a warning is logged');
       t.equal(warning?.level, 'warn');
@@ -175,7 +181,7 @@ t.test('a password file readable by group or others is warned about', async (t) 
 t.test('the password file content is trimmed of leading and trailing white space only', async (t) => {
   const password = `inner space ${randomPassword()}`;
   const fileContent = ` \t\r\n${password} \r\n\t\n`;
-  const server = await startServer(t, { password, fileContent });
+  const server = await startServer(t, { password, fileContent, args: ONE_THREAD });
   t.notOk(server.logs.some((l) => l.msg === 'password file is readable by other users'), 'no warning for a 0600 file');
   t.ok(await newToken(server.url, password, ['*']), 'the trimmed password works');
   const raw = await jsonrpc(authUrl(server.url), 'auth.newToken', { password: fileContent, endpoints: ['*'] });
@@ -186,7 +192,7 @@ t.test('the password file content is trimmed of leading and trailing white space
 
 t.test('a password of 1024 code points (2048 bytes) is accepted, white space around it not counted', async (t) => {
   const password = '\u00e9'.repeat(1024);
-  const server = await serveInProcess(t, { password, fileContent: `  ${password}  \n` });
+  const server = await serveInProcess(t, { password, fileContent: `  ${password}  \n`, args: ONE_THREAD });
   t.ok(await newToken(server.url, password, ['/ext/info']));
 });
 

@@ -28,6 +28,11 @@ import {
 t.jobs = 2;
 
 const NOBODY = 65534;
+/**
+ * The data folder and its lock are these tests' subject, not the HTTP threads
+ * (test/http/threads.test.ts): one thread, whose start costs about a third less CPU time.
+ */
+const ONE_THREAD = ['--http-threads', '1'];
 const LOCKED = /^api-auth: another api-auth is using the data folder .*; stop it first, or give this one its own --data-dir$/;
 
 /** Exit code 2, nothing listening, exactly one stderr line matching `line`. */
@@ -43,7 +48,7 @@ function expectRefusedStart(t: Test, result: Pick<CliResult, 'code' | 'stderr' |
 function authArgs(dir: string, dataDir: string): string[] {
   const passwordFile = join(dir, 'password');
   if (!existsSync(passwordFile)) writeFileSync(passwordFile, randomPassword(), { mode: 0o600 });
-  return ['--http-port', '0', '--data-dir', dataDir, '--api-auth-required', '--api-auth-password-file', passwordFile];
+  return ['--http-port', '0', '--data-dir', dataDir, '--api-auth-required', '--api-auth-password-file', passwordFile, ...ONE_THREAD];
 }
 
 interface Namespaced {
@@ -124,7 +129,7 @@ t.test('a data folder that others can write to, or that is not this user\'s, sto
 });
 
 t.test('a link planted at state.tmp never receives the key; the service keeps working', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const outside = join(server.dir, 'readable-by-all');
   writeFileSync(outside, '');
   chmodSync(outside, 0o644);
@@ -151,7 +156,7 @@ t.test('a link planted at state.tmp never receives the key; the service keeps wo
 });
 
 t.test('a state file that is a link stops the start: exit 2 and one line', async (t) => {
-  const server = await startServer(t);
+  const server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   t.same(await server.stop('SIGTERM'), { code: 0, signal: null });
   const elsewhere = join(server.dir, 'state-elsewhere');
   renameSync(join(server.dataDir, 'state'), elsewhere);
@@ -162,7 +167,7 @@ t.test('a state file that is a link stops the start: exit 2 and one line', async
 });
 
 t.test('a start in another network namespace is refused while the folder is held; after kill -9, the next start succeeds', needsRoot('unshare --net for a network namespace'), async (t) => {
-  const first = await startServer(t);
+  const first = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const second = await launchInNewNetwork(t, first.args).settled;
   if ('port' in second) {
     t.fail(`a second instance in a new network namespace listens on port ${second.port}, on the same data folder`);
@@ -239,7 +244,7 @@ t.test('a data folder whose path is too long for a socket address is locked all 
 });
 
 t.test('a clean stop (SIGTERM, SIGINT) removes its lock from the folder, and the next start holds it', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const token = await newToken(server.url, server.password, ['/ext/info']);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     t.equal(lockNames(server.dataDir).length, 1, `one lock while serving: ${lockNames(server.dataDir)}`);
@@ -252,7 +257,7 @@ t.test('a clean stop (SIGTERM, SIGINT) removes its lock from the folder, and the
 });
 
 t.test('a clean stop leaves a lock name that is no longer its socket alone', async (t) => {
-  const server = await startServer(t);
+  const server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const [held] = lockNames(server.dataDir);
   renameSync(join(server.dataDir, held), join(server.dataDir, 'moved-aside'));
   writeFileSync(join(server.dataDir, held), 'not the server\'s socket');

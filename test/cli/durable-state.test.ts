@@ -25,6 +25,11 @@ const SUCCESS = { success: true };
 const ARGON2ID_PHC = '$argon2id$v=19$m=19456,t=2,p=1$';
 /** A revocation's bytes in the state file: the token's serial and expiry, 8 bytes each. */
 const REVOCATION_BYTES = 16;
+/**
+ * The state, the data folder and the CLI are these tests' subject, not the HTTP threads
+ * (test/http/threads.test.ts): one thread, whose start costs about a third less CPU time.
+ */
+const ONE_THREAD = ['--http-threads', '1'];
 
 function statePath(server: { dataDir: string }): string {
   return join(server.dataDir, 'state');
@@ -99,7 +104,7 @@ function fileIdentity(path: string): Record<string, string> {
 }
 
 t.test('a token stays valid across a clean restart and a kill -9, on exactly its endpoints', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const info = await newToken(server.url, server.password, ['/ext/info']);
   const star = await newToken(server.url, server.password, ['*']);
   const subtree = await newToken(server.url, server.password, ['/ext/bc/*']);
@@ -137,7 +142,7 @@ t.test('a token stays valid across a clean restart and a kill -9, on exactly its
 });
 
 t.test('a revoked token stays revoked after a clean restart and after kill -9; the revocation is on disk at the reply', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const [a, b, c, d, e] = [
     await newToken(server.url, server.password, ['/ext/info']),
     await newToken(server.url, server.password, ['/ext/info']),
@@ -174,7 +179,7 @@ t.test('a revoked token stays revoked after a clean restart and after kill -9; t
 });
 
 t.test('a password changed by auth.changePassword stays in force after a clean restart and after kill -9', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   // The password file (mode 0600) is never written along the way (see also the test of that name).
   const identity = fileIdentity(server.passwordFile);
   const file = server.password;
@@ -211,7 +216,7 @@ t.test('a password changed by auth.changePassword stays in force after a clean r
 });
 
 t.test('changing the password back to an earlier one revives nothing, across restarts', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const file = server.password;
   const p1 = `p1-${randomPassword()}`;
   const underFile = await newToken(server.url, file, ['/ext/info']);
@@ -255,7 +260,7 @@ t.test('changing the password back to an earlier one revives nothing, across res
 });
 
 t.test('the operator\'s reset path: a password file edited while the program was down is adopted, and every earlier token ends', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const file = server.password;
   const p1 = `p1-${randomPassword()}`;
   const reset = `reset-${randomPassword()}`;
@@ -282,7 +287,7 @@ t.test('the operator\'s reset path: a password file edited while the program was
 });
 
 t.test('the reset path applies when the file is edited to the password set through the API: earlier tokens end', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const p1 = `p1-${randomPassword()}`;
   t.same(await changePassword(server.url, server.password, p1), SUCCESS, 'file password -> p1 through the API');
   const underP1 = await newToken(server.url, p1, ['/ext/info']);
@@ -294,7 +299,7 @@ t.test('the reset path applies when the file is edited to the password set throu
 });
 
 t.test('a password file rewritten with the same content is no reset: the API password and its tokens stay', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const file = server.password;
   const p1 = `p1-${randomPassword()}`;
   t.same(await changePassword(server.url, file, p1), SUCCESS, 'file password -> p1 through the API');
@@ -312,7 +317,7 @@ t.test('a password file rewritten with the same content is no reset: the API pas
 });
 
 t.test('resets back to an earlier file password revive nothing', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const first = server.password;
   const second = `second-${randomPassword()}`;
   const underFirst = await newToken(server.url, first, ['/ext/info']);
@@ -333,7 +338,7 @@ t.test('the password file is never written, and a read-only one works', async (t
   // The default mode, 0600, through the same calls and restarts: the password change test.
   t.jobs = 2;
   t.test('password file mode 400', async (t) => {
-    let server = await startServer(t, { mode: 0o400 });
+    let server = await startServer(t, { mode: 0o400, cheapChecks: true, args: ONE_THREAD });
     const identity = fileIdentity(server.passwordFile);
     const p1 = `p1-${randomPassword()}`;
     const p2 = `p2-${randomPassword()}`;
@@ -349,7 +354,7 @@ t.test('the password file is never written, and a read-only one works', async (t
   });
 
   t.test('a password file the program generated is not written again', async (t) => {
-    let server = await startServer(t, { generate: true });
+    let server = await startServer(t, { generate: true, args: ONE_THREAD });
     const identity = fileIdentity(server.passwordFile);
     t.equal(identity.mode, '100600', 'generated with mode 0600');
     const p1 = `p1-${randomPassword()}`;
@@ -366,7 +371,7 @@ t.test('the password file is never written, and a read-only one works', async (t
 });
 
 t.test('no password is stored in plaintext: the data folder holds argon2id hashes only', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { args: ONE_THREAD });
   const file = server.password;
   const passwords = [
     file,
@@ -420,7 +425,7 @@ t.test('the data folder is created 0700 and the state file 0600, whatever the um
   const old = process.umask(0);
   let pending: Promise<Server>;
   try {
-    pending = startServer(t, { createDataDir: false });
+    pending = startServer(t, { createDataDir: false, args: ONE_THREAD });
   } finally {
     process.umask(old);
   }
@@ -439,14 +444,14 @@ t.test('the data folder is created 0700 and the state file 0600, whatever the um
 });
 
 t.test('with auth off the data folder is not touched', async (t) => {
-  const server = await startServer(t, { auth: false, createDataDir: false });
+  const server = await startServer(t, { auth: false, createDataDir: false, args: ONE_THREAD });
   t.equal((await call(server.url, '/ext/auth')).status, 404, 'no /ext/auth');
   await stop(t, server, 'SIGTERM');
   t.notOk(existsSync(server.dataDir), 'the data folder was not created');
 });
 
 t.test('a second instance on the same data folder refuses to start; the first keeps serving', async (t) => {
-  let server = await startServer(t);
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const token = await newToken(server.url, server.password, ['/ext/info']);
   const before = stateFile(server);
   const alias = join(server.dir, 'alias');
@@ -475,7 +480,7 @@ t.test('a second instance on the same data folder refuses to start; the first ke
 t.test('revocations of tokens that have expired are dropped from the state file', async (t) => {
   const LIFETIME = 2;
   const time = manualClock();
-  let server = await serveInProcess(t, { args: ['--api-auth-token-lifetime', `${LIFETIME}s`], clock: time.clock });
+  let server = await serveInProcess(t, { args: ['--api-auth-token-lifetime', `${LIFETIME}s`], clock: time.clock, cheapChecks: true });
   const doomed = [];
   for (let i = 0; i < 5; i++) doomed.push(await newToken(server.url, server.password, ['/ext/info']));
   const base = stateFile(server).length;
@@ -500,7 +505,7 @@ t.test('revocations of tokens that have expired are dropped from the state file'
 
 t.test('a token keeps its own expiry across a restart with a shorter lifetime, and so does its revocation', async (t) => {
   const time = manualClock();
-  let server = await serveInProcess(t, { clock: time.clock });
+  let server = await serveInProcess(t, { clock: time.clock, cheapChecks: true });
   const [kept, revoked] = [
     await newToken(server.url, server.password, ['/ext/info']),
     await newToken(server.url, server.password, ['/ext/info']),

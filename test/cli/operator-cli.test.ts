@@ -68,7 +68,13 @@ async function api(args: readonly string[], stdin: string | Buffer = ''): Promis
 // Two tests at a time: each has calls to the node out most of its time.
 t.jobs = 2;
 
-const server = await startServer(t, { cheapChecks: true });
+/**
+ * The operator's commands are these tests' subject, not the node's HTTP threads
+ * (test/http/threads.test.ts): nodes on one thread, whose start costs about a third less CPU time.
+ */
+const ONE_THREAD = ['--http-threads', '1'];
+
+const server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
 const dir = tempDir(t);
 const uri = ['--uri', server.url];
 
@@ -182,7 +188,7 @@ t.test('an unreachable node: exit 3 with what went wrong', async (t) => {
   const json = await api(['token', 'new', '--uri', `http://127.0.0.1:${port}`, '--password-file', server.passwordFile, '--endpoints', '*', '--json']);
   t.equal(json.code, 3);
   t.match(JSON.parse(json.stdout), { error: { message: /connection refused/ } });
-  const authOff = await startServer(t, { auth: false });
+  const authOff = await startServer(t, { auth: false, args: ONE_THREAD });
   const off = await api(['token', 'new', '--uri', authOff.url, '--password-file', server.passwordFile, '--endpoints', '*']);
   t.equal(off.code, 3, 'a node without /ext/auth');
   t.match(off.stderr, /answered 404.*--api-auth-required/);
@@ -276,7 +282,7 @@ t.test('--help prints the commands and exit codes', async (t) => {
 });
 
 t.test('token new --rate-limit --burst --allowed-clients, then token list shows them with LAST USED and REQUESTS', async (t) => {
-  const node = await startServer(t);
+  const node = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const auth = ['--uri', node.url, '--password-file', node.passwordFile];
   const made = await api(['token', 'new', ...auth, '--endpoints', '/ext/info', '--rate-limit', '1/h', '--burst', '2',
     '--allowed-clients', '127.0.0.0/8, 2001:db8::/32', '--json']);
@@ -301,7 +307,7 @@ t.test('token new --rate-limit --burst --allowed-clients, then token list shows 
 });
 
 t.test('token new --label --expires-in, then token list shows it (a table, or --json) and token revoke --id revokes it', async (t) => {
-  const node = await startServer(t, { cheapChecks: true });
+  const node = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const auth = ['--uri', node.url, '--password-file', node.passwordFile];
   const made = await api(['token', 'new', ...auth, '--endpoints', '/ext/info', '--label', 'ops laptop \u{1F4BB}', '--expires-in', '30m', '--json']);
   t.equal(made.code, 0, made.stderr);
@@ -342,7 +348,7 @@ t.test('token new --label --expires-in, then token list shows it (a table, or --
 });
 
 t.test('token new --endpoints / --methods with named sets: the node gets the root and plain method names', async (t) => {
-  const node = await startServer(t);
+  const node = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const auth = ['--uri', node.url, '--password-file', node.passwordFile];
   const made = await api(['token', 'new', ...auth, '--endpoints', '/', '--methods', '@chain,eth_call,@subscribe', '--json']);
   t.equal(made.code, 0, made.stderr);
@@ -361,13 +367,13 @@ t.test('token new --endpoints / --methods with named sets: the node gets the roo
 });
 
 t.test('token list with no live token says so', async (t) => {
-  const node = await startServer(t, { cheapChecks: true });
+  const node = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const run = await api(['token', 'list', '--uri', node.url, '--password-file', node.passwordFile]);
   t.same([run.code, run.stdout, run.stderr], [0, 'no live tokens\n', '']);
 });
 
 t.test('password change: from files, then every earlier token is refused and the new password works', async (t) => {
-  const node = await startServer(t, { cheapChecks: true });
+  const node = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const token = (await api(['token', 'new', '--uri', node.url, '--password-file', node.passwordFile, '--endpoints', '*'])).stdout.trim();
   const next = randomPassword();
   const run = await api(['password', 'change', '--uri', node.url, '--password-file', node.passwordFile, '--new-password-file', secretFile('next', `${next}\n`)]);

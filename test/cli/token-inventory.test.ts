@@ -14,6 +14,11 @@ t.jobs = 2;
 const WRONG = 'not-the-password';
 const RESOURCE_LIMIT = -32041;
 const INVALID_PARAMS = -32602;
+/**
+ * The inventory is these tests' subject, not the HTTP threads (test/http/threads.test.ts):
+ * one thread, whose start costs about a third less CPU time (a clock of the test's own has one anyway).
+ */
+const ONE_THREAD = ['--http-threads', '1'];
 
 interface Listed {
   id: string;
@@ -77,7 +82,7 @@ t.test('newToken answers {token, id}; listTokens lists each live token in issue 
 });
 
 t.test('an id cannot be used as a token', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const { id } = await issued(t, server);
   expectRefused(t, await callWithHeader(server.url, '/ext/info', `Bearer ${id}`), REASONS.malformed, 'an id as the bearer token');
 });
@@ -102,7 +107,7 @@ t.test('expiresIn: a duration or whole seconds sets the token\'s own lifetime, a
 });
 
 t.test('a bad expiresIn is invalid params naming it and the ceiling, before the password check; nothing is issued', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true, args: ['--api-auth-token-lifetime', '1h'] });
+  const server = await serveInProcess(t, { cheapChecks: true, args: [...ONE_THREAD, '--api-auth-token-lifetime', '1h'] });
   const bad: unknown[] = ['61m', 3601, '2h', 0, '0s', -5, '-5s', 1.5, '1500ms', '', 'soon', '90', true, null, [90], { s: 90 }, 1e300];
   for (const expiresIn of bad) {
     for (const password of [server.password, WRONG]) {
@@ -115,7 +120,7 @@ t.test('a bad expiresIn is invalid params naming it and the ceiling, before the 
 });
 
 t.test('label: 1 to 128 visible code points; anything else is invalid params naming label, and nothing is issued', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const good = ['a', 'CI bot (prod) #3', '日本語のラベル', 'emoji \u{1F600} ok', '\u{1F600}'.repeat(128), 'x'.repeat(128), ' padded ',
     'e\u0301 combining', 'family \u{1F468}\u200d\u{1F469}\u200d\u{1F467}'];
   for (const label of good) {
@@ -137,7 +142,7 @@ t.test('label: 1 to 128 visible code points; anything else is invalid params nam
 });
 
 t.test('revokeToken by id: revoked, then already revoked; the gate refuses the token and the list says revoked', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const target = await issued(t, server, { label: 'to revoke' });
   const other = await issued(t, server);
   t.same(await revokeId(server, target.id), REVOKED, 'the first revocation revokes');
@@ -150,7 +155,7 @@ t.test('revokeToken by id: revoked, then already revoked; the gate refuses the t
 });
 
 t.test('revoking by a token marks its entry revoked too', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const target = await issued(t, server);
   const answer = await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, token: target.token });
   t.same(answer.result, REVOKED);
@@ -178,7 +183,7 @@ t.test('an unknown, malformed or dead id: success, nothing revoked, and a reason
 });
 
 t.test('revokeToken takes token or id: both, neither or a wrong type is invalid params; a wrong password is an error whatever the id', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const { token, id } = await issued(t, server);
   const rpc = (params: Record<string, unknown>) => jsonrpc(authUrl(server.url), 'auth.revokeToken', params);
   const both = await rpc({ password: server.password, token, id });
@@ -198,7 +203,7 @@ t.test('revokeToken takes token or id: both, neither or a wrong type is invalid 
 });
 
 t.test('listTokens: a wrong password is the usual error; each call is audited with the count and nothing secret', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const { token } = await issued(t, server, { label: 'audited' });
   await issued(t, server);
   t.same((await jsonrpc(authUrl(server.url), 'auth.listTokens', { password: WRONG })).error, INCORRECT_PASSWORD);
@@ -236,7 +241,7 @@ t.test('--api-auth-max-tokens must be a whole number from 1 to 1000000', async (
 });
 
 t.test('the inventory survives a restart: labels, lifetimes, revocations; ids are never reused', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const a = await issued(t, server, { label: 'kept', expiresIn: '10m' });
   const b = await issued(t, server);
   t.same(await revokeId(server, b.id), REVOKED);
@@ -252,7 +257,7 @@ t.test('the inventory survives a restart: labels, lifetimes, revocations; ids ar
 });
 
 t.test('concurrent issues are all listed, each once', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => issued(t, server, { label: `n${i}` })));
   const tokens = await list(server);
   t.equal(tokens.length, 24);
@@ -265,7 +270,7 @@ t.test('concurrent issues are all listed, each once', async (t) => {
 t.test('methods comes from the token\'s grant: a grant with a method scope lists its patterns, one without lists null', async (t) => {
   const { decodeState, encodeState } = await import('../../build/host/state/codec.js');
   const { grantEntries } = await import('../../build/host/core/core.js');
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const scoped = await issued(t, server, { endpoints: ['/ext/bc/C/rpc'], label: 'scoped' });
   const plain = await issued(t, server, { endpoints: ['/ext/info'] });
   await server.stop();

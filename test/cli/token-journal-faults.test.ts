@@ -7,25 +7,28 @@
 // The running compaction comes after 1,024 issues since the start (COMPACT_MIN_RECORDS
 // and PRUNE_EVERY in host/state/inventory.ts). Each issue is a password check, and at
 // the default argon2id cost 1,024 of them take a minute; the service checks a password
-// against its stored record's own parameters, so each test first gives its state file a
-// record of the same password at argon2id's smallest cost (as a data folder written with
+// against its stored record's own parameters, so each test starts on a state file whose
+// record of the password has argon2id's smallest cost (as a data folder written with
 // other parameters would hold). The journal's work is the same, and 1,024 issues take a
 // second or two.
 import t, { type Test } from 'tap';
-import { argon2id } from 'hash-wasm';
-import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statfsSync, statSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import { encodeRecord } from '../../build/host/password/hash.js';
-import { decodeState, encodeState } from '../../build/host/state/codec.js';
 import { authUrl, call, REASONS, REVOKED } from '../helpers/auth.js';
 import { freshSource, jsonrpc, parseRpc, request, rpc, type RpcResponse } from '../helpers/http.js';
-import { restartServer, startServer, type LogLine, type Server } from '../helpers/server.js';
+import { writeCheapState } from '../helpers/cheap-state.js';
+import { launch, randomPassword, restartServer, startServer, type LogLine, type Server } from '../helpers/server.js';
 import { needsRoot } from '../helpers/root.js';
 import { fillUp, startOnTmpfs, tmpfsDataDir } from '../helpers/tmpfs.js';
 
 t.jobs = 2;
+
+/**
+ * The journal is these tests' subject, not the HTTP threads (test/http/threads.test.ts):
+ * one thread, whose start costs about a third less CPU time.
+ */
+const ONE_THREAD = ['--http-threads', '1'];
 
 /** Issues since the start after which the journal is compacted while serving (host/state/inventory.ts). */
 const COMPACT_AFTER = 1024;
@@ -50,20 +53,20 @@ const serial = (id: string): number => Number(id.slice(1));
 const bySerial = (a: string, b: string): number => serial(a) - serial(b);
 
 /**
- * Stops `server`, gives its state file records of the same password at argon2id's
- * smallest cost, and starts it again: password checks then cost a fraction of a
- * millisecond.
+ * A server as startOnTmpfs starts it, on a state file written before its first start whose
+ * record of the password has argon2id's smallest cost (cheap-state.ts): password checks then
+ * cost a fraction of a millisecond.
  */
-async function withCheapChecks(t: Test, server: Server): Promise<Server> {
-  await server.stop();
-  const path = join(server.dataDir, 'state');
-  const state = decodeState(readFileSync(path), path);
-  const salt = randomBytes(16);
-  const parameters = { memorySize: 8, iterations: 1, parallelism: 1 };
-  const hash = await argon2id({ password: server.password, salt, ...parameters, hashLength: 32, outputType: 'binary' });
-  const record = encodeRecord({ algorithm: 'argon2id', ...parameters, salt, hash });
-  writeFileSync(path, encodeState({ ...state, password: record, filePassword: record }));
-  return restartServer(t, server);
+async function startCheapOnTmpfs(t: Test, root: string, dataDir: string): Promise<Server> {
+  const password = randomPassword();
+  const passwordFile = join(root, 'password');
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  await writeCheapState(dataDir, password);
+  const args = ['--http-port', '0', '--data-dir', dataDir, '--api-auth-required', '--api-auth-password-file', passwordFile, ...ONE_THREAD];
+  const run = launch(t, args);
+  const listening = await run.waitForLog((l) => l.msg === 'listening');
+  const port = Number(listening.port);
+  return { ...run, url: `http://127.0.0.1:${port}`, port, password, passwordFile, dir: root, dataDir, args, listening };
 }
 
 /**
@@ -198,7 +201,7 @@ function roomInPage(path: string, page: number): number {
 }
 
 t.test('the compaction while serving keeps every entry issued before, during and after it; revoked ones stay revoked, also after kill -9', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const { dead, before } = await nearCompaction(server);
   const { size, ino } = statSync(journal(server));
   t.same((await listed(server)).map((e) => e.id), before.map((i) => i.id), 'the short-lived tokens have expired: only the 8 others are listed');
@@ -235,7 +238,7 @@ t.test('the compaction while serving keeps every entry issued before, during and
 });
 
 t.test('kill -9 while the compaction writes its new file, or right after the rename: the next start reads every acknowledged entry', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const tmp = join(server.dataDir, 'tokens.tmp');
   const tokens = new Map<string, Issued>();
   const revoked = new Set<string>();
@@ -287,7 +290,7 @@ t.test('kill -9 while the compaction writes its new file, or right after the ren
 
 t.test('a journal write that fails on a full disk answers an internal error and changes nothing; once there is room, issues work and the journal reads back whole', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
-  let server = await withCheapChecks(t, await startOnTmpfs(t, root, dataDir));
+  let server = await startCheapOnTmpfs(t, root, dataDir);
   const page = statfsSync(dataDir).bsize;
   // The first issue writes the state (its endpoint list, a block of serials); later ones write only the journal.
   const tokens = await issueMany(server, 1, () => ({ label: 'first' }));
@@ -330,7 +333,7 @@ t.test('a journal write that fails on a full disk answers an internal error and 
 
 t.test('a compaction that fails for lack of room leaves the journal as it was and is logged; the service answers on, and nothing is lost', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
-  let server = await withCheapChecks(t, await startOnTmpfs(t, root, dataDir));
+  let server = await startCheapOnTmpfs(t, root, dataDir);
   const page = statfsSync(dataDir).bsize;
   const { before, toGo } = await nearCompaction(server);
   const tokens = [...before, ...await issueMany(server, toGo - 3, (i) => ({ label: `more ${i}` }))];
@@ -371,7 +374,7 @@ t.test('a compaction that fails for lack of room leaves the journal as it was an
 
 t.test('a start on a full disk keeps the journal as it was (a torn tail cut off), logs it and serves; with room again, issues work and the journal reads back whole', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
   const { root, dataDir } = tmpfsDataDir(t);
-  let server = await startOnTmpfs(t, root, dataDir);
+  let server = await startOnTmpfs(t, root, dataDir, ONE_THREAD);
   const tokens = await issueMany(server, 3, (i) => ({ label: `kept ${i}` }));
   t.same(await revokeId(server, tokens[0].id), REVOKED);
   const [short] = await issueMany(server, 1, () => ({ expiresIn: 1, label: 'expires' }));

@@ -17,6 +17,11 @@ t.jobs = 2;
 const MAGIC = Buffer.from('api-auth tokens\n', 'latin1');
 const HEADER = MAGIC.length + 4 + 8;
 const GROUP_HEAD = 12;
+/**
+ * The journal is these tests' subject, not the HTTP threads (test/http/threads.test.ts):
+ * one thread, whose start costs about a third less CPU time.
+ */
+const ONE_THREAD = ['--http-threads', '1'];
 
 interface Base { url: string; password: string }
 
@@ -58,7 +63,7 @@ function head(length: number, payloadCrc = 0): Buffer {
 
 /** Two tokens, each its own group, then a clean stop: the journal holds the header and two groups. */
 async function twoGroups(t: Test): Promise<{ server: LibraryServer; a: { token: string; id: string }; b: { token: string; id: string }; file: Buffer }> {
-  const server = await serveInProcess(t, { cheapChecks: true });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const a = await issue(server, { label: 'first' });
   const b = await issue(server, { label: 'second' });
   await server.stop();
@@ -81,7 +86,7 @@ t.test('the journal has the documented layout, mode 0600, and a group per write'
 });
 
 t.test('kill -9 right after newToken answers: the entry is listed and its token verifies; so is a revocation by id', async (t) => {
-  let server = await startServer(t, { cheapChecks: true });
+  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const kept = await issue(server, { label: 'survives kill -9', expiresIn: '1h' });
   t.same(await server.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
   server = await restartServer(t, server);
