@@ -10,7 +10,6 @@ import { coreThreadsModule, newCore, newThreadsCore } from './core/module.js';
 import { badOption } from './errors.js';
 import { HttpServer, STOP_GRACE_MS, whyNotListening } from './http/listener.js';
 import type { Listening, ServerHandle } from './http/listener.js';
-import { buildStack } from './http/stack.js';
 import type { Stack } from './http/stack.js';
 import type { WebSocketSettings } from './http/websocket.js';
 import { LineWriter, lineTarget, openTarget, reopenLines, STDOUT } from './ops/line-writer.js';
@@ -118,6 +117,8 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       log.warn('--api-auth-query-token means nothing without --api-auth-required: no token is asked for');
     }
     if (httpThreads !== undefined) return withAccessLog(await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release }), access);
+    // Loaded only to serve on this thread: with several, the HTTP threads load it.
+    const { buildStack } = await import('./http/stack.js');
     stack = await buildStack({
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
       upstream: config.upstream && {

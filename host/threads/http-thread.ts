@@ -13,11 +13,11 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { App } from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { RpcCode } from '../errors.js';
-import { tlsApp } from '../http/tls.js';
 import { descriptorOf } from '../http/uws-shim.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
+import type { tlsApp as TlsApp } from '../http/tls.js';
 import type { SessionBehavior } from '../http/websocket.js';
 import { InvariantError } from '../api-auth-error.js';
 import { HEARTBEAT_MS, OwnerLink } from './owner-channel.js';
@@ -55,8 +55,12 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
   const data = workerData as ThreadData;
   const owner = new OwnerLink(parentPort!);
   const log = owner.logger(data.settings.logLevel, { thread: data.thread });
+  const tls = data.settings.tls;
   let http: ThreadHttp;
+  let tlsApp: typeof TlsApp | undefined;
   try {
+    // Loaded only with TLS: with node:tls and the PEM checks, a tenth of what a thread loads otherwise.
+    if (tls !== undefined) tlsApp = (await import('../http/tls.js')).tlsApp;
     http = await build({ data, owner, log });
   } catch (error) {
     owner.close();
@@ -87,10 +91,9 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
     }
     fatal(error);
   };
-  const tls = data.settings.tls;
   const websocket = http.websocket;
   const newApp = (files = tls): TemplatedApp => {
-    const app = files === undefined ? App() : tlsApp(files);
+    const app = files === undefined ? App() : tlsApp!(files);
     if (websocket) {
       // uWS hands this route only GETs that ask for a WebSocket (a Sec-WebSocket-Key), before
       // any(). Every app gets it, the TLS apps a reload makes too.
