@@ -96,6 +96,7 @@ async function tlsServer(t: Test, threads: number, extra: readonly string[] = []
   copyFileSync(first.cert, live.cert);
   copyFileSync(first.key, live.key);
   const server = await startServer(t, {
+    cheapChecks: true,
     args: ['--http-threads', String(threads), '--http-tls-enabled', '--http-tls-cert-file', live.cert, '--http-tls-key-file', live.key, ...extra],
   });
   return { server, live, first, second };
