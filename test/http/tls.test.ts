@@ -104,8 +104,9 @@ async function tlsServer(t: Test, threads: number, extra: readonly string[] = []
 
 for (const threads of [1, 2]) {
   t.test(`on ${threads} HTTP thread(s)`, async (t) => {
-    // The first test only connects; the last one, with a bad pair, reloads on the same
-    // server after it. The others need a server whose pair is still the first one's.
+    // The first test only connects, so the last one (a bad pair on SIGHUP, which must leave
+    // the first pair in force) can follow it on the same server; the others load other
+    // pairs or stop the server, each on a server of its own.
     const served = await tlsServer(t, threads);
 
     t.test('serves HTTPS with the certificate given', async (t) => {
