@@ -19,8 +19,12 @@ function check(base: string, headers: ReadonlyArray<readonly [string, string]>):
   return request(base, CHECK, { method: 'GET', headers });
 }
 
+// The tests of a proxy in front use it too, each with a front, an upstream and tokens of
+// its own: none looks at what the others leave (issued tokens, counts).
 const server = await startServer(t, { cheapChecks: true });
 const info = await newToken(server.url, server.password, ['/ext/info']);
+/** A server that lets the wallet's pages read its answers, for the tests that send an Origin. */
+const walletApi = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://wallet.example'] });
 
 t.test('needs no token, and without the original URI says which headers name it', async (t) => {
   const response = await check(server.url, []);
@@ -95,7 +99,7 @@ t.test('one way names the original request: any header of another way with it is
 });
 
 t.test('a preflight is judged like any request: without a token it is refused', async (t) => {
-  const api = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://wallet.example'] });
+  const api = walletApi;
   const ways = [[['X-Original-Request', 'OPTIONS /ext/bc/C/rpc HTTP/1.1']], [['X-Original-URI', '/ext/bc/C/rpc'], ['X-Original-Method', 'OPTIONS']],
     [['X-Forwarded-Uri', '/ext/bc/C/rpc'], ['X-Forwarded-Method', 'OPTIONS']]] as const;
   for (const way of ways) {
@@ -148,7 +152,7 @@ async function throughProxy(t: Test, front: FrontProxy, upstream: Upstream, api:
 
 t.test('nginx auth_request in front: granted, not granted, no token, revoked', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t, { cheapChecks: true });
+  const api = server;
   const nginx = await startNginx(t, api.port, upstream.port);
   // nginx answers a refusal with its own page; the status and the challenge are the gate's.
   await throughProxy(t, nginx, upstream, api, false);
@@ -156,7 +160,7 @@ t.test('nginx auth_request in front: granted, not granted, no token, revoked', a
 
 t.test('Caddy forward_auth in front: granted, not granted, no token, revoked, with the gate\'s own answers', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t, { cheapChecks: true });
+  const api = server;
   const caddy = await startCaddy(t, api.port, upstream.port);
   await throughProxy(t, caddy, upstream, api, true);
 });
@@ -195,19 +199,19 @@ async function clientCopies(t: Test, front: FrontProxy, upstream: Upstream, api:
 
 t.test('nginx in front: a client\'s own copies of the headers that name the original request get it no further', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://wallet.example'] });
+  const api = walletApi;
   await clientCopies(t, await startNginx(t, api.port, upstream.port), upstream, api);
 });
 
 t.test('Caddy in front: a client\'s own copies of the headers that name the original request get it no further', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://wallet.example'] });
+  const api = walletApi;
   await clientCopies(t, await startCaddy(t, api.port, upstream.port), upstream, api);
 });
 
 t.test('a raw "#" in the request target, through nginx and Caddy: the check answers as the gate, and the node sees nothing', async (t) => {
   const upstream = await startUpstream(t);
-  const api = await startServer(t, { cheapChecks: true });
+  const api = server;
   const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
   for (const [name, front] of [['nginx', await startNginx(t, api.port, upstream.port)], ['Caddy', await startCaddy(t, api.port, upstream.port)]] as const) {
     const response = await request(front.url, '/ext/info#/../bc/C/rpc', { headers: [['Authorization', `Bearer ${infoOnly}`]] });
@@ -219,7 +223,7 @@ t.test('a raw "#" in the request target, through nginx and Caddy: the check answ
 t.test('bytes 0x80-0xFF at the end of the path, through nginx and Caddy: judged with them, as the gate judges them', async (t) => {
   const node = await startRawUpstream(t);
   const nodePort = Number(new URL(node.url).port);
-  const api = await startServer(t, { cheapChecks: true });
+  const api = server;
   const infoOnly = await newToken(api.url, api.password, ['/ext/info']);
   const auth = [['Authorization', `Bearer ${infoOnly}`]] as const;
   const fronts = [['nginx', await startNginx(t, api.port, nodePort)], ['Caddy', await startCaddy(t, api.port, nodePort)]] as const;

@@ -28,8 +28,12 @@ function noCors(t: Test, response: HttpResponse, label: string): void {
   t.same(Object.keys(response.headers).filter((name) => name.startsWith('access-control-')), [], `${label}: no CORS header`);
 }
 
+// The tests of the default origins ask it for preflights only: none leaves anything that
+// another looks at.
+const byDefault = await startServer(t, { cheapChecks: true });
+
 t.test('by default (the node\'s "*"), any origin\'s preflight is answered without a token', async (t) => {
-  const server = await startServer(t, { cheapChecks: true });
+  const server = byDefault;
   const response = await preflight(server.url, 'https://any.example');
   t.equal(response.status, 204);
   t.equal(response.headers['access-control-allow-origin'], '*');
@@ -78,7 +82,7 @@ t.test('an origin that is not allowed gets no CORS headers, and its preflight is
 });
 
 t.test('a preflight is answered only for a path the rules allow: the others are refused, whatever the origin', async (t) => {
-  const server = await startServer(t, { cheapChecks: true });
+  const server = byDefault;
   t.equal((await preflight(server.url, WALLET, '/ext/bc/X/rpc')).status, 204, 'a path the rules allow');
   const refused = await preflight(server.url, WALLET, '/ext/x/../info');
   t.equal(refused.status, 400, 'dot segments');
@@ -104,7 +108,7 @@ t.test('behind the proxy: the upstream gets the request, and the answer carries 
 });
 
 t.test('api-auth\'s own routes answer no preflight: the token service above all, whatever the origin', async (t) => {
-  const server = await startServer(t, { cheapChecks: true });
+  const server = byDefault;
   for (const path of ['/ext/auth', '/ext/auth/health', '/ext/auth/check']) {
     const response = await preflight(server.url, 'https://any.example', path);
     t.not(response.status, 204, `${path}: not answered as a preflight (${response.status})`);

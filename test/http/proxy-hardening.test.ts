@@ -62,11 +62,11 @@ function expectConnectRefused(t: Test, response: HttpResponse, name: string): vo
 
 const switchedClosed = new Tally();
 const upstream = await startUpstream(t, (req) => (req.url === '/switch' ? switchProtocols(() => switchedClosed.add()) : echo));
-const gateway = await startServer(t, { args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'] });
+const gateway = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'] });
 const bearer = `Bearer ${await newToken(gateway.url, gateway.password, ['*'])}`;
 
 t.test('CONNECT gets 405 on every path, with a token or without, with an upstream or without; nothing is forwarded', async (t) => {
-  const builtin = await startServer(t);
+  const builtin = await startServer(t, { cheapChecks: true });
   const open = await startServer(t, { auth: false, args: ['--upstream', upstream.url] });
   const before = upstream.seen.length;
   const cases: [string, string, string, [string, string][]][] = [
@@ -99,7 +99,7 @@ t.test('an upstream answer that switches protocols gets 502, and its connection 
 });
 
 t.test('no client leaves a socket, file handle or timer behind: 300 CONNECTs and switched answers', async (t) => {
-  const server = await startServer(t, { args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'] });
   const auth = [['Authorization', `Bearer ${await newToken(server.url, server.password, ['*'])}`]] as [string, string][];
   const kinds = [
     () => request(server.url, '/ext/health', { method: 'CONNECT', timeoutMs: 5000 }),
@@ -196,7 +196,9 @@ t.test('from a trusted proxy, X-Forwarded-For, -Host and -Proto are kept and X-F
 });
 
 t.test('on a dual-stack listener, addresses are canonical: an IPv4 client in dotted form, IPv6 as RFC 5952 writes it', async (t) => {
-  const dual = await startServer(t, { args: ['--http-host', '::', '--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'] });
+  const dual = await startServer(t, {
+    cheapChecks: true, args: ['--http-host', '::', '--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'],
+  });
   const source = freshSource();
   t.equal((await request(dual.url, '/ext/health', { localAddress: source })).status, 200);
   t.equal(lastSeen().headers['x-forwarded-for'], source, 'X-Forwarded-For of an IPv4 client');
@@ -214,7 +216,7 @@ t.test('on a dual-stack listener, addresses are canonical: an IPv4 client in dot
 });
 
 t.test('behind a trusted proxy, the throttle and the audit log take the client its X-Forwarded-For names', async (t) => {
-  const server = await startServer(t, { args: ['--trusted-proxies', '127.0.0.0/8'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--trusted-proxies', '127.0.0.0/8'] });
   const proxy = freshSource();
   // Every guess comes through the same proxy connection address; the chain ends with a
   // second trusted hop, which is skipped.

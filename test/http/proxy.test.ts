@@ -96,7 +96,7 @@ const routes: Record<string, UpstreamHandler> = {
 };
 
 const upstream = await startUpstream(t, (req) => routes[(req.url ?? '').split('?')[0]] ?? echo);
-const server = await startServer(t, { args: ['--upstream', upstream.url, '--upstream-timeout', '1s', '--upstream-max-body', '256KiB'] });
+const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--upstream-timeout', '1s', '--upstream-max-body', '256KiB'] });
 const token = await newToken(server.url, server.password, ['*']);
 const bearer = `Bearer ${token}`;
 
@@ -299,7 +299,7 @@ t.test('connections to the upstream are kept alive and reused', async (t) => {
 
 t.test('past the upstream connection limit, requests wait for a connection and are all answered', async (t) => {
   // The limit is per HTTP thread: one thread, so that every request meets the same limit.
-  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '1'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-threads', '1'] });
   const bearer = `Bearer ${await newToken(server.url, server.password, ['*'])}`;
   const before = upstream.connections();
   holding = true;
@@ -374,7 +374,7 @@ t.test('--upstream without --api-auth-required warns once at start, naming the f
     t.equal(warnings[0]?.upstream, new URL(upstream.url).origin, 'naming the upstream');
     t.ok(open.logs.indexOf(warnings[0]) < open.logs.findIndex((l) => l.msg === 'listening'), 'before the listening line');
   }
-  const gated = await startServer(t, { args: ['--upstream', upstream.url] });
+  const gated = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
   t.same(gated.logs.filter((l) => l.level === 'warn'), [], 'with --api-auth-required: none');
 });
 

@@ -9,7 +9,7 @@ import { randomPassword, startServer } from '../helpers/server.js';
 
 t.test('a full session leaks no password and no token into the logs or into error messages', async (t) => {
   const filePassword = randomPassword();
-  const server = await startServer(t, { password: filePassword, fileContent: `  ${filePassword}\n` });
+  const server = await startServer(t, { cheapChecks: true, password: filePassword, fileContent: `  ${filePassword}\n` });
   const AUTH = authUrl(server.url);
   const newPassword = `${randomPassword()}-new`;
   const wrong = [`${randomPassword()}-wrong`, `${filePassword}x`, filePassword.toUpperCase()];
@@ -82,7 +82,7 @@ t.test('a body that is not JSON is not echoed back in the parse error', async (t
   // mistake, must not get part of the password back in an error (clients and proxies log
   // errors). Any 6 characters of it in a row count.
   // The helpers' passwords start with a letter, so JSON.parse stops at their first character.
-  const server = await startServer(t);
+  const server = await startServer(t, { cheapChecks: true });
   const secret = server.password;
   const quotes = (message: string): boolean => {
     for (let i = 0; i + 6 <= secret.length; i++) if (message.includes(secret.slice(i, i + 6))) return true;

@@ -105,8 +105,14 @@ t.test('fresh connections go to every HTTP thread in turn; a kept-alive connecti
   t.ok(kept.every((n) => n >= 10 || n <= 1), `the others saw the scrape at most: ${kept}`);
 });
 
+// One server for the tests that look only at answers to their own tokens and calls (and
+// the throttle's count, which only the guesser's test moves): what one leaves behind (tokens
+// issued and revoked) changes nothing another checks. The tests that count a thread's
+// requests or the tokens issued, or change the password, have a server of their own.
+const shared = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
+
 t.test('once auth.revokeToken answers, no thread answers 200 for the token, on fresh connections or ones kept alive from before', async (t) => {
-  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
+  const server = shared;
   const rounds = 15;
   for (let round = 1; round <= rounds; round++) {
     const token = await newToken(server.url, server.password, ['/ext/info']);
@@ -145,7 +151,7 @@ t.test('once auth.changePassword answers, no thread answers 200 for a token of t
 });
 
 t.test('/ext/auth answered by the owner for a thread: the body arrives whole and the answer keeps its id, whatever the size', async (t) => {
-  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
+  const server = shared;
   // Spread over the threads; bodies from a few bytes to near the 64 KiB limit, in one piece or chunked.
   for (const [i, pad] of [0, 1000, 60_000].entries()) {
     for (let k = 0; k < THREADS; k++) {
@@ -198,7 +204,7 @@ t.test('a scrape on any thread sums every thread\'s metrics and the owner\'s', a
 });
 
 t.test('a client that must wait is refused on every thread from its request\'s head; its body is never read', async (t) => {
-  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
+  const server = shared;
   const guesser = '127.3.0.1';
   for (let i = 0; i < 3; i++) {
     const guess = await request(server.url, '/ext/auth', {

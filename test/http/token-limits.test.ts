@@ -33,7 +33,7 @@ function callFrom(base: string, token: string, forwardedFor?: string): Promise<H
 }
 
 t.test('newToken checks rateLimit, burst and allowedClients, names the field, and issues nothing for a bad one', async (t) => {
-  const server = await serveInProcess(t);
+  const server = await serveInProcess(t, { cheapChecks: true });
   const bad: Array<[Record<string, unknown>, string]> = [
     [{ rateLimit: '0/s' }, 'rateLimit'], [{ rateLimit: '1000001/s' }, 'rateLimit'], [{ rateLimit: '5/d' }, 'rateLimit'],
     [{ rateLimit: 5 }, 'rateLimit'], [{ rateLimit: '05/s' }, 'rateLimit'], [{ rateLimit: '5/s', burst: 0 }, 'burst'],
@@ -54,7 +54,7 @@ t.test('newToken checks rateLimit, burst and allowedClients, names the field, an
 });
 
 t.test('listTokens shows the limits as issued (canonical), null without', async (t) => {
-  const server = await serveInProcess(t);
+  const server = await serveInProcess(t, { cheapChecks: true });
   await issue(server.url, server.password, {});
   await issue(server.url, server.password, { rateLimit: '90/m' });
   await issue(server.url, server.password, { rateLimit: '10/s', burst: 30, allowedClients: ['2001:db8:0:0::/32', '192.0.2.7', '10.0.0.0/8', '::ffff:192.0.2.7'] });
@@ -69,7 +69,7 @@ t.test('listTokens shows the limits as issued (canonical), null without', async 
 
 t.test('past the rate: 429, Retry-After in whole seconds, -32005; never forwarded; refilled by the clock', async (t) => {
   const time = manualClock();
-  const server = await serveInProcess(t, { clock: time.clock });
+  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
   const { token } = await issue(server.url, server.password, { rateLimit: '2/s', burst: 2 });
   const { token: plain } = await issue(server.url, server.password, {});
   for (let i = 0; i < 2; i++) t.equal((await call(server.url, INFO, token)).status, 200, `call ${i + 1} of the burst`);
@@ -92,7 +92,7 @@ t.test('past the rate: 429, Retry-After in whole seconds, -32005; never forwarde
 });
 
 t.test('allowedClients: 403 from elsewhere, naming neither the list nor the address; the client a trusted proxy names', async (t) => {
-  const direct = await serveInProcess(t);
+  const direct = await serveInProcess(t, { cheapChecks: true });
   // The test's requests come from addresses of 127.0.0.0/8 (not always 127.0.0.1).
   const { token: here } = await issue(direct.url, direct.password, { allowedClients: ['127.0.0.0/8'] });
   const { token: elsewhere } = await issue(direct.url, direct.password, { allowedClients: ['10.0.0.0/8', '2001:db8::/32'] });
@@ -105,7 +105,7 @@ t.test('allowedClients: 403 from elsewhere, naming neither the list nor the addr
   t.notMatch(refused.text, /10\.0\.0\.0|2001|127\.0\.0\.1/, 'nothing of the list or the address');
   t.equal((await callFrom(direct.url, elsewhere!, '10.1.2.3')).status, 403, 'X-Forwarded-For from a peer no one trusts counts for nothing');
 
-  const behind = await serveInProcess(t, { args: ['--trusted-proxies', '127.0.0.0/8'] });
+  const behind = await serveInProcess(t, { cheapChecks: true, args: ['--trusted-proxies', '127.0.0.0/8'] });
   const { token } = await issue(behind.url, behind.password, { allowedClients: ['10.0.0.0/8'] });
   t.equal((await callFrom(behind.url, token!, '10.1.2.3')).status, 200, 'the client the trusted proxy names is allowed');
   t.equal((await callFrom(behind.url, token!, '11.0.0.1')).status, 403, 'another is not');
@@ -114,7 +114,7 @@ t.test('allowedClients: 403 from elsewhere, naming neither the list nor the addr
 });
 
 t.test('two HTTP threads share one bucket: the burst in all, not a burst per thread; refusals counted by reason', async (t) => {
-  const server = await startServer(t, { args: ['--http-threads', '2'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', '2'] });
   // 1 call per hour: nothing refills while the test runs, so the count is exact.
   const { token } = await issue(server.url, server.password, { rateLimit: '1/h', burst: 10 });
   const { token: reader } = await issue(server.url, server.password, { endpoints: ['*'] });
@@ -130,7 +130,7 @@ t.test('two HTTP threads share one bucket: the burst in all, not a burst per thr
 
 t.test('the limits are durable with the token: after a restart and after kill -9', async (t) => {
   const time = manualClock();
-  const first = await serveInProcess(t, { clock: time.clock });
+  const first = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
   const { token } = await issue(first.url, first.password, { rateLimit: '1/h', burst: 1, allowedClients: ['127.0.0.0/8'] });
   await first.stop();
   const second = await serveAgain(t, first, time.clock);
@@ -138,7 +138,7 @@ t.test('the limits are durable with the token: after a restart and after kill -9
   t.equal((await call(second.url, INFO, token)).status, 200);
   t.equal((await call(second.url, INFO, token)).status, 429, 'still limited');
 
-  const killed = await startServer(t);
+  const killed = await startServer(t, { cheapChecks: true });
   const { token: kept } = await issue(killed.url, killed.password, { rateLimit: '1/h', burst: 1 });
   killed.child.kill('SIGKILL');
   await killed.exited;
@@ -151,7 +151,7 @@ t.test('the limits are durable with the token: after a restart and after kill -9
 t.test('WebSocket: the client is checked at the upgrade; each message counts, a batch its calls; one past the rate gets -32005 for its id, the session goes on', async (t) => {
   const time = manualClock();
   const upstream = await startWsUpstream(t);
-  const server = await serveInProcess(t, { clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
+  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
   const limited = async (extra: Record<string, unknown>) => (await issue(server.url, server.password, { endpoints: [WS_PATH], ...extra })).token!;
   const token = await limited({ rateLimit: '1/s', burst: 3 });
   const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
@@ -180,7 +180,7 @@ t.test('WebSocket: the client is checked at the upgrade; each message counts, a 
 
 t.test('through the proxy, an HTTP batch counts as its calls: within the burst it is forwarded, past it 429, over it never', async (t) => {
   const upstream = await startUpstream(t);
-  const server = await serveInProcess(t, { args: ['--upstream', upstream.url] });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
   const token = (await issue(server.url, server.password, { endpoints: ['/ext/bc/C/rpc'], rateLimit: '1/h', burst: 3 })).token!;
   const post = (body: string) => request(server.url, '/ext/bc/C/rpc', {
     method: 'POST', headers: [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json']], body,

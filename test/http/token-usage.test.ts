@@ -30,7 +30,7 @@ function iso(ms: number): string {
 
 t.test('every token counts its calls let through, with limits or without; a refused call counts nothing', async (t) => {
   const time = manualClock();
-  const server = await serveInProcess(t, { clock: time.clock });
+  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
   const plain = await issue(server.url, server.password);
   const scoped = await issue(server.url, server.password, { methods: ['info.*'] });
   const limited = await issue(server.url, server.password, { rateLimit: '100/s' });
@@ -60,7 +60,7 @@ t.test('every token counts its calls let through, with limits or without; a refu
 t.test('WebSocket: each message of a token without limits counts, a batch its calls, as a token with limits\' messages do', async (t) => {
   const time = manualClock();
   const upstream = await startWsUpstream(t);
-  const server = await serveInProcess(t, { clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
+  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
   const path = '/ext/bc/C/ws';
   const plain = await issue(server.url, server.password, { endpoints: [path] });
   const limited = await issue(server.url, server.password, { endpoints: [path], rateLimit: '100/s' });

@@ -90,7 +90,7 @@ async function endMidFlood(t: Test, clients: Client[], seen: UpstreamSession[], 
 /** Two sessions of one token, one on each of two threads (consecutive connections go to the threads in turn). */
 async function twoThreads(t: Test): Promise<{ server: Awaited<ReturnType<typeof startServer>>; token: string; id: string; clients: Client[]; seen: UpstreamSession[] }> {
   const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '2'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-threads', '2'] });
   const { token, id } = await issued(server.url, server.password);
   const clients = [await openClient(t, wsUrl(server.url, WS_PATH), { token }), await openClient(t, wsUrl(server.url, WS_PATH), { token })];
   const seen = [await upstream.session(0), await upstream.session(1)];
@@ -122,7 +122,7 @@ t.test('a password change: no message sent after its answer reaches the upstream
 t.test('the expiry: no message sent once the service\'s clock has passed it reaches the upstream', async (t) => {
   const upstream = await startWsUpstream(t);
   const time = manualClock();
-  const server = await serveInProcess(t, { args: ['--upstream', upstream.url, '--api-auth-token-lifetime', '60s'], clock: time.clock });
+  const server = await serveInProcess(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-token-lifetime', '60s'], clock: time.clock });
   const { token } = await issued(server.url, server.password);
   const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   const seen = await upstream.session(0);
@@ -133,7 +133,7 @@ t.test('the expiry: no message sent once the service\'s clock has passed it reac
 
 t.test('messages held for an upstream that does not read are dropped at the revocation, not written after it', async (t) => {
   const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '1', '--ws-max-message', '64MiB'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-threads', '1', '--ws-max-message', '64MiB'] });
   const { token } = await issued(server.url, server.password);
   const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   const seen = await upstream.session(0);
