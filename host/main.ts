@@ -60,6 +60,13 @@ async function main(): Promise<void> {
     return;
   }
   log = createLogger(undefined, command.options.logLevel);
+  // Node's own warnings (a deprecation a dependency runs into) as log lines, for every line
+  // the process writes is JSON: gRPC, for one, gives an etcd's address as the TLS server
+  // name, which Node warns of (DEP0123), on a fleet whose --cluster-etcd names an address.
+  process.removeAllListeners('warning');
+  process.on('warning', (warning: Error & { code?: string }) => {
+    log.warn('node warning', { name: warning.name, code: warning.code, message: warning.message });
+  });
   const unknown = unknownEnvironment(process.env);
   if (unknown.length > 0) {
     log.warn('environment variables named like options are not options, and change nothing', {

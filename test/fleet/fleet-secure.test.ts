@@ -72,6 +72,13 @@ t.test('etcd with TLS and client certificates: gateways with the CA and a certif
   t.equal(await status(b, token), 200, 'issued on A, valid on B');
   t.same(await revokeToken(b.url, password, token), REVOKED);
   expectRefused(t, await call(a.url, INFO, token), REASONS.revoked, 'revoked on B, refused on A as the call returns');
+  // gRPC gives etcd's address (127.0.0.1) as the TLS server name, which Node warns of:
+  // the warning too is a log line.
+  for (const [name, gateway] of [['A', a], ['B', b]] as const) {
+    const lines = (gateway.stdout() + gateway.stderr()).split('\n').filter((line) => line !== '');
+    t.same(lines.filter((line) => { try { return typeof JSON.parse(line) !== 'object'; } catch { return true; } }), [],
+      `every line gateway ${name} wrote, on stdout and stderr, is JSON`);
+  }
 
   const base = ['--http-port', '0', '--api-auth-required', '--api-auth-password-file', file, '--data-dir', join(tempDir(t), 'd'), ...LEASE];
   const [bare, foreignCa, stranger] = await Promise.all([
