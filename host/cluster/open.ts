@@ -16,7 +16,7 @@ import { FleetError, OptionError, StateError } from '../errors.js';
 import type { EtcdAccess } from './etcd.js';
 import { Fleet } from './fleet.js';
 import { FleetInventory } from './inventory.js';
-import { joinProblem } from './refusals.js';
+import { etcdRefusal, joinProblem, probeTls } from './refusals.js';
 
 /**
  * Joins the fleet `cluster` with `access` (readEtcdAccess), its fleet-wide metrics in
@@ -33,7 +33,11 @@ export async function joinFleet(core: Core, cluster: ClusterConfig, access: Etcd
       (record) => verifier.verify(filePassword, record), log, clock);
   } catch (error) {
     if (error instanceof FleetError) {
-      const why = joinProblem(error, cluster);
+      // gRPC at times loses a TLS refusal and says only that it could not connect: the
+      // handshake alone, then, tells why.
+      const unnamed = error.cause !== undefined && etcdRefusal(error.cause).kind === 'unreachable';
+      const probed = unnamed && access.tls !== undefined ? await probeTls(cluster.endpoints[0], access.tls) : undefined;
+      const why = joinProblem(error, cluster, probed);
       throw new StateError((name) => `cannot join the fleet ${cluster.name} through ${name('clusterEtcd')} ` +
         `${cluster.endpoints.join(',')}: ${why(name)}`);
     }

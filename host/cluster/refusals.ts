@@ -1,9 +1,12 @@
 // etcd's refusals: why it could not be used, as far as its answer (or the TLS
 // handshake's) tells, and what the operator should do about each, for the line a start
 // that cannot join the fleet ends with.
+import { isIP } from 'node:net';
+import { connect } from 'node:tls';
 import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError } from 'etcd3';
 import type { FleetError, Text } from '../errors.js';
 import type { ClusterConfig } from '../options.js';
+import type { EtcdAccess } from './etcd.js';
 
 /** Why etcd could not be used, as far as its answer (or the TLS handshake's) tells. */
 export type EtcdRefusal =
@@ -32,7 +35,7 @@ const CLIENT_CERTIFICATE_ALERT = /alert (bad certificate|certificate required|un
 // Node's own checks of the server's certificate (its chain, its dates, its names).
 const SERVER_CERTIFICATE_PROBLEM = /unable to (verify|get)|self[- ]signed certificate|certificate has expired|certificate is not yet valid|does not match certificate's altnames/i;
 
-/** What an error of etcd3 (or of the gRPC under it) says went wrong. */
+/** What an error of etcd3 (or of the gRPC under it, or of a TLS handshake) says went wrong. */
 export function etcdRefusal(error: unknown): EtcdRefusal {
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof EtcdAuthenticationFailedError) return { kind: 'authentication-failed' };
@@ -46,10 +49,47 @@ export function etcdRefusal(error: unknown): EtcdRefusal {
   return { kind: 'unreachable', detail };
 }
 
-/** Why joining failed, with what to do: etcd's refusal when it said one (etcdRefusal), else the fleet's own words. */
-export function joinProblem(error: FleetError, cluster: ClusterConfig): Text {
+/** How long the handshake probe waits for etcd to refuse: a refusal comes within a round trip of the handshake. */
+const PROBE_MS = 3000;
+
+/**
+ * The TLS handshake with etcd at `endpoint`, alone, with this gateway's `tls`, and the read
+ * after it: the error it ends with, or undefined when etcd keeps the connection. In TLS 1.3
+ * a server checks the client's certificate after the client's side of the handshake has
+ * finished, so its alert comes with the first read; gRPC may have dropped the connection by
+ * then and say only "Failed to connect". Asked only when a start has already failed that way.
+ */
+export function probeTls(endpoint: string, tls: NonNullable<EtcdAccess['tls']>): Promise<Error | undefined> {
+  const url = new URL(endpoint);
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return new Promise((resolve) => {
+    const socket = connect({
+      host, port: Number(url.port || 2379), ca: tls.ca, cert: tls.client?.cert, key: tls.client?.key, ALPNProtocols: ['h2'],
+      // An address is no server name (RFC 6066); Node checks the certificate against the address.
+      servername: isIP(host) === 0 ? host : undefined,
+    });
+    const done = (error: Error | undefined): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(error);
+    };
+    const timer = setTimeout(() => done(undefined), PROBE_MS);
+    socket.on('error', (error) => done(error));
+    socket.on('close', () => done(undefined));
+    socket.resume();
+  });
+}
+
+/**
+ * Why joining failed, with what to do: etcd's refusal when it said one (etcdRefusal), else
+ * the fleet's own words. `probed` is what probeTls found, for a failure gRPC could not name.
+ */
+export function joinProblem(error: FleetError, cluster: ClusterConfig, probed?: Error): Text {
   if (error.cause === undefined) return () => error.message;
-  const refusal = etcdRefusal(error.cause);
+  const said = etcdRefusal(error.cause);
+  const found = probed === undefined ? undefined : etcdRefusal(probed);
+  // The probe's answer only when it names a refusal: a plain failure to connect is gRPC's to tell.
+  const refusal = said.kind === 'unreachable' && found !== undefined && found.kind !== 'unreachable' ? found : said;
   const { auth, tls } = cluster;
   const prefixes = `/${cluster.name}/, /${cluster.name}.throttle/ and /${cluster.name}.usage/`;
   switch (refusal.kind) {
