@@ -36,7 +36,11 @@ export async function joinFleet(core: Core, cluster: ClusterConfig, access: Etcd
       // gRPC at times loses a TLS refusal and says only that it could not connect: the
       // handshake alone, then, tells why.
       const unnamed = error.cause !== undefined && etcdRefusal(error.cause).kind === 'unreachable';
-      const probed = unnamed && access.tls !== undefined ? await probeTls(cluster.endpoints[0], access.tls) : undefined;
+      let probed: Error | undefined;
+      if (unnamed && access.tls !== undefined) {
+        log.info('etcd\'s TLS handshake is tried alone: gRPC did not say why it could not connect', { endpoint: cluster.endpoints[0] });
+        probed = await probeTls(cluster.endpoints[0], access.tls);
+      }
       const why = joinProblem(error, cluster, probed);
       throw new StateError((name) => `cannot join the fleet ${cluster.name} through ${name('clusterEtcd')} ` +
         `${cluster.endpoints.join(',')}: ${why(name)}`);

@@ -21,6 +21,11 @@ const INFO = '/ext/info';
  * loop. A count through a relay: it holds however slowly a loaded machine runs.
  */
 const START_CONNECTIONS = 1;
+/**
+ * The line of a start whose connection failed and gRPC did not say why: it then tries the
+ * TLS handshake alone, once, on a connection of its own, to name etcd's refusal.
+ */
+const PROBED = 'etcd\'s TLS handshake is tried alone: gRPC did not say why it could not connect';
 
 function passwordFile(t: Test, password = randomPassword()): { password: string; file: string } {
   const file = join(tempDir(t), 'password');
@@ -38,12 +43,12 @@ interface RefusedStart extends CliResult {
 /**
  * A gateway that will not start, given `args` and, as --cluster-etcd, a relay to `etcd`:
  * its exit, and how many connections it opened. One that opens more than
- * START_CONNECTIONS is killed there (it retries).
+ * START_CONNECTIONS and a probe (PROBED) is killed there (it retries).
  */
 async function refusedStart(t: Test, etcd: string, args: readonly string[]): Promise<RefusedStart> {
   const relay = await countingRelay(t, etcd);
   const run = launch(t, [...args, '--cluster-etcd', relay.url]);
-  relay.onConnection = (count) => { if (count > START_CONNECTIONS) run.child.kill('SIGKILL'); };
+  relay.onConnection = (count) => { if (count > START_CONNECTIONS + 1) run.child.kill('SIGKILL'); };
   void run.waitForLog((l) => l.msg === 'listening').then(() => run.child.kill('SIGKILL'), () => undefined);
   const exit = await run.waitForExit();
   return { ...exit, stdout: run.stdout(), stderr: run.stderr(), logs: run.logs, etcd: relay.url, connections: relay.connections() };
@@ -54,7 +59,9 @@ function expectStartFailure(t: Test, run: RefusedStart, message: RegExp, label: 
   t.equal(run.code, 2, `${label}: exit code 2`);
   t.match(run.stderr, new RegExp(joining + message.source), label);
   t.notOk(run.logs.some((l) => l.msg === 'listening'), `${label}: nothing listened`);
-  t.equal(run.connections, START_CONNECTIONS, `${label}: failed at its first connection to etcd (${run.connections})`);
+  const probes = run.logs.filter((l) => l.msg === PROBED).length;
+  t.equal(run.connections, START_CONNECTIONS + probes,
+    `${label}: failed at its first connection to etcd, with ${probes} handshake alone to name why (${run.connections})`);
 }
 
 async function status(gateway: Gateway, token: string): Promise<number> {
