@@ -295,8 +295,11 @@ async function stream(server: Server, stopped: () => boolean, problems: string[]
   const auth = authUrl(server.url);
   const passwordClient = async (): Promise<void> => {
     while (!stopped()) {
-      // A random spacing, so that changes fall at random among the other calls.
-      await sleep(50 + random(250));
+      // A random spacing, so that changes fall at random among the other calls: a count of
+      // tokens issued, not a time, so that how often the password changes, against the
+      // calls a change makes moot (revoking a token of an earlier password), is the same
+      // however slowly a loaded machine answers.
+      for (let issued = 2 + random(4); issued > 0 && !stopped(); issued--) await nextToken();
       if (stopped()) return;
       let release!: () => void;
       changing = new Promise((done) => { release = done; });
