@@ -1,15 +1,12 @@
 // Token limits in a fleet (issue 25) on a real etcd: three gateways, each letting a token
 // through at rate / live gateways and burst / gateways (rounded up), with no call between
 // them per request; the share is taken anew when a member leaves.
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import t from 'tap';
 import { call, newToken } from '../helpers/auth.js';
-import { seedCheapFleet } from '../helpers/cheap-state.js';
-import { startEtcd, startGateway } from '../helpers/etcd.js';
+import { seededEtcd, startGateway } from '../helpers/etcd.js';
 import type { Gateway } from '../helpers/etcd.js';
 import { jsonrpc } from '../helpers/http.js';
-import { randomPassword, sleep, tempDir } from '../helpers/server.js';
+import { sleep } from '../helpers/server.js';
 
 const LEASE = ['--cluster-lease', '3s'];
 const INFO = '/ext/info';
@@ -41,13 +38,9 @@ async function letThrough(gateways: readonly Gateway[], token: string, calls: nu
 }
 
 t.test('three gateways share a token\'s rate: each a third of the burst; two, once one has left, each a half', async (t) => {
-  const etcd = await startEtcd(t);
-  const password = randomPassword();
-  const passwordFile = join(tempDir(t), 'password');
-  writeFileSync(passwordFile, password, { mode: 0o600 });
   // Seeded as the first gateway would, with a record whose checks cost next to nothing:
   // this test is about the shares of a token's rate, not the seeding or hashing.
-  await seedCheapFleet(etcd.url, password);
+  const { etcd, password, passwordFile } = await seededEtcd(t);
   const a = await startGateway(t, etcd, passwordFile, LEASE);
   const [b, c] = await Promise.all([startGateway(t, etcd, passwordFile, LEASE), startGateway(t, etcd, passwordFile, LEASE)]);
   const scraper = await newToken(a.url, password, ['/ext/metrics']);

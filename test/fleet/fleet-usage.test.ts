@@ -2,16 +2,13 @@
 // of its own, bound to no lease, and listTokens on any gateway shows the fleet's: the calls
 // summed, the latest last use, those of gateways that stopped or died included; the clean-up
 // drops the counts of expired tokens.
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import t, { type Test } from 'tap';
 import { authUrl, call, newToken } from '../helpers/auth.js';
-import { seedCheapFleet } from '../helpers/cheap-state.js';
-import { startEtcd, startGateway } from '../helpers/etcd.js';
+import { seededEtcd, startGateway } from '../helpers/etcd.js';
 import type { Etcd, Gateway } from '../helpers/etcd.js';
 import { jsonrpc } from '../helpers/http.js';
-import { randomPassword, sleep, tempDir } from '../helpers/server.js';
+import { sleep } from '../helpers/server.js';
 
 const LEASE = ['--cluster-lease', '3s'];
 const INFO = '/ext/info';
@@ -41,11 +38,7 @@ async function showsRequests(gateway: Gateway, password: string, requests: numbe
  * these tests are about usage counts, not the seeding or hashing.
  */
 async function twoGateways(t: Test) {
-  const etcd = await startEtcd(t);
-  const password = randomPassword();
-  const passwordFile = join(tempDir(t), 'password');
-  writeFileSync(passwordFile, password, { mode: 0o600 });
-  await seedCheapFleet(etcd.url, password);
+  const { etcd, password, passwordFile } = await seededEtcd(t);
   const [a, b] = await Promise.all([startGateway(t, etcd, passwordFile, LEASE), startGateway(t, etcd, passwordFile, LEASE)]);
   return { etcd, password, passwordFile, a, b };
 }

@@ -9,8 +9,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { createLogger, startServer } from '../../build/host/index.js';
 import { ALREADY_REVOKED, call, changePassword, expectRefused, newToken, REASONS, revokeToken, REVOKED, tryPassword } from '../helpers/auth.js';
-import { seedCheapFleet } from '../helpers/cheap-state.js';
-import { freePort, restartGateway, startEtcd, startGateway } from '../helpers/etcd.js';
+import { freePort, restartGateway, seededEtcd, startGateway } from '../helpers/etcd.js';
 import type { Etcd, Gateway } from '../helpers/etcd.js';
 import { jsonrpc, postJson, request } from '../helpers/http.js';
 import { randomPassword, runCli, tempDir } from '../helpers/server.js';
@@ -33,11 +32,7 @@ interface Fleet {
 
 /** etcd and three gateways: A on two HTTP threads (shared core, fence in shared memory), B and C on one. */
 async function fleet(t: Test, extra: readonly string[] = []): Promise<Fleet> {
-  const etcd = await startEtcd(t);
-  const password = randomPassword();
-  const passwordFile = join(tempDir(t), 'password');
-  writeFileSync(passwordFile, password, { mode: 0o600 });
-  await seedCheapFleet(etcd.url, password);
+  const { etcd, password, passwordFile } = await seededEtcd(t);
   const a = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '2', ...extra]);
   const [b, c] = await Promise.all([
     startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1', ...extra]),
@@ -271,11 +266,7 @@ t.test('wrong passwords spread over the gateways and over many clients count aga
 });
 
 t.test('revocations of expired tokens leave etcd', async (t) => {
-  const etcd = await startEtcd(t);
-  const password = randomPassword();
-  const passwordFile = join(tempDir(t), 'password');
-  writeFileSync(passwordFile, password, { mode: 0o600 });
-  await seedCheapFleet(etcd.url, password);
+  const { etcd, password, passwordFile } = await seededEtcd(t);
   const gateway = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1', '--api-auth-token-lifetime', '2s']);
   const token = await newToken(gateway.url, password, [INFO]);
   t.same(await revokeToken(gateway.url, password, token), REVOKED);
@@ -292,11 +283,7 @@ t.test('revocations of expired tokens leave etcd', async (t) => {
 });
 
 t.test('a value in etcd that is not what its key holds stops the start with a line naming the key', async (t) => {
-  const etcd = await startEtcd(t);
-  const password = randomPassword();
-  const passwordFile = join(tempDir(t), 'password');
-  writeFileSync(passwordFile, password, { mode: 0o600 });
-  await seedCheapFleet(etcd.url, password);
+  const { etcd, password, passwordFile } = await seededEtcd(t);
   const gateway = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1']);
   await newToken(gateway.url, password, [INFO]);
   await gateway.stop();
@@ -310,12 +297,8 @@ t.test('a value in etcd that is not what its key holds stops the start with a li
 });
 
 t.test('a fleet gateway\'s readiness reads its fence by the clock it is given, as its gate does', async (t) => {
-  const etcd = await startEtcd(t);
+  const { etcd, password, passwordFile } = await seededEtcd(t);
   const dir = tempDir(t);
-  const password = randomPassword();
-  const passwordFile = join(dir, 'password');
-  writeFileSync(passwordFile, password, { mode: 0o600 });
-  await seedCheapFleet(etcd.url, password);
   // A day behind the system's: the lease's deadline, and so the fence, are in this clock's time.
   const clock = (): number => Date.now() - 86_400_000;
   const server = await startServer({ port: 0, authRequired: true, passwordFile, dataDir: join(dir, 'data'), httpThreads: 1,

@@ -14,8 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { changePassword, newToken, REASONS, refusalBody, revokeToken, REVOKED, tamperLast } from '../helpers/auth.js';
-import { seedCheapFleet } from '../helpers/cheap-state.js';
-import { enableAuth, makeCertificates, startEtcd, startGateway } from '../helpers/etcd.js';
+import { enableAuth, makeCertificates, seededEtcd, startEtcd, startGateway } from '../helpers/etcd.js';
 import type { Etcd, Gateway } from '../helpers/etcd.js';
 import { jsonrpc, request } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
@@ -267,13 +266,9 @@ if (GO === undefined) {
   });
 
   t.test('a Go node never tidies: with its member key the lowest, a gateway still deletes what expired', async (t) => {
-    const etcd = await startEtcd(t);
-    const password = randomPassword();
-    const passwordFile = join(tempDir(t), 'password');
-    writeFileSync(passwordFile, password, { mode: 0o600 });
     // A fleet for the node to follow, seeded as its first gateway would seed it, with a
     // record whose checks cost next to nothing: this test is about the clean-up.
-    await seedCheapFleet(etcd.url, password);
+    const { etcd, passwordFile } = await seededEtcd(t);
     const expired = `/api-auth/revoked/${String(1).padStart(16, '0')}`;
     const client = new Etcd3({ hosts: etcd.url });
     t.teardown(() => client.close());

@@ -11,7 +11,8 @@ import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Etcd3, Range } from 'etcd3';
 import type { Test } from 'tap';
-import { launch, tempDir } from './server.js';
+import { seedCheapFleet } from './cheap-state.js';
+import { launch, randomPassword, tempDir } from './server.js';
 import type { LogLine, Running } from './server.js';
 
 export const ETCD = process.env.API_AUTH_TEST_ETCD ?? '/usr/bin/etcd';
@@ -41,6 +42,20 @@ export interface Etcd {
 }
 
 /** etcd's TLS to its clients. */
+/**
+ * The ground of a fleet for a test that is not about its seeding or hashing: a fresh etcd,
+ * a password and its file (0600), and the fleet seeded as its first gateway would seed it,
+ * with a record whose checks cost next to nothing (cheap-state.ts).
+ */
+export async function seededEtcd(t: Test): Promise<{ etcd: Etcd; password: string; passwordFile: string }> {
+  const etcd = await startEtcd(t);
+  const password = randomPassword();
+  const passwordFile = join(tempDir(t), 'password');
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  await seedCheapFleet(etcd.url, password);
+  return { etcd, password, passwordFile };
+}
+
 export interface EtcdTls {
   /** etcd's certificate and key (--cert-file, --key-file). */
   readonly certFile: string;
