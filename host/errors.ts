@@ -196,7 +196,6 @@ export class UpstreamError extends ApiAuthError implements ErrorAnswer {
   }
 }
 
-/** The client went away before its answer was written: nothing is answered, and the upstream's health is not at fault. */
 /** Why a token's limits refused a request once its body was read (a batch counts its calls). */
 export const LIMIT_ERRORS = {
   'rate': { code: 'API_AUTH_RATE_LIMITED', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
@@ -216,6 +215,7 @@ export class LimitRefusedError extends ApiAuthError implements ErrorAnswer {
   }
 }
 
+/** The client went away before its answer was written: nothing is answered, and the upstream's health is not at fault. */
 export class ClientGoneError extends ApiAuthError {
   readonly code = 'API_AUTH_CLIENT_GONE';
   /** No answer: there is nobody to write it to. */
