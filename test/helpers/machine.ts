@@ -1,4 +1,4 @@
-// A private Linux machine for test/system/readme.test.ts: the README's commands install into
+// A private Linux machine for test/docs/readme.test.ts: the README's commands install into
 // /opt, /usr/local/bin and /etc, add a user and start a systemd service, and its servers
 // take the fixed ports 9650 and 9652. Here they do all that in namespaces of their own
 // (PID, mount, network), with systemd as PID 1, so nothing on the host changes and no

@@ -1,5 +1,5 @@
 // `node readme-node.js`: the node that the README's "Protecting a real node" assumes on
-// 127.0.0.1:9652, for test/system/readme.test.ts, which runs it inside its private machine. It
+// 127.0.0.1:9652, for test/docs/readme.test.ts, which runs it inside its private machine. It
 // answers as AvalancheGo would where the README's blocks reach it: `GET /ext/health...`
 // with a healthy report, and on a WebSocket (`/ext/bc/C/ws`) `eth_subscribe` to
 // `newHeads` with a subscription id, then one new head. Prints "listening" once it is.

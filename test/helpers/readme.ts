@@ -1,5 +1,5 @@
 // The shell blocks of the docs (README.md, CONTRIBUTING.md and docs/**/*.md), read the way
-// test/system/readme.test.ts runs them. The convention (stated in the README too, in a
+// test/docs/readme.test.ts runs them. The convention (stated in the README too, in a
 // comment near its top):
 //
 // - Every ```sh block of a file is run, in document order, in one shell session of its own.

@@ -24,7 +24,7 @@ async function npm(t: Test, cwd: string, args: string[]): Promise<string> {
 }
 
 // The production guide's install (npm pack, npm install --prefix /opt/api-auth, the unit)
-// is run as written by test/system/readme.test.ts. Here: the tarball that `npm pack` makes
+// is run as written by test/docs/readme.test.ts. Here: the tarball that `npm pack` makes
 // of a clone of this commit with the build under test.
 const dir = tempDir(t);
 const clone = join(dir, 'api-auth');

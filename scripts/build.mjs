@@ -1,0 +1,123 @@
+#!/usr/bin/env node
+// `npm run build`: the core three ways with asc (release, debug, and the shared-memory
+// build the HTTP threads use) and the host with tsc, into build/.
+//
+// A build whose inputs and outputs are both unchanged is not run again. `npm ci` builds
+// (prepare), and then `npm test` and `npm pack` (prepare again) would rebuild the same tree,
+// about 23 s of CPU each time. build/.stamp.json records a SHA-256 over every input (the
+// sources under assembly/ and host/, the compilers' settings, this script, and the lock file
+// that pins the compilers) and one over every output. When both still match, the build says
+// so and stops; anything else (a changed source, an upgraded compiler, a deleted or edited
+// output, a build that failed or was interrupted, which leaves no stamp) builds in full.
+// `--force` builds in full anyway.
+//
+// The four compiles are independent, so they run side by side, as many at a time as the
+// machine has cores; each one's output is printed whole when it ends.
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const BUILD = join(ROOT, 'build');
+const STAMP = join(BUILD, '.stamp.json');
+const BIN = join(ROOT, 'node_modules', '.bin');
+
+const STEPS = [
+  { name: 'core (release)', command: 'asc', args: ['assembly/index.ts', '--target', 'release'] },
+  { name: 'core (debug)', command: 'asc', args: ['assembly/index.ts', '--target', 'debug'] },
+  { name: 'core (threads)', command: 'asc', args: ['assembly/threads.ts', '--target', 'threads'] },
+  { name: 'host', command: 'tsc', args: ['-p', '.'] },
+];
+
+/** What the steps read: folders walked whole, and single files. */
+const INPUTS = ['assembly', 'host', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json', 'scripts/build.mjs'];
+/** What the steps write: the core's files at build/'s top, and tsc's trees. Test artefacts elsewhere in build/ are not the build's. */
+const OUTPUT_TREES = ['build/host', 'build/assembly'];
+const OUTPUT_FILE = /^core(\.debug|-threads)?\.(wasm|wat)$/;
+
+const USAGE = 'Usage: node scripts/build.mjs [--force]   (npm run build [-- --force])';
+
+const args = process.argv.slice(2);
+for (const arg of args) {
+  if (arg !== '--force') {
+    process.stderr.write(`build: unknown argument ${JSON.stringify(arg)}\n${USAGE}\n`);
+    process.exit(2);
+  }
+}
+const force = args.includes('--force');
+
+/** Every file under the folder `path`, or the file `path`, as paths from the root; none when it does not exist. */
+function files(path) {
+  const full = join(ROOT, path);
+  if (!existsSync(full)) return [];
+  if (!statSync(full).isDirectory()) return [path];
+  return readdirSync(full, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(ROOT, join(entry.parentPath ?? entry.path, entry.name)));
+}
+
+/** A SHA-256 over the paths and contents of `paths`: a file renamed, added, removed or edited changes it. */
+function digest(paths) {
+  const hash = createHash('sha256');
+  for (const path of [...paths].sort()) {
+    const content = readFileSync(join(ROOT, path));
+    hash.update(`${path}\0${content.length}\0`);
+    hash.update(content);
+  }
+  return hash.digest('hex');
+}
+
+const inputFiles = () => INPUTS.flatMap(files);
+const outputFiles = () => [
+  ...(existsSync(BUILD) ? readdirSync(BUILD).filter((name) => OUTPUT_FILE.test(name)).map((name) => `build/${name}`) : []),
+  ...OUTPUT_TREES.flatMap(files),
+];
+
+function readStamp() {
+  try {
+    return JSON.parse(readFileSync(STAMP, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs one step, its output held until it ends; resolves with its exit code. */
+function run(step) {
+  return new Promise((resolve) => {
+    const child = spawn(join(BIN, step.command), step.args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks = [];
+    child.stdout.on('data', (chunk) => chunks.push(chunk));
+    child.stderr.on('data', (chunk) => chunks.push(chunk));
+    child.on('error', (error) => {
+      chunks.push(Buffer.from(`${error.message}\n`));
+    });
+    child.on('close', (code, signal) => {
+      const output = Buffer.concat(chunks).toString('utf8');
+      const status = code ?? 1;
+      process.stdout.write(`build: ${step.name}: ${status === 0 ? 'done' : `failed (${signal ?? `exit ${code}`})`}\n${output}`);
+      resolve(status);
+    });
+  });
+}
+
+const inputs = digest(inputFiles());
+const stamp = readStamp();
+if (!force && stamp?.inputs === inputs && stamp.outputs === digest(outputFiles())) {
+  process.stdout.write(`build: up to date (inputs ${inputs.slice(0, 12)}; \`npm run build -- --force\` rebuilds)\n`);
+  process.exit(0);
+}
+
+rmSync(STAMP, { force: true });
+const queue = [...STEPS];
+let failed = 0;
+await Promise.all(Array.from({ length: Math.min(availableParallelism(), queue.length) }, async () => {
+  for (let step = queue.shift(); step !== undefined; step = queue.shift()) {
+    if ((await run(step)) !== 0) failed += 1;
+  }
+}));
+if (failed > 0) process.exit(1);
+chmodSync(join(BUILD, 'host', 'main.js'), 0o755);
+writeFileSync(STAMP, `${JSON.stringify({ inputs, outputs: digest(outputFiles()) })}\n`);
