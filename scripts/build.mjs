@@ -12,7 +12,9 @@
 // `--force` builds in full anyway.
 //
 // The four compiles are independent, so they run side by side, as many at a time as the
-// machine has cores; each one's output is printed whole when it ends.
+// machine has cores; each one's output is printed whole when it ends. What the build says goes
+// to stderr, as asc's and tsc's errors do: stdout stays for what runs it (`npm pack --silent`
+// prints only the tarball's name).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -97,7 +99,7 @@ function run(step) {
     child.on('close', (code, signal) => {
       const output = Buffer.concat(chunks).toString('utf8');
       const status = code ?? 1;
-      process.stdout.write(`build: ${step.name}: ${status === 0 ? 'done' : `failed (${signal ?? `exit ${code}`})`}\n${output}`);
+      process.stderr.write(`build: ${step.name}: ${status === 0 ? 'done' : `failed (${signal ?? `exit ${code}`})`}\n${output}`);
       resolve(status);
     });
   });
@@ -106,7 +108,7 @@ function run(step) {
 const inputs = digest(inputFiles());
 const stamp = readStamp();
 if (!force && stamp?.inputs === inputs && stamp.outputs === digest(outputFiles())) {
-  process.stdout.write(`build: up to date (inputs ${inputs.slice(0, 12)}; \`npm run build -- --force\` rebuilds)\n`);
+  process.stderr.write(`build: up to date (inputs ${inputs.slice(0, 12)}; \`npm run build -- --force\` rebuilds)\n`);
   process.exit(0);
 }
 
