@@ -167,6 +167,11 @@ t.test('secrets that are not UTF-8 are refused (exit 2), never sent with U+FFFD 
 });
 
 t.test('a refusal: exit 1 and the node\'s reason (plain and --json); nothing is printed on stdout in plain mode', async (t) => {
+  // A node of its own: two wrong passwords and the shared node's client allowance (3 at
+  // once, a check in flight counted as wrong) would refuse the right one whenever a test
+  // beside this one (t.jobs) had a check of its own in flight.
+  const server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
+  const uri = ['--uri', server.url];
   const wrong = secretFile('wrong', 'not the password\n');
   const plain = await api(['token', 'new', ...uri, '--password-file', wrong, '--endpoints', '*']);
   t.equal(plain.code, 1);
