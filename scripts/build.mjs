@@ -40,16 +40,23 @@ const INPUTS = ['assembly', 'host', 'asconfig.json', 'tsconfig.json', 'package.j
 const OUTPUT_TREES = ['build/host', 'build/assembly'];
 const OUTPUT_FILE = /^core(\.debug|-threads)?\.(wasm|wat)$/;
 
-const USAGE = 'Usage: node scripts/build.mjs [--force]   (npm run build [-- --force])';
+const USAGE = `Usage: node scripts/build.mjs [--force | --check]   (npm run build [-- --force | --check])
+  --force   build in full, even when up to date
+  --check   build nothing: exit 0 when up to date, 1 (saying why) when a build is due`;
 
 const args = process.argv.slice(2);
 for (const arg of args) {
-  if (arg !== '--force') {
+  if (arg !== '--force' && arg !== '--check') {
     process.stderr.write(`build: unknown argument ${JSON.stringify(arg)}\n${USAGE}\n`);
     process.exit(2);
   }
 }
+if (args.length > 1) {
+  process.stderr.write(`build: one of --force and --check at most\n${USAGE}\n`);
+  process.exit(2);
+}
 const force = args.includes('--force');
+const check = args.includes('--check');
 
 /** Every file under the folder `path`, or the file `path`, as paths from the root; none when it does not exist. */
 function files(path) {
@@ -105,12 +112,26 @@ function run(step) {
   });
 }
 
+/** Why a build is due, or undefined when build/ holds what these inputs make. */
+function due(inputs) {
+  const stamp = readStamp();
+  if (stamp === undefined) return 'no stamp: no build has finished here';
+  if (stamp.inputs !== inputs) return 'the inputs changed since the last build';
+  if (stamp.outputs !== digest(outputFiles())) return 'the outputs changed since the last build';
+  return undefined;
+}
+
 const inputs = digest(inputFiles());
-const stamp = readStamp();
-if (!force && stamp?.inputs === inputs && stamp.outputs === digest(outputFiles())) {
+const reason = force ? 'asked to (--force)' : due(inputs);
+if (reason === undefined) {
   process.stderr.write(`build: up to date (inputs ${inputs.slice(0, 12)}; \`npm run build -- --force\` rebuilds)\n`);
   process.exit(0);
 }
+if (check) {
+  process.stderr.write(`build: due: ${reason}\n`);
+  process.exit(1);
+}
+process.stderr.write(`build: building: ${reason}\n`);
 
 rmSync(STAMP, { force: true });
 const queue = [...STEPS];
