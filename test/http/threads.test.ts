@@ -83,6 +83,16 @@ async function freshChecks(base: string, token: string, count: number): Promise<
   return verdicts;
 }
 
+// One server for the tests that look only at answers to their own tokens and calls (and
+// the throttle's count, which only the guesser's test moves): what one leaves behind (tokens
+// issued and revoked) changes nothing another checks. The tests that count a thread's
+// requests or the tokens issued, or change the password, have a server of their own.
+//
+// Started before the first test is queued: tap's root test ends by itself once it is idle
+// (it has a teardown), so a start awaited after a test had ended would be killed by that
+// teardown when the start outlasted the test, as it did on a loaded machine.
+const shared = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
+
 t.test('fresh connections go to every HTTP thread in turn; a kept-alive connection stays on its thread', async (t) => {
   const server = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
   t.equal(server.listening.httpThreads, THREADS, 'the listening line says how many threads serve');
@@ -105,11 +115,6 @@ t.test('fresh connections go to every HTTP thread in turn; a kept-alive connecti
   t.ok(kept.every((n) => n >= 10 || n <= 1), `the others saw the scrape at most: ${kept}`);
 });
 
-// One server for the tests that look only at answers to their own tokens and calls (and
-// the throttle's count, which only the guesser's test moves): what one leaves behind (tokens
-// issued and revoked) changes nothing another checks. The tests that count a thread's
-// requests or the tokens issued, or change the password, have a server of their own.
-const shared = await startServer(t, { cheapChecks: true, args: ['--http-threads', String(THREADS)] });
 
 t.test('once auth.revokeToken answers, no thread answers 200 for the token, on fresh connections or ones kept alive from before', async (t) => {
   const server = shared;

@@ -75,6 +75,10 @@ function ethersProvider(token: string): JsonRpcProvider {
   return new JsonRpcProvider(request, CHAIN_ID, { staticNetwork: true, batchMaxCount: 1, cacheTimeout: -1 });
 }
 
+/** The raw transaction of a signed transfer that a scoped token may not send. Made before the first
+ * test is queued, as everything awaited at the top is (threads.test.ts says why). */
+const RAW = await new Wallet(KEY).signTransaction({ to: OTHER, value: 1n, gasLimit: 21000n, gasPrice: 10n ** 10n, nonce: 1000, chainId: CHAIN_ID });
+
 t.test('a token for "/": ethers reads, sends a signed transfer, and reads its receipt', async (t) => {
   const provider = ethersProvider(full);
   t.teardown(() => provider.destroy());
@@ -114,8 +118,6 @@ t.test('web3.js: reads, a signed transfer and its receipt', async (t) => {
   t.equal(Number(receipt.status), 1);
 });
 
-/** The raw transaction of a signed transfer that a scoped token may not send. */
-const RAW = await new Wallet(KEY).signTransaction({ to: OTHER, value: 1n, gasLimit: 21000n, gasPrice: 10n ** 10n, nonce: 1000, chainId: CHAIN_ID });
 const REFUSED = 'the provided auth token does not allow method "eth_sendRawTransaction"';
 
 t.test('a scoped token (@read,@subscribe): each library reads the refusal of a call outside it, with its code', async (t) => {
