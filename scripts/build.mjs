@@ -5,10 +5,11 @@
 // A build whose inputs and outputs are both unchanged is not run again. `npm ci` builds
 // (prepare), and then `npm test` and `npm pack` (prepare again) would rebuild the same tree,
 // about 23 s of CPU each time. build/.stamp.json records a SHA-256 over every input (the
-// sources under assembly/ and host/, the compilers' settings, this script, and the lock file
-// that pins the compilers) and one over every output. When both still match, the build says
-// so and stops; anything else (a changed source, an upgraded compiler, a deleted or edited
-// output, a build that failed or was interrupted, which leaves no stamp) builds in full.
+// sources under assembly/ and host/, the compilers' settings, this script, the lock file
+// that pins the compilers and the compilers' installed versions) and one over every output.
+// When both still match, the build says so and stops; anything else (a changed source, an
+// upgraded compiler, a deleted or edited output, a build that failed or was interrupted,
+// which leaves no stamp) builds in full.
 // `--force` builds in full anyway.
 //
 // The four compiles are independent, so they run side by side, as many at a time as the
@@ -34,8 +35,12 @@ const STEPS = [
   { name: 'host', command: 'tsc', args: ['-p', '.'] },
 ];
 
-/** What the steps read: folders walked whole, and single files. */
-const INPUTS = ['assembly', 'host', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json', 'scripts/build.mjs'];
+/**
+ * What the steps read: folders walked whole, and single files. The compilers are in twice:
+ * the lock file pins them, and their installed package.json says what is there.
+ */
+const INPUTS = ['assembly', 'host', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json', 'scripts/build.mjs',
+  'node_modules/assemblyscript/package.json', 'node_modules/typescript/package.json'];
 /** What the steps write: the core's files at build/'s top, and tsc's trees. Test artefacts elsewhere in build/ are not the build's. */
 const OUTPUT_TREES = ['build/host', 'build/assembly'];
 const OUTPUT_FILE = /^core(\.debug|-threads)?\.(wasm|wat)$/;

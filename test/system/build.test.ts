@@ -8,7 +8,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { execFile } from 'node:child_process';
-import { appendFileSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, PROGRAM_ENV, tempDir, untracked } from '../helpers/server.js';
 
@@ -28,6 +28,8 @@ function copy(t: Test): string {
   const tree = join(tempDir(t), 'api-auth');
   mkdirSync(tree);
   const built = join(ROOT, 'build');
+  // The installed compilers are inputs too (their package.json): the checkout's, shared.
+  symlinkSync(join(ROOT, 'node_modules'), join(tree, 'node_modules'));
   for (const path of COPIED) {
     cpSync(join(ROOT, path), join(tree, path), {
       recursive: true,
@@ -45,6 +47,14 @@ const append = (path: string, text: string) => (tree: string) => {
   const file = join(tree, path);
   const before = readFileSync(file);
   appendFileSync(file, text);
+  return () => writeFileSync(file, before);
+};
+
+/** Removes a file; undone by writing it back. */
+const remove = (path: string) => (tree: string) => {
+  const file = join(tree, path);
+  const before = readFileSync(file);
+  rmSync(file);
   return () => writeFileSync(file, before);
 };
 
@@ -84,12 +94,7 @@ t.test('the checkout\'s build is up to date, and a copy of it is too', async (t)
       writeFileSync(join(tree, 'host', 'extra.ts'), 'export {};\n');
       return () => rmSync(join(tree, 'host', 'extra.ts'));
     }],
-    ['a source removed', (tree) => {
-      const file = join(tree, 'assembly', 'README.md');
-      const before = readFileSync(file);
-      rmSync(file);
-      return () => writeFileSync(file, before);
-    }],
+    ['a source removed', remove('assembly/README.md')],
     ['the compiler settings', append('asconfig.json', ' ')],
     ['the lock file (the compilers\' versions)', append('package-lock.json', ' ')],
     ['the build script', append('scripts/build.mjs', '\n')],
@@ -104,22 +109,12 @@ t.test('the checkout\'s build is up to date, and a copy of it is too', async (t)
       writeFileSync(file, bytes);
       return () => writeFileSync(file, before);
     }],
-    ['the threads core removed', (tree) => {
-      const file = join(tree, 'build', 'core-threads.wasm');
-      const before = readFileSync(file);
-      rmSync(file);
-      return () => writeFileSync(file, before);
-    }],
+    ['the threads core removed', remove('build/core-threads.wasm')],
     ['a host module edited', append('build/host/main.js', '\n')],
   ], 'the outputs changed since the last build'));
 
   t.test('no stamp (a build that failed or was stopped leaves none) makes a build due', (t) => expectDue(t, tree, [
-    ['the stamp removed', (tree) => {
-      const file = join(tree, 'build', '.stamp.json');
-      const before = readFileSync(file);
-      rmSync(file);
-      return () => writeFileSync(file, before);
-    }],
+    ['the stamp removed', remove('build/.stamp.json')],
   ], 'no stamp: no build has finished here'));
 
   t.test('what tests leave in build/ is not the build\'s', (t) => expectDue(t, tree, [
