@@ -35,12 +35,21 @@ for (const kind of kinds) {
   }
 }
 
-/** JavaScript that exists is imported as it is; `./x.js` naming a TypeScript source is bundled. */
+/**
+ * JavaScript that exists is imported as it is, by its path from a folder of test/ (every
+ * bundle is in one, at the same depth), whichever file imported it: a helper's
+ * `./threads-server.js` is `../helpers/threads-server.js` in a bundle. `./x.js` naming a
+ * TypeScript source is bundled.
+ */
 const existingJavaScript = {
   name: 'existing-javascript',
   setup(esbuild) {
-    esbuild.onResolve({ filter: /^\.\.?\/.*\.(c|m)?js$/ }, (args) =>
-      existsSync(resolve(args.resolveDir, args.path)) ? { path: args.path, external: true } : undefined);
+    esbuild.onResolve({ filter: /^\.\.?\/.*\.(c|m)?js$/ }, (args) => {
+      const file = resolve(args.resolveDir, args.path);
+      if (!existsSync(file)) return undefined;
+      const path = relative(join(TEST, 'kind'), file);
+      return { path: path.startsWith('.') ? path : `./${path}`, external: true };
+    });
   },
 };
 
