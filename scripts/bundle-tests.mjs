@@ -8,16 +8,17 @@
 // runs these bundles with no loader. `npx tap test/<kind>/<name>.test.ts` still runs one
 // file from its source, through tsx (package.json's tap config).
 //
-// tap itself is bundled too, once, into test/.bundle/tap.mjs, which every test bundle
-// imports. tap starts each test file with its process tracker (@tapjs/processinfo), which
-// on Node 20 sends every module the process loads through a loader thread and measures its
-// lines, tap's own 200 modules among them. With them as one module, a test file's process
-// spends about 0.35 s less CPU (test/unit/doc-links: 0.87 s, then 0.51 s; the suite's CPU
-// went from about 445 s to 405 s). Its source map is a file beside it, built from those of
-// tap's modules, so a frame in tap still names its file under node_modules/, which is how
-// tap tells its own frames from the test's when it reports where a failure is. The bundle
-// has the plugins tap is configured with (package.json): tap builds its Test class with
-// them, and does so here first when the installed one was built with others.
+// tap itself is bundled too, once, into node_modules/.cache/api-auth/tap.mjs (where tools
+// keep what they generate from the install), which every test bundle imports. tap starts
+// each test file with its process tracker (@tapjs/processinfo), which on Node 20 sends
+// every module the process loads through a loader thread and measures its lines, tap's own
+// 200 modules among them. With them as one module, a test file's process spends about
+// 0.35 s less CPU (test/unit/doc-links: 0.87 s, then 0.51 s; the suite's CPU went from about
+// 445 s to 405 s). Its source map is a file beside it, built from those of tap's modules,
+// so a frame in tap still names its file under node_modules/, which is how tap tells its
+// own frames from the test's when it reports where a failure is. The bundle has the
+// plugins tap is configured with (package.json): tap builds its Test class with them, and
+// does so here first when the installed one was built with others.
 //
 // What stays outside a bundle, imported from where it is: the other packages, and every
 // JavaScript file that exists (the build under build/, the helpers written in JavaScript,
@@ -82,7 +83,7 @@ if (signature !== config.pluginSignature) {
   }
 }
 
-const TAP_BUNDLE = join(TEST, '.bundle', 'tap.mjs');
+const TAP_BUNDLE = join(ROOT, 'node_modules', '.cache', 'api-auth', 'tap.mjs');
 await build({
   entryPoints: { tap: 'tap' },
   outfile: TAP_BUNDLE,
