@@ -25,6 +25,7 @@
 // which some tests start as threads or programs by their path). A bundle sits in its test's
 // folder, so the relative paths in it, and its import.meta.url, mean what they meant in the
 // source.
+
 // tap's own parts, at the versions tap pins (package-lock.json): its config as the runner
 // reads it, and the plugins its installed Test class was built with.
 import { TapConfig } from '@tapjs/config';
