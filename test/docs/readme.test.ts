@@ -19,12 +19,13 @@
 // after a reader's first run; the production guide's `npm pack` runs `prepare`, which finds
 // the copied build up to date (scripts/build.mjs), as a reader's pack after `npm ci` does.
 // A command that starts a server (helpers/readme.ts: startsServer, startsUnit) runs in the
-// background until the next one does or its file ends: the harness waits for its port to take connections, and stops it (SIGTERM to every process
-// of the command, then waits for all of them; a systemd unit with `systemctl stop`) before
-// the next server starts, then checks what it printed. A command that puts itself in the
-// background (`... &`: ganache, etcd, a fleet's gateways) runs until its file ends, when
-// the harness stops every job the file's shell still has. The README's `npm test` command
-// is what CI runs (.ci/run, checked below), so it is not run again here.
+// background until the next one does or its file ends: the harness waits for its port to
+// take connections, and stops it (SIGTERM to every process of the command, then waits for
+// all of them; a systemd unit with `systemctl stop`) before the next server starts, then
+// checks what it printed. A command that puts itself in the background (`... &`: ganache,
+// etcd, a fleet's gateways) runs until its file ends, when the harness stops every job the
+// file's shell still has. The README's `npm test` command is what CI runs (.ci/run,
+// checked below), so it is not run again here.
 //
 // The fixture: the node the protect-a-node guide puts on 127.0.0.1:9652 is
 // helpers/readme-node.js, started inside the machine before the first file.

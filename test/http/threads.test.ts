@@ -115,7 +115,6 @@ t.test('fresh connections go to every HTTP thread in turn; a kept-alive connecti
   t.ok(kept.every((n) => n >= 10 || n <= 1), `the others saw the scrape at most: ${kept}`);
 });
 
-
 t.test('once auth.revokeToken answers, no thread answers 200 for the token, on fresh connections or ones kept alive from before', async (t) => {
   const server = shared;
   const rounds = 15;
