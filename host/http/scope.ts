@@ -18,7 +18,7 @@
 // Only tokens whose check gave Outcome.Scoped come here: a token without methods costs
 // nothing of this.
 import { RpcCode } from '../errors.js';
-import { skipSpace, skipString, skipValue } from '../rpc/jsonrpc.js';
+import { skipSpace, skipString, skipValue } from '../rpc/reading.js';
 import type { Core } from '../core/core.js';
 import type { Metrics, ScopeResult, ScopeVia } from '../ops/metrics.js';
 

@@ -4,6 +4,7 @@
 import { RpcCode, RpcError } from '../errors.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
+import { skipSpace, skipString, skipValue } from './reading.js';
 
 export const MAX_BATCH = 100;
 
@@ -252,48 +253,4 @@ function sourceOfId(text: string, index: number): string | undefined {
     if (text[i] === ',') i = skipSpace(text, i + 1);
   }
   return found;
-}
-
-// Scanners over JSON text that JSON.parse has already accepted (so every string closes):
-// the positions of members and elements, for reading one exactly as it was sent. Shared
-// with http/scope.ts.
-
-export function skipSpace(text: string, i: number): number {
-  while (i < text.length) {
-    const c = text.charCodeAt(i);
-    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
-    i++;
-  }
-  return i;
-}
-
-/** From the opening quote to just past the closing one; a long string (a signed transaction) is skipped by indexOf. */
-export function skipString(text: string, i: number): number {
-  for (;;) {
-    const quote = text.indexOf('"', i + 1);
-    let slash = quote - 1;
-    while (text.charCodeAt(slash) === 0x5c) slash--;
-    if ((quote - 1 - slash) % 2 === 0) return quote + 1;
-    i = quote;
-  }
-}
-
-export function skipValue(text: string, i: number): number {
-  const first = text[i];
-  if (first === '"') return skipString(text, i);
-  if (first === '{' || first === '[') {
-    for (let depth = 0; ; ) {
-      const c = text[i];
-      if (c === '"') {
-        i = skipString(text, i);
-        continue;
-      }
-      if (c === '{' || c === '[') depth++;
-      else if ((c === '}' || c === ']') && --depth === 0) return i + 1;
-      i++;
-    }
-  }
-  // A number, true, false or null runs to the next delimiter.
-  while (i < text.length && !',}] \t\n\r'.includes(text[i])) i++;
-  return i;
 }
