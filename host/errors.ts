@@ -200,6 +200,7 @@ export class UpstreamError extends ApiAuthError implements ErrorAnswer {
 export const LIMIT_ERRORS = {
   'rate': { code: 'API_AUTH_RATE_LIMITED', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
   'table full': { code: 'API_AUTH_LIMITS_FULL', rpcCode: RpcCode.Unavailable, httpStatus: 503 },
+  'unreadable': { code: 'API_AUTH_LIMITS_UNREADABLE', rpcCode: RpcCode.InvalidRequest, httpStatus: 400 },
 } as const satisfies Readonly<Record<string, ErrorAnswer>>;
 
 /** A request its token's limits refused: past the rate, or no room to track the token. */
@@ -210,7 +211,8 @@ export class LimitRefusedError extends ApiAuthError implements ErrorAnswer {
   override readonly name = 'LimitRefusedError';
 
   constructor(readonly result: keyof typeof LIMIT_ERRORS) {
-    super(result === 'rate' ? 'the token\'s rate refused the request' : 'no room to track the token\'s limits');
+    super(result === 'rate' ? 'the token\'s rate refused the request' : result === 'table full' ? 'no room to track the token\'s limits'
+      : 'the token\'s limits need the request\'s calls, and its body could not be read');
     ({ code: this.code, rpcCode: this.rpcCode, httpStatus: this.httpStatus } = LIMIT_ERRORS[result]);
   }
 }

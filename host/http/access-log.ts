@@ -18,6 +18,8 @@ import type { HttpRequest, HttpResponse, RecognizedString, us_socket_context_t }
 import type { Clock } from '../clock.js';
 import { Outcome } from '../core/core.js';
 import type { LineWriter } from '../ops/line-writer.js';
+import { readCalls } from '../rpc/reading.js';
+import type { Reading } from '../rpc/reading.js';
 import { Decision } from './admission.js';
 import type { Admission } from './admission.js';
 import { clientAddress } from './client-address.js';
@@ -95,7 +97,9 @@ export class LoggedResponse implements HttpResponse {
   private status = 200;
   private upstream: number | null = null;
   private token: string | null = null;
-  private methods: (string | null)[] | null = null;
+  private methods: string[] | null = null;
+  /** Whether this line reads the body's calls itself: when no admission reads them. */
+  private readsBody = true;
   private calls: number | null = null;
   private bytesIn = 0;
   private bytesOut = 0;
@@ -129,6 +133,8 @@ export class LoggedResponse implements HttpResponse {
   /** The gate's verdict on the token `req` carried for `path` (the original request's, for a check). */
   judged(req: HttpRequest, admission: Admission, decision: Decision, path: string): void {
     this.token = null;
+    // A request with a ticket has its body read by the admission, which hands the reading over (bodyRead).
+    this.readsBody = admission.ticket === null;
     const open = this.log.open;
     if (open === null) return;
     let text: string | null = null;
@@ -181,15 +187,22 @@ export class LoggedResponse implements HttpResponse {
     return this.res.write(chunk);
   }
 
+  // uWS takes an argument passed as undefined for one given (endWithoutBody(undefined,
+  // undefined) never ends the response): only the arguments the caller gave go on.
+
   end(body?: RecognizedString, closeConnection?: boolean): HttpResponse {
     this.sent(body);
-    this.res.end(body, closeConnection);
+    if (closeConnection !== undefined) this.res.end(body, closeConnection);
+    else if (body !== undefined) this.res.end(body);
+    else this.res.end();
     this.finish();
     return this;
   }
 
   endWithoutBody(reportedContentLength?: number, closeConnection?: boolean): HttpResponse {
-    this.res.endWithoutBody(reportedContentLength, closeConnection);
+    if (closeConnection !== undefined) this.res.endWithoutBody(reportedContentLength, closeConnection);
+    else if (reportedContentLength !== undefined) this.res.endWithoutBody(reportedContentLength);
+    else this.res.endWithoutBody();
     this.finish();
     return this;
   }
@@ -224,8 +237,9 @@ export class LoggedResponse implements HttpResponse {
 
   onData(handler: (chunk: ArrayBuffer, isLast: boolean) => void): HttpResponse {
     this.res.onData((chunk, isLast) => {
-      // A body read whole in one piece: its methods, for the line.
-      if (this.bytesIn === 0 && isLast && chunk.byteLength <= MAX_READ) this.readCalls(chunk);
+      // A body in one piece that nothing else reads (its token has neither limits nor a
+      // scope): its methods, for the line, by the same reading as the admission's.
+      if (this.readsBody && this.bytesIn === 0 && isLast && chunk.byteLength <= MAX_READ) this.bodyRead(readCalls(new Uint8Array(chunk)));
       this.bytesIn += chunk.byteLength;
       handler(chunk, isLast);
     });
@@ -286,21 +300,12 @@ export class LoggedResponse implements HttpResponse {
     return this.res.getProxiedRemoteAddressAsText();
   }
 
-  /** The JSON-RPC methods of a body, when it is a call or a batch of them. */
-  private readCalls(chunk: ArrayBuffer): void {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(Buffer.from(chunk).toString('utf8'));
-    } catch {
-      return;
-    }
-    if (Array.isArray(parsed)) {
-      this.calls = parsed.length;
-      this.methods = parsed.slice(0, MAX_METHODS).map(methodOf);
-    } else if (typeof parsed === 'object' && parsed !== null) {
-      this.calls = 1;
-      this.methods = [methodOf(parsed)];
-    }
+  /** The reading of the request's body (rpc/reading.ts): its calls and their methods, when it could be read. */
+  bodyRead(reading: Reading): void {
+    if (!reading.ok) return;
+    const calls = reading.calls;
+    this.calls = calls.length;
+    this.methods = calls.slice(0, MAX_METHODS).map((call) => call.method.slice(0, METHOD_SHOWN));
   }
 }
 
@@ -320,15 +325,14 @@ function isoTime(ms: number): string {
   return `${secondText}${milliseconds < 10 ? '00' : milliseconds < 100 ? '0' : ''}${milliseconds}Z`;
 }
 
-/** A call's method as a line shows it: cut at METHOD_SHOWN; null when the call has no method string. */
-function methodOf(call: unknown): string | null {
-  const method = typeof call === 'object' && call !== null ? (call as { method?: unknown }).method : undefined;
-  return typeof method === 'string' ? method.slice(0, METHOD_SHOWN) : null;
-}
-
 /** After an admission step on `res`: the token's id for its line, when `res` is logged. */
 export function judged(res: HttpResponse, req: HttpRequest, admission: Admission, decision: Decision, path: string): void {
   if (res instanceof LoggedResponse) res.judged(req, admission, decision, path);
+}
+
+/** The admission read the calls of `res`'s request: for its line, when `res` is logged. */
+export function bodyRead(res: HttpResponse, reading: Reading): void {
+  if (res instanceof LoggedResponse) res.bodyRead(reading);
 }
 
 /** The upstream answered `res`'s request with `status`: for its line, when `res` is logged. */

@@ -1,36 +1,58 @@
 // The one admission step, for every way a request comes in: a request to the router, a
-// WebSocket upgrade, and the original request a front proxy asks /ext/auth/check about.
-// In this order: CONNECT is refused (any spelling: some servers take methods without
-// regard to case), the CORS origin is looked up, a preflight from an allowed origin is
-// answered, then the gate (or, with no tokens, the path rules), a token with limits is
-// admitted by the core's bucket and client ranges (assembly/limits.ts), and a token with
-// a method scope is admitted with its grant, for its calls to be checked where they are
-// seen (scope.ts). Written once, so that no way in can skip a step the others take.
+// WebSocket upgrade, the original request a front proxy asks /ext/auth/check about, and
+// an embedder's request (embed.ts). In this order: CONNECT is refused (any spelling: some
+// servers take methods without regard to case), the CORS origin is looked up, a
+// preflight from an allowed origin is answered, then the gate (or, with no tokens, the
+// path rules); a token with limits has its client checked by the core's client ranges
+// (assembly/limits.ts); and a token with limits or a method scope is handed a Ticket,
+// what its request still owes: its calls, judged by body-admission.ts on the one reading
+// of its body, or of each WebSocket message. Written once, so that no way in can skip a
+// step the others take.
+//
+// What a request's head already says is judged here: a request with no body has no
+// call a scope could allow (refused) and counts as one call against a token's rate; a
+// compressed body cannot be read (refused); a WebSocket upgrade counts as one call (each
+// message then counts its own). Only a request whose body will be read leaves with a ticket.
 //
 // Where the ways differ, the difference is an input (Way), each with its reason. The
-// step allocates nothing on the router's way: what an admitted request needs besides the
-// decision (its grant, its CORS origin) is read from the admission's fields right after
-// the call, as the core's scopedGrant is.
+// step allocates nothing on the router's way for a token without limits or scope: what an
+// admitted request needs besides the decision (its ticket, its CORS origin) is read from
+// the admission's fields right after the call.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { ADMIT_CLIENT, ADMIT_OK, ADMIT_RATE, Outcome } from '../core/core.js';
+import { ADMIT_CLIENT, ADMIT_OK, Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
+import type { Metrics, ScopeVia } from '../ops/metrics.js';
+import { BodyAdmission } from './body-admission.js';
+import type { Ticket } from './body-admission.js';
 import { addressBytes, clientAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import { writePreflight } from './cors.js';
 import type { Cors } from './cors.js';
 import type { Gate } from './gate.js';
-import { writeLimitsFull, writeRateLimited, writeRefusal } from './refusals.js';
-import type { RefusedOutcome } from './refusals.js';
+import { limitRefusal, unreadableRefusal, writeCallRefusal, writeRefusal } from './refusals.js';
+import type { CallRefusal, RefusedOutcome } from './refusals.js';
 import { writeConnectRefused } from './responses.js';
 
 /** What admit() decided; the answer of anything but Admitted is written already. */
 export const enum Decision {
-  /** Go on: `grant` and `allow` say how. */
+  /** Go on: `ticket` and `allow` say how. */
   Admitted,
-  /** Refused with the gate's answer for `outcome` (a bad path, a token, a closed fence). */
+  /** Refused with the gate's answer for `outcome` (a bad path, a token, a closed fence), or `refusal`. */
   Refused,
   /** Answered here without the gate: a CONNECT, or a preflight. */
   Answered,
+}
+
+/** What a request's head says of its body, for a token whose calls must be known. */
+export const enum Body {
+  /** It has none. */
+  None,
+  /** It has one, which will be read and judged. */
+  Present,
+  /** It has one compressed (Content-Encoding), which is not read. */
+  Compressed,
+  /** It may have one that nobody here will see: an auth subrequest's original request (its proxy sends no body). */
+  Unseen,
 }
 
 /** How requests come in by one way: where the ways differ, and why. */
@@ -54,33 +76,32 @@ export interface Way {
   /** Whether the token admitted is kept (`token`): a WebSocket session is re-checked on it for as long as it lasts. */
   readonly keepsToken: boolean;
   /**
-   * The calls a request counts against its token's rate here: one. Not a WebSocket
-   * upgrade, whose messages each count as they come (websocket.ts); its client is checked.
+   * Whether the request's calls come as messages after it (a WebSocket upgrade): its ticket
+   * is kept for each of them, and the upgrade itself counts as one call. Otherwise they come
+   * in its body, if any.
    */
-  readonly calls: number;
+  readonly messages: boolean;
+  /** Whether a refusal answers /ext/auth/check, whose proxy acts on the status (a scope's refusal is then a 403). */
+  readonly check: boolean;
 }
 
 /** A request to the router: any local route, or the proxy. */
-export const HTTP: Way = Object.freeze({ preflight: true, cors: true, queryToken: false, keepsToken: false, calls: 1 });
+export const HTTP: Way = Object.freeze({ preflight: true, cors: true, queryToken: false, keepsToken: false, messages: false, check: false });
 /** The original request of a /ext/auth/check. */
-export const CHECK: Way = Object.freeze({ preflight: false, cors: true, queryToken: false, keepsToken: false, calls: 1 });
+export const CHECK: Way = Object.freeze({ preflight: false, cors: true, queryToken: false, keepsToken: false, messages: false, check: true });
 /** A WebSocket upgrade to the upstream; `queryToken`: --api-auth-query-token. */
 export function webSocketWay(queryToken: boolean): Way {
-  return Object.freeze({ preflight: false, cors: false, queryToken, keepsToken: true, calls: 0 });
-}
-
-/** A request of a token with limits whose first call was counted at admission: the rest of a batch, once its body is read. */
-export interface LimitedCalls {
-  /** `calls` more calls against the token's rate: an ADMIT_ code. */
-  admit(calls: number): number;
-  /** After ADMIT_RATE: the wait, in milliseconds. */
-  wait(): number;
+  return Object.freeze({ preflight: false, cors: false, queryToken, keepsToken: true, messages: true, check: false });
 }
 
 /** The query parameter of RFC 6750 §2.3. */
 const ACCESS_TOKEN = 'access_token';
 /** `Bearer ` (any case), as the core reads it: what comes after it is the token. */
 const BEARER_LENGTH = 7;
+/** Methods whose requests no node runs calls from: an auth subrequest's original request of one of them counts as a call without a body. */
+const BODILESS_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** decide()'s `body` when the request's head is to be read from its `req`. */
+export const NO_BODY_LOOKUP = -1;
 
 /**
  * What admission needs of a local route (routes.ts): its kind, 'rpc' for the node's
@@ -92,24 +113,22 @@ export interface OwnRoute {
 }
 
 export class Admission {
-  /** After Admitted: the grant of a token with a method scope, whose calls must be checked; -1 for none. */
-  grant = -1;
   /** After Admitted or Refused: the CORS origin the answer is for (cors.ts), "" for none. */
   allow = '';
-  /** After Refused: the outcome refused. */
+  /** After Refused: the outcome refused; Outcome.Limited or Outcome.Scoped also when `refusal` says more. */
   outcome: RefusedOutcome = Outcome.NoToken;
+  /** After Refused for the token's limits or scope (not the gate's own outcome): the refusal. */
+  refusal: CallRefusal | null = null;
   /** After Admitted, by a way that keeps it: the bare token; null when none was needed (a public path, or no tokens). */
   token: string | null = null;
-  /** After Admitted: the serial and grant of a token with limits, whose later calls (WebSocket messages) are admitted too; -1 for none. */
-  limitedSerial = -1;
-  limitedGrant = -1;
-  /** After Admitted with a token with limits: its client's 16 bytes, for those later calls. */
-  client: Uint8Array | null = null;
   /**
-   * After Admitted with a token with limits, by a way that counts one call per request:
-   * how the rest of a batch's calls are counted once its body is read (the proxy); null for none.
+   * After Admitted: what the request still owes its admission, for a token with limits or
+   * a method scope: its body's calls (the caller reads the body and judges it with
+   * `bodies`), or each message's (a WebSocket session). Null when nothing is owed.
    */
-  limited: LimitedCalls | null = null;
+  ticket: Ticket | null = null;
+  /** Where a ticket's calls are judged; null when there are no tokens. */
+  readonly bodies: BodyAdmission | null;
 
   /**
    * `gate` null: no tokens needed, only the path rules apply (checked by `core`). `cors`
@@ -117,7 +136,10 @@ export class Admission {
    * `trusted`: the proxies whose X-Forwarded-For names the client a token's allowedClients are matched against.
    */
   constructor(private readonly core: Core, private readonly gate: Gate | null, private readonly cors: Cors | null,
-    private readonly routes: ReadonlyMap<string, OwnRoute>, private readonly trusted: TrustedProxies) {}
+    private readonly routes: ReadonlyMap<string, OwnRoute>, private readonly trusted: TrustedProxies,
+    metrics: Metrics | null = null) {
+    this.bodies = gate === null || metrics === null ? null : new BodyAdmission(core, gate, metrics);
+  }
 
   /**
    * Admits the request that `req` carries, or answers it on `res`. `method` (as sent) and
@@ -143,14 +165,6 @@ export class Admission {
         return Decision.Answered;
       }
     }
-    const gate = this.gate;
-    this.grant = -1;
-    this.token = null;
-    this.limitedSerial = -1;
-    this.limitedGrant = -1;
-    this.client = null;
-    this.limited = null;
-    if (gate === null) return this.core.pathAllowed(path) ? Decision.Admitted : this.refuse(res, req, Outcome.BadPath);
     const header = req.getHeader('authorization');
     let fromQuery: string | null = null;
     if (way.queryToken && header === '') {
@@ -158,59 +172,103 @@ export class Admission {
       const query = req.getQuery() as string | undefined;
       if (query !== undefined) fromQuery = queryToken(query);
     }
-    const outcome = fromQuery !== null ? gate.check(fromQuery, path, true) : gate.check(header, path);
-    if (outcome !== Outcome.Valid) {
-      if (outcome === Outcome.Limited) {
-        if (!this.admitLimited(res, req, gate, way)) return Decision.Refused;
-      } else if (outcome !== Outcome.Scoped) {
-        return this.refuse(res, req, outcome);
-      } else {
-        this.grant = this.core.scopedGrant;
-      }
-    }
-    // A public path is never re-checked: it needs no token, whatever the request carried.
-    if (way.keepsToken && !gate.open(path)) this.token = fromQuery ?? header.slice(BEARER_LENGTH);
-    return Decision.Admitted;
+    const decision = fromQuery !== null
+      ? this.decide(fromQuery, true, path, method, way, NO_BODY_LOOKUP, res, req)
+      : this.decide(header, false, path, method, way, NO_BODY_LOOKUP, res, req);
+    if (decision === Decision.Refused) this.write(res, req, way);
+    else if (way.keepsToken && this.gate !== null && !this.gate.open(path)) this.token = fromQuery ?? header.slice(BEARER_LENGTH);
+    return decision;
   }
 
   /**
-   * A token with limits: its client against its ranges, then `way.calls` against its
-   * rate, both in the core, shared by every thread. Whether it was admitted; when not,
-   * the answer is written: 403 for the client (naming neither the list nor the address),
-   * 429 with Retry-After for the rate, 503 when the core has no slot for the token.
+   * The decision for a request, without writing it: Admitted (with `ticket`), or Refused
+   * (with `outcome`, and `refusal` when its limits or scope refused it). `credential`: the
+   * Authorization header's value, or (`bare`) a token alone. `body`: what the request's
+   * head says of its body, or NO_BODY_LOOKUP to read it from `req`. `client`: the client's
+   * 16 bytes, or null to read them from `res` and `req` (only for a token with limits).
    */
-  private admitLimited(res: HttpResponse, req: HttpRequest, gate: Gate, way: Way): boolean {
+  decide(credential: string, bare: boolean, path: string, method: string, way: Way, body: Body | typeof NO_BODY_LOOKUP,
+    res: HttpResponse | null, req: HttpRequest | null, client: Uint8Array | null = null): Decision {
+    this.token = null;
+    this.ticket = null;
+    this.refusal = null;
+    const gate = this.gate;
+    if (gate === null) return this.core.pathAllowed(path) ? Decision.Admitted : this.refused(Outcome.BadPath);
+    const outcome = gate.check(credential, path, bare);
+    if (outcome === Outcome.Valid) return Decision.Admitted;
+    if (outcome !== Outcome.Limited && outcome !== Outcome.Scoped) return this.refused(outcome);
     const core = this.core;
-    const serial = core.limitedSerial;
     const grant = core.scopedGrant;
-    const scoped = core.limitedScoped;
-    const client = addressBytes(clientAddress(res, req, this.trusted), new Uint8Array(16));
-    const result = gate.admitLimited(way.calls, client);
-    if (result !== ADMIT_OK) {
-      // The answer goes to the request in hand: a HEAD gets no body (also a check's).
-      const head = req.getMethod() === 'head';
-      this.outcome = Outcome.Limited;
-      if (result === ADMIT_CLIENT) writeRefusal(res, Outcome.Limited, head, this.allow);
-      // The body is not read here, so the call's id is unknown: null, as JSON-RPC has it then.
-      else if (result === ADMIT_RATE) writeRateLimited(res, core.admitWait, 'null', head, this.allow);
-      else writeLimitsFull(res, head, this.allow);
-      return false;
+    let ticket: Ticket;
+    if (outcome === Outcome.Limited) {
+      const serial = core.limitedSerial;
+      const scoped = core.limitedScoped;
+      const bytes = client ?? addressBytes(clientAddress(res!, req!, this.trusted), new Uint8Array(16));
+      // The client first, with no call counted: a refused client spends nothing.
+      const result = gate.admitLimited(0, bytes);
+      // 403 for the client, naming neither the list nor the address (refusals.ts).
+      if (result === ADMIT_CLIENT) return this.refused(Outcome.Limited);
+      if (result !== ADMIT_OK) return this.refused(Outcome.Limited, limitRefusal(result, core.admitWait, 0, 'null'));
+      ticket = { grant: scoped ? grant : -1, limited: { serial, grant, client: bytes } };
+    } else {
+      ticket = { grant, limited: null };
     }
-    if (scoped) this.grant = grant;
-    this.limitedSerial = serial;
-    this.limitedGrant = grant;
-    this.client = client;
-    if (way.calls > 0) this.limited = { admit: (calls) => gate.admitCalls(serial, grant, calls, client), wait: () => core.admitWait };
-    return true;
+    const bodies = this.bodies!;
+    const via: ScopeVia = way.messages ? 'websocket' : 'http';
+    if (way.messages) {
+      // The upgrade is a call of its own: a token cannot open sessions faster than its rate.
+      if (ticket.limited !== null) {
+        const refusal = bodies.withoutBody({ grant: -1, limited: ticket.limited }, via);
+        if (refusal !== null) return this.refused(Outcome.Limited, refusal);
+      }
+      this.ticket = ticket;
+      return Decision.Admitted;
+    }
+    const head = body === NO_BODY_LOOKUP ? bodyOf(req!, method, way) : body;
+    if (head === Body.Present) {
+      this.ticket = ticket;
+      return Decision.Admitted;
+    }
+    if (head === Body.Unseen) {
+      if (ticket.grant >= 0) return this.refused(Outcome.Scoped);
+      return this.refused(Outcome.Limited, unreadableRefusal('unseen', -1, null, false));
+    }
+    const refusal = head === Body.Compressed ? bodies.compressed(ticket, via) : bodies.withoutBody(ticket, via);
+    return refusal === null ? Decision.Admitted : this.refused(ticket.grant >= 0 ? Outcome.Scoped : Outcome.Limited, refusal);
+  }
+
+  private refused(outcome: RefusedOutcome, refusal: CallRefusal | null = null): Decision {
+    this.outcome = outcome;
+    this.refusal = refusal;
+    return Decision.Refused;
+  }
+
+  /** Writes the refusal decided; the answer goes to the request in hand: a HEAD gets no body (also a check's). */
+  private write(res: HttpResponse, req: HttpRequest, way: Way): void {
+    const head = req.getMethod() === 'head';
+    if (this.refusal !== null) writeCallRefusal(res, this.refusal, head, this.allow, way.check);
+    else writeRefusal(res, this.outcome, head, this.allow);
   }
 
   private refuse(res: HttpResponse, req: HttpRequest, outcome: RefusedOutcome): Decision {
-    this.outcome = outcome;
-    // The answer goes to the request in hand: to a HEAD without its body, also when it is
-    // a check (/ext/auth/check) that judged another request, whose method does not matter here.
-    writeRefusal(res, outcome, req.getMethod() === 'head', this.allow);
+    this.refused(outcome);
+    this.write(res, req, HTTP);
     return Decision.Refused;
   }
+}
+
+/**
+ * What the head of `req` says of its body (or, for a check, of the original request's):
+ * a check's own body is the original's when a checker sends it (Envoy's ext_authz
+ * with_request_body); otherwise the original's body is unseen, but for a method no node
+ * runs calls from.
+ */
+function bodyOf(req: HttpRequest, method: string, way: Way): Body {
+  const declared = req.getHeader('content-length');
+  const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
+  if (!hasBody) return way.check && !BODILESS_METHODS.has(method.toUpperCase()) ? Body.Unseen : Body.None;
+  const encoding = req.getHeader('content-encoding');
+  return encoding === '' || encoding.trim().toLowerCase() === 'identity' ? Body.Present : Body.Compressed;
 }
 
 /**

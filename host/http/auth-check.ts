@@ -20,21 +20,22 @@
 // and Caddy and Traefik (Go) send the path percent-encoded: neither can lose its path's
 // end. nginx's X-Original-URI can, hence X-Original-Request.
 //
-// A token with a method scope passes only a request whose calls are seen and allowed.
-// An auth subrequest carries no body (nginx, Caddy and Traefik send none), so such a
-// token is refused here with 403 insufficient_scope: it fails closed. A checker that
-// does send the original body (Envoy's ext_authz with_request_body) gets it checked,
-// up to the local endpoints' body limit.
+// A token with a method scope or limits passes only a request whose calls are seen and
+// allowed (admission.ts). An auth subrequest carries no body (nginx, Caddy and Traefik
+// send none), so a scoped token is refused here with 403 insufficient_scope, and a token
+// with limits passes only for an original request no node runs calls from (GET, HEAD,
+// OPTIONS), as one call: both fail closed. A checker that does send the original body
+// (Envoy's ext_authz with_request_body) gets it judged as the gateway judges a body, up to
+// the local endpoints' body limit.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { Outcome } from '../core/core.js';
 import { RpcCode } from '../errors.js';
-import { judged } from './access-log.js';
+import { bodyRead, judged } from './access-log.js';
 import { CHECK, Decision } from './admission.js';
 import type { Admission } from './admission.js';
+import type { Ticket } from './body-admission.js';
 import type { InFlight } from './in-flight.js';
-import { REFUSALS, writeRefusal, writeScopeRefusal } from './refusals.js';
+import { writeCallRefusal } from './refusals.js';
 import { endWith, jsonLine, MAX_BODY_BYTES, readBody, writeBodyTooLarge } from './responses.js';
-import type { MethodScope } from './scope.js';
 
 const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request: its request line in ' +
   'X-Original-Request (nginx: proxy_set_header X-Original-Request $request), or its URI in X-Forwarded-Uri (Caddy forward_auth ' +
@@ -47,12 +48,8 @@ const MIXED_FORWARDED = twoWays('X-Forwarded-Uri with X-Original-Method');
 const GRANTED = new TextEncoder().encode('{"ok":true}\n');
 
 export class AuthCheck {
-  /**
-   * `admission`: the one the router's requests go through. `scope`: where a scoped
-   * token's calls are checked (with `inFlight` while the body is read).
-   */
-  constructor(private readonly admission: Admission, private readonly scope: MethodScope | null = null,
-    private readonly inFlight: InFlight | null = null) {}
+  /** `admission`: the one the router's requests go through; `inFlight` counts a check whose body is being read. */
+  constructor(private readonly admission: Admission, private readonly inFlight: InFlight) {}
 
   /** Call it from the uWS handler, before returning. */
   answer(res: HttpResponse, req: HttpRequest): void {
@@ -94,27 +91,23 @@ export class AuthCheck {
     // The check's line names the original request's token.
     judged(res, req, admission, decision, path);
     if (decision !== Decision.Admitted) return;
-    const { allow, grant } = admission;
-    if (grant !== -1) {
-      if (this.scope !== null) return this.scoped(res, req, this.scope, grant, allow, head);
-      return writeRefusal(res, Outcome.Scoped, head, allow);
-    }
+    const { allow, ticket } = admission;
+    if (ticket !== null) return this.judgeBody(res, req, ticket, allow, head);
     endWith(res.writeHeader('Content-Type', 'application/json'), GRANTED, head);
   }
 
-  /** A scoped token: the check's own body holds the calls, or there are none to allow. */
-  private scoped(res: HttpResponse, req: HttpRequest, scope: MethodScope, grant: number, allow: string, head: boolean): void {
-    const declared = req.getHeader('content-length');
-    if (req.getHeader('transfer-encoding') === '' && (declared === '' || declared === '0')) {
-      return writeScopeRefusal(res, scope.noBody('http', REFUSALS[Outcome.Scoped][1]), head, allow, true);
-    }
-    if (!(Number(declared) <= MAX_BODY_BYTES)) return writeBodyTooLarge(res);
-    const pending = this.inFlight!.begin(res);
+  /** A token with limits or a method scope, and a check that carries the original body: judged as the gateway judges it. */
+  private judgeBody(res: HttpResponse, req: HttpRequest, ticket: Ticket, allow: string, head: boolean): void {
+    if (!(Number(req.getHeader('content-length') || 0) <= MAX_BODY_BYTES)) return writeBodyTooLarge(res);
+    const bodies = this.admission.bodies!;
+    const pending = this.inFlight.begin(res);
     readBody(res, pending, (body) => {
-      const refusal = scope.check(grant, body, 'http');
+      // Whole: the proxy in front forwards the body it has, so a batch cannot be split here.
+      const { reading, refusal } = bodies.judge(ticket, body, false, 'http');
+      bodyRead(res, reading);
       res.cork(() => {
         // The proxy in front acts on the status: a refused call is a 403 here, not the gate's 200.
-        if (refusal !== null) writeScopeRefusal(res, refusal, head, allow, true);
+        if (refusal !== null) writeCallRefusal(res, refusal, head, allow, true);
         else endWith(res.writeHeader('Content-Type', 'application/json'), GRANTED, head);
       });
       pending.finish();

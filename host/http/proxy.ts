@@ -18,15 +18,17 @@
 // Content-Length, a method that is not a token) is the client's own mistake: 400, and
 // no word of it in the upstream's errors, metrics or health.
 //
-// A token with a method scope (the router hands over its grant) is the one exception to
-// streaming: its request body is read whole first, up to the body limit, and its calls
-// checked (scope.ts); only then are the bytes received, exactly those, sent upstream. A
-// refused body sends the upstream nothing at all; of a batch with some calls allowed, only
-// those are sent, as a batch, and the upstream's answer is read whole and merged with the
-// refused calls' errors. Tokens without methods are streamed as before, and cost nothing more.
+// A token with limits or a method scope (the router hands over its ticket) is the one
+// exception to streaming: its request body is read whole first, up to the body limit,
+// and judged on the one reading of its calls (body-admission.ts): only then are the bytes
+// received, exactly those, sent upstream. A refused body sends the upstream nothing at
+// all; of a batch with some calls allowed, only those are sent, as a batch, and the
+// upstream's answer is read whole and merged with the refused calls' errors. Tokens with
+// neither are streamed as before, and cost nothing more.
 import { STATUS_CODES } from 'node:http';
 import type { HttpRequest, HttpResponse, RecognizedString } from 'uWebSockets.js';
-import { upstreamAnswered } from './access-log.js';
+import { bodyRead, upstreamAnswered } from './access-log.js';
+import type { BodyAdmission, Ticket } from './body-admission.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import { BodyTooLargeError, ClientGoneError, LimitRefusedError, RpcCode, ScopeRefusedError, UpstreamError } from '../errors.js';
@@ -36,12 +38,9 @@ import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
 import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import type { UpstreamHealth } from './forwarding.js';
-import { writeLimitsFull, writeRateLimited, writeScopeRefusal } from './refusals.js';
-import { ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE } from '../core/core.js';
-import type { LimitedCalls } from './admission.js';
-import { callCount } from './scope.js';
+import { writeCallRefusal } from './refusals.js';
 import { jsonLine } from './responses.js';
-import type { MethodScope, ScopeSplit } from './scope.js';
+import type { ScopeSplit } from './scope.js';
 import { equalsIgnoringCase, FIELD, Framing, type ResponseParser } from './upstream/parser.js';
 import { UpstreamPool, type Connection, type UpstreamRequest } from './upstream/pool.js';
 
@@ -86,8 +85,8 @@ interface Relay {
   readonly failure: (error: Error) => { status: string; body: Uint8Array };
   /** Called once per exchange, with what ended it (null: the whole answer was relayed). */
   readonly settle: (error: Error | null) => void;
-  /** Where the calls of a scoped token's body are checked; null when there are no tokens. */
-  readonly scope: MethodScope | null;
+  /** Where the calls of a body with a ticket are judged; null when there are no tokens. */
+  readonly bodies: BodyAdmission | null;
 }
 
 /** What a request head cannot hold: a method or a header name that is not a token, a value with a control byte, a target with a space. */
@@ -126,7 +125,7 @@ export class UpstreamProxy {
   private readonly watch: UpstreamWatch;
 
   constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
-    metrics: Metrics, log: Logger, scope: MethodScope | null = null) {
+    metrics: Metrics, log: Logger, bodies: BodyAdmission | null = null) {
     const pool = new UpstreamPool({
       url: options.url,
       timeoutMs: options.timeoutMs,
@@ -147,19 +146,18 @@ export class UpstreamProxy {
         `${SPLIT_ANSWER_MAX} bytes, the most api-auth merges with the refused calls' errors: send the calls the token allows apart`),
       failure: (error) => watch.answer(error),
       settle: (error) => this.settled(error),
-      scope,
+      bodies,
     };
   }
 
   /**
    * Forwards the request (`path` as the gate checked it, `method` as received); call it
    * from the uWS handler, before returning. `allowOrigin`: the CORS origin the answer is
-   * for (cors.ts), "" for none. `grant`: the grant of a token with a method scope, whose
-   * body is checked before anything is sent; -1 for none. `limited`: a token with limits,
-   * whose body is read whole too, so that a batch counts as its calls before anything is sent.
+   * for (cors.ts), "" for none. `ticket`: what a request with a body of a token with
+   * limits or a method scope still owes its admission: its body is read whole and its
+   * calls judged before anything is sent; null for none.
    */
-  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = '', grant = -1,
-    limited: LimitedCalls | null = null): void {
+  forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = '', ticket: Ticket | null = null): void {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
@@ -176,7 +174,6 @@ export class UpstreamProxy {
     const head = requestHead(method, target, this.hostLines, headers);
     if (head instanceof Unwritable) return refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${head.why}`));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
-    if (grant >= 0 && !hasBody) return writeScopeRefusal(res, this.relay.scope!.noBody('http'), method === 'HEAD', allowOrigin);
     const exchange = new Exchange(this.relay, res, method === 'HEAD', head, allowOrigin);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
@@ -184,7 +181,7 @@ export class UpstreamProxy {
       exchange.sendWithoutBody(EXPECTS_BODY.has(method));
       return;
     }
-    if (grant >= 0 || limited !== null) res.onData((chunk, isLast) => exchange.scopedData(chunk, isLast, grant, limited));
+    if (ticket !== null) res.onData((chunk, isLast) => exchange.judgedData(chunk, isLast, ticket));
     else res.onData((chunk, isLast) => exchange.requestData(chunk, isLast, declared));
   }
 
@@ -197,7 +194,8 @@ export class UpstreamProxy {
   private settled(error: Error | null): void {
     this.inFlight.leave();
     if (error === null) return this.watch.answered();
-    if (error instanceof ClientGoneError || error instanceof BodyTooLargeError || error instanceof ScopeRefusedError || error instanceof LimitRefusedError) return;
+    if (error instanceof ClientGoneError || error instanceof BodyTooLargeError || error instanceof ScopeRefusedError ||
+      error instanceof LimitRefusedError) return;
     this.watch.failed(error);
   }
 }
@@ -265,7 +263,7 @@ class Exchange implements UpstreamRequest {
   private held: Buffer[] | null = null;
   private lastHeld = false;
   private readingPaused = false;
-  /** A scoped token's body, as far as it has come. */
+  /** A body with a ticket, as far as it has come. */
   private chunks: Buffer[] | null = null;
   /** A batch of which only some calls went upstream: its answer is read whole, then merged with the refusals. */
   private split: ScopeSplit | null = null;
@@ -333,10 +331,10 @@ class Exchange implements UpstreamRequest {
   }
 
   /**
-   * A chunk of a scoped token's body: held until the last one, then the whole body is
-   * checked, and forwarded as received only if its calls pass.
+   * A chunk of a body with a ticket: held until the last one, then the whole body is
+   * judged, and forwarded as received (or as the scope split it) only if it passes.
    */
-  scopedData(chunk: ArrayBuffer, isLast: boolean, grant: number, limited: LimitedCalls | null = null): void {
+  judgedData(chunk: ArrayBuffer, isLast: boolean, ticket: Ticket): void {
     if (this.closed) return;
     this.received += chunk.byteLength;
     if (this.received > this.relay.maxBody) {
@@ -353,40 +351,26 @@ class Exchange implements UpstreamRequest {
     }
     const body = this.chunks === null ? copy : Buffer.concat([...this.chunks, copy], this.received);
     this.chunks = null;
-    // A batch of a token with limits: its first call was counted at admission, the others now.
-    const calls = limited === null ? 1 : callCount(body);
-    const admitted = calls > 1 ? limited!.admit(calls - 1) : ADMIT_OK;
-    if (admitted !== ADMIT_OK) {
+    // A HEAD's answer has no body to merge a split batch's refusals into: its batch goes whole or not at all.
+    const judged = this.relay.bodies!.judge(ticket, body, !this.head, 'http');
+    bodyRead(this.res, judged.reading);
+    const { refusal, split } = judged;
+    if (refusal !== null) {
       this.closed = true;
       const res = this.res;
-      res.cork(() => {
-        if (admitted === ADMIT_RATE || admitted === ADMIT_OVER_BURST) {
-          writeRateLimited(res, limited!.wait(), 'null', this.head, this.allowOrigin, admitted === ADMIT_OVER_BURST ? calls : 0);
-        } else {
-          writeLimitsFull(res, this.head, this.allowOrigin);
-        }
-      });
-      this.relay.settle(new LimitRefusedError(admitted === ADMIT_RATE || admitted === ADMIT_OVER_BURST ? 'rate' : 'table full'));
+      res.cork(() => writeCallRefusal(res, refusal, this.head, this.allowOrigin));
+      this.relay.settle(refusal.error);
       return;
     }
-    const scope = this.relay.scope!;
-    const refusal = grant < 0 ? null : this.head ? scope.check(grant, body, 'http') : scope.split(grant, body, 'http');
-    if (refusal === null) {
+    if (split === null) {
       this.bytes = withBody(this.requestHead, body);
       this.relay.dispatch(this);
       return;
     }
-    if (refusal.result === 'split') {
-      // The answer is merged with the refusals, so it must come as JSON text: not compressed.
-      this.split = refusal;
-      this.bytes = withBody(this.requestHead.replace(/\r\naccept-encoding: [^\r]*/g, ''), refusal.forward);
-      this.relay.dispatch(this);
-      return;
-    }
-    this.closed = true;
-    const res = this.res;
-    res.cork(() => writeScopeRefusal(res, refusal, this.head, this.allowOrigin));
-    this.relay.settle(new ScopeRefusedError(refusal.result));
+    // The answer is merged with the refusals, so it must come as JSON text: not compressed.
+    this.split = split;
+    this.bytes = withBody(this.requestHead.replace(/\r\naccept-encoding: [^\r]*/g, ''), split.forward);
+    this.relay.dispatch(this);
   }
 
   /** A copy of a chunk of a streaming body, framed as a chunk when the client sent it chunked. */

@@ -5,12 +5,16 @@
 // here: /ext/auth/check) is refused with 403 insufficient_scope, a status the proxy in
 // front can act on; the gate itself answers refused calls with their JSON-RPC errors (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
-import { Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
-import { RpcCode, SCOPE_ERRORS } from '../errors.js';
+import { ADMIT_OVER_BURST, ADMIT_RATE, Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
+import { LimitRefusedError, RpcCode, ScopeRefusedError } from '../errors.js';
+import { MAX_DEPTH } from '../rpc/reading.js';
+import { errorWithId } from '../rpc/jsonrpc.js';
+import type { Unreadable } from '../rpc/reading.js';
 import { writeCorsHeaders } from './cors.js';
 import { endWith, tableStatus } from './responses.js';
-import { INSUFFICIENT_SCOPE } from './scope.js';
-import type { ScopeRefusal } from './scope.js';
+
+/** The challenge of a refused scope (RFC 6750 §3.1). */
+export const INSUFFICIENT_SCOPE = 'Bearer error="insufficient_scope"';
 
 export type RefusedOutcome = Exclude<Outcome, Outcome.Valid>;
 
@@ -88,16 +92,34 @@ export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = 
 }
 
 /**
- * Writes the answer to a body a token's method scope refused (scope.ts), with the error
- * table's status (SCOPE_ERRORS): 200 for calls it does not allow, whose JSON-RPC errors
- * Ethereum clients read only from a 200; 403 insufficient_scope for a body that is not
- * JSON-RPC, and for any refusal that answers a `check` (/ext/auth/check), whose proxy
- * acts on the status. Call it corked. The body was read whole, so the connection stays usable.
+ * A request refused once its calls were known (admission.ts and body-admission.ts): by
+ * its token's method scope, or by its limits. The one shape both refusals take, so that
+ * HTTP writes its status and headers (writeCallRefusal), a WebSocket session sends its
+ * text, and an embedder gets both (embed.ts), from one table.
  */
-export function writeScopeRefusal(res: HttpResponse, refusal: ScopeRefusal, head = false, allowOrigin = '', check = false): void {
-  const status = check ? 403 : SCOPE_ERRORS[refusal.result].httpStatus;
+export interface CallRefusal {
+  /** The HTTP status. */
+  readonly status: number;
+  /** The JSON-RPC error (an object, or an array of them for a batch), as JSON text without a line feed. */
+  readonly text: string;
+  /** Retry-After in whole seconds; 0 for none. */
+  readonly retryAfter: number;
+  /** Refused by the method scope (403 insufficient_scope on /ext/auth/check); otherwise by the limits. */
+  readonly scope: boolean;
+  /** What ended the exchange, for the proxy's settle (never an upstream failure). */
+  readonly error: ScopeRefusedError | LimitRefusedError;
+}
+
+/**
+ * Writes a CallRefusal; call it corked. `check`: it answers /ext/auth/check, whose proxy
+ * acts on the status, so a scope's refusal is a 403 there, not the gate's 200. The body
+ * was read whole (or there was none), so the connection stays usable.
+ */
+export function writeCallRefusal(res: HttpResponse, refusal: CallRefusal, head = false, allowOrigin = '', check = false): void {
+  const status = check && refusal.scope ? 403 : refusal.status;
   res.writeStatus(tableStatus(status)).writeHeader('Content-Type', 'application/json');
-  if (status === 403) res.writeHeader('WWW-Authenticate', INSUFFICIENT_SCOPE);
+  if (refusal.scope && status === 403) res.writeHeader('WWW-Authenticate', INSUFFICIENT_SCOPE);
+  if (refusal.retryAfter > 0) res.writeHeader('Retry-After', String(refusal.retryAfter));
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   endWith(res, new TextEncoder().encode(`${refusal.text}\n`), head);
 }
@@ -117,29 +139,72 @@ export function retryAfterSeconds(waitMs: number): number {
   return Math.max(1, Math.ceil(waitMs / 1000));
 }
 
-/**
- * Writes the 429 of a request past its token's rate (-32005, EIP-1474's "limit
- * exceeded", with `idJson` as its id), with Retry-After; call it corked. `waitMs`: the
- * core's wait; `calls`, for a request of more calls than the burst, which no wait helps
- * (then Retry-After is absent).
- */
-export function writeRateLimited(res: HttpResponse, waitMs: number, idJson: string, head = false, allowOrigin = '', calls = 0): void {
-  res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json');
-  const message = calls > 0 ? overBurstMessage(calls) : rateLimitedMessage(retryAfterSeconds(waitMs));
-  if (calls === 0) res.writeHeader('Retry-After', String(retryAfterSeconds(waitMs)));
-  if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
-  endWith(res, new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.RateLimited, message })},"id":${idJson}}\n`), head);
-}
-
 /** The message of the 503 when the core's limits table has no slot for a token (assembly/limits.ts). */
 export const LIMITS_FULL_REASON = 'this api-auth gateway tracks as many tokens with limits as it can; retry later, or use a token ' +
   'without limits';
 
-/** Writes that 503; call it corked. */
-export function writeLimitsFull(res: HttpResponse, head = false, allowOrigin = ''): void {
-  res.writeStatus('503 Service Unavailable').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', '1');
-  if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
-  endWith(res, new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.Unavailable, message: LIMITS_FULL_REASON })},"id":1}\n`), head);
+/**
+ * The refusal of `calls` calls (with `idJson`, the lone call's id, or null) that a token's
+ * limits did not let through: the one table of the core's ADMIT_ refusals but the
+ * client's (writeRefusal's Outcome.Limited, 403). Past the rate: 429 with Retry-After
+ * from the core's wait (`waitMs`), -32005 (EIP-1474's "limit exceeded"); more calls than
+ * the burst, which no wait lets through: 429 without Retry-After; no slot to track the
+ * token: 503, Retry-After 1, -32046.
+ */
+export function limitRefusal(result: number, waitMs: number, calls: number, idJson: string): CallRefusal {
+  if (result === ADMIT_RATE) {
+    const wait = retryAfterSeconds(waitMs);
+    return { status: 429, text: errorWithId(RpcCode.RateLimited, rateLimitedMessage(wait), idJson), retryAfter: wait, scope: false, error: RATE };
+  }
+  if (result === ADMIT_OVER_BURST) {
+    return { status: 429, text: errorWithId(RpcCode.RateLimited, overBurstMessage(calls), idJson), retryAfter: 0, scope: false, error: RATE };
+  }
+  return { status: 503, text: errorWithId(RpcCode.Unavailable, LIMITS_FULL_REASON, idJson), retryAfter: 1, scope: false, error: TABLE_FULL };
+}
+
+const RATE = new LimitRefusedError('rate');
+const TABLE_FULL = new LimitRefusedError('table full');
+
+/** Why a body's calls could not be read (host/rpc/reading.ts), as a refusal says it; `at` is a batch element's place, -1 for the body. */
+export function unreadableReason(problem: Unreadable | 'encoding' | 'unseen' | 'unjudged', at: number): string {
+  const what = at < 0 ? 'the body' : `call ${at} of the batch`;
+  switch (problem) {
+    case 'none': return 'the request must carry a JSON-RPC call or batch in its body, and it has none';
+    case 'utf8': return 'the body is not UTF-8';
+    case 'bom': return 'the body starts with a byte order mark, which nodes read differently';
+    case 'json': return 'the body is not one JSON value alone (nothing may follow it)';
+    case 'depth': return `the body nests deeper than ${MAX_DEPTH}`;
+    case 'empty batch': return 'the batch is empty';
+    case 'not a call': return `${what} is not a JSON-RPC call (an object with a "method" string)`;
+    case 'method twice': return `${what} names its method more than once (servers differ on which one counts)`;
+    case 'encoding': return 'the body is compressed (Content-Encoding), which api-auth does not read';
+    case 'unseen': return 'this check cannot see the request\'s calls (an auth subrequest carries no body): use a token without ' +
+      'limits here, or put api-auth itself in front of the node (--upstream)';
+    case 'unjudged': return 'protect() hands the body to the handler unread, so api-auth cannot judge its calls: the node reads ' +
+      'the body, then asks auth.authorize(header, path, { client, body })';
+  }
+}
+
+/** The start of the refusal of a body that a token with a method scope cannot have its calls read from. */
+export const SCOPED_PREFIX = 'the provided auth token allows only some JSON-RPC methods';
+const LIMITED_PREFIX = 'the provided auth token has limits, so its request must be one JSON-RPC call or a batch that api-auth ' +
+  'reads exactly';
+const UNREADABLE_SCOPED = new ScopeRefusedError('not json-rpc');
+const UNREADABLE_LIMITED = new LimitRefusedError('unreadable');
+
+/**
+ * The refusal of a body whose calls cannot be read, for a token that needs them read:
+ * with a method scope, 403 insufficient_scope (-32047); with limits only, 400 (-32600).
+ * `idJson`: the lone call's id when it could be read, else null.
+ */
+export function unreadableRefusal(problem: Unreadable | 'encoding' | 'unseen' | 'unjudged', at: number, idJson: string | null, scoped: boolean): CallRefusal {
+  const reason = unreadableReason(problem, at);
+  if (scoped) {
+    return { status: 403, text: errorWithId(RpcCode.InsufficientScope, `${SCOPED_PREFIX}: ${reason}`, idJson ?? 'null'), retryAfter: 0,
+      scope: true, error: UNREADABLE_SCOPED };
+  }
+  return { status: 400, text: errorWithId(RpcCode.InvalidRequest, `${LIMITED_PREFIX}: ${reason}`, idJson ?? 'null'), retryAfter: 0,
+    scope: false, error: UNREADABLE_LIMITED };
 }
 
 /**
@@ -175,3 +240,13 @@ export const VERDICTS: readonly Verdict[] = (() => {
   return Object.freeze(verdicts);
 })();
 
+
+/** The verdict of a CallRefusal, for hosts that write responses their own way (embed.ts): `outcome` Limited or Scoped, by which refused. */
+export function callRefusalVerdict(outcome: RefusedOutcome, refusal: CallRefusal): Verdict {
+  const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+  if (refusal.scope && refusal.status === 403) headers['WWW-Authenticate'] = INSUFFICIENT_SCOPE;
+  if (refusal.retryAfter > 0) headers['Retry-After'] = String(refusal.retryAfter);
+  const parsed = JSON.parse(refusal.text) as { error: { message: string } } | { error: { message: string } }[];
+  const reason = (Array.isArray(parsed) ? parsed[0] : parsed).error.message;
+  return Object.freeze({ ok: false, outcome, status: refusal.status, reason, headers: Object.freeze(headers), body: `${refusal.text}\n` });
+}

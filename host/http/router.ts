@@ -4,8 +4,9 @@
 // when there is one.
 //
 // The protected path is kept to: read the header and the URL, one core call, write. A
-// token with a method scope (Outcome.Scoped) is let through to its route or the proxy
-// with its grant, whose methods are checked there against the body (scope.ts).
+// token with limits or a method scope whose request has a body is let through to its
+// route or the proxy with its ticket: the body is read there, and judged by the
+// admission's second half (body-admission.ts) before anything acts on it.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { judged } from './access-log.js';
 import type { AccessLog } from './access-log.js';
@@ -37,10 +38,10 @@ export class Router {
     if (this.access !== null) judged(res, req, admission, decision, path);
     if (decision !== Decision.Admitted) return;
     // Read before anything else is admitted: a check (auth-check.ts) admits its original request with the same admission.
-    const { allow, grant, limited } = admission;
+    const { allow, ticket } = admission;
     const route = this.routes.get(path);
-    if (route !== undefined) return this.local.serve(res, req, path, route, allow, grant);
-    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow, grant, limited);
+    if (route !== undefined) return this.local.serve(res, req, path, route, allow, ticket);
+    if (this.proxy !== null) return this.proxy.forward(res, req, path, method, allow, ticket);
     writeNotFound(res, req.getMethod() === 'head');
   }
 }

@@ -12,12 +12,12 @@ import { clientAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
-import { writeScopeRefusal } from './refusals.js';
+import type { BodyAdmission, Ticket } from './body-admission.js';
+import { writeCallRefusal } from './refusals.js';
 import { endWith, writeInternalError, writeMethodNotAllowed } from './responses.js';
 import type { ReadinessRoute } from './readiness.js';
 import { postCall } from './rpc-route.js';
 import type { RpcHandler } from './rpc-route.js';
-import type { MethodScope } from './scope.js';
 import { Tarpit } from './tarpit.js';
 
 export type Route =
@@ -36,25 +36,29 @@ export type Route =
 export class LocalRoutes {
   private readonly tarpit = new Tarpit();
 
-  /** `scope`: where the methods of scoped tokens are checked; null when there are no tokens. */
+  /** `bodies`: where the calls of tokens with limits or a method scope are judged; null when there are no tokens. */
   constructor(private readonly inFlight: InFlight, private readonly trusted: TrustedProxies, private readonly log: Logger,
-    private readonly scope: MethodScope | null = null) {}
+    private readonly bodies: BodyAdmission | null = null) {}
 
   /**
    * Call it from the uWS handler, before returning. `allowOrigin`: the CORS origin the
-   * answer is for (cors.ts), "" for none; the node's endpoints' answers carry it. `grant`:
-   * the grant of a token with a method scope, -1 for none.
+   * answer is for (cors.ts), "" for none; the node's endpoints' answers carry it. `ticket`:
+   * what a request with a body of a token with limits or a method scope still owes its
+   * admission (admission.ts), null for none.
    */
-  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route, allowOrigin = '', grant = -1): void {
+  serve(res: HttpResponse, req: HttpRequest, path: string, route: Route, allowOrigin = '', ticket: Ticket | null = null): void {
     const method = req.getMethod();
-    // A scoped token reaches a node endpoint with a POSTed body whose every call it
-    // allows, and nothing else: no probe, no metrics (a GET has no calls to check).
-    if (grant >= 0 && (route.kind !== 'rpc' || method !== 'post')) {
-      return writeScopeRefusal(res, this.scope!.noBody('http'), method === 'head', allowOrigin);
+    if (ticket !== null) {
+      // A POST to a node endpoint has its calls judged as its body is read; any other
+      // request runs no call of its body: a scope has none to allow, and the limits count one.
+      if (route.kind === 'rpc' && method === 'post') {
+        return postCall(res, req, route.endpoint, '', this.inFlight, this.log, allowOrigin, { bodies: this.bodies!, ticket });
+      }
+      const refusal = this.bodies!.withoutBody(ticket, 'http');
+      if (refusal !== null) return writeCallRefusal(res, refusal, method === 'head', allowOrigin);
     }
     switch (route.kind) {
       case 'rpc':
-        if (grant >= 0) return postCall(res, req, route.endpoint, '', this.inFlight, this.log, allowOrigin, { scope: this.scope!, grant });
         // The built-in endpoints' methods never read the client's address: it is not looked
         // up for them (a getpeername(2) and a string); only /ext/auth's methods get it.
         if (method === 'post') return postCall(res, req, route.endpoint, '', this.inFlight, this.log, allowOrigin);

@@ -7,9 +7,11 @@ import type { Logger } from '../ops/log.js';
 import type { CallContext, Reply } from '../rpc/jsonrpc.js';
 import { writeCorsHeaders } from './cors.js';
 import type { InFlight, Pending } from './in-flight.js';
-import { writeScopeRefusal } from './refusals.js';
+import type { BodyAdmission, Ticket } from './body-admission.js';
+import { writeCallRefusal } from './refusals.js';
 import { MAX_BODY_BYTES, readBody, tableStatus, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
-import type { MethodScope, ScopeSplit } from './scope.js';
+import type { ScopeSplit } from './scope.js';
+import { bodyRead } from './access-log.js';
 
 /** What answers a body: a JSON-RPC endpoint, or the token service's link. */
 export interface RpcHandler {
@@ -19,20 +21,20 @@ export interface RpcHandler {
 
 const JSON_CONTENT_TYPE = /^[ \t]*application\/json[ \t]*(?:;|$)/i;
 
-/** A token's method scope, which the body's calls must keep to before the handler sees them. */
-export interface ScopedCall {
-  readonly scope: MethodScope;
-  readonly grant: number;
+/** A token with limits or a method scope, whose body's calls are judged before the handler sees them. */
+export interface JudgedCall {
+  readonly bodies: BodyAdmission;
+  readonly ticket: Ticket;
 }
 
 /**
  * Reads the request's body and answers it with `handler`. `address` is the client's, for
  * the call's context; `allowOrigin` the CORS origin the answer is for (cors.ts), "" for
- * none; `scoped` the method scope of the request's token, if it has one. Call it from the
- * uWS handler, before returning.
+ * none; `judgedCall` the ticket of a token with limits or a method scope, if it has
+ * one. Call it from the uWS handler, before returning.
  */
 export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandler, address: string, inFlight: InFlight, log: Logger,
-  allowOrigin = '', scoped: ScopedCall | null = null): void {
+  allowOrigin = '', judgedCall: JudgedCall | null = null): void {
   if (!JSON_CONTENT_TYPE.test(req.getHeader('content-type'))) return writeNotJson(res);
   const declared = req.getHeader('content-length');
   // The body is not read, so the connection cannot carry another request.
@@ -40,7 +42,7 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
   const pending = inFlight.begin(res);
   // handle() reads the body before returning, so the usual body, in one piece, is read
   // where uWS holds it, without a copy.
-  readBody(res, pending, (body) => answer(res, handler, body, address, pending, log, allowOrigin, scoped));
+  readBody(res, pending, (body) => answer(res, handler, body, address, pending, log, allowOrigin, judgedCall));
 }
 
 /**
@@ -50,16 +52,17 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
  * cork when it comes.
  */
 function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, address: string, pending: Pending, log: Logger,
-  allowOrigin: string, scoped: ScopedCall | null): void {
+  allowOrigin: string, judgedCall: JudgedCall | null): void {
   let split: ScopeSplit | null = null;
-  if (scoped !== null) {
-    const refusal = scoped.scope.split(scoped.grant, body, 'http');
-    if (refusal !== null && refusal.result !== 'split') {
-      writeScopeRefusal(res, refusal, false, allowOrigin);
+  if (judgedCall !== null) {
+    const judged = judgedCall.bodies.judge(judgedCall.ticket, body, true, 'http');
+    bodyRead(res, judged.reading);
+    if (judged.refusal !== null) {
+      writeCallRefusal(res, judged.refusal, false, allowOrigin);
       pending.finish();
       return;
     }
-    split = refusal;
+    split = judged.split;
   }
   let reply: Reply | Promise<Reply>;
   try {

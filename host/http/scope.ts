@@ -1,59 +1,25 @@
-// The method check of a token with a method scope (`methods` in auth.newToken): the
-// request's JSON-RPC body, one call or a batch, passes only if the core allows the
-// method of every call. Anything the check cannot read as JSON-RPC fails closed: no body,
-// a body that is not UTF-8 JSON, an empty batch, a call without a "method" string.
-//
-// The body is read here as the upstream will read it, and where servers could read it
-// otherwise the check refuses rather than guess. A call whose object names its method
-// twice ("method" twice, or also "Method": Go's encoding/json, which most nodes use,
-// matches member names without regard to case and keeps the last) is refused, as is one
-// whose only method member is spelled otherwise than "method". JSON.parse keeps only the
-// last of repeated names, so the members of each call are read from the text itself.
+// The method check of a token with a method scope (`methods` in auth.newToken): a body's
+// calls, as the one reading found them (rpc/reading.ts), pass only if the core allows the
+// method of every one. A body the reading could not read never comes here: it fails
+// closed before (body-admission.ts).
 //
 // Over HTTP, where a body has its answer in one piece, a batch of which the token allows
 // only some calls is split (ScopeSplit): the allowed calls go to the node as one batch,
 // and each refused call is answered in its place in the merged answer. The node never
-// sees a refused call. A WebSocket message is refused whole, as its answers come apart.
+// sees a refused call. A WebSocket message, and a check's body, are refused whole.
 //
 // Only tokens whose check gave Outcome.Scoped come here: a token without methods costs
 // nothing of this.
-import { RpcCode } from '../errors.js';
-import { skipSpace, skipString, skipValue } from '../rpc/reading.js';
+import { RpcCode, ScopeRefusedError, SCOPE_ERRORS } from '../errors.js';
+import type { Call, Read } from '../rpc/reading.js';
+import { skipSpace, skipValue } from '../rpc/reading.js';
 import type { Core } from '../core/core.js';
-import type { Metrics, ScopeResult, ScopeVia } from '../ops/metrics.js';
+import { errorWithId } from '../rpc/jsonrpc.js';
+import type { CallRefusal } from './refusals.js';
 
-/** The challenge of a refused scope (RFC 6750 §3.1). */
-export const INSUFFICIENT_SCOPE = 'Bearer error="insufficient_scope"';
 /** Characters of a method name a refusal shows; a longer name is cut there. */
 const METHOD_SHOWN = 64;
-const SCOPED = 'the provided auth token allows only some JSON-RPC methods';
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** Why a body fails the check before any method is compared. */
-const UNREADABLE = {
-  none: `${SCOPED}: the request must carry a JSON-RPC call or batch in its body, and it has none`,
-  json: `${SCOPED}: the body is not valid UTF-8 JSON`,
-  empty: `${SCOPED}: the batch is empty`,
-} as const;
-/** Why one call cannot be read, after "the body" for a lone call, or "call N of the batch". */
-const NOT_A_CALL = 'is not a JSON-RPC call (an object with a "method" string)';
-const NAMED_TWICE = 'names its method more than once (servers differ on which one counts)';
-
-/** One call of the body, as the check read it. */
-interface Call {
-  /** The method, when the call names it once, as "method", with a string. */
-  readonly method: string | null;
-  /** The source text of its id; null for a notification (no id). */
-  readonly id: string | null;
-  /** Why it is not a call the check can read (NOT_A_CALL, NAMED_TWICE); '' when it is. */
-  readonly problem: string;
-}
-
-/** A refused body: what the client gets, as JSON text (no line feed). */
-export interface ScopeRefusal {
-  readonly result: Exclude<ScopeResult, 'allowed'>;
-  readonly text: string;
-}
+const NOT_ALLOWED = new ScopeRefusedError('method not allowed');
 
 /**
  * A batch of which the scope allows some calls: those go on, as one batch of their text
@@ -61,9 +27,10 @@ export interface ScopeRefusal {
  * answer to the others is back.
  */
 export interface ScopeSplit {
-  readonly result: 'split';
   /** The allowed calls, as a batch. */
   readonly forward: Uint8Array;
+  /** How many calls `forward` holds: what a token's limits count. */
+  readonly calls: number;
   /**
    * The answer to the whole batch: the answers in `answer` (the JSON text of the
    * answer to `forward`) and the refusals, in the order of the calls they answer (an
@@ -73,87 +40,45 @@ export interface ScopeSplit {
   merge(answer: string): string | undefined;
 }
 
-export class MethodScope {
-  constructor(private readonly core: Core, private readonly metrics: Metrics) {}
-
-  /**
-   * Null when every call of `body` has a method the grant allows; otherwise the refusal,
-   * naming the method (or what is wrong with the body) for each call that has an id.
-   * Counted under `via`.
-   */
-  check(grant: number, body: Uint8Array, via: ScopeVia): ScopeRefusal | null {
-    const verdict = this.judge(grant, body, false) as ScopeRefusal | null;
-    this.metrics.scopeCheck(via, verdict === null ? 'allowed' : verdict.result);
-    return verdict;
+/**
+ * Null when the grant allows every call of `reading`; a ScopeSplit when `split` and it
+ * allows some calls of a batch; otherwise the refusal, naming the method for each call
+ * that has an id.
+ */
+export function judgeMethods(core: Core, grant: number, reading: Read, split: boolean): CallRefusal | ScopeSplit | null {
+  const calls = reading.calls;
+  if (!reading.batch) {
+    const call = calls[0];
+    if (core.methodAllowed(grant, call.method)) return null;
+    return refused(errorWithId(RpcCode.InsufficientScope, notAllowed(call.method), call.id ?? 'null'));
   }
-
-  /**
-   * check(), for a body that has its answer in one piece (an HTTP request): a batch of
-   * which only some calls are allowed is split rather than refused. Counted under `via`,
-   * a split as a refusal ('method not allowed').
-   */
-  split(grant: number, body: Uint8Array, via: ScopeVia): ScopeRefusal | ScopeSplit | null {
-    const verdict = this.judge(grant, body, true);
-    this.metrics.scopeCheck(via, verdict === null ? 'allowed' : verdict.result === 'split' ? 'method not allowed' : verdict.result);
-    return verdict;
+  let allowed: boolean[] | null = null;
+  let refusedCall: Call | null = null;
+  for (let k = 0; k < calls.length; k++) {
+    const ok = core.methodAllowed(grant, calls[k].method);
+    if (!ok && refusedCall === null) {
+      refusedCall = calls[k];
+      allowed = calls.slice(0, k).map(() => true);
+    }
+    allowed?.push(ok);
   }
-
-  /** The refusal of a request that carries no body at all (GET, HEAD, an empty POST), counted under `via`. */
-  noBody(via: ScopeVia, message: string = UNREADABLE.none): ScopeRefusal {
-    this.metrics.scopeCheck(via, 'not json-rpc');
-    return { result: 'not json-rpc', text: errorText(message, 'null') };
+  if (refusedCall === null || allowed === null) return null;
+  if (split && allowed.includes(true)) {
+    const errors = calls.map((c, k) => allowed![k] || c.id === null ? '' : errorWithId(RpcCode.InsufficientScope, notAllowed(c.method), c.id));
+    return splitBatch(reading, allowed, errors);
   }
+  // Every call refused (the node is not asked), or a batch that goes whole or not at all.
+  const also = `not forwarded: this batch also calls ${quoted(refusedCall.method)}, which the provided auth token does not allow`;
+  const texts: string[] = [];
+  calls.forEach((c, k) => {
+    if (c.id !== null) texts.push(errorWithId(RpcCode.InsufficientScope, allowed![k] ? also : notAllowed(c.method), c.id));
+  });
+  // A batch of notifications only gets the one error without an id, as a body the check cannot read does.
+  return refused(texts.length === 0 ? errorWithId(RpcCode.InsufficientScope, notAllowed(refusedCall.method), 'null') : `[${texts.join(',')}]`);
+}
 
-  private judge(grant: number, body: Uint8Array, split: boolean): ScopeRefusal | ScopeSplit | null {
-    if (body.length === 0) return unreadable(UNREADABLE.none);
-    let text: string;
-    let parsed: unknown;
-    try {
-      text = utf8.decode(body);
-      parsed = JSON.parse(text);
-    } catch {
-      return unreadable(UNREADABLE.json);
-    }
-    const start = skipSpace(text, 0);
-    if (!Array.isArray(parsed)) {
-      const call = readCall(text, start);
-      if (call.problem !== '') return unreadable(`${SCOPED}: the body ${call.problem}`, call.id);
-      if (this.core.methodAllowed(grant, call.method!)) return null;
-      return { result: 'method not allowed', text: errorText(notAllowed(call.method!), call.id ?? 'null') };
-    }
-    if (parsed.length === 0) return unreadable(UNREADABLE.empty);
-    const calls: Call[] = [];
-    /** Each call's text, and whether the grant allows it, by the call's place. */
-    const texts: string[] = [];
-    const allowed: boolean[] = [];
-    let refused: Call | null = null;
-    let i = skipSpace(text, start + 1);
-    while (text[i] !== ']') {
-      const call = readCall(text, i);
-      if (call.problem !== '') return unreadableBatch(calls, call, text, i);
-      const end = skipValue(text, i);
-      const ok = this.core.methodAllowed(grant, call.method!);
-      if (refused === null && !ok) refused = call;
-      calls.push(call);
-      texts.push(text.slice(i, end));
-      allowed.push(ok);
-      i = skipSpace(text, end);
-      if (text[i] === ',') i = skipSpace(text, i + 1);
-    }
-    if (refused === null) return null;
-    if (split) {
-      const errors = calls.map((c, k) => allowed[k] || c.id === null ? '' : errorText(notAllowed(c.method!), c.id));
-      if (allowed.includes(true)) return splitBatch(calls, texts, allowed, errors);
-      const answers = errors.filter((e) => e !== '');
-      // Every call refused: the node is not asked. A batch of notifications only gets the
-      // one error without an id, as a body the check cannot read does.
-      return { result: 'method not allowed', text: answers.length === 0 ? errorText(notAllowed(refused.method!), 'null') : `[${answers.join(',')}]` };
-    }
-    const also = `not forwarded: this batch also calls ${quoted(refused.method!)}, which the provided auth token does not allow`;
-    const errors = calls.filter((c) => c.id !== null)
-      .map((c) => errorText(this.core.methodAllowed(grant, c.method!) ? also : notAllowed(c.method!), c.id!));
-    return { result: 'method not allowed', text: errors.length === 0 ? errorText(notAllowed(refused.method!), 'null') : `[${errors.join(',')}]` };
-  }
+function refused(text: string): CallRefusal {
+  return { status: SCOPE_ERRORS['method not allowed'].httpStatus, text, retryAfter: 0, scope: true, error: NOT_ALLOWED };
 }
 
 /**
@@ -161,11 +86,13 @@ export class MethodScope {
  * others). An answer is matched to its call by id, compared as JSON values (the node may
  * write `1.0` as `1`), first come first served when a client repeats an id.
  */
-function splitBatch(calls: readonly Call[], texts: readonly string[], allowed: readonly boolean[], errors: readonly string[]): ScopeSplit {
-  const forward = new TextEncoder().encode(`[${texts.filter((_, k) => allowed[k]).join(',')}]`);
+function splitBatch(reading: Read, allowed: readonly boolean[], errors: readonly string[]): ScopeSplit {
+  const { calls, text } = reading;
+  const kept = calls.filter((_, k) => allowed[k]);
+  const forward = new TextEncoder().encode(`[${kept.map((c) => text.slice(c.start, c.end)).join(',')}]`);
   return {
-    result: 'split',
     forward,
+    calls: kept.length,
     merge(answer: string): string | undefined {
       let answers: unknown;
       try {
@@ -204,49 +131,6 @@ function splitBatch(calls: readonly Call[], texts: readonly string[], allowed: r
   };
 }
 
-/**
- * How many calls a body holds, as a token's rate counts them: a batch's length (at least
- * one), else one (a lone call, or a body that is not JSON, which the upstream answers).
- */
-export function callCount(body: Uint8Array): number {
-  let i = 0;
-  while (i < body.length && (body[i] === 0x20 || body[i] === 0x09 || body[i] === 0x0a || body[i] === 0x0d)) i++;
-  if (body[i] !== 0x5b) return 1;
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
-    return Array.isArray(parsed) ? Math.max(1, parsed.length) : 1;
-  } catch {
-    return 1;
-  }
-}
-
-/** The JSON-RPC error object of a scope refusal, with `idJson` as its id. */
-function errorText(message: string, idJson: string): string {
-  return `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.InsufficientScope, message })},"id":${idJson}}`;
-}
-
-function unreadable(message: string, id: string | null = null): ScopeRefusal {
-  return { result: 'not json-rpc', text: errorText(message, id ?? 'null') };
-}
-
-/**
- * A batch with a call the check cannot read: the whole batch fails, with that reason for
- * the call's own id and for each other call that has one.
- */
-function unreadableBatch(before: readonly Call[], bad: Call, text: string, at: number): ScopeRefusal {
-  const calls = [...before, bad];
-  let i = skipSpace(text, skipValue(text, at));
-  if (text[i] === ',') i = skipSpace(text, i + 1);
-  while (text[i] !== ']') {
-    calls.push(readCall(text, i));
-    i = skipSpace(text, skipValue(text, i));
-    if (text[i] === ',') i = skipSpace(text, i + 1);
-  }
-  const message = `${SCOPED}: call ${before.length} of the batch ${bad.problem}`;
-  const errors = calls.filter((c) => c.id !== null).map((c) => errorText(message, c.id!));
-  return { result: 'not json-rpc', text: errors.length === 0 ? errorText(message, 'null') : `[${errors.join(',')}]` };
-}
-
 function notAllowed(method: string): string {
   return `the provided auth token does not allow method ${quoted(method)}`;
 }
@@ -254,38 +138,3 @@ function notAllowed(method: string): string {
 function quoted(method: string): string {
   return JSON.stringify(method.length <= METHOD_SHOWN ? method : `${Array.from(method).slice(0, METHOD_SHOWN).join('')}…`);
 }
-
-// The text has parsed as JSON already, so the reading below trusts its shape and only
-// finds where each member and value starts and ends.
-
-/** The call whose value starts at `i`. */
-function readCall(text: string, i: number): Call {
-  if (text[i] !== '{') return { method: null, id: null, problem: NOT_A_CALL };
-  let method: string | null = null;
-  let methods = 0;
-  let spelled = true;
-  let id: string | null = null;
-  i = skipSpace(text, i + 1);
-  while (text[i] === '"') {
-    const keyEnd = skipString(text, i);
-    const raw = text.slice(i + 1, keyEnd - 1);
-    const key = raw.includes('\\') ? JSON.parse(`"${raw}"`) as string : raw;
-    const valueStart = skipSpace(text, skipSpace(text, keyEnd) + 1);
-    const valueEnd = skipValue(text, valueStart);
-    if (key.length === 6 && key.toLowerCase() === 'method') {
-      methods++;
-      spelled = key === 'method';
-      method = text[valueStart] === '"' ? JSON.parse(text.slice(valueStart, valueEnd)) as string : null;
-    } else if (key === 'id') {
-      // The source text, so that the client gets back the digits it sent; JSON.parse keeps the last.
-      const first = text[valueStart];
-      id = first === '{' || first === '[' || first === 't' || first === 'f' ? 'null' : text.slice(valueStart, valueEnd);
-    }
-    i = skipSpace(text, valueEnd);
-    if (text[i] === ',') i = skipSpace(text, i + 1);
-  }
-  if (methods > 1) return { method: null, id, problem: NAMED_TWICE };
-  if (methods === 0 || !spelled || method === null) return { method: null, id, problem: NOT_A_CALL };
-  return { method, id, problem: '' };
-}
-

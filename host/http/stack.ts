@@ -26,7 +26,6 @@ import { Router } from './router.js';
 import { ReadinessRoute } from './readiness.js';
 import { LocalRoutes } from './routes.js';
 import type { Route } from './routes.js';
-import { MethodScope } from './scope.js';
 import type { WebSocketRelay, WebSocketSettings } from './websocket.js';
 
 export interface StackParts {
@@ -74,33 +73,32 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
     routes.set('/ext/health', { kind: 'rpc', endpoint: loggedEndpoint(healthMethods(), log), probe: new TextEncoder().encode(HEALTH_BODY + '\n') });
   }
   let gate: Gate | null = null;
-  // Where the calls of tokens with a method scope are checked; only tokens make one.
-  let scope: MethodScope | null = null;
   if (service !== undefined) {
     routes.set(AUTH_PATH, { kind: 'auth', service });
     gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, CHECK_PATH], serving: parts.serving });
-    scope = new MethodScope(core, metrics);
   }
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
   routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.clock, parts.serving) });
   // One admission for the router, the check and the relay: routes is read per request, so the check's own is in it too.
-  const admission = new Admission(core, gate, cors ?? null, routes, parts.trustedProxies);
-  routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(admission, scope, inFlight) });
+  const admission = new Admission(core, gate, cors ?? null, routes, parts.trustedProxies, metrics);
+  // Where the calls of tokens with limits or a method scope are judged; only tokens make one.
+  const bodies = admission.bodies;
+  routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(admission, inFlight) });
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {
     const { UpstreamProxy } = await import('./proxy.js');
-    proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log, scope);
+    proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log, bodies);
   }
   const gated = gate;
   const access = parts.accessLog === undefined ? null
     : new AccessLog(parts.accessLog, parts.trustedProxies, parts.clock, gated === null ? null : (path) => gated.open(path));
-  const router = new Router(admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, scope), proxy, access);
+  const router = new Router(admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, bodies), proxy, access);
   let websockets: WebSocketRelay | null = null;
   if (parts.upstream !== undefined) {
     const { WebSocketRelay } = await import('./websocket.js');
     websockets = new WebSocketRelay({
-      core, admission, scope, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
+      core, admission, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
       settings: parts.websocket, access,
     });
   }

@@ -10,14 +10,14 @@
 // that refuses, cannot be reached or does not answer in time gives the HTTP error the
 // proxy would.
 //
-// A session opened with a token that has a method scope keeps to it message by message:
-// each message from the client is checked as an HTTP body would be (scope.ts), and one
-// the scope refuses is not forwarded; the client gets the JSON-RPC error instead (one
-// error for a lone call, an array of them for a batch, as over HTTP) and the session
-// goes on. The upgrade itself carries no calls and is not refused for its scope. A
-// session opened with a token that has limits had its client checked at the upgrade; each
-// message then counts its calls (a batch, its number) against the token's rate, and one
-// past it gets -32005 for its id instead of being forwarded, the session going on.
+// A session opened with a token that has a method scope or limits keeps to them message
+// by message: each message from the client is judged as an HTTP body would be, on the
+// one reading of its calls (body-admission.ts), whole (a batch is not split: its answers
+// come apart), and one that is refused is not forwarded; the client gets the JSON-RPC
+// error instead (one error for a lone call, an array of them for a batch, as over HTTP)
+// and the session goes on. A message whose calls cannot be read is refused too. The
+// upgrade itself carries no calls and is not refused for its scope; a token with limits
+// had its client checked at the upgrade, and the upgrade counted as one call.
 //
 // A session lives only as long as its token. Every message from the client is checked
 // against the token's standing (core.standing: the generation, the expiry at the clock's
@@ -45,7 +45,7 @@
 // open.
 import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocket, WebSocketBehavior } from 'uWebSockets.js';
 import type { Clock } from '../clock.js';
-import { ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, Outcome, OUTCOME_NAMES } from '../core/core.js';
+import { Outcome, OUTCOME_NAMES } from '../core/core.js';
 import type { Claims, Core } from '../core/core.js';
 import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
@@ -55,18 +55,19 @@ import { judged, loggedSession, upstreamAnswered } from './access-log.js';
 import type { AccessLog, LoggedResponse, SessionCounts } from './access-log.js';
 import { Decision, webSocketWay, withoutToken } from './admission.js';
 import type { Admission, Way } from './admission.js';
+import type { Ticket } from './body-admission.js';
+import { callCount, readCalls } from '../rpc/reading.js';
 import { clientAddress, peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import type { InFlight } from './in-flight.js';
 import { classify, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import { statusLine } from './proxy.js';
 import type { UpstreamOptions } from './proxy.js';
-import { overBurstMessage, rateLimitedMessage, REFUSALS, retryAfterSeconds, writeRefusal } from './refusals.js';
+import { REFUSALS, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
-import type { MethodScope } from './scope.js';
 import { UpstreamWsCode, UpstreamWsError } from './upstream-ws/errors.js';
 import { connectUpstream } from './upstream-ws/socket.js';
 import type { HandshakeHandler, SessionHandler, UpstreamWebSocket as Upstream } from './upstream-ws/socket.js';
@@ -102,10 +103,8 @@ export interface WebSocketSettings {
 /** What a relay works with: this thread's admission, router and counters, and the upstream. */
 export interface RelayParts {
   readonly core: Core;
-  /** The router's admission step; an upgrade goes through it by its own way (webSocketWay). */
+  /** The router's admission step; an upgrade goes through it by its own way (webSocketWay), and a ticket's messages by its `bodies`. */
   readonly admission: Admission;
-  /** Where the messages of sessions opened with a scoped token are checked; null when there are no tokens. */
-  readonly scope: MethodScope | null;
   readonly router: Router;
   /** api-auth's own routes: an upgrade to one of them is the router's. */
   readonly routes: ReadonlyMap<string, Route>;
@@ -190,9 +189,7 @@ export class WebSocketRelay {
       if (decision === Decision.Refused) metrics.wsRefusal(admission.outcome === Outcome.BadPath ? 'path' : 'token');
       return;
     }
-    const { grant, token } = admission;
-    const limited = admission.limitedSerial < 0 ? null
-      : { serial: admission.limitedSerial, grant: admission.limitedGrant, client: admission.client as Uint8Array };
+    const { ticket, token } = admission;
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     let query = req.getQuery() as string | undefined;
     // The credential is the gate's alone: with the flag on, it never reaches the upstream.
@@ -226,7 +223,7 @@ export class WebSocketRelay {
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
     const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
     const standing = claims === undefined ? null : this.parts.core.standing(claims);
-    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, grant, limited, logged: loggedSession(res) });
+    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, ticket, logged: loggedSession(res) });
     handshake.start(target, protocols, list);
   }
 
@@ -308,34 +305,16 @@ export class WebSocketRelay {
     return this.parts.metrics;
   }
 
-  get scope(): MethodScope | null {
-    return this.parts.scope;
-  }
-
   /**
-   * A message of a session opened with a token that has limits: null when its calls (one,
-   * or a batch's number) are let through, else the JSON-RPC error to answer it with, for
-   * its id (null for a batch or a message that is not a call).
+   * A message of a session opened with a token that has limits or a method scope, judged
+   * whole on the one reading of its calls: null when it goes on, else the JSON-RPC error
+   * text to answer it with.
    */
-  admitMessage(limited: LimitedToken, data: ArrayBuffer): string | null {
-    let parsed: unknown = null;
-    try {
-      parsed = JSON.parse(Buffer.from(data).toString('utf8'));
-    } catch {
-      // Not JSON: one call as far as the rate goes; the upstream answers what it is.
-    }
-    const calls = Array.isArray(parsed) ? Math.max(1, parsed.length) : 1;
-    const { core, metrics } = this.parts;
-    const result = core.admit(limited.serial, limited.grant, calls, limited.client, this.parts.clock());
-    if (result === ADMIT_OK) return null;
-    metrics.limitRefusals[result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : 2]++;
-    const id = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) && 'id' in parsed ? JSON.stringify(parsed.id) : 'null';
-    const message = result === ADMIT_RATE ? rateLimitedMessage(retryAfterSeconds(core.admitWait))
-      : result === ADMIT_OVER_BURST ? overBurstMessage(calls) : 'this api-auth gateway tracks as many tokens with limits as it can; retry later';
-    return `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.RateLimited, message })},"id":${id ?? 'null'}}`;
+  judge(ticket: Ticket, data: ArrayBuffer): string | null {
+    return this.parts.admission.bodies!.judge(ticket, new Uint8Array(data), false, 'websocket').refusal?.text ?? null;
   }
 
-  /** A message of a session opened with a token without limits: its calls (one, or a batch's number) counted in the token's usage. */
+  /** A message of a session opened with a token with neither: its calls (one, or a batch's number) counted in the token's usage. */
   countMessage(claims: Claims, data: ArrayBuffer): void {
     this.parts.core.countUsage(claims, callsIn(data), this.seconds());
   }
@@ -419,20 +398,10 @@ interface Opened {
   readonly claims: Claims | undefined;
   /** The token's re-check (core.standing), run on every message; null without a token. */
   readonly standing: ((now: number) => Outcome) | null;
-  /** The grant of a token with a method scope, which every message must keep to; -1 for none. */
-  readonly grant: number;
+  /** What a token with limits or a method scope owes for each message: its calls judged; null for none. */
+  readonly ticket: Ticket | null;
   /** The upgrade's access log line, which the session's end completes; null when not logged. */
   readonly logged: LoggedResponse | null;
-  /** A token with limits, whose every message counts against its rate; null for none. */
-  readonly limited: LimitedToken | null;
-}
-
-/** What admits a session's messages against its token's limits (admission.ts). */
-interface LimitedToken {
-  readonly serial: number;
-  readonly grant: number;
-  /** The client's 16 bytes, as checked at the upgrade. */
-  readonly client: Uint8Array;
 }
 
 /** An upgrade waiting for the upstream: the client's 101 once the upstream accepts, or the HTTP error it earned. */
@@ -601,17 +570,11 @@ export class Session implements SessionHandler, SessionCounts {
       return;
     }
     if (!this.stands()) return;
-    if (this.opened.grant >= 0) {
-      const refusal = this.relay.scope!.check(this.opened.grant, new Uint8Array(data), 'websocket');
+    const ticket = this.opened.ticket;
+    if (ticket !== null) {
+      const refusal = this.relay.judge(ticket, data);
       if (refusal !== null) {
         // Within uWS's message callback, which is corked already.
-        this.client?.send(refusal.text, false);
-        return;
-      }
-    }
-    if (this.opened.limited !== null) {
-      const refusal = this.relay.admitMessage(this.opened.limited, data);
-      if (refusal !== null) {
         this.client?.send(refusal, false);
         return;
       }
@@ -827,26 +790,21 @@ export class Session implements SessionHandler, SessionCounts {
   }
 }
 
-/** Whether a close code may go in a close frame (RFC 6455 §7.4): 1000-1003, 1007-1014, 3000-4999. */
 /**
- * The calls a message holds, as admitMessage counts them: a batch its number (at least 1),
- * anything else 1. Only a message that starts with "[" is parsed, so that a session of single
- * calls pays no parse for its usage.
+ * The calls a message of a token without limits or scope holds, as its usage counts them:
+ * a batch its number, anything else (a lone call, or a message that cannot be read) 1.
+ * Only a message that starts with "[" is read, so that a session of single calls pays no
+ * reading for its usage.
  */
 function callsIn(data: ArrayBuffer): number {
   const bytes = new Uint8Array(data);
   let i = 0;
   // JSON's whitespace: space, tab, line feed, carriage return.
   while (i < bytes.length && (bytes[i] === 0x20 || bytes[i] === 0x09 || bytes[i] === 0x0a || bytes[i] === 0x0d)) i++;
-  if (bytes[i] !== 0x5b) return 1;
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
-    return Array.isArray(parsed) ? Math.max(1, parsed.length) : 1;
-  } catch {
-    return 1;
-  }
+  return bytes[i] === 0x5b ? callCount(readCalls(bytes)) : 1;
 }
 
+/** Whether a close code may go in a close frame (RFC 6455 §7.4): 1000-1003, 1007-1014, 3000-4999. */
 function sendable(code: number): boolean {
   return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
 }

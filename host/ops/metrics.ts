@@ -48,8 +48,11 @@ export type ScopeVia = (typeof SCOPE_VIAS)[number];
 export const SCOPE_RESULTS = ['allowed', 'method not allowed', 'not json-rpc'] as const;
 export type ScopeResult = (typeof SCOPE_RESULTS)[number];
 
-/** Why a token with limits was refused: past its rate, from a client it does not allow, or no slot in the core's limits table. */
-export const LIMIT_REFUSALS = ['rate', 'client', 'table full'] as const;
+/**
+ * Why a token with limits was refused: past its rate, from a client it does not allow, no
+ * slot in the core's limits table, or a body whose calls could not be read (and counted).
+ */
+export const LIMIT_REFUSALS = ['rate', 'client', 'table full', 'unreadable'] as const;
 export type LimitRefusal = (typeof LIMIT_REFUSALS)[number];
 
 /**

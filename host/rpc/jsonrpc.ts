@@ -95,7 +95,8 @@ export function errorResponse(code: number, message: string, id: Id = null): str
   return errorWithId(code, message, JSON.stringify(id));
 }
 
-function errorWithId(code: number, message: string, idJson: string): string {
+/** The JSON text of an error response whose id is `idJson`, the id's source text (digits as the client sent them). */
+export function errorWithId(code: number, message: string, idJson: string): string {
   return `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message })},"id":${idJson}}`;
 }
 

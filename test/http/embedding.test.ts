@@ -217,8 +217,12 @@ t.test('protect() enforces a token\'s limits: its clients and its rate, as the s
   const issue = async (params: Record<string, unknown>): Promise<string> =>
     (await jsonrpc(`${base}/ext/auth`, 'auth.newToken', { password, endpoints: ['/ext/info'], ...params })).result?.token as string;
   const limited = await issue({ rateLimit: '1/h', burst: 1 });
-  const post = (token: string) => request(base, '/ext/info', { method: 'POST', body: '{}', headers: [['Authorization', `Bearer ${token}`]] });
-  t.equal((await post(limited)).text, 'info', 'within the burst: the handler runs');
+  const post = (token: string) => request(base, '/ext/info', { method: 'POST', headers: [['Authorization', `Bearer ${token}`]] });
+  t.equal((await post(limited)).text, 'info', 'within the burst: the handler runs (a request without a body: one call)');
+  const withBody = await request(base, '/ext/info', { method: 'POST', body: '{"jsonrpc":"2.0","id":1,"method":"info.getNodeID"}',
+    headers: [['Authorization', `Bearer ${await issue({ rateLimit: '1/h', burst: 5 })}`]] });
+  t.equal(withBody.status, 400, 'a body protect() cannot judge (the handler reads it): refused, never run');
+  t.match(JSON.parse(withBody.text), { error: { code: -32600, message: /protect\(\) hands the body to the handler unread.*auth\.authorize/ } });
   const refused = await post(limited);
   t.equal(refused.status, 429, 'past the rate');
   t.equal(refused.headers['retry-after'], '3600');

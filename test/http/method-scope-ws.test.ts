@@ -49,7 +49,9 @@ t.test('a scoped session forwards allowed calls, answers refused ones itself, an
     { jsonrpc: '2.0', error: { code: SCOPE_CODE, message: 'not forwarded: this batch also calls "debug_traceCall", which the provided auth token does not allow' }, id: 'a' },
     { jsonrpc: '2.0', error: { code: SCOPE_CODE, message: 'the provided auth token does not allow method "debug_traceCall"' }, id: 'b' },
   ], 'a batch with one call outside: an error for each call');
-  t.match(await exchangeText(client, 'not json'), { error: { code: SCOPE_CODE, message: /not valid UTF-8 JSON/ }, id: null }, 'not JSON');
+  t.match(await exchangeText(client, 'not json'), { error: { code: SCOPE_CODE, message: /not one JSON value alone/ }, id: null }, 'not JSON');
+  t.match(await exchangeText(client, '{"jsonrpc":"2.0","id":9,"method":"eth_chainId"} {"jsonrpc":"2.0","id":10,"method":"debug_traceCall"}'),
+    { error: { code: SCOPE_CODE, message: /not one JSON value alone/ }, id: null }, 'two values in one message');
 
   const sent = session.received.map((r) => JSON.parse(r.data.toString('utf8')).method);
   t.same(sent, ['eth_chainId', 'eth_blockNumber'], 'only the allowed calls reached the upstream');
@@ -63,7 +65,7 @@ t.test('a scoped session forwards allowed calls, answers refused ones itself, an
   const metrics = await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${metricsToken}`]] });
   t.match(metrics.text, /^api_auth_method_checks_total\{via="websocket",result="allowed"\} 3$/m, 'allowed messages counted');
   t.match(metrics.text, /^api_auth_method_checks_total\{via="websocket",result="method not allowed"\} 2$/m, 'refused messages counted');
-  t.match(metrics.text, /^api_auth_method_checks_total\{via="websocket",result="not json-rpc"\} 1$/m);
+  t.match(metrics.text, /^api_auth_method_checks_total\{via="websocket",result="not json-rpc"\} 2$/m);
 });
 
 t.test('every thread checks the messages of scoped sessions', async (t) => {

@@ -116,8 +116,16 @@ t.test('in front of an upstream, a scoped token passes only bodies whose every c
   t.match(await refused(undefined, 'a GET has no body', 'GET'),
     scopeError(/the request must carry a JSON-RPC call or batch in its body, and it has none$/, null));
   t.match(await refused('', 'an empty POST'), scopeError(/it has none$/, null));
-  t.match(await refused('{"method":"eth_blockNumber"', 'not JSON'), scopeError(/the body is not valid UTF-8 JSON$/, null));
-  t.match(await refused(Buffer.from([0x7b, 0xff, 0x7d]), 'not UTF-8'), scopeError(/not valid UTF-8 JSON$/, null));
+  t.match(await refused('{"method":"eth_blockNumber"', 'not JSON'), scopeError(/the body is not one JSON value alone \(nothing may follow it\)$/, null));
+  t.match(await refused(Buffer.from([0x7b, 0xff, 0x7d]), 'not UTF-8'), scopeError(/the body is not UTF-8$/, null));
+  // Go's json.Decoder reads the first value and may leave the rest: what follows would be calls nobody checked.
+  t.match(await refused('{"jsonrpc":"2.0","method":"eth_blockNumber","id":1} {"jsonrpc":"2.0","method":"debug_x","id":2}', 'two values'),
+    scopeError(/not one JSON value alone/, null));
+  t.match(await refused('[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1}]x', 'a byte after the batch'), scopeError(/not one JSON value alone/, null));
+  t.match(await refused(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"jsonrpc":"2.0","method":"eth_blockNumber","id":1}')]),
+    'a byte order mark'), scopeError(/starts with a byte order mark/, null));
+  t.match(await refused(`{"jsonrpc":"2.0","method":"eth_blockNumber","id":1,"params":${'['.repeat(128)}${']'.repeat(128)}}`,
+    'params nested 129 deep'), scopeError(/nests deeper than 128$/, null));
   t.match(await refused('[]', 'an empty batch'), scopeError(/the batch is empty$/, null));
   t.match(await refused('{"jsonrpc":"2.0","id":3}', 'no method'), scopeError(/the body is not a JSON-RPC call/, 3));
   t.match(await refused('{"jsonrpc":"2.0","method":1,"id":3}', 'a method that is no string'), scopeError(/is not a JSON-RPC call/, 3));
@@ -130,7 +138,7 @@ t.test('in front of an upstream, a scoped token passes only bodies whose every c
   t.match(await refused('{"jsonrpc":"2.0","METHOD":"eth_blockNumber","id":6}', 'the method spelled otherwise'),
     scopeError(/is not a JSON-RPC call/, 6));
   t.match(await refused('[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},5,{"method":"net_version","id":2}]', 'a batch with a non-call'),
-    [scopeError(/call 1 of the batch is not a JSON-RPC call/, 1), scopeError(/call 1 of the batch/, 2)]);
+    scopeError(/call 1 of the batch is not a JSON-RPC call/, null), 'one error for the batch, which is not read');
 
   // A chunked body comes in pieces: it is gathered, checked, and sent on whole.
   const chunked = '{"jsonrpc":"2.0","method":"eth_blockNumber","id":9}';
@@ -227,7 +235,7 @@ t.test('/ext/auth/check: a scoped token fails closed without a body, and is chec
   const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
   const headers: [string, string][] = [['Authorization', `Bearer ${token}`], ['X-Original-URI', RPC_PATH], ['X-Original-Method', 'POST']];
   const bare = await request(server.url, '/ext/auth/check', { headers });
-  t.match(expectScopeRefusal(t, bare, 'an auth subrequest'), scopeError(/this check cannot see the request's calls \(an auth subrequest carries no body\)/, null));
+  t.match(expectScopeRefusal(t, bare, 'an auth subrequest'), scopeError(/this check cannot see the request's calls \(an auth subrequest carries no body\)/, 1));
   const allowed = await request(server.url, '/ext/auth/check', { method: 'POST', headers, body: '{"jsonrpc":"2.0","method":"net_version","id":1}' });
   t.equal(allowed.status, 200, 'a checker that sends the body (Envoy ext_authz) gets the calls checked');
   const refused = await request(server.url, '/ext/auth/check', { method: 'POST', headers, body: '{"jsonrpc":"2.0","method":"eth_call","id":1}' });

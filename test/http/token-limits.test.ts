@@ -77,8 +77,8 @@ t.test('past the rate: 429, Retry-After in whole seconds, -32005; never forwarde
   t.equal(refused.status, 429);
   t.equal(refused.headers['retry-after'], '1', '500 ms to wait: 1 s');
   t.same(JSON.parse(refused.text), {
-    jsonrpc: '2.0', error: { code: -32005, message: 'the provided auth token is past its rate limit; retry in 1 s' }, id: null,
-  });
+    jsonrpc: '2.0', error: { code: -32005, message: 'the provided auth token is past its rate limit; retry in 1 s' }, id: 1,
+  }, 'the lone call\'s id echoed');
   t.equal((await call(server.url, INFO, plain)).status, 200, 'another token is not limited by it');
   time.now += 499;
   t.equal((await call(server.url, INFO, token)).status, 429, 'not yet');
@@ -148,15 +148,15 @@ t.test('the limits are durable with the token: after a restart and after kill -9
   t.equal((await call(after.url, INFO, kept)).status, 429, 'and enforced');
 });
 
-t.test('WebSocket: the client is checked at the upgrade; each message counts, a batch its calls; one past the rate gets -32005 for its id, the session goes on', async (t) => {
+t.test('WebSocket: the client is checked at the upgrade, which counts one call; each message counts, a batch its calls; one past the rate gets -32005 for its id, the session goes on', async (t) => {
   const time = manualClock();
   const upstream = await startWsUpstream(t);
   const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
   const limited = async (extra: Record<string, unknown>) => (await issue(server.url, server.password, { endpoints: [WS_PATH], ...extra })).token!;
-  const token = await limited({ rateLimit: '1/s', burst: 3 });
+  const token = await limited({ rateLimit: '1/s', burst: 4 });
   const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   const session = await upstream.session(0);
-  t.match(await client.call('eth_chainId'), { result: '0xa86a' }, 'the upgrade counted nothing: the first call passes');
+  t.match(await client.call('eth_chainId'), { result: '0xa86a' }, 'the upgrade counted one: the first call passes, the second of the burst');
   const batch = JSON.stringify([{ jsonrpc: '2.0', id: 'a', method: 'eth_chainId' }, { jsonrpc: '2.0', id: 'b', method: 'eth_chainId' }]);
   let next = client.received.length;
   client.socket.send(batch);
@@ -165,12 +165,19 @@ t.test('WebSocket: the client is checked at the upgrade; each message counts, a 
   // call() resolves on the answer with its own id: the refusal carries it.
   t.same(refused.error, { code: -32005, message: 'the provided auth token is past its rate limit; retry in 1 s' }, 'past the rate: -32005 for its id');
   next = client.received.length;
-  client.socket.send(JSON.stringify([1, 2, 3, 4].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId' }))));
-  t.match(JSON.parse((await client.message(next)).data.toString('utf8')), { error: { code: -32005, message: /smaller than these 4 calls/ }, id: null },
+  client.socket.send(JSON.stringify([1, 2, 3, 4, 5].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId' }))));
+  t.match(JSON.parse((await client.message(next)).data.toString('utf8')), { error: { code: -32005, message: /smaller than these 5 calls/ }, id: null },
     'a batch over the burst never passes');
   time.now += 1000;
   t.match(await client.call('eth_chainId'), { result: '0xa86a' }, 'refilled: the session went on');
   t.equal(session.received.length, 3, 'nothing refused reached the upstream');
+  time.now += 4000;
+  const upgrades = await limited({ rateLimit: '1/h', burst: 2 });
+  await openClient(t, wsUrl(server.url, WS_PATH), { token: upgrades });
+  await openClient(t, wsUrl(server.url, WS_PATH), { token: upgrades });
+  const third = await openClient(t, wsUrl(server.url, WS_PATH), { token: upgrades }).then(() => null, (error: unknown) => error);
+  t.ok(third instanceof Refused && third.status === 429, 'a third upgrade of a burst of 2: 429, it opens no session');
+  t.match((third as Refused).body, /past its rate limit/);
 
   const elsewhere = await limited({ allowedClients: ['10.0.0.0/8'] });
   const upgrade = await openClient(t, wsUrl(server.url, WS_PATH), { token: elsewhere }).then(() => null, (error: unknown) => error);
@@ -190,8 +197,9 @@ t.test('through the proxy, an HTTP batch counts as its calls: within the burst i
   const past = await post(batch(2));
   t.equal(past.status, 429, 'one call left: a batch of 2 is past the rate');
   t.match(JSON.parse(past.text), { error: { code: -32005 } });
-  t.equal((await post('{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}')).status, 429,
-    'the batch\'s first call was counted at admission: nothing is left');
+  t.equal((await post('{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}')).status, 200,
+    'the refused batch spent nothing: the last call of the burst passes');
+  t.equal((await post('{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}')).status, 429, 'then nothing is left');
   const fresh = (await issue(server.url, server.password, { endpoints: ['/ext/bc/C/rpc'], rateLimit: '1/h', burst: 3 })).token!;
   const over = await request(server.url, '/ext/bc/C/rpc', {
     method: 'POST', headers: [['Authorization', `Bearer ${fresh}`], ['Content-Type', 'application/json']], body: batch(5),
@@ -199,5 +207,16 @@ t.test('through the proxy, an HTTP batch counts as its calls: within the burst i
   t.equal(over.status, 429);
   t.equal(over.headers['retry-after'], undefined, 'no wait helps a batch over the burst');
   t.match(JSON.parse(over.text), { error: { code: -32005, message: /smaller than these 5 calls/ } });
-  t.equal(upstream.seen.length, 1, 'only the batch within the burst reached the node');
+  const justOver = await request(server.url, '/ext/bc/C/rpc', {
+    method: 'POST', headers: [['Authorization', `Bearer ${fresh}`], ['Content-Type', 'application/json']], body: batch(4),
+  });
+  t.equal(justOver.status, 429, 'a batch of burst + 1');
+  t.equal(justOver.headers['retry-after'], undefined, 'burst + 1: the over-burst refusal, without Retry-After');
+  t.match(JSON.parse(justOver.text), { error: { code: -32005, message: /smaller than these 4 calls/ } });
+  t.equal((await post(batch(1))).status, 429, 'the first token is still spent');
+  const whole = await request(server.url, '/ext/bc/C/rpc', {
+    method: 'POST', headers: [['Authorization', `Bearer ${fresh}`], ['Content-Type', 'application/json']], body: batch(3),
+  });
+  t.equal(whole.status, 200, 'the refused batches spent nothing: the whole burst is left');
+  t.equal(upstream.seen.length, 3, 'only the batches within the burst reached the node');
 });
