@@ -2,11 +2,11 @@
 // directly and through nginx auth_request and Caddy forward_auth run for real.
 import t from 'tap';
 import type { Test } from 'tap';
-import { authUrl, BAD_PATH_REASON, expectRefused, newToken, REASONS, refusalBody, REVOKED, revokeToken } from '../helpers/auth.js';
+import { authUrl, BAD_PATH_REASON, expectRefused, INCORRECT_PASSWORD, newToken, REASONS, refusalBody, REVOKED, revokeToken } from '../helpers/auth.js';
 import { startCaddy, startNginx } from '../helpers/front-proxy.js';
 import type { FrontProxy } from '../helpers/front-proxy.js';
 import { connect } from 'node:net';
-import { encodeRequest, jsonrpc, request } from '../helpers/http.js';
+import { encodeRequest, jsonrpc, request, rpc } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import type { Server } from '../helpers/server.js';
@@ -208,6 +208,75 @@ t.test('Caddy in front: a client\'s own copies of the headers that name the orig
   const api = walletApi;
   await clientCopies(t, await startCaddy(t, api.port, upstream.port), upstream, api);
 });
+
+/** The proxies in front, as the guide shows them. */
+const FRONTS = [['nginx', startNginx], ['Caddy', startCaddy]] as const;
+
+/** api-auth as the guide has it behind a proxy on this machine: the proxy's address trusted. */
+const TRUSTING = ['--trusted-proxies', '127.0.0.1'];
+
+// The clients of the tests on forwarding headers: loopback addresses that are not the
+// proxies' own (127.0.0.1, trusted), so that the client a proxy names can be told apart
+// from the proxy itself.
+const CLIENT = '127.2.0.1';
+const OTHER = '127.2.0.2';
+
+/** The ways a client can write forwarding headers that name `address`. */
+function forwarding(address: string): [string, ReadonlyArray<readonly [string, string]>][] {
+  return [
+    ['X-Forwarded-For', [['X-Forwarded-For', address]]],
+    ['X-Forwarded-For ending in the proxy\'s address', [['X-Forwarded-For', `${address}, 127.0.0.1`]]],
+    ['two X-Forwarded-For lines', [['X-Forwarded-For', address], ['x-forwarded-for', '127.0.0.1']]],
+    ['Forwarded', [['Forwarded', `for=${address}`]]],
+    ['X-Real-IP', [['X-Real-IP', address]]],
+    ['all three', [['Forwarded', `for="${address}"`], ['X-Real-IP', address], ['X-Forwarded-For', address]]],
+  ];
+}
+
+for (const [name, start] of FRONTS) {
+  t.test(`${name} in front of an api-auth that trusts it: a token's allowedClients see the connection's client, whatever forwarding headers it writes`, async (t) => {
+    const upstream = await startUpstream(t);
+    const api = await startServer(t, { cheapChecks: true, args: TRUSTING });
+    const front = await start(t, api.port, upstream.port);
+    const issued = await jsonrpc(authUrl(api.url), 'auth.newToken', { password: api.password, endpoints: ['/ext/info'], allowedClients: [CLIENT] });
+    const auth = ['Authorization', `Bearer ${issued.result.token}`] as const;
+    const from = async (address: string, headers: ReadonlyArray<readonly [string, string]>): Promise<number> =>
+      (await request(front.url, '/ext/info', { headers: [auth, ...headers], localAddress: address })).status;
+    t.equal(await from(CLIENT, []), 200, 'from the client it allows');
+    t.equal(await from(OTHER, []), 403, 'from another client');
+    for (const [label, headers] of forwarding(CLIENT)) t.equal(await from(OTHER, headers), 403, `from another client, naming the allowed one in ${label}`);
+    for (const [label, headers] of forwarding(OTHER)) t.equal(await from(CLIENT, headers), 200, `from the allowed client, naming another in ${label}`);
+    t.equal(upstream.seen.length, 1 + forwarding(OTHER).length, 'only the allowed client\'s requests reached the node');
+  });
+
+  t.test(`${name} in front of an api-auth that trusts it: wrong passwords count against the connection's client, whatever forwarding headers they carry`, async (t) => {
+    const upstream = await startUpstream(t);
+    const api = await startServer(t, { cheapChecks: true, args: TRUSTING });
+    const front = await start(t, api.port, upstream.port);
+    const guess = (address: string, headers: ReadonlyArray<readonly [string, string]>): Promise<HttpResponse> => request(front.url, '/ext/auth', {
+      method: 'POST', localAddress: address, headers: [['Content-Type', 'application/json'], ...headers],
+      body: JSON.stringify(rpc('auth.newToken', { password: `not-${api.password}`, endpoints: ['/ext/info'] }, 1)),
+    });
+    // Sent at once: a check counts from the moment it starts, so one client gets its burst of
+    // 3 and no more however slow the machine. Each names a client of its own, in every header
+    // a client can write.
+    const headers = Array.from({ length: 6 }, (_, i) => [['X-Forwarded-For', `198.51.100.${i + 1}`], ['Forwarded', `for=198.51.100.${i + 1}`],
+      ['X-Real-IP', `198.51.100.${i + 1}`]] as const);
+    const answers = await Promise.all(headers.map((own) => guess(CLIENT, own)));
+    const checked = answers.filter((answer) => answer.status === 200);
+    const throttled = answers.filter((answer) => answer.status === 429);
+    t.equal(checked.length, 3, `the burst of one client: 3 checks (${answers.map((answer) => answer.status).join(', ')})`);
+    for (const answer of checked) t.match(JSON.parse(answer.text), { error: INCORRECT_PASSWORD }, 'a check: incorrect password');
+    t.equal(throttled.length, 3, 'and then 429');
+    for (const answer of throttled) {
+      t.match(answer.headers['retry-after'], /^[1-9]\d*$/, 'with Retry-After');
+      t.match(JSON.parse(answer.text), { error: { code: -32005, message: /^too many failed password attempts; retry in \d+ s$/ } });
+    }
+    const elsewhere = await guess(OTHER, headers[0]);
+    t.equal(elsewhere.status, 200, 'another client, naming the first one\'s address, still gets its own check');
+    t.match(JSON.parse(elsewhere.text), { error: INCORRECT_PASSWORD });
+  });
+}
 
 t.test('a raw "#" in the request target, through nginx and Caddy: the check answers as the gate, and the node sees nothing', async (t) => {
   const upstream = await startUpstream(t);
