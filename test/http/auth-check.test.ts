@@ -10,7 +10,7 @@ import { encodeRequest, jsonrpc, request, rpc } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import type { Server } from '../helpers/server.js';
-import { startRawUpstream, startUpstream } from '../helpers/upstream.js';
+import { closedPort, echo, startRawUpstream, startUpstream } from '../helpers/upstream.js';
 import type { Upstream } from '../helpers/upstream.js';
 
 const CHECK = '/ext/auth/check';
@@ -277,6 +277,57 @@ for (const [name, start] of FRONTS) {
     t.match(JSON.parse(elsewhere.text), { error: INCORRECT_PASSWORD });
   });
 }
+
+/** A token with a rate limit of one call an hour, for `endpoints`. */
+async function oncePerHour(api: Server, endpoints: readonly string[]): Promise<string> {
+  return (await jsonrpc(authUrl(api.url), 'auth.newToken', { password: api.password, endpoints, rateLimit: '1/h', burst: 1 })).result.token;
+}
+
+t.test('a token past its rate through nginx and Caddy: 429 with Retry-After and -32005, and the node\'s own error statuses pass untouched', async (t) => {
+  // The node's own 500 and 503 are its answers, not the check's: nginx must not map them.
+  const upstream = await startUpstream(t, (req) => req.url === '/ext/node/500' || req.url === '/ext/node/503' ? (req, res) => {
+    res.writeHead(Number(req.url!.slice(-3)), { 'Content-Type': 'text/plain', 'Retry-After': '7', 'X-Node': 'own' });
+    res.end('the node\'s own answer\n');
+  } : echo);
+  const api = server;
+  for (const [name, start] of FRONTS) {
+    const front = await start(t, api.port, upstream.port);
+    const token = await oncePerHour(api, ['/ext/info']);
+    const auth = [['Authorization', `Bearer ${token}`]] as const;
+    t.equal((await request(front.url, '/ext/info', { headers: auth })).status, 200, `${name}: the first call passes`);
+    const limited = await request(front.url, '/ext/info', { headers: auth });
+    t.equal(limited.status, 429, `${name}: the next is past the rate: 429 (${limited.status} ${limited.text})`);
+    const wait = limited.headers['retry-after'];
+    t.match(wait, /^[1-9]\d*$/, `${name}: Retry-After, whole seconds`);
+    t.ok(Number(wait) <= 3600, `${name}: at most the hour the rate refills in (${wait})`);
+    t.equal(limited.headers['content-type'], 'application/json', `${name}: JSON`);
+    t.same(JSON.parse(limited.text), { jsonrpc: '2.0', error: { code: -32005, message: `the provided auth token is past its rate limit; retry in ${wait} s` }, id: null },
+      `${name}: the gate's body`);
+    const open = [['Authorization', `Bearer ${await newToken(api.url, api.password, ['/ext/node/500', '/ext/node/503'])}`]] as const;
+    for (const status of [500, 503]) {
+      const own = await request(front.url, `/ext/node/${status}`, { headers: open });
+      t.equal(own.status, status, `${name}: the node's ${status}`);
+      t.equal(own.text, 'the node\'s own answer\n', `${name}: with the node's body`);
+      t.equal(own.headers['x-node'], 'own', `${name}: and its headers`);
+      t.equal(own.headers['retry-after'], '7', `${name}: its Retry-After too`);
+    }
+  }
+  t.same(upstream.seen.map((seen) => seen.url), ['/ext/info', '/ext/node/500', '/ext/node/503', '/ext/info', '/ext/node/500', '/ext/node/503'],
+    'the calls past the rate never reached the node');
+});
+
+t.test('nginx in front: the check\'s other failures stay 500', async (t) => {
+  const upstream = await startUpstream(t);
+  const nginx = await startNginx(t, server.port, upstream.port);
+  const auth = [['Authorization', `Bearer ${info}`]] as const;
+  const badPath = await request(nginx.url, '/ext/x/../info', { headers: auth });
+  t.equal(badPath.status, 500, 'a path the rules refuse (the check\'s 400)');
+  const unreachable = await startNginx(t, await closedPort(), upstream.port);
+  const down = await request(unreachable.url, '/ext/info', { headers: auth });
+  t.equal(down.status, 500, 'api-auth not there (the check\'s 502)');
+  t.equal(down.headers['retry-after'], undefined, 'with no Retry-After');
+  t.same(upstream.seen, [], 'neither reached the node');
+});
 
 t.test('a raw "#" in the request target, through nginx and Caddy: the check answers as the gate, and the node sees nothing', async (t) => {
   const upstream = await startUpstream(t);
