@@ -2,15 +2,15 @@
 // directly and through nginx auth_request and Caddy forward_auth run for real.
 import t from 'tap';
 import type { Test } from 'tap';
-import { authUrl, BAD_PATH_REASON, expectRefused, newToken, REASONS, refusalBody, REVOKED, revokeToken } from '../helpers/auth.js';
+import { authUrl, BAD_PATH_REASON, expectRefused, INCORRECT_PASSWORD, newToken, REASONS, refusalBody, REVOKED, revokeToken } from '../helpers/auth.js';
 import { startCaddy, startNginx } from '../helpers/front-proxy.js';
 import type { FrontProxy } from '../helpers/front-proxy.js';
 import { connect } from 'node:net';
-import { encodeRequest, jsonrpc, request } from '../helpers/http.js';
+import { encodeRequest, jsonrpc, request, rpc } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import type { Server } from '../helpers/server.js';
-import { startRawUpstream, startUpstream } from '../helpers/upstream.js';
+import { closedPort, echo, startRawUpstream, startUpstream } from '../helpers/upstream.js';
 import type { Upstream } from '../helpers/upstream.js';
 
 const CHECK = '/ext/auth/check';
@@ -207,6 +207,126 @@ t.test('Caddy in front: a client\'s own copies of the headers that name the orig
   const upstream = await startUpstream(t);
   const api = walletApi;
   await clientCopies(t, await startCaddy(t, api.port, upstream.port), upstream, api);
+});
+
+/** The proxies in front, as the guide shows them. */
+const FRONTS = [['nginx', startNginx], ['Caddy', startCaddy]] as const;
+
+/** api-auth as the guide has it behind a proxy on this machine: the proxy's address trusted. */
+const TRUSTING = ['--trusted-proxies', '127.0.0.1'];
+
+// The clients of the tests on forwarding headers: loopback addresses that are not the
+// proxies' own (127.0.0.1, trusted), so that the client a proxy names can be told apart
+// from the proxy itself.
+const CLIENT = '127.2.0.1';
+const OTHER = '127.2.0.2';
+
+/** The ways a client can write forwarding headers that name `address`. */
+function forwarding(address: string): [string, ReadonlyArray<readonly [string, string]>][] {
+  return [
+    ['X-Forwarded-For', [['X-Forwarded-For', address]]],
+    ['X-Forwarded-For ending in the proxy\'s address', [['X-Forwarded-For', `${address}, 127.0.0.1`]]],
+    ['two X-Forwarded-For lines', [['X-Forwarded-For', address], ['x-forwarded-for', '127.0.0.1']]],
+    ['Forwarded', [['Forwarded', `for=${address}`]]],
+    ['X-Real-IP', [['X-Real-IP', address]]],
+    ['all three', [['Forwarded', `for="${address}"`], ['X-Real-IP', address], ['X-Forwarded-For', address]]],
+  ];
+}
+
+for (const [name, start] of FRONTS) {
+  t.test(`${name} in front of an api-auth that trusts it: a token's allowedClients see the connection's client, whatever forwarding headers it writes`, async (t) => {
+    const upstream = await startUpstream(t);
+    const api = await startServer(t, { cheapChecks: true, args: TRUSTING });
+    const front = await start(t, api.port, upstream.port);
+    const issued = await jsonrpc(authUrl(api.url), 'auth.newToken', { password: api.password, endpoints: ['/ext/info'], allowedClients: [CLIENT] });
+    const auth = ['Authorization', `Bearer ${issued.result.token}`] as const;
+    const from = async (address: string, headers: ReadonlyArray<readonly [string, string]>): Promise<number> =>
+      (await request(front.url, '/ext/info', { headers: [auth, ...headers], localAddress: address })).status;
+    t.equal(await from(CLIENT, []), 200, 'from the client it allows');
+    t.equal(await from(OTHER, []), 403, 'from another client');
+    for (const [label, headers] of forwarding(CLIENT)) t.equal(await from(OTHER, headers), 403, `from another client, naming the allowed one in ${label}`);
+    for (const [label, headers] of forwarding(OTHER)) t.equal(await from(CLIENT, headers), 200, `from the allowed client, naming another in ${label}`);
+    t.equal(upstream.seen.length, 1 + forwarding(OTHER).length, 'only the allowed client\'s requests reached the node');
+  });
+
+  t.test(`${name} in front of an api-auth that trusts it: wrong passwords count against the connection's client, whatever forwarding headers they carry`, async (t) => {
+    const upstream = await startUpstream(t);
+    const api = await startServer(t, { cheapChecks: true, args: TRUSTING });
+    const front = await start(t, api.port, upstream.port);
+    const guess = (address: string, headers: ReadonlyArray<readonly [string, string]>): Promise<HttpResponse> => request(front.url, '/ext/auth', {
+      method: 'POST', localAddress: address, headers: [['Content-Type', 'application/json'], ...headers],
+      body: JSON.stringify(rpc('auth.newToken', { password: `not-${api.password}`, endpoints: ['/ext/info'] }, 1)),
+    });
+    // Sent at once: a check counts from the moment it starts, so one client gets its burst of
+    // 3 and no more however slow the machine. Each names a client of its own, in every header
+    // a client can write.
+    const headers = Array.from({ length: 6 }, (_, i) => [['X-Forwarded-For', `198.51.100.${i + 1}`], ['Forwarded', `for=198.51.100.${i + 1}`],
+      ['X-Real-IP', `198.51.100.${i + 1}`]] as const);
+    const answers = await Promise.all(headers.map((own) => guess(CLIENT, own)));
+    const checked = answers.filter((answer) => answer.status === 200);
+    const throttled = answers.filter((answer) => answer.status === 429);
+    t.equal(checked.length, 3, `the burst of one client: 3 checks (${answers.map((answer) => answer.status).join(', ')})`);
+    for (const answer of checked) t.match(JSON.parse(answer.text), { error: INCORRECT_PASSWORD }, 'a check: incorrect password');
+    t.equal(throttled.length, 3, 'and then 429');
+    for (const answer of throttled) {
+      t.match(answer.headers['retry-after'], /^[1-9]\d*$/, 'with Retry-After');
+      t.match(JSON.parse(answer.text), { error: { code: -32005, message: /^too many failed password attempts; retry in \d+ s$/ } });
+    }
+    const elsewhere = await guess(OTHER, headers[0]);
+    t.equal(elsewhere.status, 200, 'another client, naming the first one\'s address, still gets its own check');
+    t.match(JSON.parse(elsewhere.text), { error: INCORRECT_PASSWORD });
+  });
+}
+
+/** A token with a rate limit of one call an hour, for `endpoints`. */
+async function oncePerHour(api: Server, endpoints: readonly string[]): Promise<string> {
+  return (await jsonrpc(authUrl(api.url), 'auth.newToken', { password: api.password, endpoints, rateLimit: '1/h', burst: 1 })).result.token;
+}
+
+t.test('a token past its rate through nginx and Caddy: 429 with Retry-After and -32005, and the node\'s own error statuses pass untouched', async (t) => {
+  // The node's own 500 and 503 are its answers, not the check's: nginx must not map them.
+  const upstream = await startUpstream(t, (req) => req.url === '/ext/node/500' || req.url === '/ext/node/503' ? (req, res) => {
+    res.writeHead(Number(req.url!.slice(-3)), { 'Content-Type': 'text/plain', 'Retry-After': '7', 'X-Node': 'own' });
+    res.end('the node\'s own answer\n');
+  } : echo);
+  const api = server;
+  for (const [name, start] of FRONTS) {
+    const front = await start(t, api.port, upstream.port);
+    const token = await oncePerHour(api, ['/ext/info']);
+    const auth = [['Authorization', `Bearer ${token}`]] as const;
+    t.equal((await request(front.url, '/ext/info', { headers: auth })).status, 200, `${name}: the first call passes`);
+    const limited = await request(front.url, '/ext/info', { headers: auth });
+    t.equal(limited.status, 429, `${name}: the next is past the rate: 429 (${limited.status} ${limited.text})`);
+    const wait = limited.headers['retry-after'];
+    t.match(wait, /^[1-9]\d*$/, `${name}: Retry-After, whole seconds`);
+    t.ok(Number(wait) <= 3600, `${name}: at most the hour the rate refills in (${wait})`);
+    t.equal(limited.headers['content-type'], 'application/json', `${name}: JSON`);
+    t.same(JSON.parse(limited.text), { jsonrpc: '2.0', error: { code: -32005, message: `the provided auth token is past its rate limit; retry in ${wait} s` }, id: null },
+      `${name}: the gate's body`);
+    const open = [['Authorization', `Bearer ${await newToken(api.url, api.password, ['/ext/node/500', '/ext/node/503'])}`]] as const;
+    for (const status of [500, 503]) {
+      const own = await request(front.url, `/ext/node/${status}`, { headers: open });
+      t.equal(own.status, status, `${name}: the node's ${status}`);
+      t.equal(own.text, 'the node\'s own answer\n', `${name}: with the node's body`);
+      t.equal(own.headers['x-node'], 'own', `${name}: and its headers`);
+      t.equal(own.headers['retry-after'], '7', `${name}: its Retry-After too`);
+    }
+  }
+  t.same(upstream.seen.map((seen) => seen.url), ['/ext/info', '/ext/node/500', '/ext/node/503', '/ext/info', '/ext/node/500', '/ext/node/503'],
+    'the calls past the rate never reached the node');
+});
+
+t.test('nginx in front: the check\'s other failures stay 500', async (t) => {
+  const upstream = await startUpstream(t);
+  const nginx = await startNginx(t, server.port, upstream.port);
+  const auth = [['Authorization', `Bearer ${info}`]] as const;
+  const badPath = await request(nginx.url, '/ext/x/../info', { headers: auth });
+  t.equal(badPath.status, 500, 'a path the rules refuse (the check\'s 400)');
+  const unreachable = await startNginx(t, await closedPort(), upstream.port);
+  const down = await request(unreachable.url, '/ext/info', { headers: auth });
+  t.equal(down.status, 500, 'api-auth not there (the check\'s 502)');
+  t.equal(down.headers['retry-after'], undefined, 'with no Retry-After');
+  t.same(upstream.seen, [], 'neither reached the node');
 });
 
 t.test('a raw "#" in the request target, through nginx and Caddy: the check answers as the gate, and the node sees nothing', async (t) => {
