@@ -210,21 +210,18 @@ class Unwritable {
 /**
  * The request line and header lines of a request (its target from upstreamTarget), as one Latin-1 string, without the
  * framing of its body and the empty line; or why it cannot be written.
- * The client's Content-Length is left out: the framing line is written from the body sent.
+ * The client's Content-Length is left out (upstreamHeaders judged the framing as received):
+ * the framing line is written from the body sent.
  */
 function requestHead(method: string, target: string, hostLines: string, headers: string[]): string | Unwritable {
   if (NOT_TOKEN.test(method)) return new Unwritable('its method is not a token');
   let head = `${method} ${target} ${hostLines}`;
-  let lengths = 0;
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i];
     const value = headers[i + 1];
     if (NOT_TOKEN.test(name)) return new Unwritable('a header name is not a token');
     if (NOT_FIELD_VALUE.test(value)) return new Unwritable(`the value of header ${name} holds a control byte`);
-    if (name === 'content-length') {
-      if (++lengths > 1) return new Unwritable('it has two Content-Length headers');
-      continue;
-    }
+    if (name === 'content-length') continue;
     head += `${name}: ${value}\r\n`;
   }
   return head;
