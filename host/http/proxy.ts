@@ -38,7 +38,7 @@ import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, 
 import type { UpstreamHealth } from './forwarding.js';
 import { writeLimitsFull, writeRateLimited, writeScopeRefusal } from './refusals.js';
 import { ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE } from '../core/core.js';
-import type { LimitedCalls } from './admission.js';
+import { withoutToken, type LimitedCalls } from './admission.js';
 import { callCount } from './scope.js';
 import { jsonLine } from './responses.js';
 import type { MethodScope, ScopeSplit } from './scope.js';
@@ -61,6 +61,8 @@ export interface UpstreamOptions {
   readonly clientScheme: 'http' | 'https';
   /** Requests on one upstream connection at once (--upstream-pipelining); 1, the default, for none. */
   readonly pipelining?: number;
+  /** --api-auth-query-token: the query's access_token is the gate's, and is taken out of every request forwarded. */
+  readonly queryToken?: boolean;
 }
 
 
@@ -167,7 +169,10 @@ export class UpstreamProxy {
       return;
     }
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
-    const query = req.getQuery() as string | undefined;
+    let query = req.getQuery() as string | undefined;
+    // The credential is the gate's alone, as on a WebSocket upgrade: a request that carries
+    // it here (beside its header, or on a public path) does not hand it to the upstream.
+    if (this.options.queryToken === true && query !== undefined) query = withoutToken(query);
     const target = upstreamTarget(path, query);
     if (typeof target !== 'string') return refuse(res, target);
     const peer = peerAddress(res);

@@ -356,6 +356,25 @@ t.test('every Connection line names fields that are not forwarded, not only the 
     'the fields the second line names are dropped; the rest passes');
 });
 
+for (const threads of ['1', '2']) t.test(`with --api-auth-query-token, access_token never reaches the upstream in a plain HTTP request (${threads} thread(s))`, async (t) => {
+  const server = await startServer(t, { cheapChecks: true,
+    args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health', '--api-auth-query-token', '--http-threads', threads] });
+  const token = await newToken(server.url, server.password, ['*']);
+  const cases: [string, string, string][] = [
+    ['with a header too', `/ext/info?access_token=${token}&x=1`, '/ext/info?x=1'],
+    ['between others, twice', `/ext/info?a=1&access_token=${token}&b=2&access_token=`, '/ext/info?a=1&b=2'],
+    ['alone', `/ext/info?access_token=${token}`, '/ext/info'],
+    ['without the credential', '/ext/info?x=access_token', '/ext/info?x=access_token'],
+  ];
+  for (const [name, target, forwarded] of cases) {
+    t.equal((await request(server.url, target, { headers: [['Authorization', `Bearer ${token}`]] })).status, 200, name);
+    t.equal(lastSeen().url, forwarded, `${name}: the upstream is asked for ${forwarded}`);
+  }
+  t.equal((await request(server.url, `/ext/health?access_token=${token}`)).status, 200);
+  t.equal(lastSeen().url, '/ext/health', 'a public path: the token is not passed on either');
+  t.notOk(upstream.seen.some((r) => r.url.includes(token)), 'the upstream never saw the token in a URL');
+});
+
 t.test('the path, the query and header values reach the upstream byte for byte', async (t) => {
   const raw = await startRawUpstream(t);
   const server = await startServer(t, { auth: false, args: ['--upstream', raw.url] });
