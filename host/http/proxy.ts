@@ -97,6 +97,8 @@ const NOT_TOKEN = /[^!#$%&'*+\-.^_`|~0-9A-Za-z]/;
 const NOT_FIELD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** Methods whose request a body is expected with: sent without one, they say Content-Length: 0. */
 const EXPECTS_BODY = new Set(['PUT', 'POST', 'PATCH', 'QUERY', 'PROPFIND', 'PROPPATCH']);
+/** RFC 9110 §9.2.2's idempotent methods: one of them may be sent again after the upstream may have read it (upstream/pool.ts). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 const LAST_CHUNK = Buffer.from('0\r\n\r\n');
 const NOTHING = Buffer.alloc(0);
 
@@ -182,7 +184,7 @@ export class UpstreamProxy {
     if (head instanceof Unwritable) return refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${head.why}`));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
     if (grant >= 0 && !hasBody) return writeScopeRefusal(res, this.relay.scope!.noBody('http'), method === 'HEAD', allowOrigin);
-    const exchange = new Exchange(this.relay, res, method === 'HEAD', head, allowOrigin);
+    const exchange = new Exchange(this.relay, res, method === 'HEAD', IDEMPOTENT.has(method), head, allowOrigin);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
     if (!hasBody) {
@@ -277,7 +279,7 @@ class Exchange implements UpstreamRequest {
   private splitParts: Buffer[] = [];
   private splitBytes = 0;
 
-  constructor(private readonly relay: Relay, private readonly res: HttpResponse, readonly head: boolean,
+  constructor(private readonly relay: Relay, private readonly res: HttpResponse, readonly head: boolean, readonly idempotent: boolean,
     private readonly requestHead: string, private readonly allowOrigin: string) {}
 
   // The client side.
