@@ -123,7 +123,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
       upstream: config.upstream && {
         url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody, pipelining: config.upstreamPipelining,
-        clientScheme: config.tls === undefined ? 'http' : 'https',
+        queryToken: config.queryToken, clientScheme: config.tls === undefined ? 'http' : 'https',
       },
       websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
       trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, serving: fence && fenceReader(fence),

@@ -3,15 +3,22 @@
 // answers to an upstream that does not answer, and the counting and logging of that.
 // Written once, so that an upgrade reaches the node as a request would.
 //
-// Headers (RFC 9110 §7.6.1): hop-by-hop fields (Connection and the fields it names,
-// Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade, Trailer) are not
-// forwarded either way. Authorization and Proxy-Authorization never reach the upstream.
-// Host is the upstream's own (a node checks it against its allowed hosts). Forwarding
-// headers (Forwarded, X-Forwarded-*, X-Real-IP and kin) are believed only from a trusted
-// proxy: from one, X-Forwarded-For, -Host and -Proto are kept and X-Forwarded-For is
-// extended with the peer; from anyone else all of them are dropped, and api-auth writes
-// X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host) and -Proto (https when
-// api-auth serves TLS itself, else http; the same for a WebSocket upgrade, as nginx sends it).
+// Headers (RFC 9110 §7.6.1): hop-by-hop fields (Connection and the fields it names, on
+// every Connection line, Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade,
+// Trailer) are not forwarded either way. Authorization and Proxy-Authorization never
+// reach the upstream. Host is the upstream's own (a node checks it against its allowed
+// hosts). Forwarding headers (Forwarded, X-Forwarded-*, X-Real-IP and kin) are believed
+// only from a trusted proxy: from one, X-Forwarded-For, -Host and -Proto are kept and
+// X-Forwarded-For is extended with the peer; from anyone else all of them are dropped,
+// and api-auth writes X-Forwarded-For (the peer), X-Forwarded-Host (the client's Host)
+// and -Proto (https when api-auth serves TLS itself, else http; the same for a WebSocket
+// upgrade, as nginx sends it). Their spellings with "_" for "-" (X_Forwarded_For,
+// X-Real_IP, Authorization's too) are dropped from everyone: a CGI or WSGI upstream
+// reads them as the dashed ones.
+//
+// The body's framing is judged on the request as received, before anything is removed:
+// two Content-Length, two Transfer-Encoding, or a coding other than chunked get 400, as
+// a proxy in front may have read another body there than uWS did.
 //
 // The request line and header values reach the upstream byte for byte. uWS hands the
 // query and header values over decoded as UTF-8, and the request head is written as
@@ -30,7 +37,8 @@ export const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection
 // Never sent upstream: the gate's credentials, a proxy's credentials, and what the
 // client writes itself (Host, and the framing of the body); Expect too, as the body is
 // sent without waiting for a 100 Continue.
-const REQUEST_DROPPED = new Set([...HOP_BY_HOP, 'authorization', 'proxy-authorization', 'host', 'expect']);
+const CREDENTIALS = new Set(['authorization', 'proxy-authorization']);
+const REQUEST_DROPPED = new Set([...HOP_BY_HOP, ...CREDENTIALS, 'host', 'expect']);
 // Headers that tell an upstream who the client is, how it connected, or which path it
 // asked for, beside every x-forwarded-* name: believed by some upstream, so never taken
 // from a client. The last two are route overrides some frameworks honour: the upstream
@@ -46,6 +54,10 @@ const NOT_TARGET = /[^\x21-\xff]/;
 const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
   'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
 const TARGET_UNWRITABLE = jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: its target holds a space or a control byte');
+const TWO_LENGTHS = jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: it has two Content-Length headers');
+const TWO_CODINGS = jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: it has two Transfer-Encoding headers');
+const NOT_CHUNKED = jsonLine(RpcCode.InvalidRequest,
+  'the request cannot be forwarded: its Transfer-Encoding is not "chunked", the one coding api-auth reads');
 
 /**
  * The request target to send upstream: `path` as the gate checked it and `query` (undefined
@@ -76,35 +88,53 @@ function utf8Bytes(text: string): string | null {
 }
 
 /**
- * The headers to send upstream, as a flat [name, value, ...] list; or, for a
- * header that cannot be forwarded unchanged, the 400 body that says so. `peer` is the
- * connection's far end, `fromProxy` whether it is a trusted proxy.
+ * The headers to send upstream, as a flat [name, value, ...] list; or, for a request
+ * whose framing is ambiguous or a header that cannot be forwarded unchanged, the 400 body
+ * that says so. `peer` is the connection's far end, `fromProxy` whether it is a trusted proxy.
  */
 export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean, scheme: 'http' | 'https'): string[] | Uint8Array {
-  const listed = connectionTokens(req.getHeader('connection'), REQUEST_DROPPED);
+  // Every line as received, before any is removed: the framing is judged on these (a
+  // Connection line may name Content-Length, and the removal would hide the second one),
+  // and each Connection line names fields to drop, not only the first (getHeader's).
+  const received: string[] = [];
+  let connection = '';
+  let lengths = 0;
+  let codings = 0;
+  let coding = '';
+  req.forEach((name, text) => {
+    if (name === 'content-length') lengths++;
+    else if (name === 'transfer-encoding') {
+      codings++;
+      coding = text;
+    } else if (name === 'connection') {
+      connection = connection === '' ? text : `${connection},${text}`;
+    }
+    received.push(name, text);
+  });
+  const framing = framingProblem(lengths, codings, coding);
+  if (framing !== null) return framing;
+  const listed = connectionTokens(connection, REQUEST_DROPPED);
   const headers: string[] = [];
   let chain = '';
   let forwardedHost = false;
   let forwardedProto = false;
-  let problem = '';
-  req.forEach((name, text) => {
-    if (problem !== '' || REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name))) return;
+  for (let i = 0; i < received.length; i += 2) {
+    const name = received[i];
+    if (REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name)) || (name.includes('_') && spoofsWithUnderscores(name))) continue;
     if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {
-      if (!fromProxy) return;
+      if (!fromProxy) continue;
       if (name === 'x-forwarded-host') forwardedHost = true;
       else if (name === 'x-forwarded-proto') forwardedProto = true;
-      else if (name !== 'x-forwarded-for') return;
+      else if (name !== 'x-forwarded-for') continue;
     }
+    const text = received[i + 1];
     const value = BEYOND_ASCII.test(text) ? utf8Bytes(text) : text;
     if (value === null) {
-      problem = `the value of header ${name} holds bytes that are not UTF-8, which api-auth cannot forward unchanged`;
-    } else if (name === 'x-forwarded-for') {
-      chain = chain === '' ? value : `${chain}, ${value}`;
-    } else {
-      headers.push(name, value);
+      return jsonLine(RpcCode.InvalidRequest, `the value of header ${name} holds bytes that are not UTF-8, which api-auth cannot forward unchanged`);
     }
-  });
-  if (problem !== '') return jsonLine(RpcCode.InvalidRequest, problem);
+    if (name === 'x-forwarded-for') chain = chain === '' ? value : `${chain}, ${value}`;
+    else headers.push(name, value);
+  }
   headers.push('x-forwarded-for', chain === '' ? peer : `${chain}, ${peer}`);
   if (!forwardedHost) {
     // uWS hands this one over byte for byte (as Latin-1).
@@ -113,6 +143,30 @@ export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boole
   }
   if (!forwardedProto) headers.push('x-forwarded-proto', scheme);
   return headers;
+}
+
+/**
+ * Why a request's body framing cannot be forwarded, as a 400 body; null when it can. uWS
+ * frames the body by the first Content-Length, and reads any Transfer-Encoding as
+ * chunked: a proxy in front that took the second length, or a coding it reads otherwise,
+ * would see another body, and the next request in it. (Both headers at once uWS refuses
+ * itself, with a 400 of its own.)
+ */
+function framingProblem(lengths: number, codings: number, coding: string): Uint8Array | null {
+  if (lengths > 1) return TWO_LENGTHS;
+  if (codings === 0) return null;
+  if (codings > 1) return TWO_CODINGS;
+  return coding.trim().toLowerCase() === 'chunked' ? null : NOT_CHUNKED;
+}
+
+/**
+ * Whether `name`, which holds "_", spells a forwarding header or a credential with "_" for
+ * "-": a CGI or WSGI upstream reads X_Forwarded_For as X-Forwarded-For (both are
+ * HTTP_X_FORWARDED_FOR to it), so the client would write the header api-auth writes.
+ */
+function spoofsWithUnderscores(name: string): boolean {
+  const dashed = name.replaceAll('_', '-');
+  return CREDENTIALS.has(dashed) || dashed.startsWith('x-forwarded-') || FORWARDING.has(dashed);
 }
 
 /**

@@ -11,7 +11,7 @@ import type { TlsFiles } from '../pem.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
 import { acceptorApp, certificateFields, snapshotTlsFiles, tlsApp } from './tls.js';
-import { addChild, descriptorOf, listenExclusive, removeChild } from './uws-shim.js';
+import { addChild, descriptorOf, listenExclusive, omitServerMark, removeChild } from './uws-shim.js';
 import type { WebSocketRelay } from './websocket.js';
 
 /** How long a stop waits for requests under way. */
@@ -121,6 +121,7 @@ export class HttpServer {
         router.handle(res, req);
       });
     };
+    omitServerMark();
     if (tls === undefined) {
       this.app = this.serve(App());
     } else {

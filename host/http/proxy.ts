@@ -39,6 +39,7 @@ import { writeCorsHeaders } from './cors.js';
 import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import type { UpstreamHealth } from './forwarding.js';
 import { writeCallRefusal } from './refusals.js';
+import { withoutToken } from './admission.js';
 import { jsonLine } from './responses.js';
 import type { ScopeSplit } from './scope.js';
 import { equalsIgnoringCase, FIELD, Framing, type ResponseParser } from './upstream/parser.js';
@@ -60,6 +61,8 @@ export interface UpstreamOptions {
   readonly clientScheme: 'http' | 'https';
   /** Requests on one upstream connection at once (--upstream-pipelining); 1, the default, for none. */
   readonly pipelining?: number;
+  /** --api-auth-query-token: the query's access_token is the gate's, and is taken out of every request forwarded. */
+  readonly queryToken?: boolean;
 }
 
 
@@ -94,6 +97,8 @@ const NOT_TOKEN = /[^!#$%&'*+\-.^_`|~0-9A-Za-z]/;
 const NOT_FIELD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** Methods whose request a body is expected with: sent without one, they say Content-Length: 0. */
 const EXPECTS_BODY = new Set(['PUT', 'POST', 'PATCH', 'QUERY', 'PROPFIND', 'PROPPATCH']);
+/** RFC 9110 §9.2.2's idempotent methods: one of them may be sent again after the upstream may have read it (upstream/pool.ts). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 const LAST_CHUNK = Buffer.from('0\r\n\r\n');
 const NOTHING = Buffer.alloc(0);
 
@@ -165,7 +170,10 @@ export class UpstreamProxy {
       return;
     }
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
-    const query = req.getQuery() as string | undefined;
+    let query = req.getQuery() as string | undefined;
+    // The credential is the gate's alone, as on a WebSocket upgrade: a request that carries
+    // it here (beside its header, or on a public path) does not hand it to the upstream.
+    if (this.options.queryToken === true && query !== undefined) query = withoutToken(query);
     const target = upstreamTarget(path, query);
     if (typeof target !== 'string') return refuse(res, target);
     const peer = peerAddress(res);
@@ -174,7 +182,7 @@ export class UpstreamProxy {
     const head = requestHead(method, target, this.hostLines, headers);
     if (head instanceof Unwritable) return refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${head.why}`));
     const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
-    const exchange = new Exchange(this.relay, res, method === 'HEAD', head, allowOrigin);
+    const exchange = new Exchange(this.relay, res, method === 'HEAD', IDEMPOTENT.has(method), head, allowOrigin);
     this.inFlight.enter();
     res.onAborted(() => exchange.clientGone());
     if (!hasBody) {
@@ -208,21 +216,18 @@ class Unwritable {
 /**
  * The request line and header lines of a request (its target from upstreamTarget), as one Latin-1 string, without the
  * framing of its body and the empty line; or why it cannot be written.
- * The client's Content-Length is left out: the framing line is written from the body sent.
+ * The client's Content-Length is left out (upstreamHeaders judged the framing as received):
+ * the framing line is written from the body sent.
  */
 function requestHead(method: string, target: string, hostLines: string, headers: string[]): string | Unwritable {
   if (NOT_TOKEN.test(method)) return new Unwritable('its method is not a token');
   let head = `${method} ${target} ${hostLines}`;
-  let lengths = 0;
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i];
     const value = headers[i + 1];
     if (NOT_TOKEN.test(name)) return new Unwritable('a header name is not a token');
     if (NOT_FIELD_VALUE.test(value)) return new Unwritable(`the value of header ${name} holds a control byte`);
-    if (name === 'content-length') {
-      if (++lengths > 1) return new Unwritable('it has two Content-Length headers');
-      continue;
-    }
+    if (name === 'content-length') continue;
     head += `${name}: ${value}\r\n`;
   }
   return head;
@@ -273,7 +278,7 @@ class Exchange implements UpstreamRequest {
   private splitParts: Buffer[] = [];
   private splitBytes = 0;
 
-  constructor(private readonly relay: Relay, private readonly res: HttpResponse, readonly head: boolean,
+  constructor(private readonly relay: Relay, private readonly res: HttpResponse, readonly head: boolean, readonly idempotent: boolean,
     private readonly requestHead: string, private readonly allowOrigin: string) {}
 
   // The client side.

@@ -1,7 +1,8 @@
 // The calls of uWebSockets.js that the package has and its typings lack, typed once:
 // the child app descriptors (an acceptor app hands each connection it accepts to one of
-// its children: the HTTP threads' apps, a TLS reload's new app) and the listen that takes
-// uSockets' options. Every other module calls these rather than casting the app itself.
+// its children: the HTTP threads' apps, a TLS reload's new app), the listen that takes
+// uSockets' options, and the switch that keeps uWS's mark out of the answers. Every other
+// module calls these rather than casting the app itself.
 import * as uws from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 
@@ -15,8 +16,26 @@ interface ChildAppCalls {
 
 const calls = (app: TemplatedApp): ChildAppCalls => app as unknown as ChildAppCalls;
 
-// uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT: no other socket may share the port (no SO_REUSEPORT).
-const EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+/** What the module has beside its typings. */
+interface ModuleCalls {
+  /** uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT: no other socket may share the port (no SO_REUSEPORT). */
+  readonly LIBUS_LISTEN_EXCLUSIVE_PORT: number;
+  /** Undocumented settings of the calling thread's loop; 'silent' sets its noMark. */
+  _cfg(key: string): void;
+}
+
+const extras = uws as unknown as ModuleCalls;
+const EXCLUSIVE_PORT = extras.LIBUS_LISTEN_EXCLUSIVE_PORT;
+
+/**
+ * Keeps the "uWebSockets: 20" header out of every answer this thread's loop writes (a
+ * 101 too): it tells anyone which server, and which version, is behind the port. The
+ * switch is the loop's, and each thread has its own: every thread that serves calls this
+ * before it serves. uWS's own answers to what it cannot parse (its 400 page) still name it.
+ */
+export function omitServerMark(): void {
+  extras._cfg('silent');
+}
 
 /** The number that names `app` to an acceptor, which may be on another thread. */
 export function descriptorOf(app: TemplatedApp): number {

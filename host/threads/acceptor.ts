@@ -36,7 +36,7 @@ import type { Listening } from '../http/listener.js';
 import { acceptorApp, certificateFields, snapshotTlsFiles } from '../http/tls.js';
 import type { TlsSnapshot } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
-import { addChild, listenExclusive, removeChild } from '../http/uws-shim.js';
+import { addChild, listenExclusive, omitServerMark, removeChild } from '../http/uws-shim.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
 import { ownThread } from '../own-thread.js';
@@ -144,6 +144,7 @@ class ThreadsOwner {
   constructor(private readonly plan: ThreadsPlan) {
     // Answers only if a connection is ever accepted while no thread is registered, which
     // the order of start and stop rules out: a 503 rather than uWS's bare 404.
+    omitServerMark();
     this.app = acceptorApp(plan.settings.tls).any('/*', (res) => {
       res.writeStatus('503 Service Unavailable').writeHeader('Content-Type', 'text/plain; charset=utf-8').end('api-auth is not serving\n', true);
     });

@@ -13,7 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { App } from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { RpcCode } from '../errors.js';
-import { descriptorOf } from '../http/uws-shim.js';
+import { descriptorOf, omitServerMark } from '../http/uws-shim.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
@@ -118,6 +118,7 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
   };
   // With TLS, each reload adds an app (tls.ts): the acceptor hands new connections to the
   // newest, and the older ones keep the connections they have until the stop.
+  omitServerMark();
   const apps: TemplatedApp[] = [newApp()];
   owner.onCollect(() => http.collect());
   if (tls !== undefined) {

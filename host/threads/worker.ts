@@ -42,7 +42,7 @@ await runHttpThread(async ({ data, owner, log }) => {
     metricsPath: settings.metricsPath,
     upstream: upstream && {
       url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, pipelining: upstream.pipelining,
-      health: sharedHealth(data.upstreamHealth), clientScheme: settings.tls === undefined ? 'http' : 'https',
+      queryToken: settings.websocket.queryToken, health: sharedHealth(data.upstreamHealth), clientScheme: settings.tls === undefined ? 'http' : 'https',
     },
     websocket: { ...settings.websocket, sessionCount: data.wsSessions },
     trustedProxies: trustedProxies(settings.trustedProxies),

@@ -195,6 +195,27 @@ t.test('from a trusted proxy, X-Forwarded-For, -Host and -Proto are kept and X-F
     [client, 'h', 'http', undefined], 'a peer outside the list is a client like any other');
 });
 
+t.test('underscore spellings of forwarding headers and credentials never reach the upstream, from a client or a trusted proxy', async (t) => {
+  // A CGI or WSGI upstream reads X_Forwarded_For as X-Forwarded-For: both are HTTP_X_FORWARDED_FOR to it.
+  const spellings = [['X_Forwarded_For', '203.0.113.7'], ['X-Forwarded_For', '203.0.113.7'], ['X_Forwarded_Host', 'evil.example'],
+    ['X_Forwarded_Proto', 'https'], ['X-Real_IP', '203.0.113.7'], ['X_Real_IP', '203.0.113.7'], ['True_Client_IP', '203.0.113.7'],
+    ['CF_Connecting_IP', '203.0.113.7'], ['Forwarded_For', '203.0.113.7'], ['X_Original_URL', '/admin'],
+    ['Proxy_Authorization', 'Basic YTpi']] as const;
+  const behind = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--trusted-proxies', '127.0.0.0/8'] });
+  for (const [base, who] of [[gateway.url, 'a client'], [behind.url, 'a trusted proxy']] as const) {
+    const source = freshSource();
+    const response = await request(base, '/ext/info', {
+      localAddress: source, headers: [['Authorization', bearer], ...spellings, ['X_Other', 'kept']],
+    });
+    t.equal(response.status, 200);
+    const seen = lastSeen();
+    const names = seen.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+    t.same(names.filter((n) => n.includes('_')), ['x_other'], `from ${who}: only the header that spells nothing api-auth writes passes`);
+    t.equal(seen.headers['x-forwarded-for'], source, `from ${who}: X-Forwarded-For names the peer alone`);
+    t.equal(count(seen.rawHeaders, 'x-forwarded-for'), 1);
+  }
+});
+
 t.test('on a dual-stack listener, addresses are canonical: an IPv4 client in dotted form, IPv6 as RFC 5952 writes it', async (t) => {
   const dual = await startServer(t, {
     cheapChecks: true, args: ['--http-host', '::', '--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health'],
@@ -298,6 +319,60 @@ t.test('a request undici would refuse is the client\'s own 400: nothing forwarde
   t.equal((await request(server.url, '/ext/info')).status, 502);
   await server.waitForLog((l) => l.msg === 'the upstream node did not answer' && l.level === 'warn');
   t.pass('its first real failure is still news');
+});
+
+t.test('the framing headers are judged as received, before hop-by-hop removal: an ambiguous body is the client\'s own 400', async (t) => {
+  const up = await startUpstream(t);
+  const server = await startServer(t, { auth: false, args: ['--upstream', up.url] });
+  const cases: [string, [string, string][]][] = [
+    // Hop-by-hop removal of the first would leave one length, as if the request had one.
+    ['Connection: content-length and two Content-Length', [['Connection', 'content-length'], ['Content-Length', '2'], ['Content-Length', '2']]],
+    ['two Content-Length, the second named in a later Connection line', [['Connection', 'keep-alive'], ['Content-Length', '2'],
+      ['Connection', 'content-length'], ['Content-Length', '2']]],
+    ['two Transfer-Encoding', [['Transfer-Encoding', 'chunked'], ['Transfer-Encoding', 'chunked']]],
+    ['a Transfer-Encoding that is not chunked', [['Transfer-Encoding', 'gzip, chunked']]],
+    ['a Transfer-Encoding that is not chunked, named in Connection', [['Connection', 'transfer-encoding'], ['Transfer-Encoding', 'identity']]],
+  ];
+  for (const [name, headers] of cases) {
+    const chunked = headers.some(([n]) => n === 'Transfer-Encoding');
+    const response = await request(server.url, '/ext/info', { method: 'POST', headers, body: chunked ? '2\r\n{}\r\n0\r\n\r\n' : '{}' });
+    t.equal(response.status, 400, `${name}: 400`);
+    t.match(jsonError(response), { code: -32600, message: /^the request cannot be forwarded: it has two|^the request cannot be forwarded: its Transfer-Encoding/ },
+      `${name}: ${response.text.trim()}`);
+  }
+  t.equal(up.seen.length, 0, 'none reached the upstream');
+  const plain = await request(server.url, '/ext/info', { method: 'POST', headers: [['Transfer-Encoding', 'Chunked']], body: '2\r\n{}\r\n0\r\n\r\n' });
+  t.equal(plain.status, 200, 'one chunked coding, in any case, is forwarded');
+  t.equal(up.seen[0].body.toString(), '{}');
+});
+
+t.test('every Connection line names fields that are not forwarded, not only the first', async (t) => {
+  await request(gateway.url, '/ext/info', {
+    headers: [['Authorization', bearer], ['Connection', 'keep-alive'], ['X-Hop', '1'], ['Connection', 'x-hop, X-Other-Hop'],
+      ['X-Other-Hop', '2'], ['X-Kept', '3']],
+  });
+  const seen = lastSeen();
+  t.same([seen.headers['x-hop'], seen.headers['x-other-hop'], seen.headers['x-kept']], [undefined, undefined, '3'],
+    'the fields the second line names are dropped; the rest passes');
+});
+
+for (const threads of ['1', '2']) t.test(`with --api-auth-query-token, access_token never reaches the upstream in a plain HTTP request (${threads} thread(s))`, async (t) => {
+  const server = await startServer(t, { cheapChecks: true,
+    args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/health', '--api-auth-query-token', '--http-threads', threads] });
+  const token = await newToken(server.url, server.password, ['*']);
+  const cases: [string, string, string][] = [
+    ['with a header too', `/ext/info?access_token=${token}&x=1`, '/ext/info?x=1'],
+    ['between others, twice', `/ext/info?a=1&access_token=${token}&b=2&access_token=`, '/ext/info?a=1&b=2'],
+    ['alone', `/ext/info?access_token=${token}`, '/ext/info'],
+    ['without the credential', '/ext/info?x=access_token', '/ext/info?x=access_token'],
+  ];
+  for (const [name, target, forwarded] of cases) {
+    t.equal((await request(server.url, target, { headers: [['Authorization', `Bearer ${token}`]] })).status, 200, name);
+    t.equal(lastSeen().url, forwarded, `${name}: the upstream is asked for ${forwarded}`);
+  }
+  t.equal((await request(server.url, `/ext/health?access_token=${token}`)).status, 200);
+  t.equal(lastSeen().url, '/ext/health', 'a public path: the token is not passed on either');
+  t.notOk(upstream.seen.some((r) => r.url.includes(token)), 'the upstream never saw the token in a URL');
 });
 
 t.test('the path, the query and header values reach the upstream byte for byte', async (t) => {

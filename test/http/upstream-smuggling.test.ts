@@ -3,8 +3,10 @@
 // Transfer-Encoding, a 204 with a body, an answer longer than its Content-Length), while
 // other clients' requests go over the same pooled connections. No client may ever get
 // the answer smuggled in, nor another client's answer: a refused answer is a 502, and a
-// connection with bytes past an answer is dropped, never used again.
+// connection with bytes past an answer is dropped, never used again; so is one on which
+// bytes come while no request is outstanding.
 import t, { type Test } from 'tap';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { request, type HttpResponse } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import { answer, startScriptedUpstream, type ScriptedRequest } from '../helpers/scripted-upstream.js';
@@ -102,4 +104,68 @@ t.test('with --upstream-pipelining 4: answers the parser refuses take down their
   // A plain request pipelined behind a refused answer shares its fate: 502, never a wrong answer.
   t.ok(echoes.every(({ id, response }) => response.text === `{"id":"${id}"}` || response.status === 502), 'a plain request gets its own answer or a 502');
   t.ok(echoes.some(({ response }) => response.status === 200), 'most get their own answer');
+});
+
+/**
+ * An upstream that answers GET /<id> with {"id":"<id>"} on kept-alive connections, and
+ * on request writes one answer nobody asked for: appended to the next answer it sends,
+ * or alone on a connection with nothing outstanding.
+ */
+async function unrequestedAnswers(t: Test) {
+  const sockets: Socket[] = [];
+  const outstanding = new Map<Socket, number>();
+  const closed = new Set<Socket>();
+  let appendNext = false;
+  const server = createServer((socket) => {
+    sockets.push(socket);
+    outstanding.set(socket, 0);
+    socket.on('close', () => closed.add(socket));
+    socket.on('error', () => undefined);
+    let pending = '';
+    socket.on('data', (chunk: Buffer) => {
+      pending += chunk.toString('latin1');
+      let end: number;
+      while ((end = pending.indexOf('\r\n\r\n')) >= 0) {
+        const id = pending.slice(pending.indexOf(' ') + 2, pending.indexOf(' HTTP/1.1'));
+        pending = pending.slice(end + 4);
+        socket.write(appendNext ? `${answer(`{"id":"${id}"}`)}${INSIDE}` : answer(`{"id":"${id}"}`));
+        appendNext = false;
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  t.teardown(() => new Promise<void>((resolve) => {
+    for (const socket of sockets) socket.destroy();
+    server.close(() => resolve());
+  }));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    /** The next answer carries one more behind it. */
+    appendToNext(): void {
+      appendNext = true;
+    },
+    /** Writes an answer on a kept-alive connection that has none outstanding; resolves once the gateway has closed it. */
+    async writeOnIdle(): Promise<void> {
+      const socket = sockets.find((s) => !closed.has(s))!;
+      socket.write(INSIDE);
+      while (!closed.has(socket)) await new Promise((resolve) => socket.once('close', resolve));
+    },
+    connections: () => sockets.length,
+  };
+}
+
+t.test('an answer nobody asked for ends its connection, whether it follows an answer or comes on an idle one: 8 clients over 10 rounds get their own', async (t) => {
+  const upstream = await unrequestedAnswers(t);
+  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1'] });
+  const wrong: string[] = [];
+  for (let round = 0; round < 10; round++) {
+    if (round % 2 === 0) upstream.appendToNext();
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => request(gateway.url, `/${round}-${i}`)
+      .then((r) => ({ id: `${round}-${i}`, r }))));
+    for (const { id, r } of answers) if (r.status !== 200 || r.text !== `{"id":"${id}"}`) wrong.push(`${id}: ${r.status} ${r.text}`);
+    // All answered: every connection is idle, kept alive for the next round.
+    if (round % 2 === 1) await upstream.writeOnIdle();
+  }
+  t.same(wrong, [], 'each of 80 clients got its own answer, never the one nobody asked for nor another client\'s');
+  t.ok(upstream.connections() > 10, `${upstream.connections()} connections: each unrequested answer took its own down`);
 });

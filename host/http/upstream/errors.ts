@@ -6,13 +6,24 @@ import { UpstreamError } from '../../errors.js';
 
 export { UpstreamError };
 
-/** The upstream took longer than --upstream-timeout to connect, to start answering, or between parts of an answer. */
+/** The upstream took longer than --upstream-timeout to connect, to start answering (also behind other answers), or between parts of an answer. */
 export const timedOut = (timeoutMs: number): UpstreamError =>
   new UpstreamError(`the upstream node did not answer within ${timeoutMs / 1000} s`, 'timeout');
 
 /** The connection ended before the answer was whole. */
 export const closedEarly = (): UpstreamError =>
   new UpstreamError('the upstream node closed the connection before its answer was whole', 'closed');
+
+/**
+ * The upstream closed the connection after an earlier answer, with this request written
+ * behind it: it may have been run (node:http runs what it has read), so it is not sent again.
+ */
+export const closedBehind = (): UpstreamError =>
+  new UpstreamError('the upstream node closed the connection after an earlier answer; the request may have been run, so it was not sent again', 'closed');
+
+/** No connection to the upstream came free within --upstream-timeout (all of them busy, up to the limit). */
+export const waitedOut = (timeoutMs: number): UpstreamError =>
+  new UpstreamError(`no connection to the upstream node came free within ${timeoutMs / 1000} s`, 'timeout');
 
 /** An answer the parser refuses (parser.ts says which rule it broke). */
 export const badAnswer = (why: string): UpstreamError => new UpstreamError(why, 'bad-answer');

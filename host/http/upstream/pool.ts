@@ -4,9 +4,21 @@
 // connection carries up to N requests at once, answered in order, as Go's net/http and
 // node:http answer them; a request is never put behind one that has waited longer than
 // PIPELINE_MAX_WAIT_MS, nor behind a request whose body is still coming.
+//
+// Every request has a deadline, from when it is dispatched: its answer must start within
+// the timeout, whether it waits for a connection (all of them busy, behind clients that
+// read slowly) or behind another answer on its connection. Past it, it fails (504); one
+// already written has its answer read and dropped when it comes, so that the answers
+// behind it still reach their clients.
+//
+// A request is sent twice only when that cannot run it twice: it was never written (its
+// bytes still held in the socket's cork when the connection ended), or its method is
+// idempotent. node:http runs the requests it has read behind an answer that says
+// Connection: close, and then closes without answering them: a POST that may have been
+// read fails (502) rather than run again.
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
-import { badAnswer, closedEarly, poolClosed, switched, timedOut } from './errors.js';
+import { badAnswer, closedBehind, closedEarly, poolClosed, switched, timedOut, waitedOut } from './errors.js';
 import { ResponseParser, SWITCHED, type AnswerHandler } from './parser.js';
 
 /** Requests are not pipelined behind one that has waited this long for its answer. */
@@ -22,6 +34,8 @@ export interface UpstreamRequest extends AnswerHandler {
   readonly streaming: boolean;
   /** The method is HEAD: the answer has no body, and the connection is not used again. */
   readonly head: boolean;
+  /** The method is idempotent (RFC 9110 §9.2.2): running it twice does what running it once does, so it may be sent again once written. */
+  readonly idempotent: boolean;
   /** `bytes` are written on `connection`; a streaming body goes on there. Called again if the request is sent again. */
   onSent(connection: Connection): void;
   /** No whole answer came: the request failed. */
@@ -48,6 +62,10 @@ export class Connection {
   readonly queue: UpstreamRequest[] = [];
   /** When each request of the queue was written (ms). */
   private readonly times: number[] = [];
+  /** When the answer of each request of the queue must have started (ms since the epoch). */
+  private readonly dues: number[] = [];
+  /** The index in the queue of the first request written while the socket was corked (its bytes not sent yet); -1 for none. */
+  private corkedFrom = -1;
   /** The request whose body is still being written; nothing else is written meanwhile. */
   streaming: UpstreamRequest | null = null;
   /** False once the connection may carry no further request. */
@@ -94,17 +112,34 @@ export class Connection {
     return !request.streaming && count < this.pool.options.pipelining && now - this.times[0] <= PIPELINE_MAX_WAIT_MS;
   }
 
-  send(request: UpstreamRequest): void {
+  /** Writes `request`, whose answer must start by `due`. */
+  send(request: UpstreamRequest, due: number): void {
     // The first request goes at once; those pipelined behind it in the same turn of the
     // event loop leave together, in one write, when the turn's events are all handled.
-    if (this.queue.length > 0) this.pool.cork(this.socket);
+    if (this.queue.length > 0) this.pool.cork(this);
     this.queue.push(request);
     this.times.push(Date.now());
+    this.dues.push(due);
     if (request.head) this.reusable = false;
     if (request.streaming) this.streaming = request;
-    else if (this.connected && this.deadline === 0) this.deadline = Date.now() + this.pool.options.timeoutMs;
+    else if (this.connected && this.deadline === 0) this.deadline = due;
     this.socket.write(request.bytes);
     request.onSent(this);
+  }
+
+  /** Holds the socket's writes until uncork(): requests written meanwhile are not sent yet. False when it was corked already. */
+  cork(): boolean {
+    if (this.corkedFrom >= 0) return false;
+    this.corkedFrom = this.queue.length;
+    this.socket.cork();
+    return true;
+  }
+
+  /** Sends what cork() held, in one write. */
+  uncork(): void {
+    if (this.corkedFrom < 0) return;
+    this.corkedFrom = -1;
+    this.socket.uncork();
   }
 
   /** More of a streaming body; false when the socket's buffer is full (then wait for drained()). */
@@ -117,7 +152,11 @@ export class Connection {
     if (this.streaming !== request) return;
     this.streaming = null;
     if (bytes !== null) this.socket.write(bytes);
-    if (this.connected) this.deadline = Date.now() + this.pool.options.timeoutMs;
+    // A body takes as long as its client sends it: the answer's time counts from its end.
+    // (A streaming request is alone on its connection.)
+    const due = Date.now() + this.pool.options.timeoutMs;
+    this.dues[0] = due;
+    if (this.connected) this.deadline = due;
   }
 
   /** Calls `then` once the socket's buffer has room again. */
@@ -148,13 +187,32 @@ export class Connection {
   }
 
   /**
-   * `request` no longer wants its answer (its client went away). Alone on the connection,
-   * it takes the connection with it, which stops the upstream sending; with answers
-   * pipelined behind it, its answer is read and dropped, so theirs still come (reading
-   * on if it was `paused` for its client).
+   * The requests pipelined behind the one being answered whose deadline has passed fail
+   * (504); each one's answer will be read and dropped. The first is the connection's own
+   * deadline's (late()).
+   */
+  expire(now: number): void {
+    const { queue, dues } = this;
+    const timeoutMs = this.pool.options.timeoutMs;
+    for (let i = 1; i < queue.length; i++) {
+      if (dues[i] > now || queue[i] instanceof Dropped) continue;
+      const request = queue[i];
+      queue[i] = new Dropped(request.head);
+      // The upstream gets its whole timeout for an answer it will not be blamed for
+      // holding back: the connection fails only if that one is late too.
+      dues[i] = now + timeoutMs;
+      request.onError(timedOut(timeoutMs));
+    }
+  }
+
+  /**
+   * `request` no longer wants its answer (its client went away). Alone on the connection
+   * (or with only requests that timed out behind it), it takes the connection with it,
+   * which stops the upstream sending; with answers still wanted behind it, its answer is
+   * read and dropped, so theirs still come (reading on if it was `paused` for its client).
    */
   abandon(request: UpstreamRequest, paused: boolean): void {
-    if (this.queue[0] === request && this.queue.length === 1) {
+    if (this.queue[0] === request && this.nothingWantedBehind()) {
       this.fail(closedEarly(), request);
       return;
     }
@@ -166,6 +224,12 @@ export class Connection {
     if (paused) this.resume();
   }
 
+  /** Whether no request behind the first wants its answer: each one behind it, if any, timed out. */
+  private nothingWantedBehind(): boolean {
+    for (let i = 1; i < this.queue.length; i++) if (!(this.queue[i] instanceof Dropped)) return false;
+    return true;
+  }
+
   /** Ends the connection; the requests on it fail with `error` (but `quiet`, which asked for it). */
   fail(error: Error, quiet: UpstreamRequest | null = null): void {
     if (this.done) return;
@@ -175,13 +239,15 @@ export class Connection {
     this.socket.destroy();
     const requests = this.queue.splice(0);
     this.times.length = 0;
+    this.dues.length = 0;
+    this.corkedFrom = -1;
     this.pool.removed(this);
     for (const request of requests) if (request !== quiet) request.onError(error);
   }
 
   private onConnect(): void {
     this.connected = true;
-    this.deadline = this.queue.length > 0 && this.streaming === null ? Date.now() + this.pool.options.timeoutMs : 0;
+    this.deadline = this.queue.length > 0 && this.streaming === null ? this.dues[0] : 0;
   }
 
   private read(bytes: Buffer, n: number): boolean {
@@ -212,8 +278,14 @@ export class Connection {
     }
     this.reading = false;
     if (this.queue.length > 0) {
-      if (!parser.idle()) this.queue[0].onReadEnd();
-      this.deadline = Date.now() + this.pool.options.timeoutMs;
+      // Within an answer, the next part is due within the timeout; before one, the
+      // request's own deadline holds, also when it waited behind others.
+      if (!parser.idle()) {
+        this.queue[0].onReadEnd();
+        this.deadline = Date.now() + this.pool.options.timeoutMs;
+      } else if (this.streaming === null) {
+        this.deadline = this.dues[0];
+      }
     }
     if (this.roomMade) {
       this.roomMade = false;
@@ -226,21 +298,31 @@ export class Connection {
   private answered(): void {
     const request = this.queue.shift()!;
     this.times.shift();
+    this.dues.shift();
+    if (this.corkedFrom > 0) this.corkedFrom--;
     if (this.streaming === request) {
       // Answered before its body was all sent: the rest cannot follow on this connection.
       this.streaming = null;
       this.reusable = false;
     }
     if (!this.parser.keepAlive) {
-      // The upstream closes after this answer and, by RFC 9112 §9.6, reads no request after
-      // it: those pipelined behind it were never processed, and are sent again elsewhere.
+      // The upstream closes after this answer. RFC 9112 §9.6 says it processes no request
+      // after it, but node:http runs those it has read: only what was never written, or
+      // may run twice, is sent again elsewhere.
       this.reusable = false;
-      const unread = this.queue.splice(0);
+      const behind = this.queue.splice(0);
+      const dues = this.dues.splice(0);
+      const written = this.corkedFrom < 0 ? behind.length : this.corkedFrom;
       this.times.length = 0;
+      this.corkedFrom = -1;
       this.done = true;
       this.socket.destroy();
       this.pool.removed(this);
-      for (const next of unread) this.pool.dispatch(next);
+      for (let i = 0; i < behind.length; i++) {
+        const next = behind[i];
+        if (i >= written || next.idempotent) this.pool.dispatch(next, dues[i]);
+        else next.onError(closedBehind());
+      }
       return;
     }
     if (this.queue.length === 0) {
@@ -259,9 +341,26 @@ export class Connection {
     if (request !== undefined && this.parser.finish(request)) {
       this.queue.shift();
       this.times.shift();
+      this.dues.shift();
     }
     this.fail(closedEarly());
   }
+}
+
+/** What stands in the queue for a request whose deadline passed: its answer is read, and dropped. */
+class Dropped implements UpstreamRequest {
+  readonly bytes = Buffer.alloc(0);
+  readonly streaming = false;
+  readonly idempotent = true;
+
+  constructor(readonly head: boolean) {}
+
+  onSent(): void {}
+  onError(): void {}
+  onReadEnd(): void {}
+  onHead(): void {}
+  onBody(): void {}
+  onEnd(): void {}
 }
 
 export class UpstreamPool {
@@ -270,43 +369,65 @@ export class UpstreamPool {
   private readonly all = new Set<Connection>();
   /** Connections with nothing under way, the one freed last on top (its socket is warm). */
   private readonly idle: Connection[] = [];
+  /** Requests waiting for a connection, in the order they came, and when each one's answer must have started. */
   private readonly waiting: UpstreamRequest[] = [];
+  private readonly waitingDues: number[] = [];
   private readonly port: number;
   private sweeper: NodeJS.Timeout | null = null;
   private closed = false;
-  /** Sockets corked in this turn of the event loop, uncorked together after its events. */
-  private readonly corked: Socket[] = [];
+  /** Connections corked in this turn of the event loop, uncorked together after its events. */
+  private readonly corked: Connection[] = [];
 
   constructor(readonly options: PoolOptions) {
     this.port = options.url.port === '' ? (options.url.protocol === 'https:' ? 443 : 80) : Number(options.url.port);
   }
 
-  /** Sends `request` on an idle connection, pipelined on a busy one, on a new one, or when one is freed. */
-  dispatch(request: UpstreamRequest): void {
+  /**
+   * Sends `request` on an idle connection, pipelined on a busy one, on a new one, or when
+   * one is freed. Its answer must start within the timeout; a request sent again passes
+   * the `due` it had (ms since the epoch).
+   */
+  dispatch(request: UpstreamRequest, due = 0): void {
     if (this.closed) {
       request.onError(poolClosed());
       return;
     }
-    const connection = this.pick(request);
-    if (connection === null) this.waiting.push(request);
-    else connection.send(request);
+    const now = Date.now();
+    if (due === 0) {
+      due = now + this.options.timeoutMs;
+    } else if (due <= now) {
+      // Sent again once its time had run out.
+      request.onError(timedOut(this.options.timeoutMs));
+      return;
+    }
+    const connection = this.pick(request, now);
+    if (connection === null) {
+      this.waiting.push(request);
+      this.waitingDues.push(due);
+    } else {
+      connection.send(request, due);
+    }
   }
 
-  /** Holds `socket`'s writes until this turn of the event loop has handled its events. */
-  cork(socket: Socket): void {
-    if (socket.writableCorked > 0) return;
-    socket.cork();
-    if (this.corked.push(socket) === 1) setImmediate(() => this.uncork());
+  /** Holds `connection`'s writes until this turn of the event loop has handled its events. */
+  cork(connection: Connection): void {
+    if (connection.cork() && this.corked.push(connection) === 1) setImmediate(() => this.uncork());
   }
 
   private uncork(): void {
-    for (const socket of this.corked.splice(0)) socket.uncork();
+    for (const connection of this.corked.splice(0)) connection.uncork();
   }
 
   /** A connection has answered a request and has room: the requests waiting take it. */
   freed(connection: Connection): void {
     const now = Date.now();
-    while (this.waiting.length > 0 && connection.canTake(this.waiting[0], now)) connection.send(this.waiting.shift()!);
+    while (this.waiting.length > 0 && connection.canTake(this.waiting[0], now)) {
+      const due = this.waitingDues.shift()!;
+      const request = this.waiting.shift()!;
+      // Its time ran out since the last sweep: written now, it would make the connection late.
+      if (due <= now) request.onError(waitedOut(this.options.timeoutMs));
+      else connection.send(request, due);
+    }
     if (connection.queue.length === 0) this.idle.push(connection);
   }
 
@@ -315,7 +436,17 @@ export class UpstreamPool {
     if (!this.all.delete(connection)) return;
     const at = this.idle.lastIndexOf(connection);
     if (at >= 0) this.idle.splice(at, 1);
-    if (this.waiting.length > 0 && !this.closed) this.open().send(this.waiting.shift()!);
+    if (this.waiting.length === 0 || this.closed) return;
+    const now = Date.now();
+    while (this.waiting.length > 0) {
+      const due = this.waitingDues.shift()!;
+      const request = this.waiting.shift()!;
+      if (due > now) {
+        this.open().send(request, due);
+        return;
+      }
+      request.onError(waitedOut(this.options.timeoutMs));
+    }
   }
 
   /** Takes back a request still waiting for a connection; false when it has one. */
@@ -323,6 +454,7 @@ export class UpstreamPool {
     const at = this.waiting.indexOf(request);
     if (at < 0) return false;
     this.waiting.splice(at, 1);
+    this.waitingDues.splice(at, 1);
     return true;
   }
 
@@ -330,12 +462,12 @@ export class UpstreamPool {
   close(): void {
     this.closed = true;
     if (this.sweeper !== null) clearInterval(this.sweeper);
+    this.waitingDues.length = 0;
     for (const request of this.waiting.splice(0)) request.onError(poolClosed());
     for (const connection of [...this.all]) connection.fail(poolClosed());
   }
 
-  private pick(request: UpstreamRequest): Connection | null {
-    const now = Date.now();
+  private pick(request: UpstreamRequest, now: number): Connection | null {
     while (this.idle.length > 0) {
       const connection = this.idle.pop()!;
       // An idle connection the upstream has closed meanwhile: this request's bytes are not
@@ -362,6 +494,23 @@ export class UpstreamPool {
 
   private sweep(): void {
     const now = Date.now();
-    for (const connection of this.all) if (connection.late(now)) connection.fail(timedOut(this.options.timeoutMs));
+    for (const connection of this.all) {
+      if (connection.late(now)) connection.fail(timedOut(this.options.timeoutMs));
+      else connection.expire(now);
+    }
+    // Not in the order of their deadlines: a request sent again keeps its own.
+    const { waiting, waitingDues } = this;
+    let kept = 0;
+    const expired: UpstreamRequest[] = [];
+    for (let i = 0; i < waiting.length; i++) {
+      if (waitingDues[i] <= now) {
+        expired.push(waiting[i]);
+      } else {
+        waiting[kept] = waiting[i];
+        waitingDues[kept++] = waitingDues[i];
+      }
+    }
+    waiting.length = waitingDues.length = kept;
+    for (const request of expired) request.onError(waitedOut(this.options.timeoutMs));
   }
 }
