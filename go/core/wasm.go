@@ -27,12 +27,12 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "2fc5b927a61f7be8224ca0e2d0ada3c966dec665a7d4878cbe8d75cf3cebb5e7"
-	ThreadsSHA256 = "03c3092ca63533efe4437a3f8641c893b978bf6f9f4524b61206f8eb3608fa92"
+	PlainSHA256   = "3776b5bc429aa91f5ff50e312bb85df18600f973d486c8afe149cb3d78a85062"
+	ThreadsSHA256 = "91a860274a3b0fc6a4193e90813f6add8d202205c8a5b247bd71e209a467779e"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).
-const ABIVersion = 3
+const ABIVersion = 4
 
 // Engine chooses how wazero runs the core.
 type Engine int

@@ -100,8 +100,9 @@ export class Admission {
   outcome: RefusedOutcome = Outcome.NoToken;
   /** After Admitted, by a way that keeps it: the bare token; null when none was needed (a public path, or no tokens). */
   token: string | null = null;
-  /** After Admitted: the serial and grant of a token with limits, whose later calls (WebSocket messages) are admitted too; -1 for none. */
+  /** After Admitted: the serial, expiry and grant of a token with limits, whose later calls (WebSocket messages) are admitted too; -1 for none. */
   limitedSerial = -1;
+  limitedExpiry = -1;
   limitedGrant = -1;
   /** After Admitted with a token with limits: its client's 16 bytes, for those later calls. */
   client: Uint8Array | null = null;
@@ -147,6 +148,7 @@ export class Admission {
     this.grant = -1;
     this.token = null;
     this.limitedSerial = -1;
+    this.limitedExpiry = -1;
     this.limitedGrant = -1;
     this.client = null;
     this.limited = null;
@@ -182,6 +184,7 @@ export class Admission {
   private admitLimited(res: HttpResponse, req: HttpRequest, gate: Gate, way: Way): boolean {
     const core = this.core;
     const serial = core.limitedSerial;
+    const expiry = core.limitedExpiry;
     const grant = core.scopedGrant;
     const scoped = core.limitedScoped;
     const client = addressBytes(clientAddress(res, req, this.trusted), new Uint8Array(16));
@@ -198,9 +201,10 @@ export class Admission {
     }
     if (scoped) this.grant = grant;
     this.limitedSerial = serial;
+    this.limitedExpiry = expiry;
     this.limitedGrant = grant;
     this.client = client;
-    if (way.calls > 0) this.limited = { admit: (calls) => gate.admitCalls(serial, grant, calls, client), wait: () => core.admitWait };
+    if (way.calls > 0) this.limited = { admit: (calls) => gate.admitCalls(serial, expiry, grant, calls, client), wait: () => core.admitWait };
     return true;
   }
 

@@ -192,7 +192,7 @@ export class WebSocketRelay {
     }
     const { grant, token } = admission;
     const limited = admission.limitedSerial < 0 ? null
-      : { serial: admission.limitedSerial, grant: admission.limitedGrant, client: admission.client as Uint8Array };
+      : { serial: admission.limitedSerial, expiry: admission.limitedExpiry, grant: admission.limitedGrant, client: admission.client as Uint8Array };
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
     let query = req.getQuery() as string | undefined;
     // The credential is the gate's alone: with the flag on, it never reaches the upstream.
@@ -326,7 +326,7 @@ export class WebSocketRelay {
     }
     const calls = Array.isArray(parsed) ? Math.max(1, parsed.length) : 1;
     const { core, metrics } = this.parts;
-    const result = core.admit(limited.serial, limited.grant, calls, limited.client, this.parts.clock());
+    const result = core.admit(limited.serial, limited.expiry, limited.grant, calls, limited.client, this.parts.clock());
     if (result === ADMIT_OK) return null;
     metrics.limitRefusals[result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : 2]++;
     const id = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) && 'id' in parsed ? JSON.stringify(parsed.id) : 'null';
@@ -430,6 +430,8 @@ interface Opened {
 /** What admits a session's messages against its token's limits (admission.ts). */
 interface LimitedToken {
   readonly serial: number;
+  /** Unix seconds. */
+  readonly expiry: number;
   readonly grant: number;
   /** The client's 16 bytes, as checked at the upgrade. */
   readonly client: Uint8Array;
