@@ -261,13 +261,23 @@ function claim(table: usize, serial: u64, expiry: u64, now: i64): usize {
   }
 }
 
-/** Whether the 16-byte address at `addr` is in one of the `n` ranges at `ranges`. */
+/**
+ * Whether the 16-byte address at `addr` is in one of the `n` ranges at `ranges`. An
+ * IPv4-mapped address is an IPv4 client: only a range of 96 bits or more can hold it
+ * (one written as IPv4, or inside ::ffff:0:0/96), never a wider IPv6 range such as ::/0.
+ */
 function clientIn(ranges: usize, n: u32, addr: usize): bool {
   const a0 = load<u64>(addr);
   const a1 = load<u64>(addr, 8);
+  // Bytes 0..11 are ::ffff: (bytes 10 and 11 0xff, read little-endian).
+  const mapped = a0 == 0 && <u32>a1 == 0xffff0000;
   for (let i: u32 = 0; i < n; i++) {
     const r = ranges + <usize>i * REC_CLIENT;
-    if ((a0 & load<u64>(r, 16)) == load<u64>(r) && (a1 & load<u64>(r, 24)) == load<u64>(r, 8)) return true;
+    const m0 = load<u64>(r, 16);
+    const m1 = load<u64>(r, 24);
+    // A prefix of 96 bits or more: the mask's first 12 bytes all set.
+    if (mapped && (m0 != u64.MAX_VALUE || <u32>m1 != u32.MAX_VALUE)) continue;
+    if ((a0 & m0) == load<u64>(r) && (a1 & m1) == load<u64>(r, 8)) return true;
   }
   return false;
 }

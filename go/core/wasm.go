@@ -27,8 +27,8 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "3776b5bc429aa91f5ff50e312bb85df18600f973d486c8afe149cb3d78a85062"
-	ThreadsSHA256 = "91a860274a3b0fc6a4193e90813f6add8d202205c8a5b247bd71e209a467779e"
+	PlainSHA256   = "f4cbe52efb700ba1af866830d94f968876b41605b6cd3b0f1c6d8501d3430b32"
+	ThreadsSHA256 = "09c3bc64a06bdad9dc279dd282671256468d7d13feae7b6cb61c8ce7a9588f6e"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).

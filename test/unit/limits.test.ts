@@ -5,6 +5,9 @@ import t from 'tap';
 import { Worker } from 'node:worker_threads';
 import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, Core, GrantError, Outcome } from '../../build/host/core/core.js';
 import { coreModule, coreThreadsModule, newThreadsCore } from '../../build/host/core/module.js';
+import { addressBytes, trustedProxies } from '../../build/host/http/client-address.js';
+import { clientRange } from '../../build/host/service/token-params.js';
+import { CLIENT_RANGES } from '../vectors/client-ranges.js';
 
 const NOW = 1_700_000_000;
 const NOW_MS = NOW * 1000;
@@ -177,6 +180,21 @@ t.test('usage of tokens without limits: a slot is freed when its own token has e
   t.same(core.usage(serials[2]), { requests: 1, lastUsedMs: NOW_MS }, 'the other expired tokens keep theirs until a claim takes them');
   t.equal(core.restoreUsage(serials[1], NOW + 60, plain, 5, NOW_MS), false, 'a restore (at start) takes no other token\'s slot, even an expired one\'s');
   t.same(core.usage(serials[2]), { requests: 1, lastUsedMs: NOW_MS }, 'so they stay as they were');
+});
+
+t.test('allowedClients and --trusted-proxies hold an IPv4 client by one rule: IPv4 ranges only, never ::/0 or another IPv6 range', async (t) => {
+  const core = keyedCore();
+  for (const { range, holds, not } of CLIENT_RANGES) {
+    const entry = clientRange(range);
+    t.ok(entry !== null, `${range} is an allowedClients range`);
+    const grant = core.addGrant([RPC], undefined, [`client ${entry}`]);
+    const proxies = trustedProxies([range]);
+    for (const [client, held] of [...holds.map((c) => [c, true] as const), ...not.map((c) => [c, false] as const)]) {
+      const bytes = addressBytes(client, new Uint8Array(16));
+      t.equal(core.admit(0, NOW + HOUR, grant, 0, bytes, NOW_MS), held ? ADMIT_OK : ADMIT_CLIENT, `allowedClients ${range} ${held ? 'holds' : 'does not hold'} ${client}`);
+      t.equal(proxies.has(client), held, `--trusted-proxies ${range} ${held ? 'holds' : 'does not hold'} ${client}`);
+    }
+  }
 });
 
 t.test('readers on several threads share one bucket: together they get the burst, not a burst each', async (t) => {

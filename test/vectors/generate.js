@@ -12,6 +12,9 @@ import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { ABI_VERSION, Core, Outcome, grantEntries, splitGrantEntries } from '../../build/host/core/core.js';
 import { coreModule } from '../../build/host/core/module.js';
+import { addressBytes } from '../../build/host/http/client-address.js';
+import { clientRange } from '../../build/host/service/token-params.js';
+import { CLIENT_RANGES } from './client-ranges.js';
 import { fixedEntropy, toHex } from './run-vectors.js';
 
 const NOW = 1_700_000_000;
@@ -560,6 +563,17 @@ export function generateVectors(module = coreModule()) {
     c.methodAllowed(0, 'info.getNodeID', 1);
     c.methodAllowed(0, 'eth_call', 0);
   });
+  // One rule for an IPv4 client, the one --trusted-proxies follows too (client-ranges.js).
+  const rangeEntries = [...new Set(CLIENT_RANGES.map(({ range }) => `client ${clientRange(range)}`))];
+  tokens('limits: an IPv4 client is in IPv4 ranges only (also written inside ::ffff:0:0/96), never in a wider IPv6 range such as ::/0',
+    { key: KEY, grants: rangeEntries.map((entry) => [RPC, '', '', entry]) }, (c) => {
+      const bytes = (client) => toHex(addressBytes(client, new Uint8Array(16)));
+      for (const { range, holds, not } of CLIENT_RANGES) {
+        const grant = rangeEntries.indexOf(`client ${clientRange(range)}`);
+        for (const client of holds) c.admit(0, LIVE, grant, 0, NOW_MS, bytes(client), 0);
+        for (const client of not) c.admit(0, LIVE, grant, 0, NOW_MS, bytes(client), 1);
+      }
+    });
   tokens('limits: a slot is taken again once its own token has expired, while an older token lives on',
     { key: KEY, grants: [[RPC, '', '', 'rate 1/h', 'burst 1']] }, (c) => {
       const serials = collidingSerials(66);
