@@ -24,7 +24,7 @@ import { ADMIT_OK, ADMIT_UNKNOWN_GRANT, PASSWORD_BAD_LENGTH } from './results';
 import { LIMIT_TABLE_BYTES, admitCall, countUse, limitsInit, restoreUse, usageMisses as misses, usageOf } from './limits';
 import { grantLimits } from './grants';
 
-const ABI_VERSION: u32 = 3;
+const ABI_VERSION: u32 = 4;
 const BEARER_LEN: usize = 7;
 
 /** The ABI version; a host refuses a core whose version it does not speak. */
@@ -299,18 +299,18 @@ export function issueSerial(serial: u64, grant: u32, now: i64, lifetime: u32): i
 
 /**
  * One call of `n` (0: only the client is checked, nothing is counted) by the token of
- * `serial` and `grant` (as a Limited check left them at result+0 and result+20), from the
- * client address in the first 16 bytes of the io buffer (IPv4 as ::ffff:a.b.c.d), at
- * `now`, Unix nanoseconds. 0 let through and counted; 1 the client is not allowed; 2 past
- * the rate, the wait in nanoseconds at result+0 (u64); 3 more calls than the burst; -1 the
- * limits table has no slot for the token; -2 no such grant. A grant without limits lets
- * everything through and counts nothing. Allocates nothing.
+ * `serial`, `expiry` and `grant` (as a Limited check left them at result+0, +8 and +20),
+ * from the client address in the first 16 bytes of the io buffer (IPv4 as
+ * ::ffff:a.b.c.d), at `now`, Unix nanoseconds. 0 let through and counted; 1 the client is
+ * not allowed; 2 past the rate, the wait in nanoseconds at result+0 (u64); 3 more calls
+ * than the burst; -1 the limits table has no slot for the token; -2 no such grant. A grant
+ * without limits lets everything through and counts nothing. Allocates nothing.
  */
-export function admit(serial: u64, grant: u32, n: u32, now: i64): i32 {
+export function admit(serial: u64, expiry: u64, grant: u32, n: u32, now: i64): i32 {
   if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
   const record = grantLimits(grant);
   if (record == 0) return ADMIT_OK;
-  return admitCall(record, serial, n, now, ioBuf(), resultBuf());
+  return admitCall(record, serial, expiry, n, now, ioBuf(), resultBuf());
 }
 
 /**
@@ -326,10 +326,10 @@ export function setLimitShare(members: u32): i32 {
 
 /**
  * The calls let through for `serial` (u64 at result+0) and the time of the last (Unix ns,
- * u64 at result+8): 1; 0 when the token has no slot (no call yet, or it is below the
- * floor and its slot went to another). A token with limits counts what `admit` let
- * through; one without, each `verify` or `authorize` that answered Valid or Scoped (the
- * time in whole seconds).
+ * u64 at result+8): 1; 0 when the token has no slot (no call yet, or it expired and its
+ * slot went to another). A token with limits counts what `admit` let through; one
+ * without, each `verify` or `authorize` that answered Valid or Scoped (the time in whole
+ * seconds).
  */
 export function usage(serial: u64): i32 {
   return usageOf(serial, resultBuf()) ? 1 : 0;
@@ -337,25 +337,26 @@ export function usage(serial: u64): i32 {
 
 /**
  * Restores usage at start: adds `requests` calls, the last at `last` (Unix ns, kept when
- * later than the one counted), to `serial`, a token of `grant`. 0; -1 when its table has
- * no slot for it; -2 no such grant.
+ * later than the one counted), to `serial`, a token of `grant` that expires at `expiry`.
+ * It takes a slot never used or the token's own. 0; -1 when its table has no slot for it;
+ * -2 no such grant.
  */
-export function restoreUsage(serial: u64, grant: u32, requests: u64, last: u64): i32 {
+export function restoreUsage(serial: u64, expiry: u64, grant: u32, requests: u64, last: u64): i32 {
   ownerOnly();
   if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
-  return restoreUse(serial, grantLimits(grant) != 0, requests, last) ? 0 : -1;
+  return restoreUse(serial, expiry, grantLimits(grant) != 0, requests, last) ? 0 : -1;
 }
 
 /**
- * `n` calls of `serial`, a token of `grant`, let through without a check of their own, at
- * `now` (Unix ns): the messages of a WebSocket session, whose token was checked at the
- * upgrade. A grant without limits counts them in the usage table (misses in
- * `usageMisses`); one with limits counts nothing, its calls being `admit`'s. 0; -2 no such
- * grant. Allocates nothing.
+ * `n` calls of `serial`, a token of `grant` that expires at `expiry`, let through without a
+ * check of their own, at `now` (Unix ns): the messages of a WebSocket session, whose token
+ * was checked at the upgrade. A grant without limits counts them in the usage table
+ * (misses in `usageMisses`); one with limits counts nothing, its calls being `admit`'s.
+ * 0; -2 no such grant. Allocates nothing.
  */
-export function countUsage(serial: u64, grant: u32, n: u32, now: i64): i32 {
+export function countUsage(serial: u64, expiry: u64, grant: u32, n: u32, now: i64): i32 {
   if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
-  if (grantLimits(grant) == 0) countUse(serial, n, now);
+  if (grantLimits(grant) == 0) countUse(serial, expiry, n, now);
   return 0;
 }
 

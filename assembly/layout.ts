@@ -69,6 +69,14 @@ export const LIMIT_SHARE: usize = memory.data(8, 8);
  */
 export const USAGE_MISSES: usize = memory.data(8, 8);
 
+/**
+ * u32 each: the locks under which a slot of the limits or usage table is claimed
+ * (limits.ts), CLAIM_STRIPES (64) of them, chosen by the home slot of the serial. 0
+ * free, 1 held.
+ */
+export const CLAIM_STRIPES: u32 = 64;
+export const CLAIM_LOCKS: usize = memory.data(256, 8);
+
 /** HMAC inner and outer states of the token key, written under KEY_EPOCH. */
 export const KEY_INNER: usize = memory.data(32, 16);
 export const KEY_OUTER: usize = memory.data(32, 16);

@@ -21,34 +21,61 @@
 //
 // The buckets and usage counters live in a fixed table keyed by serial (open addressing,
 // linear probing over at most MAX_PROBE slots). A slot is claimed by the first call of a
-// token, from any thread, and reused once its serial is below the floor (its token expired
-// and its page was swept). Slots are never emptied, so a probe stops at the first empty
+// token, from any thread, with the token's expiry, which the host gives with every call
+// (a Limited check leaves it beside the serial): the core keeps no other record of when a
+// token ends. Once the token has expired by the `now` of a later claim, its slot may be
+// taken for another token. Slots are never emptied, so a probe stops at the first empty
 // one.
+//
+// The table stays exact under threads: a token has one slot, and a slot's counts are one
+// token's. Two rules hold it so:
+//
+// - A call pins the slot it uses (USERS + 1, then the key read again) for as long as it
+//   reads or moves the slot's words; a claim that would take a slot sets its key to
+//   CLAIMING first, then reads USERS, and gives the slot back if a call has it pinned.
+//   Both are sequentially consistent atomics, so one of the two sees the other: no call
+//   ever moves a bucket or a count that is being reset for another token, nor reads one.
+// - Claims for serials of one home slot take one lock (CLAIM_LOCKS, by stripe of home
+//   slots) and look again under it. Two threads whose clocks disagree on whether a slot's
+//   token has expired would otherwise take two slots for one new token; under the lock,
+//   the second finds the first's. Finding an existing slot, the usual case, takes no lock.
 //
 // Tokens without limits are counted too (`countUse`, on every check that lets one
 // through), in a second table of the same shape whose bucket word stays unused: a table of
 // their own, so that however many of them are in use, they never take the slot a token
 // with limits needs to be admitted. A token without limits that finds no slot there is
-// still served, uncounted, and the miss is counted (USAGE_MISSES).
-import { FLOOR, LIMIT_SHARE, USAGE_MISSES, state } from './layout';
-import { readShared32, readShared64 } from './shared';
+// still served, uncounted, and the miss is counted (USAGE_MISSES). A slot there is freed
+// as in the limits table, once its token has expired: the host reads usage for live
+// tokens only (its snapshots and listTokens list live tokens), so nothing it would read
+// is lost.
+import { CLAIM_LOCKS, CLAIM_STRIPES, LIMIT_SHARE, USAGE_MISSES, state } from './layout';
+import { claimShared32, readShared32, writeShared32 } from './shared';
 import { resultBuf } from './slots';
 import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_BAD_LIMIT, GRANT_TOO_MANY_CLIENTS } from './results';
 
-/** Slots of each table (the limits', the usage one's): 65,536 of 32 bytes (2 MiB). */
+/** Slots of each table (the limits', the usage one's): 65,536 of 64 bytes (4 MiB). */
 export const LIMIT_SLOTS_LOG2: u32 = 16;
-export const LIMIT_SLOT: usize = 32;
+export const LIMIT_SLOT: usize = 64;
 export const LIMIT_TABLE_BYTES: usize = <usize>LIMIT_SLOT << LIMIT_SLOTS_LOG2;
 /** A token's slot is one of the MAX_PROBE from its hash, or the table counts as full for it. */
 const MAX_PROBE: u32 = 64;
+const SLOT_MASK: u64 = (<u64>1 << LIMIT_SLOTS_LOG2) - 1;
 
-// A slot: the serial + 1 (0: never used; CLAIMING: being reset for a new serial), the
-// bucket's TAT (ns), the calls let through, and the last call's time (ns).
+// A slot, one cache line: the serial + 1 (0: never used; CLAIMING: being reset for a new
+// serial), the bucket's TAT (ns), the calls let through, the last call's time (ns), the
+// token's expiry (Unix seconds), and the calls that have the slot pinned (u32).
 const KEY: usize = 0;
 const TAT: usize = 8;
 const REQUESTS: usize = 16;
 const LAST: usize = 24;
+const EXPIRY: usize = 32;
+const USERS: usize = 40;
 const CLAIMING: u64 = u64.MAX_VALUE;
+
+/** The `now` of a claim that takes no other token's slot: `restoreUse`, at start. */
+const NEVER: i64 = i64.MIN_VALUE;
+/** The last whole second whose nanoseconds fit in an i64 (in the year 2262). */
+const MAX_EXPIRY_SECONDS: u64 = <u64>(i64.MAX_VALUE / 1000000000);
 
 // The parsed record of a grant's limits, 8-aligned after its list.
 /** u64: nanoseconds between calls (T); 0 when the grant has no rate. */
@@ -71,7 +98,7 @@ export const MAX_BURST: u64 = 1000000;
 
 /**
  * Sets the table up at `at`; called once by `init`, on a memory no call has written yet,
- * so the table is zero already: not filling it leaves its 2 MiB uncommitted until used.
+ * so the table is zero already: not filling it leaves its 4 MiB uncommitted until used.
  */
 export function limitsInit(at: usize): void {
   state.limitTable = at;
@@ -104,21 +131,103 @@ export function limitsInit(at: usize): void {
   else store<u64>(ptr, load<u64>(ptr) + value);
 }
 
-/** The slot of `serial` in `table`, claimed for it if it has none; 0 when none of its MAX_PROBE slots is free. */
-function slotOf(table: usize, serial: u64): usize {
+// @ts-ignore: decorator
+@inline function load32(ptr: usize): u32 {
+  if (ASC_FEATURE_THREADS) return atomic.load<u32>(ptr);
+  return load<u32>(ptr);
+}
+
+// @ts-ignore: decorator
+@inline function add32(ptr: usize, value: u32): void {
+  if (ASC_FEATURE_THREADS) atomic.add<u32>(ptr, value);
+  else store<u32>(ptr, load<u32>(ptr) + value);
+}
+
+/** The first slot `serial` may hold in a table, as an index. */
+// @ts-ignore: decorator
+@inline function homeOf(serial: u64): u64 {
+  return (serial * 0x9e3779b97f4a7c15) >> (64 - LIMIT_SLOTS_LOG2);
+}
+
+// @ts-ignore: decorator
+@inline function slotAt(table: usize, home: u64, i: u32): usize {
+  return table + <usize>((home + i) & SLOT_MASK) * LIMIT_SLOT;
+}
+
+/** The key of `slot`, once no claim is resetting it (two stores away from done). */
+// @ts-ignore: decorator
+@inline function keyAt(slot: usize): u64 {
+  let k = load64(slot + KEY);
+  while (k == CLAIMING) k = load64(slot + KEY);
+  return k;
+}
+
+/** Pins `slot` if it holds `key`: then no claim takes it until `unpin`. */
+function pin(slot: usize, key: u64): bool {
+  add32(slot + USERS, 1);
+  if (load64(slot + KEY) == key) return true;
+  add32(slot + USERS, u32.MAX_VALUE);
+  return false;
+}
+
+// @ts-ignore: decorator
+@inline function unpin(slot: usize): void {
+  add32(slot + USERS, u32.MAX_VALUE);
+}
+
+/** Whether a token of `expiry` (Unix seconds) has expired at `now` (Unix ns). */
+// @ts-ignore: decorator
+@inline function expiredAt(expiry: u64, now: i64): bool {
+  return expiry <= MAX_EXPIRY_SECONDS && <i64>(expiry * 1000000000) <= now;
+}
+
+/** The slot `serial` holds in `table`, pinned; 0 when it holds none. */
+function slotFound(table: usize, serial: u64): usize {
   const key = serial + 1;
-  const mask: u64 = (<u64>1 << LIMIT_SLOTS_LOG2) - 1;
-  const home = (serial * 0x9e3779b97f4a7c15) >> (64 - LIMIT_SLOTS_LOG2);
+  const home = homeOf(serial);
+  let i: u32 = 0;
+  while (i < MAX_PROBE) {
+    const slot = slotAt(table, home, i);
+    const k = keyAt(slot);
+    if (k == 0) return 0;
+    // Taken for another token between the two reads (this one had expired): look again.
+    if (k == key && pin(slot, key)) return slot;
+    if (k != key) i++;
+  }
+  return 0;
+}
+
+/**
+ * The slot of `serial`, a token of `expiry`, in `table`, pinned, claimed for it at `now`
+ * (Unix ns) if it has none; 0 when none of its MAX_PROBE slots is free.
+ */
+function slotOf(table: usize, serial: u64, expiry: u64, now: i64): usize {
+  const found = slotFound(table, serial);
+  if (found != 0) return found;
+  const lock = CLAIM_LOCKS + (<usize>(homeOf(serial) & <u64>(CLAIM_STRIPES - 1)) << 2);
+  while (!claimShared32(lock, 0, 1)) {}
+  const slot = claim(table, serial, expiry, now);
+  writeShared32(lock, 0);
+  return slot;
+}
+
+/** `slotOf` under the lock of the serial's stripe: no other call claims for this serial meanwhile. */
+function claim(table: usize, serial: u64, expiry: u64, now: i64): usize {
+  const key = serial + 1;
+  const home = homeOf(serial);
   for (;;) {
-    const floor = readShared64(FLOOR);
     let free: usize = 0;
     let seen: u64 = 0;
-    for (let i: u32 = 0; i < MAX_PROBE; i++) {
-      const slot = table + <usize>((home + i) & mask) * LIMIT_SLOT;
-      let k = load64(slot + KEY);
-      // Another thread is resetting this slot: two stores away from done.
-      while (k == CLAIMING) k = load64(slot + KEY);
-      if (k == key) return slot;
+    let i: u32 = 0;
+    // The whole probe, to its first empty slot: a call that held the lock before may have
+    // claimed a slot past one that has freed since.
+    while (i < MAX_PROBE) {
+      const slot = slotAt(table, home, i);
+      const k = keyAt(slot);
+      if (k == key) {
+        if (pin(slot, key)) return slot;
+        continue;
+      }
       if (k == 0) {
         if (free == 0) {
           free = slot;
@@ -126,39 +235,59 @@ function slotOf(table: usize, serial: u64): usize {
         }
         break;
       }
-      if (free == 0 && k - 1 < floor) {
+      if (free == 0 && expiredAt(load64(slot + EXPIRY), now) && load32(slot + USERS) == 0) {
         free = slot;
         seen = k;
       }
+      i++;
     }
     if (free == 0) return 0;
-    // Reset under CLAIMING, so that no call of the new serial reads the old one's bucket.
+    // Another stripe's claim took it first: look again.
     if (!cas64(free + KEY, seen, CLAIMING)) continue;
+    // A call of its token pinned it before the CAS, and still uses it: give it back.
+    if (load32(free + USERS) != 0) {
+      store64(free + KEY, seen);
+      continue;
+    }
+    // Reset under CLAIMING, so that no call of the new serial reads the old one's bucket;
+    // pinned before it is published, so that no claim takes it back first.
     store64(free + TAT, 0);
     store64(free + REQUESTS, 0);
     store64(free + LAST, 0);
+    store64(free + EXPIRY, expiry);
+    add32(free + USERS, 1);
     store64(free + KEY, key);
     return free;
   }
 }
 
-/** Whether the 16-byte address at `addr` is in one of the `n` ranges at `ranges`. */
+/**
+ * Whether the 16-byte address at `addr` is in one of the `n` ranges at `ranges`. An
+ * IPv4-mapped address is an IPv4 client: only a range of 96 bits or more can hold it
+ * (one written as IPv4, or inside ::ffff:0:0/96), never a wider IPv6 range such as ::/0.
+ */
 function clientIn(ranges: usize, n: u32, addr: usize): bool {
   const a0 = load<u64>(addr);
   const a1 = load<u64>(addr, 8);
+  // Bytes 0..11 are ::ffff: (bytes 10 and 11 0xff, read little-endian).
+  const mapped = a0 == 0 && <u32>a1 == 0xffff0000;
   for (let i: u32 = 0; i < n; i++) {
     const r = ranges + <usize>i * REC_CLIENT;
-    if ((a0 & load<u64>(r, 16)) == load<u64>(r) && (a1 & load<u64>(r, 24)) == load<u64>(r, 8)) return true;
+    const m0 = load<u64>(r, 16);
+    const m1 = load<u64>(r, 24);
+    // A prefix of 96 bits or more: the mask's first 12 bytes all set.
+    if (mapped && (m0 != u64.MAX_VALUE || <u32>m1 != u32.MAX_VALUE)) continue;
+    if ((a0 & m0) == load<u64>(r) && (a1 & m1) == load<u64>(r, 8)) return true;
   }
   return false;
 }
 
 /**
- * One call of `n` (0: the client alone is checked) by token `serial` of the grant whose
- * limits record is at `rec`, from the address at `addr`, at `now` (Unix ns): an ADMIT_
- * code. The wait of ADMIT_RATE goes to `out`.
+ * One call of `n` (0: the client alone is checked) by token `serial`, which expires at
+ * `expiry` (Unix seconds), of the grant whose limits record is at `rec`, from the address
+ * at `addr`, at `now` (Unix ns): an ADMIT_ code. The wait of ADMIT_RATE goes to `out`.
  */
-export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize, out: usize): i32 {
+export function admitCall(rec: usize, serial: u64, expiry: u64, n: u32, now: i64, addr: usize, out: usize): i32 {
   const clients = load<u32>(rec, REC_CLIENTS);
   if (clients != 0 && !clientIn(rec + REC_HEAD, clients, addr)) return ADMIT_CLIENT;
   if (n == 0) return ADMIT_OK;
@@ -169,7 +298,7 @@ export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize
   const interval = load<u64>(rec, REC_INTERVAL) * share;
   const burst = (<u64>load<u32>(rec, REC_BURST) + share - 1) / share;
   if (interval != 0 && <u64>n > burst) return ADMIT_OVER_BURST;
-  const slot = slotOf(state.limitTable, serial);
+  const slot = slotOf(state.limitTable, serial, expiry, now);
   if (slot == 0) return ADMIT_TABLE_FULL;
   if (interval != 0) {
     const cost = <u64>n * interval;
@@ -179,6 +308,7 @@ export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize
       const next = (tat > now ? tat : now) + <i64>cost;
       const lead = <u64>(next - now);
       if (lead > tolerance) {
+        unpin(slot);
         store<u64>(out, lead - tolerance);
         return ADMIT_RATE;
       }
@@ -187,15 +317,17 @@ export function admitCall(rec: usize, serial: u64, n: u32, now: i64, addr: usize
   }
   add64(slot + REQUESTS, <u64>n);
   store64(slot + LAST, <u64>now);
+  unpin(slot);
   return ADMIT_OK;
 }
 
 /**
- * `n` calls let through for `serial`, a token without limits, at `now` (Unix ns), counted in
- * the usage table; a token with no slot there is counted in USAGE_MISSES instead.
+ * `n` calls let through for `serial`, a token without limits that expires at `expiry`
+ * (Unix seconds), at `now` (Unix ns), counted in the usage table; a token with no slot
+ * there is counted in USAGE_MISSES instead.
  */
-export function countUse(serial: u64, n: u32, now: i64): void {
-  const slot = slotOf(state.usageTable, serial);
+export function countUse(serial: u64, expiry: u64, n: u32, now: i64): void {
+  const slot = slotOf(state.usageTable, serial, expiry, now);
   if (slot == 0) {
     if (ASC_FEATURE_THREADS) atomic.add<u32>(USAGE_MISSES, n);
     else store<u32>(USAGE_MISSES, load<u32>(USAGE_MISSES) + n);
@@ -203,20 +335,7 @@ export function countUse(serial: u64, n: u32, now: i64): void {
   }
   add64(slot + REQUESTS, <u64>n);
   store64(slot + LAST, <u64>now);
-}
-
-/** The slot `serial` holds in `table`, or 0. */
-function slotFound(table: usize, serial: u64): usize {
-  const key = serial + 1;
-  const mask: u64 = (<u64>1 << LIMIT_SLOTS_LOG2) - 1;
-  const home = (serial * 0x9e3779b97f4a7c15) >> (64 - LIMIT_SLOTS_LOG2);
-  for (let i: u32 = 0; i < MAX_PROBE; i++) {
-    const slot = table + <usize>((home + i) & mask) * LIMIT_SLOT;
-    const k = load64(slot + KEY);
-    if (k == 0) return 0;
-    if (k == key) return slot;
-  }
-  return 0;
+  unpin(slot);
 }
 
 /** The calls let through and the last one's time (ns) for `serial`, to `out`; false when it has no slot. */
@@ -227,19 +346,22 @@ export function usageOf(serial: u64, out: usize): bool {
   if (slot == 0) return false;
   store<u64>(out, load64(slot + REQUESTS));
   store<u64>(out, load64(slot + LAST), 8);
+  unpin(slot);
   return true;
 }
 
 /**
  * Adds `requests` calls, the last at `last` (ns, kept when later than the slot's), to
- * `serial` in the limits table (`limited`) or the usage table: the counts a host restores
- * at start. False when the table has no slot for it.
+ * `serial`, a token that expires at `expiry` (Unix seconds), in the limits table
+ * (`limited`) or the usage table: the counts a host restores at start. It takes a slot
+ * never used or the token's own, no other token's. False when the table has no slot for it.
  */
-export function restoreUse(serial: u64, limited: bool, requests: u64, last: u64): bool {
-  const slot = slotOf(limited ? state.limitTable : state.usageTable, serial);
+export function restoreUse(serial: u64, expiry: u64, limited: bool, requests: u64, last: u64): bool {
+  const slot = slotOf(limited ? state.limitTable : state.usageTable, serial, expiry, NEVER);
   if (slot == 0) return false;
   add64(slot + REQUESTS, requests);
   if (last > load64(slot + LAST)) store64(slot + LAST, last);
+  unpin(slot);
   return true;
 }
 

@@ -194,7 +194,8 @@ function check(text: usize, len: usize, raw: usize, now: i64): Outcome {
 /**
  * Whether the token text at `text` grants the path at `path` at time `now`: Valid, or
  * Scoped with the grant id at result+20 when its grant has a method scope, or Limited
- * with the serial at result+0 and the grant id at result+20 when it has limits.
+ * with the serial at result+0, the expiry at result+8 and the grant id at result+20 when
+ * it has limits.
  */
 export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize, now: i64): Outcome {
   const raw = rawBuf();
@@ -204,16 +205,17 @@ export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize
   if (!grants(grantPtr(grant), grantEndpointsLen(grant), path, pathLen)) return Outcome.NotGranted;
   // One load for a grant with neither scope nor limits, as the scope alone took before.
   if (grantPlain(grant)) {
-    countUse(serialOf(raw), 1, now * 1000000000);
+    countUse(serialOf(raw), expiryOf(raw), 1, now * 1000000000);
     return Outcome.Valid;
   }
   const result = resultBuf();
   store<u32>(result, grant, 20);
   if (grantLimits(grant) == 0) {
-    countUse(serialOf(raw), 1, now * 1000000000);
+    countUse(serialOf(raw), expiryOf(raw), 1, now * 1000000000);
     return Outcome.Scoped;
   }
   store<u64>(result, serialOf(raw));
+  store<u64>(result, expiryOf(raw), 8);
   store<u32>(result, grantMethodsLen(grant) != 0 ? 1 : 0, 24);
   return Outcome.Limited;
 }

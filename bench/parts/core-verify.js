@@ -174,9 +174,13 @@ export async function runCoreVerify(opts = {}) {
   // A token with limits (issue 25): the check answers Limited, then the gate's admit (the
   // client's ranges and the GCRA bucket in shared memory). Its rate is past what any loop
   // reaches, so every call is let through and the bucket's compare-and-swap always runs;
-  // a second token, past its rate, times a refusal. Builds before limits have no such case.
+  // a second token, past its rate, times a refusal. Builds before limits have no such case;
+  // those before ABI 4 take no expiry.
   if (typeof core.admit === 'function') {
     const client = Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]);
+    const admit = core.admit.length === 6
+      ? (ms) => core.admit(core.limitedSerial, core.limitedExpiry, core.scopedGrant, 1, client, ms)
+      : (ms) => core.admit(core.limitedSerial, core.scopedGrant, 1, client, ms);
     const limitedGrant = core.addGrant([PATH], undefined, ['rate 1000000/s', 'burst 1000000', `client 00000000000000000000ffff7f000000/104`]);
     const limited = core.issue(limitedGrant, now, LIFETIME).token;
     const limitedHeaders = wireCopies(`Bearer ${limited}`, COPIES);
@@ -188,16 +192,16 @@ export async function runCoreVerify(opts = {}) {
       i = (i + 1) & mask;
       if ((++calls & 1023) === 0) clockMs++;
       return core.authorize(limitedHeaders[i], paths[i], now) === Outcome.Limited
-        && core.admit(core.limitedSerial, core.scopedGrant, 1, client, clockMs) === 0;
+        && admit(clockMs) === 0;
     });
     const spent = core.issue(core.addGrant([PATH], undefined, ['rate 1/h', 'burst 1']), now, LIFETIME).token;
     const spentHeaders = wireCopies(`Bearer ${spent}`, COPIES);
     check(spentHeaders[0], paths[0], Outcome.Limited, 'spent');
-    core.admit(core.limitedSerial, core.scopedGrant, 1, client, now * 1000);
+    admit(now * 1000);
     cases.add('ours: Core.authorize + admit, refused: past the rate', 'refusal', () => {
       i = (i + 1) & mask;
       return core.authorize(spentHeaders[i], paths[i], now) === Outcome.Limited
-        && core.admit(core.limitedSerial, core.scopedGrant, 1, client, now * 1000) === 2;
+        && admit(now * 1000) === 2;
     });
   }
 

@@ -295,10 +295,10 @@ func (c *Core) MethodAllowed(grant uint32, method string) (bool, error) {
 }
 
 // Admit is one request of `calls` calls (0: the client alone is checked, nothing counted)
-// by a Limited token (Result.Serial, Result.Grant), from `client` (16 bytes, IPv4 as
-// IPv4-mapped), at nowNs (Unix nanoseconds).
-func (c *Core) Admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
-	return c.in.admit(serial, grant, calls, client, nowNs)
+// by a Limited token (Result.Serial, Result.Expiry, Result.Grant), from `client` (16
+// bytes, IPv4 as IPv4-mapped), at nowNs (Unix nanoseconds).
+func (c *Core) Admit(serial, expiry uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
+	return c.in.admit(serial, expiry, grant, calls, client, nowNs)
 }
 
 // SetLimitShare says how many gateways share each token's rate: each then lets through

@@ -57,7 +57,7 @@ type instance struct {
 	mod    api.Module
 	mem    api.Memory
 	fns    [fnCount]api.Function
-	stack  [4]uint64
+	stack  [5]uint64
 	broken error
 
 	token, tokenCap, path, pathCap, io, ioCap, result uint32
@@ -174,15 +174,16 @@ func (in *instance) check(fn int, text, path string, now int64) (Result, error) 
 	}
 	if r.Outcome == Limited {
 		r.Serial = in.u64(in.result)
+		r.Expiry = in.u64(in.result + 8)
 	}
 	return r, nil
 }
 
 // admit is one call of a Limited token's (assembly/README.md, "Limits"): the client's
 // 16 bytes go to the io buffer, and a RateLimited wait comes back at result+0.
-func (in *instance) admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
+func (in *instance) admit(serial, expiry uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
 	in.mem.Write(in.io, client[:])
-	v, err := in.call(fnAdmit, serial, uint64(grant), uint64(calls), uint64(nowNs))
+	v, err := in.call(fnAdmit, serial, expiry, uint64(grant), uint64(calls), uint64(nowNs))
 	if err != nil {
 		return Admission{}, err
 	}

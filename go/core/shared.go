@@ -15,7 +15,7 @@ const (
 	heapBase        = 2 * pageBytes
 	grantIndexBytes = 65536 * 16
 	maxGrantBytes   = 16 << 20
-	limitTableBytes = 65536 * 32
+	limitTableBytes = 65536 * 64
 	slotBytes       = 96 * 1024
 	maxPages        = 32768
 )
@@ -182,13 +182,13 @@ func (v *Verifier) MethodAllowed(grant uint32, method string) (bool, error) {
 }
 
 // Admit is Core.Admit on a reader: every reader's calls share the token's one bucket.
-func (v *Verifier) Admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
+func (v *Verifier) Admit(serial, expiry uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
 	r, err := v.take()
 	if err != nil {
 		return Admission{}, err
 	}
 	defer func() { v.readers <- r }()
-	return r.admit(serial, grant, calls, client, nowNs)
+	return r.admit(serial, expiry, grant, calls, client, nowNs)
 }
 
 // Usage is Core.Usage on a reader.

@@ -25,7 +25,7 @@ type vectorHost struct {
 		Authorize(header, path string, now int64) (Result, error)
 		Verify(token, path string, now int64) (Result, error)
 		MethodAllowed(grant uint32, method string) (bool, error)
-		Admit(serial uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error)
+		Admit(serial, expiry uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error)
 		Usage(serial uint64) (Usage, bool, error)
 	}
 	close func()
@@ -248,6 +248,9 @@ func vectorCommand(h *vectorHost, f []string, fail func(string, ...any), expect 
 		if len(f) > 6 {
 			expect(int64(r.Serial), atoi(f[6]), what+": Limited serial")
 		}
+		if len(f) > 7 {
+			expect(int64(r.Expiry), atoi(f[7]), what+": Limited expiry")
+		}
 	}
 	switch f[0] {
 	case "key":
@@ -321,13 +324,13 @@ func vectorCommand(h *vectorHost, f []string, fail func(string, ...any), expect 
 		scoped(r, err, "verify")
 	case "admit":
 		var client [16]byte
-		copy(client[:], unhex(f[5]))
-		a, err := h.check.Admit(uint64(atoi(f[1])), uint32(atoi(f[2])), uint32(atoi(f[3])), client, atoi(f[4]))
+		copy(client[:], unhex(f[6]))
+		a, err := h.check.Admit(uint64(atoi(f[1])), uint64(atoi(f[2])), uint32(atoi(f[3])), uint32(atoi(f[4])), client, atoi(f[5]))
 		if err != nil {
 			fail("admit: %v", err)
 		}
-		expect(int64(a.Result), atoi(f[6]), "admit")
-		expect(int64(a.WaitNs), atoi(f[7]), "admit: wait")
+		expect(int64(a.Result), atoi(f[7]), "admit")
+		expect(int64(a.WaitNs), atoi(f[8]), "admit: wait")
 	case "share":
 		if err := c.SetLimitShare(uint32(atoi(f[1]))); err != nil {
 			fail("setLimitShare: %v", err)

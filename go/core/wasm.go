@@ -27,12 +27,12 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "2fc5b927a61f7be8224ca0e2d0ada3c966dec665a7d4878cbe8d75cf3cebb5e7"
-	ThreadsSHA256 = "03c3092ca63533efe4437a3f8641c893b978bf6f9f4524b61206f8eb3608fa92"
+	PlainSHA256   = "f4cbe52efb700ba1af866830d94f968876b41605b6cd3b0f1c6d8501d3430b32"
+	ThreadsSHA256 = "09c3bc64a06bdad9dc279dd282671256468d7d13feae7b6cb61c8ce7a9588f6e"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).
-const ABIVersion = 3
+const ABIVersion = 4
 
 // Engine chooses how wazero runs the core.
 type Engine int

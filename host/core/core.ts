@@ -103,10 +103,10 @@ export const METHOD_RULES = `a JSON-RPC method name of 1 to ${MAX_METHOD_LENGTH}
   'non-ASCII), optionally ending in "*" to allow every method it starts (like eth_*), or "*" alone for every method';
 export const GENERATED_PASSWORD_LENGTH = 32;
 /** The core's ABI this host speaks (assembly/README.md). */
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;
 /** A token's limits hold at most this many client ranges (allowedClients). */
 export const MAX_CLIENTS = 64;
-/** Slots of the core's limits table (assembly/limits.ts): tokens with limits that have been used and not yet swept. */
+/** Slots of the core's limits table (assembly/limits.ts): tokens with limits that have been used and not yet expired. */
 export const LIMIT_SLOTS = 65536;
 const DEFAULT_WINDOW_LOG2 = 22;
 const MIN_WINDOW_LOG2 = 12;
@@ -119,7 +119,7 @@ const MAX_WINDOW_LOG2 = 30;
 const PAGE_BYTES = 65536;
 const HEAP_BASE = 2 * PAGE_BYTES;
 const GRANT_INDEX_BYTES = 65536 * 16;
-const LIMIT_TABLE_BYTES = LIMIT_SLOTS * 32;
+const LIMIT_TABLE_BYTES = LIMIT_SLOTS * 64;
 const MAX_GRANT_BYTES = 16 * 2 ** 20;
 const SLOT_BYTES = 96 * 1024;
 const MAX_PAGES = 32768;
@@ -127,7 +127,7 @@ const MAX_PAGES = 32768;
 /**
  * The pages of a shared memory for the threads build: the state of a revocation window
  * of 2^windowLog2 serials, and a slot for each of `threads` instances (the owner's
- * included). About 21.7 MiB for the default window, plus 96 KiB per thread beyond the first.
+ * included). About 25.7 MiB for the default window, plus 96 KiB per thread beyond the first.
  */
 export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1): number {
   if (!Number.isInteger(windowLog2) || windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) {
@@ -202,11 +202,11 @@ interface Exports extends Record<string, unknown> {
   generatePassword(entropyLen: number, length: number): number;
   reserveSerials(start: bigint, end: bigint, expiryBound: bigint): number;
   issueSerial(serial: bigint, grant: number, now: bigint, lifetime: number): number;
-  admit(serial: bigint, grant: number, n: number, now: bigint): number;
+  admit(serial: bigint, expiry: bigint, grant: number, n: number, now: bigint): number;
   setLimitShare(members: number): number;
   usage(serial: bigint): number;
-  restoreUsage(serial: bigint, grant: number, requests: bigint, last: bigint): number;
-  countUsage(serial: bigint, grant: number, n: number, now: bigint): number;
+  restoreUsage(serial: bigint, expiry: bigint, grant: number, requests: bigint, last: bigint): number;
+  countUsage(serial: bigint, expiry: bigint, grant: number, n: number, now: bigint): number;
   usageMisses(): number;
   attach?(slot: number): number;
   detach?(): number;
@@ -463,16 +463,22 @@ export class Core {
     return Number(this.dv().getBigUint64(this.resultPtr, true));
   }
 
+  /** After `authorize` or `verify` answered Limited: the token's expiry (Unix seconds), for `admit`. */
+  get limitedExpiry(): number {
+    return Number(this.dv().getBigUint64(this.resultPtr + 8, true));
+  }
+
   /**
    * One request of `calls` calls (0: only the client is checked, nothing counted) by a
-   * Limited token, from `client` (16 bytes, IPv4 as IPv4-mapped: clientBytes in
+   * Limited token (its serial, expiry and grant: limitedSerial, limitedExpiry,
+   * scopedGrant), from `client` (16 bytes, IPv4 as IPv4-mapped: addressBytes in
    * http/client-address.ts), at `nowMs` (ms since the Unix epoch). ADMIT_OK (let through
    * and counted), ADMIT_CLIENT, ADMIT_RATE (the wait in `admitWait`), ADMIT_OVER_BURST,
    * ADMIT_TABLE_FULL. Any thread may call it: every thread's calls share one bucket.
    */
-  admit(serial: number, grant: number, calls: number, client: Uint8Array, nowMs: number): number {
+  admit(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array, nowMs: number): number {
     this.mem().set(client, this.ioPtr);
-    const result = this.x.admit(BigInt(serial), grant, calls, BigInt(nowMs) * 1_000_000n);
+    const result = this.x.admit(BigInt(serial), BigInt(expiry), grant, calls, BigInt(nowMs) * 1_000_000n);
     if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
     return result;
   }
@@ -494,7 +500,7 @@ export class Core {
 
   /**
    * What was let through for a token: its calls and the last one's time (ms since the
-   * Unix epoch); undefined when it has none counted here (no call yet, or swept). A token
+   * Unix epoch); undefined when it has none counted here (no call yet, or expired and its slot taken). A token
    * with limits counts what `admit` let through; one without, every `authorize` or
    * `verify` that answered Valid or Scoped (to the second).
    */
@@ -506,12 +512,12 @@ export class Core {
 
   /**
    * Restores a token's usage at start (the owner): adds `requests` calls, the last at
-   * `lastUsedMs`, to the token of `serial` and `grant`. False when the core's table has no
-   * slot for it (its usage then starts again from its next call).
+   * `lastUsedMs`, to the token of `serial`, `expiry` (Unix seconds) and `grant`. False when
+   * the core's table has no slot for it (its usage then starts again from its next call).
    */
-  restoreUsage(serial: number, grant: number, requests: number, lastUsedMs: number): boolean {
+  restoreUsage(serial: number, expiry: number, grant: number, requests: number, lastUsedMs: number): boolean {
     this.writer();
-    const result = this.x.restoreUsage(BigInt(serial), grant, BigInt(requests), BigInt(lastUsedMs) * 1_000_000n);
+    const result = this.x.restoreUsage(BigInt(serial), BigInt(expiry), grant, BigInt(requests), BigInt(lastUsedMs) * 1_000_000n);
     if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
     return result === 0;
   }
@@ -522,7 +528,7 @@ export class Core {
    * nothing here (its calls are `admit`'s).
    */
   countUsage(claims: Claims, calls: number, now: number): void {
-    if (this.x.countUsage(BigInt(claims.serial), claims.grant, calls, BigInt(now) * 1_000_000_000n) === ADMIT_UNKNOWN_GRANT) {
+    if (this.x.countUsage(BigInt(claims.serial), BigInt(claims.expiry), claims.grant, calls, BigInt(now) * 1_000_000_000n) === ADMIT_UNKNOWN_GRANT) {
       throw new RangeError(`unknown grant ${claims.grant}`);
     }
   }

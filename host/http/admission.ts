@@ -202,6 +202,7 @@ export class Admission {
     let ticket: Ticket;
     if (outcome === Outcome.Limited) {
       const serial = core.limitedSerial;
+      const expiry = core.limitedExpiry;
       const scoped = core.limitedScoped;
       const bytes = client ?? addressBytes(clientAddress(res!, req!, this.trusted), new Uint8Array(16));
       // The client first, with no call counted: a refused client spends nothing.
@@ -209,7 +210,7 @@ export class Admission {
       // 403 for the client, naming neither the list nor the address (refusals.ts).
       if (result === ADMIT_CLIENT) return this.refused(Outcome.Limited);
       if (result !== ADMIT_OK) return this.refused(Outcome.Limited, limitRefusal(result, core.admitWait, 0, 'null'));
-      ticket = { grant: scoped ? grant : -1, limited: { serial, grant, client: bytes } };
+      ticket = { grant: scoped ? grant : -1, limited: { serial, expiry, grant, client: bytes } };
     } else {
       ticket = { grant, limited: null };
     }

@@ -23,6 +23,8 @@ import type { ScopeSplit } from './scope.js';
 /** A token with limits, admitted at its request's head: its calls are counted against its rate from here. */
 export interface LimitedToken {
   readonly serial: number;
+  /** Unix seconds: the core frees the token's slot once it has passed. */
+  readonly expiry: number;
   readonly grant: number;
   /** The client's 16 bytes, as checked against the token's client ranges. */
   readonly client: Uint8Array;
@@ -96,7 +98,7 @@ export class BodyAdmission {
 
   /** `calls` calls of a token with limits, all at once; null when they pass (and are counted). */
   private count(limited: LimitedToken, calls: number, idJson: string): CallRefusal | null {
-    const result = this.gate.admitCalls(limited.serial, limited.grant, calls, limited.client);
+    const result = this.gate.admitCalls(limited.serial, limited.expiry, limited.grant, calls, limited.client);
     return result === ADMIT_OK ? null : limitRefusal(result, this.core.admitWait, calls, idJson);
   }
 

@@ -26,8 +26,11 @@ export interface TrustedProxies {
 
 /**
  * Parses addresses and CIDR ranges (`192.0.2.7`, `10.0.0.0/8`, `2001:db8::/32`) once, at
- * start, into a matcher that compares a few byte arrays per call. An IPv4 entry matches IPv4 peers (also on a dual-stack listener), an
- * IPv6 entry IPv6 peers. Throws RangeError naming the first entry that is neither.
+ * start, into a matcher that compares a few byte arrays per call. An IPv4 entry (also one
+ * written inside ::ffff:0:0/96) matches IPv4 peers (also on a dual-stack listener), any
+ * other IPv6 entry IPv6 peers alone: the rule of a token's allowedClients in the core
+ * (clientIn, assembly/limits.ts), both pinned by test/vectors/client-ranges.js. Throws
+ * RangeError naming the first entry that is neither.
  */
 export function trustedProxies(entries: readonly string[]): TrustedProxies {
   if (entries.length === 0) return NO_TRUSTED_PROXIES;

@@ -85,12 +85,12 @@ export class Gate {
    * counted by reason, and for ADMIT_RATE `core.admitWait` says how long to wait.
    */
   admitLimited(calls: number, client: Uint8Array): number {
-    return this.admitCalls(this.core.limitedSerial, this.core.scopedGrant, calls, client);
+    return this.admitCalls(this.core.limitedSerial, this.core.limitedExpiry, this.core.scopedGrant, calls, client);
   }
 
-  /** `admitLimited` for a token admitted earlier (its serial and grant): more calls of one request, or a message. */
-  admitCalls(serial: number, grant: number, calls: number, client: Uint8Array): number {
-    const result = this.core.admit(serial, grant, calls, client, this.clock());
+  /** `admitLimited` for a token admitted earlier (its serial, expiry and grant): more calls of one request, or a message. */
+  admitCalls(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array): number {
+    const result = this.core.admit(serial, expiry, grant, calls, client, this.clock());
     if (result !== ADMIT_OK) this.metrics.limitRefusals[result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : result === ADMIT_CLIENT ? 1 : 2]++;
     return result;
   }

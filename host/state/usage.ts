@@ -70,7 +70,7 @@ export class UsageSaver {
     let unplaced = 0;
     for (const [serial, requests, lastUsedMs] of counted) {
       const entry = this.inventory.get(serial);
-      if (entry !== undefined && !this.core.restoreUsage(serial, entry.grant, requests, lastUsedMs)) unplaced++;
+      if (entry !== undefined && !this.core.restoreUsage(serial, entry.expiry, entry.grant, requests, lastUsedMs)) unplaced++;
     }
     if (unplaced > 0) this.log.warn('the core\'s usage tables had no room for the saved usage of some tokens', { tokens: unplaced });
   }

@@ -162,6 +162,7 @@ static void command(char **f, int n) {
     expect_int(authorize(header, path, strtoll(f[3], NULL, 10)), f[4], "authorize");
     if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "authorize: Scoped or Limited grant");
     if (n > 6) expect_int((int64_t)load_le(result_ptr, 8), f[6], "authorize: Limited serial");
+    if (n > 7) expect_int((int64_t)load_le(result_ptr + 8, 8), f[7], "authorize: Limited expiry");
     free(header.data);
     free(path.data);
   } else if (strcmp(c, "verify") == 0) {
@@ -170,16 +171,17 @@ static void command(char **f, int n) {
     expect_int(Z_coreZ_verify(&core, token_len, path_len, (u64)strtoll(f[3], NULL, 10)), f[4], "verify");
     if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "verify: Scoped or Limited grant");
     if (n > 6) expect_int((int64_t)load_le(result_ptr, 8), f[6], "verify: Limited serial");
+    if (n > 7) expect_int((int64_t)load_le(result_ptr + 8, 8), f[7], "verify: Limited expiry");
     free(token.data);
     free(path.data);
   } else if (strcmp(c, "admit") == 0) {
-    /* admit <serial> <grant> <calls> <now ns> <client hex> <result> <wait ns>: the client in the io buffer. */
-    bytes_t client = hex(f[5]);
+    /* admit <serial> <expiry> <grant> <calls> <now ns> <client hex> <result> <wait ns>: the client in the io buffer. */
+    bytes_t client = hex(f[6]);
     put(io_ptr, io_cap, client);
-    int32_t r = (int32_t)Z_coreZ_admit(&core, strtoull(f[1], NULL, 10), strtoul(f[2], NULL, 10), strtoul(f[3], NULL, 10),
-                                       (u64)strtoll(f[4], NULL, 10));
-    expect_int(r, f[6], "admit");
-    if (r == 2) expect_int((int64_t)load_le(result_ptr, 8), f[7], "admit: wait");
+    int32_t r = (int32_t)Z_coreZ_admit(&core, strtoull(f[1], NULL, 10), strtoull(f[2], NULL, 10), strtoul(f[3], NULL, 10),
+                                       strtoul(f[4], NULL, 10), (u64)strtoll(f[5], NULL, 10));
+    expect_int(r, f[7], "admit");
+    if (r == 2) expect_int((int64_t)load_le(result_ptr, 8), f[8], "admit: wait");
     free(client.data);
   } else if (strcmp(c, "share") == 0) {
     expect_int((int32_t)Z_coreZ_setLimitShare(&core, strtoul(f[1], NULL, 10)), "0", "setLimitShare");

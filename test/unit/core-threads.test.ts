@@ -218,7 +218,7 @@ t.test('sharedMemoryPages makes room for the state and exactly the slots asked f
       t.ok(new Core(coreThreadsModule(), { memory: smaller, windowLog2 }).slots < threads, 'a page less holds a slot less');
     }
   }
-  t.equal(sharedMemoryPages(), 347, 'the default window with one thread: about 21.7 MiB (2 MiB each of it the limits and usage tables)');
+  t.equal(sharedMemoryPages(), 411, 'the default window with one thread: about 25.7 MiB (4 MiB each of it the limits and usage tables)');
   t.throws(() => sharedMemoryPages(11), RangeError);
   t.throws(() => sharedMemoryPages(22, 0), RangeError);
   t.throws(() => sharedMemoryPages(22, 30_000), /2 GiB/);

@@ -617,8 +617,8 @@ function put(x: RawCore, ptr: number, text: string): number {
 
 const resultWord = (x: RawCore) => new DataView(x.memory.buffer).getUint32(x.resultBuffer(), true);
 
-t.test('the core speaks ABI 3', async (t) => {
-  t.equal(rawCore().abiVersion(), 3);
+t.test('the core speaks ABI 4', async (t) => {
+  t.equal(rawCore().abiVersion(), 4);
 });
 
 t.test('grantAdd takes a method scope after an empty entry, and refuses bad patterns with their index', async (t) => {

@@ -12,6 +12,9 @@ import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { ABI_VERSION, Core, Outcome, grantEntries, splitGrantEntries } from '../../build/host/core/core.js';
 import { coreModule } from '../../build/host/core/module.js';
+import { addressBytes } from '../../build/host/http/client-address.js';
+import { clientRange } from '../../build/host/service/token-params.js';
+import { CLIENT_RANGES } from './client-ranges.js';
 import { fixedEntropy, toHex } from './run-vectors.js';
 
 const NOW = 1_700_000_000;
@@ -29,6 +32,17 @@ const GRANT_REFUSALS = {
 const V4_MAPPED = '00000000000000000000ffff';
 const ipv4 = (a, b, c, d) => V4_MAPPED + [a, b, c, d].map((x) => x.toString(16).padStart(2, '0')).join('');
 const NOW_MS = NOW * 1000;
+/** The expiry of a token issued at NOW for an HOUR, as admit takes it. */
+const LIVE = NOW + HOUR;
+const YEAR = 365 * 24 * HOUR;
+
+/** `count` serials whose slots in the core's limits and usage tables start at the same place, as assembly/limits.ts hashes them. */
+function collidingSerials(count) {
+  const home = (s) => ((s * 0x9e3779b97f4a7c15n) & 0xffffffffffffffffn) >> 48n;
+  const found = [];
+  for (let s = 1n; found.length < count; s++) if (home(s) === home(1n)) found.push(Number(s));
+  return found;
+}
 
 /** @param {WebAssembly.Module} module build/core.wasm */
 export function generateVectors(module = coreModule()) {
@@ -487,22 +501,22 @@ export function generateVectors(module = coreModule()) {
     { key: KEY, grants: [RATE] }, (c) => {
       const t = c.issue(0, NOW, HOUR);
       const client = ipv4(192, 0, 2, 7);
-      for (let i = 0; i < 3; i++) c.admit(0, 0, 1, NOW_MS, client, 0);
+      for (let i = 0; i < 3; i++) c.admit(0, LIVE, 0, 1, NOW_MS, client, 0);
       // Past the burst: the next call is due 500 ms from now.
-      c.admit(0, 0, 1, NOW_MS, client, 2, 500_000_000);
-      c.admit(0, 0, 1, NOW_MS + 499, client, 2, 1_000_000);
-      c.admit(0, 0, 1, NOW_MS + 500, client, 0);
+      c.admit(0, LIVE, 0, 1, NOW_MS, client, 2, 500_000_000);
+      c.admit(0, LIVE, 0, 1, NOW_MS + 499, client, 2, 1_000_000);
+      c.admit(0, LIVE, 0, 1, NOW_MS + 500, client, 0);
       // A batch counts as its calls; more than the burst never passes.
-      c.admit(0, 0, 4, NOW_MS + 500, client, 3);
-      c.admit(0, 0, 2, NOW_MS + 500, client, 2, 1_000_000_000);
+      c.admit(0, LIVE, 0, 4, NOW_MS + 500, client, 3);
+      c.admit(0, LIVE, 0, 2, NOW_MS + 500, client, 2, 1_000_000_000);
       // Refilled: the whole burst at once.
-      c.admit(0, 0, 3, NOW_MS + 10_000, client, 0);
-      c.admit(0, 0, 1, NOW_MS + 10_000, client, 2, 500_000_000);
+      c.admit(0, LIVE, 0, 3, NOW_MS + 10_000, client, 0);
+      c.admit(0, LIVE, 0, 1, NOW_MS + 10_000, client, 2, 500_000_000);
       // A refusal takes nothing: the bucket is where the last call let through left it.
-      c.admit(0, 0, 1, NOW_MS + 10_500, client, 0);
+      c.admit(0, LIVE, 0, 1, NOW_MS + 10_500, client, 0);
       c.usage(0, 3 + 1 + 3 + 1, NOW_MS + 10_500);
       c.usage(1, undefined);
-      c.authorize(`Bearer ${t}`, RPC, NOW, 'Limited', 0, 0);
+      c.authorize(`Bearer ${t}`, RPC, NOW, 'Limited', 0, 0, LIVE);
       c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'NotGranted');
     });
   tokens('limits: rates per minute and per hour, each token its own bucket', { key: KEY, grants: [[RPC, '', '', 'rate 60/m', 'burst 1'],
@@ -511,11 +525,11 @@ export function generateVectors(module = coreModule()) {
     c.issue(0, NOW, HOUR);
     c.issue(1, NOW, HOUR);
     const client = ipv4(127, 0, 0, 1);
-    c.admit(0, 0, 1, NOW_MS, client, 0);
-    c.admit(0, 0, 1, NOW_MS, client, 2, 1_000_000_000);
-    c.admit(1, 0, 1, NOW_MS, client, 0);
-    c.admit(2, 1, 1, NOW_MS, client, 0);
-    c.admit(2, 1, 1, NOW_MS + 1000, client, 2, 3_599_000_000_000);
+    c.admit(0, LIVE, 0, 1, NOW_MS, client, 0);
+    c.admit(0, LIVE, 0, 1, NOW_MS, client, 2, 1_000_000_000);
+    c.admit(1, LIVE, 0, 1, NOW_MS, client, 0);
+    c.admit(2, LIVE, 1, 1, NOW_MS, client, 0);
+    c.admit(2, LIVE, 1, 1, NOW_MS + 1000, client, 2, 3_599_000_000_000);
   });
   tokens('limits: a rate shared by 3 gateways: each lets through a third of the rate and of the burst, rounded up',
     { key: KEY, grants: [[RPC, '', '', 'rate 30/s', 'burst 7']] }, (c) => {
@@ -523,32 +537,61 @@ export function generateVectors(module = coreModule()) {
       const client = ipv4(127, 0, 0, 1);
       c.setLimitShare(3);
       // ceil(7 / 3) = 3 at once, then one every 100 ms (30/s over 3).
-      for (let i = 0; i < 3; i++) c.admit(0, 0, 1, NOW_MS, client, 0);
+      for (let i = 0; i < 3; i++) c.admit(0, LIVE, 0, 1, NOW_MS, client, 0);
       // T = 10^9 / 30 in whole ns (33,333,333), times 3.
-      c.admit(0, 0, 1, NOW_MS, client, 2, 99_999_999);
-      c.admit(0, 0, 4, NOW_MS + 10_000, client, 3);
-      c.admit(0, 0, 1, NOW_MS + 100, client, 0);
+      c.admit(0, LIVE, 0, 1, NOW_MS, client, 2, 99_999_999);
+      c.admit(0, LIVE, 0, 4, NOW_MS + 10_000, client, 3);
+      c.admit(0, LIVE, 0, 1, NOW_MS + 100, client, 0);
       // A member left: the whole rate again, from the next call on.
       c.setLimitShare(1);
-      c.admit(0, 0, 4, NOW_MS + 10_000, client, 0);
+      c.admit(0, LIVE, 0, 4, NOW_MS + 10_000, client, 0);
     });
   const CLIENTS = ['/ext/info', '', 'info.*', '', `client ${V4_MAPPED}0a000000/104`, `client ${V4_MAPPED}c0000207/128`,
     'client 20010db8000000000000000000000000/32'];
   tokens('limits: client ranges (IPv4 as IPv4-mapped, IPv6), with a method scope and no rate', { key: KEY, grants: [CLIENTS] }, (c) => {
     const t = c.issue(0, NOW, HOUR);
-    c.admit(0, 0, 0, NOW_MS, ipv4(10, 1, 2, 3), 0);
-    c.admit(0, 0, 0, NOW_MS, ipv4(11, 0, 0, 0), 1);
-    c.admit(0, 0, 0, NOW_MS, ipv4(192, 0, 2, 7), 0);
-    c.admit(0, 0, 0, NOW_MS, ipv4(192, 0, 2, 8), 1);
-    c.admit(0, 0, 1, NOW_MS, '20010db8000000000000000000000001', 0);
-    c.admit(0, 0, 1, NOW_MS, '20010db9000000000000000000000001', 1);
+    c.admit(0, LIVE, 0, 0, NOW_MS, ipv4(10, 1, 2, 3), 0);
+    c.admit(0, LIVE, 0, 0, NOW_MS, ipv4(11, 0, 0, 0), 1);
+    c.admit(0, LIVE, 0, 0, NOW_MS, ipv4(192, 0, 2, 7), 0);
+    c.admit(0, LIVE, 0, 0, NOW_MS, ipv4(192, 0, 2, 8), 1);
+    c.admit(0, LIVE, 0, 1, NOW_MS, '20010db8000000000000000000000001', 0);
+    c.admit(0, LIVE, 0, 1, NOW_MS, '20010db9000000000000000000000001', 1);
     // 10.0.0.0/8 as a bare IPv6 address is not the IPv4 range.
-    c.admit(0, 0, 1, NOW_MS, '0000000000000000000000000a000001', 1);
+    c.admit(0, LIVE, 0, 1, NOW_MS, '0000000000000000000000000a000001', 1);
     c.usage(0, 1, NOW_MS);
-    c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'Limited', 0, 0);
+    c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'Limited', 0, 0, LIVE);
     c.methodAllowed(0, 'info.getNodeID', 1);
     c.methodAllowed(0, 'eth_call', 0);
   });
+  // One rule for an IPv4 client, the one --trusted-proxies follows too (client-ranges.js).
+  const rangeEntries = [...new Set(CLIENT_RANGES.map(({ range }) => `client ${clientRange(range)}`))];
+  tokens('limits: an IPv4 client is in IPv4 ranges only (also written inside ::ffff:0:0/96), never in a wider IPv6 range such as ::/0',
+    { key: KEY, grants: rangeEntries.map((entry) => [RPC, '', '', entry]) }, (c) => {
+      const bytes = (client) => toHex(addressBytes(client, new Uint8Array(16)));
+      for (const { range, holds, not } of CLIENT_RANGES) {
+        const grant = rangeEntries.indexOf(`client ${clientRange(range)}`);
+        for (const client of holds) c.admit(0, LIVE, grant, 0, NOW_MS, bytes(client), 0);
+        for (const client of not) c.admit(0, LIVE, grant, 0, NOW_MS, bytes(client), 1);
+      }
+    });
+  tokens('limits: a slot is taken again once its own token has expired, while an older token lives on',
+    { key: KEY, grants: [[RPC, '', '', 'rate 1/h', 'burst 1']] }, (c) => {
+      const serials = collidingSerials(66);
+      const client = ipv4(127, 0, 0, 1);
+      // The first lives a year, the 63 after it a minute: all 64 slots within reach are held.
+      serials.slice(0, 64).forEach((serial, i) => c.admit(serial, NOW + (i === 0 ? YEAR : 60), 0, 1, NOW_MS, client, 0));
+      c.admit(serials[64], LIVE, 0, 1, NOW_MS + 59_999, client, -1);
+      // A minute on, the 63 have expired: the next tokens take their slots, in probe order.
+      c.admit(serials[64], LIVE, 0, 1, NOW_MS + 60_000, client, 0);
+      c.admit(serials[65], LIVE, 0, 1, NOW_MS + 60_000, client, 0);
+      // The live one kept its slot and its bucket: its next call is due an hour after its first.
+      c.admit(serials[0], NOW + YEAR, 0, 1, NOW_MS + 60_000, client, 2, 3_540_000_000_000);
+      c.usage(serials[64], 1, NOW_MS + 60_000);
+      c.usage(serials[1], undefined);
+      c.usage(serials[2], undefined);
+      c.usage(serials[3], 1, NOW_MS);
+      c.usage(serials[0], 1, NOW_MS);
+    });
   tokens('usage: a token without limits counts each check that lets it through, to the second; a refused check counts nothing',
     { key: KEY, grants: [[RPC], [RPC, '', 'eth_call']] }, (c) => {
       const plain = c.issue(0, NOW, HOUR);
@@ -630,15 +673,19 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
     view.setUint32(21, fields.grant ?? 0);
     return raw;
   };
-  const scoped = (got, grant, serial) => {
+  const scoped = (got, grant, serial, expiry) => {
     const names = got.code === Outcome.Scoped || got.code === Outcome.Limited;
     if (names !== (grant !== undefined)) throw new Error(`${name}: a Scoped or Limited check, and only one, names its grant`);
     if (grant === undefined) return {};
     if (core.scopedGrant !== grant) throw new Error(`${name}: ${got.outcome} with grant ${core.scopedGrant}, the case says ${grant}`);
-    if ((got.code === Outcome.Limited) !== (serial !== undefined)) throw new Error(`${name}: a Limited check, and only one, names its serial`);
+    const limited = got.code === Outcome.Limited;
+    if (limited !== (serial !== undefined) || limited !== (expiry !== undefined)) {
+      throw new Error(`${name}: a Limited check, and only one, names its serial and expiry`);
+    }
     if (serial === undefined) return { grant };
     if (core.limitedSerial !== serial) throw new Error(`${name}: Limited with serial ${core.limitedSerial}, the case says ${serial}`);
-    return { grant, serial };
+    if (core.limitedExpiry !== expiry) throw new Error(`${name}: Limited with expiry ${core.limitedExpiry}, the case says ${expiry}`);
+    return { grant, serial, expiry };
   };
   const sign = (payload, tagKey) => {
     const tag = new Core(module, { windowLog2: 12 }).hmacSha256(tagKey, payload);
@@ -715,25 +762,30 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
       signingKey = newKey;
       step({ op: 'setKey', key: toHex(newKey) });
     },
-    /** `grant`: for Scoped and Limited, the grant id the core leaves in the result buffer; `serial`, for Limited, the serial. */
-    authorize(header, path, now, expected, grant, serial) {
+    /**
+     * `grant`: for Scoped and Limited, the grant id the core leaves in the result buffer;
+     * `serial` and `expiry`, for Limited, the token's serial and expiry.
+     */
+    authorize(header, path, now, expected, grant, serial, expiry) {
       const got = outcome(core.authorize(header, path, now), expected, `authorize ${header.slice(0, 20)} ${path.slice(0, 20)}`);
-      checks.push({ call: 'authorize', header, path, now, ...got, ...scoped(got, grant, serial) });
+      checks.push({ call: 'authorize', header, path, now, ...got, ...scoped(got, grant, serial, expiry) });
     },
-    verify(token, path, now, expected, grant, serial) {
+    verify(token, path, now, expected, grant, serial, expiry) {
       const got = outcome(core.verify(token, path, now), expected, `verify ${token.slice(0, 20)}`);
-      checks.push({ call: 'verify', token, path, now, ...got, ...scoped(got, grant, serial) });
+      checks.push({ call: 'verify', token, path, now, ...got, ...scoped(got, grant, serial, expiry) });
     },
     /**
-     * One admit call (it changes the bucket: a setup step): `client` 32 hex digits, `nowMs`
-     * whole ms (the ABI's ns are nowMs · 10^6), `result` its code, `wait` (ns) for ADMIT_RATE.
+     * One admit call (it changes the bucket: a setup step) by the token of `serial` and
+     * `expiry` (Unix seconds): `client` 32 hex digits, `nowMs` whole ms (the ABI's ns are
+     * nowMs · 10^6), `result` its code, `wait` (ns) for ADMIT_RATE.
      */
-    admit(serial, grant, n, nowMs, client, result, wait) {
-      const got = core.admit(serial, grant, n, Buffer.from(client, 'hex'), nowMs);
-      if (got !== result) throw new Error(`${name}: admit(${serial}, ${grant}, ${n}, ${nowMs}) gave ${got}, the case says ${result}`);
+    admit(serial, expiry, grant, n, nowMs, client, result, wait) {
+      const got = core.admit(serial, expiry, grant, n, Buffer.from(client, 'hex'), nowMs);
+      const call = `admit(${serial}, ${expiry}, ${grant}, ${n}, ${nowMs}, ${client})`;
+      if (got !== result) throw new Error(`${name}: ${call} gave ${got}, the case says ${result}`);
       const waited = got === 2 ? Math.round(core.admitWait * 1e6) : undefined;
-      if (waited !== wait) throw new Error(`${name}: admit(${serial}, ${grant}, ${n}, ${nowMs}) waits ${waited} ns, the case says ${wait}`);
-      step({ op: 'admit', serial, grant, n, nowMs, client, result, ...(wait === undefined ? {} : { wait }) });
+      if (waited !== wait) throw new Error(`${name}: ${call} waits ${waited} ns, the case says ${wait}`);
+      step({ op: 'admit', serial, expiry, grant, n, nowMs, client, result, ...(wait === undefined ? {} : { wait }) });
     },
     /** How many gateways share each token's rate (a setup step). */
     setLimitShare(members) {
@@ -860,12 +912,12 @@ function formatText(vectors) {
             case 'setKey': lines.push(`key ${s.key}`); break;
             case 'authorize': lines.push(`authorize ${hex(s.header)} ${hex(s.path)} ${s.now} ${s.code}`); break;
             case 'setLimitShare': lines.push(`share ${s.members}`); break;
-            case 'admit': lines.push(`admit ${s.serial} ${s.grant} ${s.n} ${s.nowMs}000000 ${s.client} ${s.result} ${s.wait ?? 0}`); break;
+            case 'admit': lines.push(`admit ${s.serial} ${s.expiry} ${s.grant} ${s.n} ${s.nowMs}000000 ${s.client} ${s.result} ${s.wait ?? 0}`); break;
             default: throw new Error(`unknown step ${s.op}`);
           }
         }
         for (const k of v.checks) {
-          const grant = `${k.grant === undefined ? '' : ` ${k.grant}`}${k.serial === undefined ? '' : ` ${k.serial}`}`;
+          const grant = `${k.grant === undefined ? '' : ` ${k.grant}`}${k.serial === undefined ? '' : ` ${k.serial} ${k.expiry}`}`;
           if (k.call === 'authorize') lines.push(`authorize ${hex(k.header)} ${hex(k.path)} ${k.now} ${k.code}${grant}`);
           else if (k.call === 'verify') lines.push(`verify ${hex(k.token)} ${hex(k.path)} ${k.now} ${k.code}${grant}`);
           else if (k.call === 'usage') lines.push(k.found ? `usage ${k.serial} 1 ${k.requests} ${k.lastMs}000000` : `usage ${k.serial} 0 0 0`);

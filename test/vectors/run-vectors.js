@@ -191,7 +191,7 @@ function runCase(module, vector, problems) {
         core.setLimitShare(step.members);
         break;
       case 'admit': {
-        const result = core.admit(step.serial, step.grant, step.n, fromHex(step.client), step.nowMs);
+        const result = core.admit(step.serial, step.expiry, step.grant, step.n, fromHex(step.client), step.nowMs);
         expect(result === step.result, `${at}: ${result}, not ${step.result}`);
         if (result === 2) {
           const wait = Math.round(core.admitWait * 1e6);
@@ -232,6 +232,7 @@ function runCase(module, vector, problems) {
     }
     if (outcome === Outcome.Limited) {
       expect(core.limitedSerial === check.serial, `check ${i} (${check.call}): Limited with serial ${core.limitedSerial}, not ${check.serial}`);
+      expect(core.limitedExpiry === check.expiry, `check ${i} (${check.call}): Limited with expiry ${core.limitedExpiry}, not ${check.expiry}`);
     }
   });
 }
