@@ -239,6 +239,10 @@ func (g *Gate) admit(w http.ResponseWriter, r *http.Request, next http.Handler, 
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, g.maxBody+1))
 	if err != nil {
+		// A body that ended before its framing did (a cut chunk, a connection gone): what
+		// follows on the connection is no request.
+		w.Header()["Connection"] = []string{"close"}
+		bodyUnreadable.write(w)
 		return
 	}
 	if int64(len(body)) > g.maxBody {

@@ -84,6 +84,9 @@ var connectRefused = func() refusal {
 	return r
 }()
 
+// bodyUnreadable answers a request whose body net/http could not read to its end.
+var bodyUnreadable = newRefusal(http.StatusBadRequest, "", rpcError(codeInvalidRequest, "the request body ended before its framing did", "null")+"\n")
+
 // The refusals of a body whose calls the reading cannot know: what goes before the reason,
 // for a token with a method scope (403 insufficient_scope), and for one with limits only (400).
 const (

@@ -205,12 +205,17 @@ func exchangeRaw(t *testing.T, addr string, request []byte, method string) rawAn
 	if _, err := conn.Write(request); err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return rawAnswer{none: true}
-	}
-	if err != nil {
-		t.Fatalf("reading the answer: %v", err)
+	reader := bufio.NewReader(conn)
+	var res *http.Response
+	// An interim answer (100 Continue) is not the verdict: the final one follows it.
+	for res == nil || res.StatusCode >= 100 && res.StatusCode < 200 {
+		res, err = http.ReadResponse(reader, &http.Request{Method: method})
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return rawAnswer{none: true}
+		}
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
@@ -232,7 +237,7 @@ func judge(want requestVerdict, got rawAnswer, forwarded []seenRequest) string {
 		} else if f.BodyHex != "" {
 			body, _ = hex.DecodeString(f.BodyHex)
 		}
-		if got.none || len(forwarded) != 1 || forwarded[0].method != f.Method || forwarded[0].target != f.Target ||
+		if got.status != http.StatusOK || len(forwarded) != 1 || forwarded[0].method != f.Method || forwarded[0].target != f.Target ||
 			string(forwarded[0].body) != string(body) {
 			return "want forwarded as " + f.Method + " " + f.Target + " " + strconv.Quote(short(body)) + "; got " + describe(got, forwarded)
 		}

@@ -6,7 +6,8 @@
 // verdict and names the layer; this file takes the gateway's.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { jsonrpc, exchange, type HttpResponse } from '../helpers/http.js';
+import { connect } from 'node:net';
+import { freshSource, jsonrpc, parseResponse, readResponse, type HttpResponse } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import { startRecordingUpstream, type RecordedRequest } from '../helpers/upstream.js';
 import { grantEntries } from '../../build/host/core/core.js';
@@ -52,14 +53,42 @@ function requestBytes(c: Case, token: string): Buffer {
   return Buffer.concat([Buffer.from(`${head.join('\r\n').replaceAll('{token}', token)}\r\n\r\n`, 'latin1'), body]);
 }
 
-/** The answer to `bytes` on a fresh connection; null when the connection ended without one. */
-async function send(base: string, bytes: Buffer, method: string): Promise<HttpResponse | null> {
-  try {
-    return await exchange(base, bytes, undefined, undefined, method);
-  } catch (error) {
-    if (/connection closed before a complete response; got ""/.test((error as Error).message)) return null;
-    throw error;
-  }
+/**
+ * The final answer to `bytes` on a fresh connection (after any interim 100 Continue);
+ * null when the connection ended without one.
+ */
+function send(base: string, bytes: Buffer, method: string): Promise<HttpResponse | null> {
+  const { hostname, port } = new URL(base);
+  return new Promise((done, fail) => {
+    const socket = connect({ host: hostname, port: Number(port), localAddress: freshSource() });
+    let received = Buffer.alloc(0);
+    let settled = false;
+    const attempt = (ended: boolean): void => {
+      if (settled) return;
+      let final = received;
+      for (let interim = readResponse(final, false, method); interim !== undefined && interim.response.status < 200;
+        interim = readResponse(final, false, method)) final = final.subarray(interim.length);
+      try {
+        const response = parseResponse(final, ended, method);
+        if (response === undefined && !ended) return;
+        if (response === undefined && final.length > 0) throw new Error(`an answer cut short: ${JSON.stringify(final.toString('latin1'))}`);
+        settled = true;
+        socket.destroy();
+        done(response ?? null);
+      } catch (error) {
+        settled = true;
+        socket.destroy();
+        fail(error as Error);
+      }
+    };
+    socket.on('connect', () => socket.write(bytes, () => undefined));
+    socket.on('data', (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      attempt(false);
+    });
+    socket.on('close', () => attempt(true));
+    socket.on('error', () => undefined);
+  });
 }
 
 /** '' when the answer and what the upstream got are the verdict, else what differs. */
@@ -70,7 +99,7 @@ function judge(want: Verdict, got: HttpResponse | null, forwarded: readonly Reco
   if (want.forwarded !== undefined) {
     const f = want.forwarded;
     const body = f.bodyHex !== undefined ? Buffer.from(f.bodyHex, 'hex') : Buffer.from(f.body ?? '', 'utf8');
-    const ok = got !== null && forwarded.length === 1 && forwarded[0].method === f.method && forwarded[0].target === f.target &&
+    const ok = got?.status === 200 && forwarded.length === 1 && forwarded[0].method === f.method && forwarded[0].target === f.target &&
       forwarded[0].body.equals(body);
     return ok ? '' : `want forwarded as ${f.method} ${f.target} ${JSON.stringify(body.toString('latin1').slice(0, 120))}; got ${seen}`;
   }

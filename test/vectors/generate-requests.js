@@ -154,6 +154,9 @@ function handCases() {
     { name: 'two Content-Length headers that differ', token: 'scoped',
       raw: `POST ${RPC} HTTP/1.1\r\n${HOST}\r\n${AUTH}\r\nContent-Length: ${CALL.length}\r\nContent-Length: ${CALL.length + 1}\r\n\r\n${CALL} `,
       verdict: { status: 400 } },
+    { name: 'a chunked body cut short, with a method scope', token: 'scoped',
+      raw: `POST ${RPC} HTTP/1.1\r\n${HOST}\r\n${AUTH}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n${CALL}\r\n0\r\n\r\n`,
+      verdict: { status: 400 } },
     { name: 'bare line feeds', token: 'plain', raw: `POST ${RPC} HTTP/1.1\n${HOST}\n${AUTH}\nContent-Length: ${CALL.length}\n\n${CALL}`,
       layer: 'http server', why: 'uWebSockets.js reads a request line ended by a bare LF as no HTTP/1.1 and answers 505; net/http takes ' +
         'bare line feeds (RFC 9112 §2.2 allows it), and the Go gate judges the request as any',
