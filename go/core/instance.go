@@ -175,6 +175,7 @@ func (in *instance) check(fn int, text, path string, now int64) (Result, error) 
 	if r.Outcome == Limited {
 		r.Serial = in.u64(in.result)
 		r.Expiry = in.u64(in.result + 8)
+		r.Scoped = in.u32(in.result+24) == 1
 	}
 	return r, nil
 }

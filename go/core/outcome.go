@@ -40,12 +40,14 @@ func (o Outcome) String() string {
 
 // Result is a check's answer: the outcome and, when it is Scoped or Limited, the token's
 // grant, to ask MethodAllowed about; when it is Limited, the token's serial and expiry
-// (Unix seconds), for Admit.
+// (Unix seconds), for Admit, and whether its grant also has a method scope (Scoped),
+// whose calls MethodAllowed judges.
 type Result struct {
 	Outcome Outcome
 	Grant   uint32
 	Serial  uint64
 	Expiry  uint64
+	Scoped  bool
 }
 
 // AdmitResult is what Admit decided (assembly/README.md, "Limits").

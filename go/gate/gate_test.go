@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,13 +226,15 @@ func TestMethodScopesInSingleCallsAndBatches(t *testing.T) {
 			"[" + e(`the provided auth token does not allow method \"debug_traceTransaction\"`, `"x"`) + "]", false},
 		{`[{"jsonrpc":"2.0","method":"eth_call"}]`, e(`the provided auth token does not allow method \"eth_call\"`, "null"), false},
 		{``, e(scopedText+`: the request must carry a JSON-RPC call or batch in its body, and it has none`, "null"), true},
-		{`{"method":`, e(scopedText+`: the body is not valid UTF-8 JSON`, "null"), true},
+		{`{"method":`, e(scopedText+`: the body is not one JSON value alone (nothing may follow it)`, "null"), true},
+		{`{"method":"eth_blockNumber","id":1} []`, e(scopedText+`: the body is not one JSON value alone (nothing may follow it)`, "null"), true},
 		{`[]`, e(scopedText+`: the batch is empty`, "null"), true},
 		{`{"method":"eth_blockNumber","Method":"eth_sendRawTransaction","id":2}`, e(scopedText+`: the body names its method more than once (servers differ on which one counts)`, "2"), true},
 		{`{"Method":"eth_blockNumber","id":3}`, e(scopedText+`: the body is not a JSON-RPC call (an object with a \"method\" string)`, "3"), true},
-		{`[{"method":"eth_blockNumber","id":1},5]`, "[" + e(scopedText+`: call 1 of the batch is not a JSON-RPC call (an object with a \"method\" string)`, "1") + "]", true},
+		{`[{"method":"eth_blockNumber","id":1},5]`, e(scopedText+`: call 1 of the batch is not a JSON-RPC call (an object with a \"method\" string)`, "null"), true},
 		{`{"method":"` + strings.Repeat("x", 70) + `","id":1}`, e(`the provided auth token does not allow method \"`+strings.Repeat("x", 64)+`…\"`, "1"), false},
-		{"\ufeff" + `{"method":"eth_call","id":[1]}`, e(`the provided auth token does not allow method \"eth_call\"`, "null"), false},
+		{"\ufeff" + `{"method":"eth_blockNumber","id":1}`, e(scopedText+`: the body starts with a byte order mark, which nodes read differently`, "null"), true},
+		{`{"method":"eth_call","id":[1]}`, e(`the provided auth token does not allow method \"eth_call\"`, "null"), false},
 		{`{"method":"a<b` + "\u2028" + `\u0001😀","id":1.50}`, e(`the provided auth token does not allow method \"a<b`+"\u2028"+`\\u0001😀\"`, "1.50"), false},
 		{`{"method":"` + strings.Repeat("😀", 40) + `","id":1}`, e(`the provided auth token does not allow method \"`+strings.Repeat("😀", 40)+`…\"`, "1"), false},
 	}
@@ -262,24 +266,319 @@ func TestOptionsAreCheckedOnce(t *testing.T) {
 	}
 }
 
-// This gateway keeps no buckets: a token with limits (issue 25) is refused, never served
-// as if it had none, and the answer says why rather than that the node is fenced.
-func TestATokenWithLimitsIsRefusedHere(t *testing.T) {
-	f := newFixture(t)
+// issue makes a token of a grant of entries (api-auth's grantEntries: endpoints, then ""
+// and the methods, then "" and the limits), valid for an hour from the fixture's now.
+func (f *fixture) issue(t *testing.T, entries ...string) string {
+	t.Helper()
 	owner := f.shared.Owner()
-	limited, err := owner.AddGrant([]string{rpcPath, "", "", "rate 100/s", "burst 100"})
+	grant, err := owner.AddGrant(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, _, err := owner.Issue(limited, f.now.Unix(), 3600)
+	token, _, err := owner.Issue(grant, f.now.Unix(), 86400)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := answer{403, "", `{"jsonrpc":"2.0","error":{"code":-32047,"message":"` + limitedReason + `"},"id":1}` + "\n", "application/json"}
-	if got := f.do(t, "POST", rpcPath, "Bearer "+token, `{"jsonrpc":"2.0","method":"eth_call","id":1}`); got != want {
-		t.Errorf("got %+v\nwant %+v", got, want)
+	return token
+}
+
+// The gateway's answers to a token's limits (host/http/refusals.ts).
+func rateLimited(seconds, id string) answer {
+	return answer{429, "", `{"jsonrpc":"2.0","error":{"code":-32005,"message":"the provided auth token is past its rate limit; retry in ` + seconds + ` s"},"id":` + id + "}\n", "application/json"}
+}
+
+func overBurst(calls, id string) answer {
+	return answer{429, "", `{"jsonrpc":"2.0","error":{"code":-32005,"message":"the provided auth token's burst is smaller than these ` + calls + ` calls at once; send fewer calls at a time"},"id":` + id + "}\n", "application/json"}
+}
+
+var clientNotAllowed = answer{403, "", `{"jsonrpc":"2.0","error":{"code":-32048,"message":"the provided auth token may not be used from this client"},"id":1}` + "\n", "application/json"}
+
+func limitsRefusal(reason, id string) answer {
+	return answer{400, "", `{"jsonrpc":"2.0","error":{"code":-32600,"message":"the provided auth token has limits, so its request must be one JSON-RPC call or a batch that api-auth reads exactly: ` + reason + `"},"id":` + id + "}\n", "application/json"}
+}
+
+func batchOf(n int, method string) string {
+	calls := make([]string, n)
+	for k := range calls {
+		calls[k] = `{"jsonrpc":"2.0","method":"` + method + `","id":` + strconv.Itoa(k+1) + `}`
+	}
+	return "[" + strings.Join(calls, ",") + "]"
+}
+
+// A token with limits is served, its calls counted by the core's bucket as the node runs
+// them: a lone call one, a batch its calls, a request without a body one; past the rate,
+// 429 with the wait in whole seconds, and the call's id.
+func TestATokenWithLimitsIsAdmittedByItsBucket(t *testing.T) {
+	f := newFixture(t)
+	auth := "Bearer " + f.issue(t, rpcPath, "", "", "rate 1/h", "burst 4")
+	if a := f.do(t, "POST", rpcPath, auth, `{"jsonrpc":"2.0","method":"eth_call","id":"a"}`); a.status != 200 {
+		t.Fatalf("the first call: %+v", a)
+	}
+	if a := f.do(t, "POST", rpcPath, auth, batchOf(2, "eth_chainId")); a.status != 200 {
+		t.Fatalf("a batch of 2: %+v", a)
+	}
+	if a := f.do(t, "GET", rpcPath, auth, ""); a.status != 200 {
+		t.Fatalf("a request without a body: %+v", a)
+	}
+	// Four calls spent in an hour's bucket of four: the next waits one interval, 3600 s.
+	if got, want := f.do(t, "POST", rpcPath, auth, `{"jsonrpc":"2.0","method":"eth_call","id":12345678901234567890}`), rateLimited("3600", "12345678901234567890"); got != want {
+		t.Errorf("past the rate:\n got %+v\nwant %+v", got, want)
+	}
+	if got, want := f.do(t, "POST", rpcPath, auth, batchOf(1, "eth_call")), rateLimited("3600", "null"); got != want {
+		t.Errorf("a batch past the rate:\n got %+v\nwant %+v", got, want)
+	}
+	if got, want := f.do(t, "GET", rpcPath, auth, ""), rateLimited("3600", "null"); got != want {
+		t.Errorf("a request without a body past the rate:\n got %+v\nwant %+v", got, want)
+	}
+	f.now = f.now.Add(1800 * time.Second)
+	if got, want := f.do(t, "POST", rpcPath, auth, batchOf(1, "eth_call")), rateLimited("1800", "null"); got != want {
+		t.Errorf("half the wait later:\n got %+v\nwant %+v", got, want)
+	}
+	f.now = f.now.Add(1800*time.Second - time.Millisecond)
+	if got, want := f.do(t, "POST", rpcPath, auth, batchOf(1, "eth_call")), rateLimited("1", "null"); got != want {
+		t.Errorf("a millisecond before: the wait rounds up to a second:\n got %+v\nwant %+v", got, want)
+	}
+	f.now = f.now.Add(time.Millisecond)
+	if a := f.do(t, "POST", rpcPath, auth, `{"jsonrpc":"2.0","method":"eth_call","id":1}`); a.status != 200 {
+		t.Errorf("an interval later: %+v", a)
+	}
+	if len(f.served) != 4 {
+		t.Errorf("the handler served %d requests, want 4: %v", len(f.served), f.served)
+	}
+	if f.served[1] != rpcPath+" "+batchOf(2, "eth_chainId") {
+		t.Errorf("the batch reached the handler as %q", f.served[1])
+	}
+}
+
+// A batch of more calls than the burst can never pass: it is told so, with no
+// Retry-After, and spends nothing (issue 33, Low 8).
+func TestABatchOverTheBurstSpendsNothing(t *testing.T) {
+	f := newFixture(t)
+	auth := "Bearer " + f.issue(t, rpcPath, "", "", "rate 1/h", "burst 3")
+	if got, want := f.do(t, "POST", rpcPath, auth, batchOf(4, "eth_call")), overBurst("4", "null"); got != want {
+		t.Errorf("4 calls on a burst of 3:\n got %+v\nwant %+v", got, want)
+	}
+	if a := f.do(t, "POST", rpcPath, auth, batchOf(3, "eth_call")); a.status != 200 {
+		t.Errorf("3 calls after it: %+v", a)
+	}
+	if len(f.served) != 1 {
+		t.Errorf("served: %v", f.served)
+	}
+}
+
+// A body whose calls the reading cannot know is refused for a token with limits, before
+// anything is counted: a batch with a byte after it is not one call (issue 33, High).
+func TestATokenWithLimitsSendsOnlyBodiesReadExactly(t *testing.T) {
+	f := newFixture(t)
+	auth := "Bearer " + f.issue(t, rpcPath, "", "", "rate 1/h", "burst 3")
+	for _, c := range []struct {
+		body string
+		want answer
+	}{
+		{batchOf(20, "eth_blockNumber") + "x", limitsRefusal("the body is not one JSON value alone (nothing may follow it)", "null")},
+		{batchOf(20, "eth_blockNumber") + "]", limitsRefusal("the body is not one JSON value alone (nothing may follow it)", "null")},
+		{batchOf(20, "eth_blockNumber") + " []", limitsRefusal("the body is not one JSON value alone (nothing may follow it)", "null")},
+		{"\xef\xbb\xbf" + batchOf(1, "eth_call"), limitsRefusal("the body starts with a byte order mark, which nodes read differently", "null")},
+		{"{\"jsonrpc\":\"2.0\",\"method\":\"eth_call\",\"id\":\"\xff\"}", limitsRefusal("the body is not UTF-8", "null")},
+		{`[]`, limitsRefusal("the batch is empty", "null")},
+		{`{"jsonrpc":"2.0","Method":"eth_call","id":7}`, limitsRefusal(`the body is not a JSON-RPC call (an object with a \"method\" string)`, "7")},
+		{`[{"method":"a","id":1},{"method":"b","METHOD":"c","id":2}]`, limitsRefusal("call 1 of the batch names its method more than once (servers differ on which one counts)", "null")},
+		{`{"method":"m","id":1,"params":` + strings.Repeat("[", 129) + strings.Repeat("]", 129) + `}`, limitsRefusal("the body nests deeper than 128", "null")},
+	} {
+		if got := f.do(t, "POST", rpcPath, auth, c.body); got != c.want {
+			t.Errorf("%.40q:\n got %+v\nwant %+v", c.body, got, c.want)
+		}
+	}
+	chunked := f.doChunked(t, auth, "")
+	if want := limitsRefusal("the request must carry a JSON-RPC call or batch in its body, and it has none", "null"); chunked != want {
+		t.Errorf("a chunked body of no bytes:\n got %+v\nwant %+v", chunked, want)
+	}
+	gzip := f.doEncoded(t, auth, "gzip", batchOf(1, "eth_call"))
+	if want := limitsRefusal("the body is compressed (Content-Encoding), which api-auth does not read", "null"); gzip != want {
+		t.Errorf("a gzip body:\n got %+v\nwant %+v", gzip, want)
+	}
+	if a := f.doEncoded(t, auth, "Identity", batchOf(1, "eth_call")); a.status != 200 {
+		t.Errorf("Content-Encoding: identity: %+v", a)
+	}
+	if a := f.do(t, "POST", rpcPath, auth, batchOf(2, "eth_call")); a.status != 200 {
+		t.Errorf("nothing was spent by the refusals: %+v", a)
+	}
+	if len(f.served) != 2 {
+		t.Errorf("served: %v", f.served)
+	}
+}
+
+func (f *fixture) doChunked(t *testing.T, authorization, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest("POST", f.server.URL+rpcPath, io.NopCloser(strings.NewReader(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = -1
+	req.Header.Set("Authorization", authorization)
+	return f.send(t, req)
+}
+
+func (f *fixture) doEncoded(t *testing.T, authorization, encoding, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest("POST", f.server.URL+rpcPath, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", authorization)
+	req.Header.Set("Content-Encoding", encoding)
+	return f.send(t, req)
+}
+
+func (f *fixture) send(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	res, err := f.server.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return answer{res.StatusCode, res.Header.Get("WWW-Authenticate"), string(b), res.Header.Get("Content-Type")}
+}
+
+// allowedClients are matched against the connection's far end (IPv4 as IPv4-mapped, as
+// the core takes it), or against the address Options.ClientAddress names; a client they
+// do not hold is refused before its body is read, naming neither.
+func TestAllowedClientsHoldTheClientAddress(t *testing.T) {
+	f := newFixture(t)
+	loopback := "Bearer " + f.issue(t, rpcPath, "", "", "client 00000000000000000000ffff7f000001/128")
+	elsewhere := "Bearer " + f.issue(t, rpcPath, "", "", "client 00000000000000000000ffffc0000200/120")
+	if a := f.do(t, "POST", rpcPath, loopback, batchOf(1, "eth_call")); a.status != 200 {
+		t.Errorf("127.0.0.1 from 127.0.0.1: %+v", a)
+	}
+	if got := f.do(t, "POST", rpcPath, elsewhere, `{"method":`); got != clientNotAllowed {
+		t.Errorf("192.0.2.0/24 from 127.0.0.1, a body that is not JSON:\n got %+v\nwant %+v", got, clientNotAllowed)
+	}
+	var seen string
+	g, err := New(Options{Checker: f.shared.Verifier(), Clock: func() time.Time { return f.now }, ClientAddress: func(r *http.Request) netip.Addr {
+		seen = r.RemoteAddr
+		return netip.MustParseAddr("192.0.2.7")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := 0
+	server := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ })))
+	defer server.Close()
+	for token, want := range map[string]int{elsewhere: 200, loopback: 403} {
+		req, _ := http.NewRequest("POST", server.URL+rpcPath, strings.NewReader(batchOf(1, "eth_call")))
+		req.Header.Set("Authorization", token)
+		res, err := server.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("from 192.0.2.7 as ClientAddress says: %d, want %d", res.StatusCode, want)
+		}
+	}
+	if served != 1 || seen == "" {
+		t.Errorf("served %d, ClientAddress saw %q", served, seen)
+	}
+	unknown, err := New(Options{Checker: f.shared.Verifier(), ClientAddress: func(*http.Request) netip.Addr { return netip.Addr{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", rpcPath, strings.NewReader(batchOf(1, "eth_call")))
+	req.Header.Set("Authorization", "Bearer "+f.issue(t, rpcPath, "", "", "rate 10/s", "burst 10"))
+	unknown.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })).ServeHTTP(rec, req)
+	if rec.Code != 403 || served != 1 {
+		t.Errorf("a client that has no address: %d, served %d", rec.Code, served)
+	}
+}
+
+// With a method scope and limits, the scope judges first, and only the calls that go on
+// to the handler are counted: a split batch counts its allowed calls, a refused one none.
+func TestScopeAndLimitsCountTheCallsForwarded(t *testing.T) {
+	f := newFixture(t)
+	auth := "Bearer " + f.issue(t, rpcPath, "", "eth_blockNumber", "eth_get*", "", "rate 1/h", "burst 3")
+	split := `[{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},{"jsonrpc":"2.0","method":"eth_sendRawTransaction","id":2},{"jsonrpc":"2.0","method":"eth_getCode","id":3}]`
+	if a := f.do(t, "POST", rpcPath, auth, split); a.status != 200 || !strings.Contains(a.body, `does not allow method \"eth_sendRawTransaction\"`) {
+		t.Fatalf("a split batch: %+v", a)
+	}
+	if a := f.do(t, "POST", rpcPath, auth, `{"jsonrpc":"2.0","method":"eth_sendRawTransaction","id":4}`); a.status != 200 || !strings.Contains(a.body, `"code":-32047`) {
+		t.Errorf("a refused call: %+v", a)
+	}
+	want := answer{403, `Bearer error="insufficient_scope"`, `{"jsonrpc":"2.0","error":{"code":-32047,"message":"the provided auth token allows only some JSON-RPC methods: the body is not one JSON value alone (nothing may follow it)"},"id":null}` + "\n", "application/json"}
+	if got := f.do(t, "POST", rpcPath, auth, batchOf(1, "eth_blockNumber")+"x"); got != want {
+		t.Errorf("a body not read, with a scope:\n got %+v\nwant %+v", got, want)
+	}
+	if a := f.do(t, "POST", rpcPath, auth, `{"jsonrpc":"2.0","method":"eth_blockNumber","id":5}`); a.status != 200 || a.body != `{"jsonrpc":"2.0","result":"0x1","id":1}` {
+		t.Errorf("the third call counted: %+v", a)
+	}
+	if got, want := f.do(t, "POST", rpcPath, auth, `{"jsonrpc":"2.0","method":"eth_blockNumber","id":6}`), rateLimited("3600", "6"); got != want {
+		t.Errorf("the fourth:\n got %+v\nwant %+v", got, want)
+	}
+	if len(f.served) != 2 || f.served[0] != rpcPath+` [{"jsonrpc":"2.0","method":"eth_blockNumber","id":1},{"jsonrpc":"2.0","method":"eth_getCode","id":3}]` {
+		t.Errorf("served: %v", f.served)
+	}
+}
+
+// When the core's limits table has no slot for a token, its request gets 503 with
+// Retry-After 1, as on the gateway.
+func TestAFullLimitsTableAnswers503(t *testing.T) {
+	ctx := context.Background()
+	s, err := core.NewShared(ctx, core.SharedOptions{WindowLog2: 17, Readers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	owner := s.Owner()
+	owner.SetKey([]byte("0123456789abcdef0123456789abcdef"))
+	grant, err := owner.AddGrant([]string{rpcPath, "", "", "rate 10/s", "burst 10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	var full string
+	for n := 0; full == "" && n < 1<<17; n++ {
+		token, claims, err := owner.Issue(grant, now.Unix(), 3600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := s.Verifier().Admit(claims.Serial, claims.Expiry, grant, 1, netip.MustParseAddr("127.0.0.1").As16(), now.UnixNano())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Result == core.LimitTableFull {
+			full = token
+		}
+	}
+	if full == "" {
+		t.Fatal("the limits table never filled")
+	}
+	g, err := New(Options{Checker: s.Verifier(), Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", rpcPath, strings.NewReader(batchOf(1, "eth_call")))
+	req.Header.Set("Authorization", "Bearer "+full)
+	g.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("served") })).ServeHTTP(rec, req)
+	want := `{"jsonrpc":"2.0","error":{"code":-32046,"message":"this api-auth gateway tracks as many tokens with limits as it can; retry later, or use a token without limits"},"id":1}` + "\n"
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || rec.Body.String() != want {
+		t.Errorf("%d Retry-After %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+}
+
+// No spelling of CONNECT reaches the handler, on any path (the gateway's 405).
+func TestConnectIsRefusedInAnySpelling(t *testing.T) {
+	f := newFixture(t)
+	want := answer{405, "", `{"jsonrpc":"2.0","error":{"code":-32600,"message":"HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels"},"id":null}` + "\n", "application/json"}
+	for _, method := range []string{"CONNECT", "connect", "Connect"} {
+		for _, path := range []string{rpcPath, "/ext/health"} {
+			if got := f.do(t, method, path, "Bearer "+f.token, ""); got != want {
+				t.Errorf("%s %s:\n got %+v\nwant %+v", method, path, got, want)
+			}
+		}
 	}
 	if len(f.served) != 0 {
-		t.Errorf("a token with limits reached the handler: %v", f.served)
+		t.Errorf("served: %v", f.served)
 	}
 }

@@ -3,55 +3,40 @@ package gate
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
+	"strings"
 )
 
-// The method check of a token with a method scope, as host/http/scope.ts makes it: the
-// body, one JSON-RPC call or a batch, passes only if the grant allows the method of every
-// call, and whatever cannot be read as JSON-RPC fails closed. The refusals are the
-// gateway's, byte for byte. Members are read from the text itself: a call that names its
-// method twice, or as "Method" (encoding/json, which most Go nodes use, matches names
-// without regard to case and keeps the last), is refused rather than guessed at.
+// The method check of a token with a method scope, as host/http/scope.ts makes it, on
+// the body's one reading (reading.go): the body, one JSON-RPC call or a batch, passes only
+// if the grant allows the method of every call. A body that cannot be read was refused
+// before this (Wrap). The refusals are the gateway's, byte for byte.
 
-const (
-	// methodShown is how many characters of a method name a refusal shows.
-	methodShown = 64
-	scoped      = "the provided auth token allows only some JSON-RPC methods"
-	noneBody    = scoped + ": the request must carry a JSON-RPC call or batch in its body, and it has none"
-	notJSON     = scoped + ": the body is not valid UTF-8 JSON"
-	emptyBatch  = scoped + ": the batch is empty"
-	notACall    = `is not a JSON-RPC call (an object with a "method" string)`
-	namedTwice  = "names its method more than once (servers differ on which one counts)"
-)
+// methodShown is how many characters of a method name a refusal shows.
+const methodShown = 64
 
 // allower is the core's method check for a grant.
 type allower interface {
 	MethodAllowed(grant uint32, method string) (bool, error)
 }
 
-type call struct {
-	method  string
-	id      string // the id's source text; "" for a notification
-	problem string // why it is not a call the check can read; "" when it is
-}
-
-// scopeVerdict is what judgeScope found: nothing to refuse (the zero value), a refusal
-// (text, with forbidden for a body that is not JSON-RPC: 403 rather than 200), or a
-// batch of which only some calls are allowed (split).
+// scopeVerdict is what judgeScope found: every call allowed (the zero value), a refusal of
+// every call (text: 200, as a method's error is), or a batch of which only some calls are
+// allowed (split).
 type scopeVerdict struct {
-	text      string
-	forbidden bool
-	split     *scopeSplit
+	text  string
+	split *scopeSplit
 }
 
 // scopeSplit is a batch with some calls allowed, as host/http/scope.ts's ScopeSplit: the
 // allowed calls go to the handler as one batch, each as the client wrote it, and the
 // refused ones are answered in their places in the merged answer.
 type scopeSplit struct {
-	calls   []call
+	calls   []Call
 	allowed []bool
 	errors  []string // errors[k]: the refusal of call k, "" when it is allowed or has no id
 	forward []byte
+	// forwarded is how many calls forward holds: what a token's limits count.
+	forwarded int
 }
 
 // merge returns the handler's answer to forward merged with the refusals, in the calls'
@@ -100,10 +85,10 @@ func (s *scopeSplit) merge(answer []byte) ([]byte, bool) {
 			}
 			continue
 		}
-		if c.id == "" {
+		if c.ID == "" {
 			continue
 		}
-		k := key([]byte(c.id))
+		k := key([]byte(c.ID))
 		if queue := byID[k]; len(queue) > 0 {
 			merged = append(merged, queue[0])
 			byID[k] = queue[1:]
@@ -118,103 +103,54 @@ func (s *scopeSplit) merge(answer []byte) ([]byte, bool) {
 	return append(append([]byte{'['}, bytes.Join(merged, []byte{','})...), ']'), true
 }
 
-// judgeScope returns the zero verdict when every call of body is allowed, else the
-// refusal's JSON text (no line feed), or the split of a batch with some calls allowed. A
-// failure of the core refuses too.
-func judgeScope(a allower, grant uint32, body []byte) scopeVerdict {
+// judgeScope returns the zero verdict when the grant allows every call of a body read,
+// else the refusal's JSON text (no line feed), or the split of a batch with some calls
+// allowed. A failure of the core refuses too.
+func judgeScope(a allower, grant uint32, r Reading, body []byte) scopeVerdict {
 	allowed := func(method string) bool {
 		ok, err := a.MethodAllowed(grant, method)
 		return err == nil && ok
 	}
-	if len(body) == 0 {
-		return scopeVerdict{text: rpcError(codeInsufficientScope, noneBody, "null"), forbidden: true}
-	}
-	// The gateway decodes with a fatal TextDecoder, which drops a leading byte order mark.
-	text := bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
-	if !utf8.Valid(text) || !json.Valid(text) {
-		return scopeVerdict{text: rpcError(codeInsufficientScope, notJSON, "null"), forbidden: true}
-	}
-	start := skipSpace(text, 0)
-	if text[start] != '[' {
-		c := readCall(text, start)
-		if c.problem != "" {
-			return scopeVerdict{text: rpcError(codeInsufficientScope, scoped+": the body "+c.problem, idOrNull(c.id)), forbidden: true}
-		}
-		if allowed(c.method) {
+	if !r.Batch {
+		c := r.Calls[0]
+		if allowed(c.Method) {
 			return scopeVerdict{}
 		}
-		return scopeVerdict{text: rpcError(codeInsufficientScope, notAllowed(c.method), idOrNull(c.id))}
+		return scopeVerdict{text: rpcError(codeInsufficientScope, notAllowed(c.Method), idOrNull(c.ID))}
 	}
-	i := skipSpace(text, start+1)
-	if text[i] == ']' {
-		return scopeVerdict{text: rpcError(codeInsufficientScope, emptyBatch, "null"), forbidden: true}
-	}
-	var calls []call
-	var texts [][]byte
-	var ok []bool
+	ok := make([]bool, len(r.Calls))
 	refused := -1
-	bad := -1
-	for text[i] != ']' {
-		c := readCall(text, i)
-		if c.problem != "" && bad < 0 {
-			bad = len(calls)
+	for k, c := range r.Calls {
+		ok[k] = allowed(c.Method)
+		if !ok[k] && refused < 0 {
+			refused = k
 		}
-		end := skipValue(text, i)
-		allows := bad < 0 && allowed(c.method)
-		if bad < 0 && refused < 0 && !allows {
-			refused = len(calls)
-		}
-		calls = append(calls, c)
-		texts = append(texts, text[i:end])
-		ok = append(ok, allows)
-		i = skipSpace(text, end)
-		if text[i] == ',' {
-			i = skipSpace(text, i+1)
-		}
-	}
-	if bad >= 0 {
-		message := scoped + ": call " + itoa(bad) + " of the batch " + calls[bad].problem
-		return scopeVerdict{text: errorsFor(calls, func(call) string { return message }, message), forbidden: true}
 	}
 	if refused < 0 {
 		return scopeVerdict{}
 	}
-	split := &scopeSplit{calls: calls, allowed: ok, errors: make([]string, len(calls))}
+	split := &scopeSplit{calls: r.Calls, allowed: ok, errors: make([]string, len(r.Calls))}
 	var forward [][]byte
-	for k, c := range calls {
+	var answers []string
+	for k, c := range r.Calls {
 		if ok[k] {
-			forward = append(forward, texts[k])
-		} else if c.id != "" {
-			split.errors[k] = rpcError(codeInsufficientScope, notAllowed(c.method), c.id)
+			forward = append(forward, body[c.Start:c.End])
+		} else if c.ID != "" {
+			split.errors[k] = rpcError(codeInsufficientScope, notAllowed(c.Method), c.ID)
+			answers = append(answers, split.errors[k])
 		}
 	}
 	if len(forward) > 0 {
 		split.forward = append(append([]byte{'['}, bytes.Join(forward, []byte{','})...), ']')
+		split.forwarded = len(forward)
 		return scopeVerdict{split: split}
 	}
-	// Every call refused: the handler is not asked.
-	return scopeVerdict{text: errorsFor(calls, func(c call) string { return notAllowed(c.method) }, notAllowed(calls[refused].method))}
-}
-
-// errorsFor is a batch's refusal: an error for each call that has an id, or one with id
-// null when none has.
-func errorsFor(calls []call, message func(call) string, alone string) string {
-	var out []byte
-	for _, c := range calls {
-		if c.id == "" {
-			continue
-		}
-		if out == nil {
-			out = append(out, '[')
-		} else {
-			out = append(out, ',')
-		}
-		out = append(out, rpcError(codeInsufficientScope, message(c), c.id)...)
+	// Every call refused: the handler is not asked. A batch of notifications only gets the
+	// one error without an id.
+	if len(answers) == 0 {
+		return scopeVerdict{text: rpcError(codeInsufficientScope, notAllowed(r.Calls[refused].Method), "null")}
 	}
-	if out == nil {
-		return rpcError(codeInsufficientScope, alone, "null")
-	}
-	return string(append(out, ']'))
+	return scopeVerdict{text: "[" + strings.Join(answers, ",") + "]"}
 }
 
 func idOrNull(id string) string {
@@ -260,98 +196,4 @@ func appendInt(b []byte, n int) []byte {
 		b = appendInt(b, n/10)
 	}
 	return append(b, byte('0'+n%10))
-}
-
-// The text is valid JSON already: the reading below finds where members and values start
-// and end, and trusts the shape.
-
-func readCall(text []byte, i int) call {
-	if text[i] != '{' {
-		return call{problem: notACall}
-	}
-	var method string
-	hasMethod, methods, spelled := false, 0, true
-	id := ""
-	i = skipSpace(text, i+1)
-	for text[i] == '"' {
-		keyEnd := skipString(text, i)
-		var key string
-		json.Unmarshal(text[i:keyEnd], &key)
-		valueStart := skipSpace(text, skipSpace(text, keyEnd)+1)
-		valueEnd := skipValue(text, valueStart)
-		switch {
-		case len(key) == 6 && bytes.EqualFold([]byte(key), []byte("method")):
-			methods++
-			spelled = key == "method"
-			hasMethod = text[valueStart] == '"'
-			method = ""
-			if hasMethod {
-				json.Unmarshal(text[valueStart:valueEnd], &method)
-			}
-		case key == "id":
-			// The source text, so the client gets back the digits it sent; the last id counts.
-			switch text[valueStart] {
-			case '{', '[', 't', 'f':
-				id = "null"
-			default:
-				id = string(text[valueStart:valueEnd])
-			}
-		}
-		i = skipSpace(text, valueEnd)
-		if text[i] == ',' {
-			i = skipSpace(text, i+1)
-		}
-	}
-	switch {
-	case methods > 1:
-		return call{id: id, problem: namedTwice}
-	case methods == 0 || !spelled || !hasMethod:
-		return call{id: id, problem: notACall}
-	}
-	return call{method: method, id: id}
-}
-
-func skipSpace(text []byte, i int) int {
-	for i < len(text) && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func skipString(text []byte, i int) int {
-	for i++; ; i++ {
-		switch text[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-}
-
-func skipValue(text []byte, i int) int {
-	switch text[i] {
-	case '"':
-		return skipString(text, i)
-	case '{', '[':
-		for depth := 0; ; {
-			switch text[i] {
-			case '"':
-				i = skipString(text, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-	}
-	for i < len(text) && !bytes.ContainsRune([]byte(",]} \t\n\r"), rune(text[i])) {
-		i++
-	}
-	return i
 }

@@ -138,6 +138,85 @@ export async function startRawUpstream(t: Test): Promise<RawUpstream> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, heads };
 }
 
+export interface RecordedRequest {
+  /** The method and target of the request line, as received. */
+  method: string;
+  target: string;
+  /** The body, its chunked framing (if any) taken off. */
+  body: Buffer;
+}
+
+export interface RecordingUpstream {
+  url: string;
+  requests: RecordedRequest[];
+}
+
+/**
+ * An upstream on raw TCP that records the request line and the body of each request (by
+ * Content-Length, or chunked), whatever node:http would refuse (a method in lower case,
+ * say), and answers each with 200 and a JSON-RPC result. It reads what api-auth writes,
+ * which is well framed; a request it cannot frame ends the connection.
+ */
+export async function startRecordingUpstream(t: Test): Promise<RecordingUpstream> {
+  const requests: RecordedRequest[] = [];
+  const sockets = new Set<Socket>();
+  const answer = '{"jsonrpc":"2.0","result":"0x1","id":1}';
+  const server = createTcpServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    let pending = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      for (;;) {
+        const framed = frameRequest(pending);
+        if (framed === undefined) return;
+        if (framed === null) {
+          socket.destroy();
+          return;
+        }
+        requests.push(framed.request);
+        pending = pending.subarray(framed.length);
+        socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${answer.length}\r\n\r\n${answer}`);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  t.teardown(() => new Promise<void>((resolve) => {
+    for (const socket of sockets) socket.destroy();
+    server.close(() => resolve());
+  }));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests };
+}
+
+/** One whole request at the start of `data` and its length; undefined for more bytes; null for one that cannot be framed. */
+function frameRequest(data: Buffer): { request: RecordedRequest; length: number } | undefined | null {
+  const end = data.indexOf('\r\n\r\n');
+  if (end < 0) return undefined;
+  const lines = data.subarray(0, end).toString('latin1').split('\r\n');
+  const [method, target] = lines[0].split(' ');
+  const header = (name: string): string | undefined =>
+    lines.slice(1).find((line) => line.toLowerCase().startsWith(`${name}:`))?.slice(name.length + 1).trim();
+  let at = end + 4;
+  if (header('transfer-encoding')?.toLowerCase() === 'chunked') {
+    const chunks: Buffer[] = [];
+    for (;;) {
+      const lineEnd = data.indexOf('\r\n', at);
+      if (lineEnd < 0) return undefined;
+      const size = Number.parseInt(data.subarray(at, lineEnd).toString('latin1'), 16);
+      if (!Number.isInteger(size)) return null;
+      if (data.length < lineEnd + 2 + size + 2) return undefined;
+      chunks.push(data.subarray(lineEnd + 2, lineEnd + 2 + size));
+      at = lineEnd + 2 + size + 2;
+      if (size === 0) return { request: { method, target, body: Buffer.concat(chunks) }, length: at };
+    }
+  }
+  const length = Number(header('content-length') ?? '0');
+  if (!Number.isInteger(length)) return null;
+  if (data.length < at + length) return undefined;
+  return { request: { method, target, body: Buffer.from(data.subarray(at, at + length)) }, length: at + length };
+}
+
 /** A loopback port nothing listens on (bound, then released). */
 export async function closedPort(): Promise<number> {
   const server = createServer();
