@@ -9,7 +9,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Etcd3 } from 'etcd3';
@@ -18,17 +18,15 @@ import { enableAuth, makeCertificates, seededEtcd, startEtcd, startGateway } fro
 import type { Etcd, Gateway } from '../helpers/etcd.js';
 import { jsonrpc, request } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
-import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, tempDir } from '../helpers/server.js';
+import { launchProgram, randomPassword, ROOT, tempDir } from '../helpers/server.js';
 import type { Running } from '../helpers/server.js';
+import { GO, GO_ENV, GO_MODULE } from '../helpers/go.js';
 
 // On a fresh machine `go test` first compiles the etcd client and gRPC: minutes on two cores.
 t.setTimeout(900_000);
 
-const MODULE = join(ROOT, 'go');
+const MODULE = GO_MODULE;
 const FIXTURE = join(MODULE, 'fleet', 'testdata', 'fleet-keys.json');
-const GO = (process.env.PATH ?? '').split(':').filter((d) => d !== '').map((d) => join(d, 'go')).find((path) => existsSync(path));
-// Offline, from the module cache: what go.sum pins, nothing fetched.
-const GO_ENV = { ...PROGRAM_ENV, GOFLAGS: '-mod=readonly -buildvcs=false', GOPROXY: 'off', GOTOOLCHAIN: 'local' };
 const GATEWAY_LEASE = ['--cluster-lease', '3s'];
 const NODE_LEASE = '5s';
 const INFO = '/ext/info';
