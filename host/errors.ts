@@ -22,6 +22,7 @@ import type { GrantErrorCode, IssueErrorCode } from './core/core.js';
  * |--------|------|-------------------------------|------|
  * | -32700 | 200  | API_AUTH_RPC_PARSE_ERROR      | /ext/auth: the body is not UTF-8 JSON |
  * | -32600 | 200  | API_AUTH_RPC_INVALID_REQUEST  | /ext/auth: not a JSON-RPC 2.0 request (the gate's own 400, 401 and 413 carry it too) |
+ * | -32600 | 400  | API_AUTH_LIMITS_UNREADABLE    | a token with limits whose body cannot be read exactly (rpc/reading.ts) |
  * | -32601 | 200  | API_AUTH_RPC_METHOD_NOT_FOUND | /ext/auth: no such method |
  * | -32602 | 200  | API_AUTH_RPC_INVALID_PARAMS   | /ext/auth: a param missing, unknown or bad |
  * | -32603 | 200  | API_AUTH_RPC_INTERNAL_ERROR   | anything unforeseen (500 where HTTP answers it) |
@@ -32,7 +33,7 @@ import type { GrantErrorCode, IssueErrorCode } from './core/core.js';
  * | -32043 | 503  | API_AUTH_BUSY                 | auth.*: too many password checks waiting (Retry-After) |
  * | -32044 | 502  | API_AUTH_UPSTREAM_UNAVAILABLE | --upstream refused, reset, or could not be reached |
  * | -32045 | 504  | API_AUTH_UPSTREAM_TIMEOUT     | --upstream did not answer within --upstream-timeout |
- * | -32046 | 503  | API_AUTH_UNAVAILABLE          | no WebSocket session now, a fenced fleet gateway (503); a fleet change etcd did not confirm (200) |
+ * | -32046 | 503  | API_AUTH_UNAVAILABLE          | no WebSocket session now, a fenced fleet gateway, no limits slot (503); a fleet change etcd did not confirm (200) |
  * | -32047 | 200  | API_AUTH_INSUFFICIENT_SCOPE   | a call the token's methods do not allow (403 for a body that is not JSON-RPC, and on /ext/auth/check) |
  * | -32048 | 403  | API_AUTH_CLIENT_NOT_ALLOWED   | a token used from a client its allowedClients do not hold |
  */

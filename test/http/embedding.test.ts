@@ -85,6 +85,11 @@ t.test('the README examples run as printed: uWebSockets.js mount + protect, then
   const password = readFileSync(join(cwd, 'password.txt'), 'utf8').trim();
   t.match(password, /^[A-Za-z0-9]{32}$/, 'the password file was generated');
   const token = await newToken(base, password, ['/ext/info']);
+  const issue = async (params: Record<string, unknown>): Promise<string> =>
+    (await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints: ['/ext/info'], ...params })).result?.token as string;
+  const limited = await issue({ rateLimit: '1/h', burst: 3 });
+  const scoped = await issue({ methods: ['info.getNodeVersion'] });
+  const elsewhere = await issue({ allowedClients: ['10.0.0.0/8'] });
   const granted = await request(base, '/ext/info', { method: 'POST', headers: [['Authorization', `Bearer ${token}`]], body: '{}' });
   t.equal(granted.status, 200);
   t.same(JSON.parse(granted.text).result, { version: 'my-node/1.0' });
@@ -111,6 +116,33 @@ t.test('the README examples run as printed: uWebSockets.js mount + protect, then
   const badPath = await request(base, '/ext/./info', { headers: [['Authorization', `Bearer ${token}`]] });
   t.equal(badPath.status, 400);
   t.equal(badPath.headers['www-authenticate'], undefined);
+
+  // The node:http example hands authorize() the client and the body: the gateway's whole admission.
+  const post = (bearer: string, body?: string) => request(base, '/ext/info', {
+    method: 'POST', headers: [['Authorization', `Bearer ${bearer}`], ['Content-Type', 'application/json']], body,
+  });
+  const calls = (n: number) => JSON.stringify(Array.from({ length: n }, (_, id) => ({ jsonrpc: '2.0', id, method: 'info.getNodeVersion' })));
+  t.equal((await post(limited, calls(2))).status, 200, 'a token with limits: a batch of 2 of a burst of 3');
+  const over = await post(limited, calls(4));
+  t.equal(over.status, 429, 'a batch of 4, more than the burst');
+  t.equal(over.headers['retry-after'], undefined, 'no wait helps it');
+  t.match(JSON.parse(over.text), { error: { code: -32005, message: /smaller than these 4 calls/ } });
+  const trailing = await post(limited, `${calls(1)} x`);
+  t.equal(trailing.status, 400, 'a body with bytes after its batch: not read, refused');
+  t.match(JSON.parse(trailing.text), { error: { code: -32600, message: /not one JSON value alone/ } });
+  t.equal((await post(limited, '{"jsonrpc":"2.0","id":5,"method":"info.getNodeVersion"}')).status, 200, 'the refusals spent nothing');
+  const past = await post(limited, '{"jsonrpc":"2.0","id":6,"method":"info.getNodeVersion"}');
+  t.equal(past.status, 429, 'then past the rate');
+  t.equal(past.headers['retry-after'], '3600');
+  t.match(JSON.parse(past.text), { error: { code: -32005 }, id: 6 }, 'its id echoed');
+  t.equal((await post(scoped, '{"jsonrpc":"2.0","id":1,"method":"info.getNodeVersion"}')).status, 200, 'a scoped token: a call it allows');
+  const outside = await post(scoped, '{"jsonrpc":"2.0","id":2,"method":"info.getNodeID"}');
+  t.match(JSON.parse(outside.text), { error: { code: -32047, message: 'the provided auth token does not allow method "info.getNodeID"' }, id: 2 },
+    'a call outside its methods: the node never runs it');
+  t.equal((await request(base, '/ext/info', { headers: [['Authorization', `Bearer ${scoped}`]] })).status, 403, 'no body: no call to allow');
+  const notHere = await post(elsewhere, calls(1));
+  t.equal(notHere.status, 403, 'a token for other clients: the node\'s client address is checked');
+  t.match(JSON.parse(notHere.text), { error: { code: -32048 } });
   t.equal((await http.stop()).code, 0);
 });
 

@@ -128,6 +128,9 @@ t.test('the proxy\'s error classes have their stable codes and statuses', async 
   t.match(new library.BodyTooLargeError(), { code: 'API_AUTH_BODY_TOO_LARGE', httpStatus: 413, rpcCode: library.RpcCode.InvalidRequest });
   t.match(new library.ScopeRefusedError('method not allowed'), { code: 'API_AUTH_INSUFFICIENT_SCOPE', httpStatus: 200 });
   t.match(new library.ScopeRefusedError('not json-rpc'), { code: 'API_AUTH_SCOPE_UNREADABLE', httpStatus: 403 });
+  t.match(new library.LimitRefusedError('rate'), { code: 'API_AUTH_RATE_LIMITED', httpStatus: 429, rpcCode: -32005 });
+  t.match(new library.LimitRefusedError('table full'), { code: 'API_AUTH_LIMITS_FULL', httpStatus: 503, rpcCode: -32046 });
+  t.match(new library.LimitRefusedError('unreadable'), { code: 'API_AUTH_LIMITS_UNREADABLE', httpStatus: 400, rpcCode: -32600 });
 });
 
 t.test('docs/reference/errors.md publishes the JSON-RPC table of errors.ts, and what moved', async (t) => {
@@ -141,7 +144,8 @@ t.test('docs/reference/errors.md publishes the JSON-RPC table of errors.ts, and 
   const rows = (text: string): string[][] => text.split('\n').filter((l) => /^\| -?\d/.test(l))
     .map((l) => l.split('|').slice(1, -1).map((cell) => cell.trim().replace(/^`|`$/g, '')));
   const published = rows(section('JSON-RPC codes')).map(([code, status, stable]) => [Number(code), Number(status), stable]);
-  const table = [...Object.values(library.RPC_ERRORS), library.LIMIT_ERRORS.rate].map((a) => [a.rpcCode, a.httpStatus, a.code]);
+  const table = [...Object.values(library.RPC_ERRORS), library.LIMIT_ERRORS.rate, library.LIMIT_ERRORS.unreadable]
+    .map((a) => [a.rpcCode, a.httpStatus, a.code]);
   const order = (list: (string | number)[][]) => [...list].sort((a, b) => Number(a[0]) - Number(b[0]));
   t.same(order(published), order(table), 'every JSON-RPC code, its HTTP status and its stable code, as errors.ts has them');
   const moved = rows(section('What moved')).map(([was, now, stable]) => [Number(was), Number(now), stable]);
