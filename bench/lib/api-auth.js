@@ -21,16 +21,16 @@ export function supportsHttpThreads() {
  * Starts the CLI. Options: cpus (pin), authRequired (default true), upstream (a URL:
  * gateway mode), threads (passed as --http-threads when the build has it; more than one
  * without it is an error, never silently one), tls (lib/certificate.js's pair: HTTPS),
- * extraArgs, nodeFlags (node's own, before the script: a profiler's). Resolves with the server, its password, its directory and `cleanup()` (stops
- * it, removes the directory).
+ * extraArgs, nodeFlags (node's own, before the script: a profiler's), main (another build's main.js; default this one's).
+ * Resolves with the server, its password, its directory and `cleanup()` (stops it, removes the directory).
  */
-export async function startOurs({ cpus = null, authRequired = true, upstream, threads, tls, extraArgs = [], nodeFlags = [] } = {}) {
+export async function startOurs({ cpus = null, authRequired = true, upstream, threads, tls, extraArgs = [], nodeFlags = [], main = MAIN } = {}) {
   if (threads > 1 && !supportsHttpThreads()) throw new Error(`api-auth --http-threads ${threads}: not supported by this build`);
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-'));
   const passwordFile = join(dir, 'password');
   const password = randomBytes(18).toString('base64url');
   writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
-  const args = [...nodeFlags, MAIN, '--http-port', '0', '--data-dir', join(dir, 'data')];
+  const args = [...nodeFlags, main, '--http-port', '0', '--data-dir', join(dir, 'data')];
   if (authRequired) args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
   if (upstream !== undefined) args.push('--upstream', upstream);
   if (threads !== undefined && supportsHttpThreads()) args.push('--http-threads', String(threads));

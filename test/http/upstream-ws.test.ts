@@ -15,7 +15,7 @@ import * as wsModule from 'ws';
 import { WebSocketServer } from 'ws';
 import type { WebSocket } from 'ws';
 import { UpstreamWsCode, UpstreamWsError } from '../../build/host/http/upstream-ws/errors.js';
-import { closeFrame, FrameReader } from '../../build/host/http/upstream-ws/frames.js';
+import { closeFrame, FrameReader, maxFragments, MIN_FRAGMENTS } from '../../build/host/http/upstream-ws/frames.js';
 import { connectUpstream } from '../../build/host/http/upstream-ws/socket.js';
 import type { HandshakeHandler, SessionHandler, UpstreamWebSocket } from '../../build/host/http/upstream-ws/socket.js';
 import { PROGRAM_ENV, ROOT, tempDir, untracked } from '../helpers/server.js';
@@ -215,6 +215,47 @@ t.test('the frame reader refuses what RFC 6455 forbids a server, with the close 
   // big); the RFC makes it a protocol error, and so does this reader.
   const msb = Buffer.concat([hello, rawFrame(0x82, Buffer.alloc(0), Buffer.from([127, 0x80, 0, 0, 0, 0, 0, 0, 1]))]);
   t.same(ourEvents([msb], 1000), [`text ${Buffer.from('hello').toString('hex')}`, 'fail 1002'], 'a 64-bit length with its top bit set: 1002');
+});
+
+t.test('a message\'s frames are bounded: by count, by total size, and no empty continuation right after an empty frame', async (t) => {
+  t.equal(maxFragments(16 * 1024 * 1024), 32768, 'at the default 16 MiB limit, 32,768 frames: one per 512 bytes');
+  t.equal(maxFragments(1000), MIN_FRAGMENTS, 'under a small limit, still 1024');
+  const hello = serverFrame(1, 'hello');
+  const helloEvent = `text ${Buffer.from('hello').toString('hex')}`;
+  const empty = (fin: boolean) => serverFrame(0, Buffer.alloc(0), fin);
+  const one = (fin: boolean) => serverFrame(0, 'a', fin);
+
+  // The flood of issue 33: a message begun empty, then empty continuations without end.
+  const flood = Buffer.concat([hello, serverFrame(1, '', false), ...Array.from({ length: 64 }, () => empty(false))]);
+  t.same(ourEvents([flood], MAX), [helloEvent, 'fail 1002'], 'an empty first frame, then an empty continuation: 1002');
+  t.same(ourEvents(cut(flood, [hello.length + 3]), MAX), [helloEvent, 'fail 1002'], 'the same, the stream cut between them');
+  const afterBytes = Buffer.concat([serverFrame(1, 'x', false), empty(false), empty(true)]);
+  t.same(ourEvents([afterBytes], MAX), ['fail 1002'], 'an empty continuation after an empty one, bytes before them: 1002');
+  t.same(ourEvents([Buffer.concat([serverFrame(1, 'x', false), empty(false), empty(true)]).subarray(0, 5)], MAX), [],
+    'nothing is said before the second empty frame comes');
+
+  // What a writer does send: empty frames between ones with bytes, and an empty last frame.
+  const mixed = Buffer.concat([serverFrame(1, '', false), one(false), empty(false), one(false), empty(true), hello]);
+  await agree(t, 'empty frames between ones with bytes', mixed, MAX, everyPoint(mixed), [`text ${Buffer.from('aa').toString('hex')}`, helloEvent]);
+  const large = randomBytes(200_000);
+  const gorilla = Buffer.concat([serverFrame(2, large, false), empty(true)]);
+  const points = [1, 2, 5, 9, 10, 11, 64 * 1024, 100_000, gorilla.length - 3, gorilla.length - 1];
+  await agree(t, 'a large frame and an empty last one, as gorilla writes', gorilla, MAX, points, [`binary ${large.toString('hex')}`]);
+
+  // 1024 frames under a 1000-byte limit: half of them with a byte, half empty, none after another empty one.
+  const frames = (count: number) => Array.from({ length: count }, (_, i) =>
+    serverFrame(i === 0 ? 2 : 0, i % 2 === 0 ? 'b' : '', i === count - 1));
+  const most = Buffer.concat(frames(MIN_FRAGMENTS));
+  await agree(t, `${MIN_FRAGMENTS} frames`, most, 1000, [3, 1000, most.length - 2], [`binary ${'62'.repeat(MIN_FRAGMENTS / 2)}`]);
+  const over = Buffer.concat([...frames(MIN_FRAGMENTS + 1), hello]);
+  t.same(ourEvents([over], 1000), ['fail 1002'], `${MIN_FRAGMENTS + 1} frames: 1002, though within the size limit`);
+  t.same(ourEvents(cut(over, everyPoint(over).filter((p) => p % 7 === 0)), 1000), ['fail 1002'], 'and so, cut every 7 bytes');
+
+  // One-byte frames up to the size limit: the message is whole; a byte more is 1009.
+  const bytes = Buffer.concat(Array.from({ length: 1000 }, (_, i) => serverFrame(i === 0 ? 1 : 0, 'c', i === 999)));
+  t.same(ourEvents(cut(bytes, [1500]), 1000), [`text ${'63'.repeat(1000)}`], '1000 frames of one byte under a 1000-byte limit');
+  const tooBig = Buffer.concat([bytes.subarray(0, bytes.length - 3), one(false), one(true)]);
+  t.same(ourEvents([tooBig], 1000), ['fail 1009'], 'a 1001st byte: 1009');
 });
 
 t.test('a client frame is masked with a fresh key, header and payload in one buffer, and reads back as sent', async (t) => {

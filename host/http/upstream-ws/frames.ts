@@ -5,7 +5,11 @@
 // A frame that arrived whole is handed on in place, from the read buffer, without a
 // copy; only a frame cut across reads is gathered into a buffer of its own, of the size
 // its header announced (bounded by the largest message), and only a message in several
-// frames is joined. Anything RFC 6455 forbids a server to send ends the reading with
+// frames is joined, into one buffer that grows with it: a frame costs its bytes and no
+// object of its own, so that a flood of tiny or empty fragments holds no more memory
+// than the bytes it carries. How finely a message may be cut is bounded too (see
+// maxFragments), and an empty continuation right after an empty frame, which no writer
+// has a reason to send, is refused. Anything RFC 6455 forbids a server to send ends the reading with
 // the close code the RFC gives it: no extension was negotiated, so every RSV bit must be
 // clear; a server never masks; control frames are final and at most 125 bytes; text and
 // close reasons are UTF-8.
@@ -30,6 +34,25 @@ export const MAX_CLOSE_REASON = 123;
 /** Below this, a loop masks faster than a call into bufferutil (ws's threshold). */
 const NATIVE_MASK_FROM = 48;
 const EMPTY = Buffer.alloc(0);
+/** A joined message's buffer starts at this size (or the message limit, if smaller), and doubles as it fills. */
+const JOIN_START = 16 * 1024;
+/** The frames any message may come in, whatever the limit. */
+export const MIN_FRAGMENTS = 1024;
+/** Past MIN_FRAGMENTS, the frames of a message carry this many bytes each on average, at least. */
+export const FRAGMENT_BYTES = 512;
+
+/**
+ * The most frames a message of at most `maxMessage` bytes may come in: 1024, or one per
+ * 512 bytes of the limit (32,768 at the default 16 MiB). RFC 6455 sets no bound, so the
+ * bound is set by what servers write: geth writes through gorilla/websocket with a 1 KiB
+ * write buffer, and gorilla cuts a message it is handed piece by piece into frames of
+ * that buffer (handed a large one whole, it writes one frame and an empty last one);
+ * gorilla's default buffer is 4 KiB, and ws, uWebSockets and tungstenite write a message
+ * as one frame. A message of the whole limit in geth's smallest frames is half the bound.
+ */
+export function maxFragments(maxMessage: number): number {
+  return Math.max(MIN_FRAGMENTS, Math.ceil(maxMessage / FRAGMENT_BYTES));
+}
 
 /** Masking keys, drawn from the CSPRNG a block at a time: RFC 6455 §5.3 wants each unpredictable. */
 const keys = Buffer.allocUnsafe(8192);
@@ -110,19 +133,27 @@ export class FrameReader {
   /** Its payload, gathered when it was cut across reads. */
   private body: Buffer | null = null;
   private bodyAt = 0;
-  /** A message in several frames: its opcode (0: none), its frames so far and their length. */
+  /**
+   * A message in several frames: its opcode (0: none), its payload so far in `joined[0,
+   * joinedLength)` (null until a byte came), its frames so far, and whether the last was empty.
+   */
   private fragmented = 0;
-  private fragments: Buffer[] = [];
-  private fragmentsLength = 0;
+  private joined: Buffer | null = null;
+  private joinedLength = 0;
+  private fragments = 0;
+  private lastEmpty = false;
+  private readonly maxFragments: number;
   private stopped = false;
 
-  constructor(private readonly maxMessage: number, private readonly sink: FrameSink) {}
+  constructor(private readonly maxMessage: number, private readonly sink: FrameSink) {
+    this.maxFragments = maxFragments(maxMessage);
+  }
 
   /** Hands on nothing more; what comes is ignored. */
   stop(): void {
     this.stopped = true;
     this.body = null;
-    this.fragments = [];
+    this.joined = null;
   }
 
   /** Reads `data[at, end)`; the bytes need not outlive the call. */
@@ -180,6 +211,10 @@ export class FrameReader {
     let length = second & 0x7f;
     if (opcode === Opcode.Continuation) {
       if (this.fragmented === 0) return this.fail(UpstreamWsCode.Protocol, 'invalid opcode 0: a continuation frame with no message to continue', 1002);
+      if (this.fragments === this.maxFragments) {
+        return this.fail(UpstreamWsCode.Protocol, `a message in over ${this.maxFragments} frames: no server cuts a message that finely`, 1002);
+      }
+      if (length === 0 && this.lastEmpty) return this.fail(UpstreamWsCode.Protocol, 'an empty continuation frame right after an empty frame', 1002);
     } else if (opcode === Opcode.Text || opcode === Opcode.Binary) {
       if (this.fragmented !== 0) return this.fail(UpstreamWsCode.Protocol, `invalid opcode ${opcode}: a new message before the last frame of the one begun`, 1002);
     } else if (opcode === Opcode.Close || opcode === Opcode.Ping || opcode === Opcode.Pong) {
@@ -201,8 +236,12 @@ export class FrameReader {
       length = high * 0x100000000 + source.readUInt32BE(at + 4);
       at += 8;
     }
-    if (opcode < Opcode.Close && this.fragmentsLength + length > this.maxMessage) {
+    if (opcode < Opcode.Close && this.joinedLength + length > this.maxMessage) {
       return this.fail(UpstreamWsCode.TooBig, `a message over ${this.maxMessage} bytes`, 1009);
+    }
+    if (opcode === Opcode.Continuation || (opcode < Opcode.Close && !fin)) {
+      this.fragments++;
+      this.lastEmpty = length === 0;
     }
     this.fin = fin;
     this.opcode = opcode;
@@ -216,16 +255,41 @@ export class FrameReader {
     if (opcode >= Opcode.Close) return this.control(opcode, data);
     if (opcode !== Opcode.Continuation && this.fin) return this.deliver(data, opcode === Opcode.Binary);
     if (opcode !== Opcode.Continuation) this.fragmented = opcode;
-    this.fragments.push(owned ? data : Buffer.from(data));
-    this.fragmentsLength += data.length;
+    this.join(data, owned);
     if (!this.fin) return;
-    const fragments = this.fragments;
-    const message = fragments.length === 1 ? fragments[0] : Buffer.concat(fragments, this.fragmentsLength);
+    const message = this.joined === null ? EMPTY : this.joined.subarray(0, this.joinedLength);
     const binary = this.fragmented === Opcode.Binary;
     this.fragmented = 0;
-    this.fragments = [];
-    this.fragmentsLength = 0;
+    this.joined = null;
+    this.joinedLength = 0;
+    this.fragments = 0;
+    this.lastEmpty = false;
     this.deliver(message, binary);
+  }
+
+  /**
+   * Adds a frame's payload to the message begun. A first payload in a buffer of its own is
+   * kept as it is: a large message written as one frame and an empty last one (gorilla's
+   * way) is then never copied. The buffer otherwise doubles, up to the message limit,
+   * which header() has checked the message stays within.
+   */
+  private join(data: Buffer, owned: boolean): void {
+    const length = data.length;
+    if (length === 0) return;
+    let joined = this.joined;
+    if (joined === null && owned) {
+      this.joined = data;
+      this.joinedLength = length;
+      return;
+    }
+    const need = this.joinedLength + length;
+    if (joined === null || joined.length < need) {
+      const grown = Buffer.allocUnsafe(Math.min(this.maxMessage, Math.max(need, 2 * (joined?.length ?? 0), JOIN_START)));
+      joined?.copy(grown, 0, 0, this.joinedLength);
+      this.joined = joined = grown;
+    }
+    data.copy(joined, this.joinedLength);
+    this.joinedLength = need;
   }
 
   private deliver(data: Buffer, binary: boolean): void {
