@@ -136,6 +136,14 @@ if (check) {
   process.stderr.write(`build: due: ${reason}\n`);
   process.exit(1);
 }
+// The compilers are devDependencies: `npm ci --omit=dev` in a clone leaves them out and then
+// runs `prepare`, which would fail four times with a spawn error that names no way forward.
+const missing = [...new Set(STEPS.map((step) => step.command))].filter((command) => !existsSync(join(BIN, command)));
+if (missing.length > 0) {
+  process.stderr.write(`build: the compilers are not installed (${missing.join(', ')}: devDependencies, which \`npm ci --omit=dev\` leaves out): `
+    + 'run `npm ci` to build in a clone; for production, install the packed tarball (`npm pack`: docs/guides/production.md)\n');
+  process.exit(1);
+}
 process.stderr.write(`build: building: ${reason}\n`);
 
 rmSync(STAMP, { force: true });

@@ -14,9 +14,9 @@
 //
 // How: one clean clone of this commit (`git clone`, as a reader's would be) serves every
 // file, the README first. It shares the checkout's node_modules (read-only) and build:
-// the README's `npm ci` is what CI runs first (.ci/run), so the README's first command
-// (`test -d node_modules || npm ci && npm start ...`) finds them and installs nothing, as
-// after a reader's first run; the production guide's `npm pack` runs `prepare`, which finds
+// the README's test command (scripts/test.sh, which CI runs: .ci/run) ran `npm ci` first, so
+// the README's first command (`test -d node_modules || npm ci && npm start ...`) finds them
+// and installs nothing, as after a reader's first run; the production guide's `npm pack` runs `prepare`, which finds
 // the copied build up to date (scripts/build.mjs), as a reader's pack after `npm ci` does.
 // A command that starts a server (helpers/readme.ts: startsServer, startsUnit) runs in the
 // background until the next one does or its file ends: the harness waits for its port to
@@ -24,38 +24,69 @@
 // all of them; a systemd unit with `systemctl stop`) before the next server starts, then
 // checks what it printed. A command that puts itself in the background (`... &`: ganache,
 // etcd, a fleet's gateways) runs until its file ends, when the harness stops every job the
-// file's shell still has. The README's `npm test` command is what CI runs (.ci/run,
+// file's shell still has. The README's test command is what CI runs (.ci/run,
 // checked below), so it is not run again here.
 //
 // The fixture: the node the protect-a-node guide puts on 127.0.0.1:9652 is
 // helpers/readme-node.js, started inside the machine before the first file.
+//
+// The registry: the machine has no network, so its npm installs from npm's cache alone.
+// The production guide's `npm install ./api-auth-0.1.0.tgz` resolves the tarball's
+// dependencies against the registry's package documents, which `npm ci` never fetches (it
+// takes the lock file's tarballs), so after CI's `npm ci` on a fresh machine the cache had
+// the tarballs and not the documents, and the install failed (ENOTCACHED, issue 35). Before
+// the machine boots, the test resolves that install itself, with the network, and caches
+// what it picks: what an operator's registry serves.
 import t from 'tap';
 import type { Test } from 'tap';
 import type { ChildProcess } from 'node:child_process';
-import { createReadStream, readFileSync, realpathSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { createReadStream, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { bootMachine, MACHINE_PATH, machineTools } from '../helpers/machine.js';
 import type { Machine } from '../helpers/machine.js';
 import { needsRoot } from '../helpers/root.js';
 import { docBlocks, docFiles, outputDiffers, serverPort, startsServer, startsUnit } from '../helpers/readme.js';
 import type { Command } from '../helpers/readme.js';
-import { ROOT } from '../helpers/server.js';
+import { PROGRAM_ENV, ROOT, tempDir } from '../helpers/server.js';
 
 const files = docFiles().map((file) => ({ file, blocks: docBlocks(file) }));
 /** CI's own command: not run again inside the docs' run (it is the run's parent). */
-const runsTheTests = (command: Command): boolean => /(^|\s)npm test\b/.test(command.text);
-
-/** The npm commands a script runs, in order, as `npm <command>` (npm's own output flags left out). */
-function npmCommands(script: string): string[] {
-  return [...script.matchAll(/^\s*npm ([a-z][\w-]*)\b/gm)].map((m) => `npm ${m[1]}`);
-}
+const runsTheTests = (command: Command): boolean => /(^|\s)(npm test|scripts\/test\.sh)\b/.test(command.text);
 
 t.test('CI runs the README\'s test command', async (t) => {
   const commands = files[0].blocks.flatMap((block) => block.commands).filter(runsTheTests);
   t.equal(commands.length, 1, 'the README has one command that runs the tests');
-  const readme = [...commands[0].text.replace(/\s+#.*$/, '').matchAll(/\bnpm ([a-z][\w-]*)\b/g)].map((m) => `npm ${m[1]}`);
-  t.same(npmCommands(readFileSync(join(ROOT, '.ci', 'run'), 'utf8')), readme, `.ci/run runs ${readme.join(', then ')}`);
+  const readme = commands[0].text.replace(/\s+#.*$/, '');
+  const ci = readFileSync(join(ROOT, '.ci', 'run'), 'utf8').split('\n').filter((line) => !/^\s*(#|$)/.test(line));
+  // The command itself, with only its output piped on (CI restates tap's summary from it).
+  t.equal(ci.filter((line) => line === readme || line.startsWith(`${readme} 2>&1 |`)).length, 1, `.ci/run runs \`${readme}\``);
+  const script = readFileSync(join(ROOT, 'scripts', 'test.sh'), 'utf8').split('\n').filter((line) => !/^\s*(#|$)/.test(line));
+  t.ok(script.indexOf('. scripts/setup-tests.sh') !== -1 && script.indexOf('. scripts/setup-tests.sh') < script.indexOf('npm test'),
+    'which sets up (scripts/setup-tests.sh), then runs npm test');
 });
+
+const exec = promisify(execFile);
+
+/**
+ * Puts in npm's cache what the production guide's install of the packed tarball resolves to
+ * (the package documents and the tarballs), fetching only what the cache lacks.
+ */
+async function cacheTheInstall(t: Test): Promise<void> {
+  const { dependencies } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+  const project = tempDir(t);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'readme-registry', version: '0.0.0', private: true, dependencies }));
+  const flags = ['--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
+  // The tree resolved as the tarball's install resolves it, with nothing installed.
+  await exec('npm', ['install', '--package-lock-only', '--omit=dev', ...flags], { cwd: project, env: PROGRAM_ENV });
+  const lock = JSON.parse(readFileSync(join(project, 'package-lock.json'), 'utf8')) as { packages: Record<string, { name?: string; version: string }> };
+  // An alias (uWebSockets.js is uws-pack) is cached by the package's own name.
+  const specs = Object.entries(lock.packages).filter(([path]) => path !== '')
+    .map(([path, { name, version }]) => `${name ?? path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length)}@${version}`);
+  await exec('npm', ['cache', 'add', ...flags, ...specs], { cwd: project, env: PROGRAM_ENV });
+  t.pass(`npm's cache holds the production install's ${specs.length} packages and their documents`);
+}
 
 /** Sessions made so far: each names its files in /run/readme by its own number. */
 let sessions = 0;
@@ -171,6 +202,7 @@ t.test('every shell block of the docs runs as written, in order, with the output
   needsRoot('unshare and mount for the private machine (namespaces, systemd as PID 1)'), async (t) => {
   const missing = machineTools();
   if (missing !== undefined) throw new Error(missing);
+  await cacheTheInstall(t);
   const machine = await bootMachine(t);
 
   const node = machine.spawn('node', [join(ROOT, 'test', 'helpers', 'readme-node.js')], { PATH: MACHINE_PATH });
@@ -180,8 +212,8 @@ t.test('every shell block of the docs runs as written, in order, with the output
   });
 
   const setup = new Session(machine, t);
-  // The clone shares the checkout's install, read-only, and its build: the README's own
-  // `npm ci` is CI's first step (.ci/run, checked above), and a second one here, for the
+  // The clone shares the checkout's install, read-only, and its build: the README's test
+  // command runs `npm ci` first (.ci/run runs it, checked above), and a second one here, for the
   // same lock file, cost the most of this test's time. So the README's first command finds
   // node_modules and installs nothing, as after a reader's first run.
   const modules = realpathSync(join(ROOT, 'node_modules'));

@@ -40,8 +40,8 @@ if [ ! -d "$CHECKOUT/.git" ] && [ ! -f "$CHECKOUT/.git" ]; then
   mkdir -p "$CHECKOUT"
   mount --bind /run/machine/checkout "$CHECKOUT"
 fi
-# The machine has no network: its npm installs from the cache alone (the repository's own
-# npm ci filled it) and says so at once when a package is missing, rather than retrying
+# The machine has no network: its npm installs from the cache alone (filled by the repository's
+# npm ci and, for the production install, by test/docs/readme.test.ts) and says so at once when a package is missing, rather than retrying
 # a registry it cannot reach for minutes.
 printf 'offline=true\nfund=false\naudit=false\nupdate-notifier=false\n' > /root/.npmrc
 # Only what the README starts runs: none of the host's enabled services.

@@ -92,3 +92,20 @@ process.on('SIGTERM', () => { app.close(); auth.close().then(() => process.exit(
   node.child.kill('SIGTERM');
   t.same(await node.exited, { code: 0, signal: null }, 'the embedding node stops cleanly');
 });
+
+// A clone is for building: its compilers are devDependencies. `npm ci --omit=dev` there
+// leaves them out and runs `prepare` all the same; the build then says, in one line, what
+// to run instead, rather than failing with a spawn error for each compile (issue 35).
+t.test('npm ci --omit=dev in a clone fails with one line naming the production install', async (t) => {
+  const bare = join(dir, 'omit-dev');
+  await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, bare]);
+  const failed = await run('npm', ['ci', '--omit=dev', ...NPM_FLAGS], { cwd: bare, env: PROGRAM_ENV, maxBuffer: 16 << 20 })
+    .then(() => undefined, (error: { code?: number; stderr?: string }) => error);
+  t.ok(failed !== undefined && failed.code !== 0, `npm ci --omit=dev exits non-zero (${String(failed?.code)})`);
+  const said = (failed?.stderr ?? '').split('\n').filter((line) => line.startsWith('build:'));
+  t.equal(said.length, 1, `the build says one line: ${said.join(' | ')}`);
+  t.match(said[0], /docs\/guides\/production\.md/, 'which names the production guide');
+  t.match(said[0], /`npm pack`/, 'and the packed tarball');
+  t.notMatch(failed?.stderr ?? '', /ENOENT/, 'and no compiler is spawned');
+  t.notOk(existsSync(join(bare, 'build', 'core.wasm')), 'nothing is built');
+});
