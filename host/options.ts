@@ -15,7 +15,7 @@ import type { Text } from './errors.js';
 import { trustedProxies } from './http/client-address.js';
 import type { TrustedProxies } from './http/client-address.js';
 import { allowedOrigins } from './http/cors.js';
-import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from './http/paths.js';
+import { AUTH_PATH, OWN_PATHS } from './http/paths.js';
 import { MAX_BODY_BYTES } from './http/responses.js';
 import type { AllowedOrigins } from './http/cors.js';
 import { STDOUT } from './ops/line-writer.js';
@@ -649,7 +649,7 @@ function upstream(value: unknown): URL {
 function paths(value: unknown, option: string): string[] {
   if (!Array.isArray(value)) throw badOption(option, ` must be an array of exact paths such as ["/ext/health"], not ${show(value)}`);
   const list = [...new Set(value.map((entry: unknown) => path(option, entry, '/ext/health')))];
-  const own = list.find((path) => path === AUTH_PATH || path === HEALTH_PATH || path === CHECK_PATH);
+  const own = list.find((path) => OWN_PATHS.includes(path));
   if (own !== undefined) {
     throw badOption(option, `: ${own} needs no token already (${own === AUTH_PATH ? 'it is where tokens are had, behind the password'
       : 'it is api-auth\'s own'}); leave it out`);
@@ -668,7 +668,7 @@ function path(option: string, value: unknown, example: string): string {
 /** Where the metrics are served: an exact path, not one of api-auth's own. */
 function metricsPath(value: unknown, option: string): string {
   const metrics = path(option, value, '/ext/metrics');
-  if (metrics === AUTH_PATH || metrics === HEALTH_PATH || metrics === CHECK_PATH) throw badOption(option, ` must not be ${metrics}`);
+  if (OWN_PATHS.includes(metrics)) throw badOption(option, ` must not be ${metrics}`);
   return metrics;
 }
 

@@ -24,10 +24,10 @@ import { Decision } from './admission.js';
 import type { Admission } from './admission.js';
 import { clientAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
-import { HEALTH_PATH } from './paths.js';
+import { HEALTH_PATH, LIVE_PATH } from './paths.js';
 
 /** Load balancers ask these every few seconds: no line for them. */
-const NOT_LOGGED = new Set(['/ext/health', HEALTH_PATH]);
+const NOT_LOGGED = new Set(['/ext/health', HEALTH_PATH, LIVE_PATH]);
 /** The status of an answer its client did not wait for (nginx's "client closed request"). */
 export const CLIENT_GONE = 499;
 /** Methods a line names at most for a batch; `calls` counts them all. */

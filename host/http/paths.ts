@@ -6,5 +6,10 @@
 export const AUTH_PATH = '/ext/auth';
 /** api-auth's own readiness, for load balancers; no token. */
 export const HEALTH_PATH = '/ext/auth/health';
+/** api-auth's own liveness, for a supervisor's probe (a Kubernetes livenessProbe): 200 while the process serves, whatever the node's or the fleet's state; no token. */
+export const LIVE_PATH = '/ext/auth/live';
 /** The gate's verdict for a request a proxy in front names (nginx auth_request, Caddy forward_auth); no token. */
 export const CHECK_PATH = '/ext/auth/check';
+
+/** Every path api-auth answers itself: none may be a public endpoint or the metrics path. */
+export const OWN_PATHS: readonly string[] = [AUTH_PATH, HEALTH_PATH, LIVE_PATH, CHECK_PATH];

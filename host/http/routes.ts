@@ -20,6 +20,9 @@ import { postCall } from './rpc-route.js';
 import type { RpcHandler } from './rpc-route.js';
 import { Tarpit } from './tarpit.js';
 
+/** The liveness answer: that the thread answered at all is the whole of it. */
+const LIVE_BODY = new TextEncoder().encode('{"live":true}\n');
+
 export type Route =
   /** A JSON-RPC endpoint (/ext/info, /ext/health): POST calls it; GET and HEAD get `probe`, when there is one. */
   | { readonly kind: 'rpc'; readonly endpoint: RpcHandler; readonly probe: Uint8Array | null }
@@ -29,6 +32,8 @@ export type Route =
   | { readonly kind: 'metrics'; readonly metrics: MetricsSource }
   /** api-auth's own readiness (/ext/auth/health): GET and HEAD. */
   | { readonly kind: 'readiness'; readonly readiness: ReadinessRoute }
+  /** api-auth's own liveness (/ext/auth/live): GET and HEAD, 200 while this thread serves. */
+  | { readonly kind: 'liveness' }
   /** The gate's verdict for a proxy in front (/ext/auth/check): any method, as the proxy's subrequest comes. */
   | { readonly kind: 'check'; readonly check: AuthCheck };
 
@@ -78,6 +83,12 @@ export class LocalRoutes {
         return writeMethodNotAllowed(res, method, path, 'GET');
       case 'readiness':
         if (method === 'get' || method === 'head') return route.readiness.answer(res, method === 'head');
+        return writeMethodNotAllowed(res, method, path, 'GET, HEAD');
+      case 'liveness':
+        if (method === 'get' || method === 'head') {
+          res.writeHeader('Content-Type', 'application/json').writeHeader('Cache-Control', 'no-store');
+          return endWith(res, LIVE_BODY, method === 'head');
+        }
         return writeMethodNotAllowed(res, method, path, 'GET, HEAD');
       case 'check':
         return route.check.answer(res, req);

@@ -7,7 +7,7 @@ import type { Core } from '../core/core.js';
 import type { LineWriter } from '../ops/line-writer.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, MetricsSource } from '../ops/metrics.js';
-import { AUTH_PATH, CHECK_PATH, HEALTH_PATH } from './paths.js';
+import { AUTH_PATH, CHECK_PATH, HEALTH_PATH, LIVE_PATH } from './paths.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { VERSION } from '../version.js';
@@ -75,10 +75,11 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   let gate: Gate | null = null;
   if (service !== undefined) {
     routes.set(AUTH_PATH, { kind: 'auth', service });
-    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, CHECK_PATH], serving: parts.serving });
+    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, LIVE_PATH, CHECK_PATH], serving: parts.serving });
   }
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
+  routes.set(LIVE_PATH, { kind: 'liveness' });
   routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.clock, parts.serving) });
   // One admission for the router, the check and the relay: routes is read per request, so the check's own is in it too.
   const admission = new Admission(core, gate, cors ?? null, routes, parts.trustedProxies, metrics);

@@ -206,6 +206,7 @@ t.test('with etcd killed a revoke is never acknowledged, gateways 503 once their
     const health = await request(g.url, '/ext/auth/health');
     t.equal(health.status, 503, 'not ready for a load balancer');
     t.match(JSON.parse(health.text), { healthy: false, checks: { fleet: { healthy: false } } });
+    t.equal((await request(g.url, '/ext/auth/live')).status, 200, 'but alive: a supervisor\'s probe does not restart it');
   }
   await etcd.start();
   for (const g of [a, b, c]) await waitForStatus(g, token, 200);

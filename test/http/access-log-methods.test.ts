@@ -18,7 +18,7 @@ import type { Server } from '../helpers/server.js';
 import { startUpstream } from '../helpers/upstream.js';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT', 'get', 'QUERY'];
-const PATHS = ['/ext/info', '/ext/health', '/ext/auth', '/ext/auth/health', '/ext/auth/check', '/ext/metrics', '/ext/bc/C/rpc',
+const PATHS = ['/ext/info', '/ext/health', '/ext/auth', '/ext/auth/health', '/ext/auth/live', '/ext/auth/check', '/ext/metrics', '/ext/bc/C/rpc',
   '/nowhere', '/ext/bc/C/../rpc'];
 const KINDS = ['none', 'forged', 'plain', 'scoped', 'limited'] as const;
 type Kind = (typeof KINDS)[number];
@@ -101,8 +101,8 @@ for (const [upstreamed, threads] of [[true, 1], [true, 2], [false, 1]] as const)
     t.equal(logged.size, METHODS.length * PATHS.length * KINDS.length, 'every case was answered');
     const differing = [...plain].filter(([key, answer]) => logged.get(key) !== answer).map(([key]) => key);
     t.same(differing, [], 'every answer is the same with the access log as without it');
-    // The lines are written off the request's path: wait for the HEADs' (every case but the two health paths has one).
-    const expected = (PATHS.length - 2) * KINDS.length;
+    // The lines are written off the request's path: wait for the HEADs' (every case but the three probe paths has one).
+    const expected = (PATHS.length - 3) * KINDS.length;
     let heads = 0;
     for (let tries = 0; tries < 100 && heads < expected; tries++) {
       await sleep(100);

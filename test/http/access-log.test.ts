@@ -190,13 +190,14 @@ t.test('behind a trusted proxy, the client it names; from anyone else, the peer'
   t.equal((await waitForLines(file, (l) => l.path === '/ext/bc/C/spoofed'))[0].client, '127.0.0.6');
 });
 
-t.test('no line for /ext/health and /ext/auth/health', async (t) => {
+t.test('no line for /ext/health, /ext/auth/health and /ext/auth/live', async (t) => {
   await request(server.url, '/ext/health', { headers: [['Authorization', `Bearer ${chain.token}`]] });
   await request(server.url, '/ext/auth/health');
+  t.equal((await request(server.url, '/ext/auth/live')).status, 200);
   // Lines are written in the order their requests ended: once this one is there, the others would be.
   t.equal((await request(server.url, '/ext/bc/C/after-health', { headers: [['Authorization', `Bearer ${chain.token}`]] })).status, 200);
   await waitForLines(file, (l) => l.path === '/ext/bc/C/after-health');
-  t.same(linesOf(file).filter((l) => l.path === '/ext/health' || l.path === '/ext/auth/health'), []);
+  t.same(linesOf(file).filter((l) => l.path === '/ext/health' || l.path === '/ext/auth/health' || l.path === '/ext/auth/live'), []);
 });
 
 t.test('a WebSocket session: one line at its end, with its messages and their bytes each way; a refused upgrade, its own', async (t) => {

@@ -36,6 +36,9 @@ t.test('the command line refuses flags that mean nothing in context: one line, e
       '(it is where tokens are had, behind the password); leave it out (exit 2)'],
     [['--api-auth-public-endpoints', '/ext/auth/health'], 'api-auth: --api-auth-public-endpoints: /ext/auth/health needs no token ' +
       'already (it is api-auth\'s own); leave it out (exit 2)'],
+    [['--api-auth-public-endpoints', '/ext/auth/live'], 'api-auth: --api-auth-public-endpoints: /ext/auth/live needs no token ' +
+      'already (it is api-auth\'s own); leave it out (exit 2)'],
+    [['--metrics-path', '/ext/auth/live'], 'api-auth: --metrics-path must not be /ext/auth/live (exit 2)'],
     [['--upstream', 'http://127.0.0.1'], 'api-auth: --upstream must name the node\'s port, such as http://127.0.0.1:9652 (write :80 if that ' +
       'port is really meant), not "http://127.0.0.1" (exit 2)'],
     [['--upstream', 'https://node.example/'], 'api-auth: --upstream must name the node\'s port, such as http://127.0.0.1:9652 (write :443 if ' +
