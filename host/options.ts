@@ -542,7 +542,7 @@ function required<K extends 'passwordFile' | 'dataDir'>(key: K, value: unknown, 
 }
 
 function flag(value: unknown, option: string): boolean {
-  if (typeof value !== 'boolean') throw badOption(option, ` must be true or false, not ${show(value)}`);
+  if (typeof value !== 'boolean') throw badOption(option, ` must be true or false (or yes/no, on/off, 1/0), not ${show(value)}`);
   return value;
 }
 

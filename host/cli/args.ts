@@ -24,6 +24,16 @@ export interface ReadOptions {
   readonly refuse?: (name: string) => string | undefined;
 }
 
+/** What a true/false flag's or variable's text may say, either way: systemd's words, in any case, but its one-letter ones. */
+const TRUE_WORDS: readonly string[] = ['true', 'yes', 'on', '1'];
+const FALSE_WORDS: readonly string[] = ['false', 'no', 'off', '0'];
+
+/** The truth `text` says, or undefined when it says none. */
+export function truth(text: string): boolean | undefined {
+  const word = text.toLowerCase();
+  return TRUE_WORDS.includes(word) ? true : FALSE_WORDS.includes(word) ? false : undefined;
+}
+
 /** Reads `args` against `kinds`. Throws UsageError for a flag the command does not take, or a flag's value that is missing or malformed. */
 export function readArgs(args: readonly string[], kinds: FlagKinds, options: ReadOptions): Arg[] {
   const config = Object.fromEntries(Object.entries(kinds).map(([name, type]) => [name, { type }]));
@@ -38,7 +48,7 @@ export function readArgs(args: readonly string[], kinds: FlagKinds, options: Rea
       continue;
     }
     if (token.kind === 'positional') {
-      if (!terminated && bareBoolean !== null && (token.value === 'true' || token.value === 'false')) {
+      if (!terminated && bareBoolean !== null && truth(token.value) !== undefined) {
         throw new UsageError(`unexpected argument ${JSON.stringify(token.value)}; write --${bareBoolean}=${token.value}`);
       }
       bareBoolean = null;
@@ -56,9 +66,12 @@ export function readArgs(args: readonly string[], kinds: FlagKinds, options: Rea
     if (kind === undefined) throw new UsageError(`unknown flag --${name}; run ${options.command} --help to list the flags`);
     let value: string | boolean;
     if (kind === 'boolean') {
+      const said = token.value === undefined ? true : truth(token.value);
       if (token.value === undefined) bareBoolean = name;
-      else if (token.value !== 'true' && token.value !== 'false') throw new UsageError(`--${name} takes no value, or =true or =false, not ${JSON.stringify(token.value)}`);
-      value = token.value !== 'false';
+      else if (said === undefined) {
+        throw new UsageError(`--${name} takes no value, or =true or =false (or yes/no, on/off, 1/0), not ${JSON.stringify(token.value)}`);
+      }
+      value = said!;
     } else {
       // A flag where the value should be is almost always a forgotten value; a value
       // that really starts with "--" can still be given as --name=--value.

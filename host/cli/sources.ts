@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { UsageError } from '../errors.js';
+import { truth } from './args.js';
 import { SCHEMA } from '../options.js';
 import type { OptionSpec } from '../options.js';
 
@@ -48,9 +49,11 @@ export const SECRETS: ReadonlyMap<string, string> = new Map(ENTRIES.filter(([, e
 /** A flag's text, or a variable's, as the option takes it. */
 export function fromText(key: OptionKey, text: string): unknown {
   switch (SCHEMA[key].kind) {
-    case 'boolean':
-      // Anything else is for the option's check to refuse, naming where it came from.
-      return text === 'true' ? true : text === 'false' ? false : text;
+    case 'boolean': {
+      // The words systemd's own settings take, as a unit's Environment= lines write them;
+      // anything else is for the option's check to refuse, naming where it came from.
+      return truth(text) ?? text;
+    }
     case 'path':
       return expandHome(text);
     case 'list':

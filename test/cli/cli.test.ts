@@ -108,7 +108,7 @@ t.test('every bad command line gets one stderr line, exit code 2 and nothing lis
     ['a lifetime over 8760h', [...base, '--api-auth-token-lifetime', '8761h'], ['--api-auth-token-lifetime']],
     ['a negative lifetime', [...base, '--api-auth-token-lifetime=-5s'], ['--api-auth-token-lifetime']],
     ['a lifetime in days (not a Go unit)', [...base, '--api-auth-token-lifetime', '1d'], ['--api-auth-token-lifetime']],
-    ['a boolean that is not true or false', [...base, '--api-auth-required=yes'], ['--api-auth-required']],
+    ['a boolean that is not true or false', [...base, '--api-auth-required=enabled'], ['--api-auth-required']],
     ['a boolean given maybe', [...base, '--api-auth-required=maybe'], ['--api-auth-required']],
     ['a positional argument', [...base, 'serve'], ['serve']],
     ['a positional argument first', ['extra', ...base], ['extra']],

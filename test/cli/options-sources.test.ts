@@ -107,6 +107,20 @@ t.test('a flag beats the environment, the environment beats the config file, the
   t.equal(await listened(['--config-file', portFile], {}), inFile, 'the CLI: the file');
 });
 
+t.test('a true/false variable or flag takes the words systemd units write: 1/0, yes/no, on/off, in any case', async (t) => {
+  const password = { API_AUTH_PASSWORD_FILE: '/run/api-auth/password' };
+  const required = (options: ServerOptions | string): unknown => (typeof options === 'string' ? options : options.authRequired);
+  for (const word of ['1', 'yes', 'YES', 'On', 'true', 'True']) {
+    t.equal(required(parsed([], { ...password, API_AUTH_REQUIRED: word })), true, `API_AUTH_REQUIRED=${word}`);
+    t.equal(required(parsed([`--api-auth-required=${word}`, '--api-auth-password-file', '/run/api-auth/password'])), true, `--api-auth-required=${word}`);
+  }
+  for (const word of ['0', 'no', 'NO', 'off', 'false', 'FALSE']) {
+    t.equal(required(parsed([], { ...password, API_AUTH_REQUIRED: word })), false, `API_AUTH_REQUIRED=${word}`);
+    t.equal(required(parsed([`--api-auth-required=${word}`])), false, `--api-auth-required=${word}`);
+  }
+  t.equal(required(parsed(['--api-auth-required=0'], { ...password, API_AUTH_REQUIRED: '1' })), false, 'the flag still beats the variable');
+});
+
 t.test('a bad value from any source is one line naming the source and the key, exit 2', async (t) => {
   const file = (content: unknown): string => configFile(t, content);
   const cases: [string, string[], Record<string, string>, RegExp][] = [
@@ -116,7 +130,10 @@ t.test('a bad value from any source is one line naming the source and the key, e
       /^api-auth: API_AUTH_HTTP_PORT \(environment\) must be a whole number from 0 to 65535 \(0 picks a free port\), not "70000" \(exit 2\)$/],
     ['a config file key', ['--config-file', file({ 'http-port': 70000 })], {},
       /^api-auth: "http-port" \(config file \/\S+\/api-auth\.json\) must be a whole number from 0 to 65535 \(0 picks a free port\), not 70000 \(exit 2\)$/],
-    ['a true/false variable', [], { API_AUTH_REQUIRED: 'yes' }, /^api-auth: API_AUTH_REQUIRED \(environment\) must be true or false, not "yes" \(exit 2\)$/],
+    ['a true/false variable', [], { API_AUTH_REQUIRED: 'enabled' },
+      /^api-auth: API_AUTH_REQUIRED \(environment\) must be true or false \(or yes\/no, on\/off, 1\/0\), not "enabled" \(exit 2\)$/],
+    ['a true/false variable of a number but 1 or 0', [], { API_AUTH_QUERY_TOKEN: '2', API_AUTH_UPSTREAM: 'http://127.0.0.1:9652' },
+      /^api-auth: API_AUTH_QUERY_TOKEN \(environment\) must be true or false \(or yes\/no, on\/off, 1\/0\), not "2" \(exit 2\)$/],
     ['a duration in the file', ['--config-file', file({ 'api-auth-token-lifetime': '1d' })], {},
       /^api-auth: "api-auth-token-lifetime" \(config file \S+\) must be a duration in whole seconds from 1s to 8760h, .*not "1d" \(exit 2\)$/],
     ['a size in the environment', [], { API_AUTH_UPSTREAM: 'http://127.0.0.1:9652', API_AUTH_UPSTREAM_MAX_BODY: '2GiB' },

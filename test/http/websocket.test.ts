@@ -554,7 +554,7 @@ t.test('bad WebSocket flags stop the start with one line', async (t) => {
     [['--ws-max-message', '16MB'], /^api-auth: --ws-max-message must be a size from 1 byte to 1024MiB/],
     [['--ws-idle-timeout', '5s'], /^api-auth: --ws-idle-timeout must be a duration in whole seconds from 8s to 960s/],
     [['--ws-max-sessions', '0'], /^api-auth: --ws-max-sessions must be a whole number from 1 to 1000000/],
-    [['--api-auth-query-token=yes'], /^api-auth: --api-auth-query-token takes no value, or =true or =false/],
+    [['--api-auth-query-token=enabled'], /^api-auth: --api-auth-query-token takes no value, or =true or =false/],
   ];
   for (const [args, message] of cases) {
     const result = await runCli(t, ['--http-port', '0', ...args]);
