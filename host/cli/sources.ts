@@ -118,10 +118,12 @@ export function fromConfigFile(path: string, named: string): Found {
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(`config file ${path} is not JSON (${(error as Error).message}); write one JSON object, such as {"http-port": 9650}`);
+    // Only where, never V8's message: it quotes the text, which may be a password (a password file named by mistake).
+    const at = /at position (\d+)/.exec((error as Error).message);
+    throw new UsageError(`config file ${path} is not JSON${at === null ? '' : ` (at byte ${at[1]})`}; write one JSON object, such as {"http-port": 9650}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new UsageError(`config file ${path} must hold one JSON object, such as {"http-port": 9650}, not ${Array.isArray(parsed) ? 'an array' : JSON.stringify(parsed)}`);
+    throw new UsageError(`config file ${path} must hold one JSON object, such as {"http-port": 9650}, not ${Array.isArray(parsed) ? 'an array' : parsed === null ? 'null' : `a ${typeof parsed}`}`);
   }
   const found: Found = {};
   for (const [name, value] of Object.entries(parsed)) {
