@@ -2,11 +2,12 @@
 // and a config file (--config-file), both keyed by the flags' names (options.ts, SCHEMA)
 // and read as the flags' text is. A password comes from none of them: only from the
 // file a *-password-file option names.
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { UsageError } from '../errors.js';
 import { SCHEMA } from '../options.js';
+import { untrustedFile } from '../state/data-folder.js';
 import type { OptionSpec } from '../options.js';
 
 export type OptionKey = keyof typeof SCHEMA;
@@ -108,12 +109,7 @@ export function unknownEnvironment(env: Environment): string[] {
  * Throws UsageError naming the file, and the key at fault.
  */
 export function fromConfigFile(path: string, named: string): Found {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new UsageError(`${named} ${path} ${whyUnreadable(error)}; give the path of a JSON config file`);
-  }
+  const text = readConfigFile(path, named);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -143,6 +139,38 @@ export function fromConfigFile(path: string, named: string): Found {
     found[key] = typeof value === 'string' ? fromText(key, value) : value;
   }
   return found;
+}
+
+/**
+ * The config file's text: a regular file, never through a link, that only root or this
+ * user can change, in a folder likewise (state/data-folder.ts, untrustedFile): whoever
+ * can write it could turn auth off or send the requests to a node of theirs. Read at
+ * start, before anything serves; O_NONBLOCK keeps a FIFO from holding the start.
+ */
+function readConfigFile(path: string, named: string): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') {
+      throw new UsageError(`${named} ${path} is a symbolic link, which api-auth does not follow: whoever can change the link chooses the options; ` +
+        'name the file itself');
+    }
+    throw new UsageError(`${named} ${path} ${whyUnreadable(error)}; give the path of a JSON config file`);
+  }
+  try {
+    const file = fstatSync(fd);
+    if (file.isDirectory()) throw new UsageError(`${named} ${path} is a folder; give the path of a JSON config file`);
+    if (!file.isFile()) throw new UsageError(`${named} ${path} is not a regular file (a FIFO, a socket or a device); give the path of a JSON config file`);
+    const problem = untrustedFile(path, file, statSync(dirname(path)), 'config file', 'turn auth off or redirect the upstream');
+    if (problem !== null) throw new UsageError(problem);
+    return readFileSync(fd, 'utf8');
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError(`${named} ${path} ${whyUnreadable(error)}; give the path of a JSON config file`);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function whyUnreadable(error: unknown): string {
