@@ -13,9 +13,11 @@
 // the request's path. A disk that fills up within a write may keep the start of a line:
 // the next write begins with a line feed, so that the cut line stays one line and every
 // other line stays whole. Lines made while FLUSH_BYTES * 64 wait unwritten are lost the same
-// way rather than held without bound. A stop writes what is left, synchronously: a clean
-// stop loses no line; a kill -9 loses what was not yet written (FLUSH_MS of lines at most,
-// and a write under way).
+// way rather than held without bound. Standard output is non-blocking (libuv makes a pipe
+// so): a pipe whose reader pauses answers EAGAIN, which is back-pressure, not a failure;
+// the write is tried again every RETRY_MS while the lines wait, within the same bound. A
+// stop writes what is left, waiting for such a pipe: a clean stop loses no line; a kill -9
+// loses what was not yet written (FLUSH_MS of lines at most, and a write under way).
 //
 // logrotate renames the file and sends SIGHUP: the owner of the process bumps a word
 // every writer shares (`reopen`), and each writer opens the path again at its next tick,
@@ -23,7 +25,7 @@
 // libuv's thread pool, within OPEN_TIMEOUT_MS, never through a link and never blocking on
 // a FIFO, and takes only a regular file nobody but root or this user can change: the
 // event loop never waits on the path, and a local user cannot send the lines elsewhere.
-import { close, closeSync, constants, fstat, open, writeSync, writev } from 'node:fs';
+import { close, closeSync, constants, fstat, open, writev } from 'node:fs';
 import type { Stats } from 'node:fs';
 import { errorFields } from './log.js';
 import type { Logger } from './log.js';
@@ -36,6 +38,8 @@ export const FLUSH_BYTES = 64 * 1024;
 export const FLUSH_MS = 200;
 /** Bytes held unwritten past which new lines are lost: a disk that takes nothing must not fill the memory. */
 const MAX_HELD = FLUSH_BYTES * 64;
+/** How soon a write a full pipe refused (EAGAIN) is tried again. */
+const RETRY_MS = 20;
 /** The largest write(2) a pipe takes whole (Linux). */
 const PIPE_BUF = 4096;
 /** Created readable by the group (the log shipper's), as nginx's logs are, less what the umask takes. */
@@ -243,20 +247,24 @@ export class LineWriter {
 
   private async closeNow(): Promise<void> {
     clearInterval(this.timer);
-    if (this.writing) await new Promise<void>((resolve) => { this.written = resolve; });
+    if (this.writing) await this.settled();
     // A reopen under way is waited for (bounded): what is held goes to the new file, as it would have.
     await this.reopening;
     this.swap();
     this.next(0);
-    for (const bytes of this.take()) {
-      let offset = 0;
-      try {
-        while (offset < bytes.length) offset += writeSync(this.fd, bytes, offset);
-      } catch (error) {
-        this.failed(error, bytes.subarray(offset));
-      }
+    // Written as any other: a pipe that takes nothing for now is waited for, not given up.
+    if (this.full.length > 0) {
+      this.writing = true;
+      const done = this.settled();
+      this.write(this.take());
+      await done;
     }
     if (this.target.path !== STDOUT) closeSync(this.fd);
+  }
+
+  /** Resolves once the write under way, and those it goes on to, are done. */
+  private settled(): Promise<void> {
+    return new Promise<void>((resolve) => { this.written = resolve; });
   }
 
   /** The filled buffers, to write in order. */
@@ -298,6 +306,12 @@ export class LineWriter {
     }
     const batch = this.target.path === STDOUT ? buffers.slice(0, 1) : buffers;
     writev(this.fd, batch, null, (error, count) => {
+      if (error !== null && error.code === 'EAGAIN') {
+        // A pipe whose reader is slow (standard output is non-blocking, libuv's): back-pressure,
+        // not a failure. The write is tried again, and lines are held meanwhile, MAX_HELD at most.
+        setTimeout(() => this.write(buffers), RETRY_MS);
+        return;
+      }
       if (error !== null) {
         // The rest of a buffer a short write began: the file ends in part of its first line.
         if (batch[0].byteOffset > 0) this.cut = true;
