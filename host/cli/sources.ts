@@ -7,7 +7,7 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { UsageError } from '../errors.js';
 import { SCHEMA } from '../options.js';
-import { untrustedFile } from '../state/data-folder.js';
+import { untrustedFile } from '../file-rules.js';
 import type { OptionSpec } from '../options.js';
 
 export type OptionKey = keyof typeof SCHEMA;

@@ -27,6 +27,7 @@
 // event loop never waits on the path, and a local user cannot send the lines elsewhere.
 import { close, closeSync, constants, fstat, open, writev } from 'node:fs';
 import type { Stats } from 'node:fs';
+import { writersOf } from '../file-rules.js';
 import { errorFields } from './log.js';
 import type { Logger } from './log.js';
 
@@ -157,14 +158,9 @@ function checkLogFile(path: string, st: Stats): void {
       `chown ${user} ${path}`, 'EPERM');
   }
   if ((st.mode & 0o022) !== 0) {
-    throw new LineTargetError(path, `can be written by ${writers(st.mode)} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), who could then forge its lines; ` +
+    throw new LineTargetError(path, `can be written by ${writersOf(st.mode)} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), who could then forge its lines; ` +
       `chmod ${(st.mode & 0o7777 & ~0o022).toString(8)} ${path}`, 'EPERM');
   }
-}
-
-/** Who besides the owner can write a file of `mode`. */
-export function writers(mode: number): string {
-  return (mode & 0o020) !== 0 ? ((mode & 0o002) !== 0 ? 'its group and by others' : 'its group') : 'others';
 }
 
 /** Asks every writer of `target` to open its path again (SIGHUP, after logrotate renamed the file). */

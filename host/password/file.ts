@@ -5,7 +5,7 @@ import { constants, promises as fs } from 'node:fs';
 import { dirname } from 'node:path';
 import { OptionError } from '../errors.js';
 import type { Logger } from '../ops/log.js';
-import { untrustedFile } from '../state/data-folder.js';
+import { untrustedFile } from '../file-rules.js';
 
 export const MAX_PASSWORD_LENGTH = 1024;
 
