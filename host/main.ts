@@ -29,7 +29,7 @@ function fail(error: unknown): void {
     const serving = server;
     server = undefined;
     log.error('api-auth failed', errorFields(error));
-    serving.stop().finally(() => process.exit(ExitCode.Failed));
+    serving.stop().finally(() => exit(ExitCode.Failed));
     return;
   }
   if (error instanceof UsageError || error instanceof StartError) {
@@ -39,7 +39,20 @@ function fail(error: unknown): void {
   }
   // Only the message: error objects of this program never carry a password or a token.
   log.error('api-auth failed', errorFields(error));
-  process.exit(ExitCode.Failed);
+  exit(ExitCode.Failed);
+}
+
+/** How long an exit waits for standard output to take the log lines it holds. */
+const DRAIN_MS = 5000;
+
+/**
+ * Exits once standard output has taken the log lines queued for it: a pipe whose reader
+ * pauses takes them later (Node queues them), and process.exit alone would drop them.
+ */
+function exit(code: number): void {
+  if (process.stdout.writableLength === 0) process.exit(code);
+  setTimeout(() => process.exit(code), DRAIN_MS).unref();
+  process.stdout.once('drain', () => process.exit(code));
 }
 
 async function main(): Promise<void> {
@@ -80,7 +93,7 @@ async function main(): Promise<void> {
   let stopAsked = false;
   const stop = (): void => {
     stopAsked = true;
-    started?.stop().then(() => process.exit(ExitCode.Ok), fail);
+    started?.stop().then(() => exit(ExitCode.Ok), fail);
   };
   // A second signal while stopping changes nothing: the stop is already bounded.
   process.on('SIGTERM', stop);

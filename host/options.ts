@@ -717,8 +717,9 @@ function etcdUrls(value: unknown, option: string): URL[] {
     }
     if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.port === '' || url.pathname !== '/' ||
       url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
-      throw badOption(option, ` must be etcd client URLs, http:// or https:// with host and port, such as http://127.0.0.1:2379, ` +
-        `separated by commas; ${show(entry)} is not one`);
+      // The whole value, not the entry: a password with a comma in it would leave part of itself in an entry.
+      throw badOption(option, ` must be etcd client URLs, http:// or https:// with host and port, no user or password ` +
+        `(--cluster-etcd-user and --cluster-etcd-password-file), such as http://127.0.0.1:2379, separated by commas; ${show(value)} is not`);
     }
     return url;
   });
@@ -754,7 +755,12 @@ function level(value: unknown): Level {
   return value as Level;
 }
 
+/**
+ * A refused value, for its message: never a URL's user and password (--upstream
+ * http://user:secret@..., an etcd URL), which the message would put in every log that
+ * keeps the start's stderr. Everything from "://" to the last "@" of the text is left out.
+ */
 function show(value: unknown): string {
-  if (value instanceof URL) return JSON.stringify(value.href);
-  return JSON.stringify(value) ?? String(value);
+  const text = value instanceof URL ? JSON.stringify(value.href) : JSON.stringify(value) ?? String(value);
+  return text.replace(/:\/\/[^\s]*@/g, '://…@');
 }

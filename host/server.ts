@@ -12,9 +12,9 @@ import { HttpServer, STOP_GRACE_MS, whyNotListening } from './http/listener.js';
 import type { Listening, ServerHandle } from './http/listener.js';
 import type { Stack } from './http/stack.js';
 import type { WebSocketSettings } from './http/websocket.js';
-import { LineWriter, lineTarget, openTarget, reopenLines, STDOUT } from './ops/line-writer.js';
+import { LineTargetError, LineWriter, lineTarget, openTarget, reopenLines, STDOUT } from './ops/line-writer.js';
 import type { LineTarget } from './ops/line-writer.js';
-import { createLogger, errorFields } from './ops/log.js';
+import { createLogger } from './ops/log.js';
 import type { Logger } from './ops/log.js';
 import { Metrics } from './ops/metrics.js';
 import { resolveClock, resolveServerOptions, servedPaths } from './options.js';
@@ -70,7 +70,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   servedPaths(core, 'metricsPath', [config.metricsPath]);
   const access = config.accessLog === undefined ? undefined : lineTarget(config.accessLog);
   // Opened at start, so that a path it cannot write is a clear start error rather than lost lines.
-  const accessFd = access && openAccessLog(access);
+  const accessFd = access && await openAccessLog(access);
   // With several threads, the throttle publishes who must wait, for them to refuse.
   const board = threads > 1 ? boardMemory() : undefined;
   // Each HTTP thread opens the access log for itself: the owner's descriptor only checked the path.
@@ -142,14 +142,13 @@ function withAccessLog(listening: Listening, access: LineTarget | undefined): Se
   return { ...listening, reopenAccessLog: () => { if (access !== undefined) reopenLines(access); } };
 }
 
-/** The access log's file, opened; a path that cannot be opened for appending is a bad option. */
-function openAccessLog(access: LineTarget): number {
+/** The access log's file, opened and checked (openTarget); a path it refuses is a bad option. */
+async function openAccessLog(access: LineTarget): Promise<number> {
   try {
-    return openTarget(access.path);
+    return await openTarget(access.path);
   } catch (error) {
-    const { code } = errorFields(error);
-    throw badOption('accessLog', `: ${access.path} cannot be opened for appending (${String(code ?? (error as Error).message)}); ` +
-      'give a file in a folder that exists and that api-auth may write, or "stdout"');
+    if (!(error instanceof LineTargetError)) throw error;
+    throw badOption('accessLog', `: ${error.message}`);
   }
 }
 

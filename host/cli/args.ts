@@ -58,7 +58,8 @@ export function readArgs(args: readonly string[], kinds: FlagKinds, options: Rea
     bareBoolean = null;
     const { name, rawName } = token;
     if (!rawName.startsWith('--')) {
-      throw new UsageError(`unknown flag ${args[token.index]}; flags start with two dashes (run ${options.command} --help to list them)`);
+      // Up to its "=" only: -api-auth-password=... would otherwise echo the password.
+      throw new UsageError(`unknown flag ${args[token.index].split('=')[0]}; flags start with two dashes (run ${options.command} --help to list them)`);
     }
     const refused = options.refuse?.(name);
     if (refused !== undefined) throw new UsageError(refused);

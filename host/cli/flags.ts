@@ -52,7 +52,9 @@ export function readCommand(args: readonly string[], env: Environment): { comman
   // In order, like Go's flag package: --help and --version act where they appear.
   for (const arg of readArgs(args, KINDS, { command: 'api-auth', stopAt: ['help', 'version'], refuse: refuseSecret })) {
     if (arg.kind === 'positional') {
-      throw new UsageError(`unexpected argument ${JSON.stringify(arg.value)}; api-auth takes only flags (run api-auth --help to list them)`);
+      // Not shown: a word that is no flag's may be a password pasted in the wrong place.
+      throw new UsageError('unexpected argument (not shown: it may be a secret); api-auth takes only flags, each --name value ' +
+        'or --name=value (run api-auth --help to list them)');
     }
     if (arg.name === 'help' || arg.name === 'version') {
       if (arg.value === true) return { command: { action: arg.name }, name: flagName };

@@ -2,12 +2,13 @@
 // and a config file (--config-file), both keyed by the flags' names (options.ts, SCHEMA)
 // and read as the flags' text is. A password comes from none of them: only from the
 // file a *-password-file option names.
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { UsageError } from '../errors.js';
 import { truth } from './args.js';
 import { SCHEMA } from '../options.js';
+import { untrustedFile } from '../file-rules.js';
 import type { OptionSpec } from '../options.js';
 
 export type OptionKey = keyof typeof SCHEMA;
@@ -111,20 +112,17 @@ export function unknownEnvironment(env: Environment): string[] {
  * Throws UsageError naming the file, and the key at fault.
  */
 export function fromConfigFile(path: string, named: string): Found {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new UsageError(`${named} ${path} ${whyUnreadable(error)}; give the path of a JSON config file`);
-  }
+  const text = readConfigFile(path, named);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(`config file ${path} is not JSON (${(error as Error).message}); write one JSON object, such as {"http-port": 9650}`);
+    // Only where, never V8's message: it quotes the text, which may be a password (a password file named by mistake).
+    const at = /at position (\d+)/.exec((error as Error).message);
+    throw new UsageError(`config file ${path} is not JSON${at === null ? '' : ` (at byte ${at[1]})`}; write one JSON object, such as {"http-port": 9650}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new UsageError(`config file ${path} must hold one JSON object, such as {"http-port": 9650}, not ${Array.isArray(parsed) ? 'an array' : JSON.stringify(parsed)}`);
+    throw new UsageError(`config file ${path} must hold one JSON object, such as {"http-port": 9650}, not ${Array.isArray(parsed) ? 'an array' : parsed === null ? 'null' : `a ${typeof parsed}`}`);
   }
   const found: Found = {};
   for (const [name, value] of Object.entries(parsed)) {
@@ -144,6 +142,38 @@ export function fromConfigFile(path: string, named: string): Found {
     found[key] = typeof value === 'string' ? fromText(key, value) : value;
   }
   return found;
+}
+
+/**
+ * The config file's text: a regular file, never through a link, that only root or this
+ * user can change, in a folder likewise (state/data-folder.ts, untrustedFile): whoever
+ * can write it could turn auth off or send the requests to a node of theirs. Read at
+ * start, before anything serves; O_NONBLOCK keeps a FIFO from holding the start.
+ */
+function readConfigFile(path: string, named: string): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') {
+      throw new UsageError(`${named} ${path} is a symbolic link, which api-auth does not follow: whoever can change the link chooses the options; ` +
+        'name the file itself');
+    }
+    throw new UsageError(`${named} ${path} ${whyUnreadable(error)}; give the path of a JSON config file`);
+  }
+  try {
+    const file = fstatSync(fd);
+    if (file.isDirectory()) throw new UsageError(`${named} ${path} is a folder; give the path of a JSON config file`);
+    if (!file.isFile()) throw new UsageError(`${named} ${path} is not a regular file (a FIFO, a socket or a device); give the path of a JSON config file`);
+    const problem = untrustedFile(path, file, statSync(dirname(path)), 'config file', 'turn auth off or redirect the upstream');
+    if (problem !== null) throw new UsageError(problem);
+    return readFileSync(fd, 'utf8');
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError(`${named} ${path} ${whyUnreadable(error)}; give the path of a JSON config file`);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function whyUnreadable(error: unknown): string {

@@ -13,14 +13,21 @@
 // the request's path. A disk that fills up within a write may keep the start of a line:
 // the next write begins with a line feed, so that the cut line stays one line and every
 // other line stays whole. Lines made while FLUSH_BYTES * 64 wait unwritten are lost the same
-// way rather than held without bound. A stop writes what is left, synchronously: a clean
-// stop loses no line; a kill -9 loses what was not yet written (FLUSH_MS of lines at most,
-// and a write under way).
+// way rather than held without bound. Standard output is non-blocking (libuv makes a pipe
+// so): a pipe whose reader pauses answers EAGAIN, which is back-pressure, not a failure;
+// the write is tried again every RETRY_MS while the lines wait, within the same bound. A
+// stop writes what is left, waiting for such a pipe: a clean stop loses no line; a kill -9
+// loses what was not yet written (FLUSH_MS of lines at most, and a write under way).
 //
 // logrotate renames the file and sends SIGHUP: the owner of the process bumps a word
 // every writer shares (`reopen`), and each writer opens the path again at its next tick,
-// FLUSH_MS at most later, as nginx's workers do on USR1.
-import { closeSync, constants, openSync, writeSync, writev } from 'node:fs';
+// FLUSH_MS at most later, as nginx's workers do on USR1. Every open (openTarget) runs in
+// libuv's thread pool, within OPEN_TIMEOUT_MS, never through a link and never blocking on
+// a FIFO, and takes only a regular file nobody but root or this user can change: the
+// event loop never waits on the path, and a local user cannot send the lines elsewhere.
+import { close, closeSync, constants, fstat, open, writev } from 'node:fs';
+import type { Stats } from 'node:fs';
+import { writersOf } from '../file-rules.js';
 import { errorFields } from './log.js';
 import type { Logger } from './log.js';
 
@@ -32,6 +39,8 @@ export const FLUSH_BYTES = 64 * 1024;
 export const FLUSH_MS = 200;
 /** Bytes held unwritten past which new lines are lost: a disk that takes nothing must not fill the memory. */
 const MAX_HELD = FLUSH_BYTES * 64;
+/** How soon a write a full pipe refused (EAGAIN) is tried again. */
+const RETRY_MS = 20;
 /** The largest write(2) a pipe takes whole (Linux). */
 const PIPE_BUF = 4096;
 /** Created readable by the group (the log shipper's), as nginx's logs are, less what the umask takes. */
@@ -58,13 +67,100 @@ export function lineTarget(path: string): LineTarget {
   return { path, reopen: new Int32Array(new SharedArrayBuffer(4)) };
 }
 
+/** How long an open of the access log may take before it is given up (a hung mount): the start's, and each reopen's. */
+export const OPEN_TIMEOUT_MS = 5000;
+
 /**
- * Opens the target's file for appending, creating it (FILE_MODE) when missing; standard
- * output's descriptor for STDOUT. Throws the system's error (EACCES, ENOENT, EISDIR).
+ * Never a link (someone who can write the folder would send the lines into a file of
+ * theirs, or api-auth's own state), never blocking (a FIFO with no reader is refused at
+ * once, ENXIO, instead of holding the thread), never a terminal of ours.
  */
-export function openTarget(path: string): number {
+const OPEN_FLAGS = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
+
+/** Why an access log's path cannot be used, in words for a start error or a warning. */
+export class LineTargetError extends Error {
+  constructor(readonly path: string, readonly why: string, readonly code?: string) {
+    super(`${path} ${why}`);
+  }
+}
+
+/**
+ * Opens the target's file for appending, off the event loop and within `timeoutMs`,
+ * creating it (FILE_MODE) when missing; standard output's descriptor for STDOUT. Only a
+ * regular file is taken, never through a link, owned by root or this process's user and
+ * writable by nobody else (the data folder's rules, state/data-folder.ts): a file others
+ * can write lets them forge lines. Throws LineTargetError saying why, and the repair.
+ */
+export async function openTarget(path: string, timeoutMs = OPEN_TIMEOUT_MS): Promise<number> {
   if (path === STDOUT) return 1;
-  return openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, FILE_MODE);
+  // The callback forms: a plain descriptor, which the writer owns (a FileHandle would close it when collected).
+  const opening = new Promise<number>((resolve, reject) => {
+    open(path, OPEN_FLAGS, FILE_MODE, (error, fd) => {
+      if (error !== null) {
+        reject(refusedOpen(path, error));
+        return;
+      }
+      fstat(fd, (statError, st) => {
+        try {
+          if (statError !== null) throw refusedOpen(path, statError);
+          checkLogFile(path, st);
+          resolve(fd);
+        } catch (refusal) {
+          close(fd, () => undefined);
+          reject(refusal as Error);
+        }
+      });
+    });
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new LineTargetError(path, `did not open within ${timeoutMs / 1000} s (a hung mount?)`, 'ETIMEDOUT')), timeoutMs);
+  });
+  try {
+    return await Promise.race([opening, late]);
+  } catch (error) {
+    // An open given up on may still succeed later: its descriptor is closed then.
+    opening.then((fd) => close(fd, () => undefined), () => undefined);
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function refusedOpen(path: string, error: unknown): LineTargetError {
+  const code = (error as NodeJS.ErrnoException).code;
+  switch (code) {
+    case 'ELOOP':
+      return new LineTargetError(path, 'is a symbolic link, and api-auth never follows one there; name the file itself', code);
+    case 'ENXIO':
+      return new LineTargetError(path, 'is a FIFO, not a regular file; remove it, or name a regular file', code);
+    case 'EISDIR':
+      return new LineTargetError(path, 'cannot be opened for appending (EISDIR): it is a folder; name a file in it, or "stdout"', code);
+    case 'ENOENT':
+      return new LineTargetError(path, 'cannot be opened for appending (ENOENT): its folder does not exist; create the folder, or name another file', code);
+    case 'EACCES':
+    case 'EPERM':
+      return new LineTargetError(path, `cannot be opened for appending (${code}); let the user api-auth runs as write the file and its folder`, code);
+    default:
+      return new LineTargetError(path, `cannot be opened for appending (${code ?? (error as Error).message})`, code);
+  }
+}
+
+/** Throws LineTargetError unless `st` is a regular file that only root or this process's user can change. */
+function checkLogFile(path: string, st: Stats): void {
+  if (!st.isFile()) {
+    const kind = st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a regular file';
+    throw new LineTargetError(path, `is ${kind}, not a regular file; remove it, or name a regular file`, 'EINVAL');
+  }
+  const user = process.geteuid?.();
+  if (user !== undefined && st.uid !== 0 && st.uid !== user) {
+    throw new LineTargetError(path, `belongs to user ${st.uid}, not to root or the user api-auth runs as (${user}), who could then forge its lines; ` +
+      `chown ${user} ${path}`, 'EPERM');
+  }
+  if ((st.mode & 0o022) !== 0) {
+    throw new LineTargetError(path, `can be written by ${writersOf(st.mode)} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), who could then forge its lines; ` +
+      `chmod ${(st.mode & 0o7777 & ~0o022).toString(8)} ${path}`, 'EPERM');
+  }
 }
 
 /** Asks every writer of `target` to open its path again (SIGHUP, after logrotate renamed the file). */
@@ -91,6 +187,9 @@ export class LineWriter {
   private generation: number;
   private readonly timer: NodeJS.Timeout;
   private stopped: Promise<void> | null = null;
+  /** A reopen under way, and the descriptor it made, for the next write. */
+  private reopening: Promise<void> | null = null;
+  private opened: number | null = null;
   private written: (() => void) | null = null;
 
   /** `fd`: the target opened already (openTarget); this writer owns it from now on. */
@@ -144,17 +243,24 @@ export class LineWriter {
 
   private async closeNow(): Promise<void> {
     clearInterval(this.timer);
-    if (this.writing) await new Promise<void>((resolve) => { this.written = resolve; });
+    if (this.writing) await this.settled();
+    // A reopen under way is waited for (bounded): what is held goes to the new file, as it would have.
+    await this.reopening;
+    this.swap();
     this.next(0);
-    for (const bytes of this.take()) {
-      let offset = 0;
-      try {
-        while (offset < bytes.length) offset += writeSync(this.fd, bytes, offset);
-      } catch (error) {
-        this.failed(error, bytes.subarray(offset));
-      }
+    // Written as any other: a pipe that takes nothing for now is waited for, not given up.
+    if (this.full.length > 0) {
+      this.writing = true;
+      const done = this.settled();
+      this.write(this.take());
+      await done;
     }
     if (this.target.path !== STDOUT) closeSync(this.fd);
+  }
+
+  /** Resolves once the write under way, and those it goes on to, are done. */
+  private settled(): Promise<void> {
+    return new Promise<void>((resolve) => { this.written = resolve; });
   }
 
   /** The filled buffers, to write in order. */
@@ -169,6 +275,9 @@ export class LineWriter {
     if (this.writing || this.stopped !== null) return;
     const generation = Atomics.load(this.target.reopen, 0);
     if (generation !== this.generation) this.reopen(generation);
+    // Lines held while the path opens go to the new file, as lines after the rename should.
+    if (this.reopening !== null) return;
+    this.swap();
     if (this.used > 0) this.next(0);
     if (this.full.length === 0) return;
     this.writing = true;
@@ -193,6 +302,12 @@ export class LineWriter {
     }
     const batch = this.target.path === STDOUT ? buffers.slice(0, 1) : buffers;
     writev(this.fd, batch, null, (error, count) => {
+      if (error !== null && error.code === 'EAGAIN') {
+        // A pipe whose reader is slow (standard output is non-blocking, libuv's): back-pressure,
+        // not a failure. The write is tried again, and lines are held meanwhile, MAX_HELD at most.
+        setTimeout(() => this.write(buffers), RETRY_MS);
+        return;
+      }
       if (error !== null) {
         // The rest of a buffer a short write began: the file ends in part of its first line.
         if (batch[0].byteOffset > 0) this.cut = true;
@@ -232,20 +347,35 @@ export class LineWriter {
       { path: this.target.path, ...errorFields(error) });
   }
 
-  /** Opens the path again (it was renamed away); on failure the old file is kept, and the failure logged. */
+  /**
+   * Opens the path again (it was renamed away), off the event loop: lines are held (up to
+   * MAX_HELD) until the new file is open and checked, then written there; when it cannot
+   * be (a FIFO, a link, another's file, a hung mount: OPEN_TIMEOUT_MS at most), that is
+   * logged and they go on to the file opened before.
+   */
   private reopen(generation: number): void {
     this.generation = generation;
-    if (this.target.path === STDOUT) return;
-    let fd: number;
-    try {
-      fd = openTarget(this.target.path);
-    } catch (error) {
+    if (this.target.path === STDOUT || this.reopening !== null) return;
+    this.reopening = openTarget(this.target.path).then((fd) => {
+      // A stop under way waits for this, and then writes what is held here.
+      this.opened = fd;
+    }, (error: unknown) => {
       this.counts.accessWriteErrors++;
-      this.log.error('the access log cannot be opened again; lines go on to the file opened before', { path: this.target.path, ...errorFields(error) });
-      return;
-    }
+      this.log.warn('the access log cannot be opened again; lines go on to the file opened before',
+        { path: this.target.path, ...errorFields(error) });
+    }).finally(() => {
+      this.reopening = null;
+      // What was held goes out now (and another SIGHUP that came meanwhile opens the path again).
+      if (this.stopped === null) this.flush();
+    });
+  }
+
+  /** The descriptor a reopen made takes the old one's place, between writes. */
+  private swap(): void {
+    if (this.opened === null) return;
     closeSync(this.fd);
-    this.fd = fd;
+    this.fd = this.opened;
+    this.opened = null;
   }
 }
 

@@ -5,6 +5,7 @@ import { constants, promises as fs } from 'node:fs';
 import { dirname } from 'node:path';
 import { OptionError } from '../errors.js';
 import type { Logger } from '../ops/log.js';
+import { untrustedFile } from '../file-rules.js';
 
 export const MAX_PASSWORD_LENGTH = 1024;
 
@@ -35,15 +36,23 @@ export async function loadPasswordFile(path: string, generate: () => string, log
 async function readPasswordFile(path: string, log: Logger): Promise<string | undefined> {
   let file: fs.FileHandle;
   try {
-    file = await fs.open(path, constants.O_RDONLY);
+    // Never through a link, never waiting on a FIFO: whoever could change either would choose the password.
+    file = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY);
   } catch (error) {
     if (errno(error) === 'ENOENT') return undefined;
+    if (errno(error) === 'ELOOP') {
+      throw problem(path, 'the file is a symbolic link, which api-auth does not follow: whoever can change the link chooses the password; ' +
+        'put the file itself in its place');
+    }
     throw fileError(path, error);
   }
   const buffer = Buffer.alloc(MAX_FILE_BYTES + 1);
   try {
     const stat = await file.stat();
     if (stat.isDirectory()) throw problem(path, 'this is a folder; name the file that holds the password');
+    if (!stat.isFile()) throw problem(path, 'this is not a regular file (a FIFO, a socket or a device); name the file that holds the password');
+    const untrusted = untrustedFile(path, stat, await fs.stat(dirname(path)), 'the password file', 'choose the password adopted at the next start');
+    if (untrusted !== null) throw new OptionError('passwordFile', (name) => `${name('passwordFile')}: ${untrusted}`);
     if (process.platform !== 'win32' && (stat.mode & 0o044) !== 0) {
       log.warn('password file is readable by other users', { path, mode: (stat.mode & 0o777).toString(8).padStart(4, '0') });
     }

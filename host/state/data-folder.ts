@@ -9,6 +9,7 @@
 import { constants, promises as fs, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { StateError } from '../errors.js';
+import { writersOf } from '../file-rules.js';
 import { decodeState, encodeState } from './codec.js';
 import type { PersistedState } from './codec.js';
 
@@ -42,7 +43,7 @@ export async function prepareDataDir(dir: string): Promise<{ openToOthers: boole
       `and whoever owns it can take the token key; chown ${user} ${dir}, or give api-auth a folder of its own with ${name('dataDir')}`);
   }
   if ((st.mode & 0o022) !== 0) {
-    const who = (st.mode & 0o020) !== 0 ? ((st.mode & 0o002) !== 0 ? 'its group and by others' : 'its group') : 'others';
+    const who = writersOf(st.mode);
     throw new StateError(`the data folder ${dir} can be written by ${who} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), ` +
       `who could then take the token key; chmod 700 ${dir}`);
   }

@@ -51,7 +51,7 @@ await runHttpThread(async ({ data, owner, log }) => {
     allowedOrigins: settings.allowedOrigins,
     serving: settings.fence && fenceReader(settings.fence),
     // A descriptor of the thread's own, which it alone writes, reopens and closes.
-    accessLog: access && new LineWriter(access, openTarget(access.path), metrics, log),
+    accessLog: access && new LineWriter(access, await openTarget(access.path), metrics, log),
   });
   const { router, inFlight, websockets } = stack;
   return {

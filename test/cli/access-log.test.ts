@@ -83,7 +83,7 @@ t.test('"stdout" writes the lines to standard output, among the log\'s, each who
 t.test('a path that cannot be opened for appending: one line naming it and why, exit 2, nothing listening', async (t) => {
   const dir = tempDir(t);
   const cases: [string, string[], Record<string, string>, RegExp][] = [
-    ['no folder', ['--access-log', join(dir, 'none', 'access.log')], {}, /^api-auth: --access-log: .*\/none\/access\.log cannot be opened for appending \(ENOENT\); give a file in a folder that exists and that api-auth may write, or "stdout"\n$/],
+    ['no folder', ['--access-log', join(dir, 'none', 'access.log')], {}, /^api-auth: --access-log: .*\/none\/access\.log cannot be opened for appending \(ENOENT\): its folder does not exist; create the folder, or name another file\n$/],
     ['a folder', ['--access-log', dir], {}, /^api-auth: --access-log: .* cannot be opened for appending \(EISDIR\)/],
     ['the environment', [], { API_AUTH_ACCESS_LOG: join(dir, 'none', 'access.log') }, /^api-auth: API_AUTH_ACCESS_LOG \(environment\): .* \(ENOENT\)/],
   ];

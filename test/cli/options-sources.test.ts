@@ -166,7 +166,7 @@ t.test('a config file with an unknown key, or that is not one JSON object, is re
     ['a key with the dashes', { '--http-port': 9650 }, /^api-auth: "--http-port" \(config file \S+\) is not an option/],
     ['a config file naming another', { 'config-file': '/etc/other.json' }, /^api-auth: "config-file" \(config file \S+\) is not an option: a config file cannot name another/],
     ['a null value', { 'http-port': null }, /^api-auth: "http-port" \(config file \S+\) is null; give a value, or leave the key out/],
-    ['not JSON', 'http-port = 9650', /^api-auth: config file \S+ is not JSON \(.+\); write one JSON object, such as \{"http-port": 9650\} \(exit 2\)$/],
+    ['not JSON', 'http-port = 9650', /^api-auth: config file \S+ is not JSON(?: \(at byte \d+\))?; write one JSON object, such as \{"http-port": 9650\} \(exit 2\)$/],
     ['an array', [{ 'http-port': 9650 }], /^api-auth: config file \S+ must hold one JSON object, such as \{"http-port": 9650\}, not an array/],
   ];
   for (const [name, content, line] of cases) t.match(parsed(['--config-file', configFile(t, content)]), line, name);
