@@ -541,6 +541,8 @@ export class Session implements SessionHandler, SessionCounts {
   private queuedBytes = 0;
   /** The close frame for the upstream, held back while client messages wait to go before it. */
   private closing: { code: number; text: string } | null = null;
+  /** The data of the latest ping from the upstream, not yet answered because its socket was not empty. */
+  private owedPong: Buffer | null = null;
   /**
    * The callback of every write this session makes to the upstream (messages, pings,
    * pongs): the last of them to go finds the socket empty and hands it the next message.
@@ -715,6 +717,13 @@ export class Session implements SessionHandler, SessionCounts {
 
   ping(data: Buffer): void {
     this.heard = true;
+    if (this.upstream.bufferedAmount > 0) {
+      // An upstream that does not read its pongs must not make them pile up here: while
+      // its socket holds anything, only the latest ping is owed an answer (RFC 6455
+      // §5.5.3), sent once the socket is empty. Copied: the read buffer is reused.
+      this.owedPong = Buffer.from(data);
+      return;
+    }
     // Framed before pong() returns: the read buffer may be reused after this call.
     this.upstream.pong(data, this.written);
   }
@@ -750,6 +759,11 @@ export class Session implements SessionHandler, SessionCounts {
   /** Hands the upstream the waiting messages while its socket takes them whole, each once the token is checked again; then the held close. */
   private flush(): void {
     const upstream = this.upstream;
+    const owed = this.owedPong;
+    if (owed !== null && upstream.bufferedAmount === 0) {
+      this.owedPong = null;
+      if (upstream.open) return upstream.pong(owed, this.written);
+    }
     const queue = this.queue;
     while (this.head < queue.length) {
       if (!upstream.open) return this.drop();
