@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import type { Core } from '../core/core.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
-import { readUsageCounts, usageCounts } from '../service/ledger.js';
+import { MAX_USAGE_REQUESTS, readUsageCounts, usageCounts } from '../service/ledger.js';
 import type { InventoryEntry, Usage, UsageCount } from '../service/ledger.js';
 import type { EtcdConnection } from './etcd.js';
 import type { FleetKeys } from './keys.js';
@@ -88,7 +88,7 @@ export class FleetUsage {
       for (const [serial, requests, lastUsedMs] of counted) {
         const seen = merged.get(serial);
         merged.set(serial, seen === undefined ? { requests, lastUsedMs }
-          : { requests: seen.requests + requests, lastUsedMs: Math.max(seen.lastUsedMs, lastUsedMs) });
+          : { requests: Math.min(seen.requests + requests, MAX_USAGE_REQUESTS), lastUsedMs: Math.max(seen.lastUsedMs, lastUsedMs) });
       }
     }
     return merged;

@@ -91,12 +91,24 @@ export function usageCounts(tokens: Iterable<{ readonly serial: number }>,
 /** `tokens` read back as usage counts, or why they are not: the first entry that is not one. */
 export function readUsageCounts(tokens: unknown): UsageCount[] | string {
   if (!Array.isArray(tokens)) return 'its tokens are not a list';
-  const whole = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
+  const seen = new Set<number>();
   for (const e of tokens as unknown[]) {
-    if (!Array.isArray(e) || e.length !== 3 || !e.every(whole)) return `entry ${JSON.stringify(e)} is not [serial, requests, lastUsedMs]`;
+    if (!Array.isArray(e) || e.length !== 3 || !e.every((v) => Number.isSafeInteger(v) && (v as number) >= 0)) {
+      return `entry ${JSON.stringify(e)} is not [serial, requests, lastUsedMs]`;
+    }
+    const [serial, requests, lastUsedMs] = e as UsageCount;
+    if (requests > MAX_USAGE_REQUESTS) return `entry ${JSON.stringify(e)} counts more than ${MAX_USAGE_REQUESTS} requests`;
+    if (lastUsedMs > MAX_LAST_USED_MS) return `entry ${JSON.stringify(e)} has a lastUsedMs after ${new Date(MAX_LAST_USED_MS).toISOString()}`;
+    if (seen.has(serial)) return `serial ${serial} is listed twice`;
+    seen.add(serial);
   }
   return tokens as UsageCount[];
 }
+
+/** The most requests a usage entry may count (a file's, or a fleet usage key's); a sum of several is capped at it. */
+export const MAX_USAGE_REQUESTS = 1e15;
+/** The latest lastUsedMs a usage entry may hold: 2200-01-01T00:00:00Z (its nanoseconds fit the core's 64 bits). */
+export const MAX_LAST_USED_MS = Date.UTC(2200, 0, 1);
 
 /** What the inventory may be asked, by the token service. */
 export interface Inventory {

@@ -7,7 +7,10 @@
 //
 // The file holds `{"version":1,"tokens":[[serial, requests, lastUsedMs], ...]}`, one
 // entry per live token that has been used. A file that cannot be read as that is not
-// worth refusing to start over: its counts are dropped, with a warning.
+// worth refusing to start over: its counts are dropped, with a warning. So is one that is
+// not a regular file, and one whose entries are out of bounds (readUsageCounts: requests at
+// most MAX_USAGE_REQUESTS, lastUsedMs at most MAX_LAST_USED_MS, each serial once).
+import { constants, promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
@@ -15,7 +18,34 @@ import type { Logger } from '../ops/log.js';
 import { errorFields } from '../ops/log.js';
 import { readUsageCounts, usageCounts } from '../service/ledger.js';
 import type { Inventory, UsageCount } from '../service/ledger.js';
-import { readDataFile, writeDataFile } from './data-folder.js';
+import { StateError } from '../errors.js';
+import { writeDataFile } from './data-folder.js';
+
+/**
+ * The usage file's bytes; undefined when there is none; the reason when it is not a regular
+ * file (a folder, a FIFO, a device, a link), which counts as a damaged file. It is opened
+ * with O_NOFOLLOW and O_NONBLOCK (off the event loop), so neither a link nor a FIFO with no
+ * writer can make the start wait, and checked with fstat before anything is read.
+ */
+async function readUsageFile(path: string): Promise<Buffer | string | undefined> {
+  let handle: fs.FileHandle;
+  try {
+    handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'ELOOP') return 'it is a symbolic link, not a regular file';
+    throw new StateError(`cannot read usage file ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
+  }
+  try {
+    const stat = await handle.stat();
+    if (stat.isDirectory()) return 'it is a folder, not a regular file; move it away, or the saves cannot replace it';
+    if (!stat.isFile()) return 'it is not a regular file (a FIFO, a socket or a device)';
+    return await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+}
 
 /** The usage file's name in the data folder. */
 export const USAGE_FILE = 'usage';
@@ -59,9 +89,9 @@ export class UsageSaver {
   /** Adds the saved counts of the tokens still live to the core's; a damaged file is dropped with a warning. */
   async restore(): Promise<void> {
     const path = join(this.dir, USAGE_FILE);
-    const bytes = await readDataFile(path, 'usage file');
+    const bytes = await readUsageFile(path);
     if (bytes === undefined) return;
-    const counted = decodeUsage(bytes);
+    const counted = typeof bytes === 'string' ? bytes : decodeUsage(bytes);
     if (typeof counted === 'string') {
       this.log.warn('the usage file is damaged, so usage (requests, lastUsedAt) counts again from 0; it is replaced at the next save',
         { path, reason: counted });

@@ -1,7 +1,8 @@
 // Usage (issue 25): lastUsedAt and requests for every token, with limits or without,
 // counted by the core; kept across a clean stop and, to within one snapshot period, a kill -9.
 import t, { type Test } from 'tap';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { authUrl, call } from '../helpers/auth.js';
 import { jsonrpc, request } from '../helpers/http.js';
@@ -155,4 +156,29 @@ t.test('a damaged usage file is dropped with a warning: usage counts again from 
   t.match((await listed(server.url, password))[0], { requests: 0, lastUsedAt: null });
   t.equal((await call(server.url, INFO, plain)).status, 200);
   t.match((await listed(server.url, password))[0], { requests: 1 });
+});
+
+t.test('usage entries out of bounds or listed twice, and a usage that is a folder or a FIFO, are a damaged file: dropped, and the service starts', async (t) => {
+  const { dir, password, started } = await clockedService(t);
+  let server = started;
+  const plain = await issue(server.url, password);
+  t.equal((await call(server.url, INFO, plain)).status, 200);
+  t.equal((await server.stop('SIGTERM')).code, 0);
+  const path = join(dir, 'data', 'usage');
+  const cases: [string, () => void, RegExp][] = [
+    ['lastUsedMs 2^53-1', () => writeFileSync(path, `{"version":1,"tokens":[[0,1,${Number.MAX_SAFE_INTEGER}]]}`), /lastUsedMs after 2200/],
+    ['requests over the max', () => writeFileSync(path, '{"version":1,"tokens":[[0,1000000000000001,0]]}'), /more than 1000000000000000 requests/],
+    ['a serial twice', () => writeFileSync(path, `{"version":1,"tokens":[[0,1,${CLOCK_START}],[0,2,${CLOCK_START}]]}`), /serial 0 is listed twice/],
+    ['a FIFO', () => { rmSync(path, { force: true }); execFileSync('mkfifo', ['-m', '600', path]); }, /not a regular file/],
+    ['a folder', () => { rmSync(path, { force: true }); mkdirSync(path); }, /is a folder/],
+  ];
+  for (const [name, make, reason] of cases) {
+    make();
+    server = await startClocked(t, dir, CLOCK_START + 1000);
+    const warning = await server.waitForLog((l) => l.level === 'warn' && /usage file is damaged/.test(String(l.msg)));
+    t.match(warning, { reason }, `${name}: named`);
+    t.match((await listed(server.url, password))[0], { requests: 0, lastUsedAt: null }, `${name}: counts from 0`);
+    t.equal((await server.stop('SIGKILL')).signal, 'SIGKILL');
+    rmSync(path, { recursive: true, force: true });
+  }
 });
