@@ -215,6 +215,9 @@ func (f *Follower) session(parent context.Context) error {
 	}
 	leaseID := grant.(*clientv3.LeaseGrantResponse).ID
 	defer func() {
+		// The fence closes first: once the lease is revoked, the member key is gone and a
+		// writer's barrier stops waiting for this node, which must not serve by then.
+		f.caught.Store(false)
 		// Given back at once, so that no writer waits for a member that has left.
 		c, done := context.WithTimeout(context.Background(), time.Second)
 		f.client.Revoke(c, leaseID)

@@ -271,3 +271,43 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	}
 	t.Fatalf("gave up waiting for %s", what)
 }
+
+// When a session ends (a watch error, a lost lease, Close), the node stops serving before
+// it gives its lease back: once its member key is gone a writer's barrier no longer waits
+// for it, so from then on it must answer 503. The test sees the key's deletion only after
+// etcd applied the revoke, which the follower sends only after closing its fence.
+func TestTheFenceClosesBeforeTheMemberKeyGoes(t *testing.T) {
+	e := startEtcd(t)
+	w := newWriter(t, e)
+	w.seed(time.Now().Unix(), []string{rpcPath})
+	for round := 0; round < 20; round++ {
+		f := join(t, e, 4*time.Second)
+		if !f.Serving(time.Now()) {
+			t.Fatal("the follower does not serve after its join")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		watch := w.cli.Watch(ctx, "/api-auth/members/", clientv3.WithPrefix())
+		// The watch is in place once a put under its prefix comes through.
+		w.put("members/probe", "{}")
+		<-watch
+		closed := make(chan struct{})
+		go func() { f.Close(); close(closed) }()
+		gone := false
+		for res := range watch {
+			for _, ev := range res.Events {
+				if ev.Type == clientv3.EventTypeDelete && string(ev.Kv.Key) != "/api-auth/members/probe" {
+					gone = true
+					if f.Serving(time.Now()) {
+						t.Fatalf("round %d: the member key %s is gone while the follower still serves", round, ev.Kv.Key)
+					}
+				}
+			}
+			if gone {
+				break
+			}
+		}
+		cancel()
+		<-closed
+		w.cli.Delete(context.Background(), "/api-auth/members/probe")
+	}
+}

@@ -42,6 +42,13 @@ export class Membership {
    * followers) whenever it changes: each then takes its share of every token's rate.
    */
   onGateways: ((count: number) => void) | null = null;
+  /**
+   * Member keys that are not bound to their own lease (no lease, as `etcdctl make-mirror`
+   * or a hand-written put leaves them, or another lease than their name says): no member
+   * renews them, so the barrier never waits for them. Reported once each (`reported`).
+   */
+  readonly ignored = new Set<string>();
+  private readonly reported = new Set<string>();
   private gateways = 0;
   /** This gateway's member key; '' before its first lease. */
   key = '';
@@ -117,8 +124,24 @@ export class Membership {
     }
   }
 
-  /** A member's key as read: the revision it has applied, and whether it only follows. */
-  setMember(key: string, applied: number, follower: boolean): void {
+  /**
+   * A member's key as read: the revision it has applied, whether it only follows, and the
+   * lease it is bound to (etcd's KeyValue.lease, '0' for none). A key still in etcd with a
+   * lease holds a live lease (etcd deletes it with its lease), so only a key whose lease
+   * is none, or not the one its name holds, is not a member.
+   */
+  setMember(key: string, applied: number, follower: boolean, lease: string): void {
+    if (lease === '0' || key !== this.keys.member(BigInt(lease).toString(16))) {
+      this.dropMember(key);
+      this.ignored.add(key);
+      if (!this.reported.has(key)) {
+        this.reported.add(key);
+        this.log.warn('a fleet member key is not bound to its own lease, so no member keeps it; writes do not wait for it. ' +
+          'Delete it: etcdctl del ' + key, { cluster: this.keys.name, key, lease });
+      }
+      return;
+    }
+    this.ignored.delete(key);
     this.members.set(key, applied);
     if (follower) this.followers.add(key);
     else this.followers.delete(key);
@@ -127,6 +150,7 @@ export class Membership {
 
   /** A member's key is gone: its lease ended. */
   dropMember(key: string): void {
+    this.ignored.delete(key);
     this.members.delete(key);
     this.followers.delete(key);
     this.countGateways();
@@ -134,6 +158,7 @@ export class Membership {
 
   /** Forgets every member, before the whole state is read again (which counts them anew). */
   clearMembers(): void {
+    this.ignored.clear();
     this.members.clear();
     this.followers.clear();
   }

@@ -36,14 +36,17 @@ export class FleetMetrics {
   }
 
   /**
-   * Registers the fleet's metrics. `members` and `head` read the live member count and
-   * etcd's revision as this gateway last learnt it.
+   * Registers the fleet's metrics. `members`, `head` and `ignored` read the live member
+   * count, etcd's revision as this gateway last learnt it, and the member keys ignored.
    */
-  register(registry: Registry, members: () => number, head: () => number): void {
+  register(registry: Registry, members: () => number, head: () => number, ignored: () => number): void {
     const registers = [registry];
     const self = this;
     new Gauge({ name: 'api_auth_fleet_members', help: 'Gateways of the fleet with a live lease, as this one sees them.', registers,
       collect() { this.set(members()); } });
+    new Gauge({ name: 'api_auth_fleet_ignored_member_keys',
+      help: 'Member keys not bound to their own lease (no lease: a copy, a hand-written put); the barrier does not wait for them.',
+      registers, collect() { this.set(ignored()); } });
     new Gauge({ name: 'api_auth_fleet_lease_remaining_seconds',
       help: 'Seconds until this gateway stops serving protected requests unless its lease is renewed (0 or less: it refuses them).',
       registers, collect() { this.set((self.leaseDeadline - self.clock()) / 1000); } });

@@ -362,3 +362,40 @@ async function waitForStatus(g: Gateway, token: string, expected: number): Promi
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+// A member key without a lease (as `etcdctl make-mirror` or a hand-written put leaves it;
+// the same Put with no lease, here through the etcd client) is no member: no one renews
+// it and nothing ever deletes it. The barrier does not wait for it, each gateway reports
+// it once (a JSON warning naming the key, a gauge), and counts it nowhere.
+t.test('a member key with no lease does not hold up the barrier; it is reported once', async (t) => {
+  const { etcd, password, passwordFile } = await seededEtcd(t);
+  const client = new Etcd3({ hosts: etcd.url });
+  t.teardown(() => client.close());
+  // One read with the whole state at the join, one through the watch.
+  await client.put('/api-auth/members/0').value('{"applied":0}');
+  const a = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1']);
+  const b = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1']);
+  await client.put('/api-auth/members/1').value('{"applied":0,"follower":true}');
+  await b.waitForLog((l) => l.key === '/api-auth/members/1', 10_000);
+  for (let round = 0; round < 3; round++) {
+    const token = await newToken(a.url, password, [INFO]);
+    t.equal(await status(b, token), 200, `round ${round}: issued on A, valid on B`);
+    t.same(await revokeToken(b.url, password, token), REVOKED, `round ${round}: revoked, not -32046`);
+    expectRefused(t, await call(a.url, INFO, token), REASONS.revoked, `round ${round}`);
+  }
+  const scraper = await newToken(a.url, password, ['/ext/metrics']);
+  for (const g of [a, b]) {
+    const reports = g.logs.filter((l) => typeof l.key === 'string' && String(l.key).startsWith('/api-auth/members/'));
+    t.same(reports.map((l) => [l.level, l.key]).sort(), [['warn', '/api-auth/members/0'], ['warn', '/api-auth/members/1']],
+      'each key reported once, as a warning naming it');
+    const text = (await call(g.url, '/ext/metrics', scraper, 'GET')).text;
+    t.match(text, /^api_auth_fleet_members 2$/m, 'the two gateways, not the keys without a lease');
+    t.match(text, /^api_auth_fleet_ignored_member_keys 2$/m);
+  }
+  await client.delete().key('/api-auth/members/0');
+  await client.delete().key('/api-auth/members/1');
+  const token = await newToken(a.url, password, [INFO]);
+  t.same(await revokeToken(b.url, password, token), REVOKED);
+  const text = (await call(b.url, '/ext/metrics', scraper, 'GET')).text;
+  t.match(text, /^api_auth_fleet_ignored_member_keys 0$/m, 'deleted, no longer counted');
+});
