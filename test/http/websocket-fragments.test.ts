@@ -5,12 +5,11 @@
 // stay put, while the flood goes on; a message of the whole limit in the finest frames
 // the bound allows still gets through.
 import t from 'tap';
-import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { newToken } from '../helpers/auth.js';
 import { startServer } from '../helpers/server.js';
+import { rawWsUpstream, rss } from '../helpers/raw-ws-upstream.js';
 import { closesWithin, openClient, wsUrl } from '../helpers/ws-upstream.js';
 
 const WS_PATH = '/ext/bc/C/ws';
@@ -21,12 +20,6 @@ const BOUND = 32 * 1024 * 1024;
 /** --ws-max-message's default, and the frames of 512 bytes that maxFragments() allows at it. */
 const MAX_MESSAGE = 16 * 1024 * 1024;
 const FINEST = 512;
-
-function rss(pid: number): number {
-  const kib = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (kib === null) throw new Error(`no VmRSS for process ${pid}`);
-  return Number(kib[1]) * 1024;
-}
 
 /** A server's unmasked frame, of at most 65535 bytes. */
 function frame(opcode: number, payload: Buffer, fin: boolean): Buffer {
@@ -76,24 +69,11 @@ interface Sample {
 t.test('an upstream that cuts a message into endless empty or one-byte frames ends its session, the gateway\'s memory bounded', async (t) => {
   let gateway = 0;
   const samples = new Map<string, Promise<Sample>>();
-  const sockets = new Set<Socket>();
   // A raw upstream: a valid 101, then the flood the request's query names, written as
   // fast as the gateway reads it, until the gateway says something (its close frame).
-  const upstream = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    let head = '';
-    const onData = (chunk: Buffer): void => {
-      head += chunk.toString('latin1');
-      if (!head.includes('\r\n\r\n')) return;
-      socket.off('data', onData);
-      const name = /^GET \S*\?flood=([a-z-]+) /.exec(head)![1];
-      const key = /\r\nSec-WebSocket-Key: (\S+)\r\n/i.exec(head)![1];
-      const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
-      samples.set(name, flood(socket, FLOODS[name], name !== 'finest'));
-    };
-    socket.on('data', onData);
+  const upstream = await rawWsUpstream(t, (socket, head) => {
+    const name = /^GET \S*\?flood=([a-z-]+) /.exec(head)![1];
+    samples.set(name, flood(socket, FLOODS[name], name !== 'finest'));
   });
   async function flood(socket: Socket, { first, chunk, chunks, last }: Flood, hostile: boolean): Promise<Sample> {
     let told = false;
@@ -118,14 +98,9 @@ t.test('an upstream that cuts a message into endless empty or one-byte frames en
     if (!told && !socket.destroyed) socket.write(last);
     return { peak: Math.max(peak, rss(gateway)), written };
   }
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => {
-    for (const socket of sockets) socket.destroy();
-    upstream.close();
-  });
   const server = await startServer(t, {
     cheapChecks: true,
-    args: ['--upstream', `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, '--http-threads', '1'],
+    args: ['--upstream', upstream, '--http-threads', '1'],
   });
   gateway = server.child.pid!;
   const token = await newToken(server.url, server.password, [WS_PATH]);

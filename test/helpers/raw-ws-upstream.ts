@@ -1,0 +1,45 @@
+// A raw WebSocket upstream, for the tests of hostile ones: it answers each upgrade with a
+// valid 101 and then hands the socket over, to write whatever frames the test needs
+// (which the `ws` library would refuse to send). And the gateway's memory, read from /proc.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Test } from 'tap';
+
+/** A process's resident memory, in bytes. */
+export function rss(pid: number): number {
+  const kib = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (kib === null) throw new Error(`no VmRSS for process ${pid}`);
+  return Number(kib[1]) * 1024;
+}
+
+/**
+ * Listens on a loopback port and answers each upgrade request with a 101; `upgraded` gets
+ * the socket and the request's head, and nothing more is read for it. Every socket and the
+ * listener close at the test's end. Resolves to the upstream's URL, for --upstream.
+ */
+export async function rawWsUpstream(t: Test, upgraded: (socket: Socket, head: string) => void): Promise<string> {
+  const sockets = new Set<Socket>();
+  const upstream = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+    let head = '';
+    const onData = (chunk: Buffer): void => {
+      head += chunk.toString('latin1');
+      if (!head.includes('\r\n\r\n')) return;
+      socket.off('data', onData);
+      const key = /\r\nSec-WebSocket-Key: (\S+)\r\n/i.exec(head)![1];
+      const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+      upgraded(socket, head);
+    };
+    socket.on('data', onData);
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', () => resolve()));
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    upstream.close();
+  });
+  return `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+}
