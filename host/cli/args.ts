@@ -2,6 +2,7 @@
 // `--name=value`, and for true/false flags a bare `--name`, `=true` or `=false`. A
 // mistake gets the same message whichever command it is made on.
 import { parseArgs } from 'node:util';
+import { closest } from '../closest.js';
 import { UsageError } from '../errors.js';
 
 /** A flag's kind: it takes a value, or it is true/false. */
@@ -64,7 +65,11 @@ export function readArgs(args: readonly string[], kinds: FlagKinds, options: Rea
     const refused = options.refuse?.(name);
     if (refused !== undefined) throw new UsageError(refused);
     const kind = kinds[name];
-    if (kind === undefined) throw new UsageError(`unknown flag --${name}; run ${options.command} --help to list the flags`);
+    if (kind === undefined) {
+      // Only a flag's name is suggested, never the text given: that may be a secret pasted in the wrong place.
+      const likely = closest(name, Object.keys(kinds));
+      throw new UsageError(`unknown flag --${name}${likely === undefined ? '' : ` (did you mean --${likely}?)`}; run ${options.command} --help to list the flags`);
+    }
     let value: string | boolean;
     if (kind === 'boolean') {
       const said = token.value === undefined ? true : truth(token.value);

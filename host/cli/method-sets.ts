@@ -43,3 +43,25 @@ export function expandMethodSets(patterns: readonly string[]): string[] {
   }
   return [...methods];
 }
+
+/**
+ * `methods` as a person reads them: each set whose every method is there shown by its
+ * name (`@read`), the largest first, and a set inside one already shown (`@chain` in
+ * `@read`) not again; the other names as they are, in their order. The node keeps plain
+ * names (expandMethodSets), so `token list` gives back what `token new --methods` took.
+ */
+export function collapseMethodSets(methods: readonly string[]): string[] {
+  const given = new Set(methods);
+  const shown: string[] = [];
+  const covered = new Set<string>();
+  const bySize = Object.entries(METHOD_SETS).sort(([, a], [, b]) => b.length - a.length);
+  for (const [name, set] of bySize) {
+    if (!set.every((method) => given.has(method)) || set.every((method) => covered.has(method))) continue;
+    shown.push(name);
+    for (const method of set) covered.add(method);
+  }
+  // In the sets' own order (@chain, @read, ...), as the help lists them.
+  const order = Object.keys(METHOD_SETS);
+  shown.sort((a, b) => order.indexOf(a) - order.indexOf(b));
+  return [...shown, ...methods.filter((method) => !covered.has(method))];
+}

@@ -15,7 +15,11 @@ import { parseDuration } from '../duration.js';
 import { reason, whyUnreadable } from '../pem.js';
 import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
 import { nonEmpty, readArgs } from './args.js';
-import { expandMethodSets } from './method-sets.js';
+import { readCommand } from './flags.js';
+import { CONFIG_FILE, expandHome, unknownEnvironment } from './sources.js';
+import type { Environment } from './sources.js';
+import { resolveServerOptions } from '../options.js';
+import { collapseMethodSets, expandMethodSets } from './method-sets.js';
 import type { FlagKinds } from './args.js';
 
 export const DEFAULT_URI = 'http://127.0.0.1:9650';
@@ -73,7 +77,16 @@ Flags:
   --cacert FILE              trust the CA certificate(s) in this PEM file for an
                              https:// --uri, beside the system's (a node whose
                              certificate a private CA signed, or a self-signed one)
+  --config-file PATH         the node's own config file: its api-auth-password-file,
+                             http-host, http-port and http-tls-enabled give the
+                             defaults of --password-file and --uri (default: the
+                             file API_AUTH_CONFIG_FILE names, if any)
   --help                     print this help and exit
+
+The node's own settings give the defaults, as the node reads them: API_AUTH_PASSWORD_FILE,
+API_AUTH_HTTP_HOST, API_AUTH_HTTP_PORT and API_AUTH_HTTP_TLS_ENABLED in the environment,
+then the config file; a flag beats both. So a shell with the node's environment needs
+no flag: API_AUTH_PASSWORD_FILE=/etc/api-auth/password api-auth token list.
 
 Without a flag for a secret (password, new password, token), the command prompts
 for it on the terminal without echo. Passwords are never taken on the command line.
@@ -82,9 +95,9 @@ machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps i
 its history. Secrets read from a file, stdin or the terminal must be UTF-8 text.
 
 token list prints a table: id, label, endpoints, methods, rate limit and burst,
-allowed clients, expiry (UTC), whether the token is revoked, and, for a token with
-limits, its last use (UTC) and the calls let through; a revoked token is listed
-until it expires.
+allowed clients, expiry (UTC), whether the token is revoked, its last use (UTC,
+"-" for never) and the calls let through; methods that make up a named set show as
+its name (@read); a revoked token is listed until it expires.
 
 token revoke says what happened: "token revoked", "token already revoked", or, for a
 token (or id) that is not a live one of this node (mistyped, expired, of an earlier
@@ -114,7 +127,11 @@ interface OperatorOptions {
   json: boolean;
   timeoutMs: number;
   cacert: string | undefined;
+  configFile: string | undefined;
   help: boolean;
+  /** How the password file was named, for the messages: its flag, or the node's setting that gave it. */
+  passwordFileNamed: string;
+  uriGiven: boolean;
 }
 
 type Action = 'token new' | 'token list' | 'token revoke' | 'password change';
@@ -126,6 +143,8 @@ export interface OperatorIo {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
   readonly stdin: NodeJS.ReadStream;
+  /** The environment whose API_AUTH_ variables give the node's settings (default: the process's). */
+  readonly env?: Environment;
 }
 
 /** Whether `args` (after the program name) is an operator command rather than server flags. */
@@ -142,6 +161,7 @@ export async function runOperatorCommand(args: readonly string[], io: OperatorIo
       io.stdout(OPERATOR_USAGE);
       return ExitCode.Ok;
     }
+    fromNodeSettings(options, io.env ?? process.env, io);
     return await run(action, options, positional, io);
   } catch (error) {
     if (error instanceof UsageError) {
@@ -197,7 +217,7 @@ async function run(action: Action, options: OperatorOptions, positional: string[
     case 'token new': {
       expectPositional(positional, 0, action);
       if (options.endpoints.length === 0) throw new UsageError('token new needs --endpoints, such as --endpoints /ext/info,/ext/bc/X, --endpoints / for a node served at the root (Ethereum nodes), or "*" for every endpoint');
-      const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
+      const password = await readPassword(options, 'Password: ', io);
       method = 'auth.newToken';
       params = { password, endpoints: options.endpoints };
       if (options.label !== undefined) params.label = options.label;
@@ -210,7 +230,7 @@ async function run(action: Action, options: OperatorOptions, positional: string[
     }
     case 'token list': {
       expectPositional(positional, 0, action);
-      const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
+      const password = await readPassword(options, 'Password: ', io);
       method = 'auth.listTokens';
       params = { password };
       break;
@@ -221,7 +241,7 @@ async function run(action: Action, options: OperatorOptions, positional: string[
         if (positional.length === 1 || options.tokenFile !== undefined || options.tokenStdin) {
           throw new UsageError('give the token or its --id, not both');
         }
-        const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
+        const password = await readPassword(options, 'Password: ', io);
         method = 'auth.revokeToken';
         params = { password, id: options.id };
         break;
@@ -234,14 +254,14 @@ async function run(action: Action, options: OperatorOptions, positional: string[
       } else {
         token = await readSecret(options.tokenFile, options.tokenStdin, 'Token: ', '--token', io, 'token');
       }
-      const password = await readSecret(options.passwordFile, options.passwordStdin, 'Password: ', '--password', io);
+      const password = await readPassword(options, 'Password: ', io);
       method = 'auth.revokeToken';
       params = { password, token };
       break;
     }
     case 'password change': {
       expectPositional(positional, 0, action);
-      const oldPassword = await readSecret(options.passwordFile, options.passwordStdin, 'Current password: ', '--password', io);
+      const oldPassword = await readPassword(options, 'Current password: ', io);
       const newPassword = await readNewPassword(options, io);
       method = 'auth.changePassword';
       params = { oldPassword, newPassword };
@@ -300,7 +320,8 @@ function table(result: unknown): string {
   for (const entry of tokens as Record<string, unknown>[]) {
     const list = (value: unknown, none: string): string => (Array.isArray(value) ? shown(value.map(String).join(',')) : none);
     const rate = typeof entry.rateLimit === 'string' ? `${shown(entry.rateLimit)} (burst ${shown(entry.burst)})` : '-';
-    rows.push([shown(entry.id), entry.label === null ? '-' : shown(entry.label), list(entry.endpoints, '?'), list(entry.methods, '*'),
+    const methods = Array.isArray(entry.methods) ? collapseMethodSets(entry.methods.map(String)) : undefined;
+    rows.push([shown(entry.id), entry.label === null ? '-' : shown(entry.label), list(entry.endpoints, '?'), list(methods, '*'),
       rate, list(entry.allowedClients, '*'), time(entry.expiresAt), entry.revoked === true ? 'yes' : 'no', time(entry.lastUsedAt),
       typeof entry.requests === 'number' ? String(entry.requests) : '-']);
   }
@@ -418,6 +439,39 @@ async function call(uri: string, timeoutMs: number, method: string, params: Reco
   return body.result;
 }
 
+/** The service password: from --password-file (or the node's own password file), --password-stdin, or the prompt. */
+function readPassword(options: OperatorOptions, prompt: string, io: OperatorIo): Promise<string> {
+  return readSecret(options.passwordFile, options.passwordStdin, prompt, '--password', io, 'password', options.passwordFileNamed);
+}
+
+/**
+ * The defaults the node's own settings give, where no flag gave the value: its password
+ * file, and the URL it listens at. Read as the node reads them (flags.ts, readCommand):
+ * the API_AUTH_ environment, then the config file (--config-file, or the one
+ * API_AUTH_CONFIG_FILE names), every value checked by the node's own rules. A listener on
+ * every address (0.0.0.0, ::) is called at this machine's own.
+ */
+function fromNodeSettings(options: OperatorOptions, env: Environment, io: OperatorIo): void {
+  const unknown = unknownEnvironment(env);
+  if (unknown.length > 0) {
+    io.stderr(`api-auth: warning: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} named like the node's settings but ` +
+      'none of them, and change nothing (API_AUTH_ and a flag\'s name in upper snake case, such as API_AUTH_PASSWORD_FILE)\n');
+  }
+  const { command, name } = readCommand(options.configFile === undefined ? [] : [`--${CONFIG_FILE.flag}`, options.configFile], env);
+  if (command.action !== 'serve') return;
+  const node = resolveServerOptions(command.options);
+  if (options.passwordFile === undefined && !options.passwordStdin && node.passwordFile !== undefined) {
+    options.passwordFile = node.passwordFile;
+    options.passwordFileNamed = name('passwordFile');
+  }
+  if (options.uriGiven) return;
+  if (node.port === 0) {
+    throw new UsageError(`${name('port')} is 0 (a port the system picks), so the node's address is not known here; give --uri`);
+  }
+  const host = node.host === '0.0.0.0' || node.host === '' ? '127.0.0.1' : node.host === '::' ? '::1' : node.host;
+  options.uri = parseUri(`${node.tls === undefined ? 'http' : 'https'}://${host.includes(':') ? `[${host}]` : host}:${node.port}`);
+}
+
 async function readNewPassword(options: OperatorOptions, io: OperatorIo): Promise<string> {
   let password: string;
   if (options.newPasswordFile !== undefined || options.newPasswordStdin) {
@@ -439,11 +493,11 @@ async function readNewPassword(options: OperatorOptions, io: OperatorIo): Promis
  * other than the one meant.
  */
 async function readSecret(file: string | undefined, stdin: boolean, prompt: string, flag: string, io: OperatorIo,
-  what: 'password' | 'token' = 'password'): Promise<string> {
+  what: 'password' | 'token' = 'password', named = `${flag}-file`): Promise<string> {
   let secret: string;
   let source: string;
   if (file !== undefined) {
-    source = `${flag}-file ${file}`;
+    source = `${named} ${file}`;
     let bytes: Buffer;
     try {
       bytes = await readFile(file);
@@ -538,7 +592,7 @@ function parseBurst(value: string): number {
 // Each flag: its kind, and where its value goes.
 const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions, value: string) => void } |
   { kind: 'boolean'; set: (o: OperatorOptions, value: boolean) => void }>> = {
-  'uri': { kind: 'string', set: (o, v) => { o.uri = parseUri(v); } },
+  'uri': { kind: 'string', set: (o, v) => { o.uri = parseUri(v); o.uriGiven = true; } },
   'endpoints': { kind: 'string', set: (o, v) => { o.endpoints.push(...v.split(',').map((e) => e.trim()).filter((e) => e !== '')); } },
   'label': { kind: 'string', set: (o, v) => { o.label = v; } },
   'expires-in': { kind: 'string', set: (o, v) => { o.expiresIn = parseExpiresIn(v); } },
@@ -556,6 +610,7 @@ const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions,
   'json': { kind: 'boolean', set: (o, v) => { o.json = v; } },
   'timeout': { kind: 'string', set: (o, v) => { o.timeoutMs = parseTimeout(v); } },
   'cacert': { kind: 'string', set: (o, v) => { o.cacert = v; } },
+  [CONFIG_FILE.flag]: { kind: 'string', set: (o, v) => { o.configFile = expandHome(v); } },
   'help': { kind: 'boolean', set: (o, v) => { o.help = v; } },
 };
 
@@ -594,7 +649,10 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
     json: false,
     timeoutMs: DEFAULT_TIMEOUT_MS,
     cacert: undefined,
+    configFile: undefined,
     help: false,
+    passwordFileNamed: '--password-file',
+    uriGiven: false,
   };
   const words: string[] = [];
   for (const arg of readArgs(args, KINDS, { command: `api-auth ${args[0]}`, stopAt: ['help'], refuse: refuseSecret })) {

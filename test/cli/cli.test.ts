@@ -94,6 +94,8 @@ t.test('every bad command line gets one stderr line, exit code 2 and nothing lis
   const cases: [string, string[], string[]][] = [
     ['an unknown flag', [...base, '--bogus'], ['--bogus']],
     ['an unknown flag with a value', [...base, '--bogus=1'], ['--bogus']],
+    ['a misspelt flag: the one meant is named', [...base, '--http-prot', '1'], ['--http-prot (did you mean --http-port?)']],
+    ['a misspelt flag with a value: the value is not echoed', [...base, '--api-auth-pasword-file=s3cr3t-mark'], ['did you mean --api-auth-password-file?']],
     ['a single-dash flag', [...base, '-p', '1'], ['-p']],
     ['a port that is not a number', ['--http-port', 'abc', '--data-dir', data], ['--http-port', 'abc']],
     ['a port above 65535', ['--http-port', '65536', '--data-dir', data], ['--http-port', '65536']],

@@ -40,6 +40,7 @@ t.test('every refusal of the start names what is wrong without the secret in it'
     ['-api-auth-password= with one dash', [`-api-auth-password=${MARK}`], {}, /^api-auth: unknown flag -api-auth-password; flags start with two dashes/],
     ['-api-auth-password with one dash, then the value', ['-api-auth-password', MARK], {}, /unknown flag -api-auth-password; flags start with two dashes/],
     ['--api-auth-password=', [`--api-auth-password=${MARK}`], {}, /--api-auth-password is refused/],
+    ['a misspelt flag with a secret as its value', [`--api-auth-pasword-file=${MARK}`], {}, /unknown flag --api-auth-pasword-file \(did you mean --api-auth-password-file\?\)/],
     ['--cluster-etcd-password, then the value', ['--cluster-etcd-password', MARK], {}, /--cluster-etcd-password is refused/],
     ['a word that is no flag\'s', [MARK], {}, /^api-auth: unexpected argument \(not shown: it may be a secret\); api-auth takes only flags/],
     ['a word after a flag\'s value', ['--http-host', '127.0.0.1', MARK], {}, /unexpected argument \(not shown/],

@@ -11,7 +11,7 @@
 // terminal's prompts.
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { USAGE } from '../../build/host/cli/flags.js';
@@ -53,7 +53,7 @@ function spawned(args: readonly string[], stdin: string | Buffer = ''): Promise<
  * with, and hands it the process's stdout, stderr and stdin): `stdin` is a stream that is
  * not a terminal, holding those bytes. The spawned tests below pin that wiring.
  */
-async function api(args: readonly string[], stdin: string | Buffer = ''): Promise<Run> {
+async function api(args: readonly string[], stdin: string | Buffer = '', env: Record<string, string> = {}): Promise<Run> {
   let stdout = '';
   let stderr = '';
   const input = Readable.from(Buffer.from(stdin)) as unknown as NodeJS.ReadStream;
@@ -61,6 +61,7 @@ async function api(args: readonly string[], stdin: string | Buffer = ''): Promis
     stdout: (text) => { stdout += text; },
     stderr: (text) => { stderr += text; },
     stdin: input,
+    env,
   });
   return { code, stdout, stderr };
 }
@@ -369,6 +370,71 @@ t.test('token new --endpoints / --methods with named sets: the node gets the roo
   const noRoot = await api(['token', 'new', ...auth, '--endpoints', '//']);
   t.equal(noRoot.code, 1);
   t.match(noRoot.stderr, /"\/" \(the root alone, where Ethereum nodes serve JSON-RPC\)/, 'a bad endpoint\'s refusal suggests "/"');
+});
+
+t.test('token list shows a method set by its name: the largest set whose every method the token holds, then the other names', async (t) => {
+  const node = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
+  const auth = ['--uri', node.url, '--password-file', node.passwordFile];
+  for (const [methods, label] of [['@read,eth_sendRawTransaction', 'send'], ['@subscribe,@filter,debug_traceCall', 'sub'], ['eth_chainId,eth_call', 'plain']]) {
+    const made = await api(['token', 'new', ...auth, '--endpoints', '/', '--methods', methods, '--label', label]);
+    t.equal(made.code, 0, made.stderr);
+  }
+  const lines = (await api(['token', 'list', ...auth])).stdout.trimEnd().split('\n');
+  const methodsOf = (label: string): string => lines.find((line) => line.includes(` ${label} `))!.split(/ {2,}/)[3];
+  t.equal(methodsOf('send'), '@send', '@read and eth_sendRawTransaction are @send, shown alone (@chain and @read are in it)');
+  t.equal(methodsOf('sub'), '@subscribe,@filter,debug_traceCall', 'two sets that share @chain, and a name of no set');
+  t.same(methodsOf('plain').split(',').sort(), ['eth_call', 'eth_chainId'], 'names that make up no whole set stay names');
+  const { tokens } = JSON.parse((await api(['token', 'list', ...auth, '--json'])).stdout) as { tokens: { label: string; methods: string[] }[] };
+  t.ok(tokens.find((token) => token.label === 'send')!.methods.includes('eth_getBalance'), '--json gives the node\'s plain names');
+});
+
+t.test('the node\'s own settings give the defaults: API_AUTH_PASSWORD_FILE, API_AUTH_HTTP_PORT, its config file; a flag beats them', async (t) => {
+  const node = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
+  const port = new URL(node.url).port;
+  const env = { API_AUTH_PASSWORD_FILE: node.passwordFile, API_AUTH_HTTP_PORT: port, API_AUTH_REQUIRED: 'yes' };
+  const listed = await api(['token', 'list'], '', env);
+  t.same([listed.code, listed.stdout, listed.stderr], [0, 'no live tokens\n', ''], 'no flag needed in the node\'s environment');
+  const made = await api(['token', 'new', '--endpoints', '/ext/info'], '', env);
+  t.equal(made.code, 0, made.stderr);
+  t.equal((await call(node.url, '/ext/info', made.stdout.trim())).status, 200, 'the token issued that way works');
+  const wrong = secretFile('not-the-password.txt', 'not the password\n');
+  const beaten = await api(['token', 'list', '--password-file', wrong], '', env);
+  t.equal(beaten.code, 1, '--password-file beats API_AUTH_PASSWORD_FILE: the wrong password is refused');
+  const stdin = await api(['token', 'list', '--password-stdin'], readFileSync(node.passwordFile, 'utf8').trim(), { API_AUTH_PASSWORD_FILE: wrong, API_AUTH_HTTP_PORT: port });
+  t.equal(stdin.code, 0, '--password-stdin beats API_AUTH_PASSWORD_FILE too: ' + stdin.stderr);
+  const config = join(dir, 'node-config.json');
+  writeFileSync(config, JSON.stringify({ 'api-auth-password-file': node.passwordFile, 'http-port': Number(port), 'http-host': '0.0.0.0' }), { mode: 0o600 });
+  const fromFile = await api(['token', 'list', '--config-file', config]);
+  t.same([fromFile.code, fromFile.stderr], [0, ''], '--config-file: the node\'s file, a listener on every address called at 127.0.0.1');
+  const fromEnvFile = await api(['token', 'list'], '', { API_AUTH_CONFIG_FILE: config });
+  t.same([fromEnvFile.code, fromEnvFile.stderr], [0, ''], 'API_AUTH_CONFIG_FILE names it as for the node');
+  const missing = await api(['token', 'list'], '', { API_AUTH_PASSWORD_FILE: join(dir, 'no-such-file'), API_AUTH_HTTP_PORT: port });
+  t.equal(missing.code, 2, 'a password file that is not there is a bad command line');
+  t.match(missing.stderr, /^api-auth: API_AUTH_PASSWORD_FILE \(environment\) \S+no-such-file: cannot read it/, 'named as it was given');
+  const badPort = await api(['token', 'list', '--password-file', node.passwordFile], '', { API_AUTH_HTTP_PORT: 'ninety' });
+  t.equal(badPort.code, 2, 'a setting the node would refuse is refused here too');
+  t.match(badPort.stderr, /API_AUTH_HTTP_PORT \(environment\)/);
+  const warned = await api(['token', 'list'], '', { ...env, API_AUTH_PASSWORD_FIEL: 'x' });
+  t.equal(warned.code, 0);
+  t.match(warned.stderr, /^api-auth: warning: API_AUTH_PASSWORD_FIEL is named like the node's settings but none of them/);
+  const spawnedRun = await new Promise<Run>((resolve) => {
+    const child = spawn(...untracked(process.execPath, [MAIN, 'token', 'list']), { cwd: ROOT, env: { ...PROGRAM_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+  t.equal(spawnedRun.code, 0, 'the binary reads its own environment: ' + spawnedRun.stderr);
+  t.match(spawnedRun.stdout, /^ID +LABEL[^\n]*\n\S+ +- +\/ext\/info /, 'and lists the token issued above');
+});
+
+t.test('an unknown flag gets the flag it is likely a slip of, never the value given', async (t) => {
+  const slip = await api(['token', 'list', '--pasword-file=hunter2-secret']);
+  t.equal(slip.code, 2);
+  t.equal(slip.stderr, 'api-auth: unknown flag --pasword-file (did you mean --password-file?); run api-auth token --help to list the flags\n');
+  const far = await api(['token', 'list', '--frobnicate']);
+  t.equal(far.stderr, 'api-auth: unknown flag --frobnicate; run api-auth token --help to list the flags\n', 'nothing near: no guess');
 });
 
 t.test('token list with no live token says so', async (t) => {

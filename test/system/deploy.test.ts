@@ -3,11 +3,11 @@
 // one api-auth accepts (a flag it refused would leave the service restarting forever).
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parseArgs } from '../../build/host/index.js';
-import { ROOT, startServer } from '../helpers/server.js';
+import { ROOT, startServer, tempDir } from '../helpers/server.js';
 import { request } from '../helpers/http.js';
 
 const run = promisify(execFile);
@@ -67,4 +67,41 @@ t.test('systemctl reload: the unit\'s ExecReload sends SIGHUP to the main proces
   t.notOk(server.hasExited(), 'still running after two reloads');
   t.equal((await request(server.url, '/ext/auth/health')).status, 200, 'still serving');
   t.same(await server.stop(), { code: 0, signal: null }, 'and a clean stop exits 0');
+});
+
+/**
+ * What the unit lets the service write under ProtectSystem=strict: ReadWritePaths, and
+ * the folders systemd makes for it (StateDirectory= under /var/lib, LogsDirectory= under
+ * /var/log, RuntimeDirectory= under /run, CacheDirectory= under /var/cache).
+ */
+function writable(): string[] {
+  const set = settings();
+  const under: [string, string][] = [['StateDirectory', '/var/lib'], ['LogsDirectory', '/var/log'], ['RuntimeDirectory', '/run'],
+    ['CacheDirectory', '/var/cache']];
+  return [...(set.get('ReadWritePaths') ?? []).flatMap((v) => v.split(/\s+/)),
+    ...under.flatMap(([key, root]) => (set.get(key) ?? []).flatMap((v) => v.split(/\s+/)).map((name) => `${root}/${name}`))];
+}
+
+t.test('the access log the docs name can be written under the unit: LogsDirectory=, and a start with it logs each request', async (t) => {
+  const page = readFileSync(join(ROOT, 'docs', 'reference', 'access-log.md'), 'utf8');
+  const named = /^(\/var\/log\/\S+) \{$/m.exec(page)?.[1];
+  t.equal(named, '/var/log/api-auth/access.log', 'the logrotate block of docs/reference/access-log.md names the service\'s log');
+  t.equal(settings().get('ProtectSystem')?.[0], 'strict', 'the file system is read-only but for what the unit opens');
+  const folder = writable().find((path) => named!.startsWith(`${path}/`));
+  t.equal(folder, '/var/log/api-auth', 'the log\'s folder is one the unit makes writable (LogsDirectory=api-auth)');
+  t.same(settings().get('LogsDirectoryMode'), ['0750'], 'open to the service (and its group to read), as the access log\'s rules allow');
+  // As systemd leaves it: the folder the service's own, 0750; the unit's command line with
+  // the drop-in's flag. systemd-run cannot run here (no systemd as PID 1).
+  const dir = tempDir(t);
+  const logs = join(dir, 'var-log-api-auth');
+  mkdirSync(logs, { mode: 0o750 });
+  chmodSync(logs, 0o750);
+  const exec = settings().get('ExecStart')![0].split(/\s+/).slice(3);
+  const args = exec.map((arg) => arg.replace('${CREDENTIALS_DIRECTORY}', dir));
+  t.ok(parseArgs([...args, '--access-log', named!]).action === 'serve', 'the unit\'s command line takes the flag');
+  const server = await startServer(t, { args: ['--access-log', join(logs, 'access.log')] });
+  t.equal((await request(server.url, '/ext/info')).status, 401, 'a request without a token');
+  t.same(await server.stop(), { code: 0, signal: null });
+  const lines = readFileSync(join(logs, 'access.log'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { path: string; status: number });
+  t.ok(lines.some((line) => line.path === '/ext/info' && line.status === 401), 'the request is in the log');
 });
