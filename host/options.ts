@@ -102,8 +102,9 @@ export const SCHEMA = {
   }),
   allowedOrigins: option<string | readonly string[], AllowedOrigins>({
     flag: 'http-allowed-origins', kind: 'text', arg: 'ORIGINS', default: '*', parse: origins,
-    doc: 'origins whose browser pages may call, separated by spaces or commas: exact (https://wallet.example), with one * ' +
-      '(https://*.example), or * for every one (the node\'s default)', see: 'CORS for browser dapps',
+    doc: 'origins whose browser pages may call, and open WebSocket sessions (an upgrade from another page is 403), separated by ' +
+      'spaces or commas: exact (https://wallet.example), with one * (https://*.example), or * for every one (the node\'s default)',
+    see: 'CORS for browser dapps',
   }),
   authRequired: option<boolean, boolean>({
     flag: 'api-auth-required', kind: 'boolean', default: false, parse: flag,

@@ -31,7 +31,7 @@ import type { Cors } from './cors.js';
 import type { Gate } from './gate.js';
 import { limitRefusal, unreadableRefusal, writeCallRefusal, writeRefusal } from './refusals.js';
 import type { CallRefusal, RefusedOutcome } from './refusals.js';
-import { writeConnectRefused } from './responses.js';
+import { writeConnectRefused, writeForeignOrigin } from './responses.js';
 
 /** What admit() decided; the answer of anything but Admitted is written already. */
 export const enum Decision {
@@ -39,7 +39,7 @@ export const enum Decision {
   Admitted,
   /** Refused with the gate's answer for `outcome` (a bad path, a token, a closed fence), or `refusal`. */
   Refused,
-  /** Answered here without the gate: a CONNECT, or a preflight. */
+  /** Answered here without the gate: a CONNECT, a preflight, or a WebSocket upgrade from a page of an origin not allowed. */
   Answered,
 }
 
@@ -83,15 +83,23 @@ export interface Way {
   readonly messages: boolean;
   /** Whether a refusal answers /ext/auth/check, whose proxy acts on the status (a scope's refusal is then a 403). */
   readonly check: boolean;
+  /**
+   * Whether a request that names an Origin must come from an allowed one
+   * (--http-allowed-origins): a WebSocket upgrade. CORS does not cover WebSocket, so a
+   * browser opens one from any page and lets the page read every message; only the
+   * server can refuse it, as geth's --ws.origins does. A request with no Origin (a
+   * program, not a page) is not held to it.
+   */
+  readonly origin: boolean;
 }
 
 /** A request to the router: any local route, or the proxy. */
-export const HTTP: Way = Object.freeze({ preflight: true, cors: true, queryToken: false, keepsToken: false, messages: false, check: false });
+export const HTTP: Way = Object.freeze({ preflight: true, cors: true, queryToken: false, keepsToken: false, messages: false, check: false, origin: false });
 /** The original request of a /ext/auth/check. */
-export const CHECK: Way = Object.freeze({ preflight: false, cors: true, queryToken: false, keepsToken: false, messages: false, check: true });
+export const CHECK: Way = Object.freeze({ preflight: false, cors: true, queryToken: false, keepsToken: false, messages: false, check: true, origin: false });
 /** A WebSocket upgrade to the upstream; `queryToken`: --api-auth-query-token. */
 export function webSocketWay(queryToken: boolean): Way {
-  return Object.freeze({ preflight: false, cors: false, queryToken, keepsToken: true, messages: true, check: false });
+  return Object.freeze({ preflight: false, cors: false, queryToken, keepsToken: true, messages: true, check: false, origin: true });
 }
 
 /** The query parameter of RFC 6750 §2.3. */
@@ -152,7 +160,13 @@ export class Admission {
       return Decision.Answered;
     }
     // Requests from scripts in browsers carry an Origin; most of a node's traffic does not.
-    const allow = this.allow = way.cors && this.cors !== null ? this.cors.allow(req.getHeader('origin')) : '';
+    const origin = req.getHeader('origin');
+    if (way.origin && origin !== '' && (this.cors === null || this.cors.allow(origin) === '')) {
+      // Before the token: a page of another site learns nothing of it, and spends none of its calls.
+      writeForeignOrigin(res, req.getMethod() === 'head');
+      return Decision.Answered;
+    }
+    const allow = this.allow = way.cors && this.cors !== null ? this.cors.allow(origin) : '';
     // A preflight carries no token (browsers send none): an allowed origin is answered here,
     // for the node's endpoints. api-auth's own routes answer no other site's page (the token
     // service above all: a page must not spend an operator's password attempts), so their

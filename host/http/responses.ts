@@ -47,6 +47,18 @@ export function writeConnectRefused(res: HttpResponse): void {
     .end(CONNECT_REFUSED, true);
 }
 
+const FOREIGN_ORIGIN = jsonLine(RpcCode.InvalidRequest, 'a WebSocket session may not be opened from this page: its Origin is not in ' +
+  'the gateway\'s --http-allowed-origins');
+
+/**
+ * 403 for a WebSocket upgrade whose Origin is not allowed (admission.ts, Way.origin),
+ * as geth answers one outside its --ws.origins. Browsers do not hold WebSocket to CORS.
+ */
+export function writeForeignOrigin(res: HttpResponse, head: boolean): void {
+  res.writeStatus('403 Forbidden').writeHeader('Content-Type', 'application/json');
+  endWith(res, FOREIGN_ORIGIN, head);
+}
+
 /** 405 for a local route; `method` in lower case, as uWS gives it. */
 export function writeMethodNotAllowed(res: HttpResponse, method: string, path: string, allow: string): void {
   res.writeStatus('405 Method Not Allowed').writeHeader('Allow', allow).writeHeader('Content-Type', 'application/json');
