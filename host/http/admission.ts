@@ -31,7 +31,9 @@ import type { Cors } from './cors.js';
 import type { Gate } from './gate.js';
 import { limitRefusal, unreadableRefusal, writeCallRefusal, writeRefusal } from './refusals.js';
 import type { CallRefusal, RefusedOutcome } from './refusals.js';
-import { writeConnectRefused, writeForeignOrigin } from './responses.js';
+import { readBody, writeConnectRefused, writeForeignOrigin } from './responses.js';
+import type { InFlight } from './in-flight.js';
+import { readCalls } from '../rpc/reading.js';
 
 /** What admit() decided; the answer of anything but Admitted is written already. */
 export const enum Decision {
@@ -145,7 +147,7 @@ export class Admission {
    */
   constructor(private readonly core: Core, private readonly gate: Gate | null, private readonly cors: Cors | null,
     private readonly routes: ReadonlyMap<string, OwnRoute>, private readonly trusted: TrustedProxies,
-    metrics: Metrics | null = null) {
+    metrics: Metrics | null = null, private readonly inFlight: InFlight | null = null) {
     this.bodies = gate === null || metrics === null ? null : new BodyAdmission(core, gate, metrics);
   }
 
@@ -258,11 +260,32 @@ export class Admission {
     return Decision.Refused;
   }
 
-  /** Writes the refusal decided; the answer goes to the request in hand: a HEAD gets no body (also a check's). */
+  /**
+   * Writes the refusal decided; the answer goes to the request in hand: a HEAD gets no body (also a check's).
+   * A gate's refusal of a request whose body is one JSON-RPC call echoes that call's id,
+   * as a JSON-RPC answer must (web3.js shows an empty message for an answer whose id is
+   * not its call's): the body is read first, by the one reading (rpc/reading.ts).
+   */
   private write(res: HttpResponse, req: HttpRequest, way: Way): void {
     const head = req.getMethod() === 'head';
     if (this.refusal !== null) writeCallRefusal(res, this.refusal, head, this.allow, way.check);
-    else writeRefusal(res, this.outcome, head, this.allow);
+    else if (way.messages || way.check || this.inFlight === null || req.getMethod() !== 'post' || bodyOf(req, 'POST', way) !== Body.Present) {
+      writeRefusal(res, this.outcome, head, this.allow);
+    } else {
+      const outcome = this.outcome;
+      const allow = this.allow;
+      const pending = this.inFlight.begin(res);
+      readBody(res, pending, (body) => {
+        const reading = readCalls(body);
+        const id = reading.ok ? (reading.batch ? null : reading.calls[0].id) : reading.id;
+        res.cork(() => writeRefusal(res, outcome, false, allow, id));
+        pending.finish();
+      }, () => {
+        // Past what a call's id is read from: the refusal as it is, and the rest of the body is not read.
+        res.cork(() => writeRefusal(res, outcome, false, allow, null, true));
+        pending.finish();
+      });
+    }
   }
 
   private refuse(res: HttpResponse, req: HttpRequest, outcome: RefusedOutcome): Decision {

@@ -28,6 +28,7 @@
 // than forwarded altered.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { RPC_ERRORS, RpcCode, UpstreamError } from '../errors.js';
+import { errorWithId } from '../rpc/jsonrpc.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
 import { jsonLine, tableStatus } from './responses.js';
@@ -226,12 +227,14 @@ function ownHealth(): UpstreamHealth {
 }
 
 /** What the client gets when the upstream did not answer: the status and body for each kind of failure. */
-type UpstreamFailures = Readonly<Record<UpstreamErrorKind, { readonly status: string; readonly body: Uint8Array }>>;
+type UpstreamFailures = Readonly<Record<UpstreamErrorKind, {
+  readonly status: string; readonly body: Uint8Array; readonly code: RpcCode; readonly message: string;
+}>>;
 
-/** The answers to upstream failures, encoded once; `timeoutMs` is --upstream-timeout. */
+/** The answers to upstream failures, encoded once (with id null); `timeoutMs` is --upstream-timeout. */
 function upstreamFailures(timeoutMs: number): UpstreamFailures {
   const answer = (rpcCode: RpcCode, message: string) =>
-    ({ status: tableStatus(RPC_ERRORS[rpcCode].httpStatus), body: jsonLine(rpcCode, message) });
+    ({ status: tableStatus(RPC_ERRORS[rpcCode].httpStatus), body: jsonLine(rpcCode, message), code: rpcCode, message });
   return {
     refused: answer(RpcCode.UpstreamUnavailable, 'the upstream node refused the connection'),
     reset: answer(RpcCode.UpstreamUnavailable, 'the upstream node closed the connection'),
@@ -257,9 +260,15 @@ export class UpstreamWatch {
     this.health = health ?? ownHealth();
   }
 
-  /** The status and body that tell the client why the upstream did not answer. */
-  answer(error: Error): { readonly status: string; readonly body: Uint8Array } {
-    return this.failures[classify(error)];
+  /**
+   * The status and body that tell the client why the upstream did not answer. `id`: the
+   * source text of the request's one call's id, echoed (web3.js shows an empty message for
+   * an answer with another id); null for none (a batch, a body not read), as JSON-RPC says.
+   */
+  answer(error: Error, id: string | null = null): { readonly status: string; readonly body: Uint8Array } {
+    const failure = this.failures[classify(error)];
+    if (id === null) return failure;
+    return { status: failure.status, body: new TextEncoder().encode(errorWithId(failure.code, failure.message, id) + '\n') };
   }
 
   /** The upstream did not answer: counted, and logged. */

@@ -32,6 +32,8 @@ import type { BodyAdmission, Ticket } from './body-admission.js';
 import { peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import { BodyTooLargeError, ClientGoneError, LimitRefusedError, RpcCode, ScopeRefusedError, UpstreamError } from '../errors.js';
+import { readCalls } from '../rpc/reading.js';
+import type { Reading } from '../rpc/reading.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
@@ -85,7 +87,8 @@ interface Relay {
   /** The 502 body of a split batch's answer over SPLIT_ANSWER_MAX. */
   readonly splitTooLarge: Uint8Array;
   /** The status and body that tell the client why the upstream did not answer. */
-  readonly failure: (error: Error) => { status: string; body: Uint8Array };
+  /** The answer to an upstream failure; `id`: the source text of the request's one call's id, to echo (null for none). */
+  readonly failure: (error: Error, id: string | null) => { status: string; body: Uint8Array };
   /** Called once per exchange, with what ended it (null: the whole answer was relayed). */
   readonly settle: (error: Error | null) => void;
   /** Where the calls of a body with a ticket are judged; null when there are no tokens. */
@@ -149,7 +152,7 @@ export class UpstreamProxy {
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
       splitTooLarge: jsonLine(RpcCode.UpstreamUnavailable, `the upstream node's answer to the allowed calls of a batch exceeds ` +
         `${SPLIT_ANSWER_MAX} bytes, the most api-auth merges with the refused calls' errors: send the calls the token allows apart`),
-      failure: (error) => watch.answer(error),
+      failure: (error, id) => watch.answer(error, id),
       settle: (error) => this.settled(error),
       bodies,
     };
@@ -277,6 +280,13 @@ class Exchange implements UpstreamRequest {
   private splitEncoding = '';
   private splitParts: Buffer[] = [];
   private splitBytes = 0;
+  /**
+   * Where the body starts in `bytes`, when it came in one piece and went as it came
+   * (-1 otherwise); or, for a judged body, its one call's id (`callId`). Read only for
+   * a failure's answer, to echo the call's id.
+   */
+  private bodyAt = -1;
+  private callId: string | null = null;
 
   constructor(private readonly relay: Relay, private readonly res: HttpResponse, readonly head: boolean, readonly idempotent: boolean,
     private readonly requestHead: string, private readonly allowOrigin: string) {}
@@ -307,6 +317,7 @@ class Exchange implements UpstreamRequest {
         // The common case, a body in one piece: copied once, behind the head, from uWS's
         // memory, which it reuses once this callback returns.
         this.bytes = withBody(this.requestHead, new Uint8Array(chunk));
+        this.bodyAt = this.bytes.length - chunk.byteLength;
         this.relay.dispatch(this);
         return;
       }
@@ -359,6 +370,7 @@ class Exchange implements UpstreamRequest {
     // A HEAD's answer has no body to merge a split batch's refusals into: its batch goes whole or not at all.
     const judged = this.relay.bodies!.judge(ticket, body, !this.head, 'http');
     bodyRead(this.res, judged.reading);
+    this.callId = loneCallId(judged.reading);
     const { refusal, split } = judged;
     if (refusal !== null) {
       this.closed = true;
@@ -573,7 +585,9 @@ class Exchange implements UpstreamRequest {
     } else if (error instanceof UpstreamError && error.kind === 'switched') {
       res.cork(() => res.writeStatus('502 Bad Gateway').writeHeader('Content-Type', 'application/json').end(this.relay.switched));
     } else {
-      const { status, body } = this.relay.failure(error);
+      // The one call's id, from the judged reading, or read now from a body that went as it came (rpc/reading.ts).
+      const id = this.bodyAt >= 0 ? loneCallId(readCalls(this.bytes.subarray(this.bodyAt))) : this.callId;
+      const { status, body } = this.relay.failure(error, id);
       res.cork(() => {
         res.writeStatus(status).writeHeader('Content-Type', 'application/json');
         // A page must be able to read that the node is down, not only that it was refused.
@@ -723,3 +737,7 @@ export function statusLine(code: number, message: string | undefined): string {
   return STATUS_LINES[code] ??= `${code} ${standard || ''}`;
 }
 
+/** The source text of the id of a body's one call; null for a batch, a notification, or a body that is not a call. */
+function loneCallId(reading: Reading): string | null {
+  return reading.ok ? (reading.batch ? null : reading.calls[0].id) : reading.id;
+}

@@ -43,6 +43,8 @@ export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string,
 
 interface Encoded {
   readonly status: string;
+  /** The body's text up to its id (`...,"id":`), for an answer that echoes a call's id. */
+  readonly beforeId: string;
   /**
    * The WWW-Authenticate challenge, "" for none: a 401 invites the client to present a
    * token, a 403 says the token's scope is short (RFC 6750 §3.1); a bad path is not about tokens.
@@ -59,7 +61,7 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const code = scoped ? RpcCode.InsufficientScope : Number(outcome) === Outcome.Limited ? RpcCode.ClientNotAllowed : RpcCode.InvalidRequest;
   const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message: reason })},"id":1}\n`;
   const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
-  ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body) };
+  ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body), beforeId: body.slice(0, -'1}\n'.length) };
 }
 
 /** The body of the 503 a fenced gateway answers, with what the operator should look at. */
@@ -72,23 +74,32 @@ const FENCED_REASON = 'this api-auth gateway has lost touch with its fleet (etcd
  * another gateway. The next number after the core's outcomes, so its tables skip it.
  */
 export const UNAVAILABLE = OUTCOME_NAMES.length as RefusedOutcome;
+const FENCED_BODY = `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.Unavailable, message: FENCED_REASON })},"id":1}\n`;
 ENCODED[UNAVAILABLE] = {
   status: '503 Service Unavailable',
   challenge: '',
-  body: new TextEncoder().encode(`{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.Unavailable, message: FENCED_REASON })},"id":1}\n`),
+  body: new TextEncoder().encode(FENCED_BODY),
+  beforeId: FENCED_BODY.slice(0, -'1}\n'.length),
 };
 
 /**
  * Writes the refusal for an outcome; call it corked (directly in the handler, or inside
  * res.cork). `head`: the request was HEAD, so the body's length goes out without it.
- * `allowOrigin`: the CORS origin the answer is for (cors.ts), "" for none.
+ * `allowOrigin`: the CORS origin the answer is for (cors.ts), "" for none. `id`: the id of
+ * the request's one call, to echo. `close`: the connection closes after it (the rest of
+ * the body was not read).
  */
-export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false, allowOrigin = ''): void {
+export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false, allowOrigin = '', id: string | null = null,
+  close = false): void {
   const refusal = ENCODED[outcome];
   res.writeStatus(refusal.status).writeHeader('Content-Type', 'application/json');
   if (refusal.challenge !== '') res.writeHeader('WWW-Authenticate', refusal.challenge);
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
-  endWith(res, refusal.body, head);
+  // The request's one call's id, as its source text (rpc/reading.ts): the digits the client sent.
+  // Without one (no body, a batch, a notification, a body that is not a call), the original node's id 1.
+  const body = id === null || id === '1' ? refusal.body : new TextEncoder().encode(`${refusal.beforeId}${id}}\n`);
+  if (close) res.end(body, true);
+  else endWith(res, body, head);
 }
 
 /**

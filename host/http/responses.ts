@@ -78,18 +78,22 @@ export function writeBodyTooLarge(res: HttpResponse): void {
 /**
  * Reads the request's body, up to MAX_BODY_BYTES, and hands it to `use` inside uWS's last
  * data callback: a body in one piece without a copy (`use` must be done with it when it
- * returns). One that outgrows the limit is answered 413 and the rest dropped with the
- * connection. Nothing happens once `pending` is closed (the client went away).
+ * returns). One that outgrows the limit goes to `tooLarge`: by default it is answered 413
+ * and the rest dropped with the connection. Nothing happens once `pending` is closed (the
+ * client went away).
  */
-export function readBody(res: HttpResponse, pending: Pending, use: (body: Uint8Array) => void): void {
+export function readBody(res: HttpResponse, pending: Pending, use: (body: Uint8Array) => void,
+  tooLarge: () => void = () => {
+    res.cork(() => writeBodyTooLarge(res));
+    pending.finish();
+  }): void {
   let chunks: Buffer[] | null = null;
   let size = 0;
   res.onData((chunk, isLast) => {
     if (!pending.open) return;
     size += chunk.byteLength;
     if (size > MAX_BODY_BYTES) {
-      res.cork(() => writeBodyTooLarge(res));
-      pending.finish();
+      tooLarge();
       return;
     }
     if (isLast && chunks === null) {

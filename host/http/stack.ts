@@ -82,7 +82,7 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   routes.set(LIVE_PATH, { kind: 'liveness' });
   routes.set(HEALTH_PATH, { kind: 'readiness', readiness: new ReadinessRoute(parts.upstream?.url, inFlight, parts.clock, parts.serving) });
   // One admission for the router, the check and the relay: routes is read per request, so the check's own is in it too.
-  const admission = new Admission(core, gate, cors ?? null, routes, parts.trustedProxies, metrics);
+  const admission = new Admission(core, gate, cors ?? null, routes, parts.trustedProxies, metrics, inFlight);
   // Where the calls of tokens with limits or a method scope are judged; only tokens make one.
   const bodies = admission.bodies;
   routes.set(CHECK_PATH, { kind: 'check', check: new AuthCheck(admission, inFlight) });

@@ -8,7 +8,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { JsonRpcProvider, FetchRequest, Wallet, WebSocketProvider, parseEther } from 'ethers';
-import { createPublicClient, createWalletClient, http, InvalidRequestRpcError, MethodNotSupportedRpcError, RpcRequestError, webSocket } from 'viem';
+import { createPublicClient, createWalletClient, http, InvalidRequestRpcError, LimitExceededRpcError, MethodNotSupportedRpcError, RpcRequestError, webSocket } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { HttpProvider, InvalidResponseError, ResponseError, Web3, WebSocketProvider as Web3Socket } from 'web3';
 import WebSocket from 'ws';
@@ -199,7 +199,36 @@ t.test('a token that does not open the door (401), and a node that does not answ
   t.ok(gone instanceof RpcRequestError, 'viem: RpcRequestError');
   t.match(gone, { code: -32044, status: 502 }, 'viem: the code as sent, with the status');
   t.match(await web3(orphanRoot, token).eth.getBlockNumber().then(() => null, (error: unknown) => error),
-    { statusCode: 502, cause: { code: -32044 } }, 'web3.js: ResponseError 502, the code as sent');
+    { statusCode: 502, cause: { code: -32044 }, message: 'Returned error: the upstream node refused the connection' },
+    'web3.js: ResponseError 502, the code as sent, and the reason (the answer echoes the call\'s id: with id null, web3.js showed "Returned error: ")');
+});
+
+t.test('a token past its rate (429): each library shows the reason, and ethers\' own retries of a 429', async (t) => {
+  const limited = await cliToken('--rate-limit', '1/h', '--burst', '1');
+  const reason = /^the provided auth token is past its rate limit; retry in \d+ s$/;
+  t.equal((await jsonrpc(root, 'eth_chainId', [], 1, [['Authorization', `Bearer ${limited}`]])).result, '0x539', 'the burst of 1, spent');
+
+  // ethers retries a 429 itself, up to 12 times, reading Retry-After as milliseconds; a
+  // dapp that wants the refusal at once says so with retryFunc.
+  const request = new FetchRequest(root);
+  request.setHeader('Authorization', `Bearer ${limited}`);
+  request.retryFunc = async () => false;
+  const provider = new JsonRpcProvider(request, CHAIN_ID, { staticNetwork: true, batchMaxCount: 1, cacheTimeout: -1 });
+  t.teardown(() => provider.destroy());
+  const fromEthers = await provider.getBlockNumber().then(() => null, (error: unknown) => error) as { info?: { responseBody?: string } } | null;
+  t.match(fromEthers, { code: 'SERVER_ERROR', info: { responseStatus: '429 Too Many Requests' } }, 'ethers: SERVER_ERROR 429');
+  t.match(JSON.parse(fromEthers?.info?.responseBody ?? '{}'), { error: { code: -32005, message: reason } }, 'ethers: the reason in info.responseBody');
+
+  const viem = createPublicClient({ transport: http(root, { fetchOptions: { headers: { authorization: `Bearer ${limited}` } }, retryCount: 0 }) });
+  const fromViem = await viem.getBlockNumber().then(() => null, (error: unknown) => error);
+  t.ok(fromViem instanceof LimitExceededRpcError, 'viem: LimitExceededRpcError (-32005, EIP-1474\'s limit exceeded), which viem backs off on');
+  t.match(fromViem, { code: -32005, details: reason });
+
+  const web3 = new Web3(new HttpProvider(root, { providerOptions: { headers: { authorization: `Bearer ${limited}` } } }));
+  const fromWeb3 = await web3.eth.getBlockNumber().then(() => null, (error: unknown) => error);
+  t.ok(fromWeb3 instanceof ResponseError, 'web3.js: ResponseError');
+  t.match(fromWeb3, { statusCode: 429, message: /^Returned error: the provided auth token is past its rate limit; retry in \d+ s$/ },
+    'web3.js: the reason in its message (the answer echoes the call\'s id; with id null web3.js showed "Returned error: ")');
 });
 
 /** A WebSocket with the token in its Authorization header, as a backend opens one. */
