@@ -134,7 +134,7 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		}
 		now := g.clock()
 		if g.fence != nil && !g.fence.Serving(now) {
-			refusals[unavailable].write(w)
+			g.refuse(w, r, unavailable)
 			return
 		}
 		result, err := g.checker.Authorize(headerValue(r.Header, "Authorization"), path, now.Unix())
@@ -151,9 +151,48 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		case core.Limited:
 			g.admit(w, r, next, admission{grant: result.Grant, serial: result.Serial, expiry: result.Expiry, scoped: result.Scoped, limited: true, now: now})
 		default:
-			refusals[result.Outcome].write(w)
+			g.refuse(w, r, result.Outcome)
 		}
 	})
+}
+
+// refuseReadMax is how much of a refused request's body is read for its call's id, as the
+// gateway reads (host/http/admission.ts, MAX_BODY_BYTES); past it, the refusal keeps id 1.
+const refuseReadMax = 64 * 1024
+
+// refuse writes the refusal of `outcome`. For a POST whose body is one JSON-RPC call, the
+// answer carries that call's id, as the gateway's does: the body is read first, by the one
+// reading (ReadCalls). Without one call (no body, a batch, a notification, a body that is
+// not a call, one past refuseReadMax), the original node's body with id 1.
+func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, outcome core.Outcome) {
+	refusal := &refusals[outcome]
+	if r.Method != http.MethodPost || r.ContentLength == 0 || !identityEncoding(r.Header) {
+		refusal.write(w)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, refuseReadMax+1))
+	if err != nil || len(body) > refuseReadMax {
+		// The rest of the body is not read: the connection cannot carry another request.
+		w.Header()["Connection"] = []string{"close"}
+		refusal.write(w)
+		return
+	}
+	reading := ReadCalls(body)
+	id := reading.ID
+	if reading.Problem == Readable {
+		id = ""
+		if !reading.Batch {
+			id = reading.Calls[0].ID
+		}
+	}
+	refusal.writeWithID(w, id)
+}
+
+// identityEncoding is whether the body is sent as it is (no Content-Encoding, or identity):
+// only such a body is read for its id, as the gateway reads it.
+func identityEncoding(h http.Header) bool {
+	v := headerValue(h, "Content-Encoding")
+	return v == "" || strings.EqualFold(strings.TrimSpace(v), "identity")
 }
 
 // headerValue is a header's first value as the gateway's HTTP layer (uWebSockets.js) hands

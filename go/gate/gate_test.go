@@ -582,3 +582,32 @@ func TestConnectIsRefusedInAnySpelling(t *testing.T) {
 		t.Errorf("served: %v", f.served)
 	}
 }
+
+// A refusal of a request whose body is one JSON-RPC call carries that call's id, as the
+// gateway's does (test/http/refusal-ids.test.ts); without one call, the original node's id 1.
+func TestARefusalEchoesTheCallsID(t *testing.T) {
+	f := newFixture(t)
+	invalid := func(id string) answer {
+		return answer{401, "Bearer", `{"jsonrpc":"2.0","error":{"code":-32600,"message":"the provided auth token is invalid"},"id":` + id + `}` + "\n", "application/json"}
+	}
+	cases := []struct{ name, method, body, id string }{
+		{"a string id", "POST", `{"jsonrpc":"2.0","id":"req-7","method":"eth_chainId"}`, `"req-7"`},
+		{"a number's digits as sent", "POST", `{"jsonrpc":"2.0","method":"eth_chainId","id":12345678901234567890}`, `12345678901234567890`},
+		{"an exponent as written", "POST", `{"jsonrpc":"2.0","id":1e2,"method":"eth_chainId"}`, `1e2`},
+		{"an id of null", "POST", `{"jsonrpc":"2.0","id":null,"method":"eth_chainId"}`, `null`},
+		{"a batch", "POST", `[{"jsonrpc":"2.0","id":5,"method":"eth_chainId"}]`, `1`},
+		{"a notification", "POST", `{"jsonrpc":"2.0","method":"eth_chainId"}`, `1`},
+		{"not JSON", "POST", `{"jsonrpc":"2.0","id":5,`, `1`},
+		{"two values", "POST", `{"jsonrpc":"2.0","id":5,"method":"a"}{"jsonrpc":"2.0","id":6,"method":"b"}`, `1`},
+		{"past 64 KiB", "POST", `{"jsonrpc":"2.0","id":"big","method":"eth_call","params":["` + strings.Repeat("a", 70_000) + `"]}`, `1`},
+		{"a GET", "GET", "", `1`},
+	}
+	for _, c := range cases {
+		if a := f.do(t, c.method, rpcPath, "Bearer abc", c.body); a != invalid(c.id) {
+			t.Errorf("%s: %+v, want id %s", c.name, a, c.id)
+		}
+	}
+	if a := f.do(t, "POST", "/ext/bc/%2e%2e/rpc", "Bearer "+f.token, `{"jsonrpc":"2.0","id":"p","method":"eth_chainId"}`); a.status != 400 || !strings.HasSuffix(a.body, `,"id":"p"}`+"\n") {
+		t.Errorf("a bad path: %+v", a)
+	}
+}

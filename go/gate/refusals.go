@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"api-auth/go/core"
 )
@@ -39,10 +40,16 @@ type refusal struct {
 	allow, retryAfter string
 	body              []byte
 	length            string
+	// beforeID is the body up to its id (`...,"id":`), for an answer that echoes a call's id.
+	beforeID string
 }
 
 func newRefusal(status int, challenge string, body string) refusal {
-	return refusal{status: status, challenge: challenge, body: []byte(body), length: strconv.Itoa(len(body))}
+	r := refusal{status: status, challenge: challenge, body: []byte(body), length: strconv.Itoa(len(body))}
+	if strings.HasSuffix(body, `"id":1}`+"\n") {
+		r.beforeID = body[:len(body)-len("1}\n")]
+	}
+	return r
 }
 
 // rpcError is the gateway's JSON-RPC error line: {"jsonrpc":"2.0","error":{"code","message"},"id":<idJSON>}.
@@ -167,6 +174,19 @@ func writeJSON(w http.ResponseWriter, status int, challenge, body string) {
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	io.WriteString(w, body)
+}
+
+// writeWithID writes the refusal with `id` (a call's id as its source text) in place of
+// the original node's id 1; as write when id is "" or "1", or the refusal has no id to replace.
+func (r *refusal) writeWithID(w http.ResponseWriter, id string) {
+	if id == "" || id == "1" || r.beforeID == "" {
+		r.write(w)
+		return
+	}
+	withID := *r
+	withID.body = []byte(r.beforeID + id + "}\n")
+	withID.length = strconv.Itoa(len(withID.body))
+	withID.write(w)
 }
 
 func (r *refusal) write(w http.ResponseWriter) {
