@@ -138,12 +138,15 @@ t.test('the core the Go module embeds is the one npm run build made, and its SHA
 if (GO === undefined) {
   t.fail('Go is not installed: install Go 1.26 (as .ci/run does); go test and the Go fleet test cannot run without it');
 } else {
-  t.test('go/ is gofmt-clean and vet-clean, and go test ./... passes: the vectors on both builds, the gate, the follower on etcd', async (t) => {
+  t.test('go/ is gofmt-clean, vet-clean and staticcheck-clean, and go test ./... passes: the vectors on both builds, the gate, the follower on etcd', async (t) => {
     const gofmt = await new Promise<Run>((done) => execFile(join(dirname(GO!), 'gofmt'), ['-l', '.'], { cwd: MODULE }, (error, stdout, stderr) =>
       done({ code: error ? 1 : 0, stdout, stderr })));
     t.equal(gofmt.stdout, '', 'gofmt -l lists no file');
     const vet = await go(['vet', './...']);
     t.equal(vet.code, 0, 'go vet ./...', { stderr: vet.stderr });
+    // staticcheck, pinned as a tool of the module (go.mod's tool directive, go.sum).
+    const staticcheck = await go(['tool', 'staticcheck', './...']);
+    t.equal(staticcheck.code, 0, 'go tool staticcheck ./... finds nothing', { output: staticcheck.stdout + staticcheck.stderr });
     const test = await go(['test', '-count=1', '-v', './...']);
     t.equal(test.code, 0, 'go test ./...', { output: test.stdout.split('\n').filter((l) => /FAIL|panic|_test\.go/.test(l)).slice(0, 40).join('\n') + test.stderr });
     for (const pkg of ['core', 'gate', 'fleet']) t.match(test.stdout, new RegExp(`^ok\\s+api-auth/go/${pkg}\\s`, 'm'), `go/${pkg} passed`);
