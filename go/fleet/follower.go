@@ -13,12 +13,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"api-auth/go/core"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -81,6 +83,8 @@ type Follower struct {
 	hasGen     bool
 	fresh      bool
 	served     bool
+	// limitShare is the G last handed to the core (0 before the first).
+	limitShare uint32
 }
 
 // Join connects to the fleet and returns once this node holds the whole state and serves,
@@ -241,6 +245,16 @@ func (f *Follower) session(parent context.Context) error {
 		return err
 	}
 	f.fresh = false
+	// The members that enforce a share of each token's limits, this node among them: G,
+	// which the gateways count too (host/cluster/membership.ts), handed to the core.
+	own := strconv.FormatInt(int64(leaseID), 16)
+	sharing := map[string]bool{own: true}
+	for _, kv := range snapshot.Kvs {
+		f.member(sharing, strings.TrimPrefix(string(kv.Key), f.prefix), kv)
+	}
+	if err := f.share(sharing); err != nil {
+		return err
+	}
 	watch := f.client.Watch(clientv3.WithRequireLeader(ctx), f.prefix, clientv3.WithPrefix(), clientv3.WithRev(revision+1))
 	memberKey := f.prefix + MemberName(int64(leaseID))
 	put, err := f.unary(ctx, func(c context.Context) (any, error) {
@@ -299,6 +313,16 @@ func (f *Follower) session(parent context.Context) error {
 			for _, ev := range res.Events {
 				name := strings.TrimPrefix(string(ev.Kv.Key), f.prefix)
 				if strings.HasPrefix(name, "members/") {
+					if ev.Type == clientv3.EventTypeDelete {
+						if lease := name[len("members/"):]; lease != own {
+							delete(sharing, lease)
+						}
+					} else {
+						f.member(sharing, name, ev.Kv)
+					}
+					if err := f.share(sharing); err != nil {
+						return err
+					}
 					continue
 				}
 				state = true
@@ -320,6 +344,39 @@ func (f *Follower) session(parent context.Context) error {
 			}
 		}
 	}
+}
+
+// member notes one member key of the fleet in `sharing` (lease -> enforces its share):
+// only a key bound to its own lease is a member, as the gateways count them; another key
+// is left out (a gateway warns of it).
+func (f *Follower) member(sharing map[string]bool, name string, kv *mvccpb.KeyValue) {
+	if !strings.HasPrefix(name, "members/") || kv.Lease == 0 || strconv.FormatInt(kv.Lease, 16) != name[len("members/"):] {
+		return
+	}
+	c, err := Decode(name, kv.Value)
+	if err != nil || c.Member == nil {
+		return
+	}
+	if c.Member.SharesLimits() {
+		sharing[c.Member.Lease] = true
+	} else {
+		delete(sharing, c.Member.Lease)
+	}
+}
+
+// share hands the core G, the members that enforce a share of each token's limits, when
+// it changed: each then lets through rate / G and burst / G (rounded up).
+func (f *Follower) share(sharing map[string]bool) error {
+	g := uint32(len(sharing))
+	if g == f.limitShare {
+		return nil
+	}
+	if err := f.owner.SetLimitShare(g); err != nil {
+		return &Error{"FLEET_CORE", "cannot set the limit share: " + err.Error()}
+	}
+	f.limitShare = g
+	f.log.Debug("limit share", "members", g)
+	return nil
 }
 
 // unary is one etcd call, bounded by the lease time: an answer later than that is no

@@ -214,8 +214,8 @@ func TestTheMemberKeyIsOneAGatewayReads(t *testing.T) {
 		t.Errorf("the member key %s is not members/<its lease in hex> under its lease %x", kv.Key, kv.Lease)
 	}
 	var v map[string]any
-	if err := json.Unmarshal(kv.Value, &v); err != nil || len(v) != 2 || v["applied"] == nil || v["follower"] != true {
-		t.Errorf("the member value %s is not {\"applied\": N, \"follower\": true}", kv.Value)
+	if err := json.Unmarshal(kv.Value, &v); err != nil || len(v) != 3 || v["applied"] == nil || v["follower"] != true || v["limitShare"] != true {
+		t.Errorf("the member value %s is not {\"applied\": N, \"follower\": true, \"limitShare\": true}", kv.Value)
 	}
 	f.Close()
 	// Leaving gives the lease back: no writer waits for a node that left.

@@ -47,12 +47,19 @@ type Revoked struct {
 }
 
 // Member is a live member's key (members/<lease id, hex>), the highest revision of a
-// state change it holds, and whether it is a follower (it never writes).
+// state change it holds, whether it is a follower (it never writes), and whether, as a
+// follower, it enforces its share of each token's limits (rate / G, burst / G), so that
+// the gateways count it in G.
 type Member struct {
-	Lease    string `json:"lease"`
-	Applied  int64  `json:"applied"`
-	Follower bool   `json:"follower"`
+	Lease      string `json:"lease"`
+	Applied    int64  `json:"applied"`
+	Follower   bool   `json:"follower"`
+	LimitShare bool   `json:"limitShare"`
 }
+
+// SharesLimits is whether the member enforces its share of each token's limits: every
+// gateway, and a follower that says so; G is the number of such members.
+func (m Member) SharesLimits() bool { return !m.Follower || m.LimitShare }
 
 // Widths of the zero-padded numbers in keys, so that etcd's key order is their order.
 const (
@@ -125,14 +132,15 @@ func Decode(name string, value []byte) (Change, error) {
 		}
 	case strings.HasPrefix(name, "members/"):
 		var v struct {
-			Applied  *int64
-			Follower bool
+			Applied    *int64
+			Follower   bool
+			LimitShare bool `json:"limitShare"`
 		}
 		if err = json.Unmarshal(value, &v); err == nil && v.Applied == nil {
 			err = fmt.Errorf("member %s publishes no applied revision", name[8:])
 		}
 		if err == nil {
-			c.Member = &Member{name[8:], *v.Applied, v.Follower}
+			c.Member = &Member{name[8:], *v.Applied, v.Follower, v.LimitShare}
 		}
 	case strings.HasPrefix(name, "tokens/"):
 		c.Ignored = true
@@ -149,7 +157,7 @@ func Decode(name string, value []byte) (Change, error) {
 // change it has applied, which the writers' barrier waits for, and that it is a follower,
 // which never writes and so never tidies the fleet's expired keys.
 func MemberValue(applied int64) []byte {
-	return append(strconv.AppendInt([]byte(`{"applied":`), applied, 10), `,"follower":true}`...)
+	return append(strconv.AppendInt([]byte(`{"applied":`), applied, 10), `,"follower":true,"limitShare":true}`...)
 }
 
 // MemberName is the key (without the prefix) of the member holding lease id.

@@ -180,7 +180,7 @@ export class Fleet implements Ledger {
         case 'block': blocks.push(value); break;
         case 'revoked': revoked.push([value.serial, value.expiry]); break;
         case 'token': this.tokenEntries.set(value.entry.serial, value.entry); break;
-        case 'member': membership.setMember(full, value.applied, value.follower, String(kv.lease)); break;
+        case 'member': membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare); break;
         case 'other': break;
       }
     }
@@ -278,7 +278,7 @@ export class Fleet implements Ledger {
       if (type === 'Put') {
         const value = fleetValue(this.keys, full, kv.value.toString('utf8'));
         switch (value.kind) {
-          case 'member': membership.setMember(full, value.applied, value.follower, String(kv.lease)); break;
+          case 'member': membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare); break;
           case 'key': this.applyKey(value.key); break;
           case 'password': this.applyPassword(value, String(kv.mod_revision)); break;
           case 'grant': this.applyGrant(value.id, value.entries); break;

@@ -76,7 +76,7 @@ export type FleetValue =
   | { readonly kind: 'block'; readonly start: number; readonly end: number; readonly bound: number }
   | { readonly kind: 'revoked'; readonly serial: number; readonly expiry: number }
   | { readonly kind: 'token'; readonly entry: InventoryEntry }
-  | { readonly kind: 'member'; readonly applied: number; readonly follower: boolean }
+  | { readonly kind: 'member'; readonly applied: number; readonly follower: boolean; readonly limitShare: boolean }
   | { readonly kind: 'other' };
 
 const NUMBERED = { 'grants/': 'grant', 'blocks/': 'block', 'revoked/': 'revoked', 'tokens/': 'token' } as const;
@@ -131,8 +131,11 @@ export function fleetValue(keys: FleetKeys, full: string, value: string): FleetV
     }
     case 'member': {
       const v = object(value, bad);
-      if (!count(v.applied) || !(v.follower === undefined || typeof v.follower === 'boolean')) throw bad('it is not {"applied"} or {"applied", "follower"}');
-      return { kind: 'member', applied: v.applied, follower: v.follower === true };
+      if (!count(v.applied) || !(v.follower === undefined || typeof v.follower === 'boolean') ||
+        !(v.limitShare === undefined || typeof v.limitShare === 'boolean')) {
+        throw bad('it is not {"applied"}, or {"applied", "follower", "limitShare"}');
+      }
+      return { kind: 'member', applied: v.applied, follower: v.follower === true, limitShare: v.limitShare === true };
     }
     case 'other':
       return key;

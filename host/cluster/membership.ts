@@ -38,8 +38,14 @@ export class Membership {
   /** Members that only follow (docs/fleet-keys.md): they never write, so they never tidy. */
   readonly followers = new Set<string>();
   /**
-   * Called with the number of live members that enforce token limits (every member but
-   * followers) whenever it changes: each then takes its share of every token's rate.
+   * Followers that do not enforce a share of each token's limits (an older Go node, which
+   * enforces each token's whole rate): left out of G.
+   */
+  private readonly unshared = new Set<string>();
+  /**
+   * Called with the number of live members that enforce token limits (every gateway, and
+   * the followers that say `"limitShare": true`) whenever it changes: each then takes its
+   * share of every token's rate.
    */
   onGateways: ((count: number) => void) | null = null;
   /**
@@ -130,7 +136,7 @@ export class Membership {
    * lease holds a live lease (etcd deletes it with its lease), so only a key whose lease
    * is none, or not the one its name holds, is not a member.
    */
-  setMember(key: string, applied: number, follower: boolean, lease: string): void {
+  setMember(key: string, applied: number, follower: boolean, lease: string, limitShare = false): void {
     if (lease === '0' || key !== this.keys.member(BigInt(lease).toString(16))) {
       this.dropMember(key);
       this.ignored.add(key);
@@ -145,6 +151,8 @@ export class Membership {
     this.members.set(key, applied);
     if (follower) this.followers.add(key);
     else this.followers.delete(key);
+    if (follower && !limitShare) this.unshared.add(key);
+    else this.unshared.delete(key);
     this.countGateways();
   }
 
@@ -153,6 +161,7 @@ export class Membership {
     this.ignored.delete(key);
     this.members.delete(key);
     this.followers.delete(key);
+    this.unshared.delete(key);
     this.countGateways();
   }
 
@@ -161,10 +170,11 @@ export class Membership {
     this.ignored.clear();
     this.members.clear();
     this.followers.clear();
+    this.unshared.clear();
   }
 
   private countGateways(): void {
-    const count = this.members.size - this.followers.size;
+    const count = this.members.size - this.unshared.size;
     if (count === this.gateways) return;
     this.gateways = count;
     this.onGateways?.(count);

@@ -266,6 +266,34 @@ if (GO === undefined) {
     for (const line of node.stdout().split('\n').filter((l) => l !== '')) t.doesNotThrow(() => JSON.parse(line), 'a JSON line');
   });
 
+  t.test('a Go node takes its share of each token\'s limits, and the gateways count it in G', async (t) => {
+    const etcd = await startEtcd(t);
+    const password = randomPassword();
+    const passwordFile = join(tempDir(t), 'password');
+    writeFileSync(passwordFile, password, { mode: 0o600 });
+    const gateway: Gateway = await startGateway(t, etcd, passwordFile, GATEWAY_LEASE);
+    const node = await startNode(t, etcd);
+    const scraper = await newToken(gateway.url, password, ['/ext/metrics']);
+    const members = async (): Promise<string> =>
+      /^api_auth_fleet_members (\d+)$/m.exec((await request(gateway.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${scraper}`]] })).text)?.[1] ?? '';
+    // The gateway's watch delivers the Go node's member key: an order of events, polled.
+    while (await members() !== '2') await new Promise((resolve) => setTimeout(resolve, 50));
+    const made = await jsonrpc(`${gateway.url}/ext/auth`, 'auth.newToken', { password, endpoints: [INFO], rateLimit: '1/h', burst: 4 });
+    const token = made.result.token as string;
+    // G = 2: each member lets through ceil(4 / 2) = 2 of the burst, and the third is 429.
+    const through = async (base: string): Promise<number[]> => {
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) statuses.push((await post(base, INFO, `Bearer ${token}`)).status);
+      return statuses;
+    };
+    t.same(await through(node.url), [200, 200, 429], 'the Go node: its half of the burst, then 429 (it enforced the whole burst before)');
+    t.same(await through(gateway.url), [200, 200, 429], 'the gateway: its half too (it left the Go node out of G before)');
+    const keys = await fleetKeys(etcd);
+    const nodeKey = Object.entries(keys).find(([name, value]) => name.startsWith('members/') && value.includes('"follower":true'));
+    t.match(JSON.parse(nodeKey?.[1] ?? '{}'), { follower: true, limitShare: true }, 'the Go node says it enforces its share (docs/fleet-keys.md)');
+    await node.stop();
+  });
+
   t.test('a Go node never tidies: with its member key the lowest, a gateway still deletes what expired', async (t) => {
     // A fleet for the node to follow, seeded as its first gateway would seed it, with a
     // record whose checks cost next to nothing: this test is about the clean-up.
