@@ -254,7 +254,14 @@ function processMetrics(registry: Prometheus.Registry): void {
   const total = new Counter({ name: 'process_cpu_seconds_total', help: 'Total user and system CPU time spent in seconds.', registers });
   const config = { eventLoopMonitoringPrecision: 10, register: registry };
   for (const name of DEFAULT_METRICS) (require(`prom-client/lib/metrics/${name}`) as DefaultMetric)(registry, config);
+  // Gauges named as counters, which `promtool check metrics` refuses (a name ending in
+  // _total is a counter's); each is the sum of its by-type gauge, which stays:
+  // sum(nodejs_active_handles) is nodejs_active_handles_total.
+  for (const name of MISNAMED_GAUGES) registry.removeSingleMetric(name);
 }
+
+/** prom-client's gauges whose names end in _total (nodejs_active_resources_total only where Node has getActiveResourcesInfo). */
+const MISNAMED_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 /** `values[i]` as the series of `names[i]`. */
 function labelled(counter: Counter, label: string, names: readonly string[], values: Float64Array): void {
