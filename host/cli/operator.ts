@@ -15,7 +15,7 @@ import { parseDuration } from '../duration.js';
 import { reason, whyUnreadable } from '../pem.js';
 import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
 import { nonEmpty, readArgs } from './args.js';
-import { expandMethodSets } from './method-sets.js';
+import { expandMethodSets } from '../method-sets.js';
 import type { FlagKinds } from './args.js';
 
 export const DEFAULT_URI = 'http://127.0.0.1:9650';

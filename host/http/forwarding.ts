@@ -29,7 +29,9 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { RPC_ERRORS, RpcCode, UpstreamError } from '../errors.js';
 import type { Logger } from '../ops/log.js';
-import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
+import { responseReason, UPSTREAM_ERROR_KINDS } from '../ops/metrics.js';
+import type { Metrics, ResponseReason, UpstreamErrorKind } from '../ops/metrics.js';
+import { refusedFor } from './counted-response.js';
 import { jsonLine, tableStatus } from './responses.js';
 
 /** Hop-by-hop fields (RFC 9110 §7.6.1): never forwarded, either way. */
@@ -240,6 +242,10 @@ function upstreamFailures(timeoutMs: number): UpstreamFailures {
   };
 }
 
+/** The metrics' reason of an answer for each kind of upstream failure. */
+const UPSTREAM_REASONS = Object.fromEntries(UPSTREAM_ERROR_KINDS.map((kind) => [kind, responseReason(`upstream ${kind}`)])) as
+  Readonly<Record<UpstreamErrorKind, ResponseReason>>;
+
 /**
  * The upstream's failures as the client, the metrics and the log see them, for every
  * exchange and handshake of one thread: each failure counted by kind, and logged as a
@@ -257,9 +263,11 @@ export class UpstreamWatch {
     this.health = health ?? ownHealth();
   }
 
-  /** The status and body that tell the client why the upstream did not answer. */
-  answer(error: Error): { readonly status: string; readonly body: Uint8Array } {
-    return this.failures[classify(error)];
+  /** The status and body that tell the client why the upstream did not answer; `res`, the answer they go on, is counted so. */
+  answer(error: Error, res: HttpResponse): { readonly status: string; readonly body: Uint8Array } {
+    const kind = classify(error);
+    refusedFor(res, UPSTREAM_REASONS[kind]);
+    return this.failures[kind];
   }
 
   /** The upstream did not answer: counted, and logged. */
