@@ -5,7 +5,7 @@ import type { Test } from 'tap';
 import { WebSocketServer } from 'ws';
 import { newToken } from './auth.js';
 import { jsonrpc, postJson, request, rpc } from './http.js';
-import { startServer, type Server } from './server.js';
+import { startServer } from './server.js';
 import { startUpstream } from './upstream.js';
 import { openClient, wsUrl } from './ws-upstream.js';
 
@@ -28,7 +28,7 @@ export async function scrapeText(base: string, token?: string, path = '/ext/metr
 }
 
 export interface BusyGateway {
-  readonly server: Server;
+  readonly server: { readonly url: string; readonly password: string };
   readonly metricsToken: string;
   /** The scrape after the traffic. */
   readonly text: string;
@@ -37,8 +37,14 @@ export interface BusyGateway {
 const WS_PATH = '/ext/bc/C/ws';
 const RPC_PATH = '/ext/bc/C/rpc';
 
-/** Starts an upstream and a gateway in front of it (`args` added), sends it every kind of traffic, and scrapes it. */
-export async function busyGateway(t: Test, args: readonly string[] = []): Promise<BusyGateway> {
+/** A gateway started in front of `upstream` (its URL): where it listens, and its service password. */
+export type StartGateway = (upstream: string) => Promise<{ readonly url: string; readonly password: string }>;
+
+/**
+ * Starts an upstream and a gateway in front of it (by `start`; by default one on a data
+ * folder), sends it every kind of traffic, and scrapes it.
+ */
+export async function busyGateway(t: Test, start?: StartGateway): Promise<BusyGateway> {
   const upstream = await startUpstream(t, () => (_req, res, body) => {
     res.setHeader('Content-Type', 'application/json');
     const call = JSON.parse(body.toString('utf8') || '{}') as { id?: unknown };
@@ -50,7 +56,7 @@ export async function busyGateway(t: Test, args: readonly string[] = []): Promis
     socket.send(JSON.stringify({ jsonrpc: '2.0', id: call.id, result: '0xa86a' }));
   }));
   t.teardown(() => sockets.close());
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, ...args] });
+  const server = await (start ?? ((url) => startServer(t, { cheapChecks: true, args: ['--upstream', url] })))(upstream.url);
   const metricsToken = await newToken(server.url, server.password, ['/ext/metrics']);
   const plain = await newToken(server.url, server.password, [RPC_PATH, WS_PATH]);
   const scoped = await jsonrpc(`${server.url}/ext/auth`, 'auth.newToken',
