@@ -35,6 +35,8 @@ command -v curl >/dev/null || packages+=(curl)
 command -v jq >/dev/null || packages+=(jq)
 # etcd, started on loopback ports by the fleet's tests (test/fleet/fleet.test.ts).
 command -v etcd >/dev/null || packages+=(etcd-server)
+# promtool, Prometheus's linter, run on /ext/metrics (test/http/metrics-promtool.test.ts).
+command -v promtool >/dev/null || packages+=(prometheus)
 # Go, for go/ (test/fleet/go.test.ts): any go to start from (Debian's golang-go, 1.19 on Debian 12).
 command -v go >/dev/null || packages+=(golang-go)
 if [ "${#packages[@]}" -gt 0 ]; then

@@ -19,7 +19,7 @@ import { readCommand } from './flags.js';
 import { CONFIG_FILE, expandHome, unknownEnvironment } from './sources.js';
 import type { Environment } from './sources.js';
 import { resolveServerOptions } from '../options.js';
-import { collapseMethodSets, expandMethodSets } from './method-sets.js';
+import { collapseMethodSets, expandMethodSets } from '../method-sets.js';
 import type { FlagKinds } from './args.js';
 
 export const DEFAULT_URI = 'http://127.0.0.1:9650';

@@ -18,18 +18,18 @@ import type { HttpRequest, HttpResponse, RecognizedString, us_socket_context_t }
 import type { Clock } from '../clock.js';
 import { Outcome } from '../core/core.js';
 import type { LineWriter } from '../ops/line-writer.js';
+import type { Metrics } from '../ops/metrics.js';
 import { readCalls } from '../rpc/reading.js';
 import type { Reading } from '../rpc/reading.js';
 import { Decision } from './admission.js';
 import type { Admission } from './admission.js';
 import { clientAddress } from './client-address.js';
+import { CountedResponse } from './counted-response.js';
 import type { TrustedProxies } from './client-address.js';
 import { HEALTH_PATH, LIVE_PATH } from './paths.js';
 
 /** Load balancers ask these every few seconds: no line for them. */
 const NOT_LOGGED = new Set(['/ext/health', HEALTH_PATH, LIVE_PATH]);
-/** The status of an answer its client did not wait for (nginx's "client closed request"). */
-export const CLIENT_GONE = 499;
 /** Methods a line names at most for a batch; `calls` counts them all. */
 export const MAX_METHODS = 16;
 /** Characters of a method name a line keeps. */
@@ -43,7 +43,6 @@ const BEARER_LENGTH = 7;
 /** A token's text: 76 characters of base64url, its serial in bytes 5 to 13 (README, Tokens), which the first 20 characters hold. */
 const TOKEN_LENGTH = 76;
 const SERIAL_CHARACTERS = 20;
-const latin1 = new TextDecoder('latin1');
 
 /** One thread's access log. */
 export class AccessLog {
@@ -60,12 +59,12 @@ export class AccessLog {
    * checked. `clock`: the lines' time.
    */
   constructor(private readonly writer: LineWriter, private readonly trusted: TrustedProxies, private readonly clock: Clock,
-    readonly open: ((path: string) => boolean) | null) {}
+    readonly open: ((path: string) => boolean) | null, private readonly metrics: Metrics) {}
 
-  /** The response to answer `req` through: `res` itself for a path not logged. Call it first in the uWS handler. */
+  /** The response to answer `req` through, counted (counted-response.ts), and logged but for a path not logged. Call it first in the uWS handler. */
   watch(res: HttpResponse, req: HttpRequest, method: string, path: string): HttpResponse {
-    if (NOT_LOGGED.has(path)) return res;
-    const logged = new LoggedResponse(this, res, method, path, this.clock());
+    if (NOT_LOGGED.has(path)) return new CountedResponse(res, this.metrics);
+    const logged = new LoggedResponse(this, res, this.metrics, method, path, this.clock());
     // Through the logged response, whose peer address the proxy's headers then reuse.
     logged.client = clientAddress(logged, req, this.trusted);
     return logged;
@@ -89,12 +88,10 @@ export interface SessionCounts {
   readonly bytesOut: number;
 }
 
-/** A response whose request is logged once answered; every call goes on to the uWS response. */
-export class LoggedResponse implements HttpResponse {
-  [key: string]: unknown;
+/** A response whose request is logged once answered, and counted as every response is (counted-response.ts). */
+export class LoggedResponse extends CountedResponse {
   private readonly start = performance.now();
   private duration = 0;
-  private status = 200;
   private upstream: number | null = null;
   private token: string | null = null;
   private methods: string[] | null = null;
@@ -110,8 +107,10 @@ export class LoggedResponse implements HttpResponse {
   /** The client's address, set right after the response is made. */
   client = '';
 
-  constructor(private readonly log: AccessLog, private readonly res: HttpResponse, private readonly method: string,
-    private readonly path: string, private readonly time: number) {}
+  constructor(private readonly log: AccessLog, res: HttpResponse, metrics: Metrics, private readonly method: string,
+    private readonly path: string, private readonly time: number) {
+    super(res, metrics);
+  }
 
   /**
    * The line, its fields in their order. Written out rather than an object given to
@@ -176,39 +175,26 @@ export class LoggedResponse implements HttpResponse {
 
   // HttpResponse, noting what the line needs.
 
-  writeStatus(status: RecognizedString): HttpResponse {
-    this.status = parseInt(typeof status === 'string' ? status : latin1.decode(status).slice(0, 3), 10);
-    this.res.writeStatus(status);
-    return this;
-  }
-
-  write(chunk: RecognizedString): boolean {
+  override write(chunk: RecognizedString): boolean {
     this.sent(chunk);
-    return this.res.write(chunk);
+    return super.write(chunk);
   }
 
-  // uWS takes an argument passed as undefined for one given (endWithoutBody(undefined,
-  // undefined) never ends the response): only the arguments the caller gave go on.
-
-  end(body?: RecognizedString, closeConnection?: boolean): HttpResponse {
+  override end(body?: RecognizedString, closeConnection?: boolean): HttpResponse {
     this.sent(body);
-    if (closeConnection !== undefined) this.res.end(body, closeConnection);
-    else if (body !== undefined) this.res.end(body);
-    else this.res.end();
+    super.end(body, closeConnection);
     this.finish();
     return this;
   }
 
-  endWithoutBody(reportedContentLength?: number, closeConnection?: boolean): HttpResponse {
-    if (closeConnection !== undefined) this.res.endWithoutBody(reportedContentLength, closeConnection);
-    else if (reportedContentLength !== undefined) this.res.endWithoutBody(reportedContentLength);
-    else this.res.endWithoutBody();
+  override endWithoutBody(reportedContentLength?: number, closeConnection?: boolean): HttpResponse {
+    super.endWithoutBody(reportedContentLength, closeConnection);
     this.finish();
     return this;
   }
 
-  tryEnd(fullBodyOrChunk: RecognizedString, totalSize: number): [boolean, boolean] {
-    const result = this.res.tryEnd(fullBodyOrChunk, totalSize);
+  override tryEnd(fullBodyOrChunk: RecognizedString, totalSize: number): [boolean, boolean] {
+    const result = super.tryEnd(fullBodyOrChunk, totalSize);
     if (result[1]) {
       this.bytesOut = totalSize;
       this.finish();
@@ -216,27 +202,25 @@ export class LoggedResponse implements HttpResponse {
     return result;
   }
 
-  close(): HttpResponse {
+  override close(): HttpResponse {
     // Cut: what went of the body is what uWS wrote of it.
     if (!this.done) this.bytesOut = this.res.getWriteOffset();
-    this.res.close();
+    super.close();
     this.finish();
     return this;
   }
 
-  onAborted(handler: () => void): HttpResponse {
-    this.res.onAborted(() => {
-      if (!this.done && this.session === null) {
-        this.status = CLIENT_GONE;
-        this.finish();
-      }
+  override onAborted(handler: () => void): HttpResponse {
+    // The status is CLIENT_GONE by then (counted-response.ts), unless the answer was whole.
+    super.onAborted(() => {
+      if (!this.done && this.session === null) this.finish();
       handler();
     });
     return this;
   }
 
-  onData(handler: (chunk: ArrayBuffer, isLast: boolean) => void): HttpResponse {
-    this.res.onData((chunk, isLast) => {
+  override onData(handler: (chunk: ArrayBuffer, isLast: boolean) => void): HttpResponse {
+    super.onData((chunk, isLast) => {
       // A body in one piece that nothing else reads (its token has neither limits nor a
       // scope): its methods, for the line, by the same reading as the admission's.
       if (this.readsBody && this.bytesIn === 0 && isLast && chunk.byteLength <= MAX_READ) this.bodyRead(readCalls(new Uint8Array(chunk)));
@@ -246,58 +230,18 @@ export class LoggedResponse implements HttpResponse {
     return this;
   }
 
-  upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString,
+  override upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString,
     secWebSocketExtensions: RecognizedString, context: us_socket_context_t): void {
     // The upstream accepted (the relay upgrades only then): the line waits for the session's end.
-    this.status = 101;
     this.upstream = 101;
     this.session = { messagesIn: 0, messagesOut: 0, bytesIn: 0, bytesOut: 0 };
-    this.res.upgrade(userData, secWebSocketKey, secWebSocketProtocol, secWebSocketExtensions, context);
-  }
-
-  writeHeader(key: RecognizedString, value: RecognizedString): HttpResponse {
-    this.res.writeHeader(key, value);
-    return this;
-  }
-
-  cork(cb: () => void): HttpResponse {
-    this.res.cork(cb);
-    return this;
-  }
-
-  onWritable(handler: (offset: number) => boolean): HttpResponse {
-    this.res.onWritable(handler);
-    return this;
-  }
-
-  pause(): void {
-    this.res.pause();
-  }
-
-  resume(): void {
-    this.res.resume();
-  }
-
-  getWriteOffset(): number {
-    return this.res.getWriteOffset();
+    super.upgrade(userData, secWebSocketKey, secWebSocketProtocol, secWebSocketExtensions, context);
   }
 
   /** Read only, by every caller (client-address.ts): the same buffer serves them all. */
-  getRemoteAddress(): ArrayBuffer {
-    this.peer ??= this.res.getRemoteAddress();
+  override getRemoteAddress(): ArrayBuffer {
+    this.peer ??= super.getRemoteAddress();
     return this.peer;
-  }
-
-  getRemoteAddressAsText(): ArrayBuffer {
-    return this.res.getRemoteAddressAsText();
-  }
-
-  getProxiedRemoteAddress(): ArrayBuffer {
-    return this.res.getProxiedRemoteAddress();
-  }
-
-  getProxiedRemoteAddressAsText(): ArrayBuffer {
-    return this.res.getProxiedRemoteAddressAsText();
   }
 
   /** The reading of the request's body (rpc/reading.ts): its calls and their methods, when it could be read. */

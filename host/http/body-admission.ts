@@ -10,7 +10,7 @@
 // as they come, and their usage counts requests (a WebSocket message, its calls).
 import { ADMIT_OK } from '../core/core.js';
 import type { Core } from '../core/core.js';
-import { LIMIT_REFUSALS } from '../ops/metrics.js';
+import { LIMIT_REFUSALS, methodLabel } from '../ops/metrics.js';
 import type { Metrics, ScopeVia } from '../ops/metrics.js';
 import { readCalls } from '../rpc/reading.js';
 import type { Read, Reading } from '../rpc/reading.js';
@@ -59,6 +59,10 @@ export class BodyAdmission {
   judge(ticket: Ticket, body: Uint8Array, split: boolean, via: ScopeVia): Judged {
     const reading = readCalls(body);
     if (!reading.ok) return { reading, refusal: this.unreadable(ticket, reading.problem, reading.at, reading.id, via), split: null };
+    // Counted from this reading, the one the judgement is made on.
+    const calls = reading.calls;
+    const counts = this.metrics.rpcCalls;
+    for (let i = 0; i < calls.length; i++) counts[methodLabel(calls[i].method)]++;
     return this.judgeCalls(ticket, reading, split, via);
   }
 

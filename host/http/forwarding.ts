@@ -30,7 +30,9 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { RPC_ERRORS, RpcCode, UpstreamError } from '../errors.js';
 import { errorWithId } from '../rpc/jsonrpc.js';
 import type { Logger } from '../ops/log.js';
-import type { Metrics, UpstreamErrorKind } from '../ops/metrics.js';
+import { responseReason, UPSTREAM_ERROR_KINDS } from '../ops/metrics.js';
+import type { Metrics, ResponseReason, UpstreamErrorKind } from '../ops/metrics.js';
+import { refusedFor } from './counted-response.js';
 import { jsonLine, tableStatus } from './responses.js';
 
 /** Hop-by-hop fields (RFC 9110 §7.6.1): never forwarded, either way. */
@@ -243,6 +245,10 @@ function upstreamFailures(timeoutMs: number): UpstreamFailures {
   };
 }
 
+/** The metrics' reason of an answer for each kind of upstream failure. */
+const UPSTREAM_REASONS = Object.fromEntries(UPSTREAM_ERROR_KINDS.map((kind) => [kind, responseReason(`upstream ${kind}`)])) as
+  Readonly<Record<UpstreamErrorKind, ResponseReason>>;
+
 /**
  * The upstream's failures as the client, the metrics and the log see them, for every
  * exchange and handshake of one thread: each failure counted by kind, and logged as a
@@ -261,12 +267,15 @@ export class UpstreamWatch {
   }
 
   /**
-   * The status and body that tell the client why the upstream did not answer. `id`: the
-   * source text of the request's one call's id, echoed (web3.js shows an empty message for
-   * an answer with another id); null for none (a batch, a body not read), as JSON-RPC says.
+   * The status and body that tell the client why the upstream did not answer; `res`, the
+   * answer they go on, is counted so. `id`: the source text of the request's one call's id,
+   * echoed (web3.js shows an empty message for an answer with another id); null for none
+   * (a batch, a body not read), as JSON-RPC says.
    */
-  answer(error: Error, id: string | null = null): { readonly status: string; readonly body: Uint8Array } {
-    const failure = this.failures[classify(error)];
+  answer(error: Error, res: HttpResponse, id: string | null = null): { readonly status: string; readonly body: Uint8Array } {
+    const kind = classify(error);
+    refusedFor(res, UPSTREAM_REASONS[kind]);
+    const failure = this.failures[kind];
     if (id === null) return failure;
     return { status: failure.status, body: new TextEncoder().encode(errorWithId(failure.code, failure.message, id) + '\n') };
   }

@@ -87,8 +87,10 @@ interface Relay {
   /** The 502 body of a split batch's answer over SPLIT_ANSWER_MAX. */
   readonly splitTooLarge: Uint8Array;
   /** The status and body that tell the client why the upstream did not answer. */
-  /** The answer to an upstream failure; `id`: the source text of the request's one call's id, to echo (null for none). */
-  readonly failure: (error: Error, id: string | null) => { status: string; body: Uint8Array };
+  /** The answer to an upstream failure on `res`; `id`: the source text of the request's one call's id, to echo (null for none). */
+  readonly failure: (error: Error, res: HttpResponse, id: string | null) => { status: string; body: Uint8Array };
+  /** The upstream answered a request `milliseconds` after its dispatch. */
+  readonly answered: (milliseconds: number) => void;
   /** Called once per exchange, with what ended it (null: the whole answer was relayed). */
   readonly settle: (error: Error | null) => void;
   /** Where the calls of a body with a ticket are judged; null when there are no tokens. */
@@ -145,14 +147,18 @@ export class UpstreamProxy {
     this.hostLines = `HTTP/1.1\r\nhost: ${options.url.host}\r\nconnection: keep-alive\r\n`;
     const watch = this.watch = new UpstreamWatch(options.url, options.timeoutMs, options.health, metrics, log);
     this.relay = {
-      dispatch: (exchange) => pool.dispatch(exchange),
+      dispatch: (exchange) => {
+        exchange.dispatchedAt = performance.now();
+        pool.dispatch(exchange);
+      },
       withdraw: (exchange) => pool.withdraw(exchange),
       maxBody: options.maxBody,
       tooLarge: jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`),
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
       splitTooLarge: jsonLine(RpcCode.UpstreamUnavailable, `the upstream node's answer to the allowed calls of a batch exceeds ` +
         `${SPLIT_ANSWER_MAX} bytes, the most api-auth merges with the refused calls' errors: send the calls the token allows apart`),
-      failure: (error, id) => watch.answer(error, id),
+      failure: (error, res, id) => watch.answer(error, res, id),
+      answered: (milliseconds) => metrics.observeUpstream(milliseconds),
       settle: (error) => this.settled(error),
       bodies,
     };
@@ -242,6 +248,8 @@ class Exchange implements UpstreamRequest {
   bytes: Buffer = NOTHING;
   /** The body is still coming from the client. */
   streaming = false;
+  /** When the request was dispatched (performance.now()), for the upstream's latency. */
+  dispatchedAt = 0;
   /** The connection the request went on, once it has one. */
   private connection: Connection | null = null;
   /** This exchange paused the connection's reading, for its client to catch up. */
@@ -457,6 +465,7 @@ class Exchange implements UpstreamRequest {
   onHead(parser: ResponseParser, bytes: Buffer): void {
     if (this.closed) return;
     this.started = true;
+    this.relay.answered(performance.now() - this.dispatchedAt);
     upstreamAnswered(this.res, parser.status);
     if (this.split !== null) return this.splitHead(parser, bytes);
     this.bodiless = this.head || parser.status === 204 || parser.status === 304;
@@ -587,7 +596,7 @@ class Exchange implements UpstreamRequest {
     } else {
       // The one call's id, from the judged reading, or read now from a body that went as it came (rpc/reading.ts).
       const id = this.bodyAt >= 0 ? loneCallId(readCalls(this.bytes.subarray(this.bodyAt))) : this.callId;
-      const { status, body } = this.relay.failure(error, id);
+      const { status, body } = this.relay.failure(error, res, id);
       res.cork(() => {
         res.writeStatus(status).writeHeader('Content-Type', 'application/json');
         // A page must be able to read that the node is down, not only that it was refused.

@@ -10,7 +10,10 @@ import { LimitRefusedError, RpcCode, ScopeRefusedError } from '../errors.js';
 import { MAX_DEPTH } from '../rpc/reading.js';
 import { errorWithId } from '../rpc/jsonrpc.js';
 import type { Unreadable } from '../rpc/reading.js';
+import { responseReason } from '../ops/metrics.js';
+import type { ResponseReason } from '../ops/metrics.js';
 import { writeCorsHeaders } from './cors.js';
+import { refusedFor } from './counted-response.js';
 import { endWith, tableStatus } from './responses.js';
 
 /** The challenge of a refused scope (RFC 6750 §3.1). */
@@ -45,6 +48,8 @@ interface Encoded {
   readonly status: string;
   /** The body's text up to its id (`...,"id":`), for an answer that echoes a call's id. */
   readonly beforeId: string;
+  /** Its reason in the metrics (api_auth_http_responses_total). */
+  readonly reason: ResponseReason;
   /**
    * The WWW-Authenticate challenge, "" for none: a 401 invites the client to present a
    * token, a 403 says the token's scope is short (RFC 6750 §3.1); a bad path is not about tokens.
@@ -61,7 +66,9 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const code = scoped ? RpcCode.InsufficientScope : Number(outcome) === Outcome.Limited ? RpcCode.ClientNotAllowed : RpcCode.InvalidRequest;
   const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message: reason })},"id":1}\n`;
   const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
-  ENCODED[Number(outcome)] = { status, challenge, body: new TextEncoder().encode(body), beforeId: body.slice(0, -'1}\n'.length) };
+  ENCODED[Number(outcome)] = {
+    status, reason: responseReason(OUTCOME_NAMES[Number(outcome)]), challenge, body: new TextEncoder().encode(body), beforeId: body.slice(0, -'1}\n'.length),
+  };
 }
 
 /** The body of the 503 a fenced gateway answers, with what the operator should look at. */
@@ -77,6 +84,7 @@ export const UNAVAILABLE = OUTCOME_NAMES.length as RefusedOutcome;
 const FENCED_BODY = `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.Unavailable, message: FENCED_REASON })},"id":1}\n`;
 ENCODED[UNAVAILABLE] = {
   status: '503 Service Unavailable',
+  reason: responseReason('unavailable'),
   challenge: '',
   body: new TextEncoder().encode(FENCED_BODY),
   beforeId: FENCED_BODY.slice(0, -'1}\n'.length),
@@ -92,6 +100,7 @@ ENCODED[UNAVAILABLE] = {
 export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false, allowOrigin = '', id: string | null = null,
   close = false): void {
   const refusal = ENCODED[outcome];
+  refusedFor(res, refusal.reason);
   res.writeStatus(refusal.status).writeHeader('Content-Type', 'application/json');
   if (refusal.challenge !== '') res.writeHeader('WWW-Authenticate', refusal.challenge);
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
@@ -128,12 +137,17 @@ export interface CallRefusal {
  */
 export function writeCallRefusal(res: HttpResponse, refusal: CallRefusal, head = false, allowOrigin = '', check = false): void {
   const status = check && refusal.scope ? 403 : refusal.status;
+  refusedFor(res, CALL_REASONS.get(refusal.error.result)!);
   res.writeStatus(tableStatus(status)).writeHeader('Content-Type', 'application/json');
   if (refusal.scope && status === 403) res.writeHeader('WWW-Authenticate', INSUFFICIENT_SCOPE);
   if (refusal.retryAfter > 0) res.writeHeader('Retry-After', String(refusal.retryAfter));
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   endWith(res, new TextEncoder().encode(`${refusal.text}\n`), head);
 }
+
+/** The metrics' reason of a CallRefusal, by its error's result. */
+const CALL_REASONS = new Map<string, ResponseReason>(['rate', 'table full', 'unreadable', 'method not allowed', 'not json-rpc']
+  .map((result) => [result, responseReason(result)]));
 
 /** The message of a call past its token's rate, with the whole seconds to wait. */
 export function rateLimitedMessage(retryAfter: number): string {

@@ -12,6 +12,8 @@ import { judged } from './access-log.js';
 import type { AccessLog } from './access-log.js';
 import { Decision, HTTP } from './admission.js';
 import type { Admission } from './admission.js';
+import { CountedResponse } from './counted-response.js';
+import type { Metrics } from '../ops/metrics.js';
 import type { UpstreamProxy } from './proxy.js';
 import { writeNotFound } from './responses.js';
 import type { LocalRoutes, Route } from './routes.js';
@@ -20,8 +22,10 @@ export class Router {
   /**
    * `admission`: CONNECT, CORS, preflights, the gate or the path rules. `proxy` null: paths
    * without a local route are not found. `access`: --access-log's, null when it is off.
+   * `metrics`: where every answer is counted (counted-response.ts).
    */
   constructor(
+    private readonly metrics: Metrics,
     private readonly admission: Admission,
     private readonly routes: ReadonlyMap<string, Route>,
     private readonly local: LocalRoutes,
@@ -33,7 +37,7 @@ export class Router {
     const method = req.getCaseSensitiveMethod();
     const path = req.getUrl();
     const admission = this.admission;
-    if (this.access !== null) res = this.access.watch(res, req, method, path);
+    res = this.access !== null ? this.access.watch(res, req, method, path) : new CountedResponse(res, this.metrics);
     const decision = admission.admit(res, req, method, path, HTTP);
     if (this.access !== null) judged(res, req, admission, decision, path);
     if (decision !== Decision.Admitted) return;

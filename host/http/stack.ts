@@ -93,8 +93,8 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   }
   const gated = gate;
   const access = parts.accessLog === undefined ? null
-    : new AccessLog(parts.accessLog, parts.trustedProxies, parts.clock, gated === null ? null : (path) => gated.open(path));
-  const router = new Router(admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, bodies), proxy, access);
+    : new AccessLog(parts.accessLog, parts.trustedProxies, parts.clock, gated === null ? null : (path) => gated.open(path), metrics);
+  const router = new Router(metrics, admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, bodies), proxy, access);
   let websockets: WebSocketRelay | null = null;
   if (parts.upstream !== undefined) {
     const { WebSocketRelay } = await import('./websocket.js');

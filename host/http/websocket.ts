@@ -53,6 +53,7 @@ import { TO_CLIENT, TO_UPSTREAM } from '../ops/metrics.js';
 import type { Metrics, WsClose, WsRefusal } from '../ops/metrics.js';
 import { judged, loggedSession, upstreamAnswered } from './access-log.js';
 import type { AccessLog, LoggedResponse, SessionCounts } from './access-log.js';
+import { CountedResponse } from './counted-response.js';
 import { Decision, webSocketWay, withoutToken } from './admission.js';
 import type { Admission, Way } from './admission.js';
 import type { Ticket } from './body-admission.js';
@@ -182,7 +183,7 @@ export class WebSocketRelay {
     const path = req.getUrl();
     if (this.parts.routes.has(path)) return this.parts.router.handle(res, req);
     const method = req.getCaseSensitiveMethod();
-    if (access !== null) res = access.watch(res, req, method, path);
+    res = access !== null ? access.watch(res, req, method, path) : new CountedResponse(res, metrics);
     const decision = admission.admit(res, req, method, path, this.way);
     if (access !== null) judged(res, req, admission, decision, path);
     if (decision !== Decision.Admitted) {
@@ -280,9 +281,9 @@ export class WebSocketRelay {
   }
 
   /** The upstream did not answer a handshake: counted and logged as the proxy does. */
-  upstreamFailed(error: Error): { readonly status: string; readonly body: Uint8Array } {
+  upstreamFailed(error: Error, res: HttpResponse): { readonly status: string; readonly body: Uint8Array } {
     this.watch.failed(error);
-    return this.watch.answer(error);
+    return this.watch.answer(error, res);
   }
 
   upstreamAnswered(): void {
@@ -474,13 +475,13 @@ class Handshake implements HandshakeHandler {
       this.refuse('upstream status', '502 Bad Gateway', body);
       return;
     }
-    const { status, body } = this.relay.upstreamFailed(error);
+    const { status, body } = this.relay.upstreamFailed(error, this.res);
     this.refuse(classify(error) === 'timeout' ? 'upstream timeout' : 'upstream unreachable', status, body);
   }
 
   private timedOut(): void {
     const error = Object.assign(new Error('the WebSocket handshake timed out'), { code: 'ETIMEDOUT' });
-    const { status, body } = this.relay.upstreamFailed(error);
+    const { status, body } = this.relay.upstreamFailed(error, this.res);
     this.refuse('upstream timeout', status, body);
   }
 

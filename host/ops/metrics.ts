@@ -5,6 +5,8 @@
 import { createRequire } from 'node:module';
 import type * as Prometheus from 'prom-client';
 import { OUTCOME_NAMES } from '../core/core.js';
+import { METHOD_SETS } from '../method-sets.js';
+import { VERSION } from '../version.js';
 
 // prom-client's entry loads every part it has, among them a push gateway client
 // (node:https and TLS) and, with the default metrics, OpenTelemetry: a third of what an
@@ -56,6 +58,55 @@ export const LIMIT_REFUSALS = ['rate', 'client', 'table full', 'unreadable'] as 
 export type LimitRefusal = (typeof LIMIT_REFUSALS)[number];
 
 /**
+ * Why api-auth refused a request it answered over HTTP (api_auth_http_responses_total's
+ * `reason`): the gate's outcome for its token or path (`limited`: from a client the
+ * token does not allow), a fleet gateway's closed fence, the token's limits or method
+ * scope, or an upstream that gave no answer; `none` for every other answer, whatever its
+ * status. A fixed list, so the label stays bounded.
+ */
+export const RESPONSE_REASONS = ['none', ...OUTCOME_NAMES.filter((name) => name !== 'valid'), 'unavailable', 'rate', 'table full',
+  'unreadable', 'method not allowed', 'not json-rpc', ...UPSTREAM_ERROR_KINDS.map((kind) => `upstream ${kind}`)] as const;
+/** An index into RESPONSE_REASONS. */
+export type ResponseReason = number;
+export const NOT_REFUSED: ResponseReason = 0;
+
+/** The index of `name` in RESPONSE_REASONS; throws for a name not there, so that a writer cannot count under a label that is not listed. */
+export function responseReason(name: string): ResponseReason {
+  const at = (RESPONSE_REASONS as readonly string[]).indexOf(name);
+  if (at < 0) throw new Error(`no response reason ${JSON.stringify(name)}`);
+  return at;
+}
+
+/**
+ * Namespaces of the node's JSON-RPC methods: the Ethereum ones (eth_call), on the C-Chain
+ * and every EVM node, and Avalanche's (platform.getHeight). A method of one that is not
+ * named in METHOD_SETS is counted under its namespace (`debug_*`, `platform.*`).
+ */
+const ETHEREUM_NAMESPACES = ['eth', 'net', 'web3', 'debug', 'txpool', 'trace', 'personal', 'admin', 'engine', 'rpc'];
+const AVALANCHE_NAMESPACES = ['avax', 'avm', 'platform', 'info', 'health', 'index', 'admin', 'keystore', 'ipcs', 'auth'];
+
+/**
+ * The `method` label's values (api_auth_rpc_calls_total): the methods of the named sets
+ * (method-sets.ts), the namespaces, and `other` for the rest, so that what a client sends
+ * as a method name cannot grow the series.
+ */
+export const METHOD_LABELS: readonly string[] = [
+  ...[...new Set(Object.values(METHOD_SETS).flat())].sort(),
+  ...ETHEREUM_NAMESPACES.map((ns) => `${ns}_*`), ...AVALANCHE_NAMESPACES.map((ns) => `${ns}.*`), 'other',
+];
+const METHOD_LABEL = new Map(METHOD_LABELS.map((label, i) => [label, i]));
+const OTHER_METHOD = METHOD_LABELS.length - 1;
+
+/** The index of `method`'s label in METHOD_LABELS: its own name, its namespace's, or `other`. */
+export function methodLabel(method: string): number {
+  const exact = METHOD_LABEL.get(method);
+  if (exact !== undefined) return exact;
+  const at = method.search(/[._]/);
+  if (at <= 0) return OTHER_METHOD;
+  return METHOD_LABEL.get(`${method.slice(0, at + 1)}*`) ?? OTHER_METHOD;
+}
+
+/**
  * One verification in this many is timed. Timing every one would cost two clock reads
  * per request; a sample of one in 64 gives the same distribution at a sixty-fourth of
  * the cost.
@@ -64,6 +115,9 @@ export const LATENCY_SAMPLE_EVERY = 64;
 
 /** Seconds. A verification takes about a microsecond; the top buckets catch stalls. */
 const LATENCY_BUCKETS = [0.5e-6, 1e-6, 2e-6, 5e-6, 10e-6, 25e-6, 100e-6, 1e-3, 10e-3];
+
+/** Seconds, from a node on the same machine (a fraction of a millisecond) to one past --upstream-timeout's default (30 s). */
+const UPSTREAM_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 export interface MetricsOptions {
   /** Also export the process's own metrics (CPU, memory, event loop, GC): process_* and nodejs_*. */
@@ -104,6 +158,10 @@ export class Metrics implements MetricsSource {
   readonly limitRefusals = new Float64Array(LIMIT_REFUSALS.length);
   /** Requests this HTTP thread received. */
   requests = 0;
+  /** Answers this HTTP thread wrote, keyed by status * RESPONSE_REASONS.length + reason. */
+  private readonly responses = new Map<number, number>();
+  /** Calls the admission read (HTTP bodies and WebSocket messages of tokens with limits or a scope), by METHOD_LABELS. */
+  readonly rpcCalls = new Float64Array(METHOD_LABELS.length);
   /** WebSocket sessions open now on this thread, opened so far, refused by WS_REFUSALS, closed by WS_CLOSES. */
   wsOpen = 0;
   wsOpened = 0;
@@ -122,6 +180,7 @@ export class Metrics implements MetricsSource {
    */
   usageMisses: (() => number) | null = null;
   private readonly latency: Histogram;
+  private readonly upstreamLatency: Histogram;
 
   constructor(options: MetricsOptions = {}) {
     const registers = [this.registry];
@@ -170,8 +229,33 @@ export class Metrics implements MetricsSource {
       buckets: LATENCY_BUCKETS,
       registers,
     });
+    counter('api_auth_rpc_calls_total', 'JSON-RPC calls read by the admission (the bodies and WebSocket messages of tokens with limits ' +
+      'or a method scope), by method: its name for the methods of the named sets, else its namespace (eth_*, platform.*), else other.',
+    (c) => labelled(c, 'method', METHOD_LABELS, this.rpcCalls), ['method']);
+    this.upstreamLatency = new Histogram({
+      name: 'api_auth_upstream_request_duration_seconds',
+      help: 'Time from a proxied request\'s dispatch to the upstream (a wait for a free connection included) to the head of its answer; ' +
+        'every answered request is timed.',
+      buckets: UPSTREAM_BUCKETS,
+      registers,
+    });
+    // The same in every thread: the threads' sum keeps the first, not the sum.
+    const build = new Gauge({ name: 'api_auth_build_info', help: 'The running api-auth: its version, and the Node.js it runs on; always 1.',
+      labelNames: ['version', 'nodejs'], registers, aggregator: 'first' });
+    build.set({ version: VERSION, nodejs: process.versions.node }, 1);
+    const ratio = new Gauge({ name: 'api_auth_verification_sampling_ratio', help: 'The share of token verifications that ' +
+      `api_auth_verification_duration_seconds times (one in ${LATENCY_SAMPLE_EVERY}).`, registers, aggregator: 'first' });
+    ratio.set(1 / LATENCY_SAMPLE_EVERY);
     const thread = options.httpThread;
     if (thread !== undefined) {
+      const responses = this.responses;
+      counter('api_auth_http_responses_total', 'Answers written, by HTTP status and, for a request api-auth refused, why (none for ' +
+        'any other answer): the gate\'s outcome, the token\'s limits or scope, a closed fleet fence, an upstream that did not answer.',
+      (c) => {
+        for (const [key, value] of responses) {
+          c.inc({ status: String(Math.floor(key / RESPONSE_REASONS.length)), reason: RESPONSE_REASONS[key % RESPONSE_REASONS.length] }, value);
+        }
+      }, ['status', 'reason']);
       // Apart by thread when the threads' metrics are summed: it shows how the acceptor spreads the connections.
       counter('api_auth_http_requests_total', 'Requests received, by the HTTP thread that served them (1 to --http-threads).', (c) => {
         c.inc({ thread: String(thread) }, this.requests);
@@ -192,6 +276,17 @@ export class Metrics implements MetricsSource {
         (c) => labelled(c, 'direction', WS_DIRECTIONS, this.wsBytes), ['direction']);
     }
     if (options.processMetrics) processMetrics(this.registry);
+  }
+
+  /** An answer written with `status` (100 to 999, as uWS writes them), refused for `reason` or not. */
+  response(status: number, reason: ResponseReason): void {
+    const key = status * RESPONSE_REASONS.length + reason;
+    this.responses.set(key, (this.responses.get(key) ?? 0) + 1);
+  }
+
+  /** The upstream answered a proxied request `milliseconds` after it was dispatched (as performance.now() counts). */
+  observeUpstream(milliseconds: number): void {
+    this.upstreamLatency.observe(milliseconds / 1000);
   }
 
   /** Records a timed verification, in milliseconds (as performance.now() counts). */
@@ -254,7 +349,14 @@ function processMetrics(registry: Prometheus.Registry): void {
   const total = new Counter({ name: 'process_cpu_seconds_total', help: 'Total user and system CPU time spent in seconds.', registers });
   const config = { eventLoopMonitoringPrecision: 10, register: registry };
   for (const name of DEFAULT_METRICS) (require(`prom-client/lib/metrics/${name}`) as DefaultMetric)(registry, config);
+  // Gauges named as counters, which `promtool check metrics` refuses (a name ending in
+  // _total is a counter's); each is the sum of its by-type gauge, which stays:
+  // sum(nodejs_active_handles) is nodejs_active_handles_total.
+  for (const name of MISNAMED_GAUGES) registry.removeSingleMetric(name);
 }
+
+/** prom-client's gauges whose names end in _total (nodejs_active_resources_total only where Node has getActiveResourcesInfo). */
+const MISNAMED_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 /** `values[i]` as the series of `names[i]`. */
 function labelled(counter: Counter, label: string, names: readonly string[], values: Float64Array): void {

@@ -3,9 +3,9 @@
 // throttles, upstream errors, and the process's own metrics.
 import t from 'tap';
 import { ALREADY_REVOKED, call, newToken, REVOKED, revokeToken, tamperLast } from '../helpers/auth.js';
-import { postJson, request, rpc } from '../helpers/http.js';
+import { jsonrpc, postJson, request, rpc } from '../helpers/http.js';
 import { cliLine, refusalOf } from '../helpers/library.js';
-import { runCli, startServer } from '../helpers/server.js';
+import { runCli, startServer, VERSION } from '../helpers/server.js';
 import { closedPort, startUpstream } from '../helpers/upstream.js';
 
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -129,4 +129,94 @@ t.test('--metrics-path moves the metrics; a bad one is refused at start', async 
   const result = await runCli(t, args('/ext/../metrics'));
   t.equal(result.code, 2, 'the CLI exits 2');
   t.match(result.stderr, /^api-auth: --metrics-path[^\n]*\n$/, 'with that line alone on stderr');
+});
+
+/** A token for `endpoints` with the extra parameters of auth.newToken (methods, rateLimit). */
+async function tokenWith(base: string, password: string, endpoints: string[], extra: Record<string, unknown>): Promise<string> {
+  const answer = await jsonrpc(`${base}/ext/auth`, 'auth.newToken', { password, endpoints, ...extra });
+  if (typeof answer.result?.token !== 'string') throw new Error(`auth.newToken gave no token: ${JSON.stringify(answer)}`);
+  return answer.result.token;
+}
+
+const answers = (status: number, reason: string): string => `api_auth_http_responses_total{status="${status}",reason="${reason}"}`;
+
+t.test('answers are counted by status and, for a refusal, its reason', async (t) => {
+  const info = await newToken(server.url, server.password, ['/ext/info']);
+  const scoped = await tokenWith(server.url, server.password, ['/ext/info'], { methods: ['info.getNodeVersion'] });
+  const limited = await tokenWith(server.url, server.password, ['/ext/info'], { rateLimit: '1/h' });
+  const before = await scrape(server.url, metricsToken);
+  const bearer = (token: string): [string, string][] => [['Authorization', `Bearer ${token}`]];
+  const version = rpc('info.getNodeVersion', undefined, 1);
+  t.equal((await postJson(`${server.url}/ext/info`, version, bearer(info))).status, 200);
+  t.equal((await postJson(`${server.url}/ext/info`, version, bearer(scoped))).status, 200);
+  const refusedCall = await postJson(`${server.url}/ext/info`, rpc('info.getNetworkID', undefined, 2), bearer(scoped));
+  t.equal(refusedCall.status, 200, 'a call the scope refuses is a JSON-RPC error in a 200');
+  t.equal((await postJson(`${server.url}/ext/info`, version, bearer(limited))).status, 200);
+  t.equal((await postJson(`${server.url}/ext/info`, version, bearer(limited))).status, 429);
+  t.equal((await postJson(`${server.url}/ext/info`, version)).status, 401);
+  t.equal((await call(server.url, '/ext/info', tamperLast(info))).status, 401);
+  t.equal((await request(server.url, '/ext/./info', { headers: bearer(info) })).status, 400);
+  t.equal((await request(server.url, '/ext/info', { method: 'DELETE', headers: bearer(info) })).status, 405);
+  const after = await scrape(server.url, metricsToken);
+  const delta = (series: string): number => (after.get(series) ?? 0) - (before.get(series) ?? 0);
+  // The scrape before is counted by the one after: one more 200 of none.
+  t.equal(delta(answers(200, 'none')), 4, 'the three answered calls and the scrape');
+  t.equal(delta(answers(200, 'method not allowed')), 1);
+  t.equal(delta(answers(429, 'rate')), 1);
+  t.equal(delta(answers(401, 'no token')), 1);
+  t.equal(delta(answers(401, 'bad signature')), 1);
+  t.equal(delta(answers(400, 'bad path')), 1);
+  t.equal(delta(answers(405, 'none')), 1, 'an answer that is not a refusal of the admission keeps its status, reason none');
+  for (const [series] of after) {
+    const reason = /^api_auth_http_responses_total\{status="\d{3}",reason="([^"]*)"\}$/.exec(series)?.[1];
+    if (series.startsWith('api_auth_http_responses_total') && reason === undefined) t.fail(`an unexpected series: ${series}`);
+  }
+});
+
+t.test('calls are counted by method, the label bounded to known names, namespaces and other', async (t) => {
+  const scoped = await tokenWith(server.url, server.password, ['/ext/info'], { methods: ['*'] });
+  const before = await scrape(server.url, metricsToken);
+  const batch = ['eth_chainId', 'eth_getBalance', 'eth_madeUpMethod', 'debug_traceCall', 'info.getNodeVersion', 'platform.getHeight',
+    'avax.getAtomicTx', 'nonsense', 'x'.repeat(300)].map((method, i) => ({ jsonrpc: '2.0', id: i, method }));
+  const answer = await postJson(`${server.url}/ext/info`, batch, [['Authorization', `Bearer ${scoped}`]]);
+  t.equal(answer.status, 200);
+  const after = await scrape(server.url, metricsToken);
+  const delta = (method: string): number =>
+    (after.get(`api_auth_rpc_calls_total{method="${method}"}`) ?? NaN) - (before.get(`api_auth_rpc_calls_total{method="${method}"}`) ?? NaN);
+  t.equal(delta('eth_chainId'), 1, 'a method of the named sets by its name');
+  t.equal(delta('eth_getBalance'), 1);
+  t.equal(delta('eth_*'), 1, 'any other Ethereum method by its namespace');
+  t.equal(delta('debug_*'), 1);
+  t.equal(delta('info.*'), 1, 'an Avalanche method by its namespace');
+  t.equal(delta('platform.*'), 1);
+  t.equal(delta('avax.*'), 1);
+  t.equal(delta('other'), 2, 'the rest as other');
+  const methods = [...after.keys()].filter((series) => series.startsWith('api_auth_rpc_calls_total{'));
+  t.ok(methods.length < 100, `${methods.length} series, whatever the clients send`);
+  t.notOk(methods.some((series) => series.includes('xxxx') || series.includes('nonsense')), 'no method a client made up is a label');
+});
+
+t.test('the build and the verification sampling rate are exported', async (t) => {
+  const samples = await scrape(server.url, metricsToken);
+  t.equal(samples.get(`api_auth_build_info{version="${VERSION}",nodejs="${process.versions.node}"}`), 1);
+  t.equal(samples.get('api_auth_verification_sampling_ratio'), 1 / 64, 'one verification in 64 is timed');
+});
+
+t.test('the upstream\'s answers are timed; one it did not give is counted by why', async (t) => {
+  const upstream = await startUpstream(t);
+  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url] });
+  const before = await scrape(gateway.url);
+  for (let i = 0; i < 3; i++) t.equal((await request(gateway.url, '/ext/bc/C/rpc', { method: 'POST', body: '{}' })).status, 200);
+  const after = await scrape(gateway.url);
+  const count = 'api_auth_upstream_request_duration_seconds_count';
+  t.equal(after.get(count)! - before.get(count)!, 3, 'each proxied request');
+  t.equal(after.get('api_auth_upstream_request_duration_seconds_bucket{le="+Inf"}'), after.get(count));
+  t.ok(after.get('api_auth_upstream_request_duration_seconds_sum')! > 0);
+  t.equal(after.get(answers(200, 'none'))! - (before.get(answers(200, 'none')) ?? 0), 4, 'the three answers and the scrape');
+  const port = await closedPort();
+  const down = await startServer(t, { auth: false, args: ['--upstream', `http://127.0.0.1:${port}`] });
+  t.equal((await request(down.url, '/ext/info')).status, 502);
+  const failed = await scrape(down.url);
+  t.equal(failed.get(answers(502, 'upstream refused')), 1);
+  t.equal(failed.get(count), 0, 'a request the upstream did not answer is not timed');
 });

@@ -61,11 +61,11 @@ t.test('with nothing missing, the set-up installs nothing and succeeds', async (
 });
 
 t.test('a missing tool is installed with apt-get, by its Debian package', async (t) => {
-  const { bin, calls } = path(['jq', 'etcd', 'caddy'], true);
+  const { bin, calls } = path(['jq', 'etcd', 'caddy', 'promtool'], true);
   const result = await setup(bin);
   t.equal(result.code, 0, `exit 0 ${result.stderr}`);
-  t.match(result.stdout, /^setup: installing caddy jq etcd-server$/m, 'it names what it installs');
-  t.same(aptCalls(calls), ['apt-get update -qq', 'apt-get install -y -qq --no-install-recommends caddy jq etcd-server'],
+  t.match(result.stdout, /^setup: installing caddy jq etcd-server prometheus$/m, 'it names what it installs');
+  t.same(aptCalls(calls), ['apt-get update -qq', 'apt-get install -y -qq --no-install-recommends caddy jq etcd-server prometheus'],
     'apt-get updates its lists, then installs those packages and only those');
 });
 
