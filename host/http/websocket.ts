@@ -541,6 +541,8 @@ export class Session implements SessionHandler, SessionCounts {
   private queuedBytes = 0;
   /** The close frame for the upstream, held back while client messages wait to go before it. */
   private closing: { code: number; text: string } | null = null;
+  /** Cuts the upstream when the messages before a held close have not gone within UPSTREAM_CLOSE_MS. */
+  private closingTimer: NodeJS.Timeout | undefined;
   /** The data of the latest ping from the upstream, not yet answered because its socket was not empty. */
   private owedPong: Buffer | null = null;
   /**
@@ -644,6 +646,7 @@ export class Session implements SessionHandler, SessionCounts {
   private tokenEnded(outcome: RefusedOutcome): void {
     this.drop();
     this.closing = null;
+    clearTimeout(this.closingTimer);
     const cut = this.upstream.bufferedAmount > 0;
     if (this.ended) {
       // The client had gone, and its last messages were waiting.
@@ -733,6 +736,7 @@ export class Session implements SessionHandler, SessionCounts {
   }
 
   closed(code: number, reason: string, error: Error | null): void {
+    clearTimeout(this.closingTimer);
     this.relay.untracked(this.upstream);
     if (this.ended) return;
     if (error instanceof UpstreamWsError && error.code === UpstreamWsCode.TooBig) {
@@ -777,7 +781,15 @@ export class Session implements SessionHandler, SessionCounts {
     const closing = this.closing;
     if (closing === null) return;
     this.closing = null;
+    clearTimeout(this.closingTimer);
     this.closeUpstream(closing.code, closing.text);
+  }
+
+  /** The messages before the held close did not go in time: they are dropped, and the upstream cut. */
+  private cutClosing(): void {
+    this.closing = null;
+    this.drop();
+    this.upstream.terminate();
   }
 
   /** Forgets the waiting messages. */
@@ -797,6 +809,10 @@ export class Session implements SessionHandler, SessionCounts {
     if (!upstream.open) return;
     if (this.head < this.queue.length) {
       this.closing = { code, text };
+      // An upstream that stops reading would otherwise hold its socket, and the messages
+      // queued for it, for as long as the process lives: it gets as long as a close
+      // handshake would, then it is cut with what it still holds.
+      this.closingTimer ??= setTimeout(() => this.cutClosing(), UPSTREAM_CLOSE_MS);
       return;
     }
     if (code === 1005 || sendable(code)) upstream.close(code, text);
