@@ -171,6 +171,19 @@ export const SCHEMA = {
     within: 'upstream',
     doc: 'WebSocket sessions open at once in the process, 1 to 1000000; past it an upgrade gets 503',
   }),
+  wsMaxSessionsPerToken: option<number | string, number>({
+    flag: 'ws-max-sessions-per-token', kind: 'integer', shownDefault: 'a quarter of --ws-max-sessions', limits: { min: 1, max: 1_000_000 },
+    parse: count('WebSocket sessions open at once with one token'), within: 'upstream',
+    doc: 'WebSocket sessions open at once in the process with one token, 1 to 1000000 and at most --ws-max-sessions; past it that token\'s upgrade gets 503',
+    see: 'WebSocket sessions',
+  }),
+  wsMaxSessionsPerClient: option<number | string, number>({
+    flag: 'ws-max-sessions-per-client', kind: 'integer', shownDefault: 'a quarter of --ws-max-sessions', limits: { min: 1, max: 1_000_000 },
+    parse: count('WebSocket sessions open at once from one client address'), within: 'upstream',
+    doc: 'WebSocket sessions open at once in the process from one client address (an IPv6 address\'s /64), 1 to 1000000 and at most --ws-max-sessions; ' +
+      'past it that address\'s upgrade gets 503',
+    see: 'WebSocket sessions',
+  }),
   trustedProxies: option<readonly string[], TrustedProxies>({
     flag: 'trusted-proxies', kind: 'list', default: [], shownDefault: 'none', parse: proxies,
     doc: 'comma-separated addresses and CIDR ranges (IPv4, IPv6) of the proxies in front, whose X-Forwarded-For names the client; ' +
@@ -329,6 +342,10 @@ export interface ServerConfig {
   /** Seconds. */
   readonly wsIdleTimeout: number;
   readonly wsMaxSessions: number;
+  /** At most wsMaxSessions. */
+  readonly wsMaxSessionsPerToken: number;
+  /** At most wsMaxSessions. */
+  readonly wsMaxSessionsPerClient: number;
   /** The fleet to join; undefined keeps the state in the data folder. */
   readonly cluster: ClusterConfig | undefined;
 }
@@ -450,8 +467,25 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     wsMaxMessage: v.wsMaxMessage,
     wsIdleTimeout: v.wsIdleTimeout,
     wsMaxSessions: v.wsMaxSessions,
+    wsMaxSessionsPerToken: share(v, 'wsMaxSessionsPerToken'),
+    wsMaxSessionsPerClient: share(v, 'wsMaxSessionsPerClient'),
     cluster: cluster(v, options),
   };
+}
+
+/**
+ * A token's or a client address's share of the WebSocket sessions: as given, at most
+ * all of them; by default a quarter (rounded up), so that no one token or client can
+ * take the sessions from everyone else.
+ */
+function share(v: Values, key: 'wsMaxSessionsPerToken' | 'wsMaxSessionsPerClient'): number {
+  const given = v[key];
+  if (given === undefined) return Math.ceil(v.wsMaxSessions / 4);
+  if (given > v.wsMaxSessions) {
+    throw new OptionError(key, (name) => `${name(key)} is ${given}, over ${name('wsMaxSessions')} (${v.wsMaxSessions}), which bounds every ` +
+      `share: give at most ${v.wsMaxSessions}, or raise ${name('wsMaxSessions')}`);
+  }
+  return given;
 }
 
 /** Whether an option that others are `within` is on: set, and not false. */

@@ -57,7 +57,7 @@ import { Decision, webSocketWay, withoutToken } from './admission.js';
 import type { Admission, Way } from './admission.js';
 import type { Ticket } from './body-admission.js';
 import { callCount, readCalls } from '../rpc/reading.js';
-import { clientAddress, peerAddress } from './client-address.js';
+import { addressBytes, clientAddress, peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import type { InFlight } from './in-flight.js';
 import { classify, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
@@ -66,6 +66,8 @@ import type { UpstreamOptions } from './proxy.js';
 import { REFUSALS, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
+import { clientKey, Opening, SessionLedger } from './session-ledger.js';
+import type { SessionKeys } from './session-ledger.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
 import { UpstreamWsCode, UpstreamWsError } from './upstream-ws/errors.js';
@@ -94,10 +96,14 @@ export interface WebSocketSettings {
   readonly idleTimeout: number;
   /** Sessions open at once in the whole process. */
   readonly maxSessions: number;
+  /** Sessions open at once in the whole process with one token. */
+  readonly maxSessionsPerToken: number;
+  /** Sessions open at once in the whole process from one client address (an IPv6 address's /64). */
+  readonly maxSessionsPerClient: number;
   /** Whether an upgrade without an Authorization header may carry its token as access_token in the query. */
   readonly queryToken: boolean;
-  /** Word 0: the sessions open or being opened in the whole process, every thread's. */
-  readonly sessionCount: Int32Array;
+  /** The sessions open or being opened in the whole process, every thread's (session-ledger.ts, ledgerMemory). */
+  readonly sessions: SharedArrayBuffer;
 }
 
 /** What a relay works with: this thread's admission, router and counters, and the upstream. */
@@ -138,7 +144,9 @@ export class WebSocketRelay {
   /** Every upstream socket not yet closed, sessions' and handshakes' alike. */
   private readonly upstreams = new Set<Upstream>();
   private readonly watch: UpstreamWatch;
-  private readonly tooMany: Uint8Array;
+  private readonly ledger: SessionLedger;
+  /** The 503 bodies of the bounds, by Opening. */
+  private readonly tooMany: Readonly<Record<Exclude<Opening, Opening.Opened>, Uint8Array>>;
   private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
   private readonly idleMs: number;
   private readonly way: Way;
@@ -150,7 +158,16 @@ export class WebSocketRelay {
   constructor(private readonly parts: RelayParts) {
     const { settings, upstream } = parts;
     this.watch = new UpstreamWatch(upstream.url, upstream.timeoutMs, upstream.health, parts.metrics, parts.log);
-    this.tooMany = jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`);
+    this.ledger = new SessionLedger(settings.sessions, {
+      maxSessions: settings.maxSessions, perToken: settings.maxSessionsPerToken, perClient: settings.maxSessionsPerClient,
+    });
+    this.tooMany = {
+      [Opening.Full]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`),
+      [Opening.TokenFull]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open with this token ` +
+        `(at most ${settings.maxSessionsPerToken}); close one, or retry later`),
+      [Opening.ClientFull]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open from this client address ` +
+        `(at most ${settings.maxSessionsPerClient}); close one, or retry later`),
+    };
     this.idleMs = settings.idleTimeout * 1000;
     this.way = webSocketWay(settings.queryToken);
     this.behavior = {
@@ -207,23 +224,22 @@ export class WebSocketRelay {
       }
       claims = inspected.claims;
     }
-    const count = settings.sessionCount;
-    if (Atomics.add(count, 0, 1) >= settings.maxSessions) {
-      Atomics.sub(count, 0, 1);
-      return this.refuseSession(res, 'limit', this.tooMany);
-    }
+    // The client a trusted proxy names: behind one, every client would otherwise share the proxy's share.
+    const client = clientAddress(res, req, this.parts.trusted);
+    const keys: SessionKeys = { serial: claims?.serial ?? -1, client: clientKey(addressBytes(client, new Uint8Array(16))) };
+    const opening = this.ledger.take(keys);
+    if (opening !== Opening.Opened) return this.refuseSession(res, SHARE_REFUSALS[opening], this.tooMany[opening]);
     const peer = peerAddress(res);
     // X-Forwarded-Proto is the HTTP scheme (https under TLS) for an upgrade too, as nginx sends it.
     const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer), this.parts.upstream.clientScheme);
     if (!Array.isArray(list)) {
-      Atomics.sub(count, 0, 1);
+      this.ledger.give(keys);
       return this.refuseRequest(res, list);
     }
     const key = req.getHeader('sec-websocket-key');
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
-    const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
     const standing = claims === undefined ? null : this.parts.core.standing(claims);
-    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, ticket, logged: loggedSession(res) });
+    const handshake = new Handshake(this, res, key, context, { path, client, keys, claims, standing, ticket, logged: loggedSession(res) });
     handshake.start(target, protocols, list);
   }
 
@@ -268,10 +284,10 @@ export class WebSocketRelay {
     this.parts.inFlight.enter();
   }
 
-  /** A handshake is over; `session` false: it gave no session, and its place in the count is free again. */
+  /** A handshake is over; `session` false: it gave no session, and its place in the ledger is free again. */
   handshakeEnded(handshake: Handshake, session: boolean): void {
     this.handshakes.delete(handshake);
-    if (!session) Atomics.sub(this.parts.settings.sessionCount, 0, 1);
+    if (!session) this.ledger.give(handshake.keys);
     this.parts.inFlight.leave();
   }
 
@@ -341,7 +357,7 @@ export class WebSocketRelay {
   private closed(session: Session, code: number, message: ArrayBuffer): void {
     session.clientClosed(code, message);
     if (!this.sessions.delete(session)) return;
-    Atomics.sub(this.parts.settings.sessionCount, 0, 1);
+    this.ledger.give(session.opened.keys);
     const metrics = this.parts.metrics;
     metrics.wsOpen--;
     metrics.wsClose(session.closeReason);
@@ -388,12 +404,19 @@ export class WebSocketRelay {
   }
 }
 
+/** The refusals' reasons in the metrics, by the bound that refused. */
+const SHARE_REFUSALS: Readonly<Record<Exclude<Opening, Opening.Opened>, WsRefusal>> = {
+  [Opening.Full]: 'limit', [Opening.TokenFull]: 'token limit', [Opening.ClientFull]: 'client limit',
+};
+
 /** What a session was opened with. */
 interface Opened {
   /** The path as the gate checked it (no query). */
   readonly path: string;
   /** Who asked, for the audit line: the peer, or the client a trusted proxy names. */
   readonly client: string;
+  /** Its places in the process's ledger: its token's and its client address's. */
+  readonly keys: SessionKeys;
   /** The token's claims, for the audit line; undefined when there is no token to check (a public path, or tokens not required). */
   readonly claims: Claims | undefined;
   /** The token's re-check (core.standing), run on every message; null without a token. */
@@ -412,6 +435,10 @@ class Handshake implements HandshakeHandler {
 
   constructor(private readonly relay: WebSocketRelay, private readonly res: HttpResponse, private readonly key: string,
     private readonly context: us_socket_context_t, private readonly opened: Opened) {}
+
+  get keys(): SessionKeys {
+    return this.opened.keys;
+  }
 
   /** `headers`: the proxy's flat [name, value, ...] list; the handshake's own fields are the upstream socket's to write. */
   start(target: string, protocols: string[], headers: readonly string[]): void {

@@ -241,7 +241,8 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
 
 t.test('past --ws-max-sessions an upgrade gets 503 before anything reaches the upstream', async (t) => {
   const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-max-sessions', '2'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-max-sessions', '2',
+    '--ws-max-sessions-per-token', '2', '--ws-max-sessions-per-client', '2'] });
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const first = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   await openClient(t, wsUrl(server.url, WS_PATH), { token });
@@ -554,6 +555,9 @@ t.test('bad WebSocket flags stop the start with one line', async (t) => {
     [['--ws-max-message', '16MB'], /^api-auth: --ws-max-message must be a size from 1 byte to 1024MiB/],
     [['--ws-idle-timeout', '5s'], /^api-auth: --ws-idle-timeout must be a duration in whole seconds from 8s to 960s/],
     [['--ws-max-sessions', '0'], /^api-auth: --ws-max-sessions must be a whole number from 1 to 1000000/],
+    [['--ws-max-sessions-per-token', '0'], /^api-auth: --ws-max-sessions-per-token must be a whole number from 1 to 1000000/],
+    [['--upstream', 'http://127.0.0.1:9', '--ws-max-sessions', '8', '--ws-max-sessions-per-client', '9'],
+      /^api-auth: --ws-max-sessions-per-client is 9, over --ws-max-sessions \(8\), which bounds every share: give at most 8/],
     [['--api-auth-query-token=enabled'], /^api-auth: --api-auth-query-token takes no value, or =true or =false/],
   ];
   for (const [args, message] of cases) {
