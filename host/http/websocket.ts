@@ -67,6 +67,7 @@ import { REFUSALS, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
 import { clientKey, Opening, SessionLedger } from './session-ledger.js';
+import { CLIENT_HIGH_WATER, CLIENT_LOW_WATER, clientBackpressure } from './ws-memory.js';
 import type { SessionKeys } from './session-ledger.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
@@ -76,9 +77,6 @@ import type { HandshakeHandler, SessionHandler, UpstreamWebSocket as Upstream } 
 
 /** How often each thread re-checks the tokens of its sessions, and looks for a quiet upstream. */
 export const RECHECK_MS = 250;
-/** Bytes waiting for a client past which the upstream is no longer read, and below which it is again. */
-const CLIENT_HIGH_WATER = 256 * 1024;
-const CLIENT_LOW_WATER = 64 * 1024;
 /** How long a stop waits for the upstreams to answer its close frames before it cuts them. */
 const SHUTDOWN_MS = 1000;
 /** How long a closed session's upstream may take to answer the close frame and end its connection. */
@@ -174,16 +172,16 @@ export class WebSocketRelay {
       // permessage-deflate stays off (uWS's default): a node's answers would be inflated
       // twice, and compression ratios are a known side channel.
       //
-      // uWS cuts a client whose message is over maxPayloadLength without a close frame
-      // (the client sees 1006). Up to twice the limit, the message is read and refused
-      // here with 1009, as RFC 6455 has it; only a message announced larger than that is cut.
-      maxPayloadLength: Math.min(2 * settings.maxMessage, 0x7fffffff),
+      // The limit itself, so that a session holds no more than ws-memory.ts counts: uWS
+      // cuts a client whose frame or message is over it without a close frame (the client
+      // sees 1006, not RFC 6455's 1009), rather than gather it first to refuse it whole.
+      maxPayloadLength: settings.maxMessage,
       idleTimeout: settings.idleTimeout,
       sendPingsAutomatically: true,
       // Never reached while the upstream is paused at CLIENT_HIGH_WATER: what was read
-      // before the pause (at most about a message) still fits. Past it, uWS would drop a
-      // message; closing the session is the honest answer.
-      maxBackpressure: Math.min(CLIENT_HIGH_WATER + 2 * settings.maxMessage + 1024 * 1024, 0x7fffffff),
+      // before the pause (at most a message and a read's worth) still fits. Past it, uWS
+      // would drop a message; closing the session is the honest answer.
+      maxBackpressure: clientBackpressure(settings.maxMessage),
       closeOnBackpressureLimit: true,
       upgrade: (res, req, context) => this.upgrade(res, req, context),
       open: (ws) => this.opened(ws),
@@ -592,10 +590,7 @@ export class Session implements SessionHandler, SessionCounts {
     if (this.ended) return;
     const upstream = this.upstream;
     const max = this.relay.settings.maxMessage;
-    if (data.byteLength > max) {
-      this.end('too big', 1009, `message over ${max} bytes`, 1001, `the client sent a message over ${max} bytes`);
-      return;
-    }
+    // No message over `max` comes: uWS cuts the client first (maxPayloadLength).
     if (this.queuedBytes + upstream.bufferedAmount > max) {
       this.end('backpressure', 1013, 'the upstream node is not keeping up; try again later', 0, '');
       return;

@@ -27,7 +27,8 @@ t.test('clients that leave with messages queued for an upstream that stops readi
   const port = Number(new URL(upstream).port);
   const server = await startServer(t, {
     cheapChecks: true,
-    args: ['--upstream', upstream, '--http-threads', '1', '--ws-max-message', '64MiB'],
+    args: ['--upstream', upstream, '--http-threads', '1', '--ws-max-message', '64MiB', '--ws-max-sessions', String(SESSIONS),
+      '--ws-max-sessions-per-token', String(SESSIONS), '--ws-max-sessions-per-client', String(SESSIONS)],
   });
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const clients = [];
