@@ -4,10 +4,12 @@
 // quarter of --ws-max-sessions by default), counted across every HTTP thread in the
 // process's one ledger; past it, its upgrade gets the global cap's 503 with its own message.
 import t from 'tap';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Test } from 'tap';
 import { jsonrpc, request } from '../helpers/http.js';
 import { authUrl, newToken } from '../helpers/auth.js';
-import { startServer } from '../helpers/server.js';
+import { startServer, tempDir } from '../helpers/server.js';
 import type { Server } from '../helpers/server.js';
 import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
 import type { ClientOptions } from '../helpers/ws-upstream.js';
@@ -110,4 +112,38 @@ t.test('a client address\'s share, whatever the token: an IPv4 address, an IPv6 
   await openClient(t, wsUrl(server.url, WS_PATH), via('2001:db8:0:8::1'));
   await openClient(t, wsUrl(server.url, WS_PATH), via('198.51.100.7'));
   t.equal(upstream.sessions.length, 7, 'the refused upgrades never reached the upstream');
+});
+
+t.test('upgrade and close, again and again: each upgrade of a rate-limited token spends one call, so a 1/h token of burst 3 gets 3', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
+  const issued = await jsonrpc(authUrl(server.url), 'auth.newToken', { password: server.password, endpoints: [WS_PATH], rateLimit: '1/h', burst: 3 });
+  const token = issued.result!.token as string;
+  for (let i = 0; i < 3; i++) {
+    const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+    client.socket.close();
+    await client.closed;
+  }
+  const fourth = await refusal(t, server, { token });
+  t.equal(fourth.status, 429, 'the fourth upgrade, with no session open: 429');
+  t.match(JSON.parse(fourth.body).error, { code: -32005, message: /past its rate limit/ });
+  t.equal(upstream.sessions.length, 3, 'the upstream saw 3 handshakes, not 4');
+});
+
+t.test('the shares come from the environment and a config file as from the flags', async (t) => {
+  const upstream = await startWsUpstream(t);
+  const dir = tempDir(t);
+  const config = join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({ 'ws-max-sessions-per-client': 1 }), { mode: 0o600 });
+  const fromEnv = await startServer(t, {
+    cheapChecks: true, args: ['--upstream', upstream.url], node: { env: { API_AUTH_WS_MAX_SESSIONS_PER_TOKEN: '1' } },
+  });
+  const fromFile = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--config-file', config] });
+  for (const [server, message] of [[fromEnv, /with this token \(at most 1\)/], [fromFile, /from this client address \(at most 1\)/]] as const) {
+    const token = await newToken(server.url, server.password, [WS_PATH]);
+    await openClient(t, wsUrl(server.url, WS_PATH), { token });
+    const second = await refusal(t, server, { token });
+    t.equal(second.status, 503);
+    t.match(JSON.parse(second.body).error.message, message);
+  }
 });
