@@ -4,7 +4,8 @@
 // The upgrade is a request like any other. An upgrade to one of api-auth's own routes
 // is the router's, the Upgrade header ignored, as before. Any other goes through the
 // router's admission step (admission.ts, by the WebSocket's way: path rules, then the
-// token, with the same refusals), then the session limit, and only then to the upstream:
+// token, with the same refusals), then the session limits (session-ledger.ts: the
+// process's, and the token's and the client address's shares), and only then to the upstream:
 // a WebSocket to the same target, with the same header rules (forwarding.ts), and the
 // client's subprotocols. The client gets its 101 once the upstream has accepted; an upstream
 // that refuses, cannot be reached or does not answer in time gives the HTTP error the
