@@ -17,11 +17,15 @@ import type { TrustedProxies } from './http/client-address.js';
 import { allowedOrigins } from './http/cors.js';
 import { AUTH_PATH, OWN_PATHS } from './http/paths.js';
 import { MAX_BODY_BYTES } from './http/responses.js';
+import { sessionBytes } from './http/ws-memory.js';
 import type { AllowedOrigins } from './http/cors.js';
 import { STDOUT } from './ops/line-writer.js';
 import { LEVELS } from './ops/log.js';
 import type { Level, Logger } from './ops/log.js';
 import type { TlsFiles } from './pem.js';
+
+/** --ws-max-sessions when it is left out and the memory budget holds as many. */
+const MAX_SESSIONS = 10_000;
 
 /** How an option is written: its flag's syntax, how its text from the environment or a config file is read, its placeholder in --help. */
 export type OptionKind = 'boolean' | 'integer' | 'duration' | 'size' | 'text' | 'path' | 'list';
@@ -160,7 +164,8 @@ export const SCHEMA = {
   wsMaxMessage: option<number | string, number>({
     // 16 MiB by default, so that large eth_getLogs answers fit.
     flag: 'ws-max-message', kind: 'size', default: 16 * 1024 * 1024, limits: { min: 1, max: 1024 * 1024 * 1024 }, parse: size, within: 'upstream',
-    doc: 'largest WebSocket message relayed either way, 1 byte to 1024MiB; a larger one closes the session with 1009',
+    doc: 'largest WebSocket message relayed either way, 1 byte to 1024MiB; a larger one ends the session (an upstream\'s with 1009; ' +
+      'a client\'s is cut at its header, 1006)',
   }),
   wsIdleTimeout: option<number | string, number>({
     // uWebSockets.js takes 8 s to 960 s, counted in steps of 4 s.
@@ -168,9 +173,29 @@ export const SCHEMA = {
     doc: 'a session side from which nothing arrives for this long, not even a pong to a ping, is gone, 8s to 960s',
   }),
   wsMaxSessions: option<number | string, number>({
-    flag: 'ws-max-sessions', kind: 'integer', default: 10_000, limits: { min: 1, max: 1_000_000 }, parse: count('WebSocket sessions open at once'),
+    flag: 'ws-max-sessions', kind: 'integer', shownDefault: `${MAX_SESSIONS}, or as many as --ws-memory-budget holds if fewer`,
+    limits: { min: 1, max: 1_000_000 }, parse: count('WebSocket sessions open at once'), within: 'upstream',
+    doc: 'WebSocket sessions open at once in the process, 1 to 1000000, as many as --ws-memory-budget holds at most; past it an upgrade gets 503',
+    see: 'WebSocket sessions',
+  }),
+  wsMemoryBudget: option<number | string, number>({
+    flag: 'ws-memory-budget', kind: 'size', default: 4096 * 1024 * 1024, limits: { min: 1024 * 1024, max: 1024 * 1024 * 1024 * 1024 }, parse: size,
     within: 'upstream',
-    doc: 'WebSocket sessions open at once in the process, 1 to 1000000; past it an upgrade gets 503',
+    doc: 'memory all WebSocket sessions together may hold at their worst, 1MiB to 1048576MiB: each may hold 6 x --ws-max-message + 2MiB, ' +
+      'and --ws-max-sessions must fit', see: 'WebSocket sessions',
+  }),
+  wsMaxSessionsPerToken: option<number | string, number>({
+    flag: 'ws-max-sessions-per-token', kind: 'integer', shownDefault: 'a quarter of --ws-max-sessions', limits: { min: 1, max: 1_000_000 },
+    parse: count('WebSocket sessions open at once with one token'), within: 'upstream',
+    doc: 'WebSocket sessions open at once in the process with one token, 1 to 1000000 and at most --ws-max-sessions; past it that token\'s upgrade gets 503',
+    see: 'WebSocket sessions',
+  }),
+  wsMaxSessionsPerClient: option<number | string, number>({
+    flag: 'ws-max-sessions-per-client', kind: 'integer', shownDefault: 'a quarter of --ws-max-sessions', limits: { min: 1, max: 1_000_000 },
+    parse: count('WebSocket sessions open at once from one client address'), within: 'upstream',
+    doc: 'WebSocket sessions open at once in the process from one client address (an IPv6 address\'s /64), 1 to 1000000 and at most --ws-max-sessions; ' +
+      'past it that address\'s upgrade gets 503',
+    see: 'WebSocket sessions',
   }),
   trustedProxies: option<readonly string[], TrustedProxies>({
     flag: 'trusted-proxies', kind: 'list', default: [], shownDefault: 'none', parse: proxies,
@@ -330,6 +355,10 @@ export interface ServerConfig {
   /** Seconds. */
   readonly wsIdleTimeout: number;
   readonly wsMaxSessions: number;
+  /** At most wsMaxSessions. */
+  readonly wsMaxSessionsPerToken: number;
+  /** At most wsMaxSessions. */
+  readonly wsMaxSessionsPerClient: number;
   /** The fleet to join; undefined keeps the state in the data folder. */
   readonly cluster: ClusterConfig | undefined;
 }
@@ -427,6 +456,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     throw new OptionError('passwordFile', (name) => `${name('authRequired')} needs ${name('passwordFile')}, the file holding the ` +
       'service password (it is generated when missing)');
   }
+  const sessions = maxSessions(v);
   return {
     host: v.host,
     port: v.port,
@@ -450,9 +480,50 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     queryToken: v.queryToken,
     wsMaxMessage: v.wsMaxMessage,
     wsIdleTimeout: v.wsIdleTimeout,
-    wsMaxSessions: v.wsMaxSessions,
+    wsMaxSessions: sessions,
+    wsMaxSessionsPerToken: share(v, sessions, 'wsMaxSessionsPerToken'),
+    wsMaxSessionsPerClient: share(v, sessions, 'wsMaxSessionsPerClient'),
     cluster: cluster(v, options),
   };
+}
+
+/**
+ * A token's or a client address's share of the WebSocket sessions: as given, at most
+ * all of them; by default a quarter (rounded up), so that no one token or client can
+ * take the sessions from everyone else.
+ */
+function share(v: Values, sessions: number, key: 'wsMaxSessionsPerToken' | 'wsMaxSessionsPerClient'): number {
+  const given = v[key];
+  if (given === undefined) return Math.ceil(sessions / 4);
+  if (given > sessions) {
+    throw new OptionError(key, (name) => `${name(key)} is ${given}, over ${name('wsMaxSessions')} (${sessions}), which bounds every ` +
+      `share: give at most ${sessions}, or raise ${name('wsMaxSessions')}`);
+  }
+  return given;
+}
+
+/**
+ * The WebSocket sessions of the process: as many as given, or MAX_SESSIONS, and no more
+ * than the memory budget holds with each at its worst (ws-memory.ts). Given more than
+ * that, the start stops rather than take fewer than asked for, or break the budget.
+ */
+function maxSessions(v: Values): number {
+  const each = sessionBytes(v.wsMaxMessage);
+  const fit = Math.floor(v.wsMemoryBudget / each);
+  const worst = (name: (option: string) => string) => `at ${name('wsMaxMessage')} ${formatBytes(v.wsMaxMessage)} each session may hold ` +
+    `${formatBytes(each)} (6 x the message + 2MiB)`;
+  if (fit < 1) {
+    throw new OptionError('wsMemoryBudget', (name) => `${name('wsMemoryBudget')} is ${formatBytes(v.wsMemoryBudget)}, and ${worst(name)}: ` +
+      `not one session fits. Raise ${name('wsMemoryBudget')}, or lower ${name('wsMaxMessage')}`);
+  }
+  const given = v.wsMaxSessions;
+  if (given === undefined) return Math.min(MAX_SESSIONS, fit);
+  if (given > fit) {
+    throw new OptionError('wsMaxSessions', (name) => `${name('wsMaxSessions')} is ${given}, and ${worst(name)}: ${given} would hold up to ` +
+      `${formatBytes(given * each)}, over ${name('wsMemoryBudget')} (${formatBytes(v.wsMemoryBudget)}). Give at most ${fit}, lower ` +
+      `${name('wsMaxMessage')}, or raise ${name('wsMemoryBudget')}`);
+  }
+  return given;
 }
 
 /** Whether an option that others are `within` is on: set, and not false. */

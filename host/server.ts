@@ -11,6 +11,7 @@ import { badOption } from './errors.js';
 import { HttpServer, STOP_GRACE_MS, whyNotListening } from './http/listener.js';
 import type { Listening, ServerHandle } from './http/listener.js';
 import type { Stack } from './http/stack.js';
+import { ledgerMemory } from './http/session-ledger.js';
 import type { WebSocketSettings } from './http/websocket.js';
 import { LineTargetError, LineWriter, lineTarget, openTarget, reopenLines, STDOUT } from './ops/line-writer.js';
 import type { LineTarget } from './ops/line-writer.js';
@@ -125,7 +126,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody, pipelining: config.upstreamPipelining,
         queryToken: config.queryToken, clientScheme: config.tls === undefined ? 'http' : 'https',
       },
-      websocket: { ...websocketSettings(config), sessionCount: new Int32Array(new SharedArrayBuffer(4)) },
+      websocket: { ...websocketSettings(config), sessions: ledgerMemory(config.wsMaxSessions) },
       trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, serving: fence && fenceReader(fence),
       accessLog: accessWriter,
     });
@@ -187,7 +188,10 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
   };
 }
 
-/** The WebSocket options as every thread takes them (the session count is made apart: one for the process). */
-function websocketSettings(config: ServerConfig): Omit<WebSocketSettings, 'sessionCount'> {
-  return { maxMessage: config.wsMaxMessage, idleTimeout: config.wsIdleTimeout, maxSessions: config.wsMaxSessions, queryToken: config.queryToken };
+/** The WebSocket options as every thread takes them (the sessions' ledger is made apart: one for the process). */
+function websocketSettings(config: ServerConfig): Omit<WebSocketSettings, 'sessions'> {
+  return {
+    maxMessage: config.wsMaxMessage, idleTimeout: config.wsIdleTimeout, maxSessions: config.wsMaxSessions,
+    maxSessionsPerToken: config.wsMaxSessionsPerToken, maxSessionsPerClient: config.wsMaxSessionsPerClient, queryToken: config.queryToken,
+  };
 }

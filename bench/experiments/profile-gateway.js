@@ -28,7 +28,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROOT, int, log, ms, pct, size, table, usec } from '../lib/common.js';
-import { newToken, startOurs } from '../lib/api-auth.js';
+import { newToken, startOurs, wsLoadArgs } from '../lib/api-auth.js';
 import { ensureCommands } from '../lib/apt.js';
 import { descendants, snapshot } from '../lib/cpu.js';
 import { withCpu } from '../lib/measure.js';
@@ -192,7 +192,7 @@ let units;
 try {
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
   const gateway = o.gateway === 'api-auth'
-    ? await startOurs({ cpus: where.server, threads: 1, upstream: upstreamUrl, nodeFlags })
+    ? await startOurs({ cpus: where.server, threads: 1, upstream: upstreamUrl, nodeFlags, extraArgs: wsLoadArgs(1024) })
     : { server: await (o.load === 'http' ? startNginxProxy : startNginxWsProxy)({ upstreamPort: upstream.port, workers: 1, cpus: where.server }) };
   gateway.cleanup ??= () => gateway.server.stop();
   const pid = gateway.server.child.pid;

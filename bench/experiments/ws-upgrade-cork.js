@@ -28,7 +28,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BUILD, ROOT, int, table } from '../lib/common.js';
-import { newToken, startOurs } from '../lib/api-auth.js';
+import { newToken, startOurs, wsLoadArgs } from '../lib/api-auth.js';
 import { startServer } from '../lib/proc.js';
 
 const { values } = parseArgs({
@@ -150,7 +150,7 @@ function nonJson(text) {
 
 async function run(mode, upstreamPort, scratch) {
   const main = mode === 'corked' ? corkedBuild(join(scratch, `corked-${Date.now()}`)) : undefined;
-  const ours = await startOurs({ upstream: `http://127.0.0.1:${upstreamPort}`, threads: THREADS, ...(main && { main }) });
+  const ours = await startOurs({ upstream: `http://127.0.0.1:${upstreamPort}`, threads: THREADS, extraArgs: wsLoadArgs(SESSIONS), ...(main && { main }) });
   const sockets = [];
   const outcomes = { working: 0, cut: 0, silent: 0, dropped: 0 };
   const started = performance.now();

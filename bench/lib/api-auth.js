@@ -24,6 +24,19 @@ export function supportsHttpThreads() {
  * extraArgs, nodeFlags (node's own, before the script: a profiler's), main (another build's main.js; default this one's).
  * Resolves with the server, its password, its directory and `cleanup()` (stops it, removes the directory).
  */
+/**
+ * The WebSocket flags of a load of up to `sessions` sessions from this machine with one
+ * token: messages of at most 64 KiB (the loads send 100 B and 10 kB), every session
+ * open to the one token and the one address, and the memory budget they need at their
+ * worst (6 x 64 KiB + 2 MiB each; docs/guides/websocket.md), which nothing allocates
+ * unless the peers hold it.
+ */
+export function wsLoadArgs(sessions) {
+  const each = 6 * 64 * 1024 + 2 * 1024 * 1024;
+  return ['--ws-max-message', '64KiB', '--ws-max-sessions', String(sessions), '--ws-max-sessions-per-token', String(sessions),
+    '--ws-max-sessions-per-client', String(sessions), '--ws-memory-budget', `${Math.ceil((sessions * each) / (1024 * 1024))}MiB`];
+}
+
 export async function startOurs({ cpus = null, authRequired = true, upstream, threads, tls, extraArgs = [], nodeFlags = [], main = MAIN } = {}) {
   if (threads > 1 && !supportsHttpThreads()) throw new Error(`api-auth --http-threads ${threads}: not supported by this build`);
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-'));

@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ROOT, int, log, ms, pass, pct, ratio, size, table, usec } from '../lib/common.js';
-import { newToken, startOurs } from '../lib/api-auth.js';
+import { newToken, startOurs, wsLoadArgs } from '../lib/api-auth.js';
 import { ensureCommands } from '../lib/apt.js';
 import { TICKS_PER_SECOND, treeMeter } from '../lib/cpu.js';
 import { foreignCpuWindow, waitForQuiet } from '../lib/quiet.js';
@@ -42,7 +42,7 @@ function contenders() {
       id: 'apiAuth',
       name: 'api-auth --upstream, valid token',
       start: async ({ upstreamPort, threads, cpus }) => {
-        const ours = await startOurs({ cpus, threads, upstream: `http://127.0.0.1:${upstreamPort}` });
+        const ours = await startOurs({ cpus, threads, upstream: `http://127.0.0.1:${upstreamPort}`, extraArgs: wsLoadArgs(1024) });
         const token = await newToken(ours.server.port, ours.password, [WS_PATH]);
         return { port: ours.server.port, pid: ours.server.child.pid, headers: { Authorization: `Bearer ${token}` }, refused: true, cleanup: ours.cleanup };
       },

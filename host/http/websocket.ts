@@ -4,7 +4,8 @@
 // The upgrade is a request like any other. An upgrade to one of api-auth's own routes
 // is the router's, the Upgrade header ignored, as before. Any other goes through the
 // router's admission step (admission.ts, by the WebSocket's way: path rules, then the
-// token, with the same refusals), then the session limit, and only then to the upstream:
+// token, with the same refusals), then the session limits (session-ledger.ts: the
+// process's, and the token's and the client address's shares), and only then to the upstream:
 // a WebSocket to the same target, with the same header rules (forwarding.ts), and the
 // client's subprotocols. The client gets its 101 once the upstream has accepted; an upstream
 // that refuses, cannot be reached or does not answer in time gives the HTTP error the
@@ -58,7 +59,7 @@ import { Decision, webSocketWay, withoutToken } from './admission.js';
 import type { Admission, Way } from './admission.js';
 import type { Ticket } from './body-admission.js';
 import { callCount, readCalls } from '../rpc/reading.js';
-import { clientAddress, peerAddress } from './client-address.js';
+import { addressBytes, clientAddress, peerAddress } from './client-address.js';
 import type { TrustedProxies } from './client-address.js';
 import type { InFlight } from './in-flight.js';
 import { classify, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
@@ -67,6 +68,9 @@ import type { UpstreamOptions } from './proxy.js';
 import { REFUSALS, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
+import { clientKey, Opening, SessionLedger } from './session-ledger.js';
+import { CLIENT_HIGH_WATER, CLIENT_LOW_WATER, clientBackpressure } from './ws-memory.js';
+import type { SessionKeys } from './session-ledger.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
 import { UpstreamWsCode, UpstreamWsError } from './upstream-ws/errors.js';
@@ -75,9 +79,6 @@ import type { HandshakeHandler, SessionHandler, UpstreamWebSocket as Upstream } 
 
 /** How often each thread re-checks the tokens of its sessions, and looks for a quiet upstream. */
 export const RECHECK_MS = 250;
-/** Bytes waiting for a client past which the upstream is no longer read, and below which it is again. */
-const CLIENT_HIGH_WATER = 256 * 1024;
-const CLIENT_LOW_WATER = 64 * 1024;
 /** How long a stop waits for the upstreams to answer its close frames before it cuts them. */
 const SHUTDOWN_MS = 1000;
 /** How long a closed session's upstream may take to answer the close frame and end its connection. */
@@ -95,10 +96,14 @@ export interface WebSocketSettings {
   readonly idleTimeout: number;
   /** Sessions open at once in the whole process. */
   readonly maxSessions: number;
+  /** Sessions open at once in the whole process with one token. */
+  readonly maxSessionsPerToken: number;
+  /** Sessions open at once in the whole process from one client address (an IPv6 address's /64). */
+  readonly maxSessionsPerClient: number;
   /** Whether an upgrade without an Authorization header may carry its token as access_token in the query. */
   readonly queryToken: boolean;
-  /** Word 0: the sessions open or being opened in the whole process, every thread's. */
-  readonly sessionCount: Int32Array;
+  /** The sessions open or being opened in the whole process, every thread's (session-ledger.ts, ledgerMemory). */
+  readonly sessions: SharedArrayBuffer;
 }
 
 /** What a relay works with: this thread's admission, router and counters, and the upstream. */
@@ -139,7 +144,9 @@ export class WebSocketRelay {
   /** Every upstream socket not yet closed, sessions' and handshakes' alike. */
   private readonly upstreams = new Set<Upstream>();
   private readonly watch: UpstreamWatch;
-  private readonly tooMany: Uint8Array;
+  private readonly ledger: SessionLedger;
+  /** The 503 bodies of the bounds, by Opening. */
+  private readonly tooMany: Readonly<Record<Exclude<Opening, Opening.Opened>, Uint8Array>>;
   private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
   private readonly idleMs: number;
   private readonly way: Way;
@@ -151,23 +158,32 @@ export class WebSocketRelay {
   constructor(private readonly parts: RelayParts) {
     const { settings, upstream } = parts;
     this.watch = new UpstreamWatch(upstream.url, upstream.timeoutMs, upstream.health, parts.metrics, parts.log);
-    this.tooMany = jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`);
+    this.ledger = new SessionLedger(settings.sessions, {
+      maxSessions: settings.maxSessions, perToken: settings.maxSessionsPerToken, perClient: settings.maxSessionsPerClient,
+    });
+    this.tooMany = {
+      [Opening.Full]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`),
+      [Opening.TokenFull]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open with this token ` +
+        `(at most ${settings.maxSessionsPerToken}); close one, or retry later`),
+      [Opening.ClientFull]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open from this client address ` +
+        `(at most ${settings.maxSessionsPerClient}); close one, or retry later`),
+    };
     this.idleMs = settings.idleTimeout * 1000;
     this.way = webSocketWay(settings.queryToken);
     this.behavior = {
       // permessage-deflate stays off (uWS's default): a node's answers would be inflated
       // twice, and compression ratios are a known side channel.
       //
-      // uWS cuts a client whose message is over maxPayloadLength without a close frame
-      // (the client sees 1006). Up to twice the limit, the message is read and refused
-      // here with 1009, as RFC 6455 has it; only a message announced larger than that is cut.
-      maxPayloadLength: Math.min(2 * settings.maxMessage, 0x7fffffff),
+      // The limit itself, so that a session holds no more than ws-memory.ts counts: uWS
+      // cuts a client whose frame or message is over it without a close frame (the client
+      // sees 1006, not RFC 6455's 1009), rather than gather it first to refuse it whole.
+      maxPayloadLength: settings.maxMessage,
       idleTimeout: settings.idleTimeout,
       sendPingsAutomatically: true,
       // Never reached while the upstream is paused at CLIENT_HIGH_WATER: what was read
-      // before the pause (at most about a message) still fits. Past it, uWS would drop a
-      // message; closing the session is the honest answer.
-      maxBackpressure: Math.min(CLIENT_HIGH_WATER + 2 * settings.maxMessage + 1024 * 1024, 0x7fffffff),
+      // before the pause (at most a message and a read's worth) still fits. Past it, uWS
+      // would drop a message; closing the session is the honest answer.
+      maxBackpressure: clientBackpressure(settings.maxMessage),
       closeOnBackpressureLimit: true,
       upgrade: (res, req, context) => this.upgrade(res, req, context),
       open: (ws) => this.opened(ws),
@@ -208,23 +224,22 @@ export class WebSocketRelay {
       }
       claims = inspected.claims;
     }
-    const count = settings.sessionCount;
-    if (Atomics.add(count, 0, 1) >= settings.maxSessions) {
-      Atomics.sub(count, 0, 1);
-      return this.refuseSession(res, 'limit', this.tooMany);
-    }
+    // The client a trusted proxy names: behind one, every client would otherwise share the proxy's share.
+    const client = clientAddress(res, req, this.parts.trusted);
+    const keys: SessionKeys = { serial: claims?.serial ?? -1, client: clientKey(addressBytes(client, new Uint8Array(16))) };
+    const opening = this.ledger.take(keys);
+    if (opening !== Opening.Opened) return this.refuseSession(res, SHARE_REFUSALS[opening], this.tooMany[opening]);
     const peer = peerAddress(res);
     // X-Forwarded-Proto is the HTTP scheme (https under TLS) for an upgrade too, as nginx sends it.
     const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer), this.parts.upstream.clientScheme);
     if (!Array.isArray(list)) {
-      Atomics.sub(count, 0, 1);
+      this.ledger.give(keys);
       return this.refuseRequest(res, list);
     }
     const key = req.getHeader('sec-websocket-key');
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
-    const client = token === null ? peer : clientAddress(res, req, this.parts.trusted);
     const standing = claims === undefined ? null : this.parts.core.standing(claims);
-    const handshake = new Handshake(this, res, key, context, { path, client, claims, standing, ticket, logged: loggedSession(res) });
+    const handshake = new Handshake(this, res, key, context, { path, client, keys, claims, standing, ticket, logged: loggedSession(res) });
     handshake.start(target, protocols, list);
   }
 
@@ -269,10 +284,10 @@ export class WebSocketRelay {
     this.parts.inFlight.enter();
   }
 
-  /** A handshake is over; `session` false: it gave no session, and its place in the count is free again. */
+  /** A handshake is over; `session` false: it gave no session, and its place in the ledger is free again. */
   handshakeEnded(handshake: Handshake, session: boolean): void {
     this.handshakes.delete(handshake);
-    if (!session) Atomics.sub(this.parts.settings.sessionCount, 0, 1);
+    if (!session) this.ledger.give(handshake.keys);
     this.parts.inFlight.leave();
   }
 
@@ -342,7 +357,7 @@ export class WebSocketRelay {
   private closed(session: Session, code: number, message: ArrayBuffer): void {
     session.clientClosed(code, message);
     if (!this.sessions.delete(session)) return;
-    Atomics.sub(this.parts.settings.sessionCount, 0, 1);
+    this.ledger.give(session.opened.keys);
     const metrics = this.parts.metrics;
     metrics.wsOpen--;
     metrics.wsClose(session.closeReason);
@@ -389,12 +404,19 @@ export class WebSocketRelay {
   }
 }
 
+/** The refusals' reasons in the metrics, by the bound that refused. */
+const SHARE_REFUSALS: Readonly<Record<Exclude<Opening, Opening.Opened>, WsRefusal>> = {
+  [Opening.Full]: 'limit', [Opening.TokenFull]: 'token limit', [Opening.ClientFull]: 'client limit',
+};
+
 /** What a session was opened with. */
 interface Opened {
   /** The path as the gate checked it (no query). */
   readonly path: string;
   /** Who asked, for the audit line: the peer, or the client a trusted proxy names. */
   readonly client: string;
+  /** Its places in the process's ledger: its token's and its client address's. */
+  readonly keys: SessionKeys;
   /** The token's claims, for the audit line; undefined when there is no token to check (a public path, or tokens not required). */
   readonly claims: Claims | undefined;
   /** The token's re-check (core.standing), run on every message; null without a token. */
@@ -413,6 +435,10 @@ class Handshake implements HandshakeHandler {
 
   constructor(private readonly relay: WebSocketRelay, private readonly res: HttpResponse, private readonly key: string,
     private readonly context: us_socket_context_t, private readonly opened: Opened) {}
+
+  get keys(): SessionKeys {
+    return this.opened.keys;
+  }
 
   /** `headers`: the proxy's flat [name, value, ...] list; the handshake's own fields are the upstream socket's to write. */
   start(target: string, protocols: string[], headers: readonly string[]): void {
@@ -542,6 +568,8 @@ export class Session implements SessionHandler, SessionCounts {
   private queuedBytes = 0;
   /** The close frame for the upstream, held back while client messages wait to go before it. */
   private closing: { code: number; text: string } | null = null;
+  /** Cuts the upstream when the messages before a held close have not gone within UPSTREAM_CLOSE_MS. */
+  private closingTimer: NodeJS.Timeout | undefined;
   /** The data of the latest ping from the upstream, not yet answered because its socket was not empty. */
   private owedPong: Buffer | null = null;
   /**
@@ -564,10 +592,7 @@ export class Session implements SessionHandler, SessionCounts {
     if (this.ended) return;
     const upstream = this.upstream;
     const max = this.relay.settings.maxMessage;
-    if (data.byteLength > max) {
-      this.end('too big', 1009, `message over ${max} bytes`, 1001, `the client sent a message over ${max} bytes`);
-      return;
-    }
+    // No message over `max` comes: uWS cuts the client first (maxPayloadLength).
     if (this.queuedBytes + upstream.bufferedAmount > max) {
       this.end('backpressure', 1013, 'the upstream node is not keeping up; try again later', 0, '');
       return;
@@ -645,6 +670,7 @@ export class Session implements SessionHandler, SessionCounts {
   private tokenEnded(outcome: RefusedOutcome): void {
     this.drop();
     this.closing = null;
+    clearTimeout(this.closingTimer);
     const cut = this.upstream.bufferedAmount > 0;
     if (this.ended) {
       // The client had gone, and its last messages were waiting.
@@ -734,6 +760,7 @@ export class Session implements SessionHandler, SessionCounts {
   }
 
   closed(code: number, reason: string, error: Error | null): void {
+    clearTimeout(this.closingTimer);
     this.relay.untracked(this.upstream);
     if (this.ended) return;
     if (error instanceof UpstreamWsError && error.code === UpstreamWsCode.TooBig) {
@@ -778,7 +805,15 @@ export class Session implements SessionHandler, SessionCounts {
     const closing = this.closing;
     if (closing === null) return;
     this.closing = null;
+    clearTimeout(this.closingTimer);
     this.closeUpstream(closing.code, closing.text);
+  }
+
+  /** The messages before the held close did not go in time: they are dropped, and the upstream cut. */
+  private cutClosing(): void {
+    this.closing = null;
+    this.drop();
+    this.upstream.terminate();
   }
 
   /** Forgets the waiting messages. */
@@ -798,6 +833,10 @@ export class Session implements SessionHandler, SessionCounts {
     if (!upstream.open) return;
     if (this.head < this.queue.length) {
       this.closing = { code, text };
+      // An upstream that stops reading would otherwise hold its socket, and the messages
+      // queued for it, for as long as the process lives: it gets as long as a close
+      // handshake would, then it is cut with what it still holds.
+      this.closingTimer ??= setTimeout(() => this.cutClosing(), UPSTREAM_CLOSE_MS);
       return;
     }
     if (code === 1005 || sendable(code)) upstream.close(code, text);

@@ -26,8 +26,8 @@ export const UPSTREAM_ERROR_KINDS = ['refused', 'reset', 'timeout', 'other'] as 
 export type UpstreamErrorKind = (typeof UPSTREAM_ERROR_KINDS)[number];
 
 /** Why a WebSocket upgrade got an HTTP answer rather than a session. */
-export const WS_REFUSALS = ['token', 'path', 'limit', 'stopping', 'request', 'upstream status', 'upstream unreachable',
-  'upstream timeout'] as const;
+export const WS_REFUSALS = ['token', 'path', 'limit', 'token limit', 'client limit', 'stopping', 'request', 'upstream status',
+  'upstream unreachable', 'upstream timeout'] as const;
 export type WsRefusal = (typeof WS_REFUSALS)[number];
 
 /** What ended a WebSocket session. */

@@ -40,6 +40,7 @@ import { addChild, listenExclusive, omitServerMark, removeChild } from '../http/
 import type { Fields, Level, Logger } from '../ops/log.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
 import { ownThread } from '../own-thread.js';
+import { ledgerMemory } from '../http/session-ledger.js';
 import { ThreadLink } from './owner-channel.js';
 import type { HttpSettings, ThreadData } from './owner-channel.js';
 import { healthWord } from './upstream-health.js';
@@ -119,7 +120,7 @@ class ThreadsOwner {
   private readonly threads: HttpThread[] = [];
   private readonly heartbeats: Int32Array;
   private readonly upstreamHealth = healthWord();
-  private readonly wsSessions = new Int32Array(new SharedArrayBuffer(4));
+  private readonly wsSessions: SharedArrayBuffer;
   private listenSocket: us_listen_socket | null = null;
   private stopping: Promise<void> | null = null;
   /** The threads are being told to stop: they end as asked. */
@@ -150,6 +151,7 @@ class ThreadsOwner {
     });
     // One counter per thread (index = thread number), bumped by the thread's own loop.
     this.heartbeats = new Int32Array(new SharedArrayBuffer(4 * (plan.threads + 1)));
+    this.wsSessions = ledgerMemory(plan.settings.websocket.maxSessions);
     // Nobody need wait on these for a failure to be safe: start() and the server's user do.
     this.closed.catch(() => undefined);
     this.allReady.catch(() => undefined);

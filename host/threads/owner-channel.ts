@@ -32,7 +32,7 @@ export interface HttpSettings {
   /** The node to protect; undefined serves the built-in node endpoints. */
   readonly upstream: { readonly origin: string; readonly timeoutMs: number; readonly maxBody: number; readonly pipelining: number } | undefined;
   /** How WebSocket sessions are relayed and bounded (the process's session count is `ThreadData.wsSessions`). */
-  readonly websocket: Omit<WebSocketSettings, 'sessionCount'>;
+  readonly websocket: Omit<WebSocketSettings, 'sessions'>;
   /** Addresses and CIDR ranges, as given. */
   readonly trustedProxies: readonly string[];
   readonly logLevel: Level;
@@ -61,8 +61,8 @@ export interface ThreadData {
   readonly upstreamHealth: Int32Array;
   /** Who must wait before a password check, as the owner's throttle publishes it (throttle-board.ts). */
   readonly board: SharedArrayBuffer;
-  /** The WebSocket sessions open in the process, one word for every thread, bounded by --ws-max-sessions. */
-  readonly wsSessions: Int32Array;
+  /** The WebSocket sessions open in the process, one ledger for every thread (session-ledger.ts), bounded by --ws-max-sessions and its shares. */
+  readonly wsSessions: SharedArrayBuffer;
 }
 
 /** One thread's metrics, as `registry.getMetricsAsJSON()` gives them, for `AggregatorRegistry.aggregate`. */

@@ -44,7 +44,7 @@ await runHttpThread(async ({ data, owner, log }) => {
       url: new URL(upstream.origin), timeoutMs: upstream.timeoutMs, maxBody: upstream.maxBody, pipelining: upstream.pipelining,
       queryToken: settings.websocket.queryToken, health: sharedHealth(data.upstreamHealth), clientScheme: settings.tls === undefined ? 'http' : 'https',
     },
-    websocket: { ...settings.websocket, sessionCount: data.wsSessions },
+    websocket: { ...settings.websocket, sessions: data.wsSessions },
     trustedProxies: trustedProxies(settings.trustedProxies),
     log,
     clock: systemClock,

@@ -43,3 +43,21 @@ export async function rawWsUpstream(t: Test, upgraded: (socket: Socket, head: st
   });
   return `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
 }
+
+/**
+ * The TCP connections to `port` on loopback that are established, as the kernel lists
+ * them (/proc/net/tcp): the ones whose remote end is that port, one per connection a
+ * client holds to it, whether or not the listener reads.
+ */
+export function connectionsTo(port: number): number {
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  let count = 0;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // rem_address is ADDRESS:PORT in hex; st 01 is ESTABLISHED.
+      if (fields.length > 3 && fields[2].endsWith(`:${hex}`) && fields[3] === '01') count++;
+    }
+  }
+  return count;
+}

@@ -17,6 +17,7 @@ const server = await startThreads({
   memory: core.memory,
   settings: {
     authRequired: false, publicEndpoints: [], metricsPath: '/ext/metrics', upstream: undefined, trustedProxies: [], logLevel: 'info', graceMs: 1000,
+    websocket: { maxMessage: 1024, idleTimeout: 120, maxSessions: 1, maxSessionsPerToken: 1, maxSessionsPerClient: 1, queryToken: false },
   },
   board: boardMemory(),
   metrics: new Metrics(),

@@ -199,6 +199,8 @@ export interface ClientOptions {
   maxPayload?: number;
   /** For wss:// URLs: the PEM of the CA (or self-signed certificate) to trust. */
   ca?: Buffer;
+  /** The local address to connect from, such as 127.0.0.2 (any of 127.0.0.0/8 is this machine's). */
+  localAddress?: string;
 }
 
 /**
@@ -210,7 +212,7 @@ export function openClient(t: Test, url: string, options: ClientOptions = {}): P
   if (options.token !== undefined) headers.Authorization = `Bearer ${options.token}`;
   const socket = new WebSocket(url, options.protocols ?? [], {
     headers, perMessageDeflate: false, autoPong: options.autoPong ?? true, maxPayload: options.maxPayload ?? 1024 * 1024 * 1024,
-    ca: options.ca,
+    ca: options.ca, localAddress: options.localAddress,
   });
   t.teardown(() => socket.terminate());
   const received: Received[] = [];

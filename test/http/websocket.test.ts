@@ -129,7 +129,7 @@ t.test('a subscription works through the gate, with the proxy\'s header rules an
   t.ok(metrics.get('api_auth_websocket_bytes_total{direction="to upstream"}')! >= large.length, 'and their bytes');
 });
 
-t.test('text stays text, binary stays binary, and a message over --ws-max-message closes the session with 1009', async (t) => {
+t.test('text stays text, binary stays binary, and a message over --ws-max-message ends the session: the client\'s cut, the upstream\'s 1009', async (t) => {
   const upstream = await startWsUpstream(t);
   const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-max-message', '64KiB'] });
   const token = await newToken(server.url, server.password, [WS_PATH, '/ext/metrics']);
@@ -152,18 +152,28 @@ t.test('text stays text, binary stays binary, and a message over --ws-max-messag
 
   client.socket.send(randomBytes(limit + 1));
   const closed = await closesWithin(client, 5000);
-  t.equal(closed.code, 1009, 'one byte over: the client gets 1009');
+  // uWS cuts it before it is gathered (maxPayloadLength is the limit): no close frame.
+  t.equal(closed.code, 1006, 'one byte over: the client is cut, with no close frame');
   t.same(await seen.closed, { code: 1001, reason: `the client sent a message over ${limit} bytes` }, 'and the upstream is closed too');
+  t.equal(seen.received.length, 3, 'nothing of it reached the upstream');
+
+  const fragmented = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+  const seenFragmented = await upstream.session(1);
+  fragmented.socket.send(randomBytes(limit / 2 + 1), { fin: false });
+  fragmented.socket.send(randomBytes(limit / 2), { fin: true });
+  t.equal((await closesWithin(fragmented, 5000)).code, 1006, 'a message over the limit in two frames under it: cut too');
+  t.equal((await seenFragmented.closed).code, 1001);
+  t.equal(seenFragmented.received.length, 0, 'nothing of it reached the upstream');
 
   const second = await openClient(t, wsUrl(server.url, WS_PATH), { token });
-  const seenSecond = await upstream.session(1);
+  const seenSecond = await upstream.session(2);
   seenSecond.socket.send(randomBytes(limit + 1));
   t.same(await closesWithin(second, 5000).then(({ code, reason }) => ({ code, reason })),
     { code: 1009, reason: `the upstream node sent a message over ${limit} bytes` }, 'an upstream message over the limit: 1009 to the client');
   t.equal((await seenSecond.closed).code, 1009, 'and 1009 to the upstream that sent it');
 
   const metrics = await scrape(server.url, token);
-  t.equal(metrics.get('api_auth_websocket_sessions_closed_total{reason="too big"}'), 2, 'both are counted as too big');
+  t.equal(metrics.get('api_auth_websocket_sessions_closed_total{reason="too big"}'), 3, 'all three are counted as too big');
 });
 
 t.test('close codes and reasons are relayed both ways', async (t) => {
@@ -241,7 +251,8 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
 
 t.test('past --ws-max-sessions an upgrade gets 503 before anything reaches the upstream', async (t) => {
   const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-max-sessions', '2'] });
+  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-max-sessions', '2',
+    '--ws-max-sessions-per-token', '2', '--ws-max-sessions-per-client', '2'] });
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const first = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   await openClient(t, wsUrl(server.url, WS_PATH), { token });
@@ -554,6 +565,9 @@ t.test('bad WebSocket flags stop the start with one line', async (t) => {
     [['--ws-max-message', '16MB'], /^api-auth: --ws-max-message must be a size from 1 byte to 1024MiB/],
     [['--ws-idle-timeout', '5s'], /^api-auth: --ws-idle-timeout must be a duration in whole seconds from 8s to 960s/],
     [['--ws-max-sessions', '0'], /^api-auth: --ws-max-sessions must be a whole number from 1 to 1000000/],
+    [['--ws-max-sessions-per-token', '0'], /^api-auth: --ws-max-sessions-per-token must be a whole number from 1 to 1000000/],
+    [['--upstream', 'http://127.0.0.1:9', '--ws-max-sessions', '8', '--ws-max-sessions-per-client', '9'],
+      /^api-auth: --ws-max-sessions-per-client is 9, over --ws-max-sessions \(8\), which bounds every share: give at most 8/],
     [['--api-auth-query-token=enabled'], /^api-auth: --api-auth-query-token takes no value, or =true or =false/],
   ];
   for (const [args, message] of cases) {

@@ -25,7 +25,8 @@ t.test('the command line refuses flags that mean nothing in context: one line, e
       'give --upstream (such as http://127.0.0.1:9652), or leave --upstream-timeout out (exit 2)'],
     [['--upstream-max-body', '2MiB'], 'api-auth: --upstream-max-body sets how requests are proxied to the node, and there is no --upstream: ' +
       'give --upstream (such as http://127.0.0.1:9652), or leave --upstream-max-body out (exit 2)'],
-    ...['--api-auth-query-token', '--ws-max-message=1MiB', '--ws-idle-timeout=30s', '--ws-max-sessions=5'].map((flag): [string[], string] => {
+    ...['--api-auth-query-token', '--ws-max-message=1MiB', '--ws-idle-timeout=30s', '--ws-max-sessions=5',
+      '--ws-max-sessions-per-token=2', '--ws-max-sessions-per-client=2'].map((flag): [string[], string] => {
       const name = flag.split('=')[0];
       return [[flag], `api-auth: ${name} sets how requests are proxied to the node, and there is no --upstream: give --upstream ` +
         `(such as http://127.0.0.1:9652), or leave ${name} out (exit 2)`];
@@ -54,7 +55,8 @@ t.test('the command line refuses flags that mean nothing in context: one line, e
 t.test('the same flags where they mean something are taken', async (t) => {
   const good: string[][] = [
     ['--upstream', 'http://127.0.0.1:9652', '--upstream-timeout', '5s', '--upstream-max-body', '2MiB'],
-    ['--upstream', 'http://127.0.0.1:9652', '--api-auth-query-token', '--ws-max-message=1MiB', '--ws-idle-timeout=30s', '--ws-max-sessions=5'],
+    ['--upstream', 'http://127.0.0.1:9652', '--api-auth-query-token', '--ws-max-message=1MiB', '--ws-idle-timeout=30s', '--ws-max-sessions=5',
+      '--ws-max-sessions-per-token=2', '--ws-max-sessions-per-client=2'],
     ['--upstream', 'http://127.0.0.1:80'],
     ['--upstream', 'https://node.example:443'],
     ['--upstream', 'http://[::1]:9652/'],
