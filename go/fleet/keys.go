@@ -168,11 +168,23 @@ type State struct {
 	Members    []Member
 }
 
-// DecodeState decodes a snapshot: keys without the prefix, and their values.
+// Verifies tells whether a verifier needs the key name (without the prefix): every key
+// but the inventory (tokens/) and the member keys. A damaged key it needs fences the node
+// until the key is repaired or deleted; a damaged one it does not need is skipped, as the
+// gateways skip it (host/cluster/keys.ts, verifiesWith).
+func Verifies(name string) bool {
+	return !strings.HasPrefix(name, "tokens/") && !strings.HasPrefix(name, "members/")
+}
+
+// DecodeState decodes a snapshot: keys without the prefix, and their values. A damaged
+// key that verification does not need is left out.
 func DecodeState(kvs map[string][]byte) (State, error) {
 	var s State
 	for name, value := range kvs {
 		c, err := Decode(name, value)
+		if err != nil && !Verifies(name) {
+			continue
+		}
 		if err != nil {
 			return State{}, err
 		}

@@ -16,6 +16,7 @@ import type { Logger } from '../ops/log.js';
 import { MAX_USAGE_REQUESTS, readUsageCounts, usageCounts } from '../service/ledger.js';
 import type { InventoryEntry, Usage, UsageCount } from '../service/ledger.js';
 import type { EtcdConnection } from './etcd.js';
+import { deleteKeyCommand } from './keys.js';
 import type { FleetKeys } from './keys.js';
 
 /** How often a gateway publishes its counts: what the others' lag behind it by, at most (plus one put). */
@@ -42,6 +43,8 @@ export class FleetUsage {
    * renewal or rejoin moves them.
    */
   private readonly key: string;
+  /** The other gateways' keys that held no usage counts at the last read: left out, each reported once. */
+  damaged = new Set<string>();
 
   constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly core: Core,
     private readonly log: Logger) {
@@ -78,11 +81,16 @@ export class FleetUsage {
       return new Map();
     }
     const merged = new Map<number, Usage>();
+    const damaged = new Set<string>();
     for (const [key, value] of Object.entries(all)) {
       if (key === this.key) continue;
       const counted = decodeFleetUsage(value);
       if (counted === undefined) {
-        this.log.warn('a fleet usage key holds no usage counts; it is left out of listTokens', { key });
+        damaged.add(key);
+        if (!this.damaged.has(key)) {
+          this.log.warn(`the fleet ${this.keys.name} holds a damaged usage key ${key} (it holds no usage counts); it is left out of ` +
+            `listTokens, and no gateway needs it to verify tokens: delete it with ${deleteKeyCommand(key)}`, { cluster: this.keys.name, key });
+        }
         continue;
       }
       for (const [serial, requests, lastUsedMs] of counted) {
@@ -91,6 +99,7 @@ export class FleetUsage {
           : { requests: Math.min(seen.requests + requests, MAX_USAGE_REQUESTS), lastUsedMs: Math.max(seen.lastUsedMs, lastUsedMs) });
       }
     }
+    this.damaged = damaged;
     return merged;
   }
 }
