@@ -124,6 +124,7 @@ export const SEE_PAGES: Readonly<Record<string, string>> = {
   'Logs': 'logs.md',
   'The access log (`--access-log`)': 'access-log.md',
   'Running a fleet': '../guides/fleet.md',
+  'When etcd is down': '../guides/fleet.md',
 };
 
 /** The link to the section an option's `see` names. */

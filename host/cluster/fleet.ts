@@ -36,6 +36,8 @@ export interface FleetSettings extends EtcdSettings {
   readonly name: string;
   /** The fence this gateway's gates read (threads/fence.ts); written by its membership only. */
   readonly fence: Uint32Array;
+  /** --fleet-outage-grace, whole seconds (membership.ts). */
+  readonly outageGraceSeconds: number;
 }
 
 export class Fleet implements Ledger {
@@ -445,7 +447,10 @@ export class Fleet implements Ledger {
   }
 
   /** Counted against the fleet's allowance (throttle.ts). */
-  beginPasswordCheck(nowMs: number): Promise<number | SharedCheck> {
+  async beginPasswordCheck(nowMs: number): Promise<number | SharedCheck> {
+    // Not while the lease is not surely alive: in an outage the count cannot reach etcd, so
+    // the caller is told why at once rather than after etcd's deadline.
+    this.membership.serving();
     return this.throttle.begin(nowMs, this.membership.leaseId);
   }
 

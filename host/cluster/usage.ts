@@ -16,6 +16,7 @@ import type { Logger } from '../ops/log.js';
 import { MAX_USAGE_REQUESTS, readUsageCounts, usageCounts } from '../service/ledger.js';
 import type { InventoryEntry, Usage, UsageCount } from '../service/ledger.js';
 import type { EtcdConnection } from './etcd.js';
+import { etcdRefusal } from './refusals.js';
 import { deleteKeyCommand } from './keys.js';
 import type { FleetKeys } from './keys.js';
 
@@ -51,6 +52,14 @@ export class FleetUsage {
     this.key = keys.usage(randomBytes(8).toString('hex'));
   }
 
+  /** Why a call on the usage keys failed, for the warning: etcd's refusal of the user's role, or an outage. */
+  private why(error: unknown): string {
+    const { kind } = etcdRefusal((error as { cause?: unknown }).cause ?? error);
+    if (kind === 'permission-denied') return `the etcd user's role needs readwrite on ${this.keys.usagePrefix}`;
+    if (kind === 'unreachable') return 'the fleet\'s etcd did not answer (an outage, or this gateway is cut off from it); the next round tries again';
+    return `etcd refused this gateway (${kind}); the next round tries again`;
+  }
+
   /** Publishes this gateway's counts of `live` tokens, when they changed. */
   async publish(live: Iterable<InventoryEntry>): Promise<void> {
     const tokens = usageCounts(live, this.core);
@@ -61,8 +70,7 @@ export class FleetUsage {
       this.published = value;
     } catch (error) {
       // The next round tries again; meanwhile the others show this gateway's older counts.
-      this.log.warn(`cannot publish this gateway's usage counts to the fleet; an etcd user's role needs readwrite on ${this.keys.usagePrefix}`,
-        errorFields(error));
+      this.log.warn(`cannot publish this gateway's usage counts to the fleet; ${this.why(error)}`, errorFields(error));
     }
   }
 
@@ -76,8 +84,8 @@ export class FleetUsage {
     try {
       all = await this.etcd.call((client) => client.getAll().prefix(this.keys.usagePrefix).strings());
     } catch (error) {
-      this.log.warn(`cannot read the other gateways' usage counts, so listTokens shows this gateway's alone; an etcd user's role ` +
-        `needs readwrite on ${this.keys.usagePrefix}`, errorFields(error));
+      this.log.warn(`cannot read the other gateways' usage counts, so listTokens shows this gateway's alone; ${this.why(error)}`,
+        errorFields(error));
       return new Map();
     }
     const merged = new Map<number, Usage>();
