@@ -74,7 +74,8 @@ export async function runFleetCommand(args: readonly string[], env: Environment,
       return ExitCode.Refused;
     }
     if (error instanceof FleetError) {
-      io.stderr(`api-auth: etcd could not be reached through the gateway's --cluster-etcd; nothing deleted (${error.message})\n`);
+      // The cause is in the JSON warning before this line (cluster/etcd.ts).
+      io.stderr('api-auth: etcd could not be reached through the gateway\'s --cluster-etcd; nothing deleted; retry once it answers\n');
       return ExitCode.Unreachable;
     }
     io.stderr(`api-auth: unexpected failure: ${error instanceof Error ? error.message : String(error)}\n`);

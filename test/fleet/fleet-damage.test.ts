@@ -140,3 +140,26 @@ t.test('a damaged key that verification needs fences every gateway until it is r
   t.same(await revokeToken(a.url, password, later), REVOKED, 'the fleet takes changes again');
   for (const g of [a, b]) expectRefused(t, await call(g.url, INFO, later), REASONS.revoked);
 });
+
+t.test('fleet delete-key refuses a bad command line with exit 2, and an etcd that does not answer with exit 3, deleting nothing', async (t) => {
+  const { etcd, passwordFile } = await seededEtcd(t);
+  const flags = ['--api-auth-required', '--api-auth-password-file', passwordFile, '--cluster-etcd', etcd.url];
+  for (const [args, message] of [
+    [['fleet', 'remove', DAMAGED_TOKEN, ...flags], /unknown command "fleet remove"; did you mean "fleet delete-key"\?/],
+    [['fleet', 'delete-key'], /fleet delete-key needs the KEY to delete/],
+    [['fleet', 'delete-key', DAMAGED_TOKEN, '--api-auth-required', '--api-auth-password-file', passwordFile], /fleet delete-key reaches etcd as the gateway does: give the gateway's --cluster-etcd/],
+    [['fleet', 'delete-key', '/elsewhere/tokens/1', ...flags], /\/elsewhere\/tokens\/1 is no key of the fleet api-auth: its keys start with \/api-auth\/ or \/api-auth.usage\//],
+    [['fleet', 'delete-key', DAMAGED_TOKEN, ...flags, '--no-such-flag'], /--no-such-flag/],
+  ] as const) {
+    const run = await runCli(t, args, 20_000);
+    t.equal(run.code, 2, args.slice(0, 3).join(' '));
+    t.match(run.stderr, message);
+  }
+  const help = await runCli(t, ['fleet', '--help'], 20_000);
+  t.equal(help.code, 0);
+  t.match(help.stdout, /api-auth fleet delete-key KEY \[the gateway's flags\]/);
+  await etcd.kill();
+  const down = await runCli(t, ['fleet', 'delete-key', DAMAGED_TOKEN, ...flags, '--cluster-lease', '2s'], 30_000);
+  t.equal(down.code, 3, down.stderr);
+  t.match(down.stderr, /api-auth: etcd could not be reached through the gateway's --cluster-etcd; nothing deleted; retry once it answers\n$/);
+});
