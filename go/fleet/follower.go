@@ -419,6 +419,10 @@ func (f *Follower) apply(name string, ev *clientv3.Event) error {
 		return nil
 	}
 	c, err := Decode(name, ev.Kv.Value)
+	if err != nil && !Verifies(name) {
+		f.log.Warn("skipped a damaged key that verification does not need: " + err.Error())
+		return nil
+	}
 	if err != nil {
 		// This node cannot know the state it holds: the session ends (the fence closes
 		// first), and every new one reads the whole state, which fails until the key is

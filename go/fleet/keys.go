@@ -168,12 +168,20 @@ type State struct {
 	Members    []Member
 }
 
-// Verifies tells whether a verifier needs the key name (without the prefix): every key
-// but the inventory (tokens/) and the member keys. A damaged key it needs fences the node
-// until the key is repaired or deleted; a damaged one it does not need is skipped, as the
-// gateways skip it (host/cluster/keys.ts, verifiesWith).
+// Verifies tells whether a verifier needs the key name (without the prefix): the token
+// key, the password, the serial counter, grants, blocks and revocations; not the
+// inventory (tokens/), the member keys, nor a key no version of api-auth writes. A
+// damaged key it needs fences the node until the key is repaired or deleted; a damaged
+// one it does not need is skipped, as the gateways skip it (host/cluster/keys.ts,
+// verifiesWith).
 func Verifies(name string) bool {
-	return !strings.HasPrefix(name, "tokens/") && !strings.HasPrefix(name, "members/")
+	switch {
+	case name == "key", name == "password", name == "serials":
+		return true
+	case strings.HasPrefix(name, "grants/"), strings.HasPrefix(name, "blocks/"), strings.HasPrefix(name, "revoked/"):
+		return true
+	}
+	return false
 }
 
 // DecodeState decodes a snapshot: keys without the prefix, and their values. A damaged
