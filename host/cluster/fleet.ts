@@ -320,7 +320,8 @@ export class Fleet implements Ledger {
       if (type === 'Put') {
         const value = this.decode(kv, this.damaged);
         if (value === undefined) {
-          stateApplied = Math.max(stateApplied ?? 0, revision);
+          // Skipped, but a state change all the same, unless it was a member's key.
+          if (!full.startsWith(this.keys.prefix + 'members/')) stateApplied = Math.max(stateApplied ?? 0, revision);
           if (revision > applied) applied = revision;
           continue;
         }

@@ -89,6 +89,17 @@ t.test('a damaged inventory entry or usage key is reported once and skipped; fle
   const usageDeleted = await runCli(t, ['fleet', 'delete-key', usage, ...a.args], 20_000);
   t.equal(usageDeleted.code, 0, usageDeleted.stderr);
   t.equal(await client.get(usage).string(), null);
+
+  // A member key that is not JSON: reported, and no write stalls on it.
+  const member = '/api-auth/members/7f';
+  await client.put(member).value('garbage');
+  const line = await a.waitForLog((l) => l.key === member && String(l.msg).includes('damaged key'), 10_000);
+  t.match(line.msg, `delete it with api-auth fleet delete-key ${member}`);
+  const third = await newToken(a.url, password, [INFO]);
+  t.same(await revokeToken(again.url, password, third), REVOKED, 'writes go through');
+  const memberDeleted = await runCli(t, ['fleet', 'delete-key', member, ...a.args], 20_000);
+  t.equal(memberDeleted.code, 0, memberDeleted.stderr);
+  t.equal(await client.get(member).string(), null);
 });
 
 t.test('a damaged key that verification needs fences every gateway until it is repaired or deleted', async (t) => {
