@@ -2,12 +2,16 @@
 // no longer answers serves tokens on its last known state past its lease, for at most the
 // grace, and refuses every change with an error that says so; then 503, and it recovers
 // once etcd is back. Without it (the default) the gateway beside it stays fail-closed.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
+import { parseArgs } from '../../build/host/index.js';
+import { resolveServerOptions } from '../../build/host/options.js';
 import { authUrl, call, expectRefused, newToken, REASONS, REVOKED, revokeToken } from '../helpers/auth.js';
 import { countingRelay, seededEtcd, startGateway } from '../helpers/etcd.js';
 import type { Gateway } from '../helpers/etcd.js';
 import { jsonrpc, request } from '../helpers/http.js';
-import { runCli } from '../helpers/server.js';
+import { runCli, tempDir } from '../helpers/server.js';
 
 const LEASE = ['--cluster-lease', '3s', '--http-threads', '1'];
 const INFO = '/ext/info';
@@ -105,4 +109,16 @@ t.test('--fleet-outage-grace is checked at start: a duration from 0s to 24h, wit
     t.equal(run.code, 2, args.join(' '));
     t.match(run.stderr, message);
   }
+  // The flag, its variable and its config file key, as every option has them; 0 without any.
+  const fleet = [...auth, '--cluster-etcd', 'http://127.0.0.1:2379'];
+  const grace = (args: readonly string[], env: Record<string, string> = {}): number | undefined => {
+    const command = parseArgs(args, env);
+    return command.action === 'serve' ? resolveServerOptions(command.options).cluster?.outageGraceSeconds : undefined;
+  };
+  t.equal(grace(fleet), 0, 'the default: fail-closed');
+  t.equal(grace([...fleet, '--fleet-outage-grace', '2m']), 120);
+  t.equal(grace(fleet, { API_AUTH_FLEET_OUTAGE_GRACE: '45s' }), 45);
+  const file = join(tempDir(t), 'config.json');
+  writeFileSync(file, JSON.stringify({ 'fleet-outage-grace': '1h' }), { mode: 0o600 });
+  t.equal(grace([...fleet, '--config-file', file]), 3600);
 });
