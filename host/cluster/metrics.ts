@@ -54,7 +54,8 @@ export class FleetMetrics {
       help: 'Damaged keys that no gateway needs to verify (inventory, member and usage keys), skipped; delete each with api-auth fleet delete-key.',
       registers, collect() { this.set(damaged()); } });
     new Gauge({ name: 'api_auth_fleet_lease_remaining_seconds',
-      help: 'Seconds until this gateway stops serving protected requests unless its lease is renewed (0 or less: it refuses them).',
+      help: 'Seconds until this gateway\'s lease runs out unless renewed; past it, it refuses every change, and protected requests ' +
+        'too once --fleet-outage-grace (0 by default) has passed as well.',
       registers, collect() { this.set((self.leaseDeadline - self.clock()) / 1000); } });
     new Gauge({ name: 'api_auth_fleet_watch_lag_revisions',
       help: 'etcd revisions between what this gateway has applied and the latest it has learnt of.', registers,
