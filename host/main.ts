@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // The api-auth command: `api-auth [flags]` serves; `api-auth token ...` and `api-auth
-// password ...` are the operator commands (cli/operator.ts), with exit codes of their
-// own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
-// when it cannot start: a bad command line, environment variable, config file or
+// password ...` are the operator commands (cli/operator.ts), and `api-auth fleet
+// delete-key` the fleet's repair (cli/fleet.ts), with exit codes of their own. Serving
+// exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2 when it cannot start: a bad command line, environment variable, config file or
 // password file, a data folder it cannot use, an address and port it cannot listen on
 // (one line on stderr, and nothing listening); 1 for anything else (one log line).
 import { flagName, readCommand, USAGE } from './cli/flags.js';
+import { isFleetCommand, runFleetCommand } from './cli/fleet.js';
 import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
 import { unknownEnvironment } from './cli/sources.js';
 import { ExitCode, StartError, UsageError } from './errors.js';
@@ -59,6 +60,12 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   if (isOperatorCommand(args)) {
     process.exitCode = await runOperatorCommand(args);
+    return;
+  }
+  if (isFleetCommand(args)) {
+    process.exitCode = await runFleetCommand(args, process.env, {
+      stdout: (text) => process.stdout.write(text), stderr: (text) => process.stderr.write(text), stdin: process.stdin,
+    });
     return;
   }
   const read = readCommand(args, process.env);

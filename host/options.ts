@@ -229,6 +229,13 @@ export const SCHEMA = {
     doc: 'this gateway\'s lease in the fleet, 2s to 300s: a stopped or cut-off gateway refuses protected requests before it runs out, ' +
       'and holds up a revoke at most this long',
   }),
+  fleetOutageGrace: option<number | string, number>({
+    flag: 'fleet-outage-grace', kind: 'duration', default: 0, limits: { min: 0, max: 24 * 3600 }, parse: duration('0s, 30s or 5m'),
+    within: 'clusterEtcd',
+    doc: 'how long a gateway that etcd no longer answers keeps serving tokens on its last known state once its lease would have run out, ' +
+      '0s to 24h, taking no change meanwhile; a token revoked through a gateway still in touch may work on it this long (0s: 503 at once)',
+    see: 'When etcd is down',
+  }),
   clusterEtcdCa: option<string, string>({
     flag: 'cluster-etcd-ca', kind: 'path', shownDefault: 'the system\'s CAs', parse: file('the path of the PEM file of the CAs that sign etcd\'s certificate'),
     within: 'clusterEtcd',
@@ -369,6 +376,8 @@ export interface ClusterConfig {
   readonly name: string;
   /** Seconds. */
   readonly leaseSeconds: number;
+  /** How long past its lease a gateway that etcd no longer answers serves on its last known state, whole seconds (0: not at all). */
+  readonly outageGraceSeconds: number;
   /** Absolute paths of the PEM files for TLS to etcd; set whenever the endpoints are https://, and only then. */
   readonly tls: EtcdTlsFiles | undefined;
   /** etcd's own authentication: the user and the absolute path of its password's file; undefined connects as nobody. */
@@ -550,7 +559,8 @@ function cluster(v: Values, options: ServerOptions): ClusterConfig | undefined {
       `${name('authRequired')} there is none: add ${name('authRequired')}, or leave ${name('clusterEtcd')} out`);
   }
   const secure = v.clusterEtcd[0].protocol === 'https:';
-  return { endpoints: v.clusterEtcd.map((url) => url.origin), name: v.clusterName, leaseSeconds: v.clusterLease, tls: etcdTls(v, options, secure),
+  return { endpoints: v.clusterEtcd.map((url) => url.origin), name: v.clusterName, leaseSeconds: v.clusterLease,
+    outageGraceSeconds: v.fleetOutageGrace, tls: etcdTls(v, options, secure),
     auth: etcdAuth(v, options) };
 }
 

@@ -476,8 +476,17 @@ func (f *Follower) apply(name string, ev *clientv3.Event) error {
 		return nil
 	}
 	c, err := Decode(name, ev.Kv.Value)
+	if err != nil && !Verifies(name) {
+		f.log.Warn("skipped a damaged key that verification does not need: " + err.Error())
+		return nil
+	}
 	if err != nil {
-		return f.stop("cannot apply the fleet's change: " + err.Error() + "; restart this node")
+		// This node cannot know the state it holds: the session ends (the fence closes
+		// first), and every new one reads the whole state, which fails until the key is
+		// repaired or deleted, as after an etcd outage.
+		why := "cannot apply the fleet's change: " + err.Error() + "; protected requests get 503 until the key is repaired or deleted"
+		f.log.Error(why)
+		return &Error{"FLEET_DAMAGED", why}
 	}
 	switch {
 	case c.Key != nil:

@@ -311,3 +311,35 @@ func TestTheFenceClosesBeforeTheMemberKeyGoes(t *testing.T) {
 		w.cli.Delete(context.Background(), "/api-auth/members/probe")
 	}
 }
+
+// A damaged inventory entry, or a key no gateway writes, is none of a verifier's
+// business: it keeps serving, and a node joins past it, as the gateways do. A damaged revocation is: the node stops serving, and serves again
+// by itself once the key is deleted, with every change made meanwhile.
+func TestADamagedKeyFencesItOnlyWhenVerificationNeedsItUntilItIsGone(t *testing.T) {
+	e := startEtcd(t)
+	w := newWriter(t, e)
+	now := time.Now().Unix()
+	w.seed(now, []string{rpcPath})
+	f := join(t, e, 4*time.Second)
+	token, claims := w.issue(0, 0, now)
+	later, _ := w.issue(1, 0, now)
+	w.put("elsewhere", "no version of api-auth writes this")
+	w.barrier(w.put("tokens/0000000000099999", "garbage"))
+	if !f.Serving(time.Now()) || outcome(t, f, token, now) != core.Valid {
+		t.Fatal("a damaged inventory entry stopped the follower")
+	}
+	join(t, e, 4*time.Second)
+	w.put("revoked/0000000000099999", "garbage")
+	waitFor(t, "the fence to close on a damaged revocation", func() bool { return !f.Serving(time.Now()) })
+	w.revoke(claims)
+	if _, err := w.cli.Delete(context.Background(), "/api-auth/revoked/0000000000099999"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "serving again once the key is gone", func() bool { return f.Serving(time.Now()) })
+	if o := outcome(t, f, token, now); o != core.Revoked {
+		t.Errorf("the revoke made while fenced: %v", o)
+	}
+	if o := outcome(t, f, later, now); o != core.Valid {
+		t.Errorf("another token: %v", o)
+	}
+}

@@ -176,11 +176,31 @@ type State struct {
 	Members    []Member
 }
 
-// DecodeState decodes a snapshot: keys without the prefix, and their values.
+// Verifies tells whether a verifier needs the key name (without the prefix): the token
+// key, the password, the serial counter, grants, blocks and revocations; not the
+// inventory (tokens/), the member keys, nor a key no version of api-auth writes. A
+// damaged key it needs fences the node until the key is repaired or deleted; a damaged
+// one it does not need is skipped, as the gateways skip it (host/cluster/keys.ts,
+// verifiesWith).
+func Verifies(name string) bool {
+	switch {
+	case name == "key", name == "password", name == "serials":
+		return true
+	case strings.HasPrefix(name, "grants/"), strings.HasPrefix(name, "blocks/"), strings.HasPrefix(name, "revoked/"):
+		return true
+	}
+	return false
+}
+
+// DecodeState decodes a snapshot: keys without the prefix, and their values. A damaged
+// key that verification does not need is left out.
 func DecodeState(kvs map[string][]byte) (State, error) {
 	var s State
 	for name, value := range kvs {
 		c, err := Decode(name, value)
+		if err != nil && !Verifies(name) {
+			continue
+		}
 		if err != nil {
 			return State{}, err
 		}

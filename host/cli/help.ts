@@ -92,6 +92,9 @@ Operator commands talk to a running node's /ext/auth (run "api-auth token --help
   api-auth token list [--json] [--password-file PATH]
   api-auth token revoke --token-file PATH|--token-stdin|--id ID [--password-file PATH]
   api-auth password change [--password-file PATH] [--new-password-file PATH]
+
+The fleet's repair talks to etcd with the gateway's flags ("api-auth fleet --help"):
+  api-auth fleet delete-key KEY [--cluster-etcd URLS ...|--config-file PATH]
 `;
 }
 
@@ -121,6 +124,7 @@ export const SEE_PAGES: Readonly<Record<string, string>> = {
   'Logs': 'logs.md',
   'The access log (`--access-log`)': 'access-log.md',
   'Running a fleet': '../guides/fleet.md',
+  'When etcd is down': '../guides/fleet.md',
 };
 
 /** The link to the section an option's `see` names. */

@@ -4,6 +4,7 @@
 // make room for it in its revocation window.
 import { FleetError } from '../errors.js';
 import type { EtcdConnection } from './etcd.js';
+import { fleetValue } from './keys.js';
 import type { FleetKeys } from './keys.js';
 
 /** Serials per block: one page of the core's revocation window, so blocks are page-aligned. */
@@ -46,7 +47,9 @@ export class SerialBlocks {
       const current = await this.etcd.call((client) => client.get(serials).exec());
       const kv = current.kvs[0];
       if (kv === undefined) throw new FleetError(`the fleet ${this.keys.name} has no serial counter in etcd`);
-      const start = Number(kv.value.toString('utf8'));
+      const counter = fleetValue(this.keys, serials, kv.value.toString('utf8'));
+      if (counter.kind !== 'serials') throw new FleetError(`the fleet ${this.keys.name}'s serial counter is not at ${serials}`);
+      const start = counter.next;
       const end = start + BLOCK;
       const until = now + BLOCK_PERIOD;
       const bound = until + lifetime;

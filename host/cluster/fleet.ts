@@ -24,7 +24,8 @@ import { SerialBlocks } from './blocks.js';
 import type { Block } from './blocks.js';
 import { EtcdConnection } from './etcd.js';
 import type { EtcdSettings } from './etcd.js';
-import { fleetKey, FleetKeys, fleetValue } from './keys.js';
+import { DamagedKeyError, fleetKey, FleetKeys, fleetValue, verifiesWith } from './keys.js';
+import type { FleetValue } from './keys.js';
 import { Membership } from './membership.js';
 import { FleetMetrics } from './metrics.js';
 import { FleetThrottle } from './throttle.js';
@@ -35,6 +36,8 @@ export interface FleetSettings extends EtcdSettings {
   readonly name: string;
   /** The fence this gateway's gates read (threads/fence.ts); written by its membership only. */
   readonly fence: Uint32Array;
+  /** --fleet-outage-grace, whole seconds (membership.ts). */
+  readonly outageGraceSeconds: number;
 }
 
 export class Fleet implements Ledger {
@@ -55,6 +58,8 @@ export class Fleet implements Ledger {
   private readonly revokedSerials = new Map<number, number>();
   /** The token inventory, by serial: every gateway's issues. */
   private readonly tokenEntries = new Map<number, InventoryEntry>();
+  /** Keys of the prefix that no gateway needs to verify (tokens/, members/) whose values are damaged: skipped, each reported once. */
+  private damaged = new Set<string>();
   private watcher: Watcher | undefined;
   private tidyTimer: NodeJS.Timeout | undefined;
   private readonly usage: FleetUsage;
@@ -99,7 +104,8 @@ export class Fleet implements Ledger {
 
   /** Adds the fleet's metrics to a registry (the one the metrics route serves). */
   registerMetrics(registry: Registry): void {
-    this.metrics.register(registry, () => this.membership.members.size, () => this.head, () => this.membership.ignored.size);
+    this.metrics.register(registry, () => this.membership.members.size, () => this.head, () => this.membership.ignored.size,
+      () => this.damaged.size + this.usage.damaged.size);
   }
 
   /** The current password's record. */
@@ -169,9 +175,12 @@ export class Fleet implements Ledger {
     this.revokedSerials.clear();
     this.tokenEntries.clear();
     let serials = 0;
+    const damaged = this.damaged;
+    this.damaged = new Set();
     for (const kv of kvs) {
       const full = kv.key.toString('utf8');
-      const value = fleetValue(this.keys, full, kv.value.toString('utf8'));
+      const value = this.decode(kv, damaged);
+      if (value === undefined) continue;
       switch (value.kind) {
         case 'key': this.applyKey(value.key); break;
         case 'password': this.applyPassword(value, String(kv.mod_revision)); break;
@@ -195,6 +204,37 @@ export class Fleet implements Ledger {
     }
     for (const block of live) this.applyBlock(block);
     for (const [serial, expiry] of revoked) this.applyRevocation(serial, expiry, now);
+  }
+
+  /**
+   * The key `kv` decoded, or undefined for a damaged one that no gateway needs to verify:
+   * it is skipped (reported unless it is in `known`, the damaged keys already reported).
+   * A member key that is damaged still counts as a member that has applied nothing, so
+   * that no barrier passes it by; its gateway's next publish writes it whole. Throws
+   * DamagedKeyError for a damaged key that verification needs.
+   */
+  private decode(kv: IKeyValue, known: ReadonlySet<string>): FleetValue | undefined {
+    const full = kv.key.toString('utf8');
+    try {
+      return fleetValue(this.keys, full, kv.value.toString('utf8'));
+    } catch (error) {
+      if (!(error instanceof DamagedKeyError) || verifiesWith(error.kind)) throw error;
+      if (!known.has(full)) this.log.warn(error.message, { cluster: this.settings.name, key: full });
+      this.damaged.add(full);
+      if (error.kind === 'token' && error.number !== undefined) this.tokenEntries.delete(error.number);
+      if (error.kind === 'member') this.membership.setMember(full, 0, false, String(kv.lease));
+      return undefined;
+    }
+  }
+
+  /** What a deleted key was; a name no gateway writes, such as a damaged one, was nothing it holds. */
+  private deletedKey(full: string): ReturnType<typeof fleetKey> {
+    try {
+      return fleetKey(this.keys, full);
+    } catch (error) {
+      if (error instanceof DamagedKeyError) return { kind: 'other' };
+      throw error;
+    }
   }
 
   private applyKey(value: string): void {
@@ -248,12 +288,14 @@ export class Fleet implements Ledger {
     const watcher = await this.etcd.client.watch().prefix(this.keys.prefix).startRevision(String(revision)).create();
     this.watcher = watcher;
     watcher.on('data', (res) => {
+      if (this.watcher !== watcher) return;
       const head = Number(res.header.revision);
       if (head > this.head) this.head = head;
       try {
         this.applyEvents(res.events);
       } catch (error) {
-        this.fatal(`cannot apply the fleet's change: ${(error as Error).message}; restart api-auth`);
+        if (error instanceof DamagedKeyError) this.fenceOnDamage(watcher, error);
+        else this.fatal(`cannot apply the fleet's change: ${(error as Error).message}; restart api-auth`);
       }
     });
     watcher.on('error', (error) => {
@@ -276,7 +318,14 @@ export class Fleet implements Ledger {
       const revision = Number(kv.mod_revision);
       const full = kv.key.toString('utf8');
       if (type === 'Put') {
-        const value = fleetValue(this.keys, full, kv.value.toString('utf8'));
+        const value = this.decode(kv, this.damaged);
+        if (value === undefined) {
+          // Skipped, but a state change all the same, unless it was a member's key.
+          if (!full.startsWith(this.keys.prefix + 'members/')) stateApplied = Math.max(stateApplied ?? 0, revision);
+          if (revision > applied) applied = revision;
+          continue;
+        }
+        this.damaged.delete(full);
         switch (value.kind) {
           case 'member': membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare); break;
           case 'key': this.applyKey(value.key); break;
@@ -289,7 +338,8 @@ export class Fleet implements Ledger {
         }
         if (value.kind !== 'member') stateApplied = Math.max(stateApplied ?? 0, revision);
       } else {
-        const key = fleetKey(this.keys, full);
+        this.damaged.delete(full);
+        const key = this.deletedKey(full);
         switch (key.kind) {
           case 'member': membership.dropMember(full); break;
           case 'token': this.tokenEntries.delete(key.number); break;
@@ -398,7 +448,10 @@ export class Fleet implements Ledger {
   }
 
   /** Counted against the fleet's allowance (throttle.ts). */
-  beginPasswordCheck(nowMs: number): Promise<number | SharedCheck> {
+  async beginPasswordCheck(nowMs: number): Promise<number | SharedCheck> {
+    // Not while the lease is not surely alive: in an outage the count cannot reach etcd, so
+    // the caller is told why at once rather than after etcd's deadline.
+    this.membership.serving();
     return this.throttle.begin(nowMs, this.membership.leaseId);
   }
 
@@ -429,6 +482,20 @@ export class Fleet implements Ledger {
   /** The other gateways' published usage, by serial (usage.ts). */
   othersUsage(): Promise<Map<number, Usage>> {
     return this.usage.others();
+  }
+
+  /**
+   * A key that verification needs is damaged: this gateway cannot know the state it
+   * holds, so it stops serving (its member key goes with its lease, so writers stop
+   * waiting for it) and reads the whole state again until the key is repaired or
+   * deleted, as it rejoins after an etcd outage.
+   */
+  private fenceOnDamage(watcher: Watcher, error: DamagedKeyError): void {
+    this.log.error(`${error.message}; protected requests get 503 until then`, { cluster: this.settings.name, key: error.key });
+    this.metrics.damageFences++;
+    this.watcher = undefined;
+    void watcher.cancel().catch(() => undefined);
+    void this.membership.resync();
   }
 
   private fatal(message: string): void {

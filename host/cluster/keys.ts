@@ -89,7 +89,7 @@ export function fleetKey(keys: FleetKeys, full: string): FleetKey {
   for (const [folder, kind] of Object.entries(NUMBERED)) {
     if (!name.startsWith(folder)) continue;
     const digits = name.slice(folder.length);
-    if (!/^[0-9]{1,16}$/.test(digits)) throw damaged(keys, full, 'its name does not end in a number');
+    if (!/^[0-9]{1,16}$/.test(digits)) throw new DamagedKeyError(keys, full, kind, 'its name does not end in a number');
     return { kind, number: Number(digits) };
   }
   return { kind: 'other' };
@@ -98,9 +98,10 @@ export function fleetKey(keys: FleetKeys, full: string): FleetKey {
 /** The key `full` and its value, decoded; throws FleetError naming the key when the value is not what the key holds. */
 export function fleetValue(keys: FleetKeys, full: string, value: string): FleetValue {
   const key = fleetKey(keys, full);
-  const bad = (why: string): FleetError => damaged(keys, full, why);
+  const bad = (why: string): FleetError => new DamagedKeyError(keys, full, key.kind, why, 'number' in key ? key.number : undefined);
   switch (key.kind) {
     case 'key':
+      if (!/^[A-Za-z0-9+/]{43}=$/.test(value)) throw bad('it is not 32 bytes in base64');
       return { kind: 'key', key: value };
     case 'password': {
       const v = object(value, bad);
@@ -142,8 +143,32 @@ export function fleetValue(keys: FleetKeys, full: string, value: string): FleetV
   }
 }
 
-function damaged(keys: FleetKeys, full: string, why: string): FleetError {
-  return new FleetError(`the fleet ${keys.name} holds a damaged key ${full} (${why}); restore the fleet's keys from a backup of etcd`);
+/**
+ * Whether a gateway needs keys of `kind` to verify tokens: the token key, the password's
+ * generation, grants, serial blocks, revocations (and the serial counter its issues take
+ * blocks from). The inventory (tokens/) and member keys are not: a damaged one is skipped.
+ */
+export function verifiesWith(kind: FleetKey['kind']): boolean {
+  return kind !== 'token' && kind !== 'member' && kind !== 'other';
+}
+
+/** The command that deletes a damaged key no gateway needs to verify (cli/fleet.ts). */
+export function deleteKeyCommand(full: string): string {
+  return `api-auth fleet delete-key ${full} with the gateway's --cluster-etcd flags or --config-file`;
+}
+
+/**
+ * A key whose name or value is not what its folder holds. One that verification needs
+ * (verifiesWith) fences the gateway until it is repaired or deleted; one it does not need
+ * is skipped, and `api-auth fleet delete-key` deletes it.
+ */
+export class DamagedKeyError extends FleetError {
+  /** `number`: the serial or id its name holds, when its name is whole. */
+  constructor(keys: FleetKeys, readonly key: string, readonly kind: FleetKey['kind'], readonly why: string, readonly number?: number) {
+    super(`the fleet ${keys.name} holds a damaged key ${key} (${why}); ` + (verifiesWith(kind)
+      ? 'this gateway cannot verify tokens without it: write its value back from a backup of etcd, or delete it'
+      : `no gateway needs it to verify tokens: delete it with ${deleteKeyCommand(key)}`));
+  }
 }
 
 function count(v: unknown): v is number {

@@ -22,6 +22,11 @@ export interface MembershipSettings {
   readonly leaseSeconds: number;
   /** The fence this gateway's gates read; written here only. */
   readonly fence: Uint32Array;
+  /**
+   * How long past the lease's deadline it keeps serving on its last known state while etcd
+   * does not answer, whole seconds (--fleet-outage-grace; 0: it stops at the deadline).
+   */
+  readonly outageGraceSeconds: number;
 }
 
 /**
@@ -72,6 +77,8 @@ export class Membership {
   /** Local ms deadline of the lease: last successful renewal's send time + TTL - margin. */
   private deadline = 0;
   private renewTimer: NodeJS.Timeout | undefined;
+  /** Whether the outage grace has been logged as begun: once per outage. */
+  private inGrace = false;
   private waiters: { check(): boolean }[] = [];
   private recovering: Promise<void> | undefined;
   private closed = false;
@@ -120,14 +127,30 @@ export class Membership {
   /** Serves from now on, until the lease's deadline (moved on by each renewal). */
   serve(): void {
     this.metrics.joined();
-    openFence(this.settings.fence, this.deadline);
+    this.inGrace = false;
+    openFence(this.settings.fence, this.servesUntil());
   }
 
-  /** Refuses a state change while this gateway does not serve: it may not hold the current state. */
+  /**
+   * Refuses a state change, and a password check (the fleet counts those in etcd), while
+   * this gateway's lease is not surely alive: it may not hold the current state, and in the
+   * outage grace no change could be confirmed.
+   */
   serving(): void {
-    if (this.closed || this.clock() >= this.deadline || Atomics.load(this.settings.fence, 0) === 0) {
+    if (this.closed || Atomics.load(this.settings.fence, 0) === 0) {
       throw new FleetError('this gateway has lost touch with its fleet (etcd); retry, or use another gateway');
     }
+    if (this.clock() >= this.deadline) {
+      throw new FleetError(this.settings.outageGraceSeconds === 0
+        ? 'this gateway has lost touch with its fleet (etcd); retry, or use another gateway'
+        : 'the fleet\'s etcd does not answer this gateway: it serves tokens on its last known state for --fleet-outage-grace, ' +
+          'and takes no change (issue, revoke, password) and checks no password until etcd answers; retry later, or use another gateway');
+    }
+  }
+
+  /** Until when the gates may serve: the lease's deadline, and the outage grace past it. */
+  private servesUntil(): number {
+    return this.deadline + this.settings.outageGraceSeconds * 1000;
   }
 
   /**
@@ -312,16 +335,31 @@ export class Membership {
       ]);
       this.deadline = sent + this.settings.leaseSeconds * 1000 - leaseMargin(this.settings.leaseSeconds);
       this.metrics.renewed(this.deadline);
-      if (this.recovering === undefined) openFence(this.settings.fence, this.deadline);
+      if (this.recovering === undefined) openFence(this.settings.fence, this.servesUntil());
+      if (this.inGrace) this.log.info('the fleet\'s etcd answers again: the outage grace is over, changes are taken', { cluster: this.keys.name });
+      this.inGrace = false;
     } catch (error) {
       if (lease !== this.lease || this.closed) return;
       if (error instanceof EtcdLeaseInvalidError) {
+        this.inGrace = false;
         this.lost('the fleet lease expired (this gateway was stopped or cut off for longer than the lease)');
         return;
       }
       this.metrics.renewalFailures++;
-      this.log.warn('cannot renew the fleet lease; protected requests get 503 once it runs out', errorFields(error));
-      if (this.clock() >= this.deadline) closeFence(this.settings.fence);
+      const grace = this.settings.outageGraceSeconds;
+      this.log.warn(grace === 0 ? 'cannot renew the fleet lease; protected requests get 503 once it runs out'
+        : `cannot renew the fleet lease; once it runs out this gateway serves on its last known state for ${grace} s more ` +
+          '(--fleet-outage-grace), taking no change, then answers 503', errorFields(error));
+      const now = this.clock();
+      if (now >= this.servesUntil()) {
+        closeFence(this.settings.fence);
+        if (this.inGrace) this.log.warn('the fleet outage grace has run out; protected requests get 503 until etcd answers', { cluster: this.keys.name });
+        this.inGrace = false;
+      } else if (now >= this.deadline && !this.inGrace && this.recovering === undefined && Atomics.load(this.settings.fence, 0) !== 0) {
+        this.inGrace = true;
+        this.log.warn(`the fleet's etcd has not answered for the lease time: serving tokens on the last known state for at most ${grace} s ` +
+          '(--fleet-outage-grace); every change is refused meanwhile', { cluster: this.keys.name, graceSeconds: grace });
+      }
     } finally {
       clearTimeout(timer);
     }

@@ -28,7 +28,8 @@ export async function joinFleet(core: Core, cluster: ClusterConfig, access: Etcd
   verifier: PasswordVerifier, log: Logger, metrics: Metrics, clock: Clock): Promise<Backend> {
   let fleet: Fleet;
   try {
-    fleet = await Fleet.join(core, { endpoints: cluster.endpoints, name: cluster.name, leaseSeconds: cluster.leaseSeconds, fence, access },
+    fleet = await Fleet.join(core, { endpoints: cluster.endpoints, name: cluster.name, leaseSeconds: cluster.leaseSeconds,
+      outageGraceSeconds: cluster.outageGraceSeconds, fence, access },
       async () => ({ key: webcrypto.getRandomValues(new Uint8Array(32)), record: await verifier.hash(filePassword) }),
       (record) => verifier.verify(filePassword, record), log, clock);
   } catch (error) {

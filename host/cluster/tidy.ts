@@ -6,7 +6,7 @@
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import type { EtcdConnection } from './etcd.js';
-import { fleetValue } from './keys.js';
+import { DamagedKeyError, fleetValue } from './keys.js';
 import type { FleetKeys, FleetValue } from './keys.js';
 import { decodeFleetUsage } from './usage.js';
 
@@ -36,7 +36,14 @@ export async function deleteExpired(etcd: EtcdConnection, keys: FleetKeys, now: 
     for (const folder of ['revoked', 'blocks', 'tokens'] as const) {
       const found = await etcd.client.getAll().prefix(keys.folder(folder)).strings();
       for (const [key, value] of Object.entries(found)) {
-        const v = fleetValue(keys, key, value);
+        let v: FleetValue;
+        try {
+          v = fleetValue(keys, key, value);
+        } catch (error) {
+          // Reported, and fenced on or skipped, where the watch met it (fleet.ts); an operator's to repair.
+          if (error instanceof DamagedKeyError) continue;
+          throw error;
+        }
         if (isDead(v)) expired.push(key);
         else if (v.kind === 'token') listed.add(v.entry.serial);
       }

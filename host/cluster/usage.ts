@@ -16,6 +16,8 @@ import type { Logger } from '../ops/log.js';
 import { MAX_USAGE_REQUESTS, readUsageCounts, usageCounts } from '../service/ledger.js';
 import type { InventoryEntry, Usage, UsageCount } from '../service/ledger.js';
 import type { EtcdConnection } from './etcd.js';
+import { etcdRefusal } from './refusals.js';
+import { deleteKeyCommand } from './keys.js';
 import type { FleetKeys } from './keys.js';
 
 /** How often a gateway publishes its counts: what the others' lag behind it by, at most (plus one put). */
@@ -42,10 +44,20 @@ export class FleetUsage {
    * renewal or rejoin moves them.
    */
   private readonly key: string;
+  /** The other gateways' keys that held no usage counts at the last read: left out, each reported once. */
+  damaged = new Set<string>();
 
   constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly core: Core,
     private readonly log: Logger) {
     this.key = keys.usage(randomBytes(8).toString('hex'));
+  }
+
+  /** Why a call on the usage keys failed, for the warning: etcd's refusal of the user's role, or an outage. */
+  private why(error: unknown): string {
+    const { kind } = etcdRefusal((error as { cause?: unknown }).cause ?? error);
+    if (kind === 'permission-denied') return `the etcd user's role needs readwrite on ${this.keys.usagePrefix}`;
+    if (kind === 'unreachable') return 'the fleet\'s etcd did not answer (an outage, or this gateway is cut off from it); the next round tries again';
+    return `etcd refused this gateway (${kind}); the next round tries again`;
   }
 
   /** Publishes this gateway's counts of `live` tokens, when they changed. */
@@ -58,8 +70,7 @@ export class FleetUsage {
       this.published = value;
     } catch (error) {
       // The next round tries again; meanwhile the others show this gateway's older counts.
-      this.log.warn(`cannot publish this gateway's usage counts to the fleet; an etcd user's role needs readwrite on ${this.keys.usagePrefix}`,
-        errorFields(error));
+      this.log.warn(`cannot publish this gateway's usage counts to the fleet; ${this.why(error)}`, errorFields(error));
     }
   }
 
@@ -73,16 +84,21 @@ export class FleetUsage {
     try {
       all = await this.etcd.call((client) => client.getAll().prefix(this.keys.usagePrefix).strings());
     } catch (error) {
-      this.log.warn(`cannot read the other gateways' usage counts, so listTokens shows this gateway's alone; an etcd user's role ` +
-        `needs readwrite on ${this.keys.usagePrefix}`, errorFields(error));
+      this.log.warn(`cannot read the other gateways' usage counts, so listTokens shows this gateway's alone; ${this.why(error)}`,
+        errorFields(error));
       return new Map();
     }
     const merged = new Map<number, Usage>();
+    const damaged = new Set<string>();
     for (const [key, value] of Object.entries(all)) {
       if (key === this.key) continue;
       const counted = decodeFleetUsage(value);
       if (counted === undefined) {
-        this.log.warn('a fleet usage key holds no usage counts; it is left out of listTokens', { key });
+        damaged.add(key);
+        if (!this.damaged.has(key)) {
+          this.log.warn(`the fleet ${this.keys.name} holds a damaged usage key ${key} (it holds no usage counts); it is left out of ` +
+            `listTokens, and no gateway needs it to verify tokens: delete it with ${deleteKeyCommand(key)}`, { cluster: this.keys.name, key });
+        }
         continue;
       }
       for (const [serial, requests, lastUsedMs] of counted) {
@@ -91,6 +107,7 @@ export class FleetUsage {
           : { requests: Math.min(seen.requests + requests, MAX_USAGE_REQUESTS), lastUsedMs: Math.max(seen.lastUsedMs, lastUsedMs) });
       }
     }
+    this.damaged = damaged;
     return merged;
   }
 }

@@ -283,15 +283,15 @@ t.test('revocations of expired tokens leave etcd', async (t) => {
   expectRefused(t, await call(again.url, INFO, token), REASONS.expired);
 });
 
-t.test('a value in etcd that is not what its key holds stops the start with a line naming the key', async (t) => {
+t.test('a value in etcd that verification needs and is not what its key holds stops the start with a line naming the key', async (t) => {
   const { etcd, password, passwordFile } = await seededEtcd(t);
   const gateway = await startGateway(t, etcd, passwordFile, [...LEASE, '--http-threads', '1']);
   await newToken(gateway.url, password, [INFO]);
   await gateway.stop();
   const client = new Etcd3({ hosts: etcd.url });
   t.teardown(() => client.close());
-  const [key] = await client.getAll().prefix('/api-auth/tokens/').keys();
-  await client.put(key).value('{"generation":0,"grant":0');
+  const [key] = await client.getAll().prefix('/api-auth/grants/').keys();
+  await client.put(key).value('["/ext/info"');
   const run = await runCli(t, gateway.args, 20_000);
   t.equal(run.code, 2, 'the start fails as a start does');
   t.match(run.stderr, `cannot join the fleet api-auth through --cluster-etcd ${etcd.url}: the fleet api-auth holds a damaged key ${key} (it is not JSON)`);

@@ -234,6 +234,9 @@ export interface CountingRelay {
   connections(): number;
   /** Called with the count at each connection. */
   onConnection?: (count: number) => void;
+  /** Cuts every connection through it, and refuses new ones, until mend(): a partition. */
+  cut(): void;
+  mend(): void;
 }
 
 /**
@@ -244,7 +247,12 @@ export async function countingRelay(t: Test, target: string): Promise<CountingRe
   const etcd = new URL(target);
   let count = 0;
   const sockets = new Set<Socket>();
+  let cutOff = false;
   const server = createServer((client) => {
+    if (cutOff) {
+      client.destroy();
+      return;
+    }
     relay.onConnection?.(++count);
     const toEtcd = connect({ host: etcd.hostname, port: Number(etcd.port) });
     for (const socket of [client, toEtcd]) {
@@ -268,6 +276,16 @@ export async function countingRelay(t: Test, target: string): Promise<CountingRe
     server.close(() => done());
   }));
   const { port } = server.address() as { port: number };
-  const relay: CountingRelay = { url: `${etcd.protocol}//127.0.0.1:${port}`, connections: () => count };
+  const relay: CountingRelay = {
+    url: `${etcd.protocol}//127.0.0.1:${port}`,
+    connections: () => count,
+    cut() {
+      cutOff = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    mend() {
+      cutOff = false;
+    },
+  };
   return relay;
 }
