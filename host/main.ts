@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The api-auth command: `api-auth [flags]` serves; `api-auth token ...` and `api-auth
-// password ...` are the operator commands (cli/operator.ts), with exit codes of their
-// own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
+// password ...` are the operator commands (cli/operator.ts), and `api-auth state repair`
+// the data folder's (cli/state-command.ts), with exit codes of their own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
 // when it cannot start: a bad command line, environment variable, config file or
 // password file, a data folder it cannot use, an address and port it cannot listen on
 // (one line on stderr, and nothing listening); 1 for anything else (one log line).
@@ -59,6 +59,12 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   if (isOperatorCommand(args)) {
     process.exitCode = await runOperatorCommand(args);
+    return;
+  }
+  if (args[0] === 'state') {
+    // Loaded only for it: the data folder's modules are no part of the other commands.
+    const { runStateCommand } = await import('./cli/state-command.js');
+    process.exitCode = await runStateCommand(args);
     return;
   }
   const read = readCommand(args, process.env);
