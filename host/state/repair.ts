@@ -9,14 +9,17 @@
 // whole groups before the damage that the state can hold; the state file records it.
 import { constants, promises as fs } from 'node:fs';
 import { join } from 'node:path';
+import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
+import { newCore } from '../core/module.js';
 import { StateError } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import { STATE_FILE, syncFolder } from './data-folder.js';
 import { keepable, readInventory } from './inventory.js';
 import { Journal, JOURNAL_FILE, salvageJournal } from './journal.js';
 import { entryProblem, WRITTEN_WITH_STATE } from './open.js';
-import { newEpoch, StateStore } from './store.js';
+import { newEpoch, restoreCore, StateStore } from './store.js';
+import type { ServiceState } from './store.js';
 
 /** What a repair did: the files set aside (from, to), and the tokens the new journal lists. */
 export interface RepairReport {
@@ -38,11 +41,13 @@ export async function repairDataFolder(dir: string, log: Logger, clock: Clock): 
   } catch {
     throw new StateError(`the data folder ${dir} is not there, or is not a folder; name the --data-dir the node runs with`);
   }
-  const { store, damage } = await StateStore.openLocked(dir, log, clock);
+  const opened = await StateStore.openLocked(dir, log, clock);
+  const { store } = opened;
   const stamp = new Date(clock()).toISOString();
   try {
     const state = store.state;
-    if (state === undefined) {
+    const damage = opened.damage ?? (state === undefined ? undefined : restoreDamage(state, store.path, clock));
+    if (state === undefined || damage !== undefined) {
       const names = damage === undefined ? WRITTEN_WITH_STATE : [STATE_FILE, ...WRITTEN_WITH_STATE];
       const movedAside = [];
       for (const name of names) {
@@ -69,6 +74,17 @@ export async function repairDataFolder(dir: string, log: Logger, clock: Clock): 
     }
   } finally {
     await store.close();
+  }
+}
+
+/** What a start's restore of the core would refuse in `state` (an endpoint list, the serial range, a revocation); undefined when nothing. */
+function restoreDamage(state: ServiceState, path: string, clock: Clock): StateError | undefined {
+  try {
+    restoreCore(newCore(), state, unixSeconds(clock), path);
+    return undefined;
+  } catch (e) {
+    if (e instanceof StateError && e.damage) return e;
+    throw e;
   }
 }
 

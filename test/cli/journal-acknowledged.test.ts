@@ -235,6 +235,9 @@ t.test('the repair: --accept-loss is required, unknown flags refused, nothing to
   t.same(folder(server.dataDir), before, 'a sound folder is left alone');
   unlinkSync(join(server.dataDir, 'tokens'));
   const damaged = folder(server.dataDir);
+  const help = await runCli(t, ['state', 'repair', '--help']);
+  t.equal(help.code, 0, '--help: exit code 0');
+  t.match(help.stdout, /^Usage:\n {2}api-auth state repair --data-dir DIR --accept-loss\n/, '--help prints the usage');
   for (const [name, args, message] of [
     ['no --accept-loss', [], /give --accept-loss to go on/],
     ['an unknown flag', ['--accept-loss', '--force'], /unknown flag --force/],
