@@ -3,7 +3,7 @@
 // would make that O(inventory) per call, so issues are appended here instead.
 //
 // Layout: a header (magic, format version, the fingerprint of the token key the journal
-// belongs to), then groups. A group is what one write and one fdatasync put on disk: its
+// belongs to, its epoch, its compaction and the bytes that compaction wrote), then groups. A group is what one write and one fdatasync put on disk: its
 // payload's length, the CRC-32 of that length, the payload's CRC-32, and the payload, a
 // run of records (each its length and its bytes); numbers are little-endian u32. Appends that arrive while a group is being synced wait together
 // for the next one: concurrent issues share an fsync (group commit).
@@ -19,6 +19,14 @@
 // file, fsynced, renamed, the folder fsynced), so it is never torn. A rewrite that fails
 // before its rename leaves the old journal as it was; once renamed, the new file is the
 // journal, and the group after it waits for the folder's sync.
+//
+// A cut or a loss must not pass for a crash: after each compaction and at a clean stop,
+// the state file records the journal's mark (codec.ts: epoch, compaction, groups and
+// bytes, every one acknowledged). A start refuses a journal that holds less, is missing
+// while the mark records groups, is of another epoch (another folder's, or one a repair
+// set aside) or of another compaction than the mark's or the one after it (a crash between
+// a compaction's rename and its mark). Only a torn tail past the mark is dropped. A journal
+// of format 1 (no epoch) is read beside a state without a mark, and rewritten as format 2.
 import { createHash } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
@@ -230,7 +238,8 @@ export async function readJournal(dir: string, key: Uint8Array, mark: JournalMar
   let acknowledged = { bytes: read.base, groups: read.base > HEADER ? 1 : 0 };
   if (mark !== undefined) {
     const { id } = read;
-    if (id === undefined || !Buffer.from(id.epoch).equals(mark.epoch)) {
+    if (id === undefined) throw journalDamaged(path, 'it is of format 1, older than the state file beside it, which records a journal of format 2');
+    if (!Buffer.from(id.epoch).equals(mark.epoch)) {
       throw journalDamaged(path, 'it is of another epoch than the state file records: another data folder\'s journal, ' +
         'or one a repair set aside');
     }
