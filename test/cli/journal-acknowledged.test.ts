@@ -162,6 +162,20 @@ t.test('rm state with the journal kept: no new key; the repair moves the journal
   expectRefused(t, await call(again.url, '/ext/info', tokens[0].token), REASONS.badSignature, 'and the old key is gone: its tokens are refused');
 });
 
+t.test('a damaged state file: the repair moves it aside with the journal and usage, and the next start begins afresh', async (t) => {
+  const { server, saved } = await compacted(t, 2);
+  truncateSync(join(server.dataDir, 'state'), 40);
+  const refused = await runCli(t, server.args);
+  t.equal(refused.code, 2, 'refused');
+  t.match(refused.stderr, repairLine(server.dataDir), 'naming the repair');
+  t.equal((await repair(t, server.dataDir, '--accept-loss')).code, 0);
+  const names = readdirSync(server.dataDir).filter((n) => !n.startsWith('lock.')).sort();
+  t.match(names, [/^state\.damaged-/, /^tokens\.damaged-/, /^usage\.damaged-/], 'all three set aside, nothing deleted');
+  t.ok(readFileSync(join(server.dataDir, names[1])).equals(saved.get('tokens')!), 'the journal set aside is the one that was there');
+  const again = await serveAgain(t, server);
+  t.same(await listed(again), [], 'a fresh state');
+});
+
 t.test('a journal of another epoch: another folder\'s, one a repair set aside, or an older copy of this one, stops the start', async (t) => {
   const { server, saved } = await compacted(t, 3);
   const other = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
