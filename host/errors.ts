@@ -357,7 +357,8 @@ export class StateError extends StartError {
   readonly code = 'API_AUTH_BAD_STATE';
   override readonly name = 'StateError';
 
-  constructor(text: string | Text) {
+  /** `damage`: the file is there but damaged (not unreadable, nor of a newer format), which `api-auth state repair` sets aside. */
+  constructor(text: string | Text, readonly damage = false) {
     super(typeof text === 'string' ? () => text : text);
   }
 }

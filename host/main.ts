@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // The api-auth command: `api-auth [flags]` serves; `api-auth token ...` and `api-auth
-// password ...` are the operator commands (cli/operator.ts), and `api-auth fleet
-// delete-key` the fleet's repair (cli/fleet.ts), with exit codes of their own. Serving
-// exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2 when it cannot start: a bad command line, environment variable, config file or
+// password ...` are the operator commands (cli/operator.ts), `api-auth fleet delete-key`
+// the fleet's repair (cli/fleet.ts), and `api-auth state repair` the data folder's
+// (cli/state-command.ts), with exit codes of their own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
+// when it cannot start: a bad command line, environment variable, config file or
 // password file, a data folder it cannot use, an address and port it cannot listen on
 // (one line on stderr, and nothing listening); 1 for anything else (one log line).
 import { flagName, readCommand, USAGE } from './cli/flags.js';
@@ -66,6 +67,12 @@ async function main(): Promise<void> {
     process.exitCode = await runFleetCommand(args, process.env, {
       stdout: (text) => process.stdout.write(text), stderr: (text) => process.stderr.write(text), stdin: process.stdin,
     });
+    return;
+  }
+  if (args[0] === 'state') {
+    // Loaded only for it: the data folder's modules are no part of the other commands.
+    const { runStateCommand } = await import('./cli/state-command.js');
+    process.exitCode = await runStateCommand(args);
     return;
   }
   const read = readCommand(args, process.env);

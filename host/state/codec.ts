@@ -2,10 +2,18 @@
 // length, body, SHA-256 of all before it). The file is never torn or cut short by a crash
 // (data-folder.ts replaces it whole), so any file that is short, too long or fails its
 // checksum is damage, and the start stops rather than guess.
+//
+// Format 2 adds the journal's mark at the body's end (a flag, then the epoch, the journal's
+// sequence, its groups and bytes): what the token journal held when it was last compacted
+// or at the last clean stop, so that a start tells a journal cut or missing from one never
+// written (journal.ts). Format 1 is still read (with no mark); every write is format 2.
 import { createHash } from 'node:crypto';
+import { dirname } from 'node:path';
 import { StateError } from '../errors.js';
 
-export const FORMAT_VERSION = 1;
+export const FORMAT_VERSION = 2;
+/** The format before the journal's mark: still read, never written. */
+const FORMAT_VERSION_1 = 1;
 const MAGIC = Buffer.from('api-auth', 'latin1');
 const HEADER = MAGIC.length + 4 + 4;
 const CHECKSUM = 32;
@@ -30,7 +38,24 @@ export interface PersistedState {
   grants: string[][];
   /** Revoked serials of tokens not yet expired, with their expiry. */
   revocations: Map<number, number>;
+  /** What the token journal held when last compacted or at the last clean stop; undefined before the first (format 1). */
+  journal: JournalMark | undefined;
 }
+
+/**
+ * The token journal as the state file last saw it: its epoch (a random id, written in the
+ * journal's header, that a repair changes), its sequence (one more at each compaction),
+ * and the groups and bytes it held then, every one of them acknowledged.
+ */
+export interface JournalMark {
+  readonly epoch: Uint8Array;
+  readonly seq: number;
+  readonly groups: number;
+  readonly bytes: number;
+}
+
+/** The bytes of a journal epoch. */
+export const EPOCH_BYTES = 16;
 
 class Writer {
   private buf = Buffer.alloc(4096);
@@ -128,6 +153,13 @@ export function encodeState(s: PersistedState): Buffer {
     w.u64(serial);
     w.u64(expiry);
   }
+  w.u32(s.journal === undefined ? 0 : 1);
+  if (s.journal !== undefined) {
+    w.bytes(s.journal.epoch);
+    w.u32(s.journal.seq);
+    w.u64(s.journal.groups);
+    w.u64(s.journal.bytes);
+  }
   const body = w.done();
   const head = Buffer.alloc(HEADER);
   MAGIC.copy(head);
@@ -137,27 +169,34 @@ export function encodeState(s: PersistedState): Buffer {
   return Buffer.concat([head, body, sum]);
 }
 
-function damaged(path: string, why: string): StateError {
-  return new StateError(`state file ${path} is damaged (${why}); restore it from a backup, ` +
-    'or move it aside to start with fresh state (every token issued so far then stops working)');
+/** The state file at `path` is damaged: the line names the repair, which keeps the damaged copy. */
+export function stateDamaged(path: string, why: string): StateError {
+  return new StateError(`state file ${path} is damaged (${why}); restore it from a backup, or run ` +
+    `${repairCommand(dirname(path))} to move it aside (with the journal and usage files beside it) and start with fresh state ` +
+    '(every token issued so far then stops working)', true);
+}
+
+/** The operator's repair step for the data folder `dir` (cli/state-command.ts). */
+export function repairCommand(dir: string): string {
+  return `api-auth state repair --data-dir ${dir} --accept-loss`;
 }
 
 /** Parses a state file; throws StateError naming the file and the way out. */
 export function decodeState(file: Buffer, path: string): PersistedState {
   if (file.length < HEADER + CHECKSUM || !file.subarray(0, MAGIC.length).equals(MAGIC)) {
-    throw damaged(path, 'it is not an api-auth state file, or it is cut short');
+    throw stateDamaged(path, 'it is not an api-auth state file, or it is cut short');
   }
   const version = file.readUInt32LE(MAGIC.length);
-  if (version !== FORMAT_VERSION) {
+  if (version !== FORMAT_VERSION && version !== FORMAT_VERSION_1) {
     throw new StateError(`state file ${path} has format version ${version}, which this api-auth (format ` +
       `${FORMAT_VERSION}) cannot read; run the api-auth that wrote it, or restore a backup made by this one`);
   }
   const bodyLength = file.readUInt32LE(MAGIC.length + 4);
   if (file.length !== HEADER + bodyLength + CHECKSUM) {
-    throw damaged(path, `it holds ${file.length} bytes where its header announces ${HEADER + bodyLength + CHECKSUM}`);
+    throw stateDamaged(path, `it holds ${file.length} bytes where its header announces ${HEADER + bodyLength + CHECKSUM}`);
   }
   const sum = createHash('sha256').update(file.subarray(0, HEADER + bodyLength)).digest();
-  if (!sum.equals(file.subarray(HEADER + bodyLength))) throw damaged(path, 'its checksum does not match');
+  if (!sum.equals(file.subarray(HEADER + bodyLength))) throw stateDamaged(path, 'its checksum does not match');
   try {
     const r = new Reader(file.subarray(HEADER, HEADER + bodyLength));
     const key = Uint8Array.from(r.bytes());
@@ -174,9 +213,19 @@ export function decodeState(file: Buffer, path: string): PersistedState {
       const serial = r.u64();
       revocations.set(serial, r.u64());
     }
+    let journal: JournalMark | undefined;
+    if (version !== FORMAT_VERSION_1) {
+      const marked = r.u32();
+      if (marked > 1) throw new Error('the journal\'s mark has a bad flag');
+      if (marked === 1) {
+        const epoch = Uint8Array.from(r.bytes());
+        if (epoch.length !== EPOCH_BYTES) throw new Error('the journal\'s epoch has a bad length');
+        journal = { epoch, seq: r.u32(), groups: r.u64(), bytes: r.u64() };
+      }
+    }
     r.end();
-    return { key, generation, password, filePassword, maxLifetime, serialCeiling, floor, grants, revocations };
+    return { key, generation, password, filePassword, maxLifetime, serialCeiling, floor, grants, revocations, journal };
   } catch (e) {
-    throw damaged(path, (e as Error).message);
+    throw stateDamaged(path, (e as Error).message);
   }
 }

@@ -10,7 +10,10 @@ import { join } from 'node:path';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import type { Inventory, InventoryEntry } from '../service/ledger.js';
+import type { JournalMark } from './codec.js';
 import { Journal, JOURNAL_FILE, journalDamaged, readJournal } from './journal.js';
+import type { JournalContents } from './journal.js';
+import { newEpoch } from './store.js';
 
 /** What is live: a test of an entry, for the time and generation now. */
 export type Liveness = (entry: InventoryEntry) => boolean;
@@ -21,59 +24,95 @@ const COMPACT_MIN_RECORDS = 1024;
 /** Appends between two looks at what is dead. */
 const PRUNE_EVERY = 1024;
 
+/** The journal of a data folder, read and held to its state before anything is written (readInventory). */
+export interface InventoryRead {
+  readonly contents: JournalContents | undefined;
+  /** Every entry, decoded and checked against the state. */
+  readonly entries: readonly InventoryEntry[];
+}
+
+/**
+ * Reads the journal of `dir` (bound to the token key `key`, and held to the state file's
+ * `mark`), and decodes its entries. `valid` says whether an entry can belong to the state
+ * beside it (its grant exists, its serial was reserved); one that cannot is damage.
+ * Throws StateError for a journal the start must refuse; writes nothing.
+ */
+export async function readInventory(dir: string, key: Uint8Array, mark: JournalMark | undefined,
+  valid: (entry: InventoryEntry) => string | undefined): Promise<InventoryRead> {
+  const contents = await readJournal(dir, key, mark);
+  const path = join(dir, JOURNAL_FILE);
+  const entries = (contents?.records ?? []).map((bytes) => {
+    let entry: InventoryEntry;
+    try {
+      entry = decodeEntry(bytes);
+    } catch (e) {
+      throw journalDamaged(path, (e as Error).message);
+    }
+    const problem = valid(entry);
+    if (problem !== undefined) throw journalDamaged(path, `the entry of serial ${entry.serial} ${problem}`);
+    return entry;
+  });
+  return { contents, entries };
+}
+
+/**
+ * The records of `salvaged` (salvageJournal) that decode and that `valid` accepts: what a
+ * repair keeps.
+ */
+export function keepable(salvaged: readonly Buffer[], valid: (entry: InventoryEntry) => string | undefined): Buffer[] {
+  return salvaged.filter((bytes) => {
+    try {
+      return valid(decodeEntry(bytes)) === undefined;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** The inventory kept in memory, made durable by the journal of the data folder. */
 export class JournalInventory implements Inventory {
   private readonly entries = new Map<number, InventoryEntry>();
   private pending = 0;
   private sincePrune = 0;
+  /** Whether the state file holds the journal's current compaction: until it does, none follows (readJournal allows one more). */
+  private markRecorded = false;
+  private compacting = false;
 
-  private constructor(private readonly journal: Journal, private readonly live: Liveness, private readonly log: Logger,
-    entries: readonly InventoryEntry[]) {
+  private constructor(private readonly journal: Journal, private readonly live: Liveness,
+    private readonly recordMark: (mark: JournalMark) => Promise<void>, private readonly log: Logger, entries: readonly InventoryEntry[]) {
     for (const e of entries) this.entries.set(e.serial, e);
   }
 
   /**
-   * Reads the journal of `dir` (bound to the token key `key`), keeps the live entries,
-   * and writes them back as a fresh journal: a start compacts. When it cannot (a full
-   * disk), the journal read is kept as it is, and the start goes on. `valid` says whether an
-   * entry can belong to the state beside it (its grant exists, its serial was reserved);
-   * one that cannot is damage. `fresh`: the state was created on this start, so a journal
-   * of another key is left over from an earlier state, and replaced.
+   * Keeps the live entries of `read` and writes them back as a fresh journal, the next
+   * compaction after the journal read and the state's `mark`: a start compacts. When it
+   * cannot (a full disk), the journal read is kept as it is, and the start goes on.
+   * `recordMark` writes what the journal holds to the state file.
    */
-  static async open(dir: string, key: Uint8Array, fresh: boolean, live: Liveness, valid: (entry: InventoryEntry) => string | undefined,
-    log: Logger): Promise<JournalInventory> {
-    const read = await readJournal(dir, key, fresh);
-    const kept: InventoryEntry[] = [];
-    if (read !== undefined) {
-      const path = join(dir, JOURNAL_FILE);
-      for (const bytes of read.records) {
-        let entry: InventoryEntry;
-        try {
-          entry = decodeEntry(bytes);
-        } catch (e) {
-          throw journalDamaged(path, (e as Error).message);
-        }
-        const problem = valid(entry);
-        if (problem !== undefined) throw journalDamaged(path, `the entry of serial ${entry.serial} ${problem}`);
-        if (live(entry)) kept.push(entry);
-      }
-      if (read.tornBytes > 0) {
-        log.warn('the token journal ended in a write cut short by a crash; its unanswered issues are dropped', { path, bytes: read.tornBytes });
-      }
+  static async open(dir: string, key: Uint8Array, read: InventoryRead, mark: JournalMark | undefined, live: Liveness,
+    recordMark: (mark: JournalMark) => Promise<void>, log: Logger): Promise<JournalInventory> {
+    const { contents } = read;
+    const path = join(dir, JOURNAL_FILE);
+    const kept = read.entries.filter(live);
+    if (contents !== undefined && contents.tornBytes > 0) {
+      log.warn('the token journal ended in a write cut short by a crash; its unanswered issues are dropped', { path, bytes: contents.tornBytes });
     }
+    const epoch = contents?.id?.epoch ?? mark?.epoch ?? newEpoch();
     let journal: Journal;
     try {
-      journal = await Journal.create(dir, key, kept.map(encodeEntry));
+      journal = await Journal.create(dir, key, epoch, Math.max(contents?.id?.seq ?? 0, mark?.seq ?? 0) + 1, kept.map(encodeEntry));
     } catch (error) {
       // A full disk must not keep the node from serving: the journal read is whole (but
-      // for a torn tail, cut off) and takes the next issues as it is. Without one, or with
-      // another state's, there is nothing to go on with.
-      if (read === undefined) throw error;
-      journal = await Journal.reopen(dir, key, read.wholeBytes, read.records.length);
+      // for a torn tail, cut off) and takes the next issues as it is. Without one, there
+      // is nothing to go on with.
+      if (contents === undefined) throw error;
+      journal = await Journal.reopen(dir, key, contents, epoch);
       log.warn(`the token journal could not be compacted at start; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
         'issues or at the next start (free space in the data folder if it is full)', { path: journal.path, ...errorFields(error) });
     }
-    return new JournalInventory(journal, live, log, kept);
+    const inventory = new JournalInventory(journal, live, recordMark, log, kept);
+    await inventory.markJournal();
+    return inventory;
   }
 
   /** The journal's write statistics (groups, records, time in write and fdatasync). */
@@ -116,8 +155,31 @@ export class JournalInventory implements Inventory {
     }
   }
 
-  close(): Promise<void> {
-    return this.journal.close();
+  /** Writes what is waiting, closes the journal, and records what it holds in the state file (a clean stop). */
+  async close(): Promise<void> {
+    await this.journal.close();
+    await this.markJournal();
+  }
+
+  /**
+   * Records the journal's mark in the state file. One that fails leaves the state's
+   * older mark, which the journal still satisfies; no compaction follows until one is
+   * recorded.
+   */
+  private async markJournal(): Promise<void> {
+    const mark = this.journal.mark;
+    if (mark === undefined) {
+      this.markRecorded = true;
+      return;
+    }
+    try {
+      await this.recordMark(mark);
+      this.markRecorded = true;
+    } catch (error) {
+      this.markRecorded = false;
+      this.log.warn('the state file could not record what the token journal holds; the journal is not compacted until it can ' +
+        '(free space in the data folder if it is full)', { path: this.journal.path, ...errorFields(error) });
+    }
   }
 
   /** Forgets the entries that are no longer live. */
@@ -132,17 +194,25 @@ export class JournalInventory implements Inventory {
    */
   private async compactIfDead(): Promise<void> {
     const records = this.journal.records;
-    if (records < COMPACT_MIN_RECORDS || records <= 2 * this.entries.size) return;
+    if (this.compacting || records < COMPACT_MIN_RECORDS || records <= 2 * this.entries.size) return;
+    this.compacting = true;
     try {
+      if (!this.markRecorded) await this.markJournal();
+      if (!this.markRecorded) return;
+      // From the rename on, the state's mark is of the compaction before.
+      this.markRecorded = false;
       const kept = await this.journal.rewrite(() => {
         this.prune();
         return [...this.entries.values()].map(encodeEntry);
       });
       this.log.info('compacted the token journal', { path: this.journal.path, records, kept });
+      await this.markJournal();
     } catch (error) {
       // The old journal stands, whole, and takes the next issues; the next look tries again.
       this.log.warn(`the token journal could not be compacted; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
         'more issues (free space in the data folder if it is full)', { path: this.journal.path, ...errorFields(error) });
+    } finally {
+      this.compacting = false;
     }
   }
 }

@@ -15,9 +15,10 @@ import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
-import { StateError } from '../errors.js';
 import { InvariantError } from '../api-auth-error.js';
-import type { PersistedState } from './codec.js';
+import { StateError } from '../errors.js';
+import { EPOCH_BYTES, stateDamaged } from './codec.js';
+import type { JournalMark, PersistedState } from './codec.js';
 import { prepareDataDir, readState, STATE_FILE, writeState } from './data-folder.js';
 import { lockDataDir } from './lock.js';
 
@@ -32,6 +33,8 @@ export interface ServiceState {
   readonly floor: number;
   readonly grants: readonly (readonly string[])[];
   readonly revocations: ReadonlyMap<number, number>;
+  /** The token journal as last compacted or at the last clean stop (journal.ts); undefined before the first. */
+  readonly journal: JournalMark | undefined;
 }
 
 // Reserving serials in blocks makes the reservation's write rare; a restart skips at
@@ -57,13 +60,26 @@ export class StateStore {
    * tells which revocations have expired, and need not be written again.
    */
   static async open(dir: string, log: Logger, clock: Clock): Promise<StateStore> {
+    const { store, damage } = await StateStore.openLocked(dir, log, clock);
+    if (damage === undefined) return store;
+    await store.close();
+    throw damage;
+  }
+
+  /**
+   * Opens and locks the data folder as `open` does, but a state file that is there and
+   * damaged is no error: the store then holds no state, and `damage` says what is wrong
+   * (for the repair, which sets the file aside).
+   */
+  static async openLocked(dir: string, log: Logger, clock: Clock): Promise<{ store: StateStore; damage: StateError | undefined }> {
     const { openToOthers } = await prepareDataDir(dir);
     if (openToOthers) log.warn('the data folder can be entered by other users; chmod 700 it', { path: dir });
     const lock = await lockDataDir(dir);
     try {
       const stored = await readState(dir);
-      return new StateStore(dir, lock, stored === undefined ? undefined : parse(stored, join(dir, STATE_FILE)), clock);
+      return { store: new StateStore(dir, lock, stored === undefined ? undefined : parse(stored, join(dir, STATE_FILE)), clock), damage: undefined };
     } catch (e) {
+      if (e instanceof StateError && e.damage) return { store: new StateStore(dir, lock, undefined, clock), damage: e };
       await lock.release();
       throw e;
     }
@@ -141,6 +157,18 @@ export class StateStore {
     });
   }
 
+  /**
+   * What the token journal holds now, every byte of it acknowledged: after a compaction
+   * and at a clean stop. A start then refuses a journal that holds less.
+   */
+  recordJournal(mark: JournalMark): Promise<void> {
+    return this.change((s) => {
+      const was = s.journal;
+      if (was !== undefined && Buffer.from(was.epoch).equals(mark.epoch) && was.seq === mark.seq && was.bytes === mark.bytes) return undefined;
+      return { ...s, journal: mark };
+    });
+  }
+
   /** The longest token lifetime used, which bounds the expiry of tokens issued before a restart. */
   recordLifetime(seconds: number): Promise<void> {
     return this.change((s) => (seconds <= s.maxLifetime ? undefined : { ...s, maxLifetime: seconds }));
@@ -175,6 +203,16 @@ export class StateStore {
   }
 }
 
+/** A new journal epoch: a random id, so that no other data folder's journal, and no journal before a repair, shares it. */
+export function newEpoch(): Uint8Array {
+  return webcrypto.getRandomValues(new Uint8Array(EPOCH_BYTES));
+}
+
+/** The mark of a journal not written yet: a start may find none. */
+export function emptyJournal(epoch: Uint8Array): JournalMark {
+  return { epoch, seq: 0, groups: 0, bytes: 0 };
+}
+
 /** Revocations of tokens that have expired are kept no longer. */
 function dropExpired(s: ServiceState, now: number): ServiceState {
   let expired = 0;
@@ -196,6 +234,7 @@ function serialise(s: ServiceState): PersistedState {
     floor: s.floor,
     grants: s.grants.map((g) => [...g]),
     revocations: new Map(s.revocations),
+    journal: s.journal,
   };
 }
 
@@ -203,8 +242,7 @@ function parse(p: PersistedState, path: string): ServiceState {
   const password = decodeRecord(p.password);
   const filePassword = decodeRecord(p.filePassword);
   if (password === undefined || filePassword === undefined || p.key.length !== 32 || p.floor > p.serialCeiling) {
-    throw new StateError(`state file ${path} is damaged (its records do not hold together); restore it from a backup, ` +
-      'or move it aside to start with fresh state (every token issued so far then stops working)');
+    throw stateDamaged(path, 'its records do not hold together');
   }
   return { ...p, password, filePassword };
 }
@@ -214,8 +252,7 @@ function parse(p: PersistedState, path: string): ServiceState {
  * range, and the revocations that still matter at `now`.
  */
 export function restoreCore(core: Core, s: ServiceState, now: number, path: string): void {
-  const damaged = (why: string) => new StateError(`state file ${path} is damaged (${why}); restore it from a backup, ` +
-    'or move it aside to start with fresh state (every token issued so far then stops working)');
+  const damaged = (why: string) => stateDamaged(path, why);
   core.setKey(s.key);
   core.generation = s.generation;
   s.grants.forEach((entries, id) => {
@@ -249,9 +286,10 @@ export async function restoreService(core: Core, store: StateStore, verifier: Pa
     const key = webcrypto.getRandomValues(new Uint8Array(32));
     core.setKey(key);
     const record = await verifier.hash(filePassword);
+    // The journal's epoch is written with the state: a journal of another epoch is not this state's.
     await store.create({
       key, generation: 0, password: record, filePassword: record, maxLifetime: lifetime,
-      serialCeiling: 0, floor: 0, grants: [], revocations: new Map(),
+      serialCeiling: 0, floor: 0, grants: [], revocations: new Map(), journal: emptyJournal(newEpoch()),
     });
     log.info('created the state file', { path: store.path });
     return;

@@ -20,7 +20,7 @@ const MAGIC = Buffer.from('api-auth', 'latin1');
 const HEADER = 16;
 /** SHA-256 of everything before it. */
 const CHECKSUM = 32;
-const FORMAT_VERSION = 1;
+const FORMAT_VERSION = 2;
 /**
  * The state file is these tests' subject, not the HTTP threads (test/http/threads.test.ts): one thread,
  * whose start costs about a third less CPU time.
@@ -50,9 +50,12 @@ const fixture = await (async () => {
   await revokeToken(server.url, p1, revoked);
   await server.stop();
   const bytes = readFileSync(join(server.dataDir, 'state'));
-  return { passwordFile: server.passwordFile, bytes, tokens: { old, valid, revoked } };
+  const journal = readFileSync(join(server.dataDir, 'tokens'));
+  return { passwordFile: server.passwordFile, bytes, journal, tokens: { old, valid, revoked } };
 })();
 const STATE = fixture.bytes;
+/** The token journal beside it: the state records what it holds, and a start without it is refused (journal-acknowledged.test.ts). */
+const JOURNAL = fixture.journal;
 const BODY_LENGTH = STATE.readUInt32LE(MAGIC.length + 4);
 
 /** `header` (with `version` and the body's length) + `body` + a correct checksum. */
@@ -71,12 +74,13 @@ function flip(bytes: Buffer, at: number, bit: number): Buffer {
   return copy;
 }
 
-/** A data folder of its own under `root`, holding `bytes` as its state file. */
+/** A data folder of its own under `root`, holding `bytes` as its state file, beside the fixture's journal. */
 function dataDirWith(root: string, index: number, bytes: Buffer): { data: string; statePath: string } {
   const data = join(root, `case-${index}`, 'data');
   mkdirSync(data, { recursive: true, mode: 0o700 });
   const statePath = join(data, 'state');
   writeFileSync(statePath, bytes, { mode: 0o600 });
+  writeFileSync(join(data, 'tokens'), JOURNAL, { mode: 0o600 });
   return { data, statePath };
 }
 
@@ -144,6 +148,7 @@ t.test('the intact state starts, with its tokens (the control for every case bel
   const data = join(root, 'data');
   mkdirSync(data, { mode: 0o700 });
   writeFileSync(join(data, 'state'), STATE, { mode: 0o600 });
+  writeFileSync(join(data, 'tokens'), JOURNAL, { mode: 0o600 });
   // A leftover temporary file, as a crash in the middle of a write leaves, is not damage.
   writeFileSync(join(data, 'state.tmp'), Buffer.concat([STATE.subarray(0, 40), Buffer.from('garbage')]), { mode: 0o600 });
   const auth = await createAuth({ passwordFile: fixture.passwordFile, dataDir: data, log: SILENT });
@@ -163,7 +168,7 @@ t.test('the CLI refuses a damaged state file with the library\'s error: one stde
   const cases: Case[] = [
     { name: 'cut short within the body', bytes: STATE.subarray(0, HEADER + (BODY_LENGTH >> 1)), expect: 'damaged' },
     { name: 'a bit flipped in the body', bytes: flip(STATE, HEADER + (BODY_LENGTH >> 1), 3), expect: 'damaged' },
-    { name: 'format version 2', bytes: seal(body, 2), expect: 'version' },
+    { name: 'format version 3', bytes: seal(body, 3), expect: 'version' },
   ];
   const root = tempDir(t);
   for (const [index, c] of cases.entries()) {
@@ -237,7 +242,7 @@ t.test('a re-sealed state file whose body does not hold together stops the start
 
 t.test('a state file of an unknown format version stops the start, naming the version problem', async (t) => {
   const body = STATE.subarray(HEADER, HEADER + BODY_LENGTH);
-  await refuseAll(t, [0, 2, 3, 0x100, 0xffffffff].map((version): Case => ({
+  await refuseAll(t, [0, 3, 4, 0x100, 0xffffffff].map((version): Case => ({
     name: `format version ${version}, everything else intact`,
     bytes: seal(body, version),
     expect: 'version',

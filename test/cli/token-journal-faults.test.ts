@@ -41,7 +41,8 @@ const INTERNAL_ERROR = { code: -32603, message: 'internal error' };
 // The journal's layout (host/state/journal.ts): a header (magic, version, key fingerprint),
 // then groups (length, two CRC-32s, records), each record its length and its bytes; an
 // issue record without a label is 34 bytes.
-const HEADER = 16 + 4 + 8;
+/** Magic, format version, key fingerprint, epoch, compaction, the bytes its rewrite wrote. */
+const HEADER = 16 + 4 + 8 + 16 + 4 + 8;
 const GROUP_HEAD = 12;
 const RECORD_HEAD = 4;
 const UNLABELLED_GROUP = GROUP_HEAD + RECORD_HEAD + 34;

@@ -15,7 +15,8 @@ import { restartServer, runCli, startServer } from '../helpers/server.js';
 t.jobs = 2;
 
 const MAGIC = Buffer.from('api-auth tokens\n', 'latin1');
-const HEADER = MAGIC.length + 4 + 8;
+/** Magic, format version, key fingerprint, epoch, compaction, the bytes its rewrite wrote. */
+const HEADER = MAGIC.length + 4 + 8 + 16 + 4 + 8;
 const GROUP_HEAD = 12;
 /**
  * The journal is these tests' subject, not the HTTP threads (test/http/threads.test.ts):
@@ -61,21 +62,31 @@ function head(length: number, payloadCrc = 0): Buffer {
   return h;
 }
 
-/** Two tokens, each its own group, then a clean stop: the journal holds the header and two groups. */
-async function twoGroups(t: Test): Promise<{ server: LibraryServer; a: { token: string; id: string }; b: { token: string; id: string }; file: Buffer }> {
+/**
+ * Two tokens, each its own group, then a clean stop: the journal holds the header and two
+ * groups. `crashState` is the state file as it was before the stop, as a kill -9 leaves
+ * it: it records the journal of the start's compaction, so the two groups are the crash's
+ * to tear.
+ */
+async function twoGroups(t: Test): Promise<{ server: LibraryServer; a: { token: string; id: string }; b: { token: string; id: string };
+  file: Buffer; crashState: Buffer }> {
   const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const a = await issue(server, { label: 'first' });
   const b = await issue(server, { label: 'second' });
+  const crashState = readFileSync(join(server.dataDir, 'state'));
   await server.stop();
   const file = readFileSync(journalPath(server));
   t.equal(groups(file).length, 2, 'two issues one after the other: two groups');
-  return { server, a, b, file };
+  return { server, a, b, file, crashState };
 }
 
 t.test('the journal has the documented layout, mode 0600, and a group per write', async (t) => {
   const { server, file } = await twoGroups(t);
   t.same(file.subarray(0, MAGIC.length), MAGIC, 'it starts with "api-auth tokens\\n"');
-  t.equal(file.readUInt32LE(MAGIC.length), 1, 'format version 1');
+  t.equal(file.readUInt32LE(MAGIC.length), 2, 'format version 2');
+  t.notOk(file.subarray(28, 44).every((b) => b === 0), 'a random epoch');
+  t.equal(file.readUInt32LE(44), 1, 'compaction 1: the first start\'s');
+  t.equal(Number(file.readBigUInt64LE(48)), HEADER, 'the bytes its rewrite wrote: the header alone, nothing to keep');
   for (const g of groups(file)) {
     t.equal(file.readUInt32LE(g.start + 4), crc32(file.subarray(g.start, g.start + 4)), 'the CRC-32 of the length');
     t.equal(file.readUInt32LE(g.start + 8), crc32(file.subarray(g.start + GROUP_HEAD, g.end)), 'the CRC-32 of the payload');
@@ -129,8 +140,8 @@ function landedInPart(file: Buffer, length: number): Buffer {
   return Buffer.concat([file, group]);
 }
 
-t.test('a torn tail (a group cut short, zeros, a last group part of whose sectors never landed) is dropped and logged; the rest is kept', async (t) => {
-  const { server, a, b, file } = await twoGroups(t);
+t.test('a torn tail after kill -9 (a group cut short, zeros, a last group part of whose sectors never landed) is dropped and logged; the rest is kept', async (t) => {
+  const { server, a, b, file, crashState } = await twoGroups(t);
   const [, second] = groups(file);
   const tails: [string, Buffer, string[]][] = [
     ['a group head whose payload never landed', Buffer.concat([file, head(120), Buffer.from('partial')]), [a.id, b.id]],
@@ -141,6 +152,7 @@ t.test('a torn tail (a group cut short, zeros, a last group part of whose sector
   ];
   let previous: LibraryServer = server;
   for (const [name, bytes, kept] of tails) {
+    writeFileSync(join(server.dataDir, 'state'), crashState);
     writeFileSync(journalPath(server), bytes);
     const again = await serveAgain(t, previous);
     t.same((await listed(again)).map((e) => e.id), kept, `${name}: the whole groups are kept`);
@@ -172,7 +184,7 @@ t.test('damage before the tail, a foreign or unknown journal stops the start: ex
     ['a damaged length before another group', badLength, /is damaged \(the group at byte \d+ has a damaged length, and data follows it\)/],
     ['cut inside the header', file.subarray(0, HEADER - 1), /is damaged \(it is not an api-auth token journal, or it is cut short\)/],
     ['another state\'s journal', foreign, /belongs to another state file \(its token key differs\)/],
-    ['format version 7', version, /has format version 7, which this api-auth \(format 1\) cannot read/],
+    ['format version 7', version, /has format version 7, which this api-auth \(format 2\) cannot read/],
   ];
   const path = journalPath(server);
   for (const [name, bytes, message] of cases) {
@@ -186,7 +198,7 @@ t.test('damage before the tail, a foreign or unknown journal stops the start: ex
   }
 });
 
-t.test('a whole last group failing its checksum stops the start with the byte to cut at; cut there, the start lists the tokens before it', async (t) => {
+t.test('a whole last group failing its checksum stops the start naming the repair; repaired, the start lists the tokens before it', async (t) => {
   const { server, a, file } = await twoGroups(t);
   const [, second] = groups(file);
   const damaged = Buffer.from(file);
@@ -195,22 +207,12 @@ t.test('a whole last group failing its checksum stops the start with the byte to
   writeFileSync(path, damaged);
   const result = await runCli(t, server.args);
   t.equal(result.code, 2, 'exit code 2: the acknowledged token is not silently dropped');
-  t.match(result.stderr, `truncate -s ${second.start} ${path}`, 'the line names the step: cut the file at the damaged group');
+  t.match(result.stderr, `api-auth state repair --data-dir ${server.dataDir} --accept-loss: it copies the journal aside to ${path}.damaged-<time> ` +
+    `and keeps the tokens written whole before byte ${second.start}`, 'the line names the step, and what it keeps');
   t.match(result.stderr, /revoke them by the token, or change the password/, 'and what that loses, and how to still end those tokens');
   t.ok(readFileSync(path).equals(damaged), 'the journal was left alone');
-  writeFileSync(path, damaged.subarray(0, second.start));
+  t.equal((await runCli(t, ['state', 'repair', '--data-dir', server.dataDir, '--accept-loss'])).code, 0, 'the repair');
   const again = await serveAgain(t, server);
-  t.same((await listed(again)).map((e) => e.id), [a.id], 'after the cut, the start serves and lists the token before the damage');
-  t.notOk(again.logs.some((l) => /cut short/.test(String(l.msg))), 'no torn tail to drop: the cut file is whole');
-});
-
-t.test('a state created afresh replaces a journal left over from an earlier state', async (t) => {
-  const { server } = await twoGroups(t);
-  writeFileSync(join(server.dataDir, 'state.moved'), readFileSync(join(server.dataDir, 'state')));
-  const { unlinkSync } = await import('node:fs');
-  unlinkSync(join(server.dataDir, 'state'));
-  const again = await serveAgain(t, server);
-  t.same(await listed(again), [], 'a new state lists nothing of the old one');
-  const fresh = await issue(again);
-  t.same((await listed(again)).map((e) => e.id), [fresh.id]);
+  t.same((await listed(again)).map((e) => e.id), [a.id], 'after the repair, the start serves and lists the token before the damage');
+  t.notOk(again.logs.some((l) => /cut short/.test(String(l.msg))), 'no torn tail to drop: the new journal is whole');
 });

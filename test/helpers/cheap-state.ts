@@ -25,7 +25,7 @@ export async function writeCheapState(dataDir: string, password: string): Promis
   const record = await cheapRecord(password);
   writeFileSync(join(dataDir, 'state'), encodeState({
     key: randomBytes(32), generation: 0, password: record, filePassword: record, maxLifetime: 0, serialCeiling: 0, floor: 0,
-    grants: [], revocations: new Map(),
+    grants: [], revocations: new Map(), journal: undefined,
   }), { mode: 0o600 });
 }
 

@@ -226,7 +226,8 @@ t.test('the token service throttles on the clock it is given', async (t) => {
     await store.close();
   });
   await restoreService(core, store, verifier, 'the-password', 3600, log, clock);
-  const inventory = await JournalInventory.open(dir, store.state!.key, true, () => true, () => undefined, log);
+  const inventory = await JournalInventory.open(dir, store.state!.key, { contents: undefined, entries: [] }, store.state!.journal, () => true,
+    (mark) => store.recordJournal(mark), log);
   t.teardown(() => inventory.close());
   const service = new TokenService({ core, ledger: new FolderLedger(core, store), verifier, tokenLifetime: 3600, inventory, maxTokens: 100, log, clock });
   const newTokenCall = service.methods().get('auth.newToken')!;

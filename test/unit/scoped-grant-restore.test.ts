@@ -23,7 +23,7 @@ t.test('a stored scoped grant restores with its id and its methods, beside grant
 
   // Through the state file's own encoding, as a restart reads it.
   const file = encodeState({ key, generation: 0, password: 'p', filePassword: 'f', maxLifetime: HOUR, serialCeiling: 4096, floor: 0,
-    grants: stored, revocations: new Map() });
+    grants: stored, revocations: new Map(), journal: undefined });
   const persisted = decodeState(file, 'state');
   t.same(persisted.grants, stored, 'the file keeps the entries, the empty one included');
 
