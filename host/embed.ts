@@ -88,7 +88,8 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
   const core = newCore();
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
   const metrics = new Metrics();
-  const opened = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime, maxTokens: config.maxTokens,
+  const opened = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime,
+          maxTokenLifetime: config.maxTokenLifetime, maxTokens: config.maxTokens,
     backend: { dataDir: config.dataDir } }, log, metrics, config.clock);
   const gate = new Gate(core, metrics, config.clock, { publicPaths: config.publicEndpoints });
   // The gateway's admission step, without CORS or routes of its own: the node's own server has those.

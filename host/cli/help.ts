@@ -121,6 +121,7 @@ export const SEE_PAGES: Readonly<Record<string, string>> = {
   'Logs': 'logs.md',
   'The access log (`--access-log`)': 'access-log.md',
   'Running a fleet': '../guides/fleet.md',
+  'Token lifetimes and rotation': 'tokens.md',
 };
 
 /** The link to the section an option's `see` names. */

@@ -11,7 +11,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { rootCertificates } from 'node:tls';
 import { NodeRefusedError, NodeUnreachableError, OperatorExitCode as ExitCode, UsageError } from '../errors.js';
-import { parseDuration } from '../duration.js';
+import { NEVER, parseDuration } from '../duration.js';
 import { reason, whyUnreadable } from '../pem.js';
 import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
 import { nonEmpty, readArgs } from './args.js';
@@ -44,9 +44,10 @@ Flags:
                              "*", exact paths, "/" for the root alone (where
                              Ethereum nodes serve), or subtrees such as /ext/bc/*
   --label TEXT               token new: a label for people, 1 to 128 characters
-  --expires-in DURATION      token new: the token's lifetime, such as 90s, 15m or
-                             1h30m; at most the node's --api-auth-token-lifetime
-                             (its default)
+  --expires-in DURATION      token new: the token's lifetime, such as 90s, 15m,
+                             1h30m or 720h (default the node's
+                             --api-auth-token-lifetime); at most the node's
+                             --max-token-lifetime; "never" only when that is never
   --methods PATTERNS         token new: comma-separated JSON-RPC methods the token
                              may call: exact names, prefixes ending in * (eth_*),
                              or * (default: every method); and named sets of
@@ -639,10 +640,13 @@ function methodsOf(patterns: readonly string[]): string[] {
   }
 }
 
-/** Checked for its form here; the node checks it against its lifetime. Sent as written. */
+/** Checked for its form here; the node checks it against its --max-token-lifetime. Sent as written. */
 function parseExpiresIn(text: string): string {
+  if (text === NEVER) return text;
   const seconds = parseDuration(text);
-  if (seconds === null || seconds < 1) throw new UsageError(`--expires-in must be a duration such as 90s, 15m or 1h30m, not ${JSON.stringify(text)}`);
+  if (seconds === null || seconds < 1) {
+    throw new UsageError(`--expires-in must be a duration such as 90s, 15m or 1h30m, or "${NEVER}", not ${JSON.stringify(text)}`);
+  }
   return text;
 }
 

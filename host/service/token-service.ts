@@ -31,8 +31,10 @@ export interface TokenServiceOptions {
   /** Where the password, grants, serials and revocations are kept: the data folder or a fleet (ledger.ts). */
   readonly ledger: Ledger;
   readonly verifier: PasswordVerifier;
-  /** Lifetime of new tokens, in seconds: the default, and the ceiling of expiresIn. */
+  /** Lifetime of new tokens that ask none, in seconds. */
   readonly tokenLifetime: number;
+  /** The longest lifetime a call may ask, in seconds (--max-token-lifetime); NEVER_SECONDS for never. */
+  readonly maxTokenLifetime: number;
   /** The issued tokens, live ones listed. */
   readonly inventory: Inventory;
   /** Live tokens at most (revoked ones count until they expire); newToken past it is a resource-limit error. */
@@ -50,6 +52,7 @@ export class TokenService {
   private readonly ledger: Ledger;
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
+  private readonly maxTokenLifetime: number;
   private readonly inventory: Inventory;
   private readonly maxTokens: number;
   private readonly log: Logger;
@@ -65,6 +68,7 @@ export class TokenService {
     this.ledger = options.ledger;
     this.verifier = options.verifier;
     this.tokenLifetime = options.tokenLifetime;
+    this.maxTokenLifetime = options.maxTokenLifetime;
     this.inventory = options.inventory;
     this.maxTokens = options.maxTokens;
     this.log = options.log;
@@ -87,7 +91,7 @@ export class TokenService {
   /**
    * A token for `endpoints` ("*", "/" for the root alone, or absolute paths, optionally ending in "/*"), and for
    * `extra.methods` only (JSON-RPC method patterns) when given; what it says about
-   * itself, and its id. `lifetime` (seconds, at most the configured lifetime) and `label`
+   * itself, and its id. `lifetime` (seconds, at most --max-token-lifetime) and `label`
    * come checked by their params.
    */
   async newToken(password: string, endpoints: readonly string[], extra: NewTokenOptions, context: CallContext):
@@ -188,7 +192,7 @@ export class TokenService {
         const password = passwordParam(p, 'password');
         const endpoints = endpointsParam(p);
         const extra = {
-          label: labelParam(p), lifetime: lifetimeParam(p, this.tokenLifetime), methods: methodsParam(p), limits: limitEntries(p),
+          label: labelParam(p), lifetime: lifetimeParam(p, this.maxTokenLifetime), methods: methodsParam(p), limits: limitEntries(p),
         };
         const { token, claims, id } = await this.newToken(password, endpoints, extra, c);
         audit.serial = claims.serial;

@@ -228,7 +228,7 @@ t.test('the token service throttles on the clock it is given', async (t) => {
   await restoreService(core, store, verifier, 'the-password', 3600, log, clock);
   const inventory = await JournalInventory.open(dir, store.state!.key, true, () => true, () => undefined, log);
   t.teardown(() => inventory.close());
-  const service = new TokenService({ core, ledger: new FolderLedger(core, store), verifier, tokenLifetime: 3600, inventory, maxTokens: 100, log, clock });
+  const service = new TokenService({ core, ledger: new FolderLedger(core, store), verifier, tokenLifetime: 3600, maxTokenLifetime: 3600, inventory, maxTokens: 100, log, clock });
   const newTokenCall = service.methods().get('auth.newToken')!;
   const guess = (password: string) => Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
     (result) => ({ result }), (error: { rpcCode: number; message: string }) => ({ code: error.rpcCode, message: error.message }));
