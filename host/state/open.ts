@@ -7,6 +7,7 @@ import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import type { PasswordVerifier } from '../password/hash.js';
 import type { Backend, InventoryEntry } from '../service/ledger.js';
+import { RotationEnds } from '../service/rotation-ends.js';
 import { JournalInventory } from './inventory.js';
 import { FolderLedger } from './ledger.js';
 import { restoreService, StateStore } from './store.js';
@@ -45,12 +46,18 @@ export async function openDataFolder(core: Core, settings: DataFolderSettings, f
       e.grant >= state.grants.length ? `names endpoint list ${e.grant}, which the state file does not hold`
         : e.serial >= state.serialCeiling ? 'has a serial the state file never reserved'
           : e.generation > state.generation ? 'is of a password generation the state file has not reached' : undefined;
-    inventory = await JournalInventory.open(settings.dataDir, state.key, fresh, live, valid, log);
+    const ledger = new FolderLedger(core, store);
+    const ends = new RotationEnds({
+      refuse: (serial) => core.revokeSerial(serial),
+      record: (serial, expiry) => ledger.revoke(serial, expiry),
+      recorded: (serial) => ledger.isRevoked(serial),
+    }, clock, log);
+    inventory = await JournalInventory.open(settings.dataDir, state.key, fresh, live, valid, log, ends);
     const saver = new UsageSaver(settings.dataDir, core, inventory, clock, log);
     await saver.restore();
     saver.start();
     usage = saver;
-    return { ledger: new FolderLedger(core, store), inventory, close };
+    return { ledger, inventory, close };
   } catch (error) {
     await close();
     throw error;
