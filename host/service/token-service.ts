@@ -174,13 +174,14 @@ export class TokenService {
   /**
    * Replaces a live token (`target`: the token, or its id) by a new one of the same grant
    * (endpoints, methods, limits) and label, with a lifetime equal to the old one's whole
-   * lifetime, cut to --max-token-lifetime. The old token stays valid for `overlap`
-   * seconds (0 when left out: it ends as the call answers), at most its remaining life
-   * and the new token's, then ends as if revoked (rotation-ends.ts). Its usage so far is
+   * lifetime, cut to --max-token-lifetime. The old token stays valid for `params.overlap`
+   * (0 when left out: it ends as the call answers; its range needs the token, so it is
+   * checked here), at most its remaining life and the new token's, then ends as if
+   * revoked (rotation-ends.ts). Its usage so far is
    * carried over to the new id. The new entry, which carries the end, is durable (and in
    * a fleet held by every gateway) before the answer.
    */
-  async rotateToken(password: string, target: { token: string } | { id: string }, overlap: Params, context: CallContext):
+  async rotateToken(password: string, target: { token: string } | { id: string }, params: Params, context: CallContext):
     Promise<{ token: string; claims: Claims; id: string; from: InventoryEntry }> {
     const checked = await this.authenticate(password, context);
     const { issued, durable, from } = await this.exclusive(checked, async () => {
@@ -188,7 +189,7 @@ export class TokenService {
       const from = this.rotatable(target, now);
       const lifetime = Math.min(from.expiry - from.issuedAt, this.maxTokenLifetime);
       const remaining = Math.min(from.expiry - now, lifetime);
-      const seconds = durationParam(overlap, 'overlap', 0, remaining, 'the old token\'s remaining life, and the new one\'s lifetime') ?? 0;
+      const seconds = durationParam(params, 'overlap', 0, remaining, 'the old token\'s remaining life, and the new one\'s lifetime') ?? 0;
       if (!this.inventory.hasRoom(this.maxTokens)) {
         throw new RpcError(RpcCode.ResourceLimit, `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
           'wait for some to expire (revoked ones count until then), or raise the limit');
