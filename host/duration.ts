@@ -36,3 +36,12 @@ const UNIT_NANOS: Record<string, bigint> = {
   m: 60n * NANOS_PER_SECOND,
   h: 3600n * NANOS_PER_SECOND,
 };
+
+/**
+ * What "never" stands for where a token's lifetime is written (--max-token-lifetime,
+ * expiresIn): the longest lifetime a token carries, 2^32 - 1 seconds (about 136 years),
+ * the most the core takes. A token's expiry is signed into it, so a token that never
+ * expires is one that expires past any node's life.
+ */
+export const NEVER = 'never';
+export const NEVER_SECONDS = 0xffff_ffff;

@@ -39,7 +39,7 @@ import { openOwner } from './owner.js';
 export type Handler = (res: HttpResponse, req: HttpRequest) => void;
 
 export interface Auth {
-  /** Mounts POST /ext/auth (auth.newToken, auth.revokeToken, auth.changePassword) on `app`. */
+  /** Mounts POST /ext/auth (auth.newToken, auth.listTokens, auth.revokeToken, auth.rotateToken, auth.changePassword) on `app`. */
   mount(app: TemplatedApp): void;
   /**
    * `handler`, behind the gate: a request without a token that grants its path gets the
@@ -88,7 +88,8 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
   const core = newCore();
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
   const metrics = new Metrics();
-  const opened = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime, maxTokens: config.maxTokens,
+  const opened = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime,
+          maxTokenLifetime: config.maxTokenLifetime, maxTokens: config.maxTokens,
     backend: { dataDir: config.dataDir } }, log, metrics, config.clock);
   const gate = new Gate(core, metrics, config.clock, { publicPaths: config.publicEndpoints });
   // The gateway's admission step, without CORS or routes of its own: the node's own server has those.

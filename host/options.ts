@@ -6,7 +6,7 @@
 import { availableParallelism, homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { systemClock } from './clock.js';
-import { parseDuration } from './duration.js';
+import { NEVER, NEVER_SECONDS, parseDuration } from './duration.js';
 import type { Clock } from './clock.js';
 import { PATH_RULES } from './core/core.js';
 import type { Core } from './core/core.js';
@@ -73,6 +73,11 @@ function option<I, V>(spec: OptionSpec<I, V>): OptionEntry<I, V, boolean> {
   return spec;
 }
 
+/** The default ceiling of expiresIn: the contract's 12 h lifetime. */
+const DEFAULT_CEILING = 12 * 3600;
+/** The longest ceiling short of never: 100 years, in seconds. */
+const MAX_CEILING = 876_000 * 3600;
+
 /**
  * startServer's options, and the command line's: each one's flag, kind, default, limits,
  * parser and doc. ServerOptions, the flags, the environment's names, the config file's
@@ -121,7 +126,13 @@ export const SCHEMA = {
   tokenLifetime: option<number | string, number>({
     flag: 'api-auth-token-lifetime', kind: 'duration', default: 12 * 3600, limits: { min: 1, max: 8760 * 3600 },
     parse: duration('90s, 15m, 12h or 1h30m'),
-    doc: 'lifetime of new tokens, 1s to 8760h, such as 90s, 15m, 12h or 1h30m; also the ceiling of a call\'s expiresIn',
+    doc: 'lifetime of new tokens that a call gives none, 1s to 8760h, such as 90s, 15m, 12h or 1h30m',
+  }),
+  maxTokenLifetime: option<number | string, number>({
+    flag: 'max-token-lifetime', kind: 'duration', arg: 'DURATION', limits: { min: 1, max: MAX_CEILING },
+    shownDefault: '12h, or --api-auth-token-lifetime when longer', parse: ceiling,
+    doc: `the longest expiresIn a call may ask (auth.newToken, auth.rotateToken, token new --expires-in), 1s to ${MAX_CEILING / 3600}h, ` +
+      'or never, which alone lets a call ask expiresIn "never"', see: 'Token lifetimes and rotation',
   }),
   maxTokens: option<number | string, number>({
     flag: 'api-auth-max-tokens', kind: 'integer', default: 10_000, limits: { min: 1, max: 1_000_000 }, parse: count('live tokens in the inventory'),
@@ -292,6 +303,8 @@ export interface AuthOptions {
   readonly dataDir: string;
   /** Lifetime of new tokens: seconds, or a duration such as "90s", "15m", "12h". Default 12h. */
   readonly tokenLifetime?: ServerOptions['tokenLifetime'];
+  /** The longest expiresIn a call may ask: seconds, a duration, or "never". Default 12h, or tokenLifetime when longer. */
+  readonly maxTokenLifetime?: ServerOptions['maxTokenLifetime'];
   /** Live tokens at most (revoked ones count until they expire), 1 to 1000000; auth.newToken past it is a resource-limit error. Default 10000. */
   readonly maxTokens?: ServerOptions['maxTokens'];
   /** Exact paths that need no token, such as /ext/health. */
@@ -319,6 +332,8 @@ export interface AuthConfig {
   readonly dataDir: string;
   /** Seconds. */
   readonly tokenLifetime: number;
+  /** Seconds, at least tokenLifetime; NEVER_SECONDS for never. */
+  readonly maxTokenLifetime: number;
   readonly maxTokens: number;
   /** Exact paths, without duplicates; still to be checked against the core's path rules (servedPaths). */
   readonly publicEndpoints: readonly string[];
@@ -335,6 +350,8 @@ export interface ServerConfig {
   readonly passwordFile: string | undefined;
   /** Seconds. */
   readonly tokenLifetime: number;
+  /** Seconds, at least tokenLifetime; NEVER_SECONDS for never. */
+  readonly maxTokenLifetime: number;
   readonly maxTokens: number;
   /** Absolute path. */
   readonly dataDir: string;
@@ -401,7 +418,7 @@ export type { TlsFiles } from './pem.js';
 /** The options' names, in the schema's order. */
 const KEYS = Object.keys(SCHEMA) as Key[];
 
-const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
+const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 
 /** TLS to etcd: refused with http:// endpoints, where it would protect nothing. */
 const ETCD_TLS_OPTIONS = ['clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey'] as const;
@@ -426,11 +443,13 @@ function parsed<K extends Key>(key: K, value: unknown): ValueOf<Schema[K]> {
 /** createAuth's options, validated. Throws OptionError naming the first option at fault. */
 export function resolveAuthOptions(options: AuthOptions): AuthConfig {
   known(options, AUTH_OPTIONS);
+  const tokenLifetime = parsed('tokenLifetime', options.tokenLifetime);
   return {
     passwordFile: required('passwordFile', options.passwordFile, 'the path of the service password\'s file ' +
       '(a password is generated into it when it is missing)'),
     dataDir: required('dataDir', options.dataDir, 'the folder where durable state lives (created when missing)'),
-    tokenLifetime: parsed('tokenLifetime', options.tokenLifetime),
+    tokenLifetime,
+    maxTokenLifetime: lifetimeCeiling(tokenLifetime, options.maxTokenLifetime),
     maxTokens: parsed('maxTokens', options.maxTokens),
     publicEndpoints: parsed('publicEndpoints', options.publicEndpoints),
     trustedProxies: parsed('trustedProxies', options.trustedProxies),
@@ -472,6 +491,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     authRequired: v.authRequired,
     passwordFile: v.passwordFile,
     tokenLifetime: v.tokenLifetime,
+    maxTokenLifetime: lifetimeCeiling(v.tokenLifetime, options.maxTokenLifetime),
     maxTokens: v.maxTokens,
     dataDir: v.dataDir,
     publicEndpoints: v.publicEndpoints,
@@ -533,6 +553,27 @@ function maxSessions(v: Values): number {
       `${name('wsMaxMessage')}, or raise ${name('wsMemoryBudget')}`);
   }
   return given;
+}
+
+/**
+ * The ceiling of expiresIn: the one given, which the default lifetime may not pass, or
+ * 12 h, raised to the default lifetime when that is longer (as the lifetime was the
+ * ceiling before the option existed).
+ */
+function lifetimeCeiling(lifetime: number, given: unknown): number {
+  if (given === undefined) return Math.max(DEFAULT_CEILING, lifetime);
+  const max = parsed('maxTokenLifetime', given);
+  if (lifetime > max) {
+    throw new OptionError('tokenLifetime', (name) => `${name('tokenLifetime')} (${formatSeconds(lifetime)}) is longer than ` +
+      `${name('maxTokenLifetime')} (${formatSeconds(max)}), the longest lifetime a token may have: shorten the one, or raise the other`);
+  }
+  return max;
+}
+
+/** A ceiling of token lifetimes: a duration within the option's limits, or "never" (NEVER_SECONDS). */
+function ceiling(value: unknown, option: string, limits: Limits | undefined): number {
+  if (value === NEVER) return NEVER_SECONDS;
+  return duration(`12h, 720h or 8760h, or ${NEVER}`)(value, option, limits);
 }
 
 /** Whether an option that others are `within` is on: set, and not false. */
@@ -674,6 +715,7 @@ function duration(examples: string): OptionParser<number> {
 
 /** Seconds as the docs write them: in hours when whole hours, else in seconds (1s, 960s, 8760h). */
 export function formatSeconds(seconds: number): string {
+  if (seconds === NEVER_SECONDS) return NEVER;
   return seconds >= 3600 && seconds % 3600 === 0 ? `${seconds / 3600}h` : `${seconds}s`;
 }
 

@@ -23,6 +23,8 @@ export interface OwnerSettings {
   readonly passwordFile: string;
   /** Seconds. */
   readonly tokenLifetime: number;
+  /** Seconds; NEVER_SECONDS for never. */
+  readonly maxTokenLifetime: number;
   /** Live tokens at most (--api-auth-max-tokens); fleet-wide in a fleet. */
   readonly maxTokens: number;
   /** The password throttle; by default a fresh one. */
@@ -70,6 +72,7 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
   }
   const service = new TokenService({
     core, ledger: opened.ledger, inventory: opened.inventory, verifier, tokenLifetime: settings.tokenLifetime,
+    maxTokenLifetime: settings.maxTokenLifetime,
     maxTokens: settings.maxTokens, log, metrics, clock, throttle: settings.throttle,
   });
   const endpoint = loggedEndpoint(service.methods(), log);

@@ -94,7 +94,8 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     if (config.authRequired && config.passwordFile !== undefined) {
       const throttle = board && new PasswordThrottle(PER_CLIENT, OVERALL, MAX_CLIENTS, new ThrottleBoard(board).writer());
       try {
-        auth = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime, maxTokens: config.maxTokens,
+        auth = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime,
+          maxTokenLifetime: config.maxTokenLifetime, maxTokens: config.maxTokens,
           throttle, backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir } }, log, metrics, clock);
       } catch (error) {
         await httpThreads?.abort();

@@ -125,6 +125,7 @@ export const SEE_PAGES: Readonly<Record<string, string>> = {
   'The access log (`--access-log`)': 'access-log.md',
   'Running a fleet': '../guides/fleet.md',
   'When etcd is down': '../guides/fleet.md',
+  'Token lifetimes and rotation': 'tokens.md',
 };
 
 /** The link to the section an option's `see` names. */

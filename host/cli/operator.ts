@@ -1,5 +1,5 @@
 // The operator commands: `api-auth token new`, `api-auth token list`, `api-auth token
-// revoke`, `api-auth password change`. Each is one call to a running node's /ext/auth. Passwords come from a file,
+// revoke`, `api-auth token rotate`, `api-auth password change`. Each is one call to a running node's /ext/auth. Passwords come from a file,
 // from stdin, or from a prompt that does not echo; never from the command line, where
 // other users could read them in the process list. A token to revoke comes the same
 // ways; on the command line it is still taken, with a warning.
@@ -11,7 +11,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { rootCertificates } from 'node:tls';
 import { NodeRefusedError, NodeUnreachableError, OperatorExitCode as ExitCode, UsageError } from '../errors.js';
-import { parseDuration } from '../duration.js';
+import { NEVER, parseDuration } from '../duration.js';
 import { reason, whyUnreadable } from '../pem.js';
 import { MAX_PASSWORD_LENGTH, countCodePoints } from '../password/file.js';
 import { nonEmpty, readArgs } from './args.js';
@@ -37,6 +37,11 @@ export const OPERATOR_USAGE = `Usage:
                                                  flag works, with a warning)
   api-auth token revoke --id ID [flags]          revoke a token by its id, as token
                                                  new --json and token list show it
+  api-auth token rotate --id ID [--overlap DURATION] [flags]
+                                                 replace a token by a new one of the
+                                                 same endpoints, methods, limits and
+                                                 label; prints the new token (or
+                                                 --token-file, --token-stdin, TOKEN)
   api-auth password change [flags]               change the service password; every
                                                  token issued before stops working
 
@@ -48,9 +53,10 @@ Flags:
                              "*", exact paths, "/" for the root alone (where
                              Ethereum nodes serve), or subtrees such as /ext/bc/*
   --label TEXT               token new: a label for people, 1 to 128 characters
-  --expires-in DURATION      token new: the token's lifetime, such as 90s, 15m or
-                             1h30m; at most the node's --api-auth-token-lifetime
-                             (its default)
+  --expires-in DURATION      token new: the token's lifetime, such as 90s, 15m,
+                             1h30m or 720h (default the node's
+                             --api-auth-token-lifetime); at most the node's
+                             --max-token-lifetime; "never" only when that is never
   --methods PATTERNS         token new: comma-separated JSON-RPC methods the token
                              may call: exact names, prefixes ending in * (eth_*),
                              or * (default: every method); and named sets of
@@ -62,17 +68,22 @@ Flags:
                              rate per second, rounded up); only with --rate-limit
   --allowed-clients CIDRS    token new: comma-separated IPv4 or IPv6 addresses or
                              ranges (at most 64) the token works from
-  --id ID                    token revoke: the id of the token to revoke
+  --id ID                    token revoke, token rotate: the id of the token
+  --overlap DURATION         token rotate: how long the old token stays valid
+                             beside the new one, such as 10m or 24h (default 0s:
+                             it ends at once); at most its remaining life
   --password-file PATH       read the service password from this file (white space
                              around it is trimmed, as the node does)
   --password-stdin           read the service password from stdin
   --new-password-file PATH   password change: read the new password from this file
   --new-password-stdin       password change: read the new password from stdin
-  --token-file PATH          token revoke: read the token from this file
-  --token-stdin              token revoke: read the token from stdin ("-" in place
-                             of TOKEN says the same)
-  --json                     print the result as one JSON object (token new: with
-                             the token's id; token list: {"tokens": [...]})
+  --token-file PATH          token revoke, token rotate: read the token from this
+                             file
+  --token-stdin              token revoke, token rotate: read the token from stdin
+                             ("-" in place of TOKEN says the same)
+  --json                     print the result as one JSON object (token new and
+                             token rotate: with the token's id; token list:
+                             {"tokens": [...]})
   --timeout DURATION         how long to wait for the node (default 30s)
   --cacert FILE              trust the CA certificate(s) in this PEM file for an
                              https:// --uri, beside the system's (a node whose
@@ -95,9 +106,14 @@ machine can read its command line (ps, /proc/PID/cmdline), and the shell keeps i
 its history. Secrets read from a file, stdin or the terminal must be UTF-8 text.
 
 token list prints a table: id, label, endpoints, methods, rate limit and burst,
-allowed clients, expiry (UTC), whether the token is revoked, its last use (UTC,
-"-" for never) and the calls let through; methods that make up a named set show as
-its name (@read); a revoked token is listed until it expires.
+allowed clients, expiry (UTC), whether the token is revoked, the token a rotation
+replaced it by (ROTATED TO), its last use (UTC, "-" for never) and the calls let
+through (a rotation's new token counts its old one's too); methods that make up a
+named set show as its name (@read); a revoked token is listed until it expires.
+
+token rotate gives the new token a lifetime equal to the old one's whole lifetime,
+at most the node's --max-token-lifetime. The old token works for --overlap, then
+ends as if revoked, on every gateway of a fleet, across restarts.
 
 token revoke says what happened: "token revoked", "token already revoked", or, for a
 token (or id) that is not a live one of this node (mistyped, expired, of an earlier
@@ -113,6 +129,7 @@ interface OperatorOptions {
   endpoints: string[];
   label: string | undefined;
   expiresIn: string | undefined;
+  overlap: string | undefined;
   methods: string[];
   rateLimit: string | undefined;
   burst: number | undefined;
@@ -134,9 +151,12 @@ interface OperatorOptions {
   uriGiven: boolean;
 }
 
-type Action = 'token new' | 'token list' | 'token revoke' | 'password change';
+type Action = 'token new' | 'token list' | 'token revoke' | 'token rotate' | 'password change';
 
-const ACTIONS: readonly string[] = ['token new', 'token list', 'token revoke', 'password change'];
+const ACTIONS: readonly string[] = ['token new', 'token list', 'token revoke', 'token rotate', 'password change'];
+
+/** The commands that take a token (or its --id). */
+const TAKES_TOKEN: readonly string[] = ['token revoke', 'token rotate'];
 
 /** Where the command writes; the defaults are the process's own. */
 export interface OperatorIo {
@@ -184,11 +204,11 @@ export async function runOperatorCommand(args: readonly string[], io: OperatorIo
 }
 
 async function run(action: Action, options: OperatorOptions, positional: string[], io: OperatorIo): Promise<number> {
-  if (action !== 'token revoke' && (options.tokenFile !== undefined || options.tokenStdin)) {
-    throw new UsageError(`--token-file and --token-stdin belong to "api-auth token revoke", not "api-auth ${action}"`);
+  if (!TAKES_TOKEN.includes(action) && (options.tokenFile !== undefined || options.tokenStdin)) {
+    throw new UsageError(`--token-file and --token-stdin belong to "api-auth token revoke" and "api-auth token rotate", not "api-auth ${action}"`);
   }
   // "-" in place of the token is stdin, as most commands read it.
-  if (action === 'token revoke' && positional.length === 1 && positional[0] === '-') {
+  if (TAKES_TOKEN.includes(action) && positional.length === 1 && positional[0] === '-') {
     positional = [];
     if (options.tokenStdin) throw new UsageError('give --token-stdin or "-", not both');
     options.tokenStdin = true;
@@ -210,7 +230,10 @@ async function run(action: Action, options: OperatorOptions, positional: string[
     ['--allowed-clients', options.allowedClients.length > 0]] as const) {
     if (action !== 'token new' && given) throw new UsageError(`${flag} belongs to "api-auth token new", not "api-auth ${action}"`);
   }
-  if (action !== 'token revoke' && options.id !== undefined) throw new UsageError(`--id belongs to "api-auth token revoke", not "api-auth ${action}"`);
+  if (!TAKES_TOKEN.includes(action) && options.id !== undefined) {
+    throw new UsageError(`--id belongs to "api-auth token revoke" and "api-auth token rotate", not "api-auth ${action}"`);
+  }
+  if (action !== 'token rotate' && options.overlap !== undefined) throw new UsageError(`--overlap belongs to "api-auth token rotate", not "api-auth ${action}"`);
   let method: string;
   let params: Record<string, unknown>;
   switch (action) {
@@ -235,15 +258,17 @@ async function run(action: Action, options: OperatorOptions, positional: string[
       params = { password };
       break;
     }
-    case 'token revoke': {
+    case 'token revoke':
+    case 'token rotate': {
       expectPositional(positional, 1, action);
+      method = action === 'token revoke' ? 'auth.revokeToken' : 'auth.rotateToken';
+      const overlap = options.overlap === undefined ? {} : { overlap: options.overlap };
       if (options.id !== undefined) {
         if (positional.length === 1 || options.tokenFile !== undefined || options.tokenStdin) {
           throw new UsageError('give the token or its --id, not both');
         }
         const password = await readPassword(options, 'Password: ', io);
-        method = 'auth.revokeToken';
-        params = { password, id: options.id };
+        params = { password, id: options.id, ...overlap };
         break;
       }
       let token: string;
@@ -255,8 +280,7 @@ async function run(action: Action, options: OperatorOptions, positional: string[
         token = await readSecret(options.tokenFile, options.tokenStdin, 'Token: ', '--token', io, 'token');
       }
       const password = await readPassword(options, 'Password: ', io);
-      method = 'auth.revokeToken';
-      params = { password, token };
+      params = { password, token, ...overlap };
       break;
     }
     case 'password change': {
@@ -275,7 +299,7 @@ async function run(action: Action, options: OperatorOptions, positional: string[
     io.stdout(JSON.stringify(result) + '\n');
   } else if (action === 'token list') {
     io.stdout(table(result));
-  } else if (action === 'token new') {
+  } else if (action === 'token new' || action === 'token rotate') {
     io.stdout(`${String((result as { token?: unknown }).token)}\n`);
   } else {
     io.stdout('password changed; every token issued before no longer works\n');
@@ -315,14 +339,15 @@ function table(result: unknown): string {
   const tokens = (result as { tokens?: unknown } | null)?.tokens;
   if (!Array.isArray(tokens)) throw new NodeUnreachableError(`the node's answer to auth.listTokens holds no token list: ${JSON.stringify(result).slice(0, 200)}`);
   if (tokens.length === 0) return 'no live tokens\n';
-  const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'RATE', 'CLIENTS', 'EXPIRES (UTC)', 'REVOKED', 'LAST USED (UTC)', 'REQUESTS']];
+  const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'RATE', 'CLIENTS', 'EXPIRES (UTC)', 'REVOKED', 'ROTATED TO', 'LAST USED (UTC)', 'REQUESTS']];
   const time = (value: unknown): string => (typeof value === 'string' ? shown(value).replace('T', ' ').replace(/Z$/, '') : '-');
   for (const entry of tokens as Record<string, unknown>[]) {
     const list = (value: unknown, none: string): string => (Array.isArray(value) ? shown(value.map(String).join(',')) : none);
     const rate = typeof entry.rateLimit === 'string' ? `${shown(entry.rateLimit)} (burst ${shown(entry.burst)})` : '-';
     const methods = Array.isArray(entry.methods) ? collapseMethodSets(entry.methods.map(String)) : undefined;
     rows.push([shown(entry.id), entry.label === null ? '-' : shown(entry.label), list(entry.endpoints, '?'), list(methods, '*'),
-      rate, list(entry.allowedClients, '*'), time(entry.expiresAt), entry.revoked === true ? 'yes' : 'no', time(entry.lastUsedAt),
+      rate, list(entry.allowedClients, '*'), time(entry.expiresAt), entry.revoked === true ? 'yes' : 'no',
+      typeof entry.rotatedTo === 'string' ? shown(entry.rotatedTo) : '-', time(entry.lastUsedAt),
       typeof entry.requests === 'number' ? String(entry.requests) : '-']);
   }
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => width(r[c]))));
@@ -596,6 +621,7 @@ const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions,
   'endpoints': { kind: 'string', set: (o, v) => { o.endpoints.push(...v.split(',').map((e) => e.trim()).filter((e) => e !== '')); } },
   'label': { kind: 'string', set: (o, v) => { o.label = v; } },
   'expires-in': { kind: 'string', set: (o, v) => { o.expiresIn = parseExpiresIn(v); } },
+  'overlap': { kind: 'string', set: (o, v) => { o.overlap = parseOverlap(v); } },
   'methods': { kind: 'string', set: (o, v) => { o.methods.push(...v.split(',').map((m) => m.trim()).filter((m) => m !== '')); } },
   'rate-limit': { kind: 'string', set: (o, v) => { o.rateLimit = v; } },
   'burst': { kind: 'string', set: (o, v) => { o.burst = parseBurst(v); } },
@@ -635,6 +661,7 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
     endpoints: [],
     label: undefined,
     expiresIn: undefined,
+    overlap: undefined,
     methods: [],
     rateLimit: undefined,
     burst: undefined,
@@ -668,7 +695,7 @@ function parseOperatorArgs(args: readonly string[]): { action: Action; options: 
   const action = `${group} ${verb ?? ''}`.trim();
   if (!ACTIONS.includes(action)) {
     if (options.help && verb === undefined) return { action: group === 'token' ? 'token new' : 'password change', options, positional: [] };
-    const known = group === 'token' ? '"token new", "token list" or "token revoke"' : '"password change"';
+    const known = group === 'token' ? '"token new", "token list", "token revoke" or "token rotate"' : '"password change"';
     throw new UsageError(`unknown command "${action}"; did you mean ${known}? (run api-auth ${group} --help)`);
   }
   return { action: action as Action, options, positional };
@@ -697,10 +724,19 @@ function methodsOf(patterns: readonly string[]): string[] {
   }
 }
 
-/** Checked for its form here; the node checks it against its lifetime. Sent as written. */
+/** Checked for its form here; the node checks it against its --max-token-lifetime. Sent as written. */
 function parseExpiresIn(text: string): string {
+  if (text === NEVER) return text;
   const seconds = parseDuration(text);
-  if (seconds === null || seconds < 1) throw new UsageError(`--expires-in must be a duration such as 90s, 15m or 1h30m, not ${JSON.stringify(text)}`);
+  if (seconds === null || seconds < 1) {
+    throw new UsageError(`--expires-in must be a duration such as 90s, 15m or 1h30m, or "${NEVER}", not ${JSON.stringify(text)}`);
+  }
+  return text;
+}
+
+/** Checked for its form here; the node checks it against the token's remaining life. Sent as written. */
+function parseOverlap(text: string): string {
+  if (parseDuration(text) === null) throw new UsageError(`--overlap must be a duration such as 0s, 10m or 24h, not ${JSON.stringify(text)}`);
   return text;
 }
 

@@ -19,6 +19,7 @@ import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord } from '../password/hash.js';
 import type { GrantRequest, InventoryEntry, Ledger, SharedCheck, Usage } from '../service/ledger.js';
+import { RotationEnds } from '../service/rotation-ends.js';
 import { InvariantError } from '../api-auth-error.js';
 import { SerialBlocks } from './blocks.js';
 import type { Block } from './blocks.js';
@@ -63,6 +64,8 @@ export class Fleet implements Ledger {
   private watcher: Watcher | undefined;
   private tidyTimer: NodeJS.Timeout | undefined;
   private readonly usage: FleetUsage;
+  /** The ends of rotated tokens: each gateway refuses an old token on its own clock, then records its revocation. */
+  readonly ends: RotationEnds;
   private usageTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -77,6 +80,11 @@ export class Fleet implements Ledger {
     this.blocks = new SerialBlocks(this.etcd, this.keys, (revision) => this.membership.barrier(revision));
     this.throttle = new FleetThrottle(this.etcd, this.keys, log);
     this.usage = new FleetUsage(this.etcd, this.keys, core, log);
+    this.ends = new RotationEnds({
+      refuse: (serial) => this.core.revokeSerial(serial),
+      record: (serial, expiry) => this.revoke(serial, expiry),
+      recorded: (serial) => this.isRevoked(serial),
+    }, clock, log);
   }
 
   /**
@@ -204,6 +212,8 @@ export class Fleet implements Ledger {
     }
     for (const block of live) this.applyBlock(block);
     for (const [serial, expiry] of revoked) this.applyRevocation(serial, expiry, now);
+    // After the blocks and revocations: an end already due is refused in the core at once.
+    for (const entry of this.tokenEntries.values()) this.ends.add(entry);
   }
 
   /**
@@ -333,7 +343,10 @@ export class Fleet implements Ledger {
           case 'grant': this.applyGrant(value.id, value.entries); break;
           case 'block': this.applyBlock(value); break;
           case 'revoked': this.applyRevocation(value.serial, value.expiry, now); break;
-          case 'token': this.tokenEntries.set(value.entry.serial, value.entry); break;
+          case 'token':
+            this.tokenEntries.set(value.entry.serial, value.entry);
+            this.ends.add(value.entry);
+            break;
           case 'serials': case 'other': break;
         }
         if (value.kind !== 'member') stateApplied = Math.max(stateApplied ?? 0, revision);
@@ -342,7 +355,10 @@ export class Fleet implements Ledger {
         const key = this.deletedKey(full);
         switch (key.kind) {
           case 'member': membership.dropMember(full); break;
-          case 'token': this.tokenEntries.delete(key.number); break;
+          case 'token':
+            this.tokenEntries.delete(key.number);
+            this.ends.forget(key.number);
+            break;
           // Deleted by tidy() once expired: the core forgets it by its own sweep.
           case 'revoked': this.revokedSerials.delete(key.number); break;
           case 'key': this.fatal('the fleet\'s token key was deleted (the fleet was reset); restart api-auth to join it anew'); break;
@@ -418,8 +434,8 @@ export class Fleet implements Ledger {
    */
   async recordToken(entry: InventoryEntry): Promise<void> {
     this.membership.serving();
-    const { serial, generation, grant, issuedAt, expiry, label } = entry;
-    const value = JSON.stringify({ generation, grant, issuedAt, expiry, label: label ?? null });
+    const { serial, generation, grant, issuedAt, expiry, label, rotation } = entry;
+    const value = JSON.stringify({ generation, grant, issuedAt, expiry, label: label ?? null, ...rotation === undefined ? {} : { rotation } });
     const result = await this.etcd.call((client) => client.put(this.keys.token(serial)).value(value).exec());
     await this.membership.barrier(Number(result.header.revision));
   }
@@ -507,6 +523,7 @@ export class Fleet implements Ledger {
   /** Stops renewing and watching, and gives the lease back so that writers stop waiting for this gateway at once. */
   async close(): Promise<void> {
     this.closed = true;
+    this.ends.close();
     this.membership.stop();
     clearInterval(this.tidyTimer);
     clearInterval(this.usageTimer);

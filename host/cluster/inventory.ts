@@ -30,6 +30,10 @@ export class FleetInventory implements Inventory {
     return entry !== undefined && this.live(entry, unixSeconds(this.clock)) ? entry : undefined;
   }
 
+  successor(serial: number): { readonly to: number; readonly endsAt: number } | undefined {
+    return this.fleet.ends.successor(serial);
+  }
+
   hasRoom(max: number): boolean {
     const now = unixSeconds(this.clock);
     let count = this.pending;

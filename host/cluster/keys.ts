@@ -7,7 +7,9 @@
 //   grants/<id>         an endpoint grant, as the opaque entry list the core interns
 //   revoked/<serial>    a revoked token's serial; the value is its expiry
 //   tokens/<serial>     the inventory's entry of an issued token: {"generation", "grant",
-//                       "issuedAt", "expiry", "label"} (never the token itself)
+//                       "issuedAt", "expiry", "label"} (never the token itself), and for a
+//                       rotation's new token "rotation": {"from", "endsAt", "fromExpiry",
+//                       "requests", "lastUsedMs"} (rotation-ends.ts)
 //   members/<lease>     one per live member, under its lease: {"applied"}, the highest
 //                       revision of a state change it holds; {"applied", "follower": true}
 //                       for a member that never writes (a Go node, go/fleet)
@@ -128,7 +130,15 @@ export function fleetValue(keys: FleetKeys, full: string, value: string): FleetV
       if (!count(generation) || !count(grant) || !count(issuedAt) || !count(expiry) || !(label === null || label === undefined || typeof label === 'string')) {
         throw bad('it is not {"generation", "grant", "issuedAt", "expiry", "label"}');
       }
-      return { kind: 'token', entry: { serial: key.number, generation, grant, issuedAt, expiry, label: label ?? undefined } };
+      const entry = { serial: key.number, generation, grant, issuedAt, expiry, label: label ?? undefined };
+      if (v.rotation === undefined) return { kind: 'token', entry };
+      const r = v.rotation as Record<string, unknown> | null;
+      if (typeof r !== 'object' || r === null || !count(r.from) || !count(r.endsAt) || !count(r.fromExpiry) || !count(r.requests) ||
+        !count(r.lastUsedMs)) {
+        throw bad('its rotation is not {"from", "endsAt", "fromExpiry", "requests", "lastUsedMs"}');
+      }
+      const { from, endsAt, fromExpiry, requests, lastUsedMs } = r;
+      return { kind: 'token', entry: { ...entry, rotation: { from, endsAt, fromExpiry, requests, lastUsedMs } } };
     }
     case 'member': {
       const v = object(value, bad);

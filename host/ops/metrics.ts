@@ -191,7 +191,7 @@ export class Metrics implements MetricsSource {
     counter('api_auth_verifications_total', 'Token verifications by the gate, by outcome.', (c) => {
       for (let i = 0; i < OUTCOME_NAMES.length; i++) c.inc({ outcome: OUTCOME_NAMES[i] }, this.verifications[i]);
     }, ['outcome']);
-    counter('api_auth_tokens_issued_total', 'Tokens issued by auth.newToken.', (c) => c.inc(this.tokensIssued));
+    counter('api_auth_tokens_issued_total', 'Tokens issued by auth.newToken and auth.rotateToken.', (c) => c.inc(this.tokensIssued));
     counter('api_auth_tokens_revoked_total', 'Valid tokens revoked by auth.revokeToken.', (c) => c.inc(this.tokensRevoked));
     counter('api_auth_password_checks_total', 'Password checks by result.', (c) => {
       c.inc({ result: 'accepted' }, this.passwordsAccepted);

@@ -66,6 +66,21 @@ export interface InventoryEntry {
   /** Unix seconds. */
   readonly expiry: number;
   readonly label: string | undefined;
+  /** For the new token of a rotation (auth.rotateToken): the token it replaced, and when that one ends. */
+  readonly rotation?: RotationOf;
+}
+
+/** What a rotation's new token keeps of the token it replaced. */
+export interface RotationOf {
+  /** The old token's serial. */
+  readonly from: number;
+  /** Unix seconds at which the old token ends, as if revoked: the rotation's time plus its overlap. */
+  readonly endsAt: number;
+  /** Unix seconds: the old token's expiry, until which its end is kept as a revocation. */
+  readonly fromExpiry: number;
+  /** The old token's usage when it was rotated, carried over to the new one. */
+  readonly requests: number;
+  readonly lastUsedMs: number;
 }
 
 /** A token's usage: the calls let through, and the last one's time (ms since the Unix epoch). */
@@ -116,9 +131,15 @@ export interface Inventory {
   list(): InventoryEntry[];
   /** The live entry of `serial`, if any. */
   get(serial: number): InventoryEntry | undefined;
+  /** The token that replaced `serial` by a rotation, and when `serial` ends (Unix seconds), while the new token is held. */
+  successor(serial: number): { readonly to: number; readonly endsAt: number } | undefined;
   /** Whether fewer than `max` entries are live or being appended: the limit's test. */
   hasRoom(max: number): boolean;
-  /** Resolves once `entry` is durable; it is listed from then on. Rejects when the write fails, and then nothing changed. */
+  /**
+   * Resolves once `entry` is durable; it is listed from then on, and the end a rotation's
+   * entry carries is held by every member (rotation-ends.ts). Rejects when the write fails,
+   * and then nothing changed.
+   */
   append(entry: InventoryEntry): Promise<void>;
   /** Writes what is waiting and closes. */
   close(): Promise<void>;

@@ -1,7 +1,7 @@
 // The params auth.newToken, auth.listTokens and auth.revokeToken took on beyond the
 // original's (label, expiresIn, id), and the forms a token's inventory entry is shown in.
 import { isIPv4, isIPv6 } from 'node:net';
-import { parseDuration } from '../duration.js';
+import { NEVER, NEVER_SECONDS, parseDuration } from '../duration.js';
 import { invalidParams } from '../rpc/jsonrpc.js';
 import type { Params } from '../rpc/jsonrpc.js';
 
@@ -29,19 +29,28 @@ export function labelParam(params: Params): string | undefined {
 }
 
 /**
- * The optional `expiresIn`, in seconds: a duration as the command line writes it ("90s",
- * "15m", "1h30m") or a whole number of seconds, from 1 s to `ceiling` (the configured
- * lifetime, which is also the default).
+ * A lifetime param (`expiresIn`, `overlap`), in seconds: a duration as the command line
+ * writes it ("90s", "15m", "1h30m") or a whole number of seconds, from `min` to
+ * `ceiling`. "never" is NEVER_SECONDS, and taken only when the ceiling is never. Undefined
+ * when left out.
  */
-export function lifetimeParam(params: Params, ceiling: number): number | undefined {
-  const value = params.expiresIn;
+export function durationParam(params: Params, name: string, min: number, ceiling: number, why: string): number | undefined {
+  const value = params[name];
   if (value === undefined) return undefined;
+  if (value === NEVER && ceiling === NEVER_SECONDS) return NEVER_SECONDS;
   const seconds = typeof value === 'number' ? value : typeof value === 'string' ? parseDuration(value) : null;
-  if (seconds === null || !Number.isSafeInteger(seconds) || seconds < 1 || seconds > ceiling) {
-    throw invalidParams('expiresIn', `a duration such as "90s", "15m" or "1h30m", or a whole number of seconds, from 1s to ` +
-      `${ceiling}s (${showDuration(ceiling)}, the node's token lifetime)`);
+  if (seconds === null || !Number.isSafeInteger(seconds) || seconds < min || seconds > ceiling || seconds === NEVER_SECONDS) {
+    const range = ceiling === NEVER_SECONDS ? `of at least ${showDuration(min)}, or "${NEVER}" (${why} is never)`
+      : `from ${showDuration(min)} to ${ceiling}s (${showDuration(ceiling)}, ${why})` +
+        (value === NEVER ? `; "${NEVER}" is taken only when the node's --max-token-lifetime is never` : '');
+    throw invalidParams(name, `a duration such as "90s", "15m" or "1h30m", or a whole number of seconds, ${range}`);
   }
   return seconds;
+}
+
+/** The optional `expiresIn`: from 1 s to the node's ceiling, --max-token-lifetime. */
+export function lifetimeParam(params: Params, ceiling: number): number | undefined {
+  return durationParam(params, 'expiresIn', 1, ceiling, 'the node\'s --max-token-lifetime');
 }
 
 /** "12h", "1h30m", "90s": a whole number of seconds as a duration. */

@@ -22,8 +22,10 @@ import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
+import { MAX_USAGE_REQUESTS } from './ledger.js';
 import type { Inventory, InventoryEntry, Ledger, SharedCheck, Usage } from './ledger.js';
-import { labelParam, lifetimeParam, limitEntries, parseTokenId, rfc3339, shownLimits, tokenId } from './token-params.js';
+import { durationParam, labelParam, lifetimeParam, limitEntries, parseTokenId, rfc3339, shownLimits, tokenId } from './token-params.js';
+import { parseDuration } from '../duration.js';
 import { PasswordThrottle } from './throttle.js';
 
 export interface TokenServiceOptions {
@@ -31,8 +33,10 @@ export interface TokenServiceOptions {
   /** Where the password, grants, serials and revocations are kept: the data folder or a fleet (ledger.ts). */
   readonly ledger: Ledger;
   readonly verifier: PasswordVerifier;
-  /** Lifetime of new tokens, in seconds: the default, and the ceiling of expiresIn. */
+  /** Lifetime of new tokens that ask none, in seconds. */
   readonly tokenLifetime: number;
+  /** The longest lifetime a call may ask, in seconds (--max-token-lifetime); NEVER_SECONDS for never. */
+  readonly maxTokenLifetime: number;
   /** The issued tokens, live ones listed. */
   readonly inventory: Inventory;
   /** Live tokens at most (revoked ones count until they expire); newToken past it is a resource-limit error. */
@@ -50,6 +54,7 @@ export class TokenService {
   private readonly ledger: Ledger;
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
+  private readonly maxTokenLifetime: number;
   private readonly inventory: Inventory;
   private readonly maxTokens: number;
   private readonly log: Logger;
@@ -65,6 +70,7 @@ export class TokenService {
     this.ledger = options.ledger;
     this.verifier = options.verifier;
     this.tokenLifetime = options.tokenLifetime;
+    this.maxTokenLifetime = options.maxTokenLifetime;
     this.inventory = options.inventory;
     this.maxTokens = options.maxTokens;
     this.log = options.log;
@@ -87,7 +93,7 @@ export class TokenService {
   /**
    * A token for `endpoints` ("*", "/" for the root alone, or absolute paths, optionally ending in "/*"), and for
    * `extra.methods` only (JSON-RPC method patterns) when given; what it says about
-   * itself, and its id. `lifetime` (seconds, at most the configured lifetime) and `label`
+   * itself, and its id. `lifetime` (seconds, at most --max-token-lifetime) and `label`
    * come checked by their params.
    */
   async newToken(password: string, endpoints: readonly string[], extra: NewTokenOptions, context: CallContext):
@@ -119,8 +125,9 @@ export class TokenService {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
       const others = await this.inventory.othersUsage?.();
-      return this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [], this.ledger.isRevoked(e.serial), this.core,
-        others?.get(e.serial)));
+      const now = this.now();
+      return this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [],
+        this.ledger.isRevoked(e.serial) || this.ended(e.serial, now), this.core, others?.get(e.serial), this.inventory.successor(e.serial)?.to));
     });
   }
 
@@ -156,12 +163,75 @@ export class TokenService {
       if (serial === undefined) return { revoked: false, reason: 'malformed id' };
       const entry = this.inventory.get(serial);
       if (entry === undefined) return { revoked: false, reason: 'unknown id' };
-      if (this.ledger.isRevoked(serial)) return { revoked: false, entry, already: true };
+      if (this.ledger.isRevoked(serial) || this.ended(serial, this.now())) return { revoked: false, entry, already: true };
       // As for the token form: recorded before the core holds it.
       await this.recorded(() => this.ledger.revoke(serial, entry.expiry));
       if (this.metrics) this.metrics.tokensRevoked++;
       return { revoked: true, entry };
     });
+  }
+
+  /**
+   * Replaces a live token (`target`: the token, or its id) by a new one of the same grant
+   * (endpoints, methods, limits) and label, with a lifetime equal to the old one's whole
+   * lifetime, cut to --max-token-lifetime. The old token stays valid for `params.overlap`
+   * (0 when left out: it ends as the call answers; its range needs the token, so it is
+   * checked here), at most its remaining life and the new token's, then ends as if
+   * revoked (rotation-ends.ts). Its usage so far is
+   * carried over to the new id. The new entry, which carries the end, is durable (and in
+   * a fleet held by every gateway) before the answer.
+   */
+  async rotateToken(password: string, target: { token: string } | { id: string }, params: Params, context: CallContext):
+    Promise<{ token: string; claims: Claims; id: string; from: InventoryEntry }> {
+    const checked = await this.authenticate(password, context);
+    const { issued, durable, from } = await this.exclusive(checked, async () => {
+      const now = this.now();
+      const from = this.rotatable(target, now);
+      const lifetime = Math.min(from.expiry - from.issuedAt, this.maxTokenLifetime);
+      const remaining = Math.min(from.expiry - now, lifetime);
+      const seconds = durationParam(params, 'overlap', 0, remaining, 'the old token\'s remaining life, and the new one\'s lifetime') ?? 0;
+      if (!this.inventory.hasRoom(this.maxTokens)) {
+        throw new RpcError(RpcCode.ResourceLimit, `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
+          'wait for some to expire (revoked ones count until then), or raise the limit');
+      }
+      const { endpoints, methods, limits } = splitGrantEntries(this.ledger.grantList(from.grant) ?? []);
+      const others = await this.inventory.othersUsage?.();
+      const usage = usageOf(from, this.core, others?.get(from.serial));
+      const issued = await this.recorded(() => this.ledger.issue({ id: from.grant, endpoints, methods, limits }, now, lifetime));
+      const { serial, generation, grant, expiry } = issued.claims;
+      const rotation = { from: from.serial, endsAt: now + seconds, fromExpiry: from.expiry, requests: usage.requests, lastUsedMs: usage.lastUsedMs };
+      const entry = { serial, generation, grant, issuedAt: now, expiry, label: from.label, rotation };
+      return { issued, from, durable: this.recorded(() => this.inventory.append(entry)) };
+    });
+    await durable;
+    if (this.metrics) this.metrics.tokensIssued++;
+    return { ...issued, id: tokenId(issued.claims.serial), from };
+  }
+
+  /** The live entry a rotation replaces: listed, neither revoked nor rotated already. */
+  private rotatable(target: { token: string } | { id: string }, now: number): InventoryEntry {
+    let serial: number | undefined;
+    if ('token' in target) {
+      const { outcome, claims } = this.core.inspect(target.token, now);
+      if (outcome !== Outcome.Valid || claims === undefined) {
+        throw new RpcError(RpcCode.InvalidParams, `invalid params: token is not a live token of this node (${OUTCOME_NAMES[outcome]}); nothing was rotated`);
+      }
+      serial = claims.serial;
+    } else {
+      serial = parseTokenId(target.id);
+      if (serial === undefined) throw invalidParams('id', 'a token\'s id, "t" and a number, as auth.newToken and auth.listTokens give it');
+    }
+    const entry = this.inventory.get(serial);
+    if (entry === undefined) {
+      throw new RpcError(RpcCode.InvalidParams, `invalid params: ${tokenId(serial)} is not a live token of this node (never issued, expired, ` +
+        'or of an earlier password); nothing was rotated');
+    }
+    const next = this.inventory.successor(serial);
+    if (next !== undefined) {
+      throw new RpcError(RpcCode.InvalidParams, `invalid params: ${tokenId(serial)} was rotated already, to ${tokenId(next.to)}; rotate that one`);
+    }
+    if (this.ledger.isRevoked(serial)) throw new RpcError(RpcCode.InvalidParams, `invalid params: ${tokenId(serial)} is revoked; nothing was rotated`);
+    return entry;
   }
 
   /** Replaces the password and starts a new generation: every earlier token stops working. Returns the new generation. */
@@ -188,7 +258,7 @@ export class TokenService {
         const password = passwordParam(p, 'password');
         const endpoints = endpointsParam(p);
         const extra = {
-          label: labelParam(p), lifetime: lifetimeParam(p, this.tokenLifetime), methods: methodsParam(p), limits: limitEntries(p),
+          label: labelParam(p), lifetime: lifetimeParam(p, this.maxTokenLifetime), methods: methodsParam(p), limits: limitEntries(p),
         };
         const { token, claims, id } = await this.newToken(password, endpoints, extra, c);
         audit.serial = claims.serial;
@@ -233,6 +303,25 @@ export class TokenService {
         if (revoked) return { success: true, revocation: 'revoked' };
         if (outcome === Outcome.Revoked) return { success: true, revocation: 'already revoked' };
         return { success: true, revocation: 'not a live token', reason: OUTCOME_NAMES[outcome] };
+      })],
+      ['auth.rotateToken', (p, c) => this.audited('auth.rotateToken', c, async (audit) => {
+        knownParams(p, 'auth.rotateToken', ['password', 'token', 'id', 'overlap']);
+        const password = passwordParam(p, 'password');
+        if ((p.token === undefined) === (p.id === undefined)) {
+          throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id (the token\'s id), one of them');
+        }
+        const target = p.token !== undefined ? { token: stringParam(p, 'token') } : { id: stringParam(p, 'id') };
+        // Its form now, so that a bad one costs no password check; its range needs the token.
+        const overlap = p.overlap;
+        const seconds = typeof overlap === 'number' ? overlap : typeof overlap === 'string' ? parseDuration(overlap) : overlap === undefined ? 0 : null;
+        if (seconds === null || !Number.isSafeInteger(seconds) || seconds < 0) throw invalidParams('overlap', OVERLAP_RULE);
+        const { token, claims, id, from } = await this.rotateToken(password, target, p, c);
+        audit.serial = claims.serial;
+        audit.generation = claims.generation;
+        audit.grant = claims.grant;
+        audit.expiry = claims.expiry;
+        audit.rotatedFrom = from.serial;
+        return { token, id };
       })],
       ['auth.changePassword', (p, c) => this.audited('auth.changePassword', c, async (audit) => {
         knownParams(p, 'auth.changePassword', ['oldPassword', 'newPassword']);
@@ -305,6 +394,12 @@ export class TokenService {
     shared.succeeded();
     if (this.metrics) this.metrics.passwordsAccepted++;
     return record;
+  }
+
+  /** Whether `serial` was rotated and its overlap is over: it ends as if revoked. */
+  private ended(serial: number, now: number): boolean {
+    const next = this.inventory.successor(serial);
+    return next !== undefined && next.endsAt <= now;
   }
 
   private get password(): PasswordRecord {
@@ -392,7 +487,12 @@ export interface ListedToken {
   /** RFC 3339, UTC, whole seconds. */
   readonly issuedAt: string;
   readonly expiresAt: string;
+  /** Revoked, or rotated and past its overlap. */
   readonly revoked: boolean;
+  /** The id of the token this one replaced by a rotation; null when it was issued by auth.newToken. */
+  readonly rotatedFrom: string | null;
+  /** The id of the token that replaced this one by a rotation; null when none did. */
+  readonly rotatedTo: string | null;
 }
 
 /** What a revocation by id did: revoked it, found it revoked already, or found no live token (with why). */
@@ -408,24 +508,45 @@ export interface IdRevocation {
  * methods and limits, with the usage the core counted for it, and in a fleet what the
  * other gateways counted (`others`): the calls summed, the latest last use.
  */
-function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core, others: Usage | undefined): ListedToken {
+function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core, others: Usage | undefined,
+  rotatedTo: number | undefined): ListedToken {
   const { endpoints, methods, limits } = splitGrantEntries(entries);
-  const own = core.usage(e.serial);
-  const usage = own === undefined ? others : others === undefined ? own
-    : { requests: own.requests + others.requests, lastUsedMs: Math.max(own.lastUsedMs, others.lastUsedMs) };
+  const usage = usageOf(e, core, others);
   return {
     id: tokenId(e.serial),
     label: e.label ?? null,
     endpoints,
     methods: methods ?? null,
     ...shownLimits(limits),
-    lastUsedAt: usage === undefined ? null : rfc3339(Math.floor(usage.lastUsedMs / 1000)),
-    requests: usage?.requests ?? 0,
+    lastUsedAt: usage.lastUsedMs === 0 && usage.requests === 0 ? null : rfc3339(Math.floor(usage.lastUsedMs / 1000)),
+    requests: usage.requests,
     issuedAt: rfc3339(e.issuedAt),
     expiresAt: rfc3339(e.expiry),
     revoked,
+    rotatedFrom: e.rotation === undefined ? null : tokenId(e.rotation.from),
+    rotatedTo: rotatedTo === undefined ? null : tokenId(rotatedTo),
   };
 }
+
+/**
+ * A token's usage: what the core counted for it, what the other gateways of a fleet
+ * counted (`others`), and for a rotation's new token what the old one had counted when
+ * it was rotated. The calls summed (capped as the usage entries are), the latest last use.
+ */
+function usageOf(e: InventoryEntry, core: Core, others: Usage | undefined): Usage {
+  let requests = 0;
+  let lastUsedMs = 0;
+  const carried = e.rotation === undefined ? undefined : { requests: e.rotation.requests, lastUsedMs: e.rotation.lastUsedMs };
+  for (const u of [core.usage(e.serial), others, carried]) {
+    if (u === undefined) continue;
+    requests += u.requests;
+    lastUsedMs = Math.max(lastUsedMs, u.lastUsedMs);
+  }
+  return { requests: Math.min(requests, MAX_USAGE_REQUESTS), lastUsedMs };
+}
+
+const OVERLAP_RULE = 'a duration such as "90s", "15m" or "1h", or a whole number of seconds, from 0s to the old token\'s remaining life: ' +
+  'how long the old token stays valid beside the new one';
 
 const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
   [RpcCode.IncorrectPassword]: 'incorrect password',

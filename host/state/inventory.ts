@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import type { Inventory, InventoryEntry } from '../service/ledger.js';
+import type { RotationEnds } from '../service/rotation-ends.js';
 import type { JournalMark } from './codec.js';
 import { Journal, JOURNAL_FILE, journalDamaged, readJournal } from './journal.js';
 import type { JournalContents } from './journal.js';
@@ -19,6 +20,8 @@ import { newEpoch } from './store.js';
 export type Liveness = (entry: InventoryEntry) => boolean;
 
 const ISSUE_RECORD = 1;
+/** The new token of a rotation: an issue record with the old token's serial, end and usage (rotation-ends.ts). */
+const ROTATION_RECORD = 2;
 /** Below this many records, the journal is never compacted while running. */
 const COMPACT_MIN_RECORDS = 1024;
 /** Appends between two looks at what is dead. */
@@ -79,18 +82,23 @@ export class JournalInventory implements Inventory {
   private compacting = false;
 
   private constructor(private readonly journal: Journal, private readonly live: Liveness,
-    private readonly recordMark: (mark: JournalMark) => Promise<void>, private readonly log: Logger, entries: readonly InventoryEntry[]) {
-    for (const e of entries) this.entries.set(e.serial, e);
+    private readonly recordMark: (mark: JournalMark) => Promise<void>, private readonly log: Logger, entries: readonly InventoryEntry[],
+    private readonly ends: RotationEnds) {
+    for (const e of entries) {
+      this.entries.set(e.serial, e);
+      ends.add(e);
+    }
   }
 
   /**
    * Keeps the live entries of `read` and writes them back as a fresh journal, the next
    * compaction after the journal read and the state's `mark`: a start compacts. When it
    * cannot (a full disk), the journal read is kept as it is, and the start goes on.
-   * `recordMark` writes what the journal holds to the state file.
+   * `recordMark` writes what the journal holds to the state file. The ends that
+   * rotations' entries carry go to `ends`: one already due is applied as it is read.
    */
   static async open(dir: string, key: Uint8Array, read: InventoryRead, mark: JournalMark | undefined, live: Liveness,
-    recordMark: (mark: JournalMark) => Promise<void>, log: Logger): Promise<JournalInventory> {
+    recordMark: (mark: JournalMark) => Promise<void>, log: Logger, ends: RotationEnds): Promise<JournalInventory> {
     const { contents } = read;
     const path = join(dir, JOURNAL_FILE);
     const kept = read.entries.filter(live);
@@ -110,7 +118,7 @@ export class JournalInventory implements Inventory {
       log.warn(`the token journal could not be compacted at start; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
         'issues or at the next start (free space in the data folder if it is full)', { path: journal.path, ...errorFields(error) });
     }
-    const inventory = new JournalInventory(journal, live, recordMark, log, kept);
+    const inventory = new JournalInventory(journal, live, recordMark, log, kept, ends);
     await inventory.markJournal();
     return inventory;
   }
@@ -131,6 +139,10 @@ export class JournalInventory implements Inventory {
     return e !== undefined && this.live(e) ? e : undefined;
   }
 
+  successor(serial: number): { readonly to: number; readonly endsAt: number } | undefined {
+    return this.ends.successor(serial);
+  }
+
   hasRoom(max: number): boolean {
     // The map holds dead entries too until pruned; pruning is O(inventory), so it waits
     // for the limit to seem reached.
@@ -147,6 +159,7 @@ export class JournalInventory implements Inventory {
       this.pending--;
     }
     this.entries.set(entry.serial, entry);
+    this.ends.add(entry);
     if (++this.sincePrune >= PRUNE_EVERY) {
       this.sincePrune = 0;
       this.prune();
@@ -157,6 +170,7 @@ export class JournalInventory implements Inventory {
 
   /** Writes what is waiting, closes the journal, and records what it holds in the state file (a clean stop). */
   async close(): Promise<void> {
+    this.ends.close();
     await this.journal.close();
     await this.markJournal();
   }
@@ -184,7 +198,11 @@ export class JournalInventory implements Inventory {
 
   /** Forgets the entries that are no longer live. */
   private prune(): void {
-    for (const [serial, e] of this.entries) if (!this.live(e)) this.entries.delete(serial);
+    for (const [serial, e] of this.entries) {
+      if (this.live(e)) continue;
+      this.entries.delete(serial);
+      this.ends.forget(serial);
+    }
   }
 
   /**
@@ -219,38 +237,53 @@ export class JournalInventory implements Inventory {
 
 // An issue record: type (1), serial (u64), generation (u32), grant (u32), issued at (u64),
 // expiry (u64), then the label's UTF-8 bytes to the record's end, with a flag byte before
-// them (0 no label, 1 a label) so that an absent label and any label differ.
+// them (0 no label, 1 a label) so that an absent label and any label differ. A rotation
+// record (2) puts the rotation between the expiry and the flag: the old token's serial,
+// its end, its expiry, its requests and its last use (ms), each a u64.
+const FIXED = 33;
+const ROTATION_BYTES = 40;
+
 function encodeEntry(e: InventoryEntry): Buffer {
   const label = e.label === undefined ? undefined : Buffer.from(e.label, 'utf8');
-  const bytes = Buffer.alloc(34 + (label?.length ?? 0));
-  bytes.writeUInt8(ISSUE_RECORD, 0);
+  const r = e.rotation;
+  const at = r === undefined ? FIXED : FIXED + ROTATION_BYTES;
+  const bytes = Buffer.alloc(at + 1 + (label?.length ?? 0));
+  bytes.writeUInt8(r === undefined ? ISSUE_RECORD : ROTATION_RECORD, 0);
   bytes.writeBigUInt64LE(BigInt(e.serial), 1);
   bytes.writeUInt32LE(e.generation, 9);
   bytes.writeUInt32LE(e.grant, 13);
   bytes.writeBigUInt64LE(BigInt(e.issuedAt), 17);
   bytes.writeBigUInt64LE(BigInt(e.expiry), 25);
-  bytes.writeUInt8(label === undefined ? 0 : 1, 33);
-  label?.copy(bytes, 34);
+  if (r !== undefined) {
+    [r.from, r.endsAt, r.fromExpiry, r.requests, r.lastUsedMs].forEach((v, i) => bytes.writeBigUInt64LE(BigInt(v), FIXED + 8 * i));
+  }
+  bytes.writeUInt8(label === undefined ? 0 : 1, at);
+  label?.copy(bytes, at + 1);
   return bytes;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 function decodeEntry(bytes: Buffer): InventoryEntry {
-  if (bytes.length < 34 || bytes[0] !== ISSUE_RECORD) throw new Error(`a record is of unknown type ${bytes[0]} or cut short`);
+  const type = bytes[0];
+  const at = type === ROTATION_RECORD ? FIXED + ROTATION_BYTES : FIXED;
+  if (bytes.length < at + 1 || (type !== ISSUE_RECORD && type !== ROTATION_RECORD)) throw new Error(`a record is of unknown type ${bytes[0]} or cut short`);
   const u64 = (at: number): number => {
     const v = bytes.readBigUInt64LE(at);
     if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error('a number is out of range');
     return Number(v);
   };
-  const flag = bytes[33];
-  if (flag > 1 || (flag === 0 && bytes.length !== 34)) throw new Error('a record\'s label is malformed');
-  return {
+  const flag = bytes[at];
+  if (flag > 1 || (flag === 0 && bytes.length !== at + 1)) throw new Error('a record\'s label is malformed');
+  const entry = {
     serial: u64(1),
     generation: bytes.readUInt32LE(9),
     grant: bytes.readUInt32LE(13),
     issuedAt: u64(17),
     expiry: u64(25),
-    label: flag === 0 ? undefined : utf8.decode(bytes.subarray(34)),
+    label: flag === 0 ? undefined : utf8.decode(bytes.subarray(at + 1)),
   };
+  if (type === ISSUE_RECORD) return entry;
+  const [from, endsAt, fromExpiry, requests, lastUsedMs] = [0, 1, 2, 3, 4].map((i) => u64(FIXED + 8 * i));
+  return { ...entry, rotation: { from, endsAt, fromExpiry, requests, lastUsedMs } };
 }

@@ -29,7 +29,7 @@ export class FolderLedger implements Ledger {
     this.core.sweep(now);
     const fresh = grant.id === this.core.grantCount;
     await this.store.prepareIssue(fresh ? { id: grant.id, endpoints: grantEntries(grant.endpoints, grant.methods, grant.limits) } : undefined,
-      this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize);
+      this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize, lifetime);
     if (fresh && this.core.addGrant(grant.endpoints, grant.methods, grant.limits) !== grant.id) throw new InvariantError(`the core gave grant ${grant.id} another id`);
     return this.core.issue(grant.id, now, lifetime);
   }

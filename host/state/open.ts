@@ -10,6 +10,7 @@ import type { Logger } from '../ops/log.js';
 import type { PasswordVerifier } from '../password/hash.js';
 import type { Backend, InventoryEntry } from '../service/ledger.js';
 import { StateError } from '../errors.js';
+import { RotationEnds } from '../service/rotation-ends.js';
 import { repairCommand } from './codec.js';
 import { JournalInventory, readInventory } from './inventory.js';
 import type { InventoryRead } from './inventory.js';
@@ -52,12 +53,18 @@ export async function openDataFolder(core: Core, settings: DataFolderSettings, f
     const state = store.written;
     // Listed: issued under the current password, and not expired.
     const live = (e: InventoryEntry): boolean => e.generation === core.generation && e.expiry > unixSeconds(clock);
-    inventory = await JournalInventory.open(settings.dataDir, state.key, read, state.journal, live, (mark) => store.recordJournal(mark), log);
+    const ledger = new FolderLedger(core, store);
+    const ends = new RotationEnds({
+      refuse: (serial) => core.revokeSerial(serial),
+      record: (serial, expiry) => ledger.revoke(serial, expiry),
+      recorded: (serial) => ledger.isRevoked(serial),
+    }, clock, log);
+    inventory = await JournalInventory.open(settings.dataDir, state.key, read, state.journal, live, (mark) => store.recordJournal(mark), log, ends);
     const saver = new UsageSaver(settings.dataDir, core, inventory, clock, log);
     await saver.restore();
     saver.start();
     usage = saver;
-    return { ledger: new FolderLedger(core, store), inventory, close };
+    return { ledger, inventory, close };
   } catch (error) {
     await close();
     throw error;

@@ -140,11 +140,14 @@ export class StateStore {
    * most: its endpoint list when the core does not hold it yet (under the id the core
    * will give it), and serials below `end`, reserved up to a block more but never past
    * `limit` (the end of the core's window), together with the core's floor, so that a
-   * restart restores a range the window holds.
+   * restart restores a range the window holds; and `lifetime`, the token's, when it is
+   * longer than any before, so that a restart knows by when every issued token expires.
    */
-  prepareIssue(grant: { id: number; endpoints: readonly string[] } | undefined, end: number, floor: number, limit: number): Promise<void> {
+  prepareIssue(grant: { id: number; endpoints: readonly string[] } | undefined, end: number, floor: number, limit: number,
+    lifetime: number): Promise<void> {
     return this.change((s) => {
       let next = s;
+      if (lifetime > s.maxLifetime) next = { ...next, maxLifetime: lifetime };
       if (grant !== undefined) {
         if (grant.id !== s.grants.length) throw new InvariantError(`grant ${grant.id} recorded out of order (expected ${s.grants.length})`);
         next = { ...next, grants: [...s.grants, [...grant.endpoints]] };

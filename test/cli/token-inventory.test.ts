@@ -72,9 +72,11 @@ t.test('newToken answers {token, id}; listTokens lists each live token in issue 
   const tokens = await list(server);
   t.same(tokens, [
     { id: first.id, label: 'CI deploy bot', endpoints: ['/ext/info'], methods: null, rateLimit: null, burst: null, allowedClients: null,
-      lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START), expiresAt: iso(CLOCK_START + 12 * 3600_000), revoked: false },
+      lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START), expiresAt: iso(CLOCK_START + 12 * 3600_000), revoked: false,
+      rotatedFrom: null, rotatedTo: null },
     { id: second.id, label: null, endpoints: ['/ext/bc/X/*', '/ext/health', '/ext/info'], methods: null, rateLimit: null, burst: null,
-      allowedClients: null, lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START + 5000), expiresAt: iso(CLOCK_START + 5000 + 12 * 3600_000), revoked: false },
+      allowedClients: null, lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START + 5000), expiresAt: iso(CLOCK_START + 5000 + 12 * 3600_000), revoked: false,
+      rotatedFrom: null, rotatedTo: null },
   ], 'both listed: id, label (null without one), endpoints (the canonical list), methods and limits null, no use yet, RFC 3339 times, revoked');
   const reply = JSON.stringify(tokens);
   t.notOk(reply.includes(first.token) || reply.includes(second.token), 'no token in the list');
@@ -106,14 +108,14 @@ t.test('expiresIn: a duration or whole seconds sets the token\'s own lifetime, a
   t.notOk((await list(server)).some((e) => e.id === short.id), 'an expired token is no longer listed');
 });
 
-t.test('a bad expiresIn is invalid params naming it and the ceiling, before the password check; nothing is issued', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true, args: [...ONE_THREAD, '--api-auth-token-lifetime', '1h'] });
+t.test('a bad expiresIn is invalid params naming it and the ceiling (--max-token-lifetime), before the password check; nothing is issued', async (t) => {
+  const server = await serveInProcess(t, { cheapChecks: true, args: [...ONE_THREAD, '--api-auth-token-lifetime', '1h', '--max-token-lifetime', '1h'] });
   const bad: unknown[] = ['61m', 3601, '2h', 0, '0s', -5, '-5s', 1.5, '1500ms', '', 'soon', '90', true, null, [90], { s: 90 }, 1e300];
   for (const expiresIn of bad) {
     for (const password of [server.password, WRONG]) {
       const answer = await issue({ ...server, password }, { expiresIn });
       t.equal(answer.error?.code, INVALID_PARAMS, `expiresIn ${JSON.stringify(expiresIn)} (${password === WRONG ? 'wrong' : 'right'} password)`);
-      t.match(answer.error?.message, /^invalid params: expiresIn must be .*from 1s to 3600s \(1h, the node's token lifetime\)/);
+      t.match(answer.error?.message, /^invalid params: expiresIn must be .*from 1s to 3600s \(1h, the node's --max-token-lifetime\)/);
     }
   }
   t.same(await list(server), [], 'nothing was issued');

@@ -13,12 +13,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Etcd3 } from 'etcd3';
-import { changePassword, newToken, REASONS, refusalBody, revokeToken, REVOKED, tamperLast } from '../helpers/auth.js';
+import { authUrl, changePassword, newToken, REASONS, refusalBody, revokeToken, REVOKED, tamperLast } from '../helpers/auth.js';
 import { enableAuth, makeCertificates, seededEtcd, startEtcd, startGateway } from '../helpers/etcd.js';
 import type { Etcd, Gateway } from '../helpers/etcd.js';
 import { jsonrpc, request } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
-import { launchProgram, randomPassword, ROOT, tempDir } from '../helpers/server.js';
+import { launchProgram, randomPassword, ROOT, sleep, tempDir } from '../helpers/server.js';
 import type { Running } from '../helpers/server.js';
 import { GO, GO_ENV, GO_MODULE } from '../helpers/go.js';
 
@@ -206,6 +206,13 @@ if (GO === undefined) {
     await revokeToken(gateway.url, password, revoked);
     await same('revoked', INFO, `Bearer ${revoked}`);
 
+    // A rotation's end reaches the Go node as the revoked/ key that the gateway records once it is due.
+    const rotating = await newToken(gateway.url, password, [INFO]);
+    const rotated = await jsonrpc(authUrl(gateway.url), 'auth.rotateToken', { password, token: rotating });
+    t.type((rotated.result as { token?: unknown }).token, 'string', 'rotated, with no overlap');
+    while ((await post(node.url, INFO, `Bearer ${rotating}`)).status === 200) await sleep(100);
+    await same('the old token of a rotation', INFO, `Bearer ${rotating}`);
+
     // The gateway counts the Go node among the members its writes wait for.
     const scraper = await newToken(gateway.url, password, ['/ext/metrics']);
     t.match((await request(gateway.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${scraper}`]] })).text,
@@ -231,7 +238,7 @@ if (GO === undefined) {
     t.equal(state.key, kvs.key, 'the token key');
     t.equal(state.generation, 1, 'the generation after one password change');
     t.same(state.grants.map((g) => g.entries), [[INFO], [INFO, '', 'info.getNodeID'], ['/ext/bc/X/rpc'], ['/ext/metrics']], 'the grants, by id');
-    t.equal(state.revoked.length, 16, 'every revocation');
+    t.equal(state.revoked.length, 17, 'every revocation, a rotation\'s end included');
     t.ok(state.blocks.length > 0 && state.blocks.every((b) => b.end - b.start === 4096), 'the serial blocks');
     t.same(state.members.map((m) => m.follower).sort(), [false, true], 'the gateway, and the Go node as a follower');
     if (process.env.API_AUTH_WRITE_FLEET_FIXTURE === '1') writeFileSync(FIXTURE, JSON.stringify(kvs, null, 2) + '\n');

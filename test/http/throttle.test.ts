@@ -17,6 +17,7 @@ import { Argon2idVerifier } from '../../build/host/password/hash.js';
 import { restoreService, StateStore } from '../../build/host/state/store.js';
 import { JournalInventory } from '../../build/host/state/inventory.js';
 import { FolderLedger } from '../../build/host/state/ledger.js';
+import { RotationEnds } from '../../build/host/service/rotation-ends.js';
 import { call, newToken } from '../helpers/auth.js';
 import { freshSource, request, rpc } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
@@ -226,10 +227,12 @@ t.test('the token service throttles on the clock it is given', async (t) => {
     await store.close();
   });
   await restoreService(core, store, verifier, 'the-password', 3600, log, clock);
+  const ledger = new FolderLedger(core, store);
+  const ends = new RotationEnds({ refuse: (s) => core.revokeSerial(s), record: (s, e) => ledger.revoke(s, e), recorded: (s) => ledger.isRevoked(s) }, clock, log);
   const inventory = await JournalInventory.open(dir, store.state!.key, { contents: undefined, entries: [] }, store.state!.journal, () => true,
-    (mark) => store.recordJournal(mark), log);
+    (mark) => store.recordJournal(mark), log, ends);
   t.teardown(() => inventory.close());
-  const service = new TokenService({ core, ledger: new FolderLedger(core, store), verifier, tokenLifetime: 3600, inventory, maxTokens: 100, log, clock });
+  const service = new TokenService({ core, ledger, verifier, tokenLifetime: 3600, maxTokenLifetime: 3600, inventory, maxTokens: 100, log, clock });
   const newTokenCall = service.methods().get('auth.newToken')!;
   const guess = (password: string) => Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
     (result) => ({ result }), (error: { rpcCode: number; message: string }) => ({ code: error.rpcCode, message: error.message }));

@@ -1,0 +1,185 @@
+// auth.rotateToken and `token rotate` (issue 35): a new token of the same grant, label,
+// methods and limits; the old one valid for the overlap, then ended as if revoked, also
+// across a restart (one in the middle of the overlap, one after its end); usage carried
+// over, linked both ways in listTokens. The fleet's side is test/fleet/fleet-rotation.test.ts.
+import t, { type Test } from 'tap';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { runOperatorCommand } from '../../build/host/cli/operator.js';
+import { authUrl, call, expectGranted, expectRefused, REASONS } from '../helpers/auth.js';
+import { jsonrpc } from '../helpers/http.js';
+import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';
+import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, sleep, startServer, tempDir, untracked, type Running } from '../helpers/server.js';
+
+const INFO = '/ext/info';
+const HOUR = 3600_000;
+const CLOCKED = join(ROOT, 'test', 'helpers', 'clocked-server.js');
+
+interface Listed {
+  id: string; label: string | null; endpoints: string[]; methods: string[] | null; rateLimit: string | null; burst: number | null;
+  requests: number; lastUsedAt: string | null; issuedAt: string; expiresAt: string; revoked: boolean; rotatedFrom: string | null; rotatedTo: string | null;
+}
+
+async function listed(url: string, password: string): Promise<Listed[]> {
+  const response = await jsonrpc(authUrl(url), 'auth.listTokens', { password });
+  return (response.result as { tokens: Listed[] }).tokens;
+}
+
+async function issue(url: string, password: string, extra: Record<string, unknown>): Promise<{ token: string; id: string }> {
+  const response = await jsonrpc(authUrl(url), 'auth.newToken', { password, endpoints: [INFO], ...extra });
+  if (response.result === undefined) throw new Error(`newToken failed: ${JSON.stringify(response.error)}`);
+  return response.result as { token: string; id: string };
+}
+
+/** Calls until the gate refuses `token` as revoked: the end is applied by the owner, off the request path, on its next look. */
+async function refusedSoon(url: string, token: string): Promise<void> {
+  while ((await call(url, INFO, token)).status === 200) await sleep(100);
+}
+
+t.test('auth.rotateToken: the same grant and label, the old token valid for the overlap then revoked, usage carried over', async (t) => {
+  const time = manualClock();
+  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
+  const url = authUrl(server.url);
+  const old = await issue(server.url, server.password, { label: 'partner', methods: ['info.*'], rateLimit: '100/s', expiresIn: '2h' });
+  for (let i = 0; i < 2; i++) expectGranted(t, await call(server.url, INFO, old.token), INFO);
+
+  const bad: [Record<string, unknown>, RegExp][] = [
+    [{ id: old.id, overlap: '1m', expiresIn: '1h' }, /unknown param "expiresIn"; auth.rotateToken takes password, token, id and overlap/],
+    [{ id: old.id, token: old.token }, /give token or id \(the token's id\), one of them/],
+    [{}, /give token or id/],
+    [{ id: old.id, overlap: 'soon' }, /overlap must be a duration/],
+    [{ id: old.id, overlap: -1 }, /overlap must be a duration/],
+    [{ id: old.id, overlap: '3h' }, /overlap must be .* from 0s to 7200s \(2h, the old token's remaining life, and the new one's lifetime\)/],
+    [{ id: 't99999' }, /t99999 is not a live token of this node/],
+    [{ token: 'x'.repeat(76) }, /token is not a live token of this node \(malformed\)/],
+  ];
+  for (const [params, message] of bad) {
+    const refused = await jsonrpc(url, 'auth.rotateToken', { password: server.password, ...params });
+    t.equal(refused.error?.code, -32602, JSON.stringify(params));
+    t.match(refused.error?.message, message, JSON.stringify(params));
+  }
+  t.equal((await listed(server.url, server.password)).length, 1, 'bad input issued nothing');
+  t.match((await jsonrpc(url, 'auth.rotateToken', { password: 'wrong', id: old.id })).error, { code: -32000 }, 'the password first');
+
+  time.now += 30 * 60_000;
+  const rotated = await jsonrpc(url, 'auth.rotateToken', { password: server.password, token: old.token, overlap: '10m' });
+  const fresh = rotated.result as { token: string; id: string };
+  t.same(Object.keys(fresh), ['token', 'id'], 'answered as auth.newToken is');
+  t.not(fresh.id, old.id);
+  const [before, after] = await listed(server.url, server.password);
+  t.match(before, { id: old.id, revoked: false, rotatedTo: fresh.id, rotatedFrom: null, requests: 2 });
+  t.match(after, { id: fresh.id, label: 'partner', endpoints: [INFO], methods: ['info.*'], rateLimit: '100/s', burst: 100, revoked: false,
+    rotatedFrom: old.id, rotatedTo: null, requests: 2, lastUsedAt: before.lastUsedAt });
+  t.equal(Date.parse(after.expiresAt) - Date.parse(after.issuedAt), 2 * HOUR, 'the old token\'s whole lifetime');
+  const again = await jsonrpc(url, 'auth.rotateToken', { password: server.password, id: old.id });
+  t.match(again.error?.message, new RegExp(`${old.id} was rotated already, to ${fresh.id}; rotate that one`));
+
+  expectGranted(t, await call(server.url, INFO, old.token), INFO, 'the old token during the overlap');
+  expectGranted(t, await call(server.url, INFO, fresh.token), INFO, 'the new token');
+  expectRefused(t, await call(server.url, '/ext/health', fresh.token), REASONS.notGranted, 'the same endpoints only');
+  time.now += 10 * 60_000;
+  await refusedSoon(server.url, old.token);
+  expectRefused(t, await call(server.url, INFO, old.token), REASONS.revoked, 'past the overlap: revoked');
+  expectGranted(t, await call(server.url, INFO, fresh.token), INFO, 'the new one works on');
+  const [ended, next] = await listed(server.url, server.password);
+  t.match(ended, { id: old.id, revoked: true, rotatedTo: fresh.id });
+  t.match(next, { id: fresh.id, requests: 4 }, 'the 2 calls carried over, and its own 2');
+  t.match((await jsonrpc(url, 'auth.revokeToken', { password: server.password, id: old.id })).result, { revocation: 'already revoked' });
+});
+
+t.test('overlap 0 (the default) ends the old token as the call answers; the lifetime is capped by --max-token-lifetime', async (t) => {
+  const server = await serveInProcess(t, { cheapChecks: true, args: ['--max-token-lifetime', '720h'] });
+  const url = authUrl(server.url);
+  const old = await issue(server.url, server.password, { expiresIn: '720h' });
+  const rotated = await jsonrpc(url, 'auth.rotateToken', { password: server.password, id: old.id });
+  const fresh = rotated.result as { token: string; id: string };
+  expectRefused(t, await call(server.url, INFO, old.token), REASONS.revoked, 'revoked at once');
+  expectGranted(t, await call(server.url, INFO, fresh.token), INFO);
+  const [, entry] = await listed(server.url, server.password);
+  t.equal(Date.parse(entry.expiresAt) - Date.parse(entry.issuedAt), 720 * HOUR);
+});
+
+t.test('token rotate: by --id or by the token from a file, --overlap, --json; the table shows ROTATED TO', async (t) => {
+  const node = await startServer(t, { cheapChecks: true, args: ['--http-threads', '1'] });
+  const auth = ['--uri', node.url, '--password-file', node.passwordFile];
+  const api = async (args: readonly string[]) => {
+    let stdout = '';
+    let stderr = '';
+    const code = await runOperatorCommand(args, {
+      stdout: (text) => { stdout += text; }, stderr: (text) => { stderr += text; },
+      stdin: Readable.from(Buffer.alloc(0)) as unknown as NodeJS.ReadStream,
+    });
+    return { code, stdout, stderr };
+  };
+  const first = await issue(node.url, node.password, { label: 'scraper' });
+  const byId = await api(['token', 'rotate', ...auth, '--id', first.id, '--overlap', '1h', '--json']);
+  t.equal(byId.code, 0, byId.stderr);
+  const second = JSON.parse(byId.stdout) as { token: string; id: string };
+  expectGranted(t, await call(node.url, INFO, first.token), INFO, 'the old one, in its hour of overlap');
+  const file = join(node.dir, 'token');
+  writeFileSync(file, second.token, { mode: 0o600 });
+  const byFile = await api(['token', 'rotate', ...auth, '--token-file', file]);
+  t.equal(byFile.code, 0, byFile.stderr);
+  t.match(byFile.stdout, /^[A-Za-z0-9_-]{76}\n$/, 'the new token alone');
+  expectRefused(t, await call(node.url, INFO, second.token), REASONS.revoked, 'no --overlap: ended at once');
+  const table = (await api(['token', 'list', ...auth])).stdout.trimEnd().split('\n');
+  t.match(table[0], /REVOKED +ROTATED TO +LAST USED/);
+  t.match(table[1], new RegExp(`^${first.id} +scraper .* no +${second.id} `));
+  t.match(table[2], new RegExp(`^${second.id} +scraper .* yes +t\\d+ `));
+  const refused = await api(['token', 'rotate', ...auth, '--id', first.id]);
+  t.equal(refused.code, 1);
+  t.match(refused.stderr, /was rotated already/);
+  const misplaced = await api(['token', 'new', ...auth, '--endpoints', '*', '--overlap', '1h']);
+  t.same([misplaced.code, misplaced.stderr], [2, 'api-auth: --overlap belongs to "api-auth token rotate", not "api-auth token new"\n']);
+  const badOverlap = await api(['token', 'rotate', ...auth, '--id', first.id, '--overlap', 'soon']);
+  t.same([badOverlap.code, badOverlap.stderr], [2, 'api-auth: --overlap must be a duration such as 0s, 10m or 24h, not "soon"\n']);
+});
+
+interface Clocked extends Running {
+  url: string;
+}
+
+/** The library's server on the clock of clocked-server.js, from `startMs`, 10 minutes a SIGUSR2, over `dir`. */
+async function startClocked(t: Test, dir: string, startMs: number): Promise<Clocked> {
+  const args = ['--http-port', '0', '--data-dir', join(dir, 'data'), '--api-auth-required', '--api-auth-password-file', join(dir, 'password')];
+  const run = launchProgram(t, untracked(process.execPath, [CLOCKED, String(startMs), String(10 * 60_000), ...args], PROGRAM_ENV.NODE_OPTIONS));
+  const listening = await run.waitForLog((l) => l.msg === 'listening');
+  return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
+}
+
+t.test('a restart in the middle of the overlap keeps the end; a start after it applies it before serving', async (t) => {
+  const dir = tempDir(t);
+  mkdirSync(join(dir, 'data'), { mode: 0o700 });
+  const password = randomPassword();
+  writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
+  let server = await startClocked(t, dir, CLOCK_START);
+  const old = await issue(server.url, password, {});
+  const fresh = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: old.id, overlap: '15m' })).result as { token: string; id: string };
+  server.child.kill('SIGKILL');
+  await server.exited;
+
+  // Five minutes in: the old token still works, and ends on this start's clock.
+  server = await startClocked(t, dir, CLOCK_START + 5 * 60_000);
+  expectGranted(t, await call(server.url, INFO, old.token), INFO, 'mid-overlap, after a kill -9');
+  expectGranted(t, await call(server.url, INFO, fresh.token), INFO);
+  server.child.kill('SIGUSR2');
+  await server.waitForLog((l) => l.msg === 'clock moved');
+  await refusedSoon(server.url, old.token);
+  expectRefused(t, await call(server.url, INFO, old.token), REASONS.revoked, 'past the overlap');
+  server.child.kill('SIGKILL');
+  await server.exited;
+
+  // A second rotation, and a start only after its end: refused from the first call.
+  server = await startClocked(t, dir, CLOCK_START + 20 * 60_000);
+  expectRefused(t, await call(server.url, INFO, old.token), REASONS.revoked, 'still revoked after a restart');
+  const third = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: fresh.id, overlap: '5m' })).result as { token: string };
+  t.equal((await server.stop('SIGTERM')).code, 0);
+  server = await startClocked(t, dir, CLOCK_START + 40 * 60_000);
+  expectRefused(t, await call(server.url, INFO, fresh.token), REASONS.revoked, 'an end that came due while the node was down');
+  expectGranted(t, await call(server.url, INFO, third.token), INFO);
+  const tokens = await listed(server.url, password);
+  t.match(tokens.map((e) => [e.id, e.revoked, e.rotatedFrom, e.rotatedTo]), [[old.id, true, null, fresh.id], [fresh.id, true, old.id, /^t\d+$/],
+    [/^t\d+$/, false, fresh.id, null]]);
+  t.equal((await server.stop('SIGTERM')).code, 0);
+});
