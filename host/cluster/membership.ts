@@ -6,6 +6,7 @@
 // key is gone): the barrier. A member whose lease cannot be renewed stops serving before
 // etcd can expire it (the fence, threads/fence.ts), so a writer that stops waiting for it
 // never leaves it serving stale.
+import { systemTimer } from '../clock.js';
 import { EtcdLeaseInvalidError } from 'etcd3';
 import type { Lease } from 'etcd3';
 import type { Clock } from '../clock.js';
@@ -227,14 +228,14 @@ export class Membership {
    * for at most its lease's TTL; past twice that, the caller gets an error, not success.
    */
   async barrier(revision: number): Promise<void> {
-    const started = performance.now();
+    const started = systemTimer();
     await this.appliedAtLeast(revision);
     await this.until(() => {
       for (const [key, applied] of this.members) if (key !== this.key && applied < revision) return false;
       return true;
     }, this.settings.leaseSeconds * 2000 + 1000, 'the change is stored in the fleet, but not every gateway confirmed it in time; ' +
       'it holds everywhere within the lease time');
-    this.metrics.observeBarrier((performance.now() - started) / 1000);
+    this.metrics.observeBarrier((systemTimer() - started) / 1000);
   }
 
   appliedAtLeast(revision: number): Promise<void> {

@@ -14,6 +14,7 @@
 // core checked), and the query (access_token with --api-auth-query-token, or a key of
 // the node's own). The path is the raw one uWS gives, escaped by JSON.stringify like
 // every field (quotes, controls, lone surrogates).
+import { systemTimer } from '../clock.js';
 import type { HttpRequest, HttpResponse, RecognizedString, us_socket_context_t } from 'uWebSockets.js';
 import type { Clock } from '../clock.js';
 import { Outcome } from '../core/core.js';
@@ -90,7 +91,7 @@ export interface SessionCounts {
 
 /** A response whose request is logged once answered, and counted as every response is (counted-response.ts). */
 export class LoggedResponse extends CountedResponse {
-  private readonly start = performance.now();
+  private readonly start = systemTimer();
   private duration = 0;
   private upstream: number | null = null;
   private token: string | null = null;
@@ -164,7 +165,7 @@ export class LoggedResponse extends CountedResponse {
   private finish(): void {
     if (this.done) return;
     this.done = true;
-    this.duration = Math.round((performance.now() - this.start) * 1000);
+    this.duration = Math.round((systemTimer() - this.start) * 1000);
     this.log.write(this);
   }
 

@@ -25,6 +25,8 @@
 // all; of a batch with some calls allowed, only those are sent, as a batch, and the
 // upstream's answer is read whole and merged with the refused calls' errors. Tokens with
 // neither are streamed as before, and cost nothing more.
+import { systemClock, systemTimer } from '../clock.js';
+import type { Clock } from '../clock.js';
 import { STATUS_CODES } from 'node:http';
 import type { HttpRequest, HttpResponse, RecognizedString } from 'uWebSockets.js';
 import { bodyRead, upstreamAnswered } from './access-log.js';
@@ -135,20 +137,21 @@ export class UpstreamProxy {
   private readonly watch: UpstreamWatch;
 
   constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
-    metrics: Metrics, log: Logger, bodies: BodyAdmission | null = null) {
+    metrics: Metrics, log: Logger, bodies: BodyAdmission | null = null, clock: Clock = systemClock) {
     const pool = new UpstreamPool({
       url: options.url,
       timeoutMs: options.timeoutMs,
       connectTimeoutMs: Math.min(options.timeoutMs, 10_000),
       maxConnections: UPSTREAM_CONNECTIONS,
       pipelining: options.pipelining ?? 1,
+      clock,
     });
     this.pool = pool;
     this.hostLines = `HTTP/1.1\r\nhost: ${options.url.host}\r\nconnection: keep-alive\r\n`;
     const watch = this.watch = new UpstreamWatch(options.url, options.timeoutMs, options.health, metrics, log);
     this.relay = {
       dispatch: (exchange) => {
-        exchange.dispatchedAt = performance.now();
+        exchange.dispatchedAt = systemTimer();
         pool.dispatch(exchange);
       },
       withdraw: (exchange) => pool.withdraw(exchange),
@@ -248,7 +251,7 @@ class Exchange implements UpstreamRequest {
   bytes: Buffer = NOTHING;
   /** The body is still coming from the client. */
   streaming = false;
-  /** When the request was dispatched (performance.now()), for the upstream's latency. */
+  /** When the request was dispatched (clock.ts, systemTimer), for the upstream's latency. */
   dispatchedAt = 0;
   /** The connection the request went on, once it has one. */
   private connection: Connection | null = null;
@@ -465,7 +468,7 @@ class Exchange implements UpstreamRequest {
   onHead(parser: ResponseParser, bytes: Buffer): void {
     if (this.closed) return;
     this.started = true;
-    this.relay.answered(performance.now() - this.dispatchedAt);
+    this.relay.answered(systemTimer() - this.dispatchedAt);
     upstreamAnswered(this.res, parser.status);
     if (this.split !== null) return this.splitHead(parser, bytes);
     this.bodiless = this.head || parser.status === 204 || parser.status === 304;

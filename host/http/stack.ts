@@ -89,7 +89,7 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   let proxy: UpstreamProxy | null = null;
   if (parts.upstream !== undefined) {
     const { UpstreamProxy } = await import('./proxy.js');
-    proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log, bodies);
+    proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log, bodies, parts.clock);
   }
   const gated = gate;
   const access = parts.accessLog === undefined ? null

@@ -284,12 +284,12 @@ export class Metrics implements MetricsSource {
     this.responses.set(key, (this.responses.get(key) ?? 0) + 1);
   }
 
-  /** The upstream answered a proxied request `milliseconds` after it was dispatched (as performance.now() counts). */
+  /** The upstream answered a proxied request `milliseconds` after it was dispatched (clock.ts, systemTimer). */
   observeUpstream(milliseconds: number): void {
     this.upstreamLatency.observe(milliseconds / 1000);
   }
 
-  /** Records a timed verification, in milliseconds (as performance.now() counts). */
+  /** Records a timed verification, in milliseconds (clock.ts, systemTimer). */
   observeVerification(milliseconds: number): void {
     this.latency.observe(milliseconds / 1000);
   }

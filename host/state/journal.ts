@@ -27,6 +27,7 @@
 // set aside) or of another compaction than the mark's or the one after it (a crash between
 // a compaction's rename and its mark). Only a torn tail past the mark is dropped. A journal
 // of format 1 (no epoch) is read beside a state without a mark, and rewritten as format 2.
+import { systemTimer } from '../clock.js';
 import { createHash } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
@@ -435,7 +436,7 @@ export class Journal {
       at += RECORD_HEAD + w.bytes.length;
     }
     groupHead(bytes, length, bytes.subarray(GROUP_HEAD));
-    const started = process.hrtime.bigint();
+    const started = systemTimer();
     try {
       await this.syncRename();
       await writeAll(this.file, bytes, this.size);
@@ -452,7 +453,7 @@ export class Journal {
       for (const w of group) w.reject(error);
       return;
     }
-    this.stats.writeNs += process.hrtime.bigint() - started;
+    this.stats.writeNs += BigInt(Math.round((systemTimer() - started) * 1e6));
     this.stats.groups++;
     this.stats.records += group.length;
     this.size += bytes.length;

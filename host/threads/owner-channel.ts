@@ -7,6 +7,7 @@
 // Each request carries an id, and its answer the same id; an answer to a thread that has
 // gone away is dropped by Node. The owner answers every request it gets, also while the
 // threads drain: a call waiting for its answer is a request in flight.
+import { systemClock } from '../clock.js';
 import type { MessagePort, Worker } from 'node:worker_threads';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { AllowedOrigins } from '../http/cors.js';
@@ -168,7 +169,7 @@ export class OwnerLink {
     const threshold = LEVELS.indexOf(level);
     const emitter = (at: Level) => LEVELS.indexOf(at) < threshold
       ? (): void => undefined
-      : (msg: string, more?: Fields, time?: number): void => this.post({ t: 'log', level: at, msg, fields: { ...more, ...fields }, time: time ?? Date.now() });
+      : (msg: string, more?: Fields, time?: number): void => this.post({ t: 'log', level: at, msg, fields: { ...more, ...fields }, time: time ?? systemClock() });
     return { debug: emitter('debug'), info: emitter('info'), warn: emitter('warn'), error: emitter('error') };
   }
 

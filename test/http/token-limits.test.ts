@@ -99,8 +99,9 @@ t.test('allowedClients: 403 from elsewhere, naming neither the list nor the addr
   t.equal((await callFrom(direct.url, here!)).status, 200, 'from an allowed address');
   const refused = await callFrom(direct.url, elsewhere!);
   t.equal(refused.status, 403);
+  // The refusal answers the request's one call, so it carries that call's id (7), not the original node's fixed 1.
   t.same(JSON.parse(refused.text), {
-    jsonrpc: '2.0', error: { code: -32048, message: 'the provided auth token may not be used from this client' }, id: 1,
+    jsonrpc: '2.0', error: { code: -32048, message: 'the provided auth token may not be used from this client' }, id: 7,
   });
   t.notMatch(refused.text, /10\.0\.0\.0|2001|127\.0\.0\.1/, 'nothing of the list or the address');
   t.equal((await callFrom(direct.url, elsewhere!, '10.1.2.3')).status, 403, 'X-Forwarded-For from a peer no one trusts counts for nothing');

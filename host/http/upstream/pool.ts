@@ -16,6 +16,7 @@
 // idempotent. node:http runs the requests it has read behind an answer that says
 // Connection: close, and then closes without answering them: a POST that may have been
 // read fails (502) rather than run again.
+import type { Clock } from '../../clock.js';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { badAnswer, closedBehind, closedEarly, poolClosed, switched, timedOut, waitedOut } from './errors.js';
@@ -55,6 +56,8 @@ export interface PoolOptions {
   readonly maxConnections: number;
   /** Requests on one connection at once; 1 for no pipelining. */
   readonly pipelining: number;
+  /** The time its deadlines are kept by (clock.ts): the server's, which a test may drive. */
+  readonly clock: Clock;
 }
 
 export class Connection {
@@ -101,7 +104,7 @@ export class Connection {
     this.socket.on('end', () => this.onEnd());
     this.socket.on('error', (error) => this.fail(error));
     this.socket.on('close', () => this.fail(closedEarly()));
-    this.deadline = Date.now() + pool.options.connectTimeoutMs;
+    this.deadline = this.pool.options.clock() + pool.options.connectTimeoutMs;
   }
 
   /** Whether `request` may be written now: alone, or pipelined behind answers that are not late. */
@@ -118,7 +121,7 @@ export class Connection {
     // event loop leave together, in one write, when the turn's events are all handled.
     if (this.queue.length > 0) this.pool.cork(this);
     this.queue.push(request);
-    this.times.push(Date.now());
+    this.times.push(this.pool.options.clock());
     this.dues.push(due);
     if (request.head) this.reusable = false;
     if (request.streaming) this.streaming = request;
@@ -154,7 +157,7 @@ export class Connection {
     if (bytes !== null) this.socket.write(bytes);
     // A body takes as long as its client sends it: the answer's time counts from its end.
     // (A streaming request is alone on its connection.)
-    const due = Date.now() + this.pool.options.timeoutMs;
+    const due = this.pool.options.clock() + this.pool.options.timeoutMs;
     this.dues[0] = due;
     if (this.connected) this.deadline = due;
   }
@@ -174,7 +177,7 @@ export class Connection {
   resume(): void {
     if (!this.paused) return;
     this.paused = false;
-    if (this.deadline !== 0) this.deadline = Date.now() + this.pool.options.timeoutMs;
+    if (this.deadline !== 0) this.deadline = this.pool.options.clock() + this.pool.options.timeoutMs;
     this.socket.resume();
   }
 
@@ -282,7 +285,7 @@ export class Connection {
       // request's own deadline holds, also when it waited behind others.
       if (!parser.idle()) {
         this.queue[0].onReadEnd();
-        this.deadline = Date.now() + this.pool.options.timeoutMs;
+        this.deadline = this.pool.options.clock() + this.pool.options.timeoutMs;
       } else if (this.streaming === null) {
         this.deadline = this.dues[0];
       }
@@ -392,7 +395,7 @@ export class UpstreamPool {
       request.onError(poolClosed());
       return;
     }
-    const now = Date.now();
+    const now = this.options.clock();
     if (due === 0) {
       due = now + this.options.timeoutMs;
     } else if (due <= now) {
@@ -420,7 +423,7 @@ export class UpstreamPool {
 
   /** A connection has answered a request and has room: the requests waiting take it. */
   freed(connection: Connection): void {
-    const now = Date.now();
+    const now = this.options.clock();
     while (this.waiting.length > 0 && connection.canTake(this.waiting[0], now)) {
       const due = this.waitingDues.shift()!;
       const request = this.waiting.shift()!;
@@ -437,7 +440,7 @@ export class UpstreamPool {
     const at = this.idle.lastIndexOf(connection);
     if (at >= 0) this.idle.splice(at, 1);
     if (this.waiting.length === 0 || this.closed) return;
-    const now = Date.now();
+    const now = this.options.clock();
     while (this.waiting.length > 0) {
       const due = this.waitingDues.shift()!;
       const request = this.waiting.shift()!;
@@ -493,7 +496,7 @@ export class UpstreamPool {
   }
 
   private sweep(): void {
-    const now = Date.now();
+    const now = this.options.clock();
     for (const connection of this.all) {
       if (connection.late(now)) connection.fail(timedOut(this.options.timeoutMs));
       else connection.expire(now);
