@@ -92,6 +92,7 @@ function refuseSecret(name: string): string | undefined {
     : `--${name} is not taken: a password on the command line is visible to other users; use ${safe}, or let the command prompt`;
 }
 
+/** The command line after the program name: the command, its options (the defaults where no flag gave one), its other words. */
 export function parseOperatorArgs(args: readonly string[]): { action: Action; options: OperatorOptions; positional: string[] } {
   const options: OperatorOptions = {
     uri: DEFAULT_URI,
@@ -173,7 +174,6 @@ function parseTimeout(text: string): number {
   if (seconds === null || seconds < 1 || seconds > 3600) throw new UsageError(`--timeout must be a duration from 1s to 1h such as 30s, not ${JSON.stringify(text)}`);
   return seconds * 1000;
 }
-
 
 /**
  * Which flags belong to which command, and that each secret comes one way; "-" in place
