@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The api-auth command: `api-auth [flags]` serves; `api-auth token ...` and `api-auth
-// password ...` are the operator commands (cli/operator.ts), `api-auth fleet delete-key`
+// password ...` are the operator commands (cli/operator/), `api-auth fleet delete-key`
 // the fleet's repair (cli/fleet.ts), and `api-auth state repair` the data folder's
 // (cli/state-command.ts), with exit codes of their own. Serving exits (errors.ts, ExitCode) 0 after --help, --version or a clean stop; 2
 // when it cannot start: a bad command line, environment variable, config file or
@@ -8,7 +8,8 @@
 // (one line on stderr, and nothing listening); 1 for anything else (one log line).
 import { flagName, readCommand, USAGE } from './cli/flags.js';
 import { isFleetCommand, runFleetCommand } from './cli/fleet.js';
-import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
+import { processIo } from './cli/io.js';
+import { isOperatorCommand, runOperatorCommand } from './cli/operator/index.js';
 import { unknownEnvironment } from './cli/sources.js';
 import { ExitCode, StartError, UsageError } from './errors.js';
 import type { Namer } from './errors.js';
@@ -64,9 +65,7 @@ async function main(): Promise<void> {
     return;
   }
   if (isFleetCommand(args)) {
-    process.exitCode = await runFleetCommand(args, process.env, {
-      stdout: (text) => process.stdout.write(text), stderr: (text) => process.stderr.write(text), stdin: process.stdin,
-    });
+    process.exitCode = await runFleetCommand(args, process.env, processIo());
     return;
   }
   if (args[0] === 'state') {

@@ -19,7 +19,7 @@ import { resolveServerOptions } from '../options.js';
 import type { ClusterConfig } from '../options.js';
 import { readCommand } from './flags.js';
 import type { Environment } from './flags.js';
-import type { OperatorIo } from './operator.js';
+import type { CommandIo } from './io.js';
 
 export const FLEET_USAGE = `Usage:
   api-auth fleet delete-key KEY [the gateway's flags]
@@ -50,7 +50,7 @@ class NothingDeleted extends ApiAuthError {
 }
 
 /** Runs `api-auth fleet ...` to its end; resolves with the exit code. */
-export async function runFleetCommand(args: readonly string[], env: Environment, io: OperatorIo): Promise<number> {
+export async function runFleetCommand(args: readonly string[], env: Environment, io: CommandIo): Promise<number> {
   try {
     const [, verb, key, ...flags] = args;
     if (verb === '--help' || (verb === 'delete-key' && (key === '--help' || flags.includes('--help')))) {

@@ -15,7 +15,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { USAGE } from '../../build/host/cli/flags.js';
-import { runOperatorCommand } from '../../build/host/cli/operator.js';
+import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
 import { REASONS, TOKEN_PATTERN, call, expectGranted, expectRefused, tryPassword } from '../helpers/auth.js';
 import { MAIN, PROGRAM_ENV, ROOT, randomPassword, startServer, tempDir, untracked } from '../helpers/server.js';
 import { closedPort } from '../helpers/upstream.js';

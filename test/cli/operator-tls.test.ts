@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { runOperatorCommand } from '../../build/host/cli/operator.js';
+import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
 import { tempDir } from '../helpers/server.js';
 import { Readable } from 'node:stream';
 

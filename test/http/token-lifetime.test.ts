@@ -5,7 +5,7 @@ import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { runOperatorCommand } from '../../build/host/cli/operator.js';
+import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
 import { authUrl, call, expectGranted } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START } from '../helpers/library.js';

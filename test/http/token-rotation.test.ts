@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { runOperatorCommand } from '../../build/host/cli/operator.js';
+import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
 import { authUrl, call, expectGranted, expectRefused, REASONS } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';

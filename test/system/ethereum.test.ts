@@ -12,7 +12,7 @@ import { createPublicClient, createWalletClient, http, InvalidRequestRpcError, L
 import { privateKeyToAccount } from 'viem/accounts';
 import { HttpProvider, InvalidResponseError, ResponseError, Web3, WebSocketProvider as Web3Socket } from 'web3';
 import WebSocket from 'ws';
-import { runOperatorCommand } from '../../build/host/cli/operator.js';
+import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
 import { newToken, revokeToken } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';

@@ -9,7 +9,7 @@ import type { Test } from 'tap';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { runOperatorCommand } from '../../build/host/cli/operator.js';
+import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
 import { changePassword, newToken, revokeToken } from '../helpers/auth.js';
 import { manualClock, serveInProcess } from '../helpers/library.js';
 import { tempDir } from '../helpers/server.js';
