@@ -7,7 +7,6 @@
 // password file, a data folder it cannot use, an address and port it cannot listen on
 // (one line on stderr, and nothing listening); 1 for anything else (one log line).
 import { flagName, readCommand, USAGE } from './cli/flags.js';
-import { isFleetCommand, runFleetCommand } from './cli/fleet.js';
 import { processIo } from './cli/io.js';
 import { isOperatorCommand, runOperatorCommand } from './cli/operator/index.js';
 import { unknownEnvironment } from './cli/sources.js';
@@ -64,7 +63,9 @@ async function main(): Promise<void> {
     process.exitCode = await runOperatorCommand(args);
     return;
   }
-  if (isFleetCommand(args)) {
+  if (args[0] === 'fleet') {
+    // Loaded only for it: the fleet's modules (etcd3, gRPC) are no part of the other commands, nor of a start without a fleet.
+    const { runFleetCommand } = await import('./cli/fleet.js');
     process.exitCode = await runFleetCommand(args, process.env, processIo());
     return;
   }

@@ -40,11 +40,6 @@ Exit codes: 0 deleted; 1 nothing deleted (no such key, the key is whole, or
 verification needs it); 2 a bad command line; 3 etcd could not be reached.
 `;
 
-/** Whether `args` (after the program name) is the fleet command. */
-export function isFleetCommand(args: readonly string[]): boolean {
-  return args[0] === 'fleet';
-}
-
 class NothingDeleted extends ApiAuthError {
   readonly code = 'API_AUTH_NOTHING_DELETED';
 }

@@ -51,6 +51,11 @@ import { docBlocks, docFiles, outputDiffers, serverPort, startsServer, startsUni
 import type { Command } from '../helpers/readme.js';
 import { PROGRAM_ENV, ROOT, tempDir } from '../helpers/server.js';
 
+// Every page's blocks in one private machine, one after the other: about 150 s on a quiet
+// 2-core machine, and twice that while other test files run beside it (tap's 300 s per file
+// would cut it off). Each command has its own bound (Session.run, start).
+t.setTimeout(900_000);
+
 const files = docFiles().map((file) => ({ file, blocks: docBlocks(file) }));
 /** CI's own command: not run again inside the docs' run (it is the run's parent). */
 const runsTheTests = (command: Command): boolean => /(^|\s)(npm test|scripts\/test\.sh)\b/.test(command.text);
