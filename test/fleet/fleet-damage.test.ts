@@ -90,6 +90,24 @@ t.test('a damaged inventory entry or usage key is reported once and skipped; fle
   t.equal(usageDeleted.code, 0, usageDeleted.stderr);
   t.equal(await client.get(usage).string(), null);
 
+  // Counts out of bounds (issue 34, Low 3): a lastUsedMs of 9e15 made listTokens answer
+  // -32603 on every gateway; 2^53 - 1 requests, and a serial listed twice, are damage too.
+  const serial = Number((listedSerial(await jsonrpc(authUrl(a.url), 'auth.listTokens', { password }))));
+  for (const [name, counts] of [['a lastUsedMs of 9e15', [[serial, 1, 9e15]]], ['2^53 - 1 requests', [[serial, 2 ** 53 - 1, 1]]],
+    ['a serial listed twice', [[serial, 1, 1], [serial, 1, 1]]]] as const) {
+    const key = `/api-auth.usage/00000000000000${String(counts.length)}${name.length % 10}`;
+    await client.put(key).value(JSON.stringify({ tokens: counts }));
+    for (const g of [a, again]) {
+      const listed = await jsonrpc(authUrl(g.url), 'auth.listTokens', { password });
+      t.notOk(listed.error, `${name}: listTokens answers on each gateway`);
+      const entry = (listed.result as { tokens: { id: string; requests: number; lastUsedAt: string | null }[] }).tokens.find((e) => e.id === `t${serial}`);
+      t.ok(entry !== undefined && entry.requests < 2 ** 53 - 1 && (entry.lastUsedAt === null || entry.lastUsedAt < '2200'),
+        `${name}: the key's counts are not added: ${JSON.stringify(entry)}`);
+    }
+    t.match(a.logs.find((l) => l.key === key)?.msg, `delete it with api-auth fleet delete-key ${key}`, `${name}: reported, with the command`);
+    await client.delete().key(key);
+  }
+
   // A member key that is not JSON: reported, and no write stalls on it.
   const member = '/api-auth/members/7f';
   await client.put(member).value('garbage');
@@ -174,3 +192,8 @@ t.test('fleet delete-key refuses a bad command line with exit 2, and an etcd tha
   t.equal(down.code, 3, down.stderr);
   t.match(down.stderr, /api-auth: etcd could not be reached through the gateway's --cluster-etcd; nothing deleted; retry once it answers\n$/);
 });
+
+/** The serial of the first token auth.listTokens lists ("t12" -> 12). */
+function listedSerial(listed: { result?: unknown }): number {
+  return Number((listed.result as { tokens: { id: string }[] }).tokens[0].id.slice(1));
+}
