@@ -58,3 +58,19 @@ t.test('every refusal of the start names what is wrong without the secret in it'
     }
   }
 });
+
+t.test('the operator commands do not echo a word that may be a secret either', async (t) => {
+  const cases: [string, string[], RegExp][] = [
+    ['a password pasted after "api-auth token"', ['token', MARK], /^api-auth: unknown command \(not shown: it may be a secret\)/],
+    ['a second token to revoke', ['token', 'revoke', 'first', MARK, '--password-stdin'], /^api-auth: unexpected argument \(not shown: it may be a secret\)/],
+    ['a word after token list', ['token', 'list', MARK], /^api-auth: unexpected argument \(not shown/],
+    ['a word after password change', ['password', 'change', MARK], /^api-auth: unexpected argument \(not shown/],
+  ];
+  for (const [what, args, message] of cases) {
+    const run = launch(t, args);
+    const exit = await run.exited;
+    t.equal(exit.code, 2, `${what}: exit 2`);
+    t.match(run.stderr(), message, `${what}: the message`);
+    t.notOk(run.stderr().includes('MARK123') || run.stdout().includes('MARK123'), `${what}: the word is not printed`);
+  }
+});

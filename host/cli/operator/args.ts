@@ -1,6 +1,7 @@
 // The operator commands' command line: the flags table, each flag's value checked for its
 // form, the command's words, and which flags belong to which command. The node checks
 // what only it can (an endpoint, a lifetime against its maximum, a rate).
+import { closest } from '../../closest.js';
 import { UsageError } from '../../errors.js';
 import { NEVER, parseDuration } from '../../duration.js';
 import { nonEmpty, readArgs } from '../args.js';
@@ -134,7 +135,12 @@ export function parseOperatorArgs(args: readonly string[]): { action: Action; op
   if (!ACTIONS.includes(action)) {
     if (options.help && verb === undefined) return { action: group === 'token' ? 'token new' : 'password change', options, positional: [] };
     const known = group === 'token' ? '"token new", "token list", "token revoke" or "token rotate"' : '"password change"';
-    throw new UsageError(`unknown command "${action}"; did you mean ${known}? (run api-auth ${group} --help)`);
+    // The word is shown only when it is a slip of a command's (a password pasted after
+    // "api-auth token" must not be echoed): then the command it is likely a slip of.
+    const likely = verb === undefined ? undefined : closest(verb, ACTIONS.filter((a) => a.startsWith(`${group} `)).map((a) => a.slice(group.length + 1)));
+    const what = verb === undefined ? `"${group}" needs a command` : likely === undefined ? 'unknown command (not shown: it may be a secret)'
+      : `unknown command "${action}" (did you mean "${group} ${likely}"?)`;
+    throw new UsageError(`${what}; the commands are ${known} (run api-auth ${group} --help)`);
   }
   return { action: action as Action, options, positional };
 }
@@ -216,5 +222,7 @@ export function checkFlagsOf(action: Action, options: OperatorOptions, positiona
 /** At most `max` positional arguments: the token of token revoke, none for the others. */
 export function expectPositional(positional: string[], max: number, action: Action): void {
   if (positional.length <= max) return;
-  throw new UsageError(`unexpected argument ${JSON.stringify(positional[max])}; run api-auth ${action} --help`);
+  // Not shown: a word in the wrong place may be a token or a password.
+  throw new UsageError(`unexpected argument (not shown: it may be a secret); api-auth ${action} takes ${max === 0 ? 'no argument' : 'one argument, the token'} ` +
+    `(run api-auth ${action} --help)`);
 }
