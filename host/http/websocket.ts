@@ -256,7 +256,8 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
     const key = req.getHeader('sec-websocket-key');
     const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
     const standing = claims === undefined ? null : this.parts.core.standing(claims);
-    const handshake = new Handshake<Opened>(this, res, key, context, { path, client, keys, claims, standing, ticket, logged: loggedSession(res) });
+    const opened: Opened = { path, client, keys, claims, standing, ticket, logged: loggedSession(res) };
+    const handshake = new Handshake(this.relay, this, res, key, context, opened);
     handshake.start(target, protocols, list);
   }
 
@@ -287,22 +288,6 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
   }
 
   // What handshakes need.
-
-  started(handshake: Handshake<Opened>): void {
-    this.relay.handshakeStarted(handshake);
-  }
-
-  ended(handshake: Handshake<Opened>, session: boolean): void {
-    this.relay.handshakeEnded(handshake, session);
-  }
-
-  tracked(upstream: Upstream): void {
-    this.relay.tracked(upstream);
-  }
-
-  untracked(upstream: Upstream): void {
-    this.relay.untracked(upstream);
-  }
 
   session(upstream: Upstream, opened: Opened): Session<Opened> {
     return new Session(this, upstream, opened);
@@ -359,6 +344,10 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
     // No second verify: the session stands (checked before); only the usage is counted, as admit counts a limited token's.
     if (opened.claims !== undefined) this.parts.core.countUsage(opened.claims, callsIn(data), this.seconds());
     return null;
+  }
+
+  untracked(upstream: Upstream): void {
+    this.relay.untracked(upstream);
   }
 
   endedText(outcome: RefusedOutcome): string {

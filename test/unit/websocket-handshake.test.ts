@@ -1,4 +1,4 @@
-// An upgrade waiting for the upstream (host/http/websocket/handshake.ts), with its peers and
+// An upgrade waiting for the upstream (host/http/websocket/handshake.ts), with its books, peers and
 // the client's response given as plain objects: the client is answered once, whatever
 // the upstream and the client do after, and the handshake's place is given back once.
 import t from 'tap';
@@ -6,7 +6,7 @@ import type { HttpResponse, us_socket_context_t } from 'uWebSockets.js';
 import type { UpstreamWsError } from '../../build/host/http/upstream-ws/errors.js';
 import type { UpstreamWebSocket } from '../../build/host/http/upstream-ws/socket.js';
 import { Handshake } from '../../build/host/http/websocket/handshake.js';
-import type { HandshakePeers, HandshakeRefusal } from '../../build/host/http/websocket/handshake.js';
+import type { HandshakeBooks, HandshakePeers, HandshakeRefusal } from '../../build/host/http/websocket/handshake.js';
 import type { Session, SessionTerms } from '../../build/host/http/websocket/session.js';
 
 /** The client's HTTP response: what was written, and the abort handler. */
@@ -44,12 +44,14 @@ const refusal = (reason: HandshakeRefusal['reason'], status: string, body: strin
 function setUp() {
   const res = new Response();
   const calls: string[] = [];
-  const peers: HandshakePeers<SessionTerms> = {
-    url: new URL('http://127.0.0.1:9'), maxMessage: 1024, timeoutMs: 60_000,
+  const books: HandshakeBooks<SessionTerms> = {
     started: () => calls.push('started'),
     ended: (_handshake, session) => calls.push(`ended ${session}`),
     tracked: () => calls.push('tracked'),
     untracked: () => calls.push('untracked'),
+  };
+  const peers: HandshakePeers<SessionTerms> = {
+    url: new URL('http://127.0.0.1:9'), maxMessage: 1024, timeoutMs: 60_000,
     session: () => {
       calls.push('session');
       return {} as Session<SessionTerms>;
@@ -61,7 +63,7 @@ function setUp() {
     upstreamAnswered: () => calls.push('answered'),
     refused: (reason) => calls.push(`refused ${reason}`),
   };
-  const handshake = new Handshake(peers, res as unknown as HttpResponse, 'key', {} as us_socket_context_t, { standing: null });
+  const handshake = new Handshake(books, peers, res as unknown as HttpResponse, 'key', {} as us_socket_context_t, { standing: null });
   return { handshake, res, calls };
 }
 

@@ -57,7 +57,7 @@ t.test('a stop answers each handshake with the stopping refusal, ends each sessi
   const { relay, calls } = setUp();
   const refusals: HandshakeRefusal[] = [];
   const handshake = { opened: { standing: null }, refuse: (r: HandshakeRefusal) => refusals.push(r) } as unknown as Handshake<SessionTerms>;
-  relay.handshakeStarted(handshake);
+  relay.started(handshake);
   const log: string[] = [];
   const { ws } = fakeSession(log);
   relay.opened(ws);
@@ -73,7 +73,7 @@ t.test('a stop answers each handshake with the stopping refusal, ends each sessi
   relay.untracked(left);
   await stopped;
   t.same(log.slice(2), [], 'the upstreams that closed are not cut');
-  relay.handshakeEnded(handshake, false);
+  relay.ended(handshake, false);
   t.same(calls, ['handshake started', 'handshake ended false']);
 });
 

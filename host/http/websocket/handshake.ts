@@ -2,7 +2,7 @@
 // the client's answer, given once: the 101 and a session when the upstream accepts, else
 // the HTTP error it earned. The HTTP answers themselves (the proxy's bodies and status
 // lines, the access log's upstream status) and the relay's books come in as its peers
-// (HandshakePeers), so that a handshake reaches back into nothing.
+// (HandshakePeers, HandshakeBooks), so that a handshake reaches back into nothing.
 import type { HttpResponse, us_socket_context_t } from 'uWebSockets.js';
 import type { WsRefusal } from '../../ops/metrics.js';
 import { UpstreamWsError } from '../upstream-ws/errors.js';
@@ -18,18 +18,22 @@ export interface HandshakeRefusal {
   readonly body: Uint8Array;
 }
 
-/** What a handshake needs from the relay that started it; `O` is what its session is opened with. */
-export interface HandshakePeers<O extends SessionTerms> {
-  /** The upstream's URL, the largest message, and how long the upstream has to accept. */
-  readonly url: URL;
-  readonly maxMessage: number;
-  readonly timeoutMs: number;
+/** The books a handshake is kept in, and its upstream socket (the relay's, relay.ts). */
+export interface HandshakeBooks<O extends SessionTerms> {
   started(handshake: Handshake<O>): void;
   /** The handshake is over; `session` false: it gave no session. */
   ended(handshake: Handshake<O>, session: boolean): void;
   tracked(upstream: Upstream): void;
   /** An upstream socket has closed. */
   untracked(upstream: Upstream): void;
+}
+
+/** What a handshake needs of the upgrade that started it; `O` is what its session is opened with. */
+export interface HandshakePeers<O extends SessionTerms> {
+  /** The upstream's URL, the largest message, and how long the upstream has to accept. */
+  readonly url: URL;
+  readonly maxMessage: number;
+  readonly timeoutMs: number;
   /** The upstream accepted: the session that carries it on. */
   session(upstream: Upstream, opened: O): Session<O>;
   /** A request the upstream socket cannot send as it is (a subprotocol list, a header value): answered 400 here. */
@@ -52,13 +56,13 @@ export class Handshake<O extends SessionTerms> implements HandshakeHandler {
   private timer: NodeJS.Timeout | undefined;
   private settled = false;
 
-  constructor(private readonly peers: HandshakePeers<O>, private readonly res: HttpResponse, private readonly key: string,
-    private readonly context: us_socket_context_t, readonly opened: O) {}
+  constructor(private readonly books: HandshakeBooks<O>, private readonly peers: HandshakePeers<O>, private readonly res: HttpResponse,
+    private readonly key: string, private readonly context: us_socket_context_t, readonly opened: O) {}
 
   /** `headers`: the proxy's flat [name, value, ...] list; the handshake's own fields are the upstream socket's to write. */
   start(target: string, protocols: string[], headers: readonly string[]): void {
-    const { peers, res } = this;
-    peers.started(this);
+    const { books, peers, res } = this;
+    books.started(this);
     res.onAborted(() => this.clientGone());
     let upstream: Upstream;
     try {
@@ -74,7 +78,7 @@ export class Handshake<O extends SessionTerms> implements HandshakeHandler {
       return;
     }
     this.upstream = upstream;
-    peers.tracked(upstream);
+    books.tracked(upstream);
     this.timer = setTimeout(() => this.timedOut(), peers.timeoutMs);
   }
 
@@ -115,7 +119,7 @@ export class Handshake<O extends SessionTerms> implements HandshakeHandler {
   }
 
   closed(): void {
-    this.peers.untracked(this.upstream!);
+    this.books.untracked(this.upstream!);
   }
 
   private clientGone(): void {
@@ -129,7 +133,7 @@ export class Handshake<O extends SessionTerms> implements HandshakeHandler {
     if (this.settled) return false;
     this.settled = true;
     clearTimeout(this.timer);
-    this.peers.ended(this, session);
+    this.books.ended(this, session);
     return true;
   }
 }

@@ -6,7 +6,7 @@ import type { WebSocket } from 'uWebSockets.js';
 import type { Clock } from '../../clock.js';
 import type { Metrics } from '../../ops/metrics.js';
 import type { UpstreamWebSocket as Upstream } from '../upstream-ws/socket.js';
-import type { Handshake, HandshakeRefusal } from './handshake.js';
+import type { Handshake, HandshakeBooks, HandshakeRefusal } from './handshake.js';
 import type { Session, SessionData, SessionTerms } from './session.js';
 
 /** How often each thread re-checks the tokens of its sessions, and looks for a quiet upstream. */
@@ -32,7 +32,7 @@ export interface RelayPeers<O extends SessionTerms> {
 }
 
 /** The relay's books: its upgrades, its sessions, and their checks. */
-export class Relay<O extends SessionTerms> {
+export class Relay<O extends SessionTerms> implements HandshakeBooks<O> {
   private readonly sessions = new Set<Session<O>>();
   private readonly handshakes = new Set<Handshake<O>>();
   /** Every upstream socket not yet closed, sessions' and handshakes' alike. */
@@ -79,13 +79,13 @@ export class Relay<O extends SessionTerms> {
     if (this.upstreams.size === 0) this.allClosed?.();
   }
 
-  handshakeStarted(handshake: Handshake<O>): void {
+  started(handshake: Handshake<O>): void {
     this.handshakes.add(handshake);
     this.peers.handshakeStarted();
   }
 
   /** A handshake is over; `session` false: it gave no session. */
-  handshakeEnded(handshake: Handshake<O>, session: boolean): void {
+  ended(handshake: Handshake<O>, session: boolean): void {
     this.handshakes.delete(handshake);
     this.peers.handshakeEnded(handshake.opened, session);
   }

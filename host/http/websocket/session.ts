@@ -38,7 +38,7 @@ export interface SessionPeers<O extends SessionTerms> {
   now(): number;
   /** The clock's time in Unix seconds, the core's unit. */
   seconds(): number;
-  /** A client message, judged by what the session was opened with: null when it goes on, else the JSON-RPC error text it is answered with. */
+  /** A client message, judged by what the session was opened with: null when it goes on, else the error text to answer it with. */
   judge(opened: O, data: ArrayBuffer): string | null;
   /** The close reason a client gets when its token no longer stands. */
   endedText(outcome: Exclude<Outcome, Outcome.Valid>): string;
