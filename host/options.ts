@@ -12,17 +12,16 @@ import { PATH_RULES } from './core/core.js';
 import type { Core } from './core/core.js';
 import { badOption, OptionError } from './errors.js';
 import type { Text } from './errors.js';
-import { trustedProxies } from './http/client-address.js';
-import type { TrustedProxies } from './http/client-address.js';
-import { allowedOrigins } from './http/cors.js';
-import { AUTH_PATH, OWN_PATHS } from './http/paths.js';
-import { MAX_BODY_BYTES } from './http/responses.js';
-import { sessionBytes } from './http/ws-memory.js';
-import type { AllowedOrigins } from './http/cors.js';
+import { trustedProxies } from './addresses.js';
+import type { TrustedProxies } from './addresses.js';
 import { STDOUT } from './ops/line-writer.js';
 import { LEVELS } from './ops/log.js';
 import type { Level, Logger } from './ops/log.js';
+import { allowedOrigins } from './origins.js';
+import type { AllowedOrigins } from './origins.js';
+import { AUTH_PATH, MAX_BODY_BYTES, OWN_PATHS } from './own-endpoints.js';
 import type { TlsFiles } from './pem.js';
+import { sessionBytes } from './session-memory.js';
 
 /** --ws-max-sessions when it is left out and the memory budget holds as many. */
 const MAX_SESSIONS = 10_000;
@@ -533,7 +532,7 @@ function share(v: Values, sessions: number, key: 'wsMaxSessionsPerToken' | 'wsMa
 
 /**
  * The WebSocket sessions of the process: as many as given, or MAX_SESSIONS, and no more
- * than the memory budget holds with each at its worst (ws-memory.ts). Given more than
+ * than the memory budget holds with each at its worst (session-memory.ts). Given more than
  * that, the start stops rather than take fewer than asked for, or break the budget.
  */
 function maxSessions(v: Values): number {
