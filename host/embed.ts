@@ -25,7 +25,7 @@ import { addressBytes } from './http/client-address.js';
 import { Gate } from './http/gate.js';
 import { InFlight } from './http/in-flight.js';
 import { STOP_GRACE_MS } from './http/listener.js';
-import { AUTH_PATH } from './http/paths.js';
+import { AUTH_PATH } from './own-endpoints.js';
 import { callRefusalVerdict, unreadableRefusal, VERDICTS, writeCallRefusal } from './http/refusals.js';
 import type { Verdict } from './http/refusals.js';
 import { LocalRoutes } from './http/routes.js';

@@ -6,7 +6,7 @@ export type { Auth, Handler } from './embed.js';
 export { startServer } from './server.js';
 export type { ServerHandle, ServerServices } from './server.js';
 export { DEFAULTS, LIMITS } from './options.js';
-export { AUTH_PATH } from './http/paths.js';
+export { AUTH_PATH } from './own-endpoints.js';
 export { parseDuration } from './duration.js';
 export type { AuthOptions, ServerOptions } from './options.js';
 export { parseArgs, USAGE } from './cli/flags.js';

@@ -27,7 +27,7 @@ import type { Admission } from './admission.js';
 import { clientAddress } from './client-address.js';
 import { CountedResponse } from './counted-response.js';
 import type { TrustedProxies } from './client-address.js';
-import { HEALTH_PATH, LIVE_PATH } from './paths.js';
+import { HEALTH_PATH, LIVE_PATH } from '../own-endpoints.js';
 
 /** Load balancers ask these every few seconds: no line for them. */
 const NOT_LOGGED = new Set(['/ext/health', HEALTH_PATH, LIVE_PATH]);

@@ -35,7 +35,8 @@ import type { Admission } from './admission.js';
 import type { Ticket } from './body-admission.js';
 import type { InFlight } from './in-flight.js';
 import { writeCallRefusal } from './refusals.js';
-import { endWith, jsonLine, MAX_BODY_BYTES, readBody, writeBodyTooLarge } from './responses.js';
+import { MAX_BODY_BYTES } from '../own-endpoints.js';
+import { endWith, jsonLine, readBody, writeBodyTooLarge } from './responses.js';
 
 const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request: its request line in ' +
   'X-Original-Request (nginx: proxy_set_header X-Original-Request $request), or its URI in X-Forwarded-Uri (Caddy forward_auth ' +

@@ -4,10 +4,8 @@ import { STATUS_CODES } from 'node:http';
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Pending } from './in-flight.js';
 import { RPC_ERRORS, RpcCode, throttledMessage } from '../errors.js';
+import { MAX_BODY_BYTES } from '../own-endpoints.js';
 import { errorResponse } from '../rpc/jsonrpc.js';
-
-/** The largest JSON-RPC body a local endpoint reads (64 KiB; the options' LIMITS.rpcBody). */
-export const MAX_BODY_BYTES = 65536;
 
 /** A JSON-RPC error body for a request that was not read (so its id is unknown). */
 export function jsonLine(code: number, message: string): Uint8Array {

@@ -9,7 +9,8 @@ import { writeCorsHeaders } from './cors.js';
 import type { InFlight, Pending } from './in-flight.js';
 import type { BodyAdmission, Ticket } from './body-admission.js';
 import { writeCallRefusal } from './refusals.js';
-import { MAX_BODY_BYTES, readBody, tableStatus, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
+import { MAX_BODY_BYTES } from '../own-endpoints.js';
+import { readBody, tableStatus, writeBodyTooLarge, writeInternalError, writeNotJson } from './responses.js';
 import type { ScopeSplit } from './scope.js';
 import { bodyRead } from './access-log.js';
 

@@ -7,7 +7,7 @@ import type { Core } from '../core/core.js';
 import type { LineWriter } from '../ops/line-writer.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, MetricsSource } from '../ops/metrics.js';
-import { AUTH_PATH, CHECK_PATH, HEALTH_PATH, LIVE_PATH } from './paths.js';
+import { AUTH_PATH, CHECK_PATH, HEALTH_PATH, LIVE_PATH } from '../own-endpoints.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { VERSION } from '../version.js';

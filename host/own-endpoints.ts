@@ -1,6 +1,7 @@
-// The paths api-auth answers itself, whatever the node behind it serves. They are facts
-// of the HTTP side that the options' checks read (a public or metrics path must not be
-// one of them), so they live here, below the options, rather than in options.ts.
+// The endpoints api-auth answers itself, whatever the node behind it serves: their paths,
+// and the largest body they read. They are facts of the HTTP side that the options read
+// too (a public or metrics path must not be one of them; LIMITS.rpcBody), so they live
+// here, below both, rather than in http/ or options/.
 
 /** Where the token service answers; never a path for anything else. */
 export const AUTH_PATH = '/ext/auth';
@@ -13,3 +14,6 @@ export const CHECK_PATH = '/ext/auth/check';
 
 /** Every path api-auth answers itself: none may be a public endpoint or the metrics path. */
 export const OWN_PATHS: readonly string[] = [AUTH_PATH, HEALTH_PATH, LIVE_PATH, CHECK_PATH];
+
+/** The largest JSON-RPC body a local endpoint reads (64 KiB; the options' LIMITS.rpcBody). */
+export const MAX_BODY_BYTES = 65536;
