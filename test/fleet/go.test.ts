@@ -267,6 +267,8 @@ if (GO === undefined) {
     t.same(seen(fenced), seen(await post(gateway.url, INFO, `Bearer ${fresh}`)), 'then the 503 the gateway answers too');
     await etcd.start();
     await waitForStatus(node.url, fresh, 200);
+    // The gateway rejoins on its own schedule: a change waits until it serves again too.
+    await waitForStatus(gateway.url, fresh, 200);
     const last = await newToken(gateway.url, next, [INFO]);
     t.same(await revokeToken(gateway.url, next, last), REVOKED, 'the fleet takes changes again');
     t.equal((await post(node.url, INFO, `Bearer ${last}`)).status, 401, 'and the recovered node holds them');
