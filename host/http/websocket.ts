@@ -120,25 +120,6 @@ export interface RelayParts {
   readonly access: AccessLog | null;
 }
 
-/** What a relay works with: this thread's admission, router and counters, and the upstream. */
-export interface RelayParts {
-  readonly core: Core;
-  /** The router's admission step; an upgrade goes through it by its own way (webSocketWay), and a ticket's messages by its `bodies`. */
-  readonly admission: Admission;
-  readonly router: Router;
-  /** api-auth's own routes: an upgrade to one of them is the router's. */
-  readonly routes: ReadonlyMap<string, Route>;
-  readonly upstream: UpstreamOptions;
-  readonly trusted: TrustedProxies;
-  readonly inFlight: InFlight;
-  readonly metrics: Metrics;
-  readonly log: Logger;
-  readonly clock: Clock;
-  readonly settings: WebSocketSettings;
-  /** --access-log's, null when it is off: an upgrade refused is one line, a session one line at its end. */
-  readonly access: AccessLog | null;
-}
-
 /** The uWS handlers of the relay, for `app.ws('/*', ...)`. */
 export type SessionBehavior = WebSocketBehavior<SessionData<Opened>>;
 

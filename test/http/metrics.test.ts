@@ -7,24 +7,14 @@ import { jsonrpc, postJson, request, rpc } from '../helpers/http.js';
 import { cliLine, refusalOf } from '../helpers/library.js';
 import { runCli, startServer, VERSION } from '../helpers/server.js';
 import { closedPort, startUpstream } from '../helpers/upstream.js';
+import { parseScrape } from '../helpers/metrics.js';
 
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
-
-/** Samples by their exact series text (`name{labels}`). */
-function parse(text: string): Map<string, number> {
-  const samples = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return samples;
-}
 
 async function scrape(base: string, token?: string, path = '/ext/metrics'): Promise<Map<string, number>> {
   const response = await request(base, path, { headers: token === undefined ? [] : [['Authorization', `Bearer ${token}`]] });
   if (response.status !== 200) throw new Error(`metrics: HTTP ${response.status}: ${response.text}`);
-  return parse(response.text);
+  return parseScrape(response.text);
 }
 
 const server = await startServer(t, { cheapChecks: true });

@@ -17,6 +17,7 @@ import { exchange, KeepAliveConnection, request, type HttpResponse } from '../he
 import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running } from '../helpers/server.js';
 import { closedPort, echo, startUpstream } from '../helpers/upstream.js';
 import { createLogger, parseArgs, startServer as startLibraryServer } from '../../build/host/index.js';
+import { parseScrape } from '../helpers/metrics.js';
 
 // Two tests at a time: each has a server of its own, and several spend most of their
 // time waiting (for a watchdog, for a process to end).
@@ -28,21 +29,10 @@ const THREADS = 3;
 const SPREAD = 2 * THREADS;
 const INFO_BODY = JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeVersion', id: 1 });
 
-/** Samples by their exact series text (`name{labels}`). */
-function parseMetrics(text: string): Map<string, number> {
-  const samples = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return samples;
-}
-
 async function scrape(base: string, token?: string): Promise<Map<string, number>> {
   const response = await request(base, '/ext/metrics', { headers: token === undefined ? [] : [['Authorization', `Bearer ${token}`]] });
   if (response.status !== 200) throw new Error(`metrics: HTTP ${response.status}: ${response.text}`);
-  return parseMetrics(response.text);
+  return parseScrape(response.text);
 }
 
 /** Requests received by each HTTP thread, 1 to `threads`. */
