@@ -4,8 +4,7 @@
 import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
-import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
+import { runOperator } from '../helpers/operator.js';
 import { authUrl, call, expectGranted } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START } from '../helpers/library.js';
@@ -24,15 +23,7 @@ async function listed(url: string, password: string): Promise<Listed[]> {
   return (response.result as { tokens: Listed[] }).tokens;
 }
 
-async function api(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runOperatorCommand(args, {
-    stdout: (text) => { stdout += text; }, stderr: (text) => { stderr += text; },
-    stdin: Readable.from(Buffer.alloc(0)) as unknown as NodeJS.ReadStream,
-  });
-  return { code, stdout, stderr };
-}
+const api = (args: readonly string[]) => runOperator(args);
 
 t.test('the default ceiling is the 12 h lifetime: 13h and "never" are refused, naming --max-token-lifetime', async (t) => {
   const node = await startServer(t, { cheapChecks: true, args: ONE_THREAD });

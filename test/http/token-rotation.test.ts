@@ -5,8 +5,7 @@
 import t, { type Test } from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
-import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
+import { runOperator } from '../helpers/operator.js';
 import { authUrl, call, expectGranted, expectRefused, REASONS } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';
@@ -103,15 +102,7 @@ t.test('overlap 0 (the default) ends the old token as the call answers; the life
 t.test('token rotate: by --id or by the token from a file, --overlap, --json; the table shows ROTATED TO', async (t) => {
   const node = await startServer(t, { cheapChecks: true, args: ['--http-threads', '1'] });
   const auth = ['--uri', node.url, '--password-file', node.passwordFile];
-  const api = async (args: readonly string[]) => {
-    let stdout = '';
-    let stderr = '';
-    const code = await runOperatorCommand(args, {
-      stdout: (text) => { stdout += text; }, stderr: (text) => { stderr += text; },
-      stdin: Readable.from(Buffer.alloc(0)) as unknown as NodeJS.ReadStream,
-    });
-    return { code, stdout, stderr };
-  };
+  const api = (args: readonly string[]) => runOperator(args);
   const first = await issue(node.url, node.password, { label: 'scraper' });
   const byId = await api(['token', 'rotate', ...auth, '--id', first.id, '--overlap', '1h', '--json']);
   t.equal(byId.code, 0, byId.stderr);

@@ -13,6 +13,7 @@ import { startServer, tempDir } from '../helpers/server.js';
 import type { Server } from '../helpers/server.js';
 import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
 import type { ClientOptions } from '../helpers/ws-upstream.js';
+import { parseScrape } from '../helpers/metrics.js';
 
 const WS_PATH = '/ext/bc/C/ws';
 
@@ -30,13 +31,7 @@ async function refusal(t: Test, server: Server, options: ClientOptions): Promise
 /** The samples of a Prometheus scrape, by series. */
 async function scrape(base: string, token: string): Promise<Map<string, number>> {
   const response = await request(base, '/ext/metrics', { headers: [['Authorization', `Bearer ${token}`]] });
-  const samples = new Map<string, number>();
-  for (const line of response.text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return samples;
+  return parseScrape(response.text);
 }
 
 t.test('the issue\'s case: with --ws-max-sessions 5, a 1/h token holds 2 (a quarter, rounded up) and another token still gets in', async (t) => {

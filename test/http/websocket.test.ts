@@ -16,6 +16,7 @@ import { manualClock, serveInProcess } from '../helpers/library.js';
 import { runCli, startServer, tempDir } from '../helpers/server.js';
 import { closedPort, startRawUpstream } from '../helpers/upstream.js';
 import { CHAIN_ID, closesWithin, openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
+import { parseScrape } from '../helpers/metrics.js';
 
 const WS_PATH = '/ext/bc/C/ws';
 
@@ -44,13 +45,7 @@ async function refusal(t: Test, url: string, options: Parameters<typeof openClie
 async function scrape(base: string, token: string): Promise<Map<string, number>> {
   const response = await request(base, '/ext/metrics', { headers: [['Authorization', `Bearer ${token}`]] });
   if (response.status !== 200) throw new Error(`metrics: HTTP ${response.status}: ${response.text}`);
-  const samples = new Map<string, number>();
-  for (const line of response.text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return samples;
+  return parseScrape(response.text);
 }
 
 /** The process's resident memory, in bytes (Linux). */
