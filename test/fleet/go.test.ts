@@ -93,6 +93,17 @@ async function waitForStatus(base: string, token: string, status: number): Promi
   throw new Error(`no ${status} within 60 s`);
 }
 
+/** A fleet of one api-auth gateway and one Go node on a fresh etcd, with a password of its own. */
+async function gatewayAndNode(t: Test): Promise<{ etcd: Etcd; password: string; gateway: Gateway; node: Running & { url: string } }> {
+  const etcd = await startEtcd(t);
+  const password = randomPassword();
+  const passwordFile = join(tempDir(t), 'password');
+  writeFileSync(passwordFile, password, { mode: 0o600 });
+  const gateway = await startGateway(t, etcd, passwordFile, GATEWAY_LEASE);
+  const node = await startNode(t, etcd);
+  return { etcd, password, gateway, node };
+}
+
 /** The fleet's keys in etcd, names without the prefix. */
 async function fleetKeys(etcd: Etcd): Promise<Record<string, string>> {
   const client = new Etcd3({ hosts: etcd.url });
@@ -158,12 +169,7 @@ if (GO === undefined) {
   });
 
   t.test('a Go node and an api-auth gateway share a fleet: tokens, refusals, revokes, a password change, SIGSTOP, etcd killed', async (t) => {
-    const etcd = await startEtcd(t);
-    const password = randomPassword();
-    const passwordFile = join(tempDir(t), 'password');
-    writeFileSync(passwordFile, password, { mode: 0o600 });
-    const gateway: Gateway = await startGateway(t, etcd, passwordFile, GATEWAY_LEASE);
-    const node = await startNode(t, etcd);
+    const { etcd, password, gateway, node } = await gatewayAndNode(t);
 
     // A token issued through api-auth works on the Go node, through to its handler.
     const token = await newToken(gateway.url, password, [INFO]);
@@ -276,12 +282,7 @@ if (GO === undefined) {
   });
 
   t.test('a Go node takes its share of each token\'s limits, and the gateways count it in G', async (t) => {
-    const etcd = await startEtcd(t);
-    const password = randomPassword();
-    const passwordFile = join(tempDir(t), 'password');
-    writeFileSync(passwordFile, password, { mode: 0o600 });
-    const gateway: Gateway = await startGateway(t, etcd, passwordFile, GATEWAY_LEASE);
-    const node = await startNode(t, etcd);
+    const { etcd, password, gateway, node } = await gatewayAndNode(t);
     const scraper = await newToken(gateway.url, password, ['/ext/metrics']);
     const members = async (): Promise<string> =>
       /^api_auth_fleet_members (\d+)$/m.exec((await request(gateway.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${scraper}`]] })).text)?.[1] ?? '';

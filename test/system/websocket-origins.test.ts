@@ -30,6 +30,13 @@ async function pageServer(t: Test): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
+/** Whether Debian's chromium is installed; a test fails, naming the package, when it is not. */
+function chromiumThere(t: Test): boolean {
+  if (existsSync(CHROMIUM)) return true;
+  t.fail(`${CHROMIUM} is missing: apt-get install -y --no-install-recommends chromium`);
+  return false;
+}
+
 async function browser(t: Test): Promise<BrowserContext> {
   const profile = mkdtempSync(join(tmpdir(), 'api-auth-chromium-'));
   t.teardown(() => rmSync(profile, { recursive: true, force: true }));
@@ -63,10 +70,7 @@ async function fromPage(context: BrowserContext, origin: string, url: string): P
 }
 
 t.test('Chromium: a page of an origin --http-allowed-origins does not hold gets no WebSocket session; an allowed one does', async (t) => {
-  if (!existsSync(CHROMIUM)) {
-    t.fail(`${CHROMIUM} is missing: apt-get install -y --no-install-recommends chromium`);
-    return;
-  }
+  if (!chromiumThere(t)) return;
   const upstream = await startWsUpstream(t);
   const allowed = await pageServer(t);
   const foreign = await pageServer(t);
@@ -94,10 +98,7 @@ t.test('Chromium: a page of an origin --http-allowed-origins does not hold gets 
 });
 
 t.test('Chromium: with the default --http-allowed-origins "*", a page of any origin opens a session', async (t) => {
-  if (!existsSync(CHROMIUM)) {
-    t.fail(`${CHROMIUM} is missing: apt-get install -y --no-install-recommends chromium`);
-    return;
-  }
+  if (!chromiumThere(t)) return;
   const upstream = await startWsUpstream(t);
   const page = await pageServer(t);
   const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-query-token'] });
