@@ -109,6 +109,9 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       if (config.passwordFile !== undefined) {
         log.warn('the password file is not used without --api-auth-required', { path: config.passwordFile });
       }
+      for (const flag of config.unusedTokenOptions) {
+        log.warn(`--${flag} means nothing without --api-auth-required: no token is issued`);
+      }
       if (config.publicEndpoints.length > 0) {
         log.warn('public endpoints mean nothing without --api-auth-required: every endpoint is public', { paths: config.publicEndpoints });
       }

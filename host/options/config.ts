@@ -65,6 +65,8 @@ export interface ServerConfig {
   /** Seconds, at least tokenLifetime; NEVER_SECONDS for never. */
   readonly maxTokenLifetime: number;
   readonly maxTokens: number;
+  /** The token options given while no token is required (tokenLifetime, maxTokenLifetime, maxTokens): each warned about at start. */
+  readonly unusedTokenOptions: readonly string[];
   /** Absolute path. */
   readonly dataDir: string;
   /** Exact paths, without duplicates; still to be checked against the core's path rules (servedPaths). */

@@ -24,6 +24,9 @@ const KEYS = Object.keys(SCHEMA) as Key[];
 
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 
+/** The options that shape issued tokens: they mean nothing while no token is required, and say so at start. */
+const TOKEN_OPTIONS = ['tokenLifetime', 'maxTokenLifetime', 'maxTokens'] as const;
+
 /** TLS to etcd: refused with http:// endpoints, where it would protect nothing. */
 const ETCD_TLS_OPTIONS = ['clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey'] as const;
 
@@ -97,6 +100,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     tokenLifetime: v.tokenLifetime,
     maxTokenLifetime: lifetimeCeiling(v.tokenLifetime, options.maxTokenLifetime),
     maxTokens: v.maxTokens,
+    unusedTokenOptions: v.authRequired ? [] : TOKEN_OPTIONS.filter((key) => options[key] !== undefined).map((key) => SCHEMA[key].flag),
     dataDir: v.dataDir,
     publicEndpoints: v.publicEndpoints,
     upstream: v.upstream,

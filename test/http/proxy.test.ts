@@ -378,6 +378,18 @@ t.test('--upstream without --api-auth-required warns once at start, naming the f
   t.same(gated.logs.filter((l) => l.level === 'warn'), [], 'with --api-auth-required: none');
 });
 
+t.test('token options without --api-auth-required warn at start, one line each; with it, none', async (t) => {
+  const args = ['--api-auth-token-lifetime', '1h', '--max-token-lifetime', '2h', '--api-auth-max-tokens', '50'];
+  const open = await startServer(t, { auth: false, args });
+  t.same(open.logs.filter((l) => l.level === 'warn').map((l) => l.msg), [
+    '--api-auth-token-lifetime means nothing without --api-auth-required: no token is issued',
+    '--max-token-lifetime means nothing without --api-auth-required: no token is issued',
+    '--api-auth-max-tokens means nothing without --api-auth-required: no token is issued',
+  ], 'each named once');
+  const gated = await startServer(t, { cheapChecks: true, args });
+  t.same(gated.logs.filter((l) => l.level === 'warn'), [], 'with --api-auth-required: none');
+});
+
 t.test('bad --upstream, --upstream-timeout and --upstream-max-body values are refused at start', async (t) => {
   const cases: [string, string[], string][] = [
     ['not a URL', ['--upstream', 'localhost:9652'], '--upstream'],
