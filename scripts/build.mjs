@@ -9,7 +9,8 @@
 // that pins the compilers and the compilers' installed versions) and one over every output.
 // When both still match, the build says so and stops; anything else (a changed source, an
 // upgraded compiler, a deleted or edited output, a build that failed or was interrupted,
-// which leaves no stamp) builds in full.
+// which leaves no stamp) builds in full, from an empty build/host and build/assembly, so
+// that no output outlives its source.
 // `--force` builds in full anyway.
 //
 // The four compiles are independent, so they run side by side, as many at a time as the
@@ -147,6 +148,11 @@ if (missing.length > 0) {
 process.stderr.write(`build: building: ${reason}\n`);
 
 rmSync(STAMP, { force: true });
+// A full build starts from no outputs: tsc and asc only add and overwrite, so a host module
+// whose source was moved or deleted would stay in build/host, loadable and shipped in the
+// tarball (`files` takes build/ whole), though nothing builds it any more.
+for (const path of outputFiles()) rmSync(join(ROOT, path), { force: true });
+for (const tree of OUTPUT_TREES) rmSync(join(ROOT, tree), { recursive: true, force: true });
 const queue = [...STEPS];
 let failed = 0;
 await Promise.all(Array.from({ length: Math.min(availableParallelism(), queue.length) }, async () => {

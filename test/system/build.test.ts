@@ -8,7 +8,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { execFile } from 'node:child_process';
-import { appendFileSync, cpSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, PROGRAM_ENV, tempDir, untracked } from '../helpers/server.js';
 
@@ -124,6 +124,20 @@ t.test('the checkout\'s build is up to date, and a copy of it is too', async (t)
       return () => rmSync(join(tree, 'build', 'readme-example-1'), { recursive: true });
     }],
   ], undefined));
+
+  t.test('a build in full removes outputs whose source is gone', async (t) => {
+    // A host module moved away leaves its old output behind unless the build clears it:
+    // it would still load, and the tarball would ship it.
+    const stale = ['build/host/moved-away.js', 'build/host/http/moved-away.d.ts', 'build/assembly/moved-away.js', 'build/core.old.wasm'];
+    for (const path of stale) writeFileSync(join(tree, path), 'stale');
+    const run = await build(tree, ['--force']);
+    t.equal(run.code, 0, `the build ends (${run.stderr.split('\n')[0]})`);
+    for (const path of stale.slice(0, 3)) t.notOk(existsSync(join(tree, path)), `${path}: removed`);
+    t.ok(existsSync(join(tree, 'build/core.old.wasm')), 'a file at build/\'s top that is not a core output stays (a test\'s)');
+    t.ok(existsSync(join(tree, 'build/host/main.js')) && existsSync(join(tree, 'build/core.wasm')), 'the outputs are there');
+    const again = await build(tree, ['--check']);
+    t.equal(again.code, 0, `then up to date (${again.stderr.trim()})`);
+  });
 
   t.test('an unknown argument, or two, is exit 2 with the usage, and builds nothing', async (t) => {
     rmSync(join(tree, 'build', '.stamp.json'));
