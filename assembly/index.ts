@@ -21,10 +21,10 @@ import {
 } from './revocations';
 import { generate } from './password';
 import { ADMIT_OK, ADMIT_UNKNOWN_GRANT, PASSWORD_BAD_LENGTH } from './results';
-import { LIMIT_TABLE_BYTES, admitCall, countUse, limitsInit, restoreUse, usageMisses as misses, usageOf } from './limits';
+import { LIMIT_TABLE_BYTES, admitCall, countUse, limitsInit, quotaOf, restoreUse, setQuota as putQuota, usageMisses as misses, usageOf } from './limits';
 import { grantLimits } from './grants';
 
-const ABI_VERSION: u32 = 4;
+const ABI_VERSION: u32 = 5;
 const BEARER_LEN: usize = 7;
 
 /** The ABI version; a host refuses a core whose version it does not speak. */
@@ -303,7 +303,9 @@ export function issueSerial(serial: u64, grant: u32, now: i64, lifetime: u32): i
  * from the client address in the first 16 bytes of the io buffer (IPv4 as
  * ::ffff:a.b.c.d), at `now`, Unix nanoseconds. 0 let through and counted; 1 the client is
  * not allowed; 2 past the rate, the wait in nanoseconds at result+0 (u64); 3 more calls
- * than the burst; -1 the limits table has no slot for the token; -2 no such grant. A grant
+ * than the burst; 4 past the quota of the window (day or month, UTC), the nanoseconds
+ * until it resets at result+0 (u64) and the reset's time (Unix ns) at result+8 (u64); -1 the limits table has no slot for the token; -2 no
+ * such grant. A grant
  * without limits lets everything through and counts nothing. Allocates nothing.
  */
 export function admit(serial: u64, expiry: u64, grant: u32, n: u32, now: i64): i32 {
@@ -311,6 +313,32 @@ export function admit(serial: u64, expiry: u64, grant: u32, n: u32, now: i64): i
   const record = grantLimits(grant);
   if (record == 0) return ADMIT_OK;
   return admitCall(record, serial, expiry, n, now, ioBuf(), resultBuf());
+}
+
+/**
+ * The quota of `serial`, a token of `grant`, in the window of `now` (Unix ns): 1, with the
+ * calls counted here at result+0 (u64), those the host last gave as the other gateways'
+ * (`setQuota`) at result+8 (u64) and the window's number at result+16 (u32: days or
+ * months since 1970, UTC); 0 when the grant has no quota or the token no slot; -2 no such
+ * grant. Allocates nothing.
+ */
+export function quota(serial: u64, grant: u32, now: i64): i32 {
+  if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
+  const record = grantLimits(grant);
+  if (record == 0) return 0;
+  return quotaOf(record, serial, now, resultBuf()) ? 1 : 0;
+}
+
+/**
+ * Sets a quota count of `serial`, a token that expires at `expiry` (Unix s): `calls` in
+ * window `window` (as `quota` numbers them), counted here (`here` 1: added to this
+ * window's count, as a restore at start does; an older window's is replaced) or by the
+ * other gateways of a fleet (`here` 0: replaces their sum). 0; -1 when the limits table
+ * has no slot for the token. Owner only.
+ */
+export function setQuota(serial: u64, expiry: u64, window: u32, calls: u32, here: u32): i32 {
+  ownerOnly();
+  return putQuota(serial, expiry, window, calls, here != 0) ? 0 : -1;
 }
 
 /**

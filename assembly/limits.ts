@@ -6,6 +6,8 @@
 //
 //   rate N/U     N calls (1..1,000,000) per U: s, m or h
 //   burst B      the bucket's size (1..1,000,000); present exactly when rate is
+//   quota N/P    N calls (1..1,000,000,000) per calendar day (P `day`) or month
+//                (`month`), UTC: a window that resets at its end
 //   client H/P   an address of 32 lowercase hex digits (IPv4 as ::ffff:a.b.c.d) and a
 //                prefix length 0..128, the bits past the prefix zero; ascending, at
 //                most 64
@@ -18,6 +20,15 @@
 // interval between calls, B the burst), and moves TAT there with one compare-and-swap;
 // otherwise it waits for the excess. Every thread updates the same word, so N threads
 // together give a token its rate, not N times it.
+//
+// A quota counts the calls let through in the current window: one u64 per token, the
+// window's number (days or months since 1970, UTC) in the high half and the calls in the
+// low half, moved with one compare-and-swap, so that a new window starts at 0 without a
+// reset of its own. Beside it, what the other gateways of a fleet have let through in the
+// same window, as the host last read it from them (setQuotaRemote): a call passes when
+// this gateway's count, the others' and the call's together are within N. The call's
+// calls are taken from the quota before the rate is asked, and given back if the rate
+// refuses them.
 //
 // The buckets and usage counters live in a fixed table keyed by serial (open addressing,
 // linear probing over at most MAX_PROBE slots). A slot is claimed by the first call of a
@@ -51,7 +62,7 @@
 import { CLAIM_LOCKS, CLAIM_STRIPES, LIMIT_SHARE, USAGE_MISSES, state } from './layout';
 import { claimShared32, readShared32, writeShared32 } from './shared';
 import { resultBuf } from './slots';
-import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_BAD_LIMIT, GRANT_TOO_MANY_CLIENTS } from './results';
+import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_BAD_LIMIT, GRANT_TOO_MANY_CLIENTS } from './results';
 
 /** Slots of each table (the limits', the usage one's): 65,536 of 64 bytes (4 MiB). */
 export const LIMIT_SLOTS_LOG2: u32 = 16;
@@ -63,13 +74,16 @@ const SLOT_MASK: u64 = (<u64>1 << LIMIT_SLOTS_LOG2) - 1;
 
 // A slot, one cache line: the serial + 1 (0: never used; CLAIMING: being reset for a new
 // serial), the bucket's TAT (ns), the calls let through, the last call's time (ns), the
-// token's expiry (Unix seconds), and the calls that have the slot pinned (u32).
+// token's expiry (Unix seconds), the calls that have the slot pinned (u32), and the
+// quota's window and count here and at the other gateways (window << 32 | calls).
 const KEY: usize = 0;
 const TAT: usize = 8;
 const REQUESTS: usize = 16;
 const LAST: usize = 24;
 const EXPIRY: usize = 32;
 const USERS: usize = 40;
+const QUOTA_HERE: usize = 48;
+const QUOTA_OTHERS: usize = 56;
 const CLAIMING: u64 = u64.MAX_VALUE;
 
 /** The `now` of a claim that takes no other token's slot: `restoreUse`, at start. */
@@ -88,13 +102,22 @@ export const REC_BURST: usize = 16;
 export const REC_CLIENTS: usize = 20;
 /** u32: bytes of the limit entries in the list. */
 export const REC_TEXT: usize = 24;
+/** u32: the quota's N; 0 when the grant has none. */
+export const REC_QUOTA: usize = 28;
+/** u32: the quota's window: QUOTA_DAY or QUOTA_MONTH. */
+export const REC_QUOTA_PER: usize = 32;
 /** Each client range: the address (16 bytes), then the prefix as a mask (16 bytes). */
-export const REC_HEAD: usize = 32;
+export const REC_HEAD: usize = 40;
 export const REC_CLIENT: usize = 32;
 
 export const MAX_CLIENTS: u32 = 64;
 export const MAX_RATE: u64 = 1000000;
 export const MAX_BURST: u64 = 1000000;
+export const MAX_QUOTA: u64 = 1000000000;
+/** A quota's windows: calendar days, or calendar months, UTC. */
+export const QUOTA_DAY: u32 = 1;
+export const QUOTA_MONTH: u32 = 2;
+const DAY_NS: i64 = 86400000000000;
 
 /**
  * Sets the table up at `at`; called once by `init`, on a memory no call has written yet,
@@ -254,6 +277,8 @@ function claim(table: usize, serial: u64, expiry: u64, now: i64): usize {
     store64(free + TAT, 0);
     store64(free + REQUESTS, 0);
     store64(free + LAST, 0);
+    store64(free + QUOTA_HERE, 0);
+    store64(free + QUOTA_OTHERS, 0);
     store64(free + EXPIRY, expiry);
     add32(free + USERS, 1);
     store64(free + KEY, key);
@@ -285,7 +310,8 @@ function clientIn(ranges: usize, n: u32, addr: usize): bool {
 /**
  * One call of `n` (0: the client alone is checked) by token `serial`, which expires at
  * `expiry` (Unix seconds), of the grant whose limits record is at `rec`, from the address
- * at `addr`, at `now` (Unix ns): an ADMIT_ code. The wait of ADMIT_RATE goes to `out`.
+ * at `addr`, at `now` (Unix ns): an ADMIT_ code. The wait of ADMIT_RATE goes to `out`;
+ * for ADMIT_QUOTA, the wait until the window resets, then the reset's time (Unix ns).
  */
 export function admitCall(rec: usize, serial: u64, expiry: u64, n: u32, now: i64, addr: usize, out: usize): i32 {
   const clients = load<u32>(rec, REC_CLIENTS);
@@ -300,6 +326,26 @@ export function admitCall(rec: usize, serial: u64, expiry: u64, n: u32, now: i64
   if (interval != 0 && <u64>n > burst) return ADMIT_OVER_BURST;
   const slot = slotOf(state.limitTable, serial, expiry, now);
   if (slot == 0) return ADMIT_TABLE_FULL;
+  const quota = <u64>load<u32>(rec, REC_QUOTA);
+  let window: u64 = 0;
+  if (quota != 0) {
+    const per = load<u32>(rec, REC_QUOTA_PER);
+    window = <u64>quotaWindow(per, now);
+    for (;;) {
+      const word = load64(slot + QUOTA_HERE);
+      const here = word >> 32 == window ? word & 0xffffffff : 0;
+      const o = load64(slot + QUOTA_OTHERS);
+      const others = o >> 32 == window ? o & 0xffffffff : 0;
+      if (here + others + <u64>n > quota) {
+        unpin(slot);
+        const end = windowEnd(per, <u32>window);
+        store<u64>(out, <u64>(end - now));
+        store<u64>(out, <u64>end, 8);
+        return ADMIT_QUOTA;
+      }
+      if (cas64(slot + QUOTA_HERE, word, (window << 32) | (here + <u64>n))) break;
+    }
+  }
   if (interval != 0) {
     const cost = <u64>n * interval;
     const tolerance = burst * interval;
@@ -308,6 +354,13 @@ export function admitCall(rec: usize, serial: u64, expiry: u64, n: u32, now: i64
       const next = (tat > now ? tat : now) + <i64>cost;
       const lead = <u64>(next - now);
       if (lead > tolerance) {
+        // The quota took these calls first: give them back (unless its window has turned).
+        if (quota != 0) {
+          for (;;) {
+            const word = load64(slot + QUOTA_HERE);
+            if (word >> 32 != window || cas64(slot + QUOTA_HERE, word, word - <u64>n)) break;
+          }
+        }
         unpin(slot);
         store<u64>(out, lead - tolerance);
         return ADMIT_RATE;
@@ -365,6 +418,84 @@ export function restoreUse(serial: u64, expiry: u64, limited: bool, requests: u6
   return true;
 }
 
+/**
+ * The window of `now` (Unix ns) for a quota `per` day or month: whole days, or calendar
+ * months, since 1970-01-01 UTC (the civil calendar of Howard Hinnant's `civil_from_days`).
+ */
+export function quotaWindow(per: u32, now: i64): u32 {
+  const days = now <= 0 ? 0 : <u64>(now / DAY_NS);
+  if (per == QUOTA_DAY) return <u32>days;
+  const z = days + 719468;
+  const era = z / 146097;
+  const doe = z - era * 146097;
+  const yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const mp = (5 * doy + 2) / 153;
+  const month = mp < 10 ? mp + 3 : mp - 9;
+  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  return <u32>((year - 1970) * 12 + month - 1);
+}
+
+/** Unix ns at which window `w` of a quota `per` day or month ends (`days_from_civil`). */
+export function windowEnd(per: u32, w: u32): i64 {
+  if (per == QUOTA_DAY) return (<i64>w + 1) * DAY_NS;
+  const next = <u64>w + 1;
+  const month = next % 12 + 1;
+  const year = 1970 + next / 12 - (month <= 2 ? 1 : 0);
+  const era = year / 400;
+  const yoe = year - era * 400;
+  const doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5;
+  const doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return <i64>(era * 146097 + doe - 719468) * DAY_NS;
+}
+
+/**
+ * The quota of `serial`, of the grant whose limits record is at `rec`, at `now`: its
+ * window (u32 at out+16), the calls counted here (u64 at out+0) and at the other gateways
+ * (u64 at out+8) in that window. False when the grant has no quota or the token no slot.
+ */
+export function quotaOf(rec: usize, serial: u64, now: i64, out: usize): bool {
+  if (load<u32>(rec, REC_QUOTA) == 0) return false;
+  const slot = slotFound(state.limitTable, serial);
+  if (slot == 0) return false;
+  const window = <u64>quotaWindow(load<u32>(rec, REC_QUOTA_PER), now);
+  const word = load64(slot + QUOTA_HERE);
+  const o = load64(slot + QUOTA_OTHERS);
+  unpin(slot);
+  store<u64>(out, word >> 32 == window ? word & 0xffffffff : 0);
+  store<u64>(out, o >> 32 == window ? o & 0xffffffff : 0, 8);
+  store<u32>(out, <u32>window, 16);
+  return true;
+}
+
+/**
+ * Sets a quota count of `serial`, a token that expires at `expiry` (Unix seconds), in its
+ * slot of the limits table, taking a slot never used or its own: `calls` in `window`,
+ * counted here (`here`: added, as a restore at start adds what a snapshot saved; an older
+ * window's count is replaced) or at the other gateways (replaced: the host gives their
+ * latest sum). False when the table has no slot for it.
+ */
+export function setQuota(serial: u64, expiry: u64, window: u32, calls: u32, here: bool): bool {
+  const slot = slotOf(state.limitTable, serial, expiry, NEVER);
+  if (slot == 0) return false;
+  const w = <u64>window;
+  if (here) {
+    for (;;) {
+      const word = load64(slot + QUOTA_HERE);
+      const seen = word >> 32;
+      // A count of a later window than the one given stays: it is newer.
+      if (seen > w) break;
+      let sum = (seen == w ? word & 0xffffffff : 0) + <u64>calls;
+      if (sum > 0xffffffff) sum = 0xffffffff;
+      if (cas64(slot + QUOTA_HERE, word, (w << 32) | sum)) break;
+    }
+  } else {
+    store64(slot + QUOTA_OTHERS, (w << 32) | <u64>calls);
+  }
+  unpin(slot);
+  return true;
+}
+
 /** The calls of tokens without limits served uncounted (no slot): USAGE_MISSES. */
 export function usageMisses(): u32 {
   if (ASC_FEATURE_THREADS) return atomic.load<u32>(USAGE_MISSES);
@@ -375,7 +506,7 @@ export function usageMisses(): u32 {
 
 /** A decimal of 1..max with no leading zero, the `n` bytes at `p`; 0 when it is not one. */
 function decimal(p: usize, n: usize, max: u64): u64 {
-  if (n == 0 || n > 7 || load<u8>(p) == 0x30) return 0;
+  if (n == 0 || n > 10 || load<u8>(p) == 0x30) return 0;
   let v: u64 = 0;
   for (let i: usize = 0; i < n; i++) {
     const d = <u32>load<u8>(p + i) - 0x30;
@@ -385,6 +516,13 @@ function decimal(p: usize, n: usize, max: u64): u64 {
   return v <= max ? v : 0;
 }
 
+/** Whether the `n` bytes at `p` (at most 8) are `word`'s, little-endian. */
+function endsWith(p: usize, n: usize, word: u64): bool {
+  let w: u64 = 0;
+  for (let i: usize = 0; i < n; i++) w |= <u64>load<u8>(p + i) << (<u64>i << 3);
+  return w == word;
+}
+
 function startsWith(p: usize, n: usize, word: u64, len: usize): bool {
   if (n <= len) return false;
   let w: u64 = 0;
@@ -392,8 +530,11 @@ function startsWith(p: usize, n: usize, word: u64, len: usize): bool {
   return w == word;
 }
 
-// "rate ", "burst ", "client " as little-endian words.
+// "rate ", "burst ", "quota ", "client " as little-endian words; "/day" and "/month" too.
 const RATE: u64 = 0x2065746172;
+const QUOTA: u64 = 0x2061746f7571;
+const PER_DAY: u64 = 0x7961642f;
+const PER_MONTH: u64 = 0x68746e6f6d2f;
 const BURST: u64 = 0x207473727562;
 const CLIENT: u64 = 0x20746e65696c63;
 
@@ -422,6 +563,8 @@ function parse(p: usize, n: usize, rec: usize): i32 {
   let interval: u64 = 0;
   let burst: u64 = 0;
   let clients: u32 = 0;
+  let quota: u64 = 0;
+  let per: u32 = 0;
   let previous: usize = 0;
   let previousLen: usize = 0;
   while (start < n) {
@@ -441,6 +584,16 @@ function parse(p: usize, n: usize, rec: usize): i32 {
     } else if (index == 1 && interval != 0 && startsWith(e, len, BURST, 6)) {
       burst = decimal(e + 6, len - 6, MAX_BURST);
       if (burst == 0) return -1 - index;
+    } else if (quota == 0 && clients == 0 && (interval == 0 || burst != 0) && startsWith(e, len, QUOTA, 6)) {
+      // "quota N/day" or "quota N/month".
+      let slash = e + 6;
+      while (slash < e + len && load<u8>(slash) != 0x2f) slash++;
+      const tail = e + len - slash;
+      if (tail == 4 && endsWith(slash, tail, PER_DAY)) per = QUOTA_DAY;
+      else if (tail == 6 && endsWith(slash, tail, PER_MONTH)) per = QUOTA_MONTH;
+      else return -1 - index;
+      quota = decimal(e + 6, slash - e - 6, MAX_QUOTA);
+      if (quota == 0) return -1 - index;
     } else if (startsWith(e, len, CLIENT, 7) && (interval == 0 || burst != 0)) {
       if (clients == MAX_CLIENTS) return GRANT_TOO_MANY_CLIENTS;
       // 32 hex digits, "/", a prefix 0..128 with no leading zero.
@@ -491,6 +644,8 @@ function parse(p: usize, n: usize, rec: usize): i32 {
     store<u32>(rec, <u32>burst, REC_BURST);
     store<u32>(rec, clients, REC_CLIENTS);
     store<u32>(rec, <u32>n, REC_TEXT);
+    store<u32>(rec, <u32>quota, REC_QUOTA);
+    store<u32>(rec, per, REC_QUOTA_PER);
   }
   return <i32>clients;
 }

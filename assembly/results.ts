@@ -78,6 +78,8 @@ export const ADMIT_CLIENT = 1;
 export const ADMIT_RATE = 2;
 /** admit: more calls at once than the token's burst: never let through. */
 export const ADMIT_OVER_BURST = 3;
+/** admit: the token's quota for this window (day or month, UTC) is spent; the nanoseconds until it resets are at result+0 (u64), the reset's time (Unix ns) at result+8. */
+export const ADMIT_QUOTA = 4;
 /** admit: the limits table has no slot for the token (see "Limits"). */
 export const ADMIT_TABLE_FULL = -1;
 /** admit: no such grant. */

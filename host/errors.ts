@@ -29,6 +29,7 @@ import type { GrantErrorCode, IssueErrorCode } from './core/core.js';
  * | -32000 | 200  | API_AUTH_INCORRECT_PASSWORD   | auth.*: the password is not the service password |
  * | -32005 | 429  | API_AUTH_THROTTLED            | auth.*: too many failed password checks of late (Retry-After) |
  * | -32005 | 429  | API_AUTH_RATE_LIMITED         | a request past its token's rateLimit (Retry-After); a WebSocket message's error |
+ * | -32005 | 429  | API_AUTH_QUOTA_SPENT          | a request past its token's quota for the day or month (Retry-After, data.resetsAt) |
  * | -32041 | 200  | API_AUTH_RESOURCE_LIMIT       | auth.newToken: too many live tokens, or distinct grants |
  * | -32043 | 503  | API_AUTH_BUSY                 | auth.*: too many password checks waiting (Retry-After) |
  * | -32044 | 502  | API_AUTH_UPSTREAM_UNAVAILABLE | --upstream refused, reset, or could not be reached |
@@ -200,6 +201,7 @@ export class UpstreamError extends ApiAuthError implements ErrorAnswer {
 /** Why a token's limits refused a request once its body was read (a batch counts its calls). */
 export const LIMIT_ERRORS = {
   'rate': { code: 'API_AUTH_RATE_LIMITED', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
+  'quota': { code: 'API_AUTH_QUOTA_SPENT', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
   'table full': { code: 'API_AUTH_LIMITS_FULL', rpcCode: RpcCode.Unavailable, httpStatus: 503 },
   'unreadable': { code: 'API_AUTH_LIMITS_UNREADABLE', rpcCode: RpcCode.InvalidRequest, httpStatus: 400 },
 } as const satisfies Readonly<Record<string, ErrorAnswer>>;
@@ -212,7 +214,8 @@ export class LimitRefusedError extends ApiAuthError implements ErrorAnswer {
   override readonly name = 'LimitRefusedError';
 
   constructor(readonly result: keyof typeof LIMIT_ERRORS) {
-    super(result === 'rate' ? 'the token\'s rate refused the request' : result === 'table full' ? 'no room to track the token\'s limits'
+    super(result === 'rate' ? 'the token\'s rate refused the request' : result === 'quota' ? 'the token\'s quota for this day or month is spent'
+      : result === 'table full' ? 'no room to track the token\'s limits'
       : 'the token\'s limits need the request\'s calls, and its body could not be read');
     ({ code: this.code, rpcCode: this.rpcCode, httpStatus: this.httpStatus } = LIMIT_ERRORS[result]);
   }

@@ -193,8 +193,11 @@ func (in *instance) admit(serial, expiry uint64, grant, calls uint32, client [16
 		return Admission{}, newError(CodeUnknownGrant, "no grant %d", grant)
 	}
 	a := Admission{Result: r}
-	if r == RateLimited {
+	if r == RateLimited || r == QuotaSpent {
 		a.WaitNs = in.u64(in.result)
+	}
+	if r == QuotaSpent {
+		a.ResetNs = int64(in.u64(in.result + 8))
 	}
 	return a, nil
 }

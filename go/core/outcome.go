@@ -63,14 +63,19 @@ const (
 	RateLimited AdmitResult = 2
 	// OverBurst: more calls at once than the token's burst: never let through.
 	OverBurst AdmitResult = 3
+	// QuotaSpent: past the token's quota for its calendar day or month (UTC);
+	// Admission.WaitNs says how long until it resets, Admission.ResetNs when.
+	QuotaSpent AdmitResult = 4
 	// LimitTableFull: the core's limits table has no slot for the token.
 	LimitTableFull AdmitResult = -1
 )
 
-// Admission is Admit's answer: the result, and for RateLimited the wait in nanoseconds.
+// Admission is Admit's answer: the result, for RateLimited and QuotaSpent the wait in
+// nanoseconds, and for QuotaSpent the time the quota resets (Unix ns).
 type Admission struct {
-	Result AdmitResult
-	WaitNs uint64
+	Result  AdmitResult
+	WaitNs  uint64
+	ResetNs int64
 }
 
 // Usage is what Admit let through for a token: its calls, and the last one's time (Unix ns).

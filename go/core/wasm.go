@@ -27,12 +27,12 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "f4cbe52efb700ba1af866830d94f968876b41605b6cd3b0f1c6d8501d3430b32"
-	ThreadsSHA256 = "09c3bc64a06bdad9dc279dd282671256468d7d13feae7b6cb61c8ce7a9588f6e"
+	PlainSHA256   = "00c8b71d633fd52280cba51815c56a5901fdc2f67de518d1747a939195860f5e"
+	ThreadsSHA256 = "7fa07954473e59289f941dccd0eaab866e50452593fcacf3514cb274c9a177ca"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).
-const ABIVersion = 4
+const ABIVersion = 5
 
 // Engine chooses how wazero runs the core.
 type Engine int

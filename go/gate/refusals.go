@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"api-auth/go/core"
 )
@@ -134,6 +135,10 @@ func rateLimitedMessage(retryAfter uint64) string {
 	return "the provided auth token is past its rate limit; retry in " + strconv.FormatUint(retryAfter, 10) + " s"
 }
 
+func quotaSpentMessage(resetsAt string) string {
+	return "the provided auth token's quota for this period is spent; it resets at " + resetsAt
+}
+
 func overBurstMessage(calls uint32) string {
 	return "the provided auth token's burst is smaller than these " + strconv.FormatUint(uint64(calls), 10) +
 		" calls at once; send fewer calls at a time"
@@ -159,6 +164,12 @@ func writeLimitRefusal(w http.ResponseWriter, a core.Admission, calls uint32, id
 		writeJSON(w, http.StatusTooManyRequests, "", rpcError(codeRateLimited, rateLimitedMessage(seconds), id)+"\n")
 	case core.OverBurst:
 		writeJSON(w, http.StatusTooManyRequests, "", rpcError(codeRateLimited, overBurstMessage(calls), id)+"\n")
+	case core.QuotaSpent:
+		seconds := max(1, (a.WaitNs+999_999_999)/1_000_000_000)
+		resetsAt := time.Unix(0, a.ResetNs).UTC().Format("2006-01-02T15:04:05Z")
+		w.Header()["Retry-After"] = []string{strconv.FormatUint(seconds, 10)}
+		writeJSON(w, http.StatusTooManyRequests, "", `{"jsonrpc":"2.0","error":{"code":`+strconv.Itoa(codeRateLimited)+
+			`,"message":`+quote(quotaSpentMessage(resetsAt))+`,"data":{"resetsAt":"`+resetsAt+`"}},"id":`+id+"}\n")
 	default:
 		limitsFull.write(w)
 	}

@@ -79,7 +79,7 @@ export class Fleet implements Ledger {
     this.membership.onGateways = (count) => this.core.setLimitShare(count);
     this.blocks = new SerialBlocks(this.etcd, this.keys, (revision) => this.membership.barrier(revision));
     this.throttle = new FleetThrottle(this.etcd, this.keys, log);
-    this.usage = new FleetUsage(this.etcd, this.keys, core, log);
+    this.usage = new FleetUsage(this.etcd, this.keys, core, log, clock);
     this.ends = new RotationEnds({
       refuse: (serial) => this.core.revokeSerial(serial),
       record: (serial, expiry) => this.revoke(serial, expiry),
@@ -486,7 +486,12 @@ export class Fleet implements Ledger {
   /** Publishes this gateway's counts of the live tokens (usage.ts); not while it rejoins, its lease being replaced. */
   private async publishUsage(): Promise<void> {
     if (this.closed || this.membership.rejoining) return;
-    await this.usage.publish(this.liveTokens());
+    const live = this.liveTokens();
+    await this.usage.publish(live);
+    // The others' quota counts, read as often as this gateway publishes its own: only
+    // when a live token has a quota, so that a fleet without quotas reads nothing more.
+    const quoted = live.filter((e) => this.grantLists[e.grant]?.some((entry) => entry.startsWith('quota ')) === true);
+    if (quoted.length > 0 && !this.closed) await this.usage.refreshQuota(quoted);
   }
 
   /** The inventory entries of the tokens that work now. */

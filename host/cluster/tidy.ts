@@ -57,12 +57,14 @@ export async function deleteExpired(etcd: EtcdConnection, keys: FleetKeys, now: 
     for (const kv of usage.kvs) {
       const counted = decodeFleetUsage(kv.value.toString('utf8'));
       if (counted === undefined) continue;
-      const kept = counted.filter(([serial]) => listed.has(serial));
-      if (kept.length === counted.length) continue;
+      const kept = counted.tokens.filter(([serial]) => listed.has(serial));
+      const quota = counted.quota.filter(([serial]) => listed.has(serial));
+      if (kept.length === counted.tokens.length && quota.length === counted.quota.length) continue;
       const key = kv.key.toString('utf8');
       // Only the value read: a gateway that published meanwhile wins, and the next round looks again.
-      const change = kept.length === 0 ? etcd.client.delete().key(key) : etcd.client.put(key).value(JSON.stringify({ tokens: kept }));
-      if ((await etcd.client.if(key, 'Mod', '==', kv.mod_revision).then(change).commit()).succeeded) dropped += counted.length - kept.length;
+      const change = kept.length === 0 && quota.length === 0 ? etcd.client.delete().key(key)
+        : etcd.client.put(key).value(JSON.stringify(quota.length === 0 ? { tokens: kept } : { tokens: kept, quota }));
+      if ((await etcd.client.if(key, 'Mod', '==', kv.mod_revision).then(change).commit()).succeeded) dropped += counted.tokens.length - kept.length;
     }
     if (dropped > 0) log.info('dropped the usage counts of tokens no longer listed from the fleet', { count: dropped });
   } catch (error) {

@@ -13,8 +13,9 @@ import { randomBytes } from 'node:crypto';
 import type { Core } from '../core/core.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
-import { MAX_USAGE_REQUESTS, readUsageCounts, usageCounts } from '../service/ledger.js';
-import type { InventoryEntry, Usage, UsageCount } from '../service/ledger.js';
+import type { Clock } from '../clock.js';
+import { MAX_USAGE_REQUESTS, quotaCounts, readQuotaCounts, readUsageCounts, usageCounts } from '../service/ledger.js';
+import type { InventoryEntry, QuotaCount, Usage, UsageCount } from '../service/ledger.js';
 import type { EtcdConnection } from './etcd.js';
 import { etcdRefusal } from './refusals.js';
 import { deleteKeyCommand } from './keys.js';
@@ -23,16 +24,27 @@ import type { FleetKeys } from './keys.js';
 /** How often a gateway publishes its counts: what the others' lag behind it by, at most (plus one put). */
 export const USAGE_PUBLISH_MS = 5000;
 
-/** The counts a usage key holds; undefined for a value that is not `{"tokens": [[serial, requests, lastUsedMs], ...]}`. */
-export function decodeFleetUsage(value: string): UsageCount[] | undefined {
+/**
+ * The counts a usage key holds; undefined for a value that is not
+ * `{"tokens": [[serial, requests, lastUsedMs], ...], "quota": [[serial, window, calls], ...]}`
+ * (`quota` absent: none, as a gateway from before quotas writes it).
+ */
+export function decodeFleetUsage(value: string): { tokens: UsageCount[]; quota: QuotaCount[] } | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
   } catch {
     return undefined;
   }
-  const counts = readUsageCounts((parsed as { tokens?: unknown } | null)?.tokens);
-  return typeof counts === 'string' ? undefined : counts;
+  const tokens = readUsageCounts((parsed as { tokens?: unknown } | null)?.tokens);
+  const quota = readQuotaCounts((parsed as { quota?: unknown } | null)?.quota);
+  return typeof tokens === 'string' || typeof quota === 'string' ? undefined : { tokens, quota };
+}
+
+/** The other gateways' quota counts of one token: the latest window any of them counted in, and their calls in it. */
+interface QuotaSum {
+  window: number;
+  calls: number;
 }
 
 export class FleetUsage {
@@ -48,7 +60,7 @@ export class FleetUsage {
   damaged = new Set<string>();
 
   constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly core: Core,
-    private readonly log: Logger) {
+    private readonly log: Logger, private readonly clock: Clock) {
     this.key = keys.usage(randomBytes(8).toString('hex'));
   }
 
@@ -61,9 +73,10 @@ export class FleetUsage {
   }
 
   /** Publishes this gateway's counts of `live` tokens, when they changed. */
-  async publish(live: Iterable<InventoryEntry>): Promise<void> {
+  async publish(live: readonly InventoryEntry[]): Promise<void> {
     const tokens = usageCounts(live, this.core);
-    const value = JSON.stringify({ tokens });
+    const quota = quotaCounts(live, this.core, this.clock());
+    const value = JSON.stringify(quota.length === 0 ? { tokens } : { tokens, quota });
     if (value === this.published) return;
     try {
       await this.etcd.call((client) => client.put(this.key).value(value).exec());
@@ -80,15 +93,35 @@ export class FleetUsage {
    * shows this gateway's own counts rather than fail, and the warning says why.
    */
   async others(): Promise<Map<number, Usage>> {
+    return (await this.read('listTokens shows this gateway\'s alone'))?.usage ?? new Map();
+  }
+
+  /**
+   * Gives the core the other gateways' quota counts of the `live` tokens with a quota, as
+   * they last published them: each gateway then refuses a call once its own count, the
+   * others' and the call's pass the quota. Unread (an outage), the core keeps the counts
+   * it was last given, and the warning says why.
+   */
+  async refreshQuota(live: readonly InventoryEntry[]): Promise<void> {
+    const quota = (await this.read('the quotas count this gateway\'s calls and the others\' last read counts'))?.quota;
+    if (quota === undefined) return;
+    for (const e of live) {
+      const sum = quota.get(e.serial);
+      if (sum !== undefined) this.core.setQuota(e.serial, e.expiry, sum.window, sum.calls, false);
+    }
+  }
+
+  /** The other gateways' usage and quota counts, or undefined (with a warning that ends with `meanwhile`) when etcd cannot be read. */
+  private async read(meanwhile: string): Promise<{ usage: Map<number, Usage>; quota: Map<number, QuotaSum> } | undefined> {
     let all: Record<string, string>;
     try {
       all = await this.etcd.call((client) => client.getAll().prefix(this.keys.usagePrefix).strings());
     } catch (error) {
-      this.log.warn(`cannot read the other gateways' usage counts, so listTokens shows this gateway's alone; ${this.why(error)}`,
-        errorFields(error));
-      return new Map();
+      this.log.warn(`cannot read the other gateways' usage counts, so ${meanwhile}; ${this.why(error)}`, errorFields(error));
+      return undefined;
     }
     const merged = new Map<number, Usage>();
+    const quota = new Map<number, QuotaSum>();
     const damaged = new Set<string>();
     for (const [key, value] of Object.entries(all)) {
       if (key === this.key) continue;
@@ -101,13 +134,20 @@ export class FleetUsage {
         }
         continue;
       }
-      for (const [serial, requests, lastUsedMs] of counted) {
+      for (const [serial, requests, lastUsedMs] of counted.tokens) {
         const seen = merged.get(serial);
         merged.set(serial, seen === undefined ? { requests, lastUsedMs }
           : { requests: Math.min(seen.requests + requests, MAX_USAGE_REQUESTS), lastUsedMs: Math.max(seen.lastUsedMs, lastUsedMs) });
       }
+      // The calls of one window are summed; a count of an earlier window than another
+      // gateway's has ended, and counts nothing.
+      for (const [serial, window, calls] of counted.quota) {
+        const seen = quota.get(serial);
+        if (seen === undefined || window > seen.window) quota.set(serial, { window, calls });
+        else if (window === seen.window) seen.calls = Math.min(seen.calls + calls, 2 ** 32 - 1);
+      }
     }
     this.damaged = damaged;
-    return merged;
+    return { usage: merged, quota };
   }
 }

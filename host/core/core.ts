@@ -13,7 +13,7 @@ import { instantiateSync } from '@assemblyscript/loader';
 // The core's own files, compiled for the host too: its codes have one definition.
 import { Outcome } from '../../assembly/outcome.js';
 import {
-  ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, ADMIT_UNKNOWN_GRANT,
+  ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL, ADMIT_UNKNOWN_GRANT,
   ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, GRANT_BAD_ENTRY, GRANT_BAD_LIMIT, GRANT_BAD_METHOD, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG,
   GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS, GRANT_TABLE_FULL, GRANT_TOO_MANY_CLIENTS, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS,
   ISSUE_BAD_SERIAL, ISSUE_BAD_TIME,
@@ -25,7 +25,7 @@ import { InvariantError } from '../api-auth-error.js';
 /** Outcomes of a token check: assembly/outcome.ts itself. */
 export { Outcome };
 export { RESERVE_EXPIRED, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED };
-export { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL };
+export { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL };
 
 /**
  * What the core's path rules refuse, in brief, for the messages users see (the rule in
@@ -103,7 +103,7 @@ export const METHOD_RULES = `a JSON-RPC method name of 1 to ${MAX_METHOD_LENGTH}
   'non-ASCII), optionally ending in "*" to allow every method it starts (like eth_*), or "*" alone for every method';
 export const GENERATED_PASSWORD_LENGTH = 32;
 /** The core's ABI this host speaks (assembly/README.md). */
-export const ABI_VERSION = 4;
+export const ABI_VERSION = 5;
 /** A token's limits hold at most this many client ranges (allowedClients). */
 export const MAX_CLIENTS = 64;
 /** Slots of the core's limits table (assembly/limits.ts): tokens with limits that have been used and not yet expired. */
@@ -204,6 +204,8 @@ interface Exports extends Record<string, unknown> {
   issueSerial(serial: bigint, grant: number, now: bigint, lifetime: number): number;
   admit(serial: bigint, expiry: bigint, grant: number, n: number, now: bigint): number;
   setLimitShare(members: number): number;
+  quota(serial: bigint, grant: number, now: bigint): number;
+  setQuota(serial: bigint, expiry: bigint, window: number, calls: number, here: number): number;
   usage(serial: bigint): number;
   restoreUsage(serial: bigint, expiry: bigint, grant: number, requests: bigint, last: bigint): number;
   countUsage(serial: bigint, expiry: bigint, grant: number, n: number, now: bigint): number;
@@ -474,7 +476,7 @@ export class Core {
    * scopedGrant), from `client` (16 bytes, IPv4 as IPv4-mapped: addressBytes in
    * http/client-address.ts), at `nowMs` (ms since the Unix epoch). ADMIT_OK (let through
    * and counted), ADMIT_CLIENT, ADMIT_RATE (the wait in `admitWait`), ADMIT_OVER_BURST,
-   * ADMIT_TABLE_FULL. Any thread may call it: every thread's calls share one bucket.
+   * ADMIT_QUOTA (the time to the quota's reset in `admitWait`), ADMIT_TABLE_FULL. Any thread may call it: every thread's calls share one bucket.
    */
   admit(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array, nowMs: number): number {
     this.mem().set(client, this.ioPtr);
@@ -493,9 +495,39 @@ export class Core {
     this.x.setLimitShare(Math.max(1, Math.min(members, 2 ** 32 - 1)));
   }
 
-  /** After `admit` answered ADMIT_RATE: how long to wait, in milliseconds (fractional). */
+  /**
+   * The quota count of a token of `grant` in the window of `nowMs`: the calls let through
+   * here and (as last given by `setQuota`) at the other gateways, and the window's number
+   * (days or months since 1970, UTC); undefined when the grant has no quota or the token
+   * has no slot yet.
+   */
+  quota(serial: number, grant: number, nowMs: number): { here: number; others: number; window: number } | undefined {
+    const result = this.x.quota(BigInt(serial), grant, BigInt(nowMs) * 1_000_000n);
+    if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
+    if (result !== 1) return undefined;
+    const v = this.dv();
+    return { here: Number(v.getBigUint64(this.resultPtr, true)), others: Number(v.getBigUint64(this.resultPtr + 8, true)),
+      window: v.getUint32(this.resultPtr + 16, true) };
+  }
+
+  /**
+   * Sets a token's quota count in `window` (the owner): `here`, added to this gateway's
+   * count (a restore at start, a rotation's carry-over), or the other gateways' latest
+   * sum, replacing the last. False when the core's table has no slot for it.
+   */
+  setQuota(serial: number, expiry: number, window: number, calls: number, here: boolean): boolean {
+    this.writer();
+    return this.x.setQuota(BigInt(serial), BigInt(expiry), window, Math.min(calls, 2 ** 32 - 1), here ? 1 : 0) === 0;
+  }
+
+  /** After `admit` answered ADMIT_RATE or ADMIT_QUOTA: how long to wait, in milliseconds (fractional). */
   get admitWait(): number {
     return Number(this.dv().getBigUint64(this.resultPtr, true)) / 1e6;
+  }
+
+  /** After `admit` answered ADMIT_QUOTA: when the quota's window resets, ms since the Unix epoch. */
+  get quotaResetMs(): number {
+    return Number(this.dv().getBigUint64(this.resultPtr + 8, true) / 1_000_000n);
   }
 
   /**

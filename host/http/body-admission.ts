@@ -103,7 +103,7 @@ export class BodyAdmission {
   /** `calls` calls of a token with limits, all at once; null when they pass (and are counted). */
   private count(limited: LimitedToken, calls: number, idJson: string): CallRefusal | null {
     const result = this.gate.admitCalls(limited.serial, limited.expiry, limited.grant, calls, limited.client);
-    return result === ADMIT_OK ? null : limitRefusal(result, this.core.admitWait, calls, idJson);
+    return result === ADMIT_OK ? null : limitRefusal(result, this.core.admitWait, calls, idJson, this.core.quotaResetMs);
   }
 
   private unreadable(ticket: Ticket, problem: Parameters<typeof unreadableRefusal>[0], at: number, id: string | null, via: ScopeVia): CallRefusal {

@@ -3,11 +3,14 @@
 // clock it is given. It allocates nothing on the way.
 import { systemTimer } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, Outcome } from '../core/core.js';
+import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, Outcome } from '../core/core.js';
 import type { Core } from '../core/core.js';
-import { LATENCY_SAMPLE_EVERY } from '../ops/metrics.js';
+import { LATENCY_SAMPLE_EVERY, LIMIT_REFUSALS } from '../ops/metrics.js';
 import { UNAVAILABLE } from './refusals.js';
 import type { Metrics } from '../ops/metrics.js';
+
+/** The index of a quota's refusal in the metrics' LIMIT_REFUSALS. */
+const QUOTA_REFUSAL = LIMIT_REFUSALS.indexOf('quota');
 
 /**
  * Whether a fleet gateway may serve at `nowMs` (ms since the Unix epoch): its fence, a
@@ -92,7 +95,9 @@ export class Gate {
   /** `admitLimited` for a token admitted earlier (its serial, expiry and grant): more calls of one request, or a message. */
   admitCalls(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array): number {
     const result = this.core.admit(serial, expiry, grant, calls, client, this.clock());
-    if (result !== ADMIT_OK) this.metrics.limitRefusals[result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : result === ADMIT_CLIENT ? 1 : 2]++;
+    if (result !== ADMIT_OK) {
+      this.metrics.limitRefusals[result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : result === ADMIT_CLIENT ? 1 : result === ADMIT_QUOTA ? QUOTA_REFUSAL : 2]++;
+    }
     return result;
   }
 }

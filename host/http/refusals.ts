@@ -5,7 +5,7 @@
 // here: /ext/auth/check) is refused with 403 insufficient_scope, a status the proxy in
 // front can act on; the gate itself answers refused calls with their JSON-RPC errors (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
-import { ADMIT_OVER_BURST, ADMIT_RATE, Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
+import { ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
 import { LimitRefusedError, RpcCode, ScopeRefusedError } from '../errors.js';
 import { MAX_DEPTH } from '../rpc/reading.js';
 import { errorWithId } from '../rpc/jsonrpc.js';
@@ -146,12 +146,17 @@ export function writeCallRefusal(res: HttpResponse, refusal: CallRefusal, head =
 }
 
 /** The metrics' reason of a CallRefusal, by its error's result. */
-const CALL_REASONS = new Map<string, ResponseReason>(['rate', 'table full', 'unreadable', 'method not allowed', 'not json-rpc']
+const CALL_REASONS = new Map<string, ResponseReason>(['rate', 'quota', 'table full', 'unreadable', 'method not allowed', 'not json-rpc']
   .map((result) => [result, responseReason(result)]));
 
 /** The message of a call past its token's rate, with the whole seconds to wait. */
 export function rateLimitedMessage(retryAfter: number): string {
   return `the provided auth token is past its rate limit; retry in ${retryAfter} s`;
+}
+
+/** The message of a call past its token's quota, with the time (RFC 3339) at which the quota's window resets. */
+export function quotaSpentMessage(resetsAt: string): string {
+  return `the provided auth token's quota for this period is spent; it resets at ${resetsAt}`;
 }
 
 /** The message of a batch of more calls than its token's burst: no wait lets it through. */
@@ -173,10 +178,18 @@ export const LIMITS_FULL_REASON = 'this api-auth gateway tracks as many tokens w
  * limits did not let through: the one table of the core's ADMIT_ refusals but the
  * client's (writeRefusal's Outcome.Limited, 403). Past the rate: 429 with Retry-After
  * from the core's wait (`waitMs`), -32005 (EIP-1474's "limit exceeded"); more calls than
- * the burst, which no wait lets through: 429 without Retry-After; no slot to track the
- * token: 503, Retry-After 1, -32046.
+ * the burst, which no wait lets through: 429 without Retry-After; past the quota of its
+ * day or month: 429, -32005, with Retry-After and `data.resetsAt` (RFC 3339) from the
+ * window's end (`resetMs`); no slot to track the token: 503, Retry-After 1, -32046.
  */
-export function limitRefusal(result: number, waitMs: number, calls: number, idJson: string): CallRefusal {
+export function limitRefusal(result: number, waitMs: number, calls: number, idJson: string, resetMs = 0): CallRefusal {
+  if (result === ADMIT_QUOTA) {
+    const wait = retryAfterSeconds(waitMs);
+    const resetsAt = new Date(resetMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const text = `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.RateLimited, message: quotaSpentMessage(resetsAt), data: { resetsAt } })},` +
+      `"id":${idJson}}`;
+    return { status: 429, text, retryAfter: wait, scope: false, error: QUOTA };
+  }
   if (result === ADMIT_RATE) {
     const wait = retryAfterSeconds(waitMs);
     return { status: 429, text: errorWithId(RpcCode.RateLimited, rateLimitedMessage(wait), idJson), retryAfter: wait, scope: false, error: RATE };
@@ -188,6 +201,7 @@ export function limitRefusal(result: number, waitMs: number, calls: number, idJs
 }
 
 const RATE = new LimitRefusedError('rate');
+const QUOTA = new LimitRefusedError('quota');
 const TABLE_FULL = new LimitRefusedError('table full');
 
 /** Why a body's calls could not be read (host/rpc/reading.ts), as a refusal says it; `at` is a batch element's place, -1 for the body. */

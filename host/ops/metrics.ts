@@ -54,7 +54,7 @@ export type ScopeResult = (typeof SCOPE_RESULTS)[number];
  * Why a token with limits was refused: past its rate, from a client it does not allow, no
  * slot in the core's limits table, or a body whose calls could not be read (and counted).
  */
-export const LIMIT_REFUSALS = ['rate', 'client', 'table full', 'unreadable'] as const;
+export const LIMIT_REFUSALS = ['rate', 'client', 'table full', 'unreadable', 'quota'] as const;
 export type LimitRefusal = (typeof LIMIT_REFUSALS)[number];
 
 /**
@@ -64,7 +64,7 @@ export type LimitRefusal = (typeof LIMIT_REFUSALS)[number];
  * scope, or an upstream that gave no answer; `none` for every other answer, whatever its
  * status. A fixed list, so the label stays bounded.
  */
-export const RESPONSE_REASONS = ['none', ...OUTCOME_NAMES.filter((name) => name !== 'valid'), 'unavailable', 'rate', 'table full',
+export const RESPONSE_REASONS = ['none', ...OUTCOME_NAMES.filter((name) => name !== 'valid'), 'unavailable', 'rate', 'quota', 'table full',
   'unreadable', 'method not allowed', 'not json-rpc', ...UPSTREAM_ERROR_KINDS.map((kind) => `upstream ${kind}`)] as const;
 /** An index into RESPONSE_REASONS. */
 export type ResponseReason = number;

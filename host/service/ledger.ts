@@ -120,6 +120,35 @@ export function readUsageCounts(tokens: unknown): UsageCount[] | string {
   return tokens as UsageCount[];
 }
 
+/** One token's quota count as both backends keep it: the calls this gateway let through in the quota's window (as the core numbers it). */
+export type QuotaCount = [serial: number, window: number, calls: number];
+
+/** The quota count `core` has, at `nowMs`, of each of `tokens` whose grant has a quota and that it has counted in the current window. */
+export function quotaCounts(tokens: Iterable<{ readonly serial: number; readonly grant: number }>,
+  core: { quota(serial: number, grant: number, nowMs: number): { here: number; window: number } | undefined }, nowMs: number): QuotaCount[] {
+  const counts: QuotaCount[] = [];
+  for (const { serial, grant } of tokens) {
+    const quota = core.quota(serial, grant, nowMs);
+    if (quota !== undefined && quota.here > 0) counts.push([serial, quota.window, quota.here]);
+  }
+  return counts;
+}
+
+/** `list` read back as quota counts (absent: none), or why it is not: the first entry that is not one. */
+export function readQuotaCounts(list: unknown): QuotaCount[] | string {
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) return 'its quota counts are not a list';
+  const seen = new Set<number>();
+  for (const e of list as unknown[]) {
+    if (!Array.isArray(e) || e.length !== 3 || !e.every((v) => Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) < 2 ** 32)) {
+      return `quota entry ${JSON.stringify(e)} is not [serial, window, calls]`;
+    }
+    if (seen.has(e[0] as number)) return `serial ${e[0] as number} has two quota entries`;
+    seen.add(e[0] as number);
+  }
+  return list as QuotaCount[];
+}
+
 /** The most requests a usage entry may count (a file's, or a fleet usage key's); a sum of several is capped at it. */
 export const MAX_USAGE_REQUESTS = 1e15;
 /** The latest lastUsedMs a usage entry may hold: 2200-01-01T00:00:00Z (its nanoseconds fit the core's 64 bits). */

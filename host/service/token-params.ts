@@ -88,6 +88,11 @@ export function rfc3339(seconds: number): string {
 /** A rate of 1 to MAX_RATE calls per second, minute or hour; a burst of 1 to MAX_BURST (assembly/limits.ts). */
 export const MAX_RATE = 1_000_000;
 export const MAX_BURST = 1_000_000;
+/** A quota of 1 to MAX_QUOTA calls per calendar day or month, UTC (assembly/limits.ts). */
+export const MAX_QUOTA = 1_000_000_000;
+/** A quota's windows, as the core numbers them (assembly/limits.ts: QUOTA_DAY, QUOTA_MONTH). */
+export type QuotaPeriod = 'day' | 'month';
+const QUOTA_RULE = `{"requests": N, "per": "day" or "month"}: N calls (1 to ${MAX_QUOTA}) per calendar day or month, UTC`;
 /** allowedClients holds 1 to MAX_ALLOWED_CLIENTS addresses or ranges (the core's MAX_CLIENTS). */
 export const MAX_ALLOWED_CLIENTS = 64;
 
@@ -99,15 +104,15 @@ const CLIENTS_RULE = `an array of 1 to ${MAX_ALLOWED_CLIENTS} IPv4 or IPv6 addre
 const MAPPED = '00000000000000000000ffff';
 
 /**
- * The optional `rateLimit`, `burst` and `allowedClients`, as the grant's limit entries the
- * core reads (assembly/limits.ts): `rate N/U`, `burst B` (the rate per second rounded up,
- * at least 1, when left out), then one `client HEX/PREFIX` per range, IPv4 as IPv4-mapped,
- * sorted and without duplicates, so that equal limits make one grant. Undefined when none
- * is given.
+ * The optional `rateLimit`, `burst`, `quota` and `allowedClients`, as the grant's limit
+ * entries the core reads (assembly/limits.ts): `rate N/U`, `burst B` (the rate per second
+ * rounded up, at least 1, when left out), `quota N/day` or `quota N/month`, then one
+ * `client HEX/PREFIX` per range, IPv4 as IPv4-mapped, sorted and without duplicates, so
+ * that equal limits make one grant. Undefined when none is given.
  */
 export function limitEntries(params: Params): string[] | undefined {
-  const { rateLimit, burst, allowedClients } = params;
-  if (rateLimit === undefined && burst === undefined && allowedClients === undefined) return undefined;
+  const { rateLimit, burst, quota, allowedClients } = params;
+  if (rateLimit === undefined && burst === undefined && quota === undefined && allowedClients === undefined) return undefined;
   const entries: string[] = [];
   if (rateLimit !== undefined) {
     const match = typeof rateLimit === 'string' ? RATE.exec(rateLimit) : null;
@@ -120,6 +125,7 @@ export function limitEntries(params: Params): string[] | undefined {
   } else if (burst !== undefined) {
     throw invalidParams('burst', 'given only with rateLimit: it is the size of the rate\'s bucket');
   }
+  if (quota !== undefined) entries.push(quotaEntry(quota));
   if (allowedClients !== undefined) {
     if (!Array.isArray(allowedClients) || allowedClients.length === 0 || allowedClients.length > MAX_ALLOWED_CLIENTS) {
       throw invalidParams('allowedClients', CLIENTS_RULE);
@@ -135,11 +141,55 @@ export function limitEntries(params: Params): string[] | undefined {
   return entries;
 }
 
+/** `quota` as its limit entry, `quota N/day` or `quota N/month`; an invalid one is an error naming the field at fault. */
+function quotaEntry(quota: unknown): string {
+  if (quota === null || typeof quota !== 'object' || Array.isArray(quota)) throw invalidParams('quota', QUOTA_RULE);
+  for (const key of Object.keys(quota)) {
+    if (key !== 'requests' && key !== 'per') throw invalidParams(`quota.${key}`, `not a field of a quota, which is ${QUOTA_RULE}`);
+  }
+  const { requests, per } = quota as { requests?: unknown; per?: unknown };
+  if (typeof requests !== 'number' || !Number.isInteger(requests) || requests < 1 || requests > MAX_QUOTA) {
+    throw invalidParams('quota.requests', `an integer from 1 to ${MAX_QUOTA}: the calls the token may make per day or month`);
+  }
+  if (per !== 'day' && per !== 'month') throw invalidParams('quota.per', '"day" or "month": the calendar window, UTC, at whose end the quota resets');
+  return `quota ${requests}/${per}`;
+}
+
+/** A token's quota, as auth.listTokens shows it. */
+export interface ShownQuota {
+  readonly requests: number;
+  readonly per: QuotaPeriod;
+}
+
 /** The limits of a token, as auth.listTokens shows them: null for each it was issued without. */
 export interface ShownLimits {
   readonly rateLimit: string | null;
   readonly burst: number | null;
+  readonly quota: ShownQuota | null;
   readonly allowedClients: string[] | null;
+}
+
+/** A token's quota as auth.listTokens shows it: the quota, the calls counted in this window, and when the window resets. */
+export interface ListedQuota extends ShownQuota {
+  readonly used: number;
+  /** RFC 3339, UTC: the end of the current calendar day or month. */
+  readonly resetsAt: string;
+}
+
+/** Unix seconds at which the window of a quota `per` day or month that holds `now` (Unix seconds) ends: the next UTC midnight, or first of a month. */
+export function quotaResetsAt(per: QuotaPeriod, now: number): number {
+  const at = new Date(now * 1000);
+  const end = per === 'day' ? Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1)
+    : Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1);
+  return end / 1000;
+}
+
+/** The quota among a grant's limit entries; null when it has none. */
+export function grantQuota(entries: readonly string[] | undefined): ShownQuota | null {
+  const entry = entries?.find((e) => e.startsWith('quota '));
+  if (entry === undefined) return null;
+  const [requests, per] = entry.slice(6).split('/');
+  return { requests: Number(requests), per: per as QuotaPeriod };
 }
 
 /** The limit entries of a grant (limitEntries) as listTokens shows them; every field null without. */
@@ -152,7 +202,7 @@ export function shownLimits(entries: readonly string[] | undefined): ShownLimits
     else if (entry.startsWith('burst ')) burst = Number(entry.slice(6));
     else if (entry.startsWith('client ')) clients.push(showRange(entry.slice(7)));
   }
-  return { rateLimit, burst, allowedClients: clients.length === 0 ? null : clients };
+  return { rateLimit, burst, quota: grantQuota(entries), allowedClients: clients.length === 0 ? null : clients };
 }
 
 /** `HEX/PREFIX` (32 lowercase hex digits, IPv4 as IPv4-mapped) for an address or CIDR range; null when it is neither, or has bits set past its prefix. */

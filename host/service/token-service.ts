@@ -24,7 +24,8 @@ import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import { MAX_USAGE_REQUESTS } from './ledger.js';
 import type { Inventory, InventoryEntry, Ledger, SharedCheck, Usage } from './ledger.js';
-import { durationParam, labelParam, lifetimeParam, limitEntries, parseTokenId, rfc3339, shownLimits, tokenId } from './token-params.js';
+import { durationParam, labelParam, lifetimeParam, limitEntries, parseTokenId, quotaResetsAt, rfc3339, shownLimits, tokenId } from './token-params.js';
+import type { ListedQuota } from './token-params.js';
 import { parseDuration } from '../duration.js';
 import { PasswordThrottle } from './throttle.js';
 
@@ -127,7 +128,7 @@ export class TokenService {
       const others = await this.inventory.othersUsage?.();
       const now = this.now();
       return this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [],
-        this.ledger.isRevoked(e.serial) || this.ended(e.serial, now), this.core, others?.get(e.serial), this.inventory.successor(e.serial)?.to));
+        this.ledger.isRevoked(e.serial) || this.ended(e.serial, now), this.core, others?.get(e.serial), this.inventory.successor(e.serial)?.to, now));
     });
   }
 
@@ -199,6 +200,12 @@ export class TokenService {
       const usage = usageOf(from, this.core, others?.get(from.serial));
       const issued = await this.recorded(() => this.ledger.issue({ id: from.grant, endpoints, methods, limits }, now, lifetime));
       const { serial, generation, grant, expiry } = issued.claims;
+      // The quota's count in this window carries over too, here and at the other gateways,
+      // so that a rotation never hands out a fresh quota (docs/guides/limits.md, Quotas).
+      const quota = this.core.quota(from.serial, from.grant, now * 1000);
+      if (quota !== undefined && quota.here + quota.others > 0 && !this.core.setQuota(serial, expiry, quota.window, quota.here + quota.others, true)) {
+        this.log.warn('the core\'s limits table had no room to carry the quota count over to the rotated token', { serial });
+      }
       const rotation = { from: from.serial, endsAt: now + seconds, fromExpiry: from.expiry, requests: usage.requests, lastUsedMs: usage.lastUsedMs };
       const entry = { serial, generation, grant, issuedAt: now, expiry, label: from.label, rotation };
       return { issued, from, durable: this.recorded(() => this.inventory.append(entry)) };
@@ -254,7 +261,7 @@ export class TokenService {
   methods(): MethodTable {
     return new Map<string, Method>([
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
-        knownParams(p, 'auth.newToken', ['password', 'endpoints', 'methods', 'expiresIn', 'label', 'rateLimit', 'burst', 'allowedClients']);
+        knownParams(p, 'auth.newToken', ['password', 'endpoints', 'methods', 'expiresIn', 'label', 'rateLimit', 'burst', 'quota', 'allowedClients']);
         const password = passwordParam(p, 'password');
         const endpoints = endpointsParam(p);
         const extra = {
@@ -478,6 +485,8 @@ export interface ListedToken {
   readonly rateLimit: string | null;
   /** The bucket's size; null without a rate. */
   readonly burst: number | null;
+  /** The calls it may make per calendar day or month (UTC), those counted in the current one, and when it resets; null without a quota. */
+  readonly quota: ListedQuota | null;
   /** The addresses and ranges it works from, in canonical form and order; null from anywhere. */
   readonly allowedClients: string[] | null;
   /** The last call the gate let through, RFC 3339 (UTC, whole seconds); null when none was counted. */
@@ -509,15 +518,22 @@ export interface IdRevocation {
  * other gateways counted (`others`): the calls summed, the latest last use.
  */
 function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core, others: Usage | undefined,
-  rotatedTo: number | undefined): ListedToken {
+  rotatedTo: number | undefined, now: number): ListedToken {
   const { endpoints, methods, limits } = splitGrantEntries(entries);
   const usage = usageOf(e, core, others);
+  const shown = shownLimits(limits);
+  let quota: ListedQuota | null = null;
+  if (shown.quota !== null) {
+    const counted = core.quota(e.serial, e.grant, now * 1000);
+    quota = { ...shown.quota, used: counted === undefined ? 0 : counted.here + counted.others, resetsAt: rfc3339(quotaResetsAt(shown.quota.per, now)) };
+  }
   return {
     id: tokenId(e.serial),
     label: e.label ?? null,
     endpoints,
     methods: methods ?? null,
-    ...shownLimits(limits),
+    ...shown,
+    quota,
     lastUsedAt: usage.lastUsedMs === 0 && usage.requests === 0 ? null : rfc3339(Math.floor(usage.lastUsedMs / 1000)),
     requests: usage.requests,
     issuedAt: rfc3339(e.issuedAt),

@@ -5,8 +5,10 @@
 // is written. A kill -9 loses what was counted since the last snapshot, at most
 // USAGE_SAVE_MS plus one tick (USAGE_TICK_MS) of calls (docs/guides/limits.md, Usage).
 //
-// The file holds `{"version":1,"tokens":[[serial, requests, lastUsedMs], ...]}`, one
-// entry per live token that has been used. A file that cannot be read as that is not
+// The file holds `{"version":1,"tokens":[[serial, requests, lastUsedMs], ...],
+// "quota":[[serial, window, calls], ...]}`, one entry per live token that has been used,
+// and one per token with a quota that has calls counted in its current window (a file
+// without `quota`, from before quotas, has none). A file that cannot be read as that is not
 // worth refusing to start over: its counts are dropped, with a warning. So is one that is
 // not a regular file, and one whose entries are out of bounds (readUsageCounts: requests at
 // most MAX_USAGE_REQUESTS, lastUsedMs at most MAX_LAST_USED_MS, each serial once).
@@ -16,8 +18,8 @@ import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
 import type { Logger } from '../ops/log.js';
 import { errorFields } from '../ops/log.js';
-import { readUsageCounts, usageCounts } from '../service/ledger.js';
-import type { Inventory, UsageCount } from '../service/ledger.js';
+import { quotaCounts, readQuotaCounts, readUsageCounts, usageCounts } from '../service/ledger.js';
+import type { Inventory, QuotaCount, UsageCount } from '../service/ledger.js';
 import { StateError } from '../errors.js';
 import { writeDataFile } from './data-folder.js';
 
@@ -56,18 +58,22 @@ export const USAGE_SAVE_MS = 30_000;
 export const USAGE_TICK_MS = 1000;
 
 /** The counts of a usage file; undefined (with the reason) when it is not one. */
-function decodeUsage(bytes: Buffer): UsageCount[] | string {
+function decodeUsage(bytes: Buffer): { tokens: UsageCount[]; quota: QuotaCount[] } | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(bytes.toString('utf8'));
   } catch {
     return 'it is not JSON';
   }
-  const file = parsed as { version?: unknown; tokens?: unknown };
+  const file = parsed as { version?: unknown; tokens?: unknown; quota?: unknown };
   if (parsed === null || typeof parsed !== 'object' || file.version !== USAGE_VERSION || !Array.isArray(file.tokens)) {
     return `it is not a usage file of version ${USAGE_VERSION}`;
   }
-  return readUsageCounts(file.tokens);
+  const tokens = readUsageCounts(file.tokens);
+  if (typeof tokens === 'string') return tokens;
+  const quota = readQuotaCounts(file.quota);
+  if (typeof quota === 'string') return quota;
+  return { tokens, quota };
 }
 
 /**
@@ -98,9 +104,14 @@ export class UsageSaver {
       return;
     }
     let unplaced = 0;
-    for (const [serial, requests, lastUsedMs] of counted) {
+    for (const [serial, requests, lastUsedMs] of counted.tokens) {
       const entry = this.inventory.get(serial);
       if (entry !== undefined && !this.core.restoreUsage(serial, entry.expiry, entry.grant, requests, lastUsedMs)) unplaced++;
+    }
+    // A count of a window that has ended since is restored too: the core counts a new window from 0.
+    for (const [serial, window, calls] of counted.quota) {
+      const entry = this.inventory.get(serial);
+      if (entry !== undefined && !this.core.setQuota(serial, entry.expiry, window, calls, true)) unplaced++;
     }
     if (unplaced > 0) this.log.warn('the core\'s usage tables had no room for the saved usage of some tokens', { tokens: unplaced });
   }
@@ -121,8 +132,10 @@ export class UsageSaver {
 
   private save(): Promise<void> {
     this.lastSave = this.clock();
-    const tokens = usageCounts(this.inventory.list(), this.core);
-    const text = JSON.stringify({ version: USAGE_VERSION, tokens });
+    const live = this.inventory.list();
+    const tokens = usageCounts(live, this.core);
+    const quota = quotaCounts(live, this.core, this.lastSave);
+    const text = JSON.stringify(quota.length === 0 ? { version: USAGE_VERSION, tokens } : { version: USAGE_VERSION, tokens, quota });
     if (text === this.written) return Promise.resolve();
     const written = (): void => { this.written = text; };
     // On a failure the counts stay in memory, and the next save tries again.

@@ -6,7 +6,7 @@ import t from 'tap';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import {
-  canonicalMethods, Core, GrantError, grantEntries, IssueError, MAX_METHODS, Outcome, OUTCOME_NAMES, splitGrantEntries,
+  ADMIT_OK, ADMIT_QUOTA, canonicalMethods, Core, GrantError, grantEntries, IssueError, MAX_METHODS, Outcome, OUTCOME_NAMES, splitGrantEntries,
 } from '../../build/host/core/core.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { badPath, checkProperty, refusedCodePoint } from '../helpers/fuzz.js';
@@ -46,8 +46,8 @@ t.test('the module exports the ABI of assembly/README.md, none of the threads bu
     'abiVersion', 'admit', 'authorize', 'bumpGeneration', 'checkPath', 'countUsage', 'floor', 'generatePassword', 'generation', 'grantAdd',
     'grantCount', 'grantFind', 'hmacSha256', 'init', 'inspect', 'ioBuffer', 'ioCapacity', 'issue', 'issueSerial', 'memory', 'methodAllowed',
     'nextSerial', 'pathBuffer',
-    'pathCapacity', 'reserveSerials', 'restoreSerials', 'restoreUsage', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey',
-    'setLimitShare', 'sha256', 'standing', 'sweep', 'tokenBuffer', 'tokenCapacity', 'usage', 'usageMisses', 'verify',
+    'pathCapacity', 'quota', 'reserveSerials', 'restoreSerials', 'restoreUsage', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey',
+    'setLimitShare', 'setQuota', 'sha256', 'standing', 'sweep', 'tokenBuffer', 'tokenCapacity', 'usage', 'usageMisses', 'verify',
   ]);
 });
 
@@ -617,8 +617,8 @@ function put(x: RawCore, ptr: number, text: string): number {
 
 const resultWord = (x: RawCore) => new DataView(x.memory.buffer).getUint32(x.resultBuffer(), true);
 
-t.test('the core speaks ABI 4', async (t) => {
-  t.equal(rawCore().abiVersion(), 4);
+t.test('the core speaks ABI 5', async (t) => {
+  t.equal(rawCore().abiVersion(), 5);
 });
 
 t.test('grantAdd takes a method scope after an empty entry, and refuses bad patterns with their index', async (t) => {
@@ -800,4 +800,29 @@ t.test('Scoped checks and methodAllowed leave memory as it was', async (t) => {
   }
   t.equal(memory.buffer.byteLength, before);
   t.equal(core.grantCount, grantsBefore);
+});
+
+t.test('a quota counts here and at the other gateways: quota reads both, setQuota adds here and replaces the others\' sum', async (t) => {
+  const core = keyedCore();
+  const grant = core.addGrant(['/'], undefined, ['quota 10/day']);
+  const plain = core.addGrant(['/ext/info']);
+  const { claims } = core.issue(grant, NOW, HOUR);
+  const client = Buffer.from('00000000000000000000ffffc0000207', 'hex');
+  const nowMs = NOW * 1000;
+  // 2023-11-14 is day 19,675 since 1970-01-01.
+  t.equal(core.quota(claims.serial, grant, nowMs), undefined, 'no slot before the first call');
+  t.equal(core.admit(claims.serial, claims.expiry, grant, 4, client, nowMs), ADMIT_OK);
+  t.same(core.quota(claims.serial, grant, nowMs), { here: 4, others: 0, window: 19_675 });
+  t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 5, false), 'the others\' sum');
+  t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 1, true), 'added here (a restore)');
+  t.same(core.quota(claims.serial, grant, nowMs), { here: 5, others: 5, window: 19_675 });
+  t.equal(core.admit(claims.serial, claims.expiry, grant, 1, client, nowMs), ADMIT_QUOTA, 'here 5 + others 5 spend 10');
+  t.equal(core.quotaResetMs, 1_700_006_400_000, 'it resets at the next UTC midnight');
+  t.equal(core.admitWait, 6_400_000);
+  t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 4, false), 'the others\' sum replaced, not added');
+  t.equal(core.admit(claims.serial, claims.expiry, grant, 1, client, nowMs), ADMIT_OK);
+  t.ok(core.setQuota(claims.serial, claims.expiry, 19_674, 100, true), 'a count of an earlier window than the one held');
+  t.same(core.quota(claims.serial, grant, nowMs), { here: 6, others: 4, window: 19_675 }, 'leaves the later one');
+  t.same(core.quota(claims.serial, grant, nowMs + 86_400_000), { here: 0, others: 0, window: 19_676 }, 'the next day counts from 0');
+  t.equal(core.quota(claims.serial, plain, nowMs), undefined, 'a grant without a quota has none');
 });

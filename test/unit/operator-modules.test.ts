@@ -145,9 +145,12 @@ t.test('client: a TLS failure said as what to do, and --cacert checked before th
 t.test('output: the table for people, the revoke outcome and its exit code', async (t) => {
   t.equal(table({ tokens: [] }), 'no live tokens\n');
   const lines = table({ tokens: [{ id: '7', label: 'a\u001b[2Jb', endpoints: ['/'], methods: [...METHOD_SETS['@read']], rateLimit: '5/s', burst: 5,
-    allowedClients: null, expiresAt: '2030-01-02T03:04:05Z', revoked: false, rotatedTo: null, lastUsedAt: null, requests: 3 }] }).split('\n');
-  t.match(lines[0], /^ID +LABEL +ENDPOINTS +METHODS +RATE +CLIENTS +EXPIRES \(UTC\) +REVOKED +ROTATED TO +LAST USED \(UTC\) +REQUESTS$/);
-  t.match(lines[1], /^7 +a\?\[2Jb +\/ +@read +5\/s \(burst 5\) +\* +2030-01-02 03:04:05 +no +- +- +3$/, 'a control character shows as "?"; a set by its name');
+    quota: null, allowedClients: null, expiresAt: '2030-01-02T03:04:05Z', revoked: false, rotatedTo: null, lastUsedAt: null, requests: 3 },
+  { id: '8', label: null, endpoints: ['/'], methods: null, rateLimit: null, burst: null, quota: { requests: 1000, per: 'day', used: 17, resetsAt: '2030-01-02T00:00:00Z' },
+    allowedClients: null, expiresAt: '2030-01-02T03:04:05Z', revoked: false, rotatedTo: null, lastUsedAt: null, requests: 17 }] }).split('\n');
+  t.match(lines[0], /^ID +LABEL +ENDPOINTS +METHODS +RATE +QUOTA +CLIENTS +EXPIRES \(UTC\) +REVOKED +ROTATED TO +LAST USED \(UTC\) +REQUESTS$/);
+  t.match(lines[1], /^7 +a\?\[2Jb +\/ +@read +5\/s \(burst 5\) +- +\* +2030-01-02 03:04:05 +no +- +- +3$/, 'a control character shows as "?"; a set by its name');
+  t.match(lines[2], /^8 +- +\/ +\* +- +17\/1000 per day +\* +2030-01-02 03:04:05 +no +- +- +17$/, 'a quota as used/requests per window');
   t.throws(() => table({}), { message: /holds no token list/ });
   t.equal(shown('a\u202eb\nc'), 'a?b?c');
   const io = memoryIo();

@@ -592,6 +592,51 @@ export function generateVectors(module = coreModule()) {
       c.usage(serials[3], 1, NOW_MS);
       c.usage(serials[0], 1, NOW_MS);
     });
+  // Quotas: calls per calendar day or month, UTC. NOW is 2023-11-14T22:13:20Z: the day
+  // ends 6,400 s on, the month on 2023-12-01.
+  const DAY_END = 1_700_006_400;
+  const MONTH_END = 1_701_388_800;
+  tokens('limits: a quota of 3 calls a day: spent, the wait to UTC midnight, the next day counted from 0, a batch counts its calls',
+    { key: KEY, grants: [[RPC, '', '', 'quota 3/day']] }, (c) => {
+      const t = c.issue(0, NOW, HOUR);
+      const client = ipv4(192, 0, 2, 7);
+      c.admit(0, LIVE, 0, 2, NOW_MS, client, 0);
+      // Two more would pass the quota: refused whole, nothing taken, the wait to midnight.
+      c.admit(0, LIVE, 0, 2, NOW_MS, client, 4, (DAY_END - NOW) * 1e9);
+      c.admit(0, LIVE, 0, 1, NOW_MS + 1000, client, 0);
+      c.admit(0, LIVE, 0, 1, NOW_MS + 1000, client, 4, (DAY_END - NOW - 1) * 1e9);
+      // A gateway shares a rate with the others of a fleet, never a quota: each counts the
+      // others' calls instead (setQuota), so a share changes nothing here.
+      c.setLimitShare(3);
+      c.admit(0, LIVE, 0, 1, DAY_END * 1000 - 1, client, 4, 1_000_000);
+      c.setLimitShare(1);
+      c.admit(0, LIVE, 0, 3, DAY_END * 1000, client, 0);
+      c.admit(0, LIVE, 0, 1, DAY_END * 1000, client, 4, 86_400 * 1e9);
+      c.usage(0, 2 + 1 + 3, DAY_END * 1000);
+      c.authorize(`Bearer ${t}`, RPC, NOW, 'Limited', 0, 0, LIVE);
+    });
+  tokens('limits: a quota of 2 calls a month beside a rate: a call the rate refuses spends no quota; the months end on the calendar\'s days',
+    { key: KEY, grants: [[RPC, '', '', 'rate 1/s', 'burst 1', 'quota 2/month']] }, (c) => {
+      const client = ipv4(192, 0, 2, 7);
+      const expiry = NOW + 2 * YEAR;
+      c.admit(0, expiry, 0, 1, NOW_MS, client, 0);
+      c.admit(0, expiry, 0, 1, NOW_MS, client, 2, 1e9);
+      c.admit(0, expiry, 0, 1, NOW_MS + 1000, client, 0);
+      c.admit(0, expiry, 0, 1, NOW_MS + 2000, client, 4, (MONTH_END - NOW - 2) * 1e9);
+      // December counts from 0, and ends with the year, on 2024-01-01.
+      c.admit(0, expiry, 0, 1, MONTH_END * 1000, client, 0);
+      c.admit(0, expiry, 0, 1, MONTH_END * 1000 + 1000, client, 0);
+      c.admit(0, expiry, 0, 1, MONTH_END * 1000 + 2000, client, 4, (1_704_067_200 - MONTH_END - 2) * 1e9);
+      // February of a leap year ends on the 29th: from 2024-02-29T12:00:00Z, 12 hours.
+      c.admit(1, expiry, 0, 1, 1_709_208_000_000, client, 0);
+      c.admit(1, expiry, 0, 1, 1_709_208_001_000, client, 0);
+      c.admit(1, expiry, 0, 1, 1_709_208_002_000, client, 4, (43_200 - 2) * 1e9);
+      // December's end is the year's: 2024-12-31T23:59:59Z, one second.
+      c.admit(2, expiry, 0, 1, 1_735_689_598_000, client, 0);
+      c.admit(2, expiry, 0, 1, 1_735_689_599_000, client, 0);
+      c.admit(2, expiry, 0, 1, 1_735_689_599_999, client, 4, 1_000_000);
+      c.admit(2, expiry, 0, 1, 1_735_689_600_000, client, 0);
+    });
   tokens('usage: a token without limits counts each check that lets it through, to the second; a refused check counts nothing',
     { key: KEY, grants: [[RPC], [RPC, '', 'eth_call']] }, (c) => {
       const plain = c.issue(0, NOW, HOUR);
@@ -613,6 +658,9 @@ export function generateVectors(module = coreModule()) {
       [[`client ${V4_MAPPED}0a000001/104`], 0], [[`client ${V4_MAPPED}0a000000/129`], 0], [[`client ${V4_MAPPED}0A000000/104`], 0],
       [[`client ${V4_MAPPED}c0000207/128`, `client ${V4_MAPPED}0a000000/104`], 1], [[`client ${V4_MAPPED}0a000000/104`, 'rate 1/s', 'burst 1'], 1],
       [[`client ${V4_MAPPED}0a000000/104`, `client ${V4_MAPPED}0a000000/104`], 1], [['limit 5'], 0],
+      [['quota 0/day'], 0], [['quota 1000000001/day'], 0], [['quota 5/week'], 0], [['quota 5/Day'], 0], [['quota 05/day'], 0],
+      [['quota 5'], 0], [['quota /day'], 0], [['quota 5/day', 'rate 1/s', 'burst 1'], 1], [['quota 5/day', 'quota 5/month'], 1],
+      [[`client ${V4_MAPPED}0a000000/104`, 'quota 5/day'], 1], [['rate 1/s', 'quota 5/day'], 1],
     ]) c.addGrantRefused([RPC, '', '', ...limits], 'bad-limit', entry);
     const many = Array.from({ length: 65 }, (_, i) => `client ${V4_MAPPED}0a0000${i.toString(16).padStart(2, '0')}/128`);
     c.addGrantRefused([RPC, '', '', ...many], 'too-many-clients', undefined);
@@ -783,7 +831,7 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
       const got = core.admit(serial, expiry, grant, n, Buffer.from(client, 'hex'), nowMs);
       const call = `admit(${serial}, ${expiry}, ${grant}, ${n}, ${nowMs}, ${client})`;
       if (got !== result) throw new Error(`${name}: ${call} gave ${got}, the case says ${result}`);
-      const waited = got === 2 ? Math.round(core.admitWait * 1e6) : undefined;
+      const waited = got === 2 || got === 4 ? Math.round(core.admitWait * 1e6) : undefined;
       if (waited !== wait) throw new Error(`${name}: ${call} waits ${waited} ns, the case says ${wait}`);
       step({ op: 'admit', serial, expiry, grant, n, nowMs, client, result, ...(wait === undefined ? {} : { wait }) });
     },

@@ -21,6 +21,7 @@ export interface OperatorOptions {
   methods: string[];
   rateLimit: string | undefined;
   burst: number | undefined;
+  quota: { requests: number; per: string } | undefined;
   allowedClients: string[];
   id: string | undefined;
   passwordFile: string | undefined;
@@ -52,6 +53,13 @@ function parseBurst(value: string): number {
   return Number(value);
 }
 
+/** --quota N/day or N/month: the node checks N's range. */
+function parseQuota(value: string): { requests: number; per: string } {
+  const match = /^([0-9]{1,16})\/(day|month)$/.exec(value);
+  if (match === null) throw new UsageError(`--quota must be N/day or N/month (the calls the token may make per calendar day or month, UTC), not ${JSON.stringify(value)}`);
+  return { requests: Number(match[1]), per: match[2] };
+}
+
 // Each flag: its kind, and where its value goes.
 const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions, value: string) => void } |
   { kind: 'boolean'; set: (o: OperatorOptions, value: boolean) => void }>> = {
@@ -63,6 +71,7 @@ const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions,
   'methods': { kind: 'string', set: (o, v) => { o.methods.push(...v.split(',').map((m) => m.trim()).filter((m) => m !== '')); } },
   'rate-limit': { kind: 'string', set: (o, v) => { o.rateLimit = v; } },
   'burst': { kind: 'string', set: (o, v) => { o.burst = parseBurst(v); } },
+  'quota': { kind: 'string', set: (o, v) => { o.quota = parseQuota(v); } },
   'allowed-clients': { kind: 'string', set: (o, v) => { o.allowedClients.push(...v.split(',').map((c) => c.trim()).filter((c) => c !== '')); } },
   'id': { kind: 'string', set: (o, v) => { o.id = v; } },
   'password-file': { kind: 'string', set: (o, v) => { o.passwordFile = v; } },
@@ -104,6 +113,7 @@ export function parseOperatorArgs(args: readonly string[]): { action: Action; op
     methods: [],
     rateLimit: undefined,
     burst: undefined,
+    quota: undefined,
     allowedClients: [],
     id: undefined,
     passwordFile: undefined,
@@ -208,7 +218,7 @@ export function checkFlagsOf(action: Action, options: OperatorOptions, positiona
   if (options.tokenStdin && options.tokenFile !== undefined) throw new UsageError('give --token-file or --token-stdin, not both');
   for (const [flag, given] of [['--endpoints', options.endpoints.length > 0], ['--label', options.label !== undefined],
     ['--expires-in', options.expiresIn !== undefined], ['--methods', options.methods.length > 0],
-    ['--rate-limit', options.rateLimit !== undefined], ['--burst', options.burst !== undefined],
+    ['--rate-limit', options.rateLimit !== undefined], ['--burst', options.burst !== undefined], ['--quota', options.quota !== undefined],
     ['--allowed-clients', options.allowedClients.length > 0]] as const) {
     if (action !== 'token new' && given) throw new UsageError(`${flag} belongs to "api-auth token new", not "api-auth ${action}"`);
   }

@@ -54,14 +54,16 @@ export function table(result: unknown): string {
   const tokens = (result as { tokens?: unknown } | null)?.tokens;
   if (!Array.isArray(tokens)) throw new NodeUnreachableError(`the node's answer to auth.listTokens holds no token list: ${JSON.stringify(result).slice(0, 200)}`);
   if (tokens.length === 0) return 'no live tokens\n';
-  const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'RATE', 'CLIENTS', 'EXPIRES (UTC)', 'REVOKED', 'ROTATED TO', 'LAST USED (UTC)', 'REQUESTS']];
+  const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'RATE', 'QUOTA', 'CLIENTS', 'EXPIRES (UTC)', 'REVOKED', 'ROTATED TO', 'LAST USED (UTC)', 'REQUESTS']];
   const time = (value: unknown): string => (typeof value === 'string' ? shown(value).replace('T', ' ').replace(/Z$/, '') : '-');
   for (const entry of tokens as Record<string, unknown>[]) {
     const list = (value: unknown, none: string): string => (Array.isArray(value) ? shown(value.map(String).join(',')) : none);
     const rate = typeof entry.rateLimit === 'string' ? `${shown(entry.rateLimit)} (burst ${shown(entry.burst)})` : '-';
+    const q = entry.quota as { requests?: unknown; per?: unknown; used?: unknown } | null | undefined;
+    const quota = q !== null && typeof q === 'object' ? `${shown(q.used)}/${shown(q.requests)} per ${shown(q.per)}` : '-';
     const methods = Array.isArray(entry.methods) ? collapseMethodSets(entry.methods.map(String)) : undefined;
     rows.push([shown(entry.id), entry.label === null ? '-' : shown(entry.label), list(entry.endpoints, '?'), list(methods, '*'),
-      rate, list(entry.allowedClients, '*'), time(entry.expiresAt), entry.revoked === true ? 'yes' : 'no',
+      rate, quota, list(entry.allowedClients, '*'), time(entry.expiresAt), entry.revoked === true ? 'yes' : 'no',
       typeof entry.rotatedTo === 'string' ? shown(entry.rotatedTo) : '-', time(entry.lastUsedAt),
       typeof entry.requests === 'number' ? String(entry.requests) : '-']);
   }

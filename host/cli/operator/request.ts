@@ -29,6 +29,7 @@ export async function requestOf(action: Action, options: OperatorOptions, positi
       if (options.methods.length > 0) params.methods = methodsOf(options.methods);
       if (options.rateLimit !== undefined) params.rateLimit = options.rateLimit;
       if (options.burst !== undefined) params.burst = options.burst;
+      if (options.quota !== undefined) params.quota = options.quota;
       if (options.allowedClients.length > 0) params.allowedClients = options.allowedClients;
       break;
     }

@@ -40,6 +40,9 @@ Flags:
                              (N from 1 to 1000000), shared by every thread
   --burst N                  token new: calls it may make at once (default: the
                              rate per second, rounded up); only with --rate-limit
+  --quota N/PERIOD           token new: calls the token may make per calendar day
+                             or month, UTC: N/day or N/month (N from 1 to
+                             1000000000), counted across a fleet
   --allowed-clients CIDRS    token new: comma-separated IPv4 or IPv6 addresses or
                              ranges (at most 64) the token works from
   --id ID                    token revoke, token rotate: the id of the token
