@@ -302,7 +302,7 @@ t.test('token new --rate-limit --burst --allowed-clients, then token list shows 
   const { tokens } = JSON.parse((await api(['token', 'list', ...auth, '--json'])).stdout) as { tokens: Record<string, unknown>[] };
   t.match(tokens[0], { id, rateLimit: '1/h', burst: 2, allowedClients: ['127.0.0.0/8', '2001:db8::/32'], requests: 2, lastUsedAt: /Z$/ });
   const lines = (await api(['token', 'list', ...auth])).stdout.trimEnd().split('\n');
-  t.match(lines[1], new RegExp(`^${id} +- +/ext/info +\\* +1/h \\(burst 2\\) +127\\.0\\.0\\.0/8,2001:db8::/32 +.* no +- +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d +2$`),
+  t.match(lines[1], new RegExp(`^${id} +- +/ext/info +\\* +1/h \\(burst 2\\) +- +127\\.0\\.0\\.0/8,2001:db8::/32 +.* no +- +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d +2$`),
     'RATE, CLIENTS, LAST USED and REQUESTS');
   const bad = await api(['token', 'new', ...auth, '--endpoints', '/ext/info', '--rate-limit', '5/d']);
   t.equal(bad.code, 1, 'the node refuses a bad rate');
@@ -335,9 +335,9 @@ t.test('token new --label --expires-in, then token list shows it (a table, or --
   const table = await api(['token', 'list', ...auth]);
   t.equal(table.code, 0, table.stderr);
   const lines = table.stdout.trimEnd().split('\n');
-  t.match(lines[0], /^ID +LABEL +ENDPOINTS +METHODS +RATE +CLIENTS +EXPIRES \(UTC\) +REVOKED +ROTATED TO +LAST USED \(UTC\) +REQUESTS$/, 'a header line');
-  t.match(lines[1], new RegExp(`^${id} +ops laptop \u{1F4BB} +/ext/info +\\* +- +\\* +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d +no +- +- +0$`, 'u'), 'a line per token');
-  t.match(lines[2], /^t\d+ +- +\* +\* +- +\* +.* no +- +- +0$/, 'no label: "-"; every method: "*"; no rate: "-"; from anywhere: "*"; not rotated: "-"; not used yet: "-", 0');
+  t.match(lines[0], /^ID +LABEL +ENDPOINTS +METHODS +RATE +QUOTA +CLIENTS +EXPIRES \(UTC\) +REVOKED +ROTATED TO +LAST USED \(UTC\) +REQUESTS$/, 'a header line');
+  t.match(lines[1], new RegExp(`^${id} +ops laptop \u{1F4BB} +/ext/info +\\* +- +- +\\* +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d +no +- +- +0$`, 'u'), 'a line per token');
+  t.match(lines[2], /^t\d+ +- +\* +\* +- +- +\* +.* no +- +- +0$/, 'no label: "-"; every method: "*"; no rate, no quota: "-"; from anywhere: "*"; not rotated: "-"; not used yet: "-", 0');
   const column = (line: string, text: string): number => Array.from(line.slice(0, line.indexOf(text))).length;
   t.equal(column(lines[1], '/ext/info'), column(lines[0], 'ENDPOINTS'), 'columns line up, counted in code points');
 

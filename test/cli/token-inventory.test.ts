@@ -71,10 +71,10 @@ t.test('newToken answers {token, id}; listTokens lists each live token in issue 
   t.not(first.id, second.id, 'each token has its own id');
   const tokens = await list(server);
   t.same(tokens, [
-    { id: first.id, label: 'CI deploy bot', endpoints: ['/ext/info'], methods: null, rateLimit: null, burst: null, allowedClients: null,
+    { id: first.id, label: 'CI deploy bot', endpoints: ['/ext/info'], methods: null, rateLimit: null, burst: null, quota: null, allowedClients: null,
       lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START), expiresAt: iso(CLOCK_START + 12 * 3600_000), revoked: false,
       rotatedFrom: null, rotatedTo: null },
-    { id: second.id, label: null, endpoints: ['/ext/bc/X/*', '/ext/health', '/ext/info'], methods: null, rateLimit: null, burst: null,
+    { id: second.id, label: null, endpoints: ['/ext/bc/X/*', '/ext/health', '/ext/info'], methods: null, rateLimit: null, burst: null, quota: null,
       allowedClients: null, lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START + 5000), expiresAt: iso(CLOCK_START + 5000 + 12 * 3600_000), revoked: false,
       rotatedFrom: null, rotatedTo: null },
   ], 'both listed: id, label (null without one), endpoints (the canonical list), methods and limits null, no use yet, RFC 3339 times, revoked');
