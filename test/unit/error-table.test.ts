@@ -115,7 +115,7 @@ t.test('no code of the gateway\'s collides with EIP-1474; -32000 stays the origi
   t.equal(library.RpcCode.Throttled, -32005, 'the password throttle is limit exceeded');
   t.equal(library.RpcCode.RateLimited, -32005, 'a token\'s rate limit is limit exceeded');
   t.same(Object.entries(library.RpcCode).filter(([, code]) => code === -32005).map(([name]) => name).sort(), ['RateLimited', 'Throttled'],
-    '-32005 is only throttling and rate limits');
+    '-32005 is only throttling and rate limits (a quota is one: a limit per day or month)');
 });
 
 t.test('the proxy\'s error classes have their stable codes and statuses', async (t) => {
@@ -129,6 +129,7 @@ t.test('the proxy\'s error classes have their stable codes and statuses', async 
   t.match(new library.ScopeRefusedError('method not allowed'), { code: 'API_AUTH_INSUFFICIENT_SCOPE', httpStatus: 200 });
   t.match(new library.ScopeRefusedError('not json-rpc'), { code: 'API_AUTH_SCOPE_UNREADABLE', httpStatus: 403 });
   t.match(new library.LimitRefusedError('rate'), { code: 'API_AUTH_RATE_LIMITED', httpStatus: 429, rpcCode: -32005 });
+  t.match(new library.LimitRefusedError('quota'), { code: 'API_AUTH_QUOTA_SPENT', httpStatus: 429, rpcCode: -32005 });
   t.match(new library.LimitRefusedError('table full'), { code: 'API_AUTH_LIMITS_FULL', httpStatus: 503, rpcCode: -32046 });
   t.match(new library.LimitRefusedError('unreadable'), { code: 'API_AUTH_LIMITS_UNREADABLE', httpStatus: 400, rpcCode: -32600 });
 });
@@ -144,7 +145,7 @@ t.test('docs/reference/errors.md publishes the JSON-RPC table of errors.ts, and 
   const rows = (text: string): string[][] => text.split('\n').filter((l) => /^\| -?\d/.test(l))
     .map((l) => l.split('|').slice(1, -1).map((cell) => cell.trim().replace(/^`|`$/g, '')));
   const published = rows(section('JSON-RPC codes')).map(([code, status, stable]) => [Number(code), Number(status), stable]);
-  const table = [...Object.values(library.RPC_ERRORS), library.LIMIT_ERRORS.rate, library.LIMIT_ERRORS.unreadable]
+  const table = [...Object.values(library.RPC_ERRORS), library.LIMIT_ERRORS.rate, library.LIMIT_ERRORS.quota, library.LIMIT_ERRORS.unreadable]
     .map((a) => [a.rpcCode, a.httpStatus, a.code]);
   const order = (list: (string | number)[][]) => [...list].sort((a, b) => Number(a[0]) - Number(b[0]));
   t.same(order(published), order(table), 'every JSON-RPC code, its HTTP status and its stable code, as errors.ts has them');
