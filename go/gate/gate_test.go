@@ -350,6 +350,38 @@ func TestATokenWithLimitsIsAdmittedByItsBucket(t *testing.T) {
 	}
 }
 
+// A quota counts calls per calendar day (UTC) in the same core as the gateway's: past it,
+// 429 with the reset's time in the message and data.resetsAt, byte for byte the
+// gateway's answer; a refused batch spends nothing, and the next day counts from 0.
+func TestAQuotaRefusesPastItsDayUntilMidnight(t *testing.T) {
+	f := newFixture(t)
+	auth := "Bearer " + f.issue(t, rpcPath, "", "", "quota 3/day")
+	if a := f.do(t, "POST", rpcPath, auth, batchOf(2, "eth_call")); a.status != 200 {
+		t.Fatalf("a batch of 2 of 3: %+v", a)
+	}
+	// 2027-01-15T08:00:00Z: the day resets at 2027-01-16T00:00:00Z.
+	spent := func(id string) answer {
+		return answer{429, "", `{"jsonrpc":"2.0","error":{"code":-32005,"message":"the provided auth token's quota for this period is spent; ` +
+			`it resets at 2027-01-16T00:00:00Z","data":{"resetsAt":"2027-01-16T00:00:00Z"}},"id":` + id + "}\n", "application/json"}
+	}
+	if got, want := f.do(t, "POST", rpcPath, auth, batchOf(2, "eth_call")), spent("null"); got != want {
+		t.Errorf("a batch of 2 with 1 left:\n got %+v\nwant %+v", got, want)
+	}
+	if a := f.do(t, "POST", rpcPath, auth, `{"jsonrpc":"2.0","method":"eth_call","id":7}`); a.status != 200 {
+		t.Errorf("the refused batch spent nothing: %+v", a)
+	}
+	if got, want := f.do(t, "POST", rpcPath, auth, `{"jsonrpc":"2.0","method":"eth_call","id":8}`), spent("8"); got != want {
+		t.Errorf("spent:\n got %+v\nwant %+v", got, want)
+	}
+	f.now = time.Unix(1_800_057_600, 0)
+	if a := f.do(t, "POST", rpcPath, auth, batchOf(3, "eth_call")); a.status != 200 {
+		t.Errorf("the next day: %+v", a)
+	}
+	if len(f.served) != 3 {
+		t.Errorf("served: %v", f.served)
+	}
+}
+
 // A batch of more calls than the burst can never pass: it is told so, with no
 // Retry-After, and spends nothing (issue 33, Low 8).
 func TestABatchOverTheBurstSpendsNothing(t *testing.T) {
