@@ -225,7 +225,7 @@ export class Admission {
       const result = gate.admitLimited(0, bytes);
       // 403 for the client, naming neither the list nor the address (refusals.ts).
       if (result === ADMIT_CLIENT) return this.refused(Outcome.Limited);
-      if (result !== ADMIT_OK) return this.refused(Outcome.Limited, limitRefusal(result, core.admitWait, 0, 'null'));
+      if (result !== ADMIT_OK) return this.refused(Outcome.Limited, limitRefusal(result, core.admitWait, 0, 'null', core.quotaResetMs));
       ticket = { grant: scoped ? grant : -1, limited: { serial, expiry, grant, client: bytes } };
     } else {
       ticket = { grant, limited: null };

@@ -10,6 +10,7 @@ import { authUrl } from '../helpers/auth.js';
 import { jsonrpc, request, type HttpResponse } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveAgain, serveInProcess } from '../helpers/library.js';
 import { startUpstream } from '../helpers/upstream.js';
+import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
 
 const RPC = '/ext/bc/C/rpc';
 const HOUR_MS = 3_600_000;
@@ -81,6 +82,26 @@ t.test('past the quota: 429, Retry-After to the reset, data.resetsAt, the caller
   t.match((await listed(server.url, server.password))[0], { requests: 6, quota: { used: 3, resetsAt: '2030-01-03T00:00:00Z' } });
   const metrics = (await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${plain}`]] })).text;
   t.match(metrics, /api_auth_limit_refusals_total\{reason="quota"\} 3\n/, 'counted as quota refusals');
+});
+
+t.test('WebSocket: the upgrade counts one call of the quota, each message its calls; past it -32005 with data.resetsAt for its id; no new session', async (t) => {
+  const time = manualClock(CLOCK_START + 23 * HOUR_MS);
+  const upstream = await startWsUpstream(t);
+  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
+  const path = '/ext/bc/C/ws';
+  const { token } = await issue(server.url, server.password, { endpoints: [path], quota: { requests: 2, per: 'day' } });
+  const client = await openClient(t, wsUrl(server.url, path), { token: token! });
+  const session = await upstream.session(0);
+  t.match(await client.call('eth_chainId'), { result: '0xa86a' }, 'the upgrade and one call: the quota of 2');
+  const refused = await client.call('eth_blockNumber');
+  t.same(refused.error, { code: -32005, message: 'the provided auth token\'s quota for this period is spent; it resets at 2030-01-02T00:00:00Z',
+    data: { resetsAt: '2030-01-02T00:00:00Z' } }, 'past the quota: the error for its id');
+  t.equal(session.received.length, 1, 'the refused call never reached the node');
+  const again = await openClient(t, wsUrl(server.url, path), { token: token! }).then(() => null, (error: unknown) => error);
+  t.ok(again instanceof Refused && again.status === 429, 'a new upgrade: 429');
+  t.match((again as Refused).body, /quota for this period is spent/);
+  time.now += HOUR_MS;
+  t.match(await client.call('eth_chainId'), { result: '0xa86a' }, 'at midnight UTC, the same session goes on');
 });
 
 t.test('a month\'s quota resets on the first of the next month, UTC, and lists so', async (t) => {
