@@ -21,7 +21,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { Outcome } from './core/core.js';
 import { newCore } from './core/module.js';
 import { Admission, Body, Decision, HTTP } from './http/admission.js';
-import { addressBytes } from './http/client-address.js';
+import { addressBytes } from './addresses.js';
 import { Gate } from './http/gate.js';
 import { InFlight } from './http/in-flight.js';
 import { STOP_GRACE_MS } from './http/listener.js';

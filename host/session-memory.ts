@@ -1,7 +1,7 @@
 // What one WebSocket session may hold in memory, at most, by the bounds that hold each of
 // its buffers; --ws-memory-budget bounds the sessions by it, so that every session at
-// its worst fits the process's budget (issue 33, M5: ten sessions each announcing a
-// 32 MiB - 1 frame and stopping 1 byte short took 321 MiB, and nothing bounded the sum).
+// its worst fits the process's budget (an attack of the hardening round: ten sessions each
+// announcing a 32 MiB - 1 frame and stopping 1 byte short took 321 MiB, and nothing bounded the sum).
 //
 // With M = --ws-max-message, a session holds at most:
 //

@@ -383,7 +383,7 @@ func TestAQuotaRefusesPastItsDayUntilMidnight(t *testing.T) {
 }
 
 // A batch of more calls than the burst can never pass: it is told so, with no
-// Retry-After, and spends nothing (issue 33, Low 8).
+// Retry-After, and spends nothing, as the gateway does.
 func TestABatchOverTheBurstSpendsNothing(t *testing.T) {
 	f := newFixture(t)
 	auth := "Bearer " + f.issue(t, rpcPath, "", "", "rate 1/h", "burst 3")
@@ -399,7 +399,8 @@ func TestABatchOverTheBurstSpendsNothing(t *testing.T) {
 }
 
 // A body whose calls the reading cannot know is refused for a token with limits, before
-// anything is counted: a batch with a byte after it is not one call (issue 33, High).
+// anything is counted: a batch with a byte after it is not one call, though a node that
+// reads only the first JSON value would execute every call in it.
 func TestATokenWithLimitsSendsOnlyBodiesReadExactly(t *testing.T) {
 	f := newFixture(t)
 	auth := "Bearer " + f.issue(t, rpcPath, "", "", "rate 1/h", "burst 3")

@@ -26,7 +26,7 @@ import { Decision } from './admission.js';
 import type { Admission } from './admission.js';
 import { clientAddress } from './client-address.js';
 import { CountedResponse } from './counted-response.js';
-import type { TrustedProxies } from './client-address.js';
+import type { TrustedProxies } from '../addresses.js';
 import { HEALTH_PATH, LIVE_PATH } from '../own-endpoints.js';
 
 /** Load balancers ask these every few seconds: no line for them. */

@@ -6,11 +6,6 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { formatAddress, parseAddress } from '../addresses.js';
 import type { TrustedProxies } from '../addresses.js';
 
-// The address forms and the trusted proxies' matcher are addresses.ts's (the options parse
-// --trusted-proxies with it too); the HTTP layer reads them from here.
-export { addressBytes, trustedProxies } from '../addresses.js';
-export type { TrustedProxies } from '../addresses.js';
-
 // Where X-Forwarded-For entries are parsed, one at a time: reading them allocates nothing for them.
 const SCRATCH = new Uint8Array(16);
 

@@ -8,8 +8,6 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { AllowedOrigins } from '../origins.js';
 
-export type { AllowedOrigins } from '../origins.js';
-
 /** What a browser may send beside the simple headers: the token, and a JSON body's type. */
 export const ALLOWED_HEADERS = 'Authorization, Content-Type';
 /** The methods of a node's APIs. */

@@ -32,7 +32,7 @@ import type { HttpRequest, HttpResponse, RecognizedString } from 'uWebSockets.js
 import { bodyRead, upstreamAnswered } from './access-log.js';
 import type { BodyAdmission, Ticket } from './body-admission.js';
 import { peerAddress } from './client-address.js';
-import type { TrustedProxies } from './client-address.js';
+import type { TrustedProxies } from '../addresses.js';
 import { BodyTooLargeError, ClientGoneError, LimitRefusedError, RpcCode, ScopeRefusedError, UpstreamError } from '../errors.js';
 import { readCalls } from '../rpc/reading.js';
 import type { Reading } from '../rpc/reading.js';

@@ -9,7 +9,7 @@ import type { TokenServiceLink } from '../service/link.js';
 import type { AuthCheck } from './auth-check.js';
 import { postAuth } from './auth-route.js';
 import { clientAddress } from './client-address.js';
-import type { TrustedProxies } from './client-address.js';
+import type { TrustedProxies } from '../addresses.js';
 import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
 import type { BodyAdmission, Ticket } from './body-admission.js';

@@ -5,7 +5,7 @@
 // for its share holds no place in the count.
 //
 // Why shares: with --ws-max-sessions alone, one token (a `1/h` one, even) could open
-// every session and leave every other token a 503 (issue 33, M4). A client address is
+// every session and leave every other token a 503 (found by an attack of the hardening round). A client address is
 // an IPv4 address, or an IPv6 address's /64: the least a network hands one host, so
 // that a host cannot take more places by stepping through the addresses of its own /64.
 //

@@ -58,8 +58,9 @@ import { CountedResponse } from './counted-response.js';
 import { Decision, webSocketWay, withoutToken } from './admission.js';
 import type { Admission, Way } from './admission.js';
 import type { Ticket } from './body-admission.js';
-import { addressBytes, clientAddress, peerAddress } from './client-address.js';
-import type { TrustedProxies } from './client-address.js';
+import { addressBytes } from '../addresses.js';
+import type { TrustedProxies } from '../addresses.js';
+import { clientAddress, peerAddress } from './client-address.js';
 import type { InFlight } from './in-flight.js';
 import { classify, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import { statusLine } from './proxy.js';
@@ -68,7 +69,7 @@ import { REFUSALS, writeRefusal } from './refusals.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
 import { clientKey, Opening, SessionLedger } from './session-ledger.js';
-import { CLIENT_HIGH_WATER, CLIENT_LOW_WATER, clientBackpressure } from './ws-memory.js';
+import { CLIENT_HIGH_WATER, CLIENT_LOW_WATER, clientBackpressure } from '../session-memory.js';
 import type { SessionKeys } from './session-ledger.js';
 import type { Router } from './router.js';
 import type { Route } from './routes.js';
@@ -172,7 +173,7 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
       // permessage-deflate stays off (uWS's default): a node's answers would be inflated
       // twice, and compression ratios are a known side channel.
       //
-      // The limit itself, so that a session holds no more than ws-memory.ts counts: uWS
+      // The limit itself, so that a session holds no more than session-memory.ts counts: uWS
       // cuts a client whose frame or message is over it without a close frame (the client
       // sees 1006, not RFC 6455's 1009), rather than gather it first to refuse it whole.
       maxPayloadLength: settings.maxMessage,

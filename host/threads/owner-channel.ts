@@ -10,7 +10,7 @@
 import { systemClock } from '../clock.js';
 import type { MessagePort, Worker } from 'node:worker_threads';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import type { AllowedOrigins } from '../http/cors.js';
+import type { AllowedOrigins } from '../origins.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { TlsFiles } from '../pem.js';
 import type { WebSocketSettings } from '../http/websocket.js';

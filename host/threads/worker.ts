@@ -4,7 +4,7 @@
 // a client that must wait is refused here, from the throttle board.
 import { systemClock } from '../clock.js';
 import { Core } from '../core/core.js';
-import { trustedProxies } from '../http/client-address.js';
+import { trustedProxies } from '../addresses.js';
 import { buildStack } from '../http/stack.js';
 import { LineWriter, openTarget } from '../ops/line-writer.js';
 import { Metrics } from '../ops/metrics.js';

@@ -2,7 +2,7 @@
 // raw sessions each announced a 32 MiB - 1 frame and stopped 1 byte short, and RSS went
 // from 93 to 414 MiB, as uWS gathered up to twice --ws-max-message per client. uWS now
 // cuts a frame over the limit at its header, each session holds at most
-// 6 x --ws-max-message + 2 MiB (host/http/ws-memory.ts), and --ws-memory-budget bounds
+// 6 x --ws-max-message + 2 MiB (host/session-memory.ts), and --ws-memory-budget bounds
 // the sessions by it: a start that asks for more sessions than the budget holds stops.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
@@ -18,7 +18,7 @@ import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstr
 const WS_PATH = '/ext/bc/C/ws';
 const MIB = 1024 * 1024;
 const MAX_MESSAGE = 8 * MIB;
-/** What ws-memory.ts states one session may hold at MAX_MESSAGE. */
+/** What session-memory.ts states one session may hold at MAX_MESSAGE. */
 const SESSION_BYTES = 6 * MAX_MESSAGE + 2 * MIB;
 const SESSIONS = 10;
 

@@ -3,7 +3,7 @@
 //
 // Why not `ws`: the relay pays for its upstream client twice per echo, and `ws` reads
 // through a Node stream, a Writable parser and an event per message, which the bench
-// measured at a third more CPU per echo than nginx (issue 22). Here the kernel reads into
+// measured at a third more CPU per echo than nginx (docs/explanation/performance.md). Here the kernel reads into
 // one buffer (`onread`), frames are read in place from it (frames.ts), and each message
 // goes out as one masked frame in one write. What `ws` did for the relay is kept: the
 // same handshake and checks of the answer, the largest message, the close handshake
