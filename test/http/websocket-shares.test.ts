@@ -7,13 +7,13 @@ import t from 'tap';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import { jsonrpc, request } from '../helpers/http.js';
+import { jsonrpc } from '../helpers/http.js';
 import { authUrl, newToken } from '../helpers/auth.js';
 import { startServer, tempDir } from '../helpers/server.js';
 import type { Server } from '../helpers/server.js';
 import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
 import type { ClientOptions } from '../helpers/ws-upstream.js';
-import { parseScrape } from '../helpers/metrics.js';
+import { scrape } from '../helpers/metrics.js';
 
 const WS_PATH = '/ext/bc/C/ws';
 
@@ -26,12 +26,6 @@ async function refusal(t: Test, server: Server, options: ClientOptions): Promise
     throw error;
   }
   throw new Error('the upgrade was accepted');
-}
-
-/** The samples of a Prometheus scrape, by series. */
-async function scrape(base: string, token: string): Promise<Map<string, number>> {
-  const response = await request(base, '/ext/metrics', { headers: [['Authorization', `Bearer ${token}`]] });
-  return parseScrape(response.text);
 }
 
 t.test('the issue\'s case: with --ws-max-sessions 5, a 1/h token holds 2 (a quarter, rounded up) and another token still gets in', async (t) => {
