@@ -9,10 +9,9 @@
 //            revokeSerial, the restart path of the host) and reports start time, memory,
 //            verify time, and checks that old tokens still verify and revoked ones do not;
 //   cli      the real CLI (build/host/main.js) started against a data folder: its
-//            spawn-to-"listening" time and RSS. With durable state in the build (a state
-//            file appears in --data-dir), the folder is seeded with N issued serials and M
-//            revocations through build/host/state/file.js before the timed start;
-//            without it only the empty start is measured and the others say so.
+//            spawn-to-"listening" time and RSS. The data folder's state file is seeded
+//            with N issued serials and M revocations through the program's own reader
+//            and writer (build/host/state/data-folder.js) before the timed start.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -262,7 +261,7 @@ function runChild(mode, params) {
   });
 }
 
-/** The real CLI, started against a data folder; seeded with state when the build has durable state. */
+/** The real CLI, started against a data folder, its state file seeded with the scenario's serials and revocations. */
 async function cliStart(scenario, seedFrom) {
   const { startOurs, newToken } = await import('../lib/api-auth.js');
   if (!existsSync(join(BUILD, 'host', 'main.js'))) return { skipped: 'build/host/main.js is missing' };
@@ -280,20 +279,18 @@ async function cliStart(scenario, seedFrom) {
     }
     await newToken(first.server.port, first.password, [PATH]);
     await first.server.stop();
-    const stateFileJs = join(BUILD, 'host', 'state', 'file.js');
-    if (!existsSync(join(dataDir, 'state')) || !existsSync(stateFileJs)) {
-      return { skipped: 'durable state is not in this build yet (no state file in --data-dir after a token was issued)' };
-    }
-    // Seed: N issued serials and M revocations, in the program's own format.
-    const sf = await import(pathToFileURL(stateFileJs).href);
-    const state = await sf.readState(dataDir);
+    // Seed: N issued serials and M revocations, in the program's own format (codec.js),
+    // read and written as the program does (data-folder.js).
+    const folder = await import(pathToFileURL(join(BUILD, 'host', 'state', 'data-folder.js')).href);
+    const state = await folder.readState(dataDir);
+    if (state === undefined) throw new Error(`no state file in ${dataDir} after a token was issued`);
     const seeded = JSON.parse(readFileSync(seedFrom, 'utf8'));
     state.serialCeiling = Math.max(state.serialCeiling, seeded.nextSerial);
     state.floor = 0;
     state.maxLifetime = Math.max(state.maxLifetime ?? 0, LIFETIME);
     const expiry = seeded.expiryBound;
     for (const serial of seeded.revokedSerials) state.revocations.set(serial, expiry);
-    await sf.writeState(dataDir, state);
+    await folder.writeState(dataDir, state);
     const { startServer } = await import('../lib/proc.js');
     const { MAIN } = await import('../lib/common.js');
     const second = await startServer('api-auth (seeded)', process.execPath, [MAIN, '--http-port', '0', '--data-dir', dataDir,
@@ -303,8 +300,6 @@ async function cliStart(scenario, seedFrom) {
     result.seeded = { serialCeiling: state.serialCeiling, revocations: state.revocations.size };
     await second.stop();
     return result;
-  } catch (error) {
-    return { ...result, skipped: `seeding failed: ${error.message.split('\n')[0]}` };
   } finally {
     await first.cleanup();
   }

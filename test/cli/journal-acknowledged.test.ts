@@ -10,7 +10,7 @@ import t, { type Test } from 'tap';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, rmSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { authUrl, call, expectGranted, expectRefused, REASONS, REVOKED } from '../helpers/auth.js';
+import { authUrl, call, expectGranted, expectRefused, issueToken, listTokens, REASONS, REVOKED } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { serveAgain, serveInProcess, type LibraryServer } from '../helpers/library.js';
 import { restartServer, runCli, startServer, type LogLine } from '../helpers/server.js';
@@ -23,17 +23,7 @@ const HEADER = 16 + 4 + 8 + 16 + 4 + 8;
 
 interface Issued { token: string; id: string }
 
-async function issue(server: { url: string; password: string }, label: string): Promise<Issued> {
-  const answer = await jsonrpc(authUrl(server.url), 'auth.newToken', { password: server.password, endpoints: ['/ext/info'], label });
-  if (answer.result === undefined) throw new Error(`newToken failed: ${JSON.stringify(answer.error)}`);
-  return answer.result as Issued;
-}
-
-async function listed(server: { url: string; password: string }): Promise<string[]> {
-  const answer = await jsonrpc(authUrl(server.url), 'auth.listTokens', { password: server.password });
-  if (answer.result === undefined) throw new Error(`listTokens failed: ${JSON.stringify(answer.error)}`);
-  return (answer.result as { tokens: { id: string }[] }).tokens.map((e) => e.id);
-}
+const ids = (entries: readonly { id: string }[]): string[] => entries.map((e) => e.id);
 
 /** Every file of the data folder but its lock, with its bytes. */
 function folder(dataDir: string): Map<string, string> {
@@ -74,10 +64,10 @@ function warned(logs: LogLine[]): boolean {
 async function compacted(t: Test, n: number): Promise<{ server: LibraryServer; tokens: Issued[]; saved: Map<string, Buffer> }> {
   const first = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const tokens: Issued[] = [];
-  for (let i = 0; i < n; i++) tokens.push(await issue(first, `token ${i}`));
+  for (let i = 0; i < n; i++) tokens.push(await issueToken(first.url, first.password, { label: `token ${i}` }));
   await first.stop();
   const server = await serveAgain(t, first);
-  t.equal((await listed(server)).length, n, `${n} tokens listed`);
+  t.equal((ids(await listTokens<Issued>(server.url, server.password))).length, n, `${n} tokens listed`);
   await server.stop();
   return { server, tokens, saved: snapshot(server.dataDir) };
 }
@@ -122,7 +112,7 @@ t.test('truncate -s -7 after a clean stop: the repair copies the journal aside a
   t.ok(readFileSync(String(aside!.to)).equals(cut), 'the copy holds the damaged journal, byte for byte');
   t.match(lines.at(-1), { msg: 'repaired the data folder', keptEntries: 11 });
   const again = await serveAgain(t, server);
-  t.same(await listed(again), tokens.slice(0, 11).map((e) => e.id), 'the start lists the 11 tokens written whole before the cut');
+  t.same(ids(await listTokens<Issued>(again.url, again.password)), tokens.slice(0, 11).map((e) => e.id), 'the start lists the 11 tokens written whole before the cut');
   t.notOk(warned(again.logs), 'and drops nothing more');
   expectGranted(t, await call(again.url, '/ext/info', tokens[11].token), '/ext/info', 'the unlisted token still verifies');
   const revoked = await jsonrpc(authUrl(again.url), 'auth.revokeToken', { password: again.password, id: tokens[3].id });
@@ -140,7 +130,7 @@ t.test('rm tokens, or a journal cut to its header: after the repair the start se
     t.equal(fixed.code, 0, `${name}: repaired`);
     t.equal((await runCli(t, server.args)).code, null, `${name}: the next start listens`);
     const again = await serveAgain(t, server);
-    t.same(await listed(again), [], `${name}: nothing to list`);
+    t.same(ids(await listTokens<Issued>(again.url, again.password)), [], `${name}: nothing to list`);
     expectGranted(t, await call(again.url, '/ext/info', tokens[0].token), '/ext/info', `${name}: the tokens still verify`);
     await again.stop();
   }
@@ -158,7 +148,7 @@ t.test('rm state with the journal kept: no new key; the repair moves the journal
   const moved = names.find((n) => n.startsWith('tokens.'))!;
   t.ok(readFileSync(join(server.dataDir, moved)).equals(saved.get('tokens')!), 'the journal set aside is the one that was there');
   const again = await serveAgain(t, server);
-  t.same(await listed(again), [], 'a fresh state lists nothing');
+  t.same(ids(await listTokens<Issued>(again.url, again.password)), [], 'a fresh state lists nothing');
   expectRefused(t, await call(again.url, '/ext/info', tokens[0].token), REASONS.badSignature, 'and the old key is gone: its tokens are refused');
 });
 
@@ -173,13 +163,13 @@ t.test('a damaged state file: the repair moves it aside with the journal and usa
   t.match(names, [/^state\.damaged-/, /^tokens\.damaged-/, /^usage\.damaged-/], 'all three set aside, nothing deleted');
   t.ok(readFileSync(join(server.dataDir, names[1])).equals(saved.get('tokens')!), 'the journal set aside is the one that was there');
   const again = await serveAgain(t, server);
-  t.same(await listed(again), [], 'a fresh state');
+  t.same(ids(await listTokens<Issued>(again.url, again.password)), [], 'a fresh state');
 });
 
 t.test('a journal of another epoch: another folder\'s, one a repair set aside, or an older copy of this one, stops the start', async (t) => {
   const { server, saved } = await compacted(t, 3);
   const other = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
-  await issue(other, 'elsewhere');
+  await issueToken(other.url, other.password, { label: 'elsewhere' });
   await other.stop();
   const journal = join(server.dataDir, 'tokens');
   // An older copy: the journal before a start compacted it again.
@@ -213,7 +203,7 @@ t.test('a journal of another epoch: another folder\'s, one a repair set aside, o
 t.test('kill -9 while issuing leaves a torn last group: the start drops it with the warning, and serves the rest', async (t) => {
   let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const tokens: Issued[] = [];
-  for (let i = 0; i < 4; i++) tokens.push(await issue(server, `token ${i}`));
+  for (let i = 0; i < 4; i++) tokens.push(await issueToken(server.url, server.password, { label: `token ${i}` }));
   t.same(await server.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
   const journal = join(server.dataDir, 'tokens');
   const file = readFileSync(journal);
@@ -221,7 +211,7 @@ t.test('kill -9 while issuing leaves a torn last group: the start drops it with 
   // during its own write, had not been acknowledged.
   writeFileSync(journal, file.subarray(0, file.length - 5));
   server = await restartServer(t, server);
-  t.same(await listed(server), tokens.slice(0, 3).map((e) => e.id), 'the whole groups are kept');
+  t.same(ids(await listTokens<Issued>(server.url, server.password)), tokens.slice(0, 3).map((e) => e.id), 'the whole groups are kept');
   t.ok(warned(server.logs), 'the torn tail is logged');
 });
 
@@ -232,7 +222,7 @@ t.test('a data folder of format 1 (state and journal) opens, keeps its tokens, a
   writeFileSync(statePath, stateV1(readFileSync(statePath)));
   writeFileSync(journal, journalV1(readFileSync(journal)));
   const again = await serveAgain(t, server);
-  t.same(await listed(again), tokens.map((e) => e.id), 'the tokens of the old folder are listed');
+  t.same(ids(await listTokens<Issued>(again.url, again.password)), tokens.map((e) => e.id), 'the tokens of the old folder are listed');
   await again.stop();
   t.equal(readFileSync(statePath).readUInt32LE(8), 2, 'the state file is of format 2');
   t.equal(readFileSync(journal).readUInt32LE(16), 2, 'the journal is of format 2');

@@ -3,7 +3,7 @@
 // when known); never a password or a token.
 import t from 'tap';
 import { call, newToken } from '../helpers/auth.js';
-import { request, rpc } from '../helpers/http.js';
+import { post, request, rpc } from '../helpers/http.js';
 import { launch, randomPassword, runCli, startServer, type LogLine, type Server } from '../helpers/server.js';
 import { closedPort } from '../helpers/upstream.js';
 
@@ -15,10 +15,6 @@ const LEVELS = ['debug', 'info', 'warn', 'error'];
  */
 const ONE_THREAD = ['--http-threads', '1'];
 
-function post(base: string, body: unknown, localAddress: string) {
-  return request(base, '/ext/auth', { headers: [['Content-Type', 'application/json']], body: JSON.stringify(body), localAddress });
-}
-
 const audits = (logs: LogLine[]): LogLine[] => logs.filter((l) => l.msg === 'audit');
 
 /**
@@ -29,7 +25,7 @@ const audits = (logs: LogLine[]): LogLine[] => logs.filter((l) => l.msg === 'aud
  */
 async function linesSoFar(server: Server): Promise<LogLine[]> {
   const marker = '127.4.9.9';
-  await post(server.url, rpc('auth.revokeToken', { password: 'marker', token: 'marker' }, 0), marker);
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: 'marker', token: 'marker' }, 0)), { localAddress: marker });
   const line = await server.waitForLog((l) => l.msg === 'audit' && l.client === marker);
   return server.logs.slice(0, server.logs.indexOf(line));
 }
@@ -39,19 +35,19 @@ t.test('each /ext/auth call leaves one audit line, and no line holds a secret', 
   const secrets: string[] = [server.password];
   const client = '127.4.0.1';
 
-  const issued = JSON.parse((await post(server.url, rpc('auth.newToken', { password: server.password, endpoints: ['/ext/info'] }, 1), client)).text);
+  const issued = JSON.parse((await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password: server.password, endpoints: ['/ext/info'] }, 1)), { localAddress: client })).text);
   const token: string = issued.result.token;
   secrets.push(token);
   const wrong = 'wrong-' + randomPassword();
   secrets.push(wrong);
-  await post(server.url, rpc('auth.newToken', { password: wrong, endpoints: ['*'] }, 2), client);
-  await post(server.url, rpc('auth.newToken', { password: server.password, endpoints: ['relative'] }, 3), client);
-  await post(server.url, rpc('auth.revokeToken', { password: server.password, token }, 4), client);
-  await post(server.url, rpc('auth.revokeToken', { password: server.password, token: 'garbage' }, 5), client);
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password: wrong, endpoints: ['*'] }, 2)), { localAddress: client });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password: server.password, endpoints: ['relative'] }, 3)), { localAddress: client });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: server.password, token }, 4)), { localAddress: client });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: server.password, token: 'garbage' }, 5)), { localAddress: client });
   const next = randomPassword();
   secrets.push(next);
-  await post(server.url, rpc('auth.changePassword', { oldPassword: server.password, newPassword: next }, 6), client);
-  await post(server.url, rpc('auth.changePassword', { oldPassword: server.password, newPassword: randomPassword() }, 7), client);
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.changePassword', { oldPassword: server.password, newPassword: next }, 6)), { localAddress: client });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.changePassword', { oldPassword: server.password, newPassword: randomPassword() }, 7)), { localAddress: client });
 
   const lines = audits(await linesSoFar(server));
   const expected = [
@@ -81,7 +77,7 @@ t.test('a throttled call in a batch is audited as throttled', async (t) => {
   const server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const client = '127.4.0.2';
   const wrong = rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, 1);
-  await post(server.url, [wrong, wrong, wrong, wrong, wrong], client);
+  await post(server.url, '/ext/auth', JSON.stringify([wrong, wrong, wrong, wrong, wrong]), { localAddress: client });
   const lines = await server.waitForLines((l) => l.msg === 'audit' && l.client === client, 5);
   t.same(lines.map((l) => l.outcome), ['incorrect password', 'incorrect password', 'incorrect password', 'throttled', 'throttled']);
   t.ok(lines.every((l) => l.client === client));

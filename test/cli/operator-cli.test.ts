@@ -13,11 +13,10 @@ import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { USAGE } from '../../build/host/cli/flags.js';
-import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
 import { REASONS, TOKEN_PATTERN, call, expectGranted, expectRefused, tryPassword } from '../helpers/auth.js';
 import { MAIN, PROGRAM_ENV, ROOT, randomPassword, startServer, tempDir, untracked } from '../helpers/server.js';
+import { runOperator } from '../helpers/operator.js';
 import { closedPort } from '../helpers/upstream.js';
 
 interface Run {
@@ -53,18 +52,7 @@ function spawned(args: readonly string[], stdin: string | Buffer = ''): Promise<
  * with, and hands it the process's stdout, stderr and stdin): `stdin` is a stream that is
  * not a terminal, holding those bytes. The spawned tests below pin that wiring.
  */
-async function api(args: readonly string[], stdin: string | Buffer = '', env: Record<string, string> = {}): Promise<Run> {
-  let stdout = '';
-  let stderr = '';
-  const input = Readable.from(Buffer.from(stdin)) as unknown as NodeJS.ReadStream;
-  const code = await runOperatorCommand(args, {
-    stdout: (text) => { stdout += text; },
-    stderr: (text) => { stderr += text; },
-    stdin: input,
-    env,
-  });
-  return { code, stdout, stderr };
-}
+const api = runOperator;
 
 // Two tests at a time: each has calls to the node out most of its time.
 t.jobs = 2;

@@ -9,9 +9,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
+import { runOperator } from '../helpers/operator.js';
 import { tempDir } from '../helpers/server.js';
-import { Readable } from 'node:stream';
 
 const dir = tempDir(t);
 const openssl = (args: string[]): void => { execFileSync('openssl', args, { stdio: 'ignore' }); };
@@ -55,16 +54,7 @@ async function tlsNode(pair: { cert: string; key: string }): Promise<string> {
   return `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-async function api(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runOperatorCommand(args, {
-    stdout: (text) => { stdout += text; },
-    stderr: (text) => { stderr += text; },
-    stdin: Readable.from(Buffer.alloc(0)) as unknown as NodeJS.ReadStream,
-  });
-  return { code, stdout, stderr };
-}
+const api = (args: readonly string[]) => runOperator(args);
 
 const tokenNew = (uri: string, ...more: string[]) => api(['token', 'new', '--uri', uri, '--password-file', passwordFile, '--endpoints', '/', ...more]);
 

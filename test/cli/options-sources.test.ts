@@ -7,13 +7,13 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, startServer } from '../../build/host/index.js';
 import type { ServerOptions } from '../../build/host/index.js';
 import { launch, tempDir } from '../helpers/server.js';
 import type { CliResult } from '../helpers/server.js';
+import { closedPort } from '../helpers/upstream.js';
 
 const quiet = { log: { debug() {}, info() {}, warn() {}, error() {} } };
 
@@ -40,14 +40,6 @@ async function runWith(t: Test, args: readonly string[], env: Record<string, str
   const listened = await run.waitForLog((l) => l.msg === 'listening', 10_000).then(() => true, () => false);
   const exit = listened ? await run.stop('SIGTERM') : await run.exited;
   return { ...exit, stdout: run.stdout(), stderr: run.stderr(), logs: run.logs };
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
 }
 
 t.test('each option is an API_AUTH_ variable and a config file key, read as its flag is', async (t) => {
@@ -97,7 +89,7 @@ t.test('a flag beats the environment, the environment beats the config file, the
     { port: '1111', logLevel: 'warn', metricsPath: '/file/metrics' }, '--config-file beats API_AUTH_CONFIG_FILE');
 
   // The same through the command itself: the port it listens on says which one won.
-  const [flag, environment, inFile] = [await freePort(), await freePort(), await freePort()];
+  const [flag, environment, inFile] = [await closedPort(), await closedPort(), await closedPort()];
   const data = ['--data-dir', join(tempDir(t), 'data')];
   const portFile = configFile(t, { 'http-port': inFile });
   const listened = async (args: string[], vars: Record<string, string>): Promise<unknown> =>

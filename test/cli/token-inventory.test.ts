@@ -6,8 +6,9 @@ import { join } from 'node:path';
 import {
   ALREADY_REVOKED, INCORRECT_PASSWORD, REASONS, REVOKED, authUrl, call, callWithHeader, changePassword, expectGranted, expectRefused,
 } from '../helpers/auth.js';
-import { jsonrpc, type RpcResponse } from '../helpers/http.js';
+import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveAgain, serveInProcess, type LibraryServer } from '../helpers/library.js';
+import { askToken, listTokens } from '../helpers/auth.js';
 
 t.jobs = 2;
 
@@ -30,20 +31,10 @@ interface Listed {
   revoked: boolean;
 }
 
-async function issue(server: LibraryServer, params: Record<string, unknown> = {}): Promise<RpcResponse> {
-  return jsonrpc(authUrl(server.url), 'auth.newToken', { password: server.password, endpoints: ['/ext/info'], ...params });
-}
-
 async function issued(t: Test, server: LibraryServer, params: Record<string, unknown> = {}): Promise<{ token: string; id: string }> {
-  const answer = await issue(server, params);
+  const answer = await askToken(server.url, server.password, params);
   t.ok(answer.result, `newToken ${JSON.stringify(params)} answers a result: ${JSON.stringify(answer.error)}`);
   return answer.result as { token: string; id: string };
-}
-
-async function list(server: LibraryServer, password = server.password): Promise<Listed[]> {
-  const answer = await jsonrpc(authUrl(server.url), 'auth.listTokens', { password });
-  if (answer.result === undefined) throw new Error(`auth.listTokens failed: ${JSON.stringify(answer.error)}`);
-  return (answer.result as { tokens: Listed[] }).tokens;
 }
 
 async function revokeId(server: LibraryServer, id: unknown, password = server.password): Promise<unknown> {
@@ -69,7 +60,7 @@ t.test('newToken answers {token, id}; listTokens lists each live token in issue 
   t.same(Object.keys(first), ['token', 'id'], 'the result holds token, then id');
   t.match(first.id, /^t(0|[1-9][0-9]*)$/, 'an id is "t" and a decimal number');
   t.not(first.id, second.id, 'each token has its own id');
-  const tokens = await list(server);
+  const tokens = await listTokens<Listed>(server.url, server.password);
   t.same(tokens, [
     { id: first.id, label: 'CI deploy bot', endpoints: ['/ext/info'], methods: null, rateLimit: null, burst: null, quota: null, allowedClients: null,
       lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START), expiresAt: iso(CLOCK_START + 12 * 3600_000), revoked: false,
@@ -95,7 +86,7 @@ t.test('expiresIn: a duration or whole seconds sets the token\'s own lifetime, a
   const cases: [unknown, number][] = [['90s', 90], [90, 90], ['1h30m', 5400], ['2h', 7200], [7200, 7200], ['1.5m', 90], [undefined, 7200]];
   const ids: string[] = [];
   for (const [expiresIn] of cases) ids.push((await issued(t, server, expiresIn === undefined ? {} : { expiresIn })).id);
-  const tokens = await list(server);
+  const tokens = await listTokens<Listed>(server.url, server.password);
   cases.forEach(([expiresIn, seconds], i) => {
     t.equal(tokens[i].id, ids[i]);
     t.equal(tokens[i].expiresAt, iso(CLOCK_START + seconds * 1000), `expiresIn ${JSON.stringify(expiresIn)}: ${seconds} s`);
@@ -105,7 +96,7 @@ t.test('expiresIn: a duration or whole seconds sets the token\'s own lifetime, a
   expectGranted(t, await call(server.url, '/ext/info', short.token), '/ext/info', 'a second before its own expiry');
   time.now += 1000;
   expectRefused(t, await call(server.url, '/ext/info', short.token), REASONS.expired, 'at its own expiry, long before the lifetime');
-  t.notOk((await list(server)).some((e) => e.id === short.id), 'an expired token is no longer listed');
+  t.notOk((await listTokens<Listed>(server.url, server.password)).some((e) => e.id === short.id), 'an expired token is no longer listed');
 });
 
 t.test('a bad expiresIn is invalid params naming it and the ceiling (--max-token-lifetime), before the password check; nothing is issued', async (t) => {
@@ -113,12 +104,12 @@ t.test('a bad expiresIn is invalid params naming it and the ceiling (--max-token
   const bad: unknown[] = ['61m', 3601, '2h', 0, '0s', -5, '-5s', 1.5, '1500ms', '', 'soon', '90', true, null, [90], { s: 90 }, 1e300];
   for (const expiresIn of bad) {
     for (const password of [server.password, WRONG]) {
-      const answer = await issue({ ...server, password }, { expiresIn });
+      const answer = await askToken(server.url, password, { expiresIn });
       t.equal(answer.error?.code, INVALID_PARAMS, `expiresIn ${JSON.stringify(expiresIn)} (${password === WRONG ? 'wrong' : 'right'} password)`);
       t.match(answer.error?.message, /^invalid params: expiresIn must be .*from 1s to 3600s \(1h, the node's --max-token-lifetime\)/);
     }
   }
-  t.same(await list(server), [], 'nothing was issued');
+  t.same(await listTokens<Listed>(server.url, server.password), [], 'nothing was issued');
 });
 
 t.test('label: 1 to 128 visible code points; anything else is invalid params naming label, and nothing is issued', async (t) => {
@@ -127,20 +118,20 @@ t.test('label: 1 to 128 visible code points; anything else is invalid params nam
     'e\u0301 combining', 'family \u{1F468}\u200d\u{1F469}\u200d\u{1F467}'];
   for (const label of good) {
     const { id } = await issued(t, server, { label });
-    t.equal((await list(server)).find((e) => e.id === id)?.label, label, `${shown(label)} is kept as sent`);
+    t.equal((await listTokens<Listed>(server.url, server.password)).find((e) => e.id === id)?.label, label, `${shown(label)} is kept as sent`);
   }
-  const before = (await list(server)).length;
+  const before = (await listTokens<Listed>(server.url, server.password)).length;
   const bad: unknown[] = ['', ' ', '\u3000\u00a0', 'x'.repeat(129), '\u{1F600}'.repeat(129), 'tab\there', 'new\nline', 'cr\rhere',
     'nul\u0000', 'del\u007f', 'c1\u0085', 'c1\u009b', 'line\u2028sep', 'para\u2029sep', 'rlo\u202eevil', 'isolate\u2066x\u2069', 'lrm\u200e',
     'alm\u061c', 'lone \ud800', 'lone \udc00 low', 5, null, ['x'], { label: 'x' }, true];
   for (const label of bad) {
     for (const password of [server.password, WRONG]) {
-      const answer = await issue({ ...server, password }, { label });
+      const answer = await askToken(server.url, password, { label });
       t.equal(answer.error?.code, INVALID_PARAMS, `label ${shown(label)} (${password === WRONG ? 'wrong' : 'right'} password)`);
       t.match(answer.error?.message, /^invalid params: label must be a string of 1 to 128 characters/);
     }
   }
-  t.equal((await list(server)).length, before, 'none of them was issued');
+  t.equal((await listTokens<Listed>(server.url, server.password)).length, before, 'none of them was issued');
 });
 
 t.test('revokeToken by id: revoked, then already revoked; the gate refuses the token and the list says revoked', async (t) => {
@@ -150,7 +141,7 @@ t.test('revokeToken by id: revoked, then already revoked; the gate refuses the t
   t.same(await revokeId(server, target.id), REVOKED, 'the first revocation revokes');
   expectRefused(t, await call(server.url, '/ext/info', target.token), REASONS.revoked, 'the revoked token');
   expectGranted(t, await call(server.url, '/ext/info', other.token), '/ext/info', 'the other token is untouched');
-  t.same((await list(server)).map((e) => [e.id, e.revoked]), [[target.id, true], [other.id, false]], 'listed revoked, until it expires');
+  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => [e.id, e.revoked]), [[target.id, true], [other.id, false]], 'listed revoked, until it expires');
   t.same(await revokeId(server, target.id), ALREADY_REVOKED, 'again: already revoked');
   t.same(await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, token: target.token }).then((a) => a.result),
     ALREADY_REVOKED, 'the token form agrees');
@@ -161,7 +152,7 @@ t.test('revoking by a token marks its entry revoked too', async (t) => {
   const target = await issued(t, server);
   const answer = await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, token: target.token });
   t.same(answer.result, REVOKED);
-  t.same((await list(server)).map((e) => [e.id, e.revoked]), [[target.id, true]]);
+  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => [e.id, e.revoked]), [[target.id, true]]);
   t.same(await revokeId(server, target.id), ALREADY_REVOKED);
 });
 
@@ -180,7 +171,7 @@ t.test('an unknown, malformed or dead id: success, nothing revoked, and a reason
   const next = `new-${server.password}`;
   t.same(await changePassword(server.url, server.password, next), { success: true });
   t.same(await revokeId({ ...server, password: next }, live.id, next), notLive('unknown id'), 'the id of a token of an earlier password');
-  t.same(await list({ ...server, password: next }), [], 'nothing of the earlier generation is listed');
+  t.same(await listTokens<Listed>(server.url, next), [], 'nothing of the earlier generation is listed');
   expectRefused(t, await call(server.url, '/ext/info', live.token), REASONS.earlierGeneration, 'and the token is of the earlier password');
 });
 
@@ -201,7 +192,7 @@ t.test('revokeToken takes token or id: both, neither or a wrong type is invalid 
     t.same((await rpc({ password: WRONG, id: target })).error, INCORRECT_PASSWORD, `wrong password, id ${target}`);
   }
   expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'none of these revoked the token');
-  t.same((await list(server)).map((e) => e.revoked), [false]);
+  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => e.revoked), [false]);
 });
 
 t.test('listTokens: a wrong password is the usual error; each call is audited with the count and nothing secret', async (t) => {
@@ -210,7 +201,7 @@ t.test('listTokens: a wrong password is the usual error; each call is audited wi
   await issued(t, server);
   t.same((await jsonrpc(authUrl(server.url), 'auth.listTokens', { password: WRONG })).error, INCORRECT_PASSWORD);
   t.equal((await jsonrpc(authUrl(server.url), 'auth.listTokens', {})).error?.message, 'invalid params: password must be a string');
-  t.equal((await list(server)).length, 2);
+  t.equal((await listTokens<Listed>(server.url, server.password)).length, 2);
   const audits = server.logs.filter((l) => l.msg === 'audit' && l.method === 'auth.listTokens');
   t.same(audits.map((l) => [l.level, l.outcome, l.count]), [['warn', 'incorrect password', undefined], ['warn', 'invalid params', undefined],
     ['info', 'ok', 2]]);
@@ -223,15 +214,15 @@ t.test('--api-auth-max-tokens: past the limit newToken is the resource-limit err
   const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--api-auth-max-tokens', '3'] });
   const kept = [await issued(t, server, { expiresIn: 60 }), await issued(t, server), await issued(t, server)];
   await revokeId(server, kept[2].id);
-  const refused = await issue(server, { label: 'one too many', endpoints: ['/ext/bc/new'] });
+  const refused = await askToken(server.url, server.password, { label: 'one too many', endpoints: ['/ext/bc/new'] });
   t.equal(refused.error?.code, RESOURCE_LIMIT, 'a fourth live token is refused (a revoked one counts until it expires)');
   t.match(refused.error?.message, /3 live tokens, its limit \(--api-auth-max-tokens\)/);
-  t.same((await list(server)).map((e) => e.id), kept.map((k) => k.id), 'the list is unchanged');
+  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => e.id), kept.map((k) => k.id), 'the list is unchanged');
   const state = readFileSync(join(server.dataDir, 'state'));
   t.notOk(state.includes('/ext/bc/new'), 'its endpoint list was not recorded');
   time.now += 60_000;
   const room = await issued(t, server);
-  t.same((await list(server)).map((e) => e.id), [kept[1].id, kept[2].id, room.id], 'once one expired, there is room again');
+  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => e.id), [kept[1].id, kept[2].id, room.id], 'once one expired, there is room again');
 });
 
 t.test('--api-auth-max-tokens must be a whole number from 1 to 1000000', async (t) => {
@@ -247,26 +238,26 @@ t.test('the inventory survives a restart: labels, lifetimes, revocations; ids ar
   const a = await issued(t, server, { label: 'kept', expiresIn: '10m' });
   const b = await issued(t, server);
   t.same(await revokeId(server, b.id), REVOKED);
-  const before = await list(server);
+  const before = await listTokens<Listed>(server.url, server.password);
   await server.stop();
   const again = await serveAgain(t, server);
-  t.same(await list(again), before, 'the same list after the restart');
+  t.same(await listTokens<Listed>(again.url, again.password), before, 'the same list after the restart');
   expectGranted(t, await call(again.url, '/ext/info', a.token), '/ext/info', 'the listed live token verifies');
   expectRefused(t, await call(again.url, '/ext/info', b.token), REASONS.revoked, 'the listed revoked token is refused');
   const c = await issued(t, again);
   t.notOk([a.id, b.id].includes(c.id), `a new id after the restart (${c.id})`);
-  t.same((await list(again)).map((e) => e.id), [a.id, b.id, c.id], 'in issue order');
+  t.same((await listTokens<Listed>(again.url, again.password)).map((e) => e.id), [a.id, b.id, c.id], 'in issue order');
 });
 
 t.test('concurrent issues are all listed, each once', async (t) => {
   const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => issued(t, server, { label: `n${i}` })));
-  const tokens = await list(server);
+  const tokens = await listTokens<Listed>(server.url, server.password);
   t.equal(tokens.length, 24);
   t.same(new Set(tokens.map((e) => e.id)), new Set(answers.map((a) => a.id)));
   await server.stop();
   const again = await serveAgain(t, server);
-  t.same(await list(again), tokens, 'and after a restart');
+  t.same(await listTokens<Listed>(again.url, again.password), tokens, 'and after a restart');
 });
 
 t.test('methods comes from the token\'s grant: a grant with a method scope lists its patterns, one without lists null', async (t) => {
@@ -284,7 +275,7 @@ t.test('methods comes from the token\'s grant: a grant with a method scope lists
   const { writeFileSync } = await import('node:fs');
   writeFileSync(path, encodeState(state), { mode: 0o600 });
   const again = await serveAgain(t, server);
-  t.same((await list(again)).map((e) => [e.id, e.endpoints, e.methods]), [
+  t.same((await listTokens<Listed>(again.url, again.password)).map((e) => [e.id, e.endpoints, e.methods]), [
     [scoped.id, ['/ext/bc/C/rpc'], ['eth_*', 'net_version']],
     [plain.id, ['/ext/info'], null],
   ]);

@@ -15,7 +15,7 @@ import t, { type Test } from 'tap';
 import { existsSync, readFileSync, statfsSync, statSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import { authUrl, call, REASONS, REVOKED } from '../helpers/auth.js';
+import { authUrl, call, listTokens, REASONS, REVOKED } from '../helpers/auth.js';
 import { freshSource, jsonrpc, parseRpc, request, rpc, type RpcResponse } from '../helpers/http.js';
 import { writeCheapState } from '../helpers/cheap-state.js';
 import { launch, randomPassword, restartServer, startServer, type LogLine, type Server } from '../helpers/server.js';
@@ -120,9 +120,7 @@ async function stream(server: Server, clients: number, each: number, label: stri
  * set back by design (token-usage.test.ts).
  */
 async function listed(server: Server): Promise<Listed[]> {
-  const answer = await jsonrpc(authUrl(server.url), 'auth.listTokens', { password: server.password });
-  if (answer.result === undefined) throw new Error(`listTokens failed: ${JSON.stringify(answer.error)}`);
-  return (answer.result as { tokens: (Listed & { lastUsedAt?: unknown; requests?: unknown })[] }).tokens
+  return (await listTokens<Listed & { lastUsedAt?: unknown; requests?: unknown }>(server.url, server.password))
     .map(({ lastUsedAt: _lastUsedAt, requests: _requests, ...entry }) => entry);
 }
 

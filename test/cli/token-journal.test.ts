@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { crc32 } from 'node:zlib';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { authUrl, call, changePassword, expectGranted, expectRefused, REASONS, REVOKED } from '../helpers/auth.js';
+import { authUrl, call, changePassword, expectGranted, expectRefused, issueToken, listTokens, REASONS, REVOKED } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { manualClock, serveAgain, serveInProcess, type LibraryServer } from '../helpers/library.js';
 import { restartServer, runCli, startServer } from '../helpers/server.js';
@@ -24,19 +24,7 @@ const GROUP_HEAD = 12;
  */
 const ONE_THREAD = ['--http-threads', '1'];
 
-interface Base { url: string; password: string }
-
-async function issue(server: Base, params: Record<string, unknown> = {}): Promise<{ token: string; id: string }> {
-  const answer = await jsonrpc(authUrl(server.url), 'auth.newToken', { password: server.password, endpoints: ['/ext/info'], ...params });
-  if (answer.result === undefined) throw new Error(`newToken failed: ${JSON.stringify(answer.error)}`);
-  return answer.result as { token: string; id: string };
-}
-
-async function listed(server: Base): Promise<{ id: string; label: string | null; revoked: boolean }[]> {
-  const answer = await jsonrpc(authUrl(server.url), 'auth.listTokens', { password: server.password });
-  if (answer.result === undefined) throw new Error(`listTokens failed: ${JSON.stringify(answer.error)}`);
-  return (answer.result as { tokens: { id: string; label: string | null; revoked: boolean }[] }).tokens;
-}
+interface Listed { id: string; label: string | null; revoked: boolean }
 
 function journalPath(server: { dataDir: string }): string {
   return join(server.dataDir, 'tokens');
@@ -71,8 +59,8 @@ function head(length: number, payloadCrc = 0): Buffer {
 async function twoGroups(t: Test): Promise<{ server: LibraryServer; a: { token: string; id: string }; b: { token: string; id: string };
   file: Buffer; crashState: Buffer }> {
   const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
-  const a = await issue(server, { label: 'first' });
-  const b = await issue(server, { label: 'second' });
+  const a = await issueToken(server.url, server.password, { label: 'first' });
+  const b = await issueToken(server.url, server.password, { label: 'second' });
   const crashState = readFileSync(join(server.dataDir, 'state'));
   await server.stop();
   const file = readFileSync(journalPath(server));
@@ -98,33 +86,33 @@ t.test('the journal has the documented layout, mode 0600, and a group per write'
 
 t.test('kill -9 right after newToken answers: the entry is listed and its token verifies; so is a revocation by id', async (t) => {
   let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
-  const kept = await issue(server, { label: 'survives kill -9', expiresIn: '1h' });
+  const kept = await issueToken(server.url, server.password, { label: 'survives kill -9', expiresIn: '1h' });
   t.same(await server.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
   server = await restartServer(t, server);
-  const [entry] = await listed(server);
+  const [entry] = await listTokens<Listed>(server.url, server.password);
   t.match(entry, { id: kept.id, label: 'survives kill -9', revoked: false }, 'listed after kill -9');
   expectGranted(t, await call(server.url, '/ext/info', kept.token), '/ext/info', 'its token verifies');
   const answer = await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, id: kept.id });
   t.same(answer.result, REVOKED);
   t.same(await server.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
   server = await restartServer(t, server);
-  t.match(await listed(server), [{ id: kept.id, revoked: true }], 'listed revoked after kill -9');
+  t.match(await listTokens<Listed>(server.url, server.password), [{ id: kept.id, revoked: true }], 'listed revoked after kill -9');
   expectRefused(t, await call(server.url, '/ext/info', kept.token), REASONS.revoked, 'and refused');
 });
 
 t.test('a start compacts the journal: expired entries and those of earlier passwords are dropped', async (t) => {
   const time = manualClock();
   const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
-  await issue(server, { expiresIn: 60, label: 'expires' });
-  const other = await issue(server, { label: 'earlier password' });
+  await issueToken(server.url, server.password, { expiresIn: 60, label: 'expires' });
+  const other = await issueToken(server.url, server.password, { label: 'earlier password' });
   const next = `new-${server.password}`;
   t.same(await changePassword(server.url, server.password, next), { success: true });
-  const current = await issue({ url: server.url, password: next }, { label: 'current' });
+  const current = await issueToken(server.url, next, { label: 'current' });
   time.now += 60_000;
   await server.stop();
   const before = readFileSync(journalPath(server));
   const again = await serveAgain(t, server, time.clock, next);
-  t.same((await listed(again)).map((e) => e.id), [current.id], 'only the live entry of the current password is listed');
+  t.same((await listTokens<Listed>(again.url, again.password)).map((e) => e.id), [current.id], 'only the live entry of the current password is listed');
   const after = readFileSync(journalPath(again));
   t.ok(after.length < before.length, `the file shrank (${before.length} -> ${after.length} bytes)`);
   t.notOk(after.includes('expires') || after.includes('earlier password'), 'the dropped entries are gone from the file');
@@ -155,7 +143,7 @@ t.test('a torn tail after kill -9 (a group cut short, zeros, a last group part o
     writeFileSync(join(server.dataDir, 'state'), crashState);
     writeFileSync(journalPath(server), bytes);
     const again = await serveAgain(t, previous);
-    t.same((await listed(again)).map((e) => e.id), kept, `${name}: the whole groups are kept`);
+    t.same((await listTokens<Listed>(again.url, again.password)).map((e) => e.id), kept, `${name}: the whole groups are kept`);
     t.ok(again.logs.some((l) => l.level === 'warn' && /token journal ended in a write cut short/.test(String(l.msg))), `${name}: logged`);
     await again.stop();
     t.same(groups(readFileSync(journalPath(server))).at(-1)?.end, readFileSync(journalPath(server)).length, `${name}: the start wrote it whole again`);
@@ -213,6 +201,6 @@ t.test('a whole last group failing its checksum stops the start naming the repai
   t.ok(readFileSync(path).equals(damaged), 'the journal was left alone');
   t.equal((await runCli(t, ['state', 'repair', '--data-dir', server.dataDir, '--accept-loss'])).code, 0, 'the repair');
   const again = await serveAgain(t, server);
-  t.same((await listed(again)).map((e) => e.id), [a.id], 'after the repair, the start serves and lists the token before the damage');
+  t.same((await listTokens<Listed>(again.url, again.password)).map((e) => e.id), [a.id], 'after the repair, the start serves and lists the token before the damage');
   t.notOk(again.logs.some((l) => /cut short/.test(String(l.msg))), 'no torn tail to drop: the new journal is whole');
 });

@@ -5,7 +5,7 @@
 // serves again by itself once the key is repaired or deleted.
 import { Etcd3 } from 'etcd3';
 import t from 'tap';
-import { authUrl, call, expectRefused, newToken, REASONS, REVOKED, revokeToken } from '../helpers/auth.js';
+import { authUrl, call, expectRefused, newToken, REASONS, REVOKED, revokeToken, waitForStatus } from '../helpers/auth.js';
 import { restartGateway, seededEtcd, startGateway } from '../helpers/etcd.js';
 import type { Gateway } from '../helpers/etcd.js';
 import { jsonrpc, request } from '../helpers/http.js';
@@ -14,16 +14,6 @@ import { runCli } from '../helpers/server.js';
 const LEASE = ['--cluster-lease', '3s', '--http-threads', '1'];
 const INFO = '/ext/info';
 const DAMAGED_TOKEN = '/api-auth/tokens/0000000000099999';
-
-async function waitForStatus(g: Gateway, token: string, expected: number): Promise<void> {
-  const until = Date.now() + 30_000;
-  for (;;) {
-    const got = (await call(g.url, INFO, token)).status;
-    if (got === expected) return;
-    if (Date.now() > until) throw new Error(`${g.url} still answers ${got}, not ${expected}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function metric(g: Gateway, scraper: string, name: string): Promise<string | undefined> {
   const text = (await call(g.url, '/ext/metrics', scraper, 'GET')).text;
@@ -135,7 +125,7 @@ t.test('a damaged key that verification needs fences every gateway until it is r
   // A revocation whose value is lost: no gateway can tell what it holds.
   await client.put(key).value('garbage');
   for (const g of [a, b]) {
-    await waitForStatus(g, token, 503);
+    await waitForStatus(g.url, token, 503, 30_000);
     t.equal((await request(g.url, '/ext/auth/health')).status, 503, 'not ready');
     t.equal((await request(g.url, '/ext/auth/live')).status, 200, 'alive');
     const line = await g.waitForLog((l) => l.key === key && l.level === 'error', 10_000);
@@ -156,15 +146,15 @@ t.test('a damaged key that verification needs fences every gateway until it is r
   // Repaired: both serve again by themselves, with the revocation.
   await client.put(key).value(value);
   for (const g of [a, b]) {
-    await waitForStatus(g, token, 200);
+    await waitForStatus(g.url, token, 200, 30_000);
     expectRefused(t, await call(g.url, INFO, revoked), REASONS.revoked, 'the revocation holds');
   }
 
   // A grant whose name is no number: deleted, and both serve again.
   await client.put('/api-auth/grants/oops').value('["/ext/info"]');
-  for (const g of [a, b]) await waitForStatus(g, token, 503);
+  for (const g of [a, b]) await waitForStatus(g.url, token, 503, 30_000);
   await client.delete().key('/api-auth/grants/oops');
-  for (const g of [a, b]) await waitForStatus(g, token, 200);
+  for (const g of [a, b]) await waitForStatus(g.url, token, 200, 30_000);
   const later = await newToken(b.url, password, [INFO]);
   t.same(await revokeToken(a.url, password, later), REVOKED, 'the fleet takes changes again');
   for (const g of [a, b]) expectRefused(t, await call(g.url, INFO, later), REASONS.revoked);

@@ -7,25 +7,14 @@ import { join } from 'node:path';
 import t from 'tap';
 import { parseArgs } from '../../build/host/index.js';
 import { resolveServerOptions } from '../../build/host/options.js';
-import { authUrl, call, expectRefused, newToken, REASONS, REVOKED, revokeToken } from '../helpers/auth.js';
+import { authUrl, call, expectRefused, newToken, REASONS, REVOKED, revokeToken, waitForStatus } from '../helpers/auth.js';
 import { countingRelay, seededEtcd, startGateway } from '../helpers/etcd.js';
-import type { Gateway } from '../helpers/etcd.js';
 import { jsonrpc, request } from '../helpers/http.js';
 import { runCli, tempDir } from '../helpers/server.js';
 
 const LEASE = ['--cluster-lease', '3s', '--http-threads', '1'];
 const INFO = '/ext/info';
 const GRACE_REFUSAL = /the fleet's etcd does not answer this gateway: it serves tokens on its last known state for --fleet-outage-grace, and takes no change/;
-
-async function waitForStatus(g: Gateway, token: string, expected: number): Promise<void> {
-  const until = Date.now() + 60_000;
-  for (;;) {
-    const got = (await call(g.url, INFO, token)).status;
-    if (got === expected) return;
-    if (Date.now() > until) throw new Error(`${g.url} still answers ${got}, not ${expected}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 t.test('with --fleet-outage-grace a gateway serves through an etcd outage for the grace, refusing every change; the default 503s', async (t) => {
   const { etcd, password, passwordFile } = await seededEtcd(t);
@@ -37,7 +26,7 @@ t.test('with --fleet-outage-grace a gateway serves through an etcd outage for th
 
   await etcd.kill();
   // Past its lease, the default gateway refuses; the graced one says that it serves on.
-  await waitForStatus(strict, token, 503);
+  await waitForStatus(strict.url, token, 503, 60_000);
   t.equal((await request(strict.url, '/ext/auth/health')).status, 503, 'the default stays fail-closed');
   const begun = await graced.waitForLog((l) => typeof l.msg === 'string' && l.msg.startsWith('the fleet\'s etcd has not answered for the lease time'), 30_000);
   t.match(begun, { level: 'warn', graceSeconds: 15 });
@@ -56,7 +45,7 @@ t.test('with --fleet-outage-grace a gateway serves through an etcd outage for th
   t.equal((await call(graced.url, INFO, token)).status, 200, 'the refused revoke changed nothing');
 
   // Then the grace runs out: 503, as the default gateway answers.
-  await waitForStatus(graced, token, 503);
+  await waitForStatus(graced.url, token, 503, 60_000);
   t.equal((await request(graced.url, '/ext/auth/health')).status, 503);
   const blamed = graced.logs.filter((l) => typeof l.msg === 'string' && l.msg.includes('role needs readwrite'));
   t.same(blamed, [], 'no line blames the etcd user\'s role for the outage');
@@ -64,7 +53,7 @@ t.test('with --fleet-outage-grace a gateway serves through an etcd outage for th
     'the fleet\'s etcd did not answer (an outage')), 'the usage line names the outage');
 
   await etcd.start();
-  for (const g of [graced, strict]) await waitForStatus(g, token, 200);
+  for (const g of [graced, strict]) await waitForStatus(g.url, token, 200, 60_000);
   t.same(await revokeToken(graced.url, password, token), REVOKED, 'changes are taken again');
   for (const g of [graced, strict]) expectRefused(t, await call(g.url, INFO, token), REASONS.revoked);
 });
@@ -84,7 +73,7 @@ t.test('a gateway cut off from etcd may serve within its grace a token a connect
   t.same(await revokeToken(connected.url, password, token), REVOKED);
   expectRefused(t, await call(connected.url, INFO, token), REASONS.revoked, 'in force where etcd is reached');
   t.equal((await call(cutOff.url, INFO, token)).status, 200, 'the cut-off gateway, in its grace, does not know of it');
-  await waitForStatus(cutOff, token, 503);
+  await waitForStatus(cutOff.url, token, 503, 60_000);
   relay.mend();
   const until = Date.now() + 90_000;
   for (;;) {

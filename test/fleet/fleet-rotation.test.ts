@@ -4,9 +4,8 @@
 // that restarts during the overlap ends it too.
 import { Etcd3 } from 'etcd3';
 import t from 'tap';
-import { authUrl, call, expectGranted, expectRefused, REASONS } from '../helpers/auth.js';
+import { authUrl, call, expectGranted, expectRefused, listTokens, REASONS, refusedSoon } from '../helpers/auth.js';
 import { restartGateway, seededEtcd, startGateway } from '../helpers/etcd.js';
-import type { Gateway } from '../helpers/etcd.js';
 import { jsonrpc } from '../helpers/http.js';
 import { sleep } from '../helpers/server.js';
 
@@ -14,15 +13,6 @@ const LEASE = ['--cluster-lease', '3s'];
 const INFO = '/ext/info';
 
 interface Listed { id: string; label: string | null; methods: string[] | null; revoked: boolean; rotatedFrom: string | null; rotatedTo: string | null; requests: number }
-
-async function listed(gateway: Gateway, password: string): Promise<Listed[]> {
-  const answer = await jsonrpc(authUrl(gateway.url), 'auth.listTokens', { password });
-  return (answer.result as { tokens: Listed[] }).tokens;
-}
-
-async function refusedSoon(gateway: Gateway, token: string): Promise<void> {
-  while ((await call(gateway.url, INFO, token)).status === 200) await sleep(100);
-}
 
 t.test('two gateways: rotated through A, the old token ends on both, after its overlap or at once, and etcd holds the revocation', async (t) => {
   const { etcd, password, passwordFile } = await seededEtcd(t);
@@ -36,7 +26,7 @@ t.test('two gateways: rotated through A, the old token ends on both, after its o
   expectRefused(t, await call(b.url, INFO, issued.token), REASONS.revoked, 'B refuses the old token as A answers');
   expectRefused(t, await call(a.url, INFO, issued.token), REASONS.revoked, 'and A');
   expectGranted(t, await call(b.url, INFO, first.token), INFO, 'B takes the new one');
-  const onB = await listed(b, password);
+  const onB = await listTokens<Listed>(b.url, password);
   t.match(onB, [{ id: issued.id, revoked: true, rotatedTo: first.id }, { id: first.id, label: 'partner', methods: ['info.*'], rotatedFrom: issued.id }]);
   t.ok(onB[1].requests >= 2, 'the old token\'s calls carried over');
 
@@ -45,8 +35,8 @@ t.test('two gateways: rotated through A, the old token ends on both, after its o
   const second = (await jsonrpc(authUrl(b.url), 'auth.rotateToken', { password, id: first.id, overlap: '4s' })).result as { token: string; id: string };
   t.equal((await a.stop('SIGTERM')).code, 0);
   const a2 = await restartGateway(t, a);
-  await refusedSoon(a2, first.token);
-  await refusedSoon(b, first.token);
+  await refusedSoon(a2.url, first.token);
+  await refusedSoon(b.url, first.token);
   expectRefused(t, await call(a2.url, INFO, first.token), REASONS.revoked, 'A, past the overlap');
   expectRefused(t, await call(b.url, INFO, first.token), REASONS.revoked, 'B, past the overlap');
   expectGranted(t, await call(a2.url, INFO, second.token), INFO);

@@ -4,7 +4,7 @@
 // drops the counts of expired tokens.
 import { Etcd3 } from 'etcd3';
 import t, { type Test } from 'tap';
-import { authUrl, call, newToken } from '../helpers/auth.js';
+import { authUrl, call, listTokens, newToken } from '../helpers/auth.js';
 import { seededEtcd, startGateway } from '../helpers/etcd.js';
 import type { Etcd, Gateway } from '../helpers/etcd.js';
 import { jsonrpc } from '../helpers/http.js';
@@ -15,18 +15,13 @@ const INFO = '/ext/info';
 
 interface Listed { id: string; requests: number; lastUsedAt: string | null }
 
-async function listed(gateway: Gateway, password: string): Promise<Listed[]> {
-  const answer = await jsonrpc(authUrl(gateway.url), 'auth.listTokens', { password });
-  return (answer.result as { tokens: Listed[] }).tokens;
-}
-
 /**
  * The gateway's list once it shows `requests` for the first token: the others' counts
  * arrive with their next publication (every 5 s), so this waits for a condition, not a time.
  */
 async function showsRequests(gateway: Gateway, password: string, requests: number): Promise<Listed[]> {
   for (;;) {
-    const tokens = await listed(gateway, password);
+    const tokens = await listTokens<Listed>(gateway.url, password);
     if (tokens[0]?.requests === requests) return tokens;
     await sleep(200);
   }
@@ -65,7 +60,7 @@ t.test('two gateways: listTokens on either shows the calls of both, summed, and 
   // its last counts first (this call may not have been published yet).
   t.equal((await call(a.url, INFO, plain)).status, 200);
   t.equal((await a.stop('SIGTERM')).code, 0);
-  const after = await listed(b, password);
+  const after = await listTokens<Listed>(b.url, password);
   t.equal(after[0].requests, 6, 'B shows A\'s calls after A stopped');
   t.equal(after[1].requests, 3);
   const scraper = await newToken(b.url, password, ['/ext/metrics']);
@@ -78,7 +73,7 @@ t.test('two gateways: listTokens on either shows the calls of both, summed, and 
   await c.stop('SIGKILL');
   // A change waits for every member's key to hold it or be gone: once it answers, C's lease has expired.
   await newToken(b.url, password, [INFO]);
-  const survived = await listed(b, password);
+  const survived = await listTokens<Listed>(b.url, password);
   t.equal(survived[0].requests, 10, 'B shows the calls of a gateway killed after it published them');
   t.equal(survived[1].requests, 3);
 });
@@ -119,6 +114,6 @@ t.test('the clean-up drops the counts of expired tokens, and the keys of stopped
     }
     await sleep(200);
   }
-  const tokens = await listed(c, password);
+  const tokens = await listTokens<Listed>(c.url, password);
   t.equal(tokens.find((e) => e.requests === 3) !== undefined, true, 'the live token still shows its calls');
 });

@@ -8,8 +8,9 @@ import { Etcd3 } from 'etcd3';
 import t from 'tap';
 import type { Test } from 'tap';
 import { createLogger, startServer } from '../../build/host/index.js';
-import { ALREADY_REVOKED, call, changePassword, expectRefused, newToken, REASONS, revokeToken, REVOKED, tryPassword } from '../helpers/auth.js';
-import { freePort, restartGateway, seededEtcd, startGateway } from '../helpers/etcd.js';
+import { ALREADY_REVOKED, call, changePassword, expectRefused, newToken, REASONS, REVOKED, revokeToken, tryPassword, waitForStatus } from '../helpers/auth.js';
+import { restartGateway, seededEtcd, startGateway } from '../helpers/etcd.js';
+import { closedPort } from '../helpers/upstream.js';
 import type { Etcd, Gateway } from '../helpers/etcd.js';
 import { jsonrpc, postJson, request } from '../helpers/http.js';
 import { randomPassword, runCli, tempDir } from '../helpers/server.js';
@@ -199,7 +200,7 @@ t.test('with etcd killed a revoke is never acknowledged, gateways 503 once their
   // Past the lease, every gateway refuses protected requests with 503.
   await a.waitForLog((l) => l.msg === 'cannot renew the fleet lease; protected requests get 503 once it runs out', 10_000);
   for (const g of [a, b, c]) {
-    await waitForStatus(g, token, 503);
+    await waitForStatus(g.url, token, 503, 20_000);
     const fenced = await call(g.url, INFO, token);
     t.equal(fenced.headers['content-type'], 'application/json');
     t.match(JSON.parse(fenced.text), { error: { code: -32046, message: /lost touch with its fleet/ } }, 'a 503 that says why');
@@ -209,7 +210,7 @@ t.test('with etcd killed a revoke is never acknowledged, gateways 503 once their
     t.equal((await request(g.url, '/ext/auth/live')).status, 200, 'but alive: a supervisor\'s probe does not restart it');
   }
   await etcd.start();
-  for (const g of [a, b, c]) await waitForStatus(g, token, 200);
+  for (const g of [a, b, c]) await waitForStatus(g.url, token, 200, 20_000);
   t.equal((await request(a.url, '/ext/auth/health')).status, 200, 'ready again');
   t.same(await revokeToken(c.url, password, token), REVOKED, 'the fleet takes changes again');
   for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, token), REASONS.revoked);
@@ -236,7 +237,7 @@ t.test('a gateway whose watch fell behind a compaction reads the whole state aga
   const first = await call(c.url, INFO, token);
   t.not(first.status, 200, `C does not serve the revoked token (got ${first.status})`);
   await c.waitForLog((l) => l.msg === 'the fleet watch was cancelled; reading the whole state again', 20_000);
-  await waitForStatus(c, later, 200);
+  await waitForStatus(c.url, later, 200, 20_000);
   expectRefused(t, await call(c.url, INFO, token), REASONS.revoked, 'after the resync');
   t.same(await revokeToken(c.url, password, later), REVOKED, 'it takes part in writes again');
   for (const g of [a, b, c]) expectRefused(t, await call(g.url, INFO, later), REASONS.revoked);
@@ -331,7 +332,7 @@ t.test('the fleet flags are checked before anything starts, and an etcd that doe
   const noAuth = await runCli(t, ['--http-port', '0', '--cluster-etcd', 'http://127.0.0.1:2379']);
   t.equal(noAuth.code, 2);
   t.match(noAuth.stderr, /--cluster-etcd shares the token state of a fleet, and without --api-auth-required there is none/);
-  const nobody = `http://127.0.0.1:${await freePort()}`;
+  const nobody = `http://127.0.0.1:${await closedPort()}`;
   const down = await runCli(t, [...auth, '--cluster-etcd', nobody, '--cluster-lease', '2s'], 20_000);
   t.equal(down.code, 2, 'no fleet to join: the start fails');
   t.match(down.stderr, new RegExp(`cannot join the fleet api-auth through --cluster-etcd ${nobody}: .*check that etcd runs there`));
@@ -344,21 +345,6 @@ async function waitForReason(g: Gateway, token: string, reason: string): Promise
     const got = await call(g.url, INFO, token);
     if (got.text.includes(reason)) return;
     if (Date.now() > until) throw new Error(`${g.url} still answers ${got.status} ${got.text}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/**
- * Asks until the gateway answers `expected` for the token: a state that comes with the
- * passing of the lease, which no event outside the process announces. Each try is a
- * fresh connection; 20 s at most.
- */
-async function waitForStatus(g: Gateway, token: string, expected: number): Promise<void> {
-  const until = Date.now() + 20_000;
-  for (;;) {
-    const got = await status(g, token);
-    if (got === expected) return;
-    if (Date.now() > until) throw new Error(`${g.url} still answers ${got}, not ${expected}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

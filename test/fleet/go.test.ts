@@ -13,10 +13,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Etcd3 } from 'etcd3';
-import { authUrl, changePassword, newToken, REASONS, refusalBody, revokeToken, REVOKED, tamperLast } from '../helpers/auth.js';
+import { authUrl, call, changePassword, newToken, REASONS, refusalBody, revokeToken, REVOKED, tamperLast } from '../helpers/auth.js';
 import { enableAuth, makeCertificates, seededEtcd, startEtcd, startGateway } from '../helpers/etcd.js';
 import type { Etcd, Gateway } from '../helpers/etcd.js';
-import { jsonrpc, request } from '../helpers/http.js';
+import { jsonrpc, post, request } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { launchProgram, randomPassword, ROOT, sleep, tempDir } from '../helpers/server.js';
 import type { Running } from '../helpers/server.js';
@@ -73,12 +73,6 @@ async function startNode(t: Test, etcd: Etcd, extra: readonly string[] = []): Pr
   return { ...run, url: `http://127.0.0.1:${listening.port}` };
 }
 
-function post(base: string, path: string, authorization?: string, body: string | undefined = CALL): Promise<HttpResponse> {
-  const headers: [string, string][] = authorization === undefined ? [] : [['Authorization', authorization]];
-  if (body !== undefined) headers.push(['Content-Type', 'application/json']);
-  return request(base, path, { method: 'POST', headers, body });
-}
-
 /** What a client sees of a refusal: status, content type, challenge and body. */
 function seen(r: HttpResponse): { status: number; type?: string; challenge?: string; body: string } {
   return { status: r.status, type: r.headers['content-type'], challenge: r.headers['www-authenticate'], body: r.text };
@@ -86,7 +80,7 @@ function seen(r: HttpResponse): { status: number; type?: string; challenge?: str
 
 async function waitForStatus(base: string, token: string, status: number): Promise<HttpResponse> {
   for (const started = Date.now(); Date.now() - started < 60_000;) {
-    const r = await post(base, INFO, `Bearer ${token}`);
+    const r = await call(base, INFO, token);
     if (r.status === status) return r;
     await new Promise((done) => setTimeout(done, 100));
   }
@@ -173,7 +167,7 @@ if (GO === undefined) {
 
     // A token issued through api-auth works on the Go node, through to its handler.
     const token = await newToken(gateway.url, password, [INFO]);
-    const granted = await post(node.url, INFO, `Bearer ${token}`);
+    const granted = await call(node.url, INFO, token);
     t.equal(granted.status, 200, 'a token of the fleet is served');
     t.same(JSON.parse(granted.text), { jsonrpc: '2.0', result: 'info.getNodeVersion', id: 1 }, 'by the node\'s handler');
 
@@ -181,7 +175,7 @@ if (GO === undefined) {
     const scoped = (await jsonrpc(`${gateway.url}/ext/auth`, 'auth.newToken', { password, endpoints: [INFO], methods: ['info.getNodeID'] })).result.token as string;
     const elsewhere = await newToken(gateway.url, password, ['/ext/bc/X/rpc']);
     const same = async (what: string, path: string, authorization?: string, body?: string): Promise<void> => {
-      const [fromGateway, fromNode] = await Promise.all([post(gateway.url, path, authorization, body), post(node.url, path, authorization, body)]);
+      const [fromGateway, fromNode] = await Promise.all([post(gateway.url, path, body ?? CALL, { authorization }), post(node.url, path, body ?? CALL, { authorization })]);
       // A refused call is a JSON-RPC error in a 200 (issue 24); anything else is refused by its status.
       t.ok(fromGateway.status !== 200 || /"error":\{"code":-32047,/.test(fromGateway.text), `${what}: refused by the gateway`);
       t.same(seen(fromNode), seen(fromGateway), `${what}: the Go node answers as the gateway (${fromGateway.status})`);
@@ -197,15 +191,15 @@ if (GO === undefined) {
       JSON.stringify([{ jsonrpc: '2.0', method: 'info.peers', id: 1 }, { jsonrpc: '2.0', method: 'info.getNodeVersion', id: 'b' }]));
     await same('a body that is not JSON', INFO, `Bearer ${scoped}`, '{"method":');
     await same('no body', INFO, `Bearer ${scoped}`, '');
-    t.equal((await post(node.url, INFO, `Bearer ${scoped}`, JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeID', id: 1 }))).status, 200,
+    t.equal((await post(node.url, INFO, JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeID', id: 1 }), { token: scoped })).status, 200,
       'a method inside the scope is served');
 
     // A revoke through api-auth is in force on the Go node as the call returns: fresh connections, no sleeps.
     for (let round = 0; round < 15; round++) {
       const live = await newToken(gateway.url, password, [INFO]);
-      t.equal((await post(node.url, INFO, `Bearer ${live}`)).status, 200, `round ${round}: served`);
+      t.equal((await call(node.url, INFO, live)).status, 200, `round ${round}: served`);
       t.same(await revokeToken(gateway.url, password, live), REVOKED, `round ${round}: revoked`);
-      const after = await post(node.url, INFO, `Bearer ${live}`);
+      const after = await call(node.url, INFO, live);
       t.same(seen(after), { status: 401, type: 'application/json', challenge: 'Bearer', body: refusalBody(REASONS.revoked) }, `round ${round}: refused at once`);
     }
     const revoked = await newToken(gateway.url, password, [INFO]);
@@ -216,7 +210,7 @@ if (GO === undefined) {
     const rotating = await newToken(gateway.url, password, [INFO]);
     const rotated = await jsonrpc(authUrl(gateway.url), 'auth.rotateToken', { password, token: rotating });
     t.type((rotated.result as { token?: unknown }).token, 'string', 'rotated, with no overlap');
-    while ((await post(node.url, INFO, `Bearer ${rotating}`)).status === 200) await sleep(100);
+    while ((await call(node.url, INFO, rotating)).status === 200) await sleep(100);
     await same('the old token of a rotation', INFO, `Bearer ${rotating}`);
 
     // The gateway counts the Go node among the members its writes wait for.
@@ -229,7 +223,7 @@ if (GO === undefined) {
     t.same(await changePassword(gateway.url, password, next), { success: true }, 'a new password');
     await same('a token of the earlier password', INFO, `Bearer ${token}`);
     const fresh = await newToken(gateway.url, next, [INFO]);
-    t.equal((await post(node.url, INFO, `Bearer ${fresh}`)).status, 200, 'a token of the new password is served');
+    t.equal((await call(node.url, INFO, fresh)).status, 200, 'a token of the new password is served');
     const kvs = await fleetKeys(etcd);
     const { keys } = await programs();
     const decoded = await new Promise<Run>((done) => {
@@ -254,30 +248,30 @@ if (GO === undefined) {
 
     // Stopped (SIGSTOP) while a revoke goes through: once continued, never 200 for that token.
     const stopped = await newToken(gateway.url, next, [INFO]);
-    t.equal((await post(node.url, INFO, `Bearer ${stopped}`)).status, 200);
+    t.equal((await call(node.url, INFO, stopped)).status, 200);
     node.child.kill('SIGSTOP');
     t.teardown(() => { node.child.kill('SIGCONT'); });
     t.same(await revokeToken(gateway.url, next, stopped), REVOKED, 'the revoke returns once the stopped node\'s lease has lapsed');
     node.child.kill('SIGCONT');
-    const first = await post(node.url, INFO, `Bearer ${stopped}`);
+    const first = await call(node.url, INFO, stopped);
     t.not(first.status, 200, `the continued node does not serve the revoked token (got ${first.status})`);
     if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32046 } }, 'a clear 503');
     await node.waitForLines((l) => l.msg === 'serving in the fleet', 2, 30_000);
-    t.same(seen(await post(node.url, INFO, `Bearer ${stopped}`)).body, refusalBody(REASONS.revoked), 'rejoined: refused as revoked');
-    t.equal((await post(node.url, INFO, `Bearer ${fresh}`)).status, 200, 'and serving the others');
+    t.same(seen(await call(node.url, INFO, stopped)).body, refusalBody(REASONS.revoked), 'rejoined: refused as revoked');
+    t.equal((await call(node.url, INFO, fresh)).status, 200, 'and serving the others');
 
     // etcd killed: the node serves until its lease lapses, then 503, and recovers by itself.
     await etcd.kill();
-    t.equal((await post(node.url, INFO, `Bearer ${fresh}`)).status, 200, 'serving while its lease holds');
+    t.equal((await call(node.url, INFO, fresh)).status, 200, 'serving while its lease holds');
     const fenced = await waitForStatus(node.url, fresh, 503);
-    t.same(seen(fenced), seen(await post(gateway.url, INFO, `Bearer ${fresh}`)), 'then the 503 the gateway answers too');
+    t.same(seen(fenced), seen(await call(gateway.url, INFO, fresh)), 'then the 503 the gateway answers too');
     await etcd.start();
     await waitForStatus(node.url, fresh, 200);
     // The gateway rejoins on its own schedule: a change waits until it serves again too.
     await waitForStatus(gateway.url, fresh, 200);
     const last = await newToken(gateway.url, next, [INFO]);
     t.same(await revokeToken(gateway.url, next, last), REVOKED, 'the fleet takes changes again');
-    t.equal((await post(node.url, INFO, `Bearer ${last}`)).status, 401, 'and the recovered node holds them');
+    t.equal((await call(node.url, INFO, last)).status, 401, 'and the recovered node holds them');
     for (const line of node.stdout().split('\n').filter((l) => l !== '')) t.doesNotThrow(() => JSON.parse(line), 'a JSON line');
   });
 
@@ -293,7 +287,7 @@ if (GO === undefined) {
     // G = 2: each member lets through ceil(4 / 2) = 2 of the burst, and the third is 429.
     const through = async (base: string): Promise<number[]> => {
       const statuses: number[] = [];
-      for (let i = 0; i < 3; i++) statuses.push((await post(base, INFO, `Bearer ${token}`)).status);
+      for (let i = 0; i < 3; i++) statuses.push((await call(base, INFO, token)).status);
       return statuses;
     };
     t.same(await through(node.url), [200, 200, 429], 'the Go node: its half of the burst, then 429 (it enforced the whole burst before)');
@@ -348,9 +342,9 @@ if (GO === undefined) {
       const gateway = await startGateway(t, etcd, passwordFile, [...GATEWAY_LEASE, ...gatewayFlags]);
       const node = await startNode(t, etcd, nodeFlags);
       const token = await newToken(gateway.url, password, [INFO]);
-      t.equal((await post(node.url, INFO, `Bearer ${token}`)).status, 200, `${what}: a token of the fleet is served`);
+      t.equal((await call(node.url, INFO, token)).status, 200, `${what}: a token of the fleet is served`);
       t.same(await revokeToken(gateway.url, password, token), REVOKED);
-      t.equal((await post(node.url, INFO, `Bearer ${token}`)).status, 401, `${what}: revoked as the call returns`);
+      t.equal((await call(node.url, INFO, token)).status, 401, `${what}: revoked as the call returns`);
       t.notOk(node.stdout().includes(etcdPassword), `${what}: the etcd password appears in no log line`);
     }
     const { node } = await programs();

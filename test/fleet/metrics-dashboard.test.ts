@@ -7,7 +7,8 @@ import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, seededEtcd, startGateway } from '../helpers/etcd.js';
+import { seededEtcd, startGateway } from '../helpers/etcd.js';
+import { closedPort } from '../helpers/upstream.js';
 import { busyGateway, parseScrape } from '../helpers/metrics.js';
 import { launchProgram, ROOT, sleep, tempDir } from '../helpers/server.js';
 
@@ -82,7 +83,7 @@ t.test('every expression names metrics a fleet gateway exports, and Prometheus e
     `    static_configs: [{targets: ["${target}"]}]`,
     '',
   ].join('\n'));
-  const port = await freePort();
+  const port = await closedPort();
   const prometheus = launchProgram(t, ['prometheus', [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`,
     `--web.listen-address=127.0.0.1:${port}`]]);
   const query = async (expr: string): Promise<{ status: string; data?: { result: unknown[] }; error?: string }> => {

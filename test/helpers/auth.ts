@@ -1,9 +1,9 @@
 // What the service promises on the wire, written down once: the refusal reasons of the
 // gate, and helpers that obtain tokens and try them on protected endpoints.
 import type { Test } from 'tap';
-import { jsonrpc, request, type HttpResponse } from './http.js';
+import { jsonrpc, request, type HttpResponse, type RpcResponse } from './http.js';
 import { manualClock, serveInProcess, type LibraryServer } from './library.js';
-import { VERSION } from './server.js';
+import { sleep, VERSION } from './server.js';
 
 /** The gate's reasons, by outcome (team brief, "The gate"). */
 export const REASONS = {
@@ -41,6 +41,28 @@ export async function newToken(base: string, password: string, endpoints: readon
   return token;
 }
 
+/**
+ * auth.newToken with `params` (for /ext/info unless they name endpoints): the JSON-RPC
+ * answer, result or error.
+ */
+export function askToken(base: string, password: string, params: Record<string, unknown> = {}): Promise<RpcResponse> {
+  return jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints: ['/ext/info'], ...params });
+}
+
+/** auth.newToken as `askToken` asks it: the token and its id; throws with the JSON-RPC error when there is none. */
+export async function issueToken(base: string, password: string, params: Record<string, unknown> = {}): Promise<{ token: string; id: string }> {
+  const answer = await askToken(base, password, params);
+  if (answer.result === undefined) throw new Error(`newToken failed: ${JSON.stringify(answer.error)}`);
+  return answer.result as { token: string; id: string };
+}
+
+/** auth.listTokens: its entries, typed as the test reads them; throws with the JSON-RPC error when there are none. */
+export async function listTokens<Entry = Record<string, unknown>>(base: string, password: string): Promise<Entry[]> {
+  const answer = await jsonrpc(authUrl(base), 'auth.listTokens', { password });
+  if (answer.result === undefined) throw new Error(`listTokens failed: ${JSON.stringify(answer.error)}`);
+  return (answer.result as { tokens: Entry[] }).tokens;
+}
+
 /** The JSON-RPC body a request to `path` carries: a method the built-in endpoint knows. */
 function bodyFor(path: string): string {
   const method = path.startsWith('/ext/health') ? 'health.health' : 'info.getNodeVersion';
@@ -62,6 +84,29 @@ export function callWithHeader(base: string, path: string | Buffer, authorizatio
 /** A request to a node endpoint carrying `Bearer <token>` (no header when undefined). */
 export function call(base: string, path: string | Buffer, token?: string, method: 'POST' | 'GET' = 'POST'): Promise<HttpResponse> {
   return callWithHeader(base, path, token === undefined ? undefined : `Bearer ${token}`, method);
+}
+
+/**
+ * Calls `path` with `token` until the gate refuses it: an end applied off the request
+ * path (a rotation's, a fleet's), on the owner's next look. A fresh connection each try.
+ */
+export async function refusedSoon(base: string, token: string, path = '/ext/info'): Promise<void> {
+  while ((await call(base, path, token)).status === 200) await sleep(100);
+}
+
+/**
+ * Calls `path` with `token` until it answers `expected`: a state that comes with the
+ * passing of a lease or an outage, which no event outside the process announces. A
+ * fresh connection each try, every 100 ms; throws after `withinMs`.
+ */
+export async function waitForStatus(base: string, token: string, expected: number, withinMs: number, path = '/ext/info'): Promise<void> {
+  const until = Date.now() + withinMs;
+  for (;;) {
+    const got = (await call(base, path, token)).status;
+    if (got === expected) return;
+    if (Date.now() > until) throw new Error(`${base} still answers ${got}, not ${expected}`);
+    await sleep(100);
+  }
 }
 
 /** The response is the gate's refusal with `reason`: 401, JSON, WWW-Authenticate, exact body. */

@@ -14,20 +14,9 @@ import type { Test } from 'tap';
 import { seedCheapFleet } from './cheap-state.js';
 import { launch, randomPassword, tempDir } from './server.js';
 import type { LogLine, Running } from './server.js';
+import { closedPort } from './upstream.js';
 
 export const ETCD = process.env.API_AUTH_TEST_ETCD ?? '/usr/bin/etcd';
-
-/** A loopback port nobody listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Etcd {
   /** The client URL, http://127.0.0.1:PORT, or https:// with TLS. */
@@ -69,8 +58,8 @@ export async function startEtcd(t: Test, tls?: EtcdTls): Promise<Etcd> {
   const dir = tempDir(t);
   const dataDir = join(dir, 'etcd');
   mkdirSync(dataDir, { mode: 0o700 });
-  const clientPort = await freePort();
-  const peerPort = await freePort();
+  const clientPort = await closedPort();
+  const peerPort = await closedPort();
   const url = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const args = [

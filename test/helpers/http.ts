@@ -219,6 +219,30 @@ export function postJson(url: string, body: unknown, headers: ReadonlyArray<read
   });
 }
 
+export interface PostOptions {
+  /** Sent as `Authorization: Bearer <token>`. */
+  token?: string;
+  /** The Authorization header's whole value, as is (instead of `token`). */
+  authorization?: string;
+  /** More headers, after Authorization and Content-Type. */
+  headers?: ReadonlyArray<readonly [string, string]>;
+  /** The loopback address to connect from (`request`'s). */
+  localAddress?: string;
+}
+
+/**
+ * POSTs `body` to `path` on `base` (http://host:port): Authorization when given, then
+ * Content-Type application/json when there is a body, then `headers`.
+ */
+export function post(base: string, path: string | Buffer, body: string | Buffer | undefined, options: PostOptions = {}): Promise<HttpResponse> {
+  const headers: (readonly [string, string])[] = [];
+  const authorization = options.authorization ?? (options.token === undefined ? undefined : `Bearer ${options.token}`);
+  if (authorization !== undefined) headers.push(['Authorization', authorization]);
+  if (body !== undefined) headers.push(['Content-Type', 'application/json']);
+  headers.push(...(options.headers ?? []));
+  return request(base, path, { method: 'POST', headers, body, localAddress: options.localAddress });
+}
+
 /** A JSON-RPC 2.0 request object; `id` undefined makes it a notification. */
 export function rpc(method: string, params?: unknown, id?: JsonRpcId): Record<string, unknown> {
   const request: Record<string, unknown> = { jsonrpc: '2.0', method };

@@ -27,6 +27,11 @@ export async function scrapeText(base: string, token?: string, path = '/ext/metr
   return response.text;
 }
 
+/** The samples of `path` on `base` (parseScrape of scrapeText); throws unless 200. */
+export async function scrape(base: string, token?: string, path = '/ext/metrics'): Promise<Map<string, number>> {
+  return parseScrape(await scrapeText(base, token, path));
+}
+
 export interface BusyGateway {
   readonly server: { readonly url: string; readonly password: string };
   readonly metricsToken: string;

@@ -217,7 +217,10 @@ function frameRequest(data: Buffer): { request: RecordedRequest; length: number 
   return { request: { method, target, body: Buffer.from(data.subarray(at, at + length)) }, length: at + length };
 }
 
-/** A loopback port nothing listens on (bound, then released). */
+/**
+ * A loopback port nothing listens on (bound, then released): one a connection is refused
+ * on, or one to start a server on by name.
+ */
 export async function closedPort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));

@@ -190,6 +190,18 @@ export class Refused extends Error {
   }
 }
 
+/** Opening a session at `url` fails with an HTTP answer: that answer; throws if the upgrade is accepted. */
+export async function upgradeRefused(t: Test, url: string, options: ClientOptions = {}): Promise<Refused> {
+  try {
+    const client = await openClient(t, url, options);
+    client.socket.terminate();
+  } catch (error) {
+    if (error instanceof Refused) return error;
+    throw error;
+  }
+  throw new Error(`the upgrade to ${url} was accepted`);
+}
+
 export interface ClientOptions {
   /** Authorization: Bearer <token>. */
   token?: string;

@@ -8,9 +8,8 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { authUrl, revokeToken, tamperLast } from '../helpers/auth.js';
-import { jsonrpc, overKeepAlive, request } from '../helpers/http.js';
-import type { HttpResponse } from '../helpers/http.js';
+import { issueToken, revokeToken, tamperLast } from '../helpers/auth.js';
+import { overKeepAlive, post, request } from '../helpers/http.js';
 import { sleep, startServer, tempDir } from '../helpers/server.js';
 import { echo, startUpstream } from '../helpers/upstream.js';
 import { openClient, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
@@ -52,21 +51,8 @@ async function waitForLines(file: string, match: (line: Line) => boolean, count 
   }
 }
 
-/** A token and its id, from auth.newToken. */
-async function issue(base: string, password: string, params: Record<string, unknown>): Promise<{ token: string; id: string }> {
-  const { result } = await jsonrpc(authUrl(base), 'auth.newToken', { password, ...params });
-  return result as { token: string; id: string };
-}
-
 function rpcBody(method: string, id = 1): string {
   return JSON.stringify({ jsonrpc: '2.0', id, method, params: [] });
-}
-
-function post(base: string, path: string, body: string, token: string | null, extra: [string, string][] = [],
-  localAddress?: string): Promise<HttpResponse> {
-  const headers: [string, string][] = [['Content-Type', 'application/json'], ...extra];
-  if (token !== null) headers.push(['Authorization', `Bearer ${token}`]);
-  return request(base, path, { method: 'POST', headers, body, localAddress });
 }
 
 /** The line's shape: every field, in order, and a time in RFC 3339 with milliseconds. */
@@ -83,11 +69,11 @@ const dir = tempDir(t);
 const file = join(dir, 'access.log');
 const server = await startServer(t, { args: ['--upstream', upstream.url, '--access-log', file, '--http-threads', '1',
   '--trusted-proxies', '127.0.0.5'] });
-const chain = await issue(server.url, server.password, { endpoints: ['/ext/bc/*'] });
+const chain = await issueToken(server.url, server.password, { endpoints: ['/ext/bc/*'] });
 
 t.test('a forwarded request: its client, token id, method, path, JSON-RPC method, status, the upstream\'s status, duration and bytes', async (t) => {
   const body = rpcBody('eth_blockNumber');
-  const response = await post(server.url, '/ext/bc/C/rpc?access_token=in-the-query&x=1', body, chain.token, [], '127.0.0.9');
+  const response = await post(server.url, '/ext/bc/C/rpc?access_token=in-the-query&x=1', body, { token: chain.token, localAddress: '127.0.0.9' });
   t.equal(response.status, 200);
   const [line] = await waitForLines(file, (l) => l.path === '/ext/bc/C/rpc' && l.client === '127.0.0.9');
   checkShape(t, line);
@@ -98,7 +84,7 @@ t.test('a forwarded request: its client, token id, method, path, JSON-RPC method
   t.notOk(readFileSync(file, 'utf8').includes(chain.token), 'never the token');
   t.notOk(readFileSync(file, 'utf8').includes('in-the-query'), 'never the query');
 
-  const missing = await post(server.url, '/ext/bc/missing', body, chain.token, [], '127.0.0.10');
+  const missing = await post(server.url, '/ext/bc/missing', body, { token: chain.token, localAddress: '127.0.0.10' });
   t.equal(missing.status, 404);
   const [relayed] = await waitForLines(file, (l) => l.path === '/ext/bc/missing');
   t.match(relayed, { status: 404, upstreamStatus: 404, token: chain.id, bytesOut: missing.body.length }, 'the upstream\'s own 404');
@@ -106,27 +92,27 @@ t.test('a forwarded request: its client, token id, method, path, JSON-RPC method
 
 t.test('a batch: its methods, at most 16, and how many calls it holds', async (t) => {
   const batch = JSON.stringify(Array.from({ length: 20 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: `eth_m${i}` })));
-  t.equal((await post(server.url, '/ext/bc/C/batch', batch, chain.token)).status, 200);
+  t.equal((await post(server.url, '/ext/bc/C/batch', batch, { token: chain.token })).status, 200);
   const [line] = await waitForLines(file, (l) => l.path === '/ext/bc/C/batch');
   t.equal(line.calls, 20);
   t.same(line.rpc, Array.from({ length: 16 }, (_, i) => `eth_m${i}`), 'the first 16 methods');
   // The one reading of a body (host/rpc/reading.ts): a batch with a call that has no method string is not read.
   const unread = JSON.stringify(Array.from({ length: 4 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: i === 3 ? 7 : `eth_m${i}` })));
-  t.equal((await post(server.url, '/ext/bc/C/unread', unread, chain.token)).status, 200);
+  t.equal((await post(server.url, '/ext/bc/C/unread', unread, { token: chain.token })).status, 200);
   t.match((await waitForLines(file, (l) => l.path === '/ext/bc/C/unread'))[0], { rpc: null, calls: null },
     'a batch the reading cannot read: no methods, no count');
   const trailing = `${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_m0' })} x`;
-  t.equal((await post(server.url, '/ext/bc/C/trailing', trailing, chain.token)).status, 200);
+  t.equal((await post(server.url, '/ext/bc/C/trailing', trailing, { token: chain.token })).status, 200);
   t.match((await waitForLines(file, (l) => l.path === '/ext/bc/C/trailing'))[0], { rpc: null, calls: null },
     'a call with a byte after it: not read, as the gate would not read it');
-  const notJson = await post(server.url, '/ext/bc/C/text', 'not json', chain.token);
+  const notJson = await post(server.url, '/ext/bc/C/text', 'not json', { token: chain.token });
   t.equal(notJson.status, 200);
   t.match((await waitForLines(file, (l) => l.path === '/ext/bc/C/text'))[0], { rpc: null, calls: null, bytesIn: 8 }, 'no JSON-RPC: no methods');
 });
 
 t.test('refused by the gate: 401 without a token, with a forged one and a revoked one, 400 for a path; never forwarded', async (t) => {
   const seen = upstream.seen.length;
-  const revoked = await issue(server.url, server.password, { endpoints: ['/ext/bc/*'] });
+  const revoked = await issueToken(server.url, server.password, { endpoints: ['/ext/bc/*'] });
   await revokeToken(server.url, server.password, revoked.token);
   const cases: [string, string | null, string | null][] = [
     ['/ext/bc/C/none', null, null],
@@ -134,7 +120,7 @@ t.test('refused by the gate: 401 without a token, with a forged one and a revoke
     ['/ext/bc/C/revoked', revoked.token, revoked.id],
   ];
   for (const [path, token, id] of cases) {
-    const response = await post(server.url, path, rpcBody('eth_chainId'), token);
+    const response = await post(server.url, path, rpcBody('eth_chainId'), { token: token ?? undefined });
     t.equal(response.status, 401, path);
     const [line] = await waitForLines(file, (l) => l.path === path);
     checkShape(t, line);
@@ -150,8 +136,8 @@ t.test('refused by the gate: 401 without a token, with a forged one and a revoke
 });
 
 t.test('a method scope\'s refusal: 200 with its error, the token id and the method refused', async (t) => {
-  const scoped = await issue(server.url, server.password, { endpoints: ['/ext/bc/*'], methods: ['eth_blockNumber'] });
-  const response = await post(server.url, '/ext/bc/C/scoped', rpcBody('eth_sendRawTransaction'), scoped.token);
+  const scoped = await issueToken(server.url, server.password, { endpoints: ['/ext/bc/*'], methods: ['eth_blockNumber'] });
+  const response = await post(server.url, '/ext/bc/C/scoped', rpcBody('eth_sendRawTransaction'), { token: scoped.token });
   // A refused call of a JSON-RPC body is its error in a 200 (docs/reference/errors.md), never forwarded.
   t.equal(response.status, 200);
   const [line] = await waitForLines(file, (l) => l.path === '/ext/bc/C/scoped');
@@ -161,7 +147,7 @@ t.test('a method scope\'s refusal: 200 with its error, the token id and the meth
 t.test('an /ext/auth call: its method, never its password', async (t) => {
   const before = linesOf(file).filter((l) => l.path === '/ext/auth').length;
   const response = await post(server.url, '/ext/auth', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.listTokens',
-    params: { password: server.password } }), null);
+    params: { password: server.password } }));
   t.equal(response.status, 200);
   const lines = await waitForLines(file, (l) => l.path === '/ext/auth', before + 1);
   t.match(lines.at(-1), { token: null, method: 'POST', rpc: ['auth.listTokens'], calls: 1, status: 200, upstreamStatus: null,
@@ -184,8 +170,8 @@ t.test('/ext/auth/check: the original request\'s token, the check\'s answer', as
 
 t.test('behind a trusted proxy, the client it names; from anyone else, the peer', async (t) => {
   const forwarded: [string, string][] = [['X-Forwarded-For', '203.0.113.7']];
-  t.equal((await post(server.url, '/ext/bc/C/proxied', rpcBody('eth_chainId'), chain.token, forwarded, '127.0.0.5')).status, 200);
-  t.equal((await post(server.url, '/ext/bc/C/spoofed', rpcBody('eth_chainId'), chain.token, forwarded, '127.0.0.6')).status, 200);
+  t.equal((await post(server.url, '/ext/bc/C/proxied', rpcBody('eth_chainId'), { token: chain.token, headers: forwarded, localAddress: '127.0.0.5' })).status, 200);
+  t.equal((await post(server.url, '/ext/bc/C/spoofed', rpcBody('eth_chainId'), { token: chain.token, headers: forwarded, localAddress: '127.0.0.6' })).status, 200);
   t.equal((await waitForLines(file, (l) => l.path === '/ext/bc/C/proxied'))[0].client, '203.0.113.7');
   t.equal((await waitForLines(file, (l) => l.path === '/ext/bc/C/spoofed'))[0].client, '127.0.0.6');
 });
@@ -204,7 +190,7 @@ t.test('a WebSocket session: one line at its end, with its messages and their by
   const ws = await startWsUpstream(t);
   const wsFile = join(tempDir(t), 'ws.log');
   const gateway = await startServer(t, { args: ['--upstream', ws.url, '--access-log', wsFile, '--http-threads', '1'] });
-  const token = await issue(gateway.url, gateway.password, { endpoints: ['/ext/bc/C/ws'] });
+  const token = await issueToken(gateway.url, gateway.password, { endpoints: ['/ext/bc/C/ws'] });
   const client = await openClient(t, wsUrl(gateway.url, '/ext/bc/C/ws'), { token: token.token });
   const answers = [await client.call('eth_chainId'), await client.call('eth_blockNumber')];
   t.ok(answers.every((answer) => answer.result !== undefined));
@@ -239,7 +225,7 @@ t.test('a WebSocket session: one line at its end, with its messages and their by
 t.test('two HTTP threads under concurrent load: every line whole, none lost by a clean stop', async (t) => {
   const loadFile = join(tempDir(t), 'load.log');
   const loaded = await startServer(t, { args: ['--upstream', upstream.url, '--access-log', loadFile, '--http-threads', '2'] });
-  const token = await issue(loaded.url, loaded.password, { endpoints: ['/ext/bc/*'] });
+  const token = await issueToken(loaded.url, loaded.password, { endpoints: ['/ext/bc/*'] });
   const requests = 3000;
   const statuses = await overKeepAlive(loaded.url, 16, Array.from({ length: requests }, (_, i) => i), async (i, connection) => {
     // Long paths, so that the threads' writes are many and large.

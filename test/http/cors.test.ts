@@ -4,7 +4,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { REASONS, expectRefused, newToken } from '../helpers/auth.js';
-import { request } from '../helpers/http.js';
+import { post, request } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { runCli, startServer, tempDir } from '../helpers/server.js';
 import { startUpstream } from '../helpers/upstream.js';
@@ -18,11 +18,7 @@ function preflight(base: string, origin: string, path = '/ext/info'): Promise<Ht
   });
 }
 
-function post(base: string, origin: string, token?: string): Promise<HttpResponse> {
-  const headers: [string, string][] = [['Origin', origin], ['Content-Type', 'application/json']];
-  if (token !== undefined) headers.push(['Authorization', `Bearer ${token}`]);
-  return request(base, '/ext/info', { headers, body: '{"jsonrpc":"2.0","method":"info.getNodeVersion","id":1}' });
-}
+const NODE_VERSION = '{"jsonrpc":"2.0","method":"info.getNodeVersion","id":1}';
 
 function noCors(t: Test, response: HttpResponse, label: string): void {
   t.same(Object.keys(response.headers).filter((name) => name.startsWith('access-control-')), [], `${label}: no CORS header`);
@@ -53,13 +49,13 @@ t.test('on several HTTP threads, each thread answers for the origins given', asy
 
 t.test('real requests are still gated, and refused or granted, they carry the CORS headers', async (t) => {
   const server = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', `${WALLET} https://*.dapps.example`] });
-  const refused = await post(server.url, WALLET);
+  const refused = await post(server.url, '/ext/info', NODE_VERSION, { headers: [['Origin', WALLET]] });
   expectRefused(t, refused, REASONS.noToken, 'no token');
   t.equal(refused.headers['access-control-allow-origin'], WALLET, 'the refusal is readable by the page');
   t.match(refused.headers['access-control-expose-headers'], /WWW-Authenticate/);
   t.match(refused.headers.vary, /Origin/, 'an answer naming one origin varies by origin');
   const token = await newToken(server.url, server.password, ['/ext/info']);
-  const granted = await post(server.url, 'https://swap.dapps.example', token);
+  const granted = await post(server.url, '/ext/info', NODE_VERSION, { token, headers: [['Origin', 'https://swap.dapps.example']] });
   t.equal(granted.status, 200);
   t.equal(granted.headers['access-control-allow-origin'], 'https://swap.dapps.example', 'a pattern with "*"');
   const preflighted = await preflight(server.url, WALLET);
@@ -73,10 +69,10 @@ t.test('an origin that is not allowed gets no CORS headers, and its preflight is
     const response = await preflight(server.url, origin);
     expectRefused(t, response, REASONS.noToken, `preflight from ${origin}`);
     noCors(t, response, `preflight from ${origin}`);
-    noCors(t, await post(server.url, origin), `POST from ${origin}`);
+    noCors(t, await post(server.url, '/ext/info', NODE_VERSION, { headers: [['Origin', origin]] }), `POST from ${origin}`);
   }
   const token = await newToken(server.url, server.password, ['/ext/info']);
-  const noOrigin = await post(server.url, '', token);
+  const noOrigin = await post(server.url, '/ext/info', NODE_VERSION, { token, headers: [['Origin', '']] });
   t.equal(noOrigin.status, 200);
   noCors(t, noOrigin, 'no Origin at all');
 });
@@ -97,10 +93,10 @@ t.test('behind the proxy: the upstream gets the request, and the answer carries 
   });
   const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-allowed-origins', WALLET] });
   const token = await newToken(server.url, server.password, ['/ext/info']);
-  const allowed = await post(server.url, WALLET, token);
+  const allowed = await post(server.url, '/ext/info', NODE_VERSION, { token, headers: [['Origin', WALLET]] });
   t.equal(allowed.status, 200);
   t.equal(allowed.headers['access-control-allow-origin'], WALLET, 'one value, the allowed origin');
-  const other = await post(server.url, 'https://evil.example', token);
+  const other = await post(server.url, '/ext/info', NODE_VERSION, { token, headers: [['Origin', 'https://evil.example']] });
   t.equal(other.status, 200, 'a request without CORS is served as before');
   noCors(t, other, 'the upstream\'s "*" is not passed on for an origin api-auth does not allow');
   t.equal((await preflight(server.url, WALLET)).status, 204, 'the preflight is answered by api-auth');

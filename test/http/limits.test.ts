@@ -2,11 +2,11 @@
 // headers, malformed header lines, slow senders (slowloris) while a normal client keeps
 // being served with bounded memory, deep JSON nesting, huge params.
 import { connect, type Socket } from 'node:net';
-import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { authUrl, call, newToken } from '../helpers/auth.js';
 import { KeepAliveConnection, exchange, postJson, readResponse, request, type HttpResponse } from '../helpers/http.js';
 import { sleep, startServer } from '../helpers/server.js';
+import { rss } from '../helpers/raw-ws-upstream.js';
 
 const server = await startServer(t);
 const AUTH = authUrl(server.url);
@@ -15,12 +15,7 @@ const star = await newToken(server.url, server.password, ['*']);
 const BODY_TOO_LARGE = '{"jsonrpc":"2.0","error":{"code":-32600,"message":"request body exceeds 65536 bytes"},"id":null}\n';
 
 /** The server's resident memory in bytes (Linux). */
-function rss(): number {
-  const status = readFileSync(`/proc/${server.child.pid}/status`, 'utf8');
-  const kib = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
-  if (kib === undefined) throw new Error('no VmRSS in /proc/<pid>/status');
-  return Number(kib) * 1024;
-}
+const serverRss = (): number => rss(server.child.pid!);
 
 async function healthy(): Promise<HttpResponse> {
   return call(server.url, '/ext/health', star, 'GET');
@@ -217,7 +212,7 @@ class SlowSender {
 }
 
 t.test('slow senders: 50 trickling heads and 10 trickling bodies do not starve a normal client, and memory stays bounded', async (t) => {
-  const before = rss();
+  const before = serverRss();
   const slow = [
     ...Array.from({ length: 50 }, () => new SlowSender('GET /ext/health HTTP/1.1\r\nHost: x\r\n', 'X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa', 200)),
     ...Array.from({ length: 10 }, () => new SlowSender('POST /ext/auth HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
@@ -234,7 +229,12 @@ t.test('slow senders: 50 trickling heads and 10 trickling bodies do not starve a
   /** Rounds wholly answered while every slow sender still held its connection. */
   let servedAmongSlow = 0;
   const started = Date.now();
-  while (Date.now() - started < 12_000 || (slow.some((s) => s.closedAfterMs === undefined) && Date.now() - started < 20_000)) {
+  // Until the server has dropped every slow sender and the malformed head (uWS's timer,
+  // in real time, which no clock of the test's moves): an event, not a time. That it
+  // drops them all is this loop's end: one it never drops holds the test up until tap's
+  // timeout, which fails it.
+  const open = (): boolean => [...slow, silent].some((s) => s.closedAfterMs === undefined);
+  while (open()) {
     rounds++;
     const calls: [string, () => Promise<HttpResponse>, (r: HttpResponse) => boolean][] = [
       ['GET /ext/health', () => call(server.url, '/ext/health', star, 'GET'), (r) => r.status === 200],
@@ -256,11 +256,11 @@ t.test('slow senders: 50 trickling heads and 10 trickling bodies do not starve a
       slowest.push(Date.now() - t0);
     }
     if (slow.every((s) => s.closedAfterMs === undefined)) servedAmongSlow++;
-    peak = Math.max(peak, rss());
+    peak = Math.max(peak, serverRss());
     // The normal client's pace: a round every 100 ms while the slow senders trickle.
     await sleep(100);
   }
-  const after = rss();
+  const after = serverRss();
   const worst = Math.max(...slowest);
   t.comment(`${slowest.length} normal requests in ${((Date.now() - started) / 1000).toFixed(1)} s; slowest ${worst} ms`);
   t.comment(`RSS before ${(before / 2 ** 20).toFixed(1)} MiB, peak ${(peak / 2 ** 20).toFixed(1)} MiB, after ${(after / 2 ** 20).toFixed(1)} MiB`);
@@ -272,9 +272,8 @@ t.test('slow senders: 50 trickling heads and 10 trickling bodies do not starve a
   t.ok(servedAmongSlow > 0, `normal requests were answered while all ${slow.length} slow senders held their connections ` +
     `(${servedAmongSlow} of ${rounds} rounds; slowest request ${worst} ms)`);
   t.ok(peak - before < 50 * 2 ** 20, `RSS grew by less than 50 MiB (${((peak - before) / 2 ** 20).toFixed(1)} MiB)`);
-  t.equal(closedAt.length, slow.length, 'the server dropped every slow sender (uWS: 10 s to send a head or make progress on a body)');
-  t.notOk(slow.some((s) => s.answered), 'no slow sender got an answer');
-  t.ok(silent.closedAfterMs !== undefined && !silent.answered, 'the malformed head was dropped too, unanswered');
+  t.notOk(slow.some((s) => s.answered), 'no slow sender got an answer before the server dropped it');
+  t.notOk(silent.answered, 'the malformed head was dropped too, unanswered');
   t.notOk(server.hasExited(), 'the server is running');
 });
 

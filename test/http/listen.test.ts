@@ -4,10 +4,10 @@
 // off answered about half of the clients of the first. A port that is taken, or an
 // address that cannot be listened on, gets one line on stderr and exit code 2.
 import t, { type Test } from 'tap';
-import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { call, expectRefused, REASONS } from '../helpers/auth.js';
 import { launch, runCli, startServer, tempDir, type CliResult } from '../helpers/server.js';
+import { closedPort } from '../helpers/upstream.js';
 
 const REQUESTS = 20;
 
@@ -20,18 +20,9 @@ function expectListenRefusal(t: Test, result: Pick<CliResult, 'code' | 'stdout' 
   t.match(lines[0], line, `the line names the address and what to do: ${lines[0]}`);
 }
 
-/** A port nobody listens on now. */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
 t.test('a second api-auth on a port in use exits 2 with one line; the first keeps every connection', async (t) => {
   // A port named, not 0: uSockets shares only named ports.
-  const first = await startServer(t, { args: ['--http-port', String(await freePort())] });
+  const first = await startServer(t, { args: ['--http-port', String(await closedPort())] });
   // Its own data folder and auth off: were it to listen, it would let anyone through.
   const second = launch(t, ['--http-port', String(first.port), '--data-dir', join(tempDir(t), 'data')]);
   const listened = await second.waitForLog((l) => l.msg === 'listening').then(() => true, () => false);

@@ -9,7 +9,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { authUrl, newToken } from '../helpers/auth.js';
-import { KeepAliveConnection, jsonrpc, request, type HttpResponse } from '../helpers/http.js';
+import { type HttpResponse, jsonrpc, KeepAliveConnection, post, request } from '../helpers/http.js';
 import { serveAgain, serveInProcess } from '../helpers/library.js';
 import { startServer } from '../helpers/server.js';
 import { startUpstream } from '../helpers/upstream.js';
@@ -26,13 +26,6 @@ async function scopedToken(base: string, password: string, endpoints: readonly s
   const answer = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints, methods });
   if (typeof answer.result?.token !== 'string') throw new Error(`auth.newToken gave no token: ${JSON.stringify(answer)}`);
   return answer.result.token;
-}
-
-/** POST `body` (sent as is) to `path` with the token. */
-function post(base: string, path: string, token: string, body: string | Buffer, headers: [string, string][] = []): Promise<HttpResponse> {
-  return request(base, path, {
-    method: 'POST', body, headers: [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json'], ...headers],
-  });
 }
 
 /** The response is the scope's refusal of a body that is not JSON-RPC: 403, the challenge, and the JSON-RPC error body (returned parsed). */
@@ -82,7 +75,7 @@ t.test('in front of an upstream, a scoped token passes only bodies whose every c
   const token = await scopedToken(server.url, server.password, [RPC_PATH], METHODS);
   const forwarded = async (body: string | Buffer, label: string, headers: [string, string][] = []): Promise<void> => {
     const before = upstream.seen.length;
-    const response = await post(server.url, RPC_PATH, token, body, headers);
+    const response = await post(server.url, RPC_PATH, body, { token, headers });
     t.equal(response.status, 200, `200 (${label}): ${response.text}`);
     t.equal(upstream.seen.length, before + 1, `the upstream got it (${label})`);
     t.same(upstream.seen.at(-1)!.body, Buffer.from(body), `byte for byte, not re-serialised (${label})`);
@@ -152,11 +145,11 @@ t.test('in front of an upstream, a scoped token passes only bodies whose every c
   t.same(upstream.seen.at(-1)!.body.toString(), chunked, 'and arrives whole');
   t.equal(upstream.seen.length, before + 1);
 
-  const tooBig = await post(server.url, RPC_PATH, token, `{"jsonrpc":"2.0","method":"eth_blockNumber","params":["${'0'.repeat(5000)}"],"id":1}`);
+  const tooBig = await post(server.url, RPC_PATH, `{"jsonrpc":"2.0","method":"eth_blockNumber","params":["${'0'.repeat(5000)}"],"id":1}`, { token });
   t.equal(tooBig.status, 413, 'a body over --upstream-max-body is refused for its size, as any');
 
   const unscoped = await newToken(server.url, server.password, [RPC_PATH]);
-  const free = await post(server.url, RPC_PATH, unscoped, '{"jsonrpc":"2.0","method":"debug_traceCall","id":1}');
+  const free = await post(server.url, RPC_PATH, '{"jsonrpc":"2.0","method":"debug_traceCall","id":1}', { token: unscoped });
   t.equal(free.status, 200, 'a token without methods passes any method, as before');
 });
 
@@ -183,7 +176,7 @@ t.test('in front of an upstream, a batch with some calls allowed sends only thos
   const batch = '[{"jsonrpc":"2.0","method":"debug_a","id":1}, {"jsonrpc":"2.0","method":"eth_blockNumber","id":2},' +
     '{"jsonrpc":"2.0","method":"net_version"},{"jsonrpc":"2.0","method":"debug_b"},{"jsonrpc":"2.0","method":"net_listening","id":"x"},' +
     '{"jsonrpc":"2.0","method":"debug_c","id":3}]';
-  const response = await post(server.url, '/', token, batch, [['Accept-Encoding', 'gzip']]);
+  const response = await post(server.url, '/', batch, { token, headers: [['Accept-Encoding', 'gzip']] });
   t.same(expectCallRefusal(t, response, 'a batch of allowed and refused calls'), [
     scopeError('the provided auth token does not allow method "debug_a"', 1),
     { jsonrpc: '2.0', id: 2, result: 'eth_blockNumber' },
@@ -197,10 +190,10 @@ t.test('in front of an upstream, a batch with some calls allowed sends only thos
     '{"jsonrpc":"2.0","method":"net_listening","id":"x"}]', 'the allowed calls only, as one batch, each as the client wrote it');
   t.equal(upstream.seen[0].headers['accept-encoding'], undefined, 'asked for an answer that can be merged: not compressed');
 
-  const status = await post(server.url, '/status', token, batch);
+  const status = await post(server.url, '/status', batch, { token });
   t.equal(status.status, 413, 'a node that refuses the batch with a status: its answer as it is');
   t.equal(status.text, 'batch too large\n');
-  const object = await post(server.url, '/object', token, batch);
+  const object = await post(server.url, '/object', batch, { token });
   t.equal(object.status, 200);
   t.same(JSON.parse(object.text), { jsonrpc: '2.0', error: { code: -32600, message: 'batches are off' }, id: null },
     'a node that answers the batch with one error object: that object as it is');
@@ -210,15 +203,15 @@ t.test('in front of an upstream, a batch with some calls allowed sends only thos
 t.test('the built-in endpoints: a scoped token reaches them with allowed calls only, and no probe', async (t) => {
   const server = await serveInProcess(t, { cheapChecks: true });
   const token = await scopedToken(server.url, server.password, ['/ext/info', '/ext/health'], ['info.getNodeVersion', 'health.*']);
-  const call = (path: string, method: string): Promise<HttpResponse> => post(server.url, path, token, JSON.stringify({ jsonrpc: '2.0', method, id: 1 }));
+  const call = (path: string, method: string): Promise<HttpResponse> => post(server.url, path, JSON.stringify({ jsonrpc: '2.0', method, id: 1 }), { token });
   const allowed = await call('/ext/info', 'info.getNodeVersion');
   t.equal(allowed.status, 200);
   t.match(JSON.parse(allowed.text).result, { version: /^api-auth\// }, 'the endpoint answered');
   t.equal((await call('/ext/health', 'health.health')).status, 200, 'a prefix pattern');
   t.same(expectCallRefusal(t, await call('/ext/info', 'info.getNetworkID'), 'a method outside'),
     scopeError('the provided auth token does not allow method "info.getNetworkID"', 1));
-  const batch = await post(server.url, '/ext/info', token, '[{"jsonrpc":"2.0","method":"info.getNetworkID","id":1},' +
-    '{"jsonrpc":"2.0","method":"info.getNodeVersion","id":2}]');
+  const batch = await post(server.url, '/ext/info', '[{"jsonrpc":"2.0","method":"info.getNetworkID","id":1},' +
+    '{"jsonrpc":"2.0","method":"info.getNodeVersion","id":2}]', { token });
   const answers = expectCallRefusal(t, batch, 'a batch with one call outside');
   t.same(answers[0], scopeError('the provided auth token does not allow method "info.getNetworkID"', 1), 'the refused call in its place');
   t.match(answers[1], { id: 2, result: { version: /^api-auth\// } }, 'the allowed one answered by the endpoint');
@@ -257,12 +250,12 @@ t.test('the metrics count method checks apart from the token checks', async (t) 
       .map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))]));
   };
   const before = await scrape();
-  await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_blockNumber","id":1}');
-  await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}');
-  await post(server.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}');
-  await post(server.url, RPC_PATH, token, 'nonsense');
+  await post(server.url, RPC_PATH, '{"jsonrpc":"2.0","method":"eth_blockNumber","id":1}', { token });
+  await post(server.url, RPC_PATH, '{"jsonrpc":"2.0","method":"eth_call","id":1}', { token });
+  await post(server.url, RPC_PATH, '{"jsonrpc":"2.0","method":"eth_call","id":1}', { token });
+  await post(server.url, RPC_PATH, 'nonsense', { token });
   const forwardedBefore = upstream.seen.length;
-  await post(server.url, RPC_PATH, token, '[{"jsonrpc":"2.0","method":"eth_call","id":1},{"jsonrpc":"2.0","method":"eth_blockNumber","id":2}]');
+  await post(server.url, RPC_PATH, '[{"jsonrpc":"2.0","method":"eth_call","id":1},{"jsonrpc":"2.0","method":"eth_blockNumber","id":2}]', { token });
   t.equal(upstream.seen.length, forwardedBefore + 1, 'a split batch reaches the upstream with its allowed call');
   const after = await scrape();
   const delta = (series: string): number => (after.get(series) ?? NaN) - (before.get(series) ?? 0);
@@ -302,10 +295,10 @@ t.test('a scoped grant is kept across a restart', async (t) => {
   const unscoped = await newToken(first.url, first.password, [RPC_PATH]);
   await first.stop();
   const again = await serveAgain(t, first);
-  t.equal((await post(again.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"net_version","id":1}')).status, 200, 'allowed after the restart');
-  expectCallRefusal(t, await post(again.url, RPC_PATH, token, '{"jsonrpc":"2.0","method":"eth_call","id":1}'), 'refused after the restart');
-  t.equal((await post(again.url, RPC_PATH, unscoped, '{"jsonrpc":"2.0","method":"eth_call","id":1}')).status, 200,
+  t.equal((await post(again.url, RPC_PATH, '{"jsonrpc":"2.0","method":"net_version","id":1}', { token })).status, 200, 'allowed after the restart');
+  expectCallRefusal(t, await post(again.url, RPC_PATH, '{"jsonrpc":"2.0","method":"eth_call","id":1}', { token }), 'refused after the restart');
+  t.equal((await post(again.url, RPC_PATH, '{"jsonrpc":"2.0","method":"eth_call","id":1}', { token: unscoped })).status, 200,
     'the same endpoints without methods are another grant, unscoped still');
   const same = await scopedToken(again.url, again.password, [RPC_PATH], ['net_*', 'eth_blockNumber', 'net_*']);
-  expectCallRefusal(t, await post(again.url, RPC_PATH, same, '{"jsonrpc":"2.0","method":"eth_call","id":1}'), 'the same scope, written otherwise');
+  expectCallRefusal(t, await post(again.url, RPC_PATH, '{"jsonrpc":"2.0","method":"eth_call","id":1}', { token: same }), 'the same scope, written otherwise');
 });

@@ -7,15 +7,9 @@ import { jsonrpc, postJson, request, rpc } from '../helpers/http.js';
 import { cliLine, refusalOf } from '../helpers/library.js';
 import { runCli, startServer, VERSION } from '../helpers/server.js';
 import { closedPort, startUpstream } from '../helpers/upstream.js';
-import { parseScrape } from '../helpers/metrics.js';
+import { scrape } from '../helpers/metrics.js';
 
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
-
-async function scrape(base: string, token?: string, path = '/ext/metrics'): Promise<Map<string, number>> {
-  const response = await request(base, path, { headers: token === undefined ? [] : [['Authorization', `Bearer ${token}`]] });
-  if (response.status !== 200) throw new Error(`metrics: HTTP ${response.status}: ${response.text}`);
-  return parseScrape(response.text);
-}
 
 const server = await startServer(t, { cheapChecks: true });
 const metricsToken = await newToken(server.url, server.password, ['/ext/metrics']);

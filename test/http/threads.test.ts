@@ -17,7 +17,7 @@ import { exchange, KeepAliveConnection, request, type HttpResponse } from '../he
 import { launch, randomPassword, ROOT, runCli, startServer, tempDir, type LogLine, type Running } from '../helpers/server.js';
 import { closedPort, echo, startUpstream } from '../helpers/upstream.js';
 import { createLogger, parseArgs, startServer as startLibraryServer } from '../../build/host/index.js';
-import { parseScrape } from '../helpers/metrics.js';
+import { scrape } from '../helpers/metrics.js';
 
 // Two tests at a time: each has a server of its own, and several spend most of their
 // time waiting (for a watchdog, for a process to end).
@@ -28,12 +28,6 @@ const THREADS = 3;
 /** Connections opened one after another take every thread in turn, so twice round covers each twice. */
 const SPREAD = 2 * THREADS;
 const INFO_BODY = JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeVersion', id: 1 });
-
-async function scrape(base: string, token?: string): Promise<Map<string, number>> {
-  const response = await request(base, '/ext/metrics', { headers: token === undefined ? [] : [['Authorization', `Bearer ${token}`]] });
-  if (response.status !== 200) throw new Error(`metrics: HTTP ${response.status}: ${response.text}`);
-  return parseScrape(response.text);
-}
 
 /** Requests received by each HTTP thread, 1 to `threads`. */
 function byThread(samples: Map<string, number>, threads: number): number[] {

@@ -1,12 +1,13 @@
 // Password guessing is throttled per client and overall, password checks run off the
 // serving thread, and their queue is bounded. The rules are driven with plain clocks;
 // the service runs in this process (the library's startServer), on a clock the test
-// moves where the time matters, or as the CLI where the serving thread must be its own;
+// moves where the time matters (and the tarpit's timer on timers it moves, timers.ts),
+// or as the CLI where the serving thread must be its own;
 // it is driven over HTTP from pinned loopback addresses (all of 127/8 is this machine,
 // so each address is a client of its own).
 import t from 'tap';
 import { clientKey, OVERALL, PasswordThrottle, PER_CLIENT } from '../../build/host/service/throttle.js';
-import { Tarpit } from '../../build/host/http/tarpit.js';
+import { Tarpit, TARPIT_DELAY } from '../../build/host/http/tarpit.js';
 import type { PasswordCheck, ThrottleRule } from '../../build/host/service/throttle.js';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,10 +20,11 @@ import { JournalInventory } from '../../build/host/state/inventory.js';
 import { FolderLedger } from '../../build/host/state/ledger.js';
 import { RotationEnds } from '../../build/host/service/rotation-ends.js';
 import { call, newToken } from '../helpers/auth.js';
-import { freshSource, request, rpc } from '../helpers/http.js';
+import { freshSource, post, request, rpc } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { manualClock, serveInProcess } from '../helpers/library.js';
 import { startServer, tempDir } from '../helpers/server.js';
+import { manualTimers, settle } from '../helpers/timers.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -246,32 +248,23 @@ t.test('the token service throttles on the clock it is given', async (t) => {
 });
 
 t.test('the tarpit answers later, in a batch, and at once when full', async (t) => {
+  const timers = manualTimers(t);
   const tarpit = new Tarpit(50, 2);
   const answered: number[] = [];
-  const held = Date.now();
-  const released = new Promise<number>((done) => {
-    tarpit.hold(() => answered.push(1));
-    tarpit.hold(() => {
-      answered.push(2);
-      done(Date.now() - held);
-    });
-  });
+  tarpit.hold(() => answered.push(1));
+  tarpit.hold(() => answered.push(2));
   t.same(answered, [], 'held');
   tarpit.hold(() => answered.push(3));
   t.same(answered, [3], 'past the bound, answered at once');
-  const after = await released;
-  t.same(answered, [3, 1, 2], 'the held ones, in order, in one batch');
-  t.ok(after >= 45, `once the delay is over (${after} ms)`);
+  timers.tick(49);
+  t.same(answered, [3], 'still held a millisecond short of the delay');
+  timers.tick(1);
+  t.same(answered, [3, 1, 2], 'the held ones, in order, in one batch, once the delay is over');
 });
 
 /** auth.newToken from `source`. */
 function attempt(url: string, password: string, source: string): Promise<HttpResponse> {
-  return request(url, '/ext/auth', {
-    method: 'POST',
-    headers: [['Content-Type', 'application/json']],
-    body: JSON.stringify(rpc('auth.newToken', { password, endpoints: ['/ext/info'] }, 1)),
-    localAddress: source,
-  });
+  return post(url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password, endpoints: ['/ext/info'] }, 1)), { localAddress: source });
 }
 
 /** The JSON-RPC error code of a response, if any. */
@@ -329,13 +322,27 @@ for (const host of ['::', '0.0.0.0']) {
 }
 
 t.test('a waiting client\'s refusals are held back, so its guesses slow to one a second per connection', async (t) => {
-  const server = await serveInProcess(t);
+  // The service's clock stands still (the guesser stays refused); the tarpit's timer runs
+  // on a time the test moves, and a refusal is only sent when that timer fires.
+  const time = manualClock();
+  const server = await serveInProcess(t, { clock: time.clock });
   const guesser = '127.4.0.1';
   for (let i = 0; i < 3; i++) t.equal(errorCode(await attempt(server.url, 'wrong', guesser)), -32000);
-  const started = Date.now();
-  for (let i = 0; i < 2; i++) t.equal((await attempt(server.url, 'wrong', guesser)).status, 429);
-  const elapsed = Date.now() - started;
-  t.ok(elapsed >= 1500, `2 refusals in a row took ${elapsed} ms`);
+  const timers = manualTimers(t);
+  for (let i = 1; i <= 2; i++) {
+    let answered = false;
+    const refusal = attempt(server.url, 'wrong', guesser).then((r) => {
+      answered = true;
+      return r;
+    });
+    await timers.set(TARPIT_DELAY);
+    timers.tick(TARPIT_DELAY - 1);
+    await settle();
+    t.notOk(answered, `refusal ${i}: held a millisecond short of ${TARPIT_DELAY} ms`);
+    timers.tick(1);
+    t.equal((await refusal).status, 429, `refusal ${i}: sent once the ${TARPIT_DELAY} ms are over`);
+  }
+  timers.restore();
   const other = await attempt(server.url, server.password, '127.4.0.2');
   t.type(JSON.parse(other.text).result?.token, 'string', 'another client is answered at once');
 });

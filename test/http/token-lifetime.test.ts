@@ -5,7 +5,7 @@ import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runOperator } from '../helpers/operator.js';
-import { authUrl, call, expectGranted } from '../helpers/auth.js';
+import { authUrl, call, expectGranted, listTokens } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START } from '../helpers/library.js';
 import { launch, launchProgram, PROGRAM_ENV, randomPassword, ROOT, startServer, tempDir, untracked } from '../helpers/server.js';
@@ -17,11 +17,6 @@ const ONE_THREAD = ['--http-threads', '1'];
 const HOUR = 3600_000;
 
 interface Listed { id: string; issuedAt: string; expiresAt: string }
-
-async function listed(url: string, password: string): Promise<Listed[]> {
-  const response = await jsonrpc(authUrl(url), 'auth.listTokens', { password });
-  return (response.result as { tokens: Listed[] }).tokens;
-}
 
 const api = (args: readonly string[]) => runOperator(args);
 
@@ -35,10 +30,10 @@ t.test('the default ceiling is the 12 h lifetime: 13h and "never" are refused, n
   }
   t.match((await jsonrpc(url, 'auth.newToken', { password: node.password, endpoints: ['*'], expiresIn: 'never' })).error?.message,
     /"never" is taken only when the node's --max-token-lifetime is never/);
-  t.same(await listed(node.url, node.password), [], 'bad input issued nothing');
+  t.same(await listTokens<Listed>(node.url, node.password), [], 'bad input issued nothing');
   const plain = await jsonrpc(url, 'auth.newToken', { password: node.password, endpoints: ['*'] });
   t.type((plain.result as { token: string }).token, 'string');
-  const [entry] = await listed(node.url, node.password);
+  const [entry] = await listTokens<Listed>(node.url, node.password);
   t.equal(Date.parse(entry.expiresAt) - Date.parse(entry.issuedAt), 12 * HOUR, 'the default lifetime stays 12 h');
 });
 
@@ -57,7 +52,7 @@ t.test('--max-token-lifetime 720h: 720h is issued over HTTP and by token new, 72
   t.match(tooLong.stderr, /--max-token-lifetime/);
   const plain = await api(['token', 'new', ...auth, '--endpoints', INFO, '--json']);
   t.equal(plain.code, 0, plain.stderr);
-  const lifetimes = (await listed(node.url, node.password)).map((e) => (Date.parse(e.expiresAt) - Date.parse(e.issuedAt)) / HOUR);
+  const lifetimes = (await listTokens<Listed>(node.url, node.password)).map((e) => (Date.parse(e.expiresAt) - Date.parse(e.issuedAt)) / HOUR);
   t.same(lifetimes, [720, 720, 12], 'two of 720 h, and the default 12 h');
 });
 
@@ -94,7 +89,7 @@ t.test('--max-token-lifetime never, from the environment or a config file: expir
   expectGranted(t, await call(byEnv.url, INFO, (never.result as { token: string }).token), INFO);
   const cli = await api(['token', 'new', '--uri', byEnv.url, '--password-file', byEnv.passwordFile, '--endpoints', INFO, '--expires-in', 'never']);
   t.equal(cli.code, 0, cli.stderr);
-  const lifetimes = (await listed(byEnv.url, byEnv.password)).map((e) => (Date.parse(e.expiresAt) - Date.parse(e.issuedAt)) / 1000);
+  const lifetimes = (await listTokens<Listed>(byEnv.url, byEnv.password)).map((e) => (Date.parse(e.expiresAt) - Date.parse(e.issuedAt)) / 1000);
   t.same(lifetimes, [2 ** 32 - 1, 2 ** 32 - 1], '"never" is the longest lifetime a token carries, 2^32 - 1 s');
 
   const dir = tempDir(t);

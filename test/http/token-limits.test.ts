@@ -4,8 +4,8 @@
 // the one --trusted-proxies names; two HTTP threads share one bucket; the limits survive a
 // restart and kill -9 with the token.
 import t from 'tap';
-import { authUrl, call } from '../helpers/auth.js';
-import { jsonrpc, request, type HttpResponse } from '../helpers/http.js';
+import { askToken, call, listTokens } from '../helpers/auth.js';
+import { request, type HttpResponse } from '../helpers/http.js';
 import { manualClock, serveAgain, serveInProcess } from '../helpers/library.js';
 import { restartServer, startServer } from '../helpers/server.js';
 import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
@@ -16,13 +16,8 @@ const WS_PATH = '/ext/bc/C/ws';
 const INFO_BODY = JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeVersion', id: 7 });
 
 async function issue(base: string, password: string, extra: Record<string, unknown>): Promise<{ token?: string; error?: { code: number; message: string } }> {
-  const response = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints: extra.endpoints ?? [INFO], ...extra });
+  const response = await askToken(base, password, extra);
   return { token: response.result?.token as string | undefined, error: response.error as { code: number; message: string } | undefined };
-}
-
-async function listed(base: string, password: string): Promise<Record<string, unknown>[]> {
-  const response = await jsonrpc(authUrl(base), 'auth.listTokens', { password });
-  return (response.result as { tokens: Record<string, unknown>[] }).tokens;
 }
 
 /** A call of /ext/info with the token, and an X-Forwarded-For when given. */
@@ -50,7 +45,7 @@ t.test('newToken checks rateLimit, burst and allowedClients, names the field, an
     t.equal(error?.code, -32602, `${JSON.stringify(params)}: invalid params`);
     t.match(error?.message, new RegExp(`^invalid params: ${field.replace(/[[\]]/g, '\\$&')} `), `names ${field}`);
   }
-  t.same(await listed(server.url, server.password), [], 'nothing was issued');
+  t.same(await listTokens(server.url, server.password), [], 'nothing was issued');
 });
 
 t.test('listTokens shows the limits as issued (canonical), null without', async (t) => {
@@ -59,7 +54,7 @@ t.test('listTokens shows the limits as issued (canonical), null without', async 
   await issue(server.url, server.password, { rateLimit: '90/m' });
   await issue(server.url, server.password, { rateLimit: '10/s', burst: 30, allowedClients: ['2001:db8:0:0::/32', '192.0.2.7', '10.0.0.0/8', '::ffff:192.0.2.7'] });
   await issue(server.url, server.password, { rateLimit: '1/h' });
-  const tokens = await listed(server.url, server.password);
+  const tokens = await listTokens(server.url, server.password);
   t.match(tokens[0], { rateLimit: null, burst: null, allowedClients: null });
   t.match(tokens[1], { rateLimit: '90/m', burst: 2, allowedClients: null }, 'the default burst: the rate per second, rounded up');
   t.match(tokens[2], { rateLimit: '10/s', burst: 30, allowedClients: ['10.0.0.0/8', '192.0.2.7', '2001:db8::/32'] },
@@ -135,7 +130,7 @@ t.test('the limits are durable with the token: after a restart and after kill -9
   const { token } = await issue(first.url, first.password, { rateLimit: '1/h', burst: 1, allowedClients: ['127.0.0.0/8'] });
   await first.stop();
   const second = await serveAgain(t, first, time.clock);
-  t.match((await listed(second.url, second.password))[0], { rateLimit: '1/h', burst: 1, allowedClients: ['127.0.0.0/8'] });
+  t.match((await listTokens(second.url, second.password))[0], { rateLimit: '1/h', burst: 1, allowedClients: ['127.0.0.0/8'] });
   t.equal((await call(second.url, INFO, token)).status, 200);
   t.equal((await call(second.url, INFO, token)).status, 429, 'still limited');
 
@@ -144,7 +139,7 @@ t.test('the limits are durable with the token: after a restart and after kill -9
   killed.child.kill('SIGKILL');
   await killed.exited;
   const after = await restartServer(t, killed);
-  t.match((await listed(after.url, after.password))[0], { rateLimit: '1/h', burst: 1 }, 'on disk before newToken answered');
+  t.match((await listTokens(after.url, after.password))[0], { rateLimit: '1/h', burst: 1 }, 'on disk before newToken answered');
   t.equal((await call(after.url, INFO, kept)).status, 200);
   t.equal((await call(after.url, INFO, kept)).status, 429, 'and enforced');
 });

@@ -6,10 +6,10 @@ import t, { type Test } from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runOperator } from '../helpers/operator.js';
-import { authUrl, call, expectGranted, expectRefused, REASONS } from '../helpers/auth.js';
+import { authUrl, call, expectGranted, expectRefused, issueToken, listTokens, REASONS, refusedSoon } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';
-import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, sleep, startServer, tempDir, untracked, type Running } from '../helpers/server.js';
+import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, startServer, tempDir, untracked, type Running } from '../helpers/server.js';
 
 const INFO = '/ext/info';
 const HOUR = 3600_000;
@@ -20,27 +20,11 @@ interface Listed {
   requests: number; lastUsedAt: string | null; issuedAt: string; expiresAt: string; revoked: boolean; rotatedFrom: string | null; rotatedTo: string | null;
 }
 
-async function listed(url: string, password: string): Promise<Listed[]> {
-  const response = await jsonrpc(authUrl(url), 'auth.listTokens', { password });
-  return (response.result as { tokens: Listed[] }).tokens;
-}
-
-async function issue(url: string, password: string, extra: Record<string, unknown>): Promise<{ token: string; id: string }> {
-  const response = await jsonrpc(authUrl(url), 'auth.newToken', { password, endpoints: [INFO], ...extra });
-  if (response.result === undefined) throw new Error(`newToken failed: ${JSON.stringify(response.error)}`);
-  return response.result as { token: string; id: string };
-}
-
-/** Calls until the gate refuses `token` as revoked: the end is applied by the owner, off the request path, on its next look. */
-async function refusedSoon(url: string, token: string): Promise<void> {
-  while ((await call(url, INFO, token)).status === 200) await sleep(100);
-}
-
 t.test('auth.rotateToken: the same grant and label, the old token valid for the overlap then revoked, usage carried over', async (t) => {
   const time = manualClock();
   const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
   const url = authUrl(server.url);
-  const old = await issue(server.url, server.password, { label: 'partner', methods: ['info.*'], rateLimit: '100/s', expiresIn: '2h' });
+  const old = await issueToken(server.url, server.password, { label: 'partner', methods: ['info.*'], rateLimit: '100/s', expiresIn: '2h' });
   for (let i = 0; i < 2; i++) expectGranted(t, await call(server.url, INFO, old.token), INFO);
 
   const bad: [Record<string, unknown>, RegExp][] = [
@@ -58,7 +42,7 @@ t.test('auth.rotateToken: the same grant and label, the old token valid for the 
     t.equal(refused.error?.code, -32602, JSON.stringify(params));
     t.match(refused.error?.message, message, JSON.stringify(params));
   }
-  t.equal((await listed(server.url, server.password)).length, 1, 'bad input issued nothing');
+  t.equal((await listTokens<Listed>(server.url, server.password)).length, 1, 'bad input issued nothing');
   t.match((await jsonrpc(url, 'auth.rotateToken', { password: 'wrong', id: old.id })).error, { code: -32000 }, 'the password first');
 
   time.now += 30 * 60_000;
@@ -66,7 +50,7 @@ t.test('auth.rotateToken: the same grant and label, the old token valid for the 
   const fresh = rotated.result as { token: string; id: string };
   t.same(Object.keys(fresh), ['token', 'id'], 'answered as auth.newToken is');
   t.not(fresh.id, old.id);
-  const [before, after] = await listed(server.url, server.password);
+  const [before, after] = await listTokens<Listed>(server.url, server.password);
   t.match(before, { id: old.id, revoked: false, rotatedTo: fresh.id, rotatedFrom: null, requests: 2 });
   t.match(after, { id: fresh.id, label: 'partner', endpoints: [INFO], methods: ['info.*'], rateLimit: '100/s', burst: 100, revoked: false,
     rotatedFrom: old.id, rotatedTo: null, requests: 2, lastUsedAt: before.lastUsedAt });
@@ -81,7 +65,7 @@ t.test('auth.rotateToken: the same grant and label, the old token valid for the 
   await refusedSoon(server.url, old.token);
   expectRefused(t, await call(server.url, INFO, old.token), REASONS.revoked, 'past the overlap: revoked');
   expectGranted(t, await call(server.url, INFO, fresh.token), INFO, 'the new one works on');
-  const [ended, next] = await listed(server.url, server.password);
+  const [ended, next] = await listTokens<Listed>(server.url, server.password);
   t.match(ended, { id: old.id, revoked: true, rotatedTo: fresh.id });
   t.match(next, { id: fresh.id, requests: 4 }, 'the 2 calls carried over, and its own 2');
   t.match((await jsonrpc(url, 'auth.revokeToken', { password: server.password, id: old.id })).result, { revocation: 'already revoked' });
@@ -90,12 +74,12 @@ t.test('auth.rotateToken: the same grant and label, the old token valid for the 
 t.test('overlap 0 (the default) ends the old token as the call answers; the lifetime is capped by --max-token-lifetime', async (t) => {
   const server = await serveInProcess(t, { cheapChecks: true, args: ['--max-token-lifetime', '720h'] });
   const url = authUrl(server.url);
-  const old = await issue(server.url, server.password, { expiresIn: '720h' });
+  const old = await issueToken(server.url, server.password, { expiresIn: '720h' });
   const rotated = await jsonrpc(url, 'auth.rotateToken', { password: server.password, id: old.id });
   const fresh = rotated.result as { token: string; id: string };
   expectRefused(t, await call(server.url, INFO, old.token), REASONS.revoked, 'revoked at once');
   expectGranted(t, await call(server.url, INFO, fresh.token), INFO);
-  const [, entry] = await listed(server.url, server.password);
+  const [, entry] = await listTokens<Listed>(server.url, server.password);
   t.equal(Date.parse(entry.expiresAt) - Date.parse(entry.issuedAt), 720 * HOUR);
 });
 
@@ -103,7 +87,7 @@ t.test('token rotate: by --id or by the token from a file, --overlap, --json; th
   const node = await startServer(t, { cheapChecks: true, args: ['--http-threads', '1'] });
   const auth = ['--uri', node.url, '--password-file', node.passwordFile];
   const api = (args: readonly string[]) => runOperator(args);
-  const first = await issue(node.url, node.password, { label: 'scraper' });
+  const first = await issueToken(node.url, node.password, { label: 'scraper' });
   const byId = await api(['token', 'rotate', ...auth, '--id', first.id, '--overlap', '1h', '--json']);
   t.equal(byId.code, 0, byId.stderr);
   const second = JSON.parse(byId.stdout) as { token: string; id: string };
@@ -145,7 +129,7 @@ t.test('a restart in the middle of the overlap keeps the end; a start after it a
   const password = randomPassword();
   writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
   let server = await startClocked(t, dir, CLOCK_START);
-  const old = await issue(server.url, password, {});
+  const old = await issueToken(server.url, password, {});
   const fresh = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: old.id, overlap: '15m' })).result as { token: string; id: string };
   server.child.kill('SIGKILL');
   await server.exited;
@@ -169,7 +153,7 @@ t.test('a restart in the middle of the overlap keeps the end; a start after it a
   server = await startClocked(t, dir, CLOCK_START + 40 * 60_000);
   expectRefused(t, await call(server.url, INFO, fresh.token), REASONS.revoked, 'an end that came due while the node was down');
   expectGranted(t, await call(server.url, INFO, third.token), INFO);
-  const tokens = await listed(server.url, password);
+  const tokens = await listTokens<Listed>(server.url, password);
   t.match(tokens.map((e) => [e.id, e.revoked, e.rotatedFrom, e.rotatedTo]), [[old.id, true, null, fresh.id], [fresh.id, true, old.id, /^t\d+$/],
     [/^t\d+$/, false, fresh.id, null]]);
   t.equal((await server.stop('SIGTERM')).code, 0);

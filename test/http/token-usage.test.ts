@@ -4,8 +4,8 @@ import t, { type Test } from 'tap';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { authUrl, call } from '../helpers/auth.js';
-import { jsonrpc, request } from '../helpers/http.js';
+import { call, issueToken, listTokens } from '../helpers/auth.js';
+import { request } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';
 import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, sleep, tempDir, untracked, type Running } from '../helpers/server.js';
 import { openClient, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
@@ -14,17 +14,6 @@ const INFO = '/ext/info';
 const SNAPSHOT_MS = 30_000;
 const CLOCKED = join(ROOT, 'test', 'helpers', 'clocked-server.js');
 
-async function issue(base: string, password: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const response = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints: [INFO], ...extra });
-  if (response.result === undefined) throw new Error(`newToken failed: ${JSON.stringify(response.error)}`);
-  return (response.result as { token: string }).token;
-}
-
-async function listed(base: string, password: string): Promise<Record<string, unknown>[]> {
-  const response = await jsonrpc(authUrl(base), 'auth.listTokens', { password });
-  return (response.result as { tokens: Record<string, unknown>[] }).tokens;
-}
-
 function iso(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
@@ -32,10 +21,10 @@ function iso(ms: number): string {
 t.test('every token counts its calls let through, with limits or without; a refused call counts nothing', async (t) => {
   const time = manualClock();
   const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
-  const plain = await issue(server.url, server.password);
-  const scoped = await issue(server.url, server.password, { methods: ['info.*'] });
-  const limited = await issue(server.url, server.password, { rateLimit: '100/s' });
-  await issue(server.url, server.password, { label: 'unused' });
+  const plain = (await issueToken(server.url, server.password)).token;
+  const scoped = (await issueToken(server.url, server.password, { methods: ['info.*'] })).token;
+  const limited = (await issueToken(server.url, server.password, { rateLimit: '100/s' })).token;
+  await issueToken(server.url, server.password, { label: 'unused' });
   for (let i = 0; i < 3; i++) {
     t.equal((await call(server.url, INFO, plain)).status, 200);
     time.now += 1500;
@@ -47,13 +36,13 @@ t.test('every token counts its calls let through, with limits or without; a refu
   t.equal((await request(server.url, INFO, { method: 'POST', headers: [['Authorization', `Bearer ${scoped}`],
     ['Content-Type', 'application/json']], body })).status, 200);
   t.equal((await call(server.url, INFO, limited)).status, 200);
-  const tokens = await listed(server.url, server.password);
+  const tokens = await listTokens(server.url, server.password);
   const last = CLOCK_START + 3 * 1500 + 60_000;
   t.match(tokens[0], { requests: 4, lastUsedAt: iso(last) }, 'a token without limits: its four calls, not the refused one');
   t.match(tokens[1], { requests: 1, lastUsedAt: iso(last) }, 'a token with a method scope');
   t.match(tokens[2], { requests: 1, lastUsedAt: iso(last) }, 'a token with limits');
   t.match(tokens[3], { requests: 0, lastUsedAt: null }, 'a token not used yet');
-  const reader = await issue(server.url, server.password, { endpoints: ['/ext/metrics'] });
+  const reader = (await issueToken(server.url, server.password, { endpoints: ['/ext/metrics'] })).token;
   const metrics = (await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${reader}`]] })).text;
   t.match(metrics, /\napi_auth_usage_uncounted_total 0\n/, 'no call went uncounted');
 });
@@ -63,8 +52,8 @@ t.test('WebSocket: each message of a token without limits counts, a batch its ca
   const upstream = await startWsUpstream(t);
   const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
   const path = '/ext/bc/C/ws';
-  const plain = await issue(server.url, server.password, { endpoints: [path] });
-  const limited = await issue(server.url, server.password, { endpoints: [path], rateLimit: '100/s' });
+  const plain = (await issueToken(server.url, server.password, { endpoints: [path] })).token;
+  const limited = (await issueToken(server.url, server.password, { endpoints: [path], rateLimit: '100/s' })).token;
   const batch = JSON.stringify([{ jsonrpc: '2.0', id: 'a', method: 'eth_chainId' }, { jsonrpc: '2.0', id: 'b', method: 'eth_chainId' }]);
   for (const token of [plain, limited]) {
     const client = await openClient(t, wsUrl(server.url, path), { token });
@@ -77,7 +66,7 @@ t.test('WebSocket: each message of a token without limits counts, a batch its ca
     client.socket.close();
     await client.closed;
   }
-  const tokens = await listed(server.url, server.password);
+  const tokens = await listTokens(server.url, server.password);
   t.match(tokens[0], { requests: 5, lastUsedAt: iso(CLOCK_START + 60_000) }, 'without limits: the upgrade, then each message, the batch as its 2 calls');
   t.match(tokens[1], { requests: 5, lastUsedAt: iso(CLOCK_START + 2 * 60_000) }, 'with limits: the upgrade too, as one call against its rate');
 });
@@ -118,8 +107,8 @@ async function clockedService(t: Test) {
 t.test('usage survives a kill -9 up to its last snapshot (every 30 s of the clock), and a clean stop whole', async (t) => {
   const { dir, password, started } = await clockedService(t);
   let server = started;
-  const plain = await issue(server.url, password);
-  const limited = await issue(server.url, password, { rateLimit: '100/s' });
+  const plain = (await issueToken(server.url, password)).token;
+  const limited = (await issueToken(server.url, password, { rateLimit: '100/s' })).token;
   for (let i = 0; i < 3; i++) t.equal((await call(server.url, INFO, plain)).status, 200);
   t.equal((await call(server.url, INFO, limited)).status, 200);
   server.child.kill('SIGUSR2');
@@ -131,14 +120,14 @@ t.test('usage survives a kill -9 up to its last snapshot (every 30 s of the cloc
   await server.exited;
 
   server = await startClocked(t, dir, CLOCK_START + 60_000);
-  let tokens = await listed(server.url, password);
+  let tokens = await listTokens(server.url, password);
   t.match(tokens[0], { requests: 3, lastUsedAt: iso(CLOCK_START) }, 'the snapshot\'s count, not the call after it');
   t.match(tokens[1], { requests: 1, lastUsedAt: iso(CLOCK_START) }, 'a token with limits too');
   t.equal((await call(server.url, INFO, plain)).status, 200);
   t.equal((await server.stop('SIGTERM')).code, 0);
 
   server = await startClocked(t, dir, CLOCK_START + 120_000);
-  tokens = await listed(server.url, password);
+  tokens = await listTokens(server.url, password);
   t.match(tokens[0], { requests: 4, lastUsedAt: iso(CLOCK_START + 60_000) }, 'a clean stop writes the counts it has');
   t.equal((await server.stop('SIGTERM')).code, 0);
 });
@@ -146,22 +135,22 @@ t.test('usage survives a kill -9 up to its last snapshot (every 30 s of the cloc
 t.test('a damaged usage file is dropped with a warning: usage counts again from 0, and the service starts', async (t) => {
   const { dir, password, started } = await clockedService(t);
   let server = started;
-  const plain = await issue(server.url, password);
+  const plain = (await issueToken(server.url, password)).token;
   t.equal((await call(server.url, INFO, plain)).status, 200);
   t.equal((await server.stop('SIGTERM')).code, 0);
   writeFileSync(join(dir, 'data', 'usage'), '{"version":1,"tokens":[[0,-5,0]]}', { mode: 0o600 });
   server = await startClocked(t, dir, CLOCK_START + 1000);
   const warning = await server.waitForLog((l) => l.level === 'warn' && /usage file is damaged/.test(String(l.msg)));
   t.match(warning, { reason: /\[0,-5,0\]/ }, 'names the bad entry');
-  t.match((await listed(server.url, password))[0], { requests: 0, lastUsedAt: null });
+  t.match((await listTokens(server.url, password))[0], { requests: 0, lastUsedAt: null });
   t.equal((await call(server.url, INFO, plain)).status, 200);
-  t.match((await listed(server.url, password))[0], { requests: 1 });
+  t.match((await listTokens(server.url, password))[0], { requests: 1 });
 });
 
 t.test('usage entries out of bounds or listed twice, and a usage that is a folder or a FIFO, are a damaged file: dropped, and the service starts', async (t) => {
   const { dir, password, started } = await clockedService(t);
   let server = started;
-  const plain = await issue(server.url, password);
+  const plain = (await issueToken(server.url, password)).token;
   t.equal((await call(server.url, INFO, plain)).status, 200);
   t.equal((await server.stop('SIGTERM')).code, 0);
   const path = join(dir, 'data', 'usage');
@@ -177,7 +166,7 @@ t.test('usage entries out of bounds or listed twice, and a usage that is a folde
     server = await startClocked(t, dir, CLOCK_START + 1000);
     const warning = await server.waitForLog((l) => l.level === 'warn' && /usage file is damaged/.test(String(l.msg)));
     t.match(warning, { reason }, `${name}: named`);
-    t.match((await listed(server.url, password))[0], { requests: 0, lastUsedAt: null }, `${name}: counts from 0`);
+    t.match((await listTokens(server.url, password))[0], { requests: 0, lastUsedAt: null }, `${name}: counts from 0`);
     t.equal((await server.stop('SIGKILL')).signal, 'SIGKILL');
     rmSync(path, { recursive: true, force: true });
   }

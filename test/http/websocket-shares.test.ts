@@ -6,33 +6,14 @@
 import t from 'tap';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Test } from 'tap';
-import { jsonrpc, request } from '../helpers/http.js';
+import { jsonrpc } from '../helpers/http.js';
 import { authUrl, newToken } from '../helpers/auth.js';
 import { startServer, tempDir } from '../helpers/server.js';
-import type { Server } from '../helpers/server.js';
-import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
+import { openClient, startWsUpstream, upgradeRefused, wsUrl } from '../helpers/ws-upstream.js';
 import type { ClientOptions } from '../helpers/ws-upstream.js';
-import { parseScrape } from '../helpers/metrics.js';
+import { scrape } from '../helpers/metrics.js';
 
 const WS_PATH = '/ext/bc/C/ws';
-
-async function refusal(t: Test, server: Server, options: ClientOptions): Promise<Refused> {
-  try {
-    const client = await openClient(t, wsUrl(server.url, WS_PATH), options);
-    client.socket.terminate();
-  } catch (error) {
-    if (error instanceof Refused) return error;
-    throw error;
-  }
-  throw new Error('the upgrade was accepted');
-}
-
-/** The samples of a Prometheus scrape, by series. */
-async function scrape(base: string, token: string): Promise<Map<string, number>> {
-  const response = await request(base, '/ext/metrics', { headers: [['Authorization', `Bearer ${token}`]] });
-  return parseScrape(response.text);
-}
 
 t.test('the issue\'s case: with --ws-max-sessions 5, a 1/h token holds 2 (a quarter, rounded up) and another token still gets in', async (t) => {
   const upstream = await startWsUpstream(t);
@@ -41,7 +22,7 @@ t.test('the issue\'s case: with --ws-max-sessions 5, a 1/h token holds 2 (a quar
   const slow = issued.result!.token as string;
   await openClient(t, wsUrl(server.url, WS_PATH), { token: slow });
   await openClient(t, wsUrl(server.url, WS_PATH), { token: slow });
-  const third = await refusal(t, server, { token: slow });
+  const third = await upgradeRefused(t, wsUrl(server.url, WS_PATH), { token: slow });
   t.equal(third.status, 503, 'the token\'s third session: 503');
   t.equal(third.headers['retry-after'], '1', 'with Retry-After, as the global cap');
   t.same(JSON.parse(third.body).error, {
@@ -64,7 +45,7 @@ t.test('a token\'s share holds across threads, and a closed session gives its pl
   for (let i = 0; i < 3; i++) held.push(await openClient(t, wsUrl(server.url, WS_PATH), { token }));
   // Each thread's own count would let a thread that holds fewer than 3 take one more.
   for (let i = 0; i < 6; i++) {
-    const refused = await refusal(t, server, { token });
+    const refused = await upgradeRefused(t, wsUrl(server.url, WS_PATH), { token });
     t.equal(refused.status, 503, `upgrade ${i + 4} of a token whose share is 3: 503`);
     t.match(JSON.parse(refused.body).error.message, /with this token \(at most 3\)/);
   }
@@ -89,7 +70,7 @@ t.test('a client address\'s share, whatever the token: an IPv4 address, an IPv6 
   const tokens = await Promise.all([0, 1, 2].map(() => newToken(server.url, server.password, [WS_PATH])));
   await openClient(t, wsUrl(server.url, WS_PATH), { token: tokens[0], localAddress: '127.0.0.2' });
   await openClient(t, wsUrl(server.url, WS_PATH), { token: tokens[1], localAddress: '127.0.0.2' });
-  const third = await refusal(t, server, { token: tokens[2], localAddress: '127.0.0.2' });
+  const third = await upgradeRefused(t, wsUrl(server.url, WS_PATH), { token: tokens[2], localAddress: '127.0.0.2' });
   t.equal(third.status, 503, 'the address\'s third session, with a third token: 503');
   t.equal(third.headers['retry-after'], '1');
   t.same(JSON.parse(third.body).error, {
@@ -101,7 +82,7 @@ t.test('a client address\'s share, whatever the token: an IPv4 address, an IPv6 
   const via = (address: string): ClientOptions => ({ token: tokens[0], headers: { 'X-Forwarded-For': address } });
   await openClient(t, wsUrl(server.url, WS_PATH), via('2001:db8:0:7::1'));
   await openClient(t, wsUrl(server.url, WS_PATH), via('2001:db8:0:7::2'));
-  const stepped = await refusal(t, server, via('2001:db8:0:7:ffff::3'));
+  const stepped = await upgradeRefused(t, wsUrl(server.url, WS_PATH), via('2001:db8:0:7:ffff::3'));
   t.equal(stepped.status, 503, 'a third address of the same /64: 503');
   t.match(JSON.parse(stepped.body).error.message, /from this client address \(at most 2\)/);
   await openClient(t, wsUrl(server.url, WS_PATH), via('2001:db8:0:8::1'));
@@ -119,7 +100,7 @@ t.test('upgrade and close, again and again: each upgrade of a rate-limited token
     client.socket.close();
     await client.closed;
   }
-  const fourth = await refusal(t, server, { token });
+  const fourth = await upgradeRefused(t, wsUrl(server.url, WS_PATH), { token });
   t.equal(fourth.status, 429, 'the fourth upgrade, with no session open: 429');
   t.match(JSON.parse(fourth.body).error, { code: -32005, message: /past its rate limit/ });
   t.equal(upstream.sessions.length, 3, 'the upstream saw 3 handshakes, not 4');
@@ -137,7 +118,7 @@ t.test('the shares come from the environment and a config file as from the flags
   for (const [server, message] of [[fromEnv, /with this token \(at most 1\)/], [fromFile, /from this client address \(at most 1\)/]] as const) {
     const token = await newToken(server.url, server.password, [WS_PATH]);
     await openClient(t, wsUrl(server.url, WS_PATH), { token });
-    const second = await refusal(t, server, { token });
+    const second = await upgradeRefused(t, wsUrl(server.url, WS_PATH), { token });
     t.equal(second.status, 503);
     t.match(JSON.parse(second.body).error.message, message);
   }

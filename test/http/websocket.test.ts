@@ -4,10 +4,7 @@
 // session lives only as long as its token, on every thread. Against a real `ws`
 // JSON-RPC upstream, and through ethers' WebSocketProvider as a dapp would use it.
 import t from 'tap';
-import type { Test } from 'tap';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketProvider } from 'ethers';
 import { WebSocket } from 'ws';
 import { BAD_PATH_REASON, changePassword, newToken, REASONS, refusalBody, REVOKED, revokeToken, tamperLast } from '../helpers/auth.js';
@@ -15,8 +12,9 @@ import { request, type HttpResponse } from '../helpers/http.js';
 import { manualClock, serveInProcess } from '../helpers/library.js';
 import { runCli, startServer, tempDir } from '../helpers/server.js';
 import { closedPort, startRawUpstream } from '../helpers/upstream.js';
-import { CHAIN_ID, closesWithin, openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
-import { parseScrape } from '../helpers/metrics.js';
+import { CHAIN_ID, closesWithin, openClient, startWsUpstream, upgradeRefused, wsUrl } from '../helpers/ws-upstream.js';
+import { scrape } from '../helpers/metrics.js';
+import { rss } from '../helpers/raw-ws-upstream.js';
 
 const WS_PATH = '/ext/bc/C/ws';
 
@@ -28,36 +26,9 @@ function rawUpgrade(base: string, target: string | Buffer, headers: [string, str
   });
 }
 
-/** Opening a session at `url` fails with an HTTP answer: that answer. */
-async function refusal(t: Test, url: string, options: Parameters<typeof openClient>[2] = {}): Promise<Refused> {
-  try {
-    const client = await openClient(t, url, options);
-    client.socket.terminate();
-  } catch (error) {
-    if (error instanceof Refused) return error;
-    throw error;
-  }
-  throw new Error(`the upgrade to ${url} was accepted`);
-}
-
-
-/** The samples of a Prometheus scrape, by series. */
-async function scrape(base: string, token: string): Promise<Map<string, number>> {
-  const response = await request(base, '/ext/metrics', { headers: [['Authorization', `Bearer ${token}`]] });
-  if (response.status !== 200) throw new Error(`metrics: HTTP ${response.status}: ${response.text}`);
-  return parseScrape(response.text);
-}
-
-/** The process's resident memory, in bytes (Linux). */
 // Each test has its own server and upstream: two at a time, so the ones that wait on a
 // timer (the idle timeout's pings) do not hold the whole file up.
 t.jobs = 2;
-
-function rss(pid: number): number {
-  const kib = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (kib === null) throw new Error(`no VmRSS for process ${pid}`);
-  return Number(kib[1]) * 1024;
-}
 
 function json(received: { data: Buffer }): any {
   return JSON.parse(received.data.toString('utf8'));
@@ -211,7 +182,7 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
     ['a revoked token', { token: revoked }, REASONS.revoked],
   ];
   for (const [label, options, reason] of cases) {
-    const refused = await refusal(t, wsUrl(server.url, WS_PATH), options);
+    const refused = await upgradeRefused(t, wsUrl(server.url, WS_PATH), options);
     t.equal(refused.status, 401, `${label}: 401`);
     t.equal(refused.headers['www-authenticate'], 'Bearer', `${label}: WWW-Authenticate`);
     t.equal(refused.body, refusalBody(reason), `${label}: the gate's body`);
@@ -231,7 +202,7 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
   t.equal(publicWithToken.socket.readyState, WebSocket.OPEN, 'a public session is never re-checked, whatever token it carried');
   publicWithToken.socket.close();
 
-  const refusedUpstream = await refusal(t, wsUrl(server.url, '/ext/bc/C/refusing'), { token });
+  const refusedUpstream = await upgradeRefused(t, wsUrl(server.url, '/ext/bc/C/refusing'), { token });
   t.equal(refusedUpstream.status, 403, 'an upstream that refuses the upgrade: its status');
   t.same(JSON.parse(refusedUpstream.body).error, { code: -32044, message: 'the upstream node refused the WebSocket upgrade (HTTP 403)' });
 
@@ -251,7 +222,7 @@ t.test('past --ws-max-sessions an upgrade gets 503 before anything reaches the u
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const first = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   await openClient(t, wsUrl(server.url, WS_PATH), { token });
-  const refused = await refusal(t, wsUrl(server.url, WS_PATH), { token });
+  const refused = await upgradeRefused(t, wsUrl(server.url, WS_PATH), { token });
   t.equal(refused.status, 503, 'the third of two: 503');
   t.equal(refused.headers['retry-after'], '1');
   t.same(JSON.parse(refused.body).error, { code: -32046, message: 'too many WebSocket sessions are open (at most 2); retry later' });
@@ -264,40 +235,13 @@ t.test('past --ws-max-sessions an upgrade gets 503 before anything reaches the u
   t.equal(again.socket.readyState, WebSocket.OPEN, 'a closed session frees its place');
 });
 
-t.test('an upstream that cannot be reached gives 502, one that does not answer in time 504', async (t) => {
+// One that does not answer in time: websocket-timeout.test.ts, on timers the test moves.
+t.test('an upstream that cannot be reached gives 502', async (t) => {
   const unreachable = await startServer(t, { cheapChecks: true, args: ['--upstream', `http://127.0.0.1:${await closedPort()}`] });
   const token = await newToken(unreachable.url, unreachable.password, [WS_PATH]);
-  const refused = await refusal(t, wsUrl(unreachable.url, WS_PATH), { token });
+  const refused = await upgradeRefused(t, wsUrl(unreachable.url, WS_PATH), { token });
   t.equal(refused.status, 502, 'nothing listens: 502');
   t.same(JSON.parse(refused.body).error, { code: -32044, message: 'the upstream node refused the connection' });
-
-  // Accepts connections, never answers; keeps what it was sent.
-  const sockets = new Set<Socket>();
-  let received = '';
-  const silent = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('data', (chunk: Buffer) => {
-      received += chunk.toString('latin1');
-    });
-    socket.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => {
-    for (const socket of sockets) socket.destroy();
-    silent.close();
-  });
-  const slow = await startServer(t, {
-    cheapChecks: true,
-    args: ['--upstream', `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, '--upstream-timeout', '1s'],
-  });
-  const slowToken = await newToken(slow.url, slow.password, [WS_PATH]);
-  const start = performance.now();
-  const timedOut = await refusal(t, wsUrl(slow.url, WS_PATH), { token: slowToken });
-  t.equal(timedOut.status, 504, 'no answer within --upstream-timeout: 504');
-  t.same(JSON.parse(timedOut.body).error, { code: -32045, message: 'the upstream node did not answer within 1 s' });
-  t.ok(performance.now() - start < 5000, 'and not much later');
-  t.match(received, /\r\nupgrade: websocket\r\n/i, 'what timed out was a WebSocket handshake');
-  t.match(received, /\r\nsec-websocket-key: [A-Za-z0-9+/]{22}==\r\n/i, 'with its Sec-WebSocket-Key');
 
   const unreachableToken = await newToken(unreachable.url, unreachable.password, ['/ext/metrics']);
   const metrics = await scrape(unreachable.url, unreachableToken);
@@ -309,7 +253,7 @@ t.test('--api-auth-query-token: the token in access_token, for browsers; never f
   const upstream = await startWsUpstream(t);
   const off = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
   const offToken = await newToken(off.url, off.password, [WS_PATH]);
-  const ignored = await refusal(t, wsUrl(off.url, `${WS_PATH}?access_token=${offToken}`));
+  const ignored = await upgradeRefused(t, wsUrl(off.url, `${WS_PATH}?access_token=${offToken}`));
   t.equal(ignored.status, 401, 'without the flag, a query token is not honoured');
   t.equal(ignored.body, refusalBody(REASONS.noToken));
   await openClient(t, wsUrl(off.url, `${WS_PATH}?access_token=abc&x=1`), { token: offToken });
@@ -322,9 +266,9 @@ t.test('--api-auth-query-token: the token in access_token, for browsers; never f
   await openClient(t, wsUrl(on.url, `${WS_PATH}?access_token=${token}`));
   t.equal((await upstream.session(2)).url, WS_PATH, 'a query of only the token leaves none');
 
-  const forged = await refusal(t, wsUrl(on.url, `${WS_PATH}?access_token=${tamperLast(token)}`));
+  const forged = await upgradeRefused(t, wsUrl(on.url, `${WS_PATH}?access_token=${tamperLast(token)}`));
   t.equal(forged.body, refusalBody(REASONS.badSignature), 'a query token is checked as a header\'s would be');
-  const twice = await refusal(t, wsUrl(on.url, `${WS_PATH}?access_token=${token}&access_token=${token}`));
+  const twice = await upgradeRefused(t, wsUrl(on.url, `${WS_PATH}?access_token=${token}&access_token=${token}`));
   t.equal(twice.body, refusalBody(REASONS.malformed), 'two query tokens name no one token');
   const http = await request(on.url, `${WS_PATH}?access_token=${token}`);
   t.equal(http.status, 401, 'a request that is not an upgrade takes its token from the header only');
@@ -520,10 +464,12 @@ t.test('SIGTERM ends the sessions with 1001 and exits 0 without waiting for them
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const url = wsUrl(server.url, WS_PATH);
   const clients = [await openClient(t, url, { token }), await openClient(t, url, { token })];
-  const start = performance.now();
+  // The clients read nothing until api-auth has exited: they never answer its close, so
+  // an exit that waited for them would never come (tap's timeout would fail the test).
+  for (const client of clients) client.socket.pause();
   const exit = await server.stop('SIGTERM');
-  t.same(exit, { code: 0, signal: null }, 'exit code 0');
-  t.ok(performance.now() - start < 4000, 'the stop does not wait for the sessions');
+  t.same(exit, { code: 0, signal: null }, 'exit code 0, with no client having answered the close: the stop does not wait for the sessions');
+  for (const client of clients) client.socket.resume();
   for (const client of clients) {
     const closed = await client.closed;
     t.same([closed.code, closed.reason], [1001, 'api-auth is stopping'], 'the client gets 1001');

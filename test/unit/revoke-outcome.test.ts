@@ -8,24 +8,16 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
-import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
 import { changePassword, newToken, revokeToken } from '../helpers/auth.js';
 import { manualClock, serveInProcess } from '../helpers/library.js';
+import { runOperator } from '../helpers/operator.js';
 import { tempDir } from '../helpers/server.js';
 
 /** `api-auth token revoke`, through the entry the binary calls: the password on stdin, the token from a file. */
 async function revokeCommand(t: Test, url: string, password: string, token: string, json = false): Promise<{ code: number; stdout: string; stderr: string }> {
   const tokenFile = join(tempDir(t), 'token');
   writeFileSync(tokenFile, token, { mode: 0o600 });
-  let stdout = '';
-  let stderr = '';
-  const code = await runOperatorCommand(['token', 'revoke', '--uri', url, '--password-stdin', '--token-file', tokenFile, ...(json ? ['--json'] : [])], {
-    stdout: (text) => { stdout += text; },
-    stderr: (text) => { stderr += text; },
-    stdin: Readable.from(Buffer.from(password)) as unknown as NodeJS.ReadStream,
-  });
-  return { code, stdout, stderr };
+  return runOperator(['token', 'revoke', '--uri', url, '--password-stdin', '--token-file', tokenFile, ...(json ? ['--json'] : [])], password);
 }
 
 /** `token` with its last characters changed: well formed, with a signature that does not match. */
