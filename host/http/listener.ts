@@ -8,6 +8,7 @@ import type { Namer } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { TlsFiles } from '../pem.js';
+import { serveOn } from './handlers.js';
 import type { InFlight } from './in-flight.js';
 import type { Router } from './router.js';
 import { acceptorApp, certificateFields, snapshotTlsFiles, tlsApp } from './tls.js';
@@ -104,23 +105,21 @@ export class HttpServer {
     private readonly log: Logger,
     private readonly websockets: WebSocketRelay | null = null,
   ) {
-    this.serve = (app) => {
-      // uWS hands this route only GETs that ask for a WebSocket (a Sec-WebSocket-Key), before any().
-      // Every app gets it, the TLS apps a reload makes too.
-      if (websockets !== null) {
-        app.ws('/*', {
-          ...websockets.behavior,
-          upgrade: (res, req, context) => {
-            metrics.requests++;
-            websockets.upgrade(res, req, context);
-          },
-        });
-      }
-      return app.any('/*', (res, req) => {
+    // Each request counted; an exception answers 500 (handlers.ts), then ends the process as
+    // any uncaught exception does (main.ts logs it), outside uWS's call.
+    this.serve = (app) => serveOn(app, {
+      handle: (res, req) => {
         metrics.requests++;
         router.handle(res, req);
-      });
-    };
+      },
+      websocket: websockets && {
+        ...websockets.behavior,
+        upgrade: (res, req, context) => {
+          metrics.requests++;
+          websockets.upgrade(res, req, context);
+        },
+      },
+    }, (error) => process.nextTick(() => { throw error; }));
     omitServerMark();
     if (tls === undefined) {
       this.app = this.serve(App());

@@ -12,11 +12,10 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { App } from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { RpcCode } from '../errors.js';
+import { serveOn } from '../http/handlers.js';
 import { descriptorOf, omitServerMark } from '../http/uws-shim.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
-import { errorResponse } from '../rpc/jsonrpc.js';
 import type { tlsApp as TlsApp } from '../http/tls.js';
 import type { SessionBehavior } from '../http/websocket.js';
 import { InvariantError } from '../api-auth-error.js';
@@ -44,7 +43,6 @@ export interface ThreadContext {
   readonly log: Logger;
 }
 
-const INTERNAL_ERROR = new TextEncoder().encode(errorResponse(RpcCode.InternalError, 'internal error') + '\n');
 
 /**
  * Runs this worker thread as an HTTP thread serving with what `build` makes. A failure
@@ -83,39 +81,7 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
     throw new InvariantError(`process.exit(${code ?? ''}) was called on HTTP thread ${data.thread}`);
   }) as typeof process.exit;
 
-  const failed500 = (res: HttpResponse, error: unknown): void => {
-    try {
-      res.writeStatus('500 Internal Server Error').writeHeader('Content-Type', 'application/json').end(INTERNAL_ERROR, true);
-    } catch {
-      // Answered or aborted already.
-    }
-    fatal(error);
-  };
-  const websocket = http.websocket;
-  const newApp = (files = tls): TemplatedApp => {
-    const app = files === undefined ? App() : tlsApp!(files);
-    if (websocket) {
-      // uWS hands this route only GETs that ask for a WebSocket (a Sec-WebSocket-Key), before
-      // any(). Every app gets it, the TLS apps a reload makes too.
-      app.ws('/*', {
-        ...websocket,
-        upgrade: (res, req, context) => {
-          try {
-            websocket.upgrade!(res, req, context);
-          } catch (error) {
-            failed500(res, error);
-          }
-        },
-      });
-    }
-    return app.any('/*', (res, req) => {
-      try {
-        http.handle(res, req);
-      } catch (error) {
-        failed500(res, error);
-      }
-    });
-  };
+  const newApp = (files = tls): TemplatedApp => serveOn(files === undefined ? App() : tlsApp!(files), http, fatal);
   // With TLS, each reload adds an app (tls.ts): the acceptor hands new connections to the
   // newest, and the older ones keep the connections they have until the stop.
   omitServerMark();
