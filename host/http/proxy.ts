@@ -44,7 +44,7 @@ import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, 
 import type { UpstreamHealth } from './forwarding.js';
 import { writeCallRefusal } from './refusals.js';
 import { withoutToken } from './admission.js';
-import { jsonLine } from './responses.js';
+import { jsonLine, writeBodyTooLarge } from './responses.js';
 import type { ScopeSplit } from './scope.js';
 import { equalsIgnoringCase, FIELD, Framing, type ResponseParser } from './upstream/parser.js';
 import { UpstreamPool, type Connection, type UpstreamRequest } from './upstream/pool.js';
@@ -178,7 +178,7 @@ export class UpstreamProxy {
     const declared = req.getHeader('content-length');
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
-      res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.relay.tooLarge, true);
+      writeBodyTooLarge(res, this.relay.tooLarge);
       return;
     }
     // Undefined, in this uWS, when the URL has no "?"; "" when it ends with one.
@@ -432,7 +432,7 @@ class Exchange implements UpstreamRequest {
     this.abandonUpstream();
     // A chunked body that outgrew the limit: answer now and drop the rest with the connection.
     if (started) this.res.close();
-    else this.res.cork(() => this.res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(this.relay.tooLarge, true));
+    else this.res.cork(() => writeBodyTooLarge(this.res, this.relay.tooLarge));
     this.relay.settle(new BodyTooLargeError());
   }
 

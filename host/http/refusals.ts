@@ -64,7 +64,7 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const scoped = Number(outcome) === Outcome.Scoped;
   // The original node answered id 1 whatever the request; clients match on this body.
   const code = scoped ? RpcCode.InsufficientScope : Number(outcome) === Outcome.Limited ? RpcCode.ClientNotAllowed : RpcCode.InvalidRequest;
-  const body = `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message: reason })},"id":1}\n`;
+  const body = `${errorWithId(code, reason, '1')}\n`;
   const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
   ENCODED[Number(outcome)] = {
     status, reason: responseReason(OUTCOME_NAMES[Number(outcome)]), challenge, body: new TextEncoder().encode(body), beforeId: body.slice(0, -'1}\n'.length),
@@ -81,7 +81,7 @@ const FENCED_REASON = 'this api-auth gateway has lost touch with its fleet (etcd
  * another gateway. The next number after the core's outcomes, so its tables skip it.
  */
 export const UNAVAILABLE = OUTCOME_NAMES.length as RefusedOutcome;
-const FENCED_BODY = `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.Unavailable, message: FENCED_REASON })},"id":1}\n`;
+const FENCED_BODY = `${errorWithId(RpcCode.Unavailable, FENCED_REASON, '1')}\n`;
 ENCODED[UNAVAILABLE] = {
   status: '503 Service Unavailable',
   reason: responseReason('unavailable'),
@@ -186,9 +186,7 @@ export function limitRefusal(result: number, waitMs: number, calls: number, idJs
   if (result === ADMIT_QUOTA) {
     const wait = retryAfterSeconds(waitMs);
     const resetsAt = new Date(resetMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
-    const text = `{"jsonrpc":"2.0","error":${JSON.stringify({ code: RpcCode.RateLimited, message: quotaSpentMessage(resetsAt), data: { resetsAt } })},` +
-      `"id":${idJson}}`;
-    return { status: 429, text, retryAfter: wait, scope: false, error: QUOTA };
+    return { status: 429, text: errorWithId(RpcCode.RateLimited, quotaSpentMessage(resetsAt), idJson, { resetsAt }), retryAfter: wait, scope: false, error: QUOTA };
   }
   if (result === ADMIT_RATE) {
     const wait = retryAfterSeconds(waitMs);

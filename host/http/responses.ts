@@ -68,9 +68,12 @@ export function writeNotJson(res: HttpResponse): void {
   res.writeStatus('415 Unsupported Media Type').writeHeader('Content-Type', 'application/json').end(NOT_JSON);
 }
 
-/** 413, and the connection closes: the rest of the body is not read. */
-export function writeBodyTooLarge(res: HttpResponse): void {
-  res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(BODY_TOO_LARGE, true);
+/**
+ * 413, and the connection closes: the rest of the body is not read. `body` names the
+ * limit: api-auth's own endpoints' by default, --upstream-max-body's for the proxy.
+ */
+export function writeBodyTooLarge(res: HttpResponse, body: Uint8Array = BODY_TOO_LARGE): void {
+  res.writeStatus('413 Content Too Large').writeHeader('Content-Type', 'application/json').end(body, true);
 }
 
 /**

@@ -68,9 +68,13 @@ export function errorResponse(code: number, message: string, id: Id = null): str
   return errorWithId(code, message, JSON.stringify(id));
 }
 
-/** The JSON text of an error response whose id is `idJson`, the id's source text (digits as the client sent them). */
-export function errorWithId(code: number, message: string, idJson: string): string {
-  return `{"jsonrpc":"2.0","error":${JSON.stringify({ code, message })},"id":${idJson}}`;
+/**
+ * The JSON text of an error response whose id is `idJson`, the id's source text (digits as
+ * the client sent them), with the error's `data` when given: every JSON-RPC error api-auth
+ * writes, over HTTP and WebSocket, is this envelope.
+ */
+export function errorWithId(code: number, message: string, idJson: string, data?: unknown): string {
+  return `{"jsonrpc":"2.0","error":${JSON.stringify(data === undefined ? { code, message } : { code, message, data })},"id":${idJson}}`;
 }
 
 const EMPTY_PARAMS: Params = Object.freeze({});
