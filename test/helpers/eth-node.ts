@@ -102,10 +102,16 @@ export async function startGeth(t: Test): Promise<EthNode> {
   const chainId = Number(await nodeCall(url, 'eth_chainId'));
   if (chainId !== CHAIN_ID) throw new Error(`geth --dev's chain id is ${chainId}, not ${CHAIN_ID}`);
   const [dev] = await nodeCall(url, 'eth_accounts') as string[];
+  // A receipt, or null while there is none yet. For a while after it starts, geth answers
+  // receipts with this error instead, until its transaction indexer has caught up: waiting
+  // for the first transfer's receipt waits that out too, so the libraries never see it.
+  const indexing = 'eth_getTransactionReceipt: transaction indexing is in progress';
+  const receipt = (hash: unknown): Promise<unknown> => nodeCall(url, 'eth_getTransactionReceipt', [hash])
+    .catch((error: Error) => { if (error.message === indexing) return null; throw error; });
   const transfer = async (to: string, value: bigint): Promise<void> => {
     const hash = await nodeCall(url, 'eth_sendTransaction', [{ from: dev, to, value: `0x${value.toString(16)}` }]);
     // Mined as it arrives, and its receipt there some time after (geth indexes it apart).
-    while (await nodeCall(url, 'eth_getTransactionReceipt', [hash]) === null) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (await receipt(hash) === null) await new Promise((resolve) => setTimeout(resolve, 20));
   };
   await transfer(computeAddress(KEY), 100n * 10n ** 18n);
   return { name: 'geth', url, chainId, client: new RegExp(`^Geth/v${GETH_VERSION.replaceAll('.', '\\.')}-stable/`), key: KEY, mine: () => transfer(dev, 0n) };
