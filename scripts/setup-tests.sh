@@ -98,6 +98,10 @@ if [ "$( (/usr/local/bin/geth version 2>/dev/null || true) | sed -n 's/^Version:
   echo "setup: building geth $geth_version from the Go module proxy (about 5 minutes on 2 cores)"
   gobin=$(mktemp -d)
   (cd "$gobin" && GOBIN="$gobin" GOFLAGS=-modcacherw go install "github.com/ethereum/go-ethereum/cmd/geth@v$geth_version")
+  if [ "${#as_root[@]}" -gt 0 ] && ! command -v sudo >/dev/null; then
+    echo "setup: geth $geth_version is built ($gobin/geth), and this is not root and has no sudo: install it as root at /usr/local/bin/geth" >&2
+    exit 1
+  fi
   "${as_root[@]}" install -m 0755 "$gobin/geth" /usr/local/bin/geth
   rm -rf "$gobin"
 fi
