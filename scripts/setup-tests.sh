@@ -2,7 +2,7 @@
 # What `npm test` needs beyond Node, installed only where it is missing, so that a run
 # can be done again and changes nothing the second time: the Debian packages the tests
 # drive (as root, or with sudo), the Go toolchain go/go.mod names, the Go module built once,
-# and the npm packages. scripts/test.sh (the README's test command, and CI's: .ci/run)
+# geth, and the npm packages. scripts/test.sh (the README's test command, and CI's: .ci/run)
 # runs it first; run alone, it sets up for `npm test` and `npx tap`.
 #
 # Sourced (as scripts/test.sh does), it leaves PATH with that Go first; run alone, it
@@ -39,15 +39,14 @@ command -v etcd >/dev/null || packages+=(etcd-server)
 command -v promtool >/dev/null || packages+=(prometheus)
 # Go, for go/ (test/fleet/go.test.ts): any go to start from (Debian's golang-go, 1.19 on Debian 12).
 command -v go >/dev/null || packages+=(golang-go)
+# What goes into the system (the packages, geth) is installed as root: with sudo when this is not root.
+as_root=()
+[ "$(id -u)" -eq 0 ] || as_root=(sudo)
 if [ "${#packages[@]}" -gt 0 ]; then
   echo "setup: installing ${packages[*]}"
-  as_root=()
-  if [ "$(id -u)" -ne 0 ]; then
-    if ! command -v sudo >/dev/null; then
-      echo "setup: missing ${packages[*]} (Debian packages), and this is not root and has no sudo: run this as root, or install them as root" >&2
-      exit 1
-    fi
-    as_root=(sudo)
+  if [ "${#as_root[@]}" -gt 0 ] && ! command -v sudo >/dev/null; then
+    echo "setup: missing ${packages[*]} (Debian packages), and this is not root and has no sudo: run this as root, or install them as root" >&2
+    exit 1
   fi
   if ! command -v apt-get >/dev/null; then
     echo "setup: missing ${packages[*]} (Debian's names), and there is no apt-get: install them with this system's package manager" >&2
@@ -86,6 +85,27 @@ go version
 # staticcheck (the module's pinned tool) is built into the cache here too: about a minute of CPU.
 (cd go && go mod download && export GOFLAGS='-mod=readonly -buildvcs=false' && go build ./... && go vet ./... && go test -count=1 -run '^$' ./... >/dev/null \
   && go tool staticcheck -version >/dev/null)
+
+# geth, the Ethereum node test/system/ethereum.test.ts puts behind api-auth beside ganache
+# (geth --dev, a chain of its own), at /usr/local/bin/geth: where the test looks for it,
+# and on the PATH of the docs test's private machine, whose /usr/local/bin is the host's
+# (docs/guides/ethereum.md starts it). Debian has no geth package, so it is built from the
+# Go module proxy by the Go above (geth 1.17 needs 1.25 or later): about 5 minutes on 2
+# cores from a cold cache, a few seconds from Go's build cache afterwards; nothing when
+# that version is installed.
+geth_version=1.17.10
+if [ "$( (/usr/local/bin/geth version 2>/dev/null || true) | sed -n 's/^Version: //p')" != "$geth_version-stable" ]; then
+  echo "setup: building geth $geth_version from the Go module proxy (about 5 minutes on 2 cores)"
+  gobin=$(mktemp -d)
+  (cd "$gobin" && GOBIN="$gobin" GOFLAGS=-modcacherw go install "github.com/ethereum/go-ethereum/cmd/geth@v$geth_version")
+  if [ "${#as_root[@]}" -gt 0 ] && ! command -v sudo >/dev/null; then
+    echo "setup: geth $geth_version is built ($gobin/geth), and this is not root and has no sudo: install it as root at /usr/local/bin/geth" >&2
+    exit 1
+  fi
+  "${as_root[@]}" install -m 0755 "$gobin/geth" /usr/local/bin/geth
+  rm -rf "$gobin"
+fi
+/usr/local/bin/geth version | sed -n 's/^Version: /geth /p'
 
 node --version
 npm --version
