@@ -171,7 +171,7 @@ export async function runCoreVerify(opts = {}) {
     });
   }
 
-  // A token with limits (issue 25): the check answers Limited, then the gate's admit (the
+  // A token with limits: the check answers Limited, then the gate's admit (the
   // client's ranges and the GCRA bucket in shared memory). Its rate is past what any loop
   // reaches, so every call is let through and the bucket's compare-and-swap always runs;
   // a second token, past its rate, times a refusal. Builds before limits have no such case;

@@ -4,10 +4,10 @@
 //   api-auth   --api-auth-required --upstream, a valid token from auth.newToken
 //   HAProxy    jwt_verify of an HS256 JWT and its exp against date(), 401 otherwise
 //   nginx      proxy_pass with no auth at all: the ceiling
-// and, for the `scope` part only, api-auth with a token limited to some JSON-RPC methods
-// (issue 15): its body is read whole and its call checked before it is forwarded, where
+// and, for the `scope` part only, api-auth with a token limited to some JSON-RPC methods:
+// its body is read whole and its call checked before it is forwarded, where
 // a token without methods is streamed; for the `access` part only, api-auth with
-// --access-log (issue 25): a line per request, written to a file.
+// --access-log: a line per request, written to a file.
 // Each is loaded in turn by wrk POSTing one JSON-RPC call, for every thread count,
 // response size and connection count asked for, with the same placement: the gateway on
 // its own cores, wrk and the upstream on the others (lib/proc.js placement()).

@@ -1,4 +1,4 @@
-// Issuing throughput (issue 15): auth.newToken over HTTP against the built CLI, with
+// Issuing throughput: auth.newToken over HTTP against the built CLI, with
 // concurrent clients, and the token journal's own cost (append + fdatasync, group commit)
 // measured apart, since the argon2id password check dominates each call.
 //

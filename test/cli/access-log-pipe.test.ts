@@ -1,4 +1,4 @@
-// --access-log stdout into a pipe whose reader pauses (issue 34, Medium 3): EAGAIN is
+// --access-log stdout into a pipe whose reader pauses: EAGAIN is
 // back-pressure, not a failed write. Within the 4 MiB a thread holds, every line arrives
 // once the reader reads again, and so does every line of the JSON log.
 import t from 'tap';

@@ -1,4 +1,4 @@
-// What --access-log opens (issue 34, Medium 2 and Low 1): only a regular file, never
+// What --access-log opens: only a regular file, never
 // through a link, that only root or api-auth's user can change, opened off the event loop.
 // At start anything else is refused (exit 2, nothing listening, the repair named); on a
 // reopen (SIGHUP) it is logged, and the lines go on to the file opened before.

@@ -1,4 +1,4 @@
-// --access-log from the command line (issue 25): the flag, API_AUTH_ACCESS_LOG and the
+// --access-log from the command line: the flag, API_AUTH_ACCESS_LOG and the
 // config file's key; standard output only when named; a path that cannot be opened for
 // appending is a start error (exit 2, nothing listening); logrotate's rename and SIGHUP;
 // a disk that fills up loses lines, counted and logged once, and serving goes on.

@@ -1,4 +1,4 @@
-// The crash test (issue 3): clients stream token issues, revocations and password changes
+// The crash test: clients stream token issues, revocations and password changes
 // while the server is killed with SIGKILL, round after round. After each restart every
 // acknowledged effect must hold:
 // - a token whose issue was acknowledged grants exactly its endpoints, unless revoked or
@@ -11,7 +11,7 @@
 //
 // - every acknowledged token of the current password is listed by auth.listTokens under
 //   the id its issue answered, with its label, revoked exactly when the gate says so
-//   (issue 15: the inventory's entry is on disk before newToken answers).
+//   (the inventory's entry is on disk before newToken answers).
 // Each round's kill follows an event, in turn: the answer to a revocation, to a password
 // change, to an issue that made a new endpoint list durable (each is killed the moment
 // its answer arrives, which is the promise "once a call returns success, its effect is on

@@ -1,4 +1,4 @@
-// A damaged state file stops the start (issue 3): truncated, extended, bit-flipped,
+// A damaged state file stops the start: truncated, extended, bit-flipped,
 // re-sealed with a body that does not hold together, or of an unknown format version.
 // Each refusal names the file and the way to recover, and leaves the file exactly as it
 // was: never a start on wrong state, never a silent replacement.

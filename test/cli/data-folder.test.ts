@@ -1,4 +1,4 @@
-// The data folder is api-auth's alone (issue 10, items 6 and 7).
+// The data folder is api-auth's alone.
 //
 // A folder that others can write to, or that belongs to another user, stops the start:
 // whoever can write there could plant a link at `state.tmp` and have the token key

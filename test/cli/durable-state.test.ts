@@ -1,4 +1,4 @@
-// Durable state through the real CLI (issue 3, PRODUCT.md "State rules"): tokens,
+// Durable state through the real CLI: tokens,
 // revocations and password changes survive a clean restart (SIGTERM) and a crash
 // (SIGKILL); the operator's reset path; changing back revives nothing; the password file
 // is never written and no password is stored in plaintext; the data folder's modes; the

@@ -1,4 +1,4 @@
-// A state write that fails changes nothing (issue 10, item 5). auth.newToken used to add
+// A state write that fails changes nothing. auth.newToken used to add
 // a new endpoint list to the core and only then write it; when the write failed (a full
 // disk, no file descriptor left), the core kept a list the state file lacked, and every
 // later new list was refused as "recorded out of order" until a restart. Now each effect

@@ -1,5 +1,5 @@
-// The config file and the password file follow the data folder's rules (issue 34, Medium
-// 4): a regular file, never a link, that only root or api-auth's user can change, in a
+// The config file and the password file follow the data folder's rules: a
+// regular file, never a link, that only root or api-auth's user can change, in a
 // folder likewise (a sticky one, as /tmp, is fine). Anything else stops the start with
 // exit 2 and one line naming the file and the chmod or chown that fixes it; nothing
 // listens, and no password file is generated.

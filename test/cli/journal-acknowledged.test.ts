@@ -1,5 +1,5 @@
-// What was acknowledged is never dropped without a refusal that names the repair (issue 34,
-// M1). The state file records what the token journal held at its last compaction and at
+// What was acknowledged is never dropped without a refusal that names the repair.
+// The state file records what the token journal held at its last compaction and at
 // the last clean stop (its epoch, compaction, groups and bytes): a journal cut below that,
 // missing, of another epoch or an older copy stops the start with exit 2, and so does a
 // state file that is gone while the journal or the usage file is there. A refused start

@@ -1,4 +1,4 @@
-// No refusal of a start echoes a value that could be a secret (issue 34, Low 2): a config
+// No refusal of a start echoes a value that could be a secret: a config
 // file that is really the password file, a URL's password (--upstream, --cluster-etcd, from
 // a flag, the environment or the config file), a password flag with one dash, or a word
 // that is no flag's. Each runs the real CLI with a marked value and looks for it on

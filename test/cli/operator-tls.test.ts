@@ -1,4 +1,4 @@
-// The operator commands against a node served over TLS (issue 24): --cacert trusts the
+// The operator commands against a node served over TLS: --cacert trusts the
 // CA that signed the node's certificate, a private one made here by openssl, beside the
 // system's; and a handshake that fails says why (self-signed, an unknown CA, a name the
 // certificate does not hold, expired) rather than asking whether the node is running.

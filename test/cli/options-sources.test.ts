@@ -1,4 +1,4 @@
-// Options from three places besides the defaults (issue 23): the flags, API_AUTH_*
+// Options from three places besides the defaults: the flags, API_AUTH_*
 // variables of the environment, and a JSON config file (--config-file) whose keys are
 // the flags without their dashes. A flag beats the environment, the environment beats
 // the file, the file beats the default. A mistake in any of them is one line naming the

@@ -1,4 +1,4 @@
-// The token inventory over HTTP (issue 15): labels, expiresIn, ids, auth.listTokens,
+// The token inventory over HTTP: labels, expiresIn, ids, auth.listTokens,
 // auth.revokeToken by id, the limit on live tokens, and the list across restarts.
 import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The token journal's paths that only load and faults reach (issue 15): the compaction
+// The token journal's paths that only load and faults reach: the compaction
 // while serving, a kill -9 around its rename, a journal write that fails on a full disk, a
 // compaction that fails for lack of room, and a start on a full disk. The full disk is a
 // small tmpfs filled to its last page (helpers/tmpfs.ts); the tests place the journal's

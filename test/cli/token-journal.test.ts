@@ -1,4 +1,4 @@
-// The token journal (issue 15): the inventory's file in the data folder. An entry is on
+// The token journal: the inventory's file in the data folder. An entry is on
 // disk before newToken answers (kill -9 right after loses nothing); a start compacts it
 // (expired entries and those of earlier passwords are dropped); a torn tail, as a crash
 // mid-write leaves, is dropped and logged; damage before the tail, or a journal of

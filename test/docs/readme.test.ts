@@ -1,4 +1,4 @@
-// The docs' examples run as written (issues 14 and 24): every ```sh block of README.md,
+// The docs' examples run as written: every ```sh block of README.md,
 // CONTRIBUTING.md and docs/**/*.md, in document order, in one shell session per file,
 // and each command's output is what the docs show for it.
 //
@@ -34,7 +34,7 @@
 // The production guide's `npm install ./api-auth-0.1.0.tgz` resolves the tarball's
 // dependencies against the registry's package documents, which `npm ci` never fetches (it
 // takes the lock file's tarballs), so after CI's `npm ci` on a fresh machine the cache had
-// the tarballs and not the documents, and the install failed (ENOTCACHED, issue 35). Before
+// the tarballs and not the documents, and the install failed (ENOTCACHED). Before
 // the machine boots, the test resolves that install itself, with the network, and caches
 // what it picks: what an operator's registry serves.
 import t from 'tap';

@@ -1,4 +1,4 @@
-// A damaged key in the fleet's etcd (issue 34, M5), on a real etcd, keys written with the
+// A damaged key in the fleet's etcd, on a real etcd, keys written with the
 // etcd client as etcdctl would write them. A key no gateway needs to verify (an inventory
 // entry, a usage key) is reported once, counted, skipped, and deleted by `api-auth fleet
 // delete-key`; a key verification needs (a revocation, a grant) fences every gateway, which
@@ -80,7 +80,7 @@ t.test('a damaged inventory entry or usage key is reported once and skipped; fle
   t.equal(usageDeleted.code, 0, usageDeleted.stderr);
   t.equal(await client.get(usage).string(), null);
 
-  // Counts out of bounds (issue 34, Low 3): a lastUsedMs of 9e15 made listTokens answer
+  // Counts out of bounds: a lastUsedMs of 9e15 made listTokens answer
   // -32603 on every gateway; 2^53 - 1 requests, and a serial listed twice, are damage too.
   const serial = Number((listedSerial(await jsonrpc(authUrl(a.url), 'auth.listTokens', { password }))));
   for (const [name, counts] of [['a lastUsedMs of 9e15', [[serial, 1, 9e15]]], ['2^53 - 1 requests', [[serial, 2 ** 53 - 1, 1]]],

@@ -1,4 +1,4 @@
-// Token limits in a fleet (issue 25) on a real etcd: three gateways, each letting a token
+// Token limits in a fleet on a real etcd: three gateways, each letting a token
 // through at rate / live gateways and burst / gateways (rounded up), with no call between
 // them per request; the share is taken anew when a member leaves.
 import t from 'tap';

@@ -1,4 +1,4 @@
-// --fleet-outage-grace (issue 35, section 6) on a real etcd: with it, a gateway that etcd
+// --fleet-outage-grace on a real etcd: with it, a gateway that etcd
 // no longer answers serves tokens on its last known state past its lease, for at most the
 // grace, and refuses every change with an error that says so; then 503, and it recovers
 // once etcd is back. Without it (the default) the gateway beside it stays fail-closed.

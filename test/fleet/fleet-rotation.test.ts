@@ -1,4 +1,4 @@
-// Rotation in a fleet (issue 35) on a real etcd: a token rotated through one gateway is
+// Rotation in a fleet on a real etcd: a token rotated through one gateway is
 // linked, and its usage carried, on the other; the old token's end is applied by both
 // gateways, and recorded as a revocation in etcd (which a Go follower reads); a gateway
 // that restarts during the overlap ends it too.

@@ -1,4 +1,4 @@
-// Usage in a fleet (issue 25) on a real etcd: each gateway publishes its counts under a key
+// Usage in a fleet on a real etcd: each gateway publishes its counts under a key
 // of its own, bound to no lease, and listTokens on any gateway shows the fleet's: the calls
 // summed, the latest last use, those of gateways that stopped or died included; the clean-up
 // drops the counts of expired tokens.

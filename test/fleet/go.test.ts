@@ -176,7 +176,7 @@ if (GO === undefined) {
     const elsewhere = await newToken(gateway.url, password, ['/ext/bc/X/rpc']);
     const same = async (what: string, path: string, authorization?: string, body?: string): Promise<void> => {
       const [fromGateway, fromNode] = await Promise.all([post(gateway.url, path, body ?? CALL, { authorization }), post(node.url, path, body ?? CALL, { authorization })]);
-      // A refused call is a JSON-RPC error in a 200 (issue 24); anything else is refused by its status.
+      // A refused call is a JSON-RPC error in a 200; anything else is refused by its status.
       t.ok(fromGateway.status !== 200 || /"error":\{"code":-32047,/.test(fromGateway.text), `${what}: refused by the gateway`);
       t.same(seen(fromNode), seen(fromGateway), `${what}: the Go node answers as the gateway (${fromGateway.status})`);
     };

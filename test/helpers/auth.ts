@@ -186,7 +186,7 @@ export function tamperLast(token: string): string {
 export const INCORRECT_PASSWORD = { code: -32000, message: 'incorrect password' } as const;
 
 /** auth.revokeToken: its result ({success: true}) or its JSON-RPC error object. */
-/** auth.revokeToken's results: `success` is the original's, `revocation` says what happened (issue 14). */
+/** auth.revokeToken's results: `success` is the original's, `revocation` says what happened. */
 export const REVOKED = { success: true, revocation: 'revoked' } as const;
 export const ALREADY_REVOKED = { success: true, revocation: 'already revoked' } as const;
 /** The result for a token that is not a live one of the node; `reason` is the core's outcome name. */

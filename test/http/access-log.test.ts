@@ -1,4 +1,4 @@
-// --access-log (issue 25): one JSON line per request the gate decided, in a file of its
+// --access-log: one JSON line per request the gate decided, in a file of its
 // own, with the fields an operator asks "who uses my node, and how" with: forwarded,
 // refused (401, 403 for a method scope, 400 for a path), /ext/auth, /ext/auth/check and a
 // WebSocket session each with their fields; the client a trusted proxy names; no line for

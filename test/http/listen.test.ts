@@ -1,4 +1,4 @@
-// Listening is exclusive (issue 10, item 2). uSockets sets SO_REUSEPORT on a listening
+// Listening is exclusive. uSockets sets SO_REUSEPORT on a listening
 // socket unless told otherwise, and then a second api-auth on the same port listens too:
 // the kernel splits the connections between the two, and a second instance with auth
 // off answered about half of the clients of the first. A port that is taken, or an

@@ -1,4 +1,4 @@
-// WebSocket sessions opened with a token that has a method scope (issue 15): each client
+// WebSocket sessions opened with a token that has a method scope: each client
 // message is checked as an HTTP body is; a refused one never reaches the upstream, the
 // client gets a JSON-RPC error for its id, and the session goes on, past the token
 // re-checks, on every thread.

@@ -1,8 +1,8 @@
-// Tokens with a method scope (issue 15): auth.newToken's `methods`, and the gate's check
+// Tokens with a method scope: auth.newToken's `methods`, and the gate's check
 // of every JSON-RPC call in the body of a request made with such a token, in front of
 // an upstream (--upstream), on the built-in endpoints, at /ext/auth/check, on every HTTP
-// thread, and after a restart. A refused call gets its JSON-RPC error in a 200 (issue 24:
-// Ethereum clients read a method's error only from a 200) and reaches nothing; a body that
+// thread, and after a restart. A refused call gets its JSON-RPC error in a 200 (Ethereum
+// clients read a method's error only from a 200) and reaches nothing; a body that
 // is not JSON-RPC gets 403 insufficient_scope, and so does every refusal at
 // /ext/auth/check; an allowed body reaches the upstream byte for byte, and of a batch only
 // the allowed calls go on, their answers merged with the refusals.

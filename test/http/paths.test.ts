@@ -77,7 +77,7 @@ t.test('dot segments, "//", encoded "/", "." or "%" in any case, "\\" and "#": 4
   }
 });
 
-// Issue 10, item 8: with a grant of /ext/bc/X/*, these reached the upstream. Tomcat and
+// Before path checks of their own, with a grant of /ext/bc/X/*, these reached the upstream. Tomcat and
 // Spring read "..;" as "..", Windows servers "\" as "/", lenient decoders %c0%ae as ".",
 // and C code ends a string at NUL.
 const REPORTED = ['/ext/bc/X/..;/..;/admin', '/ext/bc/X/..%5c..%5cadmin', '/ext/bc/X/..%5C..%5Cadmin', '/ext/bc/X/%c0%ae%c0%ae/admin',

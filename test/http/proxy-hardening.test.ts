@@ -1,4 +1,4 @@
-// The gateway's edges that the security review (issue 10) found open: CONNECT and
+// The gateway's edges that the security review found open: CONNECT and
 // answers that switch protocols leave nothing behind; forwarding headers are believed
 // only from trusted proxies, and name the client that the throttle and the logs see;
 // what undici refuses in a client's request is the client's own 400, not an upstream

@@ -1,4 +1,4 @@
-// Every core, one state (issue 12): --http-threads N. The main thread accepts every
+// Every core, one state: --http-threads N. The main thread accepts every
 // connection and hands it to one of N HTTP threads in turn; it owns the state (the
 // core's owner instance, the token service, the throttle), and each HTTP thread checks
 // tokens with a reader instance over the same shared memory. To the outside it stays

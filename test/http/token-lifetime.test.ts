@@ -1,4 +1,4 @@
-// --max-token-lifetime (issue 35): the ceiling of expiresIn, apart from the 12 h default
+// --max-token-lifetime: the ceiling of expiresIn, apart from the 12 h default
 // lifetime; "never" only under a ceiling of never; a token longer than the default keeps
 // working across a restart. Through HTTP and the operator CLI, on the real binary.
 import t from 'tap';

@@ -1,4 +1,4 @@
-// Per-token limits at the gate (issue 25): auth.newToken's rateLimit, burst and
+// Per-token limits at the gate: auth.newToken's rateLimit, burst and
 // allowedClients, checked and listed; a request past the rate gets 429 with Retry-After
 // and -32005, one from a client the token does not allow 403 naming neither; the client is
 // the one --trusted-proxies names; two HTTP threads share one bucket; the limits survive a

@@ -1,4 +1,4 @@
-// auth.rotateToken and `token rotate` (issue 35): a new token of the same grant, label,
+// auth.rotateToken and `token rotate`: a new token of the same grant, label,
 // methods and limits; the old one valid for the overlap, then ended as if revoked, also
 // across a restart (one in the middle of the overlap, one after its end); usage carried
 // over, linked both ways in listTokens. The fleet's side is test/fleet/fleet-rotation.test.ts.

@@ -1,4 +1,4 @@
-// Usage (issue 25): lastUsedAt and requests for every token, with limits or without,
+// Usage: lastUsedAt and requests for every token, with limits or without,
 // counted by the core; kept across a clean stop and, to within one snapshot period, a kill -9.
 import t, { type Test } from 'tap';
 import { execFileSync } from 'node:child_process';

@@ -225,7 +225,7 @@ t.test('a message\'s frames are bounded: by count, by total size, and no empty c
   const empty = (fin: boolean) => serverFrame(0, Buffer.alloc(0), fin);
   const one = (fin: boolean) => serverFrame(0, 'a', fin);
 
-  // The flood of issue 33: a message begun empty, then empty continuations without end.
+  // The flood an attack sent: a message begun empty, then empty continuations without end.
   const flood = Buffer.concat([hello, serverFrame(1, '', false), ...Array.from({ length: 64 }, () => empty(false))]);
   t.same(ourEvents([flood], MAX), [helloEvent, 'fail 1002'], 'an empty first frame, then an empty continuation: 1002');
   t.same(ourEvents(cut(flood, [hello.length + 3]), MAX), [helloEvent, 'fail 1002'], 'the same, the stream cut between them');

@@ -1,4 +1,4 @@
-// What ends a WebSocket session ends it at once (issue 21, item 3): once the answer of a
+// What ends a WebSocket session ends it at once: once the answer of a
 // revocation (by token or by id) or of a password change has come, or the clock has
 // passed the token's expiry, no message the client sends reaches the upstream, on any
 // thread, and neither does any message the gateway still held for a slow upstream.

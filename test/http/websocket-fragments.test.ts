@@ -1,4 +1,4 @@
-// A hostile upstream behind a WebSocket session (issue 33, item 6): after a valid 101 it
+// A hostile upstream behind a WebSocket session: after a valid 101 it
 // cuts one message into ever more frames, empty or of one byte, which api-auth's client
 // once kept one object each of, without a bound on their number (8 MB of empty frames
 // took the gateway from 93 to 887 MiB). The session must end, and the gateway's memory

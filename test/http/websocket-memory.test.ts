@@ -1,4 +1,4 @@
-// What WebSocket sessions may hold, bounded for the whole process (issue 33, M5): ten
+// What WebSocket sessions may hold, bounded for the whole process: ten
 // raw sessions each announced a 32 MiB - 1 frame and stopped 1 byte short, and RSS went
 // from 93 to 414 MiB, as uWS gathered up to twice --ws-max-message per client. uWS now
 // cuts a frame over the limit at its header, each session holds at most

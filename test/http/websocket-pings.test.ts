@@ -1,4 +1,4 @@
-// A hostile upstream behind a WebSocket session (issue 33, item 7): after a valid 101 it
+// A hostile upstream behind a WebSocket session: after a valid 101 it
 // stops reading and floods pings. Each one answered with its own pong once piled up in
 // the gateway (4M pings: 560 MB). While the upstream's socket holds anything, only the
 // latest ping is owed a pong, so the gateway's memory stays put over the whole flood.

@@ -1,5 +1,5 @@
-// No one token and no one client address can take every WebSocket session (issue 33,
-// M4): with --ws-max-sessions 5, a `1/h` token opened all 5 and every other token got
+// No one token and no one client address can take every WebSocket session. Before
+// shares, with --ws-max-sessions 5, a `1/h` token opened all 5 and every other token got
 // 503. Each has a share of the sessions (--ws-max-sessions-per-token and -per-client, a
 // quarter of --ws-max-sessions by default), counted across every HTTP thread in the
 // process's one ledger; past it, its upgrade gets the global cap's 503 with its own message.

@@ -1,5 +1,5 @@
-// A client that leaves while its messages still wait for an upstream that does not read
-// (issue 33, Low 5): the session held its close frame back behind them, and an upstream
+// A client that leaves while its messages still wait for an upstream that does not read.
+// Before, the session held its close frame back behind them, and an upstream
 // that never drained kept the connection, and the messages queued for it, for good
 // (10 sessions: about 150 MB and 10 fds after their clients were gone). The held close
 // now waits as long as a close handshake would, then the upstream is cut.

@@ -1,4 +1,4 @@
-// The systemd unit under deploy/ (issue 14): systemd's own checker finds nothing wrong
+// The systemd unit under deploy/: systemd's own checker finds nothing wrong
 // with it, its hardening rates "OK" in systemd-analyze security, and its command line is
 // one api-auth accepts (a flag it refused would leave the service restarting forever).
 import t from 'tap';

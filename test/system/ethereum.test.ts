@@ -1,4 +1,4 @@
-// An Ethereum node behind api-auth (issue 24): real nodes, ganache 7.9 and geth 1.17 --dev
+// An Ethereum node behind api-auth: real nodes, ganache 7.9 and geth 1.17 --dev
 // (each serving JSON-RPC at "/" over HTTP and WebSocket on one port:
 // test/helpers/eth-node.ts), each behind a real api-auth of its own (--upstream), driven by
 // the libraries dapp backends use, ethers 6, viem 2 and web3.js 4. The same checks for

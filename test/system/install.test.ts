@@ -1,4 +1,4 @@
-// A production install (issues 14 and 24), the way an operator does it: from `npm pack`'s
+// A production install, the way an operator does it: from `npm pack`'s
 // tarball, installed into an empty folder outside the repository, the `api-auth` command
 // serves (health answers, a token works) and the library embeds with the App it
 // re-exports. The tarball holds the build and what runs, and installs what runs: no
@@ -95,7 +95,7 @@ process.on('SIGTERM', () => { app.close(); auth.close().then(() => process.exit(
 
 // A clone is for building: its compilers are devDependencies. `npm ci --omit=dev` there
 // leaves them out and runs `prepare` all the same; the build then says, in one line, what
-// to run instead, rather than failing with a spawn error for each compile (issue 35).
+// to run instead, rather than failing with a spawn error for each compile.
 t.test('npm ci --omit=dev in a clone fails with one line naming the production install', async (t) => {
   const bare = join(dir, 'omit-dev');
   await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, bare]);

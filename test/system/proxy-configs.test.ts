@@ -1,5 +1,5 @@
 // The proxy guide's nginx configuration is one an operator can install as it is shown
-// (issue 24: it had `listen 443 ssl` without a certificate, which `nginx -t` refuses).
+// (it once had `listen 443 ssl` without a certificate, which `nginx -t` refuses).
 // test/http/auth-check.test.ts runs it over plain HTTP, its certificate lines dropped;
 // here `nginx -t` checks the block itself, with a certificate at the paths it names.
 import t from 'tap';

@@ -1,4 +1,4 @@
-// The README's test command sets up a fresh machine by itself (issue 35): its set-up,
+// The README's test command sets up a fresh machine by itself: its set-up,
 // scripts/setup-tests.sh, installs with apt-get what the tests need and the machine lacks,
 // and nothing when nothing is missing, so running it again changes nothing. Here it runs
 // on a PATH that is the machine's own with some tools taken out, and an apt-get that

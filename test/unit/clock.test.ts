@@ -1,4 +1,4 @@
-// Time is injected end to end (issue 11): the clock given to startServer or createAuth
+// Time is injected end to end: the clock given to startServer or createAuth
 // is the one tokens expire by, the throttle counts by, and the logs tell, so expiry and
 // throttling are driven with plain numbers in-process, without waiting.
 import t from 'tap';

@@ -277,7 +277,7 @@ t.test('the gate refuses bad paths before it looks at the header', async (t) => 
     t.ok(core.pathAllowed(p), p);
 });
 
-// Issue 10, item 8: with a grant of /ext/bc/X/*, these reached the upstream, which may
+// Before path checks of their own, with a grant of /ext/bc/X/*, these reached the upstream, which may
 // read them as a path outside the subtree.
 const ESCAPES_FROM_SUBTREE = ['/ext/bc/X/..;/..;/admin', '/ext/bc/X/..%5c..%5cadmin', '/ext/bc/X/..%5C..%5Cadmin',
   '/ext/bc/X/%c0%ae%c0%ae/admin', '/ext/bc/X/..%00/admin'];

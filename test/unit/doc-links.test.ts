@@ -1,4 +1,4 @@
-// Every relative link of the documentation resolves (issue 24): in README.md,
+// Every relative link of the documentation resolves: in README.md,
 // CONTRIBUTING.md, CHANGELOG.md (once there is one) and every Markdown file under docs/,
 // a link to a file names a file or folder of the checkout, and a link's #anchor names a
 // heading of its page as GitHub makes the anchor (lower case, punctuation dropped, spaces

@@ -1,4 +1,4 @@
-// One error table (issue 23): every error class of api-auth carries a stable API_AUTH_*
+// One error table: every error class of api-auth carries a stable API_AUTH_*
 // code, and the HTTP status it is answered with or the exit code it ends a command with,
 // all in host/errors.ts; a broken invariant is one class, InvariantError; and an operator
 // command that fails in a way nobody foresaw exits 1, never 3, which says "unreachable"
@@ -100,7 +100,7 @@ t.test('the operator command\'s errors, the core\'s refusals to issue, and the b
   t.ok(thrown instanceof library.InvariantError && thrown instanceof library.ApiAuthError, 'it is the library\'s InvariantError');
 });
 
-// EIP-1474 gives -32000 to -32006 meanings Ethereum libraries act on (issue 24).
+// EIP-1474 gives -32000 to -32006 meanings Ethereum libraries act on.
 const EIP_1474 = new Map([[-32000, 'invalid input'], [-32001, 'resource not found'], [-32002, 'resource unavailable'],
   [-32003, 'transaction rejected'], [-32004, 'method not supported'], [-32005, 'limit exceeded'], [-32006, 'JSON-RPC version not supported']]);
 

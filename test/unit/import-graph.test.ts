@@ -1,4 +1,4 @@
-// The arrows of host/ point one way (issue 23): no file imports itself back through
+// The arrows of host/ point one way: no file imports itself back through
 // others, and the folders of host/ (the top-level files each count as their own node)
 // form no cycle either, so each layer can be read, tested and replaced without the
 // layers above it. The graph is madge's, read from the TypeScript sources, type-only

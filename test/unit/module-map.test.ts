@@ -1,6 +1,6 @@
 // The module map (docs/explanation/architecture.md) is the tree's: every file under assembly/ and
 // host/ is named in it, in its folder, and every name in it is a file or folder that
-// exists (issue 23). A file added, moved or removed without its line fails here.
+// exists. A file added, moved or removed without its line fails here.
 import t from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// Flags that would change nothing where they stand are refused, not ignored (issue 14):
+// Flags that would change nothing where they stand are refused, not ignored:
 // the proxy's settings without a proxy, /ext/auth named as public, an upstream without
 // its port. The command line and the library share the resolver, so both are checked
 // here in-process: parseArgs throws the UsageError the CLI prints (exit 2), startServer

@@ -1,4 +1,4 @@
-// The options' folder, piece by piece (issue 36, item 1): the parsers, the formats and the
+// The options' folder, piece by piece: the parsers, the formats and the
 // resolver through their own modules, beside the end-to-end tests of the flags and the
 // library (options.test.ts, cli/options-sources.test.ts), and the neutral modules the
 // parsers share with the HTTP side. The folder imports nothing from http/, so the

@@ -1,4 +1,4 @@
-// One schema of options (issue 23): each option's flag, kind, default, limits, parser
+// One schema of options: each option's flag, kind, default, limits, parser
 // and doc is one entry of SCHEMA (host/options.ts), and what is said of the options
 // elsewhere must agree with it: the docs' table of flags (docs/reference/command-line.md), --help, the library's
 // list of options, the limits the docs state. A flag added, renamed or re-bounded in

@@ -1,4 +1,4 @@
-// One resolver of options for the library and the command line (issue 11): the library's
+// One resolver of options for the library and the command line: the library's
 // errors name the option (`passwordFile`), the command line's the flag
 // (`--api-auth-password-file`), and each error is a class of the library's with a stable
 // code. In-process: nothing here needs a child process.

@@ -1,7 +1,7 @@
 // The request-level vectors (test/vectors/requests.json), which the gateway
 // (test/http/gate-vectors.test.ts) and the Go gate (go/gate/requests_test.go) both run:
 // the checked-in file is what generate-requests.js writes, it holds every case of
-// rpc-bodies.json as a request, and every disagreement issue 33 (Low 13) found between
+// rpc-bodies.json as a request, and every disagreement the hardening round found between
 // the two gates; a case whose HTTP servers differ says which layer and why.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
@@ -24,7 +24,7 @@ t.test('every case of rpc-bodies.json is a request, with a method scope and with
   }
 });
 
-t.test('the seven disagreements of issue 33 are cases, and each case has one verdict or a layer and both', async (t) => {
+t.test('the seven disagreements found are cases, and each case has one verdict or a layer and both', async (t) => {
   const low13 = vectors.cases.filter((c) => c.issue === 'Low 13').map((c) => c.name);
   t.same(low13, [
     'byte 0xFF after the Authorization value', 'byte 0xFF before the Authorization value', 'a folded Authorization header',

@@ -1,4 +1,4 @@
-// auth.revokeToken says what it did (issue 14): a live token is revoked now, a revoked one
+// auth.revokeToken says what it did: a live token is revoked now, a revoked one
 // already was, and anything else (mistyped, expired, forged, of an earlier password) is
 // not a live token of this node and revokes nothing. The original's `success: true` stays,
 // so its clients keep working; `revocation` is the new field. `api-auth token revoke`

@@ -1,7 +1,7 @@
 // Writes requests.json: request-level vectors that the gateway (test/http/gate-vectors.test.ts,
 // raw sockets to api-auth in front of a recording upstream) and the Go gate
 // (go/gate/requests_test.go, raw sockets to net/http in front of a recording handler) both
-// run, so that the two gates judge the same bytes the same way (issue 33, Low 13). Run
+// run, so that the two gates judge the same bytes the same way. Run
 // `node test/vectors/generate-requests.js` after changing a case here or
 // test/vectors/rpc-bodies.json; test/unit/request-vectors.test.ts fails while the
 // checked-in file differs from what this writes.
@@ -59,7 +59,8 @@ function handCases() {
   const batch = (n, method = 'eth_blockNumber') =>
     `[${Array.from({ length: n }, (_, k) => `{"jsonrpc":"2.0","id":${k + 1},"method":"${method}"}`).join(',')}]`;
   return [
-    // The seven disagreements of issue 33's Low 13, and each one's verdict.
+    // The seven ways the gates and the nodes behind them were found to read one request
+    // differently, and each one's verdict.
     { name: 'byte 0xFF after the Authorization value', issue: 'Low 13', token: 'plain',
       head: ['POST /ext/bc/C/rpc HTTP/1.1', HOST, 'Authorization: Bearer {token}\xff', 'Content-Type: application/json'], body: CALL,
       verdict: forwarded(CALL) },
