@@ -69,7 +69,7 @@ export function processTicks(pid) {
 export function treeMeter(root) {
   const total = () => {
     const procs = snapshot();
-    if (!procs || !procs.has(root)) return null;
+    if (!procs?.has(root)) return null;
     let ticks = 0;
     for (const pid of descendants(procs, root)) ticks += procs.get(pid).ticks + procs.get(pid).childTicks;
     return ticks;

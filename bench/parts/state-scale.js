@@ -55,7 +55,7 @@ function memory(core) {
   return { rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, wasm: core.x?.memory?.buffer?.byteLength ?? null };
 }
 
-async function childLive({ issued, revoked, windowLog2, stateFile, cpuTimeMs }) {
+async function childLive({ issued, revoked, windowLog2, stateFile }) {
   const t0 = process.hrtime.bigint();
   const { newCore, Outcome } = await loadCore();
   const key = randomBytes(32);

@@ -105,7 +105,7 @@ async function deleteDamagedKey(cluster: ClusterConfig, key: string): Promise<st
   }
   // Warnings (an etcd password file others can read) as the gateway gives them: JSON, on stderr.
   const log = createLogger((line) => process.stderr.write(line), 'warn');
-  let access;
+  let access: Awaited<ReturnType<typeof readEtcdAccess>>;
   try {
     access = await readEtcdAccess(cluster, log);
   } catch (error) {

@@ -29,7 +29,7 @@ export function clientAddress(res: HttpResponse, req: HttpRequest, trusted: Trus
     if (entry === null) break;
     client = entry;
     if (!trusted.has(entry)) break;
-    end = comma < 0 ? 0 : comma;
+    end = Math.max(comma, 0);
   }
   return client;
 }

@@ -123,7 +123,7 @@ export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boole
   let forwardedProto = false;
   for (let i = 0; i < received.length; i += 2) {
     const name = received[i];
-    if (REQUEST_DROPPED.has(name) || (listed !== null && listed.has(name)) || (name.includes('_') && spoofsWithUnderscores(name))) continue;
+    if (REQUEST_DROPPED.has(name) || listed?.has(name) || (name.includes('_') && spoofsWithUnderscores(name))) continue;
     if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {
       if (!fromProxy) continue;
       if (name === 'x-forwarded-host') forwardedHost = true;

@@ -55,7 +55,7 @@ export class Gate {
   open(path: string): boolean {
     const authPath = this.authPath;
     if (authPath !== null && path.startsWith(authPath) && (path === authPath || this.ownPaths.includes(path))) return true;
-    return this.publicPaths !== null && this.publicPaths.has(path);
+    return this.publicPaths?.has(path) === true;
   }
 
   /**

@@ -66,7 +66,7 @@ t.test('at start, a file of another user is refused, with the chown that fixes i
   chownSync(file, 4321, 4321);
   const run = await start(t, dir, file);
   t.equal(run.code, 2);
-  t.match(run.stderr, new RegExp(`^api-auth: --access-log: .*/theirs\\.log belongs to user 4321, not to root or the user api-auth runs as \\(0\\), who could then forge its lines; chown 0 .*/theirs\\.log\\n$`));
+  t.match(run.stderr, /^api-auth: --access-log: .*\/theirs\.log belongs to user 4321, not to root or the user api-auth runs as \(0\), who could then forge its lines; chown 0 .*\/theirs\.log\n$/);
   t.equal(readFileSync(file, 'utf8'), '', 'nothing written to it');
 });
 

@@ -24,7 +24,11 @@ class Tally {
 
   add(): void {
     this.count++;
-    this.waiters = this.waiters.filter((w) => (w.n <= this.count ? (w.done(), false) : true));
+    this.waiters = this.waiters.filter((w) => {
+      if (w.n > this.count) return true;
+      w.done();
+      return false;
+    });
   }
 
   reach(n: number): Promise<void> {

@@ -14,7 +14,7 @@ import { pathToFileURL } from 'node:url';
 import * as wsModule from 'ws';
 import { WebSocketServer } from 'ws';
 import type { WebSocket } from 'ws';
-import { UpstreamWsCode, UpstreamWsError } from '../../build/host/http/upstream-ws/errors.js';
+import { UpstreamWsCode, type UpstreamWsError } from '../../build/host/http/upstream-ws/errors.js';
 import { closeFrame, FrameReader, maxFragments, MIN_FRAGMENTS } from '../../build/host/http/upstream-ws/frames.js';
 import { connectUpstream } from '../../build/host/http/upstream-ws/socket.js';
 import type { HandshakeHandler, SessionHandler, UpstreamWebSocket } from '../../build/host/http/upstream-ws/socket.js';

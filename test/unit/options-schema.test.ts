@@ -76,7 +76,7 @@ t.test('--help names every flag of the schema and no other, each with its doc an
   const help = await runCli(t, ['--help']);
   t.equal(help.code, 0);
   const flagsSection = help.stdout.slice(help.stdout.indexOf('Flags:\n'), help.stdout.indexOf('\n\n', help.stdout.indexOf('Flags:\n')));
-  const blocks = flagsSection.split(/\n(?=  --)/).slice(1).map((block) => block.replace(/\s+/g, ' ').trim());
+  const blocks = flagsSection.split(/\n(?= {2}--)/).slice(1).map((block) => block.replace(/\s+/g, ' ').trim());
   t.same(blocks.map((block) => /^--([a-z-]+)/.exec(block)?.[1]), [...ENTRIES.map(([, entry]) => entry.flag), 'config-file', 'help', 'version'],
     'the schema\'s flags, in its order, then the command\'s own');
   for (const [key, entry] of ENTRIES) {
