@@ -4,7 +4,7 @@
 // through the quota, plus at most what the others let through since they last published.
 // Each step here waits until the counts have travelled: a condition, not a time.
 import t from 'tap';
-import { authUrl, call } from '../helpers/auth.js';
+import { authUrl, call, listTokens } from '../helpers/auth.js';
 import { seededEtcd, startGateway } from '../helpers/etcd.js';
 import type { Gateway } from '../helpers/etcd.js';
 import { jsonrpc } from '../helpers/http.js';
@@ -15,15 +15,10 @@ const INFO = '/ext/info';
 
 interface Listed { id: string; requests: number; quota: { used: number; resetsAt: string } | null }
 
-async function listed(gateway: Gateway, password: string): Promise<Listed[]> {
-  const answer = await jsonrpc(authUrl(gateway.url), 'auth.listTokens', { password });
-  return (answer.result as { tokens: Listed[] }).tokens;
-}
-
 /** Token `id`'s listing on `gateway` once its quota shows `used` calls: the others' counts arrive with their next publication and this one's next read. */
 async function showsUsed(gateway: Gateway, password: string, id: string, used: number): Promise<Listed> {
   for (;;) {
-    const token = (await listed(gateway, password)).find((e) => e.id === id);
+    const token = (await listTokens<Listed>(gateway.url, password)).find((e) => e.id === id);
     if (token?.quota?.used === used) return token;
     await sleep(200);
   }
@@ -37,7 +32,7 @@ t.test('two gateways count one quota: the calls on A are spent on B, and B refus
   for (;;) {
     const issued = await jsonrpc(authUrl(a.url), 'auth.newToken', { password, endpoints: [INFO], quota: { requests: 10, per: 'month' } });
     const { token, id } = issued.result as { token: string; id: string };
-    const before = (await listed(a, password)).find((e) => e.id === id)!.quota!.resetsAt;
+    const before = (await listTokens<Listed>(a.url, password)).find((e) => e.id === id)!.quota!.resetsAt;
     for (let i = 0; i < 6; i++) t.equal((await call(a.url, INFO, token)).status, 200, `call ${i + 1} on A`);
     const onB = await showsUsed(b, password, id, 6);
     t.equal(onB.requests, 6, 'B lists A\'s calls');
@@ -47,7 +42,7 @@ t.test('two gateways count one quota: the calls on A are spent on B, and B refus
     t.match(JSON.parse(refused.text), { error: { code: -32005, data: { resetsAt: before } } });
     await showsUsed(a, password, id, 10);
     t.equal((await call(a.url, INFO, token)).status, 429, 'and A, once B\'s calls reached it');
-    const after = (await listed(a, password)).find((e) => e.id === id)!.quota!.resetsAt;
+    const after = (await listTokens<Listed>(a.url, password)).find((e) => e.id === id)!.quota!.resetsAt;
     if (after === before) break;
     t.comment('the month ended during the case: again, in the new one');
     await jsonrpc(authUrl(a.url), 'auth.revokeToken', { password, token });

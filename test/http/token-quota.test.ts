@@ -6,8 +6,8 @@
 import t from 'tap';
 import { Readable } from 'node:stream';
 import { runOperatorCommand } from '../../build/host/cli/operator/index.js';
-import { authUrl } from '../helpers/auth.js';
-import { jsonrpc, request, type HttpResponse } from '../helpers/http.js';
+import { askToken, authUrl, listTokens } from '../helpers/auth.js';
+import { jsonrpc, post, request, type HttpResponse } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveAgain, serveInProcess } from '../helpers/library.js';
 import { startUpstream } from '../helpers/upstream.js';
 import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
@@ -15,20 +15,15 @@ import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstr
 const RPC = '/ext/bc/C/rpc';
 const HOUR_MS = 3_600_000;
 
+/** auth.newToken for the RPC path (and `extra`): its token and id, or its error. */
 async function issue(base: string, password: string, extra: Record<string, unknown>): Promise<{ token?: string; id?: string; error?: { code: number; message: string } }> {
-  const response = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints: [RPC], ...extra });
-  const result = response.result as { token?: string; id?: string } | undefined;
-  return { token: result?.token, id: result?.id, error: response.error as { code: number; message: string } | undefined };
+  const answer = await askToken(base, password, { endpoints: [RPC], ...extra });
+  const result = answer.result as { token?: string; id?: string } | undefined;
+  return { token: result?.token, id: result?.id, error: answer.error as { code: number; message: string } | undefined };
 }
 
-async function listed(base: string, password: string): Promise<Record<string, unknown>[]> {
-  const response = await jsonrpc(authUrl(base), 'auth.listTokens', { password });
-  return (response.result as { tokens: Record<string, unknown>[] }).tokens;
-}
-
-function post(base: string, token: string, body: string): Promise<HttpResponse> {
-  return request(base, RPC, { method: 'POST', headers: [['Authorization', `Bearer ${token}`], ['Content-Type', 'application/json']], body });
-}
+const listed = (base: string, password: string) => listTokens(base, password);
+const rpcPost = (base: string, token: string, body: string): Promise<HttpResponse> => post(base, RPC, body, { token });
 
 const one = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'eth_chainId' });
 const batch = (n: number) => JSON.stringify(Array.from({ length: n }, (_, id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId' })));
@@ -59,8 +54,8 @@ t.test('past the quota: 429, Retry-After to the reset, data.resetsAt, the caller
   const { token: plain } = await issue(server.url, server.password, { endpoints: ['*'] });
   t.match((await listed(server.url, server.password))[0], { rateLimit: null, quota: { requests: 3, per: 'day', used: 0, resetsAt: '2030-01-02T00:00:00Z' } });
 
-  t.equal((await post(server.url, token!, batch(2))).status, 200, 'a batch of 2 of 3');
-  const past = await post(server.url, token!, batch(2));
+  t.equal((await rpcPost(server.url, token!, batch(2))).status, 200, 'a batch of 2 of 3');
+  const past = await rpcPost(server.url, token!, batch(2));
   t.equal(past.status, 429, 'a batch of 2 with 1 left: refused whole');
   t.equal(past.headers['retry-after'], '2', 'the seconds to the reset');
   t.same(JSON.parse(past.text), {
@@ -68,17 +63,17 @@ t.test('past the quota: 429, Retry-After to the reset, data.resetsAt, the caller
     error: { code: -32005, message: 'the provided auth token\'s quota for this period is spent; it resets at 2030-01-02T00:00:00Z',
       data: { resetsAt: '2030-01-02T00:00:00Z' } },
   });
-  t.equal((await post(server.url, token!, one(41))).status, 200, 'the refused batch spent nothing: the last call passes');
-  const spent = await post(server.url, token!, one(42));
+  t.equal((await rpcPost(server.url, token!, one(41))).status, 200, 'the refused batch spent nothing: the last call passes');
+  const spent = await rpcPost(server.url, token!, one(42));
   t.equal(spent.status, 429);
   t.match(JSON.parse(spent.text), { id: 42, error: { code: -32005, data: { resetsAt: '2030-01-02T00:00:00Z' } } }, 'a lone call\'s id echoed');
   t.match((await listed(server.url, server.password))[0], { requests: 3, quota: { used: 3, resetsAt: '2030-01-02T00:00:00Z' } });
   t.equal(upstream.seen.length, 2, 'only the calls within the quota reached the node');
 
   time.now += 1000;
-  t.equal((await post(server.url, token!, one(43))).status, 429, 'one second before midnight, still spent');
+  t.equal((await rpcPost(server.url, token!, one(43))).status, 429, 'one second before midnight, still spent');
   time.now += 1000;
-  t.equal((await post(server.url, token!, batch(3))).status, 200, 'at midnight UTC the whole quota again');
+  t.equal((await rpcPost(server.url, token!, batch(3))).status, 200, 'at midnight UTC the whole quota again');
   t.match((await listed(server.url, server.password))[0], { requests: 6, quota: { used: 3, resetsAt: '2030-01-03T00:00:00Z' } });
   const metrics = (await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${plain}`]] })).text;
   t.match(metrics, /api_auth_limit_refusals_total\{reason="quota"\} 3\n/, 'counted as quota refusals');
@@ -124,19 +119,19 @@ t.test('the counts outlive a restart, and a rotation\'s new token carries the ol
   const upstream = await startUpstream(t);
   const first = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--upstream', upstream.url] });
   const { token, id } = await issue(first.url, first.password, { quota: { requests: 5, per: 'day' } });
-  t.equal((await post(first.url, token!, batch(3))).status, 200);
+  t.equal((await rpcPost(first.url, token!, batch(3))).status, 200);
   await first.stop();
   const second = await serveAgain(t, first, time.clock);
   t.match((await listed(second.url, second.password))[0], { quota: { used: 3 } }, 'the usage file kept the count');
-  t.equal((await post(second.url, token!, batch(3))).status, 429, '2 left after the restart');
-  t.equal((await post(second.url, token!, one(1))).status, 200);
+  t.equal((await rpcPost(second.url, token!, batch(3))).status, 429, '2 left after the restart');
+  t.equal((await rpcPost(second.url, token!, one(1))).status, 200);
 
   const rotated = await jsonrpc(authUrl(second.url), 'auth.rotateToken', { password: second.password, id, overlap: '0s' });
   const fresh = (rotated.result as { token: string }).token;
   const tokens = await listed(second.url, second.password);
   t.match(tokens[1], { rotatedFrom: id, quota: { requests: 5, per: 'day', used: 4 } }, 'the new token lists the old one\'s count');
-  t.equal((await post(second.url, fresh, one(2))).status, 200, 'one call left');
-  t.equal((await post(second.url, fresh, one(3))).status, 429, 'then spent');
+  t.equal((await rpcPost(second.url, fresh, one(2))).status, 200, 'one call left');
+  t.equal((await rpcPost(second.url, fresh, one(3))).status, 429, 'then spent');
 });
 
 t.test('token new --quota N/day issues a quota, and token list shows it as used/requests per window', async (t) => {
