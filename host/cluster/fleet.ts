@@ -508,8 +508,8 @@ export class Fleet implements Ledger {
   }
 
   /** The other gateways' published hourly counts (usage-history.ts). */
-  othersHistory(): Promise<ReadHistory[]> {
-    return this.history?.others() ?? Promise.resolve([]);
+  othersHistory(serial?: number): Promise<ReadHistory[]> {
+    return this.history?.others(serial) ?? Promise.resolve([]);
   }
 
   /** The other gateways' published usage, by serial (usage.ts). */

@@ -56,7 +56,7 @@ export class FleetInventory implements Inventory {
     return this.fleet.othersUsage();
   }
 
-  othersHistory(): Promise<readonly ReadHistory[]> {
-    return this.fleet.othersHistory();
+  othersHistory(serial?: number): Promise<readonly ReadHistory[]> {
+    return this.fleet.othersHistory(serial);
   }
 }

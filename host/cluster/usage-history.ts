@@ -2,16 +2,18 @@
 // hourly counts (service/usage-history.ts) under `/<cluster-name>.usage-history/<id>/`, the
 // id its usage key has (usage.ts), on the usage publish cadence (USAGE_PUBLISH_MS) and at a
 // clean stop, bound to no lease: a stopped gateway's counts stay, and keep counting in the
-// fleet's sums. auth.usageHistory reads the other gateways' keys at once (one range read
-// per call, none per request) and adds them to this gateway's own.
+// fleet's sums. auth.usageHistory lists the other gateways' keys (one range read of keys
+// alone per call, none per request), reads the parts it needs (their node parts, or the
+// block of the token asked for) and adds them to this gateway's own.
 //
 // Etcd takes a request of at most 1.5 MiB by default, so the counts are split: `node`
 // holds the node's series (every token's requests, refusals by reason; at most about
 // 51 KB: 18 series of 168 counts of at most 16 digits), and `t<first>` (first a multiple
 // of BLOCK_SERIALS, zero-padded) the tokens of serials first .. first + BLOCK_SERIALS - 1:
 // at most BLOCK_SERIALS x (16 + 1 + 7 + 168 x 11 + 3) bytes, under 1 MB. A part left
-// with nothing is deleted. Only the parts whose value changed are put, each by itself: a
-// reader between two puts sees some parts newer than others, never a count twice.
+// with nothing is deleted. Only the parts with a token whose series changed since the last
+// round are put (all of them once an hour, as the window moves), each by itself: a reader
+// between two puts sees some parts newer than others, never a count twice.
 import type { Logger } from '../ops/log.js';
 import { errorFields } from '../ops/log.js';
 import { readHistory } from '../service/usage-history.js';
@@ -28,6 +30,11 @@ export const BLOCK_SERIALS = 512;
 /** The most bytes a part's value holds (checked as it is published). */
 export const MAX_PART_BYTES = 1024 * 1024;
 
+/** The first serial of a token part's key (`.../t<first>`). */
+function blockOf(key: string): number {
+  return Number(key.slice(key.lastIndexOf('/t') + 2));
+}
+
 /** A published part read back; undefined for one that is not. */
 export function decodeFleetHistory(value: string): ReadHistory | undefined {
   let parsed: unknown;
@@ -41,8 +48,12 @@ export function decodeFleetHistory(value: string): ReadHistory | undefined {
 }
 
 export class FleetHistory {
-  /** Each part's last published value, by key. */
-  private published = new Map<string, string>();
+  /** The token parts published (their values are not kept: up to 128 MB at the bound), and the node part's value. */
+  private readonly published = new Set<string>();
+  private publishedNode: string | null = null;
+  /** The blocks (their first serial) with a change not yet published, or all of them. */
+  private readonly pending = new Set<number>();
+  private pendingAll = true;
   private readonly own: string;
   /** The other gateways' parts that held no history at the last read: left out, each reported once. */
   damaged = new Set<string>();
@@ -62,67 +73,81 @@ export class FleetHistory {
   /** Samples, then puts the parts that changed and deletes those left empty. */
   async publish(): Promise<void> {
     await this.history.sample();
-    const parts = new Map<string, string>();
-    const node = this.history.encodeNode();
-    if (Object.keys(node).length > 0) parts.set(this.keys.history(this.id, 'node'), JSON.stringify(node));
-    const blocks = new Map<number, number[][]>();
-    for (const entry of this.history.encodeTokens()) {
-      const block = entry[0] - (entry[0] % BLOCK_SERIALS);
-      let list = blocks.get(block);
-      if (list === undefined) blocks.set(block, list = []);
-      list.push(entry);
-    }
-    for (const [block, tokens] of blocks) {
-      const value = JSON.stringify({ tokens } satisfies EncodedHistory);
-      // Cannot happen with counts of 32 bits (the header says why); kept from etcd all the same.
-      if (value.length > MAX_PART_BYTES) {
-        this.log.error('a usage history part is too large to publish; it is left out', { block, bytes: value.length });
-        continue;
-      }
-      parts.set(this.keys.history(this.id, `t${pad(block, 16)}`), value);
-    }
+    const changed = this.history.takeChanged();
+    if (changed === 'all') this.pendingAll = true;
+    else for (const serial of changed) this.pending.add(serial - (serial % BLOCK_SERIALS));
+    const encoded = this.history.encodeNode();
+    const node = Object.keys(encoded).length > 0 ? JSON.stringify(encoded) : null;
+    // Only the blocks with a token whose series changed: every 5 s, the busy ones; all of them once an hour, as the window moves.
+    const blocks = new Set(this.pendingAll ? this.history.serials().map((serial) => serial - (serial % BLOCK_SERIALS)) : this.pending);
+    if (this.pendingAll) for (const key of this.published) blocks.add(blockOf(key));
+    const retryAll = this.pendingAll;
+    this.pendingAll = false;
+    this.pending.clear();
     try {
-      for (const [key, value] of parts) {
-        if (this.published.get(key) === value) continue;
-        await this.etcd.call((client) => client.put(key).value(value).exec());
-        this.published.set(key, value);
+      const nodeKey = this.keys.history(this.id, 'node');
+      if (node !== this.publishedNode) {
+        if (node === null) await this.etcd.call((client) => client.delete().key(nodeKey).exec());
+        else await this.etcd.call((client) => client.put(nodeKey).value(node).exec());
+        this.publishedNode = node;
       }
-      for (const key of [...this.published.keys()]) {
-        if (parts.has(key)) continue;
-        await this.etcd.call((client) => client.delete().key(key).exec());
-        this.published.delete(key);
+      // A block at a time, encoded then put, the event loop free between two: all of them (the hour turned) is up to 128 parts of 1 MB.
+      for (const block of blocks) {
+        const tokens = this.history.encodeBlock(block, BLOCK_SERIALS);
+        const value = tokens.length === 0 ? null : JSON.stringify({ tokens } satisfies EncodedHistory);
+        // Cannot happen with counts of 32 bits (the header says why); kept from etcd all the same.
+        if (value !== null && value.length > MAX_PART_BYTES) {
+          this.log.error('a usage history part is too large to publish; it is left out', { block, bytes: value.length });
+          continue;
+        }
+        const key = this.keys.history(this.id, `t${pad(block, 16)}`);
+        await new Promise((resolve) => setImmediate(resolve));
+        if (value === null && !this.published.has(key)) continue;
+        if (value === null) await this.etcd.call((client) => client.delete().key(key).exec());
+        else await this.etcd.call((client) => client.put(key).value(value).exec());
+        if (value === null) this.published.delete(key);
+        else this.published.add(key);
       }
     } catch (error) {
+      // Tried again at the next round.
+      this.pendingAll ||= retryAll;
+      for (const block of blocks) this.pending.add(block);
       this.log.warn(`cannot publish this gateway's usage history to the fleet; ${this.why(error)}`, errorFields(error));
     }
   }
 
-  /** The other gateways' published histories (stopped ones' included); none when etcd cannot be read, with a warning. */
-  async others(): Promise<ReadHistory[]> {
+  /**
+   * The other gateways' published histories (stopped ones' included): their node parts, or
+   * for `serial` the part of its block alone; none when etcd cannot be read, with a warning.
+   * The keys are listed (no values), then only those parts read.
+   */
+  async others(serial?: number): Promise<ReadHistory[]> {
+    const part = serial === undefined ? '/node' : `/t${pad(serial - (serial % BLOCK_SERIALS), 16)}`;
     let all: Record<string, string>;
     try {
-      all = await this.etcd.call((client) => client.getAll().prefix(this.keys.historyPrefix).strings());
+      const keys = await this.etcd.call((client) => client.getAll().prefix(this.keys.historyPrefix).keys());
+      const wanted = keys.filter((key) => !key.startsWith(this.own) && key.endsWith(part));
+      const values = await Promise.all(wanted.map((key) => this.etcd.call((client) => client.get(key).string())));
+      all = Object.fromEntries(wanted.flatMap((key, i) => values[i] === null ? [] : [[key, values[i]!]]));
     } catch (error) {
       this.log.warn(`cannot read the other gateways' usage history, so auth.usageHistory shows this gateway's alone; ${this.why(error)}`,
         errorFields(error));
       return [];
     }
     const read: ReadHistory[] = [];
-    const damaged = new Set<string>();
     for (const [key, value] of Object.entries(all)) {
-      if (key.startsWith(this.own)) continue;
       const history = decodeFleetHistory(value);
       if (history === undefined) {
-        damaged.add(key);
         if (!this.damaged.has(key)) {
+          this.damaged.add(key);
           this.log.warn(`the fleet ${this.keys.name} holds a damaged usage history key ${key}; it is left out of auth.usageHistory, ` +
             'and no gateway needs it to verify tokens: delete it (etcdctl del)', { cluster: this.keys.name, key });
         }
         continue;
       }
+      this.damaged.delete(key);
       read.push(history);
     }
-    this.damaged = damaged;
     return read;
   }
 }

@@ -174,8 +174,8 @@ export interface Inventory {
   close(): Promise<void>;
   /** A fleet's: the usage the other gateways published, by serial, to add to this one's core's counts. */
   othersUsage?(): Promise<ReadonlyMap<number, Usage>>;
-  /** A fleet's: the hourly counts the other gateways published (usage-history.ts), to add to this one's. */
-  othersHistory?(): Promise<readonly ReadHistory[]>;
+  /** A fleet's: the hourly counts the other gateways published (usage-history.ts), to add to this one's: node-wide, or of `serial`. */
+  othersHistory?(serial?: number): Promise<readonly ReadHistory[]>;
 }
 
 /** A usage history read back (usage-history.ts): each series as hour (floor(ms / 3,600,000)) -> count. */

@@ -154,7 +154,7 @@ export class TokenService {
         }
       }
       await this.history.sample();
-      const others = await this.inventory.othersHistory?.() ?? [];
+      const others = await this.inventory.othersHistory?.(serial) ?? [];
       const { from, hours: shown } = this.history.query(serial, hours, others);
       return {
         bucketSeconds: HOUR_MS / 1000,

@@ -71,6 +71,9 @@ export interface HistoryHour {
 
 type Ring = Uint32Array | Float64Array;
 
+/** Tokens encoded between two turns of the event loop. */
+const ENCODE_SLICE = 1024;
+
 export class UsageHistory {
   /** The latest hour the rings hold: their slots are the hours latest - HISTORY_HOURS + 1 .. latest. */
   private latest: number;
@@ -82,6 +85,11 @@ export class UsageHistory {
   /** Each reason's total at the last sample: the process starts at 0. */
   private readonly seenRefusals = new Float64Array(REFUSAL_REASONS.length);
   private begun = false;
+  /** Counts the changes, so that a saver writes only a history that changed. */
+  private changes = 0;
+  /** The tokens whose series changed since takeChanged, or all of them (the window moved, a restore). */
+  private changed = new Set<number>();
+  private allChanged = true;
   private sampling: Promise<void> = Promise.resolve();
   private lastSample: number;
   private timer: NodeJS.Timeout | undefined;
@@ -114,9 +122,27 @@ export class UsageHistory {
 
   /** Adds what was counted since the last sample to the hour now; one sample at a time. */
   sample(): Promise<void> {
-    const run = this.sampling.then(() => this.sampleNow());
-    this.sampling = run.catch(() => undefined);
+    return this.exclusive(() => this.sampleNow());
+  }
+
+  /** Runs `work` alone: no sample changes the rings while it reads them. */
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.sampling.then(work);
+    this.sampling = run.then(() => undefined, () => undefined);
     return run;
+  }
+
+  /** How many changes the history has had: equal to an earlier reading, it holds what it held then. */
+  get version(): number {
+    return this.changes;
+  }
+
+  /** The serials whose series changed since the last call, or 'all' (the window moved, or the first call). */
+  takeChanged(): ReadonlySet<number> | 'all' {
+    const taken = this.allChanged ? 'all' : this.changed;
+    this.changed = new Set();
+    this.allChanged = false;
+    return taken;
   }
 
   private async sampleNow(): Promise<void> {
@@ -142,16 +168,24 @@ export class UsageHistory {
       let ring = this.tokens.get(serial);
       if (ring === undefined) this.tokens.set(serial, ring = new Uint32Array(HISTORY_HOURS));
       ring[slot] = Math.min(ring[slot] + delta, MAX_HOUR_COUNT);
+      this.changed.add(serial);
       added += delta;
     }
     for (const serial of this.seen.keys()) if (!live.has(serial)) this.seen.delete(serial);
-    for (const serial of this.tokens.keys()) if (!live.has(serial)) this.tokens.delete(serial);
+    for (const serial of this.tokens.keys()) {
+      if (live.has(serial)) continue;
+      this.tokens.delete(serial);
+      this.changed.add(serial);
+      this.changes++;
+    }
+    if (added > 0) this.changes++;
     this.requests[slot] = Math.min(this.requests[slot] + added, MAX_USAGE_REQUESTS);
     if (totals !== undefined) {
       for (let i = 0; i < REFUSAL_REASONS.length; i++) {
         const total = totals.get(REFUSAL_REASONS[i]) ?? 0;
         const delta = total >= this.seenRefusals[i] ? total - this.seenRefusals[i] : total;
         this.seenRefusals[i] = total;
+        if (delta > 0) this.changes++;
         this.refusals[i][slot] = Math.min(this.refusals[i][slot] + delta, MAX_USAGE_REQUESTS);
       }
     }
@@ -171,6 +205,8 @@ export class UsageHistory {
       if (ring.every((n) => n === 0)) this.tokens.delete(serial);
     }
     this.latest = hour;
+    this.changes++;
+    this.allChanged = true;
   }
 
   /** The count of `ring` in `hour`, 0 outside the window. */
@@ -227,21 +263,41 @@ export class UsageHistory {
     return encoded;
   }
 
-  /** Each token's series encoded, by serial order: `[serial, firstHour, count, ...]`. */
-  encodeTokens(): number[][] {
+  /** The tokens of serials `first` .. `first + count - 1` encoded, by serial order: `[serial, firstHour, count, ...]`. */
+  encodeBlock(first: number, count: number): number[][] {
     this.advance(Math.floor(this.clock() / HOUR_MS));
     const tokens: number[][] = [];
-    for (const serial of [...this.tokens.keys()].sort((a, b) => a - b)) {
-      const series = this.encodeRing(this.tokens.get(serial)!);
+    for (let serial = first; serial < first + count; serial++) {
+      const ring = this.tokens.get(serial);
+      const series = ring && this.encodeRing(ring);
       if (series !== undefined) tokens.push([serial, ...series]);
     }
     return tokens;
   }
 
-  /** The whole history, as the data folder's file holds it. */
-  encode(): EncodedHistory {
-    const tokens = this.encodeTokens();
-    return tokens.length === 0 ? this.encodeNode() : { ...this.encodeNode(), tokens };
+  /** The serials holding a history. */
+  serials(): number[] {
+    return [...this.tokens.keys()];
+  }
+
+  /**
+   * The whole history as JSON text, `header`'s members first (the file's version): an
+   * EncodedHistory with `tokens` always there. Written a slice of tokens at a time, the
+   * event loop free between slices (65,536 busy tokens take seconds: docs/guides/limits.md),
+   * with no sample in between.
+   */
+  encodeText(header: Record<string, unknown>): Promise<string> {
+    return this.exclusive(async () => {
+      const head = JSON.stringify({ ...header, ...this.encodeNode() });
+      const pieces: string[] = [];
+      const serials = [...this.tokens.keys()].sort((a, b) => a - b);
+      for (let i = 0; i < serials.length; i++) {
+        const series = this.encodeRing(this.tokens.get(serials[i])!);
+        if (series !== undefined) pieces.push(JSON.stringify([serials[i], ...series]));
+        if (i % ENCODE_SLICE === ENCODE_SLICE - 1) await new Promise((resolve) => setImmediate(resolve));
+      }
+      return `${head.slice(0, -1)}${head === '{}' ? '' : ','}"tokens":[${pieces.join(',')}]}`;
+    });
   }
 
   private encodeRing(ring: Ring): EncodedSeries | undefined {
@@ -270,6 +326,8 @@ export class UsageHistory {
         ring[hour % HISTORY_HOURS] = Math.min(ring[hour % HISTORY_HOURS] + n, max);
       }
     };
+    this.changes++;
+    this.allChanged = true;
     add(this.requests, saved.requests, MAX_USAGE_REQUESTS);
     REFUSAL_REASONS.forEach((reason, i) => add(this.refusals[i], saved.refusals.get(reason) ?? new Map(), MAX_USAGE_REQUESTS));
     for (const [serial, series] of saved.tokens) {

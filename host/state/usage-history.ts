@@ -22,8 +22,8 @@ const HISTORY_VERSION = 1;
 
 /** Reads the saved history into `history` (the tokens `keep` says are live), and saves it when asked. */
 export class HistoryFile implements HistorySaver {
-  /** What the file holds, so that an idle service does not write it again. */
-  private written = '';
+  /** The history's version the file holds, so that an idle service does not write it again. */
+  private written = -1;
 
   constructor(private readonly dir: string, private readonly history: UsageHistory, private readonly log: Logger) {}
 
@@ -57,11 +57,12 @@ export class HistoryFile implements HistorySaver {
   /** Samples, then writes the history when it changed; a failure is logged, and the next save tries again. */
   async save(): Promise<void> {
     await this.history.sample();
-    const text = JSON.stringify({ version: HISTORY_VERSION, ...this.history.encode() });
-    if (text === this.written) return;
+    const version = this.history.version;
+    if (version === this.written) return;
     try {
-      await writeDataFile(this.dir, HISTORY_FILE, new TextEncoder().encode(text));
-      this.written = text;
+      const text = await this.history.encodeText({ version: HISTORY_VERSION });
+      await writeDataFile(this.dir, HISTORY_FILE, Buffer.from(text, 'utf8'));
+      this.written = version;
     } catch (error) {
       this.log.error('cannot write the usage history file; the history since the last save would be lost by a crash',
         { path: join(this.dir, HISTORY_FILE), ...errorFields(error) });
