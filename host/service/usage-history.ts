@@ -183,7 +183,8 @@ export class UsageHistory {
     if (totals !== undefined) {
       for (let i = 0; i < REFUSAL_REASONS.length; i++) {
         const total = totals.get(REFUSAL_REASONS[i]) ?? 0;
-        const delta = total >= this.seenRefusals[i] ? total - this.seenRefusals[i] : total;
+        // A total that went down lost a thread's counts (a stop under way): nothing new in it.
+        const delta = Math.max(0, total - this.seenRefusals[i]);
         this.seenRefusals[i] = total;
         if (delta > 0) this.changes++;
         this.refusals[i][slot] = Math.min(this.refusals[i][slot] + delta, MAX_USAGE_REQUESTS);

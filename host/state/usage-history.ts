@@ -30,6 +30,8 @@ export class HistoryFile implements HistorySaver {
   async restore(keep: (serial: number) => boolean): Promise<void> {
     const path = join(this.dir, HISTORY_FILE);
     const bytes = await readUsageFile(path, 'usage history file');
+    // What the file holds (nothing, or the history restored) needs no write until something changes.
+    this.written = this.history.version;
     if (bytes === undefined) return;
     let reason: string;
     if (typeof bytes === 'string') {
@@ -46,10 +48,12 @@ export class HistoryFile implements HistorySaver {
         : readHistory(parsed);
       if (typeof read !== 'string') {
         this.history.restore(read, keep);
+        this.written = this.history.version;
         return;
       }
       reason = read;
     }
+    this.written = -1;
     this.log.warn('the usage history file is damaged, so the usage history (auth.usageHistory) starts empty; it is replaced at the next save',
       { path, reason });
   }
