@@ -39,7 +39,7 @@ import { openOwner } from './owner.js';
 export type Handler = (res: HttpResponse, req: HttpRequest) => void;
 
 export interface Auth {
-  /** Mounts POST /ext/auth (auth.newToken, auth.listTokens, auth.revokeToken, auth.rotateToken, auth.changePassword) on `app`. */
+  /** Mounts POST /ext/auth (auth.newToken, auth.listTokens, auth.revokeToken, auth.rotateToken, auth.usageHistory, auth.changePassword) on `app`. */
   mount(app: TemplatedApp): void;
   /**
    * `handler`, behind the gate: a request without a token that grants its path gets the

@@ -17,6 +17,8 @@ import type { TokenServiceLink } from './service/link.js';
 import type { PasswordThrottle } from './service/throttle.js';
 import { TokenService } from './service/token-service.js';
 import { openDataFolder } from './state/open.js';
+import { UsageHistory } from './service/usage-history.js';
+import type { RefusalTotals } from './service/usage-history.js';
 
 export interface OwnerSettings {
   /** Absolute path of the password file; generated when missing. */
@@ -31,6 +33,8 @@ export interface OwnerSettings {
   readonly throttle?: PasswordThrottle;
   /** Where the state is kept: the data folder, or a fleet, with the fence its gates read (threads/fence.ts). */
   readonly backend: { readonly dataDir: string } | { readonly cluster: ClusterConfig; readonly fence: Uint32Array };
+  /** The refused requests' totals by reason, every HTTP thread's (auth.usageHistory's refusals); none without it. */
+  readonly refusals?: RefusalTotals;
 }
 
 /** The token service, opened, as the serving side sees it. */
@@ -47,6 +51,8 @@ export interface OpenedAuth {
  */
 export async function openOwner(core: Core, settings: OwnerSettings, log: Logger, metrics: Metrics, clock: Clock): Promise<OpenedAuth> {
   const { backend } = settings;
+  // Kept by the backend: the data folder's file, or this gateway's fleet keys.
+  const history = new UsageHistory(core, clock, settings.refusals);
   let open: (password: string, verifier: PasswordVerifier) => Promise<Backend>;
   if ('cluster' in backend) {
     const { cluster, fence } = backend;
@@ -56,10 +62,10 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
     const { readEtcdAccess, joinFleet } = await import('./cluster/open.js');
     // Before the password file, which may be generated: a bad etcd file changes nothing.
     const access = await readEtcdAccess(cluster, log);
-    open = (password, verifier) => joinFleet(core, cluster, access, fence, password, verifier, log, metrics, clock);
+    open = (password, verifier) => joinFleet(core, cluster, access, fence, password, verifier, log, metrics, clock, history);
   } else {
     open = (password, verifier) => openDataFolder(core, { dataDir: backend.dataDir, tokenLifetime: settings.tokenLifetime },
-      password, verifier, log, clock);
+      password, verifier, log, clock, history);
   }
   const password = await loadPasswordFile(settings.passwordFile, () => core.generatePassword(), log);
   const verifier = new Argon2idVerifier();
@@ -73,8 +79,9 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
   const service = new TokenService({
     core, ledger: opened.ledger, inventory: opened.inventory, verifier, tokenLifetime: settings.tokenLifetime,
     maxTokenLifetime: settings.maxTokenLifetime,
-    maxTokens: settings.maxTokens, log, metrics, clock, throttle: settings.throttle,
+    maxTokens: settings.maxTokens, log, metrics, clock, throttle: settings.throttle, history,
   });
+  history.begin(() => opened.inventory.list());
   const endpoint = loggedEndpoint(service.methods(), log);
   const link: TokenServiceLink = {
     throttled: (address) => service.throttled(address),
@@ -83,6 +90,7 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
   return {
     link,
     close: async () => {
+      history.stop();
       await verifier.close();
       await opened.close();
     },

@@ -96,7 +96,8 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       try {
         auth = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime,
           maxTokenLifetime: config.maxTokenLifetime, maxTokens: config.maxTokens,
-          throttle, backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir } }, log, metrics, clock);
+          throttle, backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir },
+          refusals: httpThreads ? () => httpThreads.responsesByReason() : () => Promise.resolve(metrics.responsesByReason()) }, log, metrics, clock);
       } catch (error) {
         await httpThreads?.abort();
         throw error;

@@ -18,7 +18,7 @@ import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
 import { decodeRecord, encodeRecord } from '../password/hash.js';
 import type { PasswordRecord } from '../password/hash.js';
-import type { GrantRequest, InventoryEntry, Ledger, SharedCheck, Usage } from '../service/ledger.js';
+import type { GrantRequest, InventoryEntry, Ledger, ReadHistory, SharedCheck, Usage } from '../service/ledger.js';
 import { RotationEnds } from '../service/rotation-ends.js';
 import { InvariantError } from '../api-auth-error.js';
 import { SerialBlocks } from './blocks.js';
@@ -32,6 +32,8 @@ import { FleetMetrics } from './metrics.js';
 import { FleetThrottle } from './throttle.js';
 import { deleteExpired, TIDY_INTERVAL_MS } from './tidy.js';
 import { FleetUsage, USAGE_PUBLISH_MS } from './usage.js';
+import { FleetHistory } from './usage-history.js';
+import type { UsageHistory } from '../service/usage-history.js';
 
 export interface FleetSettings extends EtcdSettings {
   readonly name: string;
@@ -39,6 +41,8 @@ export interface FleetSettings extends EtcdSettings {
   readonly fence: Uint32Array;
   /** --fleet-outage-grace, whole seconds (membership.ts). */
   readonly outageGraceSeconds: number;
+  /** This gateway's usage history, published beside its usage counts (usage-history.ts). */
+  readonly history?: UsageHistory;
 }
 
 export class Fleet implements Ledger {
@@ -64,6 +68,7 @@ export class Fleet implements Ledger {
   private watcher: Watcher | undefined;
   private tidyTimer: NodeJS.Timeout | undefined;
   private readonly usage: FleetUsage;
+  private readonly history: FleetHistory | undefined;
   /** The ends of rotated tokens: each gateway refuses an old token on its own clock, then records its revocation. */
   readonly ends: RotationEnds;
   private usageTimer: NodeJS.Timeout | undefined;
@@ -80,6 +85,7 @@ export class Fleet implements Ledger {
     this.blocks = new SerialBlocks(this.etcd, this.keys, (revision) => this.membership.barrier(revision));
     this.throttle = new FleetThrottle(this.etcd, this.keys, log);
     this.usage = new FleetUsage(this.etcd, this.keys, core, log, clock);
+    this.history = settings.history && new FleetHistory(this.etcd, this.keys, settings.history, this.usage.id, log);
     this.ends = new RotationEnds({
       refuse: (serial) => this.core.revokeSerial(serial),
       record: (serial, expiry) => this.revoke(serial, expiry),
@@ -113,7 +119,7 @@ export class Fleet implements Ledger {
   /** Adds the fleet's metrics to a registry (the one the metrics route serves). */
   registerMetrics(registry: Registry): void {
     this.metrics.register(registry, () => this.membership.members.size, () => this.head, () => this.membership.ignored.size,
-      () => this.damaged.size + this.usage.damaged.size);
+      () => this.damaged.size + this.usage.damaged.size + (this.history?.damaged.size ?? 0));
   }
 
   /** The current password's record. */
@@ -488,6 +494,7 @@ export class Fleet implements Ledger {
     if (this.closed || this.membership.rejoining) return;
     const live = this.liveTokens();
     await this.usage.publish(live);
+    if (!this.closed) await this.history?.publish();
     // The others' quota counts, read as often as this gateway publishes its own: only
     // when a live token has a quota, so that a fleet without quotas reads nothing more.
     const quoted = live.filter((e) => this.grantLists[e.grant]?.some((entry) => entry.startsWith('quota ')) === true);
@@ -498,6 +505,11 @@ export class Fleet implements Ledger {
   private liveTokens(): InventoryEntry[] {
     const now = unixSeconds(this.clock);
     return [...this.tokenEntries.values()].filter((e) => e.expiry > now && e.generation === this.core.generation);
+  }
+
+  /** The other gateways' published hourly counts (usage-history.ts). */
+  othersHistory(serial?: number): Promise<ReadHistory[]> {
+    return this.history?.others(serial) ?? Promise.resolve([]);
   }
 
   /** The other gateways' published usage, by serial (usage.ts). */
@@ -533,7 +545,10 @@ export class Fleet implements Ledger {
     clearInterval(this.tidyTimer);
     clearInterval(this.usageTimer);
     // The last counts, so that a clean stop loses none of them (usage.ts).
-    if (this.usageTimer !== undefined) await this.usage.publish(this.liveTokens());
+    if (this.usageTimer !== undefined) {
+      await this.usage.publish(this.liveTokens());
+      await this.history?.publish();
+    }
     await this.watcher?.cancel().catch(() => undefined);
     await this.membership.close();
     this.throttle.release();

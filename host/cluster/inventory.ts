@@ -5,7 +5,7 @@
 import type { Clock } from '../clock.js';
 import { unixSeconds } from '../clock.js';
 import type { Core } from '../core/core.js';
-import type { Inventory, InventoryEntry, Usage } from '../service/ledger.js';
+import type { Inventory, InventoryEntry, ReadHistory, Usage } from '../service/ledger.js';
 import type { Fleet } from './fleet.js';
 
 export class FleetInventory implements Inventory {
@@ -54,5 +54,9 @@ export class FleetInventory implements Inventory {
 
   othersUsage(): Promise<ReadonlyMap<number, Usage>> {
     return this.fleet.othersUsage();
+  }
+
+  othersHistory(serial?: number): Promise<readonly ReadHistory[]> {
+    return this.fleet.othersHistory(serial);
   }
 }

@@ -14,7 +14,8 @@
 //                       revision of a state change it holds; {"applied", "follower": true}
 //                       for a member that never writes (a Go node, go/fleet)
 // and under `/<cluster-name>.throttle/`, the fleet throttle's records (throttle.ts), and
-// under `/<cluster-name>.usage/<id>`, each gateway's usage counts, by an id it draws at start (usage.ts).
+// under `/<cluster-name>.usage/<id>`, each gateway's usage counts, by an id it draws at start (usage.ts), and
+// under `/<cluster-name>.usage-history/<id>/<part>`, its hourly counts by the same id (usage-history.ts).
 // Numbers in keys are zero-padded, so that etcd's key order is their order. The whole
 // schema, which go/fleet reads too, is docs/fleet-keys.md.
 //
@@ -39,11 +40,14 @@ export class FleetKeys {
   readonly throttlePrefix: string;
   /** The gateways' usage counts start with it. */
   readonly usagePrefix: string;
+  /** The gateways' hourly usage counts start with it. */
+  readonly historyPrefix: string;
 
   constructor(readonly name: string) {
     this.prefix = `/${name}/`;
     this.throttlePrefix = `/${name}.throttle/`;
     this.usagePrefix = `/${name}.usage/`;
+    this.historyPrefix = `/${name}.usage-history/`;
   }
 
   readonly key = (): string => this.prefix + 'key';
@@ -57,6 +61,8 @@ export class FleetKeys {
   readonly member = (lease: string): string => `${this.prefix}members/${lease}`;
   /** A gateway's usage counts, by the id it drew at start. */
   readonly usage = (id: string): string => this.usagePrefix + id;
+  /** A part of a gateway's hourly counts (`node`, or a block of serials: `t<first serial>`), by the id it drew at start. */
+  readonly history = (id: string, part: string): string => `${this.historyPrefix}${id}/${part}`;
   /** The folder of blocks/, revoked/ or tokens/. */
   readonly folder = (name: 'blocks' | 'revoked' | 'tokens'): string => `${this.prefix}${name}/`;
 }

@@ -12,6 +12,7 @@ import type { ClusterConfig, EtcdAuthFile, EtcdTlsFiles } from '../options.js';
 import { checkPemPair, reason } from '../pem.js';
 import type { PasswordVerifier } from '../password/hash.js';
 import type { Backend } from '../service/ledger.js';
+import type { UsageHistory } from '../service/usage-history.js';
 import { FleetError, OptionError, StateError } from '../errors.js';
 import type { EtcdAccess } from './etcd.js';
 import { Fleet } from './fleet.js';
@@ -25,11 +26,11 @@ import { etcdRefusal, joinProblem, probeTls } from './refusals.js';
  * joined (etcd unreachable, or refusing this gateway: the message says why).
  */
 export async function joinFleet(core: Core, cluster: ClusterConfig, access: EtcdAccess, fence: Uint32Array, filePassword: string,
-  verifier: PasswordVerifier, log: Logger, metrics: Metrics, clock: Clock): Promise<Backend> {
+  verifier: PasswordVerifier, log: Logger, metrics: Metrics, clock: Clock, history?: UsageHistory): Promise<Backend> {
   let fleet: Fleet;
   try {
     fleet = await Fleet.join(core, { endpoints: cluster.endpoints, name: cluster.name, leaseSeconds: cluster.leaseSeconds,
-      outageGraceSeconds: cluster.outageGraceSeconds, fence, access },
+      outageGraceSeconds: cluster.outageGraceSeconds, fence, access, history },
       async () => ({ key: webcrypto.getRandomValues(new Uint8Array(32)), record: await verifier.hash(filePassword) }),
       (record) => verifier.verify(filePassword, record), log, clock);
   } catch (error) {

@@ -1,7 +1,8 @@
 // The fleet's clean-up: the revocations and serial blocks past their expiry, and the
 // inventory entries of tokens that work nowhere, deleted from etcd; the usage keys' entries
 // of tokens no longer listed dropped, and the keys left empty deleted, so that the keys of
-// stopped gateways (usage.ts) do not outlive their tokens. One member does it
+// stopped gateways (usage.ts) do not outlive their tokens; the same of the usage history's
+// keys (usage-history.ts), and their hours past the window. One member does it
 // (the lowest key), so that the fleet does not do the same work N times.
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
@@ -9,6 +10,8 @@ import type { EtcdConnection } from './etcd.js';
 import { DamagedKeyError, fleetValue } from './keys.js';
 import type { FleetKeys, FleetValue } from './keys.js';
 import { decodeFleetUsage } from './usage.js';
+import { tidyHistoryValue } from './usage-history.js';
+import { HOUR_MS } from '../service/usage-history.js';
 
 /** How often a gateway looks for what to clean up, ms. */
 export const TIDY_INTERVAL_MS = 60_000;
@@ -27,6 +30,7 @@ export async function deleteExpired(etcd: EtcdConnection, keys: FleetKeys, now: 
     // read below, and a token issued meanwhile is never taken for one gone.
     // An etcd user without the usage prefix (usage.ts warns of it) still tidies the state.
     const usage = await etcd.client.getAll().prefix(keys.usagePrefix).exec().catch(() => ({ kvs: [] }));
+    const history = await etcd.client.getAll().prefix(keys.historyPrefix).exec().catch(() => ({ kvs: [] }));
     const listed = new Set<number>();
     const isDead = (v: FleetValue): boolean =>
       v.kind === 'revoked' ? v.expiry <= now
@@ -67,6 +71,16 @@ export async function deleteExpired(etcd: EtcdConnection, keys: FleetKeys, now: 
       if ((await etcd.client.if(key, 'Mod', '==', kv.mod_revision).then(change).commit()).succeeded) dropped += counted.tokens.length - kept.length;
     }
     if (dropped > 0) log.info('dropped the usage counts of tokens no longer listed from the fleet', { count: dropped });
+    // The hourly counts likewise: the tokens no longer listed, the hours past the window (usage-history.ts).
+    let tidied = 0;
+    for (const kv of history.kvs) {
+      const value = tidyHistoryValue(kv.value.toString('utf8'), listed, Math.floor(now * 1000 / HOUR_MS));
+      if (value === undefined) continue;
+      const key = kv.key.toString('utf8');
+      const change = value === null ? etcd.client.delete().key(key) : etcd.client.put(key).value(value);
+      if ((await etcd.client.if(key, 'Mod', '==', kv.mod_revision).then(change).commit()).succeeded) tidied++;
+    }
+    if (tidied > 0) log.info('dropped the usage history of tokens no longer listed, and hours past the window, from the fleet', { keys: tidied });
   } catch (error) {
     log.debug('cannot tidy the fleet state', errorFields(error));
   }

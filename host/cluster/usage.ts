@@ -56,12 +56,14 @@ export class FleetUsage {
    * renewal or rejoin moves them.
    */
   private readonly key: string;
+  /** The id drawn at start: this gateway's usage history keys have it too (usage-history.ts). */
+  readonly id = randomBytes(8).toString('hex');
   /** The other gateways' keys that held no usage counts at the last read: left out, each reported once. */
   damaged = new Set<string>();
 
   constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly core: Core,
     private readonly log: Logger, private readonly clock: Clock) {
-    this.key = keys.usage(randomBytes(8).toString('hex'));
+    this.key = keys.usage(this.id);
   }
 
   /** Why a call on the usage keys failed, for the warning: etcd's refusal of the user's role, or an outage. */

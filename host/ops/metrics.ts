@@ -284,6 +284,16 @@ export class Metrics implements MetricsSource {
     this.responses.set(key, (this.responses.get(key) ?? 0) + 1);
   }
 
+  /** The answers written so far by reason (RESPONSE_REASONS), every status summed: the usage history's refusals (service/usage-history.ts). */
+  responsesByReason(): Map<string, number> {
+    const totals = new Map<string, number>();
+    for (const [key, value] of this.responses) {
+      const reason = RESPONSE_REASONS[key % RESPONSE_REASONS.length];
+      totals.set(reason, (totals.get(reason) ?? 0) + value);
+    }
+    return totals;
+  }
+
   /** The upstream answered a proxied request `milliseconds` after it was dispatched (clock.ts, systemTimer). */
   observeUpstream(milliseconds: number): void {
     this.upstreamLatency.observe(milliseconds / 1000);
@@ -314,6 +324,24 @@ export class Metrics implements MetricsSource {
   async scrape(): Promise<Scrape> {
     return { contentType: this.registry.contentType, text: await this.registry.metrics() };
   }
+}
+
+/**
+ * responsesByReason of several threads, from their metrics as `registry.getMetricsAsJSON()`
+ * gives them (the api_auth_http_responses_total series by reason, every status summed).
+ */
+export function responsesByReasonOf(threads: readonly (readonly { name: string; values?: readonly { value: number; labels: Partial<Record<string, string | number>> }[] }[])[]): Map<string, number> {
+  const totals = new Map<string, number>();
+  for (const metrics of threads) {
+    for (const metric of metrics) {
+      if (metric.name !== 'api_auth_http_responses_total') continue;
+      for (const { value, labels } of metric.values ?? []) {
+        const reason = String(labels.reason);
+        totals.set(reason, (totals.get(reason) ?? 0) + value);
+      }
+    }
+  }
+  return totals;
 }
 
 // prom-client's default metrics (collectDefaultMetrics), each from its own module, in its

@@ -212,8 +212,8 @@ export const SCHEMA = {
   }),
   clusterEtcdUser: option<string, string>({
     flag: 'cluster-etcd-user', kind: 'text', arg: 'USER', parse: text('the name of an etcd user'), within: 'clusterEtcd',
-    doc: 'the etcd user to sign in as, when etcd\'s authentication is on; its role needs readwrite on /NAME/, /NAME.throttle/ ' +
-      'and /NAME.usage/ (NAME: --cluster-name)',
+    doc: 'the etcd user to sign in as, when etcd\'s authentication is on; its role needs readwrite on /NAME/, /NAME.throttle/, ' +
+      '/NAME.usage/ and /NAME.usage-history/ (NAME: --cluster-name)',
   }),
   clusterEtcdPasswordFile: option<string, string>({
     flag: 'cluster-etcd-password-file', kind: 'path', parse: file('the path of the etcd user\'s password file'), within: 'clusterEtcd',

@@ -174,6 +174,18 @@ export interface Inventory {
   close(): Promise<void>;
   /** A fleet's: the usage the other gateways published, by serial, to add to this one's core's counts. */
   othersUsage?(): Promise<ReadonlyMap<number, Usage>>;
+  /** A fleet's: the hourly counts the other gateways published (usage-history.ts), to add to this one's: node-wide, or of `serial`. */
+  othersHistory?(serial?: number): Promise<readonly ReadHistory[]>;
+}
+
+/** A usage history read back (usage-history.ts): each series as hour (floor(ms / 3,600,000)) -> count. */
+export interface ReadHistory {
+  /** Every token's requests, summed. */
+  readonly requests: ReadonlyMap<number, number>;
+  /** Refusals, by reason. */
+  readonly refusals: ReadonlyMap<string, ReadonlyMap<number, number>>;
+  /** Each token's requests, by serial. */
+  readonly tokens: ReadonlyMap<number, ReadonlyMap<number, number>>;
 }
 
 /** A backend, opened: its ledger and inventory, and how to release both (the data folder's lock; the fleet's lease). */

@@ -28,6 +28,7 @@ import { durationParam, labelParam, lifetimeParam, limitEntries, parseTokenId, q
 import type { ListedQuota } from './token-params.js';
 import { parseDuration } from '../duration.js';
 import { PasswordThrottle } from './throttle.js';
+import { HISTORY_HOURS, HOUR_MS, hourStart, UsageHistory } from './usage-history.js';
 
 export interface TokenServiceOptions {
   readonly core: Core;
@@ -48,6 +49,8 @@ export interface TokenServiceOptions {
   readonly metrics?: Metrics;
   /** The throttle's time, and in whole seconds the tokens'. */
   readonly clock: Clock;
+  /** The hourly counts auth.usageHistory shows (usage-history.ts); an empty one when left out. */
+  readonly history?: UsageHistory;
 }
 
 export class TokenService {
@@ -64,6 +67,7 @@ export class TokenService {
   private readonly now: () => number;
   private readonly metrics: Metrics | undefined;
   private readonly throttle: PasswordThrottle;
+  private readonly history: UsageHistory;
   private tail: Promise<unknown> = Promise.resolve();
 
   constructor(options: TokenServiceOptions) {
@@ -79,6 +83,7 @@ export class TokenService {
     this.metrics = options.metrics;
     this.clock = options.clock;
     this.now = () => unixSeconds(options.clock);
+    this.history = options.history ?? new UsageHistory(options.core, options.clock);
   }
 
   /**
@@ -129,6 +134,33 @@ export class TokenService {
       const now = this.now();
       return this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [],
         this.ledger.isRevoked(e.serial) || this.ended(e.serial, now), this.core, others?.get(e.serial), this.inventory.successor(e.serial)?.to, now));
+    });
+  }
+
+  /**
+   * The hourly counts of the last `hours` hours to the current one, oldest first: of the
+   * live token `id` names, or (undefined) of every token, with the refusals by reason; in
+   * a fleet, the other gateways' published counts added (usage-history.ts).
+   */
+  async usageHistory(password: string, id: string | undefined, hours: number, context: CallContext): Promise<UsageHistoryAnswer> {
+    const checked = await this.authenticate(password, context);
+    return this.exclusive(checked, async () => {
+      let serial: number | undefined;
+      if (id !== undefined) {
+        serial = parseTokenId(id);
+        if (serial === undefined || this.inventory.get(serial) === undefined) {
+          throw invalidParams('id', 'the id of a live token of this node, as auth.listTokens gives it ("t" and a number); ' +
+            `${JSON.stringify(id.slice(0, 24))} names none (never issued, expired, or of an earlier password)`);
+        }
+      }
+      await this.history.sample();
+      const others = await this.inventory.othersHistory?.(serial) ?? [];
+      const { from, hours: shown } = this.history.query(serial, hours, others);
+      return {
+        bucketSeconds: HOUR_MS / 1000,
+        from: hourStart(from),
+        hours: shown.map((h) => ({ at: hourStart(h.hour), requests: h.requests, refusals: h.refusals ?? {} })),
+      };
     });
   }
 
@@ -280,6 +312,19 @@ export class TokenService {
         const tokens = await this.listTokens(passwordParam(p, 'password'), c);
         audit.count = tokens.length;
         return { tokens };
+      })],
+      ['auth.usageHistory', (p, c) => this.audited('auth.usageHistory', c, async (audit) => {
+        knownParams(p, 'auth.usageHistory', ['password', 'id', 'hours']);
+        const password = passwordParam(p, 'password');
+        const id = p.id === undefined ? undefined : stringParam(p, 'id');
+        const hours = p.hours === undefined ? HISTORY_HOURS : p.hours;
+        if (typeof hours !== 'number' || !Number.isSafeInteger(hours) || hours < 1 || hours > HISTORY_HOURS) {
+          throw invalidParams('hours', `a whole number of hours from 1 to ${HISTORY_HOURS} (the default): how many hours to the current one to show`);
+        }
+        const parsed = id === undefined ? undefined : parseTokenId(id);
+        if (parsed !== undefined) audit.serial = parsed;
+        audit.hours = hours;
+        return this.usageHistory(password, id, hours, c);
       })],
       ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
         knownParams(p, 'auth.revokeToken', ['password', 'token', 'id']);
@@ -502,6 +547,16 @@ export interface ListedToken {
   readonly rotatedFrom: string | null;
   /** The id of the token that replaced this one by a rotation; null when none did. */
   readonly rotatedTo: string | null;
+}
+
+/** What auth.usageHistory answers: hourly buckets, oldest first, one per hour (zeros included). */
+export interface UsageHistoryAnswer {
+  /** 3600. */
+  readonly bucketSeconds: number;
+  /** RFC 3339: the first bucket's start. */
+  readonly from: string;
+  /** `refusals` by reason (REFUSAL_REASONS, each listed) for the node; {} for one token. */
+  readonly hours: readonly { readonly at: string; readonly requests: number; readonly refusals: Record<string, number> }[];
 }
 
 /** What a revocation by id did: revoked it, found it revoked already, or found no live token (with why). */

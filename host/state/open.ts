@@ -19,6 +19,8 @@ import type { ServiceState } from './store.js';
 import { FolderLedger } from './ledger.js';
 import { restoreService, StateStore } from './store.js';
 import { USAGE_FILE, UsageSaver } from './usage.js';
+import { HISTORY_FILE, HistoryFile } from './usage-history.js';
+import type { UsageHistory } from '../service/usage-history.js';
 
 export interface DataFolderSettings {
   /** Absolute path of the data folder. */
@@ -33,7 +35,7 @@ export interface DataFolderSettings {
  * down. Throws StateError for a data folder it cannot use.
  */
 export async function openDataFolder(core: Core, settings: DataFolderSettings, filePassword: string, verifier: PasswordVerifier,
-  log: Logger, clock: Clock): Promise<Backend> {
+  log: Logger, clock: Clock, history?: UsageHistory): Promise<Backend> {
   const store = await StateStore.open(settings.dataDir, log, clock);
   let inventory: JournalInventory | undefined;
   let usage: UsageSaver | undefined;
@@ -60,7 +62,10 @@ export async function openDataFolder(core: Core, settings: DataFolderSettings, f
       recorded: (serial) => ledger.isRevoked(serial),
     }, clock, log);
     inventory = await JournalInventory.open(settings.dataDir, state.key, read, state.journal, live, (mark) => store.recordJournal(mark), log, ends);
-    const saver = new UsageSaver(settings.dataDir, core, inventory, clock, log);
+    const opened = inventory;
+    const historyFile = history && new HistoryFile(settings.dataDir, history, log);
+    await historyFile?.restore((serial) => opened.get(serial) !== undefined);
+    const saver = new UsageSaver(settings.dataDir, core, inventory, clock, log, historyFile);
     await saver.restore();
     saver.start();
     usage = saver;
@@ -82,7 +87,7 @@ export function entryProblem(state: ServiceState): (e: InventoryEntry) => string
 }
 
 /** The files of a data folder written only once it has a state file: one of them without it means the state file was lost. */
-export const WRITTEN_WITH_STATE: readonly string[] = [JOURNAL_FILE, USAGE_FILE];
+export const WRITTEN_WITH_STATE: readonly string[] = [JOURNAL_FILE, USAGE_FILE, HISTORY_FILE];
 
 /**
  * Refuses a data folder whose state file is gone while files written with it are there:

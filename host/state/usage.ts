@@ -23,13 +23,18 @@ import type { Inventory, QuotaCount, UsageCount } from '../service/ledger.js';
 import { StateError } from '../errors.js';
 import { writeDataFile } from './data-folder.js';
 
+/** What else the saver writes on its cadence (state/usage-history.ts); its failures are its own to log. */
+export interface HistorySaver {
+  save(): Promise<void>;
+}
+
 /**
  * The usage file's bytes; undefined when there is none; the reason when it is not a regular
  * file (a folder, a FIFO, a device, a link), which counts as a damaged file. It is opened
  * with O_NOFOLLOW and O_NONBLOCK (off the event loop), so neither a link nor a FIFO with no
  * writer can make the start wait, and checked with fstat before anything is read.
  */
-async function readUsageFile(path: string): Promise<Buffer | string | undefined> {
+export async function readUsageFile(path: string, what = 'usage file'): Promise<Buffer | string | undefined> {
   let handle: fs.FileHandle;
   try {
     handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -37,7 +42,7 @@ async function readUsageFile(path: string): Promise<Buffer | string | undefined>
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
     if (code === 'ELOOP') return 'it is a symbolic link, not a regular file';
-    throw new StateError(`cannot read usage file ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
+    throw new StateError(`cannot read ${what} ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
   }
   try {
     const stat = await handle.stat();
@@ -88,7 +93,7 @@ export class UsageSaver {
   private written = '';
 
   constructor(private readonly dir: string, private readonly core: Core, private readonly inventory: Inventory,
-    private readonly clock: Clock, private readonly log: Logger) {
+    private readonly clock: Clock, private readonly log: Logger, private readonly history?: HistorySaver) {
     this.lastSave = clock();
   }
 
@@ -131,18 +136,20 @@ export class UsageSaver {
   }
 
   private save(): Promise<void> {
+    // The history beside the counts, on the same cadence: a kill -9 loses as much of either.
+    const history = this.history?.save();
     this.lastSave = this.clock();
     const live = this.inventory.list();
     const tokens = usageCounts(live, this.core);
     const quota = quotaCounts(live, this.core, this.lastSave);
     const text = JSON.stringify(quota.length === 0 ? { version: USAGE_VERSION, tokens } : { version: USAGE_VERSION, tokens, quota });
-    if (text === this.written) return Promise.resolve();
+    if (text === this.written && history === undefined) return Promise.resolve();
     const written = (): void => { this.written = text; };
     // On a failure the counts stay in memory, and the next save tries again.
     const failed = (error: unknown): void => this.log.error('cannot write the usage file; usage since the last save would be lost by a crash',
       { path: join(this.dir, USAGE_FILE), ...errorFields(error) });
-    this.saving = writeDataFile(this.dir, USAGE_FILE, new TextEncoder().encode(text)).then(written, failed)
-      .finally(() => { this.saving = undefined; });
+    this.saving = Promise.all([history, text === this.written ? undefined : writeDataFile(this.dir, USAGE_FILE, new TextEncoder().encode(text))
+      .then(written, failed)]).then(() => undefined).finally(() => { this.saving = undefined; });
     return this.saving;
   }
 }

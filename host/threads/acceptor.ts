@@ -38,6 +38,7 @@ import type { TlsSnapshot } from '../http/tls.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import { addChild, listenExclusive, omitServerMark, removeChild } from '../http/uws-shim.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
+import { responsesByReasonOf } from '../ops/metrics.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
 import { ownThread } from '../own-thread.js';
 import { ledgerMemory } from '../http/session-ledger.js';
@@ -92,6 +93,8 @@ export interface HttpThreads {
   listen(owner: OwnerParts): Promise<Listening>;
   /** Ends every thread, before it ever served: the owner could not open its state. */
   abort(): Promise<void>;
+  /** The answers the threads have written so far, by reason (Metrics.responsesByReason), summed. */
+  responsesByReason(): Promise<Map<string, number>>;
 }
 
 interface HttpThread {
@@ -111,7 +114,7 @@ interface HttpThread {
  */
 export function startThreads(plan: ThreadsPlan): HttpThreads {
   const owner = new ThreadsOwner(plan);
-  return { listen: (parts) => owner.start(parts), abort: () => owner.endThreads() };
+  return { listen: (parts) => owner.start(parts), abort: () => owner.endThreads(), responsesByReason: () => owner.responsesByReason() };
 }
 
 class ThreadsOwner {
@@ -359,6 +362,11 @@ class ThreadsOwner {
       }
     }, WATCHDOG_MS);
     this.watchdog.unref();
+  }
+
+  /** The answers by reason of the threads still running, summed (the owner writes none). */
+  async responsesByReason(): Promise<Map<string, number>> {
+    return responsesByReasonOf(await Promise.all(this.threads.filter((t) => !t.ended).map((t) => t.link.collect())));
   }
 
   /** Every thread's metrics and the owner's, summed (counters and histograms add up; series by thread stay apart). */

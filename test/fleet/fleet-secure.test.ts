@@ -106,7 +106,7 @@ t.test('etcd with users: a gateway signs in as a user limited to the fleet\'s pr
   const etcd = await startEtcd(t);
   const etcdPassword = randomPassword();
   await enableAuth(etcd, [
-    { name: 'gateway', password: etcdPassword, prefixes: ['/api-auth/', '/api-auth.throttle/', '/api-auth.usage/'] },
+    { name: 'gateway', password: etcdPassword, prefixes: ['/api-auth/', '/api-auth.throttle/', '/api-auth.usage/', '/api-auth.usage-history/'] },
     { name: 'outsider', password: etcdPassword, prefixes: [] },
   ]);
   const dir = tempDir(t);
