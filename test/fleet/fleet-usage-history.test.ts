@@ -1,4 +1,4 @@
-// Usage over time in a fleet (issue 38) on a real etcd: each gateway publishes its hourly
+// Usage over time in a fleet on a real etcd: each gateway publishes its hourly
 // counts under keys of its own (/<cluster>.usage-history/<id>/...), and auth.usageHistory
 // on any gateway sums the fleet's, those of stopped gateways included; the clean-up drops
 // the entries of expired tokens and the parts left empty. The gateways run on the system's

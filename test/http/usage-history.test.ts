@@ -1,4 +1,4 @@
-// Usage over time (issue 38): auth.usageHistory's hourly buckets of the last 7 days, per
+// Usage over time: auth.usageHistory's hourly buckets of the last 7 days, per
 // token and node-wide, with the refusals by reason; its params checked; the history kept
 // across a clean restart and, to within the usage file's bound, a kill -9. The clock is
 // the test's.
