@@ -69,6 +69,11 @@ export const SCHEMA = {
     flag: 'api-auth-required', kind: 'boolean', default: false, parse: flag,
     doc: 'require a token on every endpoint but /ext/auth, which exists only then',
   }),
+  console: option<boolean, boolean>({
+    flag: 'console', kind: 'boolean', default: false, parse: flag,
+    doc: 'serve the operator\'s console, a browser page to issue, list, rotate and revoke tokens, at /ext/auth/console ' +
+      '(with --api-auth-required; sign in with the password)', see: 'The operator\'s console',
+  }),
   passwordFile: option<string, string>({
     flag: 'api-auth-password-file', kind: 'path', parse: file('the path of the password file'),
     doc: 'the service password\'s file (required with auth on); white space around the password is trimmed; generated (mode 0600) when missing',
