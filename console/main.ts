@@ -259,7 +259,9 @@ function renderTokens(): void {
   }
   if (shown.length === 0) {
     const td = el('td', tokens.length === 0 ? 'No tokens yet: issue one.' : 'No token matches the filter.', { colspan: String(COLUMNS.length), class: 'empty' });
-    body.append(el('tr')).append(td);
+    const tr = el('tr');
+    tr.append(td);
+    body.append(tr);
   }
   const live = tokens.filter((t) => !t.revoked).length;
   $('token-summary').textContent = `${live} live · ${tokens.length - live} revoked · ${tokens.reduce((n, t) => n + t.requests, 0)} requests`;
