@@ -179,10 +179,14 @@ function state(t: Token): string {
   return 'live';
 }
 
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** "Dec 4 19:23" (UTC, as the node counts), the year too when it is not this one. */
 function time(value: string | null): string {
   if (value === null) return '—';
   const d = new Date(value);
-  return `${d.toISOString().slice(0, 10)} ${d.toISOString().slice(11, 16)}`;
+  const year = d.getUTCFullYear() === new Date().getUTCFullYear() ? '' : ` ${d.getUTCFullYear()}`;
+  return `${MONTHS[d.getUTCMonth()]} ${d.getUTCDate()}${year} ${d.toISOString().slice(11, 16)}`;
 }
 
 function limits(t: Token): string {
@@ -264,8 +268,13 @@ function renderTokens(): void {
     body.append(tr);
   }
   const live = tokens.filter((t) => !t.revoked).length;
-  $('token-summary').textContent = `${live} live · ${tokens.length - live} revoked · ${tokens.reduce((n, t) => n + t.requests, 0)} requests`;
+  $('token-summary').textContent = `${live} live · ${tokens.length - live} revoked · ${totalRequests(tokens)} requests (UTC times)`;
   updateSelection();
+}
+
+/** The node's requests: a rotated token's count is carried over to its successor, so only the last of each chain counts. */
+function totalRequests(list: Token[]): number {
+  return list.filter((t) => t.rotatedTo === null).reduce((n, t) => n + t.requests, 0);
 }
 
 function chips(items: string[], kind = ''): HTMLElement {
@@ -296,6 +305,7 @@ function confirmed(title: string, text: string, ids: string[], ok: string): Prom
   $('confirm-title').textContent = title;
   $('confirm-text').textContent = text;
   $('confirm-ok').textContent = ok;
+  $('confirm-ok').className = ok === 'Revoke' ? 'danger' : 'primary';
   const list = $('confirm-list');
   list.replaceChildren(...ids.map((id) => {
     const t = tokens.find((x) => x.id === id);
@@ -472,7 +482,21 @@ async function loadNode(): Promise<void> {
   try {
     const response = await fetch(HEALTH, { cache: 'no-store', credentials: 'omit' });
     const health = await response.json() as Record<string, unknown>;
-    const rows = Object.entries(health).map(([k, v]): [string, string] => [k, typeof v === 'object' ? JSON.stringify(v) : String(v)]);
+    const rows: [string, string][] = [];
+    const flat = (prefix: string, value: unknown): void => {
+      if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+        const entries = Object.entries(value as Record<string, unknown>);
+        // {"healthy": true} and the like say one word.
+        if (entries.length === 1 && typeof entries[0][1] === 'boolean') {
+          rows.push([prefix, `${entries[0][1] ? '' : 'not '}${entries[0][0]}`]);
+          return;
+        }
+        for (const [k, v] of entries) flat(prefix === '' || prefix === 'checks' ? k : `${prefix}.${k}`, v);
+        return;
+      }
+      rows.push([prefix, Array.isArray(value) ? value.join(', ') : String(value)]);
+    };
+    flat('', health);
     card('Upstream health', [['HTTP', String(response.status)], ...rows], response.ok ? 'good' : 'bad');
   } catch {
     card('Upstream health', [['state', 'unreachable']], 'bad');
@@ -483,7 +507,7 @@ async function loadNode(): Promise<void> {
     const live = all.filter((t) => !t.revoked);
     const last = all.map((t) => t.lastUsedAt).filter((v): v is string => v !== null).sort().pop() ?? null;
     card('Tokens', [['live', String(live.length)], ['revoked', String(all.length - live.length)],
-      ['requests', String(all.reduce((n, t) => n + t.requests, 0))], ['last used', time(last)]]);
+      ['requests', String(totalRequests(all))], ['last used', time(last)]]);
   } else {
     $('node-error').textContent = answer.error.message;
   }
