@@ -69,11 +69,6 @@ export const SCHEMA = {
     flag: 'api-auth-required', kind: 'boolean', default: false, parse: flag,
     doc: 'require a token on every endpoint but /ext/auth, which exists only then',
   }),
-  console: option<boolean, boolean>({
-    flag: 'console', kind: 'boolean', default: false, parse: flag,
-    doc: 'serve the operator\'s console, a browser page to issue, list, rotate and revoke tokens, at /ext/auth/console ' +
-      '(with --api-auth-required; sign in with the password)', see: 'The operator\'s console',
-  }),
   passwordFile: option<string, string>({
     flag: 'api-auth-password-file', kind: 'path', parse: file('the path of the password file'),
     doc: 'the service password\'s file (required with auth on); white space around the password is trimmed; generated (mode 0600) when missing',
@@ -94,6 +89,11 @@ export const SCHEMA = {
     // At the limit, about 1.7 MB of memory (some 165 bytes an entry) and a listTokens reply
     // of about 1.8 MB (some 175 bytes an entry with a short label and one endpoint).
     doc: 'live tokens at most, 1 to 1000000, revoked ones counted until they expire; auth.newToken past it is a resource-limit error',
+  }),
+  console: option<boolean, boolean>({
+    flag: 'console', kind: 'boolean', default: false, parse: flag,
+    doc: 'serve the operator\'s console, a browser page to issue, list, rotate and revoke tokens, at /ext/auth/console ' +
+      '(with --api-auth-required; sign in with the password)', see: 'The operator\'s console',
   }),
   dataDir: option<string, string>({
     flag: 'data-dir', kind: 'path', default: join(homedir(), '.api-auth'), shownDefault: '~/.api-auth', parse: file('a folder path'),
