@@ -225,13 +225,13 @@ t.test('an unknown member of params is invalid params naming it (and the likely 
   const endpoints = ['/ext/info'];
   const cases: [string, Record<string, unknown>, string][] = [
     ['auth.newToken', { password: server.password, endpoints, method: ['info.getNodeVersion'] },
-      'invalid params: unknown param "method" (did you mean methods?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst and allowedClients'],
+      'invalid params: unknown param "method" (did you mean methods?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients'],
     ['auth.newToken', { password: server.password, endpoints, expiresin: '1m' },
-      'invalid params: unknown param "expiresin" (did you mean expiresIn?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst and allowedClients'],
+      'invalid params: unknown param "expiresin" (did you mean expiresIn?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients'],
     ['auth.newToken', { password: server.password, endpoints, lifetime: 5, extra: {} },
-      'invalid params: unknown param "lifetime"; auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst and allowedClients'],
+      'invalid params: unknown param "lifetime"; auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients'],
     ['auth.newToken', { password: server.password, endpoints, lable: 'x' },
-      'invalid params: unknown param "lable" (did you mean label?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst and allowedClients'],
+      'invalid params: unknown param "lable" (did you mean label?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients'],
     ['auth.listTokens', { password: server.password, all: true },
       'invalid params: unknown param "all"; auth.listTokens takes password'],
     ['auth.revokeToken', { password: server.password, tokenId: 't1' },
