@@ -13,7 +13,7 @@
 // that no output outlives its source.
 // `--force` builds in full anyway.
 //
-// The six compiles are independent, so they run side by side, as many at a time as the
+// The seven steps are independent, so they run side by side, as many at a time as the
 // machine has cores; each one's output is printed whole when it ends. What the build says goes
 // to stderr, as asc's and tsc's errors do: stdout stays for what runs it (`npm pack --silent`
 // prints only the tarball's name).
@@ -40,6 +40,8 @@ const STEPS = [
     '--legal-comments=none', '--log-level=warning', '--outfile=build/console/console.js'] },
   { name: 'console (style)', command: 'esbuild', args: ['console/console.css', '--bundle', '--minify', '--log-level=warning',
     '--outfile=build/console/console.css'] },
+  // esbuild strips the types without reading them: tsc checks them (console/tsconfig.json, the DOM's types).
+  { name: 'console (types)', command: 'tsc', args: ['-p', 'console'] },
 ];
 /** The console's page, copied as it is beside its script and style. */
 const CONSOLE_PAGE = ['console/index.html', 'build/console/index.html'];
