@@ -264,6 +264,7 @@ export class TokenService {
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
         knownParams(p, 'auth.newToken', ['password', 'endpoints', 'methods', 'expiresIn', 'label', 'rateLimit', 'burst', 'quota', 'allowedClients']);
         const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
         const endpoints = endpointsParam(p);
         const extra = {
           label: labelParam(p), lifetime: lifetimeParam(p, this.maxTokenLifetime), methods: methodsParam(p), limits: limitEntries(p),
@@ -278,13 +279,16 @@ export class TokenService {
       })],
       ['auth.listTokens', (p, c) => this.audited('auth.listTokens', c, async (audit) => {
         knownParams(p, 'auth.listTokens', ['password']);
-        const tokens = await this.listTokens(credential(p, c), c);
+        const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
+        const tokens = await this.listTokens(password, c);
         audit.count = tokens.length;
         return { tokens };
       })],
       ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
         knownParams(p, 'auth.revokeToken', ['password', 'token', 'id']);
         const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
         if (p.token !== undefined && p.id !== undefined) {
           throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id, not both');
         }
@@ -315,6 +319,7 @@ export class TokenService {
       ['auth.rotateToken', (p, c) => this.audited('auth.rotateToken', c, async (audit) => {
         knownParams(p, 'auth.rotateToken', ['password', 'token', 'id', 'overlap']);
         const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
         if ((p.token === undefined) === (p.id === undefined)) {
           throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id (the token\'s id), one of them');
         }

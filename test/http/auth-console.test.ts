@@ -76,6 +76,13 @@ for (const threads of ['1', '2']) {
     t.same(JSON.parse(out.text).result, { success: true }, 'signed out');
     t.equal((await jsonrpc(AUTH, 'auth.listTokens', {}, 1, nextHeaders)).error?.code, -32000, 'the signed-out session is refused');
 
+    const audits = await server.waitForLines((l) => l.msg === 'audit' && l.method === 'auth.newToken' && l.by === 'session', 1);
+    t.equal(audits[0].outcome, 'ok', 'a call by session is audited as one');
+    await server.waitForLines((l) => l.msg === 'audit' && l.method === 'auth.signOut', 1);
+    const written = server.stdout() + server.stderr();
+    t.notOk(written.includes(session) || written.includes(next) || written.includes(server.password),
+      'no log line holds a session or the password');
+
     const batch = await postJson(AUTH, [{ jsonrpc: '2.0', id: 1, method: 'auth.signIn', params: { password: server.password } },
       { jsonrpc: '2.0', id: 2, method: 'auth.listTokens', params: { password: server.password } }]);
     t.match(batch.headers['set-cookie'] ?? '', COOKIE, 'a sign-in in a batch sets its cookie too');
