@@ -12,8 +12,19 @@ export const LIVE_PATH = '/ext/auth/live';
 /** The gate's verdict for a request a proxy in front names (nginx auth_request, Caddy forward_auth); no token. */
 export const CHECK_PATH = '/ext/auth/check';
 
+/**
+ * The operator's console (--console): its page, and its files below it. Always api-auth's
+ * own, console or not (without one they are not found): a console session is a token
+ * whose one endpoint is CONSOLE_PATH, so no request for it may ever reach the node.
+ */
+export const CONSOLE_PATH = '/ext/auth/console';
+/** The console's files, by name under CONSOLE_PATH; the build writes them to build/console. */
+export const CONSOLE_FILES: readonly string[] = ['console.js', 'console.css'];
+/** CONSOLE_PATH and its files' paths. */
+export const CONSOLE_PATHS: readonly string[] = [CONSOLE_PATH, ...CONSOLE_FILES.map((name) => `${CONSOLE_PATH}/${name}`)];
+
 /** Every path api-auth answers itself: none may be a public endpoint or the metrics path. */
-export const OWN_PATHS: readonly string[] = [AUTH_PATH, HEALTH_PATH, LIVE_PATH, CHECK_PATH];
+export const OWN_PATHS: readonly string[] = [AUTH_PATH, HEALTH_PATH, LIVE_PATH, CHECK_PATH, ...CONSOLE_PATHS];
 
 /** The largest JSON-RPC body a local endpoint reads (64 KiB; the options' LIMITS.rpcBody). */
 export const MAX_BODY_BYTES = 65536;

@@ -133,6 +133,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       },
       websocket: { ...websocketSettings(config), sessions: ledgerMemory(config.wsMaxSessions) },
       trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, serving: fence && fenceReader(fence),
+      console: config.console, secure: config.tls !== undefined,
       accessLog: accessWriter,
     });
     return withAccessLog(await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets)
@@ -173,6 +174,7 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
     memory: core.memory,
     settings: {
       authRequired: config.authRequired && config.passwordFile !== undefined,
+      console: config.console,
       publicEndpoints: config.publicEndpoints,
       metricsPath: config.metricsPath,
       upstream: config.upstream && { origin: config.upstream.origin, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody,

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm run build`: the core three ways with asc (release, debug, and the shared-memory
-// build the HTTP threads use) and the host with tsc, into build/.
+// build the HTTP threads use), the host with tsc, and the operator's console with esbuild, into build/.
 //
 // A build whose inputs and outputs are both unchanged is not run again. `npm ci` builds
 // (prepare), and then `npm test` and `npm pack` (prepare again) would rebuild the same tree,
@@ -13,13 +13,13 @@
 // that no output outlives its source.
 // `--force` builds in full anyway.
 //
-// The four compiles are independent, so they run side by side, as many at a time as the
+// The seven steps are independent, so they run side by side, as many at a time as the
 // machine has cores; each one's output is printed whole when it ends. What the build says goes
 // to stderr, as asc's and tsc's errors do: stdout stays for what runs it (`npm pack --silent`
 // prints only the tarball's name).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,16 +34,27 @@ const STEPS = [
   { name: 'core (debug)', command: 'asc', args: ['assembly/index.ts', '--target', 'debug'] },
   { name: 'core (threads)', command: 'asc', args: ['assembly/threads.ts', '--target', 'threads'] },
   { name: 'host', command: 'tsc', args: ['-p', '.'] },
+  // The operator's console (docs/guides/console.md): its script and its style, each one
+  // file with uPlot bundled in, so that the page fetches nothing from elsewhere.
+  { name: 'console (script)', command: 'esbuild', args: ['console/main.ts', '--bundle', '--format=iife', '--target=es2022', '--minify',
+    '--legal-comments=none', '--log-level=warning', '--outfile=build/console/console.js'] },
+  { name: 'console (style)', command: 'esbuild', args: ['console/console.css', '--bundle', '--minify', '--log-level=warning',
+    '--outfile=build/console/console.css'] },
+  // esbuild strips the types without reading them: tsc checks them (console/tsconfig.json, the DOM's types).
+  { name: 'console (types)', command: 'tsc', args: ['-p', 'console'] },
 ];
+/** The console's page, copied as it is beside its script and style. */
+const CONSOLE_PAGE = ['console/index.html', 'build/console/index.html'];
 
 /**
  * What the steps read: folders walked whole, and single files. The compilers are in twice:
  * the lock file pins them, and their installed package.json says what is there.
  */
-const INPUTS = ['assembly', 'host', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json', 'scripts/build.mjs',
-  'node_modules/assemblyscript/package.json', 'node_modules/typescript/package.json'];
+const INPUTS = ['assembly', 'host', 'console', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json', 'scripts/build.mjs',
+  'node_modules/assemblyscript/package.json', 'node_modules/typescript/package.json', 'node_modules/esbuild/package.json',
+  'node_modules/uplot/package.json'];
 /** What the steps write: the core's files at build/'s top, and tsc's trees. Test artefacts elsewhere in build/ are not the build's. */
-const OUTPUT_TREES = ['build/host', 'build/assembly'];
+const OUTPUT_TREES = ['build/host', 'build/assembly', 'build/console'];
 const OUTPUT_FILE = /^core(\.debug|-threads)?\.(wasm|wat)$/;
 
 const USAGE = `Usage: node scripts/build.mjs [--force | --check]   (npm run build [-- --force | --check])
@@ -162,4 +173,5 @@ await Promise.all(Array.from({ length: Math.min(availableParallelism(), queue.le
 }));
 if (failed > 0) process.exit(1);
 chmodSync(join(BUILD, 'host', 'main.js'), 0o755);
+copyFileSync(join(ROOT, CONSOLE_PAGE[0]), join(ROOT, CONSOLE_PAGE[1]));
 writeFileSync(STAMP, `${JSON.stringify({ inputs, outputs: digest(outputFiles()) })}\n`);

@@ -126,6 +126,7 @@ export const SEE_PAGES: Readonly<Record<string, string>> = {
   'Running a fleet': '../guides/fleet.md',
   'When etcd is down': '../guides/fleet.md',
   'Token lifetimes and rotation': 'tokens.md',
+  'The operator\'s console': '../guides/console.md',
 };
 
 /** The link to the section an option's `see` names. */

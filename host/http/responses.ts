@@ -122,5 +122,5 @@ export function writeThrottled(res: HttpResponse, wait: number): void {
     THROTTLED_BODIES.set(wait, body);
   }
   res.writeStatus(tableStatus(RPC_ERRORS[RpcCode.Throttled].httpStatus)).writeHeader('Content-Type', 'application/json')
-    .writeHeader('Retry-After', String(wait)).end(body);
+    .writeHeader('Retry-After', String(wait)).writeHeader('Cache-Control', 'no-store').end(body);
 }

@@ -7,7 +7,9 @@ import type { Logger } from '../ops/log.js';
 import type { MetricsSource } from '../ops/metrics.js';
 import type { TokenServiceLink } from '../service/link.js';
 import type { AuthCheck } from './auth-check.js';
-import { postAuth } from './auth-route.js';
+import { management, postAuth } from './auth-route.js';
+import type { Management } from './rpc-route.js';
+import type { ConsoleFiles } from './console-route.js';
 import { clientAddress } from './client-address.js';
 import type { TrustedProxies } from '../addresses.js';
 import type { InFlight } from './in-flight.js';
@@ -35,15 +37,23 @@ export type Route =
   /** api-auth's own liveness (/ext/auth/live): GET and HEAD, 200 while this thread serves. */
   | { readonly kind: 'liveness' }
   /** The gate's verdict for a proxy in front (/ext/auth/check): any method, as the proxy's subrequest comes. */
-  | { readonly kind: 'check'; readonly check: AuthCheck };
+  | { readonly kind: 'check'; readonly check: AuthCheck }
+  /** The operator's console (/ext/auth/console and its files): GET and HEAD; not found without --console. */
+  | { readonly kind: 'console'; readonly files: ConsoleFiles };
 
 /** Answers requests for local routes; the gate, if any, has let them through. */
 export class LocalRoutes {
   private readonly tarpit = new Tarpit();
+  private readonly management: Management;
 
-  /** `bodies`: where the calls of tokens with limits or a method scope are judged; null when there are no tokens. */
+  /**
+   * `bodies`: where the calls of tokens with limits or a method scope are judged; null when there are no tokens.
+   * `secure`: served over TLS (the console's session cookie is then Secure).
+   */
   constructor(private readonly inFlight: InFlight, private readonly trusted: TrustedProxies, private readonly log: Logger,
-    private readonly bodies: BodyAdmission | null = null) {}
+    private readonly bodies: BodyAdmission | null = null, secure = false) {
+    this.management = management(secure);
+  }
 
   /**
    * Call it from the uWS handler, before returning. `allowOrigin`: the CORS origin the
@@ -75,7 +85,7 @@ export class LocalRoutes {
         return writeMethodNotAllowed(res, method, path, route.probe === null ? 'POST' : 'GET, HEAD, POST');
       case 'auth':
         if (method === 'post') {
-          return postAuth(res, req, route.service, clientAddress(res, req, this.trusted), this.inFlight, this.tarpit, this.log);
+          return postAuth(res, req, route.service, clientAddress(res, req, this.trusted), this.inFlight, this.tarpit, this.log, this.management);
         }
         return writeMethodNotAllowed(res, method, path, 'POST');
       case 'metrics':
@@ -92,6 +102,8 @@ export class LocalRoutes {
         return writeMethodNotAllowed(res, method, path, 'GET, HEAD');
       case 'check':
         return route.check.answer(res, req);
+      case 'console':
+        return route.files.answer(res, method, path);
     }
   }
 

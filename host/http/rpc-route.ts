@@ -4,7 +4,8 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { RPC_ERRORS } from '../errors.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
-import type { CallContext, Reply } from '../rpc/jsonrpc.js';
+import type { CallContext, Reply, SessionCredentials } from '../rpc/jsonrpc.js';
+import { setCookieHeader } from '../service/console-session.js';
 import { writeCorsHeaders } from './cors.js';
 import type { InFlight, Pending } from './in-flight.js';
 import type { BodyAdmission, Ticket } from './body-admission.js';
@@ -35,7 +36,7 @@ export interface JudgedCall {
  * one. Call it from the uWS handler, before returning.
  */
 export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandler, address: string, inFlight: InFlight, log: Logger,
-  allowOrigin = '', judgedCall: JudgedCall | null = null): void {
+  allowOrigin = '', judgedCall: JudgedCall | null = null, management: Management | null = null): void {
   if (!JSON_CONTENT_TYPE.test(req.getHeader('content-type'))) return writeNotJson(res);
   const declared = req.getHeader('content-length');
   // The body is not read, so the connection cannot carry another request.
@@ -43,7 +44,18 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
   const pending = inFlight.begin(res);
   // handle() reads the body before returning, so the usual body, in one piece, is read
   // where uWS holds it, without a copy.
-  readBody(res, pending, (body) => answer(res, handler, body, address, pending, log, allowOrigin, judgedCall));
+  const context: CallContext = management === null ? { address } : { address, session: management.read(req) };
+  readBody(res, pending, (body) => answer(res, handler, body, context, pending, log, allowOrigin, judgedCall, management));
+}
+
+/**
+ * The token service's calls (/ext/auth): the console session a request presents is read
+ * from its head, and every answer is `Cache-Control: no-store`, with the session cookie a
+ * call sets (Secure under TLS).
+ */
+export interface Management {
+  read(req: HttpRequest): SessionCredentials;
+  readonly secure: boolean;
 }
 
 /**
@@ -52,8 +64,8 @@ export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandle
  * made and no cork of its own; a reply that waits (the token service) is written in a
  * cork when it comes.
  */
-function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, address: string, pending: Pending, log: Logger,
-  allowOrigin: string, judgedCall: JudgedCall | null): void {
+function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, context: CallContext, pending: Pending, log: Logger,
+  allowOrigin: string, judgedCall: JudgedCall | null, management: Management | null): void {
   let split: ScopeSplit | null = null;
   if (judgedCall !== null) {
     const judged = judgedCall.bodies.judge(judgedCall.ticket, body, true, 'http');
@@ -67,19 +79,19 @@ function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, addres
   }
   let reply: Reply | Promise<Reply>;
   try {
-    reply = split === null ? handler.handle(body, { address }) : merged(split, handler.handle(split.forward, { address }));
+    reply = split === null ? handler.handle(body, context) : merged(split, handler.handle(split.forward, context));
   } catch (error) {
     failed(res, error, pending, log);
     return;
   }
   if (reply instanceof Promise) {
     reply.then((later) => {
-      if (pending.open) res.cork(() => writeReply(res, later, allowOrigin));
+      if (pending.open) res.cork(() => writeReply(res, later, allowOrigin, management));
       pending.finish();
     }, (error: unknown) => failed(res, error, pending, log));
     return;
   }
-  writeReply(res, reply, allowOrigin);
+  writeReply(res, reply, allowOrigin, management);
   pending.finish();
 }
 
@@ -99,10 +111,11 @@ function failed(res: HttpResponse, error: unknown, pending: Pending, log: Logger
 }
 
 /** Writes a JSON-RPC reply; call it corked. */
-function writeReply(res: HttpResponse, reply: Reply, allowOrigin: string): void {
+function writeReply(res: HttpResponse, reply: Reply, allowOrigin: string, management: Management | null): void {
   const { text, refusal } = reply;
   if (text === null) {
     res.writeStatus('204 No Content');
+    if (management !== null) writeManagementHeaders(res, reply, management);
     if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
     res.endWithoutBody();
     return;
@@ -111,6 +124,13 @@ function writeReply(res: HttpResponse, reply: Reply, allowOrigin: string): void 
   if (refusal !== undefined) {
     res.writeStatus(tableStatus(RPC_ERRORS[refusal.code].httpStatus)).writeHeader('Retry-After', String(refusal.retryAfter));
   }
+  if (management !== null) writeManagementHeaders(res, reply, management);
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   res.writeHeader('Content-Type', 'application/json').end(text + '\n');
+}
+
+/** no-store, and the session cookie a call set; after the status, before the body. */
+function writeManagementHeaders(res: HttpResponse, reply: Reply, management: Management): void {
+  res.writeHeader('Cache-Control', 'no-store');
+  if (reply.cookie !== undefined) res.writeHeader('Set-Cookie', setCookieHeader(reply.cookie.value, reply.cookie.maxAge, management.secure));
 }

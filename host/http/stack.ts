@@ -7,7 +7,8 @@ import type { Core } from '../core/core.js';
 import type { LineWriter } from '../ops/line-writer.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, MetricsSource } from '../ops/metrics.js';
-import { AUTH_PATH, CHECK_PATH, HEALTH_PATH, LIVE_PATH } from '../own-endpoints.js';
+import { AUTH_PATH, CHECK_PATH, CONSOLE_PATHS, HEALTH_PATH, LIVE_PATH } from '../own-endpoints.js';
+import { ConsoleFiles } from './console-route.js';
 import { loggedEndpoint } from '../rpc/jsonrpc.js';
 import type { TokenServiceLink } from '../service/link.js';
 import { VERSION } from '../version.js';
@@ -52,6 +53,10 @@ export interface StackParts {
   readonly serving?: Serving;
   /** Where --access-log's lines go, this thread's writer; none: no access log. Closed with the stack. */
   readonly accessLog?: LineWriter;
+  /** --console: the operator's console is served (with a token service only). */
+  readonly console?: boolean;
+  /** Served over TLS: the console's session cookie is Secure. */
+  readonly secure?: boolean;
 }
 
 export interface Stack {
@@ -75,8 +80,13 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   let gate: Gate | null = null;
   if (service !== undefined) {
     routes.set(AUTH_PATH, { kind: 'auth', service });
-    gate = new Gate(core, metrics, parts.clock, { publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, LIVE_PATH, CHECK_PATH], serving: parts.serving });
+    gate = new Gate(core, metrics, parts.clock, {
+      publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, LIVE_PATH, CHECK_PATH, ...CONSOLE_PATHS], serving: parts.serving,
+    });
   }
+  // Console or not, its paths are api-auth's own: a console session's endpoint never reaches the node.
+  const consoleFiles = new ConsoleFiles(service !== undefined && parts.console === true);
+  for (const path of CONSOLE_PATHS) routes.set(path, { kind: 'console', files: consoleFiles });
   const inFlight = new InFlight();
   const cors = parts.allowedOrigins && new Cors(parts.allowedOrigins);
   routes.set(LIVE_PATH, { kind: 'liveness' });
@@ -94,7 +104,7 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   const gated = gate;
   const access = parts.accessLog === undefined ? null
     : new AccessLog(parts.accessLog, parts.trustedProxies, parts.clock, gated === null ? null : (path) => gated.open(path), metrics);
-  const router = new Router(metrics, admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, bodies), proxy, access);
+  const router = new Router(metrics, admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, bodies, parts.secure === true), proxy, access);
   let websockets: WebSocketRelay | null = null;
   if (parts.upstream !== undefined) {
     const { WebSocketRelay } = await import('./websocket.js');

@@ -88,6 +88,8 @@ export interface ServerConfig {
   readonly tls: TlsFiles | undefined;
   readonly allowedOrigins: AllowedOrigins;
   readonly queryToken: boolean;
+  /** --console: the operator's console at /ext/auth/console. */
+  readonly console: boolean;
   /** Bytes. */
   readonly wsMaxMessage: number;
   /** Seconds. */

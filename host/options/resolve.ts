@@ -25,7 +25,7 @@ const KEYS = Object.keys(SCHEMA) as Key[];
 const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
 
 /** The options that shape issued tokens: they mean nothing while no token is required, and say so at start. */
-const TOKEN_OPTIONS = ['tokenLifetime', 'maxTokenLifetime', 'maxTokens'] as const;
+const TOKEN_OPTIONS = ['tokenLifetime', 'maxTokenLifetime', 'maxTokens', 'console'] as const;
 
 /** TLS to etcd: refused with http:// endpoints, where it would protect nothing. */
 const ETCD_TLS_OPTIONS = ['clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey'] as const;
@@ -115,6 +115,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     tls: tls(v),
     allowedOrigins: v.allowedOrigins,
     queryToken: v.queryToken,
+    console: v.console,
     wsMaxMessage: v.wsMaxMessage,
     wsIdleTimeout: v.wsIdleTimeout,
     wsMaxSessions: sessions,

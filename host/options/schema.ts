@@ -90,6 +90,11 @@ export const SCHEMA = {
     // of about 1.8 MB (some 175 bytes an entry with a short label and one endpoint).
     doc: 'live tokens at most, 1 to 1000000, revoked ones counted until they expire; auth.newToken past it is a resource-limit error',
   }),
+  console: option<boolean, boolean>({
+    flag: 'console', kind: 'boolean', default: false, parse: flag,
+    doc: 'serve the operator\'s console, a browser page to issue, list, rotate and revoke tokens, at /ext/auth/console ' +
+      '(with --api-auth-required; sign in with the password)', see: 'The operator\'s console',
+  }),
   dataDir: option<string, string>({
     flag: 'data-dir', kind: 'path', default: join(homedir(), '.api-auth'), shownDefault: '~/.api-auth', parse: file('a folder path'),
     doc: 'where durable state lives: tokens\' key, revocations, password changes; created 0700 when missing, locked while open',

@@ -18,6 +18,30 @@ export type Params = Readonly<Record<string, unknown>>;
 export interface CallContext {
   /** The client's address, as the transport saw it; '' for the built-in node endpoints, whose methods do not read it. */
   readonly address: string;
+  /** What a browser's request to /ext/auth brought of a console session (its cookie, CSRF header, origin); none elsewhere. */
+  readonly session?: SessionCredentials;
+}
+
+/** A console session as a request presents it (service/console-session.ts): plain values, as a thread passes them. */
+export interface SessionCredentials {
+  /** The session cookie's value; '' when the request has none. */
+  readonly token: string;
+  /** The CSRF header's value; '' when the request has none. */
+  readonly csrf: string;
+  /** False when the request names an Origin that is not the server's own (its Host). */
+  readonly sameOrigin: boolean;
+}
+
+/** The session cookie a reply sets: its value (the session), or '' with maxAge 0 to clear it. */
+export interface ReplyCookie {
+  readonly value: string;
+  /** Seconds. */
+  readonly maxAge: number;
+}
+
+/** A method's result that also sets (or clears) the session cookie: `value` is the JSON-RPC result. */
+export class WithCookie {
+  constructor(readonly value: unknown, readonly cookie: ReplyCookie) {}
 }
 
 /** A method returns its result (any JSON value) or throws RpcError for an error response. */
@@ -29,6 +53,8 @@ export type MethodTable = ReadonlyMap<string, Method>;
 export interface Reply {
   readonly text: string | null;
   readonly refusal?: { readonly code: RpcCode; readonly retryAfter: number };
+  /** The session cookie to set, when a call signed in, renewed or signed out (WithCookie). */
+  readonly cookie?: ReplyCookie;
 }
 
 /** -32602 `invalid params: <name> must be <what>`. */
@@ -130,17 +156,20 @@ export class JsonRpcEndpoint {
       if (reply instanceof Promise) return this.finishBatch(reply, message, text, i, context, responses);
       if (reply.text !== null) responses.push(reply.text);
     }
-    return batchReply(responses);
+    return batchReply(responses, undefined);
   }
 
   /** The rest of a batch from the first call that did not answer at once. */
   private async finishBatch(pending: Promise<Reply>, batch: unknown[], text: string, from: number, context: CallContext,
     responses: string[]): Promise<Reply> {
+    // The token service's calls all come here; the last cookie a call set is the batch's.
+    let cookie: ReplyCookie | undefined;
     for (let i = from; i < batch.length; i++) {
-      const { text: response } = await (i === from ? pending : this.call(batch[i], text, i, context));
-      if (response !== null) responses.push(response);
+      const reply = await (i === from ? pending : this.call(batch[i], text, i, context));
+      if (reply.text !== null) responses.push(reply.text);
+      if (reply.cookie !== undefined) cookie = reply.cookie;
     }
-    return batchReply(responses);
+    return batchReply(responses, cookie);
   }
 
   /** `index` is the request's place in a batch, -1 for a lone request; `text` is the body. */
@@ -194,12 +223,17 @@ export class JsonRpcEndpoint {
 }
 
 function success(result: unknown, notification: boolean, idJson: string): Reply {
+  if (result instanceof WithCookie) {
+    const { cookie } = result;
+    return notification ? { text: null, cookie } : { text: `{"jsonrpc":"2.0","result":${JSON.stringify(result.value)},"id":${idJson}}`, cookie };
+  }
   if (notification) return { text: null };
   return { text: `{"jsonrpc":"2.0","result":${JSON.stringify(result)},"id":${idJson}}` };
 }
 
-function batchReply(responses: string[]): Reply {
-  return { text: responses.length === 0 ? null : `[${responses.join(',')}]` };
+function batchReply(responses: string[], cookie: ReplyCookie | undefined): Reply {
+  const text = responses.length === 0 ? null : `[${responses.join(',')}]`;
+  return cookie === undefined ? { text } : { text, cookie };
 }
 
 function shortened(name: string): string {

@@ -16,8 +16,9 @@ import type { Clock } from '../clock.js';
 import { Core, GrantError, IssueError, MAX_ENDPOINTS, MAX_METHODS, METHOD_RULES, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
 import type { Claims } from '../core/core.js';
 import { BusyError, FleetError, GRANT_ERRORS, ISSUE_ERRORS, RpcCode, RpcError, throttledMessage } from '../errors.js';
-import { invalidParams, knownParams, stringParam } from '../rpc/jsonrpc.js';
+import { invalidParams, knownParams, stringParam, WithCookie } from '../rpc/jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';
+import { csrfFor, csrfMatches, reservedEndpoint, SESSION_ENDPOINTS, SESSION_METHODS, SESSION_SECONDS } from './console-session.js';
 import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
@@ -102,7 +103,7 @@ export class TokenService {
    * itself, and its id. `lifetime` (seconds, at most --max-token-lifetime) and `label`
    * come checked by their params.
    */
-  async newToken(password: string, endpoints: readonly string[], extra: NewTokenOptions, context: CallContext):
+  async newToken(password: Credential, endpoints: readonly string[], extra: NewTokenOptions, context: CallContext):
     Promise<{ token: string; claims: Claims; id: string }> {
     if (endpoints.length === 0 || endpoints.length > MAX_ENDPOINTS) {
       throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
@@ -127,7 +128,7 @@ export class TokenService {
   }
 
   /** The live tokens of the current password generation, in issue order, as auth.listTokens shows them. */
-  async listTokens(password: string, context: CallContext): Promise<ListedToken[]> {
+  async listTokens(password: Credential, context: CallContext): Promise<ListedToken[]> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
       const others = await this.inventory.othersUsage?.();
@@ -169,7 +170,7 @@ export class TokenService {
    * is left alone. Says whether this call revoked it, what the core found the token to be
    * (the outcome), and its claims when it was one of this node's tokens, live or revoked.
    */
-  async revokeToken(password: string, token: string, context: CallContext): Promise<{ revoked: boolean; outcome: Outcome; claims?: Claims }> {
+  async revokeToken(password: Credential, token: string, context: CallContext): Promise<{ revoked: boolean; outcome: Outcome; claims?: Claims }> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
       const { outcome, claims } = this.core.inspect(token, this.now());
@@ -189,7 +190,7 @@ export class TokenService {
    * revoked. An id that is malformed, or names no live token (never issued, expired, of
    * an earlier password), is left alone, as a dead token is.
    */
-  async revokeById(password: string, id: string, context: CallContext): Promise<IdRevocation> {
+  async revokeById(password: Credential, id: string, context: CallContext): Promise<IdRevocation> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
       const serial = parseTokenId(id);
@@ -214,7 +215,7 @@ export class TokenService {
    * carried over to the new id. The new entry, which carries the end, is durable (and in
    * a fleet held by every gateway) before the answer.
    */
-  async rotateToken(password: string, target: { token: string } | { id: string }, params: Params, context: CallContext):
+  async rotateToken(password: Credential, target: { token: string } | { id: string }, params: Params, context: CallContext):
     Promise<{ token: string; claims: Claims; id: string; from: InventoryEntry }> {
     const checked = await this.authenticate(password, context);
     const { issued, durable, from } = await this.exclusive(checked, async () => {
@@ -294,7 +295,8 @@ export class TokenService {
     return new Map<string, Method>([
       ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
         knownParams(p, 'auth.newToken', ['password', 'endpoints', 'methods', 'expiresIn', 'label', 'rateLimit', 'burst', 'quota', 'allowedClients']);
-        const password = passwordParam(p, 'password');
+        const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
         const endpoints = endpointsParam(p);
         const extra = {
           label: labelParam(p), lifetime: lifetimeParam(p, this.maxTokenLifetime), methods: methodsParam(p), limits: limitEntries(p),
@@ -309,7 +311,9 @@ export class TokenService {
       })],
       ['auth.listTokens', (p, c) => this.audited('auth.listTokens', c, async (audit) => {
         knownParams(p, 'auth.listTokens', ['password']);
-        const tokens = await this.listTokens(passwordParam(p, 'password'), c);
+        const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
+        const tokens = await this.listTokens(password, c);
         audit.count = tokens.length;
         return { tokens };
       })],
@@ -328,7 +332,8 @@ export class TokenService {
       })],
       ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
         knownParams(p, 'auth.revokeToken', ['password', 'token', 'id']);
-        const password = passwordParam(p, 'password');
+        const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
         if (p.token !== undefined && p.id !== undefined) {
           throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id, not both');
         }
@@ -358,7 +363,8 @@ export class TokenService {
       })],
       ['auth.rotateToken', (p, c) => this.audited('auth.rotateToken', c, async (audit) => {
         knownParams(p, 'auth.rotateToken', ['password', 'token', 'id', 'overlap']);
-        const password = passwordParam(p, 'password');
+        const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
         if ((p.token === undefined) === (p.id === undefined)) {
           throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id (the token\'s id), one of them');
         }
@@ -379,6 +385,27 @@ export class TokenService {
         knownParams(p, 'auth.changePassword', ['oldPassword', 'newPassword']);
         audit.generation = await this.changePassword(passwordParam(p, 'oldPassword'), passwordParam(p, 'newPassword'), c);
         return { success: true };
+      })],
+      ['auth.signIn', (p, c) => this.audited('auth.signIn', c, async (audit) => {
+        knownParams(p, 'auth.signIn', ['password']);
+        if (c.session !== undefined && !c.session.sameOrigin) throw foreignOrigin();
+        const { token, claims } = await this.signIn(passwordParam(p, 'password'), c);
+        audit.serial = claims.serial;
+        audit.generation = claims.generation;
+        return new WithCookie(sessionAnswer(token, claims), { value: token, maxAge: claims.expiry - this.now() });
+      })],
+      ['auth.renewSession', (p, c) => this.audited('auth.renewSession', c, async (audit) => {
+        knownParams(p, 'auth.renewSession', []);
+        const { token, claims, from } = await this.renewSession(c);
+        audit.serial = claims.serial;
+        audit.generation = claims.generation;
+        audit.renewedFrom = from;
+        return new WithCookie(sessionAnswer(token, claims), { value: token, maxAge: claims.expiry - this.now() });
+      })],
+      ['auth.signOut', (p, c) => this.audited('auth.signOut', c, async (audit) => {
+        knownParams(p, 'auth.signOut', []);
+        audit.serial = await this.signOut(c);
+        return new WithCookie({ success: true }, { value: '', maxAge: 0 });
       })],
     ]);
   }
@@ -405,7 +432,11 @@ export class TokenService {
    * cannot overrun the allowance; a wrong password stays counted. Returns the record it
    * matched.
    */
-  private async authenticate(password: string, context: CallContext): Promise<PasswordRecord> {
+  private async authenticate(password: Credential, context: CallContext): Promise<PasswordRecord> {
+    if (typeof password !== 'string') {
+      this.session(context);
+      return this.password;
+    }
     const check = this.throttle.begin(context.address, this.clock());
     if (typeof check === 'number') {
       if (this.metrics) this.metrics.passwordsThrottled++;
@@ -446,6 +477,59 @@ export class TokenService {
     shared.succeeded();
     if (this.metrics) this.metrics.passwordsAccepted++;
     return record;
+  }
+
+  /**
+   * A console session for the password (console-session.ts): a token of the reserved
+   * grant, recorded like any token but never listed, for SESSION_SECONDS.
+   */
+  async signIn(password: string, context: CallContext): Promise<{ token: string; claims: Claims }> {
+    const checked = await this.authenticate(password, context);
+    return this.exclusive(checked, () => this.issueSession());
+  }
+
+  /** A new session for the one the call presents, which ends (revoked) as the new one is had. */
+  async renewSession(context: CallContext): Promise<{ token: string; claims: Claims; from: number }> {
+    const old = this.session(context);
+    return this.exclusive(this.password, async () => {
+      const issued = await this.issueSession();
+      await this.recorded(() => this.ledger.revoke(old.serial, old.expiry));
+      return { ...issued, from: old.serial };
+    });
+  }
+
+  /** Ends the session the call presents (revoked, fleet-wide); its serial. */
+  async signOut(context: CallContext): Promise<number> {
+    const old = this.session(context);
+    await this.exclusive(this.password, () => this.recorded(() => this.ledger.revoke(old.serial, old.expiry)));
+    return old.serial;
+  }
+
+  private async issueSession(): Promise<{ token: string; claims: Claims }> {
+    const grant = this.findGrant(SESSION_ENDPOINTS, SESSION_METHODS, undefined);
+    return this.recorded(() => this.ledger.issue({ id: grant, endpoints: SESSION_ENDPOINTS, methods: SESSION_METHODS }, this.now(), SESSION_SECONDS));
+  }
+
+  /**
+   * The claims of the console session a call presents: its cookie a live token of the
+   * reserved grant (not expired, revoked, or of an earlier password), its CSRF header the
+   * session's, its Origin, when it names one, the server's own. Anything else is refused.
+   */
+  private session(context: CallContext): Claims {
+    const presented = context.session;
+    if (presented === undefined || presented.token === '') {
+      throw new RpcError(RpcCode.IncorrectPassword, 'no console session: give password, or sign in (auth.signIn) and send its cookie');
+    }
+    if (!presented.sameOrigin) throw foreignOrigin();
+    if (!csrfMatches(presented.token, presented.csrf)) {
+      throw new RpcError(RpcCode.IncorrectPassword, 'the console session\'s CSRF header (X-Api-Auth-Csrf) is missing or wrong');
+    }
+    const { outcome, claims } = this.core.inspect(presented.token, this.now());
+    if (outcome !== Outcome.Valid || claims === undefined || claims.grant !== this.findGrant(SESSION_ENDPOINTS, SESSION_METHODS, undefined)) {
+      throw new RpcError(RpcCode.IncorrectPassword, 'the console session is not live (expired, signed out, ended by a password change, ' +
+        'or not a session); sign in again');
+    }
+    return claims;
   }
 
   /** Whether `serial` was rotated and its overlap is over: it ends as if revoked. */
@@ -505,6 +589,27 @@ export class TokenService {
       throw new RpcError(GRANT_ERRORS[error.code].rpcCode, error.message);
     }
   }
+}
+
+/** A password, or the console session the call presents (its context's): what a management method is authorised by. */
+export type Credential = string | { readonly session: true };
+
+/**
+ * A management method's credential: its `password` param when it has one, else the
+ * console session its context carries (checked when the method authenticates).
+ */
+function credential(params: Params, context: CallContext): Credential {
+  if (params.password === undefined && context.session !== undefined && context.session.token !== '') return { session: true };
+  return passwordParam(params, 'password');
+}
+
+/** What auth.signIn and auth.renewSession answer: the session's CSRF value and its end; the session itself is in the cookie alone. */
+function sessionAnswer(token: string, claims: Claims): { csrf: string; expiresAt: string } {
+  return { csrf: csrfFor(token), expiresAt: rfc3339(claims.expiry) };
+}
+
+function foreignOrigin(): RpcError {
+  return new RpcError(RpcCode.IncorrectPassword, 'a console call must come from the console\'s own origin');
 }
 
 /** What newToken takes beyond the original's params, checked. */
@@ -657,6 +762,11 @@ function endpointsParam(params: Params): string[] {
   const value = params.endpoints;
   if (!Array.isArray(value) || !value.every((e) => typeof e === 'string')) {
     throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
+  }
+  const reserved = value.findIndex(reservedEndpoint);
+  if (reserved >= 0) {
+    throw invalidParams(`endpoints[${reserved}]`, 'not the console\'s (/ext/auth/console and below): no token grants it; ' +
+      'an operator signs in to it with the password (auth.signIn)');
   }
   return value;
 }

@@ -18,7 +18,7 @@ import type { LineTarget } from '../ops/line-writer.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
 import type { MetricsSource, Scrape } from '../ops/metrics.js';
-import type { CallContext, Reply } from '../rpc/jsonrpc.js';
+import type { CallContext, Reply, SessionCredentials } from '../rpc/jsonrpc.js';
 import { InvariantError } from '../api-auth-error.js';
 
 /** How often each HTTP thread bumps its heartbeat counter, in ms. */
@@ -27,6 +27,8 @@ export const HEARTBEAT_MS = 500;
 /** What an HTTP thread needs to know of the options; plain data, as a thread gets it. */
 export interface HttpSettings {
   readonly authRequired: boolean;
+  /** --console: the operator's console is served. */
+  readonly console: boolean;
   /** Exact paths that need no token. */
   readonly publicEndpoints: readonly string[];
   readonly metricsPath: string;
@@ -77,7 +79,7 @@ export type ThreadMessage =
   | { readonly t: 'log'; readonly level: Level; readonly msg: string; readonly fields?: Fields; readonly time: number }
   /** Something failed that the thread cannot recover from; the owner stops the process. */
   | { readonly t: 'fatal'; readonly error: string }
-  | { readonly t: 'auth'; readonly id: number; readonly body: Uint8Array; readonly address: string }
+  | { readonly t: 'auth'; readonly id: number; readonly body: Uint8Array; readonly address: string; readonly session?: SessionCredentials }
   | { readonly t: 'scrape'; readonly id: number }
   | { readonly t: 'collected'; readonly id: number; readonly metrics: MetricsJson }
   | { readonly t: 'collected'; readonly id: number; readonly error: string }
@@ -148,7 +150,7 @@ export class OwnerLink {
       // The body may be a view on uWS's own memory, valid only until handle() returns (the
       // link's contract): it is copied, and the copy moved to the owner.
       const own = body.slice();
-      this.post({ t: 'auth', id, body: own, address: context.address }, [own.buffer as ArrayBuffer]);
+      this.post({ t: 'auth', id, body: own, address: context.address, session: context.session }, [own.buffer as ArrayBuffer]);
     }),
   };
 
@@ -297,7 +299,7 @@ export class ThreadLink {
         break;
       case 'auth': {
         const { id } = message;
-        this.handlers.auth(message.body, { address: message.address }).then(
+        this.handlers.auth(message.body, message.session === undefined ? { address: message.address } : { address: message.address, session: message.session }).then(
           (reply) => this.reply({ t: 'auth', id, reply }),
           (error: unknown) => this.reply({ t: 'auth', id, error: messageOf(error) }),
         );

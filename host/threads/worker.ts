@@ -49,6 +49,8 @@ await runHttpThread(async ({ data, owner, log }) => {
     log,
     clock: systemClock,
     allowedOrigins: settings.allowedOrigins,
+    console: settings.console,
+    secure: settings.tls !== undefined,
     serving: settings.fence && fenceReader(settings.fence),
     // A descriptor of the thread's own, which it alone writes, reopens and closes.
     accessLog: access && new LineWriter(access, await openTarget(access.path), metrics, log),
