@@ -445,6 +445,8 @@ async function loadUsage(): Promise<void> {
   chart = null;
   const area = $('chart');
   area.replaceChildren();
+  const total = $('usage-total');
+  total.textContent = '';
   if (usage.error !== undefined) {
     message.textContent = usage.error.code === -32601 ? 'usage history is not available on this node' : usage.error.message;
     area.classList.add('empty-chart');
@@ -456,6 +458,10 @@ async function loadUsage(): Promise<void> {
   const x = hours.map((h) => Date.parse(h.at) / 1000);
   const requests = hours.map((h) => h.requests);
   const refusals = hours.map((h) => Object.values(h.refusals).reduce((a, b) => a + b, 0));
+  const sum = (list: number[]): number => list.reduce((a, b) => a + b, 0);
+  const whose = select.value === '' ? 'the node' : select.value;
+  total.textContent = `${sum(requests)} requests` + (select.value === '' ? ` and ${sum(refusals)} refusals` : '') +
+    ` for ${whose} in the last ${hours.length} hours, by the hour (UTC)`;
   chart = new uPlot({
     width: Math.max(320, area.clientWidth || 900), height: 320,
     series: [{}, { label: 'requests', stroke: '#3b6ef5', fill: 'rgba(59,110,245,0.12)', width: 2 },

@@ -143,7 +143,7 @@ export class TokenService {
    * live token `id` names, or (undefined) of every token, with the refusals by reason; in
    * a fleet, the other gateways' published counts added (usage-history.ts).
    */
-  async usageHistory(password: string, id: string | undefined, hours: number, context: CallContext): Promise<UsageHistoryAnswer> {
+  async usageHistory(password: Credential, id: string | undefined, hours: number, context: CallContext): Promise<UsageHistoryAnswer> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
       let serial: number | undefined;
@@ -319,7 +319,8 @@ export class TokenService {
       })],
       ['auth.usageHistory', (p, c) => this.audited('auth.usageHistory', c, async (audit) => {
         knownParams(p, 'auth.usageHistory', ['password', 'id', 'hours']);
-        const password = passwordParam(p, 'password');
+        const password = credential(p, c);
+        if (typeof password !== 'string') audit.by = 'session';
         const id = p.id === undefined ? undefined : stringParam(p, 'id');
         const hours = p.hours === undefined ? HISTORY_HOURS : p.hours;
         if (typeof hours !== 'number' || !Number.isSafeInteger(hours) || hours < 1 || hours > HISTORY_HOURS) {

@@ -224,15 +224,30 @@ t.test('rotate, then revoke, from the table; the gateway refuses each old token'
   t.equal(revoked.status, 401, 'the revoked token is refused');
 });
 
-t.test('the usage page says when the node has no usage history; the node page shows its health', async (t) => {
+t.test('the usage page charts a token\'s calls by the hour, and the chart moves with its calls; the node page shows its health', async (t) => {
+  const { token, id } = (await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['/'], label: 'charted' })).result as { token: string; id: string };
+  const use = async (n: number): Promise<void> => {
+    for (let i = 0; i < n; i++) {
+      const answer = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: i, method: 'eth_chainId' }, [['Authorization', `Bearer ${token}`]]);
+      t.equal(answer.status, 200, `call ${i + 1} through the gateway`);
+    }
+  };
+  await use(3);
   await page.click('nav a[data-page="usage"]');
-  await page.waitForFunction(() => document.getElementById('usage-message')?.textContent !== '');
-  const probe = await withSession('auth.usageHistory', {}, [['Cookie', `api-auth-session=${await sessionCookie()}`]]);
-  if (probe.error?.code === -32601) {
-    t.equal(await page.textContent('#usage-message'), 'usage history is not available on this node', 'said in the chart\'s place');
-  } else {
-    t.equal(await page.locator('#chart .uplot').count(), 1, 'the chart is drawn');
-  }
+  await page.waitForFunction(() => document.getElementById('usage-total')?.textContent?.includes('for the node') === true);
+  t.equal(await page.locator('#chart .uplot').count(), 1, 'the node\'s chart is drawn');
+  t.equal(await page.textContent('#usage-message'), '', 'with no message in its place');
+  await page.waitForSelector(`#usage-token option[value="${id}"]`, { state: 'attached' });
+  await page.selectOption('#usage-token', id);
+  await page.waitForFunction((id) => document.getElementById('usage-total')?.textContent?.startsWith(`3 requests for ${id} `) === true, id);
+  t.pass('the token\'s 3 calls are charted');
+  await use(2);
+  await page.selectOption('#usage-token', '');
+  await page.waitForFunction(() => document.getElementById('usage-total')?.textContent?.includes('for the node') === true);
+  await page.selectOption('#usage-token', id);
+  await page.waitForFunction((id) => document.getElementById('usage-total')?.textContent?.startsWith(`5 requests for ${id} `) === true, id);
+  t.pass('two calls later, the chart shows 5');
+  t.equal(await page.locator('#chart .uplot').count(), 1, 'the token\'s chart is drawn');
   await page.screenshot({ path: join(SHOTS, 'usage.png') });
   await page.click('nav a[data-page="node"]');
   await page.waitForSelector('#node-cards .stat h3:text("Tokens")');
