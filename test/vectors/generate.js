@@ -12,7 +12,7 @@ import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { ABI_VERSION, Core, Outcome, grantEntries, splitGrantEntries } from '../../build/host/core/core.js';
 import { coreModule } from '../../build/host/core/module.js';
-import { addressBytes } from '../../build/host/http/client-address.js';
+import { addressBytes } from '../../build/host/addresses.js';
 import { clientRange } from '../../build/host/service/token-params.js';
 import { CLIENT_RANGES } from './client-ranges.js';
 import { fixedEntropy, toHex } from './run-vectors.js';
