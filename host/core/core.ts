@@ -12,14 +12,16 @@
 // state: one of them, the owner, sets the memory up and makes every change; the others
 // attach to it and check tokens.
 import { instantiateSync } from '@assemblyscript/loader';
+import { MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, PAGE_BYTES } from '../../assembly/memory-map.js';
+import { Outcome } from '../../assembly/outcome.js';
 import {
-  ADMIT_UNKNOWN_GRANT, ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, PASSWORD_NEEDS_ENTROPY, RESERVE_OUT_OF_WINDOW,
+  ADMIT_UNKNOWN_GRANT, ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, PASSWORD_NEEDS_ENTROPY, RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW,
 } from '../../assembly/results.js';
 import { InvariantError } from '../api-auth-error.js';
-import { ABI_VERSION, GENERATED_PASSWORD_LENGTH, issueError, Outcome, RESERVE_EXPIRED, RESULT } from './abi.js';
+import { ABI_VERSION, GENERATED_PASSWORD_LENGTH, issueError, RESULT } from './abi.js';
 import type { Claims, Exports, RevokeResult } from './abi.js';
 import { encodeGrant, grantRefusal } from './grants.js';
-import { DEFAULT_WINDOW_LOG2, MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, PAGE_BYTES, sharedMemory, sharedMemoryPages } from './memory.js';
+import { DEFAULT_WINDOW_LOG2, sharedMemory, sharedMemoryPages } from './memory.js';
 
 export interface CoreOptions {
   /** The revocation window: 2^windowLog2 tokens may be live at once (12..30, default 22). */

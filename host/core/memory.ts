@@ -1,25 +1,28 @@
 // The threads build's memory, sized by the host: a shared memory cannot grow (its buffers
 // must stay valid on every thread), so the host makes it big enough, once, for the whole
-// state and every instance's slot (assembly/layout.ts, "Where everything lives").
-/** A Wasm page. */
-export const PAGE_BYTES = 65536;
-/** The revocation window's size, as the log2 of its serials: the default and the bounds `init` accepts. */
-export const DEFAULT_WINDOW_LOG2 = 22;
-export const MIN_WINDOW_LOG2 = 12;
-export const MAX_WINDOW_LOG2 = 30;
-/** Slots of the core's limits table (assembly/limits.ts): tokens with limits that have been used and not yet expired. */
-export const LIMIT_SLOTS = 65536;
+// state and every instance's slot. The numbers are the core's own (assembly/memory-map.ts,
+// compiled for the host too); go/core/memory_map.go is generated from the same file.
+import {
+  EXPIRY_BYTES, EXPIRY_PAGE_LOG2, GRANT_INDEX_ENTRY_BYTES, HEAP_BASE, LIMIT_SLOT_BYTES, LIMIT_SLOTS_LOG2, MAX_GRANT_BYTES, MAX_GRANTS,
+  MAX_PAGES, MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, PAGE_BYTES, RING_BYTE_LOG2, SLOT_BYTES, TABLE_ALIGN,
+} from '../../assembly/memory-map.js';
 
-// The threads build's memory map (assembly/layout.ts and slots.ts): the data below the
-// heap, the grant index, the revocation ring and its page expiries, the limits and usage
-// tables (LIMIT_TABLE_BYTES each), room for every grant
-// list, then one slot per instance beyond the owner's. test/unit/core-threads.test.ts pins it.
-const HEAP_BASE = 2 * PAGE_BYTES;
-const GRANT_INDEX_BYTES = 65536 * 16;
-const LIMIT_TABLE_BYTES = LIMIT_SLOTS * 64;
-const MAX_GRANT_BYTES = 16 * 2 ** 20;
-const SLOT_BYTES = 96 * 1024;
-const MAX_PAGES = 32768;
+/** The revocation window api-auth runs with: 2^22 serials. */
+export const DEFAULT_WINDOW_LOG2 = 22;
+/** Slots of the core's limits table (assembly/limits.ts): tokens with limits that have been used and not yet expired. */
+export const LIMIT_SLOTS = 2 ** LIMIT_SLOTS_LOG2;
+
+/**
+ * The bytes of the state `init` lays out for a window of 2^windowLog2 serials, from the
+ * memory's start to the end of the grant area, where the threads build's slots of
+ * attached instances begin (assembly/index.ts, `init`).
+ */
+function stateBytes(windowLog2: number): number {
+  const ring = 2 ** (windowLog2 - RING_BYTE_LOG2);
+  const expiries = EXPIRY_BYTES * 2 ** (windowLog2 - EXPIRY_PAGE_LOG2);
+  const tables = Math.ceil((HEAP_BASE + MAX_GRANTS * GRANT_INDEX_ENTRY_BYTES + ring + expiries) / TABLE_ALIGN) * TABLE_ALIGN;
+  return tables + 2 * LIMIT_SLOTS * LIMIT_SLOT_BYTES + MAX_GRANT_BYTES;
+}
 
 /**
  * The pages of a shared memory for the threads build: the state of a revocation window
@@ -31,9 +34,7 @@ export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1)
     throw new RangeError(`windowLog2 must be an integer from ${MIN_WINDOW_LOG2} to ${MAX_WINDOW_LOG2}`);
   }
   if (!Number.isInteger(threads) || threads < 1) throw new RangeError('threads must be an integer of at least 1');
-  const heap = HEAP_BASE + GRANT_INDEX_BYTES + 2 ** windowLog2 / 8 + 2 ** (windowLog2 - 12) * 8;
-  const slots = Math.ceil(heap / 64) * 64 + 2 * LIMIT_TABLE_BYTES + MAX_GRANT_BYTES;
-  const pages = Math.ceil((slots + (threads - 1) * SLOT_BYTES) / PAGE_BYTES);
+  const pages = Math.ceil((stateBytes(windowLog2) + (threads - 1) * SLOT_BYTES) / PAGE_BYTES);
   if (pages > MAX_PAGES) throw new RangeError(`${threads} threads with windowLog2 ${windowLog2} need more than the threads build's 2 GiB`);
   return pages;
 }
