@@ -280,8 +280,11 @@ export class Core {
     if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
     if (result !== 1) return undefined;
     const v = this.dv();
-    return { here: Number(v.getBigUint64(this.resultPtr + RESULT.HERE, true)), others: Number(v.getBigUint64(this.resultPtr + RESULT.OTHERS, true)),
-      window: v.getUint32(this.resultPtr + RESULT.WINDOW, true) };
+    return {
+      here: Number(v.getBigUint64(this.resultPtr + RESULT.HERE, true)),
+      others: Number(v.getBigUint64(this.resultPtr + RESULT.OTHERS, true)),
+      window: v.getUint32(this.resultPtr + RESULT.WINDOW, true),
+    };
   }
 
   /**

@@ -96,7 +96,9 @@ export function grantRefusal(code: number, index: number, grant: EncodedGrant, m
   limits: readonly string[] | undefined): GrantError {
   if (code === GRANT_BAD_ENTRY || code === GRANT_ENTRY_TOO_LONG) {
     const shown = shorten(grant.endpoints[index]);
-    if (code === GRANT_ENTRY_TOO_LONG) return new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, index);
+    if (code === GRANT_ENTRY_TOO_LONG) {
+      return new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, index);
+    }
     return new GrantError('bad-entry', `endpoint ${shown} is not one of "*" (every path), "/" (the root alone, where ` +
       `Ethereum nodes serve JSON-RPC), an absolute path such as /ext/info, or a subtree such as /ext/bc/*; in paths, ${PATH_RULES}`, index);
   }

@@ -17,10 +17,11 @@ const refused = (f: () => unknown): GrantError => {
   throw new Error('not refused');
 };
 
-t.test('the encoding: sorted, without duplicates, each entry ending in a line feed, an empty entry before methods and limits', async (t) => {
+t.test('the encoding: sorted, no duplicates, each entry ending in a line feed, an empty entry before methods and limits', async (t) => {
   t.equal(text(encodeGrant(['/b', '/a', '/b'], undefined, undefined, 1024).bytes), '/a\n/b\n');
   t.equal(text(encodeGrant(['/a'], ['net_version', 'eth_*'], undefined, 1024).bytes), '/a\n\neth_*\nnet_version\n');
-  t.equal(text(encodeGrant(['/a'], undefined, ['rate 5/s'], 1024).bytes), '/a\n\n\nrate 5/s\n', 'limits without methods: two empty entries');
+  const limited = encodeGrant(['/a'], undefined, ['rate 5/s'], 1024);
+  t.equal(text(limited.bytes), '/a\n\n\nrate 5/s\n', 'limits without methods: two empty entries');
   t.equal(text(encodeGrant(['/a'], ['x'], ['burst 2'], 1024).bytes), '/a\n\nx\n\nburst 2\n');
   const both = encodeGrant(['*', '/a'], ['*', 'x'], undefined, 1024);
   t.same([both.endpoints, both.patterns], [['*', '/a'], ['*', 'x']], 'every entry goes to the core, `*` among them');
@@ -29,7 +30,8 @@ t.test('the encoding: sorted, without duplicates, each entry ending in a line fe
 
 t.test('what the encoding cannot carry is refused before the core sees it', async (t) => {
   t.match(refused(() => encodeGrant(['/a', '/b\nc'], undefined, undefined, 1024)), { code: 'bad-entry', entry: 1 });
-  t.match(refused(() => encodeGrant(['/a'], ['x', ''], undefined, 1024)), { code: 'bad-method', entry: 1, message: /^methods\[1\] "":/ });
+  t.match(refused(() => encodeGrant(['/a'], ['x', ''], undefined, 1024)),
+    { code: 'bad-method', entry: 1, message: /^methods\[1\] "":/ });
   t.match(refused(() => encodeGrant(['/a'], undefined, ['rate 1/s\n'], 1024)), { code: 'bad-limit' });
   t.match(refused(() => encodeGrant(['/abc'], undefined, undefined, 4)), { code: 'too-many-entries', message: /more than 4 bytes/ });
   t.equal(encodeGrant(['/ab'], undefined, undefined, 4).bytes.length, 4, 'a list of exactly the capacity fits');
@@ -39,14 +41,17 @@ t.test("each of the core's refusals becomes its GrantError, the entry named by t
   const methods = ['zz', 'eth_*', 'bad method'];
   const limits = ['rate 5/s', 'burst x'];
   const grant = encodeGrant(['/b', '/a'], methods, limits, 4096);
-  t.match(grantRefusal(CoreResult.GRANT_BAD_ENTRY, 1, grant, methods, limits), { code: 'bad-entry', entry: 1, message: /^endpoint "\/b" is not one of/ });
+  t.match(grantRefusal(CoreResult.GRANT_BAD_ENTRY, 1, grant, methods, limits),
+    { code: 'bad-entry', entry: 1, message: /^endpoint "\/b" is not one of/ });
   t.match(grantRefusal(CoreResult.GRANT_ENTRY_TOO_LONG, 0, grant, methods, limits),
     { code: 'entry-too-long', entry: 0, message: `endpoint "/a" is longer than ${MAX_ENDPOINT_LENGTH} bytes` });
   // The core's index counts the sorted patterns; the error names the place in `methods` as given.
   t.same(grant.patterns, ['bad method', 'eth_*', 'zz']);
-  t.match(grantRefusal(CoreResult.GRANT_BAD_METHOD, 0, grant, methods, limits), { code: 'bad-method', entry: 2, message: /^methods\[2\] "bad method": not / });
+  t.match(grantRefusal(CoreResult.GRANT_BAD_METHOD, 0, grant, methods, limits),
+    { code: 'bad-method', entry: 2, message: /^methods\[2\] "bad method": not / });
   t.match(grantRefusal(CoreResult.GRANT_METHOD_TOO_LONG, 2, grant, methods, limits), { code: 'method-too-long', entry: 0 });
-  t.match(grantRefusal(CoreResult.GRANT_BAD_LIMIT, 1, grant, methods, limits), { code: 'bad-limit', entry: 1, message: /^limit entry "burst x" is not canonical/ });
+  t.match(grantRefusal(CoreResult.GRANT_BAD_LIMIT, 1, grant, methods, limits),
+    { code: 'bad-limit', entry: 1, message: /^limit entry "burst x" is not canonical/ });
   const plain: Array<[number, string]> = [[CoreResult.GRANT_EMPTY, 'empty'], [CoreResult.GRANT_TOO_MANY_ENTRIES, 'too-many-entries'],
     [CoreResult.GRANT_TABLE_FULL, 'table-full'], [CoreResult.GRANT_TOO_MANY_METHODS, 'too-many-methods'],
     [CoreResult.GRANT_NO_METHODS, 'no-methods'], [CoreResult.GRANT_TOO_MANY_CLIENTS, 'too-many-clients']];
@@ -55,5 +60,5 @@ t.test("each of the core's refusals becomes its GrantError, the entry named by t
     t.equal(error.code, name, `${code}: ${name}`);
     t.equal(error.entry, undefined, `${code} names no entry`);
   }
-  t.match(grantRefusal(-99, 0, grant, methods, limits), { code: 'table-full', message: 'grant refused (-99)' }, 'a code this host does not know');
+  t.match(grantRefusal(-99, 0, grant, methods, limits), { code: 'table-full', message: 'grant refused (-99)' }, 'a code unknown here');
 });
