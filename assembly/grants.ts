@@ -8,6 +8,7 @@
 import { GRANT_COUNT, memoryReaches, state } from './layout';
 import { resultBuf } from './slots';
 import { readShared32, writeShared32 } from './shared';
+import * as MAP from './memory-map';
 import { entryValid, MAX_ENTRY } from './paths';
 import { REC_TEXT, parseLimits, recordBytes } from './limits';
 import {
@@ -15,17 +16,17 @@ import {
   GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS,
 } from './results';
 
-export const MAX_GRANTS: u32 = 65536;
+export const MAX_GRANTS: u32 = <u32>MAP.MAX_GRANTS;
 export const MAX_ENTRIES: u32 = 128;
 export const MAX_METHODS: u32 = 128;
 /** The longest method pattern: JSON-RPC method names in use are far shorter. */
 export const MAX_METHOD: usize = 128;
-export const MAX_GRANT_BYTES: u32 = 16 << 20;
+export const MAX_GRANT_BYTES: u32 = <u32>MAP.MAX_GRANT_BYTES;
 // An index entry: the list's address, the bytes of its endpoint entries, the bytes of its
 // method patterns after the empty entry (0 when it has no scope), and the address of its
 // limits record (0 when it has no limits). The last two are one u64 that is 0 for a grant
 // with neither, which the check of a token reads in one load.
-const INDEX_ENTRY: usize = 16;
+const INDEX_ENTRY: usize = <usize>MAP.GRANT_INDEX_ENTRY_BYTES;
 /** Bytes of the index. */
 export const GRANT_INDEX_BYTES: usize = <usize>MAX_GRANTS * INDEX_ENTRY;
 

@@ -23,6 +23,9 @@ import { generate } from './password';
 import { ADMIT_OK, ADMIT_UNKNOWN_GRANT, PASSWORD_BAD_LENGTH } from './results';
 import { LIMIT_TABLE_BYTES, admitCall, countUse, limitsInit, quotaOf, restoreUse, setQuota as putQuota, usageMisses as misses, usageOf } from './limits';
 import { grantLimits } from './grants';
+import { TABLE_ALIGN as ALIGN } from './memory-map';
+
+const TABLE_ALIGN: usize = <usize>ALIGN;
 
 const ABI_VERSION: u32 = 5;
 const BEARER_LEN: usize = 7;
@@ -45,7 +48,7 @@ export function init(windowLog2: u32): i32 {
   if (__heap_base > HEAP_BASE) unreachable();
   const bitmap = HEAP_BASE + GRANT_INDEX_BYTES;
   const pageExpiry = bitmap + ringBytes(windowLog2);
-  const limitTable = (pageExpiry + pageExpiryBytes(windowLog2) + 63) & ~63;
+  const limitTable = (pageExpiry + pageExpiryBytes(windowLog2) + TABLE_ALIGN - 1) & ~(TABLE_ALIGN - 1);
   const grantArea = limitTable + 2 * LIMIT_TABLE_BYTES;
   const heapEnd = grantArea + MAX_GRANT_BYTES;
   // The plain build grows as grants are added; the threads build cannot grow, so its

@@ -19,9 +19,12 @@
 //
 // All mutable state sits in memory, never in Wasm globals, so that instances on several
 // threads see one state. The only globals are per instance: which slot it uses.
+//
+// The sizes are memory-map.ts's, which the hosts read too.
+import * as MAP from './memory-map';
 
 /** Where the heap starts in both builds: the data (slot 0 included) fits below. */
-export const HEAP_BASE: usize = 2 << 16;
+export const HEAP_BASE: usize = <usize>MAP.HEAP_BASE;
 
 /** What only `init` and the owner write: fixed once `init` returns, or private to the owner. */
 @unmanaged export class State {

@@ -61,12 +61,13 @@
 // is lost.
 import { CLAIM_LOCKS, CLAIM_STRIPES, LIMIT_SHARE, USAGE_MISSES, state } from './layout';
 import { claimShared32, readShared32, writeShared32 } from './shared';
+import * as MAP from './memory-map';
 import { resultBuf } from './slots';
 import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_BAD_LIMIT, GRANT_TOO_MANY_CLIENTS } from './results';
 
 /** Slots of each table (the limits', the usage one's): 65,536 of 64 bytes (4 MiB). */
-export const LIMIT_SLOTS_LOG2: u32 = 16;
-export const LIMIT_SLOT: usize = 64;
+export const LIMIT_SLOTS_LOG2: u32 = <u32>MAP.LIMIT_SLOTS_LOG2;
+export const LIMIT_SLOT: usize = <usize>MAP.LIMIT_SLOT_BYTES;
 export const LIMIT_TABLE_BYTES: usize = <usize>LIMIT_SLOT << LIMIT_SLOTS_LOG2;
 /** A token's slot is one of the MAX_PROBE from its hash, or the table counts as full for it. */
 const MAX_PROBE: u32 = 64;

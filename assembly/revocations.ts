@@ -12,11 +12,12 @@
 import { FLOOR, NEXT_SERIAL, state } from './layout';
 import { RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED } from './results';
 import { clearShared, orShared8, readShared64, readShared8, writeShared64 } from './shared';
+import * as MAP from './memory-map';
 
-export const PAGE_LOG2: u32 = 12;
+export const PAGE_LOG2: u32 = <u32>MAP.EXPIRY_PAGE_LOG2;
 export const PAGE: u64 = 1 << PAGE_LOG2;
-export const MIN_WINDOW_LOG2: u32 = 12;
-export const MAX_WINDOW_LOG2: u32 = 30;
+export const MIN_WINDOW_LOG2: u32 = <u32>MAP.MIN_WINDOW_LOG2;
+export const MAX_WINDOW_LOG2: u32 = <u32>MAP.MAX_WINDOW_LOG2;
 
 // @ts-ignore: decorator
 @inline function windowSize(): u64 {
@@ -35,12 +36,12 @@ export const MAX_WINDOW_LOG2: u32 = 30;
 
 /** Bytes of the ring for 2^windowLog2 serials. */
 export function ringBytes(windowLog2: u32): usize {
-  return <usize>1 << (windowLog2 - 3);
+  return <usize>1 << (windowLog2 - <u32>MAP.RING_BYTE_LOG2);
 }
 
 /** Bytes of the page expiries for 2^windowLog2 serials. */
 export function pageExpiryBytes(windowLog2: u32): usize {
-  return <usize>8 << (windowLog2 - PAGE_LOG2);
+  return <usize>MAP.EXPIRY_BYTES << (windowLog2 - PAGE_LOG2);
 }
 
 /** Sets up the ring at `bitmap` and the page expiries at `pageExpiry`; called once by `init`. */

@@ -11,6 +11,7 @@
 import { INITIALIZED, READY, state } from './layout';
 import { readShared32 } from './shared';
 import { ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN } from './results';
+import * as MAP from './memory-map';
 
 /** The `Authorization` header value or token text, in and out. */
 export const TOKEN_CAP: usize = 512;
@@ -44,7 +45,7 @@ const PATH_AT: usize = CACHE_AT + CACHE_LINES * CACHE_LINE;
 const IO_AT: usize = PATH_AT + PATH_CAP;
 
 /** Bytes of one slot (91,504 used, rounded up to 96 KiB). */
-export const SLOT_BYTES: usize = 96 << 10;
+export const SLOT_BYTES: usize = <usize>MAP.SLOT_BYTES;
 
 const SLOT_0: usize = memory.data(<i32>SLOT_BYTES, 16);
 

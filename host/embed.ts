@@ -18,7 +18,7 @@
 // exactly that one.
 import type { Registry } from 'prom-client';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { Outcome } from './core/core.js';
+import { Outcome } from './core/abi.js';
 import { newCore } from './core/module.js';
 import { Admission, Body, Decision, HTTP } from './http/admission.js';
 import { addressBytes } from './addresses.js';

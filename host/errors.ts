@@ -3,7 +3,7 @@
 // host throws. Each class carries a stable `code` beside its message, as undici's and
 // fast-jwt's errors do: callers and tests match the code, and the prose may improve.
 import { ApiAuthError } from './api-auth-error.js';
-import type { GrantErrorCode, IssueErrorCode } from './core/core.js';
+import type { GrantErrorCode, IssueErrorCode } from './core/abi.js';
 
 /**
  * JSON-RPC 2.0 error codes: the standard ones, the original node's -32000, and the
@@ -109,8 +109,8 @@ export const OperatorExitCode = {
 // and the errors the Core class raises from them, with codes of their own.
 export { Outcome } from '../assembly/outcome.js';
 export * as CoreResult from '../assembly/results.js';
-export { GrantError, IssueError } from './core/core.js';
-export type { GrantErrorCode, IssueErrorCode } from './core/core.js';
+export { GrantError, IssueError } from './core/abi.js';
+export type { GrantErrorCode, IssueErrorCode } from './core/abi.js';
 
 /**
  * How a client is answered for an error: its stable code, the JSON-RPC code of the

@@ -19,7 +19,7 @@ export {
 export type { ErrorAnswer, GrantErrorCode, IssueErrorCode, Namer, UpstreamErrorCode } from './errors.js';
 export { systemClock } from './clock.js';
 export type { Clock } from './clock.js';
-export { Outcome, OUTCOME_NAMES } from './core/core.js';
+export { Outcome, OUTCOME_NAMES } from './core/abi.js';
 export { REFUSALS, VERDICTS } from './http/refusals.js';
 export type { RefusedOutcome, Verdict } from './http/refusals.js';
 export { createLogger, LEVELS } from './ops/log.js';

@@ -33,8 +33,8 @@ func (o Options) window() (uint32, error) {
 	if w == 0 {
 		w = DefaultWindowLog2
 	}
-	if w < 12 || w > 30 {
-		return 0, newError(CodeBadOptions, "WindowLog2 must be 12 to 30, not %d", w)
+	if w < minWindowLog2 || w > maxWindowLog2 {
+		return 0, newError(CodeBadOptions, "WindowLog2 must be %d to %d, not %d", minWindowLog2, maxWindowLog2, w)
 	}
 	return w, nil
 }

@@ -7,28 +7,30 @@ import (
 	"github.com/tetratelabs/wazero"
 )
 
-// The threads build's memory map (assembly/layout.ts and slots.ts; the limits and usage
-// tables are limitTableBytes each), as sharedMemoryPages
-// in host/core/core.ts computes it.
-const (
-	pageBytes       = 65536
-	heapBase        = 2 * pageBytes
-	grantIndexBytes = 65536 * 16
-	maxGrantBytes   = 16 << 20
-	limitTableBytes = 65536 * 64
-	slotBytes       = 96 * 1024
-	maxPages        = 32768
-)
+// The threads build's memory map is memory_map.go, generated from the file the core and
+// the TypeScript host compile (assembly/memory-map.ts); SharedMemoryPages lays it out as
+// the core's init does, and as sharedMemoryPages in host/core/memory.ts does.
+//
+//go:generate node ../../scripts/go-memory-map.mjs
+
+// stateBytes is the size of the state init lays out for a window of 2^windowLog2 serials:
+// from the memory's start to the end of the grant area, where the slots of attached
+// instances begin.
+func stateBytes(windowLog2 uint32) uint64 {
+	ring := uint64(1) << (windowLog2 - ringByteLog2)
+	expiries := uint64(expiryBytes) << (windowLog2 - expiryPageLog2)
+	tables := (heapBase + maxGrants*grantIndexEntryBytes + ring + expiries + tableAlign - 1) / tableAlign * tableAlign
+	return tables + 2*(limitSlotBytes<<limitSlotsLog2) + maxGrantBytes
+}
 
 // SharedMemoryPages is the size, in 64 KiB pages, of a shared memory for a revocation
 // window of 2^windowLog2 serials and instances instances (the owner's included).
 func SharedMemoryPages(windowLog2 uint32, instances int) (uint32, error) {
-	if windowLog2 < 12 || windowLog2 > 30 || instances < 1 {
-		return 0, newError(CodeBadOptions, "WindowLog2 must be 12 to 30 and instances at least 1, not %d and %d", windowLog2, instances)
+	if windowLog2 < minWindowLog2 || windowLog2 > maxWindowLog2 || instances < 1 {
+		return 0, newError(CodeBadOptions, "WindowLog2 must be %d to %d and instances at least 1, not %d and %d",
+			minWindowLog2, maxWindowLog2, windowLog2, instances)
 	}
-	heap := uint64(heapBase+grantIndexBytes) + 1<<windowLog2/8 + 1<<(windowLog2-12)*8
-	slots := (heap+63)/64*64 + 2*limitTableBytes + maxGrantBytes
-	pages := (slots + uint64(instances-1)*slotBytes + pageBytes - 1) / pageBytes
+	pages := (stateBytes(windowLog2) + uint64(instances-1)*slotBytes + pageBytes - 1) / pageBytes
 	if pages > maxPages {
 		return 0, newError(CodeBadOptions, "%d instances with WindowLog2 %d need more than the threads build's 2 GiB", instances, windowLog2)
 	}

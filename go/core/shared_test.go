@@ -124,3 +124,39 @@ func TestAVerifierAllocatesNothingPerCall(t *testing.T) {
 		t.Errorf("%v allocations per check", allocs)
 	}
 }
+
+// SharedMemoryPages, from the generated memory map, is what the core's init and attach
+// need: its pages hold the state and every reader's slot, and a page less does not.
+func TestSharedMemoryPagesIsWhatTheCoreNeeds(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		windowLog2 uint32
+		instances  int
+	}{{12, 1}, {12, 4}, {16, 2}, {22, 3}} {
+		pages, err := SharedMemoryPages(c.windowLog2, c.instances)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []uint32{pages, pages - 1} {
+			rt := newRuntime(ctx, Auto)
+			s, err := newShared(ctx, rt, c.windowLog2, p, c.instances-1)
+			if (err == nil) != (p == pages) {
+				t.Errorf("windowLog2 %d, %d instances, %d pages (SharedMemoryPages says %d): %v", c.windowLog2, c.instances, p, pages, err)
+			}
+			if s != nil {
+				s.Close(ctx)
+			} else {
+				rt.Close(ctx)
+			}
+		}
+	}
+	if pages, _ := SharedMemoryPages(22, 1); pages != 411 {
+		t.Errorf("the default window with one instance takes %d pages, not 411 (host/core/memory.ts's figure)", pages)
+	}
+	if _, err := SharedMemoryPages(11, 1); !errors.Is(err, &Error{Code: CodeBadOptions}) {
+		t.Errorf("windowLog2 11: %v", err)
+	}
+	if _, err := SharedMemoryPages(22, 30_000); !errors.Is(err, &Error{Code: CodeBadOptions}) {
+		t.Errorf("30,000 instances: %v", err)
+	}
+}

@@ -25,7 +25,7 @@ const (
 // insufficientScope is the challenge of a refused scope (RFC 6750 §3.1).
 const insufficientScope = `Bearer error="insufficient_scope"`
 
-// pathRules is host/core/core.ts's PATH_RULES: what a BadPath refusal tells the client.
+// pathRules is host/core/abi.ts's PATH_RULES: what a BadPath refusal tells the client.
 const pathRules = `dot or empty segments, "\", and encoded "/", "\", ".", "%", ";", "?", "#", controls, look-alikes ` +
 	`or malformed UTF-8 are refused`
 

@@ -3,149 +3,25 @@
 //
 // It is also the core's portable loader: it uses no Node built-ins, so Deno, Bun and
 // browsers load it unchanged and hand it the compiled module their own way (Node code
-// gets it from core/module.ts). The ABI it wraps is documented in assembly/README.md.
+// gets it from core/module.ts). The ABI it wraps is documented in assembly/README.md;
+// abi.ts beside it holds the ABI's names and codes, grants.ts the grant encoding and
+// memory.ts the threads build's memory map, none of them touching Wasm memory.
 //
 // It loads either build: core.wasm, each instance with its own memory, or
 // core-threads.wasm, whose instances on several threads share one memory and so one
 // state: one of them, the owner, sets the memory up and makes every change; the others
 // attach to it and check tokens.
 import { instantiateSync } from '@assemblyscript/loader';
-// The core's own files, compiled for the host too: its codes have one definition.
+import { MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, PAGE_BYTES } from '../../assembly/memory-map.js';
 import { Outcome } from '../../assembly/outcome.js';
 import {
-  ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL, ADMIT_UNKNOWN_GRANT,
-  ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, GRANT_BAD_ENTRY, GRANT_BAD_LIMIT, GRANT_BAD_METHOD, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG,
-  GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS, GRANT_TABLE_FULL, GRANT_TOO_MANY_CLIENTS, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS,
-  ISSUE_BAD_SERIAL, ISSUE_BAD_TIME,
-  ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, PASSWORD_NEEDS_ENTROPY,
-  RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED,
+  ADMIT_UNKNOWN_GRANT, ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, PASSWORD_NEEDS_ENTROPY, RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW,
 } from '../../assembly/results.js';
 import { InvariantError } from '../api-auth-error.js';
-
-/** Outcomes of a token check: assembly/outcome.ts itself. */
-export { Outcome };
-export { RESERVE_EXPIRED, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED };
-export { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL };
-
-/**
- * What the core's path rules refuse, in brief, for the messages users see (the rule in
- * full: assembly/README.md, "Paths").
- */
-export const PATH_RULES = 'dot or empty segments, "\\", and encoded "/", "\\", ".", "%", ";", "?", "#", controls, look-alikes ' +
-  'or malformed UTF-8 are refused';
-
-// Keyed by Outcome, so that an outcome added to the core without a name here does not compile.
-const NAMES: Readonly<Record<Outcome, string>> = {
-  [Outcome.Valid]: 'valid',
-  [Outcome.Malformed]: 'malformed',
-  [Outcome.BadSignature]: 'bad signature',
-  [Outcome.Expired]: 'expired',
-  [Outcome.Revoked]: 'revoked',
-  [Outcome.EarlierGeneration]: 'earlier generation',
-  [Outcome.NotGranted]: 'not granted',
-  [Outcome.NoToken]: 'no token',
-  [Outcome.BadHeader]: 'bad header',
-  [Outcome.BadPath]: 'bad path',
-  // Not a refusal: the request is served only for a method the grant's scope allows.
-  [Outcome.Scoped]: 'scoped',
-  // Not a refusal either: the request is served once `admit` lets it through.
-  [Outcome.Limited]: 'limited',
-};
-
-/** Each outcome's name (the metrics' label), indexed by outcome. */
-export const OUTCOME_NAMES: readonly string[] = Object.values(NAMES);
-
-/** What a token says about itself, read back after `issue` and `revoke`. */
-export interface Claims {
-  serial: number;
-  expiry: number;
-  generation: number;
-  grant: number;
-}
-
-/** Why the core refused a grant: its endpoints, its methods, or the table's size. */
-export type GrantErrorCode = 'empty' | 'too-many-entries' | 'table-full' | 'bad-entry' | 'entry-too-long' | 'bad-method' |
-  'method-too-long' | 'too-many-methods' | 'no-methods' | 'bad-limit' | 'too-many-clients';
-
-export class GrantError extends Error {
-  /**
-   * `entry`: for 'bad-entry' and 'entry-too-long', the index of the endpoint in the
-   * canonical list; for 'bad-method' and 'method-too-long', the index of the pattern in
-   * `methods` as given.
-   */
-  constructor(readonly code: GrantErrorCode, message: string, readonly entry?: number) {
-    super(message);
-    this.name = 'GrantError';
-  }
-}
-
-/** Raised by `issue` when no token can be made; the message is safe to show a client. */
-export type IssueErrorCode = 'unknown-grant' | 'window-full' | 'bad-time' | 'no-key' | 'bad-serial';
-
-export class IssueError extends Error {
-  constructor(readonly code: IssueErrorCode, message: string) {
-    super(message);
-    this.name = 'IssueError';
-  }
-}
-
-/** What `revokeSerial` did: assembly/results.ts's REVOKE_ codes. */
-export type RevokeResult = typeof REVOKE_MARKED | typeof REVOKE_EXPIRED | typeof REVOKE_NEVER_ISSUED;
-
-export const TOKEN_LENGTH = 76;
-export const MAX_ENDPOINTS = 128;
-export const MAX_ENDPOINT_LENGTH = 1024;
-/** A method scope holds 1 to MAX_METHODS patterns of 1 to MAX_METHOD_LENGTH bytes each. */
-export const MAX_METHODS = 128;
-export const MAX_METHOD_LENGTH = 128;
-/** What a method pattern is, for the messages users see (the rule in full: assembly/README.md, "Method scopes"). */
-export const METHOD_RULES = `a JSON-RPC method name of 1 to ${MAX_METHOD_LENGTH} visible ASCII characters (no spaces, controls or ` +
-  'non-ASCII), optionally ending in "*" to allow every method it starts (like eth_*), or "*" alone for every method';
-export const GENERATED_PASSWORD_LENGTH = 32;
-/** The core's ABI this host speaks (assembly/README.md). */
-export const ABI_VERSION = 5;
-/** A token's limits hold at most this many client ranges (allowedClients). */
-export const MAX_CLIENTS = 64;
-/** Slots of the core's limits table (assembly/limits.ts): tokens with limits that have been used and not yet expired. */
-export const LIMIT_SLOTS = 65536;
-const DEFAULT_WINDOW_LOG2 = 22;
-const MIN_WINDOW_LOG2 = 12;
-const MAX_WINDOW_LOG2 = 30;
-
-// The threads build's memory map (assembly/layout.ts and slots.ts): the data below the
-// heap, the grant index, the revocation ring and its page expiries, the limits and usage
-// tables (LIMIT_TABLE_BYTES each), room for every grant
-// list, then one slot per instance beyond the owner's. test/unit/core-threads.test.ts pins it.
-const PAGE_BYTES = 65536;
-const HEAP_BASE = 2 * PAGE_BYTES;
-const GRANT_INDEX_BYTES = 65536 * 16;
-const LIMIT_TABLE_BYTES = LIMIT_SLOTS * 64;
-const MAX_GRANT_BYTES = 16 * 2 ** 20;
-const SLOT_BYTES = 96 * 1024;
-const MAX_PAGES = 32768;
-
-/**
- * The pages of a shared memory for the threads build: the state of a revocation window
- * of 2^windowLog2 serials, and a slot for each of `threads` instances (the owner's
- * included). About 25.7 MiB for the default window, plus 96 KiB per thread beyond the first.
- */
-export function sharedMemoryPages(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1): number {
-  if (!Number.isInteger(windowLog2) || windowLog2 < MIN_WINDOW_LOG2 || windowLog2 > MAX_WINDOW_LOG2) {
-    throw new RangeError(`windowLog2 must be an integer from ${MIN_WINDOW_LOG2} to ${MAX_WINDOW_LOG2}`);
-  }
-  if (!Number.isInteger(threads) || threads < 1) throw new RangeError('threads must be an integer of at least 1');
-  const heap = HEAP_BASE + GRANT_INDEX_BYTES + 2 ** windowLog2 / 8 + 2 ** (windowLog2 - 12) * 8;
-  const slots = Math.ceil(heap / 64) * 64 + 2 * LIMIT_TABLE_BYTES + MAX_GRANT_BYTES;
-  const pages = Math.ceil((slots + (threads - 1) * SLOT_BYTES) / PAGE_BYTES);
-  if (pages > MAX_PAGES) throw new RangeError(`${threads} threads with windowLog2 ${windowLog2} need more than the threads build's 2 GiB`);
-  return pages;
-}
-
-/** A shared memory for the threads build, sized once: it never grows. */
-export function sharedMemory(windowLog2 = DEFAULT_WINDOW_LOG2, threads = 1): WebAssembly.Memory {
-  const pages = sharedMemoryPages(windowLog2, threads);
-  return new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
-}
+import { ABI_VERSION, GENERATED_PASSWORD_LENGTH, issueError, RESULT } from './abi.js';
+import type { Claims, Exports, RevokeResult } from './abi.js';
+import { encodeGrant, grantRefusal } from './grants.js';
+import { DEFAULT_WINDOW_LOG2, sharedMemory, sharedMemoryPages } from './memory.js';
 
 export interface CoreOptions {
   /** The revocation window: 2^windowLog2 tokens may be live at once (12..30, default 22). */
@@ -165,72 +41,6 @@ export interface CoreOptions {
    */
   slot?: number;
 }
-
-interface Exports extends Record<string, unknown> {
-  memory: WebAssembly.Memory;
-  abiVersion(): number;
-  init(windowLog2: number): number;
-  tokenBuffer(): number;
-  tokenCapacity(): number;
-  pathBuffer(): number;
-  pathCapacity(): number;
-  ioBuffer(): number;
-  ioCapacity(): number;
-  resultBuffer(): number;
-  sha256(len: number): number;
-  hmacSha256(keyLen: number, msgLen: number): number;
-  setKey(len: number): number;
-  generation(): number;
-  setGeneration(generation: number): void;
-  bumpGeneration(): number;
-  grantAdd(len: number): number;
-  grantFind(len: number): number;
-  grantCount(): number;
-  methodAllowed(grant: number, len: number): number;
-  nextSerial(): bigint;
-  floor(): bigint;
-  restoreSerials(floor: bigint, nextSerial: bigint, expiryBound: bigint): number;
-  issue(grant: number, now: bigint, lifetime: number): number;
-  verify(tokenLen: number, pathLen: number, now: bigint): number;
-  authorize(headerLen: number, pathLen: number, now: bigint): number;
-  checkPath(pathLen: number): number;
-  revoke(tokenLen: number, now: bigint): number;
-  inspect(tokenLen: number, now: bigint): number;
-  revokeSerial(serial: bigint): number;
-  standing(serial: bigint, generation: number, expiry: bigint, now: bigint): number;
-  sweep(now: bigint): void;
-  generatePassword(entropyLen: number, length: number): number;
-  reserveSerials(start: bigint, end: bigint, expiryBound: bigint): number;
-  issueSerial(serial: bigint, grant: number, now: bigint, lifetime: number): number;
-  admit(serial: bigint, expiry: bigint, grant: number, n: number, now: bigint): number;
-  setLimitShare(members: number): number;
-  quota(serial: bigint, grant: number, now: bigint): number;
-  setQuota(serial: bigint, expiry: bigint, window: number, calls: number, here: number): number;
-  usage(serial: bigint): number;
-  restoreUsage(serial: bigint, expiry: bigint, grant: number, requests: bigint, last: bigint): number;
-  countUsage(serial: bigint, expiry: bigint, grant: number, n: number, now: bigint): number;
-  usageMisses(): number;
-  attach?(slot: number): number;
-  detach?(): number;
-  slots?(): number;
-}
-
-const GRANT_ERRORS: Record<number, [GrantErrorCode, string]> = {
-  [GRANT_EMPTY]: ['empty', 'endpoints must not be empty'],
-  [GRANT_TOO_MANY_ENTRIES]: ['too-many-entries', `endpoints may hold at most ${MAX_ENDPOINTS} entries`],
-  [GRANT_TABLE_FULL]: ['table-full', 'the node holds too many distinct grants (endpoint lists and methods); reuse an existing one'],
-  [GRANT_TOO_MANY_METHODS]: ['too-many-methods', `methods may hold at most ${MAX_METHODS} patterns`],
-  [GRANT_NO_METHODS]: ['no-methods', 'methods must hold at least one pattern; leave methods out for a token that allows every method'],
-  [GRANT_TOO_MANY_CLIENTS]: ['too-many-clients', `allowedClients may hold at most ${MAX_CLIENTS} addresses or ranges`],
-};
-
-const ISSUE_ERRORS: Record<number, [IssueErrorCode, string]> = {
-  [ISSUE_UNKNOWN_GRANT]: ['unknown-grant', 'unknown endpoint grant'],
-  [ISSUE_WINDOW_FULL]: ['window-full', 'too many live tokens; revoke some or wait for them to expire'],
-  [ISSUE_BAD_TIME]: ['bad-time', 'the token lifetime must be at least one second, and the time not before 1970'],
-  [ISSUE_NO_KEY]: ['no-key', 'the core has no token key yet'],
-  [ISSUE_BAD_SERIAL]: ['bad-serial', 'the serial is not reserved, is revoked, or its block ends before the token would expire'],
-};
 
 /**
  * One instance of the Wasm core. Time is passed in as Unix seconds, entropy is drawn here
@@ -397,47 +207,11 @@ export class Core {
 
   private grantCall(endpoints: readonly string[], methods: readonly string[] | undefined, limits: readonly string[] | undefined,
     call: (len: number) => number): number {
-    // Every entry and pattern goes to the core, which validates them all; `*` among them
-    // is then stored alone, as canonicalEndpoints and canonicalMethods record it.
-    const canonical = [...new Set(endpoints)].sort();
-    const newline = canonical.findIndex((e) => e.includes('\n'));
-    if (newline >= 0) throw new GrantError('bad-entry', `endpoint ${JSON.stringify(canonical[newline])} holds a line break`, newline);
-    const patterns = methods === undefined ? [] : [...new Set(methods)].sort();
-    // An empty pattern would read as the empty entry that starts the limits.
-    const badPattern = patterns.findIndex((m) => m.includes('\n') || m === '');
-    if (badPattern >= 0) throw methodError('bad-method', methods as readonly string[], patterns[badPattern]);
-    if (limits !== undefined && limits.some((l) => l.includes('\n'))) throw new GrantError('bad-limit', 'a limit entry holds a line break');
-    // Each entry ends in a line feed, so an empty entry stays visible to the core; the
-    // empty entry between endpoints and patterns starts the method scope, the next one
-    // the limits (entries the host made canonical: limitEntries in service/token-params.ts).
-    const scoped = methods === undefined ? canonical : [...canonical, '', ...patterns];
-    const entries = limits === undefined ? scoped : [...scoped, ...(methods === undefined ? ['', ''] : ['']), ...limits];
-    const encoded = new TextEncoder().encode(entries.map((e) => e + '\n').join(''));
-    if (encoded.length > this.ioCap) {
-      throw new GrantError('too-many-entries', `the endpoint list${methods === undefined ? '' : ' and methods'} ` +
-        `take more than ${this.ioCap} bytes`);
-    }
-    this.writeIo(encoded);
-    const id = call(encoded.length);
+    const grant = encodeGrant(endpoints, methods, limits, this.ioCap);
+    this.writeIo(grant.bytes);
+    const id = call(grant.bytes.length);
     if (id >= 0) return id;
-    if (id === GRANT_BAD_ENTRY || id === GRANT_ENTRY_TOO_LONG) {
-      const bad = this.mem32(this.resultPtr);
-      const shown = shorten(canonical[bad]);
-      if (id === GRANT_ENTRY_TOO_LONG) throw new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, bad);
-      throw new GrantError('bad-entry', `endpoint ${shown} is not one of "*" (every path), "/" (the root alone, where ` +
-        `Ethereum nodes serve JSON-RPC), an absolute path such as /ext/info, or a subtree such as /ext/bc/*; in paths, ${PATH_RULES}`, bad);
-    }
-    if (id === GRANT_BAD_METHOD || id === GRANT_METHOD_TOO_LONG) {
-      const pattern = patterns[this.mem32(this.resultPtr)];
-      throw methodError(id === GRANT_BAD_METHOD ? 'bad-method' : 'method-too-long', methods as readonly string[], pattern);
-    }
-    if (id === GRANT_BAD_LIMIT) {
-      const bad = this.mem32(this.resultPtr);
-      throw new GrantError('bad-limit', `limit entry ${shorten((limits ?? [])[bad] ?? '')} is not canonical ` +
-        '("rate N/s|m|h", "burst B", then "client" ranges in ascending order)', bad);
-    }
-    const [code, message] = GRANT_ERRORS[id] ?? ['table-full', `grant refused (${id})`];
-    throw new GrantError(code, message);
+    throw grantRefusal(id, this.mem32(this.resultPtr + RESULT.REFUSED_ENTRY), grant, methods, limits);
   }
 
   /**
@@ -452,22 +226,22 @@ export class Core {
 
   /** After `authorize` or `verify` answered Scoped or Limited: the grant id of the token, for `methodAllowed` and `admit`. */
   get scopedGrant(): number {
-    return this.dv().getUint32(this.resultPtr + 20, true);
+    return this.dv().getUint32(this.resultPtr + RESULT.GRANT, true);
   }
 
   /** After `authorize` or `verify` answered Limited: whether the token's grant also has a method scope. */
   get limitedScoped(): boolean {
-    return this.dv().getUint32(this.resultPtr + 24, true) === 1;
+    return this.dv().getUint32(this.resultPtr + RESULT.SCOPED, true) === 1;
   }
 
   /** After `authorize` or `verify` answered Limited: the serial of the token, for `admit`. */
   get limitedSerial(): number {
-    return Number(this.dv().getBigUint64(this.resultPtr, true));
+    return Number(this.dv().getBigUint64(this.resultPtr + RESULT.SERIAL, true));
   }
 
   /** After `authorize` or `verify` answered Limited: the token's expiry (Unix seconds), for `admit`. */
   get limitedExpiry(): number {
-    return Number(this.dv().getBigUint64(this.resultPtr + 8, true));
+    return Number(this.dv().getBigUint64(this.resultPtr + RESULT.EXPIRY, true));
   }
 
   /**
@@ -506,8 +280,11 @@ export class Core {
     if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
     if (result !== 1) return undefined;
     const v = this.dv();
-    return { here: Number(v.getBigUint64(this.resultPtr, true)), others: Number(v.getBigUint64(this.resultPtr + 8, true)),
-      window: v.getUint32(this.resultPtr + 16, true) };
+    return {
+      here: Number(v.getBigUint64(this.resultPtr + RESULT.HERE, true)),
+      others: Number(v.getBigUint64(this.resultPtr + RESULT.OTHERS, true)),
+      window: v.getUint32(this.resultPtr + RESULT.WINDOW, true),
+    };
   }
 
   /**
@@ -522,12 +299,12 @@ export class Core {
 
   /** After `admit` answered ADMIT_RATE or ADMIT_QUOTA: how long to wait, in milliseconds (fractional). */
   get admitWait(): number {
-    return Number(this.dv().getBigUint64(this.resultPtr, true)) / 1e6;
+    return Number(this.dv().getBigUint64(this.resultPtr + RESULT.WAIT, true)) / 1e6;
   }
 
   /** After `admit` answered ADMIT_QUOTA: when the quota's window resets, ms since the Unix epoch. */
   get quotaResetMs(): number {
-    return Number(this.dv().getBigUint64(this.resultPtr + 8, true) / 1_000_000n);
+    return Number(this.dv().getBigUint64(this.resultPtr + RESULT.RESET, true) / 1_000_000n);
   }
 
   /**
@@ -539,7 +316,10 @@ export class Core {
   usage(serial: number): { requests: number; lastUsedMs: number } | undefined {
     if (this.x.usage(BigInt(serial)) !== 1) return undefined;
     const v = this.dv();
-    return { requests: Number(v.getBigUint64(this.resultPtr, true)), lastUsedMs: Math.floor(Number(v.getBigUint64(this.resultPtr + 8, true)) / 1e6) };
+    return {
+      requests: Number(v.getBigUint64(this.resultPtr + RESULT.REQUESTS, true)),
+      lastUsedMs: Math.floor(Number(v.getBigUint64(this.resultPtr + RESULT.LAST_USED, true)) / 1e6),
+    };
   }
 
   /**
@@ -578,10 +358,7 @@ export class Core {
   issue(grant: number, now: number, lifetime: number): { token: string; claims: Claims } {
     this.writer();
     const len = this.x.issue(grant, this.seconds(now), lifetime);
-    if (len < 0) {
-      const [code, message] = ISSUE_ERRORS[len] ?? ['bad-time', `token refused (${len})`];
-      throw new IssueError(code, message);
-    }
+    if (len < 0) throw issueError(len);
     const token = this.readAscii(this.tokenPtr, len);
     return { token, claims: this.claims() };
   }
@@ -605,10 +382,7 @@ export class Core {
   issueSerial(serial: number, grant: number, now: number, lifetime: number): { token: string; claims: Claims } {
     this.writer();
     const len = this.x.issueSerial(BigInt(serial), grant, this.seconds(now), lifetime);
-    if (len < 0) {
-      const [code, message] = ISSUE_ERRORS[len] ?? ['bad-time', `token refused (${len})`];
-      throw new IssueError(code, message);
-    }
+    if (len < 0) throw issueError(len);
     return { token: this.readAscii(this.tokenPtr, len), claims: this.claims() };
   }
 
@@ -732,7 +506,7 @@ export class Core {
   sha256(data: Uint8Array): Uint8Array {
     this.writeIo(data);
     if (this.x.sha256(data.length) !== 0) throw new RangeError('input too long');
-    return this.mem().slice(this.resultPtr, this.resultPtr + 32);
+    return this.mem().slice(this.resultPtr + RESULT.DIGEST, this.resultPtr + RESULT.DIGEST + 32);
   }
 
   /** HMAC-SHA256, for the published vectors. */
@@ -742,17 +516,17 @@ export class Core {
     both.set(message, key.length);
     this.writeIo(both);
     if (this.x.hmacSha256(key.length, message.length) !== 0) throw new RangeError('input too long');
-    return this.mem().slice(this.resultPtr, this.resultPtr + 32);
+    return this.mem().slice(this.resultPtr + RESULT.DIGEST, this.resultPtr + RESULT.DIGEST + 32);
   }
 
   private claims(): Claims {
     const v = this.dv();
     const p = this.resultPtr;
     return {
-      serial: Number(v.getBigUint64(p, true)),
-      expiry: Number(v.getBigUint64(p + 8, true)),
-      generation: v.getUint32(p + 16, true),
-      grant: v.getUint32(p + 20, true),
+      serial: Number(v.getBigUint64(p + RESULT.SERIAL, true)),
+      expiry: Number(v.getBigUint64(p + RESULT.EXPIRY, true)),
+      generation: v.getUint32(p + RESULT.GENERATION, true),
+      grant: v.getUint32(p + RESULT.GRANT, true),
     };
   }
 
@@ -819,52 +593,4 @@ export class Core {
     this.tokenView = new Uint8Array(this.x.memory.buffer, this.tokenPtr, this.x.tokenCapacity());
     this.pathView = new Uint8Array(this.x.memory.buffer, this.pathPtr, this.pathCap);
   }
-}
-
-/** `*` anywhere means every endpoint; otherwise duplicates go and the order is fixed. */
-export function canonicalEndpoints(endpoints: readonly string[]): string[] {
-  if (endpoints.includes('*')) return ['*'];
-  return [...new Set(endpoints)].sort();
-}
-
-/** `*` anywhere means every method; otherwise duplicates go and the order is fixed. */
-export function canonicalMethods(methods: readonly string[]): string[] {
-  return canonicalEndpoints(methods);
-}
-
-/**
- * A grant as the core stores it, and as a state file keeps it: the canonical endpoints,
- * then, for a method scope, an empty entry and the canonical method patterns, then, for
- * limits, an empty entry and the limit entries (canonical already: limitEntries).
- */
-export function grantEntries(endpoints: readonly string[], methods?: readonly string[], limits?: readonly string[]): string[] {
-  const entries = canonicalEndpoints(endpoints);
-  const scoped = methods === undefined ? entries : [...entries, '', ...canonicalMethods(methods)];
-  return limits === undefined ? scoped : [...scoped, ...(methods === undefined ? ['', ''] : ['']), ...limits];
-}
-
-/**
- * The endpoints, methods and limits of a stored grant (`grantEntries`); no methods when
- * it has no scope, no limits when it has none.
- */
-export function splitGrantEntries(entries: readonly string[]): { endpoints: string[]; methods?: string[]; limits?: string[] } {
-  const scope = entries.indexOf('');
-  // An empty first entry is no scope but a bad endpoint: addGrant refuses it.
-  if (scope <= 0) return { endpoints: [...entries] };
-  const endpoints = entries.slice(0, scope);
-  const limitsAt = entries.indexOf('', scope + 1);
-  if (limitsAt < 0) return { endpoints, methods: entries.slice(scope + 1) };
-  const limits = entries.slice(limitsAt + 1);
-  return limitsAt === scope + 1 ? { endpoints, limits } : { endpoints, methods: entries.slice(scope + 1, limitsAt), limits };
-}
-
-function shorten(text: string): string {
-  return JSON.stringify(text.length > 64 ? text.slice(0, 64) + '…' : text);
-}
-
-/** A refused method pattern, named by its place in `methods` as the caller gave it. */
-function methodError(code: 'bad-method' | 'method-too-long', methods: readonly string[], pattern: string): GrantError {
-  const index = methods.indexOf(pattern);
-  const why = code === 'method-too-long' ? `longer than ${MAX_METHOD_LENGTH} bytes` : `not ${METHOD_RULES}`;
-  return new GrantError(code, `methods[${index}] ${shorten(pattern)}: ${why}`, index);
 }

@@ -17,7 +17,7 @@
 import { systemTimer } from '../clock.js';
 import type { HttpRequest, HttpResponse, RecognizedString, us_socket_context_t } from 'uWebSockets.js';
 import type { Clock } from '../clock.js';
-import { Outcome } from '../core/core.js';
+import { Outcome } from '../core/abi.js';
 import type { LineWriter } from '../ops/line-writer.js';
 import type { Metrics } from '../ops/metrics.js';
 import { readCalls } from '../rpc/reading.js';

@@ -19,7 +19,7 @@
 // admitted request needs besides the decision (its ticket, its CORS origin) is read from
 // the admission's fields right after the call.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { ADMIT_CLIENT, ADMIT_OK, Outcome } from '../core/core.js';
+import { ADMIT_CLIENT, ADMIT_OK, Outcome } from '../core/abi.js';
 import type { Core } from '../core/core.js';
 import type { Metrics, ScopeVia } from '../ops/metrics.js';
 import { BodyAdmission } from './body-admission.js';

@@ -8,7 +8,7 @@
 //
 // Tokens with neither a scope nor limits never come here: their requests stream through
 // as they come, and their usage counts requests (a WebSocket message, its calls).
-import { ADMIT_OK } from '../core/core.js';
+import { ADMIT_OK } from '../core/abi.js';
 import type { Core } from '../core/core.js';
 import { LIMIT_REFUSALS, methodLabel } from '../ops/metrics.js';
 import type { Metrics, ScopeVia } from '../ops/metrics.js';

@@ -5,7 +5,7 @@
 // here: /ext/auth/check) is refused with 403 insufficient_scope, a status the proxy in
 // front can act on; the gate itself answers refused calls with their JSON-RPC errors (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
-import { ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/core.js';
+import { ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/abi.js';
 import { LimitRefusedError, RpcCode, ScopeRefusedError } from '../errors.js';
 import { MAX_DEPTH } from '../rpc/reading.js';
 import { errorWithId } from '../rpc/jsonrpc.js';

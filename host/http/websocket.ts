@@ -45,8 +45,8 @@
 // clock. A subscription that is merely quiet (a logs filter that rarely matches) stays
 // open.
 import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocketBehavior } from 'uWebSockets.js';
-import { Outcome, OUTCOME_NAMES } from '../core/core.js';
-import type { Claims } from '../core/core.js';
+import { Outcome, OUTCOME_NAMES } from '../core/abi.js';
+import type { Claims } from '../core/abi.js';
 import { RpcCode } from '../errors.js';
 import type { Logger } from '../ops/log.js';
 import type { Metrics, WsRefusal } from '../ops/metrics.js';

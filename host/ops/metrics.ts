@@ -4,7 +4,7 @@
 // gate costs the registry nothing.
 import { createRequire } from 'node:module';
 import type * as Prometheus from 'prom-client';
-import { OUTCOME_NAMES } from '../core/core.js';
+import { OUTCOME_NAMES } from '../core/abi.js';
 import { METHOD_SETS } from '../method-sets.js';
 import { VERSION } from '../version.js';
 

@@ -4,7 +4,7 @@
 // once, at start, so that nothing on the request path parses options.
 import { systemClock } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { PATH_RULES } from '../core/core.js';
+import { PATH_RULES } from '../core/abi.js';
 import type { Core } from '../core/core.js';
 import { badOption, OptionError } from '../errors.js';
 import type { Text } from '../errors.js';

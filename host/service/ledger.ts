@@ -7,7 +7,7 @@
 // Every change resolves only once it holds where the backend keeps it (on disk; in etcd
 // and on every live gateway) and the core holds it too; a change that fails changes
 // nothing. A backend that cannot be reached throws FleetError (errors.ts).
-import type { Claims } from '../core/core.js';
+import type { Claims } from '../core/abi.js';
 import type { PasswordRecord } from '../password/hash.js';
 
 export interface Ledger {

@@ -13,8 +13,10 @@
 // line holds a password or a token.
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { Core, GrantError, IssueError, MAX_ENDPOINTS, MAX_METHODS, METHOD_RULES, Outcome, OUTCOME_NAMES, splitGrantEntries } from '../core/core.js';
-import type { Claims } from '../core/core.js';
+import { Core } from '../core/core.js';
+import { GrantError, IssueError, MAX_ENDPOINTS, MAX_METHODS, Outcome, OUTCOME_NAMES } from '../core/abi.js';
+import { METHOD_RULES, splitGrantEntries } from '../core/grants.js';
+import type { Claims } from '../core/abi.js';
 import { BusyError, FleetError, GRANT_ERRORS, ISSUE_ERRORS, RpcCode, RpcError, throttledMessage } from '../errors.js';
 import { invalidParams, knownParams, stringParam, WithCookie } from '../rpc/jsonrpc.js';
 import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';

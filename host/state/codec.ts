@@ -6,7 +6,7 @@
 // Format 2 adds the journal's mark at the body's end (a flag, then the epoch, the journal's
 // sequence, its groups and bytes): what the token journal held when it was last compacted
 // or at the last clean stop, so that a start tells a journal cut or missing from one never
-// written (journal.ts). Format 1 is still read (with no mark); every write is format 2.
+// written (journal-read.ts). Format 1 is still read (with no mark); every write is format 2.
 import { createHash } from 'node:crypto';
 import { dirname } from 'node:path';
 import { StateError } from '../errors.js';

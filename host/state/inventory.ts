@@ -12,8 +12,10 @@ import type { Logger } from '../ops/log.js';
 import type { Inventory, InventoryEntry } from '../service/ledger.js';
 import type { RotationEnds } from '../service/rotation-ends.js';
 import type { JournalMark } from './codec.js';
-import { Journal, JOURNAL_FILE, journalDamaged, readJournal } from './journal.js';
-import type { JournalContents } from './journal.js';
+import { Journal } from './journal.js';
+import { JOURNAL_FILE, journalDamaged } from './journal-format.js';
+import { readJournal } from './journal-read.js';
+import type { JournalContents } from './journal-read.js';
 import { newEpoch } from './store.js';
 
 /** What is live: a test of an entry, for the time and generation now. */

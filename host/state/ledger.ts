@@ -1,8 +1,9 @@
 // The ledger of a node that keeps its state in its data folder (service/ledger.ts): each
 // change is written to the state file (store.ts) before the core applies it, so a write
 // that fails (a full disk) leaves the core as it was, and the next call finds it so.
-import { grantEntries } from '../core/core.js';
-import type { Claims, Core } from '../core/core.js';
+import { grantEntries } from '../core/grants.js';
+import type { Core } from '../core/core.js';
+import type { Claims } from '../core/abi.js';
 import type { PasswordRecord } from '../password/hash.js';
 import type { GrantRequest, Ledger, SharedCheck } from '../service/ledger.js';
 import { InvariantError } from '../api-auth-error.js';

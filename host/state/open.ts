@@ -14,7 +14,7 @@ import { RotationEnds } from '../service/rotation-ends.js';
 import { repairCommand } from './codec.js';
 import { JournalInventory, readInventory } from './inventory.js';
 import type { InventoryRead } from './inventory.js';
-import { JOURNAL_FILE } from './journal.js';
+import { JOURNAL_FILE } from './journal-format.js';
 import type { ServiceState } from './store.js';
 import { FolderLedger } from './ledger.js';
 import { restoreService, StateStore } from './store.js';

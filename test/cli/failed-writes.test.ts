@@ -10,7 +10,8 @@
 import t from 'tap';
 import { existsSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { Core, GrantError, Outcome } from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { GrantError, Outcome } from '../../build/host/core/abi.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { authUrl, call, changePassword, expectGranted, expectRefused, newToken, REASONS, REVOKED, revokeToken, tryPassword } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';

@@ -262,7 +262,7 @@ t.test('concurrent issues are all listed, each once', async (t) => {
 
 t.test('methods comes from the token\'s grant: a grant with a method scope lists its patterns, one without lists null', async (t) => {
   const { decodeState, encodeState } = await import('../../build/host/state/codec.js');
-  const { grantEntries } = await import('../../build/host/core/core.js');
+  const { grantEntries } = await import('../../build/host/core/grants.js');
   const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   const scoped = await issued(t, server, { endpoints: ['/ext/bc/C/rpc'], label: 'scoped' });
   const plain = await issued(t, server, { endpoints: ['/ext/info'] });

@@ -38,7 +38,7 @@ const BATCH = 100;
 const CLIENTS = 4;
 const EACH = 12;
 const INTERNAL_ERROR = { code: -32603, message: 'internal error' };
-// The journal's layout (host/state/journal.ts): a header (magic, version, key fingerprint),
+// The journal's layout (host/state/journal-format.ts): a header (magic, version, key fingerprint),
 // then groups (length, two CRC-32s, records), each record its length and its bytes; an
 // issue record without a label is 34 bytes.
 /** Magic, format version, key fingerprint, epoch, compaction, the bytes its rewrite wrote. */

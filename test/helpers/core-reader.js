@@ -7,7 +7,8 @@
 //
 // Plain JavaScript, so that a worker starts without the test runner's TypeScript loader.
 import { parentPort, workerData } from 'node:worker_threads';
-import { Core, Outcome } from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { Outcome } from '../../build/host/core/abi.js';
 
 /** Words of the control array (an Int32Array over a SharedArrayBuffer). */
 export const STAGE = 0;

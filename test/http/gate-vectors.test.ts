@@ -10,7 +10,7 @@ import { connect } from 'node:net';
 import { freshSource, jsonrpc, parseResponse, readResponse, type HttpResponse } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import { startRecordingUpstream, type RecordedRequest } from '../helpers/upstream.js';
-import { grantEntries } from '../../build/host/core/core.js';
+import { grantEntries } from '../../build/host/core/grants.js';
 import { limitEntries } from '../../build/host/service/token-params.js';
 
 interface Verdict {

@@ -14,7 +14,8 @@ import { dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { coreModule } from '../../build/host/core/module.js';
-import { Core, Outcome } from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { Outcome } from '../../build/host/core/abi.js';
 import { runVectors } from '../vectors/run-vectors.js';
 import type { VectorResult } from '../vectors/run-vectors.js';
 

@@ -2,7 +2,8 @@
 // each reserves blocks and issues from its own, and every core verifies every block.
 // Through the Core class (build/host/core/core.ts) over both builds' exports.
 import t from 'tap';
-import { Core, Outcome, RESERVE_EXPIRED } from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { Outcome, RESERVE_EXPIRED } from '../../build/host/core/abi.js';
 import { coreModule, coreThreadsModule } from '../../build/host/core/module.js';
 
 const NOW = 1_700_000_000;

@@ -6,7 +6,9 @@
 // the state does not allow.
 import t, { type Test } from 'tap';
 import { Worker } from 'node:worker_threads';
-import { Core, GrantError, Outcome, sharedMemory, sharedMemoryPages } from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { GrantError, Outcome } from '../../build/host/core/abi.js';
+import { sharedMemory, sharedMemoryPages } from '../../build/host/core/memory.js';
 import { coreModule, coreThreadsModule, newThreadsCore } from '../../build/host/core/module.js';
 import {
   BUMPED, CHANGING, CONTROL_WORDS, PATH, PROGRESS, PUBLISHED, REVOKED, STAGE, STOP, TOKEN_BYTES,

@@ -5,9 +5,9 @@ import fc from 'fast-check';
 import t from 'tap';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import {
-  ADMIT_OK, ADMIT_QUOTA, canonicalMethods, Core, GrantError, grantEntries, IssueError, MAX_METHODS, Outcome, OUTCOME_NAMES, splitGrantEntries,
-} from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { ADMIT_OK, ADMIT_QUOTA, GrantError, IssueError, MAX_METHODS, Outcome, OUTCOME_NAMES } from '../../build/host/core/abi.js';
+import { canonicalMethods, grantEntries, splitGrantEntries } from '../../build/host/core/grants.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { badPath, checkProperty, refusedCodePoint } from '../helpers/fuzz.js';
 

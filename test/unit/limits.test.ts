@@ -3,7 +3,8 @@
 // table, and one bucket shared by readers on several threads.
 import t from 'tap';
 import { Worker } from 'node:worker_threads';
-import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, Core, type GrantError, Outcome } from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_RATE, ADMIT_TABLE_FULL, type GrantError, Outcome } from '../../build/host/core/abi.js';
 import { coreModule, coreThreadsModule, newThreadsCore } from '../../build/host/core/module.js';
 import { addressBytes, trustedProxies } from '../../build/host/addresses.js';
 import { clientRange } from '../../build/host/service/token-params.js';

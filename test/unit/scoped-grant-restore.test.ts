@@ -1,7 +1,8 @@
 // A grant with a method scope survives a restart: the state file keeps its entries as the
 // core holds them (grantEntries), and the restore gives it back its id and its methods.
 import t from 'tap';
-import { grantEntries, Outcome } from '../../build/host/core/core.js';
+import { Outcome } from '../../build/host/core/abi.js';
+import { grantEntries } from '../../build/host/core/grants.js';
 import { newCore } from '../../build/host/core/module.js';
 import { decodeState, encodeState } from '../../build/host/state/codec.js';
 import { restoreCore } from '../../build/host/state/store.js';

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { coreModule, coreThreadsModule } from '../../build/host/core/module.js';
-import { Outcome } from '../../build/host/core/core.js';
+import { Outcome } from '../../build/host/core/abi.js';
 import { generateVectors } from '../vectors/generate.js';
 import { runVectors } from '../vectors/run-vectors.js';
 

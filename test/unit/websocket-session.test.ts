@@ -3,7 +3,7 @@
 // ends, without a listener, an upstream node or the clock's real time. The end-to-end
 // tests (test/http/websocket*.test.ts) pin the same behaviour on the wire.
 import t from 'tap';
-import { Outcome } from '../../build/host/core/core.js';
+import { Outcome } from '../../build/host/core/abi.js';
 import type { Metrics } from '../../build/host/ops/metrics.js';
 import type { UpstreamWebSocket } from '../../build/host/http/upstream-ws/socket.js';
 import { Session } from '../../build/host/http/websocket/session.js';

@@ -22,7 +22,7 @@
 // side's verdict instead of one. Those cases are not agreement, and do not pretend to be.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { grantEntries } from '../../build/host/core/core.js';
+import { grantEntries } from '../../build/host/core/grants.js';
 import { limitEntries } from '../../build/host/service/token-params.js';
 
 const RPC = '/ext/bc/C/rpc';

@@ -10,7 +10,9 @@
 import { createHash, createHmac } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { ABI_VERSION, Core, Outcome, grantEntries, splitGrantEntries } from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { ABI_VERSION, Outcome } from '../../build/host/core/abi.js';
+import { grantEntries, splitGrantEntries } from '../../build/host/core/grants.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { addressBytes } from '../../build/host/addresses.js';
 import { clientRange } from '../../build/host/service/token-params.js';

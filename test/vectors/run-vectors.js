@@ -3,7 +3,9 @@
 // build/host/core/core.js. Plain ESM with no runtime built-ins: Node, Deno, Bun and browsers
 // all run this same file against the same build/core.wasm. The format is described in
 // assembly/README.md ("Conformance vectors").
-import { Core, Outcome, splitGrantEntries } from '../../build/host/core/core.js';
+import { Core } from '../../build/host/core/core.js';
+import { Outcome } from '../../build/host/core/abi.js';
+import { splitGrantEntries } from '../../build/host/core/grants.js';
 
 /** GrantError codes of host/core/core.ts by the core's grantAdd result. */
 const GRANT_ERRORS = {

@@ -5,7 +5,7 @@
 // upstream sockets) comes in as its peers (SessionPeers), so that it reaches back into
 // nothing: the relay is one implementation of them.
 import type { WebSocket } from 'uWebSockets.js';
-import { Outcome } from '../../core/core.js';
+import { Outcome } from '../../core/abi.js';
 import { TO_CLIENT, TO_UPSTREAM } from '../../ops/metrics.js';
 import type { Metrics, WsClose } from '../../ops/metrics.js';
 import { UpstreamWsCode, UpstreamWsError } from '../upstream-ws/errors.js';

@@ -2,7 +2,8 @@
 //   bun test/vectors/hosts/bun.js
 // prints one JSON line: the snippet's answers and the runner's result. Bun finds
 // @assemblyscript/loader in node_modules itself.
-import { Core, Outcome } from '../../../build/host/core/core.js';
+import { Core } from '../../../build/host/core/core.js';
+import { Outcome } from '../../../build/host/core/abi.js';
 import { runVectors } from '../run-vectors.js';
 
 const module = await WebAssembly.compile(await Bun.file(new URL('../../../build/core.wasm', import.meta.url)).arrayBuffer());

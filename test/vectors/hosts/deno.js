@@ -1,7 +1,8 @@
 // The core in Deno, and the vectors through it. From the repository root:
 //   deno run --no-config --allow-read=. --import-map=test/vectors/hosts/import-map.json test/vectors/hosts/deno.js
 // prints one JSON line: the snippet's answers and the runner's result.
-import { Core, Outcome } from '../../../build/host/core/core.js';
+import { Core } from '../../../build/host/core/core.js';
+import { Outcome } from '../../../build/host/core/abi.js';
 import { runVectors } from '../run-vectors.js';
 
 const module = await WebAssembly.compile(await Deno.readFile(new URL('../../../build/core.wasm', import.meta.url)));
