@@ -89,7 +89,7 @@ t.test('streamed: the head as relayed and the body, in one cork; the exchange en
   const exchange = new StreamedExchange(r, res as unknown as HttpResponse, false, false, 'https://app.example');
   exchange.send(Buffer.from('GET / HTTP/1.1\r\n\r\n'));
   answer(exchange, 'HTTP/1.1 200 OK\r\nDate: x\r\nConnection: keep-alive, x-drop\r\nX-Drop: 1\r\nContent-Type: application/json\r\n' +
-    'Content-Length: 11\r\nX-Keep: é\r\n\r\n{"result":1}'.replace('11', '12'));
+    'Content-Length: 12\r\nX-Keep: é\r\n\r\n{"result":1}');
   t.same(res.written, [['status', '200 OK'], ['header', 'Content-Type', 'application/json'], ['header', 'X-Keep', 'é'],
     ['header', 'Access-Control-Allow-Origin', 'https://app.example'], ['tryEnd', '{"result":1}', 12]],
   'Date, Connection, what Connection names and Content-Length are not relayed; CORS is the gateway\'s');

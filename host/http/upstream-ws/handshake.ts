@@ -42,8 +42,9 @@ export function requestHead(host: string, target: string, protocols: readonly st
   }
   const lines = headerLines(headers, ownField, false);
   if (lines instanceof UnwritableField) {
-    throw new UpstreamWsError(UpstreamWsCode.BadRequest, lines.part === 'name' ? `the header name ${JSON.stringify(lines.name)} is not a token`
-      : `the value of header ${lines.name} holds a control character`);
+    const why = lines.part === 'name' ? `the header name ${JSON.stringify(lines.name)} is not a token`
+      : `the value of header ${lines.name} holds a control character`;
+    throw new UpstreamWsError(UpstreamWsCode.BadRequest, why);
   }
   let head = `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${lines}`;
   head += `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n`;
