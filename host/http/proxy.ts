@@ -25,6 +25,11 @@
 // all; of a batch with some calls allowed, only those are sent, as a batch, and the
 // upstream's answer is read whole and merged with the refused calls' errors. Tokens with
 // neither are streamed as before, and cost nothing more.
+//
+// This file makes a request's head (proxy/head.ts) and picks its exchange's mode, one a
+// file in proxy/: sent whole with its answer streamed (streamed.ts), a body streamed from
+// the client (streaming.ts), a split batch merged with its refusals (split.ts). It hands
+// each exchange the relay (proxy/exchange.ts), the one way an exchange reaches http/.
 import { systemClock, systemTimer } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
