@@ -1,20 +1,20 @@
 // The opening handshake of RFC 6455 §4.1, client side: the upgrade request, written
 // byte for byte, and the check of the server's answer.
 import { createHash, randomBytes } from 'node:crypto';
+import { headerLines, isToken, UnwritableField } from '../upstream/request-head.js';
 import { UpstreamWsCode, UpstreamWsError } from './errors.js';
 
 /** RFC 6455 §1.3: what the server appends to the key before hashing it. */
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 /** The largest answer head read, as Node's HTTP client bounds it (--max-http-header-size). */
 export const MAX_ANSWER_HEAD = 16 * 1024;
-/** RFC 7230's token: header names and subprotocols. */
+/** RFC 7230's token: the header names of an answer. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-/** What a header value may hold, as Node's HTTP client has it. */
-const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** What a request target may hold, as Node's HTTP client has it. */
 const TARGET = /^[\u0021-\u00ff]+$/;
 /** The handshake's own fields, which only this module writes. */
 const OWN_FIELDS = new Set(['host', 'connection', 'upgrade']);
+const ownField = (name: string): boolean => OWN_FIELDS.has(name) || name.startsWith('sec-websocket-');
 
 /** A new Sec-WebSocket-Key: 16 random bytes. */
 export function newKey(): string {
@@ -36,19 +36,17 @@ export function acceptFor(key: string): string {
 export function requestHead(host: string, target: string, protocols: readonly string[], headers: readonly string[], key: string): string {
   if (!TARGET.test(target)) throw new UpstreamWsError(UpstreamWsCode.BadRequest, 'the request target holds a character that cannot be sent');
   for (let i = 0; i < protocols.length; i++) {
-    if (!TOKEN.test(protocols[i]) || protocols.indexOf(protocols[i]) !== i) {
+    if (!isToken(protocols[i]) || protocols.indexOf(protocols[i]) !== i) {
       throw new UpstreamWsError(UpstreamWsCode.BadRequest, `the subprotocol ${JSON.stringify(protocols[i])} is not a token, or is offered twice`);
     }
   }
-  let head = `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n`;
-  for (let i = 0; i + 1 < headers.length; i += 2) {
-    const name = headers[i];
-    if (OWN_FIELDS.has(name) || name.startsWith('sec-websocket-')) continue;
-    if (!TOKEN.test(name)) throw new UpstreamWsError(UpstreamWsCode.BadRequest, `the header name ${JSON.stringify(name)} is not a token`);
-    const value = headers[i + 1];
-    if (BAD_VALUE.test(value)) throw new UpstreamWsError(UpstreamWsCode.BadRequest, `the value of header ${name} holds a control character`);
-    head += `${name}: ${value}\r\n`;
+  const lines = headerLines(headers, ownField, false);
+  if (lines instanceof UnwritableField) {
+    const why = lines.part === 'name' ? `the header name ${JSON.stringify(lines.name)} is not a token`
+      : `the value of header ${lines.name} holds a control character`;
+    throw new UpstreamWsError(UpstreamWsCode.BadRequest, why);
   }
+  let head = `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${lines}`;
   head += `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n`;
   if (protocols.length > 0) head += `Sec-WebSocket-Protocol: ${protocols.join(',')}\r\n`;
   return `${head}\r\n`;
