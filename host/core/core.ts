@@ -15,7 +15,7 @@ import { instantiateSync } from '@assemblyscript/loader';
 import { MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, PAGE_BYTES } from '../../assembly/memory-map.js';
 import { Outcome } from '../../assembly/outcome.js';
 import {
-  ADMIT_UNKNOWN_GRANT, ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, PASSWORD_NEEDS_ENTROPY, RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW,
+  ADMIT_UNKNOWN_GRANT, ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, PASSWORD_NEEDS_ENTROPY, type RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW,
 } from '../../assembly/results.js';
 import { InvariantError } from '../api-auth-error.js';
 import { ABI_VERSION, GENERATED_PASSWORD_LENGTH, issueError, RESULT } from './abi.js';

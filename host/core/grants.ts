@@ -73,7 +73,7 @@ export function encodeGrant(endpoints: readonly string[], methods: readonly stri
   // An empty pattern would read as the empty entry that starts the limits.
   const badPattern = patterns.findIndex((m) => m.includes('\n') || m === '');
   if (badPattern >= 0) throw methodError('bad-method', methods as readonly string[], patterns[badPattern]);
-  if (limits !== undefined && limits.some((l) => l.includes('\n'))) throw new GrantError('bad-limit', 'a limit entry holds a line break');
+  if (limits?.some((l) => l.includes('\n'))) throw new GrantError('bad-limit', 'a limit entry holds a line break');
   // Each entry ends in a line feed, so an empty entry stays visible to the core; the
   // empty entry between endpoints and patterns starts the method scope, the next one
   // the limits (entries the host made canonical: limitEntries in service/token-params.ts).

@@ -13,7 +13,7 @@
 // line holds a password or a token.
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { Core } from '../core/core.js';
+import type { Core } from '../core/core.js';
 import { GrantError, IssueError, MAX_ENDPOINTS, MAX_METHODS, Outcome, OUTCOME_NAMES } from '../core/abi.js';
 import { METHOD_RULES, splitGrantEntries } from '../core/grants.js';
 import type { Claims } from '../core/abi.js';

@@ -22,7 +22,7 @@ t.test('go/core/memory_map.go is what the generator writes from assembly/memory-
 
 t.test('the generator carries values and doc comments, and refuses what it cannot carry', async (t) => {
   const go = render(await memoryMap('/** A page, MAX_X of them. */\nexport const PAGE_X = 2 * 3;\nexport const MAX_X = 1 << 4;\n'));
-  t.match(go, /\t\/\/ A page, maxX of them\.\n\tpageX = 6\n\tmaxX  = 16\n\)/);
+  t.match(go, /\t\/\/ A page, maxX of them\.\n\tpageX = 6\n\tmaxX {2}= 16\n\)/);
   await t.rejects(memoryMap('export const A = 1.5;\n'), /A is 1.5, not a non-negative integer/);
   await t.rejects(memoryMap('export const A = 1;\nexport function b() { return 2; }\n'), /not `export const NAME = value;`/);
   await t.rejects(memoryMap('export const A =\n  1;\n'), /not `export const NAME = value;`/);

@@ -129,7 +129,12 @@ t.test('streamed: a failure before the head is relayed is an answer; after, a cu
 t.test('split: the answer read whole and merged; an answer that is not the batch goes as it is', async (t) => {
   const { relay: r, settled } = relay();
   const merges: string[] = [];
-  const merge = { merge: (text: string) => (merges.push(text), text.startsWith('[') ? `[${text.slice(1, -1)},"refused"]` : undefined) };
+  const merge = {
+    merge: (text: string) => {
+      merges.push(text);
+      return text.startsWith('[') ? `[${text.slice(1, -1)},"refused"]` : undefined;
+    },
+  };
   const res = new Response();
   const exchange = new SplitExchange(r, res as unknown as HttpResponse, false, false, '', merge);
   answer(exchange, 'HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n[1,\r\n2\r\n2]\r\n0\r\n\r\n');

@@ -59,7 +59,7 @@ export class AnswerHeads {
         if (!bodiless || !equalsIgnoringCase(bytes, nameStart, nameEnd, CONTENT_LENGTH)) continue;
       }
       const name = bytes.toString('latin1', nameStart, nameEnd);
-      if (listed !== null && listed.has(name.toLowerCase())) continue;
+      if (listed?.has(name.toLowerCase())) continue;
       // A JavaScript string would reach uWS as UTF-8: bytes beyond ASCII go as they are.
       res.writeHeader(name, fields[i + 4] === 1 ? bytes.subarray(fields[i + 2], fields[i + 3]) : bytes.toString('latin1', fields[i + 2], fields[i + 3]));
     }
