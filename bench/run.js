@@ -13,23 +13,29 @@ import { foreignCpuWindow, waitForQuiet } from './lib/quiet.js';
 import { MAX_RESULT_BYTES, MIN_RESULT_BYTES } from './servers/rpc.js';
 
 const PARTS = {
-  gateway: 'api-auth --upstream, HAProxy jwt_verify and nginx (no auth) in front of the same nginx upstream: POST JSON-RPC, per thread count, connection count and answer size',
+  gateway:
+    'api-auth --upstream, HAProxy jwt_verify and nginx (no auth) in front of the same nginx upstream: POST JSON-RPC, per thread count, connection count and answer size',
   builtin: 'the built-in POST /ext/info and GET /ext/health against a bare uWebSockets.js server answering the same',
   core: 'per-call token verification against fast-jwt, jose and node:crypto, cached against cached, uncached against uncached',
   flood: 'the gateway path while /ext/auth is flooded with wrong passwords',
-  scope: 'api-auth --upstream with a token limited to some JSON-RPC methods (body read and checked) against one without (streamed), same upstream and load as gateway',
+  scope:
+    'api-auth --upstream with a token limited to some JSON-RPC methods (body read and checked) against one without (streamed), same upstream and load as gateway',
   access: 'api-auth --upstream with --access-log (a JSON line per request, to a file) against without, same upstream and load as gateway',
   state: 'start time, memory and verify time with 0, 10k and 1M tokens issued and 100k revoked',
   tls: 'api-auth --http-tls-enabled, HAProxy bind ssl + jwt_verify and nginx listen ssl (no auth) in front of the same upstream: HTTPS POST JSON-RPC, connections kept alive and a new connection (TLS handshake) per request, one thread, the smallest size',
   ws: 'WebSocket messages relayed per second and added latency: api-auth and nginx against a direct connection to the same echo upstream',
-  issuing: 'auth.newToken over HTTP with 4 clients for --duration (the argon2id check dominates), then the token journal alone: appends a second and records per fdatasync',
-  fleet: 'the fleet (--cluster-etcd, needs etcd): revoke latency through one of 3 gateways against a lone api-auth, and verify throughput of a fleet member against a lone one',
+  issuing:
+    'auth.newToken over HTTP with 4 clients for --duration (the argon2id check dominates), then the token journal alone: appends a second and records per fdatasync',
+  fleet:
+    'the fleet (--cluster-etcd, needs etcd): revoke latency through one of 3 gateways against a lone api-auth, and verify throughput of a fleet member against a lone one',
 };
 
 const USAGE = `Usage: npm run bench -- [flags]     (or node bench/run.js [flags] after npm run build)
 
 Parts (--parts, comma-separated, all by default, run in this order):
-${Object.entries(PARTS).map(([k, v]) => `  ${k.padEnd(8)} ${v}`).join('\n')}
+${Object.entries(PARTS)
+  .map(([k, v]) => `  ${k.padEnd(8)} ${v}`)
+  .join('\n')}
 
 Flags:
   --parts LIST          parts to run (default ${Object.keys(PARTS).join(',')})
@@ -57,18 +63,24 @@ function usage(message) {
 }
 
 function list(flag, value, parse) {
-  const items = value.split(',').map((v) => v.trim()).filter(Boolean);
+  const items = value
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
   if (items.length === 0) usage(`${flag} needs at least one value`);
   return [...new Set(items.map((v) => parse(v) ?? usage(`${flag}: ${JSON.stringify(v)} is not ${parse.what}`)))];
 }
 
 const positive = Object.assign((v) => (/^[1-9]\d*$/.test(v) ? Number(v) : null), { what: 'a whole number above 0' });
-const bytes = Object.assign((v) => {
-  const m = /^(\d+)\s*(B|KiB|MiB)?$/.exec(v);
-  if (!m) return null;
-  const n = Number(m[1]) * ({ KiB: 1024, MiB: 1048576 }[m[2]] ?? 1);
-  return n >= MIN_RESULT_BYTES && n <= MAX_RESULT_BYTES ? n : null;
-}, { what: `a size from ${MIN_RESULT_BYTES} to ${MAX_RESULT_BYTES} bytes (such as 100, 10000, 1MiB)` });
+const bytes = Object.assign(
+  (v) => {
+    const m = /^(\d+)\s*(B|KiB|MiB)?$/.exec(v);
+    if (!m) return null;
+    const n = Number(m[1]) * ({ KiB: 1024, MiB: 1048576 }[m[2]] ?? 1);
+    return n >= MIN_RESULT_BYTES && n <= MAX_RESULT_BYTES ? n : null;
+  },
+  { what: `a size from ${MIN_RESULT_BYTES} to ${MAX_RESULT_BYTES} bytes (such as 100, 10000, 1MiB)` },
+);
 const seconds = (flag, v, min) => {
   const m = /^(\d+(?:\.\d+)?)s?$/.exec(v);
   if (!m || Number(m[1]) < min) usage(`${flag}: ${JSON.stringify(v)} is not a duration of at least ${min} s (such as 8 or 8s)`);
@@ -104,7 +116,11 @@ if (flags.help) {
 if (!/^[a-z0-9][a-z0-9-]*\.json$/.test(flags.out) || flags.out.endsWith('.dirty.json') || flags.out.endsWith('.tmp.json')) {
   usage(`--out: ${JSON.stringify(flags.out)} is not a results file name such as results-ws.json (letters, digits and "-", then .json)`);
 }
-const parts = list('--parts', flags.parts, Object.assign((v) => (v in PARTS ? v : null), { what: `a part (${Object.keys(PARTS).join(', ')})` }));
+const parts = list(
+  '--parts',
+  flags.parts,
+  Object.assign((v) => (v in PARTS ? v : null), { what: `a part (${Object.keys(PARTS).join(', ')})` }),
+);
 const http = {
   threads: list('--threads', flags.threads, positive),
   connections: list('--connections', flags.connections, positive),
@@ -124,8 +140,19 @@ if (!existsSync(join(BUILD, 'core.wasm')) || (needsServer && !existsSync(MAIN)))
 
 const git = gitState();
 const machine = machineFacts();
-log(`${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}; commit ${git.commit ?? 'n/a'}${git.dirty ? ' with uncommitted changes' : ''}`);
-const results = { commit: git.commit, dirty: git.dirty, ...(git.dirty ? { changes: git.changes } : {}), machine, settings: { parts, http }, parts: {}, targets: {}, elapsedSeconds: {} };
+log(
+  `${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}; commit ${git.commit ?? 'n/a'}${git.dirty ? ' with uncommitted changes' : ''}`,
+);
+const results = {
+  commit: git.commit,
+  dirty: git.dirty,
+  ...(git.dirty ? { changes: git.changes } : {}),
+  machine,
+  settings: { parts, http },
+  parts: {},
+  targets: {},
+  elapsedSeconds: {},
+};
 const started = Date.now();
 const sections = [
   '# api-auth bench',
@@ -164,84 +191,117 @@ function busyNote(foreign) {
 }
 
 const steps = {
-  gateway: () => part('gateway', 'Gateway', async () => {
-    const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
-    const r = await runGateway(http);
-    return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
-  }),
-  builtin: () => part('builtin', 'Built-in endpoints', async () => {
-    const { runBuiltin, builtinMarkdown } = await import('./parts/builtin.js');
-    const r = await runBuiltin(http);
-    return { result: r, markdown: builtinMarkdown(r), targets: r.targets };
-  }),
-  core: () => part('core', 'Core verification', async () => {
-    const { runCoreVerify, coreVerifyMarkdown } = await import('./parts/core-verify.js');
-    const { runCoreBreakdown, coreBreakdownMarkdown } = await import('./parts/core-breakdown.js');
-    if (http.waitQuietS > 0) await waitForQuiet({ maxWaitS: 30 });
-    const window = foreignCpuWindow();
-    const r = await runCoreVerify({ cpuTimeMs: 500 });
-    r.foreign = window.end();
-    r.breakdown = await runCoreBreakdown({ cpuTimeMs: 250 });
-    return { result: r, markdown: [coreVerifyMarkdown(r), busyNote(r.foreign), coreBreakdownMarkdown(r.breakdown)].filter(Boolean).join('\n\n'), targets: r.targets };
-  }),
-  scope: () => part('scope', 'Method scopes', async () => {
-    const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
-    const r = await runGateway({ ...http, gateways: ['apiAuth', 'apiAuthScoped', 'nginx'] });
-    return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
-  }),
-  access: () => part('access', 'Access log', async () => {
-    const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
-    const r = await runGateway({ ...http, gateways: ['apiAuth', 'apiAuthLogged', 'nginx'] });
-    return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
-  }),
-  flood: () => part('flood', 'Flood', async () => {
-    const { runFlood, floodMarkdown } = await import('./parts/flood.js');
-    const r = await runFlood({ ...http, connections: http.connections[0], bytes: Math.min(...http.sizes) });
-    return { result: r, markdown: floodMarkdown(r), targets: r.targets };
-  }),
-  tls: () => part('tls', 'TLS at the gateway', async () => {
-    const { runTls, tlsMarkdown } = await import('./parts/tls.js');
-    const r = await runTls({ ...http, bytes: Math.min(...http.sizes) });
-    return { result: r, markdown: tlsMarkdown(r), targets: r.targets };
-  }),
-  ws: () => part('ws', 'WebSocket', async () => {
-    const { runWebsocket, websocketMarkdown } = await import('./parts/websocket.js');
-    // Messages, not answers: the sizes a subscription sends (a 1 MiB answer size is the HTTP parts').
-    const sizes = http.sizes.filter((bytes) => bytes <= 65536);
-    const r = await runWebsocket({ ...http, sizes: sizes.length > 0 ? sizes : [100] });
-    return { result: r, markdown: websocketMarkdown(r), targets: r.targets };
-  }),
-  state: () => part('state', 'State scale', async () => {
-    const { runStateScale, stateScaleMarkdown } = await import('./parts/state-scale.js');
-    const r = await runStateScale({ cli: true, waitQuietS: http.waitQuietS });
-    return { result: r, markdown: stateScaleMarkdown(r), targets: r.targets };
-  }),
-  issuing: () => part('issuing', 'Issuing', async () => {
-    const { runIssuing, issuingMarkdown } = await import('./parts/issuing.js');
-    if (http.waitQuietS > 0) await waitForQuiet({ maxWaitS: 30 });
-    const window = foreignCpuWindow();
-    const r = await runIssuing({ seconds: http.durationS });
-    r.foreign = window.end();
-    return { result: r, markdown: [issuingMarkdown(r), busyNote(r.foreign)].filter(Boolean).join('\n\n') };
-  }),
-  fleet: () => part('fleet', 'Fleet', async () => {
-    const { runFleet, fleetMarkdown } = await import('./parts/fleet.js');
-    const r = await runFleet({ durationS: http.durationS, warmupS: http.warmupS, rounds: http.rounds, waitQuietS: http.waitQuietS, retries: http.retries });
-    return { result: r, markdown: fleetMarkdown(r) };
-  }),
+  gateway: () =>
+    part('gateway', 'Gateway', async () => {
+      const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
+      const r = await runGateway(http);
+      return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
+    }),
+  builtin: () =>
+    part('builtin', 'Built-in endpoints', async () => {
+      const { runBuiltin, builtinMarkdown } = await import('./parts/builtin.js');
+      const r = await runBuiltin(http);
+      return { result: r, markdown: builtinMarkdown(r), targets: r.targets };
+    }),
+  core: () =>
+    part('core', 'Core verification', async () => {
+      const { runCoreVerify, coreVerifyMarkdown } = await import('./parts/core-verify.js');
+      const { runCoreBreakdown, coreBreakdownMarkdown } = await import('./parts/core-breakdown.js');
+      if (http.waitQuietS > 0) await waitForQuiet({ maxWaitS: 30 });
+      const window = foreignCpuWindow();
+      const r = await runCoreVerify({ cpuTimeMs: 500 });
+      r.foreign = window.end();
+      r.breakdown = await runCoreBreakdown({ cpuTimeMs: 250 });
+      return {
+        result: r,
+        markdown: [coreVerifyMarkdown(r), busyNote(r.foreign), coreBreakdownMarkdown(r.breakdown)].filter(Boolean).join('\n\n'),
+        targets: r.targets,
+      };
+    }),
+  scope: () =>
+    part('scope', 'Method scopes', async () => {
+      const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
+      const r = await runGateway({ ...http, gateways: ['apiAuth', 'apiAuthScoped', 'nginx'] });
+      return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
+    }),
+  access: () =>
+    part('access', 'Access log', async () => {
+      const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
+      const r = await runGateway({ ...http, gateways: ['apiAuth', 'apiAuthLogged', 'nginx'] });
+      return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
+    }),
+  flood: () =>
+    part('flood', 'Flood', async () => {
+      const { runFlood, floodMarkdown } = await import('./parts/flood.js');
+      const r = await runFlood({ ...http, connections: http.connections[0], bytes: Math.min(...http.sizes) });
+      return { result: r, markdown: floodMarkdown(r), targets: r.targets };
+    }),
+  tls: () =>
+    part('tls', 'TLS at the gateway', async () => {
+      const { runTls, tlsMarkdown } = await import('./parts/tls.js');
+      const r = await runTls({ ...http, bytes: Math.min(...http.sizes) });
+      return { result: r, markdown: tlsMarkdown(r), targets: r.targets };
+    }),
+  ws: () =>
+    part('ws', 'WebSocket', async () => {
+      const { runWebsocket, websocketMarkdown } = await import('./parts/websocket.js');
+      // Messages, not answers: the sizes a subscription sends (a 1 MiB answer size is the HTTP parts').
+      const sizes = http.sizes.filter((bytes) => bytes <= 65536);
+      const r = await runWebsocket({ ...http, sizes: sizes.length > 0 ? sizes : [100] });
+      return { result: r, markdown: websocketMarkdown(r), targets: r.targets };
+    }),
+  state: () =>
+    part('state', 'State scale', async () => {
+      const { runStateScale, stateScaleMarkdown } = await import('./parts/state-scale.js');
+      const r = await runStateScale({ cli: true, waitQuietS: http.waitQuietS });
+      return { result: r, markdown: stateScaleMarkdown(r), targets: r.targets };
+    }),
+  issuing: () =>
+    part('issuing', 'Issuing', async () => {
+      const { runIssuing, issuingMarkdown } = await import('./parts/issuing.js');
+      if (http.waitQuietS > 0) await waitForQuiet({ maxWaitS: 30 });
+      const window = foreignCpuWindow();
+      const r = await runIssuing({ seconds: http.durationS });
+      r.foreign = window.end();
+      return { result: r, markdown: [issuingMarkdown(r), busyNote(r.foreign)].filter(Boolean).join('\n\n') };
+    }),
+  fleet: () =>
+    part('fleet', 'Fleet', async () => {
+      const { runFleet, fleetMarkdown } = await import('./parts/fleet.js');
+      const r = await runFleet({
+        durationS: http.durationS,
+        warmupS: http.warmupS,
+        rounds: http.rounds,
+        waitQuietS: http.waitQuietS,
+        retries: http.retries,
+      });
+      return { result: r, markdown: fleetMarkdown(r) };
+    }),
 };
 for (const id of Object.keys(PARTS)) if (parts.includes(id)) await steps[id]();
 
 const all = Object.entries(results.targets);
 const missed = all.filter(([, t]) => t.ok === false).length;
 const unknown = all.filter(([, t]) => t.ok == null).length;
-sections.push('', '## Targets', '', table(['target', 'result'], all.map(([name, t]) => [name, pass(t.ok, t.disturbed)])),
-  '', `${all.length - missed - unknown} of ${all.length} targets met, ${missed} missed${unknown ? `, ${unknown} not measurable here` : ''}.`);
+sections.push(
+  '',
+  '## Targets',
+  '',
+  table(
+    ['target', 'result'],
+    all.map(([name, t]) => [name, pass(t.ok, t.disturbed)]),
+  ),
+  '',
+  `${all.length - missed - unknown} of ${all.length} targets met, ${missed} missed${unknown ? `, ${unknown} not measurable here` : ''}.`,
+);
 
 results.elapsedSeconds.total = (Date.now() - started) / 1000;
-sections.push('', `Bench time: ${results.elapsedSeconds.total.toFixed(0)} s. Settings: --parts ${parts.join(',')} --threads ${http.threads.join(',')} ` +
-  `--connections ${http.connections.join(',')} --sizes ${http.sizes.join(',')} (${http.sizes.map(size).join(', ')}) --duration ${http.durationS}s ` +
-  `--warmup ${http.warmupS}s --rounds ${http.rounds}${flags['no-wait-quiet'] ? ' --no-wait-quiet' : ''}.`);
+sections.push(
+  '',
+  `Bench time: ${results.elapsedSeconds.total.toFixed(0)} s. Settings: --parts ${parts.join(',')} --threads ${http.threads.join(',')} ` +
+    `--connections ${http.connections.join(',')} --sizes ${http.sizes.join(',')} (${http.sizes.map(size).join(', ')}) --duration ${http.durationS}s ` +
+    `--warmup ${http.warmupS}s --rounds ${http.rounds}${flags['no-wait-quiet'] ? ' --no-wait-quiet' : ''}.`,
+);
 
 const out = join(ROOT, 'bench', 'results', git.dirty && !flags['allow-dirty'] ? flags.out.replace(/\.json$/, '.dirty.json') : flags.out);
 const tmp = `${out}.tmp`;
@@ -249,8 +309,10 @@ writeFileSync(tmp, `${JSON.stringify(results, null, 2)}\n`);
 renameSync(tmp, out);
 process.stdout.write(`${sections.join('\n')}\n`);
 if (git.dirty && !flags['allow-dirty']) {
-  log(`the tree has uncommitted changes (${git.changes.slice(0, 5).join('; ')}${git.changes.length > 5 ? '; ...' : ''}): ` +
-    `results written to ${out}, not bench/results/${flags.out}; commit first, or pass --allow-dirty`);
+  log(
+    `the tree has uncommitted changes (${git.changes.slice(0, 5).join('; ')}${git.changes.length > 5 ? '; ...' : ''}): ` +
+      `results written to ${out}, not bench/results/${flags.out}; commit first, or pass --allow-dirty`,
+  );
 } else {
   log(`results written to ${out}`);
 }

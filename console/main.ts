@@ -14,21 +14,49 @@ const CSRF_KEY = 'api-auth-csrf';
 /** Renewed this long before the session's end. */
 const RENEW_BEFORE_MS = 5 * 60 * 1000;
 
-interface RpcError { code: number; message: string }
+interface RpcError {
+  code: number;
+  message: string;
+}
 type Answer<T> = { result: T; error?: undefined; retryAfter?: undefined } | { result?: undefined; error: RpcError; retryAfter?: number };
 
-interface Quota { requests: number; per: string; used: number; resetsAt: string }
-interface Token {
-  id: string; label: string | null; endpoints: string[]; methods: string[] | null; rateLimit: string | null; burst: number | null;
-  quota: Quota | null; allowedClients: string[] | null; lastUsedAt: string | null; requests: number; issuedAt: string;
-  expiresAt: string; revoked: boolean; rotatedFrom: string | null; rotatedTo: string | null;
+interface Quota {
+  requests: number;
+  per: string;
+  used: number;
+  resetsAt: string;
 }
-interface Usage { bucketSeconds: number; from: string; hours: { at: string; requests: number; refusals: Record<string, number> }[] }
+interface Token {
+  id: string;
+  label: string | null;
+  endpoints: string[];
+  methods: string[] | null;
+  rateLimit: string | null;
+  burst: number | null;
+  quota: Quota | null;
+  allowedClients: string[] | null;
+  lastUsedAt: string | null;
+  requests: number;
+  issuedAt: string;
+  expiresAt: string;
+  revoked: boolean;
+  rotatedFrom: string | null;
+  rotatedTo: string | null;
+}
+interface Usage {
+  bucketSeconds: number;
+  from: string;
+  hours: { at: string; requests: number; refusals: Record<string, number> }[];
+}
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => document.getElementById(id) as T;
 
 /** An element with text (never markup) and attributes. */
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, text?: string | null, attrs: Record<string, string> = {}): HTMLElementTagNameMap[K] {
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  text?: string | null,
+  attrs: Record<string, string> = {},
+): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
   if (text !== undefined && text !== null) node.textContent = text;
   for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
@@ -42,13 +70,15 @@ let renewTimer: number | undefined;
 /** One JSON-RPC call to /ext/auth, with the session's CSRF header. */
 async function rpc<T>(method: string, params: Record<string, unknown> = {}): Promise<Answer<T>> {
   const response = await fetch(AUTH, {
-    method: 'POST', credentials: 'same-origin', cache: 'no-store',
+    method: 'POST',
+    credentials: 'same-origin',
+    cache: 'no-store',
     headers: { 'Content-Type': 'application/json', 'X-Api-Auth-Csrf': csrf },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
   });
   let body: { result?: T; error?: RpcError };
   try {
-    body = await response.json() as typeof body;
+    body = (await response.json()) as typeof body;
   } catch {
     return { error: { code: response.status, message: `the node answered HTTP ${response.status}` } };
   }
@@ -104,20 +134,26 @@ $('signin-form').addEventListener('submit', (event) => {
   const button = $<HTMLButtonElement>('signin-button');
   button.disabled = true;
   $('signin-error').textContent = '';
-  void rpc<{ csrf: string; expiresAt: string }>('auth.signIn', { password }).then((answer) => {
-    button.disabled = false;
-    if (answer.error !== undefined) {
-      $('signin-error').textContent = answer.error.code === -32005
-        ? `Too many failed attempts: wait ${answer.retryAfter ?? waitOf(answer.error.message)} s before the next one.`
-        : answer.error.code === -32000 ? 'Incorrect password.' : answer.error.message;
-      return;
-    }
-    started(answer.result);
-    enter();
-  }, () => {
-    button.disabled = false;
-    $('signin-error').textContent = 'The node cannot be reached.';
-  });
+  void rpc<{ csrf: string; expiresAt: string }>('auth.signIn', { password }).then(
+    (answer) => {
+      button.disabled = false;
+      if (answer.error !== undefined) {
+        $('signin-error').textContent =
+          answer.error.code === -32005
+            ? `Too many failed attempts: wait ${answer.retryAfter ?? waitOf(answer.error.message)} s before the next one.`
+            : answer.error.code === -32000
+              ? 'Incorrect password.'
+              : answer.error.message;
+        return;
+      }
+      started(answer.result);
+      enter();
+    },
+    () => {
+      button.disabled = false;
+      $('signin-error').textContent = 'The node cannot be reached.';
+    },
+  );
 });
 
 function waitOf(message: string): string {
@@ -158,10 +194,19 @@ let sortKey: keyof Token = 'issuedAt';
 let sortUp = false;
 
 const COLUMNS: { key: keyof Token | ''; title: string }[] = [
-  { key: '', title: '' }, { key: 'id', title: 'ID' }, { key: 'label', title: 'Label' }, { key: 'endpoints', title: 'Endpoints' },
-  { key: 'methods', title: 'Methods' }, { key: 'rateLimit', title: 'Limits' }, { key: 'allowedClients', title: 'Clients' },
-  { key: 'issuedAt', title: 'Issued' }, { key: 'expiresAt', title: 'Expires' }, { key: 'lastUsedAt', title: 'Last used' },
-  { key: 'requests', title: 'Requests' }, { key: 'revoked', title: 'State' }, { key: '', title: '' },
+  { key: '', title: '' },
+  { key: 'id', title: 'ID' },
+  { key: 'label', title: 'Label' },
+  { key: 'endpoints', title: 'Endpoints' },
+  { key: 'methods', title: 'Methods' },
+  { key: 'rateLimit', title: 'Limits' },
+  { key: 'allowedClients', title: 'Clients' },
+  { key: 'issuedAt', title: 'Issued' },
+  { key: 'expiresAt', title: 'Expires' },
+  { key: 'lastUsedAt', title: 'Last used' },
+  { key: 'requests', title: 'Requests' },
+  { key: 'revoked', title: 'State' },
+  { key: '', title: '' },
 ];
 
 async function loadTokens(): Promise<void> {
@@ -250,19 +295,34 @@ function renderTokens(): void {
     });
     const methods = t.methods === null ? ['every method'] : collapseMethodSets(t.methods);
     const cells: (string | HTMLElement)[] = [
-      box, el('code', t.id), t.label ?? '—', chips(t.endpoints), chips(methods, t.methods === null ? 'all' : ''), limits(t),
-      t.allowedClients === null ? 'anywhere' : t.allowedClients.join(', '), time(t.issuedAt), time(t.expiresAt), time(t.lastUsedAt),
-      String(t.requests), el('span', state(t), { class: `badge ${t.revoked ? 'off' : t.rotatedTo !== null ? 'warn' : 'on'}` }), actions(t),
+      box,
+      el('code', t.id),
+      t.label ?? '—',
+      chips(t.endpoints),
+      chips(methods, t.methods === null ? 'all' : ''),
+      limits(t),
+      t.allowedClients === null ? 'anywhere' : t.allowedClients.join(', '),
+      time(t.issuedAt),
+      time(t.expiresAt),
+      time(t.lastUsedAt),
+      String(t.requests),
+      el('span', state(t), { class: `badge ${t.revoked ? 'off' : t.rotatedTo !== null ? 'warn' : 'on'}` }),
+      actions(t),
     ];
     for (const [i, cell] of cells.entries()) {
-      const td = el('td', typeof cell === 'string' ? cell : null, { 'data-col': COLUMNS[i].title.toLowerCase() || (i === 0 ? 'select' : 'actions') });
+      const td = el('td', typeof cell === 'string' ? cell : null, {
+        'data-col': COLUMNS[i].title.toLowerCase() || (i === 0 ? 'select' : 'actions'),
+      });
       if (typeof cell !== 'string') td.append(cell);
       row.append(td);
     }
     body.append(row);
   }
   if (shown.length === 0) {
-    const td = el('td', tokens.length === 0 ? 'No tokens yet: issue one.' : 'No token matches the filter.', { colspan: String(COLUMNS.length), class: 'empty' });
+    const td = el('td', tokens.length === 0 ? 'No tokens yet: issue one.' : 'No token matches the filter.', {
+      colspan: String(COLUMNS.length),
+      class: 'empty',
+    });
     const tr = el('tr');
     tr.append(td);
     body.append(tr);
@@ -307,18 +367,27 @@ function confirmed(title: string, text: string, ids: string[], ok: string): Prom
   $('confirm-ok').textContent = ok;
   $('confirm-ok').className = ok === 'Revoke' ? 'danger' : 'primary';
   const list = $('confirm-list');
-  list.replaceChildren(...ids.map((id) => {
-    const t = tokens.find((x) => x.id === id);
-    return el('li', t?.label ? `${id} — ${t.label}` : id);
-  }));
+  list.replaceChildren(
+    ...ids.map((id) => {
+      const t = tokens.find((x) => x.id === id);
+      return el('li', t?.label ? `${id} — ${t.label}` : id);
+    }),
+  );
   dialog.returnValue = '';
   dialog.showModal();
   return new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true }));
 }
 
 async function revokeTokens(ids: string[]): Promise<void> {
-  if (!await confirmed(ids.length === 1 ? `Revoke ${ids[0]}?` : `Revoke ${ids.length} tokens?`,
-    'A revoked token is refused at once, on every gateway. This cannot be undone.', ids, 'Revoke')) return;
+  if (
+    !(await confirmed(
+      ids.length === 1 ? `Revoke ${ids[0]}?` : `Revoke ${ids.length} tokens?`,
+      'A revoked token is refused at once, on every gateway. This cannot be undone.',
+      ids,
+      'Revoke',
+    ))
+  )
+    return;
   const failures: string[] = [];
   for (const id of ids) {
     const answer = await call('auth.revokeToken', { id });
@@ -330,8 +399,15 @@ async function revokeTokens(ids: string[]): Promise<void> {
 }
 
 async function rotateTokens(ids: string[]): Promise<void> {
-  if (!await confirmed(ids.length === 1 ? `Rotate ${ids[0]}?` : `Rotate ${ids.length} tokens?`,
-    'Each gets a new token of the same grant and label; the old one stops working now.', ids, 'Rotate')) return;
+  if (
+    !(await confirmed(
+      ids.length === 1 ? `Rotate ${ids[0]}?` : `Rotate ${ids.length} tokens?`,
+      'Each gets a new token of the same grant and label; the old one stops working now.',
+      ids,
+      'Rotate',
+    ))
+  )
+    return;
   const issued: string[] = [];
   const failures: string[] = [];
   for (const id of ids) {
@@ -360,16 +436,23 @@ function showNewToken(title: string, value: string): void {
 
 $('copy').addEventListener('click', () => {
   const value = $('new-token-value').textContent ?? '';
-  navigator.clipboard.writeText(value).then(() => { $('copied').textContent = 'Copied.'; }, () => {
-    const range = document.createRange();
-    range.selectNodeContents($('new-token-value'));
-    getSelection()?.removeAllRanges();
-    getSelection()?.addRange(range);
-    $('copied').textContent = 'Selected: press Ctrl+C.';
-  });
+  navigator.clipboard.writeText(value).then(
+    () => {
+      $('copied').textContent = 'Copied.';
+    },
+    () => {
+      const range = document.createRange();
+      range.selectNodeContents($('new-token-value'));
+      getSelection()?.removeAllRanges();
+      getSelection()?.addRange(range);
+      $('copied').textContent = 'Selected: press Ctrl+C.';
+    },
+  );
 });
 // The token leaves the page when the dialog closes.
-$('new-token').addEventListener('close', () => { $('new-token-value').textContent = ''; });
+$('new-token').addEventListener('close', () => {
+  $('new-token-value').textContent = '';
+});
 
 // ---- issue
 
@@ -383,7 +466,9 @@ for (const name of Object.keys(METHOD_SETS)) {
 }
 
 function list(id: string): string[] {
-  return $<HTMLInputElement>(id).value.split(/[\s,]+/).filter((s) => s !== '');
+  return $<HTMLInputElement>(id)
+    .value.split(/[\s,]+/)
+    .filter((s) => s !== '');
 }
 
 $('issue-form').addEventListener('submit', (event) => {
@@ -401,7 +486,11 @@ $('issue-form').addEventListener('submit', (event) => {
   if (text('f-expires') !== '') params.expiresIn = text('f-expires');
   if (text('f-rate') !== '') params.rateLimit = text('f-rate');
   if (text('f-burst') !== '') params.burst = /^\d+$/.test(text('f-burst')) ? Number(text('f-burst')) : text('f-burst');
-  if (text('f-quota') !== '') params.quota = { requests: /^\d+$/.test(text('f-quota')) ? Number(text('f-quota')) : text('f-quota'), per: $<HTMLSelectElement>('f-quota-per').value };
+  if (text('f-quota') !== '')
+    params.quota = {
+      requests: /^\d+$/.test(text('f-quota')) ? Number(text('f-quota')) : text('f-quota'),
+      per: $<HTMLSelectElement>('f-quota-per').value,
+    };
   if (text('f-clients') !== '') params.allowedClients = list('f-clients');
   const button = $<HTMLButtonElement>('issue-button');
   button.disabled = true;
@@ -433,8 +522,10 @@ async function loadUsage(): Promise<void> {
   const answer = await call<{ tokens: Token[] }>('auth.listTokens');
   if (answer.result !== undefined) {
     const keep = select.value;
-    select.replaceChildren(el('option', 'The whole node', { value: '' }),
-      ...answer.result.tokens.map((t) => el('option', t.label === null ? t.id : `${t.id} — ${t.label}`, { value: t.id })));
+    select.replaceChildren(
+      el('option', 'The whole node', { value: '' }),
+      ...answer.result.tokens.map((t) => el('option', t.label === null ? t.id : `${t.id} — ${t.label}`, { value: t.id })),
+    );
     select.value = keep;
   }
   const params: Record<string, unknown> = { hours: 168 };
@@ -460,14 +551,24 @@ async function loadUsage(): Promise<void> {
   const refusals = hours.map((h) => Object.values(h.refusals).reduce((a, b) => a + b, 0));
   const sum = (list: number[]): number => list.reduce((a, b) => a + b, 0);
   const whose = select.value === '' ? 'the node' : select.value;
-  total.textContent = `${sum(requests)} requests` + (select.value === '' ? ` and ${sum(refusals)} refusals` : '') +
+  total.textContent =
+    `${sum(requests)} requests` +
+    (select.value === '' ? ` and ${sum(refusals)} refusals` : '') +
     ` for ${whose} in the last ${hours.length} hours, by the hour (UTC)`;
-  chart = new uPlot({
-    width: Math.max(320, area.clientWidth || 900), height: 320,
-    series: [{}, { label: 'requests', stroke: '#3b6ef5', fill: 'rgba(59,110,245,0.12)', width: 2 },
-      { label: 'refusals', stroke: '#d9434b', width: 2 }],
-    axes: [{}, { label: 'per hour' }],
-  }, [x, requests, refusals], area);
+  chart = new uPlot(
+    {
+      width: Math.max(320, area.clientWidth || 900),
+      height: 320,
+      series: [
+        {},
+        { label: 'requests', stroke: '#3b6ef5', fill: 'rgba(59,110,245,0.12)', width: 2 },
+        { label: 'refusals', stroke: '#d9434b', width: 2 },
+      ],
+      axes: [{}, { label: 'per hour' }],
+    },
+    [x, requests, refusals],
+    area,
+  );
 }
 $('usage-token').addEventListener('change', () => void loadUsage());
 
@@ -487,7 +588,7 @@ async function loadNode(): Promise<void> {
   };
   try {
     const response = await fetch(HEALTH, { cache: 'no-store', credentials: 'omit' });
-    const health = await response.json() as Record<string, unknown>;
+    const health = (await response.json()) as Record<string, unknown>;
     const rows: [string, string][] = [];
     const flat = (prefix: string, value: unknown): void => {
       if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
@@ -511,13 +612,25 @@ async function loadNode(): Promise<void> {
   if (answer.result !== undefined) {
     const all = answer.result.tokens;
     const live = all.filter((t) => !t.revoked);
-    const last = all.map((t) => t.lastUsedAt).filter((v): v is string => v !== null).sort().pop() ?? null;
-    card('Tokens', [['live', String(live.length)], ['revoked', String(all.length - live.length)],
-      ['requests', String(totalRequests(all))], ['last used', time(last)]]);
+    const last =
+      all
+        .map((t) => t.lastUsedAt)
+        .filter((v): v is string => v !== null)
+        .sort()
+        .pop() ?? null;
+    card('Tokens', [
+      ['live', String(live.length)],
+      ['revoked', String(all.length - live.length)],
+      ['requests', String(totalRequests(all))],
+      ['last used', time(last)],
+    ]);
   } else {
     $('node-error').textContent = answer.error.message;
   }
-  card('This session', [['ends', new Date(sessionEnd).toLocaleString()], ['renewed', 'automatically, 5 min before its end']]);
+  card('This session', [
+    ['ends', new Date(sessionEnd).toLocaleString()],
+    ['renewed', 'automatically, 5 min before its end'],
+  ]);
 }
 $('node-refresh').addEventListener('click', () => void loadNode());
 
@@ -526,9 +639,12 @@ $('node-refresh').addEventListener('click', () => void loadNode());
 if (csrf === '') {
   signedOut();
 } else {
-  void rpc<{ csrf: string; expiresAt: string }>('auth.renewSession').then((answer) => {
-    if (answer.result === undefined) return signedOut();
-    started(answer.result);
-    enter();
-  }, () => signedOut());
+  void rpc<{ csrf: string; expiresAt: string }>('auth.renewSession').then(
+    (answer) => {
+      if (answer.result === undefined) return signedOut();
+      started(answer.result);
+      enter();
+    },
+    () => signedOut(),
+  );
 }

@@ -167,7 +167,7 @@ export function formatAddress(bytes: Uint8Array): string {
   if (isMapped(bytes)) return `${bytes[12]}.${bytes[13]}.${bytes[14]}.${bytes[15]}`;
   let bestStart = -1;
   let bestLength = 1;
-  for (let i = 0; i < 8;) {
+  for (let i = 0; i < 8; ) {
     if (bytes[2 * i] !== 0 || bytes[2 * i + 1] !== 0) {
       i++;
       continue;

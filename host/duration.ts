@@ -29,8 +29,8 @@ const NANOS_PER_SECOND = 1_000_000_000n;
 const UNIT_NANOS: Record<string, bigint> = {
   ns: 1n,
   us: 1_000n,
-  'µs': 1_000n,
-  'μs': 1_000n,
+  µs: 1_000n,
+  μs: 1_000n,
   ms: 1_000_000n,
   s: NANOS_PER_SECOND,
   m: 60n * NANOS_PER_SECOND,

@@ -88,9 +88,19 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
   const core = newCore();
   servedPaths(core, 'publicEndpoints', config.publicEndpoints);
   const metrics = new Metrics();
-  const opened = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime,
-          maxTokenLifetime: config.maxTokenLifetime, maxTokens: config.maxTokens,
-    backend: { dataDir: config.dataDir } }, log, metrics, config.clock);
+  const opened = await openOwner(
+    core,
+    {
+      passwordFile: config.passwordFile,
+      tokenLifetime: config.tokenLifetime,
+      maxTokenLifetime: config.maxTokenLifetime,
+      maxTokens: config.maxTokens,
+      backend: { dataDir: config.dataDir },
+    },
+    log,
+    metrics,
+    config.clock,
+  );
   const gate = new Gate(core, metrics, config.clock, { publicPaths: config.publicEndpoints });
   // The gateway's admission step, without CORS or routes of its own: the node's own server has those.
   const admission = new Admission(core, gate, null, new Map(), config.trustedProxies, metrics);
@@ -98,8 +108,14 @@ export async function createAuth(options: AuthOptions): Promise<Auth> {
   const judge = (credential: string, bare: boolean, path: string, request: RequestFacts | undefined): Verdict => {
     const body = typeof request?.body === 'string' ? new TextEncoder().encode(request.body) : request?.body;
     const encoding = request?.contentEncoding?.trim().toLowerCase() ?? '';
-    const head = body === undefined ? Body.Unseen : body === null || body.length === 0 ? Body.None
-      : encoding === '' || encoding === 'identity' ? Body.Present : Body.Compressed;
+    const head =
+      body === undefined
+        ? Body.Unseen
+        : body === null || body.length === 0
+          ? Body.None
+          : encoding === '' || encoding === 'identity'
+            ? Body.Present
+            : Body.Compressed;
     const client = addressBytes(request?.client ?? '', new Uint8Array(16));
     if (admission.decide(credential, bare, path, '', HTTP, head, null, null, client) === Decision.Refused) {
       return admission.refusal === null ? VERDICTS[admission.outcome] : callRefusalVerdict(admission.outcome, admission.refusal);

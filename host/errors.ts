@@ -125,7 +125,7 @@ export interface ErrorAnswer {
 
 /** The grant the core refused (GrantError's codes): the client's list, except when the table itself is full. */
 export const GRANT_ERRORS: Readonly<Record<GrantErrorCode, ErrorAnswer>> = {
-  'empty': { code: 'API_AUTH_GRANT_EMPTY', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
+  empty: { code: 'API_AUTH_GRANT_EMPTY', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
   'too-many-entries': { code: 'API_AUTH_GRANT_TOO_MANY_ENTRIES', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
   'table-full': { code: 'API_AUTH_GRANT_TABLE_FULL', rpcCode: RpcCode.ResourceLimit, httpStatus: 200 },
   'bad-entry': { code: 'API_AUTH_GRANT_BAD_ENTRY', rpcCode: RpcCode.InvalidParams, httpStatus: 200 },
@@ -176,10 +176,10 @@ export const RPC_ERRORS: Readonly<Record<RpcCode, ErrorAnswer>> = {
  * answered as the client sees it: 504 when it took too long, 502 otherwise.
  */
 export const UPSTREAM_ERRORS = {
-  'timeout': { code: 'API_AUTH_UPSTREAM_TIMEOUT', rpcCode: RpcCode.UpstreamTimeout, httpStatus: 504 },
-  'closed': { code: 'API_AUTH_UPSTREAM_CLOSED', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
+  timeout: { code: 'API_AUTH_UPSTREAM_TIMEOUT', rpcCode: RpcCode.UpstreamTimeout, httpStatus: 504 },
+  closed: { code: 'API_AUTH_UPSTREAM_CLOSED', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
   'bad-answer': { code: 'API_AUTH_UPSTREAM_BAD_ANSWER', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
-  'switched': { code: 'API_AUTH_UPSTREAM_SWITCHED', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
+  switched: { code: 'API_AUTH_UPSTREAM_SWITCHED', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
   'pool-closed': { code: 'API_AUTH_UPSTREAM_POOL_CLOSED', rpcCode: RpcCode.UpstreamUnavailable, httpStatus: 502 },
 } as const satisfies Readonly<Record<string, ErrorAnswer>>;
 
@@ -192,7 +192,10 @@ export class UpstreamError extends ApiAuthError implements ErrorAnswer {
   readonly httpStatus: number;
   override readonly name = 'UpstreamError';
 
-  constructor(message: string, readonly kind: UpstreamErrorCode) {
+  constructor(
+    message: string,
+    readonly kind: UpstreamErrorCode,
+  ) {
     super(message);
     ({ code: this.code, rpcCode: this.rpcCode, httpStatus: this.httpStatus } = UPSTREAM_ERRORS[kind]);
   }
@@ -200,10 +203,10 @@ export class UpstreamError extends ApiAuthError implements ErrorAnswer {
 
 /** Why a token's limits refused a request once its body was read (a batch counts its calls). */
 export const LIMIT_ERRORS = {
-  'rate': { code: 'API_AUTH_RATE_LIMITED', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
-  'quota': { code: 'API_AUTH_QUOTA_SPENT', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
+  rate: { code: 'API_AUTH_RATE_LIMITED', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
+  quota: { code: 'API_AUTH_QUOTA_SPENT', rpcCode: RpcCode.RateLimited, httpStatus: 429 },
   'table full': { code: 'API_AUTH_LIMITS_FULL', rpcCode: RpcCode.Unavailable, httpStatus: 503 },
-  'unreadable': { code: 'API_AUTH_LIMITS_UNREADABLE', rpcCode: RpcCode.InvalidRequest, httpStatus: 400 },
+  unreadable: { code: 'API_AUTH_LIMITS_UNREADABLE', rpcCode: RpcCode.InvalidRequest, httpStatus: 400 },
 } as const satisfies Readonly<Record<string, ErrorAnswer>>;
 
 /** A request its token's limits refused: past the rate, or no room to track the token. */
@@ -214,9 +217,15 @@ export class LimitRefusedError extends ApiAuthError implements ErrorAnswer {
   override readonly name = 'LimitRefusedError';
 
   constructor(readonly result: keyof typeof LIMIT_ERRORS) {
-    super(result === 'rate' ? 'the token\'s rate refused the request' : result === 'quota' ? 'the token\'s quota for this day or month is spent'
-      : result === 'table full' ? 'no room to track the token\'s limits'
-      : 'the token\'s limits need the request\'s calls, and its body could not be read');
+    super(
+      result === 'rate'
+        ? "the token's rate refused the request"
+        : result === 'quota'
+          ? "the token's quota for this day or month is spent"
+          : result === 'table full'
+            ? "no room to track the token's limits"
+            : "the token's limits need the request's calls, and its body could not be read",
+    );
     ({ code: this.code, rpcCode: this.rpcCode, httpStatus: this.httpStatus } = LIMIT_ERRORS[result]);
   }
 }
@@ -264,7 +273,7 @@ export class ScopeRefusedError extends ApiAuthError implements ErrorAnswer {
   override readonly name = 'ScopeRefusedError';
 
   constructor(readonly result: keyof typeof SCOPE_ERRORS) {
-    super('the token\'s method scope refused the request');
+    super("the token's method scope refused the request");
     ({ code: this.code, httpStatus: this.httpStatus } = SCOPE_ERRORS[result]);
   }
 }
@@ -279,7 +288,11 @@ export class RpcError extends ApiAuthError implements ErrorAnswer {
   readonly httpStatus: number;
   override readonly name = 'RpcError';
 
-  constructor(readonly rpcCode: RpcCode, message: string, readonly retryAfter?: number) {
+  constructor(
+    readonly rpcCode: RpcCode,
+    message: string,
+    readonly retryAfter?: number,
+  ) {
     super(message);
     this.code = RPC_ERRORS[rpcCode].code;
     this.httpStatus = retryAfter === undefined ? 200 : RPC_ERRORS[rpcCode].httpStatus;
@@ -292,7 +305,10 @@ export class NodeRefusedError extends ApiAuthError {
   override readonly name = 'NodeRefusedError';
   readonly exitCode = OperatorExitCode.Refused;
 
-  constructor(readonly rpcCode: number, message: string) {
+  constructor(
+    readonly rpcCode: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -345,7 +361,10 @@ export class OptionError extends StartError {
   override readonly name = 'OptionError';
 
   /** `option`: the option at fault, by its library name. */
-  constructor(readonly option: string, text: Text) {
+  constructor(
+    readonly option: string,
+    text: Text,
+  ) {
     super(text);
   }
 }
@@ -361,7 +380,10 @@ export class StateError extends StartError {
   override readonly name = 'StateError';
 
   /** `damage`: the file is there but damaged (not unreadable, nor of a newer format), which `api-auth state repair` sets aside. */
-  constructor(text: string | Text, readonly damage = false) {
+  constructor(
+    text: string | Text,
+    readonly damage = false,
+  ) {
     super(typeof text === 'string' ? () => text : text);
   }
 }

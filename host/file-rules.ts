@@ -15,13 +15,18 @@ import { dirname } from 'node:path';
 export function untrustedFile(path: string, file: Stats, folder: Stats, what: string, harm: string): string | null {
   const user = process.geteuid?.();
   const dir = dirname(path);
-  for (const [st, name, target] of [[file, `${what} ${path}`, path], [folder, `the folder of ${what} ${path}, ${dir},`, dir]] as const) {
+  for (const [st, name, target] of [
+    [file, `${what} ${path}`, path],
+    [folder, `the folder of ${what} ${path}, ${dir},`, dir],
+  ] as const) {
     if (user !== undefined && st.uid !== 0 && st.uid !== user) {
       return `${name} belongs to user ${st.uid}, not to root or the user api-auth runs as (${user}), who could then ${harm}; chown ${user} ${target}`;
     }
     if ((st.mode & 0o022) !== 0 && !(st === folder && (st.mode & 0o1000) !== 0)) {
-      return `${name} can be written by ${writersOf(st.mode)} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), who could then ${harm}; ` +
-        `chmod go-w ${target}`;
+      return (
+        `${name} can be written by ${writersOf(st.mode)} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), who could then ${harm}; ` +
+        `chmod go-w ${target}`
+      );
     }
   }
   return null;

@@ -97,7 +97,8 @@ async function main(): Promise<void> {
   const unknown = unknownEnvironment(process.env);
   if (unknown.length > 0) {
     log.warn('environment variables named like options are not options, and change nothing', {
-      names: unknown, hint: 'API_AUTH_ and a flag\'s name in upper snake case, such as API_AUTH_HTTP_PORT (api-auth --help)',
+      names: unknown,
+      hint: "API_AUTH_ and a flag's name in upper snake case, such as API_AUTH_HTTP_PORT (api-auth --help)",
     });
   }
   // Listened for before the start: the listening line is out before startServer returns,
@@ -135,7 +136,9 @@ async function main(): Promise<void> {
       if (started === undefined) reloadAsked = true;
       else void started.reloadTls();
     } else if (!accessLog) {
-      log.info('SIGHUP: nothing to reload', { reason: 'TLS is off (no --http-tls-enabled), and the other settings are read only at start' });
+      log.info('SIGHUP: nothing to reload', {
+        reason: 'TLS is off (no --http-tls-enabled), and the other settings are read only at start',
+      });
     }
   });
   // Loaded only to serve: help, the version, an operator command or a refused command

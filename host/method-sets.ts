@@ -8,19 +8,47 @@
 export const METHOD_SETS: Readonly<Record<string, readonly string[]>> = (() => {
   // What every library asks before anything else: which chain, and how far it is.
   const chain = ['eth_chainId', 'net_version', 'eth_blockNumber'];
-  const read = [...chain, 'web3_clientVersion', 'net_listening', 'eth_syncing', 'eth_gasPrice', 'eth_maxPriorityFeePerGas',
-    'eth_feeHistory', 'eth_getBalance', 'eth_getCode', 'eth_getStorageAt', 'eth_getTransactionCount', 'eth_call', 'eth_estimateGas',
-    'eth_createAccessList', 'eth_getBlockByNumber', 'eth_getBlockByHash', 'eth_getBlockTransactionCountByNumber',
-    'eth_getBlockTransactionCountByHash', 'eth_getTransactionByHash', 'eth_getTransactionByBlockNumberAndIndex',
-    'eth_getTransactionByBlockHashAndIndex', 'eth_getTransactionReceipt', 'eth_getLogs', 'eth_getProof'];
+  const read = [
+    ...chain,
+    'web3_clientVersion',
+    'net_listening',
+    'eth_syncing',
+    'eth_gasPrice',
+    'eth_maxPriorityFeePerGas',
+    'eth_feeHistory',
+    'eth_getBalance',
+    'eth_getCode',
+    'eth_getStorageAt',
+    'eth_getTransactionCount',
+    'eth_call',
+    'eth_estimateGas',
+    'eth_createAccessList',
+    'eth_getBlockByNumber',
+    'eth_getBlockByHash',
+    'eth_getBlockTransactionCountByNumber',
+    'eth_getBlockTransactionCountByHash',
+    'eth_getTransactionByHash',
+    'eth_getTransactionByBlockNumberAndIndex',
+    'eth_getTransactionByBlockHashAndIndex',
+    'eth_getTransactionReceipt',
+    'eth_getLogs',
+    'eth_getProof',
+  ];
   // A transaction signed by the client (its keys never reach the node), and what sending
   // one reads first: the nonce, the fees, the gas, then the receipt.
   const send = [...read, 'eth_sendRawTransaction'];
   // Pushed over WebSocket (newHeads, logs, newPendingTransactions).
   const subscribe = [...chain, 'eth_subscribe', 'eth_unsubscribe'];
   // Polled over HTTP: ethers' contract.on() and provider.on('block'), viem's watch* without a WebSocket.
-  const filter = [...chain, 'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter', 'eth_getFilterChanges',
-    'eth_getFilterLogs', 'eth_uninstallFilter'];
+  const filter = [
+    ...chain,
+    'eth_newFilter',
+    'eth_newBlockFilter',
+    'eth_newPendingTransactionFilter',
+    'eth_getFilterChanges',
+    'eth_getFilterLogs',
+    'eth_uninstallFilter',
+  ];
   return Object.freeze({ '@chain': chain, '@read': read, '@send': send, '@subscribe': subscribe, '@filter': filter });
 })();
 

@@ -29,8 +29,10 @@ export function allowedOrigins(list: readonly string[]): AllowedOrigins {
     // A "*" stands for whole labels in front of a domain: "https://*example" would match
     // https://evilexample, a host anyone may register.
     if (!ORIGIN.test(origin) || (at !== -1 && (!origin.startsWith('://*.', at - 3) || origin.includes('*', at + 1)))) {
-      throw new Error(`${JSON.stringify(entry)} is not an origin: give scheme://host[:port] such as https://wallet.example, ` +
-        'scheme://*.domain[:port] for its subdomains (https://*.wallet.example), or "*" for every origin');
+      throw new Error(
+        `${JSON.stringify(entry)} is not an origin: give scheme://host[:port] such as https://wallet.example, ` +
+          'scheme://*.domain[:port] for its subdomains (https://*.wallet.example), or "*" for every origin',
+      );
     }
     if (at === -1) exact.add(origin);
     else patterns.push({ prefix: origin.slice(0, at), suffix: origin.slice(at + 1) });

@@ -63,7 +63,9 @@ export function ownThread(script: URL, options: WorkerOptions = {}): Worker {
   // thread already: then the thread goes without the command line's flags, and failing
   // that, with the environment as it is (its loaders then run on the thread).
   const tries: Pick<WorkerOptions, 'execArgv' | 'env'>[] = [
-    { execArgv: withoutPreloads(process.execArgv), env }, { execArgv: [], env }, { execArgv: [] },
+    { execArgv: withoutPreloads(process.execArgv), env },
+    { execArgv: [], env },
+    { execArgv: [] },
   ];
   let refused: unknown;
   for (const flags of tries) {

@@ -64,8 +64,8 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
     const access = await readEtcdAccess(cluster, log);
     open = (password, verifier) => joinFleet(core, cluster, access, fence, password, verifier, log, metrics, clock, history);
   } else {
-    open = (password, verifier) => openDataFolder(core, { dataDir: backend.dataDir, tokenLifetime: settings.tokenLifetime },
-      password, verifier, log, clock, history);
+    open = (password, verifier) =>
+      openDataFolder(core, { dataDir: backend.dataDir, tokenLifetime: settings.tokenLifetime }, password, verifier, log, clock, history);
   }
   const password = await loadPasswordFile(settings.passwordFile, () => core.generatePassword(), log);
   const verifier = new Argon2idVerifier();
@@ -77,9 +77,18 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
     throw error;
   }
   const service = new TokenService({
-    core, ledger: opened.ledger, inventory: opened.inventory, verifier, tokenLifetime: settings.tokenLifetime,
+    core,
+    ledger: opened.ledger,
+    inventory: opened.inventory,
+    verifier,
+    tokenLifetime: settings.tokenLifetime,
     maxTokenLifetime: settings.maxTokenLifetime,
-    maxTokens: settings.maxTokens, log, metrics, clock, throttle: settings.throttle, history,
+    maxTokens: settings.maxTokens,
+    log,
+    metrics,
+    clock,
+    throttle: settings.throttle,
+    history,
   });
   history.begin(() => opened.inventory.list());
   const endpoint = loggedEndpoint(service.methods(), log);

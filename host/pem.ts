@@ -21,8 +21,10 @@ export const TLS_FILE_WHAT = { tlsCertFile: 'certificate chain', tlsKeyFile: 'pr
  * takes them as a certificate chain and the private key that goes with it.
  */
 export function checkTlsFiles(files: TlsFiles): void {
-  checkPemPair({ option: 'tlsCertFile', path: files.certFile, pem: readPem('tlsCertFile', files.certFile), what: TLS_FILE_WHAT.tlsCertFile },
-    { option: 'tlsKeyFile', path: files.keyFile, pem: readPem('tlsKeyFile', files.keyFile) });
+  checkPemPair(
+    { option: 'tlsCertFile', path: files.certFile, pem: readPem('tlsCertFile', files.certFile), what: TLS_FILE_WHAT.tlsCertFile },
+    { option: 'tlsKeyFile', path: files.keyFile, pem: readPem('tlsKeyFile', files.keyFile) },
+  );
 }
 
 /** A PEM file's text as read, and the option that named it (its library name). */
@@ -42,22 +44,35 @@ export interface PemFile {
 export function checkPemPair(cert: PemFile, key: PemFile): void {
   // uWS would ask for the passphrase on the terminal, and a service has none to answer.
   if (/-----BEGIN [A-Z ]*ENCRYPTED|Proc-Type: 4,ENCRYPTED/.test(key.pem.toString())) {
-    throw new OptionError(key.option, (name) => `${name(key.option)} ${key.path} is encrypted; give an unencrypted key, ` +
-      'readable only by this user (openssl pkey -in encrypted.key -out plain.key)');
+    throw new OptionError(
+      key.option,
+      (name) =>
+        `${name(key.option)} ${key.path} is encrypted; give an unencrypted key, ` +
+        'readable only by this user (openssl pkey -in encrypted.key -out plain.key)',
+    );
   }
-  for (const [file, what, context] of [[key, 'private key', { key: key.pem }], [cert, cert.what ?? 'certificate chain', { cert: cert.pem }]] as const) {
+  for (const [file, what, context] of [
+    [key, 'private key', { key: key.pem }],
+    [cert, cert.what ?? 'certificate chain', { cert: cert.pem }],
+  ] as const) {
     try {
       createSecureContext(context);
     } catch (error) {
-      throw new OptionError(file.option, (name) => `${name(file.option)} ${file.path} is not a PEM ${what} (${reason(error)}); ` +
-        `give the ${what}'s PEM file`);
+      throw new OptionError(
+        file.option,
+        (name) => `${name(file.option)} ${file.path} is not a PEM ${what} (${reason(error)}); ` + `give the ${what}'s PEM file`,
+      );
     }
   }
   try {
     createSecureContext({ cert: cert.pem, key: key.pem });
   } catch (error) {
-    throw new OptionError(key.option, (name) => `${name(key.option)} ${key.path} is not the key of the certificate in ` +
-      `${name(cert.option)} ${cert.path} (${reason(error)}); give the pair that belongs together`);
+    throw new OptionError(
+      key.option,
+      (name) =>
+        `${name(key.option)} ${key.path} is not the key of the certificate in ` +
+        `${name(cert.option)} ${cert.path} (${reason(error)}); give the pair that belongs together`,
+    );
   }
 }
 
@@ -67,8 +82,15 @@ export const READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK | constants.
 /** What a file that is not a regular one is, or null. */
 export function notRegular(stats: Stats): string | null {
   if (stats.isFile()) return null;
-  return stats.isFIFO() ? 'a FIFO' : stats.isDirectory() ? 'a folder' : stats.isSocket() ? 'a socket'
-    : stats.isCharacterDevice() || stats.isBlockDevice() ? 'a device' : 'not a file';
+  return stats.isFIFO()
+    ? 'a FIFO'
+    : stats.isDirectory()
+      ? 'a folder'
+      : stats.isSocket()
+        ? 'a socket'
+        : stats.isCharacterDevice() || stats.isBlockDevice()
+          ? 'a device'
+          : 'not a file';
 }
 
 /** The start's read: before anything serves, so it may block, but never on a FIFO, which is refused. */
@@ -83,14 +105,23 @@ function readPem(option: keyof typeof TLS_FILE_WHAT, path: string): string {
       closeSync(fd);
     }
   } catch (error) {
-    throw new OptionError(option, (name) => `${name(option)} ${path} ${whyUnreadable(error)}; give the ${TLS_FILE_WHAT[option]}'s PEM file`);
+    throw new OptionError(
+      option,
+      (name) => `${name(option)} ${path} ${whyUnreadable(error)}; give the ${TLS_FILE_WHAT[option]}'s PEM file`,
+    );
   }
 }
 
 /** Why a file could not be read, in a few words. */
 export function whyUnreadable(error: unknown): string {
   const code = (error as NodeJS.ErrnoException).code;
-  return code === 'ENOENT' ? 'does not exist' : code === 'EISDIR' ? 'is a folder' : code === 'EACCES' ? 'is not readable by this user' : reason(error);
+  return code === 'ENOENT'
+    ? 'does not exist'
+    : code === 'EISDIR'
+      ? 'is a folder'
+      : code === 'EACCES'
+        ? 'is not readable by this user'
+        : reason(error);
 }
 
 /** An error's message without OpenSSL's code in front. */

@@ -59,7 +59,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   const clock = resolveClock(services.clock);
   const threads = config.httpThreads;
   if (threads > 1 && services.clock !== undefined) {
-    throw badOption('clock', ': HTTP threads tell time by the system\'s clock; a clock of your own needs httpThreads: 1');
+    throw badOption('clock', ": HTTP threads tell time by the system's clock; a clock of your own needs httpThreads: 1");
   }
   const log = services.log ?? createLogger(undefined, config.logLevel, clock);
   // With several threads, each counts its own requests, and these are the owner's.
@@ -71,7 +71,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   servedPaths(core, 'metricsPath', [config.metricsPath]);
   const access = config.accessLog === undefined ? undefined : lineTarget(config.accessLog);
   // Opened at start, so that a path it cannot write is a clear start error rather than lost lines.
-  const accessFd = access && await openAccessLog(access);
+  const accessFd = access && (await openAccessLog(access));
   // With several threads, the throttle publishes who must wait, for them to refuse.
   const board = threads > 1 ? boardMemory() : undefined;
   // Each HTTP thread opens the access log for itself: the owner's descriptor only checked the path.
@@ -94,18 +94,32 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
     if (config.authRequired && config.passwordFile !== undefined) {
       const throttle = board && new PasswordThrottle(PER_CLIENT, OVERALL, MAX_CLIENTS, new ThrottleBoard(board).writer());
       try {
-        auth = await openOwner(core, { passwordFile: config.passwordFile, tokenLifetime: config.tokenLifetime,
-          maxTokenLifetime: config.maxTokenLifetime, maxTokens: config.maxTokens,
-          throttle, backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir },
-          refusals: httpThreads ? () => httpThreads.responsesByReason() : () => Promise.resolve(metrics.responsesByReason()) }, log, metrics, clock);
+        auth = await openOwner(
+          core,
+          {
+            passwordFile: config.passwordFile,
+            tokenLifetime: config.tokenLifetime,
+            maxTokenLifetime: config.maxTokenLifetime,
+            maxTokens: config.maxTokens,
+            throttle,
+            backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir },
+            refusals: httpThreads ? () => httpThreads.responsesByReason() : () => Promise.resolve(metrics.responsesByReason()),
+          },
+          log,
+          metrics,
+          clock,
+        );
       } catch (error) {
         await httpThreads?.abort();
         throw error;
       }
     } else {
       if (config.upstream !== undefined) {
-        log.warn('the upstream node is open to anyone: without --api-auth-required no token is asked for; add --api-auth-required ' +
-          '(and --api-auth-password-file) to gate it', { upstream: config.upstream.origin });
+        log.warn(
+          'the upstream node is open to anyone: without --api-auth-required no token is asked for; add --api-auth-required ' +
+            '(and --api-auth-password-file) to gate it',
+          { upstream: config.upstream.origin },
+        );
       }
       if (config.passwordFile !== undefined) {
         log.warn('the password file is not used without --api-auth-required', { path: config.passwordFile });
@@ -122,22 +136,42 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
       // from the query. (Without an upstream the flag is refused: there is no WebSocket.)
       log.warn('--api-auth-query-token means nothing without --api-auth-required: no token is asked for');
     }
-    if (httpThreads !== undefined) return withAccessLog(await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release }), access);
+    if (httpThreads !== undefined)
+      return withAccessLog(await httpThreads.listen({ auth: auth && throttledAuth(auth.link), release }), access);
     // Loaded only to serve on this thread: with several, the HTTP threads load it.
     const { buildStack } = await import('./http/stack.js');
     stack = await buildStack({
-      core, metrics, scrape: metrics, service: auth?.link, publicEndpoints: config.publicEndpoints, metricsPath: config.metricsPath,
+      core,
+      metrics,
+      scrape: metrics,
+      service: auth?.link,
+      publicEndpoints: config.publicEndpoints,
+      metricsPath: config.metricsPath,
       upstream: config.upstream && {
-        url: config.upstream, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody, pipelining: config.upstreamPipelining,
-        queryToken: config.queryToken, clientScheme: config.tls === undefined ? 'http' : 'https',
+        url: config.upstream,
+        timeoutMs: config.upstreamTimeoutMs,
+        maxBody: config.upstreamMaxBody,
+        pipelining: config.upstreamPipelining,
+        queryToken: config.queryToken,
+        clientScheme: config.tls === undefined ? 'http' : 'https',
       },
       websocket: { ...websocketSettings(config), sessions: ledgerMemory(config.wsMaxSessions) },
-      trustedProxies: config.trustedProxies, log, clock, allowedOrigins: config.allowedOrigins, serving: fence && fenceReader(fence),
-      console: config.console, secure: config.tls !== undefined,
+      trustedProxies: config.trustedProxies,
+      log,
+      clock,
+      allowedOrigins: config.allowedOrigins,
+      serving: fence && fenceReader(fence),
+      console: config.console,
+      secure: config.tls !== undefined,
       accessLog: accessWriter,
     });
-    return withAccessLog(await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets)
-      .listen(config.host, config.port), access);
+    return withAccessLog(
+      await new HttpServer(config.tls, stack.router, stack.inFlight, metrics, release, log, stack.websockets).listen(
+        config.host,
+        config.port,
+      ),
+      access,
+    );
   } catch (error) {
     await release();
     throw error;
@@ -146,7 +180,12 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
 
 /** The handle of a listening server, which reopens `access` (when there is one) on request. */
 function withAccessLog(listening: Listening, access: LineTarget | undefined): ServerHandle {
-  return { ...listening, reopenAccessLog: () => { if (access !== undefined) reopenLines(access); } };
+  return {
+    ...listening,
+    reopenAccessLog: () => {
+      if (access !== undefined) reopenLines(access);
+    },
+  };
 }
 
 /** The access log's file, opened and checked (openTarget); a path it refuses is a bad option. */
@@ -164,8 +203,15 @@ function closeTarget(access: LineTarget, fd: number): void {
 }
 
 /** The HTTP side on `config.httpThreads` threads, this one accepting and owning the state. */
-function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer, metrics: Metrics, log: Logger, fence: Uint32Array | undefined,
-  accessLog: LineTarget | undefined): ThreadsPlan {
+function threadsPlan(
+  config: ServerConfig,
+  core: Core,
+  board: SharedArrayBuffer,
+  metrics: Metrics,
+  log: Logger,
+  fence: Uint32Array | undefined,
+  accessLog: LineTarget | undefined,
+): ThreadsPlan {
   return {
     threads: config.httpThreads,
     host: config.host,
@@ -177,8 +223,12 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
       console: config.console,
       publicEndpoints: config.publicEndpoints,
       metricsPath: config.metricsPath,
-      upstream: config.upstream && { origin: config.upstream.origin, timeoutMs: config.upstreamTimeoutMs, maxBody: config.upstreamMaxBody,
-        pipelining: config.upstreamPipelining },
+      upstream: config.upstream && {
+        origin: config.upstream.origin,
+        timeoutMs: config.upstreamTimeoutMs,
+        maxBody: config.upstreamMaxBody,
+        pipelining: config.upstreamPipelining,
+      },
       websocket: websocketSettings(config),
       trustedProxies: config.trustedProxies.entries,
       logLevel: config.logLevel,
@@ -198,7 +248,11 @@ function threadsPlan(config: ServerConfig, core: Core, board: SharedArrayBuffer,
 /** The WebSocket options as every thread takes them (the sessions' ledger is made apart: one for the process). */
 function websocketSettings(config: ServerConfig): Omit<WebSocketSettings, 'sessions'> {
   return {
-    maxMessage: config.wsMaxMessage, idleTimeout: config.wsIdleTimeout, maxSessions: config.wsMaxSessions,
-    maxSessionsPerToken: config.wsMaxSessionsPerToken, maxSessionsPerClient: config.wsMaxSessionsPerClient, queryToken: config.queryToken,
+    maxMessage: config.wsMaxMessage,
+    idleTimeout: config.wsIdleTimeout,
+    maxSessions: config.wsMaxSessions,
+    maxSessionsPerToken: config.wsMaxSessionsPerToken,
+    maxSessionsPerClient: config.wsMaxSessionsPerClient,
+    queryToken: config.queryToken,
   };
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
 
 /** The package version, read once from package.json (build/host/ sits two levels below it). */
-export const VERSION: string = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+export const VERSION: string = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string })
+  .version;

@@ -36,10 +36,25 @@ const STEPS = [
   { name: 'host', command: 'tsc', args: ['-p', '.'] },
   // The operator's console (docs/guides/console.md): its script and its style, each one
   // file with uPlot bundled in, so that the page fetches nothing from elsewhere.
-  { name: 'console (script)', command: 'esbuild', args: ['console/main.ts', '--bundle', '--format=iife', '--target=es2022', '--minify',
-    '--legal-comments=none', '--log-level=warning', '--outfile=build/console/console.js'] },
-  { name: 'console (style)', command: 'esbuild', args: ['console/console.css', '--bundle', '--minify', '--log-level=warning',
-    '--outfile=build/console/console.css'] },
+  {
+    name: 'console (script)',
+    command: 'esbuild',
+    args: [
+      'console/main.ts',
+      '--bundle',
+      '--format=iife',
+      '--target=es2022',
+      '--minify',
+      '--legal-comments=none',
+      '--log-level=warning',
+      '--outfile=build/console/console.js',
+    ],
+  },
+  {
+    name: 'console (style)',
+    command: 'esbuild',
+    args: ['console/console.css', '--bundle', '--minify', '--log-level=warning', '--outfile=build/console/console.css'],
+  },
   // esbuild strips the types without reading them: tsc checks them (console/tsconfig.json, the DOM's types).
   { name: 'console (types)', command: 'tsc', args: ['-p', 'console'] },
 ];
@@ -50,9 +65,20 @@ const CONSOLE_PAGE = ['console/index.html', 'build/console/index.html'];
  * What the steps read: folders walked whole, and single files. The compilers are in twice:
  * the lock file pins them, and their installed package.json says what is there.
  */
-const INPUTS = ['assembly', 'host', 'console', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json', 'scripts/build.mjs',
-  'node_modules/assemblyscript/package.json', 'node_modules/typescript/package.json', 'node_modules/esbuild/package.json',
-  'node_modules/uplot/package.json'];
+const INPUTS = [
+  'assembly',
+  'host',
+  'console',
+  'asconfig.json',
+  'tsconfig.json',
+  'package.json',
+  'package-lock.json',
+  'scripts/build.mjs',
+  'node_modules/assemblyscript/package.json',
+  'node_modules/typescript/package.json',
+  'node_modules/esbuild/package.json',
+  'node_modules/uplot/package.json',
+];
 /** What the steps write: the core's files at build/'s top, and tsc's trees. Test artefacts elsewhere in build/ are not the build's. */
 const OUTPUT_TREES = ['build/host', 'build/assembly', 'build/console'];
 const OUTPUT_FILE = /^core(\.debug|-threads)?\.(wasm|wat)$/;
@@ -98,7 +124,11 @@ function digest(paths) {
 
 const inputFiles = () => INPUTS.flatMap(files);
 const outputFiles = () => [
-  ...(existsSync(BUILD) ? readdirSync(BUILD).filter((name) => OUTPUT_FILE.test(name)).map((name) => `build/${name}`) : []),
+  ...(existsSync(BUILD)
+    ? readdirSync(BUILD)
+        .filter((name) => OUTPUT_FILE.test(name))
+        .map((name) => `build/${name}`)
+    : []),
   ...OUTPUT_TREES.flatMap(files),
 ];
 
@@ -152,8 +182,10 @@ if (check) {
 // runs `prepare`, which would fail four times with a spawn error that names no way forward.
 const missing = [...new Set(STEPS.map((step) => step.command))].filter((command) => !existsSync(join(BIN, command)));
 if (missing.length > 0) {
-  process.stderr.write(`build: the compilers are not installed (${missing.join(', ')}: devDependencies, which \`npm ci --omit=dev\` leaves out): `
-    + 'run `npm ci` to build in a clone; for production, install the packed tarball (`npm pack`: docs/guides/production.md)\n');
+  process.stderr.write(
+    `build: the compilers are not installed (${missing.join(', ')}: devDependencies, which \`npm ci --omit=dev\` leaves out): ` +
+      'run `npm ci` to build in a clone; for production, install the packed tarball (`npm pack`: docs/guides/production.md)\n',
+  );
   process.exit(1);
 }
 process.stderr.write(`build: building: ${reason}\n`);
@@ -166,11 +198,13 @@ for (const path of outputFiles()) rmSync(join(ROOT, path), { force: true });
 for (const tree of OUTPUT_TREES) rmSync(join(ROOT, tree), { recursive: true, force: true });
 const queue = [...STEPS];
 let failed = 0;
-await Promise.all(Array.from({ length: Math.min(availableParallelism(), queue.length) }, async () => {
-  for (let step = queue.shift(); step !== undefined; step = queue.shift()) {
-    if ((await run(step)) !== 0) failed += 1;
-  }
-}));
+await Promise.all(
+  Array.from({ length: Math.min(availableParallelism(), queue.length) }, async () => {
+    for (let step = queue.shift(); step !== undefined; step = queue.shift()) {
+      if ((await run(step)) !== 0) failed += 1;
+    }
+  }),
+);
 if (failed > 0) process.exit(1);
 chmodSync(join(BUILD, 'host', 'main.js'), 0o755);
 copyFileSync(join(ROOT, CONSOLE_PAGE[0]), join(ROOT, CONSOLE_PAGE[1]));

@@ -44,7 +44,9 @@ if (process.argv.length > 2) {
   process.exit(2);
 }
 
-const kinds = readdirSync(TEST, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+const kinds = readdirSync(TEST, { withFileTypes: true })
+  .filter((entry) => entry.isDirectory())
+  .map((entry) => entry.name);
 const sources = [];
 for (const kind of kinds) {
   for (const name of readdirSync(join(TEST, kind))) {

@@ -55,11 +55,16 @@ async function nodePerCall() {
 }
 
 function goPerCall() {
-  const out = execFileSync('go', ['test', '-run', '^$', '-bench', 'Authorize', '-benchtime', '2s', './core/'], { cwd: MODULE, encoding: 'utf8' });
+  const out = execFileSync('go', ['test', '-run', '^$', '-bench', 'Authorize', '-benchtime', '2s', './core/'], {
+    cwd: MODULE,
+    encoding: 'utf8',
+  });
   const figure = (name) => Number(new RegExp(`^Benchmark${name}-?\\d*\\s+\\d+\\s+([\\d.]+) ns/op`, 'm').exec(out)?.[1]);
   return {
-    repeated: figure('AuthorizeRepeated'), inTurn: figure('AuthorizeInTurn'),
-    repeatedInterpreter: figure('AuthorizeRepeatedInterpreter'), inTurnInterpreter: figure('AuthorizeInTurnInterpreter'),
+    repeated: figure('AuthorizeRepeated'),
+    inTurn: figure('AuthorizeInTurn'),
+    repeatedInterpreter: figure('AuthorizeRepeatedInterpreter'),
+    inTurnInterpreter: figure('AuthorizeInTurnInterpreter'),
   };
 }
 
@@ -71,26 +76,79 @@ async function throughput() {
     const client = await freePort();
     const peer = await freePort();
     const url = `http://127.0.0.1:${client}`;
-    const etcd = await startOnPort('etcd', 'etcd', ['--name', 'bench', '--data-dir', join(dir, 'etcd'), '--listen-client-urls', url,
-      '--advertise-client-urls', url, '--listen-peer-urls', `http://127.0.0.1:${peer}`, '--initial-advertise-peer-urls',
-      `http://127.0.0.1:${peer}`, '--initial-cluster', `bench=http://127.0.0.1:${peer}`, '--logger', 'zap', '--log-level', 'error'], client, { cpus: 1 });
+    const etcd = await startOnPort(
+      'etcd',
+      'etcd',
+      [
+        '--name',
+        'bench',
+        '--data-dir',
+        join(dir, 'etcd'),
+        '--listen-client-urls',
+        url,
+        '--advertise-client-urls',
+        url,
+        '--listen-peer-urls',
+        `http://127.0.0.1:${peer}`,
+        '--initial-advertise-peer-urls',
+        `http://127.0.0.1:${peer}`,
+        '--initial-cluster',
+        `bench=http://127.0.0.1:${peer}`,
+        '--logger',
+        'zap',
+        '--log-level',
+        'error',
+      ],
+      client,
+      { cpus: 1 },
+    );
     stops.push(etcd);
     const password = 'bench-' + Math.random().toString(36).slice(2);
     writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
-    const gateway = await startServer('api-auth', process.execPath, [MAIN, '--http-port', '0', '--data-dir', dir, '--api-auth-required',
-      '--api-auth-password-file', join(dir, 'password'), '--cluster-etcd', url], { cpus: 1, timeoutMs: 60_000 });
+    const gateway = await startServer(
+      'api-auth',
+      process.execPath,
+      [
+        MAIN,
+        '--http-port',
+        '0',
+        '--data-dir',
+        dir,
+        '--api-auth-required',
+        '--api-auth-password-file',
+        join(dir, 'password'),
+        '--cluster-etcd',
+        url,
+      ],
+      { cpus: 1, timeoutMs: 60_000 },
+    );
     stops.push(gateway);
     const answer = await fetch(`http://127.0.0.1:${gateway.port}/ext/auth`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ jsonrpc: '2.0', method: 'auth.newToken', params: { password, endpoints: [RPC] }, id: 1 }),
     });
     const { token } = (await answer.json()).result;
     const body = JSON.stringify({ jsonrpc: '2.0', method: 'eth_blockNumber', params: [], id: 1 });
     const results = {};
-    for (const [name, extra] of [['guarded', []], ['unguarded', ['--unguarded']]]) {
-      const node = await startServer(`api-auth-node ${name}`, join(dir, 'api-auth-node'),
-        ['--cluster-etcd', url, '--http-port', '0', '--rpc-path', RPC, ...extra], { cpus: 0, timeoutMs: 60_000 });
-      const target = { url: `http://127.0.0.1:${node.port}${RPC}`, method: 'POST', body, contentType: 'application/json', cpus: 1, connections: 64 };
+    for (const [name, extra] of [
+      ['guarded', []],
+      ['unguarded', ['--unguarded']],
+    ]) {
+      const node = await startServer(
+        `api-auth-node ${name}`,
+        join(dir, 'api-auth-node'),
+        ['--cluster-etcd', url, '--http-port', '0', '--rpc-path', RPC, ...extra],
+        { cpus: 0, timeoutMs: 60_000 },
+      );
+      const target = {
+        url: `http://127.0.0.1:${node.port}${RPC}`,
+        method: 'POST',
+        body,
+        contentType: 'application/json',
+        cpus: 1,
+        connections: 64,
+      };
       const check = await fetch(target.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
       if ((check.status === 200) !== (name === 'unguarded')) throw new Error(`${name}: no token gave ${check.status}`);
       const withToken = { ...target, authorization: `Bearer ${token}` };
@@ -110,16 +168,32 @@ pinSelf(0);
 const node = await nodePerCall();
 const go = goPerCall();
 console.log('## Per call, one check of `Authorization: Bearer <token>` for a path (CPU 0)\n');
-console.log(table(['', 'Node: Core.authorize', 'Go: Verifier.Authorize (wazero compiler)', 'Go (wazero interpreter)'], [
-  ['a repeated token (tag cache)', ns(node.repeated), ns(go.repeated), ns(go.repeatedInterpreter)],
-  ['4,096 tokens in turn (HMAC computed)', ns(node.inTurn), ns(go.inTurn), ns(go.inTurnInterpreter)],
-]));
+console.log(
+  table(
+    ['', 'Node: Core.authorize', 'Go: Verifier.Authorize (wazero compiler)', 'Go (wazero interpreter)'],
+    [
+      ['a repeated token (tag cache)', ns(node.repeated), ns(go.repeated), ns(go.repeatedInterpreter)],
+      ['4,096 tokens in turn (HMAC computed)', ns(node.inTurn), ns(go.inTurn), ns(go.inTurnInterpreter)],
+    ],
+  ),
+);
 pinSelf('0,1');
 const rps = await throughput();
 console.log(`\n## The example Go node, POST ${RPC} with a token, 64 connections, ${DURATION_S} s (node on CPU 0, wrk on CPU 1)\n`);
-console.log(table(['', 'req/s', 'p50', 'p99'], ['guarded', 'unguarded'].map((k) => [
-  k === 'guarded' ? 'with the gate (token checked in-process)' : 'without (--unguarded)',
-  Math.round(rps[k].rps).toLocaleString('en-US'), `${rps[k].p50Ms.toFixed(2)} ms`, `${rps[k].p99Ms.toFixed(2)} ms`]),
-));
-console.log(`\nPer request, the guarded node takes ${(1e6 / rps.guarded.rps - 1e6 / rps.unguarded.rps).toFixed(1)} µs more of CPU 0. ` +
-  `Load average at the end: ${loadavg().map((l) => l.toFixed(1)).join(', ')} (other work on the machine disturbs every figure).`);
+console.log(
+  table(
+    ['', 'req/s', 'p50', 'p99'],
+    ['guarded', 'unguarded'].map((k) => [
+      k === 'guarded' ? 'with the gate (token checked in-process)' : 'without (--unguarded)',
+      Math.round(rps[k].rps).toLocaleString('en-US'),
+      `${rps[k].p50Ms.toFixed(2)} ms`,
+      `${rps[k].p99Ms.toFixed(2)} ms`,
+    ]),
+  ),
+);
+console.log(
+  `\nPer request, the guarded node takes ${(1e6 / rps.guarded.rps - 1e6 / rps.unguarded.rps).toFixed(1)} µs more of CPU 0. ` +
+    `Load average at the end: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(', ')} (other work on the machine disturbs every figure).`,
+);

@@ -76,11 +76,16 @@ if (flags.help) {
   process.stdout.write(USAGE);
   process.exit(0);
 }
-const whole = (flag, value, min) => (/^\d+$/.test(value) && Number(value) >= min ? Number(value) : usage(`--${flag}: ${JSON.stringify(value)} is not a whole number of at least ${min}`));
+const whole = (flag, value, min) =>
+  /^\d+$/.test(value) && Number(value) >= min
+    ? Number(value)
+    : usage(`--${flag}: ${JSON.stringify(value)} is not a whole number of at least ${min}`);
 if (!['http', 'ws'].includes(flags.load)) usage(`--load: ${JSON.stringify(flags.load)} is not http or ws`);
-if (!['perf', 'syscalls', 'cpu-prof'].includes(flags.tool)) usage(`--tool: ${JSON.stringify(flags.tool)} is not perf, syscalls or cpu-prof`);
+if (!['perf', 'syscalls', 'cpu-prof'].includes(flags.tool))
+  usage(`--tool: ${JSON.stringify(flags.tool)} is not perf, syscalls or cpu-prof`);
 if (!['api-auth', 'nginx'].includes(flags.gateway)) usage(`--gateway: ${JSON.stringify(flags.gateway)} is not api-auth or nginx`);
-if (flags.gateway === 'nginx' && flags.tool === 'cpu-prof') usage('--gateway nginx: --tool cpu-prof profiles node only; use perf or syscalls');
+if (flags.gateway === 'nginx' && flags.tool === 'cpu-prof')
+  usage('--gateway nginx: --tool cpu-prof profiles node only; use perf or syscalls');
 const o = {
   gateway: flags.gateway,
   load: flags.load,
@@ -113,7 +118,9 @@ function perfRecord(pid) {
   const file = join(out, PERF_FILE[o.tool]);
   const child = track(spawn('perf', [...args, '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] }));
   let err = '';
-  child.stderr.on('data', (d) => { err += d; });
+  child.stderr.on('data', (d) => {
+    err += d;
+  });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, err })));
   return {
     // perf writes its file on SIGINT, as on Ctrl-C.
@@ -126,15 +133,21 @@ function perfRecord(pid) {
 }
 
 function perfReport(sort, file) {
-  const r = spawnSync('perf', ['report', '-i', join(out, 'perf.data'), '--no-children', '--sort', sort, '--stdio', '--percent-limit', '0.3'],
-    { encoding: 'utf8', maxBuffer: 256 * 1048576 });
+  const r = spawnSync(
+    'perf',
+    ['report', '-i', join(out, 'perf.data'), '--no-children', '--sort', sort, '--stdio', '--percent-limit', '0.3'],
+    { encoding: 'utf8', maxBuffer: 256 * 1048576 },
+  );
   if (r.status !== 0) throw new Error(`perf report failed: ${r.stderr}`);
   writeFileSync(join(out, file), r.stdout);
   // perf's lines: "    12.34%  dso  [.] symbol" (the call chains under them are indented further).
-  return r.stdout.split('\n').filter((l) => /^\s+\d+\.\d+%/.test(l)).map((l) => {
-    const m = /^\s+(\d+\.\d+)%\s+(.*)$/.exec(l);
-    return [m[2].replace(/\s+/g, ' ').trim(), `${m[1]}%`];
-  });
+  return r.stdout
+    .split('\n')
+    .filter((l) => /^\s+\d+\.\d+%/.test(l))
+    .map((l) => {
+      const m = /^\s+(\d+\.\d+)%\s+(.*)$/.exec(l);
+      return [m[2].replace(/\s+/g, ' ').trim(), `${m[1]}%`];
+    });
 }
 
 /** perf trace's summary, summed over threads: calls of each system call per unit of work. */
@@ -178,22 +191,34 @@ function cpuProfSummary() {
       total += us;
     }
   }
-  const rows = (map, n) => [...map.entries()].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, us]) => [name, `${((us / total) * 100).toFixed(1)}%`]);
+  const rows = (map, n) =>
+    [...map.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, n)
+      .map(([name, us]) => [name, `${((us / total) * 100).toFixed(1)}%`]);
   return { functions: rows(self, o.top), kinds: rows(kinds, 20) };
 }
 
-const upstream = o.load === 'http'
-  ? await startUpstream({ bytes: o.bytes, workers: where.load?.length ?? 1, cpus: where.load })
-  : await startServer('ws-echo upstream', process.execPath, [join(ROOT, 'bench', 'servers', 'ws-echo.js')], { cpus: where.load });
+const upstream =
+  o.load === 'http'
+    ? await startUpstream({ bytes: o.bytes, workers: where.load?.length ?? 1, cpus: where.load })
+    : await startServer('ws-echo upstream', process.execPath, [join(ROOT, 'bench', 'servers', 'ws-echo.js')], { cpus: where.load });
 let figures;
 let profiled;
 /** Requests or echoes counted over the measured window. */
 let units;
 try {
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
-  const gateway = o.gateway === 'api-auth'
-    ? await startOurs({ cpus: where.server, threads: 1, upstream: upstreamUrl, nodeFlags, extraArgs: wsLoadArgs(1024) })
-    : { server: await (o.load === 'http' ? startNginxProxy : startNginxWsProxy)({ upstreamPort: upstream.port, workers: 1, cpus: where.server }) };
+  const gateway =
+    o.gateway === 'api-auth'
+      ? await startOurs({ cpus: where.server, threads: 1, upstream: upstreamUrl, nodeFlags, extraArgs: wsLoadArgs(1024) })
+      : {
+          server: await (o.load === 'http' ? startNginxProxy : startNginxWsProxy)({
+            upstreamPort: upstream.port,
+            workers: 1,
+            cpus: where.server,
+          }),
+        };
   gateway.cleanup ??= () => gateway.server.stop();
   const pid = gateway.server.child.pid;
   const port = gateway.server.port;
@@ -201,26 +226,58 @@ try {
   const authorization = async (path) => (o.gateway === 'api-auth' ? `Bearer ${await newToken(port, gateway.password, [path])}` : undefined);
   let perf = null;
   try {
-    log(`profile-gateway: ${o.gateway}, ${o.load}, ${size(o.bytes)}, ${o.connections} ${o.load === 'ws' ? 'sessions' : 'connections'}, ${o.seconds} s, ${o.tool}; ${where.label}`);
+    log(
+      `profile-gateway: ${o.gateway}, ${o.load}, ${size(o.bytes)}, ${o.connections} ${o.load === 'ws' ? 'sessions' : 'connections'}, ${o.seconds} s, ${o.tool}; ${where.label}`,
+    );
     if (o.load === 'http') {
-      const shape = { url: `http://127.0.0.1:${port}${RPC_PATH}`, method: 'POST', body: RPC_REQUEST, contentType: CONTENT_TYPE,
-        authorization: await authorization(RPC_PATH), connections: o.connections, cpus: where.load, threads: where.load?.length ?? 1 };
+      const shape = {
+        url: `http://127.0.0.1:${port}${RPC_PATH}`,
+        method: 'POST',
+        body: RPC_REQUEST,
+        contentType: CONTENT_TYPE,
+        authorization: await authorization(RPC_PATH),
+        connections: o.connections,
+        cpus: where.load,
+        threads: where.load?.length ?? 1,
+      };
       await runWrk({ ...shape, durationS: WARMUP_S });
       if (o.tool !== 'cpu-prof') perf = perfRecord(pid);
       const r = await withCpu({ server: pid, upstream: upstream.child.pid }, () => runWrk({ ...shape, durationS: o.seconds }), where);
       await perf?.stop();
       units = r.requests;
-      figures = [['requests/s', int(r.rps)], ['p50', ms(r.p50Ms)], ['p99', ms(r.p99Ms)], [`${o.gateway} CPU per request`, usec(r.cpu.server?.usPerRequest)],
-        [`${o.gateway} core busy (interrupts included)`, pct(r.cores?.server)], ['load core busy', pct(r.cores?.load)], ['wrk errors', JSON.stringify(r.errors)]];
+      figures = [
+        ['requests/s', int(r.rps)],
+        ['p50', ms(r.p50Ms)],
+        ['p99', ms(r.p99Ms)],
+        [`${o.gateway} CPU per request`, usec(r.cpu.server?.usPerRequest)],
+        [`${o.gateway} core busy (interrupts included)`, pct(r.cores?.server)],
+        ['load core busy', pct(r.cores?.load)],
+        ['wrk errors', JSON.stringify(r.errors)],
+      ];
     } else {
       const auth = await authorization(WS_PATH);
-      const load = { url: `ws://127.0.0.1:${port}${WS_PATH}`, headers: auth ? { Authorization: auth } : {}, connections: o.connections, depth: 1,
-        bytes: o.bytes, durationS: o.seconds, warmupS: WARMUP_S };
-      const r = await runLoad(load, where.load, pid, () => { if (o.tool !== 'cpu-prof') perf = perfRecord(pid); });
+      const load = {
+        url: `ws://127.0.0.1:${port}${WS_PATH}`,
+        headers: auth ? { Authorization: auth } : {},
+        connections: o.connections,
+        depth: 1,
+        bytes: o.bytes,
+        durationS: o.seconds,
+        warmupS: WARMUP_S,
+      };
+      const r = await runLoad(load, where.load, pid, () => {
+        if (o.tool !== 'cpu-prof') perf = perfRecord(pid);
+      });
       await perf?.stop();
       units = r.messages;
-      figures = [['echoes/s', int(r.perSecond)], ['p50', ms(r.p50Ms)], ['p99', ms(r.p99Ms)], [`${o.gateway} CPU per echo`, usec(r.cpu?.usPerMessage)],
-        [`${o.gateway} busy (processes only)`, pct(r.cpu?.busy)], ['session errors', String(r.errors)]];
+      figures = [
+        ['echoes/s', int(r.perSecond)],
+        ['p50', ms(r.p50Ms)],
+        ['p99', ms(r.p99Ms)],
+        [`${o.gateway} CPU per echo`, usec(r.cpu?.usPerMessage)],
+        [`${o.gateway} busy (processes only)`, pct(r.cpu?.busy)],
+        ['session errors', String(r.errors)],
+      ];
     }
   } finally {
     // --cpu-prof writes each thread's profile as it exits: a clean stop, not a kill.
@@ -230,21 +287,43 @@ try {
     const byModule = perfReport('dso', 'perf-by-module.txt');
     const bySymbol = perfReport('dso,sym', 'perf-by-symbol.txt');
     rmSync(`/tmp/perf-${pid}.map`, { force: true });
-    profiled = ['## Self time by module (perf)', '', table(['module', 'share of samples'], byModule.slice(0, 15)), '',
-      '## Self time by symbol (perf)', '', table(['module and symbol', 'share of samples'], bySymbol.slice(0, o.top))];
+    profiled = [
+      '## Self time by module (perf)',
+      '',
+      table(['module', 'share of samples'], byModule.slice(0, 15)),
+      '',
+      '## Self time by symbol (perf)',
+      '',
+      table(['module and symbol', 'share of samples'], bySymbol.slice(0, o.top)),
+    ];
   } else if (o.tool === 'syscalls') {
-    profiled = [`## System calls per ${o.load === 'ws' ? 'echo' : 'request'} (perf trace -s, every thread)`, '', table(['system call', 'calls'], syscalls(units))];
+    profiled = [
+      `## System calls per ${o.load === 'ws' ? 'echo' : 'request'} (perf trace -s, every thread)`,
+      '',
+      table(['system call', 'calls'], syscalls(units)),
+    ];
   } else {
     const { functions, kinds } = cpuProfSummary();
-    profiled = ['## Self time by where the code is (node --cpu-prof, every thread, idle left out)', '', table(['code', 'share'], kinds), '',
-      '## Self time by function', '', table(['function', 'share'], functions)];
+    profiled = [
+      '## Self time by where the code is (node --cpu-prof, every thread, idle left out)',
+      '',
+      table(['code', 'share'], kinds),
+      '',
+      '## Self time by function',
+      '',
+      table(['function', 'share'], functions),
+    ];
   }
 } finally {
   await (upstream.stop?.() ?? stopChild(upstream.child));
 }
 
 const git = spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
-const dirty = spawnSync('git', ['status', '--porcelain', '--', '.', ':(exclude)bench/experiments/results'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() !== '';
+const dirty =
+  spawnSync('git', ['status', '--porcelain', '--', '.', ':(exclude)bench/experiments/results'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  }).stdout.trim() !== '';
 const summary = [
   `# ${o.gateway} profile: ${o.load === 'http' ? `POST ${RPC_PATH}` : `WebSocket echo at ${WS_PATH}`}, ${size(o.bytes)}, ${o.connections} ${o.load === 'ws' ? 'sessions' : 'connections'}`,
   '',

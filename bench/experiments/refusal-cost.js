@@ -18,9 +18,18 @@ const where = placement(1);
 const body = JSON.stringify({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: 'wrong', endpoints: ['*'] }, id: 1 });
 const server = await startServer('refuse-uws', process.execPath, [join(ROOT, 'bench', 'servers', 'refuse-uws.js')], { cpus: where.server });
 const url = (path) => `http://127.0.0.1:${server.port}${path}`;
-const flood = (path, durationS) => runWrk({
-  url: url(path), threads: 1, connections: 16, durationS, cpus: where.load, timeoutS: 10, method: 'POST', body, contentType: 'application/json',
-});
+const flood = (path, durationS) =>
+  runWrk({
+    url: url(path),
+    threads: 1,
+    connections: 16,
+    durationS,
+    cpus: where.load,
+    timeoutS: 10,
+    method: 'POST',
+    body,
+    contentType: 'application/json',
+  });
 const protectedRun = () => runWrk({ url: url('/ext/health'), threads: 1, connections: 64, durationS: seconds, cpus: where.load });
 const alone = [];
 const under = [];
@@ -42,5 +51,7 @@ try {
 } finally {
   await server.stop();
 }
-process.stdout.write(`${table(['refusal (flood alone)', 'refusals/s', 'server CPU per refusal', 'server CPU busy', 'wrk CPU busy'], alone)}\n\n`);
+process.stdout.write(
+  `${table(['refusal (flood alone)', 'refusals/s', 'server CPU per refusal', 'server CPU busy', 'wrk CPU busy'], alone)}\n\n`,
+);
 process.stdout.write(`${table(['flood refused by', 'GET /ext/health req/s', 'p50', 'p99', 'vs no flood', 'flood refusals/s'], under)}\n`);

@@ -17,8 +17,9 @@ import { ROOT, table } from '../lib/common.js';
 
 // The round constants, read from the core's own source rather than copied.
 const CORE_SHA256 = readFileSync(join(ROOT, 'assembly', 'sha256.ts'), 'utf8');
-const K = [...CORE_SHA256.slice(CORE_SHA256.indexOf('const K: usize'), CORE_SHA256.indexOf(']);')).matchAll(/0x[0-9a-f]{8}/g)]
-  .map((m) => Number(m[0]));
+const K = [...CORE_SHA256.slice(CORE_SHA256.indexOf('const K: usize'), CORE_SHA256.indexOf(']);')).matchAll(/0x[0-9a-f]{8}/g)].map((m) =>
+  Number(m[0]),
+);
 if (K.length !== 64) throw new Error(`expected 64 round constants in assembly/sha256.ts, found ${K.length}`);
 const hex = (n) => `0x${n.toString(16).padStart(8, '0')}`;
 
@@ -74,8 +75,16 @@ try {
   const src = join(dir, 'variants.ts');
   const out = join(dir, 'variants.wasm');
   writeFileSync(src, source());
-  execFileSync(join(ROOT, 'node_modules', '.bin', 'asc'), [src, '-O3', '--noAssert', '--runtime', 'stub', '--converge', '-o', out], { stdio: 'inherit' });
-  const { instance } = await WebAssembly.instantiate(readFileSync(out), { env: { abort() { throw new Error('abort'); } } });
+  execFileSync(join(ROOT, 'node_modules', '.bin', 'asc'), [src, '-O3', '--noAssert', '--runtime', 'stub', '--converge', '-o', out], {
+    stdio: 'inherit',
+  });
+  const { instance } = await WebAssembly.instantiate(readFileSync(out), {
+    env: {
+      abort() {
+        throw new Error('abort');
+      },
+    },
+  });
   const x = instance.exports;
   const mem = () => new Uint8Array(x.memory.buffer);
   const H0 = Buffer.from('6a09e667bb67ae853c6ef372a54ff53a510e527f9b05688c1f83d9ab5be0cd19', 'hex');
@@ -108,7 +117,10 @@ try {
   const N = 2_000_000;
   const results = [];
   for (let round = 0; round < 5; round++) {
-    for (const [variant, name] of [[0, 'current (assembly/sha256.ts)'], [1, 'unrolled, schedule in locals']]) {
+    for (const [variant, name] of [
+      [0, 'current (assembly/sha256.ts)'],
+      [1, 'unrolled, schedule in locals'],
+    ]) {
       x.run(variant, 20_000);
       const t0 = process.hrtime.bigint();
       x.run(variant, N);
@@ -118,8 +130,12 @@ try {
   }
   const median = (v) => [...v].sort((a, b) => a - b)[v.length >> 1];
   const base = median(results[0].samples);
-  process.stdout.write(`${table(['SHA-256 compression in Wasm', 'ns per block (median of 5)', 'vs current'],
-    results.map((r) => [r.name, median(r.samples).toFixed(1), `${(median(r.samples) / base).toFixed(2)}x`]))}\n`);
+  process.stdout.write(
+    `${table(
+      ['SHA-256 compression in Wasm', 'ns per block (median of 5)', 'vs current'],
+      results.map((r) => [r.name, median(r.samples).toFixed(1), `${(median(r.samples) / base).toFixed(2)}x`]),
+    )}\n`,
+  );
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

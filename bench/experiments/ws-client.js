@@ -30,7 +30,9 @@ const seconds = Number(process.argv[2] ?? 5);
 const sessions = Number(process.argv[3] ?? 64);
 const bytes = Number(process.argv[4] ?? 100);
 const where = placement(1);
-const upstream = await startServer('ws-echo upstream', process.execPath, [join(ROOT, 'bench', 'servers', 'ws-echo.js')], { cpus: where.server });
+const upstream = await startServer('ws-echo upstream', process.execPath, [join(ROOT, 'bench', 'servers', 'ws-echo.js')], {
+  cpus: where.server,
+});
 const url = `ws://127.0.0.1:${upstream.port}/ext/bc/C/ws`;
 const payload = Buffer.alloc(Math.max(8, bytes), 0x61);
 
@@ -138,8 +140,10 @@ function openNet() {
     socket.setNoDelay(true);
     socket.once('error', reject);
     socket.once('connect', () => {
-      socket.write(`GET /ext/bc/C/ws HTTP/1.1\r\nHost: 127.0.0.1:${upstream.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-        `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+      socket.write(
+        `GET /ext/bc/C/ws HTTP/1.1\r\nHost: 127.0.0.1:${upstream.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+      );
     });
     session.close = () => socket.destroy();
   });
@@ -147,52 +151,80 @@ function openNet() {
 
 const rows = [];
 try {
-  rows.push(['ws 8', ...await measure(
-    () => new Promise((resolve, reject) => {
-      const s = new Ws(url, { perMessageDeflate: false });
-      s.once('open', () => resolve(s));
-      s.once('error', reject);
-    }),
-    (s, handler) => s.on('message', handler),
-    (s, data) => s.send(data, { binary: true }),
-  )]);
-  rows.push(['undici WebSocket', ...await measure(
-    () => new Promise((resolve, reject) => {
-      const s = new Undici(url);
-      s.binaryType = 'arraybuffer';
-      s.addEventListener('open', () => resolve(s), { once: true });
-      s.addEventListener('error', (e) => reject(e.error ?? new Error('undici WebSocket failed')), { once: true });
-    }),
-    (s, handler) => s.addEventListener('message', (event) => handler(Buffer.from(event.data))),
-    (s, data) => s.send(data),
-  )]);
-  if (bytes <= 65535) {
-    rows.push(['net + onread, no stream (a bound)', ...await measure(
-      openNet,
-      (s, handler) => { s.onMessage = handler; },
+  rows.push([
+    'ws 8',
+    ...(await measure(
+      () =>
+        new Promise((resolve, reject) => {
+          const s = new Ws(url, { perMessageDeflate: false });
+          s.once('open', () => resolve(s));
+          s.once('error', reject);
+        }),
+      (s, handler) => s.on('message', handler),
+      (s, data) => s.send(data, { binary: true }),
+    )),
+  ]);
+  rows.push([
+    'undici WebSocket',
+    ...(await measure(
+      () =>
+        new Promise((resolve, reject) => {
+          const s = new Undici(url);
+          s.binaryType = 'arraybuffer';
+          s.addEventListener('open', () => resolve(s), { once: true });
+          s.addEventListener('error', (e) => reject(e.error ?? new Error('undici WebSocket failed')), { once: true });
+        }),
+      (s, handler) => s.addEventListener('message', (event) => handler(Buffer.from(event.data))),
       (s, data) => s.send(data),
-    )]);
-  }
-  rows.push(['api-auth\'s upstream-ws (the relay\'s)', ...await measure(
-    () => new Promise((resolve, reject) => {
-      const session = { onMessage: null, socket: null, close: () => session.socket.close(1000, '') };
-      const request = { url: new URL(`http://127.0.0.1:${upstream.port}`), target: '/ext/bc/C/ws', protocols: [], headers: [], maxMessage: 16 << 20, closeTimeoutMs: 1000 };
-      connectUpstream(request, {
-        accepted(socket) {
-          socket.listen({ message: (data) => session.onMessage(data), alive() {}, closed() {} });
-          session.socket = socket;
-          resolve(session);
+    )),
+  ]);
+  if (bytes <= 65535) {
+    rows.push([
+      'net + onread, no stream (a bound)',
+      ...(await measure(
+        openNet,
+        (s, handler) => {
+          s.onMessage = handler;
         },
-        unexpected: (status) => reject(new Error(`the upgrade was refused with HTTP ${status}`)),
-        failed: reject,
-        closed() {},
-      });
-    }),
-    (s, handler) => { s.onMessage = handler; },
-    (s, data) => s.socket.send(data, true),
-  )]);
+        (s, data) => s.send(data),
+      )),
+    ]);
+  }
+  rows.push([
+    "api-auth's upstream-ws (the relay's)",
+    ...(await measure(
+      () =>
+        new Promise((resolve, reject) => {
+          const session = { onMessage: null, socket: null, close: () => session.socket.close(1000, '') };
+          const request = {
+            url: new URL(`http://127.0.0.1:${upstream.port}`),
+            target: '/ext/bc/C/ws',
+            protocols: [],
+            headers: [],
+            maxMessage: 16 << 20,
+            closeTimeoutMs: 1000,
+          };
+          connectUpstream(request, {
+            accepted(socket) {
+              socket.listen({ message: (data) => session.onMessage(data), alive() {}, closed() {} });
+              session.socket = socket;
+              resolve(session);
+            },
+            unexpected: (status) => reject(new Error(`the upgrade was refused with HTTP ${status}`)),
+            failed: reject,
+            closed() {},
+          });
+        }),
+      (s, handler) => {
+        s.onMessage = handler;
+      },
+      (s, data) => s.socket.send(data, true),
+    )),
+  ]);
 } finally {
   await upstream.stop();
 }
-process.stdout.write(`${sessions} sessions, one ${bytes}-byte binary message in flight each, ${seconds} s, upstream on CPU ${where.server ?? 'any'}\n\n`);
+process.stdout.write(
+  `${sessions} sessions, one ${bytes}-byte binary message in flight each, ${seconds} s, upstream on CPU ${where.server ?? 'any'}\n\n`,
+);
 process.stdout.write(`${table(['client', 'echoes/s', 'p50', 'p99', 'client CPU/echo'], rows)}\n`);

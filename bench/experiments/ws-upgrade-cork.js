@@ -79,15 +79,25 @@ const UPGRADE = /\bres\.upgrade\b(<.*>)?\(/;
 function upgradeSite() {
   const code = (line) => !/^\s*(\/\/|\*|\/\*)/.test(line);
   const sources = readdirSync(join(ROOT, WEBSOCKET_DIR)).filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts'));
-  const calls = sources.flatMap((name) => readFileSync(join(ROOT, WEBSOCKET_DIR, name), 'utf8').split('\n')
-    .filter((line) => code(line) && UPGRADE.test(line)).map((line) => ({ name, line: line.trim() })));
+  const calls = sources.flatMap((name) =>
+    readFileSync(join(ROOT, WEBSOCKET_DIR, name), 'utf8')
+      .split('\n')
+      .filter((line) => code(line) && UPGRADE.test(line))
+      .map((line) => ({ name, line: line.trim() })),
+  );
   if (calls.length !== 1) {
-    throw new Error(`${WEBSOCKET_DIR}: res.upgrade() is called ${calls.length} times, not once (${calls.map((c) => c.name).join(', ')}): the experiment needs updating`);
+    throw new Error(
+      `${WEBSOCKET_DIR}: res.upgrade() is called ${calls.length} times, not once (${calls.map((c) => c.name).join(', ')}): the experiment needs updating`,
+    );
   }
   const built = join(WEBSOCKET_DIR, calls[0].name.replace(/\.ts$/, '.js'));
-  const statements = readFileSync(join(BUILD, built), 'utf8').split('\n').filter((line) => code(line) && UPGRADE.test(line));
+  const statements = readFileSync(join(BUILD, built), 'utf8')
+    .split('\n')
+    .filter((line) => code(line) && UPGRADE.test(line));
   if (statements.length !== 1 || !/^\s*[\w.]+\.upgrade\(.*\);$/.test(statements[0])) {
-    throw new Error(`${join(BUILD, built)}: not one res.upgrade(...); statement of its own (${statements.length} lines call it): the experiment needs updating`);
+    throw new Error(
+      `${join(BUILD, built)}: not one res.upgrade(...); statement of its own (${statements.length} lines call it): the experiment needs updating`,
+    );
   }
   return { file: built, statement: statements[0].trim(), receiver: statements[0].trim().replace(/\.upgrade\(.*$/, '') };
 }
@@ -167,8 +177,10 @@ function session(port, token, sockets) {
       }
       if (got.length >= ECHO_FRAME.length) finish(got.subarray(0, ECHO_FRAME.length).equals(ECHO_FRAME) ? 'working' : 'silent');
     });
-    socket.write(`GET ${WS_PATH} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n`
-      + `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+    socket.write(
+      `GET ${WS_PATH} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+    );
   });
 }
 
@@ -191,7 +203,12 @@ function nonJson(text) {
 
 async function run(mode, upstreamPort, scratch) {
   const main = VARIANTS[mode] ? variantBuild(mode, join(scratch, `${mode}-${Date.now()}`)) : undefined;
-  const ours = await startOurs({ upstream: `http://127.0.0.1:${upstreamPort}`, threads: THREADS, extraArgs: wsLoadArgs(SESSIONS), ...(main && { main }) });
+  const ours = await startOurs({
+    upstream: `http://127.0.0.1:${upstreamPort}`,
+    threads: THREADS,
+    extraArgs: wsLoadArgs(SESSIONS),
+    ...(main && { main }),
+  });
   const sockets = [];
   const outcomes = { working: 0, cut: 0, silent: 0, dropped: 0 };
   const started = performance.now();
@@ -210,7 +227,12 @@ async function run(mode, upstreamPort, scratch) {
     for (const socket of sockets) socket.destroy();
     await ours.cleanup();
     // startServer reads every stdout line into logs, a line that is not JSON as { raw }.
-    const out = nonJson(ours.server.logs.filter((l) => l.raw !== undefined).map((l) => l.raw).join('\n'));
+    const out = nonJson(
+      ours.server.logs
+        .filter((l) => l.raw !== undefined)
+        .map((l) => l.raw)
+        .join('\n'),
+    );
     const err = nonJson(ours.server.stderr());
     outcomes.seconds = seconds;
     outcomes.nonJson = out.lines + err.lines;
@@ -227,7 +249,18 @@ try {
   for (let r = 1; r <= RUNS; r++) {
     for (const mode of MODES) {
       const o = await run(mode, upstream.port, scratch);
-      rows.push([mode, String(r), int(SESSIONS), int(o.working), int(o.cut), int(o.silent), int(o.dropped), int(o.nonJson), int(o.warnings), o.seconds.toFixed(1)]);
+      rows.push([
+        mode,
+        String(r),
+        int(SESSIONS),
+        int(o.working),
+        int(o.cut),
+        int(o.silent),
+        int(o.dropped),
+        int(o.nonJson),
+        int(o.warnings),
+        o.seconds.toFixed(1),
+      ]);
       process.stderr.write(`${mode} run ${r}: ${SESSIONS - o.working} of ${SESSIONS} not working, ${o.nonJson} non-JSON lines\n`);
     }
   }
@@ -236,4 +269,6 @@ try {
   rmSync(scratch, { recursive: true, force: true });
 }
 process.stdout.write(`api-auth --http-threads ${THREADS}, ${SESSIONS} sessions, ${CONCURRENCY} upgrades at once, not pinned\n\n`);
-process.stdout.write(`${table(['upgrade', 'run', 'sessions', 'working', '101, then cut', '101, no echo', 'no 101', 'non-JSON lines', 'cork warnings in them', 's'], rows)}\n`);
+process.stdout.write(
+  `${table(['upgrade', 'run', 'sessions', 'working', '101, then cut', '101, no echo', 'no 101', 'non-JSON lines', 'cork warnings in them', 's'], rows)}\n`,
+);

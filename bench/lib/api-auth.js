@@ -33,11 +33,30 @@ export function supportsHttpThreads() {
  */
 export function wsLoadArgs(sessions) {
   const each = 6 * 64 * 1024 + 2 * 1024 * 1024;
-  return ['--ws-max-message', '64KiB', '--ws-max-sessions', String(sessions), '--ws-max-sessions-per-token', String(sessions),
-    '--ws-max-sessions-per-client', String(sessions), '--ws-memory-budget', `${Math.ceil((sessions * each) / (1024 * 1024))}MiB`];
+  return [
+    '--ws-max-message',
+    '64KiB',
+    '--ws-max-sessions',
+    String(sessions),
+    '--ws-max-sessions-per-token',
+    String(sessions),
+    '--ws-max-sessions-per-client',
+    String(sessions),
+    '--ws-memory-budget',
+    `${Math.ceil((sessions * each) / (1024 * 1024))}MiB`,
+  ];
 }
 
-export async function startOurs({ cpus = null, authRequired = true, upstream, threads, tls, extraArgs = [], nodeFlags = [], main = MAIN } = {}) {
+export async function startOurs({
+  cpus = null,
+  authRequired = true,
+  upstream,
+  threads,
+  tls,
+  extraArgs = [],
+  nodeFlags = [],
+  main = MAIN,
+} = {}) {
   if (threads > 1 && !supportsHttpThreads()) throw new Error(`api-auth --http-threads ${threads}: not supported by this build`);
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-'));
   const passwordFile = join(dir, 'password');
@@ -51,7 +70,9 @@ export async function startOurs({ cpus = null, authRequired = true, upstream, th
   args.push(...extraArgs);
   let server;
   try {
-    server = await startServer(`api-auth${upstream ? ' gateway' : ''} (auth ${authRequired ? 'on' : 'off'})`, process.execPath, args, { cpus });
+    server = await startServer(`api-auth${upstream ? ' gateway' : ''} (auth ${authRequired ? 'on' : 'off'})`, process.execPath, args, {
+      cpus,
+    });
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     throw error;

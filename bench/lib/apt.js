@@ -27,10 +27,11 @@ export function ensureCommands(commands) {
     return PACKAGES[c];
   });
   log(`${missing.join(', ')} not found; installing ${packages.join(' ')} with apt-get`);
-  const apt = (args) => execFileSync('apt-get', args, {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-  });
+  const apt = (args) =>
+    execFileSync('apt-get', args, {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
   try {
     apt(['install', '-y', '--no-install-recommends', ...packages]);
   } catch {

@@ -18,13 +18,40 @@ export function makeCertificate() {
     const certFile = join(dir, 'cert.pem');
     const keyFile = join(dir, 'key.pem');
     const pemFile = join(dir, 'haproxy.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
-      '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', keyFile, '-out', certFile],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-keyout',
+        keyFile,
+        '-out',
+        certFile,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     chmodSync(keyFile, 0o644);
     const ca = readFileSync(certFile, 'latin1');
     writeFileSync(pemFile, ca + readFileSync(keyFile, 'latin1'), { mode: 0o644 });
-    return { certFile, keyFile, pemFile, ca, description: 'EC P-256, self-signed, CN and IP SAN 127.0.0.1', cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+    return {
+      certFile,
+      keyFile,
+      pemFile,
+      ca,
+      description: 'EC P-256, self-signed, CN and IP SAN 127.0.0.1',
+      cleanup: () => rmSync(dir, { recursive: true, force: true }),
+    };
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`openssl could not make the bench's certificate: ${String(error.stderr ?? error.message).trim()}`);

@@ -15,7 +15,12 @@ export const CORE_JS = join(BUILD, 'host', 'core', 'core.js');
 function versionLine(command, args) {
   const r = spawnSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   if (r.error) return null;
-  return `${r.stdout}\n${r.stderr}`.split('\n').map((l) => l.trim()).find(Boolean) ?? null;
+  return (
+    `${r.stdout}\n${r.stderr}`
+      .split('\n')
+      .map((l) => l.trim())
+      .find(Boolean) ?? null
+  );
 }
 
 /** What the numbers were measured on. */
@@ -23,9 +28,13 @@ export function machineFacts() {
   const cpus = os.cpus();
   let model = cpus[0]?.model ?? 'unknown';
   try {
-    const line = readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((l) => l.startsWith('model name'));
+    const line = readFileSync('/proc/cpuinfo', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('model name'));
     if (line) model = line.split(':').slice(1).join(':').trim();
-  } catch { /* not Linux */ }
+  } catch {
+    /* not Linux */
+  }
   return {
     cpuModel: model,
     cores: os.availableParallelism?.() ?? cpus.length,
@@ -53,7 +62,9 @@ export function gitState() {
   const git = (args) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   try {
     const commit = git(['rev-parse', 'HEAD']).trim();
-    const changes = git(['status', '--porcelain', '--', '.', ...OUTPUTS.map((p) => `:(exclude)${p}`)]).split('\n').filter(Boolean);
+    const changes = git(['status', '--porcelain', '--', '.', ...OUTPUTS.map((p) => `:(exclude)${p}`)])
+      .split('\n')
+      .filter(Boolean);
     return { commit, dirty: changes.length > 0, changes };
   } catch {
     return { commit: null, dirty: true, changes: ['not a git clone'] };

@@ -15,8 +15,11 @@ export function readStat(pid) {
     const f = text.slice(close + 2).split(' ');
     // Fields after the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
     return {
-      pid: Number(pid), ppid: Number(f[1]), comm: text.slice(text.indexOf('(') + 1, close),
-      ticks: Number(f[11]) + Number(f[12]), childTicks: Number(f[13]) + Number(f[14]),
+      pid: Number(pid),
+      ppid: Number(f[1]),
+      comm: text.slice(text.indexOf('(') + 1, close),
+      ticks: Number(f[11]) + Number(f[12]),
+      childTicks: Number(f[13]) + Number(f[14]),
     };
   } catch {
     return null;
@@ -90,12 +93,15 @@ export function treeMeter(root) {
  */
 export function coreTicks() {
   try {
-    return readFileSync('/proc/stat', 'utf8').split('\n').filter((l) => /^cpu\d+ /.test(l)).map((l) => {
-      const v = l.trim().split(/\s+/).slice(1).map(Number);
-      const idle = v[3] + (v[4] ?? 0);
-      const total = v.slice(0, 8).reduce((a, b) => a + (b || 0), 0);
-      return { busy: total - idle, total, charged: v[0] + v[1] + v[2], interrupts: (v[5] ?? 0) + (v[6] ?? 0) };
-    });
+    return readFileSync('/proc/stat', 'utf8')
+      .split('\n')
+      .filter((l) => /^cpu\d+ /.test(l))
+      .map((l) => {
+        const v = l.trim().split(/\s+/).slice(1).map(Number);
+        const idle = v[3] + (v[4] ?? 0);
+        const total = v.slice(0, 8).reduce((a, b) => a + (b || 0), 0);
+        return { busy: total - idle, total, charged: v[0] + v[1] + v[2], interrupts: (v[5] ?? 0) + (v[6] ?? 0) };
+      });
   } catch {
     return null;
   }

@@ -41,7 +41,9 @@ export function median(values) {
  */
 export function tcpAccepted() {
   try {
-    const lines = readFileSync('/proc/net/snmp', 'utf8').split('\n').filter((l) => l.startsWith('Tcp:'));
+    const lines = readFileSync('/proc/net/snmp', 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('Tcp:'));
     const names = lines[0].split(/\s+/);
     return Number(lines[1].split(/\s+/)[names.indexOf('PassiveOpens')]);
   } catch {
@@ -56,7 +58,9 @@ export function tcpAccepted() {
  * `placement` (lib/proc.js), how busy the server's cores and the load's cores were.
  */
 export async function withCpu(pids, measure, placement = null) {
-  const meters = Object.entries(pids).filter(([, pid]) => pid != null).map(([name, pid]) => [name, treeMeter(pid)]);
+  const meters = Object.entries(pids)
+    .filter(([, pid]) => pid != null)
+    .map(([name, pid]) => [name, treeMeter(pid)]);
   const me0 = processTicks(process.pid);
   const accepted0 = tcpAccepted();
   const cores0 = coreTicks();
@@ -95,7 +99,10 @@ export async function withCpu(pids, measure, placement = null) {
       const own = names.reduce((a, n) => a + ticks[n], 0);
       return (own + interrupts) / TICKS_PER_SECOND / wall / cpus.length;
     };
-    result.cores = { server: share(placement.server, ['server']), load: share(placement.load, ['wrk', ...(pids.upstream != null ? ['upstream'] : [])]) };
+    result.cores = {
+      server: share(placement.server, ['server']),
+      load: share(placement.load, ['wrk', ...(pids.upstream != null ? ['upstream'] : [])]),
+    };
   }
   return result;
 }
@@ -116,7 +123,8 @@ export async function measureQuietly(o, measure) {
     result.attempts = attempt + 1;
     if (best === null || (result.foreign?.share ?? 0) < (best.foreign?.share ?? 0)) best = result;
     if (!result.contended) break;
-    if (attempt < o.retries) log(`  other processes used ${(result.foreign.share * 100).toFixed(0)}% of the machine during the run; measuring again`);
+    if (attempt < o.retries)
+      log(`  other processes used ${(result.foreign.share * 100).toFixed(0)}% of the machine during the run; measuring again`);
   }
   return best;
 }
@@ -132,6 +140,9 @@ export async function load(shape, pids, o) {
   if (o.warmupS > 0) await runWrk({ ...run, durationS: o.warmupS });
   const result = await measureQuietly(o, () => withCpu(pids, () => runWrk({ ...run, durationS: o.durationS }), o.placement));
   if (result.errorCount > 0) log(`  WARNING: wrk counted errors ${JSON.stringify(result.errors)}`);
-  if (result.contended) log(`  WARNING: other processes used ${(result.foreign.share * 100).toFixed(0)}% of the machine during the run (${result.foreign.top.join(', ')})`);
+  if (result.contended)
+    log(
+      `  WARNING: other processes used ${(result.foreign.share * 100).toFixed(0)}% of the machine during the run (${result.foreign.top.join(', ')})`,
+    );
   return result;
 }

@@ -41,7 +41,8 @@ const range = (from, to) => Array.from({ length: to - from }, (_, k) => from + k
  * nothing can be pinned (one core, or no taskset).
  */
 export function placement(threads, cores = coreCount(), pinnable = canPin()) {
-  if (!pinnable || cores < 2) return { server: null, load: null, shared: true, label: 'not pinned (one core, or no taskset): server and load share the machine' };
+  if (!pinnable || cores < 2)
+    return { server: null, load: null, shared: true, label: 'not pinned (one core, or no taskset): server and load share the machine' };
   const shared = threads > cores - 1;
   const server = shared ? range(0, cores) : range(0, threads);
   const load = shared ? [cores - 1] : range(threads, cores);
@@ -84,7 +85,9 @@ export function startServer(name, command, args, { cpus = null, env = {}, timeou
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       reject(new Error(`${error.message}\n${name} stderr: ${stderr.slice(-2000)}`));
     };
-    child.stderr.on('data', (d) => { stderr += d; });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
     child.on('error', fail);
     child.on('exit', (code, signal) => fail(new Error(`${name} exited early (code ${code}, signal ${signal})`)));
     child.stdout.on('data', (data) => {
@@ -94,7 +97,11 @@ export function startServer(name, command, args, { cpus = null, env = {}, timeou
         const line = buffered.slice(0, nl);
         buffered = buffered.slice(nl + 1);
         let parsed;
-        try { parsed = JSON.parse(line); } catch { parsed = { raw: line }; }
+        try {
+          parsed = JSON.parse(line);
+        } catch {
+          parsed = { raw: line };
+        }
         logs.push(parsed);
         if (parsed.msg === 'listening' && Number.isInteger(parsed.port)) {
           clearTimeout(timer);
@@ -126,14 +133,19 @@ export async function startOnPort(name, command, args, port, { cpus = null, time
   const started = process.hrtime.bigint();
   const child = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] }));
   let output = '';
-  child.stdout.on('data', (d) => { output += d; });
-  child.stderr.on('data', (d) => { output += d; });
+  child.stdout.on('data', (d) => {
+    output += d;
+  });
+  child.stderr.on('data', (d) => {
+    output += d;
+  });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const state = await Promise.race([exited, accepts(port)]);
     if (state === true) break;
-    if (typeof state === 'object') throw new Error(`${name} exited early (code ${state.code}, signal ${state.signal}): ${output.slice(-2000)}`);
+    if (typeof state === 'object')
+      throw new Error(`${name} exited early (code ${state.code}, signal ${state.signal}): ${output.slice(-2000)}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`${name}: port ${port} not accepting within ${timeoutMs} ms: ${output.slice(-2000)}`);

@@ -19,9 +19,10 @@ export function foreignCpuWindow() {
       const after = snapshot();
       const cpusAfter = coreTicks();
       if (!before || !after) return null;
-      const cpuBusy = cpusBefore && cpusAfter
-        ? cpusAfter.map((c, k) => (c.busy - cpusBefore[k].busy) / Math.max(1, c.total - cpusBefore[k].total))
-        : null;
+      const cpuBusy =
+        cpusBefore && cpusAfter
+          ? cpusAfter.map((c, k) => (c.busy - cpusBefore[k].busy) / Math.max(1, c.total - cpusBefore[k].total))
+          : null;
       const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
       const own = descendants(after, process.pid);
       // Everything charged to processes on the machine, minus what this bench's own
@@ -35,9 +36,7 @@ export function foreignCpuWindow() {
       const meBefore = before.get(process.pid);
       const meAfter = after.get(process.pid);
       if (meBefore && meAfter) ownTicks += meAfter.childTicks - meBefore.childTicks;
-      const charged = cpusBefore && cpusAfter
-        ? cpusAfter.reduce((a, c, k) => a + c.charged - cpusBefore[k].charged, 0)
-        : 0;
+      const charged = cpusBefore && cpusAfter ? cpusAfter.reduce((a, c, k) => a + c.charged - cpusBefore[k].charged, 0) : 0;
       const unseenTicks = Math.max(0, charged - ownTicks);
       let ticks = 0;
       const top = [];

@@ -10,9 +10,27 @@ import { connect } from 'node:tls';
  * open, with { status, headers (lower-case names), body, closed (by the server), reused
  * (the session was resumed), protocol, cipher, session (the last one the server gave) }.
  */
-export function exchange({ port, ca, session, method = 'POST', path, headers = {}, body = '', connection = 'keep-alive', lingerMs = 1000, timeoutMs = 10000 }) {
-  const head = [`${method} ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, `Connection: ${connection}`, `Content-Length: ${Buffer.byteLength(body)}`,
-    ...Object.entries(headers).filter(([, v]) => v != null).map(([k, v]) => `${k}: ${v}`)];
+export function exchange({
+  port,
+  ca,
+  session,
+  method = 'POST',
+  path,
+  headers = {},
+  body = '',
+  connection = 'keep-alive',
+  lingerMs = 1000,
+  timeoutMs = 10000,
+}) {
+  const head = [
+    `${method} ${path} HTTP/1.1`,
+    `Host: 127.0.0.1:${port}`,
+    `Connection: ${connection}`,
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    ...Object.entries(headers)
+      .filter(([, v]) => v != null)
+      .map(([k, v]) => `${k}: ${v}`),
+  ];
   return new Promise((resolve, reject) => {
     const socket = connect({ host: '127.0.0.1', port, ca, session });
     const chunks = [];
@@ -20,8 +38,13 @@ export function exchange({ port, ca, session, method = 'POST', path, headers = {
     let linger = null;
     let latest = null;
     let facts = null;
-    const deadline = setTimeout(() => socket.destroy(new Error(`no whole answer from 127.0.0.1:${port} within ${timeoutMs} ms`)), timeoutMs);
-    socket.on('session', (s) => { latest = s; });
+    const deadline = setTimeout(
+      () => socket.destroy(new Error(`no whole answer from 127.0.0.1:${port} within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    socket.on('session', (s) => {
+      latest = s;
+    });
     socket.once('secureConnect', () => {
       const cipher = socket.getCipher();
       facts = { reused: socket.isSessionReused(), protocol: socket.getProtocol(), cipher: cipher?.standardName ?? cipher?.name };
@@ -32,7 +55,10 @@ export function exchange({ port, ca, session, method = 'POST', path, headers = {
       // A server that keeps the connection has nothing more to say: give it lingerMs to close.
       if (linger === null && parse(Buffer.concat(chunks))?.complete) linger = setTimeout(() => socket.destroy(), lingerMs);
     });
-    socket.once('end', () => { closed = true; socket.end(); });
+    socket.once('end', () => {
+      closed = true;
+      socket.end();
+    });
     socket.once('error', (error) => {
       clearTimeout(deadline);
       clearTimeout(linger);

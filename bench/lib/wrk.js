@@ -14,11 +14,32 @@ const REPORT_LUA = join(ROOT, 'bench', 'wrk', 'report.lua');
  */
 export function runWrk(options) {
   const {
-    url, threads = 1, connections = 64, durationS = 8, cpus = null, timeoutS = 5,
-    method, body, contentType, authorization, headers = [],
+    url,
+    threads = 1,
+    connections = 64,
+    durationS = 8,
+    cpus = null,
+    timeoutS = 5,
+    method,
+    body,
+    contentType,
+    authorization,
+    headers = [],
   } = options;
-  const args = ['-t', String(threads), '-c', String(connections), '-d', `${durationS}s`,
-    '--timeout', `${timeoutS}s`, ...headers.flatMap((h) => ['-H', h]), '-s', REPORT_LUA, url];
+  const args = [
+    '-t',
+    String(threads),
+    '-c',
+    String(connections),
+    '-d',
+    `${durationS}s`,
+    '--timeout',
+    `${timeoutS}s`,
+    ...headers.flatMap((h) => ['-H', h]),
+    '-s',
+    REPORT_LUA,
+    url,
+  ];
   const [cmd, argv] = pinned(cpus, 'wrk', args);
   const env = {
     ...process.env,
@@ -30,8 +51,12 @@ export function runWrk(options) {
   const child = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], env }));
   let out = '';
   let err = '';
-  child.stdout.on('data', (d) => { out += d; });
-  child.stderr.on('data', (d) => { err += d; });
+  child.stdout.on('data', (d) => {
+    out += d;
+  });
+  child.stderr.on('data', (d) => {
+    err += d;
+  });
   return new Promise((resolve, reject) => {
     child.on('error', reject);
     child.on('exit', (code) => {

@@ -39,8 +39,12 @@ for (const socket of sockets) {
     }
     if (!stopped) send(socket);
   });
-  socket.on('error', () => { errors++; });
-  socket.on('close', () => { if (!stopped) errors++; });
+  socket.on('error', () => {
+    errors++;
+  });
+  socket.on('close', () => {
+    if (!stopped) errors++;
+  });
   for (let i = 0; i < o.depth; i++) send(socket);
 }
 await new Promise((resolve) => setTimeout(resolve, o.warmupS * 1000));

@@ -75,22 +75,32 @@ export async function runBuiltin(options = {}) {
         // The fairness check: both servers answer each request with the same status, type and bytes.
         for (const request of REQUESTS) {
           const a = await send(started.server.port, request, started.authorization);
-          const seen = answers[request.id] ??= a;
+          const seen = (answers[request.id] ??= a);
           if (a.status !== 200 || a.type !== CONTENT_TYPE || a.text !== seen.text) {
-            throw new Error(`${s.name}: ${request.label} answered ${a.status} ${a.type} ${JSON.stringify(a.text)}; ` +
-              `both servers must answer 200 ${CONTENT_TYPE} ${JSON.stringify(seen.text)}`);
+            throw new Error(
+              `${s.name}: ${request.label} answered ${a.status} ${a.type} ${JSON.stringify(a.text)}; ` +
+                `both servers must answer 200 ${CONTENT_TYPE} ${JSON.stringify(seen.text)}`,
+            );
           }
         }
         for (const request of REQUESTS) {
           for (const connections of o.connections) {
-            const shape = { url: `http://127.0.0.1:${started.server.port}${request.path}`, method: request.method, body: request.body,
-              contentType: request.contentType, authorization: started.authorization ?? undefined, connections };
+            const shape = {
+              url: `http://127.0.0.1:${started.server.port}${request.path}`,
+              method: request.method,
+              body: request.body,
+              contentType: request.contentType,
+              authorization: started.authorization ?? undefined,
+              connections,
+            };
             const r = await load(shape, { server: started.server.child.pid }, { ...o, placement: where });
             const k = `${request.id}|${connections}|${s.id}`;
             if (!runs.has(k)) runs.set(k, []);
             runs.get(k).push(r);
-            log(`  ${s.name.padEnd(32)} ${request.label.padEnd(28)} c${String(connections).padEnd(4)} ${int(r.rps).padStart(8)} req/s  ` +
-              `p50 ${ms(r.p50Ms)}  p99 ${ms(r.p99Ms)}  CPU ${usec(r.cpu.server?.usPerRequest)}/req`);
+            log(
+              `  ${s.name.padEnd(32)} ${request.label.padEnd(28)} c${String(connections).padEnd(4)} ${int(r.rps).padStart(8)} req/s  ` +
+                `p50 ${ms(r.p50Ms)}  p99 ${ms(r.p99Ms)}  CPU ${usec(r.cpu.server?.usPerRequest)}/req`,
+            );
           }
         }
       } finally {
@@ -105,7 +115,11 @@ export async function runBuiltin(options = {}) {
         const all = runs.get(`${request.id}|${connections}|${s.id}`);
         const r = all.some((x) => !x.contended) ? all.filter((x) => !x.contended) : all;
         cells.push({
-          request: request.id, label: request.label, connections, id: s.id, name: s.name,
+          request: request.id,
+          label: request.label,
+          connections,
+          id: s.id,
+          name: s.name,
           rps: median(r.map((x) => x.rps)),
           p50Ms: median(r.map((x) => x.p50Ms)),
           p99Ms: median(r.map((x) => x.p99Ms)),
@@ -126,7 +140,11 @@ export async function runBuiltin(options = {}) {
       const bare = cells.find((c) => c.request === request.id && c.connections === connections && c.id === 'bare');
       const value = ours.rps / bare.rps;
       targets[`built-in, ${request.label}, ${connections} connections: api-auth >= 0.85x bare uWebSockets.js`] = {
-        value, ok: value >= 0.85, disturbed: ours.contended || bare.contended, measured: ratio(value), needed: '>= 0.85x',
+        value,
+        ok: value >= 0.85,
+        disturbed: ours.contended || bare.contended,
+        measured: ratio(value),
+        needed: '>= 0.85x',
       };
     }
   }
@@ -139,8 +157,19 @@ export function builtinMarkdown(result) {
   const s = result.settings;
   const rows = result.cells.map((c) => {
     const bare = result.cells.find((b) => b.request === c.request && b.connections === c.connections && b.id === 'bare');
-    return [c.label, c.connections, c.name, `${int(c.rps)}${c.contended ? '*' : ''}`, ms(c.p50Ms), ms(c.p99Ms), usec(c.cpuUsPerRequest),
-      pct(c.serverBusy), pct(c.loadBusy), ratio(c.rps / bare.rps), c.errors];
+    return [
+      c.label,
+      c.connections,
+      c.name,
+      `${int(c.rps)}${c.contended ? '*' : ''}`,
+      ms(c.p50Ms),
+      ms(c.p99Ms),
+      usec(c.cpuUsPerRequest),
+      pct(c.serverBusy),
+      pct(c.loadBusy),
+      ratio(c.rps / bare.rps),
+      c.errors,
+    ];
   });
   return [
     '## Built-in endpoints (no --upstream): api-auth against a bare uWebSockets.js server answering the same requests',
@@ -149,10 +178,30 @@ export function builtinMarkdown(result) {
       `Both answer POST ${INFO_PATH} with ${JSON.stringify(result.answers.post?.text.trim())} and GET ${PATH} with ` +
       `${JSON.stringify(result.answers.get?.text.trim())}; the bare server reads, parses and answers the JSON-RPC call too.`,
     '',
-    table(['request', 'connections', 'server', 'req/s', 'p50', 'p99', 'CPU per request', 'server CPU busy', 'wrk CPU busy', 'req/s vs bare', 'errors'], rows),
-    ...(result.cells.some((c) => c.contended) ? ['', '\\* other processes used over 5% of the machine during every run of that cell: its figures are suspect.'] : []),
+    table(
+      [
+        'request',
+        'connections',
+        'server',
+        'req/s',
+        'p50',
+        'p99',
+        'CPU per request',
+        'server CPU busy',
+        'wrk CPU busy',
+        'req/s vs bare',
+        'errors',
+      ],
+      rows,
+    ),
+    ...(result.cells.some((c) => c.contended)
+      ? ['', '\\* other processes used over 5% of the machine during every run of that cell: its figures are suspect.']
+      : []),
     '',
-    table(['target', 'measured', 'needed', 'result'], Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)])),
+    table(
+      ['target', 'measured', 'needed', 'result'],
+      Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)]),
+    ),
   ].join('\n');
 }
 

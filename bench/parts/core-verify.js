@@ -148,7 +148,14 @@ export async function runCoreVerify(opts = {}) {
     passes.push(per);
   }
   passes.sort((a, b) => a - b);
-  const neverSeen = { name: `ours: Core.authorize, valid, never seen before (one pass over ${opts.neverSeen ?? 50_000} new tokens)`, kind: 'uncached', avgNs: passes[2], p50Ns: passes[2], p99Ns: null, minNs: passes[0] };
+  const neverSeen = {
+    name: `ours: Core.authorize, valid, never seen before (one pass over ${opts.neverSeen ?? 50_000} new tokens)`,
+    kind: 'uncached',
+    avgNs: passes[2],
+    p50Ns: passes[2],
+    p99Ns: null,
+    minNs: passes[0],
+  };
   log(`  ${neverSeen.name.padEnd(52)} ${ns(neverSeen.avgNs).padStart(10)}`);
   cases.fixed(neverSeen);
 
@@ -178,10 +185,15 @@ export async function runCoreVerify(opts = {}) {
   // those before ABI 4 take no expiry.
   if (typeof core.admit === 'function') {
     const client = Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]);
-    const admit = core.admit.length === 6
-      ? (ms) => core.admit(core.limitedSerial, core.limitedExpiry, core.scopedGrant, 1, client, ms)
-      : (ms) => core.admit(core.limitedSerial, core.scopedGrant, 1, client, ms);
-    const limitedGrant = core.addGrant([PATH], undefined, ['rate 1000000/s', 'burst 1000000', `client 00000000000000000000ffff7f000000/104`]);
+    const admit =
+      core.admit.length === 6
+        ? (ms) => core.admit(core.limitedSerial, core.limitedExpiry, core.scopedGrant, 1, client, ms)
+        : (ms) => core.admit(core.limitedSerial, core.scopedGrant, 1, client, ms);
+    const limitedGrant = core.addGrant([PATH], undefined, [
+      'rate 1000000/s',
+      'burst 1000000',
+      `client 00000000000000000000ffff7f000000/104`,
+    ]);
     const limited = core.issue(limitedGrant, now, LIFETIME).token;
     const limitedHeaders = wireCopies(`Bearer ${limited}`, COPIES);
     check(limitedHeaders[0], paths[0], Outcome.Limited, 'limited');
@@ -191,8 +203,7 @@ export async function runCoreVerify(opts = {}) {
     cases.add('ours: Core.authorize + admit, token with a rate and client ranges, repeated', 'cached', () => {
       i = (i + 1) & mask;
       if ((++calls & 1023) === 0) clockMs++;
-      return core.authorize(limitedHeaders[i], paths[i], now) === Outcome.Limited
-        && admit(clockMs) === 0;
+      return core.authorize(limitedHeaders[i], paths[i], now) === Outcome.Limited && admit(clockMs) === 0;
     });
     const spent = core.issue(core.addGrant([PATH], undefined, ['rate 1/h', 'burst 1']), now, LIFETIME).token;
     const spentHeaders = wireCopies(`Bearer ${spent}`, COPIES);
@@ -200,8 +211,7 @@ export async function runCoreVerify(opts = {}) {
     admit(now * 1000);
     cases.add('ours: Core.authorize + admit, refused: past the rate', 'refusal', () => {
       i = (i + 1) & mask;
-      return core.authorize(spentHeaders[i], paths[i], now) === Outcome.Limited
-        && admit(now * 1000) === 2;
+      return core.authorize(spentHeaders[i], paths[i], now) === Outcome.Limited && admit(now * 1000) === 2;
     });
   }
 
@@ -260,10 +270,15 @@ export async function runCoreVerify(opts = {}) {
   const joseKey = new Uint8Array(key);
   const joseJwt = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(joseKey);
   const joseCopies = wireCopies(joseJwt, COPIES);
-  cases.add('jose: jwtVerify (async, WebCrypto)', 'uncached', async () => {
-    i = (i + 1) & mask;
-    return jwtVerify(joseCopies[i], joseKey, { algorithms: ['HS256'] });
-  }, true);
+  cases.add(
+    'jose: jwtVerify (async, WebCrypto)',
+    'uncached',
+    async () => {
+      i = (i + 1) & mask;
+      return jwtVerify(joseCopies[i], joseKey, { algorithms: ['HS256'] });
+    },
+    true,
+  );
 
   // --- the floor: node:crypto HMAC of the same bytes ---------------------------------------
   // What the core signs is the token's 25-byte payload (decoded from the token text).
@@ -296,9 +311,27 @@ export async function runCoreVerify(opts = {}) {
   const oursUncached = oursFresh.avgNs >= oursNever.avgNs ? oursFresh : oursNever;
   const pairs = [
     { id: 'cached', label: 'cached: a repeated token', ours, peer: by('fast-jwt: verify, cache, repeated'), target: 3 },
-    { id: 'uncached', label: 'uncached: our slower uncached case against fast-jwt without a cache', ours: oursUncached, peer: by('fast-jwt: verify, no cache'), target: 3 },
-    { id: 'uncachedInTurn', label: `uncached: ${POOL} distinct tokens in turn, both caches missed`, ours: oursFresh, peer: by(`fast-jwt: verify, cache, ${POOL} distinct`) },
-    { id: 'floor', label: 'uncached against the floor: node:crypto HMAC-SHA256 of the same 25 bytes', ours: oursUncached, peer: by('node:crypto: createHmac(sha256) of the 25'), target: 1, strictly: true },
+    {
+      id: 'uncached',
+      label: 'uncached: our slower uncached case against fast-jwt without a cache',
+      ours: oursUncached,
+      peer: by('fast-jwt: verify, no cache'),
+      target: 3,
+    },
+    {
+      id: 'uncachedInTurn',
+      label: `uncached: ${POOL} distinct tokens in turn, both caches missed`,
+      ours: oursFresh,
+      peer: by(`fast-jwt: verify, cache, ${POOL} distinct`),
+    },
+    {
+      id: 'floor',
+      label: 'uncached against the floor: node:crypto HMAC-SHA256 of the same 25 bytes',
+      ours: oursUncached,
+      peer: by('node:crypto: createHmac(sha256) of the 25'),
+      target: 1,
+      strictly: true,
+    },
   ].map((p) => ({ ...p, ratio: p.peer.avgNs / p.ours.avgNs }));
   const targets = {};
   for (const p of pairs.filter((x) => x.target)) {
@@ -313,17 +346,30 @@ export function coreVerifyMarkdown(result) {
   return [
     '## Core verification (per call, one process; strings made the way uWebSockets.js hands them over)',
     '',
-    table(['comparison', 'ours', 'peer', 'peer / ours'],
-      result.pairs.map((p) => [p.label, `${ns(p.ours.avgNs)} (${p.ours.name.replace('ours: ', '')})`, `${ns(p.peer.avgNs)} (${p.peer.name})`, ratio(p.ratio)])),
+    table(
+      ['comparison', 'ours', 'peer', 'peer / ours'],
+      result.pairs.map((p) => [
+        p.label,
+        `${ns(p.ours.avgNs)} (${p.ours.name.replace('ours: ', '')})`,
+        `${ns(p.peer.avgNs)} (${p.peer.name})`,
+        ratio(p.ratio),
+      ]),
+    ),
     '',
     `Cached compares with cached and uncached with uncached: "repeated" is the same token again (our tag cache and fast-jwt's cache both hit); ` +
       `"${POOL} distinct tokens in turn" cycles more tokens than the core's tag cache (256 slots) and fast-jwt's default cache (1000) hold; ` +
       '"never seen" times one pass over new tokens. Token text: ' +
       `ours ${result.token.ours} chars, the equivalent JWT ${result.token.jwt} chars.`,
     '',
-    table(['case', 'kind', 'avg', 'p50', 'p99'], result.rows.map((r) => [r.name, r.kind, ns(r.avgNs), ns(r.p50Ns), ns(r.p99Ns)])),
+    table(
+      ['case', 'kind', 'avg', 'p50', 'p99'],
+      result.rows.map((r) => [r.name, r.kind, ns(r.avgNs), ns(r.p50Ns), ns(r.p99Ns)]),
+    ),
     '',
-    table(['target', 'measured', 'needed', 'result'], Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok)])),
+    table(
+      ['target', 'measured', 'needed', 'result'],
+      Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok)]),
+    ),
   ].join('\n');
 }
 

@@ -34,9 +34,26 @@ async function startEtcd(cpus) {
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-etcd-'));
   const client = `http://127.0.0.1:${await freePort()}`;
   const peer = `http://127.0.0.1:${await freePort()}`;
-  const [cmd, argv] = pinned(cpus, 'etcd', ['--name', 'bench', '--data-dir', join(dir, 'data'), '--listen-client-urls', client,
-    '--advertise-client-urls', client, '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
-    '--initial-cluster', `bench=${peer}`, '--logger', 'zap', '--log-level', 'info']);
+  const [cmd, argv] = pinned(cpus, 'etcd', [
+    '--name',
+    'bench',
+    '--data-dir',
+    join(dir, 'data'),
+    '--listen-client-urls',
+    client,
+    '--advertise-client-urls',
+    client,
+    '--listen-peer-urls',
+    peer,
+    '--initial-advertise-peer-urls',
+    peer,
+    '--initial-cluster',
+    `bench=${peer}`,
+    '--logger',
+    'zap',
+    '--log-level',
+    'info',
+  ]);
   const child = track(spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'] }));
   await new Promise((resolve, reject) => {
     let text = '';
@@ -68,7 +85,13 @@ async function startEtcd(cpus) {
 async function startFleet(etcd, cpusEach) {
   const gateways = [];
   for (const cpus of cpusEach) gateways.push(await startOurs({ cpus, threads: 1, extraArgs: ['--cluster-etcd', etcd.url] }));
-  return { password: gateways[0].password, gateways, cleanup: async () => { for (const g of gateways) await g.cleanup(); } };
+  return {
+    password: gateways[0].password,
+    gateways,
+    cleanup: async () => {
+      for (const g of gateways) await g.cleanup();
+    },
+  };
 }
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
@@ -86,10 +109,13 @@ async function revokeLatency(gateways, password, revokes) {
     if (body.result?.revocation !== 'revoked') throw new Error(`revoke ${i}: ${JSON.stringify(body)}`);
     for (const g of gateways) {
       const res = await fetch(`http://127.0.0.1:${g.server.port}${INFO_PATH}`, {
-        method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': CONTENT_TYPE }, body: INFO_REQUEST,
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': CONTENT_TYPE },
+        body: INFO_REQUEST,
       });
       await res.arrayBuffer();
-      if (res.status !== 401) throw new Error(`revoke ${i}: gateway on port ${g.server.port} answered ${res.status} after the revoke returned`);
+      if (res.status !== 401)
+        throw new Error(`revoke ${i}: gateway on port ${g.server.port} answered ${res.status} after the revoke returned`);
     }
   }
   times.sort((a, b) => a - b);
@@ -97,8 +123,14 @@ async function revokeLatency(gateways, password, revokes) {
 }
 
 async function throughput(server, token, where, o) {
-  const shape = { url: `http://127.0.0.1:${server.port}${INFO_PATH}`, method: 'POST', body: INFO_REQUEST, contentType: CONTENT_TYPE,
-    authorization: `Bearer ${token}`, connections: 64 };
+  const shape = {
+    url: `http://127.0.0.1:${server.port}${INFO_PATH}`,
+    method: 'POST',
+    body: INFO_REQUEST,
+    contentType: CONTENT_TYPE,
+    authorization: `Bearer ${token}`,
+    connections: 64,
+  };
   return load(shape, { server: server.child.pid }, { ...o, placement: where });
 }
 
@@ -169,17 +201,47 @@ export function fleetMarkdown(results) {
     `${where.label}; etcd and the fleet's other gateways on the load CPUs. Revoke: ${revokes} calls of auth.revokeToken from send to ` +
       'answer (argon2id check included), each token issued on another gateway and refused by all three once the call returned.',
     '',
-    table(['revoke through', 'calls', 'p50', 'p99', 'max'], [
-      ['a lone api-auth (data folder)', results.loneRevoke.count, ms(results.loneRevoke.p50Ms), ms(results.loneRevoke.p99Ms), ms(results.loneRevoke.maxMs)],
-      ['one of 3 gateways of a fleet', results.fleetRevoke.count, ms(results.fleetRevoke.p50Ms), ms(results.fleetRevoke.p99Ms), ms(results.fleetRevoke.maxMs)],
-    ]),
+    table(
+      ['revoke through', 'calls', 'p50', 'p99', 'max'],
+      [
+        [
+          'a lone api-auth (data folder)',
+          results.loneRevoke.count,
+          ms(results.loneRevoke.p50Ms),
+          ms(results.loneRevoke.p99Ms),
+          ms(results.loneRevoke.maxMs),
+        ],
+        [
+          'one of 3 gateways of a fleet',
+          results.fleetRevoke.count,
+          ms(results.fleetRevoke.p50Ms),
+          ms(results.fleetRevoke.p99Ms),
+          ms(results.fleetRevoke.maxMs),
+        ],
+      ],
+    ),
     '',
-    table(['POST /ext/info, valid token, 1 thread, 64 connections', 'req/s', 'p50', 'p99', 'CPU per request', 'server CPU busy'], [
-      ['a lone api-auth', int(results.loneVerify.rps), ms(results.loneVerify.p50Ms), ms(results.loneVerify.p99Ms),
-        usec(results.loneVerify.cpu.server?.usPerRequest), pct(results.loneVerify.cpu.server?.busy)],
-      ['a fleet member', int(results.fleetVerify.rps), ms(results.fleetVerify.p50Ms), ms(results.fleetVerify.p99Ms),
-        usec(results.fleetVerify.cpu.server?.usPerRequest), pct(results.fleetVerify.cpu.server?.busy)],
-    ]),
+    table(
+      ['POST /ext/info, valid token, 1 thread, 64 connections', 'req/s', 'p50', 'p99', 'CPU per request', 'server CPU busy'],
+      [
+        [
+          'a lone api-auth',
+          int(results.loneVerify.rps),
+          ms(results.loneVerify.p50Ms),
+          ms(results.loneVerify.p99Ms),
+          usec(results.loneVerify.cpu.server?.usPerRequest),
+          pct(results.loneVerify.cpu.server?.busy),
+        ],
+        [
+          'a fleet member',
+          int(results.fleetVerify.rps),
+          ms(results.fleetVerify.p50Ms),
+          ms(results.fleetVerify.p99Ms),
+          usec(results.fleetVerify.cpu.server?.usPerRequest),
+          pct(results.fleetVerify.cpu.server?.busy),
+        ],
+      ],
+    ),
     '',
     `Verify throughput, fleet member against lone: ${ratio(results.verifyRatio)} (the check is the same core call; the fleet adds no network call to it).`,
   ].join('\n');
@@ -207,8 +269,14 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     process.stderr.write('bench/parts/fleet.js: --revokes takes a whole number of at least 10\n');
     process.exit(2);
   }
-  const o = { durationS: seconds(flags.duration, 'duration'), warmupS: seconds(flags.warmup, 'warmup'), rounds: 1, waitQuietS: 10, retries: 1 };
-  const results = { machine: machineFacts(), git: gitState(), ...await runFleet({ revokes: REVOKES, ...o }) };
+  const o = {
+    durationS: seconds(flags.duration, 'duration'),
+    warmupS: seconds(flags.warmup, 'warmup'),
+    rounds: 1,
+    waitQuietS: 10,
+    retries: 1,
+  };
+  const results = { machine: machineFacts(), git: gitState(), ...(await runFleet({ revokes: REVOKES, ...o })) };
   const file = results.git.dirty && !flags['allow-dirty'] ? 'bench/results/results-fleet.dirty.json' : 'bench/results/results-fleet.json';
   writeFileSync(join(ROOT, file), `${JSON.stringify(results, null, 2)}\n`);
   process.stdout.write(`${fleetMarkdown(results)}\nResults: ${file}.\n`);

@@ -85,7 +85,12 @@ function gateways(jwtSecret) {
       start: async ({ upstreamPort, threads, cpus }) => {
         const dir = mkdtempSync(join(tmpdir(), 'api-auth-bench-log-'));
         const accessLog = join(dir, 'access.log');
-        const ours = await startOurs({ cpus, threads, upstream: `http://127.0.0.1:${upstreamPort}`, extraArgs: ['--access-log', accessLog] });
+        const ours = await startOurs({
+          cpus,
+          threads,
+          upstream: `http://127.0.0.1:${upstreamPort}`,
+          extraArgs: ['--access-log', accessLog],
+        });
         const token = await newToken(ours.server.port, ours.password, [RPC_PATH]);
         return {
           server: ours.server,
@@ -144,8 +149,10 @@ async function post(port, authorization, body = RPC_REQUEST) {
 async function check(name, started, expected) {
   const ok = await post(started.server.port, started.authorization);
   if (ok.status !== 200 || !ok.body.equals(expected) || ok.type !== CONTENT_TYPE) {
-    throw new Error(`${name}: POST ${RPC_PATH} answered ${ok.status} ${ok.type} (${ok.body.length} bytes); ` +
-      `every gateway must pass on the upstream's 200 ${CONTENT_TYPE} of ${expected.length} bytes unchanged`);
+    throw new Error(
+      `${name}: POST ${RPC_PATH} answered ${ok.status} ${ok.type} (${ok.body.length} bytes); ` +
+        `every gateway must pass on the upstream's 200 ${CONTENT_TYPE} of ${expected.length} bytes unchanged`,
+    );
   }
   for (const [label, authorization] of Object.entries(started.refused)) {
     const r = await post(started.server.port, authorization);
@@ -162,7 +169,11 @@ async function check(name, started, expected) {
 async function checkAccessLog(name, file, requests) {
   const deadline = Date.now() + 5000;
   for (;;) {
-    const lines = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((line) => line !== '') : [];
+    const lines = existsSync(file)
+      ? readFileSync(file, 'utf8')
+          .split('\n')
+          .filter((line) => line !== '')
+      : [];
     const rpc = lines.map((line) => JSON.parse(line)).filter((line) => line.path === RPC_PATH);
     if (rpc.length >= requests) return;
     if (Date.now() > deadline) throw new Error(`${name}: the access log holds ${rpc.length} lines for ${RPC_PATH}, not ${requests}`);
@@ -183,8 +194,10 @@ export async function runGateway(options = {}) {
   for (const threads of o.threads) {
     const where = placement(threads);
     placements[threads] = where;
-    log(`part gateway: ${threads} thread(s); ${where.label}; wrk -c ${o.connections.join(',')} -d${o.durationS}s (warm-up ${o.warmupS}s), ` +
-      `POST ${RPC_PATH}, answers of ${o.sizes.map(size).join(', ')}`);
+    log(
+      `part gateway: ${threads} thread(s); ${where.label}; wrk -c ${o.connections.join(',')} -d${o.durationS}s (warm-up ${o.warmupS}s), ` +
+        `POST ${RPC_PATH}, answers of ${o.sizes.map(size).join(', ')}`,
+    );
     const contenders = list.filter((g) => {
       if (!g.id.startsWith('apiAuth') || threads === 1 || supportsHttpThreads()) return true;
       unsupported.push({ threads, id: g.id, name: g.name, reason: UNSUPPORTED });
@@ -200,14 +213,22 @@ export async function runGateway(options = {}) {
             try {
               await check(g.name, started, upstream.body);
               for (const connections of o.connections) {
-                const shape = { url: `http://127.0.0.1:${started.server.port}${RPC_PATH}`, method: 'POST', body: RPC_REQUEST, contentType: CONTENT_TYPE,
-                  authorization: started.authorization ?? undefined, connections };
+                const shape = {
+                  url: `http://127.0.0.1:${started.server.port}${RPC_PATH}`,
+                  method: 'POST',
+                  body: RPC_REQUEST,
+                  contentType: CONTENT_TYPE,
+                  authorization: started.authorization ?? undefined,
+                  connections,
+                };
                 const r = await load(shape, { server: started.server.child.pid, upstream: upstream.child.pid }, { ...o, placement: where });
                 const k = key({ threads, bytes, connections, id: g.id });
                 if (!runs.has(k)) runs.set(k, []);
                 runs.get(k).push(r);
-                log(`  ${g.name.padEnd(34)} ${String(threads).padStart(2)}t ${size(bytes).padStart(8)} c${String(connections).padEnd(4)} ` +
-                  `${int(r.rps).padStart(8)} req/s  p50 ${ms(r.p50Ms)}  p99 ${ms(r.p99Ms)}  CPU ${usec(r.cpu.server?.usPerRequest)}/req`);
+                log(
+                  `  ${g.name.padEnd(34)} ${String(threads).padStart(2)}t ${size(bytes).padStart(8)} c${String(connections).padEnd(4)} ` +
+                    `${int(r.rps).padStart(8)} req/s  p50 ${ms(r.p50Ms)}  p99 ${ms(r.p99Ms)}  CPU ${usec(r.cpu.server?.usPerRequest)}/req`,
+                );
               }
             } finally {
               await started.cleanup();
@@ -230,7 +251,11 @@ export async function runGateway(options = {}) {
           const r = all.some((x) => !x.contended) ? all.filter((x) => !x.contended) : all;
           const loadCores = placements[threads].load?.length ?? 1;
           cells.push({
-            threads, bytes, connections, id: g.id, name: g.name,
+            threads,
+            bytes,
+            connections,
+            id: g.id,
+            name: g.name,
             rps: median(r.map((x) => x.rps)),
             p50Ms: median(r.map((x) => x.p50Ms)),
             p99Ms: median(r.map((x) => x.p99Ms)),
@@ -243,7 +268,10 @@ export async function runGateway(options = {}) {
             // and what limited the cell: only a gateway that was the limit has a ratio.
             serverCores: median(r.map((x) => x.cores?.server)),
             loadCores: median(r.map((x) => x.cores?.load)),
-            limit: limitOf({ server: median(r.map((x) => x.cores?.server)), load: median(r.map((x) => x.cores?.load)) }, placements[threads]),
+            limit: limitOf(
+              { server: median(r.map((x) => x.cores?.server)), load: median(r.map((x) => x.cores?.load)) },
+              placements[threads],
+            ),
             errors: r.reduce((a, x) => a + x.errorCount, 0),
             contended: r.every((x) => x.contended),
             runs: all,
@@ -286,7 +314,8 @@ const VARIANTS = [
 ];
 
 export function gatewayTargets(o, cells, unsupported, placements) {
-  const find = (threads, bytes, connections, id) => cells.find((c) => c.threads === threads && c.bytes === bytes && c.connections === connections && c.id === id);
+  const find = (threads, bytes, connections, id) =>
+    cells.find((c) => c.threads === threads && c.bytes === bytes && c.connections === connections && c.id === id);
   const out = {};
   for (const bytes of o.sizes) {
     for (const connections of o.connections) {
@@ -304,7 +333,9 @@ export function gatewayTargets(o, cells, unsupported, placements) {
           const unbound = [other, plain].filter((c) => c.limit !== 'server');
           if (unbound.length > 0) {
             out[name] = {
-              value: null, ok: null, disturbed: plain.contended || other.contended,
+              value: null,
+              ok: null,
+              disturbed: plain.contended || other.contended,
               measured: `n/a: ${unbound.map((c) => `${c.id === 'apiAuth' ? variant.without : variant.with} ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ${cpu}`,
               needed: 'reported',
             };
@@ -312,7 +343,9 @@ export function gatewayTargets(o, cells, unsupported, placements) {
           }
           const value = other.rps / plain.rps;
           out[name] = {
-            value, ok: null, disturbed: plain.contended || other.contended,
+            value,
+            ok: null,
+            disturbed: plain.contended || other.contended,
             measured: `${ratio(value)}; p99 ${ms(other.p99Ms)} vs ${ms(plain.p99Ms)}; ${cpu}`,
             needed: 'reported',
           };
@@ -323,15 +356,20 @@ export function gatewayTargets(o, cells, unsupported, placements) {
         const unbound = [ours, hap].filter((c) => c.limit !== 'server');
         if (unbound.length > 0) {
           out[name] = {
-            value: null, ok: null, disturbed: ours.contended || hap.contended,
-            measured: `n/a: ${unbound.map((c) => `${c.id === 'haproxy' ? 'HAProxy' : 'api-auth'} ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ` +
+            value: null,
+            ok: null,
+            disturbed: ours.contended || hap.contended,
+            measured:
+              `n/a: ${unbound.map((c) => `${c.id === 'haproxy' ? 'HAProxy' : 'api-auth'} ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ` +
               `CPU ${usec(ours.cpuUsPerRequest)} vs ${usec(hap.cpuUsPerRequest)}/req`,
             needed: '>= 1.00x, p99 <=',
           };
         } else {
           const value = ours.rps / hap.rps;
           out[name] = {
-            value, ok: value >= 1 && ours.p99Ms <= hap.p99Ms, disturbed: ours.contended || hap.contended,
+            value,
+            ok: value >= 1 && ours.p99Ms <= hap.p99Ms,
+            disturbed: ours.contended || hap.contended,
             measured: `${ratio(value)}; p99 ${ms(ours.p99Ms)} vs ${ms(hap.p99Ms)}; CPU ${usec(ours.cpuUsPerRequest)} vs ${usec(hap.cpuUsPerRequest)}/req`,
             needed: '>= 1.00x, p99 <=',
           };
@@ -345,13 +383,29 @@ export function gatewayTargets(o, cells, unsupported, placements) {
         if (unsupported.some((u) => u.threads === threads && u.id === 'apiAuth')) {
           out[name] = { value: null, ok: false, measured: 'not supported by this build', needed: `>= ${(0.8 * threads).toFixed(1)}x` };
         } else if (!one || !n) {
-          out[name] = { value: null, ok: null, measured: 'n/a (1 thread not measured in this run)', needed: `>= ${(0.8 * threads).toFixed(1)}x` };
+          out[name] = {
+            value: null,
+            ok: null,
+            measured: 'n/a (1 thread not measured in this run)',
+            needed: `>= ${(0.8 * threads).toFixed(1)}x`,
+          };
         } else if (placements[threads].shared) {
           const value = n.rps / one.rps;
-          out[name] = { value, ok: null, measured: `${ratio(value)}, n/a: the gateway shared cores with the load on this machine`, needed: `>= ${(0.8 * threads).toFixed(1)}x` };
+          out[name] = {
+            value,
+            ok: null,
+            measured: `${ratio(value)}, n/a: the gateway shared cores with the load on this machine`,
+            needed: `>= ${(0.8 * threads).toFixed(1)}x`,
+          };
         } else {
           const value = n.rps / one.rps;
-          out[name] = { value, ok: value >= 0.8 * threads, disturbed: n.contended || one.contended, measured: ratio(value), needed: `>= ${(0.8 * threads).toFixed(1)}x` };
+          out[name] = {
+            value,
+            ok: value >= 0.8 * threads,
+            disturbed: n.contended || one.contended,
+            measured: ratio(value),
+            needed: `>= ${(0.8 * threads).toFixed(1)}x`,
+          };
         }
       }
     }
@@ -368,8 +422,8 @@ export function gatewayMarkdown(result) {
     '',
     `wrk, HTTP/1.1 keep-alive, ${s.durationS} s per run after a ${s.warmupS} s warm-up, one wrk thread per load CPU; ` +
       `median of ${s.rounds} round(s). CPU per request: the gateway's whole process tree (every thread and worker), ` +
-      'user + system time from /proc over the run, divided by the requests wrk counted. Cores busy: the gateway\'s processes, ' +
-      'or wrk\'s and the upstream\'s, plus the interrupt time of their cores (loopback TCP), as a share of those cores. ' +
+      "user + system time from /proc over the run, divided by the requests wrk counted. Cores busy: the gateway's processes, " +
+      "or wrk's and the upstream's, plus the interrupt time of their cores (loopback TCP), as a share of those cores. " +
       `Limit: gateway-bound when the gateway's cores were at least ${pct(SATURATED)} busy and the load's at most ${pct(HEADROOM)}; ` +
       'otherwise load-bound, and the row has no ratio: its req/s say more about wrk and the upstream than about the gateway.',
   ];
@@ -381,23 +435,64 @@ export function gatewayMarkdown(result) {
         const hap = here.find((c) => c.id === 'haproxy');
         const plain = here.find((c) => c.id === 'apiAuth');
         for (const c of here) {
-          rows.push([size(bytes), connections, c.name, `${int(c.rps)}${c.contended ? '*' : ''}`, ms(c.p50Ms), ms(c.p99Ms), usec(c.cpuUsPerRequest),
-            pct(c.serverCores), pct(c.loadCores), LIMITS[c.limit], ...against(c, hap ?? plain), c.errors]);
+          rows.push([
+            size(bytes),
+            connections,
+            c.name,
+            `${int(c.rps)}${c.contended ? '*' : ''}`,
+            ms(c.p50Ms),
+            ms(c.p99Ms),
+            usec(c.cpuUsPerRequest),
+            pct(c.serverCores),
+            pct(c.loadCores),
+            LIMITS[c.limit],
+            ...against(c, hap ?? plain),
+            c.errors,
+          ]);
         }
         for (const u of result.unsupported.filter((x) => x.threads === threads)) {
           rows.push([size(bytes), connections, u.name, u.reason, '', '', '', '', '', '', '', '', '']);
         }
       }
     }
-    const base = s.gateways.includes('haproxy') ? 'HAProxy'
-      : s.gateways.includes('apiAuthLogged') ? 'api-auth, access log off' : 'api-auth, token without methods';
-    lines.push('', `### ${threads} thread${threads > 1 ? 's' : ''} (api-auth --http-threads ${threads}, HAProxy nbthread ${threads}, nginx worker_processes ${threads}); ${s.placements[threads].label}`,
-      '', table(['answer', 'connections', 'gateway', 'req/s', 'p50', 'p99', 'CPU per request', 'gateway cores busy', 'load cores busy', 'limit',
-        `req/s vs ${base}`, `CPU per request vs ${base}`, 'errors'], rows));
+    const base = s.gateways.includes('haproxy')
+      ? 'HAProxy'
+      : s.gateways.includes('apiAuthLogged')
+        ? 'api-auth, access log off'
+        : 'api-auth, token without methods';
+    lines.push(
+      '',
+      `### ${threads} thread${threads > 1 ? 's' : ''} (api-auth --http-threads ${threads}, HAProxy nbthread ${threads}, nginx worker_processes ${threads}); ${s.placements[threads].label}`,
+      '',
+      table(
+        [
+          'answer',
+          'connections',
+          'gateway',
+          'req/s',
+          'p50',
+          'p99',
+          'CPU per request',
+          'gateway cores busy',
+          'load cores busy',
+          'limit',
+          `req/s vs ${base}`,
+          `CPU per request vs ${base}`,
+          'errors',
+        ],
+        rows,
+      ),
+    );
   }
-  if (result.cells.some((c) => c.contended)) lines.push('', '\\* other processes used over 5% of the machine during every run of that cell: its figures are suspect.');
-  lines.push('', table(['target', 'measured', 'needed', 'result'],
-    Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)])));
+  if (result.cells.some((c) => c.contended))
+    lines.push('', '\\* other processes used over 5% of the machine during every run of that cell: its figures are suspect.');
+  lines.push(
+    '',
+    table(
+      ['target', 'measured', 'needed', 'result'],
+      Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)]),
+    ),
+  );
   return lines.join('\n');
 }
 

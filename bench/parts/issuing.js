@@ -20,25 +20,43 @@ async function overHttp(main, concurrency, seconds) {
   const dir = mkdtempSync(join(tmpdir(), 'api-auth-issuing-'));
   const password = randomBytes(18).toString('base64url');
   writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
-  const server = await startServer('api-auth', process.execPath, [main, '--http-port', '0', '--data-dir', join(dir, 'data'),
-    '--api-auth-required', '--api-auth-password-file', join(dir, 'password'), '--api-auth-max-tokens', '1000000'].filter((a, i, all) =>
-    // An earlier build has no --api-auth-max-tokens: leave it out there.
-    main === MAIN || (a !== '--api-auth-max-tokens' && all[i - 1] !== '--api-auth-max-tokens')));
+  const server = await startServer(
+    'api-auth',
+    process.execPath,
+    [
+      main,
+      '--http-port',
+      '0',
+      '--data-dir',
+      join(dir, 'data'),
+      '--api-auth-required',
+      '--api-auth-password-file',
+      join(dir, 'password'),
+      '--api-auth-max-tokens',
+      '1000000',
+    ].filter(
+      (a, i, all) =>
+        // An earlier build has no --api-auth-max-tokens: leave it out there.
+        main === MAIN || (a !== '--api-auth-max-tokens' && all[i - 1] !== '--api-auth-max-tokens'),
+    ),
+  );
   const url = `http://127.0.0.1:${server.port}/ext/auth`;
   const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.newToken', params: { password, endpoints: ['/ext/info'] } });
   const latencies = [];
   const failures = {};
   const until = Date.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (Date.now() < until) {
-      const start = process.hrtime.bigint();
-      const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      const answer = await response.json();
-      // Only issues count; a refusal (busy: more checks waiting than the bound) is counted by its code.
-      if (typeof answer.result?.token !== 'string') failures[answer.error?.code] = (failures[answer.error?.code] ?? 0) + 1;
-      else latencies.push(Number(process.hrtime.bigint() - start) / 1e6);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < until) {
+        const start = process.hrtime.bigint();
+        const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        const answer = await response.json();
+        // Only issues count; a refusal (busy: more checks waiting than the bound) is counted by its code.
+        if (typeof answer.result?.token !== 'string') failures[answer.error?.code] = (failures[answer.error?.code] ?? 0) + 1;
+        else latencies.push(Number(process.hrtime.bigint() - start) / 1e6);
+      }
+    }),
+  );
   await server.stop();
   rmSync(dir, { recursive: true, force: true });
   latencies.sort((a, b) => a - b);
@@ -60,12 +78,14 @@ async function journalCost(writers, seconds) {
   let appends = 0;
   const started = process.hrtime.bigint();
   const until = Date.now() + Math.min(seconds, 5) * 1000;
-  await Promise.all(Array.from({ length: writers }, async () => {
-    while (Date.now() < until) {
-      await journal.append(record);
-      appends++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: writers }, async () => {
+      while (Date.now() < until) {
+        await journal.append(record);
+        appends++;
+      }
+    }),
+  );
   const elapsed = Number(process.hrtime.bigint() - started) / 1e9;
   await journal.close();
   rmSync(dir, { recursive: true, force: true });
@@ -91,12 +111,28 @@ export async function runIssuing({ main = MAIN, concurrency = 4, seconds = 10, j
 export function issuingMarkdown(r) {
   const lines = ['## Issuing: auth.newToken over HTTP, and the token journal alone', ''];
   if (r.http) {
-    const failed = Object.entries(r.http.failures).map(([code, n]) => `${n} × ${code}`).join(', ') || 'none';
-    lines.push(`${r.concurrency} clients for ${r.seconds} s: ${r.http.issuesPerSecond.toFixed(1)} tokens a second, ` +
-      `p50 ${ms(r.http.p50Ms)}, p99 ${ms(r.http.p99Ms)} (${r.http.calls} issued; refusals: ${failed}). The argon2id password check dominates each call.`, '');
+    const failed =
+      Object.entries(r.http.failures)
+        .map(([code, n]) => `${n} × ${code}`)
+        .join(', ') || 'none';
+    lines.push(
+      `${r.concurrency} clients for ${r.seconds} s: ${r.http.issuesPerSecond.toFixed(1)} tokens a second, ` +
+        `p50 ${ms(r.http.p50Ms)}, p99 ${ms(r.http.p99Ms)} (${r.http.calls} issued; refusals: ${failed}). The argon2id password check dominates each call.`,
+      '',
+    );
   }
-  lines.push(table(['journal writers', 'appends/s', 'records per fdatasync', 'µs per fdatasync', 'µs per append'],
-    r.journal.map((j) => [j.writers, j.appendsPerSecond.toFixed(0), j.recordsPerGroup.toFixed(1), j.usPerGroup.toFixed(0), j.usPerAppend.toFixed(1)])));
+  lines.push(
+    table(
+      ['journal writers', 'appends/s', 'records per fdatasync', 'µs per fdatasync', 'µs per append'],
+      r.journal.map((j) => [
+        j.writers,
+        j.appendsPerSecond.toFixed(0),
+        j.recordsPerGroup.toFixed(1),
+        j.usPerGroup.toFixed(0),
+        j.usPerAppend.toFixed(1),
+      ]),
+    ),
+  );
   return lines.join('\n');
 }
 

@@ -52,7 +52,13 @@ export const DEFAULTS = {
 function memory(core) {
   globalThis.gc?.();
   const m = process.memoryUsage();
-  return { rss: m.rss, heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, wasm: core.x?.memory?.buffer?.byteLength ?? null };
+  return {
+    rss: m.rss,
+    heapUsed: m.heapUsed,
+    external: m.external,
+    arrayBuffers: m.arrayBuffers,
+    wasm: core.x?.memory?.buffer?.byteLength ?? null,
+  };
 }
 
 async function childLive({ issued, revoked, windowLog2, stateFile }) {
@@ -88,21 +94,30 @@ async function childLive({ issued, revoked, windowLog2, stateFile }) {
   // An empty service still has to check something: one fresh token, then nothing more.
   if (valid.length === 0) valid.push(core.issue(grant, now, LIFETIME).token);
   const mem = memory(core);
-  for (const t of valid.slice(0, 64)) if (core.authorize(`Bearer ${t}`, PATH, now) !== Outcome.Valid) throw new Error('a valid token did not verify');
-  for (const t of revokedSample.slice(0, 64)) if (core.authorize(`Bearer ${t}`, PATH, now) !== Outcome.Revoked) throw new Error('a revoked token verified');
-  writeFileSync(stateFile, JSON.stringify({
-    key: key.toString('hex'),
-    windowLog2,
-    endpoints: [PATH],
-    floor: core.floor,
-    nextSerial: core.nextSerial,
-    expiryBound: now + LIFETIME,
-    revokedSerials,
-    sample: { valid, revoked: revokedSample },
-  }));
+  for (const t of valid.slice(0, 64))
+    if (core.authorize(`Bearer ${t}`, PATH, now) !== Outcome.Valid) throw new Error('a valid token did not verify');
+  for (const t of revokedSample.slice(0, 64))
+    if (core.authorize(`Bearer ${t}`, PATH, now) !== Outcome.Revoked) throw new Error('a revoked token verified');
+  writeFileSync(
+    stateFile,
+    JSON.stringify({
+      key: key.toString('hex'),
+      windowLog2,
+      endpoints: [PATH],
+      floor: core.floor,
+      nextSerial: core.nextSerial,
+      expiryBound: now + LIFETIME,
+      revokedSerials,
+      sample: { valid, revoked: revokedSample },
+    }),
+  );
   return {
-    issued, revoked: revokedSerials.length, issueNsPerToken: issued ? (issueMs * 1e6) / issued : null,
-    revokeNsPerToken: revokedSerials.length ? Number(revokeNs) / revokedSerials.length : null, buildMs, memory: mem,
+    issued,
+    revoked: revokedSerials.length,
+    issueNsPerToken: issued ? (issueMs * 1e6) / issued : null,
+    revokeNsPerToken: revokedSerials.length ? Number(revokeNs) / revokedSerials.length : null,
+    buildMs,
+    memory: mem,
   };
 }
 
@@ -149,10 +164,13 @@ async function childVerifyServer({ stateFile, cpuTimeMs }) {
       const paths = wireCopies(PATH, headers.length);
       const n = headers.length;
       let i = 0;
-      const stats = await measure(() => {
-        i = i + 1 === n ? 0 : i + 1;
-        return core.authorize(headers[i], paths[i], now);
-      }, { min_cpu_time: cpuTimeMs * 1e6 });
+      const stats = await measure(
+        () => {
+          i = i + 1 === n ? 0 : i + 1;
+          return core.authorize(headers[i], paths[i], now);
+        },
+        { min_cpu_time: cpuTimeMs * 1e6 },
+      );
       out[name] = stats.avg;
     }
     process.stdout.write(`ROUND ${JSON.stringify(out)}\n`);
@@ -163,8 +181,11 @@ async function childVerifyServer({ stateFile, cpuTimeMs }) {
 /** Runs verify servers for all states and interleaves `rounds` rounds; medians per case. */
 async function verifyAcross(stateFiles, rounds, cpuTimeMs) {
   const servers = stateFiles.map((stateFile) => {
-    const child = track(spawn(process.execPath, [SELF, '--child', 'verify-server', JSON.stringify({ stateFile, cpuTimeMs })],
-      { stdio: ['pipe', 'pipe', 'inherit'] }));
+    const child = track(
+      spawn(process.execPath, [SELF, '--child', 'verify-server', JSON.stringify({ stateFile, cpuTimeMs })], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      }),
+    );
     let buffered = '';
     const lines = [];
     const waiters = [];
@@ -185,11 +206,12 @@ async function verifyAcross(stateFiles, rounds, cpuTimeMs) {
       for (const w of waiters.splice(0)) w.reject(exited);
     });
     // The next line the child writes (queued if it came before anyone asked).
-    const next = () => new Promise((resolve, reject) => {
-      if (lines.length > 0) return resolve(lines.shift());
-      if (exited) return reject(exited);
-      waiters.push({ resolve, reject });
-    });
+    const next = () =>
+      new Promise((resolve, reject) => {
+        if (lines.length > 0) return resolve(lines.shift());
+        if (exited) return reject(exited);
+        waiters.push({ resolve, reject });
+      });
     return { child, next, samples: {} };
   });
   try {
@@ -241,7 +263,9 @@ async function childRestart({ stateFile }) {
 function runChild(mode, params) {
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const child = track(spawn(process.execPath, ['--expose-gc', SELF, '--child', mode, JSON.stringify(params)], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = track(
+      spawn(process.execPath, ['--expose-gc', SELF, '--child', mode, JSON.stringify(params)], { stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
     let out = '';
     let err = '';
     let readyMs = null;
@@ -249,7 +273,9 @@ function runChild(mode, params) {
       out += d;
       if (readyMs === null && out.includes('READY\n')) readyMs = Number(process.hrtime.bigint() - started) / 1e6;
     });
-    child.stderr.on('data', (d) => { err += d; });
+    child.stderr.on('data', (d) => {
+      err += d;
+    });
     child.on('error', reject);
     child.on('exit', (code) => {
       const line = out.split('\n').find((l) => l.startsWith('RESULT '));
@@ -293,8 +319,16 @@ async function cliStart(scenario, seedFrom) {
     await folder.writeState(dataDir, state);
     const { startServer } = await import('../lib/proc.js');
     const { MAIN } = await import('../lib/common.js');
-    const second = await startServer('api-auth (seeded)', process.execPath, [MAIN, '--http-port', '0', '--data-dir', dataDir,
-      '--api-auth-required', '--api-auth-password-file', join(first.dir, 'password')]);
+    const second = await startServer('api-auth (seeded)', process.execPath, [
+      MAIN,
+      '--http-port',
+      '0',
+      '--data-dir',
+      dataDir,
+      '--api-auth-required',
+      '--api-auth-password-file',
+      join(first.dir, 'password'),
+    ]);
     result.spawnToListeningMs = second.readyMs;
     result.rssBytes = second.rssBytes();
     result.seeded = { serialCeiling: state.serialCeiling, revocations: state.revocations.size };
@@ -317,9 +351,11 @@ export async function runStateScale(options = {}) {
       const restart = await runChild('restart', { stateFile });
       const cli = o.cli ? await cliStart(scenario, stateFile) : { skipped: 'not asked for' };
       rows.push({ ...scenario, stateFile, live, restart, cli });
-      log(`  issued ${String(scenario.issued).padStart(9)} revoked ${String(scenario.revoked).padStart(7)}: ` +
-        `restart ${ms(restart.spawnToReadyMs)} (restore ${ms(restart.restoreMs)}), live RSS ${mib(live.memory.rss)}` +
-        (cli.spawnToListeningMs != null ? `, CLI start ${ms(cli.spawnToListeningMs)}` : ''));
+      log(
+        `  issued ${String(scenario.issued).padStart(9)} revoked ${String(scenario.revoked).padStart(7)}: ` +
+          `restart ${ms(restart.spawnToReadyMs)} (restore ${ms(restart.restoreMs)}), live RSS ${mib(live.memory.rss)}` +
+          (cli.spawnToListeningMs != null ? `, CLI start ${ms(cli.spawnToListeningMs)}` : ''),
+      );
     }
     if (o.waitQuietS > 0) await waitForQuiet({ maxWaitS: o.waitQuietS });
     const window = foreignCpuWindow();
@@ -327,7 +363,14 @@ export async function runStateScale(options = {}) {
     // warm-up a little slower or faster than another for reasons that have nothing to do
     // with its state, so every state gets `passes` processes and keeps its fastest median.
     const passes = [];
-    for (let k = 0; k < o.passes; k++) passes.push(await verifyAcross(rows.map((r) => r.stateFile), o.rounds, o.cpuTimeMs));
+    for (let k = 0; k < o.passes; k++)
+      passes.push(
+        await verifyAcross(
+          rows.map((r) => r.stateFile),
+          o.rounds,
+          o.cpuTimeMs,
+        ),
+      );
     const verify = rows.map((_, i) => {
       const out = {};
       for (const pass of passes) for (const [name, v] of Object.entries(pass[i])) out[name] = Math.min(out[name] ?? Infinity, v);
@@ -337,20 +380,38 @@ export async function runStateScale(options = {}) {
     rows.forEach((r, k) => {
       r.verifyNs = verify[k];
       delete r.stateFile;
-      log(`  verify with ${String(r.issued).padStart(9)} issued, ${String(r.revoked).padStart(7)} revoked: ` +
-        `valid ${ns(r.verifyNs.validRepeated)}, first-seen ${ns(r.verifyNs.validFirstSeen)}, revoked ${ns(r.verifyNs.revoked)}`);
+      log(
+        `  verify with ${String(r.issued).padStart(9)} issued, ${String(r.revoked).padStart(7)} revoked: ` +
+          `valid ${ns(r.verifyNs.validRepeated)}, first-seen ${ns(r.verifyNs.validFirstSeen)}, revoked ${ns(r.verifyNs.revoked)}`,
+      );
     });
     const repeated = rows.map((r) => r.verifyNs.validRepeated);
     const firstSeen = rows.map((r) => r.verifyNs.validFirstSeen).filter((v) => v != null);
     const spread = (v) => Math.max(...v) / Math.min(...v);
     const targets = {
-      'state: verify time unchanged as state grows (max/min of valid, repeated)': { value: spread(repeated), target: 1.15, ok: spread(repeated) <= 1.15 },
-      'state: verify time unchanged as state grows (max/min of valid, first-seen)': { value: spread(firstSeen), target: 1.15, ok: spread(firstSeen) <= 1.15 },
+      'state: verify time unchanged as state grows (max/min of valid, repeated)': {
+        value: spread(repeated),
+        target: 1.15,
+        ok: spread(repeated) <= 1.15,
+      },
+      'state: verify time unchanged as state grows (max/min of valid, first-seen)': {
+        value: spread(firstSeen),
+        target: 1.15,
+        ok: spread(firstSeen) <= 1.15,
+      },
       'state: restarted cores verify old tokens and refuse revoked ones': {
-        value: rows.reduce((a, r) => a + r.restart.wrongOutcomes, 0), target: 0, unit: 'count', ok: rows.every((r) => r.restart.wrongOutcomes === 0),
+        value: rows.reduce((a, r) => a + r.restart.wrongOutcomes, 0),
+        target: 0,
+        unit: 'count',
+        ok: rows.every((r) => r.restart.wrongOutcomes === 0),
       },
     };
-    return { settings: { windowLog2: o.windowLog2, scenarios: o.scenarios, passes: o.passes, rounds: o.rounds, cpuTimeMs: o.cpuTimeMs }, rows, targets, foreign };
+    return {
+      settings: { windowLog2: o.windowLog2, scenarios: o.scenarios, passes: o.passes, rounds: o.rounds, cpuTimeMs: o.cpuTimeMs },
+      rows,
+      targets,
+      foreign,
+    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -362,26 +423,58 @@ export function stateScaleMarkdown(result) {
   return [
     `## State scale (Core window 2^${result.settings.windowLog2} serials; each scenario in fresh processes)`,
     '',
-    table(['state', 'issue per token', 'revoke per token', 'live RSS', 'live heap', 'Wasm memory',
-      'restart: spawn to ready', 'of which restore', 'RSS after restart', 'old tokens right', 'CLI spawn to listening', 'CLI RSS'],
-    result.rows.map((r) => [label(r), ns(r.live.issueNsPerToken), ns(r.live.revokeNsPerToken), mib(r.live.memory.rss), mib(r.live.memory.heapUsed),
-      mib(r.live.memory.wasm), ms(r.restart.spawnToReadyMs), ms(r.restart.restoreMs), mib(r.restart.memory.rss),
-      `${r.restart.checked - r.restart.wrongOutcomes}/${r.restart.checked}`,
-      r.cli.spawnToListeningMs != null ? ms(r.cli.spawnToListeningMs) : `n/a${r.cli.skipped ? ' (1)' : ''}`,
-      r.cli.rssBytes != null ? mib(r.cli.rssBytes) : 'n/a'])),
+    table(
+      [
+        'state',
+        'issue per token',
+        'revoke per token',
+        'live RSS',
+        'live heap',
+        'Wasm memory',
+        'restart: spawn to ready',
+        'of which restore',
+        'RSS after restart',
+        'old tokens right',
+        'CLI spawn to listening',
+        'CLI RSS',
+      ],
+      result.rows.map((r) => [
+        label(r),
+        ns(r.live.issueNsPerToken),
+        ns(r.live.revokeNsPerToken),
+        mib(r.live.memory.rss),
+        mib(r.live.memory.heapUsed),
+        mib(r.live.memory.wasm),
+        ms(r.restart.spawnToReadyMs),
+        ms(r.restart.restoreMs),
+        mib(r.restart.memory.rss),
+        `${r.restart.checked - r.restart.wrongOutcomes}/${r.restart.checked}`,
+        r.cli.spawnToListeningMs != null ? ms(r.cli.spawnToListeningMs) : `n/a${r.cli.skipped ? ' (1)' : ''}`,
+        r.cli.rssBytes != null ? mib(r.cli.rssBytes) : 'n/a',
+      ]),
+    ),
     '',
     'Live: one process issues N tokens and revokes M of them (spread evenly). Restart: a fresh process imports the core, reads that state, ' +
-      'and rebuilds it with `restoreSerials` and one `revokeSerial` per revocation (the host\'s restart path).',
+      "and rebuilds it with `restoreSerials` and one `revokeSerial` per revocation (the host's restart path).",
     ...(skipped ? ['', `(1) ${skipped}.`] : []),
     '',
     `Verify time per state (\`Core.authorize\`; one process per state, ${result.settings.rounds} rounds interleaved across states, median per process; ` +
       `${result.settings.passes} such passes with fresh processes, fastest kept):`,
     '',
-    table(['state', 'valid, repeated', 'valid, first-seen', 'revoked'],
-      result.rows.map((r) => [label(r), ns(r.verifyNs.validRepeated), ns(r.verifyNs.validFirstSeen), ns(r.verifyNs.revoked)])),
+    table(
+      ['state', 'valid, repeated', 'valid, first-seen', 'revoked'],
+      result.rows.map((r) => [label(r), ns(r.verifyNs.validRepeated), ns(r.verifyNs.validFirstSeen), ns(r.verifyNs.revoked)]),
+    ),
     '',
-    table(['target', 'measured', 'needed', 'result'], Object.entries(result.targets).map(([k, t]) => [
-      k, t.unit === 'count' ? String(t.value) : ratio(t.value), t.unit === 'count' ? '0' : `<= ${t.target}x`, pass(t.ok)])),
+    table(
+      ['target', 'measured', 'needed', 'result'],
+      Object.entries(result.targets).map(([k, t]) => [
+        k,
+        t.unit === 'count' ? String(t.value) : ratio(t.value),
+        t.unit === 'count' ? '0' : `<= ${t.target}x`,
+        pass(t.ok),
+      ]),
+    ),
   ].join('\n');
 }
 
@@ -390,7 +483,8 @@ export function stateScaleMarkdown(result) {
 if (process.argv[2] === '--child') {
   const mode = process.argv[3];
   const params = JSON.parse(process.argv[4]);
-  const result = mode === 'live' ? await childLive(params) : mode === 'restart' ? await childRestart(params) : await childVerifyServer(params);
+  const result =
+    mode === 'live' ? await childLive(params) : mode === 'restart' ? await childRestart(params) : await childVerifyServer(params);
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
 } else if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const result = await runStateScale();

@@ -104,24 +104,41 @@ function gateways(jwtSecret, tls) {
  */
 async function check(name, started, expected, tls) {
   const port = started.server.port;
-  const post = (authorization, connection) => exchange({ port, ca: tls.ca, path: RPC_PATH, body: RPC_REQUEST, connection,
-    headers: { 'Content-Type': CONTENT_TYPE, Authorization: authorization } });
+  const post = (authorization, connection) =>
+    exchange({
+      port,
+      ca: tls.ca,
+      path: RPC_PATH,
+      body: RPC_REQUEST,
+      connection,
+      headers: { 'Content-Type': CONTENT_TYPE, Authorization: authorization },
+    });
   const passes = (r) => r.status === 200 && r.body.equals(expected) && r.headers['content-type'] === CONTENT_TYPE;
   const ok = await post(started.authorization, 'keep-alive');
   if (!passes(ok)) {
-    throw new Error(`${name}: POST ${RPC_PATH} over TLS answered ${ok.status} ${ok.headers['content-type']} (${ok.body.length} bytes); ` +
-      `every gateway must pass on the upstream's 200 ${CONTENT_TYPE} of ${expected.length} bytes unchanged`);
+    throw new Error(
+      `${name}: POST ${RPC_PATH} over TLS answered ${ok.status} ${ok.headers['content-type']} (${ok.body.length} bytes); ` +
+        `every gateway must pass on the upstream's 200 ${CONTENT_TYPE} of ${expected.length} bytes unchanged`,
+    );
   }
   for (const [label, authorization] of Object.entries(started.refused)) {
     const r = await post(authorization, 'keep-alive');
     if (r.status !== 401) throw new Error(`${name}: a request over TLS with ${label} got ${r.status}, not 401`);
   }
   const closing = await post(started.authorization, 'close');
-  if (!passes(closing)) throw new Error(`${name}: POST ${RPC_PATH} with Connection: close answered ${closing.status}, not the upstream's answer`);
+  if (!passes(closing))
+    throw new Error(`${name}: POST ${RPC_PATH} with Connection: close answered ${closing.status}, not the upstream's answer`);
   const saysClose = /(^|,)\s*close\s*(,|$)/i.test(closing.headers.connection ?? '');
   const again = closing.session
-    ? await exchange({ port, ca: tls.ca, session: closing.session, path: RPC_PATH, body: RPC_REQUEST, connection: 'close',
-      headers: { 'Content-Type': CONTENT_TYPE, Authorization: started.authorization } })
+    ? await exchange({
+        port,
+        ca: tls.ca,
+        session: closing.session,
+        path: RPC_PATH,
+        body: RPC_REQUEST,
+        connection: 'close',
+        headers: { 'Content-Type': CONTENT_TYPE, Authorization: started.authorization },
+      })
     : null;
   return {
     protocol: ok.protocol,
@@ -144,8 +161,12 @@ export async function runTls(options = {}) {
   const list = gateways(jwtSecret, tls);
   const runs = new Map();
   const facts = {};
-  log(`part tls: 1 thread; ${where.label}; certificate ${tls.description}; wrk over https -c ${o.connections.join(',')} -d${o.durationS}s ` +
-    `(warm-up ${o.warmupS}s), POST ${RPC_PATH}, answers of ${size(o.bytes)}, connections ${Object.values(SHAPES).map((s) => s.label).join(' and ')}`);
+  log(
+    `part tls: 1 thread; ${where.label}; certificate ${tls.description}; wrk over https -c ${o.connections.join(',')} -d${o.durationS}s ` +
+      `(warm-up ${o.warmupS}s), POST ${RPC_PATH}, answers of ${size(o.bytes)}, connections ${Object.values(SHAPES)
+        .map((s) => s.label)
+        .join(' and ')}`,
+  );
   try {
     const upstream = await startUpstream({ bytes: o.bytes, workers: where.load?.length ?? 1, cpus: where.load });
     try {
@@ -155,19 +176,29 @@ export async function runTls(options = {}) {
           try {
             const f = await check(g.name, started, upstream.body, tls);
             facts[g.id] = f;
-            if (round === 0) log(`  ${g.name}: ${f.protocol} ${f.cipher}; Connection: close ${f.closeAnswer}; sessions ${f.resumes ? '' : 'not '}resumed`);
+            if (round === 0)
+              log(`  ${g.name}: ${f.protocol} ${f.cipher}; Connection: close ${f.closeAnswer}; sessions ${f.resumes ? '' : 'not '}resumed`);
             for (const [shapeId, shape] of Object.entries(SHAPES)) {
               // A gateway that keeps the connection would be measured kept alive under the close shape's name.
               if (shapeId === 'close' && !f.closes) continue;
               for (const connections of o.connections) {
-                const load_ = { url: `https://127.0.0.1:${started.server.port}${RPC_PATH}`, method: 'POST', body: RPC_REQUEST, contentType: CONTENT_TYPE,
-                  authorization: started.authorization ?? undefined, headers: shape.headers, connections };
+                const load_ = {
+                  url: `https://127.0.0.1:${started.server.port}${RPC_PATH}`,
+                  method: 'POST',
+                  body: RPC_REQUEST,
+                  contentType: CONTENT_TYPE,
+                  authorization: started.authorization ?? undefined,
+                  headers: shape.headers,
+                  connections,
+                };
                 const r = await load(load_, { server: started.server.child.pid, upstream: upstream.child.pid }, { ...o, placement: where });
                 const k = key(shapeId, connections, g.id);
                 if (!runs.has(k)) runs.set(k, []);
                 runs.get(k).push(r);
-                log(`  ${g.name.padEnd(52)} ${shape.label.padEnd(26)} c${String(connections).padEnd(4)} ${int(r.rps).padStart(8)} req/s  ` +
-                  `p50 ${ms(r.p50Ms)}  p99 ${ms(r.p99Ms)}  CPU ${usec(r.cpu.server?.usPerRequest)}/req  ${r.connectionsPerRequest?.toFixed(2) ?? 'n/a'} connections/req`);
+                log(
+                  `  ${g.name.padEnd(52)} ${shape.label.padEnd(26)} c${String(connections).padEnd(4)} ${int(r.rps).padStart(8)} req/s  ` +
+                    `p50 ${ms(r.p50Ms)}  p99 ${ms(r.p99Ms)}  CPU ${usec(r.cpu.server?.usPerRequest)}/req  ${r.connectionsPerRequest?.toFixed(2) ?? 'n/a'} connections/req`,
+                );
               }
             }
           } finally {
@@ -193,7 +224,10 @@ export async function runTls(options = {}) {
         // wrk's read errors when the gateway closed without saying so: counted apart (see SHAPES.close).
         const unannounced = (x) => (shape === 'close' && !facts[g.id].saysClose ? x.errors.read : 0);
         cells.push({
-          shape, connections, id: g.id, name: g.name,
+          shape,
+          connections,
+          id: g.id,
+          name: g.name,
           rps: median(r.map((x) => x.rps)),
           p50Ms: median(r.map((x) => x.p50Ms)),
           p99Ms: median(r.map((x) => x.p99Ms)),
@@ -210,7 +244,12 @@ export async function runTls(options = {}) {
     }
   }
   const gatewaysFacts = list.map((g) => ({ id: g.id, name: g.name, ...facts[g.id] }));
-  return { settings: { ...o, placement: where, certificate: tls.description, shapes: SHAPES }, gateways: gatewaysFacts, cells, targets: targets(o, cells, gatewaysFacts) };
+  return {
+    settings: { ...o, placement: where, certificate: tls.description, shapes: SHAPES },
+    gateways: gatewaysFacts,
+    cells,
+    targets: targets(o, cells, gatewaysFacts),
+  };
 }
 
 function targets(o, cells, gatewaysFacts) {
@@ -222,12 +261,19 @@ function targets(o, cells, gatewaysFacts) {
       const ours = find(shape, connections, 'apiAuth');
       const hap = find(shape, connections, 'haproxy');
       if (!ours || !hap) {
-        out[name] = { value: null, ok: false, measured: `not measured (${ours ? 'HAProxy' : 'api-auth'} did not close on Connection: close)`, needed: '>= 1.00x, p99 <=' };
+        out[name] = {
+          value: null,
+          ok: false,
+          measured: `not measured (${ours ? 'HAProxy' : 'api-auth'} did not close on Connection: close)`,
+          needed: '>= 1.00x, p99 <=',
+        };
         continue;
       }
       const value = ours.rps / hap.rps;
       out[name] = {
-        value, ok: value >= 1 && ours.p99Ms <= hap.p99Ms, disturbed: ours.contended || hap.contended,
+        value,
+        ok: value >= 1 && ours.p99Ms <= hap.p99Ms,
+        disturbed: ours.contended || hap.contended,
         measured: `${ratio(value)}; p99 ${ms(ours.p99Ms)} vs ${ms(hap.p99Ms)}; CPU ${usec(ours.cpuUsPerRequest)} vs ${usec(hap.cpuUsPerRequest)}/req`,
         needed: '>= 1.00x, p99 <=',
       };
@@ -236,14 +282,19 @@ function targets(o, cells, gatewaysFacts) {
   // RFC 9112 9.6: a server MUST close after answering a request with the close option, and SHOULD say so in that answer.
   const keeping = gatewaysFacts.filter((g) => !g.closes || !g.saysClose);
   out['tls: every gateway closes a connection whose request says Connection: close, and says so in its answer'] = {
-    value: keeping.length, ok: keeping.length === 0,
+    value: keeping.length,
+    ok: keeping.length === 0,
     measured: keeping.length === 0 ? 'all do' : keeping.map((g) => `${g.name}: ${g.closeAnswer}`).join('; '),
     needed: 'closed, answer with Connection: close',
   };
   const stayed = cells.filter((c) => c.shape === 'close' && c.connectionsPerRequest != null && c.connectionsPerRequest < RECONNECTED);
   out['tls, new connection per request: wrk reconnected for every request'] = {
-    value: stayed.length, ok: cells.some((c) => c.shape === 'close') ? stayed.length === 0 : null,
-    measured: stayed.length === 0 ? 'yes' : stayed.map((c) => `${c.name} c${c.connections}: ${c.connectionsPerRequest.toFixed(2)} connections/request`).join('; '),
+    value: stayed.length,
+    ok: cells.some((c) => c.shape === 'close') ? stayed.length === 0 : null,
+    measured:
+      stayed.length === 0
+        ? 'yes'
+        : stayed.map((c) => `${c.name} c${c.connections}: ${c.connectionsPerRequest.toFixed(2)} connections/request`).join('; '),
     needed: `>= ${RECONNECTED} accepted connections per request`,
   };
   const errors = cells.reduce((a, c) => a + c.errors, 0);
@@ -260,12 +311,14 @@ export function tlsMarkdown(result) {
       `${s.placement.label}. Answers of ${size(s.bytes)}. wrk over https, ${s.durationS} s per run after a ${s.warmupS} s warm-up, ` +
       `median of ${s.rounds} round(s); connections kept alive, then a new connection per request (wrk with ` +
       '`-H "Connection: close"`: a TCP connection and a TLS handshake per request; wrk offers its last session on each new ' +
-      'connection). p50/p99 run from the request\'s first byte to its answer: a handshake before it is not in them. ' +
-      'CPU per request: the gateway\'s whole process tree, user + system, over the requests wrk counted. Connections per ' +
+      "connection). p50/p99 run from the request's first byte to its answer: a handshake before it is not in them. " +
+      "CPU per request: the gateway's whole process tree, user + system, over the requests wrk counted. Connections per " +
       'request: TCP connections the machine accepted during the run (/proc/net/snmp PassiveOpens) over the requests.',
     '',
-    table(['gateway', 'TLS', 'Connection: close', 'session offered again'],
-      result.gateways.map((g) => [g.name, `${g.protocol} ${g.cipher}`, g.closeAnswer, g.resumes ? 'resumed' : 'full handshake'])),
+    table(
+      ['gateway', 'TLS', 'Connection: close', 'session offered again'],
+      result.gateways.map((g) => [g.name, `${g.protocol} ${g.cipher}`, g.closeAnswer, g.resumes ? 'resumed' : 'full handshake']),
+    ),
   ];
   for (const [shape, { heading }] of Object.entries(SHAPES)) {
     const rows = [];
@@ -273,20 +326,57 @@ export function tlsMarkdown(result) {
       const here = result.cells.filter((c) => c.shape === shape && c.connections === connections);
       const hap = here.find((c) => c.id === 'haproxy');
       for (const c of here) {
-        rows.push([connections, c.name, `${int(c.rps)}${c.contended ? '*' : ''}`, ms(c.p50Ms), ms(c.p99Ms), usec(c.cpuUsPerRequest),
-          pct(c.serverBusy), pct(c.loadBusy), c.connectionsPerRequest?.toFixed(2) ?? 'n/a', hap ? ratio(c.rps / hap.rps) : 'n/a',
-          c.unannouncedCloses > 0 ? `${c.errors} (and ${int(c.unannouncedCloses)} read errors: closed without Connection: close)` : c.errors]);
+        rows.push([
+          connections,
+          c.name,
+          `${int(c.rps)}${c.contended ? '*' : ''}`,
+          ms(c.p50Ms),
+          ms(c.p99Ms),
+          usec(c.cpuUsPerRequest),
+          pct(c.serverBusy),
+          pct(c.loadBusy),
+          c.connectionsPerRequest?.toFixed(2) ?? 'n/a',
+          hap ? ratio(c.rps / hap.rps) : 'n/a',
+          c.unannouncedCloses > 0
+            ? `${c.errors} (and ${int(c.unannouncedCloses)} read errors: closed without Connection: close)`
+            : c.errors,
+        ]);
       }
       for (const g of result.gateways.filter((x) => shape === 'close' && !x.closes)) {
         rows.push([connections, g.name, `not measured: ${g.closeAnswer}`, '', '', '', '', '', '', '', '']);
       }
     }
-    lines.push('', `### ${heading}`, '',
-      table(['connections', 'gateway', 'req/s', 'p50', 'p99', 'CPU per request', 'gateway CPU busy', 'load CPU busy', 'connections per request', 'req/s vs HAProxy', 'errors'], rows));
+    lines.push(
+      '',
+      `### ${heading}`,
+      '',
+      table(
+        [
+          'connections',
+          'gateway',
+          'req/s',
+          'p50',
+          'p99',
+          'CPU per request',
+          'gateway CPU busy',
+          'load CPU busy',
+          'connections per request',
+          'req/s vs HAProxy',
+          'errors',
+        ],
+        rows,
+      ),
+    );
   }
-  if (result.cells.some((c) => c.contended)) lines.push('', '\\* other processes used over 5% of the machine during every run of that cell: its figures are suspect.');
-  lines.push('', table(['target', 'measured', 'needed', 'result'],
-    Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)])));
+  if (result.cells.some((c) => c.contended))
+    lines.push('', '\\* other processes used over 5% of the machine during every run of that cell: its figures are suspect.');
+  lines.push(
+    '',
+    table(
+      ['target', 'measured', 'needed', 'result'],
+      Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)]),
+    ),
+  );
   return lines.join('\n');
 }
 

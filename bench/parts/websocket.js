@@ -44,7 +44,13 @@ function contenders() {
       start: async ({ upstreamPort, threads, cpus }) => {
         const ours = await startOurs({ cpus, threads, upstream: `http://127.0.0.1:${upstreamPort}`, extraArgs: wsLoadArgs(1024) });
         const token = await newToken(ours.server.port, ours.password, [WS_PATH]);
-        return { port: ours.server.port, pid: ours.server.child.pid, headers: { Authorization: `Bearer ${token}` }, refused: true, cleanup: ours.cleanup };
+        return {
+          port: ours.server.port,
+          pid: ours.server.child.pid,
+          headers: { Authorization: `Bearer ${token}` },
+          refused: true,
+          cleanup: ours.cleanup,
+        };
       },
     },
     {
@@ -100,7 +106,9 @@ export function runLoad(options, cpus, gatewayPid, onMeasuring = () => undefined
   let meter = null;
   let window = null;
   let t0 = 0;
-  child.stderr.on('data', (d) => { err += d; });
+  child.stderr.on('data', (d) => {
+    err += d;
+  });
   child.stdout.on('data', (d) => {
     out += d;
     if (meter === null && out.includes('"measuring"')) {
@@ -135,9 +143,13 @@ export async function runWebsocket(options = {}) {
   for (const threads of o.threads) {
     const where = placement(threads);
     placements[threads] = where;
-    log(`part ws: ${threads} thread(s); ${where.label}; ${o.connections.join(',')} sessions, ${o.depth} message(s) in flight each, ` +
-      `${o.durationS}s (warm-up ${o.warmupS}s), messages of ${o.sizes.map(size).join(', ')}`);
-    const upstream = await startServer('ws-echo upstream', process.execPath, [join(ROOT, 'bench', 'servers', 'ws-echo.js')], { cpus: where.load });
+    log(
+      `part ws: ${threads} thread(s); ${where.label}; ${o.connections.join(',')} sessions, ${o.depth} message(s) in flight each, ` +
+        `${o.durationS}s (warm-up ${o.warmupS}s), messages of ${o.sizes.map(size).join(', ')}`,
+    );
+    const upstream = await startServer('ws-echo upstream', process.execPath, [join(ROOT, 'bench', 'servers', 'ws-echo.js')], {
+      cpus: where.load,
+    });
     try {
       for (const c of contenders()) {
         const started = await c.start({ upstreamPort: upstream.port, threads, cpus: where.server });
@@ -147,11 +159,16 @@ export async function runWebsocket(options = {}) {
           for (const bytes of o.sizes) {
             for (const connections of o.connections) {
               if (o.waitQuietS > 0) await waitForQuiet({ maxWaitS: o.waitQuietS });
-              const r = await runLoad({ url, headers: started.headers, connections, depth: o.depth, bytes, durationS: o.durationS, warmupS: o.warmupS },
-                where.load, started.pid);
+              const r = await runLoad(
+                { url, headers: started.headers, connections, depth: o.depth, bytes, durationS: o.durationS, warmupS: o.warmupS },
+                where.load,
+                started.pid,
+              );
               cells.push({ threads, bytes, connections, id: c.id, name: c.name, ...r });
-              log(`  ${c.name.padEnd(34)} ${String(threads).padStart(2)}t ${size(bytes).padStart(8)} c${String(connections).padEnd(4)} ` +
-                `${int(r.perSecond).padStart(8)} msg/s  p50 ${ms(r.p50Ms)}  p99 ${ms(r.p99Ms)}  CPU ${usec(r.cpu?.usPerMessage)}/msg`);
+              log(
+                `  ${c.name.padEnd(34)} ${String(threads).padStart(2)}t ${size(bytes).padStart(8)} c${String(connections).padEnd(4)} ` +
+                  `${int(r.perSecond).padStart(8)} msg/s  p50 ${ms(r.p50Ms)}  p99 ${ms(r.p99Ms)}  CPU ${usec(r.cpu?.usPerMessage)}/msg`,
+              );
             }
           }
         } finally {
@@ -180,8 +197,11 @@ export function websocketTargets(o, cells) {
         // is saturated, so what each spends on an echo is what tells them apart.
         const value = nginx.cpu.usPerMessage / ours.cpu.usPerMessage;
         targets[`websocket, ${threads} thread(s), ${size(bytes)}, ${connections} sessions: api-auth >= 1.0x nginx (CPU per echo)`] = {
-          value, ok: value >= 1, disturbed: ours.contended || nginx.contended,
-          measured: `${ratio(value)}; ${usec(ours.cpu.usPerMessage)} vs ${usec(nginx.cpu.usPerMessage)} per echo`, needed: '>= 1.00x',
+          value,
+          ok: value >= 1,
+          disturbed: ours.contended || nginx.contended,
+          measured: `${ratio(value)}; ${usec(ours.cpu.usPerMessage)} vs ${usec(nginx.cpu.usPerMessage)} per echo`,
+          needed: '>= 1.00x',
         };
       }
     }
@@ -197,7 +217,7 @@ export function websocketMarkdown(result) {
     '',
     `Sessions with ${s.depth} binary message(s) in flight each, sent again as soon as the echo is back; ${s.durationS} s measured ` +
       `after a ${s.warmupS} s warm-up. Latency: from send to echo, as the client saw it; added: over the direct connection's, ` +
-      'in the same run. CPU per message: the gateway\'s whole process tree over the measured window, per echo counted ' +
+      "in the same run. CPU per message: the gateway's whole process tree over the measured window, per echo counted " +
       '(each echo is two messages relayed).',
   ];
   for (const threads of s.threads) {
@@ -208,19 +228,56 @@ export function websocketMarkdown(result) {
         const direct = here.find((c) => c.id === 'direct');
         const nginx = here.find((c) => c.id === 'nginx');
         for (const c of here) {
-          rows.push([size(bytes), connections, c.name, `${int(c.perSecond)}${c.contended ? '*' : ''}`, ms(c.p50Ms), ms(c.p99Ms),
-            c.id === 'direct' || !direct ? '-' : `+${ms(c.p50Ms - direct.p50Ms)}`, c.id === 'direct' || !direct ? '-' : `+${ms(c.p99Ms - direct.p99Ms)}`,
-            usec(c.cpu?.usPerMessage), pct(c.cpu?.busy), nginx ? ratio(c.perSecond / nginx.perSecond) : 'n/a',
-            nginx?.cpu && c.cpu ? ratio(c.cpu.usPerMessage / nginx.cpu.usPerMessage) : 'n/a', c.errors]);
+          rows.push([
+            size(bytes),
+            connections,
+            c.name,
+            `${int(c.perSecond)}${c.contended ? '*' : ''}`,
+            ms(c.p50Ms),
+            ms(c.p99Ms),
+            c.id === 'direct' || !direct ? '-' : `+${ms(c.p50Ms - direct.p50Ms)}`,
+            c.id === 'direct' || !direct ? '-' : `+${ms(c.p99Ms - direct.p99Ms)}`,
+            usec(c.cpu?.usPerMessage),
+            pct(c.cpu?.busy),
+            nginx ? ratio(c.perSecond / nginx.perSecond) : 'n/a',
+            nginx?.cpu && c.cpu ? ratio(c.cpu.usPerMessage / nginx.cpu.usPerMessage) : 'n/a',
+            c.errors,
+          ]);
         }
       }
     }
-    lines.push('', `${threads} gateway thread(s); ${s.placements[threads].label}.`, '',
-      table(['size', 'sessions', 'path', 'echoes/s', 'p50', 'p99', 'added p50', 'added p99', 'gateway CPU/echo', 'gateway busy', 'echoes/s vs nginx', 'CPU/echo vs nginx', 'errors'], rows));
+    lines.push(
+      '',
+      `${threads} gateway thread(s); ${s.placements[threads].label}.`,
+      '',
+      table(
+        [
+          'size',
+          'sessions',
+          'path',
+          'echoes/s',
+          'p50',
+          'p99',
+          'added p50',
+          'added p99',
+          'gateway CPU/echo',
+          'gateway busy',
+          'echoes/s vs nginx',
+          'CPU/echo vs nginx',
+          'errors',
+        ],
+        rows,
+      ),
+    );
   }
   if (result.cells.some((c) => c.contended)) lines.push('', '\\* other processes used more than 5% of the machine during the run.');
-  lines.push('', table(['target', 'measured', 'needed', 'result'],
-    Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)])));
+  lines.push(
+    '',
+    table(
+      ['target', 'measured', 'needed', 'result'],
+      Object.entries(result.targets).map(([k, t]) => [k, t.measured, t.needed, pass(t.ok, t.disturbed)]),
+    ),
+  );
   return lines.join('\n');
 }
 

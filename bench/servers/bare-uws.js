@@ -15,7 +15,9 @@ const app = App()
   })
   .post(INFO_PATH, (res) => {
     let open = true;
-    res.onAborted(() => { open = false; });
+    res.onAborted(() => {
+      open = false;
+    });
     const chunks = [];
     res.onData((chunk, isLast) => {
       // uWS reuses the chunk's memory once this callback returns.

@@ -8,9 +8,7 @@ import { us_listen_socket_close, us_socket_local_port } from 'uWebSockets.js';
 import { BUILD } from '../lib/common.js';
 
 const built = join(BUILD, 'host', 'http', 'node-endpoints.js');
-const { HEALTH_BODY } = existsSync(built)
-  ? await import(pathToFileURL(built).href)
-  : { HEALTH_BODY: '{"checks":{},"healthy":true}' };
+const { HEALTH_BODY } = existsSync(built) ? await import(pathToFileURL(built).href) : { HEALTH_BODY: '{"checks":{},"healthy":true}' };
 
 export const BODY_TEXT = `${HEALTH_BODY}\n`;
 export const BODY = Buffer.from(BODY_TEXT);

@@ -49,8 +49,20 @@ backend node
 `;
     const file = join(dir, 'haproxy.cfg');
     writeFileSync(file, config, { mode: 0o600 });
-    const server = await startOnPort(`HAProxy jwt_verify (${threads} thread${threads > 1 ? 's' : ''}${tls ? ', TLS' : ''})`, 'haproxy', ['-db', '-f', file], port, { cpus });
-    return { ...server, stop: async () => { await server.stop(); rmSync(dir, { recursive: true, force: true }); } };
+    const server = await startOnPort(
+      `HAProxy jwt_verify (${threads} thread${threads > 1 ? 's' : ''}${tls ? ', TLS' : ''})`,
+      'haproxy',
+      ['-db', '-f', file],
+      port,
+      { cpus },
+    );
+    return {
+      ...server,
+      stop: async () => {
+        await server.stop();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     throw error;

@@ -36,8 +36,21 @@ async function start(name, config, workers, cpus, files = {}) {
     const port = await freePort();
     for (const [file, content] of Object.entries(files)) writeFileSync(join(dir, file), content, { mode: 0o644 });
     writeFileSync(join(dir, 'nginx.conf'), config(dir, port), { mode: 0o644 });
-    const server = await startOnPort(name, 'nginx', ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log'), '-g', 'daemon off;'], port, { cpus });
-    return { ...server, workers, stop: async () => { await server.stop(); rmSync(dir, { recursive: true, force: true }); } };
+    const server = await startOnPort(
+      name,
+      'nginx',
+      ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log'), '-g', 'daemon off;'],
+      port,
+      { cpus },
+    );
+    return {
+      ...server,
+      workers,
+      stop: async () => {
+        await server.stop();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     throw error;
@@ -64,13 +77,14 @@ export const INLINE_RESULT_BYTES = 4000;
  */
 export function startUpstream({ bytes, workers = 1, cpus = null }) {
   const body = rpcResult(bytes);
-  const answer = (dir) => (bytes <= INLINE_RESULT_BYTES
-    // The result is hex digits and JSON punctuation: nothing to escape but the newline.
-    ? `return 200 '${body.toString('latin1').replace(/\n/g, '\\n')}';`
-    : `alias ${dir}/result.json;
+  const answer = (dir) =>
+    bytes <= INLINE_RESULT_BYTES
+      ? // The result is hex digits and JSON punctuation: nothing to escape but the newline.
+        `return 200 '${body.toString('latin1').replace(/\n/g, '\\n')}';`
+      : `alias ${dir}/result.json;
       error_page 405 =200 $uri;
       open_file_cache max=16 inactive=1h;
-      open_file_cache_valid 1h;`);
+      open_file_cache_valid 1h;`;
   const config = (dir, port) => `${common(dir, workers)}
   default_type application/json;
   etag off;
@@ -96,12 +110,16 @@ export function startNginxProxy({ upstreamPort, workers = 1, cpus = null, tls })
     keepalive 256;
   }
   server {
-    listen 127.0.0.1:${port} reuseport${tls ? ` ssl;
+    listen 127.0.0.1:${port} reuseport${
+      tls
+        ? ` ssl;
     ssl_certificate ${tls.certFile};
     ssl_certificate_key ${tls.keyFile};
     # nginx 1.22 offers TLS 1.3 only when told (its default gained it in 1.23.4); the
     # other gateways negotiate 1.3 by default.
-    ssl_protocols TLSv1.2 TLSv1.3` : ''};
+    ssl_protocols TLSv1.2 TLSv1.3`
+        : ''
+    };
     location / {
       proxy_pass http://node;
       proxy_http_version 1.1;

@@ -11,25 +11,39 @@ import { BODY as HEALTH, CONTENT_TYPE, PATH, serve } from './body.js';
 
 const TARPIT_MS = Number(process.env.TARPIT_MS ?? 1000);
 
-const BODY = Buffer.from('{"jsonrpc":"2.0","error":{"code":-32005,"message":"too many failed password attempts; retry in 1 s"},"id":null}\n');
-const refuse = (res) => res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', '1').end(BODY);
+const BODY = Buffer.from(
+  '{"jsonrpc":"2.0","error":{"code":-32005,"message":"too many failed password attempts; retry in 1 s"},"id":null}\n',
+);
+const refuse = (res) =>
+  res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', '1').end(BODY);
 const app = App()
   .get(PATH, (res) => {
     res.writeHeader('Content-Type', CONTENT_TYPE).end(HEALTH);
   })
   .post('/tarpit', (res) => {
     let open = true;
-    res.onAborted(() => { open = false; });
+    res.onAborted(() => {
+      open = false;
+    });
     res.onData((_chunk, isLast) => {
-      if (isLast) setTimeout(() => { if (open) res.cork(() => refuse(res)); }, TARPIT_MS);
+      if (isLast)
+        setTimeout(() => {
+          if (open) res.cork(() => refuse(res));
+        }, TARPIT_MS);
     });
   })
   .post('/close', (res) => {
-    res.writeStatus('429 Too Many Requests').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', '1').end(BODY, true);
+    res
+      .writeStatus('429 Too Many Requests')
+      .writeHeader('Content-Type', 'application/json')
+      .writeHeader('Retry-After', '1')
+      .end(BODY, true);
   })
   .post('/keep', (res) => {
     let open = true;
-    res.onAborted(() => { open = false; });
+    res.onAborted(() => {
+      open = false;
+    });
     res.onData((_chunk, isLast) => {
       if (isLast && open) {
         res.cork(() => refuse(res));

@@ -38,7 +38,15 @@ if (process.argv[2] === '--loop') {
     const run = spawnSync(process.execPath, ['--cpu-prof', '--cpu-prof-dir', dir, SELF, '--loop', String(seconds)], { encoding: 'utf8' });
     if (run.status !== 0) throw new Error(run.stderr);
     const calls = Number(run.stdout.trim());
-    const profile = JSON.parse(readFileSync(join(dir, readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))), 'utf8'));
+    const profile = JSON.parse(
+      readFileSync(
+        join(
+          dir,
+          readdirSync(dir).find((f) => f.endsWith('.cpuprofile')),
+        ),
+        'utf8',
+      ),
+    );
     const byId = new Map(profile.nodes.map((n) => [n.id, n]));
     const self = new Map();
     const dt = profile.timeDeltas;
@@ -49,9 +57,18 @@ if (process.argv[2] === '--loop') {
       self.set(name, (self.get(name) ?? 0) + (dt[k] ?? 0));
     }
     const total = [...self.values()].reduce((a, b) => a + b, 0);
-    const rows = [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 15)
-      .map(([name, us]) => [name, `${(us / 1000).toFixed(0)} ms`, `${((us / total) * 100).toFixed(1)}%`, `${((us * 1000) / calls).toFixed(0)} ns`]);
-    process.stdout.write(`${calls.toLocaleString('en-US')} calls in ${seconds} s (${((seconds * 1e9) / calls).toFixed(0)} ns per call, profiler on)\n\n`);
+    const rows = [...self.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 15)
+      .map(([name, us]) => [
+        name,
+        `${(us / 1000).toFixed(0)} ms`,
+        `${((us / total) * 100).toFixed(1)}%`,
+        `${((us * 1000) / calls).toFixed(0)} ns`,
+      ]);
+    process.stdout.write(
+      `${calls.toLocaleString('en-US')} calls in ${seconds} s (${((seconds * 1e9) / calls).toFixed(0)} ns per call, profiler on)\n\n`,
+    );
     process.stdout.write(`${table(['function (self time)', 'total', 'share', 'per call'], rows)}\n`);
   } finally {
     rmSync(dir, { recursive: true, force: true });

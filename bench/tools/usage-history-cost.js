@@ -43,9 +43,19 @@ function filled(perHour) {
     const encodeMs = Math.round(performance.now() - started);
     const parts = new Map();
     for (const serial of history.serials()) parts.set(serial - (serial % BLOCK_SERIALS), true);
-    const sizes = [...parts.keys()].map((block) => Buffer.byteLength(JSON.stringify({ tokens: history.encodeBlock(block, BLOCK_SERIALS) })));
+    const sizes = [...parts.keys()].map((block) =>
+      Buffer.byteLength(JSON.stringify({ tokens: history.encodeBlock(block, BLOCK_SERIALS) })),
+    );
     const node = Buffer.byteLength(JSON.stringify(history.encodeNode()));
-    return { tokens: history.size, heapBytes: bytes, fileBytes: file, encodeMs, fleetParts: sizes.length + 1, largestPartBytes: Math.max(node, ...sizes), nodePartBytes: node };
+    return {
+      tokens: history.size,
+      heapBytes: bytes,
+      fileBytes: file,
+      encodeMs,
+      fleetParts: sizes.length + 1,
+      largestPartBytes: Math.max(node, ...sizes),
+      nodePartBytes: node,
+    };
   })();
 }
 

@@ -60,7 +60,9 @@ export function readArgs(args: readonly string[], kinds: FlagKinds, options: Rea
     const { name, rawName } = token;
     if (!rawName.startsWith('--')) {
       // Up to its "=" only: -api-auth-password=... would otherwise echo the password.
-      throw new UsageError(`unknown flag ${args[token.index].split('=')[0]}; flags start with two dashes (run ${options.command} --help to list them)`);
+      throw new UsageError(
+        `unknown flag ${args[token.index].split('=')[0]}; flags start with two dashes (run ${options.command} --help to list them)`,
+      );
     }
     const refused = options.refuse?.(name);
     if (refused !== undefined) throw new UsageError(refused);
@@ -68,7 +70,9 @@ export function readArgs(args: readonly string[], kinds: FlagKinds, options: Rea
     if (kind === undefined) {
       // Only a flag's name is suggested, never the text given: that may be a secret pasted in the wrong place.
       const likely = closest(name, Object.keys(kinds));
-      throw new UsageError(`unknown flag --${name}${likely === undefined ? '' : ` (did you mean --${likely}?)`}; run ${options.command} --help to list the flags`);
+      throw new UsageError(
+        `unknown flag --${name}${likely === undefined ? '' : ` (did you mean --${likely}?)`}; run ${options.command} --help to list the flags`,
+      );
     }
     let value: string | boolean;
     if (kind === 'boolean') {

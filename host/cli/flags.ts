@@ -11,7 +11,16 @@ import type { ServerOptions } from '../options.js';
 import { nonEmpty, readArgs } from './args.js';
 import type { FlagKinds } from './args.js';
 import {
-  CONFIG_FILE, envName, envSource, expandHome, fileSource, fromConfigFile, fromEnvironment, fromText, OPTION_OF_FLAG, SECRETS,
+  CONFIG_FILE,
+  envName,
+  envSource,
+  expandHome,
+  fileSource,
+  fromConfigFile,
+  fromEnvironment,
+  fromText,
+  OPTION_OF_FLAG,
+  SECRETS,
 } from './sources.js';
 import type { Environment, Found, OptionKey } from './sources.js';
 
@@ -53,8 +62,10 @@ export function readCommand(args: readonly string[], env: Environment): { comman
   for (const arg of readArgs(args, KINDS, { command: 'api-auth', stopAt: ['help', 'version'], refuse: refuseSecret })) {
     if (arg.kind === 'positional') {
       // Not shown: a word that is no flag's may be a password pasted in the wrong place.
-      throw new UsageError('unexpected argument (not shown: it may be a secret); api-auth takes only flags, each --name value ' +
-        'or --name=value (run api-auth --help to list them)');
+      throw new UsageError(
+        'unexpected argument (not shown: it may be a secret); api-auth takes only flags, each --name value ' +
+          'or --name=value (run api-auth --help to list them)',
+      );
     }
     if (arg.name === 'help' || arg.name === 'version') {
       if (arg.value === true) return { command: { action: arg.name }, name: flagName };
@@ -97,6 +108,8 @@ export function readCommand(args: readonly string[], env: Environment): { comman
 /** A password's own flag: refused with the way to give it. */
 function refuseSecret(flag: string): string | undefined {
   const file = SECRETS.get(flag);
-  return file === undefined ? undefined : `--${flag} is refused: a password on the command line can be read by every user of the machine; ` +
-    `write it in a file only this user may read, and give --${file}`;
+  return file === undefined
+    ? undefined
+    : `--${flag} is refused: a password on the command line can be read by every user of the machine; ` +
+        `write it in a file only this user may read, and give --${file}`;
 }

@@ -52,9 +52,12 @@ export async function runFleetCommand(args: readonly string[], env: Environment,
       io.stdout(FLEET_USAGE);
       return ExitCode.Ok;
     }
-    if (verb !== 'delete-key') throw new UsageError(`unknown command "fleet ${verb ?? ''}"; did you mean "fleet delete-key"? (run api-auth fleet --help)`);
+    if (verb !== 'delete-key')
+      throw new UsageError(`unknown command "fleet ${verb ?? ''}"; did you mean "fleet delete-key"? (run api-auth fleet --help)`);
     if (key === undefined || !key.startsWith('/')) {
-      throw new UsageError('fleet delete-key needs the KEY to delete, as the gateway\'s log names it, such as /api-auth/tokens/0000000000000007');
+      throw new UsageError(
+        "fleet delete-key needs the KEY to delete, as the gateway's log names it, such as /api-auth/tokens/0000000000000007",
+      );
     }
     const cluster = clusterOf(flags, env);
     io.stdout(`${await deleteDamagedKey(cluster, key)}\n`);
@@ -70,7 +73,7 @@ export async function runFleetCommand(args: readonly string[], env: Environment,
     }
     if (error instanceof FleetError) {
       // The cause is in the JSON warning before this line (cluster/etcd.ts).
-      io.stderr('api-auth: etcd could not be reached through the gateway\'s --cluster-etcd; nothing deleted; retry once it answers\n');
+      io.stderr("api-auth: etcd could not be reached through the gateway's --cluster-etcd; nothing deleted; retry once it answers\n");
       return ExitCode.Unreachable;
     }
     io.stderr(`api-auth: unexpected failure: ${error instanceof Error ? error.message : String(error)}\n`);
@@ -81,7 +84,7 @@ export async function runFleetCommand(args: readonly string[], env: Environment,
 /** The fleet's etcd as the gateway's own flags, environment and config file name it. */
 function clusterOf(flags: readonly string[], env: Environment): ClusterConfig {
   const { command, name } = readCommand(flags, env);
-  if (command.action !== 'serve') throw new UsageError('fleet delete-key takes the gateway\'s flags (run api-auth fleet --help)');
+  if (command.action !== 'serve') throw new UsageError("fleet delete-key takes the gateway's flags (run api-auth fleet --help)");
   let cluster: ClusterConfig | undefined;
   try {
     cluster = resolveServerOptions(command.options).cluster;
@@ -90,8 +93,10 @@ function clusterOf(flags: readonly string[], env: Environment): ClusterConfig {
     throw error;
   }
   if (cluster === undefined) {
-    throw new UsageError('fleet delete-key reaches etcd as the gateway does: give the gateway\'s --cluster-etcd (and its --api-auth-required, ' +
-      'etcd TLS and user flags), its API_AUTH_* environment, or its --config-file');
+    throw new UsageError(
+      "fleet delete-key reaches etcd as the gateway does: give the gateway's --cluster-etcd (and its --api-auth-required, " +
+        'etcd TLS and user flags), its API_AUTH_* environment, or its --config-file',
+    );
   }
   return cluster;
 }
@@ -125,8 +130,10 @@ async function deleteDamagedKey(cluster: ClusterConfig, key: string): Promise<st
       } catch (error) {
         if (!(error instanceof DamagedKeyError)) throw error;
         if (verifiesWith(error.kind)) {
-          throw new NothingDeleted(`${key} is damaged (${error.why}), and the gateways need it to verify tokens: deleting it could lose a ` +
-            'revocation or the token key; write its value back from a backup of etcd (docs/guides/fleet.md, "A damaged key")');
+          throw new NothingDeleted(
+            `${key} is damaged (${error.why}), and the gateways need it to verify tokens: deleting it could lose a ` +
+              'revocation or the token key; write its value back from a backup of etcd (docs/guides/fleet.md, "A damaged key")',
+          );
         }
       }
     } else if (decodeFleetUsage(value) !== undefined) {

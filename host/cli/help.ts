@@ -9,7 +9,15 @@ import { CONFIG_FILE, envName } from './sources.js';
 /** Every option's entry, in the schema's order. */
 const ENTRIES = Object.values(SCHEMA) as readonly OptionSpec<unknown, unknown>[];
 
-const PLACEHOLDERS = { boolean: '[=true|false]', integer: 'N', duration: 'DURATION', size: 'SIZE', text: 'TEXT', path: 'PATH', list: 'LIST' } as const;
+const PLACEHOLDERS = {
+  boolean: '[=true|false]',
+  integer: 'N',
+  duration: 'DURATION',
+  size: 'SIZE',
+  text: 'TEXT',
+  path: 'PATH',
+  list: 'LIST',
+} as const;
 
 /** How --help shows the flag: `--http-port PORT`, `--api-auth-required[=true|false]`. */
 function synopsis(entry: OptionSpec<unknown, unknown>): string {
@@ -21,7 +29,8 @@ export function shownValue(entry: OptionSpec<unknown, unknown>): string | undefi
   const value = entry.default;
   if (value === undefined) return undefined;
   if (Array.isArray(value)) return value.length === 0 ? undefined : value.join(',');
-  if (typeof value === 'number') return entry.kind === 'duration' ? formatSeconds(value) : entry.kind === 'size' ? formatBytes(value) : String(value);
+  if (typeof value === 'number')
+    return entry.kind === 'duration' ? formatSeconds(value) : entry.kind === 'size' ? formatBytes(value) : String(value);
   return String(value);
 }
 
@@ -103,7 +112,11 @@ export const USAGE = usage();
 
 /** A Markdown heading's anchor, as GitHub makes it. */
 export function anchor(heading: string): string {
-  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-');
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-');
 }
 
 /**
@@ -112,27 +125,28 @@ export function anchor(heading: string): string {
  * layout, which the schema need not know.
  */
 export const SEE_PAGES: Readonly<Record<string, string>> = {
-  'Threads': '../explanation/threads.md',
-  'TLS': '../guides/tls.md',
+  Threads: '../explanation/threads.md',
+  TLS: '../guides/tls.md',
   'CORS for browser dapps': '../guides/cors.md',
   'The data folder': 'data-folder.md',
   'Public endpoints': '../guides/protect-a-node.md',
   'Protecting a real node (`--upstream`)': '../guides/protect-a-node.md',
   'WebSocket sessions': '../guides/websocket.md',
   'Behind a proxy (`--trusted-proxies`)': '../guides/behind-a-proxy.md',
-  'Metrics': 'metrics.md',
-  'Logs': 'logs.md',
+  Metrics: 'metrics.md',
+  Logs: 'logs.md',
   'The access log (`--access-log`)': 'access-log.md',
   'Running a fleet': '../guides/fleet.md',
   'When etcd is down': '../guides/fleet.md',
   'Token lifetimes and rotation': 'tokens.md',
-  'The operator\'s console': '../guides/console.md',
+  "The operator's console": '../guides/console.md',
 };
 
 /** The link to the section an option's `see` names. */
 function seeLink(see: string): string {
   const page = SEE_PAGES[see];
-  if (page === undefined) throw new InvariantError(`no docs page is known for the section "${see}": add it to SEE_PAGES in host/cli/help.ts`);
+  if (page === undefined)
+    throw new InvariantError(`no docs page is known for the section "${see}": add it to SEE_PAGES in host/cli/help.ts`);
   return `[${see.replace(/`/g, '')}](${page}#${anchor(see)})`;
 }
 

@@ -41,8 +41,11 @@ that cannot be repaired (the line says why); 1 anything unforeseen.
 `;
 
 /** Runs `api-auth state ...` to its end; resolves with the exit code. `out` and `err` take whole JSON lines. */
-export async function runStateCommand(args: readonly string[], out: Logger = createLogger(),
-  err: Logger = createLogger((line) => process.stderr.write(line))): Promise<number> {
+export async function runStateCommand(
+  args: readonly string[],
+  out: Logger = createLogger(),
+  err: Logger = createLogger((line) => process.stderr.write(line)),
+): Promise<number> {
   try {
     const options = parseStateArgs(args);
     if (options === 'help') {
@@ -54,7 +57,8 @@ export async function runStateCommand(args: readonly string[], out: Logger = cre
     if (report.reason === undefined) out.info('nothing to repair: a start takes the data folder as it is', { path: options.dataDir });
     else {
       out.info('repaired the data folder', {
-        path: options.dataDir, reason: report.reason,
+        path: options.dataDir,
+        reason: report.reason,
         ...(report.keptEntries === undefined ? { state: 'the next start creates fresh state' } : { keptEntries: report.keptEntries }),
       });
     }
@@ -73,8 +77,11 @@ function parseStateArgs(args: readonly string[]): { dataDir: string } | 'help' {
   let dataDir: string | undefined;
   let acceptLoss = false;
   const words: string[] = [];
-  for (const arg of readArgs(args, { 'data-dir': 'string', 'accept-loss': 'boolean', help: 'boolean' },
-    { command: 'api-auth state', stopAt: ['help'] })) {
+  for (const arg of readArgs(
+    args,
+    { 'data-dir': 'string', 'accept-loss': 'boolean', help: 'boolean' },
+    { command: 'api-auth state', stopAt: ['help'] },
+  )) {
     if (arg.kind === 'positional') words.push(arg.value);
     else if (arg.name === 'help' && arg.value === true) return 'help';
     else if (arg.name === 'data-dir') {
@@ -88,8 +95,10 @@ function parseStateArgs(args: readonly string[]): { dataDir: string } | 'help' {
   }
   if (dataDir === undefined) throw new UsageError('state repair needs --data-dir, the data folder the node runs with');
   if (!acceptLoss) {
-    throw new UsageError('state repair sets aside what a start refused, and the tokens it cannot keep are lost to the inventory ' +
-      '(for a state file, every token stops working); restore the data folder from a backup instead, or give --accept-loss to go on');
+    throw new UsageError(
+      'state repair sets aside what a start refused, and the tokens it cannot keep are lost to the inventory ' +
+        '(for a state file, every token stops working); restore the data folder from a backup instead, or give --accept-loss to go on',
+    );
   }
   return { dataDir: resolve(expandHome(dataDir)) };
 }

@@ -29,8 +29,11 @@ export class SerialBlocks {
   private cursor: Cursor | undefined;
 
   /** `barrier` resolves once every live gateway holds the change at a revision (membership.ts). */
-  constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys,
-    private readonly barrier: (revision: number) => Promise<void>) {}
+  constructor(
+    private readonly etcd: EtcdConnection,
+    private readonly keys: FleetKeys,
+    private readonly barrier: (revision: number) => Promise<void>,
+  ) {}
 
   /** The serial of a token issued at `now` for `lifetime` seconds, from a new block when this one is used up or too old to issue from. */
   async next(now: number, lifetime: number): Promise<number> {
@@ -53,11 +56,12 @@ export class SerialBlocks {
       const end = start + BLOCK;
       const until = now + BLOCK_PERIOD;
       const bound = until + lifetime;
-      const result = await this.etcd.call((client) => client.if(serials, 'Mod', '==', kv.mod_revision)
-        .then(
-          client.put(serials).value(String(end)),
-          client.put(this.keys.block(start)).value(JSON.stringify({ end, bound })),
-        ).commit());
+      const result = await this.etcd.call((client) =>
+        client
+          .if(serials, 'Mod', '==', kv.mod_revision)
+          .then(client.put(serials).value(String(end)), client.put(this.keys.block(start)).value(JSON.stringify({ end, bound })))
+          .commit(),
+      );
       if (!result.succeeded) continue;
       // Every gateway must hold the block before any of its tokens can be shown to one.
       await this.barrier(Number(result.header.revision));

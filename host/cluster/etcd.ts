@@ -33,7 +33,10 @@ export class EtcdConnection {
   /** Replaced when a watch is started anew (reconnect). */
   client: Etcd3;
 
-  constructor(private readonly settings: EtcdSettings, private readonly log: Logger) {
+  constructor(
+    private readonly settings: EtcdSettings,
+    private readonly log: Logger,
+  ) {
     this.client = this.connect();
   }
 
@@ -44,8 +47,10 @@ export class EtcdConnection {
     } catch (error) {
       if (error instanceof FleetError) throw error;
       this.log.warn('etcd call failed', errorFields(error));
-      throw new FleetError('the fleet\'s etcd did not answer, so the change is not confirmed (it may still take effect); retry, ' +
-        'or use another gateway', { cause: error });
+      throw new FleetError(
+        "the fleet's etcd did not answer, so the change is not confirmed (it may still take effect); retry, " + 'or use another gateway',
+        { cause: error },
+      );
     }
   }
 
@@ -72,7 +77,11 @@ export class EtcdConnection {
       hosts: [...settings.endpoints],
       // Without a CA of its own, gRPC trusts the system's (as Node does): it takes null
       // for them, which etcd3's type does not say.
-      credentials: tls && { rootCertificate: tls.ca ?? (null as unknown as Buffer), certChain: tls.client?.cert, privateKey: tls.client?.key },
+      credentials: tls && {
+        rootCertificate: tls.ca ?? (null as unknown as Buffer),
+        certChain: tls.client?.cert,
+        privateKey: tls.client?.key,
+      },
       auth: auth && { username: auth.user, password: auth.password },
       dialTimeout: settings.leaseSeconds * 1000,
       // Unary calls fail within the lease's time rather than retry past it: a caller
@@ -84,7 +93,12 @@ export class EtcdConnection {
         host: () => NOOP_POLICY as never,
         global: NOOP_POLICY as never,
         // Reconnect the watch quickly once etcd is back: the fleet serves again only after.
-        watchBackoff: { duration: 200, next() { return this; } } as never,
+        watchBackoff: {
+          duration: 200,
+          next() {
+            return this;
+          },
+        } as never,
       },
     });
   }

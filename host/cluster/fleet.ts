@@ -76,8 +76,12 @@ export class Fleet implements Ledger {
   private usageTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
-  private constructor(private readonly core: Core, private readonly settings: FleetSettings, private readonly log: Logger,
-    private readonly clock: Clock) {
+  private constructor(
+    private readonly core: Core,
+    private readonly settings: FleetSettings,
+    private readonly log: Logger,
+    private readonly clock: Clock,
+  ) {
     this.keys = new FleetKeys(settings.name);
     this.metrics = new FleetMetrics(clock);
     this.etcd = new EtcdConnection(settings, log);
@@ -88,11 +92,15 @@ export class Fleet implements Ledger {
     this.throttle = new FleetThrottle(this.etcd, this.keys, log);
     this.usage = new FleetUsage(this.etcd, this.keys, core, log, clock);
     this.history = settings.history && new FleetHistory(this.etcd, this.keys, settings.history, this.usage.id, log);
-    this.ends = new RotationEnds({
-      refuse: (serial) => this.core.revokeSerial(serial),
-      record: (serial, expiry) => this.revoke(serial, expiry),
-      recorded: (serial) => this.isRevoked(serial),
-    }, clock, log);
+    this.ends = new RotationEnds(
+      {
+        refuse: (serial) => this.core.revokeSerial(serial),
+        record: (serial, expiry) => this.revoke(serial, expiry),
+        recorded: (serial) => this.isRevoked(serial),
+      },
+      clock,
+      log,
+    );
   }
 
   /**
@@ -101,15 +109,23 @@ export class Fleet implements Ledger {
    * registers this gateway and starts serving once it has caught up. `matchesFile` tells
    * whether the fleet's password is the password file's; a warning says when it is not.
    */
-  static async join(core: Core, settings: FleetSettings, seed: () => Promise<{ key: Uint8Array; record: PasswordRecord }>,
-    matchesFile: (record: PasswordRecord) => Promise<boolean>, log: Logger, clock: Clock): Promise<Fleet> {
+  static async join(
+    core: Core,
+    settings: FleetSettings,
+    seed: () => Promise<{ key: Uint8Array; record: PasswordRecord }>,
+    matchesFile: (record: PasswordRecord) => Promise<boolean>,
+    log: Logger,
+    clock: Clock,
+  ): Promise<Fleet> {
     const fleet = new Fleet(core, settings, log, clock);
     try {
       await fleet.seedIfEmpty(seed);
       await fleet.start();
       if (!(await matchesFile(fleet.password))) {
-        log.warn('the password file differs from the fleet\'s password: the fleet\'s is in force (docs/guides/fleet.md, ' +
-          '"Resetting a fleet")', { cluster: settings.name });
+        log.warn(
+          "the password file differs from the fleet's password: the fleet's is in force (docs/guides/fleet.md, " + '"Resetting a fleet")',
+          { cluster: settings.name },
+        );
       }
     } catch (error) {
       await fleet.close();
@@ -120,8 +136,13 @@ export class Fleet implements Ledger {
 
   /** Adds the fleet's metrics to a registry (the one the metrics route serves). */
   registerMetrics(registry: Registry): void {
-    this.metrics.register(registry, () => this.membership.members.size, () => this.head, () => this.membership.ignored.size,
-      () => this.damaged.size + this.usage.damaged.size + (this.history?.damaged.size ?? 0));
+    this.metrics.register(
+      registry,
+      () => this.membership.members.size,
+      () => this.head,
+      () => this.membership.ignored.size,
+      () => this.damaged.size + this.usage.damaged.size + (this.history?.damaged.size ?? 0),
+    );
   }
 
   /** The current password's record. */
@@ -135,13 +156,18 @@ export class Fleet implements Ledger {
     const existing = await this.etcd.call((client) => client.get(keys.key()).string());
     if (existing !== null) return;
     const { key, record } = await seed();
-    const result = await this.etcd.call((client) => client.if(keys.key(), 'Create', '==', 0)
-      .then(
-        client.put(keys.key()).value(Buffer.from(key).toString('base64')),
-        client.put(keys.password()).value(JSON.stringify({ record: encodeRecord(record), generation: 0 })),
-        client.put(keys.serials()).value('0'),
-      ).commit());
-    if (result.succeeded) this.log.info('seeded the fleet from this gateway\'s password file, with a new token key', { cluster: this.settings.name });
+    const result = await this.etcd.call((client) =>
+      client
+        .if(keys.key(), 'Create', '==', 0)
+        .then(
+          client.put(keys.key()).value(Buffer.from(key).toString('base64')),
+          client.put(keys.password()).value(JSON.stringify({ record: encodeRecord(record), generation: 0 })),
+          client.put(keys.serials()).value('0'),
+        )
+        .commit(),
+    );
+    if (result.succeeded)
+      this.log.info("seeded the fleet from this gateway's password file, with a new token key", { cluster: this.settings.name });
   }
 
   /** A lease, the whole state, the watch, the member key; serves once caught up. */
@@ -198,15 +224,32 @@ export class Fleet implements Ledger {
       const value = this.decode(kv, damaged);
       if (value === undefined) continue;
       switch (value.kind) {
-        case 'key': this.applyKey(value.key); break;
-        case 'password': this.applyPassword(value, String(kv.mod_revision)); break;
-        case 'serials': serials = value.next; break;
-        case 'grant': grants.push([value.id, value.entries]); break;
-        case 'block': blocks.push(value); break;
-        case 'revoked': revoked.push([value.serial, value.expiry]); break;
-        case 'token': this.tokenEntries.set(value.entry.serial, value.entry); break;
-        case 'member': membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare); break;
-        case 'other': break;
+        case 'key':
+          this.applyKey(value.key);
+          break;
+        case 'password':
+          this.applyPassword(value, String(kv.mod_revision));
+          break;
+        case 'serials':
+          serials = value.next;
+          break;
+        case 'grant':
+          grants.push([value.id, value.entries]);
+          break;
+        case 'block':
+          blocks.push(value);
+          break;
+        case 'revoked':
+          revoked.push([value.serial, value.expiry]);
+          break;
+        case 'token':
+          this.tokenEntries.set(value.entry.serial, value.entry);
+          break;
+        case 'member':
+          membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare);
+          break;
+        case 'other':
+          break;
       }
     }
     if (this.key === '') throw new FleetError(`the fleet ${this.settings.name} has no token key in etcd`);
@@ -260,7 +303,7 @@ export class Fleet implements Ledger {
     if (this.key !== '') {
       // The fleet was reset under this gateway (its keys deleted and seeded anew): every
       // token it knows means nothing there. Only a restart may take the new state.
-      this.fatal('the fleet\'s token key changed under this gateway (the fleet was reset); restart api-auth to join it anew');
+      this.fatal("the fleet's token key changed under this gateway (the fleet was reset); restart api-auth to join it anew");
       return;
     }
     const key = Buffer.from(value, 'base64');
@@ -345,32 +388,53 @@ export class Fleet implements Ledger {
         }
         this.damaged.delete(full);
         switch (value.kind) {
-          case 'member': membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare); break;
-          case 'key': this.applyKey(value.key); break;
-          case 'password': this.applyPassword(value, String(kv.mod_revision)); break;
-          case 'grant': this.applyGrant(value.id, value.entries); break;
-          case 'block': this.applyBlock(value); break;
-          case 'revoked': this.applyRevocation(value.serial, value.expiry, now); break;
+          case 'member':
+            membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare);
+            break;
+          case 'key':
+            this.applyKey(value.key);
+            break;
+          case 'password':
+            this.applyPassword(value, String(kv.mod_revision));
+            break;
+          case 'grant':
+            this.applyGrant(value.id, value.entries);
+            break;
+          case 'block':
+            this.applyBlock(value);
+            break;
+          case 'revoked':
+            this.applyRevocation(value.serial, value.expiry, now);
+            break;
           case 'token':
             this.tokenEntries.set(value.entry.serial, value.entry);
             this.ends.add(value.entry);
             break;
-          case 'serials': case 'other': break;
+          case 'serials':
+          case 'other':
+            break;
         }
         if (value.kind !== 'member') stateApplied = Math.max(stateApplied ?? 0, revision);
       } else {
         this.damaged.delete(full);
         const key = this.deletedKey(full);
         switch (key.kind) {
-          case 'member': membership.dropMember(full); break;
+          case 'member':
+            membership.dropMember(full);
+            break;
           case 'token':
             this.tokenEntries.delete(key.number);
             this.ends.forget(key.number);
             break;
           // Deleted by tidy() once expired: the core forgets it by its own sweep.
-          case 'revoked': this.revokedSerials.delete(key.number); break;
-          case 'key': this.fatal('the fleet\'s token key was deleted (the fleet was reset); restart api-auth to join it anew'); break;
-          default: break;
+          case 'revoked':
+            this.revokedSerials.delete(key.number);
+            break;
+          case 'key':
+            this.fatal("the fleet's token key was deleted (the fleet was reset); restart api-auth to join it anew");
+            break;
+          default:
+            break;
         }
         if (key.kind !== 'member') stateApplied = Math.max(stateApplied ?? 0, revision);
       }
@@ -390,8 +454,12 @@ export class Fleet implements Ledger {
     for (let tries = 0; ; tries++) {
       if (id < this.core.grantCount) return id;
       const key = this.keys.grant(id);
-      const result = await this.etcd.call((client) => client.if(key, 'Create', '==', 0)
-        .then(client.put(key).value(JSON.stringify(entries))).commit());
+      const result = await this.etcd.call((client) =>
+        client
+          .if(key, 'Create', '==', 0)
+          .then(client.put(key).value(JSON.stringify(entries)))
+          .commit(),
+      );
       const revision = Number(result.header.revision);
       if (result.succeeded) {
         await this.membership.barrier(revision);
@@ -400,7 +468,7 @@ export class Fleet implements Ledger {
       // Another gateway took this id: once its list is here, ours may be it.
       await this.membership.appliedAtLeast(revision);
       id = this.core.findGrant(endpoints, methods, limits);
-      if (tries > 64) throw new FleetError('the fleet\'s grants keep changing; retry');
+      if (tries > 64) throw new FleetError("the fleet's grants keep changing; retry");
     }
   }
 
@@ -443,7 +511,14 @@ export class Fleet implements Ledger {
   async recordToken(entry: InventoryEntry): Promise<void> {
     this.membership.serving();
     const { serial, generation, grant, issuedAt, expiry, label, rotation } = entry;
-    const value = JSON.stringify({ generation, grant, issuedAt, expiry, label: label ?? null, ...rotation === undefined ? {} : { rotation } });
+    const value = JSON.stringify({
+      generation,
+      grant,
+      issuedAt,
+      expiry,
+      label: label ?? null,
+      ...(rotation === undefined ? {} : { rotation }),
+    });
     const result = await this.etcd.call((client) => client.put(this.keys.token(serial)).value(value).exec());
     await this.membership.barrier(Number(result.header.revision));
   }
@@ -464,8 +539,12 @@ export class Fleet implements Ledger {
     if (this.record !== checked) throw new FleetError('the password changed meanwhile');
     const generation = this.core.generation + 1;
     const password = this.keys.password();
-    const result = await this.etcd.call((client) => client.if(password, 'Mod', '==', this.passwordRevision)
-      .then(client.put(password).value(JSON.stringify({ record: encodeRecord(record), generation }))).commit());
+    const result = await this.etcd.call((client) =>
+      client
+        .if(password, 'Mod', '==', this.passwordRevision)
+        .then(client.put(password).value(JSON.stringify({ record: encodeRecord(record), generation })))
+        .commit(),
+    );
     if (!result.succeeded) throw new FleetError('the password was changed through another gateway meanwhile; retry with the new one');
     await this.membership.barrier(Number(result.header.revision));
     return generation;

@@ -11,7 +11,11 @@ import type { Fleet } from './fleet.js';
 export class FleetInventory implements Inventory {
   private pending = 0;
 
-  constructor(private readonly fleet: Fleet, private readonly core: Core, private readonly clock: Clock) {}
+  constructor(
+    private readonly fleet: Fleet,
+    private readonly core: Core,
+    private readonly clock: Clock,
+  ) {}
 
   /** Live: not expired, and of the password generation in force. */
   private live(entry: InventoryEntry, now: number): boolean {

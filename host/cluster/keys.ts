@@ -133,14 +133,27 @@ export function fleetValue(keys: FleetKeys, full: string, value: string): FleetV
     case 'token': {
       const v = object(value, bad);
       const { generation, grant, issuedAt, expiry, label } = v;
-      if (!count(generation) || !count(grant) || !count(issuedAt) || !count(expiry) || !(label === null || label === undefined || typeof label === 'string')) {
+      if (
+        !count(generation) ||
+        !count(grant) ||
+        !count(issuedAt) ||
+        !count(expiry) ||
+        !(label === null || label === undefined || typeof label === 'string')
+      ) {
         throw bad('it is not {"generation", "grant", "issuedAt", "expiry", "label"}');
       }
       const entry = { serial: key.number, generation, grant, issuedAt, expiry, label: label ?? undefined };
       if (v.rotation === undefined) return { kind: 'token', entry };
       const r = v.rotation as Record<string, unknown> | null;
-      if (typeof r !== 'object' || r === null || !count(r.from) || !count(r.endsAt) || !count(r.fromExpiry) || !count(r.requests) ||
-        !count(r.lastUsedMs)) {
+      if (
+        typeof r !== 'object' ||
+        r === null ||
+        !count(r.from) ||
+        !count(r.endsAt) ||
+        !count(r.fromExpiry) ||
+        !count(r.requests) ||
+        !count(r.lastUsedMs)
+      ) {
         throw bad('its rotation is not {"from", "endsAt", "fromExpiry", "requests", "lastUsedMs"}');
       }
       const { from, endsAt, fromExpiry, requests, lastUsedMs } = r;
@@ -148,8 +161,11 @@ export function fleetValue(keys: FleetKeys, full: string, value: string): FleetV
     }
     case 'member': {
       const v = object(value, bad);
-      if (!count(v.applied) || !(v.follower === undefined || typeof v.follower === 'boolean') ||
-        !(v.limitShare === undefined || typeof v.limitShare === 'boolean')) {
+      if (
+        !count(v.applied) ||
+        !(v.follower === undefined || typeof v.follower === 'boolean') ||
+        !(v.limitShare === undefined || typeof v.limitShare === 'boolean')
+      ) {
         throw bad('it is not {"applied"}, or {"applied", "follower", "limitShare"}');
       }
       return { kind: 'member', applied: v.applied, follower: v.follower === true, limitShare: v.limitShare === true };
@@ -180,10 +196,19 @@ export function deleteKeyCommand(full: string): string {
  */
 export class DamagedKeyError extends FleetError {
   /** `number`: the serial or id its name holds, when its name is whole. */
-  constructor(keys: FleetKeys, readonly key: string, readonly kind: FleetKey['kind'], readonly why: string, readonly number?: number) {
-    super(`the fleet ${keys.name} holds a damaged key ${key} (${why}); ` + (verifiesWith(kind)
-      ? 'this gateway cannot verify tokens without it: write its value back from a backup of etcd, or delete it'
-      : `no gateway needs it to verify tokens: delete it with ${deleteKeyCommand(key)}`));
+  constructor(
+    keys: FleetKeys,
+    readonly key: string,
+    readonly kind: FleetKey['kind'],
+    readonly why: string,
+    readonly number?: number,
+  ) {
+    super(
+      `the fleet ${keys.name} holds a damaged key ${key} (${why}); ` +
+        (verifiesWith(kind)
+          ? 'this gateway cannot verify tokens without it: write its value back from a backup of etcd, or delete it'
+          : `no gateway needs it to verify tokens: delete it with ${deleteKeyCommand(key)}`),
+    );
   }
 }
 

@@ -85,9 +85,15 @@ export class Membership {
   private closed = false;
 
   /** `rejoin` reads the whole state anew and registers again (Fleet); it is called after a lost lease, until it succeeds. */
-  constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly settings: MembershipSettings,
-    private readonly metrics: FleetMetrics, private readonly log: Logger, private readonly clock: Clock,
-    private readonly rejoin: () => Promise<void>) {}
+  constructor(
+    private readonly etcd: EtcdConnection,
+    private readonly keys: FleetKeys,
+    private readonly settings: MembershipSettings,
+    private readonly metrics: FleetMetrics,
+    private readonly log: Logger,
+    private readonly clock: Clock,
+    private readonly rejoin: () => Promise<void>,
+  ) {}
 
   /** Whether a rejoin is under way. */
   get rejoining(): boolean {
@@ -120,7 +126,13 @@ export class Membership {
    */
   async register(revision: number): Promise<void> {
     const { key, grant } = this;
-    const put = await this.etcd.call((client) => client.put(key).value(JSON.stringify({ applied: revision })).lease(grant).exec());
+    const put = await this.etcd.call((client) =>
+      client
+        .put(key)
+        .value(JSON.stringify({ applied: revision }))
+        .lease(grant)
+        .exec(),
+    );
     this.published = revision;
     await this.appliedAtLeast(Number(put.header.revision));
   }
@@ -142,10 +154,12 @@ export class Membership {
       throw new FleetError('this gateway has lost touch with its fleet (etcd); retry, or use another gateway');
     }
     if (this.clock() >= this.deadline) {
-      throw new FleetError(this.settings.outageGraceSeconds === 0
-        ? 'this gateway has lost touch with its fleet (etcd); retry, or use another gateway'
-        : 'the fleet\'s etcd does not answer this gateway: it serves tokens on its last known state for --fleet-outage-grace, ' +
-          'and takes no change (issue, revoke, password) and checks no password until etcd answers; retry later, or use another gateway');
+      throw new FleetError(
+        this.settings.outageGraceSeconds === 0
+          ? 'this gateway has lost touch with its fleet (etcd); retry, or use another gateway'
+          : "the fleet's etcd does not answer this gateway: it serves tokens on its last known state for --fleet-outage-grace, " +
+              'and takes no change (issue, revoke, password) and checks no password until etcd answers; retry later, or use another gateway',
+      );
     }
   }
 
@@ -166,8 +180,12 @@ export class Membership {
       this.ignored.add(key);
       if (!this.reported.has(key)) {
         this.reported.add(key);
-        this.log.warn('a fleet member key is not bound to its own lease, so no member keeps it; writes do not wait for it. ' +
-          'Delete it: etcdctl del ' + key, { cluster: this.keys.name, key, lease });
+        this.log.warn(
+          'a fleet member key is not bound to its own lease, so no member keeps it; writes do not wait for it. ' +
+            'Delete it: etcdctl del ' +
+            key,
+          { cluster: this.keys.name, key, lease },
+        );
       }
       return;
     }
@@ -230,17 +248,23 @@ export class Membership {
   async barrier(revision: number): Promise<void> {
     const started = systemTimer();
     await this.appliedAtLeast(revision);
-    await this.until(() => {
-      for (const [key, applied] of this.members) if (key !== this.key && applied < revision) return false;
-      return true;
-    }, this.settings.leaseSeconds * 2000 + 1000, 'the change is stored in the fleet, but not every gateway confirmed it in time; ' +
-      'it holds everywhere within the lease time');
+    await this.until(
+      () => {
+        for (const [key, applied] of this.members) if (key !== this.key && applied < revision) return false;
+        return true;
+      },
+      this.settings.leaseSeconds * 2000 + 1000,
+      'the change is stored in the fleet, but not every gateway confirmed it in time; ' + 'it holds everywhere within the lease time',
+    );
     this.metrics.observeBarrier((systemTimer() - started) / 1000);
   }
 
   appliedAtLeast(revision: number): Promise<void> {
-    return this.until(() => this.applied >= revision, this.settings.leaseSeconds * 2000,
-      'this gateway did not receive the fleet\'s change in time');
+    return this.until(
+      () => this.applied >= revision,
+      this.settings.leaseSeconds * 2000,
+      "this gateway did not receive the fleet's change in time",
+    );
   }
 
   /** Reads the whole state again (rejoin) under a new lease, and serves once caught up; one at a time. */
@@ -261,7 +285,9 @@ export class Membership {
           await new Promise((r) => setTimeout(r, Math.min(2000, 200 * (attempt + 1))));
         }
       }
-    })().finally(() => { this.recovering = undefined; });
+    })().finally(() => {
+      this.recovering = undefined;
+    });
     return this.recovering;
   }
 
@@ -283,13 +309,21 @@ export class Membership {
     if (this.publishing || this.stateApplied <= this.published || this.lease === undefined) return;
     this.publishing = true;
     const applied = this.stateApplied;
-    this.etcd.client.put(this.key).value(JSON.stringify({ applied })).lease(this.lease.grant()).exec().then(
-      () => { this.published = applied; },
-      (error) => this.log.debug('cannot publish the applied revision', errorFields(error)),
-    ).finally(() => {
-      this.publishing = false;
-      if (!this.closed) this.publish();
-    });
+    this.etcd.client
+      .put(this.key)
+      .value(JSON.stringify({ applied }))
+      .lease(this.lease.grant())
+      .exec()
+      .then(
+        () => {
+          this.published = applied;
+        },
+        (error) => this.log.debug('cannot publish the applied revision', errorFields(error)),
+      )
+      .finally(() => {
+        this.publishing = false;
+        if (!this.closed) this.publish();
+      });
   }
 
   private wake(): void {
@@ -332,12 +366,15 @@ export class Membership {
       // A keepalive is a stream call, which no deadline bounds: the lease's TTL does.
       await Promise.race([
         lease.keepaliveOnce(),
-        new Promise((_, reject) => { timer = setTimeout(() => reject(new Error('no answer within the lease time')), this.settings.leaseSeconds * 1000); }),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error('no answer within the lease time')), this.settings.leaseSeconds * 1000);
+        }),
       ]);
       this.deadline = sent + this.settings.leaseSeconds * 1000 - leaseMargin(this.settings.leaseSeconds);
       this.metrics.renewed(this.deadline);
       if (this.recovering === undefined) openFence(this.settings.fence, this.servesUntil());
-      if (this.inGrace) this.log.info('the fleet\'s etcd answers again: the outage grace is over, changes are taken', { cluster: this.keys.name });
+      if (this.inGrace)
+        this.log.info("the fleet's etcd answers again: the outage grace is over, changes are taken", { cluster: this.keys.name });
       this.inGrace = false;
     } catch (error) {
       if (lease !== this.lease || this.closed) return;
@@ -348,18 +385,26 @@ export class Membership {
       }
       this.metrics.renewalFailures++;
       const grace = this.settings.outageGraceSeconds;
-      this.log.warn(grace === 0 ? 'cannot renew the fleet lease; protected requests get 503 once it runs out'
-        : `cannot renew the fleet lease; once it runs out this gateway serves on its last known state for ${grace} s more ` +
-          '(--fleet-outage-grace), taking no change, then answers 503', errorFields(error));
+      this.log.warn(
+        grace === 0
+          ? 'cannot renew the fleet lease; protected requests get 503 once it runs out'
+          : `cannot renew the fleet lease; once it runs out this gateway serves on its last known state for ${grace} s more ` +
+              '(--fleet-outage-grace), taking no change, then answers 503',
+        errorFields(error),
+      );
       const now = this.clock();
       if (now >= this.servesUntil()) {
         closeFence(this.settings.fence);
-        if (this.inGrace) this.log.warn('the fleet outage grace has run out; protected requests get 503 until etcd answers', { cluster: this.keys.name });
+        if (this.inGrace)
+          this.log.warn('the fleet outage grace has run out; protected requests get 503 until etcd answers', { cluster: this.keys.name });
         this.inGrace = false;
       } else if (now >= this.deadline && !this.inGrace && this.recovering === undefined && Atomics.load(this.settings.fence, 0) !== 0) {
         this.inGrace = true;
-        this.log.warn(`the fleet's etcd has not answered for the lease time: serving tokens on the last known state for at most ${grace} s ` +
-          '(--fleet-outage-grace); every change is refused meanwhile', { cluster: this.keys.name, graceSeconds: grace });
+        this.log.warn(
+          `the fleet's etcd has not answered for the lease time: serving tokens on the last known state for at most ${grace} s ` +
+            '(--fleet-outage-grace); every change is refused meanwhile',
+          { cluster: this.keys.name, graceSeconds: grace },
+        );
       }
     } finally {
       clearTimeout(timer);

@@ -45,34 +45,89 @@ export class FleetMetrics {
   register(registry: Registry, members: () => number, head: () => number, ignored: () => number, damaged: () => number): void {
     const registers = [registry];
     const self = this;
-    new Gauge({ name: 'api_auth_fleet_members', help: 'Gateways of the fleet with a live lease, as this one sees them.', registers,
-      collect() { this.set(members()); } });
-    new Gauge({ name: 'api_auth_fleet_ignored_member_keys',
+    new Gauge({
+      name: 'api_auth_fleet_members',
+      help: 'Gateways of the fleet with a live lease, as this one sees them.',
+      registers,
+      collect() {
+        this.set(members());
+      },
+    });
+    new Gauge({
+      name: 'api_auth_fleet_ignored_member_keys',
       help: 'Member keys not bound to their own lease (no lease: a copy, a hand-written put); the barrier does not wait for them.',
-      registers, collect() { this.set(ignored()); } });
-    new Gauge({ name: 'api_auth_fleet_damaged_keys',
+      registers,
+      collect() {
+        this.set(ignored());
+      },
+    });
+    new Gauge({
+      name: 'api_auth_fleet_damaged_keys',
       help: 'Damaged keys that no gateway needs to verify (inventory, member and usage keys), skipped; delete each with api-auth fleet delete-key.',
-      registers, collect() { this.set(damaged()); } });
-    new Gauge({ name: 'api_auth_fleet_lease_remaining_seconds',
-      help: 'Seconds until this gateway\'s lease runs out unless renewed; past it, it refuses every change, and protected requests ' +
+      registers,
+      collect() {
+        this.set(damaged());
+      },
+    });
+    new Gauge({
+      name: 'api_auth_fleet_lease_remaining_seconds',
+      help:
+        "Seconds until this gateway's lease runs out unless renewed; past it, it refuses every change, and protected requests " +
         'too once --fleet-outage-grace (0 by default) has passed as well.',
-      registers, collect() { this.set((self.leaseDeadline - self.clock()) / 1000); } });
-    new Gauge({ name: 'api_auth_fleet_watch_lag_revisions',
-      help: 'etcd revisions between what this gateway has applied and the latest it has learnt of.', registers,
-      collect() { this.set(Math.max(0, head() - self.applied)); } });
-    new Gauge({ name: 'api_auth_fleet_applied_revision', help: 'The etcd revision this gateway has applied.', registers,
-      collect() { this.set(self.applied); } });
+      registers,
+      collect() {
+        this.set((self.leaseDeadline - self.clock()) / 1000);
+      },
+    });
+    new Gauge({
+      name: 'api_auth_fleet_watch_lag_revisions',
+      help: 'etcd revisions between what this gateway has applied and the latest it has learnt of.',
+      registers,
+      collect() {
+        this.set(Math.max(0, head() - self.applied));
+      },
+    });
+    new Gauge({
+      name: 'api_auth_fleet_applied_revision',
+      help: 'The etcd revision this gateway has applied.',
+      registers,
+      collect() {
+        this.set(self.applied);
+      },
+    });
     const counter = (name: string, help: string, read: () => number): void => {
-      new Counter({ name, help, registers, collect() { this.reset(); this.inc(read()); } });
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          this.inc(read());
+        },
+      });
     };
     counter('api_auth_fleet_lease_renewal_failures_total', 'Lease renewals that failed (etcd did not answer).', () => self.renewalFailures);
     counter('api_auth_fleet_leases_lost_total', 'Leases that expired before renewal; each is followed by a rejoin.', () => self.leasesLost);
-    counter('api_auth_fleet_resyncs_total', 'Full reads of the fleet state after the watch was cancelled (compaction).', () => self.resyncs);
-    counter('api_auth_fleet_damage_fences_total',
+    counter(
+      'api_auth_fleet_resyncs_total',
+      'Full reads of the fleet state after the watch was cancelled (compaction).',
+      () => self.resyncs,
+    );
+    counter(
+      'api_auth_fleet_damage_fences_total',
       'Times a damaged key that verification needs (key, password, grants, blocks, revocations, serials) fenced this gateway until it was repaired or deleted.',
-      () => self.damageFences);
-    counter('api_auth_fleet_watch_disconnects_total', 'Times the watch stream to etcd broke and was reconnected.', () => self.watchDisconnects);
-    this.barrier = new Histogram({ name: 'api_auth_fleet_barrier_duration_seconds',
-      help: 'Time a state change waits, after its etcd write, until every live gateway holds it.', buckets: BARRIER_BUCKETS, registers });
+      () => self.damageFences,
+    );
+    counter(
+      'api_auth_fleet_watch_disconnects_total',
+      'Times the watch stream to etcd broke and was reconnected.',
+      () => self.watchDisconnects,
+    );
+    this.barrier = new Histogram({
+      name: 'api_auth_fleet_barrier_duration_seconds',
+      help: 'Time a state change waits, after its etcd write, until every live gateway holds it.',
+      buckets: BARRIER_BUCKETS,
+      registers,
+    });
   }
 }

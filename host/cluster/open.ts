@@ -25,14 +25,36 @@ import { etcdRefusal, joinProblem, probeTls } from './refusals.js';
  * fleet's (a warning when they differ). Throws StateError when the fleet cannot be
  * joined (etcd unreachable, or refusing this gateway: the message says why).
  */
-export async function joinFleet(core: Core, cluster: ClusterConfig, access: EtcdAccess, fence: Uint32Array, filePassword: string,
-  verifier: PasswordVerifier, log: Logger, metrics: Metrics, clock: Clock, history?: UsageHistory): Promise<Backend> {
+export async function joinFleet(
+  core: Core,
+  cluster: ClusterConfig,
+  access: EtcdAccess,
+  fence: Uint32Array,
+  filePassword: string,
+  verifier: PasswordVerifier,
+  log: Logger,
+  metrics: Metrics,
+  clock: Clock,
+  history?: UsageHistory,
+): Promise<Backend> {
   let fleet: Fleet;
   try {
-    fleet = await Fleet.join(core, { endpoints: cluster.endpoints, name: cluster.name, leaseSeconds: cluster.leaseSeconds,
-      outageGraceSeconds: cluster.outageGraceSeconds, fence, access, history },
+    fleet = await Fleet.join(
+      core,
+      {
+        endpoints: cluster.endpoints,
+        name: cluster.name,
+        leaseSeconds: cluster.leaseSeconds,
+        outageGraceSeconds: cluster.outageGraceSeconds,
+        fence,
+        access,
+        history,
+      },
       async () => ({ key: webcrypto.getRandomValues(new Uint8Array(32)), record: await verifier.hash(filePassword) }),
-      (record) => verifier.verify(filePassword, record), log, clock);
+      (record) => verifier.verify(filePassword, record),
+      log,
+      clock,
+    );
   } catch (error) {
     if (error instanceof FleetError) {
       // gRPC at times loses a TLS refusal and says only that it could not connect: the
@@ -40,12 +62,13 @@ export async function joinFleet(core: Core, cluster: ClusterConfig, access: Etcd
       const unnamed = error.cause !== undefined && etcdRefusal(error.cause).kind === 'unreachable';
       let probed: Error | undefined;
       if (unnamed && access.tls !== undefined) {
-        log.info('etcd\'s TLS handshake is tried alone: gRPC did not say why it could not connect', { endpoint: cluster.endpoints[0] });
+        log.info("etcd's TLS handshake is tried alone: gRPC did not say why it could not connect", { endpoint: cluster.endpoints[0] });
         probed = await probeTls(cluster.endpoints[0], access.tls);
       }
       const why = joinProblem(error, cluster, probed);
-      throw new StateError((name) => `cannot join the fleet ${cluster.name} through ${name('clusterEtcd')} ` +
-        `${cluster.endpoints.join(',')}: ${why(name)}`);
+      throw new StateError(
+        (name) => `cannot join the fleet ${cluster.name} through ${name('clusterEtcd')} ` + `${cluster.endpoints.join(',')}: ${why(name)}`,
+      );
     }
     throw error;
   }
@@ -57,10 +80,10 @@ export async function joinFleet(core: Core, cluster: ClusterConfig, access: Etcd
 const MAX_FILE_BYTES = 1024 * 1024;
 
 const FILES = {
-  clusterEtcdCa: 'the PEM file of the CA that signs etcd\'s certificate',
-  clusterEtcdCert: 'the PEM file of this gateway\'s client certificate',
-  clusterEtcdKey: 'the PEM file of the client certificate\'s key',
-  clusterEtcdPasswordFile: 'the file holding the etcd user\'s password',
+  clusterEtcdCa: "the PEM file of the CA that signs etcd's certificate",
+  clusterEtcdCert: "the PEM file of this gateway's client certificate",
+  clusterEtcdKey: "the PEM file of the client certificate's key",
+  clusterEtcdPasswordFile: "the file holding the etcd user's password",
 } as const;
 
 type FileOption = keyof typeof FILES;
@@ -71,7 +94,7 @@ type FileOption = keyof typeof FILES;
  */
 export async function readEtcdAccess(cluster: ClusterConfig, log: Logger): Promise<EtcdAccess> {
   return {
-    tls: cluster.tls && await readTls(cluster.tls),
+    tls: cluster.tls && (await readTls(cluster.tls)),
     auth: cluster.auth && { user: cluster.auth.user, password: await readEtcdPassword(cluster.auth, log) },
   };
 }
@@ -88,7 +111,10 @@ async function readTls(files: EtcdTlsFiles): Promise<EtcdAccess['tls']> {
   const { certFile, keyFile } = files.client;
   const cert = await readFile('clusterEtcdCert', certFile);
   const key = await readFile('clusterEtcdKey', keyFile);
-  checkPemPair({ option: 'clusterEtcdCert', path: certFile, pem: cert, what: 'certificate' }, { option: 'clusterEtcdKey', path: keyFile, pem: key });
+  checkPemPair(
+    { option: 'clusterEtcdCert', path: certFile, pem: cert, what: 'certificate' },
+    { option: 'clusterEtcdKey', path: keyFile, pem: key },
+  );
   return { ca, client: { cert, key } };
 }
 
@@ -108,7 +134,12 @@ async function readEtcdPassword(auth: EtcdAuthFile, log: Logger): Promise<string
       throw fileProblem('clusterEtcdPasswordFile', auth.passwordFile, 'is not UTF-8 text; save the password as UTF-8');
     }
     password = password.replace(/\r?\n$/, '');
-    if (password === '') throw fileProblem('clusterEtcdPasswordFile', auth.passwordFile, `is empty; write the password of the etcd user ${JSON.stringify(auth.user)} in it`);
+    if (password === '')
+      throw fileProblem(
+        'clusterEtcdPasswordFile',
+        auth.passwordFile,
+        `is empty; write the password of the etcd user ${JSON.stringify(auth.user)} in it`,
+      );
     return password;
   } finally {
     bytes.fill(0);
@@ -154,13 +185,17 @@ function parse<T>(option: FileOption, path: string, what: string, make: () => T)
 
 function unreadable(option: FileOption, path: string, error: unknown): OptionError {
   const code = (error as NodeJS.ErrnoException).code;
-  const why = code === 'ENOENT' ? `does not exist; give ${FILES[option]}` : code === 'EISDIR' ? `is a folder; give ${FILES[option]}`
-    : code === 'EACCES' || code === 'EPERM' ? 'is not readable by this user; let the user running api-auth read it'
-      : `cannot be read (${reason(error)})`;
+  const why =
+    code === 'ENOENT'
+      ? `does not exist; give ${FILES[option]}`
+      : code === 'EISDIR'
+        ? `is a folder; give ${FILES[option]}`
+        : code === 'EACCES' || code === 'EPERM'
+          ? 'is not readable by this user; let the user running api-auth read it'
+          : `cannot be read (${reason(error)})`;
   return fileProblem(option, path, why);
 }
 
 function fileProblem(option: FileOption, path: string, what: string): OptionError {
   return new OptionError(option, (name) => `${name(option)} ${path} ${what}`);
 }
-

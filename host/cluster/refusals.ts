@@ -31,9 +31,11 @@ const LAST_ERROR = /Last error: (?:Error(?: \[\w+\])?: )?([\s\S]*?)\s*(?:\(\d{4}
 // OpenSSL's line: "...:error:0A000412:SSL routines:ssl3_read_bytes:sslv3 alert bad certificate:file:line:...".
 const OPENSSL_REASON = /SSL routines:[^:]*:([^:]+)/;
 // The alerts a TLS server sends about the client's certificate (RFC 8446 §6.2).
-const CLIENT_CERTIFICATE_ALERT = /alert (bad certificate|certificate required|unknown ca|certificate unknown|unsupported certificate|certificate expired|certificate revoked)/i;
+const CLIENT_CERTIFICATE_ALERT =
+  /alert (bad certificate|certificate required|unknown ca|certificate unknown|unsupported certificate|certificate expired|certificate revoked)/i;
 // Node's own checks of the server's certificate (its chain, its dates, its names).
-const SERVER_CERTIFICATE_PROBLEM = /unable to (verify|get)|self[- ]signed certificate|certificate has expired|certificate is not yet valid|does not match certificate's altnames/i;
+const SERVER_CERTIFICATE_PROBLEM =
+  /unable to (verify|get)|self[- ]signed certificate|certificate has expired|certificate is not yet valid|does not match certificate's altnames/i;
 
 /** What an error of etcd3 (or of the gRPC under it, or of a TLS handshake) says went wrong. */
 export function etcdRefusal(error: unknown): EtcdRefusal {
@@ -43,7 +45,7 @@ export function etcdRefusal(error: unknown): EtcdRefusal {
   if (message.includes('etcdserver: authentication is not enabled')) return { kind: 'authentication-disabled' };
   if (error instanceof EtcdPermissionDeniedError) return { kind: 'permission-denied' };
   const last = LAST_ERROR.exec(message)?.[1];
-  const detail = last === undefined ? message.replace(/^\d+ [A-Z_]+: /, '') : OPENSSL_REASON.exec(last)?.[1] ?? last;
+  const detail = last === undefined ? message.replace(/^\d+ [A-Z_]+: /, '') : (OPENSSL_REASON.exec(last)?.[1] ?? last);
   if (CLIENT_CERTIFICATE_ALERT.test(detail)) return { kind: 'client-refused', detail };
   if (SERVER_CERTIFICATE_PROBLEM.test(detail)) return { kind: 'server-untrusted', detail };
   return { kind: 'unreachable', detail };
@@ -64,7 +66,12 @@ export function probeTls(endpoint: string, tls: NonNullable<EtcdAccess['tls']>):
   const host = url.hostname.replace(/^\[|\]$/g, '');
   return new Promise((resolve) => {
     const socket = connect({
-      host, port: Number(url.port || 2379), ca: tls.ca, cert: tls.client?.cert, key: tls.client?.key, ALPNProtocols: ['h2'],
+      host,
+      port: Number(url.port || 2379),
+      ca: tls.ca,
+      cert: tls.client?.cert,
+      key: tls.client?.key,
+      ALPNProtocols: ['h2'],
       // An address is no server name (RFC 6066); Node checks the certificate against the address.
       servername: isIP(host) === 0 ? host : undefined,
     });
@@ -94,29 +101,38 @@ export function joinProblem(error: FleetError, cluster: ClusterConfig, probed?: 
   const prefixes = `/${cluster.name}/, /${cluster.name}.throttle/ and /${cluster.name}.usage/`;
   switch (refusal.kind) {
     case 'authentication-failed':
-      return (name) => `etcd refused the user ${JSON.stringify(auth?.user)} with the password in ${name('clusterEtcdPasswordFile')} ` +
+      return (name) =>
+        `etcd refused the user ${JSON.stringify(auth?.user)} with the password in ${name('clusterEtcdPasswordFile')} ` +
         `${auth?.passwordFile} (authentication failed); check the user name and the password the file holds`;
     case 'authentication-required':
-      return (name) => `etcd's authentication is enabled, and no etcd user was given; give ${name('clusterEtcdUser')} and ` +
+      return (name) =>
+        `etcd's authentication is enabled, and no etcd user was given; give ${name('clusterEtcdUser')} and ` +
         `${name('clusterEtcdPasswordFile')}, a user whose role has readwrite on the key prefixes ${prefixes}`;
     case 'authentication-disabled':
-      return (name) => `${name('clusterEtcdUser')} is given, and etcd's authentication is not enabled, so it would protect nothing; ` +
+      return (name) =>
+        `${name('clusterEtcdUser')} is given, and etcd's authentication is not enabled, so it would protect nothing; ` +
         `enable it (etcdctl auth enable), or leave ${name('clusterEtcdUser')} and ${name('clusterEtcdPasswordFile')} out`;
     case 'permission-denied':
-      return () => `etcd denied ${auth === undefined ? 'this gateway' : `the user ${JSON.stringify(auth.user)}`} access to the fleet's ` +
+      return () =>
+        `etcd denied ${auth === undefined ? 'this gateway' : `the user ${JSON.stringify(auth.user)}`} access to the fleet's ` +
         `keys; grant its role readwrite on the key prefixes ${prefixes} (etcdctl role grant-permission ROLE --prefix=true readwrite ` +
         `/${cluster.name}/, and the same for /${cluster.name}.throttle/ and /${cluster.name}.usage/)`;
     case 'server-untrusted':
-      return (name) => `etcd's certificate is not trusted (${refusal.detail}); ` + (tls?.caFile === undefined
-        ? `give ${name('clusterEtcdCa')}, the PEM file of the CA that signed it`
-        : `check that ${name('clusterEtcdCa')} ${tls.caFile} holds the CA that signed it, and that it names the host of ${name('clusterEtcd')}`);
+      return (name) =>
+        `etcd's certificate is not trusted (${refusal.detail}); ` +
+        (tls?.caFile === undefined
+          ? `give ${name('clusterEtcdCa')}, the PEM file of the CA that signed it`
+          : `check that ${name('clusterEtcdCa')} ${tls.caFile} holds the CA that signed it, and that it names the host of ${name('clusterEtcd')}`);
     case 'client-refused':
-      return (name) => `etcd refused the TLS handshake (${refusal.detail}): ` + (tls?.client === undefined
-        ? `it asks for a client certificate; give ${name('clusterEtcdCert')} and ${name('clusterEtcdKey')}, signed by a CA of etcd's --trusted-ca-file`
-        : `it does not accept the client certificate in ${name('clusterEtcdCert')} ${tls.client.certFile}; give one signed by a CA of ` +
-          'etcd\'s --trusted-ca-file');
+      return (name) =>
+        `etcd refused the TLS handshake (${refusal.detail}): ` +
+        (tls?.client === undefined
+          ? `it asks for a client certificate; give ${name('clusterEtcdCert')} and ${name('clusterEtcdKey')}, signed by a CA of etcd's --trusted-ca-file`
+          : `it does not accept the client certificate in ${name('clusterEtcdCert')} ${tls.client.certFile}; give one signed by a CA of ` +
+            "etcd's --trusted-ca-file");
     case 'unreachable':
-      return () => `etcd did not answer (${refusal.detail}); check that etcd runs there and answers` +
+      return () =>
+        `etcd did not answer (${refusal.detail}); check that etcd runs there and answers` +
         (tls === undefined ? ', without TLS (for TLS, give https:// URLs)' : '');
   }
 }

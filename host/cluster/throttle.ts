@@ -20,7 +20,11 @@ export class FleetThrottle {
   private lease: { window: number; lease: Lease } | undefined;
   private checks = 0;
 
-  constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly log: Logger) {}
+  constructor(
+    private readonly etcd: EtcdConnection,
+    private readonly keys: FleetKeys,
+    private readonly log: Logger,
+  ) {}
 
   /**
    * A password check about to run, counted against the fleet's allowance as a failure
@@ -50,9 +54,19 @@ export class FleetThrottle {
     }
     const lease = this.lease.lease;
     const key = `${prefix}${pad(nowMs, TIME_WIDTH)}-${member}-${this.checks++}`;
-    await this.etcd.call(async (client) => client.put(key).value('').lease(await lease.grant()).exec());
+    await this.etcd.call(async (client) =>
+      client
+        .put(key)
+        .value('')
+        .lease(await lease.grant())
+        .exec(),
+    );
     const takeBack = (): void => {
-      this.etcd.client.delete().key(key).exec().catch((error) => this.log.debug('cannot take back a password check', errorFields(error)));
+      this.etcd.client
+        .delete()
+        .key(key)
+        .exec()
+        .catch((error) => this.log.debug('cannot take back a password check', errorFields(error)));
     };
     return { succeeded: takeBack, abandoned: takeBack };
   }

@@ -58,15 +58,20 @@ export class FleetHistory {
   /** The other gateways' parts that held no history at the last read: left out, each reported once. */
   damaged = new Set<string>();
 
-  constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly history: UsageHistory,
-    private readonly id: string, private readonly log: Logger) {
+  constructor(
+    private readonly etcd: EtcdConnection,
+    private readonly keys: FleetKeys,
+    private readonly history: UsageHistory,
+    private readonly id: string,
+    private readonly log: Logger,
+  ) {
     this.own = keys.history(id, '');
   }
 
   private why(error: unknown): string {
     const { kind } = etcdRefusal((error as { cause?: unknown }).cause ?? error);
     if (kind === 'permission-denied') return `the etcd user's role needs readwrite on ${this.keys.historyPrefix}`;
-    if (kind === 'unreachable') return 'the fleet\'s etcd did not answer; the next round tries again';
+    if (kind === 'unreachable') return "the fleet's etcd did not answer; the next round tries again";
     return `etcd refused this gateway (${kind}); the next round tries again`;
   }
 
@@ -128,10 +133,12 @@ export class FleetHistory {
       const keys = await this.etcd.call((client) => client.getAll().prefix(this.keys.historyPrefix).keys());
       const wanted = keys.filter((key) => !key.startsWith(this.own) && key.endsWith(part));
       const values = await Promise.all(wanted.map((key) => this.etcd.call((client) => client.get(key).string())));
-      all = Object.fromEntries(wanted.flatMap((key, i) => values[i] === null ? [] : [[key, values[i]!]]));
+      all = Object.fromEntries(wanted.flatMap((key, i) => (values[i] === null ? [] : [[key, values[i]!]])));
     } catch (error) {
-      this.log.warn(`cannot read the other gateways' usage history, so auth.usageHistory shows this gateway's alone; ${this.why(error)}`,
-        errorFields(error));
+      this.log.warn(
+        `cannot read the other gateways' usage history, so auth.usageHistory shows this gateway's alone; ${this.why(error)}`,
+        errorFields(error),
+      );
       return [];
     }
     const read: ReadHistory[] = [];
@@ -140,8 +147,11 @@ export class FleetHistory {
       if (history === undefined) {
         if (!this.damaged.has(key)) {
           this.damaged.add(key);
-          this.log.warn(`the fleet ${this.keys.name} holds a damaged usage history key ${key}; it is left out of auth.usageHistory, ` +
-            'and no gateway needs it to verify tokens: delete it (etcdctl del)', { cluster: this.keys.name, key });
+          this.log.warn(
+            `the fleet ${this.keys.name} holds a damaged usage history key ${key}; it is left out of auth.usageHistory, ` +
+              'and no gateway needs it to verify tokens: delete it (etcdctl del)',
+            { cluster: this.keys.name, key },
+          );
         }
         continue;
       }

@@ -61,8 +61,13 @@ export class FleetUsage {
   /** The other gateways' keys that held no usage counts at the last read: left out, each reported once. */
   damaged = new Set<string>();
 
-  constructor(private readonly etcd: EtcdConnection, private readonly keys: FleetKeys, private readonly core: Core,
-    private readonly log: Logger, private readonly clock: Clock) {
+  constructor(
+    private readonly etcd: EtcdConnection,
+    private readonly keys: FleetKeys,
+    private readonly core: Core,
+    private readonly log: Logger,
+    private readonly clock: Clock,
+  ) {
     this.key = keys.usage(this.id);
   }
 
@@ -70,7 +75,8 @@ export class FleetUsage {
   private why(error: unknown): string {
     const { kind } = etcdRefusal((error as { cause?: unknown }).cause ?? error);
     if (kind === 'permission-denied') return `the etcd user's role needs readwrite on ${this.keys.usagePrefix}`;
-    if (kind === 'unreachable') return 'the fleet\'s etcd did not answer (an outage, or this gateway is cut off from it); the next round tries again';
+    if (kind === 'unreachable')
+      return "the fleet's etcd did not answer (an outage, or this gateway is cut off from it); the next round tries again";
     return `etcd refused this gateway (${kind}); the next round tries again`;
   }
 
@@ -95,7 +101,7 @@ export class FleetUsage {
    * shows this gateway's own counts rather than fail, and the warning says why.
    */
   async others(): Promise<Map<number, Usage>> {
-    return (await this.read('listTokens shows this gateway\'s alone'))?.usage ?? new Map();
+    return (await this.read("listTokens shows this gateway's alone"))?.usage ?? new Map();
   }
 
   /**
@@ -105,7 +111,7 @@ export class FleetUsage {
    * it was last given, and the warning says why.
    */
   async refreshQuota(live: readonly InventoryEntry[]): Promise<void> {
-    const quota = (await this.read('the quotas count this gateway\'s calls and the others\' last read counts'))?.quota;
+    const quota = (await this.read("the quotas count this gateway's calls and the others' last read counts"))?.quota;
     if (quota === undefined) return;
     for (const e of live) {
       const sum = quota.get(e.serial);
@@ -131,15 +137,22 @@ export class FleetUsage {
       if (counted === undefined) {
         damaged.add(key);
         if (!this.damaged.has(key)) {
-          this.log.warn(`the fleet ${this.keys.name} holds a damaged usage key ${key} (it holds no usage counts); it is left out of ` +
-            `listTokens, and no gateway needs it to verify tokens: delete it with ${deleteKeyCommand(key)}`, { cluster: this.keys.name, key });
+          this.log.warn(
+            `the fleet ${this.keys.name} holds a damaged usage key ${key} (it holds no usage counts); it is left out of ` +
+              `listTokens, and no gateway needs it to verify tokens: delete it with ${deleteKeyCommand(key)}`,
+            { cluster: this.keys.name, key },
+          );
         }
         continue;
       }
       for (const [serial, requests, lastUsedMs] of counted.tokens) {
         const seen = merged.get(serial);
-        merged.set(serial, seen === undefined ? { requests, lastUsedMs }
-          : { requests: Math.min(seen.requests + requests, MAX_USAGE_REQUESTS), lastUsedMs: Math.max(seen.lastUsedMs, lastUsedMs) });
+        merged.set(
+          serial,
+          seen === undefined
+            ? { requests, lastUsedMs }
+            : { requests: Math.min(seen.requests + requests, MAX_USAGE_REQUESTS), lastUsedMs: Math.max(seen.lastUsedMs, lastUsedMs) },
+        );
       }
       // The calls of one window are summed; a count of an earlier window than another
       // gateway's has ended, and counts nothing.

@@ -6,9 +6,27 @@
 // The core's own files are compiled for the host too, so that its codes have one definition.
 import { Outcome } from '../../assembly/outcome.js';
 import {
-  ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_EMPTY, GRANT_NO_METHODS,
-  GRANT_TABLE_FULL, GRANT_TOO_MANY_CLIENTS, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS, ISSUE_BAD_SERIAL, ISSUE_BAD_TIME,
-  ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL, RESERVE_EXPIRED, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED,
+  ADMIT_CLIENT,
+  ADMIT_OK,
+  ADMIT_OVER_BURST,
+  ADMIT_QUOTA,
+  ADMIT_RATE,
+  ADMIT_TABLE_FULL,
+  GRANT_EMPTY,
+  GRANT_NO_METHODS,
+  GRANT_TABLE_FULL,
+  GRANT_TOO_MANY_CLIENTS,
+  GRANT_TOO_MANY_ENTRIES,
+  GRANT_TOO_MANY_METHODS,
+  ISSUE_BAD_SERIAL,
+  ISSUE_BAD_TIME,
+  ISSUE_NO_KEY,
+  ISSUE_UNKNOWN_GRANT,
+  ISSUE_WINDOW_FULL,
+  RESERVE_EXPIRED,
+  REVOKE_EXPIRED,
+  REVOKE_MARKED,
+  REVOKE_NEVER_ISSUED,
 } from '../../assembly/results.js';
 
 /** Outcomes of a token check: assembly/outcome.ts itself. */
@@ -102,8 +120,8 @@ export const RESULT = {
  * What the core's path rules refuse, in brief, for the messages users see (the rule in
  * full: assembly/README.md, "Paths").
  */
-export const PATH_RULES = 'dot or empty segments, "\\", and encoded "/", "\\", ".", "%", ";", "?", "#", controls, look-alikes ' +
-  'or malformed UTF-8 are refused';
+export const PATH_RULES =
+  'dot or empty segments, "\\", and encoded "/", "\\", ".", "%", ";", "?", "#", controls, look-alikes ' + 'or malformed UTF-8 are refused';
 
 // Keyed by Outcome, so that an outcome added to the core without a name here does not compile.
 const NAMES: Readonly<Record<Outcome, string>> = {
@@ -145,8 +163,18 @@ export const GENERATED_PASSWORD_LENGTH = 32;
 export const MAX_CLIENTS = 64;
 
 /** Why the core refused a grant: its endpoints, its methods, or the table's size. */
-export type GrantErrorCode = 'empty' | 'too-many-entries' | 'table-full' | 'bad-entry' | 'entry-too-long' | 'bad-method' |
-  'method-too-long' | 'too-many-methods' | 'no-methods' | 'bad-limit' | 'too-many-clients';
+export type GrantErrorCode =
+  | 'empty'
+  | 'too-many-entries'
+  | 'table-full'
+  | 'bad-entry'
+  | 'entry-too-long'
+  | 'bad-method'
+  | 'method-too-long'
+  | 'too-many-methods'
+  | 'no-methods'
+  | 'bad-limit'
+  | 'too-many-clients';
 
 export class GrantError extends Error {
   /**
@@ -154,7 +182,11 @@ export class GrantError extends Error {
    * canonical list; for 'bad-method' and 'method-too-long', the index of the pattern in
    * `methods` as given.
    */
-  constructor(readonly code: GrantErrorCode, message: string, readonly entry?: number) {
+  constructor(
+    readonly code: GrantErrorCode,
+    message: string,
+    readonly entry?: number,
+  ) {
     super(message);
     this.name = 'GrantError';
   }
@@ -164,7 +196,10 @@ export class GrantError extends Error {
 export type IssueErrorCode = 'unknown-grant' | 'window-full' | 'bad-time' | 'no-key' | 'bad-serial';
 
 export class IssueError extends Error {
-  constructor(readonly code: IssueErrorCode, message: string) {
+  constructor(
+    readonly code: IssueErrorCode,
+    message: string,
+  ) {
     super(message);
     this.name = 'IssueError';
   }

@@ -15,7 +15,13 @@ import { instantiateSync } from '@assemblyscript/loader';
 import { MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, PAGE_BYTES } from '../../assembly/memory-map.js';
 import { Outcome } from '../../assembly/outcome.js';
 import {
-  ADMIT_UNKNOWN_GRANT, ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN, PASSWORD_NEEDS_ENTROPY, type RESERVE_EXPIRED, RESERVE_OUT_OF_WINDOW,
+  ADMIT_UNKNOWN_GRANT,
+  ATTACH_BAD_SLOT,
+  ATTACH_NOT_READY,
+  ATTACH_TAKEN,
+  PASSWORD_NEEDS_ENTROPY,
+  type RESERVE_EXPIRED,
+  RESERVE_OUT_OF_WINDOW,
 } from '../../assembly/results.js';
 import { InvariantError } from '../api-auth-error.js';
 import { ABI_VERSION, GENERATED_PASSWORD_LENGTH, issueError, RESULT } from './abi.js';
@@ -91,7 +97,7 @@ export class Core {
       throw new InvariantError('memory, threads and slot need the threads build of the core (core-threads.wasm)');
     }
     if (!this.owner && options.memory === undefined) throw new InvariantError('a reader needs the memory of its owner');
-    const memory = threaded ? options.memory ?? sharedMemory(this.windowLog2, options.threads ?? 1) : undefined;
+    const memory = threaded ? (options.memory ?? sharedMemory(this.windowLog2, options.threads ?? 1)) : undefined;
     const instance = instantiateSync<Exports>(module, memory ? { env: { memory } } : {});
     this.x = instance.exports as unknown as Exports;
     this.memory = this.x.memory;
@@ -114,23 +120,34 @@ export class Core {
 
   private init(memory: WebAssembly.Memory | undefined): void {
     if (this.x.init(this.windowLog2) === 0) return;
-    if (memory === undefined || !Number.isInteger(this.windowLog2) || this.windowLog2 < MIN_WINDOW_LOG2 || this.windowLog2 > MAX_WINDOW_LOG2) {
+    if (
+      memory === undefined ||
+      !Number.isInteger(this.windowLog2) ||
+      this.windowLog2 < MIN_WINDOW_LOG2 ||
+      this.windowLog2 > MAX_WINDOW_LOG2
+    ) {
       throw new InvariantError(`core init failed: windowLog2 must be an integer from ${MIN_WINDOW_LOG2} to ${MAX_WINDOW_LOG2}`);
     }
     const pages = memory.buffer.byteLength / PAGE_BYTES;
     if (pages < sharedMemoryPages(this.windowLog2)) {
-      throw new InvariantError(`core init failed: the shared memory has ${pages} pages, fewer than sharedMemoryPages(${this.windowLog2}) = ${sharedMemoryPages(this.windowLog2)}`);
+      throw new InvariantError(
+        `core init failed: the shared memory has ${pages} pages, fewer than sharedMemoryPages(${this.windowLog2}) = ${sharedMemoryPages(this.windowLog2)}`,
+      );
     }
     throw new InvariantError('core init failed: the shared memory is set up already (attach to it with a slot)');
   }
 
   private attach(slot: number): void {
-    const result = Number.isInteger(slot) && slot > 0 && slot < 2 ** 32 ? (this.x.attach as (slot: number) => number)(slot) : ATTACH_BAD_SLOT;
+    const result =
+      Number.isInteger(slot) && slot > 0 && slot < 2 ** 32 ? (this.x.attach as (slot: number) => number)(slot) : ATTACH_BAD_SLOT;
     if (result === 0) return;
-    if (result === ATTACH_NOT_READY) throw new InvariantError('cannot attach: the shared memory has no core set up yet (make its owner first)');
+    if (result === ATTACH_NOT_READY)
+      throw new InvariantError('cannot attach: the shared memory has no core set up yet (make its owner first)');
     if (result === ATTACH_TAKEN) throw new InvariantError(`cannot attach: slot ${slot} is taken by another instance`);
     const slots = this.x.slots?.() ?? 0;
-    throw new InvariantError(`cannot attach: there is no slot ${slot}; this memory has slots 1 to ${slots - 1} (size it with sharedMemoryPages)`);
+    throw new InvariantError(
+      `cannot attach: there is no slot ${slot}; this memory has slots 1 to ${slots - 1} (size it with sharedMemoryPages)`,
+    );
   }
 
   /** Threads build: how many instances the shared memory has room for, the owner's included. */
@@ -205,8 +222,12 @@ export class Core {
     return this.grantCall(endpoints, methods, limits, (len) => this.x.grantFind(len));
   }
 
-  private grantCall(endpoints: readonly string[], methods: readonly string[] | undefined, limits: readonly string[] | undefined,
-    call: (len: number) => number): number {
+  private grantCall(
+    endpoints: readonly string[],
+    methods: readonly string[] | undefined,
+    limits: readonly string[] | undefined,
+    call: (len: number) => number,
+  ): number {
     const grant = encodeGrant(endpoints, methods, limits, this.ioCap);
     this.writeIo(grant.bytes);
     const id = call(grant.bytes.length);
@@ -340,7 +361,10 @@ export class Core {
    * nothing here (its calls are `admit`'s).
    */
   countUsage(claims: Claims, calls: number, now: number): void {
-    if (this.x.countUsage(BigInt(claims.serial), BigInt(claims.expiry), claims.grant, calls, BigInt(now) * 1_000_000_000n) === ADMIT_UNKNOWN_GRANT) {
+    if (
+      this.x.countUsage(BigInt(claims.serial), BigInt(claims.expiry), claims.grant, calls, BigInt(now) * 1_000_000_000n) ===
+      ADMIT_UNKNOWN_GRANT
+    ) {
       throw new RangeError(`unknown grant ${claims.grant}`);
     }
   }
@@ -371,7 +395,8 @@ export class Core {
   reserveSerials(start: number, end: number, expiryBound: number): 0 | typeof RESERVE_EXPIRED {
     this.writer();
     const result = this.x.reserveSerials(BigInt(start), BigInt(end), BigInt(expiryBound));
-    if (result === RESERVE_OUT_OF_WINDOW) throw new RangeError(`serials ${start}..${end} do not fit the revocation window above the floor ${this.floor}`);
+    if (result === RESERVE_OUT_OF_WINDOW)
+      throw new RangeError(`serials ${start}..${end} do not fit the revocation window above the floor ${this.floor}`);
     return result as 0 | typeof RESERVE_EXPIRED;
   }
 

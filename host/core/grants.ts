@@ -1,13 +1,12 @@
 // Grants as the host hands them to the core and as a state file keeps them: the canonical
 // lists, the encoding `grantAdd` and `grantFind` read from the io buffer, and the
 // GrantError a refusal becomes (assembly/README.md, "Grants", "Method scopes", "Limits").
-import {
-  GRANT_BAD_ENTRY, GRANT_BAD_LIMIT, GRANT_BAD_METHOD, GRANT_ENTRY_TOO_LONG, GRANT_METHOD_TOO_LONG,
-} from '../../assembly/results.js';
+import { GRANT_BAD_ENTRY, GRANT_BAD_LIMIT, GRANT_BAD_METHOD, GRANT_ENTRY_TOO_LONG, GRANT_METHOD_TOO_LONG } from '../../assembly/results.js';
 import { CORE_GRANT_ERRORS, GrantError, MAX_ENDPOINT_LENGTH, MAX_METHOD_LENGTH, PATH_RULES } from './abi.js';
 
 /** What a method pattern is, for the messages users see (the rule in full: assembly/README.md, "Method scopes"). */
-export const METHOD_RULES = `a JSON-RPC method name of 1 to ${MAX_METHOD_LENGTH} visible ASCII characters (no spaces, controls or ` +
+export const METHOD_RULES =
+  `a JSON-RPC method name of 1 to ${MAX_METHOD_LENGTH} visible ASCII characters (no spaces, controls or ` +
   'non-ASCII), optionally ending in "*" to allow every method it starts (like eth_*), or "*" alone for every method';
 
 /** `*` anywhere means every endpoint; otherwise duplicates go and the order is fixed. */
@@ -64,8 +63,12 @@ export interface EncodedGrant {
  * record it. Throws GrantError for what the encoding itself cannot carry: a line break,
  * an empty pattern, or a list longer than `capacity`.
  */
-export function encodeGrant(endpoints: readonly string[], methods: readonly string[] | undefined, limits: readonly string[] | undefined,
-  capacity: number): EncodedGrant {
+export function encodeGrant(
+  endpoints: readonly string[],
+  methods: readonly string[] | undefined,
+  limits: readonly string[] | undefined,
+  capacity: number,
+): EncodedGrant {
   const canonical = [...new Set(endpoints)].sort();
   const newline = canonical.findIndex((e) => e.includes('\n'));
   if (newline >= 0) throw new GrantError('bad-entry', `endpoint ${JSON.stringify(canonical[newline])} holds a line break`, newline);
@@ -81,8 +84,10 @@ export function encodeGrant(endpoints: readonly string[], methods: readonly stri
   const entries = limits === undefined ? scoped : [...scoped, ...(methods === undefined ? ['', ''] : ['']), ...limits];
   const bytes = new TextEncoder().encode(entries.map((e) => e + '\n').join(''));
   if (bytes.length > capacity) {
-    throw new GrantError('too-many-entries', `the endpoint list${methods === undefined ? '' : ' and methods'} ` +
-      `take more than ${capacity} bytes`);
+    throw new GrantError(
+      'too-many-entries',
+      `the endpoint list${methods === undefined ? '' : ' and methods'} ` + `take more than ${capacity} bytes`,
+    );
   }
   return { bytes, endpoints: canonical, patterns };
 }
@@ -92,22 +97,35 @@ export function encodeGrant(endpoints: readonly string[], methods: readonly stri
  * `index` is the word the core left at result+0, the refused entry's index for the codes
  * that name one. `methods` and `limits` as the caller gave them.
  */
-export function grantRefusal(code: number, index: number, grant: EncodedGrant, methods: readonly string[] | undefined,
-  limits: readonly string[] | undefined): GrantError {
+export function grantRefusal(
+  code: number,
+  index: number,
+  grant: EncodedGrant,
+  methods: readonly string[] | undefined,
+  limits: readonly string[] | undefined,
+): GrantError {
   if (code === GRANT_BAD_ENTRY || code === GRANT_ENTRY_TOO_LONG) {
     const shown = shorten(grant.endpoints[index]);
     if (code === GRANT_ENTRY_TOO_LONG) {
       return new GrantError('entry-too-long', `endpoint ${shown} is longer than ${MAX_ENDPOINT_LENGTH} bytes`, index);
     }
-    return new GrantError('bad-entry', `endpoint ${shown} is not one of "*" (every path), "/" (the root alone, where ` +
-      `Ethereum nodes serve JSON-RPC), an absolute path such as /ext/info, or a subtree such as /ext/bc/*; in paths, ${PATH_RULES}`, index);
+    return new GrantError(
+      'bad-entry',
+      `endpoint ${shown} is not one of "*" (every path), "/" (the root alone, where ` +
+        `Ethereum nodes serve JSON-RPC), an absolute path such as /ext/info, or a subtree such as /ext/bc/*; in paths, ${PATH_RULES}`,
+      index,
+    );
   }
   if (code === GRANT_BAD_METHOD || code === GRANT_METHOD_TOO_LONG) {
     return methodError(code === GRANT_BAD_METHOD ? 'bad-method' : 'method-too-long', methods as readonly string[], grant.patterns[index]);
   }
   if (code === GRANT_BAD_LIMIT) {
-    return new GrantError('bad-limit', `limit entry ${shorten((limits ?? [])[index] ?? '')} is not canonical ` +
-      '("rate N/s|m|h", "burst B", then "client" ranges in ascending order)', index);
+    return new GrantError(
+      'bad-limit',
+      `limit entry ${shorten((limits ?? [])[index] ?? '')} is not canonical ` +
+        '("rate N/s|m|h", "burst B", then "client" ranges in ascending order)',
+      index,
+    );
   }
   const [name, message] = CORE_GRANT_ERRORS[code] ?? ['table-full', `grant refused (${code})`];
   return new GrantError(name, message);

@@ -3,8 +3,21 @@
 // state and every instance's slot. The numbers are the core's own (assembly/memory-map.ts,
 // compiled for the host too); go/core/memory_map.go is generated from the same file.
 import {
-  EXPIRY_BYTES, EXPIRY_PAGE_LOG2, GRANT_INDEX_ENTRY_BYTES, HEAP_BASE, LIMIT_SLOT_BYTES, LIMIT_SLOTS_LOG2, MAX_GRANT_BYTES, MAX_GRANTS,
-  MAX_PAGES, MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, PAGE_BYTES, RING_BYTE_LOG2, SLOT_BYTES, TABLE_ALIGN,
+  EXPIRY_BYTES,
+  EXPIRY_PAGE_LOG2,
+  GRANT_INDEX_ENTRY_BYTES,
+  HEAP_BASE,
+  LIMIT_SLOT_BYTES,
+  LIMIT_SLOTS_LOG2,
+  MAX_GRANT_BYTES,
+  MAX_GRANTS,
+  MAX_PAGES,
+  MAX_WINDOW_LOG2,
+  MIN_WINDOW_LOG2,
+  PAGE_BYTES,
+  RING_BYTE_LOG2,
+  SLOT_BYTES,
+  TABLE_ALIGN,
 } from '../../assembly/memory-map.js';
 
 /** The revocation window api-auth runs with: 2^22 serials. */

@@ -59,8 +59,13 @@ export class AccessLog {
    * `open`: whether a path needs no token (the gate's), null when no token is ever
    * checked. `clock`: the lines' time.
    */
-  constructor(private readonly writer: LineWriter, private readonly trusted: TrustedProxies, private readonly clock: Clock,
-    readonly open: ((path: string) => boolean) | null, private readonly metrics: Metrics) {}
+  constructor(
+    private readonly writer: LineWriter,
+    private readonly trusted: TrustedProxies,
+    private readonly clock: Clock,
+    readonly open: ((path: string) => boolean) | null,
+    private readonly metrics: Metrics,
+  ) {}
 
   /** The response to answer `req` through, counted (counted-response.ts), and logged but for a path not logged. Call it first in the uWS handler. */
   watch(res: HttpResponse, req: HttpRequest, method: string, path: string): HttpResponse {
@@ -108,8 +113,14 @@ export class LoggedResponse extends CountedResponse {
   /** The client's address, set right after the response is made. */
   client = '';
 
-  constructor(private readonly log: AccessLog, res: HttpResponse, metrics: Metrics, private readonly method: string,
-    private readonly path: string, private readonly time: number) {
+  constructor(
+    private readonly log: AccessLog,
+    res: HttpResponse,
+    metrics: Metrics,
+    private readonly method: string,
+    private readonly path: string,
+    private readonly time: number,
+  ) {
     super(res, metrics);
   }
 
@@ -122,7 +133,8 @@ export class LoggedResponse extends CountedResponse {
   line(): string {
     const token = this.token === null ? 'null' : `"${this.token}"`;
     const rpc = this.methods === null ? 'null' : JSON.stringify(this.methods);
-    let text = `{"time":"${isoTime(this.time)}","client":"${this.client}","token":${token},"method":${JSON.stringify(this.method)},` +
+    let text =
+      `{"time":"${isoTime(this.time)}","client":"${this.client}","token":${token},"method":${JSON.stringify(this.method)},` +
       `"path":${JSON.stringify(this.path)},"rpc":${rpc},"calls":${this.calls},"status":${this.status},"upstreamStatus":${this.upstream},` +
       `"durationUs":${this.duration},"bytesIn":${this.bytesIn},"bytesOut":${this.bytesOut}`;
     const session = this.session;
@@ -231,8 +243,13 @@ export class LoggedResponse extends CountedResponse {
     return this;
   }
 
-  override upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString,
-    secWebSocketExtensions: RecognizedString, context: us_socket_context_t): void {
+  override upgrade<UserData>(
+    userData: UserData,
+    secWebSocketKey: RecognizedString,
+    secWebSocketProtocol: RecognizedString,
+    secWebSocketExtensions: RecognizedString,
+    context: us_socket_context_t,
+  ): void {
     // The upstream accepted (the relay upgrades only then): the line waits for the session's end.
     this.upstream = 101;
     this.session = { messagesIn: 0, messagesOut: 0, bytesIn: 0, bytesOut: 0 };

@@ -97,9 +97,25 @@ export interface Way {
 }
 
 /** A request to the router: any local route, or the proxy. */
-export const HTTP: Way = Object.freeze({ preflight: true, cors: true, queryToken: false, keepsToken: false, messages: false, check: false, origin: false });
+export const HTTP: Way = Object.freeze({
+  preflight: true,
+  cors: true,
+  queryToken: false,
+  keepsToken: false,
+  messages: false,
+  check: false,
+  origin: false,
+});
 /** The original request of a /ext/auth/check. */
-export const CHECK: Way = Object.freeze({ preflight: false, cors: true, queryToken: false, keepsToken: false, messages: false, check: true, origin: false });
+export const CHECK: Way = Object.freeze({
+  preflight: false,
+  cors: true,
+  queryToken: false,
+  keepsToken: false,
+  messages: false,
+  check: true,
+  origin: false,
+});
 /** A WebSocket upgrade to the upstream; `queryToken`: --api-auth-query-token. */
 export function webSocketWay(queryToken: boolean): Way {
   return Object.freeze({ preflight: false, cors: false, queryToken, keepsToken: true, messages: true, check: false, origin: true });
@@ -146,9 +162,15 @@ export class Admission {
    * null: no origin is allowed. `routes`: api-auth's own, which answer no other site's preflight.
    * `trusted`: the proxies whose X-Forwarded-For names the client a token's allowedClients are matched against.
    */
-  constructor(private readonly core: Core, private readonly gate: Gate | null, private readonly cors: Cors | null,
-    private readonly routes: ReadonlyMap<string, OwnRoute>, private readonly trusted: TrustedProxies,
-    metrics: Metrics | null = null, private readonly inFlight: InFlight | null = null) {
+  constructor(
+    private readonly core: Core,
+    private readonly gate: Gate | null,
+    private readonly cors: Cors | null,
+    private readonly routes: ReadonlyMap<string, OwnRoute>,
+    private readonly trusted: TrustedProxies,
+    metrics: Metrics | null = null,
+    private readonly inFlight: InFlight | null = null,
+  ) {
     this.bodies = gate === null || metrics === null ? null : new BodyAdmission(core, gate, metrics);
   }
 
@@ -169,7 +191,7 @@ export class Admission {
       writeForeignOrigin(res, req.getMethod() === 'head');
       return Decision.Answered;
     }
-    const allow = this.allow = way.cors && this.cors !== null ? this.cors.allow(origin) : '';
+    const allow = (this.allow = way.cors && this.cors !== null ? this.cors.allow(origin) : '');
     // A preflight carries no token (browsers send none): an allowed origin is answered here,
     // for the node's endpoints. api-auth's own routes answer no other site's page (the token
     // service above all: a page must not spend an operator's password attempts), so their
@@ -189,9 +211,10 @@ export class Admission {
       const query = req.getQuery() as string | undefined;
       if (query !== undefined) fromQuery = queryToken(query);
     }
-    const decision = fromQuery !== null
-      ? this.decide(fromQuery, true, path, method, way, NO_BODY_LOOKUP, res, req)
-      : this.decide(header, false, path, method, way, NO_BODY_LOOKUP, res, req);
+    const decision =
+      fromQuery !== null
+        ? this.decide(fromQuery, true, path, method, way, NO_BODY_LOOKUP, res, req)
+        : this.decide(header, false, path, method, way, NO_BODY_LOOKUP, res, req);
     if (decision === Decision.Refused) this.write(res, req, way);
     else if (way.keepsToken && this.gate !== null && !this.gate.open(path)) this.token = fromQuery ?? header.slice(BEARER_LENGTH);
     return decision;
@@ -204,8 +227,17 @@ export class Admission {
    * head says of its body, or NO_BODY_LOOKUP to read it from `req`. `client`: the client's
    * 16 bytes, or null to read them from `res` and `req` (only for a token with limits).
    */
-  decide(credential: string, bare: boolean, path: string, method: string, way: Way, body: Body | typeof NO_BODY_LOOKUP,
-    res: HttpResponse | null, req: HttpRequest | null, client: Uint8Array | null = null): Decision {
+  decide(
+    credential: string,
+    bare: boolean,
+    path: string,
+    method: string,
+    way: Way,
+    body: Body | typeof NO_BODY_LOOKUP,
+    res: HttpResponse | null,
+    req: HttpRequest | null,
+    client: Uint8Array | null = null,
+  ): Decision {
     this.token = null;
     this.ticket = null;
     this.refusal = null;
@@ -270,22 +302,33 @@ export class Admission {
   private write(res: HttpResponse, req: HttpRequest, way: Way): void {
     const head = req.getMethod() === 'head';
     if (this.refusal !== null) writeCallRefusal(res, this.refusal, head, this.allow, way.check);
-    else if (way.messages || way.check || this.inFlight === null || req.getMethod() !== 'post' || bodyOf(req, 'POST', way) !== Body.Present) {
+    else if (
+      way.messages ||
+      way.check ||
+      this.inFlight === null ||
+      req.getMethod() !== 'post' ||
+      bodyOf(req, 'POST', way) !== Body.Present
+    ) {
       writeRefusal(res, this.outcome, head, this.allow);
     } else {
       const outcome = this.outcome;
       const allow = this.allow;
       const pending = this.inFlight.begin(res);
-      readBody(res, pending, (body) => {
-        const reading = readCalls(body);
-        const id = reading.ok ? (reading.batch ? null : reading.calls[0].id) : reading.id;
-        res.cork(() => writeRefusal(res, outcome, false, allow, id));
-        pending.finish();
-      }, () => {
-        // Past what a call's id is read from: the refusal as it is, and the rest of the body is not read.
-        res.cork(() => writeRefusal(res, outcome, false, allow, null, true));
-        pending.finish();
-      });
+      readBody(
+        res,
+        pending,
+        (body) => {
+          const reading = readCalls(body);
+          const id = reading.ok ? (reading.batch ? null : reading.calls[0].id) : reading.id;
+          res.cork(() => writeRefusal(res, outcome, false, allow, id));
+          pending.finish();
+        },
+        () => {
+          // Past what a call's id is read from: the refusal as it is, and the rest of the body is not read.
+          res.cork(() => writeRefusal(res, outcome, false, allow, null, true));
+          pending.finish();
+        },
+      );
     }
   }
 

@@ -38,11 +38,16 @@ import { writeCallRefusal } from './refusals.js';
 import { MAX_BODY_BYTES } from '../own-endpoints.js';
 import { endWith, jsonLine, readBody, writeBodyTooLarge } from './responses.js';
 
-const NO_URI = jsonLine(RpcCode.InvalidRequest, '/ext/auth/check needs the original request: its request line in ' +
-  'X-Original-Request (nginx: proxy_set_header X-Original-Request $request), or its URI in X-Forwarded-Uri (Caddy forward_auth ' +
-  'and Traefik ForwardAuth send it)');
-const BAD_REQUEST_LINE = jsonLine(RpcCode.InvalidRequest, 'X-Original-Request is not a request line ("METHOD URI HTTP/1.1"): ' +
-  'set it to nginx\'s $request');
+const NO_URI = jsonLine(
+  RpcCode.InvalidRequest,
+  '/ext/auth/check needs the original request: its request line in ' +
+    'X-Original-Request (nginx: proxy_set_header X-Original-Request $request), or its URI in X-Forwarded-Uri (Caddy forward_auth ' +
+    'and Traefik ForwardAuth send it)',
+);
+const BAD_REQUEST_LINE = jsonLine(
+  RpcCode.InvalidRequest,
+  'X-Original-Request is not a request line ("METHOD URI HTTP/1.1"): ' + "set it to nginx's $request",
+);
 const MIXED_REQUEST = twoWays('X-Original-Request with X-Original-URI, X-Original-Method, X-Forwarded-Uri or X-Forwarded-Method');
 const MIXED_NGINX = twoWays('X-Original-URI with X-Forwarded-Uri or X-Forwarded-Method');
 const MIXED_FORWARDED = twoWays('X-Forwarded-Uri with X-Original-Method');
@@ -50,7 +55,10 @@ const GRANTED = new TextEncoder().encode('{"ok":true}\n');
 
 export class AuthCheck {
   /** `admission`: the one the router's requests go through; `inFlight` counts a check whose body is being read. */
-  constructor(private readonly admission: Admission, private readonly inFlight: InFlight) {}
+  constructor(
+    private readonly admission: Admission,
+    private readonly inFlight: InFlight,
+  ) {}
 
   /** Call it from the uWS handler, before returning. */
   answer(res: HttpResponse, req: HttpRequest): void {
@@ -62,7 +70,12 @@ export class AuthCheck {
     let method: string;
     let uri: string;
     if (line !== '') {
-      if (originalUri !== '' || forwardedUri !== '' || req.getHeader('x-original-method') !== '' || req.getHeader('x-forwarded-method') !== '') {
+      if (
+        originalUri !== '' ||
+        forwardedUri !== '' ||
+        req.getHeader('x-original-method') !== '' ||
+        req.getHeader('x-forwarded-method') !== ''
+      ) {
         return writeBadCheck(res, head, MIXED_REQUEST);
       }
       // A URI may hold spaces (nginx takes them), a method and a protocol never do.
@@ -123,8 +136,11 @@ function writeBadCheck(res: HttpResponse, head: boolean, body: Uint8Array): void
 
 /** The 400 of a check request that names the original request in two ways; `found` says which headers. */
 function twoWays(found: string): Uint8Array {
-  return jsonLine(RpcCode.InvalidRequest, `/ext/auth/check got ${found}: two ways of naming the original request, so one ` +
-    'was written by the client. The proxy in front names it one way (nginx X-Original-Request, or X-Original-URI and ' +
-    'X-Original-Method; Caddy and Traefik X-Forwarded-Uri and X-Forwarded-Method) and must drop the client\'s copies of the ' +
-    'others (nginx: proxy_set_header NAME ""; in the check\'s location; Caddy: header_up -NAME in forward_auth)');
+  return jsonLine(
+    RpcCode.InvalidRequest,
+    `/ext/auth/check got ${found}: two ways of naming the original request, so one ` +
+      'was written by the client. The proxy in front names it one way (nginx X-Original-Request, or X-Original-URI and ' +
+      "X-Original-Method; Caddy and Traefik X-Forwarded-Uri and X-Forwarded-Method) and must drop the client's copies of the " +
+      'others (nginx: proxy_set_header NAME ""; in the check\'s location; Caddy: header_up -NAME in forward_auth)',
+  );
 }

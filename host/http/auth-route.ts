@@ -15,8 +15,16 @@ import type { SessionCredentials } from '../rpc/jsonrpc.js';
 import type { Tarpit } from './tarpit.js';
 
 /** Call it from the uWS handler, before returning; `address` is the client's. */
-export function postAuth(res: HttpResponse, req: HttpRequest, service: TokenServiceLink, address: string, inFlight: InFlight,
-  tarpit: Tarpit, log: Logger, management: Management): void {
+export function postAuth(
+  res: HttpResponse,
+  req: HttpRequest,
+  service: TokenServiceLink,
+  address: string,
+  inFlight: InFlight,
+  tarpit: Tarpit,
+  log: Logger,
+  management: Management,
+): void {
   const wait = service.throttled(address);
   if (wait === 0) return postCall(res, req, service, address, inFlight, log, '', null, management);
   const pending = inFlight.begin(res);

@@ -49,7 +49,11 @@ export interface Judged {
 }
 
 export class BodyAdmission {
-  constructor(private readonly core: Core, private readonly gate: Gate, private readonly metrics: Metrics) {}
+  constructor(
+    private readonly core: Core,
+    private readonly gate: Gate,
+    private readonly metrics: Metrics,
+  ) {}
 
   /**
    * Judges `body` (read whole; `via` for the metrics). `split`: the request's answer comes
@@ -96,7 +100,7 @@ export class BodyAdmission {
     const limited = ticket.limited;
     if (limited === null) return { reading, refusal: null, split: made };
     const calls = made === null ? reading.calls.length : made.calls;
-    const id = reading.batch ? 'null' : reading.calls[0].id ?? 'null';
+    const id = reading.batch ? 'null' : (reading.calls[0].id ?? 'null');
     return { reading, refusal: this.count(limited, calls, id), split: made };
   }
 
@@ -106,7 +110,13 @@ export class BodyAdmission {
     return result === ADMIT_OK ? null : limitRefusal(result, this.core.admitWait, calls, idJson, this.core.quotaResetMs);
   }
 
-  private unreadable(ticket: Ticket, problem: Parameters<typeof unreadableRefusal>[0], at: number, id: string | null, via: ScopeVia): CallRefusal {
+  private unreadable(
+    ticket: Ticket,
+    problem: Parameters<typeof unreadableRefusal>[0],
+    at: number,
+    id: string | null,
+    via: ScopeVia,
+  ): CallRefusal {
     if (ticket.grant >= 0) this.metrics.scopeCheck(via, 'not json-rpc');
     else this.metrics.limitRefusals[LIMIT_UNREADABLE]++;
     return unreadableRefusal(problem, at, id, ticket.grant >= 0);

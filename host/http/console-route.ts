@@ -10,7 +10,8 @@ import { CONSOLE_FILES, CONSOLE_PATH } from '../own-endpoints.js';
 import { endWith, writeMethodNotAllowed, writeNotFound } from './responses.js';
 
 /** The Content-Security-Policy of every console answer. */
-export const CONSOLE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+export const CONSOLE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
   "frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 const TYPES: Readonly<Record<string, string>> = {
@@ -47,7 +48,8 @@ export class ConsoleFiles {
     const file = this.files?.get(path);
     if (file === undefined) return writeNotFound(res, method === 'head');
     if (method !== 'get' && method !== 'head') return writeMethodNotAllowed(res, method, path, 'GET, HEAD');
-    res.writeHeader('Content-Type', file.type)
+    res
+      .writeHeader('Content-Type', file.type)
       .writeHeader('Content-Security-Policy', CONSOLE_CSP)
       .writeHeader('X-Content-Type-Options', 'nosniff')
       .writeHeader('X-Frame-Options', 'DENY')

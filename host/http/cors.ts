@@ -47,8 +47,11 @@ export function writeCorsHeaders(res: HttpResponse, allow: string): void {
 
 /** The answer to a preflight from an allowed origin: 204, and what the browser may send. */
 export function writePreflight(res: HttpResponse, allow: string): void {
-  res.writeStatus('204 No Content').writeHeader('Access-Control-Allow-Origin', allow)
-    .writeHeader('Access-Control-Allow-Methods', ALLOWED_METHODS).writeHeader('Access-Control-Allow-Headers', ALLOWED_HEADERS)
+  res
+    .writeStatus('204 No Content')
+    .writeHeader('Access-Control-Allow-Origin', allow)
+    .writeHeader('Access-Control-Allow-Methods', ALLOWED_METHODS)
+    .writeHeader('Access-Control-Allow-Headers', ALLOWED_HEADERS)
     .writeHeader('Access-Control-Max-Age', MAX_AGE);
   if (allow !== '*') res.writeHeader('Vary', 'Origin');
   res.endWithoutBody();

@@ -23,7 +23,10 @@ export class CountedResponse implements HttpResponse {
   /** Counted already: the answer is whole. */
   protected counted = false;
 
-  constructor(protected readonly res: HttpResponse, private readonly metrics: Metrics) {}
+  constructor(
+    protected readonly res: HttpResponse,
+    private readonly metrics: Metrics,
+  ) {}
 
   /** The answer is whole: counted, once. */
   protected answered(): void {
@@ -89,8 +92,13 @@ export class CountedResponse implements HttpResponse {
     return this;
   }
 
-  upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString,
-    secWebSocketExtensions: RecognizedString, context: us_socket_context_t): void {
+  upgrade<UserData>(
+    userData: UserData,
+    secWebSocketKey: RecognizedString,
+    secWebSocketProtocol: RecognizedString,
+    secWebSocketExtensions: RecognizedString,
+    context: us_socket_context_t,
+  ): void {
     this.status = 101;
     this.answered();
     this.res.upgrade(userData, secWebSocketKey, secWebSocketProtocol, secWebSocketExtensions, context);

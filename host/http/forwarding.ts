@@ -46,21 +46,41 @@ const REQUEST_DROPPED = new Set([...HOP_BY_HOP, ...CREDENTIALS, 'host', 'expect'
 // asked for, beside every x-forwarded-* name: believed by some upstream, so never taken
 // from a client. The last two are route overrides some frameworks honour: the upstream
 // must route by the path the gate authorised.
-const FORWARDING = new Set(['forwarded', 'x-forwarded', 'forwarded-for', 'x-real-ip', 'true-client-ip', 'x-client-ip',
-  'client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip', 'x-original-forwarded-for',
-  'x-envoy-external-address', 'x-azure-clientip', 'front-end-https', 'x-url-scheme', 'x-original-url', 'x-rewrite-url']);
+const FORWARDING = new Set([
+  'forwarded',
+  'x-forwarded',
+  'forwarded-for',
+  'x-real-ip',
+  'true-client-ip',
+  'x-client-ip',
+  'client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+  'x-cluster-client-ip',
+  'x-original-forwarded-for',
+  'x-envoy-external-address',
+  'x-azure-clientip',
+  'front-end-https',
+  'x-url-scheme',
+  'x-original-url',
+  'x-rewrite-url',
+]);
 /** Text beyond ASCII: uWS decoded it from UTF-8, and the request head is written as Latin-1. */
 const BEYOND_ASCII = /[^\x00-\x7f]/;
 
 /** What a request target cannot hold: a space or a control byte (Node's client refuses them too). */
 const NOT_TARGET = /[^\x21-\xff]/;
-const QUERY_NOT_UTF8 = jsonLine(RpcCode.InvalidRequest,
-  'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them');
+const QUERY_NOT_UTF8 = jsonLine(
+  RpcCode.InvalidRequest,
+  'the query string holds bytes that are not UTF-8, which api-auth cannot forward unchanged; percent-encode them',
+);
 const TARGET_UNWRITABLE = jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: its target holds a space or a control byte');
 const TWO_LENGTHS = jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: it has two Content-Length headers');
 const TWO_CODINGS = jsonLine(RpcCode.InvalidRequest, 'the request cannot be forwarded: it has two Transfer-Encoding headers');
-const NOT_CHUNKED = jsonLine(RpcCode.InvalidRequest,
-  'the request cannot be forwarded: its Transfer-Encoding is not "chunked", the one coding api-auth reads');
+const NOT_CHUNKED = jsonLine(
+  RpcCode.InvalidRequest,
+  'the request cannot be forwarded: its Transfer-Encoding is not "chunked", the one coding api-auth reads',
+);
 
 /**
  * The request target to send upstream: `path` as the gate checked it and `query` (undefined
@@ -133,7 +153,10 @@ export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boole
     const text = received[i + 1];
     const value = BEYOND_ASCII.test(text) ? utf8Bytes(text) : text;
     if (value === null) {
-      return jsonLine(RpcCode.InvalidRequest, `the value of header ${name} holds bytes that are not UTF-8, which api-auth cannot forward unchanged`);
+      return jsonLine(
+        RpcCode.InvalidRequest,
+        `the value of header ${name} holds bytes that are not UTF-8, which api-auth cannot forward unchanged`,
+      );
     }
     if (name === 'x-forwarded-for') chain = chain === '' ? value : `${chain}, ${value}`;
     else headers.push(name, value);
@@ -182,7 +205,9 @@ export function connectionTokens(value: string | string[] | undefined, dropped: 
     const name = value.trim().toLowerCase();
     return name === '' || dropped.has(name) ? null : new Set([name]);
   }
-  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase())
+  const names = (Array.isArray(value) ? value.join(',') : value)
+    .split(',')
+    .map((n) => n.trim().toLowerCase())
     .filter((n) => n !== '' && !dropped.has(n));
   return names.length === 0 ? null : new Set(names);
 }
@@ -229,14 +254,26 @@ function ownHealth(): UpstreamHealth {
 }
 
 /** What the client gets when the upstream did not answer: the status and body for each kind of failure. */
-type UpstreamFailures = Readonly<Record<UpstreamErrorKind, {
-  readonly status: string; readonly body: Uint8Array; readonly code: RpcCode; readonly message: string;
-}>>;
+type UpstreamFailures = Readonly<
+  Record<
+    UpstreamErrorKind,
+    {
+      readonly status: string;
+      readonly body: Uint8Array;
+      readonly code: RpcCode;
+      readonly message: string;
+    }
+  >
+>;
 
 /** The answers to upstream failures, encoded once (with id null); `timeoutMs` is --upstream-timeout. */
 function upstreamFailures(timeoutMs: number): UpstreamFailures {
-  const answer = (rpcCode: RpcCode, message: string) =>
-    ({ status: tableStatus(RPC_ERRORS[rpcCode].httpStatus), body: jsonLine(rpcCode, message), code: rpcCode, message });
+  const answer = (rpcCode: RpcCode, message: string) => ({
+    status: tableStatus(RPC_ERRORS[rpcCode].httpStatus),
+    body: jsonLine(rpcCode, message),
+    code: rpcCode,
+    message,
+  });
   return {
     refused: answer(RpcCode.UpstreamUnavailable, 'the upstream node refused the connection'),
     reset: answer(RpcCode.UpstreamUnavailable, 'the upstream node closed the connection'),
@@ -246,8 +283,9 @@ function upstreamFailures(timeoutMs: number): UpstreamFailures {
 }
 
 /** The metrics' reason of an answer for each kind of upstream failure. */
-const UPSTREAM_REASONS = Object.fromEntries(UPSTREAM_ERROR_KINDS.map((kind) => [kind, responseReason(`upstream ${kind}`)])) as
-  Readonly<Record<UpstreamErrorKind, ResponseReason>>;
+const UPSTREAM_REASONS = Object.fromEntries(UPSTREAM_ERROR_KINDS.map((kind) => [kind, responseReason(`upstream ${kind}`)])) as Readonly<
+  Record<UpstreamErrorKind, ResponseReason>
+>;
 
 /**
  * The upstream's failures as the client, the metrics and the log see them, for every
@@ -260,8 +298,13 @@ export class UpstreamWatch {
   private readonly health: UpstreamHealth;
 
   /** `health`: shared by every thread's watch (threads/upstream-health.ts), or this one's own. */
-  constructor(private readonly url: URL, timeoutMs: number, health: UpstreamHealth | undefined,
-    private readonly metrics: Metrics, private readonly log: Logger) {
+  constructor(
+    private readonly url: URL,
+    timeoutMs: number,
+    health: UpstreamHealth | undefined,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+  ) {
     this.failures = upstreamFailures(timeoutMs);
     this.health = health ?? ownHealth();
   }

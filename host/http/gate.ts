@@ -40,7 +40,12 @@ export class Gate {
   private readonly ownPaths: readonly string[];
   private readonly serving: Serving | null;
 
-  constructor(private readonly core: Core, private readonly metrics: Metrics, private readonly clock: Clock, options: GateOptions = {}) {
+  constructor(
+    private readonly core: Core,
+    private readonly metrics: Metrics,
+    private readonly clock: Clock,
+    options: GateOptions = {},
+  ) {
     const publicPaths = options.publicPaths ?? [];
     this.publicPaths = publicPaths.length === 0 ? null : new Set(publicPaths);
     this.authPath = options.authPath ?? null;
@@ -96,7 +101,9 @@ export class Gate {
   admitCalls(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array): number {
     const result = this.core.admit(serial, expiry, grant, calls, client, this.clock());
     if (result !== ADMIT_OK) {
-      this.metrics.limitRefusals[result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : result === ADMIT_CLIENT ? 1 : result === ADMIT_QUOTA ? QUOTA_REFUSAL : 2]++;
+      this.metrics.limitRefusals[
+        result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : result === ADMIT_CLIENT ? 1 : result === ADMIT_QUOTA ? QUOTA_REFUSAL : 2
+      ]++;
     }
     return result;
   }

@@ -57,7 +57,8 @@ export function whyNotListening(host: string, port: number): Promise<ListenError
   return new Promise((resolve) => {
     const probe = createServer();
     probe.once('error', (e: NodeJS.ErrnoException) => {
-      const problem = LISTEN_PROBLEMS[e.code ?? ''] ?? ((name: Namer) => `${e.code ?? e.message}; choose another ${name('host')} or ${name('port')}`);
+      const problem =
+        LISTEN_PROBLEMS[e.code ?? ''] ?? ((name: Namer) => `${e.code ?? e.message}; choose another ${name('host')} or ${name('port')}`);
       resolve(new ListenError((name) => `cannot listen on ${where}: ${problem(name)}`));
     });
     probe.listen({ host, port, exclusive: true }, () => {
@@ -107,19 +108,27 @@ export class HttpServer {
   ) {
     // Each request counted; an exception answers 500 (handlers.ts), then ends the process as
     // any uncaught exception does (main.ts logs it), outside uWS's call.
-    this.serve = (app) => serveOn(app, {
-      handle: (res, req) => {
-        metrics.requests++;
-        router.handle(res, req);
-      },
-      websocket: websockets && {
-        ...websockets.behavior,
-        upgrade: (res, req, context) => {
-          metrics.requests++;
-          websockets.upgrade(res, req, context);
+    this.serve = (app) =>
+      serveOn(
+        app,
+        {
+          handle: (res, req) => {
+            metrics.requests++;
+            router.handle(res, req);
+          },
+          websocket: websockets && {
+            ...websockets.behavior,
+            upgrade: (res, req, context) => {
+              metrics.requests++;
+              websockets.upgrade(res, req, context);
+            },
+          },
         },
-      },
-    }, (error) => process.nextTick(() => { throw error; }));
+        (error) =>
+          process.nextTick(() => {
+            throw error;
+          }),
+      );
     omitServerMark();
     if (tls === undefined) {
       this.app = this.serve(App());

@@ -15,10 +15,13 @@ export function infoMethods(version: string): MethodTable {
     ['info.getNodeVersion', () => nodeVersion],
     ['info.getNetworkID', () => ({ networkID: '12345' })],
     ['info.getNetworkName', () => ({ networkName: 'local' })],
-    ['info.isBootstrapped', (params) => {
-      stringParam(params, 'chain');
-      return { isBootstrapped: true };
-    }],
+    [
+      'info.isBootstrapped',
+      (params) => {
+        stringParam(params, 'chain');
+        return { isBootstrapped: true };
+      },
+    ],
   ]);
 }
 

@@ -78,7 +78,6 @@ export interface UpstreamOptions {
   readonly queryToken?: boolean;
 }
 
-
 /** Methods whose request a body is expected with: sent without one, they say Content-Length: 0. */
 const EXPECTS_BODY = new Set(['PUT', 'POST', 'PATCH', 'QUERY', 'PROPFIND', 'PROPPATCH']);
 /** RFC 9110 §9.2.2's idempotent methods: one of them may be sent again after the upstream may have read it (upstream/pool.ts). */
@@ -88,9 +87,17 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 // Proxy-Authenticate would ask the client for credentials this proxy does not take; CORS
 // is api-auth's (--http-allowed-origins, cors.ts): an upstream's own would let an origin
 // in that the gateway keeps out, or send the header twice, which browsers refuse.
-const RESPONSE_DROPPED = new Set([...HOP_BY_HOP, 'date', 'proxy-authenticate', 'access-control-allow-origin',
-  'access-control-allow-credentials', 'access-control-expose-headers', 'access-control-allow-methods', 'access-control-allow-headers',
-  'access-control-max-age']);
+const RESPONSE_DROPPED = new Set([
+  ...HOP_BY_HOP,
+  'date',
+  'proxy-authenticate',
+  'access-control-allow-origin',
+  'access-control-allow-credentials',
+  'access-control-expose-headers',
+  'access-control-allow-methods',
+  'access-control-allow-headers',
+  'access-control-max-age',
+]);
 
 export class UpstreamProxy {
   private readonly pool: UpstreamPool;
@@ -101,8 +108,15 @@ export class UpstreamProxy {
   /** The 413 body of a request body over the limit. */
   private readonly tooLarge: Uint8Array;
 
-  constructor(private readonly options: UpstreamOptions, private readonly trusted: TrustedProxies, private readonly inFlight: InFlight,
-    metrics: Metrics, log: Logger, private readonly bodies: BodyAdmission | null = null, clock: Clock = systemClock) {
+  constructor(
+    private readonly options: UpstreamOptions,
+    private readonly trusted: TrustedProxies,
+    private readonly inFlight: InFlight,
+    metrics: Metrics,
+    log: Logger,
+    private readonly bodies: BodyAdmission | null = null,
+    clock: Clock = systemClock,
+  ) {
     const pool = new UpstreamPool({
       url: options.url,
       timeoutMs: options.timeoutMs,
@@ -113,7 +127,7 @@ export class UpstreamProxy {
     });
     this.pool = pool;
     this.hostLines = `HTTP/1.1\r\nhost: ${options.url.host}\r\nconnection: keep-alive\r\n`;
-    const watch = this.watch = new UpstreamWatch(options.url, options.timeoutMs, options.health, metrics, log);
+    const watch = (this.watch = new UpstreamWatch(options.url, options.timeoutMs, options.health, metrics, log));
     const tooLarge = jsonLine(RpcCode.InvalidRequest, `request body exceeds ${options.maxBody} bytes`);
     this.tooLarge = tooLarge;
     this.relay = {
@@ -125,8 +139,11 @@ export class UpstreamProxy {
       maxBody: options.maxBody,
       tooLarge: (res) => writeBodyTooLarge(res, tooLarge),
       switched: jsonLine(RpcCode.UpstreamUnavailable, 'the upstream node switched protocols, which api-auth does not relay'),
-      splitTooLarge: jsonLine(RpcCode.UpstreamUnavailable, `the upstream node's answer to the allowed calls of a batch exceeds ` +
-        `${SPLIT_ANSWER_MAX} bytes, the most api-auth merges with the refused calls' errors: send the calls the token allows apart`),
+      splitTooLarge: jsonLine(
+        RpcCode.UpstreamUnavailable,
+        `the upstream node's answer to the allowed calls of a batch exceeds ` +
+          `${SPLIT_ANSWER_MAX} bytes, the most api-auth merges with the refused calls' errors: send the calls the token allows apart`,
+      ),
       failure: (error, res, id) => watch.answer(error, res, id),
       answered: (res, status, milliseconds) => {
         metrics.observeUpstream(milliseconds);
@@ -181,8 +198,17 @@ export class UpstreamProxy {
       return;
     }
     // A split batch's answer is merged with the refusals, so it must come as JSON text: its head asks for no coding.
-    const judged = new JudgedBody(this.relay, this.bodies!, res, isHead, idempotent, allowOrigin, ticket, head,
-      () => requestHead(method, target, this.hostLines, headers, true) as string);
+    const judged = new JudgedBody(
+      this.relay,
+      this.bodies!,
+      res,
+      isHead,
+      idempotent,
+      allowOrigin,
+      ticket,
+      head,
+      () => requestHead(method, target, this.hostLines, headers, true) as string,
+    );
     res.onAborted(() => judged.clientGone());
     res.onData((chunk, isLast) => judged.data(chunk, isLast));
   }
@@ -196,12 +222,16 @@ export class UpstreamProxy {
   private settled(error: Error | null): void {
     this.inFlight.leave();
     if (error === null) return this.watch.answered();
-    if (error instanceof ClientGoneError || error instanceof BodyTooLargeError || error instanceof ScopeRefusedError ||
-      error instanceof LimitRefusedError) return;
+    if (
+      error instanceof ClientGoneError ||
+      error instanceof BodyTooLargeError ||
+      error instanceof ScopeRefusedError ||
+      error instanceof LimitRefusedError
+    )
+      return;
     this.watch.failed(error);
   }
 }
-
 
 /**
  * The body of a request with a ticket: held until its last chunk, then judged on the
@@ -221,9 +251,17 @@ class JudgedBody {
    * `requestHead`: the request's head (head.ts); `identityHead` makes it without the
    * client's Accept-Encoding, for a split batch only.
    */
-  constructor(private readonly relay: Relay, private readonly bodies: BodyAdmission, private readonly res: HttpResponse,
-    private readonly head: boolean, private readonly idempotent: boolean, private readonly allowOrigin: string,
-    private readonly ticket: Ticket, private readonly requestHead: string, private readonly identityHead: () => string) {}
+  constructor(
+    private readonly relay: Relay,
+    private readonly bodies: BodyAdmission,
+    private readonly res: HttpResponse,
+    private readonly head: boolean,
+    private readonly idempotent: boolean,
+    private readonly allowOrigin: string,
+    private readonly ticket: Ticket,
+    private readonly requestHead: string,
+    private readonly identityHead: () => string,
+  ) {}
 
   clientGone(): void {
     if (this.exchange !== null) return this.exchange.clientGone();
@@ -263,9 +301,10 @@ class JudgedBody {
       this.relay.settle(refusal.error);
       return;
     }
-    const exchange = this.exchange = split === null
-      ? new StreamedExchange(this.relay, res, this.head, this.idempotent, this.allowOrigin)
-      : new SplitExchange(this.relay, res, this.head, this.idempotent, this.allowOrigin, split);
+    const exchange = (this.exchange =
+      split === null
+        ? new StreamedExchange(this.relay, res, this.head, this.idempotent, this.allowOrigin)
+        : new SplitExchange(this.relay, res, this.head, this.idempotent, this.allowOrigin, split));
     exchange.callId = loneCallId(judged.reading);
     exchange.send(split === null ? withBody(this.requestHead, body) : withBody(this.identityHead(), split.forward));
   }

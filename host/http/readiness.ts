@@ -26,12 +26,17 @@ export class ReadinessRoute {
    * which is not ready while it is closed, so that a load balancer sends its clients to
    * the gateways that serve; `clock` tells the time it is read at, as the gate's does.
    */
-  constructor(private readonly upstream: URL | undefined, private readonly inFlight: InFlight, private readonly clock: Clock,
-    private readonly serving?: Serving) {}
+  constructor(
+    private readonly upstream: URL | undefined,
+    private readonly inFlight: InFlight,
+    private readonly clock: Clock,
+    private readonly serving?: Serving,
+  ) {}
 
   /** Call it from the uWS handler, before returning; `head`: answer with the length only. */
   answer(res: HttpResponse, head: boolean): void {
-    if (this.upstream === undefined) return write(res, this.withFleet({ healthy: true, checks: { state: { healthy: true }, listener: { healthy: true } } }), head);
+    if (this.upstream === undefined)
+      return write(res, this.withFleet({ healthy: true, checks: { state: { healthy: true }, listener: { healthy: true } } }), head);
     const pending = this.inFlight.begin(res);
     this.probing ??= this.probe(this.upstream).finally(() => {
       this.probing = null;
@@ -45,7 +50,9 @@ export class ReadinessRoute {
   private withFleet(readiness: Readiness): Readiness {
     if (this.serving === undefined) return readiness;
     const serving = this.serving(this.clock());
-    const fleet = serving ? { healthy: true } : { healthy: false, error: 'this gateway has lost touch with its fleet (etcd), or has not caught up yet' };
+    const fleet = serving
+      ? { healthy: true }
+      : { healthy: false, error: 'this gateway has lost touch with its fleet (etcd), or has not caught up yet' };
     return { healthy: readiness.healthy && serving, checks: { ...readiness.checks, fleet } };
   }
 
@@ -61,7 +68,9 @@ export class ReadinessRoute {
       };
       socket.once('connect', () => settle(undefined));
       socket.once('timeout', () => settle(`the upstream node did not accept a connection within ${PROBE_TIMEOUT_MS / 1000} s`));
-      socket.once('error', (error: NodeJS.ErrnoException) => settle(`the upstream node could not be reached (${error.code ?? error.message})`));
+      socket.once('error', (error: NodeJS.ErrnoException) =>
+        settle(`the upstream node could not be reached (${error.code ?? error.message})`),
+      );
     });
   }
 }

@@ -36,9 +36,12 @@ export const REFUSALS: Readonly<Record<RefusedOutcome, readonly [status: string,
   [Outcome.EarlierGeneration]: [UNAUTHORIZED, 'the provided auth token is invalid: issued under a previous password'],
   [Outcome.NotGranted]: [UNAUTHORIZED, 'the provided auth token does not allow access to this endpoint'],
   [Outcome.BadPath]: [BAD_REQUEST, `invalid request path: ${PATH_RULES}`],
-  [Outcome.Scoped]: [FORBIDDEN, 'the provided auth token allows only some JSON-RPC methods, and this check cannot see the ' +
-    'request\'s calls (an auth subrequest carries no body): use a token without methods here, or put api-auth itself in front ' +
-    'of the node (--upstream)'],
+  [Outcome.Scoped]: [
+    FORBIDDEN,
+    'the provided auth token allows only some JSON-RPC methods, and this check cannot see the ' +
+      "request's calls (an auth subrequest carries no body): use a token without methods here, or put api-auth itself in front " +
+      'of the node (--upstream)',
+  ],
   // A token with limits from a client its allowedClients do not hold; the answer names
   // neither the list nor the address, so that it tells a stolen token's user nothing.
   [Outcome.Limited]: [FORBIDDEN, 'the provided auth token may not be used from this client'],
@@ -67,12 +70,17 @@ for (const [outcome, [status, reason]] of Object.entries(REFUSALS)) {
   const body = `${errorWithId(code, reason, '1')}\n`;
   const challenge = status === UNAUTHORIZED ? 'Bearer' : scoped ? INSUFFICIENT_SCOPE : '';
   ENCODED[Number(outcome)] = {
-    status, reason: responseReason(OUTCOME_NAMES[Number(outcome)]), challenge, body: new TextEncoder().encode(body), beforeId: body.slice(0, -'1}\n'.length),
+    status,
+    reason: responseReason(OUTCOME_NAMES[Number(outcome)]),
+    challenge,
+    body: new TextEncoder().encode(body),
+    beforeId: body.slice(0, -'1}\n'.length),
   };
 }
 
 /** The body of the 503 a fenced gateway answers, with what the operator should look at. */
-const FENCED_REASON = 'this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every ' +
+const FENCED_REASON =
+  'this api-auth gateway has lost touch with its fleet (etcd) and cannot vouch that it holds every ' +
   'revocation; it serves again by itself once it has caught up; meanwhile use another gateway';
 
 /**
@@ -97,8 +105,14 @@ ENCODED[UNAVAILABLE] = {
  * the request's one call, to echo. `close`: the connection closes after it (the rest of
  * the body was not read).
  */
-export function writeRefusal(res: HttpResponse, outcome: RefusedOutcome, head = false, allowOrigin = '', id: string | null = null,
-  close = false): void {
+export function writeRefusal(
+  res: HttpResponse,
+  outcome: RefusedOutcome,
+  head = false,
+  allowOrigin = '',
+  id: string | null = null,
+  close = false,
+): void {
   const refusal = ENCODED[outcome];
   refusedFor(res, refusal.reason);
   res.writeStatus(refusal.status).writeHeader('Content-Type', 'application/json');
@@ -146,8 +160,9 @@ export function writeCallRefusal(res: HttpResponse, refusal: CallRefusal, head =
 }
 
 /** The metrics' reason of a CallRefusal, by its error's result. */
-const CALL_REASONS = new Map<string, ResponseReason>(['rate', 'quota', 'table full', 'unreadable', 'method not allowed', 'not json-rpc']
-  .map((result) => [result, responseReason(result)]));
+const CALL_REASONS = new Map<string, ResponseReason>(
+  ['rate', 'quota', 'table full', 'unreadable', 'method not allowed', 'not json-rpc'].map((result) => [result, responseReason(result)]),
+);
 
 /** The message of a call past its token's rate, with the whole seconds to wait. */
 export function rateLimitedMessage(retryAfter: number): string {
@@ -170,8 +185,8 @@ export function retryAfterSeconds(waitMs: number): number {
 }
 
 /** The message of the 503 when the core's limits table has no slot for a token (assembly/limits.ts). */
-export const LIMITS_FULL_REASON = 'this api-auth gateway tracks as many tokens with limits as it can; retry later, or use a token ' +
-  'without limits';
+export const LIMITS_FULL_REASON =
+  'this api-auth gateway tracks as many tokens with limits as it can; retry later, or use a token ' + 'without limits';
 
 /**
  * The refusal of `calls` calls (with `idJson`, the lone call's id, or null) that a token's
@@ -186,16 +201,40 @@ export function limitRefusal(result: number, waitMs: number, calls: number, idJs
   if (result === ADMIT_QUOTA) {
     const wait = retryAfterSeconds(waitMs);
     const resetsAt = new Date(resetMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
-    return { status: 429, text: errorWithId(RpcCode.RateLimited, quotaSpentMessage(resetsAt), idJson, { resetsAt }), retryAfter: wait, scope: false, error: QUOTA };
+    return {
+      status: 429,
+      text: errorWithId(RpcCode.RateLimited, quotaSpentMessage(resetsAt), idJson, { resetsAt }),
+      retryAfter: wait,
+      scope: false,
+      error: QUOTA,
+    };
   }
   if (result === ADMIT_RATE) {
     const wait = retryAfterSeconds(waitMs);
-    return { status: 429, text: errorWithId(RpcCode.RateLimited, rateLimitedMessage(wait), idJson), retryAfter: wait, scope: false, error: RATE };
+    return {
+      status: 429,
+      text: errorWithId(RpcCode.RateLimited, rateLimitedMessage(wait), idJson),
+      retryAfter: wait,
+      scope: false,
+      error: RATE,
+    };
   }
   if (result === ADMIT_OVER_BURST) {
-    return { status: 429, text: errorWithId(RpcCode.RateLimited, overBurstMessage(calls), idJson), retryAfter: 0, scope: false, error: RATE };
+    return {
+      status: 429,
+      text: errorWithId(RpcCode.RateLimited, overBurstMessage(calls), idJson),
+      retryAfter: 0,
+      scope: false,
+      error: RATE,
+    };
   }
-  return { status: 503, text: errorWithId(RpcCode.Unavailable, LIMITS_FULL_REASON, idJson), retryAfter: 1, scope: false, error: TABLE_FULL };
+  return {
+    status: 503,
+    text: errorWithId(RpcCode.Unavailable, LIMITS_FULL_REASON, idJson),
+    retryAfter: 1,
+    scope: false,
+    error: TABLE_FULL,
+  };
 }
 
 const RATE = new LimitRefusedError('rate');
@@ -206,26 +245,41 @@ const TABLE_FULL = new LimitRefusedError('table full');
 export function unreadableReason(problem: Unreadable | 'encoding' | 'unseen' | 'unjudged', at: number): string {
   const what = at < 0 ? 'the body' : `call ${at} of the batch`;
   switch (problem) {
-    case 'none': return 'the request must carry a JSON-RPC call or batch in its body, and it has none';
-    case 'utf8': return 'the body is not UTF-8';
-    case 'bom': return 'the body starts with a byte order mark, which nodes read differently';
-    case 'json': return 'the body is not one JSON value alone (nothing may follow it)';
-    case 'depth': return `the body nests deeper than ${MAX_DEPTH}`;
-    case 'empty batch': return 'the batch is empty';
-    case 'not a call': return `${what} is not a JSON-RPC call (an object with a "method" string)`;
-    case 'method twice': return `${what} names its method more than once (servers differ on which one counts)`;
-    case 'encoding': return 'the body is compressed (Content-Encoding), which api-auth does not read';
-    case 'unseen': return 'this check cannot see the request\'s calls (an auth subrequest carries no body): use a token without ' +
-      'limits here, or put api-auth itself in front of the node (--upstream)';
-    case 'unjudged': return 'protect() hands the body to the handler unread, so api-auth cannot judge its calls: the node reads ' +
-      'the body, then asks auth.authorize(header, path, { client, body })';
+    case 'none':
+      return 'the request must carry a JSON-RPC call or batch in its body, and it has none';
+    case 'utf8':
+      return 'the body is not UTF-8';
+    case 'bom':
+      return 'the body starts with a byte order mark, which nodes read differently';
+    case 'json':
+      return 'the body is not one JSON value alone (nothing may follow it)';
+    case 'depth':
+      return `the body nests deeper than ${MAX_DEPTH}`;
+    case 'empty batch':
+      return 'the batch is empty';
+    case 'not a call':
+      return `${what} is not a JSON-RPC call (an object with a "method" string)`;
+    case 'method twice':
+      return `${what} names its method more than once (servers differ on which one counts)`;
+    case 'encoding':
+      return 'the body is compressed (Content-Encoding), which api-auth does not read';
+    case 'unseen':
+      return (
+        "this check cannot see the request's calls (an auth subrequest carries no body): use a token without " +
+        'limits here, or put api-auth itself in front of the node (--upstream)'
+      );
+    case 'unjudged':
+      return (
+        'protect() hands the body to the handler unread, so api-auth cannot judge its calls: the node reads ' +
+        'the body, then asks auth.authorize(header, path, { client, body })'
+      );
   }
 }
 
 /** The start of the refusal of a body that a token with a method scope cannot have its calls read from. */
 export const SCOPED_PREFIX = 'the provided auth token allows only some JSON-RPC methods';
-const LIMITED_PREFIX = 'the provided auth token has limits, so its request must be one JSON-RPC call or a batch that api-auth ' +
-  'reads exactly';
+const LIMITED_PREFIX =
+  'the provided auth token has limits, so its request must be one JSON-RPC call or a batch that api-auth ' + 'reads exactly';
 const UNREADABLE_SCOPED = new ScopeRefusedError('not json-rpc');
 const UNREADABLE_LIMITED = new LimitRefusedError('unreadable');
 
@@ -234,14 +288,29 @@ const UNREADABLE_LIMITED = new LimitRefusedError('unreadable');
  * with a method scope, 403 insufficient_scope (-32047); with limits only, 400 (-32600).
  * `idJson`: the lone call's id when it could be read, else null.
  */
-export function unreadableRefusal(problem: Unreadable | 'encoding' | 'unseen' | 'unjudged', at: number, idJson: string | null, scoped: boolean): CallRefusal {
+export function unreadableRefusal(
+  problem: Unreadable | 'encoding' | 'unseen' | 'unjudged',
+  at: number,
+  idJson: string | null,
+  scoped: boolean,
+): CallRefusal {
   const reason = unreadableReason(problem, at);
   if (scoped) {
-    return { status: 403, text: errorWithId(RpcCode.InsufficientScope, `${SCOPED_PREFIX}: ${reason}`, idJson ?? 'null'), retryAfter: 0,
-      scope: true, error: UNREADABLE_SCOPED };
+    return {
+      status: 403,
+      text: errorWithId(RpcCode.InsufficientScope, `${SCOPED_PREFIX}: ${reason}`, idJson ?? 'null'),
+      retryAfter: 0,
+      scope: true,
+      error: UNREADABLE_SCOPED,
+    };
   }
-  return { status: 400, text: errorWithId(RpcCode.InvalidRequest, `${LIMITED_PREFIX}: ${reason}`, idJson ?? 'null'), retryAfter: 0,
-    scope: false, error: UNREADABLE_LIMITED };
+  return {
+    status: 400,
+    text: errorWithId(RpcCode.InvalidRequest, `${LIMITED_PREFIX}: ${reason}`, idJson ?? 'null'),
+    retryAfter: 0,
+    scope: false,
+    error: UNREADABLE_LIMITED,
+  };
 }
 
 /**
@@ -264,19 +333,29 @@ export interface Verdict {
 /** One frozen verdict per outcome, so that handing one out allocates nothing. */
 export const VERDICTS: readonly Verdict[] = (() => {
   const verdicts: Verdict[] = [];
-  verdicts[Outcome.Valid] = Object.freeze({ ok: true, outcome: Outcome.Valid, status: 200, reason: '', headers: Object.freeze({}), body: '' });
+  verdicts[Outcome.Valid] = Object.freeze({
+    ok: true,
+    outcome: Outcome.Valid,
+    status: 200,
+    reason: '',
+    headers: Object.freeze({}),
+    body: '',
+  });
   for (const [key, [status, reason]] of Object.entries(REFUSALS)) {
     const outcome = Number(key) as RefusedOutcome;
     const headers: Record<string, string> = { 'Content-Type': 'application/json' };
     if (ENCODED[outcome].challenge !== '') headers['WWW-Authenticate'] = ENCODED[outcome].challenge;
     verdicts[outcome] = Object.freeze({
-      ok: false, outcome, status: Number(status.slice(0, 3)), reason, headers: Object.freeze(headers),
+      ok: false,
+      outcome,
+      status: Number(status.slice(0, 3)),
+      reason,
+      headers: Object.freeze(headers),
       body: new TextDecoder().decode(ENCODED[outcome].body),
     });
   }
   return Object.freeze(verdicts);
 })();
-
 
 /** The verdict of a CallRefusal, for hosts that write responses their own way (embed.ts): `outcome` Limited or Scoped, by which refused. */
 export function callRefusalVerdict(outcome: RefusedOutcome, refusal: CallRefusal): Verdict {

@@ -17,7 +17,7 @@ const STATUS_LINES: string[] = [];
 
 /** The status line of a status of the error table, as uWS writes it: "429 Too Many Requests". */
 export function tableStatus(status: number): string {
-  return STATUS_LINES[status] ??= `${status} ${STATUS_CODES[status] ?? ''}`;
+  return (STATUS_LINES[status] ??= `${status} ${STATUS_CODES[status] ?? ''}`);
 }
 
 /** Ends a response with `body`, or for a HEAD request with its length only (uWS would send a body given to end()). */
@@ -33,7 +33,10 @@ const INTERNAL_ERROR = jsonLine(RpcCode.InternalError, 'internal error');
 // The same answer on every path, before the gate: it reveals nothing about a path, and
 // nothing of a CONNECT reaches a handler that might forward it.
 const CONNECT_ALLOW = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
-const CONNECT_REFUSED = jsonLine(RpcCode.InvalidRequest, 'HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels');
+const CONNECT_REFUSED = jsonLine(
+  RpcCode.InvalidRequest,
+  'HTTP method CONNECT is not allowed: api-auth forwards requests, it opens no tunnels',
+);
 
 export function writeNotFound(res: HttpResponse, head: boolean): void {
   res.writeStatus('404 Not Found').writeHeader('Content-Type', 'text/plain; charset=utf-8');
@@ -41,12 +44,17 @@ export function writeNotFound(res: HttpResponse, head: boolean): void {
 }
 
 export function writeConnectRefused(res: HttpResponse): void {
-  res.writeStatus('405 Method Not Allowed').writeHeader('Allow', CONNECT_ALLOW).writeHeader('Content-Type', 'application/json')
+  res
+    .writeStatus('405 Method Not Allowed')
+    .writeHeader('Allow', CONNECT_ALLOW)
+    .writeHeader('Content-Type', 'application/json')
     .end(CONNECT_REFUSED, true);
 }
 
-const FOREIGN_ORIGIN = jsonLine(RpcCode.InvalidRequest, 'a WebSocket session may not be opened from this page: its Origin is not in ' +
-  'the gateway\'s --http-allowed-origins');
+const FOREIGN_ORIGIN = jsonLine(
+  RpcCode.InvalidRequest,
+  'a WebSocket session may not be opened from this page: its Origin is not in ' + "the gateway's --http-allowed-origins",
+);
 
 /**
  * 403 for a WebSocket upgrade whose Origin is not allowed (admission.ts, Way.origin),
@@ -60,8 +68,11 @@ export function writeForeignOrigin(res: HttpResponse, head: boolean): void {
 /** 405 for a local route; `method` in lower case, as uWS gives it. */
 export function writeMethodNotAllowed(res: HttpResponse, method: string, path: string, allow: string): void {
   res.writeStatus('405 Method Not Allowed').writeHeader('Allow', allow).writeHeader('Content-Type', 'application/json');
-  endWith(res, jsonLine(RpcCode.InvalidRequest, `HTTP method ${method.toUpperCase()} is not allowed on ${path} (allowed: ${allow})`),
-    method === 'head');
+  endWith(
+    res,
+    jsonLine(RpcCode.InvalidRequest, `HTTP method ${method.toUpperCase()} is not allowed on ${path} (allowed: ${allow})`),
+    method === 'head',
+  );
 }
 
 export function writeNotJson(res: HttpResponse): void {
@@ -83,11 +94,15 @@ export function writeBodyTooLarge(res: HttpResponse, body: Uint8Array = BODY_TOO
  * and the rest dropped with the connection. Nothing happens once `pending` is closed (the
  * client went away).
  */
-export function readBody(res: HttpResponse, pending: Pending, use: (body: Uint8Array) => void,
+export function readBody(
+  res: HttpResponse,
+  pending: Pending,
+  use: (body: Uint8Array) => void,
   tooLarge: () => void = () => {
     res.cork(() => writeBodyTooLarge(res));
     pending.finish();
-  }): void {
+  },
+): void {
   let chunks: Buffer[] | null = null;
   let size = 0;
   res.onData((chunk, isLast) => {
@@ -121,6 +136,10 @@ export function writeThrottled(res: HttpResponse, wait: number): void {
     body = jsonLine(RpcCode.Throttled, throttledMessage(wait));
     THROTTLED_BODIES.set(wait, body);
   }
-  res.writeStatus(tableStatus(RPC_ERRORS[RpcCode.Throttled].httpStatus)).writeHeader('Content-Type', 'application/json')
-    .writeHeader('Retry-After', String(wait)).writeHeader('Cache-Control', 'no-store').end(body);
+  res
+    .writeStatus(tableStatus(RPC_ERRORS[RpcCode.Throttled].httpStatus))
+    .writeHeader('Content-Type', 'application/json')
+    .writeHeader('Retry-After', String(wait))
+    .writeHeader('Cache-Control', 'no-store')
+    .end(body);
 }

@@ -50,8 +50,13 @@ export class LocalRoutes {
    * `bodies`: where the calls of tokens with limits or a method scope are judged; null when there are no tokens.
    * `secure`: served over TLS (the console's session cookie is then Secure).
    */
-  constructor(private readonly inFlight: InFlight, private readonly trusted: TrustedProxies, private readonly log: Logger,
-    private readonly bodies: BodyAdmission | null = null, secure = false) {
+  constructor(
+    private readonly inFlight: InFlight,
+    private readonly trusted: TrustedProxies,
+    private readonly log: Logger,
+    private readonly bodies: BodyAdmission | null = null,
+    secure = false,
+  ) {
     this.management = management(secure);
   }
 
@@ -85,7 +90,16 @@ export class LocalRoutes {
         return writeMethodNotAllowed(res, method, path, route.probe === null ? 'POST' : 'GET, HEAD, POST');
       case 'auth':
         if (method === 'post') {
-          return postAuth(res, req, route.service, clientAddress(res, req, this.trusted), this.inFlight, this.tarpit, this.log, this.management);
+          return postAuth(
+            res,
+            req,
+            route.service,
+            clientAddress(res, req, this.trusted),
+            this.inFlight,
+            this.tarpit,
+            this.log,
+            this.management,
+          );
         }
         return writeMethodNotAllowed(res, method, path, 'POST');
       case 'metrics':
@@ -109,13 +123,16 @@ export class LocalRoutes {
 
   private scrape(res: HttpResponse, metrics: MetricsSource): void {
     const pending = this.inFlight.begin(res);
-    metrics.scrape().then(({ contentType, text }) => {
-      if (pending.open) res.cork(() => res.writeHeader('Content-Type', contentType).end(text));
-      pending.finish();
-    }, (error: unknown) => {
-      this.log.error('internal error', { method: 'metrics', ...errorFields(error) });
-      if (pending.open) res.cork(() => writeInternalError(res));
-      pending.finish();
-    });
+    metrics.scrape().then(
+      ({ contentType, text }) => {
+        if (pending.open) res.cork(() => res.writeHeader('Content-Type', contentType).end(text));
+        pending.finish();
+      },
+      (error: unknown) => {
+        this.log.error('internal error', { method: 'metrics', ...errorFields(error) });
+        if (pending.open) res.cork(() => writeInternalError(res));
+        pending.finish();
+      },
+    );
   }
 }

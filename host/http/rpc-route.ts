@@ -35,8 +35,17 @@ export interface JudgedCall {
  * none; `judgedCall` the ticket of a token with limits or a method scope, if it has
  * one. Call it from the uWS handler, before returning.
  */
-export function postCall(res: HttpResponse, req: HttpRequest, handler: RpcHandler, address: string, inFlight: InFlight, log: Logger,
-  allowOrigin = '', judgedCall: JudgedCall | null = null, management: Management | null = null): void {
+export function postCall(
+  res: HttpResponse,
+  req: HttpRequest,
+  handler: RpcHandler,
+  address: string,
+  inFlight: InFlight,
+  log: Logger,
+  allowOrigin = '',
+  judgedCall: JudgedCall | null = null,
+  management: Management | null = null,
+): void {
   if (!JSON_CONTENT_TYPE.test(req.getHeader('content-type'))) return writeNotJson(res);
   const declared = req.getHeader('content-length');
   // The body is not read, so the connection cannot carry another request.
@@ -64,8 +73,17 @@ export interface Management {
  * made and no cork of its own; a reply that waits (the token service) is written in a
  * cork when it comes.
  */
-function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, context: CallContext, pending: Pending, log: Logger,
-  allowOrigin: string, judgedCall: JudgedCall | null, management: Management | null): void {
+function answer(
+  res: HttpResponse,
+  handler: RpcHandler,
+  body: Uint8Array,
+  context: CallContext,
+  pending: Pending,
+  log: Logger,
+  allowOrigin: string,
+  judgedCall: JudgedCall | null,
+  management: Management | null,
+): void {
   let split: ScopeSplit | null = null;
   if (judgedCall !== null) {
     const judged = judgedCall.bodies.judge(judgedCall.ticket, body, true, 'http');
@@ -85,10 +103,13 @@ function answer(res: HttpResponse, handler: RpcHandler, body: Uint8Array, contex
     return;
   }
   if (reply instanceof Promise) {
-    reply.then((later) => {
-      if (pending.open) res.cork(() => writeReply(res, later, allowOrigin, management));
-      pending.finish();
-    }, (error: unknown) => failed(res, error, pending, log));
+    reply.then(
+      (later) => {
+        if (pending.open) res.cork(() => writeReply(res, later, allowOrigin, management));
+        pending.finish();
+      },
+      (error: unknown) => failed(res, error, pending, log),
+    );
     return;
   }
   writeReply(res, reply, allowOrigin, management);
@@ -132,5 +153,6 @@ function writeReply(res: HttpResponse, reply: Reply, allowOrigin: string, manage
 /** no-store, and the session cookie a call set; after the status, before the body. */
 function writeManagementHeaders(res: HttpResponse, reply: Reply, management: Management): void {
   res.writeHeader('Cache-Control', 'no-store');
-  if (reply.cookie !== undefined) res.writeHeader('Set-Cookie', setCookieHeader(reply.cookie.value, reply.cookie.maxAge, management.secure));
+  if (reply.cookie !== undefined)
+    res.writeHeader('Set-Cookie', setCookieHeader(reply.cookie.value, reply.cookie.maxAge, management.secure));
 }

@@ -64,7 +64,9 @@ export function judgeMethods(core: Core, grant: number, reading: Read, split: bo
   }
   if (refusedCall === null || allowed === null) return null;
   if (split && allowed.includes(true)) {
-    const errors = calls.map((c, k) => allowed![k] || c.id === null ? '' : errorWithId(RpcCode.InsufficientScope, notAllowed(c.method), c.id));
+    const errors = calls.map((c, k) =>
+      allowed![k] || c.id === null ? '' : errorWithId(RpcCode.InsufficientScope, notAllowed(c.method), c.id),
+    );
     return splitBatch(reading, allowed, errors);
   }
   // Every call refused (the node is not asked), or a batch that goes whole or not at all.
@@ -74,7 +76,9 @@ export function judgeMethods(core: Core, grant: number, reading: Read, split: bo
     if (c.id !== null) texts.push(errorWithId(RpcCode.InsufficientScope, allowed![k] ? also : notAllowed(c.method), c.id));
   });
   // A batch of notifications only gets the one error without an id, as a body the check cannot read does.
-  return refused(texts.length === 0 ? errorWithId(RpcCode.InsufficientScope, notAllowed(refusedCall.method), 'null') : `[${texts.join(',')}]`);
+  return refused(
+    texts.length === 0 ? errorWithId(RpcCode.InsufficientScope, notAllowed(refusedCall.method), 'null') : `[${texts.join(',')}]`,
+  );
 }
 
 function refused(text: string): CallRefusal {

@@ -94,10 +94,14 @@ export class SessionLedger {
   private readonly seed: number;
   private readonly serialKey = new Int32Array(2);
 
-  constructor(memory: SharedArrayBuffer, readonly shares: SessionShares) {
+  constructor(
+    memory: SharedArrayBuffer,
+    readonly shares: SessionShares,
+  ) {
     this.words = new Int32Array(memory);
     const slots = capacity(shares.maxSessions);
-    if (this.words.length !== HEADER + slots * (TOKEN_SLOT + CLIENT_SLOT)) throw new RangeError('the ledger\'s memory is not for this many sessions');
+    if (this.words.length !== HEADER + slots * (TOKEN_SLOT + CLIENT_SLOT))
+      throw new RangeError("the ledger's memory is not for this many sessions");
     this.mask = slots - 1;
     this.clients = HEADER + slots * TOKEN_SLOT;
     this.seed = this.words[SEED];

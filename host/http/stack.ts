@@ -75,13 +75,20 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
   const routes = new Map<string, Route>([[parts.metricsPath, { kind: 'metrics', metrics: parts.scrape }]]);
   if (parts.upstream === undefined) {
     routes.set('/ext/info', { kind: 'rpc', endpoint: loggedEndpoint(infoMethods(VERSION), log), probe: null });
-    routes.set('/ext/health', { kind: 'rpc', endpoint: loggedEndpoint(healthMethods(), log), probe: new TextEncoder().encode(HEALTH_BODY + '\n') });
+    routes.set('/ext/health', {
+      kind: 'rpc',
+      endpoint: loggedEndpoint(healthMethods(), log),
+      probe: new TextEncoder().encode(HEALTH_BODY + '\n'),
+    });
   }
   let gate: Gate | null = null;
   if (service !== undefined) {
     routes.set(AUTH_PATH, { kind: 'auth', service });
     gate = new Gate(core, metrics, parts.clock, {
-      publicPaths: parts.publicEndpoints, authPath: AUTH_PATH, ownPaths: [HEALTH_PATH, LIVE_PATH, CHECK_PATH, ...CONSOLE_PATHS], serving: parts.serving,
+      publicPaths: parts.publicEndpoints,
+      authPath: AUTH_PATH,
+      ownPaths: [HEALTH_PATH, LIVE_PATH, CHECK_PATH, ...CONSOLE_PATHS],
+      serving: parts.serving,
     });
   }
   // Console or not, its paths are api-auth's own: a console session's endpoint never reaches the node.
@@ -102,19 +109,40 @@ export async function buildStack(parts: StackParts): Promise<Stack> {
     proxy = new UpstreamProxy(parts.upstream, parts.trustedProxies, inFlight, metrics, log, bodies, parts.clock);
   }
   const gated = gate;
-  const access = parts.accessLog === undefined ? null
-    : new AccessLog(parts.accessLog, parts.trustedProxies, parts.clock, gated === null ? null : (path) => gated.open(path), metrics);
-  const router = new Router(metrics, admission, routes, new LocalRoutes(inFlight, parts.trustedProxies, log, bodies, parts.secure === true), proxy, access);
+  const access =
+    parts.accessLog === undefined
+      ? null
+      : new AccessLog(parts.accessLog, parts.trustedProxies, parts.clock, gated === null ? null : (path) => gated.open(path), metrics);
+  const router = new Router(
+    metrics,
+    admission,
+    routes,
+    new LocalRoutes(inFlight, parts.trustedProxies, log, bodies, parts.secure === true),
+    proxy,
+    access,
+  );
   let websockets: WebSocketRelay | null = null;
   if (parts.upstream !== undefined) {
     const { WebSocketRelay } = await import('./websocket.js');
     websockets = new WebSocketRelay({
-      core, admission, router, routes, upstream: parts.upstream, trusted: parts.trustedProxies, inFlight, metrics, log, clock: parts.clock,
-      settings: parts.websocket, access,
+      core,
+      admission,
+      router,
+      routes,
+      upstream: parts.upstream,
+      trusted: parts.trustedProxies,
+      inFlight,
+      metrics,
+      log,
+      clock: parts.clock,
+      settings: parts.websocket,
+      access,
     });
   }
   return {
-    router, websockets, inFlight,
+    router,
+    websockets,
+    inFlight,
     close: async () => {
       websockets?.close();
       await proxy?.close();

@@ -17,7 +17,10 @@ export class Tarpit {
   private held: Array<() => void> = [];
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly delayMs = TARPIT_DELAY, private readonly max = TARPIT_MAX) {}
+  constructor(
+    private readonly delayMs = TARPIT_DELAY,
+    private readonly max = TARPIT_MAX,
+  ) {}
 
   /** Runs `answer` in a moment, or now when too many are held already. */
   hold(answer: () => void): void {

@@ -49,13 +49,17 @@ let pendingRead: string | null = null;
  */
 export async function snapshotTlsFiles(files: TlsFiles, timeoutMs = TLS_READ_TIMEOUT_MS): Promise<TlsSnapshot> {
   if (pendingRead !== null) {
-    throw new Error(`the read of ${pendingRead} by an earlier reload has not returned (a hung mount?); fix the file system, then reload again`);
+    throw new Error(
+      `the read of ${pendingRead} by an earlier reload has not returned (a hung mount?); fix the file system, then reload again`,
+    );
   }
   const cert = await readBounded('tlsCertFile', files.certFile, timeoutMs);
   const key = await readBounded('tlsKeyFile', files.keyFile, timeoutMs);
   try {
-    checkPemPair({ option: 'tlsCertFile', path: files.certFile, pem: cert, what: WHAT.tlsCertFile },
-      { option: 'tlsKeyFile', path: files.keyFile, pem: key });
+    checkPemPair(
+      { option: 'tlsCertFile', path: files.certFile, pem: cert, what: WHAT.tlsCertFile },
+      { option: 'tlsKeyFile', path: files.keyFile, pem: key },
+    );
   } catch (error) {
     throw new Error((error as OptionError).describe(flagOf));
   }

@@ -152,14 +152,21 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
     const { settings, upstream } = parts;
     this.watch = new UpstreamWatch(upstream.url, upstream.timeoutMs, upstream.health, parts.metrics, parts.log);
     this.ledger = new SessionLedger(settings.sessions, {
-      maxSessions: settings.maxSessions, perToken: settings.maxSessionsPerToken, perClient: settings.maxSessionsPerClient,
+      maxSessions: settings.maxSessions,
+      perToken: settings.maxSessionsPerToken,
+      perClient: settings.maxSessionsPerClient,
     });
     this.tooMany = {
       [Opening.Full]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`),
-      [Opening.TokenFull]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open with this token ` +
-        `(at most ${settings.maxSessionsPerToken}); close one, or retry later`),
-      [Opening.ClientFull]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open from this client address ` +
-        `(at most ${settings.maxSessionsPerClient}); close one, or retry later`),
+      [Opening.TokenFull]: jsonLine(
+        RpcCode.Unavailable,
+        `too many WebSocket sessions are open with this token ` + `(at most ${settings.maxSessionsPerToken}); close one, or retry later`,
+      ),
+      [Opening.ClientFull]: jsonLine(
+        RpcCode.Unavailable,
+        `too many WebSocket sessions are open from this client address ` +
+          `(at most ${settings.maxSessionsPerClient}); close one, or retry later`,
+      ),
     };
     this.idleMs = settings.idleTimeout * 1000;
     this.maxMessage = settings.maxMessage;
@@ -168,7 +175,7 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
     this.metrics = parts.metrics;
     this.clock = parts.clock;
     this.way = webSocketWay(settings.queryToken);
-    const relay = this.relay = new Relay<Opened>(this);
+    const relay = (this.relay = new Relay<Opened>(this));
     this.behavior = {
       // permessage-deflate stays off (uWS's default): a node's answers would be inflated
       // twice, and compression ratios are a known side channel.
@@ -236,7 +243,11 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
       return this.refuseRequest(res, list);
     }
     const key = req.getHeader('sec-websocket-key');
-    const protocols = req.getHeader('sec-websocket-protocol').split(',').map((p) => p.trim()).filter((p) => p !== '');
+    const protocols = req
+      .getHeader('sec-websocket-protocol')
+      .split(',')
+      .map((p) => p.trim())
+      .filter((p) => p !== '');
     const standing = claims === undefined ? null : this.parts.core.standing(claims);
     const opened: Opened = { path, client, keys, claims, standing, ticket, logged: loggedSession(res) };
     const handshake = new Handshake(this.relay, this, res, key, context, opened);
@@ -286,11 +297,13 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
 
   upstreamStatus(res: HttpResponse, status: number, message: string): HandshakeRefusal {
     upstreamAnswered(res, status);
-    const text = status >= 400
-      ? `the upstream node refused the WebSocket upgrade (HTTP ${status})`
-      : `the upstream node answered the WebSocket upgrade with HTTP ${status}, not 101`;
+    const text =
+      status >= 400
+        ? `the upstream node refused the WebSocket upgrade (HTTP ${status})`
+        : `the upstream node answered the WebSocket upgrade with HTTP ${status}, not 101`;
     return {
-      reason: 'upstream status', status: status >= 400 ? statusLine(status, message) : '502 Bad Gateway',
+      reason: 'upstream status',
+      status: status >= 400 ? statusLine(status, message) : '502 Bad Gateway',
       body: jsonLine(RpcCode.UpstreamUnavailable, text),
     };
   }
@@ -340,7 +353,10 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
   audit(opened: Opened, outcome: RefusedOutcome): void {
     const { claims } = opened;
     this.parts.log.info('audit', {
-      method: 'websocket', outcome: OUTCOME_NAMES[outcome], client: opened.client, path: opened.path,
+      method: 'websocket',
+      outcome: OUTCOME_NAMES[outcome],
+      client: opened.client,
+      path: opened.path,
       ...(claims && { serial: claims.serial, generation: claims.generation }),
     });
   }
@@ -369,7 +385,9 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
 
 /** The refusals' reasons in the metrics, by the bound that refused. */
 const SHARE_REFUSALS: Readonly<Record<Exclude<Opening, Opening.Opened>, WsRefusal>> = {
-  [Opening.Full]: 'limit', [Opening.TokenFull]: 'token limit', [Opening.ClientFull]: 'client limit',
+  [Opening.Full]: 'limit',
+  [Opening.TokenFull]: 'token limit',
+  [Opening.ClientFull]: 'client limit',
 };
 
 /** What a session was opened with. */

@@ -75,11 +75,16 @@ export const OPEN_TIMEOUT_MS = 5000;
  * theirs, or api-auth's own state), never blocking (a FIFO with no reader is refused at
  * once, ENXIO, instead of holding the thread), never a terminal of ours.
  */
-const OPEN_FLAGS = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
+const OPEN_FLAGS =
+  constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
 
 /** Why an access log's path cannot be used, in words for a start error or a warning. */
 export class LineTargetError extends Error {
-  constructor(readonly path: string, readonly why: string, readonly code?: string) {
+  constructor(
+    readonly path: string,
+    readonly why: string,
+    readonly code?: string,
+  ) {
     super(`${path} ${why}`);
   }
 }
@@ -114,13 +119,19 @@ export async function openTarget(path: string, timeoutMs = OPEN_TIMEOUT_MS): Pro
   });
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new LineTargetError(path, `did not open within ${timeoutMs / 1000} s (a hung mount?)`, 'ETIMEDOUT')), timeoutMs);
+    timer = setTimeout(
+      () => reject(new LineTargetError(path, `did not open within ${timeoutMs / 1000} s (a hung mount?)`, 'ETIMEDOUT')),
+      timeoutMs,
+    );
   });
   try {
     return await Promise.race([opening, late]);
   } catch (error) {
     // An open given up on may still succeed later: its descriptor is closed then.
-    opening.then((fd) => close(fd, () => undefined), () => undefined);
+    opening.then(
+      (fd) => close(fd, () => undefined),
+      () => undefined,
+    );
     throw error;
   } finally {
     clearTimeout(timer);
@@ -137,10 +148,18 @@ function refusedOpen(path: string, error: unknown): LineTargetError {
     case 'EISDIR':
       return new LineTargetError(path, 'cannot be opened for appending (EISDIR): it is a folder; name a file in it, or "stdout"', code);
     case 'ENOENT':
-      return new LineTargetError(path, 'cannot be opened for appending (ENOENT): its folder does not exist; create the folder, or name another file', code);
+      return new LineTargetError(
+        path,
+        'cannot be opened for appending (ENOENT): its folder does not exist; create the folder, or name another file',
+        code,
+      );
     case 'EACCES':
     case 'EPERM':
-      return new LineTargetError(path, `cannot be opened for appending (${code}); let the user api-auth runs as write the file and its folder`, code);
+      return new LineTargetError(
+        path,
+        `cannot be opened for appending (${code}); let the user api-auth runs as write the file and its folder`,
+        code,
+      );
     default:
       return new LineTargetError(path, `cannot be opened for appending (${code ?? (error as Error).message})`, code);
   }
@@ -149,17 +168,31 @@ function refusedOpen(path: string, error: unknown): LineTargetError {
 /** Throws LineTargetError unless `st` is a regular file that only root or this process's user can change. */
 function checkLogFile(path: string, st: Stats): void {
   if (!st.isFile()) {
-    const kind = st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a regular file';
+    const kind = st.isFIFO()
+      ? 'a FIFO'
+      : st.isSocket()
+        ? 'a socket'
+        : st.isCharacterDevice() || st.isBlockDevice()
+          ? 'a device'
+          : 'not a regular file';
     throw new LineTargetError(path, `is ${kind}, not a regular file; remove it, or name a regular file`, 'EINVAL');
   }
   const user = process.geteuid?.();
   if (user !== undefined && st.uid !== 0 && st.uid !== user) {
-    throw new LineTargetError(path, `belongs to user ${st.uid}, not to root or the user api-auth runs as (${user}), who could then forge its lines; ` +
-      `chown ${user} ${path}`, 'EPERM');
+    throw new LineTargetError(
+      path,
+      `belongs to user ${st.uid}, not to root or the user api-auth runs as (${user}), who could then forge its lines; ` +
+        `chown ${user} ${path}`,
+      'EPERM',
+    );
   }
   if ((st.mode & 0o022) !== 0) {
-    throw new LineTargetError(path, `can be written by ${writersOf(st.mode)} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), who could then forge its lines; ` +
-      `chmod ${(st.mode & 0o7777 & ~0o022).toString(8)} ${path}`, 'EPERM');
+    throw new LineTargetError(
+      path,
+      `can be written by ${writersOf(st.mode)} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), who could then forge its lines; ` +
+        `chmod ${(st.mode & 0o7777 & ~0o022).toString(8)} ${path}`,
+      'EPERM',
+    );
   }
 }
 
@@ -193,7 +226,12 @@ export class LineWriter {
   private written: (() => void) | null = null;
 
   /** `fd`: the target opened already (openTarget); this writer owns it from now on. */
-  constructor(private readonly target: LineTarget, private fd: number, private readonly counts: LineCounts, private readonly log: Logger) {
+  constructor(
+    private readonly target: LineTarget,
+    private fd: number,
+    private readonly counts: LineCounts,
+    private readonly log: Logger,
+  ) {
     this.generation = Atomics.load(target.reopen, 0);
     this.size = target.path === STDOUT ? PIPE_BUF : FLUSH_BYTES;
     this.current = Buffer.allocUnsafe(this.size);
@@ -231,7 +269,7 @@ export class LineWriter {
       this.full.push(this.current.subarray(0, this.used));
       this.fullBytes += this.used;
     }
-    this.current = bytes <= this.size ? this.spare.pop() ?? Buffer.allocUnsafe(this.size) : Buffer.allocUnsafe(bytes);
+    this.current = bytes <= this.size ? (this.spare.pop() ?? Buffer.allocUnsafe(this.size)) : Buffer.allocUnsafe(bytes);
     this.used = 0;
   }
 
@@ -260,7 +298,9 @@ export class LineWriter {
 
   /** Resolves once the write under way, and those it goes on to, are done. */
   private settled(): Promise<void> {
-    return new Promise<void>((resolve) => { this.written = resolve; });
+    return new Promise<void>((resolve) => {
+      this.written = resolve;
+    });
   }
 
   /** The filled buffers, to write in order. */
@@ -343,8 +383,10 @@ export class LineWriter {
     this.counts.accessLinesLost += countLines(lost);
     if (this.failing) return;
     this.failing = true;
-    this.log.error('the access log cannot be written; its lines are lost until it can (api_auth_access_log_lines_lost_total)',
-      { path: this.target.path, ...errorFields(error) });
+    this.log.error('the access log cannot be written; its lines are lost until it can (api_auth_access_log_lines_lost_total)', {
+      path: this.target.path,
+      ...errorFields(error),
+    });
   }
 
   /**
@@ -356,18 +398,25 @@ export class LineWriter {
   private reopen(generation: number): void {
     this.generation = generation;
     if (this.target.path === STDOUT || this.reopening !== null) return;
-    this.reopening = openTarget(this.target.path).then((fd) => {
-      // A stop under way waits for this, and then writes what is held here.
-      this.opened = fd;
-    }, (error: unknown) => {
-      this.counts.accessWriteErrors++;
-      this.log.warn('the access log cannot be opened again; lines go on to the file opened before',
-        { path: this.target.path, ...errorFields(error) });
-    }).finally(() => {
-      this.reopening = null;
-      // What was held goes out now (and another SIGHUP that came meanwhile opens the path again).
-      if (this.stopped === null) this.flush();
-    });
+    this.reopening = openTarget(this.target.path)
+      .then(
+        (fd) => {
+          // A stop under way waits for this, and then writes what is held here.
+          this.opened = fd;
+        },
+        (error: unknown) => {
+          this.counts.accessWriteErrors++;
+          this.log.warn('the access log cannot be opened again; lines go on to the file opened before', {
+            path: this.target.path,
+            ...errorFields(error),
+          });
+        },
+      )
+      .finally(() => {
+        this.reopening = null;
+        // What was held goes out now (and another SIGHUP that came meanwhile opens the path again).
+        if (this.stopped === null) this.flush();
+      });
   }
 
   /** The descriptor a reopen made takes the old one's place, between writes. */

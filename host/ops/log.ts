@@ -25,14 +25,18 @@ export interface Logger {
  * A logger that hands each finished line (with its newline) to `write`, for events at
  * `level` and above, each with `clock`'s time; the methods below it do nothing.
  */
-export function createLogger(write: (line: string) => void = (line) => process.stdout.write(line), level: Level = 'info',
-  clock: Clock = systemClock): Logger {
+export function createLogger(
+  write: (line: string) => void = (line) => process.stdout.write(line),
+  level: Level = 'info',
+  clock: Clock = systemClock,
+): Logger {
   const threshold = LEVELS.indexOf(level);
-  const emitter = (at: Level) => LEVELS.indexOf(at) < threshold
-    ? (): void => undefined
-    : (msg: string, fields?: Fields, time?: number): void => {
-      write(JSON.stringify({ time: new Date(time ?? clock()).toISOString(), level: at, msg, ...fields }) + '\n');
-    };
+  const emitter = (at: Level) =>
+    LEVELS.indexOf(at) < threshold
+      ? (): void => undefined
+      : (msg: string, fields?: Fields, time?: number): void => {
+          write(JSON.stringify({ time: new Date(time ?? clock()).toISOString(), level: at, msg, ...fields }) + '\n');
+        };
   return { debug: emitter('debug'), info: emitter('info'), warn: emitter('warn'), error: emitter('error') };
 }
 

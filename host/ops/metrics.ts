@@ -26,8 +26,18 @@ export const UPSTREAM_ERROR_KINDS = ['refused', 'reset', 'timeout', 'other'] as 
 export type UpstreamErrorKind = (typeof UPSTREAM_ERROR_KINDS)[number];
 
 /** Why a WebSocket upgrade got an HTTP answer rather than a session. */
-export const WS_REFUSALS = ['token', 'path', 'limit', 'token limit', 'client limit', 'stopping', 'request', 'upstream status',
-  'upstream unreachable', 'upstream timeout'] as const;
+export const WS_REFUSALS = [
+  'token',
+  'path',
+  'limit',
+  'token limit',
+  'client limit',
+  'stopping',
+  'request',
+  'upstream status',
+  'upstream unreachable',
+  'upstream timeout',
+] as const;
 export type WsRefusal = (typeof WS_REFUSALS)[number];
 
 /** What ended a WebSocket session. */
@@ -64,8 +74,18 @@ export type LimitRefusal = (typeof LIMIT_REFUSALS)[number];
  * scope, or an upstream that gave no answer; `none` for every other answer, whatever its
  * status. A fixed list, so the label stays bounded.
  */
-export const RESPONSE_REASONS = ['none', ...OUTCOME_NAMES.filter((name) => name !== 'valid'), 'unavailable', 'rate', 'quota', 'table full',
-  'unreadable', 'method not allowed', 'not json-rpc', ...UPSTREAM_ERROR_KINDS.map((kind) => `upstream ${kind}`)] as const;
+export const RESPONSE_REASONS = [
+  'none',
+  ...OUTCOME_NAMES.filter((name) => name !== 'valid'),
+  'unavailable',
+  'rate',
+  'quota',
+  'table full',
+  'unreadable',
+  'method not allowed',
+  'not json-rpc',
+  ...UPSTREAM_ERROR_KINDS.map((kind) => `upstream ${kind}`),
+] as const;
 /** An index into RESPONSE_REASONS. */
 export type ResponseReason = number;
 export const NOT_REFUSED: ResponseReason = 0;
@@ -92,7 +112,9 @@ const AVALANCHE_NAMESPACES = ['avax', 'avm', 'platform', 'info', 'health', 'inde
  */
 export const METHOD_LABELS: readonly string[] = [
   ...[...new Set(Object.values(METHOD_SETS).flat())].sort(),
-  ...ETHEREUM_NAMESPACES.map((ns) => `${ns}_*`), ...AVALANCHE_NAMESPACES.map((ns) => `${ns}.*`), 'other',
+  ...ETHEREUM_NAMESPACES.map((ns) => `${ns}_*`),
+  ...AVALANCHE_NAMESPACES.map((ns) => `${ns}.*`),
+  'other',
 ];
 const METHOD_LABEL = new Map(METHOD_LABELS.map((label, i) => [label, i]));
 const OTHER_METHOD = METHOD_LABELS.length - 1;
@@ -186,94 +208,188 @@ export class Metrics implements MetricsSource {
     const registers = [this.registry];
     const counter = (name: string, help: string, read: (self: Counter) => void, labelNames: string[] = []): void => {
       // A scrape rebuilds each counter from the plain numbers.
-      new Counter({ name, help, labelNames, registers, collect() { this.reset(); read(this); } });
+      new Counter({
+        name,
+        help,
+        labelNames,
+        registers,
+        collect() {
+          this.reset();
+          read(this);
+        },
+      });
     };
-    counter('api_auth_verifications_total', 'Token verifications by the gate, by outcome.', (c) => {
-      for (let i = 0; i < OUTCOME_NAMES.length; i++) c.inc({ outcome: OUTCOME_NAMES[i] }, this.verifications[i]);
-    }, ['outcome']);
+    counter(
+      'api_auth_verifications_total',
+      'Token verifications by the gate, by outcome.',
+      (c) => {
+        for (let i = 0; i < OUTCOME_NAMES.length; i++) c.inc({ outcome: OUTCOME_NAMES[i] }, this.verifications[i]);
+      },
+      ['outcome'],
+    );
     counter('api_auth_tokens_issued_total', 'Tokens issued by auth.newToken and auth.rotateToken.', (c) => c.inc(this.tokensIssued));
     counter('api_auth_tokens_revoked_total', 'Valid tokens revoked by auth.revokeToken.', (c) => c.inc(this.tokensRevoked));
-    counter('api_auth_password_checks_total', 'Password checks by result.', (c) => {
-      c.inc({ result: 'accepted' }, this.passwordsAccepted);
-      c.inc({ result: 'refused' }, this.passwordsRefused);
-    }, ['result']);
-    counter('api_auth_password_throttled_total', 'Calls refused before any password check because of earlier failures (HTTP 429, -32005).',
-      (c) => c.inc(this.passwordsThrottled));
-    counter('api_auth_password_busy_total', 'Calls refused because too many password checks were waiting (HTTP 503, -32043).',
-      (c) => c.inc(this.passwordsBusy));
-    counter('api_auth_upstream_errors_total', 'Proxied requests the upstream did not answer, by kind.', (c) => {
-      for (let i = 0; i < UPSTREAM_ERROR_KINDS.length; i++) c.inc({ kind: UPSTREAM_ERROR_KINDS[i] }, this.upstreamErrors[i]);
-    }, ['kind']);
-    counter('api_auth_method_checks_total', 'Method checks of tokens with a method scope, by where the calls came ' +
-      '(an HTTP body, a WebSocket message) and result; a refused call is answered with its JSON-RPC error (a 403 for a body ' +
-      'that is not JSON-RPC), and a batch whose allowed calls went on counts as a refusal.', (c) => {
-      for (let v = 0; v < SCOPE_VIAS.length; v++) {
-        for (let r = 0; r < SCOPE_RESULTS.length; r++) {
-          c.inc({ via: SCOPE_VIAS[v], result: SCOPE_RESULTS[r] }, this.scopeChecks[v * SCOPE_RESULTS.length + r]);
+    counter(
+      'api_auth_password_checks_total',
+      'Password checks by result.',
+      (c) => {
+        c.inc({ result: 'accepted' }, this.passwordsAccepted);
+        c.inc({ result: 'refused' }, this.passwordsRefused);
+      },
+      ['result'],
+    );
+    counter(
+      'api_auth_password_throttled_total',
+      'Calls refused before any password check because of earlier failures (HTTP 429, -32005).',
+      (c) => c.inc(this.passwordsThrottled),
+    );
+    counter('api_auth_password_busy_total', 'Calls refused because too many password checks were waiting (HTTP 503, -32043).', (c) =>
+      c.inc(this.passwordsBusy),
+    );
+    counter(
+      'api_auth_upstream_errors_total',
+      'Proxied requests the upstream did not answer, by kind.',
+      (c) => {
+        for (let i = 0; i < UPSTREAM_ERROR_KINDS.length; i++) c.inc({ kind: UPSTREAM_ERROR_KINDS[i] }, this.upstreamErrors[i]);
+      },
+      ['kind'],
+    );
+    counter(
+      'api_auth_method_checks_total',
+      'Method checks of tokens with a method scope, by where the calls came ' +
+        '(an HTTP body, a WebSocket message) and result; a refused call is answered with its JSON-RPC error (a 403 for a body ' +
+        'that is not JSON-RPC), and a batch whose allowed calls went on counts as a refusal.',
+      (c) => {
+        for (let v = 0; v < SCOPE_VIAS.length; v++) {
+          for (let r = 0; r < SCOPE_RESULTS.length; r++) {
+            c.inc({ via: SCOPE_VIAS[v], result: SCOPE_RESULTS[r] }, this.scopeChecks[v * SCOPE_RESULTS.length + r]);
+          }
         }
-      }
-    }, ['via', 'result']);
-    counter('api_auth_access_log_lines_lost_total', 'Access log lines lost: their write failed (a full disk), or too many waited for one.',
-      (c) => c.inc(this.accessLinesLost));
-    counter('api_auth_access_log_write_errors_total', 'Writes to the access log, and reopens of it, that failed.',
-      (c) => c.inc(this.accessWriteErrors));
+      },
+      ['via', 'result'],
+    );
+    counter(
+      'api_auth_access_log_lines_lost_total',
+      'Access log lines lost: their write failed (a full disk), or too many waited for one.',
+      (c) => c.inc(this.accessLinesLost),
+    );
+    counter('api_auth_access_log_write_errors_total', 'Writes to the access log, and reopens of it, that failed.', (c) =>
+      c.inc(this.accessWriteErrors),
+    );
     // By reason only: a label per token would let anyone who issues tokens grow the series without bound.
-    counter('api_auth_limit_refusals_total', 'Requests and WebSocket messages of tokens with limits refused, by reason: past the rate ' +
-      '(HTTP 429, -32005), from a client the token does not allow (HTTP 403), or no room in the limits table (HTTP 503).',
-    (c) => labelled(c, 'reason', LIMIT_REFUSALS, this.limitRefusals), ['reason']);
-    counter('api_auth_usage_uncounted_total', 'Calls of tokens without limits let through but not counted in their usage ' +
-      '(lastUsedAt, requests): the core\'s usage table had no slot for them.', (c) => c.inc(this.usageMisses?.() ?? 0));
+    counter(
+      'api_auth_limit_refusals_total',
+      'Requests and WebSocket messages of tokens with limits refused, by reason: past the rate ' +
+        '(HTTP 429, -32005), from a client the token does not allow (HTTP 403), or no room in the limits table (HTTP 503).',
+      (c) => labelled(c, 'reason', LIMIT_REFUSALS, this.limitRefusals),
+      ['reason'],
+    );
+    counter(
+      'api_auth_usage_uncounted_total',
+      'Calls of tokens without limits let through but not counted in their usage ' +
+        "(lastUsedAt, requests): the core's usage table had no slot for them.",
+      (c) => c.inc(this.usageMisses?.() ?? 0),
+    );
     this.latency = new Histogram({
       name: 'api_auth_verification_duration_seconds',
       help: `Time the gate spends verifying a token (one verification in ${LATENCY_SAMPLE_EVERY} is timed).`,
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    counter('api_auth_rpc_calls_total', 'JSON-RPC calls read by the admission (the bodies and WebSocket messages of tokens with limits ' +
-      'or a method scope), by method: its name for the methods of the named sets, else its namespace (eth_*, platform.*), else other.',
-    (c) => labelled(c, 'method', METHOD_LABELS, this.rpcCalls), ['method']);
+    counter(
+      'api_auth_rpc_calls_total',
+      'JSON-RPC calls read by the admission (the bodies and WebSocket messages of tokens with limits ' +
+        'or a method scope), by method: its name for the methods of the named sets, else its namespace (eth_*, platform.*), else other.',
+      (c) => labelled(c, 'method', METHOD_LABELS, this.rpcCalls),
+      ['method'],
+    );
     this.upstreamLatency = new Histogram({
       name: 'api_auth_upstream_request_duration_seconds',
-      help: 'Time from a proxied request\'s dispatch to the upstream (a wait for a free connection included) to the head of its answer; ' +
+      help:
+        "Time from a proxied request's dispatch to the upstream (a wait for a free connection included) to the head of its answer; " +
         'every answered request is timed.',
       buckets: UPSTREAM_BUCKETS,
       registers,
     });
     // The same in every thread: the threads' sum keeps the first, not the sum.
-    const build = new Gauge({ name: 'api_auth_build_info', help: 'The running api-auth: its version, and the Node.js it runs on; always 1.',
-      labelNames: ['version', 'nodejs'], registers, aggregator: 'first' });
+    const build = new Gauge({
+      name: 'api_auth_build_info',
+      help: 'The running api-auth: its version, and the Node.js it runs on; always 1.',
+      labelNames: ['version', 'nodejs'],
+      registers,
+      aggregator: 'first',
+    });
     build.set({ version: VERSION, nodejs: process.versions.node }, 1);
-    const ratio = new Gauge({ name: 'api_auth_verification_sampling_ratio', help: 'The share of token verifications that ' +
-      `api_auth_verification_duration_seconds times (one in ${LATENCY_SAMPLE_EVERY}).`, registers, aggregator: 'first' });
+    const ratio = new Gauge({
+      name: 'api_auth_verification_sampling_ratio',
+      help: 'The share of token verifications that ' + `api_auth_verification_duration_seconds times (one in ${LATENCY_SAMPLE_EVERY}).`,
+      registers,
+      aggregator: 'first',
+    });
     ratio.set(1 / LATENCY_SAMPLE_EVERY);
     const thread = options.httpThread;
     if (thread !== undefined) {
       const responses = this.responses;
-      counter('api_auth_http_responses_total', 'Answers written, by HTTP status and, for a request api-auth refused, why (none for ' +
-        'any other answer): the gate\'s outcome, the token\'s limits or scope, a closed fleet fence, an upstream that did not answer.',
-      (c) => {
-        for (const [key, value] of responses) {
-          c.inc({ status: String(Math.floor(key / RESPONSE_REASONS.length)), reason: RESPONSE_REASONS[key % RESPONSE_REASONS.length] }, value);
-        }
-      }, ['status', 'reason']);
+      counter(
+        'api_auth_http_responses_total',
+        'Answers written, by HTTP status and, for a request api-auth refused, why (none for ' +
+          "any other answer): the gate's outcome, the token's limits or scope, a closed fleet fence, an upstream that did not answer.",
+        (c) => {
+          for (const [key, value] of responses) {
+            c.inc(
+              { status: String(Math.floor(key / RESPONSE_REASONS.length)), reason: RESPONSE_REASONS[key % RESPONSE_REASONS.length] },
+              value,
+            );
+          }
+        },
+        ['status', 'reason'],
+      );
       // Apart by thread when the threads' metrics are summed: it shows how the acceptor spreads the connections.
-      counter('api_auth_http_requests_total', 'Requests received, by the HTTP thread that served them (1 to --http-threads).', (c) => {
-        c.inc({ thread: String(thread) }, this.requests);
-      }, ['thread']);
+      counter(
+        'api_auth_http_requests_total',
+        'Requests received, by the HTTP thread that served them (1 to --http-threads).',
+        (c) => {
+          c.inc({ thread: String(thread) }, this.requests);
+        },
+        ['thread'],
+      );
       // A serving thread's: summed over the threads like the rest, the gauge too.
       const open = (): number => this.wsOpen;
-      new Gauge({ name: 'api_auth_websocket_sessions_open', help: 'WebSocket sessions open now.', registers,
-        collect() { this.set(open()); } });
-      counter('api_auth_websocket_sessions_opened_total', 'WebSocket sessions opened (upgrades the upstream accepted).',
-        (c) => c.inc(this.wsOpened));
-      counter('api_auth_websocket_sessions_refused_total', 'WebSocket upgrades answered with an HTTP error rather than a session, by reason.',
-        (c) => labelled(c, 'reason', WS_REFUSALS, this.wsRefused), ['reason']);
-      counter('api_auth_websocket_sessions_closed_total', 'WebSocket sessions closed, by what ended them.',
-        (c) => labelled(c, 'reason', WS_CLOSES, this.wsClosed), ['reason']);
-      counter('api_auth_websocket_messages_total', 'WebSocket messages relayed, by direction.',
-        (c) => labelled(c, 'direction', WS_DIRECTIONS, this.wsMessages), ['direction']);
-      counter('api_auth_websocket_bytes_total', 'Bytes of WebSocket messages relayed (payloads), by direction.',
-        (c) => labelled(c, 'direction', WS_DIRECTIONS, this.wsBytes), ['direction']);
+      new Gauge({
+        name: 'api_auth_websocket_sessions_open',
+        help: 'WebSocket sessions open now.',
+        registers,
+        collect() {
+          this.set(open());
+        },
+      });
+      counter('api_auth_websocket_sessions_opened_total', 'WebSocket sessions opened (upgrades the upstream accepted).', (c) =>
+        c.inc(this.wsOpened),
+      );
+      counter(
+        'api_auth_websocket_sessions_refused_total',
+        'WebSocket upgrades answered with an HTTP error rather than a session, by reason.',
+        (c) => labelled(c, 'reason', WS_REFUSALS, this.wsRefused),
+        ['reason'],
+      );
+      counter(
+        'api_auth_websocket_sessions_closed_total',
+        'WebSocket sessions closed, by what ended them.',
+        (c) => labelled(c, 'reason', WS_CLOSES, this.wsClosed),
+        ['reason'],
+      );
+      counter(
+        'api_auth_websocket_messages_total',
+        'WebSocket messages relayed, by direction.',
+        (c) => labelled(c, 'direction', WS_DIRECTIONS, this.wsMessages),
+        ['direction'],
+      );
+      counter(
+        'api_auth_websocket_bytes_total',
+        'Bytes of WebSocket messages relayed (payloads), by direction.',
+        (c) => labelled(c, 'direction', WS_DIRECTIONS, this.wsBytes),
+        ['direction'],
+      );
     }
     if (options.processMetrics) processMetrics(this.registry);
   }
@@ -330,7 +446,12 @@ export class Metrics implements MetricsSource {
  * responsesByReason of several threads, from their metrics as `registry.getMetricsAsJSON()`
  * gives them (the api_auth_http_responses_total series by reason, every status summed).
  */
-export function responsesByReasonOf(threads: readonly (readonly { name: string; values?: readonly { value: number; labels: Partial<Record<string, string | number>> }[] }[])[]): Map<string, number> {
+export function responsesByReasonOf(
+  threads: readonly (readonly {
+    name: string;
+    values?: readonly { value: number; labels: Partial<Record<string, string | number>> }[];
+  }[])[],
+): Map<string, number> {
   const totals = new Map<string, number>();
   for (const metrics of threads) {
     for (const metric of metrics) {
@@ -349,12 +470,24 @@ export function responsesByReasonOf(threads: readonly (readonly { name: string; 
 // (fifty-odd files, a tenth of the owner's start) only for exemplars, which no metric here
 // has. They are made here as that module makes them.
 const DEFAULT_METRICS = [
-  'processStartTime', 'osMemoryHeap', 'processOpenFileDescriptors', 'processMaxFileDescriptors', 'eventLoopLag',
+  'processStartTime',
+  'osMemoryHeap',
+  'processOpenFileDescriptors',
+  'processMaxFileDescriptors',
+  'eventLoopLag',
   ...(typeof process.getActiveResourcesInfo === 'function' ? ['processResources'] : []),
-  'processHandles', 'processRequests', 'heapSizeAndUsed', 'heapSpacesSizeAndUsed', 'version', 'gc',
+  'processHandles',
+  'processRequests',
+  'heapSizeAndUsed',
+  'heapSpacesSizeAndUsed',
+  'version',
+  'gc',
 ];
 
-type DefaultMetric = (registry: Prometheus.Registry, config: Prometheus.DefaultMetricsCollectorConfiguration<'text/plain; version=0.0.4; charset=utf-8'>) => void;
+type DefaultMetric = (
+  registry: Prometheus.Registry,
+  config: Prometheus.DefaultMetricsCollectorConfiguration<'text/plain; version=0.0.4; charset=utf-8'>,
+) => void;
 
 /** The process's own metrics (process_* and nodejs_*), in `registry`. */
 function processMetrics(registry: Prometheus.Registry): void {
@@ -362,7 +495,9 @@ function processMetrics(registry: Prometheus.Registry): void {
   let last = process.cpuUsage();
   // One collect sets the three, from one reading.
   const user: Counter = new Counter({
-    name: 'process_cpu_user_seconds_total', help: 'Total user CPU time spent in seconds.', registers,
+    name: 'process_cpu_user_seconds_total',
+    help: 'Total user CPU time spent in seconds.',
+    registers,
     collect() {
       const now = process.cpuUsage();
       const userMicros = now.user - last.user;

@@ -19,6 +19,6 @@ export function formatBytes(bytes: number): string {
  * keeps the start's stderr. Everything from "://" to the last "@" of the text is left out.
  */
 export function show(value: unknown): string {
-  const text = value instanceof URL ? JSON.stringify(value.href) : JSON.stringify(value) ?? String(value);
+  const text = value instanceof URL ? JSON.stringify(value.href) : (JSON.stringify(value) ?? String(value));
   return text.replace(/:\/\/[^\s]*@/g, '://…@');
 }

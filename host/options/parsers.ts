@@ -28,8 +28,12 @@ export function flag(value: unknown, option: string): boolean {
 
 export function host(value: unknown): string {
   if (typeof value !== 'string' || value.trim() === '') {
-    throw badOption('host', value === '' ? ' must not be empty; give an address such as 127.0.0.1 or 0.0.0.0'
-      : ` must be an address such as 127.0.0.1 or 0.0.0.0, not ${show(value)}`);
+    throw badOption(
+      'host',
+      value === ''
+        ? ' must not be empty; give an address such as 127.0.0.1 or 0.0.0.0'
+        : ` must be an address such as 127.0.0.1 or 0.0.0.0, not ${show(value)}`,
+    );
   }
   return value;
 }
@@ -64,8 +68,10 @@ export function duration(examples: string): OptionParser<number> {
     const { min, max } = limits!;
     const what = `a duration in whole seconds from ${formatSeconds(min)} to ${formatSeconds(max)}, such as ${examples}`;
     const seconds = typeof value === 'number' ? value : typeof value === 'string' ? parseDuration(value) : null;
-    if (typeof value === 'number' && !Number.isInteger(value)) throw badOption(option, ` must be a whole number of seconds, not ${show(value)}`);
-    if (seconds === null || !Number.isInteger(seconds) || seconds < min || seconds > max) throw badOption(option, ` must be ${what}, not ${show(value)}`);
+    if (typeof value === 'number' && !Number.isInteger(value))
+      throw badOption(option, ` must be a whole number of seconds, not ${show(value)}`);
+    if (seconds === null || !Number.isInteger(seconds) || seconds < min || seconds > max)
+      throw badOption(option, ` must be ${what}, not ${show(value)}`);
     return seconds;
   };
 }
@@ -77,8 +83,11 @@ export function size(value: unknown, option: string, limits: Limits | undefined)
   const m = typeof value === 'string' ? /^(\d{1,10})(KiB|MiB)?$/.exec(value) : null;
   const bytes = typeof value === 'number' ? value : m === null ? NaN : Number(m[1]) * SIZE_UNITS[m[2] ?? ''];
   if (!(Number.isInteger(bytes) && bytes >= min && bytes <= max)) {
-    throw badOption(option, ` must be a size from ${min} byte to ${max / (1024 * 1024)}MiB: a number of bytes, or a number followed by ` +
-      `KiB or MiB (such as 1MiB), not ${show(value)}`);
+    throw badOption(
+      option,
+      ` must be a size from ${min} byte to ${max / (1024 * 1024)}MiB: a number of bytes, or a number followed by ` +
+        `KiB or MiB (such as 1MiB), not ${show(value)}`,
+    );
   }
   return bytes;
 }
@@ -96,17 +105,23 @@ export function upstream(value: unknown): URL {
   } catch {
     throw notUrl();
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw badOption('upstream', ` must be an http:// or https:// URL, not ${show(value)}`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw badOption('upstream', ` must be an http:// or https:// URL, not ${show(value)}`);
   if (url.username !== '' || url.password !== '' || url.pathname !== '/' || url.search !== '' || url.hash !== '') {
-    throw badOption('upstream', ' must be just scheme, host and port, such as http://127.0.0.1:9652 (requests keep their own path), ' +
-      `not ${show(value)}`);
+    throw badOption(
+      'upstream',
+      ' must be just scheme, host and port, such as http://127.0.0.1:9652 (requests keep their own path), ' + `not ${show(value)}`,
+    );
   }
   // A node listens on a port of its own (9650 by default), never on the scheme's. A URL
   // without one would go to port 80 or 443: most likely a forgotten port. The URL parser
   // drops a port equal to the scheme's default, so the text says whether one was written.
   if (!/^[a-z][a-z0-9+.-]*:\/\/(\[[^\]]*\]|[^/?#:]*):\d+(?:[/?#]|$)/i.test(String(value))) {
-    throw badOption('upstream', ` must name the node's port, such as http://127.0.0.1:9652 (write :${url.protocol === 'https:' ? 443 : 80} ` +
-      `if that port is really meant), not ${show(value)}`);
+    throw badOption(
+      'upstream',
+      ` must name the node's port, such as http://127.0.0.1:9652 (write :${url.protocol === 'https:' ? 443 : 80} ` +
+        `if that port is really meant), not ${show(value)}`,
+    );
   }
   return url;
 }
@@ -121,8 +136,12 @@ export function paths(value: unknown, option: string): string[] {
   const list = [...new Set(value.map((entry: unknown) => path(option, entry, '/ext/health')))];
   const own = list.find((path) => OWN_PATHS.includes(path));
   if (own !== undefined) {
-    throw badOption(option, `: ${own} needs no token already (${own === AUTH_PATH ? 'it is where tokens are had, behind the password'
-      : 'it is api-auth\'s own'}); leave it out`);
+    throw badOption(
+      option,
+      `: ${own} needs no token already (${
+        own === AUTH_PATH ? 'it is where tokens are had, behind the password' : "it is api-auth's own"
+      }); leave it out`,
+    );
   }
   return list;
 }
@@ -176,7 +195,8 @@ export function count(what: string): OptionParser<number> {
 /** etcd's client URLs: a list, or one string separated by commas; all http:// or all https://. */
 export function etcdUrls(value: unknown, option: string): URL[] {
   const list = typeof value === 'string' ? value.split(',') : Array.isArray(value) ? value : null;
-  if (list === null || list.length === 0) throw badOption(option, ` must be etcd client URLs such as http://127.0.0.1:2379, not ${show(value)}`);
+  if (list === null || list.length === 0)
+    throw badOption(option, ` must be etcd client URLs such as http://127.0.0.1:2379, not ${show(value)}`);
   const urls = list.map((entry: unknown) => {
     const text = typeof entry === 'string' ? entry.trim() : '';
     let url: URL | undefined;
@@ -185,18 +205,32 @@ export function etcdUrls(value: unknown, option: string): URL[] {
     } catch {
       url = undefined;
     }
-    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.port === '' || url.pathname !== '/' ||
-      url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
+    if (
+      url === undefined ||
+      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+      url.port === '' ||
+      url.pathname !== '/' ||
+      url.username !== '' ||
+      url.password !== '' ||
+      url.search !== '' ||
+      url.hash !== ''
+    ) {
       // The whole value, not the entry: a password with a comma in it would leave part of itself in an entry.
-      throw badOption(option, ` must be etcd client URLs, http:// or https:// with host and port, no user or password ` +
-        `(--cluster-etcd-user and --cluster-etcd-password-file), such as http://127.0.0.1:2379, separated by commas; ${show(value)} is not`);
+      throw badOption(
+        option,
+        ` must be etcd client URLs, http:// or https:// with host and port, no user or password ` +
+          `(--cluster-etcd-user and --cluster-etcd-password-file), such as http://127.0.0.1:2379, separated by commas; ${show(value)} is not`,
+      );
     }
     return url;
   });
   const secure = urls[0].protocol === 'https:';
   if (urls.some((url) => (url.protocol === 'https:') !== secure)) {
-    throw badOption(option, ` mixes http:// and https:// URLs (${show(value)}); an etcd cluster serves its clients one way: ` +
-      'give them all with https:// (TLS) or all with http://');
+    throw badOption(
+      option,
+      ` mixes http:// and https:// URLs (${show(value)}); an etcd cluster serves its clients one way: ` +
+        'give them all with https:// (TLS) or all with http://',
+    );
   }
   return urls;
 }
@@ -221,6 +255,7 @@ export function origins(value: unknown): AllowedOrigins {
 }
 
 export function level(value: unknown): Level {
-  if (!(LEVELS as readonly unknown[]).includes(value)) throw badOption('logLevel', ` must be one of ${LEVELS.join(', ')}, not ${show(value)}`);
+  if (!(LEVELS as readonly unknown[]).includes(value))
+    throw badOption('logLevel', ` must be one of ${LEVELS.join(', ')}, not ${show(value)}`);
   return value as Level;
 }

@@ -22,7 +22,17 @@ const DEFAULT_CEILING = 12 * 3600;
 /** The options' names, in the schema's order. */
 const KEYS = Object.keys(SCHEMA) as Key[];
 
-const AUTH_OPTIONS = ['passwordFile', 'dataDir', 'tokenLifetime', 'maxTokenLifetime', 'maxTokens', 'publicEndpoints', 'trustedProxies', 'log', 'clock'];
+const AUTH_OPTIONS = [
+  'passwordFile',
+  'dataDir',
+  'tokenLifetime',
+  'maxTokenLifetime',
+  'maxTokens',
+  'publicEndpoints',
+  'trustedProxies',
+  'log',
+  'clock',
+];
 
 /** The options that shape issued tokens: they mean nothing while no token is required, and say so at start. */
 const TOKEN_OPTIONS = ['tokenLifetime', 'maxTokenLifetime', 'maxTokens', 'console'] as const;
@@ -34,9 +44,11 @@ const ETCD_TLS_OPTIONS = ['clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey'] 
 const WITHIN: Readonly<Record<NonNullable<OptionSpec<unknown, unknown>['within']>, (option: string) => Text>> = {
   // The proxy's settings mean nothing without a proxy: a flag that would change nothing is
   // a mistake to point out (a forgotten --upstream, most likely), not to ignore.
-  upstream: (option) => (name) => `${name(option)} sets how requests are proxied to the node, and there is no ` +
+  upstream: (option) => (name) =>
+    `${name(option)} sets how requests are proxied to the node, and there is no ` +
     `${name('upstream')}: give ${name('upstream')} (such as http://127.0.0.1:9652), or leave ${name(option)} out`,
-  clusterEtcd: (option) => (name) => `${name(option)} sets how this gateway joins a fleet, and there is no ` +
+  clusterEtcd: (option) => (name) =>
+    `${name(option)} sets how this gateway joins a fleet, and there is no ` +
     `${name('clusterEtcd')}: give ${name('clusterEtcd')} (such as http://127.0.0.1:2379), or leave ${name(option)} out`,
   tlsEnabled: (option) => (name) => `${name(option)} is used only with ${name('tlsEnabled')}; add it, or leave ${name(option)} out`,
 };
@@ -52,8 +64,11 @@ export function resolveAuthOptions(options: AuthOptions): AuthConfig {
   known(options, AUTH_OPTIONS);
   const tokenLifetime = parsed('tokenLifetime', options.tokenLifetime);
   return {
-    passwordFile: required('passwordFile', options.passwordFile, 'the path of the service password\'s file ' +
-      '(a password is generated into it when it is missing)'),
+    passwordFile: required(
+      'passwordFile',
+      options.passwordFile,
+      "the path of the service password's file " + '(a password is generated into it when it is missing)',
+    ),
     dataDir: required('dataDir', options.dataDir, 'the folder where durable state lives (created when missing)'),
     tokenLifetime,
     maxTokenLifetime: lifetimeCeiling(tokenLifetime, options.maxTokenLifetime),
@@ -88,8 +103,11 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
   }
   const v = values as Values;
   if (v.authRequired && v.passwordFile === undefined) {
-    throw new OptionError('passwordFile', (name) => `${name('authRequired')} needs ${name('passwordFile')}, the file holding the ` +
-      'service password (it is generated when missing)');
+    throw new OptionError(
+      'passwordFile',
+      (name) =>
+        `${name('authRequired')} needs ${name('passwordFile')}, the file holding the ` + 'service password (it is generated when missing)',
+    );
   }
   const sessions = maxSessions(v);
   return {
@@ -134,8 +152,12 @@ function share(v: Values, sessions: number, key: 'wsMaxSessionsPerToken' | 'wsMa
   const given = v[key];
   if (given === undefined) return Math.ceil(sessions / 4);
   if (given > sessions) {
-    throw new OptionError(key, (name) => `${name(key)} is ${given}, over ${name('wsMaxSessions')} (${sessions}), which bounds every ` +
-      `share: give at most ${sessions}, or raise ${name('wsMaxSessions')}`);
+    throw new OptionError(
+      key,
+      (name) =>
+        `${name(key)} is ${given}, over ${name('wsMaxSessions')} (${sessions}), which bounds every ` +
+        `share: give at most ${sessions}, or raise ${name('wsMaxSessions')}`,
+    );
   }
   return given;
 }
@@ -148,18 +170,26 @@ function share(v: Values, sessions: number, key: 'wsMaxSessionsPerToken' | 'wsMa
 function maxSessions(v: Values): number {
   const each = sessionBytes(v.wsMaxMessage);
   const fit = Math.floor(v.wsMemoryBudget / each);
-  const worst = (name: (option: string) => string) => `at ${name('wsMaxMessage')} ${formatBytes(v.wsMaxMessage)} each session may hold ` +
-    `${formatBytes(each)} (6 x the message + 2MiB)`;
+  const worst = (name: (option: string) => string) =>
+    `at ${name('wsMaxMessage')} ${formatBytes(v.wsMaxMessage)} each session may hold ` + `${formatBytes(each)} (6 x the message + 2MiB)`;
   if (fit < 1) {
-    throw new OptionError('wsMemoryBudget', (name) => `${name('wsMemoryBudget')} is ${formatBytes(v.wsMemoryBudget)}, and ${worst(name)}: ` +
-      `not one session fits. Raise ${name('wsMemoryBudget')}, or lower ${name('wsMaxMessage')}`);
+    throw new OptionError(
+      'wsMemoryBudget',
+      (name) =>
+        `${name('wsMemoryBudget')} is ${formatBytes(v.wsMemoryBudget)}, and ${worst(name)}: ` +
+        `not one session fits. Raise ${name('wsMemoryBudget')}, or lower ${name('wsMaxMessage')}`,
+    );
   }
   const given = v.wsMaxSessions;
   if (given === undefined) return Math.min(MAX_SESSIONS, fit);
   if (given > fit) {
-    throw new OptionError('wsMaxSessions', (name) => `${name('wsMaxSessions')} is ${given}, and ${worst(name)}: ${given} would hold up to ` +
-      `${formatBytes(given * each)}, over ${name('wsMemoryBudget')} (${formatBytes(v.wsMemoryBudget)}). Give at most ${fit}, lower ` +
-      `${name('wsMaxMessage')}, or raise ${name('wsMemoryBudget')}`);
+    throw new OptionError(
+      'wsMaxSessions',
+      (name) =>
+        `${name('wsMaxSessions')} is ${given}, and ${worst(name)}: ${given} would hold up to ` +
+        `${formatBytes(given * each)}, over ${name('wsMemoryBudget')} (${formatBytes(v.wsMemoryBudget)}). Give at most ${fit}, lower ` +
+        `${name('wsMaxMessage')}, or raise ${name('wsMemoryBudget')}`,
+    );
   }
   return given;
 }
@@ -173,8 +203,12 @@ function lifetimeCeiling(lifetime: number, given: unknown): number {
   if (given === undefined) return Math.max(DEFAULT_CEILING, lifetime);
   const max = parsed('maxTokenLifetime', given);
   if (lifetime > max) {
-    throw new OptionError('tokenLifetime', (name) => `${name('tokenLifetime')} (${formatSeconds(lifetime)}) is longer than ` +
-      `${name('maxTokenLifetime')} (${formatSeconds(max)}), the longest lifetime a token may have: shorten the one, or raise the other`);
+    throw new OptionError(
+      'tokenLifetime',
+      (name) =>
+        `${name('tokenLifetime')} (${formatSeconds(lifetime)}) is longer than ` +
+        `${name('maxTokenLifetime')} (${formatSeconds(max)}), the longest lifetime a token may have: shorten the one, or raise the other`,
+    );
   }
   return max;
 }
@@ -189,7 +223,11 @@ function tls(v: Values): TlsFiles | undefined {
   if (!v.tlsEnabled) return undefined;
   for (const option of ['tlsCertFile', 'tlsKeyFile'] as const) {
     if (v[option] === undefined) {
-      throw new OptionError(option, (name) => `${name('tlsEnabled')} needs ${name(option)}, the ${option === 'tlsCertFile' ? 'certificate chain' : 'private key'}'s PEM file`);
+      throw new OptionError(
+        option,
+        (name) =>
+          `${name('tlsEnabled')} needs ${name(option)}, the ${option === 'tlsCertFile' ? 'certificate chain' : 'private key'}'s PEM file`,
+      );
     }
   }
   return { certFile: v.tlsCertFile!, keyFile: v.tlsKeyFile! };
@@ -199,13 +237,22 @@ function tls(v: Values): TlsFiles | undefined {
 function cluster(v: Values, options: ServerOptions): ClusterConfig | undefined {
   if (v.clusterEtcd === undefined) return undefined;
   if (!v.authRequired) {
-    throw new OptionError('clusterEtcd', (name) => `${name('clusterEtcd')} shares the token state of a fleet, and without ` +
-      `${name('authRequired')} there is none: add ${name('authRequired')}, or leave ${name('clusterEtcd')} out`);
+    throw new OptionError(
+      'clusterEtcd',
+      (name) =>
+        `${name('clusterEtcd')} shares the token state of a fleet, and without ` +
+        `${name('authRequired')} there is none: add ${name('authRequired')}, or leave ${name('clusterEtcd')} out`,
+    );
   }
   const secure = v.clusterEtcd[0].protocol === 'https:';
-  return { endpoints: v.clusterEtcd.map((url) => url.origin), name: v.clusterName, leaseSeconds: v.clusterLease,
-    outageGraceSeconds: v.fleetOutageGrace, tls: etcdTls(v, options, secure),
-    auth: etcdAuth(v, options) };
+  return {
+    endpoints: v.clusterEtcd.map((url) => url.origin),
+    name: v.clusterName,
+    leaseSeconds: v.clusterLease,
+    outageGraceSeconds: v.fleetOutageGrace,
+    tls: etcdTls(v, options, secure),
+    auth: etcdAuth(v, options),
+  };
 }
 
 /**
@@ -217,21 +264,30 @@ function etcdTls(v: Values, options: ServerOptions, secure: boolean): EtcdTlsFil
   if (!secure) {
     for (const option of ETCD_TLS_OPTIONS) {
       if (options[option] !== undefined) {
-        throw new OptionError(option, (name) => `${name(option)} sets TLS to etcd, and ${name('clusterEtcd')} names http:// URLs, ` +
-          `which do not use TLS: the connection would not be protected. Give https:// URLs, or leave ${name(option)} out`);
+        throw new OptionError(
+          option,
+          (name) =>
+            `${name(option)} sets TLS to etcd, and ${name('clusterEtcd')} names http:// URLs, ` +
+            `which do not use TLS: the connection would not be protected. Give https:// URLs, or leave ${name(option)} out`,
+        );
       }
     }
     return undefined;
   }
-  pair('clusterEtcdCert', 'clusterEtcdKey', options, 'its private key\'s PEM file (mutual TLS needs both)');
-  pair('clusterEtcdKey', 'clusterEtcdCert', options, 'the client certificate\'s PEM file (mutual TLS needs both)');
+  pair('clusterEtcdCert', 'clusterEtcdKey', options, "its private key's PEM file (mutual TLS needs both)");
+  pair('clusterEtcdKey', 'clusterEtcdCert', options, "the client certificate's PEM file (mutual TLS needs both)");
   const { clusterEtcdCert: certFile, clusterEtcdKey: keyFile } = v;
   return { caFile: v.clusterEtcdCa, client: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined };
 }
 
 /** etcd's authentication: a user and its password's file, both or neither. */
 function etcdAuth(v: Values, options: ServerOptions): EtcdAuthFile | undefined {
-  pair('clusterEtcdUser', 'clusterEtcdPasswordFile', options, 'the file holding its password (a password is never taken on the command line)');
+  pair(
+    'clusterEtcdUser',
+    'clusterEtcdPasswordFile',
+    options,
+    'the file holding its password (a password is never taken on the command line)',
+  );
   pair('clusterEtcdPasswordFile', 'clusterEtcdUser', options, 'the etcd user whose password the file holds');
   return v.clusterEtcdUser === undefined ? undefined : { user: v.clusterEtcdUser, passwordFile: v.clusterEtcdPasswordFile! };
 }

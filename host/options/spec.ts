@@ -40,4 +40,3 @@ export interface OptionEntry<I, V, D extends boolean> extends OptionSpec<I, V> {
   /** Never set: carries I and D for the types derived from the schema. */
   readonly types?: { input: I; defaulted: D };
 }
-

@@ -41,8 +41,11 @@ async function readPasswordFile(path: string, log: Logger): Promise<string | und
   } catch (error) {
     if (errno(error) === 'ENOENT') return undefined;
     if (errno(error) === 'ELOOP') {
-      throw problem(path, 'the file is a symbolic link, which api-auth does not follow: whoever can change the link chooses the password; ' +
-        'put the file itself in its place');
+      throw problem(
+        path,
+        'the file is a symbolic link, which api-auth does not follow: whoever can change the link chooses the password; ' +
+          'put the file itself in its place',
+      );
     }
     throw fileError(path, error);
   }
@@ -50,8 +53,15 @@ async function readPasswordFile(path: string, log: Logger): Promise<string | und
   try {
     const stat = await file.stat();
     if (stat.isDirectory()) throw problem(path, 'this is a folder; name the file that holds the password');
-    if (!stat.isFile()) throw problem(path, 'this is not a regular file (a FIFO, a socket or a device); name the file that holds the password');
-    const untrusted = untrustedFile(path, stat, await fs.stat(dirname(path)), 'the password file', 'choose the password adopted at the next start');
+    if (!stat.isFile())
+      throw problem(path, 'this is not a regular file (a FIFO, a socket or a device); name the file that holds the password');
+    const untrusted = untrustedFile(
+      path,
+      stat,
+      await fs.stat(dirname(path)),
+      'the password file',
+      'choose the password adopted at the next start',
+    );
     if (untrusted !== null) throw new OptionError('passwordFile', (name) => `${name('passwordFile')}: ${untrusted}`);
     if (process.platform !== 'win32' && (stat.mode & 0o044) !== 0) {
       log.warn('password file is readable by other users', { path, mode: (stat.mode & 0o777).toString(8).padStart(4, '0') });
@@ -62,11 +72,15 @@ async function readPasswordFile(path: string, log: Logger): Promise<string | und
       if (bytesRead === 0) break;
       size += bytesRead;
       if (size > MAX_FILE_BYTES) {
-        throw problem(path, `the file is larger than ${MAX_FILE_BYTES} bytes; it must hold only the password (1 to ${MAX_PASSWORD_LENGTH} characters)`);
+        throw problem(
+          path,
+          `the file is larger than ${MAX_FILE_BYTES} bytes; it must hold only the password (1 to ${MAX_PASSWORD_LENGTH} characters)`,
+        );
       }
     }
     const password = decodeUtf8(buffer.subarray(0, size), path).trim();
-    if (password === '') throw problem(path, 'the file is empty (or only white space); write the service password in it, or delete it to have one generated');
+    if (password === '')
+      throw problem(path, 'the file is empty (or only white space); write the service password in it, or delete it to have one generated');
     const length = countCodePoints(password);
     if (length > MAX_PASSWORD_LENGTH) {
       throw problem(path, `the password is ${length} characters long; at most ${MAX_PASSWORD_LENGTH} are allowed`);
@@ -90,7 +104,10 @@ async function createPasswordFile(path: string, password: string): Promise<boole
     const code = errno(error);
     if (code === 'EEXIST') return false;
     if (code === 'ENOENT' || code === 'ENOTDIR') {
-      throw problem(path, `the file does not exist, and neither does its folder ${folder}; create the folder (a password is then generated) or name another file`);
+      throw problem(
+        path,
+        `the file does not exist, and neither does its folder ${folder}; create the folder (a password is then generated) or name another file`,
+      );
     }
     throw problem(path, `cannot create the file (${reason(error)}); create it yourself or name another file`);
   }

@@ -41,7 +41,10 @@ export interface ReplyCookie {
 
 /** A method's result that also sets (or clears) the session cookie: `value` is the JSON-RPC result. */
 export class WithCookie {
-  constructor(readonly value: unknown, readonly cookie: ReplyCookie) {}
+  constructor(
+    readonly value: unknown,
+    readonly cookie: ReplyCookie,
+  ) {}
 }
 
 /** A method returns its result (any JSON value) or throws RpcError for an error response. */
@@ -72,8 +75,11 @@ export function knownParams(params: Params, method: string, known: readonly stri
   for (const name of Object.keys(params)) {
     if (known.includes(name)) continue;
     const likely = closest(name, known);
-    throw new RpcError(RpcCode.InvalidParams, `invalid params: unknown param ${JSON.stringify(shortened(name))}` +
-      `${likely === undefined ? '' : ` (did you mean ${likely}?)`}; ${method} takes ${spokenList(known)}`);
+    throw new RpcError(
+      RpcCode.InvalidParams,
+      `invalid params: unknown param ${JSON.stringify(shortened(name))}` +
+        `${likely === undefined ? '' : ` (did you mean ${likely}?)`}; ${method} takes ${spokenList(known)}`,
+    );
   }
 }
 
@@ -160,8 +166,14 @@ export class JsonRpcEndpoint {
   }
 
   /** The rest of a batch from the first call that did not answer at once. */
-  private async finishBatch(pending: Promise<Reply>, batch: unknown[], text: string, from: number, context: CallContext,
-    responses: string[]): Promise<Reply> {
+  private async finishBatch(
+    pending: Promise<Reply>,
+    batch: unknown[],
+    text: string,
+    from: number,
+    context: CallContext,
+    responses: string[],
+  ): Promise<Reply> {
     // The token service's calls all come here; the last cookie a call set is the batch's.
     let cookie: ReplyCookie | undefined;
     for (let i = from; i < batch.length; i++) {
@@ -185,11 +197,13 @@ export class JsonRpcEndpoint {
     }
     // A number that is not a safe integer (beyond 2^53, a fraction, 1e400) may have lost
     // digits in the double; the client gets back the digits it sent.
-    const idJson = typeof id === 'number' && !Number.isSafeInteger(id)
-      ? sourceOfId(text, index) ?? JSON.stringify(id)
-      : JSON.stringify(notification ? null : id);
+    const idJson =
+      typeof id === 'number' && !Number.isSafeInteger(id)
+        ? (sourceOfId(text, index) ?? JSON.stringify(id))
+        : JSON.stringify(notification ? null : id);
     if (r.jsonrpc !== '2.0') return { text: errorWithId(RpcCode.InvalidRequest, 'invalid request: jsonrpc must be "2.0"', idJson) };
-    if (typeof r.method !== 'string') return { text: errorWithId(RpcCode.InvalidRequest, 'invalid request: method must be a string', idJson) };
+    if (typeof r.method !== 'string')
+      return { text: errorWithId(RpcCode.InvalidRequest, 'invalid request: method must be a string', idJson) };
     const params = r.params;
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
       return { text: errorWithId(RpcCode.InvalidRequest, 'invalid request: params must be an object of named params', idJson) };
@@ -205,8 +219,10 @@ export class JsonRpcEndpoint {
     }
     // What `await` would wait for: a promise, or any other thenable.
     if (typeof (result as PromiseLike<unknown> | null)?.then === 'function') {
-      return Promise.resolve(result).then((value) => success(value, notification, idJson),
-        (error: unknown) => this.failure(error, name, notification, idJson));
+      return Promise.resolve(result).then(
+        (value) => success(value, notification, idJson),
+        (error: unknown) => this.failure(error, name, notification, idJson),
+      );
     }
     return success(result, notification, idJson);
   }
@@ -225,7 +241,9 @@ export class JsonRpcEndpoint {
 function success(result: unknown, notification: boolean, idJson: string): Reply {
   if (result instanceof WithCookie) {
     const { cookie } = result;
-    return notification ? { text: null, cookie } : { text: `{"jsonrpc":"2.0","result":${JSON.stringify(result.value)},"id":${idJson}}`, cookie };
+    return notification
+      ? { text: null, cookie }
+      : { text: `{"jsonrpc":"2.0","result":${JSON.stringify(result.value)},"id":${idJson}}`, cookie };
   }
   if (notification) return { text: null };
   return { text: `{"jsonrpc":"2.0","result":${JSON.stringify(result)},"id":${idJson}}` };

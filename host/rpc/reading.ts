@@ -98,7 +98,9 @@ export function readText(text: string): Reading {
   if (text.charCodeAt(start) !== 0x5b) {
     if (depthOver(text, start)) return notRead('depth');
     const call = readCall(text, start);
-    return typeof call === 'string' ? { ok: false, problem: call, at: -1, id: idOf(text, start) } : { ok: true, batch: false, calls: [call], text };
+    return typeof call === 'string'
+      ? { ok: false, problem: call, at: -1, id: idOf(text, start) }
+      : { ok: true, batch: false, calls: [call], text };
   }
   if (depthOver(text, start)) return notRead('depth');
   const calls: Call[] = [];
@@ -141,7 +143,7 @@ function readCall(text: string, i: number): Call | Unreadable {
     if (foldsToMethod(key)) {
       methods++;
       exact = key === 'method';
-      method = text.charCodeAt(valueStart) === 0x22 ? JSON.parse(text.slice(valueStart, valueEnd)) as string : null;
+      method = text.charCodeAt(valueStart) === 0x22 ? (JSON.parse(text.slice(valueStart, valueEnd)) as string) : null;
     } else if (key === 'id') {
       const first = text.charCodeAt(valueStart);
       // An id that is an object, an array or a boolean is no id a node echoes: its error says null.
@@ -177,7 +179,7 @@ function idOf(text: string, i: number): string | null {
 /** A member name's value, from its quotes at [start, end). */
 function memberName(text: string, start: number, end: number): string {
   const raw = text.slice(start + 1, end - 1);
-  return raw.includes('\\') ? JSON.parse(text.slice(start, end)) as string : raw;
+  return raw.includes('\\') ? (JSON.parse(text.slice(start, end)) as string) : raw;
 }
 
 /**

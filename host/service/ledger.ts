@@ -93,8 +93,10 @@ export interface Usage {
 export type UsageCount = [serial: number, requests: number, lastUsedMs: number];
 
 /** The usage `counter` (the core) has of each of `tokens`: those it counted. */
-export function usageCounts(tokens: Iterable<{ readonly serial: number }>,
-  counter: { usage(serial: number): Usage | undefined }): UsageCount[] {
+export function usageCounts(
+  tokens: Iterable<{ readonly serial: number }>,
+  counter: { usage(serial: number): Usage | undefined },
+): UsageCount[] {
   const counts: UsageCount[] = [];
   for (const { serial } of tokens) {
     const usage = counter.usage(serial);
@@ -113,7 +115,8 @@ export function readUsageCounts(tokens: unknown): UsageCount[] | string {
     }
     const [serial, requests, lastUsedMs] = e as UsageCount;
     if (requests > MAX_USAGE_REQUESTS) return `entry ${JSON.stringify(e)} counts more than ${MAX_USAGE_REQUESTS} requests`;
-    if (lastUsedMs > MAX_LAST_USED_MS) return `entry ${JSON.stringify(e)} has a lastUsedMs after ${new Date(MAX_LAST_USED_MS).toISOString()}`;
+    if (lastUsedMs > MAX_LAST_USED_MS)
+      return `entry ${JSON.stringify(e)} has a lastUsedMs after ${new Date(MAX_LAST_USED_MS).toISOString()}`;
     if (seen.has(serial)) return `serial ${serial} is listed twice`;
     seen.add(serial);
   }
@@ -124,8 +127,11 @@ export function readUsageCounts(tokens: unknown): UsageCount[] | string {
 export type QuotaCount = [serial: number, window: number, calls: number];
 
 /** The quota count `core` has, at `nowMs`, of each of `tokens` whose grant has a quota and that it has counted in the current window. */
-export function quotaCounts(tokens: Iterable<{ readonly serial: number; readonly grant: number }>,
-  core: { quota(serial: number, grant: number, nowMs: number): { here: number; window: number } | undefined }, nowMs: number): QuotaCount[] {
+export function quotaCounts(
+  tokens: Iterable<{ readonly serial: number; readonly grant: number }>,
+  core: { quota(serial: number, grant: number, nowMs: number): { here: number; window: number } | undefined },
+  nowMs: number,
+): QuotaCount[] {
   const counts: QuotaCount[] = [];
   for (const { serial, grant } of tokens) {
     const quota = core.quota(serial, grant, nowMs);

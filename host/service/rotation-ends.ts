@@ -44,7 +44,11 @@ export class RotationEnds {
   private failing = false;
   private closed = false;
 
-  constructor(private readonly ender: Ender, private readonly clock: Clock, private readonly log: Logger) {}
+  constructor(
+    private readonly ender: Ender,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
 
   /** Holds the end an entry carries, if any (a rotation's new token); one already due is applied now. */
   add(entry: InventoryEntry): void {
@@ -105,10 +109,11 @@ export class RotationEnds {
       try {
         await this.ender.record(serial, p.expiry);
         this.pending.delete(serial);
-        this.log.info('a rotated token\'s overlap ended: it is revoked', { serial });
+        this.log.info("a rotated token's overlap ended: it is revoked", { serial });
       } catch (error) {
         // Refused by the core already; recorded on a later look, or after a restart from the entry.
-        if (!this.failing) this.log.warn('cannot record the end of a rotated token yet; retrying each second', { serial, ...errorFields(error) });
+        if (!this.failing)
+          this.log.warn('cannot record the end of a rotated token yet; retrying each second', { serial, ...errorFields(error) });
         failed = true;
       }
     }

@@ -27,7 +27,10 @@ export interface Rate {
 export type ThrottleRule = readonly Rate[];
 
 /** Each client: 3 at once, then one per 10 s; and 10 at once, then one per 5 min (12 an hour). */
-export const PER_CLIENT: ThrottleRule = [{ burst: 3, interval: 10_000 }, { burst: 10, interval: 5 * 60_000 }];
+export const PER_CLIENT: ThrottleRule = [
+  { burst: 3, interval: 10_000 },
+  { burst: 10, interval: 5 * 60_000 },
+];
 /** All clients together: 100 at once, then one a second (3,600 an hour). */
 export const OVERALL: ThrottleRule = [{ burst: 100, interval: 1000 }];
 /** Clients tracked at once; past it the longest-idle ones are forgotten (the overall rule still holds). */
@@ -87,8 +90,12 @@ export class PasswordCheck {
   private over = false;
 
   /** `ended` runs after each way it ends. */
-  constructor(private readonly client: Allowance, private readonly overall: Allowance, private readonly started: number,
-    private readonly ended?: (started: number) => void) {}
+  constructor(
+    private readonly client: Allowance,
+    private readonly overall: Allowance,
+    private readonly started: number,
+    private readonly ended?: (started: number) => void,
+  ) {}
 
   /** The password was wrong: the check stays counted, for its client and overall. */
   failed(): void {

@@ -15,7 +15,8 @@ export const MAX_LABEL_LENGTH = 128;
 const NOT_IN_LABEL = /[\p{Cc}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|\p{Cs}/u;
 const ONLY_SPACE = /^\p{White_Space}*$/u;
 
-const LABEL_RULE = `a string of 1 to ${MAX_LABEL_LENGTH} characters (Unicode code points), not only white space, ` +
+const LABEL_RULE =
+  `a string of 1 to ${MAX_LABEL_LENGTH} characters (Unicode code points), not only white space, ` +
   'without control characters, line or paragraph separators, bidirectional controls or lone surrogates';
 
 /** The optional `label`: for people, shown by listTokens and `token list`. */
@@ -40,9 +41,11 @@ export function durationParam(params: Params, name: string, min: number, ceiling
   if (value === NEVER && ceiling === NEVER_SECONDS) return NEVER_SECONDS;
   const seconds = typeof value === 'number' ? value : typeof value === 'string' ? parseDuration(value) : null;
   if (seconds === null || !Number.isSafeInteger(seconds) || seconds < min || seconds > ceiling || seconds === NEVER_SECONDS) {
-    const range = ceiling === NEVER_SECONDS ? `of at least ${showDuration(min)}, or "${NEVER}" (${why} is never)`
-      : `from ${showDuration(min)} to ${ceiling}s (${showDuration(ceiling)}, ${why})` +
-        (value === NEVER ? `; "${NEVER}" is taken only when the node's --max-token-lifetime is never` : '');
+    const range =
+      ceiling === NEVER_SECONDS
+        ? `of at least ${showDuration(min)}, or "${NEVER}" (${why} is never)`
+        : `from ${showDuration(min)} to ${ceiling}s (${showDuration(ceiling)}, ${why})` +
+          (value === NEVER ? `; "${NEVER}" is taken only when the node's --max-token-lifetime is never` : '');
     throw invalidParams(name, `a duration such as "90s", "15m" or "1h30m", or a whole number of seconds, ${range}`);
   }
   return seconds;
@@ -50,7 +53,7 @@ export function durationParam(params: Params, name: string, min: number, ceiling
 
 /** The optional `expiresIn`: from 1 s to the node's ceiling, --max-token-lifetime. */
 export function lifetimeParam(params: Params, ceiling: number): number | undefined {
-  return durationParam(params, 'expiresIn', 1, ceiling, 'the node\'s --max-token-lifetime');
+  return durationParam(params, 'expiresIn', 1, ceiling, "the node's --max-token-lifetime");
 }
 
 /** "12h", "1h30m", "90s": a whole number of seconds as a duration. */
@@ -99,8 +102,8 @@ export const MAX_ALLOWED_CLIENTS = 64;
 const RATE = /^([1-9][0-9]{0,6})\/([smh])$/;
 const SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600 };
 const RATE_RULE = `"N/s", "N/m" or "N/h", N calls (1 to ${MAX_RATE}) per second, minute or hour`;
-const CLIENTS_RULE = `an array of 1 to ${MAX_ALLOWED_CLIENTS} IPv4 or IPv6 addresses or CIDR ranges (such as 192.0.2.7, ` +
-  '10.0.0.0/8 or 2001:db8::/32)';
+const CLIENTS_RULE =
+  `an array of 1 to ${MAX_ALLOWED_CLIENTS} IPv4 or IPv6 addresses or CIDR ranges (such as 192.0.2.7, ` + '10.0.0.0/8 or 2001:db8::/32)';
 const MAPPED = '00000000000000000000ffff';
 
 /**
@@ -123,7 +126,7 @@ export function limitEntries(params: Params): string[] | undefined {
     }
     entries.push(`rate ${match[1]}/${match[2]}`, `burst ${burst ?? Math.max(1, Math.ceil(perSecond))}`);
   } else if (burst !== undefined) {
-    throw invalidParams('burst', 'given only with rateLimit: it is the size of the rate\'s bucket');
+    throw invalidParams('burst', "given only with rateLimit: it is the size of the rate's bucket");
   }
   if (quota !== undefined) entries.push(quotaEntry(quota));
   if (allowedClients !== undefined) {
@@ -133,7 +136,11 @@ export function limitEntries(params: Params): string[] | undefined {
     const ranges = new Set<string>();
     allowedClients.forEach((client: unknown, i) => {
       const range = typeof client === 'string' ? clientRange(client) : null;
-      if (range === null) throw invalidParams(`allowedClients[${i}]`, `an IPv4 or IPv6 address or CIDR range (such as 192.0.2.7, 10.0.0.0/8 or 2001:db8::/32) with no bits set past its prefix`);
+      if (range === null)
+        throw invalidParams(
+          `allowedClients[${i}]`,
+          `an IPv4 or IPv6 address or CIDR range (such as 192.0.2.7, 10.0.0.0/8 or 2001:db8::/32) with no bits set past its prefix`,
+        );
       ranges.add(`client ${range}`);
     });
     entries.push(...[...ranges].sort());
@@ -151,7 +158,8 @@ function quotaEntry(quota: unknown): string {
   if (typeof requests !== 'number' || !Number.isInteger(requests) || requests < 1 || requests > MAX_QUOTA) {
     throw invalidParams('quota.requests', `an integer from 1 to ${MAX_QUOTA}: the calls the token may make per day or month`);
   }
-  if (per !== 'day' && per !== 'month') throw invalidParams('quota.per', '"day" or "month": the calendar window, UTC, at whose end the quota resets');
+  if (per !== 'day' && per !== 'month')
+    throw invalidParams('quota.per', '"day" or "month": the calendar window, UTC, at whose end the quota resets');
   return `quota ${requests}/${per}`;
 }
 
@@ -179,8 +187,10 @@ export interface ListedQuota extends ShownQuota {
 /** Unix seconds at which the window of a quota `per` day or month that holds `now` (Unix seconds) ends: the next UTC midnight, or first of a month. */
 export function quotaResetsAt(per: QuotaPeriod, now: number): number {
   const at = new Date(now * 1000);
-  const end = per === 'day' ? Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1)
-    : Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1);
+  const end =
+    per === 'day'
+      ? Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1)
+      : Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1);
   return end / 1000;
 }
 
@@ -239,7 +249,7 @@ function showRange(range: string): string {
   // RFC 5952: the longest run of two or more zero groups (the first of equals) becomes "::".
   let best = -1;
   let bestLength = 1;
-  for (let i = 0; i < 8;) {
+  for (let i = 0; i < 8; ) {
     let j = i;
     while (j < 8 && groups[j] === '0') j++;
     if (j - i > bestLength) [best, bestLength] = [i, j - i];

@@ -27,7 +27,17 @@ import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import { MAX_USAGE_REQUESTS } from './ledger.js';
 import type { Inventory, InventoryEntry, Ledger, SharedCheck, Usage } from './ledger.js';
-import { durationParam, labelParam, lifetimeParam, limitEntries, parseTokenId, quotaResetsAt, rfc3339, shownLimits, tokenId } from './token-params.js';
+import {
+  durationParam,
+  labelParam,
+  lifetimeParam,
+  limitEntries,
+  parseTokenId,
+  quotaResetsAt,
+  rfc3339,
+  shownLimits,
+  tokenId,
+} from './token-params.js';
 import type { ListedQuota } from './token-params.js';
 import { parseDuration } from '../duration.js';
 import { PasswordThrottle } from './throttle.js';
@@ -105,8 +115,12 @@ export class TokenService {
    * itself, and its id. `lifetime` (seconds, at most --max-token-lifetime) and `label`
    * come checked by their params.
    */
-  async newToken(password: Credential, endpoints: readonly string[], extra: NewTokenOptions, context: CallContext):
-    Promise<{ token: string; claims: Claims; id: string }> {
+  async newToken(
+    password: Credential,
+    endpoints: readonly string[],
+    extra: NewTokenOptions,
+    context: CallContext,
+  ): Promise<{ token: string; claims: Claims; id: string }> {
     if (endpoints.length === 0 || endpoints.length > MAX_ENDPOINTS) {
       throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
     }
@@ -114,12 +128,20 @@ export class TokenService {
     const { issued, durable } = await this.exclusive(checked, async () => {
       const grant = this.findGrant(endpoints, extra.methods, extra.limits);
       if (!this.inventory.hasRoom(this.maxTokens)) {
-        throw new RpcError(RpcCode.ResourceLimit, `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
-          'wait for some to expire (revoked ones count until then), or raise the limit');
+        throw new RpcError(
+          RpcCode.ResourceLimit,
+          `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
+            'wait for some to expire (revoked ones count until then), or raise the limit',
+        );
       }
       const now = this.now();
-      const issued = await this.recorded(() => this.ledger.issue({ id: grant, endpoints, methods: extra.methods, limits: extra.limits }, now,
-        extra.lifetime ?? this.tokenLifetime));
+      const issued = await this.recorded(() =>
+        this.ledger.issue(
+          { id: grant, endpoints, methods: extra.methods, limits: extra.limits },
+          now,
+          extra.lifetime ?? this.tokenLifetime,
+        ),
+      );
       const { serial, generation, grant: granted, expiry } = issued.claims;
       const entry = { serial, generation, grant: granted, issuedAt: now, expiry, label: extra.label };
       return { issued, durable: this.recorded(() => this.inventory.append(entry)) };
@@ -135,8 +157,19 @@ export class TokenService {
     return this.exclusive(checked, async () => {
       const others = await this.inventory.othersUsage?.();
       const now = this.now();
-      return this.inventory.list().map((e) => listed(e, this.ledger.grantList(e.grant) ?? [],
-        this.ledger.isRevoked(e.serial) || this.ended(e.serial, now), this.core, others?.get(e.serial), this.inventory.successor(e.serial)?.to, now));
+      return this.inventory
+        .list()
+        .map((e) =>
+          listed(
+            e,
+            this.ledger.grantList(e.grant) ?? [],
+            this.ledger.isRevoked(e.serial) || this.ended(e.serial, now),
+            this.core,
+            others?.get(e.serial),
+            this.inventory.successor(e.serial)?.to,
+            now,
+          ),
+        );
     });
   }
 
@@ -152,12 +185,15 @@ export class TokenService {
       if (id !== undefined) {
         serial = parseTokenId(id);
         if (serial === undefined || this.inventory.get(serial) === undefined) {
-          throw invalidParams('id', 'the id of a live token of this node, as auth.listTokens gives it ("t" and a number); ' +
-            `${JSON.stringify(id.slice(0, 24))} names none (never issued, expired, or of an earlier password)`);
+          throw invalidParams(
+            'id',
+            'the id of a live token of this node, as auth.listTokens gives it ("t" and a number); ' +
+              `${JSON.stringify(id.slice(0, 24))} names none (never issued, expired, or of an earlier password)`,
+          );
         }
       }
       await this.history.sample();
-      const others = await this.inventory.othersHistory?.(serial) ?? [];
+      const others = (await this.inventory.othersHistory?.(serial)) ?? [];
       const { from, hours: shown } = this.history.query(serial, hours, others);
       return {
         bucketSeconds: HOUR_MS / 1000,
@@ -172,7 +208,11 @@ export class TokenService {
    * is left alone. Says whether this call revoked it, what the core found the token to be
    * (the outcome), and its claims when it was one of this node's tokens, live or revoked.
    */
-  async revokeToken(password: Credential, token: string, context: CallContext): Promise<{ revoked: boolean; outcome: Outcome; claims?: Claims }> {
+  async revokeToken(
+    password: Credential,
+    token: string,
+    context: CallContext,
+  ): Promise<{ revoked: boolean; outcome: Outcome; claims?: Claims }> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, async () => {
       const { outcome, claims } = this.core.inspect(token, this.now());
@@ -217,18 +257,25 @@ export class TokenService {
    * carried over to the new id. The new entry, which carries the end, is durable (and in
    * a fleet held by every gateway) before the answer.
    */
-  async rotateToken(password: Credential, target: { token: string } | { id: string }, params: Params, context: CallContext):
-    Promise<{ token: string; claims: Claims; id: string; from: InventoryEntry }> {
+  async rotateToken(
+    password: Credential,
+    target: { token: string } | { id: string },
+    params: Params,
+    context: CallContext,
+  ): Promise<{ token: string; claims: Claims; id: string; from: InventoryEntry }> {
     const checked = await this.authenticate(password, context);
     const { issued, durable, from } = await this.exclusive(checked, async () => {
       const now = this.now();
       const from = this.rotatable(target, now);
       const lifetime = Math.min(from.expiry - from.issuedAt, this.maxTokenLifetime);
       const remaining = Math.min(from.expiry - now, lifetime);
-      const seconds = durationParam(params, 'overlap', 0, remaining, 'the old token\'s remaining life, and the new one\'s lifetime') ?? 0;
+      const seconds = durationParam(params, 'overlap', 0, remaining, "the old token's remaining life, and the new one's lifetime") ?? 0;
       if (!this.inventory.hasRoom(this.maxTokens)) {
-        throw new RpcError(RpcCode.ResourceLimit, `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
-          'wait for some to expire (revoked ones count until then), or raise the limit');
+        throw new RpcError(
+          RpcCode.ResourceLimit,
+          `the node holds ${this.maxTokens} live tokens, its limit (--api-auth-max-tokens); ` +
+            'wait for some to expire (revoked ones count until then), or raise the limit',
+        );
       }
       const { endpoints, methods, limits } = splitGrantEntries(this.ledger.grantList(from.grant) ?? []);
       const others = await this.inventory.othersUsage?.();
@@ -238,10 +285,20 @@ export class TokenService {
       // The quota's count in this window carries over too, here and at the other gateways,
       // so that a rotation never hands out a fresh quota (docs/guides/limits.md, Quotas).
       const quota = this.core.quota(from.serial, from.grant, now * 1000);
-      if (quota !== undefined && quota.here + quota.others > 0 && !this.core.setQuota(serial, expiry, quota.window, quota.here + quota.others, true)) {
-        this.log.warn('the core\'s limits table had no room to carry the quota count over to the rotated token', { serial });
+      if (
+        quota !== undefined &&
+        quota.here + quota.others > 0 &&
+        !this.core.setQuota(serial, expiry, quota.window, quota.here + quota.others, true)
+      ) {
+        this.log.warn("the core's limits table had no room to carry the quota count over to the rotated token", { serial });
       }
-      const rotation = { from: from.serial, endsAt: now + seconds, fromExpiry: from.expiry, requests: usage.requests, lastUsedMs: usage.lastUsedMs };
+      const rotation = {
+        from: from.serial,
+        endsAt: now + seconds,
+        fromExpiry: from.expiry,
+        requests: usage.requests,
+        lastUsedMs: usage.lastUsedMs,
+      };
       const entry = { serial, generation, grant, issuedAt: now, expiry, label: from.label, rotation };
       return { issued, from, durable: this.recorded(() => this.inventory.append(entry)) };
     });
@@ -256,7 +313,10 @@ export class TokenService {
     if ('token' in target) {
       const { outcome, claims } = this.core.inspect(target.token, now);
       if (outcome !== Outcome.Valid || claims === undefined) {
-        throw new RpcError(RpcCode.InvalidParams, `invalid params: token is not a live token of this node (${OUTCOME_NAMES[outcome]}); nothing was rotated`);
+        throw new RpcError(
+          RpcCode.InvalidParams,
+          `invalid params: token is not a live token of this node (${OUTCOME_NAMES[outcome]}); nothing was rotated`,
+        );
       }
       serial = claims.serial;
     } else {
@@ -265,14 +325,21 @@ export class TokenService {
     }
     const entry = this.inventory.get(serial);
     if (entry === undefined) {
-      throw new RpcError(RpcCode.InvalidParams, `invalid params: ${tokenId(serial)} is not a live token of this node (never issued, expired, ` +
-        'or of an earlier password); nothing was rotated');
+      throw new RpcError(
+        RpcCode.InvalidParams,
+        `invalid params: ${tokenId(serial)} is not a live token of this node (never issued, expired, ` +
+          'or of an earlier password); nothing was rotated',
+      );
     }
     const next = this.inventory.successor(serial);
     if (next !== undefined) {
-      throw new RpcError(RpcCode.InvalidParams, `invalid params: ${tokenId(serial)} was rotated already, to ${tokenId(next.to)}; rotate that one`);
+      throw new RpcError(
+        RpcCode.InvalidParams,
+        `invalid params: ${tokenId(serial)} was rotated already, to ${tokenId(next.to)}; rotate that one`,
+      );
     }
-    if (this.ledger.isRevoked(serial)) throw new RpcError(RpcCode.InvalidParams, `invalid params: ${tokenId(serial)} is revoked; nothing was rotated`);
+    if (this.ledger.isRevoked(serial))
+      throw new RpcError(RpcCode.InvalidParams, `invalid params: ${tokenId(serial)} is revoked; nothing was rotated`);
     return entry;
   }
 
@@ -295,121 +362,180 @@ export class TokenService {
   /** The JSON-RPC methods of /ext/auth, each call audited. */
   methods(): MethodTable {
     return new Map<string, Method>([
-      ['auth.newToken', (p, c) => this.audited('auth.newToken', c, async (audit) => {
-        knownParams(p, 'auth.newToken', ['password', 'endpoints', 'methods', 'expiresIn', 'label', 'rateLimit', 'burst', 'quota', 'allowedClients']);
-        const password = credential(p, c);
-        if (typeof password !== 'string') audit.by = 'session';
-        const endpoints = endpointsParam(p);
-        const extra = {
-          label: labelParam(p), lifetime: lifetimeParam(p, this.maxTokenLifetime), methods: methodsParam(p), limits: limitEntries(p),
-        };
-        const { token, claims, id } = await this.newToken(password, endpoints, extra, c);
-        audit.serial = claims.serial;
-        audit.generation = claims.generation;
-        audit.grant = claims.grant;
-        audit.expiry = claims.expiry;
-        // The original's clients read `token` alone; `id` names it in listTokens and revokeToken.
-        return { token, id };
-      })],
-      ['auth.listTokens', (p, c) => this.audited('auth.listTokens', c, async (audit) => {
-        knownParams(p, 'auth.listTokens', ['password']);
-        const password = credential(p, c);
-        if (typeof password !== 'string') audit.by = 'session';
-        const tokens = await this.listTokens(password, c);
-        audit.count = tokens.length;
-        return { tokens };
-      })],
-      ['auth.usageHistory', (p, c) => this.audited('auth.usageHistory', c, async (audit) => {
-        knownParams(p, 'auth.usageHistory', ['password', 'id', 'hours']);
-        const password = credential(p, c);
-        if (typeof password !== 'string') audit.by = 'session';
-        const id = p.id === undefined ? undefined : stringParam(p, 'id');
-        const hours = p.hours === undefined ? HISTORY_HOURS : p.hours;
-        if (typeof hours !== 'number' || !Number.isSafeInteger(hours) || hours < 1 || hours > HISTORY_HOURS) {
-          throw invalidParams('hours', `a whole number of hours from 1 to ${HISTORY_HOURS} (the default): how many hours to the current one to show`);
-        }
-        const parsed = id === undefined ? undefined : parseTokenId(id);
-        if (parsed !== undefined) audit.serial = parsed;
-        audit.hours = hours;
-        return this.usageHistory(password, id, hours, c);
-      })],
-      ['auth.revokeToken', (p, c) => this.audited('auth.revokeToken', c, async (audit) => {
-        knownParams(p, 'auth.revokeToken', ['password', 'token', 'id']);
-        const password = credential(p, c);
-        if (typeof password !== 'string') audit.by = 'session';
-        if (p.token !== undefined && p.id !== undefined) {
-          throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id, not both');
-        }
-        if (p.token === undefined && p.id !== undefined) {
-          const { revoked, entry, already, reason } = await this.revokeById(password, stringParam(p, 'id'), c);
-          audit.revoked = revoked;
-          if (entry !== undefined) {
-            audit.serial = entry.serial;
-            audit.generation = entry.generation;
-          }
-          if (revoked) return { success: true, revocation: 'revoked' };
-          if (already) return { success: true, revocation: 'already revoked' };
-          return { success: true, revocation: 'not a live token', reason };
-        }
-        if (typeof p.token !== 'string') throw invalidParams('token', 'a string (or give id, the token\'s id, in its place)');
-        const { revoked, outcome, claims } = await this.revokeToken(password, p.token, c);
-        audit.revoked = revoked;
-        if (claims !== undefined) {
-          audit.serial = claims.serial;
-          audit.generation = claims.generation;
-        }
-        // `success` is the original's, which its clients read; `revocation` says what
-        // happened, so that a mistyped or dead token is not taken for a revoked one.
-        if (revoked) return { success: true, revocation: 'revoked' };
-        if (outcome === Outcome.Revoked) return { success: true, revocation: 'already revoked' };
-        return { success: true, revocation: 'not a live token', reason: OUTCOME_NAMES[outcome] };
-      })],
-      ['auth.rotateToken', (p, c) => this.audited('auth.rotateToken', c, async (audit) => {
-        knownParams(p, 'auth.rotateToken', ['password', 'token', 'id', 'overlap']);
-        const password = credential(p, c);
-        if (typeof password !== 'string') audit.by = 'session';
-        if ((p.token === undefined) === (p.id === undefined)) {
-          throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id (the token\'s id), one of them');
-        }
-        const target = p.token !== undefined ? { token: stringParam(p, 'token') } : { id: stringParam(p, 'id') };
-        // Its form now, so that a bad one costs no password check; its range needs the token.
-        const overlap = p.overlap;
-        const seconds = typeof overlap === 'number' ? overlap : typeof overlap === 'string' ? parseDuration(overlap) : overlap === undefined ? 0 : null;
-        if (seconds === null || !Number.isSafeInteger(seconds) || seconds < 0) throw invalidParams('overlap', OVERLAP_RULE);
-        const { token, claims, id, from } = await this.rotateToken(password, target, p, c);
-        audit.serial = claims.serial;
-        audit.generation = claims.generation;
-        audit.grant = claims.grant;
-        audit.expiry = claims.expiry;
-        audit.rotatedFrom = from.serial;
-        return { token, id };
-      })],
-      ['auth.changePassword', (p, c) => this.audited('auth.changePassword', c, async (audit) => {
-        knownParams(p, 'auth.changePassword', ['oldPassword', 'newPassword']);
-        audit.generation = await this.changePassword(passwordParam(p, 'oldPassword'), passwordParam(p, 'newPassword'), c);
-        return { success: true };
-      })],
-      ['auth.signIn', (p, c) => this.audited('auth.signIn', c, async (audit) => {
-        knownParams(p, 'auth.signIn', ['password']);
-        if (c.session !== undefined && !c.session.sameOrigin) throw foreignOrigin();
-        const { token, claims } = await this.signIn(passwordParam(p, 'password'), c);
-        audit.serial = claims.serial;
-        audit.generation = claims.generation;
-        return new WithCookie(sessionAnswer(token, claims), { value: token, maxAge: claims.expiry - this.now() });
-      })],
-      ['auth.renewSession', (p, c) => this.audited('auth.renewSession', c, async (audit) => {
-        knownParams(p, 'auth.renewSession', []);
-        const { token, claims, from } = await this.renewSession(c);
-        audit.serial = claims.serial;
-        audit.generation = claims.generation;
-        audit.renewedFrom = from;
-        return new WithCookie(sessionAnswer(token, claims), { value: token, maxAge: claims.expiry - this.now() });
-      })],
-      ['auth.signOut', (p, c) => this.audited('auth.signOut', c, async (audit) => {
-        knownParams(p, 'auth.signOut', []);
-        audit.serial = await this.signOut(c);
-        return new WithCookie({ success: true }, { value: '', maxAge: 0 });
-      })],
+      [
+        'auth.newToken',
+        (p, c) =>
+          this.audited('auth.newToken', c, async (audit) => {
+            knownParams(p, 'auth.newToken', [
+              'password',
+              'endpoints',
+              'methods',
+              'expiresIn',
+              'label',
+              'rateLimit',
+              'burst',
+              'quota',
+              'allowedClients',
+            ]);
+            const password = credential(p, c);
+            if (typeof password !== 'string') audit.by = 'session';
+            const endpoints = endpointsParam(p);
+            const extra = {
+              label: labelParam(p),
+              lifetime: lifetimeParam(p, this.maxTokenLifetime),
+              methods: methodsParam(p),
+              limits: limitEntries(p),
+            };
+            const { token, claims, id } = await this.newToken(password, endpoints, extra, c);
+            audit.serial = claims.serial;
+            audit.generation = claims.generation;
+            audit.grant = claims.grant;
+            audit.expiry = claims.expiry;
+            // The original's clients read `token` alone; `id` names it in listTokens and revokeToken.
+            return { token, id };
+          }),
+      ],
+      [
+        'auth.listTokens',
+        (p, c) =>
+          this.audited('auth.listTokens', c, async (audit) => {
+            knownParams(p, 'auth.listTokens', ['password']);
+            const password = credential(p, c);
+            if (typeof password !== 'string') audit.by = 'session';
+            const tokens = await this.listTokens(password, c);
+            audit.count = tokens.length;
+            return { tokens };
+          }),
+      ],
+      [
+        'auth.usageHistory',
+        (p, c) =>
+          this.audited('auth.usageHistory', c, async (audit) => {
+            knownParams(p, 'auth.usageHistory', ['password', 'id', 'hours']);
+            const password = credential(p, c);
+            if (typeof password !== 'string') audit.by = 'session';
+            const id = p.id === undefined ? undefined : stringParam(p, 'id');
+            const hours = p.hours === undefined ? HISTORY_HOURS : p.hours;
+            if (typeof hours !== 'number' || !Number.isSafeInteger(hours) || hours < 1 || hours > HISTORY_HOURS) {
+              throw invalidParams(
+                'hours',
+                `a whole number of hours from 1 to ${HISTORY_HOURS} (the default): how many hours to the current one to show`,
+              );
+            }
+            const parsed = id === undefined ? undefined : parseTokenId(id);
+            if (parsed !== undefined) audit.serial = parsed;
+            audit.hours = hours;
+            return this.usageHistory(password, id, hours, c);
+          }),
+      ],
+      [
+        'auth.revokeToken',
+        (p, c) =>
+          this.audited('auth.revokeToken', c, async (audit) => {
+            knownParams(p, 'auth.revokeToken', ['password', 'token', 'id']);
+            const password = credential(p, c);
+            if (typeof password !== 'string') audit.by = 'session';
+            if (p.token !== undefined && p.id !== undefined) {
+              throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id, not both');
+            }
+            if (p.token === undefined && p.id !== undefined) {
+              const { revoked, entry, already, reason } = await this.revokeById(password, stringParam(p, 'id'), c);
+              audit.revoked = revoked;
+              if (entry !== undefined) {
+                audit.serial = entry.serial;
+                audit.generation = entry.generation;
+              }
+              if (revoked) return { success: true, revocation: 'revoked' };
+              if (already) return { success: true, revocation: 'already revoked' };
+              return { success: true, revocation: 'not a live token', reason };
+            }
+            if (typeof p.token !== 'string') throw invalidParams('token', "a string (or give id, the token's id, in its place)");
+            const { revoked, outcome, claims } = await this.revokeToken(password, p.token, c);
+            audit.revoked = revoked;
+            if (claims !== undefined) {
+              audit.serial = claims.serial;
+              audit.generation = claims.generation;
+            }
+            // `success` is the original's, which its clients read; `revocation` says what
+            // happened, so that a mistyped or dead token is not taken for a revoked one.
+            if (revoked) return { success: true, revocation: 'revoked' };
+            if (outcome === Outcome.Revoked) return { success: true, revocation: 'already revoked' };
+            return { success: true, revocation: 'not a live token', reason: OUTCOME_NAMES[outcome] };
+          }),
+      ],
+      [
+        'auth.rotateToken',
+        (p, c) =>
+          this.audited('auth.rotateToken', c, async (audit) => {
+            knownParams(p, 'auth.rotateToken', ['password', 'token', 'id', 'overlap']);
+            const password = credential(p, c);
+            if (typeof password !== 'string') audit.by = 'session';
+            if ((p.token === undefined) === (p.id === undefined)) {
+              throw new RpcError(RpcCode.InvalidParams, "invalid params: give token or id (the token's id), one of them");
+            }
+            const target = p.token !== undefined ? { token: stringParam(p, 'token') } : { id: stringParam(p, 'id') };
+            // Its form now, so that a bad one costs no password check; its range needs the token.
+            const overlap = p.overlap;
+            const seconds =
+              typeof overlap === 'number'
+                ? overlap
+                : typeof overlap === 'string'
+                  ? parseDuration(overlap)
+                  : overlap === undefined
+                    ? 0
+                    : null;
+            if (seconds === null || !Number.isSafeInteger(seconds) || seconds < 0) throw invalidParams('overlap', OVERLAP_RULE);
+            const { token, claims, id, from } = await this.rotateToken(password, target, p, c);
+            audit.serial = claims.serial;
+            audit.generation = claims.generation;
+            audit.grant = claims.grant;
+            audit.expiry = claims.expiry;
+            audit.rotatedFrom = from.serial;
+            return { token, id };
+          }),
+      ],
+      [
+        'auth.changePassword',
+        (p, c) =>
+          this.audited('auth.changePassword', c, async (audit) => {
+            knownParams(p, 'auth.changePassword', ['oldPassword', 'newPassword']);
+            audit.generation = await this.changePassword(passwordParam(p, 'oldPassword'), passwordParam(p, 'newPassword'), c);
+            return { success: true };
+          }),
+      ],
+      [
+        'auth.signIn',
+        (p, c) =>
+          this.audited('auth.signIn', c, async (audit) => {
+            knownParams(p, 'auth.signIn', ['password']);
+            if (c.session !== undefined && !c.session.sameOrigin) throw foreignOrigin();
+            const { token, claims } = await this.signIn(passwordParam(p, 'password'), c);
+            audit.serial = claims.serial;
+            audit.generation = claims.generation;
+            return new WithCookie(sessionAnswer(token, claims), { value: token, maxAge: claims.expiry - this.now() });
+          }),
+      ],
+      [
+        'auth.renewSession',
+        (p, c) =>
+          this.audited('auth.renewSession', c, async (audit) => {
+            knownParams(p, 'auth.renewSession', []);
+            const { token, claims, from } = await this.renewSession(c);
+            audit.serial = claims.serial;
+            audit.generation = claims.generation;
+            audit.renewedFrom = from;
+            return new WithCookie(sessionAnswer(token, claims), { value: token, maxAge: claims.expiry - this.now() });
+          }),
+      ],
+      [
+        'auth.signOut',
+        (p, c) =>
+          this.audited('auth.signOut', c, async (audit) => {
+            knownParams(p, 'auth.signOut', []);
+            audit.serial = await this.signOut(c);
+            return new WithCookie({ success: true }, { value: '', maxAge: 0 });
+          }),
+      ],
     ]);
   }
 
@@ -510,7 +636,9 @@ export class TokenService {
 
   private async issueSession(): Promise<{ token: string; claims: Claims }> {
     const grant = this.findGrant(SESSION_ENDPOINTS, SESSION_METHODS, undefined);
-    return this.recorded(() => this.ledger.issue({ id: grant, endpoints: SESSION_ENDPOINTS, methods: SESSION_METHODS }, this.now(), SESSION_SECONDS));
+    return this.recorded(() =>
+      this.ledger.issue({ id: grant, endpoints: SESSION_ENDPOINTS, methods: SESSION_METHODS }, this.now(), SESSION_SECONDS),
+    );
   }
 
   /**
@@ -525,12 +653,18 @@ export class TokenService {
     }
     if (!presented.sameOrigin) throw foreignOrigin();
     if (!csrfMatches(presented.token, presented.csrf)) {
-      throw new RpcError(RpcCode.IncorrectPassword, 'the console session\'s CSRF header (X-Api-Auth-Csrf) is missing or wrong');
+      throw new RpcError(RpcCode.IncorrectPassword, "the console session's CSRF header (X-Api-Auth-Csrf) is missing or wrong");
     }
     const { outcome, claims } = this.core.inspect(presented.token, this.now());
-    if (outcome !== Outcome.Valid || claims === undefined || claims.grant !== this.findGrant(SESSION_ENDPOINTS, SESSION_METHODS, undefined)) {
-      throw new RpcError(RpcCode.IncorrectPassword, 'the console session is not live (expired, signed out, ended by a password change, ' +
-        'or not a session); sign in again');
+    if (
+      outcome !== Outcome.Valid ||
+      claims === undefined ||
+      claims.grant !== this.findGrant(SESSION_ENDPOINTS, SESSION_METHODS, undefined)
+    ) {
+      throw new RpcError(
+        RpcCode.IncorrectPassword,
+        'the console session is not live (expired, signed out, ended by a password change, ' + 'or not a session); sign in again',
+      );
     }
     return claims;
   }
@@ -612,7 +746,7 @@ function sessionAnswer(token: string, claims: Claims): { csrf: string; expiresAt
 }
 
 function foreignOrigin(): RpcError {
-  return new RpcError(RpcCode.IncorrectPassword, 'a console call must come from the console\'s own origin');
+  return new RpcError(RpcCode.IncorrectPassword, "a console call must come from the console's own origin");
 }
 
 /** What newToken takes beyond the original's params, checked. */
@@ -680,15 +814,26 @@ export interface IdRevocation {
  * methods and limits, with the usage the core counted for it, and in a fleet what the
  * other gateways counted (`others`): the calls summed, the latest last use.
  */
-function listed(e: InventoryEntry, entries: readonly string[], revoked: boolean, core: Core, others: Usage | undefined,
-  rotatedTo: number | undefined, now: number): ListedToken {
+function listed(
+  e: InventoryEntry,
+  entries: readonly string[],
+  revoked: boolean,
+  core: Core,
+  others: Usage | undefined,
+  rotatedTo: number | undefined,
+  now: number,
+): ListedToken {
   const { endpoints, methods, limits } = splitGrantEntries(entries);
   const usage = usageOf(e, core, others);
   const shown = shownLimits(limits);
   let quota: ListedQuota | null = null;
   if (shown.quota !== null) {
     const counted = core.quota(e.serial, e.grant, now * 1000);
-    quota = { ...shown.quota, used: counted === undefined ? 0 : counted.here + counted.others, resetsAt: rfc3339(quotaResetsAt(shown.quota.per, now)) };
+    quota = {
+      ...shown.quota,
+      used: counted === undefined ? 0 : counted.here + counted.others,
+      resetsAt: rfc3339(quotaResetsAt(shown.quota.per, now)),
+    };
   }
   return {
     id: tokenId(e.serial),
@@ -724,7 +869,8 @@ function usageOf(e: InventoryEntry, core: Core, others: Usage | undefined): Usag
   return { requests: Math.min(requests, MAX_USAGE_REQUESTS), lastUsedMs };
 }
 
-const OVERLAP_RULE = 'a duration such as "90s", "15m" or "1h", or a whole number of seconds, from 0s to the old token\'s remaining life: ' +
+const OVERLAP_RULE =
+  'a duration such as "90s", "15m" or "1h", or a whole number of seconds, from 0s to the old token\'s remaining life: ' +
   'how long the old token stays valid beside the new one';
 
 const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
@@ -737,7 +883,7 @@ const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
 
 /** The audit outcome of a failed call: a fixed word, never the error's text (it could quote a client's input). */
 function auditOutcome(error: unknown): string {
-  return error instanceof RpcError ? AUDIT_OUTCOMES[error.rpcCode] ?? `error ${error.rpcCode}` : 'internal error';
+  return error instanceof RpcError ? (AUDIT_OUTCOMES[error.rpcCode] ?? `error ${error.rpcCode}`) : 'internal error';
 }
 
 /** RpcCode.Throttled with the wait: the client failed too many password checks of late. */
@@ -768,8 +914,11 @@ function endpointsParam(params: Params): string[] {
   }
   const reserved = value.findIndex(reservedEndpoint);
   if (reserved >= 0) {
-    throw invalidParams(`endpoints[${reserved}]`, 'not the console\'s (/ext/auth/console and below): no token grants it; ' +
-      'an operator signs in to it with the password (auth.signIn)');
+    throw invalidParams(
+      `endpoints[${reserved}]`,
+      "not the console's (/ext/auth/console and below): no token grants it; " +
+        'an operator signs in to it with the password (auth.signIn)',
+    );
   }
   return value;
 }
@@ -782,7 +931,10 @@ function methodsParam(params: Params): string[] | undefined {
   const value = params.methods;
   if (value === undefined) return undefined;
   if (!Array.isArray(value) || value.length === 0 || value.length > MAX_METHODS) {
-    throw invalidParams('methods', `an array of 1 to ${MAX_METHODS} JSON-RPC method patterns; leave it out for a token that allows every method`);
+    throw invalidParams(
+      'methods',
+      `an array of 1 to ${MAX_METHODS} JSON-RPC method patterns; leave it out for a token that allows every method`,
+    );
   }
   const bad = value.findIndex((m) => typeof m !== 'string');
   if (bad >= 0) throw invalidParams(`methods[${bad}]`, `a string: ${METHOD_RULES}`);

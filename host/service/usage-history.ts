@@ -41,7 +41,9 @@ export const MAX_HOUR = Date.UTC(2200, 0, 1) / HOUR_MS;
  * RESPONSE_REASONS) but `none` (not a refusal), `scoped` (never a refusal's reason) and the
  * upstream's (`upstream refused`...: the node did not answer; api-auth refused nothing).
  */
-export const REFUSAL_REASONS: readonly string[] = RESPONSE_REASONS.filter((r) => r !== 'none' && r !== 'scoped' && !r.startsWith('upstream '));
+export const REFUSAL_REASONS: readonly string[] = RESPONSE_REASONS.filter(
+  (r) => r !== 'none' && r !== 'scoped' && !r.startsWith('upstream '),
+);
 
 /** The totals of refused requests by reason (REFUSAL_REASONS) since the process started: every HTTP thread's, summed. */
 export type RefusalTotals = () => Promise<ReadonlyMap<string, number>>;
@@ -95,8 +97,11 @@ export class UsageHistory {
   private timer: NodeJS.Timeout | undefined;
   private live: () => Iterable<{ readonly serial: number }> = () => [];
 
-  constructor(private readonly core: { usage(serial: number): Usage | undefined }, private readonly clock: Clock,
-    private readonly refusalTotals?: RefusalTotals) {
+  constructor(
+    private readonly core: { usage(serial: number): Usage | undefined },
+    private readonly clock: Clock,
+    private readonly refusalTotals?: RefusalTotals,
+  ) {
     this.lastSample = clock();
     this.latest = Math.floor(this.lastSample / HOUR_MS);
   }
@@ -128,7 +133,10 @@ export class UsageHistory {
   /** Runs `work` alone: no sample changes the rings while it reads them. */
   private exclusive<T>(work: () => Promise<T>): Promise<T> {
     const run = this.sampling.then(work);
-    this.sampling = run.then(() => undefined, () => undefined);
+    this.sampling = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 
@@ -166,7 +174,7 @@ export class UsageHistory {
       const delta = requests >= before ? requests - before : requests;
       if (delta === 0) continue;
       let ring = this.tokens.get(serial);
-      if (ring === undefined) this.tokens.set(serial, ring = new Uint32Array(HISTORY_HOURS));
+      if (ring === undefined) this.tokens.set(serial, (ring = new Uint32Array(HISTORY_HOURS)));
       ring[slot] = Math.min(ring[slot] + delta, MAX_HOUR_COUNT);
       this.changed.add(serial);
       added += delta;
@@ -225,7 +233,11 @@ export class UsageHistory {
    * (undefined) every token's and the refusals by reason; `others` (a fleet's other
    * gateways' histories) added. Call `sample` first for the calls counted so far.
    */
-  query(serial: number | undefined, hours: number, others: readonly ReadHistory[] = []): { from: number; hours: { hour: number; requests: number; refusals?: Record<string, number> }[] } {
+  query(
+    serial: number | undefined,
+    hours: number,
+    others: readonly ReadHistory[] = [],
+  ): { from: number; hours: { hour: number; requests: number; refusals?: Record<string, number> }[] } {
     const now = Math.max(Math.floor(this.clock() / HOUR_MS), this.latest);
     this.advance(now);
     const from = now - hours + 1;
@@ -334,7 +346,7 @@ export class UsageHistory {
     for (const [serial, series] of saved.tokens) {
       if (!keep(serial)) continue;
       let ring = this.tokens.get(serial);
-      if (ring === undefined) this.tokens.set(serial, ring = new Uint32Array(HISTORY_HOURS));
+      if (ring === undefined) this.tokens.set(serial, (ring = new Uint32Array(HISTORY_HOURS)));
       add(ring, series, MAX_HOUR_COUNT);
       if (ring.every((n) => n === 0)) this.tokens.delete(serial);
     }
@@ -343,8 +355,12 @@ export class UsageHistory {
 
 /** `value` read back as an encoded series of counts at most `max`, or why it is not one. */
 function readSeries(value: unknown, max: number, what: string, head = 0): Map<number, number> | string {
-  if (!Array.isArray(value) || value.length < head + 2 || value.length > head + 1 + HISTORY_HOURS ||
-    !value.every((v) => Number.isSafeInteger(v) && (v as number) >= 0)) {
+  if (
+    !Array.isArray(value) ||
+    value.length < head + 2 ||
+    value.length > head + 1 + HISTORY_HOURS ||
+    !value.every((v) => Number.isSafeInteger(v) && (v as number) >= 0)
+  ) {
     return `${what} is not [${head > 0 ? 'serial, ' : ''}firstHour, count, ...] with 1 to ${HISTORY_HOURS} counts`;
   }
   const first = value[head] as number;

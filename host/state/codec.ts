@@ -171,9 +171,12 @@ export function encodeState(s: PersistedState): Buffer {
 
 /** The state file at `path` is damaged: the line names the repair, which keeps the damaged copy. */
 export function stateDamaged(path: string, why: string): StateError {
-  return new StateError(`state file ${path} is damaged (${why}); restore it from a backup, or run ` +
-    `${repairCommand(dirname(path))} to move it aside (with the journal and usage files beside it) and start with fresh state ` +
-    '(every token issued so far then stops working)', true);
+  return new StateError(
+    `state file ${path} is damaged (${why}); restore it from a backup, or run ` +
+      `${repairCommand(dirname(path))} to move it aside (with the journal and usage files beside it) and start with fresh state ` +
+      '(every token issued so far then stops working)',
+    true,
+  );
 }
 
 /** The operator's repair step for the data folder `dir` (cli/state-command.ts). */
@@ -188,14 +191,18 @@ export function decodeState(file: Buffer, path: string): PersistedState {
   }
   const version = file.readUInt32LE(MAGIC.length);
   if (version !== FORMAT_VERSION && version !== FORMAT_VERSION_1) {
-    throw new StateError(`state file ${path} has format version ${version}, which this api-auth (format ` +
-      `${FORMAT_VERSION}) cannot read; run the api-auth that wrote it, or restore a backup made by this one`);
+    throw new StateError(
+      `state file ${path} has format version ${version}, which this api-auth (format ` +
+        `${FORMAT_VERSION}) cannot read; run the api-auth that wrote it, or restore a backup made by this one`,
+    );
   }
   const bodyLength = file.readUInt32LE(MAGIC.length + 4);
   if (file.length !== HEADER + bodyLength + CHECKSUM) {
     throw stateDamaged(path, `it holds ${file.length} bytes where its header announces ${HEADER + bodyLength + CHECKSUM}`);
   }
-  const sum = createHash('sha256').update(file.subarray(0, HEADER + bodyLength)).digest();
+  const sum = createHash('sha256')
+    .update(file.subarray(0, HEADER + bodyLength))
+    .digest();
   if (!sum.equals(file.subarray(HEADER + bodyLength))) throw stateDamaged(path, 'its checksum does not match');
   try {
     const r = new Reader(file.subarray(HEADER, HEADER + bodyLength));
@@ -216,10 +223,10 @@ export function decodeState(file: Buffer, path: string): PersistedState {
     let journal: JournalMark | undefined;
     if (version !== FORMAT_VERSION_1) {
       const marked = r.u32();
-      if (marked > 1) throw new Error('the journal\'s mark has a bad flag');
+      if (marked > 1) throw new Error("the journal's mark has a bad flag");
       if (marked === 1) {
         const epoch = Uint8Array.from(r.bytes());
-        if (epoch.length !== EPOCH_BYTES) throw new Error('the journal\'s epoch has a bad length');
+        if (epoch.length !== EPOCH_BYTES) throw new Error("the journal's epoch has a bad length");
         journal = { epoch, seq: r.u32(), groups: r.u64(), bytes: r.u64() };
       }
     }

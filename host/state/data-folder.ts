@@ -24,9 +24,14 @@ export const STATE_FILE = 'state';
  * warning. Throws StateError with the line to show.
  */
 export async function prepareDataDir(dir: string): Promise<{ openToOthers: boolean }> {
-  const notAFolder = (): StateError => new StateError((name) => `${name('dataDir')} ${dir} is not a folder; name a folder (it is created if missing)`);
-  const cannotUse = (e: unknown): StateError => new StateError((name) => `cannot use ${name('dataDir')} ${dir} ` +
-    `(${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); make it a folder this user can read and write`);
+  const notAFolder = (): StateError =>
+    new StateError((name) => `${name('dataDir')} ${dir} is not a folder; name a folder (it is created if missing)`);
+  const cannotUse = (e: unknown): StateError =>
+    new StateError(
+      (name) =>
+        `cannot use ${name('dataDir')} ${dir} ` +
+        `(${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); make it a folder this user can read and write`,
+    );
   let st: Stats;
   try {
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
@@ -39,13 +44,18 @@ export async function prepareDataDir(dir: string): Promise<{ openToOthers: boole
   if (!st.isDirectory()) throw notAFolder();
   const user = process.geteuid?.();
   if (user !== undefined && st.uid !== user) {
-    throw new StateError((name) => `the data folder ${dir} belongs to user ${st.uid}, not to the user api-auth runs as (${user}), ` +
-      `and whoever owns it can take the token key; chown ${user} ${dir}, or give api-auth a folder of its own with ${name('dataDir')}`);
+    throw new StateError(
+      (name) =>
+        `the data folder ${dir} belongs to user ${st.uid}, not to the user api-auth runs as (${user}), ` +
+        `and whoever owns it can take the token key; chown ${user} ${dir}, or give api-auth a folder of its own with ${name('dataDir')}`,
+    );
   }
   if ((st.mode & 0o022) !== 0) {
     const who = writersOf(st.mode);
-    throw new StateError(`the data folder ${dir} can be written by ${who} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), ` +
-      `who could then take the token key; chmod 700 ${dir}`);
+    throw new StateError(
+      `the data folder ${dir} can be written by ${who} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}), ` +
+        `who could then take the token key; chmod 700 ${dir}`,
+    );
   }
   try {
     await fs.access(dir, constants.R_OK | constants.W_OK | constants.X_OK);
@@ -81,8 +91,9 @@ export async function readDataFile(path: string, what: string): Promise<Buffer |
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
     if (code === 'ELOOP') {
-      throw new StateError(`${what} ${path} is a symbolic link, and api-auth never follows links in its data folder; ` +
-        'put the file itself in its place');
+      throw new StateError(
+        `${what} ${path} is a symbolic link, and api-auth never follows links in its data folder; ` + 'put the file itself in its place',
+      );
     }
     throw new StateError(`cannot read ${what} ${path} (${code ?? (e as Error).message}); check its owner and permissions`);
   }

@@ -42,8 +42,12 @@ export interface InventoryRead {
  * beside it (its grant exists, its serial was reserved); one that cannot is damage.
  * Throws StateError for a journal the start must refuse; writes nothing.
  */
-export async function readInventory(dir: string, key: Uint8Array, mark: JournalMark | undefined,
-  valid: (entry: InventoryEntry) => string | undefined): Promise<InventoryRead> {
+export async function readInventory(
+  dir: string,
+  key: Uint8Array,
+  mark: JournalMark | undefined,
+  valid: (entry: InventoryEntry) => string | undefined,
+): Promise<InventoryRead> {
   const contents = await readJournal(dir, key, mark);
   const path = join(dir, JOURNAL_FILE);
   const entries = (contents?.records ?? []).map((bytes) => {
@@ -83,9 +87,14 @@ export class JournalInventory implements Inventory {
   private markRecorded = false;
   private compacting = false;
 
-  private constructor(private readonly journal: Journal, private readonly live: Liveness,
-    private readonly recordMark: (mark: JournalMark) => Promise<void>, private readonly log: Logger, entries: readonly InventoryEntry[],
-    private readonly ends: RotationEnds) {
+  private constructor(
+    private readonly journal: Journal,
+    private readonly live: Liveness,
+    private readonly recordMark: (mark: JournalMark) => Promise<void>,
+    private readonly log: Logger,
+    entries: readonly InventoryEntry[],
+    private readonly ends: RotationEnds,
+  ) {
     for (const e of entries) {
       this.entries.set(e.serial, e);
       ends.add(e);
@@ -99,13 +108,24 @@ export class JournalInventory implements Inventory {
    * `recordMark` writes what the journal holds to the state file. The ends that
    * rotations' entries carry go to `ends`: one already due is applied as it is read.
    */
-  static async open(dir: string, key: Uint8Array, read: InventoryRead, mark: JournalMark | undefined, live: Liveness,
-    recordMark: (mark: JournalMark) => Promise<void>, log: Logger, ends: RotationEnds): Promise<JournalInventory> {
+  static async open(
+    dir: string,
+    key: Uint8Array,
+    read: InventoryRead,
+    mark: JournalMark | undefined,
+    live: Liveness,
+    recordMark: (mark: JournalMark) => Promise<void>,
+    log: Logger,
+    ends: RotationEnds,
+  ): Promise<JournalInventory> {
     const { contents } = read;
     const path = join(dir, JOURNAL_FILE);
     const kept = read.entries.filter(live);
     if (contents !== undefined && contents.tornBytes > 0) {
-      log.warn('the token journal ended in a write cut short by a crash; its unanswered issues are dropped', { path, bytes: contents.tornBytes });
+      log.warn('the token journal ended in a write cut short by a crash; its unanswered issues are dropped', {
+        path,
+        bytes: contents.tornBytes,
+      });
     }
     const epoch = contents?.id?.epoch ?? mark?.epoch ?? newEpoch();
     let journal: Journal;
@@ -117,8 +137,11 @@ export class JournalInventory implements Inventory {
       // is nothing to go on with.
       if (contents === undefined) throw error;
       journal = await Journal.reopen(dir, key, contents, epoch);
-      log.warn(`the token journal could not be compacted at start; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
-        'issues or at the next start (free space in the data folder if it is full)', { path: journal.path, ...errorFields(error) });
+      log.warn(
+        `the token journal could not be compacted at start; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
+          'issues or at the next start (free space in the data folder if it is full)',
+        { path: journal.path, ...errorFields(error) },
+      );
     }
     const inventory = new JournalInventory(journal, live, recordMark, log, kept, ends);
     await inventory.markJournal();
@@ -193,8 +216,11 @@ export class JournalInventory implements Inventory {
       this.markRecorded = true;
     } catch (error) {
       this.markRecorded = false;
-      this.log.warn('the state file could not record what the token journal holds; the journal is not compacted until it can ' +
-        '(free space in the data folder if it is full)', { path: this.journal.path, ...errorFields(error) });
+      this.log.warn(
+        'the state file could not record what the token journal holds; the journal is not compacted until it can ' +
+          '(free space in the data folder if it is full)',
+        { path: this.journal.path, ...errorFields(error) },
+      );
     }
   }
 
@@ -229,8 +255,11 @@ export class JournalInventory implements Inventory {
       await this.markJournal();
     } catch (error) {
       // The old journal stands, whole, and takes the next issues; the next look tries again.
-      this.log.warn(`the token journal could not be compacted; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
-        'more issues (free space in the data folder if it is full)', { path: this.journal.path, ...errorFields(error) });
+      this.log.warn(
+        `the token journal could not be compacted; it is kept as it was, and compaction is tried again after ${PRUNE_EVERY} ` +
+          'more issues (free space in the data folder if it is full)',
+        { path: this.journal.path, ...errorFields(error) },
+      );
     } finally {
       this.compacting = false;
     }
@@ -269,14 +298,15 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 function decodeEntry(bytes: Buffer): InventoryEntry {
   const type = bytes[0];
   const at = type === ROTATION_RECORD ? FIXED + ROTATION_BYTES : FIXED;
-  if (bytes.length < at + 1 || (type !== ISSUE_RECORD && type !== ROTATION_RECORD)) throw new Error(`a record is of unknown type ${bytes[0]} or cut short`);
+  if (bytes.length < at + 1 || (type !== ISSUE_RECORD && type !== ROTATION_RECORD))
+    throw new Error(`a record is of unknown type ${bytes[0]} or cut short`);
   const u64 = (at: number): number => {
     const v = bytes.readBigUInt64LE(at);
     if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error('a number is out of range');
     return Number(v);
   };
   const flag = bytes[at];
-  if (flag > 1 || (flag === 0 && bytes.length !== at + 1)) throw new Error('a record\'s label is malformed');
+  if (flag > 1 || (flag === 0 && bytes.length !== at + 1)) throw new Error("a record's label is malformed");
   const entry = {
     serial: u64(1),
     generation: bytes.readUInt32LE(9),

@@ -84,7 +84,8 @@ export function encodeGroup(records: readonly Uint8Array[]): Buffer {
 }
 
 /** What the tokens the journal lists become when it is set aside. */
-const UNLISTED = 'stay valid until they expire but are not listed, and revokeToken cannot reach them by id ' +
+const UNLISTED =
+  'stay valid until they expire but are not listed, and revokeToken cannot reach them by id ' +
   '(revoke them by the token, or change the password to end them all)';
 
 /**
@@ -93,16 +94,22 @@ const UNLISTED = 'stay valid until they expire but are not listed, and revokeTok
  */
 export function journalDamaged(path: string, why: string, at?: number): StateError {
   const keep = at === undefined ? 'none of its tokens' : `the tokens written whole before byte ${at}`;
-  return new StateError(`token journal ${path} is damaged (${why}); restore the data folder from a backup, or run ` +
-    `${repairCommand(dirname(path))}: it copies the journal aside to ${path}.damaged-<time> and keeps ${keep}; ` +
-    `the others ${UNLISTED}`, true);
+  return new StateError(
+    `token journal ${path} is damaged (${why}); restore the data folder from a backup, or run ` +
+      `${repairCommand(dirname(path))}: it copies the journal aside to ${path}.damaged-<time> and keeps ${keep}; ` +
+      `the others ${UNLISTED}`,
+    true,
+  );
 }
 
 /** The journal is gone, though the state file records groups written to it. */
 export function journalMissing(path: string, mark: JournalMark): StateError {
-  return new StateError(`token journal ${path} is missing, but the state file beside it records ${mark.groups} groups ` +
-    `(${mark.bytes} bytes) written to it and acknowledged; put it back from a backup of the data folder, or run ` +
-    `${repairCommand(dirname(path))} to start without it: the tokens it listed ${UNLISTED}`, true);
+  return new StateError(
+    `token journal ${path} is missing, but the state file beside it records ${mark.groups} groups ` +
+      `(${mark.bytes} bytes) written to it and acknowledged; put it back from a backup of the data folder, or run ` +
+      `${repairCommand(dirname(path))} to start without it: the tokens it listed ${UNLISTED}`,
+    true,
+  );
 }
 
 /** The bytes of a disk sector: a write lands a sector whole, or not at all. */
@@ -115,7 +122,7 @@ const SECTOR = 512;
  * and a label holds no NUL).
  */
 function hasZeroSector(file: Buffer, from: number, to: number): boolean {
-  for (let start = from; start < to;) {
+  for (let start = from; start < to; ) {
     const end = Math.min(to, (Math.floor(start / SECTOR) + 1) * SECTOR);
     if (file.subarray(start, end).every((b) => b === 0)) return true;
     start = end;
@@ -150,22 +157,34 @@ export function scan(file: Buffer, path: string, key: Uint8Array): Scan {
   }
   const version = file.readUInt32LE(MAGIC.length);
   if (version !== JOURNAL_VERSION && version !== JOURNAL_VERSION_1) {
-    throw new StateError(`token journal ${path} has format version ${version}, which this api-auth (format ${JOURNAL_VERSION}) ` +
-      'cannot read; run the api-auth that wrote it, or restore a backup made by this one');
+    throw new StateError(
+      `token journal ${path} has format version ${version}, which this api-auth (format ${JOURNAL_VERSION}) ` +
+        'cannot read; run the api-auth that wrote it, or restore a backup made by this one',
+    );
   }
-  if (version === JOURNAL_VERSION && file.length < HEADER) throw journalDamaged(path, 'it is not an api-auth token journal, or it is cut short');
+  if (version === JOURNAL_VERSION && file.length < HEADER)
+    throw journalDamaged(path, 'it is not an api-auth token journal, or it is cut short');
   if (!file.subarray(MAGIC.length + 4, HEADER_1).equals(keyFingerprint(key))) {
-    throw new StateError(`token journal ${path} belongs to another state file (its token key differs); put back the state ` +
-      `file it belongs to, or run ${repairCommand(dirname(path))} to move it aside (auth.listTokens then lists no token issued before)`, true);
+    throw new StateError(
+      `token journal ${path} belongs to another state file (its token key differs); put back the state ` +
+        `file it belongs to, or run ${repairCommand(dirname(path))} to move it aside (auth.listTokens then lists no token issued before)`,
+      true,
+    );
   }
-  const id = version === JOURNAL_VERSION_1 ? undefined
-    : { epoch: Uint8Array.from(file.subarray(EPOCH_AT, SEQ_AT)), seq: file.readUInt32LE(SEQ_AT) };
+  const id =
+    version === JOURNAL_VERSION_1 ? undefined : { epoch: Uint8Array.from(file.subarray(EPOCH_AT, SEQ_AT)), seq: file.readUInt32LE(SEQ_AT) };
   const first = version === JOURNAL_VERSION_1 ? HEADER_1 : HEADER;
   const base = version === JOURNAL_VERSION_1 ? HEADER_1 : Number(file.readBigUInt64LE(BASE_AT));
   const groups: { end: number; records: Buffer[] }[] = [];
   let at = first;
-  const ended = (tornBytes: number, damage?: { why: string; at: number }, cutRecords: Buffer[] = []): Scan =>
-    ({ id, base, groups, tornBytes, damage, cutRecords });
+  const ended = (tornBytes: number, damage?: { why: string; at: number }, cutRecords: Buffer[] = []): Scan => ({
+    id,
+    base,
+    groups,
+    tornBytes,
+    damage,
+    cutRecords,
+  });
   const damaged = (why: string): Scan => ended(0, { why, at });
   while (at < file.length) {
     // Zeros to the end: the file grew, and the data of its last group never landed.
@@ -182,10 +201,12 @@ export function scan(file: Buffer, path: string, key: Uint8Array): Scan {
     if (crc32(payload) !== file.readUInt32LE(at + 8)) {
       const last = file.subarray(end).every((b) => b === 0);
       if (last && hasZeroSector(file, at, end)) return ended(file.length - at);
-      return damaged(last
-        ? `the last group, at byte ${at}, is whole (${end - at} bytes) but fails its checksum: it was written and synced, ` +
-          'so this is not a write cut short by a crash'
-        : `the group at byte ${at} fails its checksum, and other groups follow it`);
+      return damaged(
+        last
+          ? `the last group, at byte ${at}, is whole (${end - at} bytes) but fails its checksum: it was written and synced, ` +
+              'so this is not a write cut short by a crash'
+          : `the group at byte ${at} fails its checksum, and other groups follow it`,
+      );
     }
     const read = records(payload);
     if (!read.whole) return damaged(`a record of the group at byte ${at} runs past its end`);
@@ -201,7 +222,7 @@ export function scan(file: Buffer, path: string, key: Uint8Array): Scan {
  */
 function records(payload: Buffer): { found: Buffer[]; whole: boolean } {
   const found: Buffer[] = [];
-  for (let r = 0; r < payload.length;) {
+  for (let r = 0; r < payload.length; ) {
     const size = payload.length - r < RECORD_HEAD ? -1 : payload.readUInt32LE(r);
     if (size < 0 || r + RECORD_HEAD + size > payload.length) return { found, whole: false };
     found.push(payload.subarray(r + RECORD_HEAD, r + RECORD_HEAD + size));

@@ -50,26 +50,39 @@ export async function readJournal(dir: string, key: Uint8Array, mark: JournalMar
   let acknowledged = { bytes: read.base, groups: read.base > HEADER ? 1 : 0 };
   if (mark !== undefined) {
     const { id } = read;
-    if (id === undefined) throw journalDamaged(path, 'it is of format 1, older than the state file beside it, which records a journal of format 2');
+    if (id === undefined)
+      throw journalDamaged(path, 'it is of format 1, older than the state file beside it, which records a journal of format 2');
     if (!Buffer.from(id.epoch).equals(mark.epoch)) {
-      throw journalDamaged(path, 'it is of another epoch than the state file records: another data folder\'s journal, ' +
-        'or one a repair set aside');
+      throw journalDamaged(
+        path,
+        "it is of another epoch than the state file records: another data folder's journal, " + 'or one a repair set aside',
+      );
     }
     if (id.seq === mark.seq) acknowledged = { bytes: mark.bytes, groups: mark.groups };
     else if (id.seq !== mark.seq + 1) {
       // One more is a compaction whose mark a crash kept from the state file; anything else is another copy.
-      throw journalDamaged(path, `it is compaction ${id.seq}, where the state file records compaction ${mark.seq}: an older or ` +
-        'newer copy of the journal than the state file beside it');
+      throw journalDamaged(
+        path,
+        `it is compaction ${id.seq}, where the state file records compaction ${mark.seq}: an older or ` +
+          'newer copy of the journal than the state file beside it',
+      );
     }
   }
   if (wholeBytes < acknowledged.bytes) {
-    throw journalDamaged(path, `its whole groups end at byte ${wholeBytes}, but ${acknowledged.bytes} bytes were written to it and ` +
-      `acknowledged: it was cut after a clean write, not torn by a crash during one`, file.length);
+    throw journalDamaged(
+      path,
+      `its whole groups end at byte ${wholeBytes}, but ${acknowledged.bytes} bytes were written to it and ` +
+        `acknowledged: it was cut after a clean write, not torn by a crash during one`,
+      file.length,
+    );
   }
   const atMark = read.groups.findIndex((g) => g.end === acknowledged.bytes) + 1;
   if (acknowledged.groups > 0 && atMark !== acknowledged.groups) {
-    throw journalDamaged(path, `its groups do not end at byte ${acknowledged.bytes} as the ${acknowledged.groups} acknowledged ` +
-      'groups did', wholeBytes);
+    throw journalDamaged(
+      path,
+      `its groups do not end at byte ${acknowledged.bytes} as the ${acknowledged.groups} acknowledged ` + 'groups did',
+      wholeBytes,
+    );
   }
   return { records: read.groups.flatMap((g) => g.records), tornBytes: read.tornBytes, wholeBytes, groups: read.groups.length, id: read.id };
 }

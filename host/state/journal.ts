@@ -51,8 +51,16 @@ export class Journal {
   readonly stats = { groups: 0, records: 0, writeNs: 0n };
 
   /** `epoch`: the rewrites' (a journal of format 1 takes it at its first). */
-  private constructor(private readonly dir: string, private readonly key: Uint8Array, private readonly epoch: Uint8Array,
-    private id: Identity | undefined, private file: FileHandle, size: number, records: number, groups: number) {
+  private constructor(
+    private readonly dir: string,
+    private readonly key: Uint8Array,
+    private readonly epoch: Uint8Array,
+    private id: Identity | undefined,
+    private file: FileHandle,
+    size: number,
+    records: number,
+    groups: number,
+  ) {
     this.size = size;
     this.recordsInFile = records;
     this.groupsInFile = groups;
@@ -174,8 +182,10 @@ export class Journal {
         await this.file.truncate(this.size);
         await this.file.datasync();
       } catch (cut) {
-        this.broken = new Error(`the token journal ${this.path} could not be cut back after a failed write ` +
-          `(${(cut as Error).message}); no token can be issued until api-auth restarts`);
+        this.broken = new Error(
+          `the token journal ${this.path} could not be cut back after a failed write ` +
+            `(${(cut as Error).message}); no token can be issued until api-auth restarts`,
+        );
       }
       for (const w of group) w.reject(error);
       return;
@@ -203,7 +213,7 @@ export class Journal {
 }
 
 async function writeAll(file: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
-  for (let done = 0; done < bytes.length;) {
+  for (let done = 0; done < bytes.length; ) {
     const { bytesWritten } = await file.write(bytes, done, bytes.length - done, position + done);
     done += bytesWritten;
   }
@@ -214,7 +224,12 @@ async function writeAll(file: FileHandle, bytes: Uint8Array, position: number): 
  * Returns the new file, still open for appending (nothing can fail between the rename and
  * its adoption), and its size. The rename is durable once the folder is synced.
  */
-async function writeWhole(dir: string, key: Uint8Array, id: Identity, records: readonly Uint8Array[]): Promise<{ file: FileHandle; size: number }> {
+async function writeWhole(
+  dir: string,
+  key: Uint8Array,
+  id: Identity,
+  records: readonly Uint8Array[],
+): Promise<{ file: FileHandle; size: number }> {
   const path = join(dir, JOURNAL_FILE);
   const tmp = `${path}.tmp`;
   const group = records.length > 0 ? encodeGroup(records) : Buffer.alloc(0);

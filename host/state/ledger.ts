@@ -13,7 +13,10 @@ import type { StateStore } from './store.js';
 const UNSHARED: SharedCheck = { succeeded() {}, abandoned() {} };
 
 export class FolderLedger implements Ledger {
-  constructor(private readonly core: Core, private readonly store: StateStore) {}
+  constructor(
+    private readonly core: Core,
+    private readonly store: StateStore,
+  ) {}
 
   get password(): PasswordRecord {
     return this.store.password;
@@ -29,9 +32,15 @@ export class FolderLedger implements Ledger {
     // nobody can tell, so it may come before a write that fails.
     this.core.sweep(now);
     const fresh = grant.id === this.core.grantCount;
-    await this.store.prepareIssue(fresh ? { id: grant.id, endpoints: grantEntries(grant.endpoints, grant.methods, grant.limits) } : undefined,
-      this.core.nextSerial + 1, this.core.floor, this.core.floor + this.core.windowSize, lifetime);
-    if (fresh && this.core.addGrant(grant.endpoints, grant.methods, grant.limits) !== grant.id) throw new InvariantError(`the core gave grant ${grant.id} another id`);
+    await this.store.prepareIssue(
+      fresh ? { id: grant.id, endpoints: grantEntries(grant.endpoints, grant.methods, grant.limits) } : undefined,
+      this.core.nextSerial + 1,
+      this.core.floor,
+      this.core.floor + this.core.windowSize,
+      lifetime,
+    );
+    if (fresh && this.core.addGrant(grant.endpoints, grant.methods, grant.limits) !== grant.id)
+      throw new InvariantError(`the core gave grant ${grant.id} another id`);
     return this.core.issue(grant.id, now, lifetime);
   }
 

@@ -100,7 +100,9 @@ async function claim(real: string, own: string, address: (name: string) => strin
     if (top !== undefined) {
       const found = await probe(address(`lock.${top}`));
       if (found === 'live') {
-        throw new StateError((name) => `another api-auth is using the data folder ${real}; stop it first, or give this one its own ${name('dataDir')}`);
+        throw new StateError(
+          (name) => `another api-auth is using the data folder ${real}; stop it first, or give this one its own ${name('dataDir')}`,
+        );
       }
       if (found === 'gone') continue;
     }
@@ -169,6 +171,8 @@ function probe(path: string): Promise<Probe> {
 }
 
 function cannotLock(real: string, e: unknown): StateError {
-  return new StateError(`cannot lock the data folder ${real} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); ` +
-    'make it a folder this user can read and write, on a file system that holds Unix sockets');
+  return new StateError(
+    `cannot lock the data folder ${real} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); ` +
+      'make it a folder this user can read and write, on a file system that holds Unix sockets',
+  );
 }

@@ -34,8 +34,15 @@ export interface DataFolderSettings {
  * `filePassword` is the password file's, adopted when it changed while api-auth was
  * down. Throws StateError for a data folder it cannot use.
  */
-export async function openDataFolder(core: Core, settings: DataFolderSettings, filePassword: string, verifier: PasswordVerifier,
-  log: Logger, clock: Clock, history?: UsageHistory): Promise<Backend> {
+export async function openDataFolder(
+  core: Core,
+  settings: DataFolderSettings,
+  filePassword: string,
+  verifier: PasswordVerifier,
+  log: Logger,
+  clock: Clock,
+  history?: UsageHistory,
+): Promise<Backend> {
   const store = await StateStore.open(settings.dataDir, log, clock);
   let inventory: JournalInventory | undefined;
   let usage: UsageSaver | undefined;
@@ -56,12 +63,25 @@ export async function openDataFolder(core: Core, settings: DataFolderSettings, f
     // Listed: issued under the current password, and not expired.
     const live = (e: InventoryEntry): boolean => e.generation === core.generation && e.expiry > unixSeconds(clock);
     const ledger = new FolderLedger(core, store);
-    const ends = new RotationEnds({
-      refuse: (serial) => core.revokeSerial(serial),
-      record: (serial, expiry) => ledger.revoke(serial, expiry),
-      recorded: (serial) => ledger.isRevoked(serial),
-    }, clock, log);
-    inventory = await JournalInventory.open(settings.dataDir, state.key, read, state.journal, live, (mark) => store.recordJournal(mark), log, ends);
+    const ends = new RotationEnds(
+      {
+        refuse: (serial) => core.revokeSerial(serial),
+        record: (serial, expiry) => ledger.revoke(serial, expiry),
+        recorded: (serial) => ledger.isRevoked(serial),
+      },
+      clock,
+      log,
+    );
+    inventory = await JournalInventory.open(
+      settings.dataDir,
+      state.key,
+      read,
+      state.journal,
+      live,
+      (mark) => store.recordJournal(mark),
+      log,
+      ends,
+    );
     const opened = inventory;
     const historyFile = history && new HistoryFile(settings.dataDir, history, log);
     await historyFile?.restore((serial) => opened.get(serial) !== undefined);
@@ -81,9 +101,14 @@ export async function openDataFolder(core: Core, settings: DataFolderSettings, f
  * reserved, a generation not reached): that is damage. Undefined for an entry it can.
  */
 export function entryProblem(state: ServiceState): (e: InventoryEntry) => string | undefined {
-  return (e) => e.grant >= state.grants.length ? `names endpoint list ${e.grant}, which the state file does not hold`
-    : e.serial >= state.serialCeiling ? 'has a serial the state file never reserved'
-      : e.generation > state.generation ? 'is of a password generation the state file has not reached' : undefined;
+  return (e) =>
+    e.grant >= state.grants.length
+      ? `names endpoint list ${e.grant}, which the state file does not hold`
+      : e.serial >= state.serialCeiling
+        ? 'has a serial the state file never reserved'
+        : e.generation > state.generation
+          ? 'is of a password generation the state file has not reached'
+          : undefined;
 }
 
 /** The files of a data folder written only once it has a state file: one of them without it means the state file was lost. */
@@ -105,8 +130,10 @@ async function refuseOrphans(dir: string, statePath: string): Promise<void> {
     }
   }
   if (found.length === 0) return;
-  throw new StateError(`state file ${statePath} is missing, but ${found.join(' and ')} ${found.length > 1 ? 'are' : 'is'} there, ` +
-    'written with it: a new state would be a new token key, and every token issued so far would stop working; put the state ' +
-    `file back from a backup of the data folder, or run ${repairCommand(dir)} to move ${found.length > 1 ? 'them' : 'it'} aside ` +
-    'and start with fresh state');
+  throw new StateError(
+    `state file ${statePath} is missing, but ${found.join(' and ')} ${found.length > 1 ? 'are' : 'is'} there, ` +
+      'written with it: a new state would be a new token key, and every token issued so far would stop working; put the state ' +
+      `file back from a backup of the data folder, or run ${repairCommand(dir)} to move ${found.length > 1 ? 'them' : 'it'} aside ` +
+      'and start with fresh state',
+  );
 }

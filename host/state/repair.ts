@@ -66,7 +66,7 @@ export async function repairDataFolder(dir: string, log: Logger, clock: Clock): 
       return { movedAside: [], keptEntries: undefined, reason: undefined };
     } catch (e) {
       if (!(e instanceof StateError && e.damage)) throw e;
-      const kept = keepable(await salvageJournal(dir, state.key) ?? [], valid);
+      const kept = keepable((await salvageJournal(dir, state.key)) ?? [], valid);
       // Copied, not moved: until the new journal is renamed over it, a crash leaves the old one in place.
       const copied = await copyAside(dir, JOURNAL_FILE, stamp);
       const journal = await Journal.create(dir, state.key, newEpoch(), 1, kept);

@@ -78,7 +78,10 @@ export class StateStore {
     const lock = await lockDataDir(dir);
     try {
       const stored = await readState(dir);
-      return { store: new StateStore(dir, lock, stored === undefined ? undefined : parse(stored, join(dir, STATE_FILE)), clock), damage: undefined };
+      return {
+        store: new StateStore(dir, lock, stored === undefined ? undefined : parse(stored, join(dir, STATE_FILE)), clock),
+        damage: undefined,
+      };
     } catch (e) {
       if (e instanceof StateError && e.damage) return { store: new StateStore(dir, lock, undefined, clock), damage: e };
       await lock.release();
@@ -144,8 +147,13 @@ export class StateStore {
    * restart restores a range the window holds; and `lifetime`, the token's, when it is
    * longer than any before, so that a restart knows by when every issued token expires.
    */
-  prepareIssue(grant: { id: number; endpoints: readonly string[] } | undefined, end: number, floor: number, limit: number,
-    lifetime: number): Promise<void> {
+  prepareIssue(
+    grant: { id: number; endpoints: readonly string[] } | undefined,
+    end: number,
+    floor: number,
+    limit: number,
+    lifetime: number,
+  ): Promise<void> {
     return this.change((s) => {
       let next = s;
       if (lifetime > s.maxLifetime) next = { ...next, maxLifetime: lifetime };
@@ -168,7 +176,8 @@ export class StateStore {
   recordJournal(mark: JournalMark): Promise<void> {
     return this.change((s) => {
       const was = s.journal;
-      if (was !== undefined && Buffer.from(was.epoch).equals(mark.epoch) && was.seq === mark.seq && was.bytes === mark.bytes) return undefined;
+      if (was !== undefined && Buffer.from(was.epoch).equals(mark.epoch) && was.seq === mark.seq && was.bytes === mark.bytes)
+        return undefined;
       return { ...s, journal: mark };
     });
   }
@@ -283,8 +292,15 @@ export function restoreCore(core: Core, s: ServiceState, now: number, path: stri
  * operator's reset: its password is adopted in a new generation, so every earlier token
  * stops working. Passwords set through the API are kept while the file is unchanged.
  */
-export async function restoreService(core: Core, store: StateStore, verifier: PasswordVerifier, filePassword: string,
-  lifetime: number, log: Logger, clock: Clock): Promise<void> {
+export async function restoreService(
+  core: Core,
+  store: StateStore,
+  verifier: PasswordVerifier,
+  filePassword: string,
+  lifetime: number,
+  log: Logger,
+  clock: Clock,
+): Promise<void> {
   const stored = store.state;
   if (stored === undefined) {
     const key = webcrypto.getRandomValues(new Uint8Array(32));
@@ -292,8 +308,16 @@ export async function restoreService(core: Core, store: StateStore, verifier: Pa
     const record = await verifier.hash(filePassword);
     // The journal's epoch is written with the state: a journal of another epoch is not this state's.
     await store.create({
-      key, generation: 0, password: record, filePassword: record, maxLifetime: lifetime,
-      serialCeiling: 0, floor: 0, grants: [], revocations: new Map(), journal: emptyJournal(newEpoch()),
+      key,
+      generation: 0,
+      password: record,
+      filePassword: record,
+      maxLifetime: lifetime,
+      serialCeiling: 0,
+      floor: 0,
+      grants: [],
+      revocations: new Map(),
+      journal: emptyJournal(newEpoch()),
     });
     log.info('created the state file', { path: store.path });
     return;
@@ -303,8 +327,11 @@ export async function restoreService(core: Core, store: StateStore, verifier: Pa
     const generation = core.generation + 1;
     await store.recordPassword(await verifier.hash(filePassword), generation, true);
     core.bumpGeneration();
-    log.warn('the password file changed while api-auth was down: its password is now the service password, ' +
-      'and every token issued before is invalid', { generation });
+    log.warn(
+      'the password file changed while api-auth was down: its password is now the service password, ' +
+        'and every token issued before is invalid',
+      { generation },
+    );
   }
   await store.recordLifetime(lifetime);
 }

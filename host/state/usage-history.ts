@@ -25,7 +25,11 @@ export class HistoryFile implements HistorySaver {
   /** The history's version the file holds, so that an idle service does not write it again. */
   private written = -1;
 
-  constructor(private readonly dir: string, private readonly history: UsageHistory, private readonly log: Logger) {}
+  constructor(
+    private readonly dir: string,
+    private readonly history: UsageHistory,
+    private readonly log: Logger,
+  ) {}
 
   async restore(keep: (serial: number) => boolean): Promise<void> {
     const path = join(this.dir, HISTORY_FILE);
@@ -44,8 +48,12 @@ export class HistoryFile implements HistorySaver {
         parsed = undefined;
       }
       const version = (parsed as { version?: unknown } | null | undefined)?.version;
-      const read = parsed === undefined ? 'it is not JSON' : version !== HISTORY_VERSION ? `it is not a usage history file of version ${HISTORY_VERSION}`
-        : readHistory(parsed);
+      const read =
+        parsed === undefined
+          ? 'it is not JSON'
+          : version !== HISTORY_VERSION
+            ? `it is not a usage history file of version ${HISTORY_VERSION}`
+            : readHistory(parsed);
       if (typeof read !== 'string') {
         this.history.restore(read, keep);
         this.written = this.history.version;
@@ -54,8 +62,10 @@ export class HistoryFile implements HistorySaver {
       reason = read;
     }
     this.written = -1;
-    this.log.warn('the usage history file is damaged, so the usage history (auth.usageHistory) starts empty; it is replaced at the next save',
-      { path, reason });
+    this.log.warn(
+      'the usage history file is damaged, so the usage history (auth.usageHistory) starts empty; it is replaced at the next save',
+      { path, reason },
+    );
   }
 
   /** Samples, then writes the history when it changed; a failure is logged, and the next save tries again. */
@@ -68,8 +78,10 @@ export class HistoryFile implements HistorySaver {
       await writeDataFile(this.dir, HISTORY_FILE, Buffer.from(text, 'utf8'));
       this.written = version;
     } catch (error) {
-      this.log.error('cannot write the usage history file; the history since the last save would be lost by a crash',
-        { path: join(this.dir, HISTORY_FILE), ...errorFields(error) });
+      this.log.error('cannot write the usage history file; the history since the last save would be lost by a crash', {
+        path: join(this.dir, HISTORY_FILE),
+        ...errorFields(error),
+      });
     }
   }
 }

@@ -92,8 +92,14 @@ export class UsageSaver {
   /** What the file holds, so that an idle service does not write it again. */
   private written = '';
 
-  constructor(private readonly dir: string, private readonly core: Core, private readonly inventory: Inventory,
-    private readonly clock: Clock, private readonly log: Logger, private readonly history?: HistorySaver) {
+  constructor(
+    private readonly dir: string,
+    private readonly core: Core,
+    private readonly inventory: Inventory,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly history?: HistorySaver,
+  ) {
     this.lastSave = clock();
   }
 
@@ -104,8 +110,10 @@ export class UsageSaver {
     if (bytes === undefined) return;
     const counted = typeof bytes === 'string' ? bytes : decodeUsage(bytes);
     if (typeof counted === 'string') {
-      this.log.warn('the usage file is damaged, so usage (requests, lastUsedAt) counts again from 0; it is replaced at the next save',
-        { path, reason: counted });
+      this.log.warn('the usage file is damaged, so usage (requests, lastUsedAt) counts again from 0; it is replaced at the next save', {
+        path,
+        reason: counted,
+      });
       return;
     }
     let unplaced = 0;
@@ -118,7 +126,7 @@ export class UsageSaver {
       const entry = this.inventory.get(serial);
       if (entry !== undefined && !this.core.setQuota(serial, entry.expiry, window, calls, true)) unplaced++;
     }
-    if (unplaced > 0) this.log.warn('the core\'s usage tables had no room for the saved usage of some tokens', { tokens: unplaced });
+    if (unplaced > 0) this.log.warn("the core's usage tables had no room for the saved usage of some tokens", { tokens: unplaced });
   }
 
   /** Starts the snapshots. */
@@ -144,12 +152,23 @@ export class UsageSaver {
     const quota = quotaCounts(live, this.core, this.lastSave);
     const text = JSON.stringify(quota.length === 0 ? { version: USAGE_VERSION, tokens } : { version: USAGE_VERSION, tokens, quota });
     if (text === this.written && history === undefined) return Promise.resolve();
-    const written = (): void => { this.written = text; };
+    const written = (): void => {
+      this.written = text;
+    };
     // On a failure the counts stay in memory, and the next save tries again.
-    const failed = (error: unknown): void => this.log.error('cannot write the usage file; usage since the last save would be lost by a crash',
-      { path: join(this.dir, USAGE_FILE), ...errorFields(error) });
-    this.saving = Promise.all([history, text === this.written ? undefined : writeDataFile(this.dir, USAGE_FILE, new TextEncoder().encode(text))
-      .then(written, failed)]).then(() => undefined).finally(() => { this.saving = undefined; });
+    const failed = (error: unknown): void =>
+      this.log.error('cannot write the usage file; usage since the last save would be lost by a crash', {
+        path: join(this.dir, USAGE_FILE),
+        ...errorFields(error),
+      });
+    this.saving = Promise.all([
+      history,
+      text === this.written ? undefined : writeDataFile(this.dir, USAGE_FILE, new TextEncoder().encode(text)).then(written, failed),
+    ])
+      .then(() => undefined)
+      .finally(() => {
+        this.saving = undefined;
+      });
     return this.saving;
   }
 }

@@ -150,7 +150,10 @@ class ThreadsOwner {
     // the order of start and stop rules out: a 503 rather than uWS's bare 404.
     omitServerMark();
     this.app = acceptorApp(plan.settings.tls).any('/*', (res) => {
-      res.writeStatus('503 Service Unavailable').writeHeader('Content-Type', 'text/plain; charset=utf-8').end('api-auth is not serving\n', true);
+      res
+        .writeStatus('503 Service Unavailable')
+        .writeHeader('Content-Type', 'text/plain; charset=utf-8')
+        .end('api-auth is not serving\n', true);
     });
     // One counter per thread (index = thread number), bumped by the thread's own loop.
     this.heartbeats = new Int32Array(new SharedArrayBuffer(4 * (plan.threads + 1)));
@@ -185,16 +188,30 @@ class ThreadsOwner {
   private spawn(number: number): void {
     const { plan } = this;
     const data: ThreadData = {
-      thread: number, module: plan.module, memory: plan.memory, settings: plan.settings, heartbeats: this.heartbeats, upstreamHealth: this.upstreamHealth,
-      board: plan.board, wsSessions: this.wsSessions,
+      thread: number,
+      module: plan.module,
+      memory: plan.memory,
+      settings: plan.settings,
+      heartbeats: this.heartbeats,
+      upstreamHealth: this.upstreamHealth,
+      board: plan.board,
+      wsSessions: this.wsSessions,
     };
     const worker = ownThread(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data });
     let ended!: () => void;
     const thread: HttpThread = {
-      number, worker, descriptor: null, ready: false, ended: false, end: new Promise((resolve) => { ended = resolve; }),
+      number,
+      worker,
+      descriptor: null,
+      ready: false,
+      ended: false,
+      end: new Promise((resolve) => {
+        ended = resolve;
+      }),
       link: new ThreadLink(worker, {
         // Threads call it only once listening, and by then the owner has given it.
-        auth: (body, context) => (this.owner?.auth ? Promise.resolve(this.owner.auth.handle(body, context)) : Promise.reject(new Error('/ext/auth is not served'))),
+        auth: (body, context) =>
+          this.owner?.auth ? Promise.resolve(this.owner.auth.handle(body, context)) : Promise.reject(new Error('/ext/auth is not served')),
         ready: (descriptor) => {
           if (this.ending || thread.ready) return;
           thread.ready = true;
@@ -259,7 +276,10 @@ class ThreadsOwner {
    * one; the threads load the private copy of what was checked.
    */
   private async reloadTlsNow(): Promise<boolean> {
-    const { log, settings: { tls } } = this.plan;
+    const {
+      log,
+      settings: { tls },
+    } = this.plan;
     if (tls === undefined || this.ending) return false;
     let snapshot: TlsSnapshot;
     try {
@@ -329,7 +349,7 @@ class ThreadsOwner {
     if (!this.listened) {
       // Never listened, so no thread ever got a socket: ending them from here is safe, and
       // a start that failed does not wait for threads still loading.
-      await Promise.all(this.threads.map((t) => t.ended ? undefined : t.worker.terminate()));
+      await Promise.all(this.threads.map((t) => (t.ended ? undefined : t.worker.terminate())));
       await Promise.all(this.threads.map((t) => t.end));
       this.app.close();
       return;
@@ -357,7 +377,10 @@ class ThreadsOwner {
         misses[thread.number] = beat === last[thread.number] ? misses[thread.number] + 1 : 0;
         last[thread.number] = beat;
         if (misses[thread.number] >= WATCHDOG_MISSES) {
-          this.fail(thread, `HTTP thread ${thread.number} stopped responding (no heartbeat for ${(WATCHDOG_MISSES * WATCHDOG_MS) / 1000} s)`);
+          this.fail(
+            thread,
+            `HTTP thread ${thread.number} stopped responding (no heartbeat for ${(WATCHDOG_MISSES * WATCHDOG_MS) / 1000} s)`,
+          );
         }
       }
     }, WATCHDOG_MS);

@@ -43,7 +43,6 @@ export interface ThreadContext {
   readonly log: Logger;
 }
 
-
 /**
  * Runs this worker thread as an HTTP thread serving with what `build` makes. A failure
  * while building ends the thread before it is registered, which is safe: the acceptor
@@ -107,7 +106,14 @@ export async function runHttpThread(build: (context: ThreadContext) => ThreadHtt
  * failed thread waits for nothing), close the app (and its kept-alive connections),
  * release the rest and let the thread end.
  */
-async function stop(apps: readonly TemplatedApp[], http: ThreadHttp, owner: OwnerLink, log: Logger, graceMs: number, failed: boolean): Promise<void> {
+async function stop(
+  apps: readonly TemplatedApp[],
+  http: ThreadHttp,
+  owner: OwnerLink,
+  log: Logger,
+  graceMs: number,
+  failed: boolean,
+): Promise<void> {
   const left = await http.drain(failed ? 0 : graceMs);
   if (left > 0) log.warn('stopping with requests still in flight', { requests: left });
   // The last response may have been written inside a uWS callback still on the stack;

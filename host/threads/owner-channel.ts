@@ -33,7 +33,9 @@ export interface HttpSettings {
   readonly publicEndpoints: readonly string[];
   readonly metricsPath: string;
   /** The node to protect; undefined serves the built-in node endpoints. */
-  readonly upstream: { readonly origin: string; readonly timeoutMs: number; readonly maxBody: number; readonly pipelining: number } | undefined;
+  readonly upstream:
+    | { readonly origin: string; readonly timeoutMs: number; readonly maxBody: number; readonly pipelining: number }
+    | undefined;
   /** How WebSocket sessions are relayed and bounded (the process's session count is `ThreadData.wsSessions`). */
   readonly websocket: Omit<WebSocketSettings, 'sessions'>;
   /** Addresses and CIDR ranges, as given. */
@@ -146,12 +148,13 @@ export class OwnerLink {
 
   /** /ext/auth as the owner answers it. */
   readonly auth: RpcHandler = {
-    handle: (body, context) => this.calls.add((id) => {
-      // The body may be a view on uWS's own memory, valid only until handle() returns (the
-      // link's contract): it is copied, and the copy moved to the owner.
-      const own = body.slice();
-      this.post({ t: 'auth', id, body: own, address: context.address, session: context.session }, [own.buffer as ArrayBuffer]);
-    }),
+    handle: (body, context) =>
+      this.calls.add((id) => {
+        // The body may be a view on uWS's own memory, valid only until handle() returns (the
+        // link's contract): it is copied, and the copy moved to the owner.
+        const own = body.slice();
+        this.post({ t: 'auth', id, body: own, address: context.address, session: context.session }, [own.buffer as ArrayBuffer]);
+      }),
   };
 
   /** Every thread's metrics, summed by the owner. */
@@ -169,9 +172,11 @@ export class OwnerLink {
    */
   logger(level: Level, fields: Fields): Logger {
     const threshold = LEVELS.indexOf(level);
-    const emitter = (at: Level) => LEVELS.indexOf(at) < threshold
-      ? (): void => undefined
-      : (msg: string, more?: Fields, time?: number): void => this.post({ t: 'log', level: at, msg, fields: { ...more, ...fields }, time: time ?? systemClock() });
+    const emitter = (at: Level) =>
+      LEVELS.indexOf(at) < threshold
+        ? (): void => undefined
+        : (msg: string, more?: Fields, time?: number): void =>
+            this.post({ t: 'log', level: at, msg, fields: { ...more, ...fields }, time: time ?? systemClock() });
     return { debug: emitter('debug'), info: emitter('info'), warn: emitter('warn'), error: emitter('error') };
   }
 
@@ -223,7 +228,10 @@ export class OwnerLink {
         const { id } = message;
         const collect = this.collect ?? (() => Promise.resolve([]));
         // A failed collection still answers, so that the scrape fails rather than waits.
-        collect().then((metrics) => this.post({ t: 'collected', id, metrics }), (error: unknown) => this.post({ t: 'collected', id, error: messageOf(error) }));
+        collect().then(
+          (metrics) => this.post({ t: 'collected', id, metrics }),
+          (error: unknown) => this.post({ t: 'collected', id, error: messageOf(error) }),
+        );
         break;
       }
       case 'reloadTls': {
@@ -262,7 +270,10 @@ export class ThreadLink {
   private readonly collections = new Pending<MetricsJson>();
   private readonly reloads = new Pending<number>();
 
-  constructor(private readonly worker: Worker, private readonly handlers: ThreadHandlers) {
+  constructor(
+    private readonly worker: Worker,
+    private readonly handlers: ThreadHandlers,
+  ) {
     worker.on('message', (message: ThreadMessage) => this.receive(message));
   }
 
@@ -299,10 +310,15 @@ export class ThreadLink {
         break;
       case 'auth': {
         const { id } = message;
-        this.handlers.auth(message.body, message.session === undefined ? { address: message.address } : { address: message.address, session: message.session }).then(
-          (reply) => this.reply({ t: 'auth', id, reply }),
-          (error: unknown) => this.reply({ t: 'auth', id, error: messageOf(error) }),
-        );
+        this.handlers
+          .auth(
+            message.body,
+            message.session === undefined ? { address: message.address } : { address: message.address, session: message.session },
+          )
+          .then(
+            (reply) => this.reply({ t: 'auth', id, reply }),
+            (error: unknown) => this.reply({ t: 'auth', id, error: messageOf(error) }),
+          );
         break;
       }
       case 'scrape': {

@@ -11,8 +11,19 @@ t.test('a reader that pauses for seconds loses no line: all arrive, and no failu
   const dir = tempDir(t);
   writeFileSync(join(dir, 'password'), randomPassword(), { mode: 0o600 });
   mkdirSync(join(dir, 'data'), { mode: 0o700 });
-  const server = launch(t, ['--http-port', '0', '--data-dir', join(dir, 'data'), '--api-auth-required', '--api-auth-password-file',
-    join(dir, 'password'), '--access-log', 'stdout', '--http-threads', '2']);
+  const server = launch(t, [
+    '--http-port',
+    '0',
+    '--data-dir',
+    join(dir, 'data'),
+    '--api-auth-required',
+    '--api-auth-password-file',
+    join(dir, 'password'),
+    '--access-log',
+    'stdout',
+    '--http-threads',
+    '2',
+  ]);
   const listening = await server.waitForLog((l) => l.msg === 'listening');
   const url = `http://127.0.0.1:${String(listening.port)}`;
   // The reader stops: the pipe (64 KiB) and the reader's own buffer fill up long before the lines end.
@@ -32,7 +43,16 @@ t.test('a reader that pauses for seconds loses no line: all arrive, and no failu
   const lines = await server.waitForLines((l) => typeof l.path === 'string' && l.path.startsWith('/ext/info/paused/'), count);
   t.equal(new Set(lines.map((l) => l.path)).size, count, 'every line, once');
   t.equal((await server.stop('SIGTERM')).code, 0);
-  t.ok(server.logs.some((l) => l.msg === 'stopped'), 'the JSON log\'s last line arrives');
-  t.notOk(server.logs.some((l) => l.msg?.startsWith('the access log cannot be written')), 'no failure logged');
-  t.notOk(server.logs.some((l) => l.raw !== undefined), 'every line is JSON, none cut');
+  t.ok(
+    server.logs.some((l) => l.msg === 'stopped'),
+    "the JSON log's last line arrives",
+  );
+  t.notOk(
+    server.logs.some((l) => l.msg?.startsWith('the access log cannot be written')),
+    'no failure logged',
+  );
+  t.notOk(
+    server.logs.some((l) => l.raw !== undefined),
+    'every line is JSON, none cut',
+  );
 });

@@ -13,16 +13,20 @@ import { startServer as startLibraryServer, USAGE } from '../../build/host/index
 import { authUrl, newToken } from '../helpers/auth.js';
 import { jsonrpc, parseResponse, postJson, request, type HttpResponse } from '../helpers/http.js';
 import { SILENT, cliLine, optionsOf, recordingLogger, refusalOf, serveInProcess } from '../helpers/library.js';
-import {
-  VERSION, launch, randomPassword, runCli, startServer, tempDir, type CliResult, type LogLine,
-} from '../helpers/server.js';
+import { VERSION, launch, randomPassword, runCli, startServer, tempDir, type CliResult, type LogLine } from '../helpers/server.js';
 
 // Two tests at a time: each has its servers and files of its own.
 t.jobs = 2;
 
 const FLAGS = [
-  '--http-host', '--http-port', '--api-auth-required', '--api-auth-password-file',
-  '--api-auth-token-lifetime', '--data-dir', '--help', '--version',
+  '--http-host',
+  '--http-port',
+  '--api-auth-required',
+  '--api-auth-password-file',
+  '--api-auth-token-lifetime',
+  '--data-dir',
+  '--help',
+  '--version',
 ];
 
 /**
@@ -43,16 +47,26 @@ function expectUsageError(t: Test, error: Error | undefined, mentions: readonly 
     return;
   }
   const code = (error as { code?: unknown }).code;
-  t.ok(code === 'API_AUTH_BAD_COMMAND_LINE' || code === 'API_AUTH_BAD_OPTION', `a bad command line or option: ${error.name} ${String(code)}`);
+  t.ok(
+    code === 'API_AUTH_BAD_COMMAND_LINE' || code === 'API_AUTH_BAD_OPTION',
+    `a bad command line or option: ${error.name} ${String(code)}`,
+  );
   const line = cliLine(error);
   t.match(line, /^api-auth: \S[^\n]*$/, 'one line, starting with "api-auth: "');
-  t.ok(mentions.some((m) => line.includes(m)), `the line names the problem (one of ${JSON.stringify(mentions)}): ${line}`);
+  t.ok(
+    mentions.some((m) => line.includes(m)),
+    `the line names the problem (one of ${JSON.stringify(mentions)}): ${line}`,
+  );
 }
 
 /** The CLI's refusal: exit code 2, the error's line alone on stderr, never listening. */
 function expectCliRefusal(t: Test, result: CliResult, error: Error | undefined): void {
   t.equal(result.code, 2, `exit code 2 (stderr: ${JSON.stringify(result.stderr)})`);
-  t.equal(result.stderr, error === undefined ? 'no error in the library' : `${cliLine(error)}\n`, 'stderr is exactly the library\'s error, on one line');
+  t.equal(
+    result.stderr,
+    error === undefined ? 'no error in the library' : `${cliLine(error)}\n`,
+    "stderr is exactly the library's error, on one line",
+  );
   t.notOk(result.logs.some(isListening), 'nothing listened');
 }
 
@@ -88,14 +102,26 @@ t.test('every bad command line gets one stderr line, exit code 2 and nothing lis
   const long = password('long', 'a'.repeat(1025));
   const longCodePoints = password('long-code-points', '\u00e9'.repeat(1025));
   const missingFolder = join(dir, 'no-such-folder', 'password');
-  const auth = (file: string): string[] => ['--http-port', '0', '--data-dir', data, '--api-auth-required', '--api-auth-password-file', file];
+  const auth = (file: string): string[] => [
+    '--http-port',
+    '0',
+    '--data-dir',
+    data,
+    '--api-auth-required',
+    '--api-auth-password-file',
+    file,
+  ];
   const base = ['--http-port', '0', '--data-dir', data];
 
   const cases: [string, string[], string[]][] = [
     ['an unknown flag', [...base, '--bogus'], ['--bogus']],
     ['an unknown flag with a value', [...base, '--bogus=1'], ['--bogus']],
     ['a misspelt flag: the one meant is named', [...base, '--http-prot', '1'], ['--http-prot (did you mean --http-port?)']],
-    ['a misspelt flag with a value: the value is not echoed', [...base, '--api-auth-pasword-file=s3cr3t-mark'], ['did you mean --api-auth-password-file?']],
+    [
+      'a misspelt flag with a value: the value is not echoed',
+      [...base, '--api-auth-pasword-file=s3cr3t-mark'],
+      ['did you mean --api-auth-password-file?'],
+    ],
     ['a single-dash flag', [...base, '-p', '1'], ['-p']],
     ['a port that is not a number', ['--http-port', 'abc', '--data-dir', data], ['--http-port', 'abc']],
     ['a port above 65535', ['--http-port', '65536', '--data-dir', data], ['--http-port', '65536']],
@@ -115,7 +141,11 @@ t.test('every bad command line gets one stderr line, exit code 2 and nothing lis
     ['a positional argument', [...base, 'serve'], ['unexpected argument (not shown']],
     ['a positional argument first', ['extra', ...base], ['unexpected argument (not shown']],
     ['auth on without a password file', [...base, '--api-auth-required'], ['--api-auth-password-file']],
-    ['auth on with an empty password file path', [...base, '--api-auth-required', '--api-auth-password-file='], ['--api-auth-password-file']],
+    [
+      'auth on with an empty password file path',
+      [...base, '--api-auth-required', '--api-auth-password-file='],
+      ['--api-auth-password-file'],
+    ],
     ['an unreadable password file', auth(unreadable), [unreadable, '--api-auth-password-file']],
     ['a password file that is a directory', auth(dir), [dir, '--api-auth-password-file']],
     ['a password file empty after trimming', auth(empty), [empty, '--api-auth-password-file']],
@@ -148,7 +178,10 @@ t.test('a missing password file is generated: 32 letters and digits, mode 0600, 
   t.ok(generated, 'the generation is logged');
   t.equal(generated?.level, 'info');
   t.equal(generated?.path, server.passwordFile, 'the log names the file');
-  t.notOk(server.logs.some((l) => l.msg === 'password file is readable by other users'), 'no readability warning for a 0600 file');
+  t.notOk(
+    server.logs.some((l) => l.msg === 'password file is readable by other users'),
+    'no readability warning for a 0600 file',
+  );
   const token = await newToken(server.url, server.password, ['*']);
   t.ok(token, 'the generated password is the service password');
   const exit = await server.stop();
@@ -184,7 +217,10 @@ t.test('the password file content is trimmed of leading and trailing white space
   const password = `inner space ${randomPassword()}`;
   const fileContent = ` \t\r\n${password} \r\n\t\n`;
   const server = await startServer(t, { password, fileContent, args: ONE_THREAD });
-  t.notOk(server.logs.some((l) => l.msg === 'password file is readable by other users'), 'no warning for a 0600 file');
+  t.notOk(
+    server.logs.some((l) => l.msg === 'password file is readable by other users'),
+    'no warning for a 0600 file',
+  );
   t.ok(await newToken(server.url, password, ['*']), 'the trimmed password works');
   const raw = await jsonrpc(authUrl(server.url), 'auth.newToken', { password: fileContent, endpoints: ['*'] });
   t.same(raw.error, { code: -32000, message: 'incorrect password' }, 'the untrimmed content is not the password');
@@ -204,8 +240,12 @@ t.test('flags take --name=value, --name value, bare booleans and =true/=false', 
     const file = join(dir, 'password');
     writeFileSync(file, 'equals-form-password', { mode: 0o600 });
     const run = launch(t, [
-      '--http-host=127.0.0.1', '--http-port=0', `--data-dir=${dir}`, '--api-auth-required=true',
-      `--api-auth-password-file=${file}`, '--api-auth-token-lifetime=1h30m',
+      '--http-host=127.0.0.1',
+      '--http-port=0',
+      `--data-dir=${dir}`,
+      '--api-auth-required=true',
+      `--api-auth-password-file=${file}`,
+      '--api-auth-token-lifetime=1h30m',
     ]);
     const listening = await run.waitForLog(isListening);
     t.equal(listening.level, 'info');
@@ -224,8 +264,17 @@ t.test('flags take --name=value, --name value, bare booleans and =true/=false', 
     const file = join(dir, 'password');
     writeFileSync(file, 'space-form-password', { mode: 0o600 });
     const options = optionsOf([
-      '--http-host', '127.0.0.1', '--http-port', '0', '--data-dir', dir, '--api-auth-required',
-      '--api-auth-password-file', file, '--api-auth-token-lifetime', '90s',
+      '--http-host',
+      '127.0.0.1',
+      '--http-port',
+      '0',
+      '--data-dir',
+      dir,
+      '--api-auth-required',
+      '--api-auth-password-file',
+      file,
+      '--api-auth-token-lifetime',
+      '90s',
     ]);
     t.same(options, { host: '127.0.0.1', port: '0', dataDir: dir, authRequired: true, passwordFile: file, tokenLifetime: '90s' });
     const { log, lines } = recordingLogger();
@@ -250,7 +299,11 @@ t.test('flags take --name=value, --name value, bare booleans and =true/=false', 
 });
 
 /** Opens a connection and sends a POST whose body arrives in two parts; `sent` once the first part is written. */
-function slowRequest(port: number, path: string, body: string): {
+function slowRequest(
+  port: number,
+  path: string,
+  body: string,
+): {
   sent: Promise<void>;
   sendRest(): void;
   response: Promise<HttpResponse>;
@@ -258,16 +311,25 @@ function slowRequest(port: number, path: string, body: string): {
   const socket = connect({ host: '127.0.0.1', port });
   const half = Math.floor(body.length / 2);
   const sent = new Promise<void>((done, fail) => {
-    socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body.slice(0, half)}`, (error) => (error ? fail(error) : done()));
+    socket.write(
+      `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body.slice(0, half)}`,
+      (error) => (error ? fail(error) : done()),
+    );
   });
   let received = Buffer.alloc(0);
   const response = new Promise<HttpResponse>((done, fail) => {
-    socket.setTimeout(10_000, () => { socket.destroy(); fail(new Error('no response within 10 s')); });
+    socket.setTimeout(10_000, () => {
+      socket.destroy();
+      fail(new Error('no response within 10 s'));
+    });
     socket.on('data', (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
       const parsed = parseResponse(received, false);
-      if (parsed) { socket.destroy(); done(parsed); }
+      if (parsed) {
+        socket.destroy();
+        done(parsed);
+      }
     });
     socket.on('close', () => {
       const parsed = parseResponse(received, true);
@@ -289,7 +351,10 @@ async function refusesConnections(port: number, ms: number): Promise<boolean> {
   while (Date.now() < deadline) {
     const refused = await new Promise<boolean>((done) => {
       const socket = connect({ host: '127.0.0.1', port });
-      socket.on('connect', () => { socket.destroy(); done(false); });
+      socket.on('connect', () => {
+        socket.destroy();
+        done(false);
+      });
       socket.on('error', (error: NodeJS.ErrnoException) => done(error.code === 'ECONNREFUSED'));
     });
     if (refused) return true;
@@ -306,7 +371,10 @@ t.test('a SIGTERM as soon as the listening line is out is a clean stop too: exit
     server.child.kill('SIGTERM');
     const exit = await server.waitForExit();
     t.same(exit, { code: 0, signal: null }, `round ${round}: exit code 0`);
-    t.ok(server.logs.some((l) => l.msg === 'stopped'), `round ${round}: the stop is logged`);
+    t.ok(
+      server.logs.some((l) => l.msg === 'stopped'),
+      `round ${round}: the stop is logged`,
+    );
   }
 });
 
@@ -325,13 +393,16 @@ async function headsReceived(base: string, count: number): Promise<void> {
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   t.test(`${signal} stops accepting, lets the in-flight request finish and exits 0`, async (t) => {
     const server = await startServer(t, { auth: false });
-    const inFlight = slowRequest(server.port, '/ext/info',
-      JSON.stringify({ jsonrpc: '2.0', method: 'info.getNetworkName', id: 'in-flight' }));
+    const inFlight = slowRequest(
+      server.port,
+      '/ext/info',
+      JSON.stringify({ jsonrpc: '2.0', method: 'info.getNetworkName', id: 'in-flight' }),
+    );
     // The server has the in-flight request's head once some thread counts it among its
     // requests (a request on another connection may be read first, on another thread).
     await inFlight.sent;
     await headsReceived(server.url, 1);
-    t.pass('the server has the in-flight request\'s head before the signal');
+    t.pass("the server has the in-flight request's head before the signal");
     server.child.kill(signal);
     t.ok(await refusesConnections(server.port, 4_000), 'new connections are refused after the signal');
     t.notOk(server.hasExited(), 'the process waits for the in-flight request');
@@ -341,6 +412,9 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     t.same(JSON.parse(response.text), { jsonrpc: '2.0', result: { networkName: 'local' }, id: 'in-flight' });
     const exit = await server.waitForExit();
     t.same(exit, { code: 0, signal: null }, 'exit code 0');
-    t.ok(server.logs.some((l) => l.msg === 'stopped'), 'the stop is logged');
+    t.ok(
+      server.logs.some((l) => l.msg === 'stopped'),
+      'the stop is logged',
+    );
   });
 }

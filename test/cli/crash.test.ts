@@ -35,7 +35,15 @@ const SUCCESS = { success: true };
 /** A live token's revocation: the token was live, so this call revoked it. */
 const REVOKED = { success: true, revocation: 'revoked' };
 /** What each round's kill follows, round after round. */
-const TRIGGERS = ['revocation', 'password change', 'new endpoint list', 'state write', 'random moment', 'new token', 'revocation by id'] as const;
+const TRIGGERS = [
+  'revocation',
+  'password change',
+  'new endpoint list',
+  'state write',
+  'random moment',
+  'new token',
+  'revocation by id',
+] as const;
 type Trigger = (typeof TRIGGERS)[number];
 const ROUNDS = Number(process.env.CRASH_ROUNDS ?? TRIGGERS.length);
 /** The clients stream at least this long before a kill, so that other calls are out when it comes. */
@@ -96,8 +104,10 @@ function random(n: number): number {
 
 function endpointsFor(): { endpoints: string[]; granted: string; other: string; fresh: boolean } {
   switch (random(3)) {
-    case 0: return { endpoints: ['/ext/info'], granted: '/ext/info', other: '/ext/health', fresh: false };
-    case 1: return { endpoints: ['/ext/health'], granted: '/ext/health', other: '/ext/info', fresh: false };
+    case 0:
+      return { endpoints: ['/ext/info'], granted: '/ext/info', other: '/ext/health', fresh: false };
+    case 1:
+      return { endpoints: ['/ext/health'], granted: '/ext/health', other: '/ext/info', fresh: false };
     default: {
       // A new endpoint list each time: every such issue also makes a grant durable.
       const n = grantCounter++;
@@ -117,9 +127,11 @@ function refusedFor(response: { status: number; text: string }, reasons: readonl
 
 async function pool<T>(items: readonly T[], width: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) await work(items[next++]);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) await work(items[next++]);
+    }),
+  );
 }
 
 /**
@@ -132,7 +144,7 @@ async function checkPasswords(server: Server, problems: string[]): Promise<void>
   counts.passwordChecks++;
   if (issued !== undefined) {
     if (pendingChange !== undefined) {
-      if (await tryPassword(server.url, passwords[pendingChange]) !== undefined) {
+      if ((await tryPassword(server.url, passwords[pendingChange])) !== undefined) {
         problems.push(`both the acknowledged password ${current} and the unanswered change's ${pendingChange} work`);
       }
       counts.passwordChecks++;
@@ -145,8 +157,10 @@ async function checkPasswords(server: Server, problems: string[]): Promise<void>
     current = pendingChange;
     counts.unansweredSettled++;
   } else {
-    problems.push(`the acknowledged password ${current} does not work` +
-      (pendingChange === undefined ? '' : `, nor does the unanswered change's ${pendingChange}`));
+    problems.push(
+      `the acknowledged password ${current} does not work` +
+        (pendingChange === undefined ? '' : `, nor does the unanswered change's ${pendingChange}`),
+    );
     return;
   }
   pendingChange = undefined;
@@ -184,7 +198,8 @@ async function checkTokens(server: Server, problems: string[]): Promise<void> {
     if (token.epoch !== current) {
       // Of an earlier generation: never through; a revoked one may name either rule.
       const reasons = token.revoked === 'no' ? [REASONS.earlierGeneration] : [REASONS.earlierGeneration, REASONS.revoked];
-      if (!refusedFor(response, reasons)) problems.push(`${label}: expected a refusal for ${reasons.join(' | ')}, got ${response.status} ${response.text}`);
+      if (!refusedFor(response, reasons))
+        problems.push(`${label}: expected a refusal for ${reasons.join(' | ')}, got ${response.status} ${response.text}`);
       return;
     }
     if (token.revoked === 'maybe') {
@@ -195,7 +210,8 @@ async function checkTokens(server: Server, problems: string[]): Promise<void> {
       return;
     }
     if (token.revoked === 'yes') {
-      if (!refusedFor(response, [REASONS.revoked])) problems.push(`${label}: expected "was revoked", got ${response.status} ${response.text}`);
+      if (!refusedFor(response, [REASONS.revoked]))
+        problems.push(`${label}: expected "was revoked", got ${response.status} ${response.text}`);
       return;
     }
     if (!granted(response.status, token.granted)) {
@@ -233,7 +249,8 @@ async function checkInventory(server: Server, problems: string[]): Promise<void>
     }
     counts.listedChecks++;
     if (entry === undefined) problems.push(`${label}: acknowledged, not listed`);
-    else if (entry.label !== (token.label ?? null)) problems.push(`${label}: listed with label ${JSON.stringify(entry.label)}, issued with ${JSON.stringify(token.label)}`);
+    else if (entry.label !== (token.label ?? null))
+      problems.push(`${label}: listed with label ${JSON.stringify(entry.label)}, issued with ${JSON.stringify(token.label)}`);
     else if (entry.revoked !== (token.revoked === 'yes')) problems.push(`${label}: listed revoked ${entry.revoked}`);
   }
 }
@@ -302,9 +319,14 @@ async function stream(server: Server, stopped: () => boolean, problems: string[]
       for (let issued = 2 + random(4); issued > 0 && !stopped(); issued--) await nextToken();
       if (stopped()) return;
       let release!: () => void;
-      changing = new Promise((done) => { release = done; });
+      changing = new Promise((done) => {
+        release = done;
+      });
       try {
-        if (outstanding > 0) await new Promise<void>((done) => { drained = done; });
+        if (outstanding > 0)
+          await new Promise<void>((done) => {
+            drained = done;
+          });
         drained = undefined;
         if (stopped()) return;
         const next = passwords.push(`p${passwords.length}-${randomPassword()}`) - 1;
@@ -364,8 +386,13 @@ async function stream(server: Server, stopped: () => boolean, problems: string[]
       token.revoked = 'maybe';
       // Half of them by id, where the model knows it.
       const byId = token.id !== undefined && random(2) === 0;
-      const answer = await send(() => jsonrpc(auth, 'auth.revokeToken',
-        byId ? { password: passwords[token.epoch], id: token.id } : { password: passwords[token.epoch], token: token.token }));
+      const answer = await send(() =>
+        jsonrpc(
+          auth,
+          'auth.revokeToken',
+          byId ? { password: passwords[token.epoch], id: token.id } : { password: passwords[token.epoch], token: token.token },
+        ),
+      );
       token.revoking = false;
       if (answer === undefined) return; // unanswered: stays 'maybe' until a restart tells
       if (sameJson(answer.result, REVOKED)) {
@@ -391,95 +418,116 @@ function sameJson(a: unknown, b: unknown): boolean {
 
 const errorLines = (logs: readonly LogLine[]): LogLine[] => logs.filter((l) => l.level === 'error');
 
-t.test(`${ROUNDS} rounds of SIGKILL right after an answer, during a state write or at a random moment: every acknowledged effect survives`, async (t) => {
-  // Every password after the first is a change's, whose record the server makes at its
-  // production cost; the first one's is cheap, and so is each start's check of the file.
-  // The default thread count, as deployed: an answer then comes from an HTTP thread once the
-  // owner's write is done, which is the path whose "on disk at the answer" this checks.
-  let server = await startServer(t, { cheapChecks: true });
-  passwords.push(server.password);
-  for (let round = 1; round <= ROUNDS; round++) {
-    const problems: string[] = [];
-    const trigger = TRIGGERS[(round - 1) % TRIGGERS.length];
-    const running = server;
-    const began = Date.now();
-    let stopped = false;
-    let killed!: () => void;
-    const exit = new Promise<Exit>((done) => {
-      // Synchronous: the kill is sent before anything else runs, the answer's effect included.
-      killed = () => {
-        if (stopped) return;
-        stopped = true;
-        done(running.stop('SIGKILL'));
-        wake();
-      };
-    });
-    let answers = 0;
-    const clients = stream(running, () => stopped, problems, (kind) => {
-      if (kind === trigger && Date.now() - began >= MIN_STREAM_MS) killed();
-      else if (++answers === TRIGGER_WITHIN_ANSWERS && trigger !== 'random moment') {
-        problems.push(`no ${trigger} came within ${TRIGGER_WITHIN_ANSWERS} acknowledged calls`);
-        killed();
+t.test(
+  `${ROUNDS} rounds of SIGKILL right after an answer, during a state write or at a random moment: every acknowledged effect survives`,
+  async (t) => {
+    // Every password after the first is a change's, whose record the server makes at its
+    // production cost; the first one's is cheap, and so is each start's check of the file.
+    // The default thread count, as deployed: an answer then comes from an HTTP thread once the
+    // owner's write is done, which is the path whose "on disk at the answer" this checks.
+    let server = await startServer(t, { cheapChecks: true });
+    passwords.push(server.password);
+    for (let round = 1; round <= ROUNDS; round++) {
+      const problems: string[] = [];
+      const trigger = TRIGGERS[(round - 1) % TRIGGERS.length];
+      const running = server;
+      const began = Date.now();
+      let stopped = false;
+      let killed!: () => void;
+      const exit = new Promise<Exit>((done) => {
+        // Synchronous: the kill is sent before anything else runs, the answer's effect included.
+        killed = () => {
+          if (stopped) return;
+          stopped = true;
+          done(running.stop('SIGKILL'));
+          wake();
+        };
+      });
+      let answers = 0;
+      const clients = stream(
+        running,
+        () => stopped,
+        problems,
+        (kind) => {
+          if (kind === trigger && Date.now() - began >= MIN_STREAM_MS) killed();
+          else if (++answers === TRIGGER_WITHIN_ANSWERS && trigger !== 'random moment') {
+            problems.push(`no ${trigger} came within ${TRIGGER_WITHIN_ANSWERS} acknowledged calls`);
+            killed();
+          }
+        },
+      );
+      // The folder's watcher hears of the temporary file and the rename as they happen.
+      const writes =
+        trigger === 'state write'
+          ? watch(running.dataDir, () => {
+              if (Date.now() - began >= MIN_STREAM_MS) killed();
+            })
+          : undefined;
+      const timer = trigger === 'random moment' ? setTimeout(killed, MIN_STREAM_MS + random(MAX_STREAM_MS - MIN_STREAM_MS)) : undefined;
+      const { signal } = await exit;
+      clearTimeout(timer);
+      writes?.close();
+      await clients;
+      if (signal !== 'SIGKILL') problems.push(`the server was not killed: ${JSON.stringify(signal)}`);
+      problems.push(...errorLines(running.logs).map((l) => `error log: ${JSON.stringify(l)}`));
+      const unanswered = pendingChange === undefined ? '' : `, a password change unanswered`;
+
+      if (round % 4 === 0) {
+        // A kill while the server starts (reading and perhaps writing its state) must not
+        // damage the state either; a random moment lands anywhere in the start.
+        const early = launch(t, server.args);
+        await sleep(random(400));
+        const earlyExit = await early.stop('SIGKILL');
+        if (earlyExit.code !== null)
+          problems.push(`the start killed early exited by itself: ${JSON.stringify(earlyExit)} ${early.stderr()}`);
       }
-    });
-    // The folder's watcher hears of the temporary file and the rename as they happen.
-    const writes = trigger === 'state write'
-      ? watch(running.dataDir, () => { if (Date.now() - began >= MIN_STREAM_MS) killed(); })
-      : undefined;
-    const timer = trigger === 'random moment' ? setTimeout(killed, MIN_STREAM_MS + random(MAX_STREAM_MS - MIN_STREAM_MS)) : undefined;
-    const { signal } = await exit;
-    clearTimeout(timer);
-    writes?.close();
-    await clients;
-    if (signal !== 'SIGKILL') problems.push(`the server was not killed: ${JSON.stringify(signal)}`);
-    problems.push(...errorLines(running.logs).map((l) => `error log: ${JSON.stringify(l)}`));
-    const unanswered = pendingChange === undefined ? '' : `, a password change unanswered`;
-
-    if (round % 4 === 0) {
-      // A kill while the server starts (reading and perhaps writing its state) must not
-      // damage the state either; a random moment lands anywhere in the start.
-      const early = launch(t, server.args);
-      await sleep(random(400));
-      const earlyExit = await early.stop('SIGKILL');
-      if (earlyExit.code !== null) problems.push(`the start killed early exited by itself: ${JSON.stringify(earlyExit)} ${early.stderr()}`);
+      try {
+        server = await restartServer(t, server);
+        await checkPasswords(server, problems);
+        await checkTokens(server, problems);
+        await checkInventory(server, problems);
+      } catch (error) {
+        problems.push(`the restart failed: ${(error as Error).message}`);
+      }
+      const when =
+        trigger === 'random moment'
+          ? 'at a random moment'
+          : trigger === 'state write'
+            ? 'during a state write'
+            : `right after the answer to a ${trigger}`;
+      t.same(
+        problems,
+        [],
+        `round ${round}: killed ${when}` +
+          `${unanswered}${round % 4 === 0 ? ', and once more while starting' : ''}; after the restart: ${tokens.length} tokens, password ${current}`,
+      );
+      // From here the model no longer tells what the server should hold.
+      if (problems.length > 0) return;
     }
-    try {
-      server = await restartServer(t, server);
-      await checkPasswords(server, problems);
-      await checkTokens(server, problems);
-      await checkInventory(server, problems);
-    } catch (error) {
-      problems.push(`the restart failed: ${(error as Error).message}`);
-    }
-    const when = trigger === 'random moment' ? 'at a random moment' : trigger === 'state write' ? 'during a state write'
-      : `right after the answer to a ${trigger}`;
-    t.same(problems, [], `round ${round}: killed ${when}` +
-      `${unanswered}${round % 4 === 0 ? ', and once more while starting' : ''}; after the restart: ${tokens.length} tokens, password ${current}`);
-    // From here the model no longer tells what the server should hold.
-    if (problems.length > 0) return;
-  }
 
-  // A clean stop loses nothing either.
-  const problems: string[] = [];
-  const stopExit = await server.stop('SIGTERM');
-  t.same(stopExit, { code: 0, signal: null }, 'the last server stops cleanly');
-  problems.push(...errorLines(server.logs).map((l) => `error log: ${JSON.stringify(l)}`));
-  server = await restartServer(t, server);
-  await checkPasswords(server, problems);
-  await checkTokens(server, problems);
-  await checkInventory(server, problems);
-  t.same(problems, [], 'after a clean stop and start');
+    // A clean stop loses nothing either.
+    const problems: string[] = [];
+    const stopExit = await server.stop('SIGTERM');
+    t.same(stopExit, { code: 0, signal: null }, 'the last server stops cleanly');
+    problems.push(...errorLines(server.logs).map((l) => `error log: ${JSON.stringify(l)}`));
+    server = await restartServer(t, server);
+    await checkPasswords(server, problems);
+    await checkTokens(server, problems);
+    await checkInventory(server, problems);
+    t.same(problems, [], 'after a clean stop and start');
 
-  const checked = counts.tokenChecks + counts.passwordChecks;
-  t.comment(`acknowledged effects: ${counts.ackTokens} token issues, ${counts.ackRevocations} revocations, ` +
-    `${counts.ackChanges} password changes; checked ${checked} times after ${ROUNDS} restarts ` +
-    `(${counts.tokenChecks} token checks, of which ${counts.revocationChecks} of acknowledged revocations; ` +
-    `${counts.passwordChecks} password checks; ${counts.listedChecks} inventory entries checked); ` +
-    `${counts.unansweredSettled} unanswered calls settled by a restart`);
-  t.ok(counts.ackRevocations > 0, 'some revocations were acknowledged');
-  t.ok(counts.ackChanges > 0, 'some password changes were acknowledged');
-  t.ok(counts.revocationChecks > 0, 'acknowledged revocations were checked after a crash');
-  t.ok(checked > 0, 'acknowledged effects were checked');
-  t.ok(counts.listedChecks > 0, 'inventory entries were checked after a crash');
-});
-
+    const checked = counts.tokenChecks + counts.passwordChecks;
+    t.comment(
+      `acknowledged effects: ${counts.ackTokens} token issues, ${counts.ackRevocations} revocations, ` +
+        `${counts.ackChanges} password changes; checked ${checked} times after ${ROUNDS} restarts ` +
+        `(${counts.tokenChecks} token checks, of which ${counts.revocationChecks} of acknowledged revocations; ` +
+        `${counts.passwordChecks} password checks; ${counts.listedChecks} inventory entries checked); ` +
+        `${counts.unansweredSettled} unanswered calls settled by a restart`,
+    );
+    t.ok(counts.ackRevocations > 0, 'some revocations were acknowledged');
+    t.ok(counts.ackChanges > 0, 'some password changes were acknowledged');
+    t.ok(counts.revocationChecks > 0, 'acknowledged revocations were checked after a crash');
+    t.ok(checked > 0, 'acknowledged effects were checked');
+    t.ok(counts.listedChecks > 0, 'inventory entries were checked after a crash');
+  },
+);

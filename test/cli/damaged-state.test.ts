@@ -112,7 +112,10 @@ function problemsOf(c: Case, error: Error | undefined, statePath: string): strin
   const damaged = message.includes('is damaged') && message.includes('restore it from a backup');
   const version = message.includes('format version');
   const ok = c.expect === 'damaged' ? damaged : c.expect === 'version' ? version : damaged || version;
-  if (!ok) problems.push(`the message does not say ${c.expect === 'damaged' ? '"is damaged ... restore it from a backup"' : '"format version"'}: ${JSON.stringify(message)}`);
+  if (!ok)
+    problems.push(
+      `the message does not say ${c.expect === 'damaged' ? '"is damaged ... restore it from a backup"' : '"format version"'}: ${JSON.stringify(message)}`,
+    );
   if (!readFileSync(statePath).equals(c.bytes)) problems.push('the state file was changed');
   const mode = statSync(statePath).mode & 0o777;
   if (mode !== 0o600) problems.push(`the state file's mode became ${mode.toString(8)}`);
@@ -131,8 +134,15 @@ async function refuseAll(t: Test, cases: readonly Case[]): Promise<void> {
 /** The CLI on a refused folder: exit code 2, exactly the library's message on one stderr line, nothing listening. */
 function expectCliRefusal(t: Test, result: CliResult, error: Error | undefined, label: string): void {
   t.equal(result.code, 2, `exit code 2 (${label})`);
-  t.equal(result.stderr, error === undefined ? 'no error in the library' : `${cliLine(error)}\n`, `stderr is one line: the library's error (${label})`);
-  t.notOk(result.logs.some((l) => l.msg === 'listening'), `nothing listened (${label})`);
+  t.equal(
+    result.stderr,
+    error === undefined ? 'no error in the library' : `${cliLine(error)}\n`,
+    `stderr is one line: the library's error (${label})`,
+  );
+  t.notOk(
+    result.logs.some((l) => l.msg === 'listening'),
+    `nothing listened (${label})`,
+  );
 }
 
 t.test('the state file has the documented layout: magic, format version, body length, body, SHA-256', async (t) => {
@@ -163,7 +173,7 @@ t.test('the intact state starts, with its tokens (the control for every case bel
   t.same(await run.stop('SIGTERM'), { code: 0, signal: null }, 'a clean stop');
 });
 
-t.test('the CLI refuses a damaged state file with the library\'s error: one stderr line, exit code 2, nothing listening', async (t) => {
+t.test("the CLI refuses a damaged state file with the library's error: one stderr line, exit code 2, nothing listening", async (t) => {
   const body = STATE.subarray(HEADER, HEADER + BODY_LENGTH);
   const cases: Case[] = [
     { name: 'cut short within the body', bytes: STATE.subarray(0, HEADER + (BODY_LENGTH >> 1)), expect: 'damaged' },
@@ -184,14 +194,25 @@ t.test('a truncated state file stops the start', async (t) => {
   const lengths = new Set([0, 1, 4, 7, 8, 9, 11, 12, 15, HEADER, HEADER + 1, HEADER + 4]);
   const step = Math.max(1, Math.floor(BODY_LENGTH / 16));
   for (let n = HEADER; n < STATE.length; n += step) lengths.add(n);
-  for (const n of [HEADER + BODY_LENGTH - 1, HEADER + BODY_LENGTH, HEADER + BODY_LENGTH + 1, STATE.length - 16, STATE.length - 2, STATE.length - 1]) {
+  for (const n of [
+    HEADER + BODY_LENGTH - 1,
+    HEADER + BODY_LENGTH,
+    HEADER + BODY_LENGTH + 1,
+    STATE.length - 16,
+    STATE.length - 2,
+    STATE.length - 1,
+  ]) {
     lengths.add(n);
   }
-  const cases = [...lengths].sort((a, b) => a - b).map((n): Case => ({
-    name: `cut to ${n} of ${STATE.length} bytes`,
-    bytes: STATE.subarray(0, n),
-    expect: 'damaged',
-  }));
+  const cases = [...lengths]
+    .sort((a, b) => a - b)
+    .map(
+      (n): Case => ({
+        name: `cut to ${n} of ${STATE.length} bytes`,
+        bytes: STATE.subarray(0, n),
+        expect: 'damaged',
+      }),
+    );
   t.ok(cases.length >= 25, `${cases.length} truncation points`);
   await refuseAll(t, cases);
 });
@@ -242,11 +263,16 @@ t.test('a re-sealed state file whose body does not hold together stops the start
 
 t.test('a state file of an unknown format version stops the start, naming the version problem', async (t) => {
   const body = STATE.subarray(HEADER, HEADER + BODY_LENGTH);
-  await refuseAll(t, [0, 3, 4, 0x100, 0xffffffff].map((version): Case => ({
-    name: `format version ${version}, everything else intact`,
-    bytes: seal(body, version),
-    expect: 'version',
-  })));
+  await refuseAll(
+    t,
+    [0, 3, 4, 0x100, 0xffffffff].map(
+      (version): Case => ({
+        name: `format version ${version}, everything else intact`,
+        bytes: seal(body, version),
+        expect: 'version',
+      }),
+    ),
+  );
 });
 
 t.test('a state path the program cannot read as a file, or a data folder that is a file, stops the start', async (t) => {

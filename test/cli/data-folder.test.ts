@@ -14,14 +14,34 @@
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import {
-  chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync,
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { call, expectGranted, expectRefused, newToken, REASONS, REVOKED, revokeToken } from '../helpers/auth.js';
 import { cliLine, refusalOf } from '../helpers/library.js';
 import { needsRoot } from '../helpers/root.js';
 import {
-  launch, MAIN, PROGRAM_ENV, ROOT, randomPassword, restartServer, runCli, startServer, tempDir, untracked, type CliResult, type Exit,
+  launch,
+  MAIN,
+  PROGRAM_ENV,
+  ROOT,
+  randomPassword,
+  restartServer,
+  runCli,
+  startServer,
+  tempDir,
+  untracked,
+  type CliResult,
+  type Exit,
 } from '../helpers/server.js';
 
 // Two tests at a time: each has a data folder and servers of its own.
@@ -41,7 +61,10 @@ function expectRefusedStart(t: Test, result: Pick<CliResult, 'code' | 'stderr' |
   const lines = result.stderr.split('\n');
   t.equal(lines.length, 2, `exactly one line on stderr (${label})`);
   t.match(lines[0], line, `the line says what is wrong and what to do (${label}): ${lines[0]}`);
-  t.notOk(result.logs.some((l) => l.msg === 'listening'), `nothing listened (${label})`);
+  t.notOk(
+    result.logs.some((l) => l.msg === 'listening'),
+    `nothing listened (${label})`,
+  );
 }
 
 /** A password file and the command line of a server with auth on, on `dataDir`. */
@@ -65,7 +88,11 @@ interface Namespaced {
  * the program's). Killed when `t` ends.
  */
 function launchInNewNetwork(t: Test, args: readonly string[]): Namespaced {
-  const child = spawn('unshare', ['--net', ...untracked(process.execPath, [MAIN, ...args]).flat()], { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('unshare', ['--net', ...untracked(process.execPath, [MAIN, ...args]).flat()], {
+    cwd: ROOT,
+    env: PROGRAM_ENV,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   let onLine: ((line: string) => void) | undefined;
@@ -73,7 +100,9 @@ function launchInNewNetwork(t: Test, args: readonly string[]): Namespaced {
     stdout += chunk;
     onLine?.(stdout);
   });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
   const exited = new Promise<Exit & { stdout: string; stderr: string }>((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
@@ -98,13 +127,30 @@ function lockNames(dataDir: string): string[] {
   return readdirSync(dataDir).filter((n) => n.startsWith('lock'));
 }
 
-t.test('a data folder that others can write to, or that is not this user\'s, stops the start', async (t) => {
+t.test("a data folder that others can write to, or that is not this user's, stops the start", async (t) => {
   const cases: [string, number, number | undefined, RegExp][] = [
-    ['group-writable (0770)', 0o770, undefined, /^api-auth: the data folder .*\/data can be written by its group \(mode 0770\), who could then take the token key; chmod 700 .*\/data$/],
+    [
+      'group-writable (0770)',
+      0o770,
+      undefined,
+      /^api-auth: the data folder .*\/data can be written by its group \(mode 0770\), who could then take the token key; chmod 700 .*\/data$/,
+    ],
     ['world-writable (0777)', 0o777, undefined, /can be written by its group and by others \(mode 0777\).*; chmod 700 /],
     ['writable by others only (0702)', 0o702, undefined, /can be written by others \(mode 0702\).*; chmod 700 /],
-    ['world-writable and sticky, like /tmp (1777)', 0o1777, undefined, /can be written by its group and by others \(mode 1777\).*; chmod 700 /],
-    ['owned by another user (0700, nobody)', 0o700, NOBODY, new RegExp(`^api-auth: the data folder .*/data belongs to user ${NOBODY}, not to the user api-auth runs as \\(0\\), .*; chown 0 .*/data, or give api-auth a folder of its own with --data-dir$`)],
+    [
+      'world-writable and sticky, like /tmp (1777)',
+      0o1777,
+      undefined,
+      /can be written by its group and by others \(mode 1777\).*; chmod 700 /,
+    ],
+    [
+      'owned by another user (0700, nobody)',
+      0o700,
+      NOBODY,
+      new RegExp(
+        `^api-auth: the data folder .*/data belongs to user ${NOBODY}, not to the user api-auth runs as \\(0\\), .*; chown 0 .*/data, or give api-auth a folder of its own with --data-dir$`,
+      ),
+    ],
   ];
   // Each through the library (startServer with the command line's options), whose error
   // is the CLI's line; the CLI itself on the first and the last.
@@ -121,7 +167,7 @@ t.test('a data folder that others can write to, or that is not this user\'s, sto
       if (index === 0 || index === cases.length - 1) {
         const result = await runCli(t, authArgs(dir, dataDir));
         expectRefusedStart(t, result, line, name);
-        t.equal(result.stderr, error === undefined ? 'no error' : `${cliLine(error)}\n`, 'the CLI prints the library\'s error');
+        t.equal(result.stderr, error === undefined ? 'no error' : `${cliLine(error)}\n`, "the CLI prints the library's error");
       }
       t.same(readdirSync(dataDir), [], 'nothing was written to the folder');
     });
@@ -135,7 +181,10 @@ t.test('a link planted at state.tmp never receives the key; the service keeps wo
   chmodSync(outside, 0o644);
   const missing = join(server.dir, 'not-there-yet');
   const token = await newToken(server.url, server.password, ['/ext/info']);
-  for (const [name, target] of [['an existing world-readable file', outside], ['a file not there yet', missing]]) {
+  for (const [name, target] of [
+    ['an existing world-readable file', outside],
+    ['a file not there yet', missing],
+  ]) {
     symlinkSync(target, join(server.dataDir, 'state.tmp'));
     const fresh = await newToken(server.url, server.password, [`/ext/bc/${name.length}`]);
     t.ok(fresh, `a new endpoint list writes the state (link to ${name})`);
@@ -162,43 +211,60 @@ t.test('a state file that is a link stops the start: exit 2 and one line', async
   renameSync(join(server.dataDir, 'state'), elsewhere);
   symlinkSync(elsewhere, join(server.dataDir, 'state'));
   const result = await runCli(t, server.args);
-  expectRefusedStart(t, result, /^api-auth: state file .*\/data\/state is a symbolic link, and api-auth never follows links in its data folder; put the file itself in its place$/,
-    'state is a link');
+  expectRefusedStart(
+    t,
+    result,
+    /^api-auth: state file .*\/data\/state is a symbolic link, and api-auth never follows links in its data folder; put the file itself in its place$/,
+    'state is a link',
+  );
 });
 
-t.test('a start in another network namespace is refused while the folder is held; after kill -9, the next start succeeds', needsRoot('unshare --net for a network namespace'), async (t) => {
-  const first = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
-  const second = await launchInNewNetwork(t, first.args).settled;
-  if ('port' in second) {
-    t.fail(`a second instance in a new network namespace listens on port ${second.port}, on the same data folder`);
-    return;
-  }
-  expectRefusedStart(t, { code: second.code, stderr: second.stderr, logs: [] }, LOCKED, 'a second instance in a new network namespace');
-  t.notOk(second.stdout.includes('"msg":"listening"'), 'it never listened');
-  const token = await newToken(first.url, first.password, ['/ext/info']);
-  expectGranted(t, await call(first.url, '/ext/info', token), '/ext/info', 'the first still serves');
+t.test(
+  'a start in another network namespace is refused while the folder is held; after kill -9, the next start succeeds',
+  needsRoot('unshare --net for a network namespace'),
+  async (t) => {
+    const first = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
+    const second = await launchInNewNetwork(t, first.args).settled;
+    if ('port' in second) {
+      t.fail(`a second instance in a new network namespace listens on port ${second.port}, on the same data folder`);
+      return;
+    }
+    expectRefusedStart(t, { code: second.code, stderr: second.stderr, logs: [] }, LOCKED, 'a second instance in a new network namespace');
+    t.notOk(second.stdout.includes('"msg":"listening"'), 'it never listened');
+    const token = await newToken(first.url, first.password, ['/ext/info']);
+    expectGranted(t, await call(first.url, '/ext/info', token), '/ext/info', 'the first still serves');
 
-  t.same(await first.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
-  const next = await restartServer(t, first);
-  expectGranted(t, await call(next.url, '/ext/info', token), '/ext/info', 'after kill -9 the next start holds the folder, with the state');
-  t.equal(lockNames(next.dataDir).length, 1, `one lock name is left in the folder: ${lockNames(next.dataDir)}`);
-});
+    t.same(await first.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
+    const next = await restartServer(t, first);
+    expectGranted(
+      t,
+      await call(next.url, '/ext/info', token),
+      '/ext/info',
+      'after kill -9 the next start holds the folder, with the state',
+    );
+    t.equal(lockNames(next.dataDir).length, 1, `one lock name is left in the folder: ${lockNames(next.dataDir)}`);
+  },
+);
 
-t.test('a holder in another network namespace keeps a start in this one out; after its kill -9, the next start succeeds', needsRoot('unshare --net for a network namespace'), async (t) => {
-  const dir = tempDir(t);
-  const dataDir = join(dir, 'data');
-  mkdirSync(dataDir, { mode: 0o700 });
-  const holder = launchInNewNetwork(t, authArgs(dir, dataDir));
-  await holder.listening;
-  const here = await runCli(t, authArgs(dir, dataDir));
-  expectRefusedStart(t, here, LOCKED, 'a start in this namespace');
-  holder.kill();
-  t.same((await holder.exited).signal, 'SIGKILL', 'the holder was killed');
-  const run = launch(t, authArgs(dir, dataDir));
-  const listening = await run.waitForLog((l) => l.msg === 'listening');
-  t.ok(listening.port, 'the next start listens');
-  t.equal(lockNames(dataDir).length, 1, `one lock name is left in the folder: ${lockNames(dataDir)}`);
-});
+t.test(
+  'a holder in another network namespace keeps a start in this one out; after its kill -9, the next start succeeds',
+  needsRoot('unshare --net for a network namespace'),
+  async (t) => {
+    const dir = tempDir(t);
+    const dataDir = join(dir, 'data');
+    mkdirSync(dataDir, { mode: 0o700 });
+    const holder = launchInNewNetwork(t, authArgs(dir, dataDir));
+    await holder.listening;
+    const here = await runCli(t, authArgs(dir, dataDir));
+    expectRefusedStart(t, here, LOCKED, 'a start in this namespace');
+    holder.kill();
+    t.same((await holder.exited).signal, 'SIGKILL', 'the holder was killed');
+    const run = launch(t, authArgs(dir, dataDir));
+    const listening = await run.waitForLog((l) => l.msg === 'listening');
+    t.ok(listening.port, 'the next start listens');
+    t.equal(lockNames(dataDir).length, 1, `one lock name is left in the folder: ${lockNames(dataDir)}`);
+  },
+);
 
 t.test('starts at the same moment on one folder: exactly one runs, round after round of kill -9', async (t) => {
   // The first round is on a fresh folder, the others after a kill -9 of the last winner;
@@ -211,16 +277,27 @@ t.test('starts at the same moment on one folder: exactly one runs, round after r
   const args = authArgs(dir, dataDir);
   for (let round = 1; round <= ROUNDS; round++) {
     const runs = Array.from({ length: STARTS }, () => launch(t, args));
-    const outcomes = await Promise.all(runs.map((run) => run.waitForLog((l) => l.msg === 'listening').then(
-      () => 'listening',
-      async () => {
-        const exit = await run.waitForExit();
-        const lines = run.stderr().split('\n');
-        return exit.code === 2 && lines.length === 2 && LOCKED.test(lines[0]) ? 'refused' : `exit ${JSON.stringify(exit)}: ${run.stderr()}`;
-      },
-    )));
-    t.same([...outcomes].sort(), ['listening', ...Array(STARTS - 1).fill('refused')],
-      `round ${round}: one of ${STARTS} starts listens, the others are refused`);
+    const outcomes = await Promise.all(
+      runs.map((run) =>
+        run
+          .waitForLog((l) => l.msg === 'listening')
+          .then(
+            () => 'listening',
+            async () => {
+              const exit = await run.waitForExit();
+              const lines = run.stderr().split('\n');
+              return exit.code === 2 && lines.length === 2 && LOCKED.test(lines[0])
+                ? 'refused'
+                : `exit ${JSON.stringify(exit)}: ${run.stderr()}`;
+            },
+          ),
+      ),
+    );
+    t.same(
+      [...outcomes].sort(),
+      ['listening', ...Array(STARTS - 1).fill('refused')],
+      `round ${round}: one of ${STARTS} starts listens, the others are refused`,
+    );
     const winner = runs[outcomes.indexOf('listening')];
     if (winner === undefined) break;
     t.same(await winner.stop('SIGKILL'), { code: null, signal: 'SIGKILL' }, `round ${round}: kill -9 the one that runs`);
@@ -251,8 +328,18 @@ t.test('a clean stop (SIGTERM, SIGINT) removes its lock from the folder, and the
     t.same(await server.stop(signal), { code: 0, signal: null }, `${signal}: a clean stop`);
     t.same(lockNames(server.dataDir), [], `${signal}: no lock.* left in the folder`);
     server = await restartServer(t, server);
-    expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', `after the ${signal} stop, the next start holds the folder, with the state`);
-    expectRefusedStart(t, await runCli(t, server.args), LOCKED, `a second start while the restarted one holds the folder (after ${signal})`);
+    expectGranted(
+      t,
+      await call(server.url, '/ext/info', token),
+      '/ext/info',
+      `after the ${signal} stop, the next start holds the folder, with the state`,
+    );
+    expectRefusedStart(
+      t,
+      await runCli(t, server.args),
+      LOCKED,
+      `a second start while the restarted one holds the folder (after ${signal})`,
+    );
   }
 });
 
@@ -260,7 +347,7 @@ t.test('a clean stop leaves a lock name that is no longer its socket alone', asy
   const server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
   const [held] = lockNames(server.dataDir);
   renameSync(join(server.dataDir, held), join(server.dataDir, 'moved-aside'));
-  writeFileSync(join(server.dataDir, held), 'not the server\'s socket');
+  writeFileSync(join(server.dataDir, held), "not the server's socket");
   t.same(await server.stop('SIGTERM'), { code: 0, signal: null });
-  t.equal(readFileSync(join(server.dataDir, held), 'utf8'), 'not the server\'s socket', `${held}, now another file, was left in place`);
+  t.equal(readFileSync(join(server.dataDir, held), 'utf8'), "not the server's socket", `${held}, now another file, was left in place`);
 });

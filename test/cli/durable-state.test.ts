@@ -5,16 +5,25 @@
 // lock against a second instance; expired revocations are dropped from the state file.
 import t, { type Test } from 'tap';
 import { argon2Verify } from 'hash-wasm';
-import {
-  existsSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync, type BigIntStats,
-} from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync, type BigIntStats } from 'node:fs';
 import { join } from 'node:path';
-import { ALREADY_REVOKED, call, changePassword, expectGranted, expectRefused, INCORRECT_PASSWORD, newToken, REASONS, refusalBody, REVOKED, revokeToken, tryPassword } from '../helpers/auth.js';
+import {
+  ALREADY_REVOKED,
+  call,
+  changePassword,
+  expectGranted,
+  expectRefused,
+  INCORRECT_PASSWORD,
+  newToken,
+  REASONS,
+  refusalBody,
+  REVOKED,
+  revokeToken,
+  tryPassword,
+} from '../helpers/auth.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { manualClock, serveAgain, serveInProcess } from '../helpers/library.js';
-import {
-  randomPassword, restartServer, runCli, startServer, type Server,
-} from '../helpers/server.js';
+import { randomPassword, restartServer, runCli, startServer, type Server } from '../helpers/server.js';
 
 // Two tests at a time: each has a server and a data folder of its own, and a restart
 // spends most of its time starting a process.
@@ -55,7 +64,10 @@ async function restart(t: Test, server: Server, signal: 'SIGTERM' | 'SIGKILL', p
 /** A 401 refusal whose reason is one of `reasons` (for tokens that more than one rule ends). */
 function expectRefusedOneOf(t: Test, response: HttpResponse, reasons: readonly string[], label: string): void {
   t.equal(response.status, 401, `status 401 (${label})`);
-  t.ok(reasons.some((r) => response.text === refusalBody(r)), `refused for one of ${JSON.stringify(reasons)} (${label}): ${response.text}`);
+  t.ok(
+    reasons.some((r) => response.text === refusalBody(r)),
+    `refused for one of ${JSON.stringify(reasons)} (${label}): ${response.text}`,
+  );
 }
 
 /** `password` is the service password: a token comes back and grants /ext/info. */
@@ -74,8 +86,11 @@ async function expectPasswordWorks(t: Test, server: Server, password: string, la
 async function expectPasswordFails(t: Test, server: Server, password: string, current: string, label: string): Promise<void> {
   t.equal(await tryPassword(server.url, password), undefined, `auth.newToken refuses it: incorrect password (${label})`);
   t.ok(await tryPassword(server.url, current), `the current password still works (${label})`);
-  t.same(await changePassword(server.url, password, `never-${randomPassword()}`), INCORRECT_PASSWORD,
-    `auth.changePassword refuses it as oldPassword (${label})`);
+  t.same(
+    await changePassword(server.url, password, `never-${randomPassword()}`),
+    INCORRECT_PASSWORD,
+    `auth.changePassword refuses it as oldPassword (${label})`,
+  );
   t.ok(await tryPassword(server.url, current), `the current password still works (${label})`);
 }
 
@@ -121,15 +136,13 @@ t.test('a token stays valid across a clean restart and a kill -9, on exactly its
   await check('after a clean restart');
   // Tokens issued after a restart must not reuse the serial of an earlier one: a revocation
   // of one would then end the other.
-  const later = [
-    await newToken(server.url, server.password, ['/ext/info']),
-    await newToken(server.url, server.password, ['/ext/info']),
-  ];
+  const later = [await newToken(server.url, server.password, ['/ext/info']), await newToken(server.url, server.password, ['/ext/info'])];
   t.equal(new Set([info, star, subtree, ...later]).size, 5, 'every token is distinct');
 
   server = await restart(t, server, 'SIGKILL');
   await check('after kill -9');
-  for (const token of later) expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'a token issued after the first restart');
+  for (const token of later)
+    expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'a token issued after the first restart');
   const last = await newToken(server.url, server.password, ['/ext/info']);
 
   t.same(await revokeToken(server.url, server.password, later[0]), REVOKED, 'revoke a token issued after the first restart');
@@ -138,7 +151,8 @@ t.test('a token stays valid across a clean restart and a kill -9, on exactly its
   expectGranted(t, await call(server.url, '/ext/info', later[1]), '/ext/info', 'its sibling');
   expectGranted(t, await call(server.url, '/ext/info', last), '/ext/info', 'a token issued after the second restart');
   t.same(await revokeToken(server.url, server.password, info), REVOKED, 'revoke a token issued before any restart');
-  for (const token of [later[1], last]) expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'later tokens stay valid');
+  for (const token of [later[1], last])
+    expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'later tokens stay valid');
 });
 
 t.test('a revoked token stays revoked after a clean restart and after kill -9; the revocation is on disk at the reply', async (t) => {
@@ -165,10 +179,18 @@ t.test('a revoked token stays revoked after a clean restart and after kill -9; t
   expectRefused(t, await call(server.url, '/ext/info', a), REASONS.revoked, 'a after kill -9');
   expectRefused(t, await call(server.url, '/ext/info', b), REASONS.revoked, 'b after kill -9');
 
-  t.same(await Promise.all([revokeToken(server.url, server.password, c), revokeToken(server.url, server.password, d)]),
-    [REVOKED, REVOKED], 'revoke c and d concurrently, then kill -9 at once');
+  t.same(
+    await Promise.all([revokeToken(server.url, server.password, c), revokeToken(server.url, server.password, d)]),
+    [REVOKED, REVOKED],
+    'revoke c and d concurrently, then kill -9 at once',
+  );
   server = await restart(t, server, 'SIGKILL');
-  for (const [name, token] of [['a', a], ['b', b], ['c', c], ['d', d]]) {
+  for (const [name, token] of [
+    ['a', a],
+    ['b', b],
+    ['c', c],
+    ['d', d],
+  ]) {
     expectRefused(t, await call(server.url, '/ext/info', token), REASONS.revoked, `${name} after the second kill -9`);
   }
   expectGranted(t, await call(server.url, '/ext/info', e), '/ext/info', 'e was never revoked');
@@ -203,7 +225,10 @@ t.test('a password changed by auth.changePassword stays in force after a clean r
   const underP2 = await expectPasswordWorks(t, server, p2, 'p2 after kill -9');
   await expectPasswordFails(t, server, p1, server.password, 'p1 after kill -9');
   await expectPasswordFails(t, server, file, server.password, 'the file password after kill -9');
-  for (const [name, token] of [['the file password', underFile], ['p1', underP1]]) {
+  for (const [name, token] of [
+    ['the file password', underFile],
+    ['p1', underP1],
+  ]) {
     expectRefused(t, await call(server.url, '/ext/info', token), REASONS.earlierGeneration, `a token under ${name}`);
   }
 
@@ -252,39 +277,50 @@ t.test('changing the password back to an earlier one revives nothing, across res
 
   t.same(await changePassword(server.url, file, p1), SUCCESS, 'the file password -> p1 again');
   server = await restart(t, server, 'SIGKILL', p1);
-  for (const [name, token, reasons] of [...dead(), ['a token of the second file-password generation', again, [REASONS.earlierGeneration]] as const]) {
+  for (const [name, token, reasons] of [
+    ...dead(),
+    ['a token of the second file-password generation', again, [REASONS.earlierGeneration]] as const,
+  ]) {
     expectRefusedOneOf(t, await call(server.url, '/ext/info', token), reasons, `${name}, with p1 back in force`);
   }
   await expectPasswordWorks(t, server, p1, 'p1 back in force');
   await expectPasswordFails(t, server, file, server.password, 'the file password, replaced again');
 });
 
-t.test('the operator\'s reset path: a password file edited while the program was down is adopted, and every earlier token ends', async (t) => {
-  let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
-  const file = server.password;
-  const p1 = `p1-${randomPassword()}`;
-  const reset = `reset-${randomPassword()}`;
-  const underFile = await newToken(server.url, file, ['/ext/info']);
-  t.same(await changePassword(server.url, file, p1), SUCCESS, 'file password -> p1 through the API');
-  const underP1 = await newToken(server.url, p1, ['*']);
-  await stop(t, server, 'SIGTERM');
+t.test(
+  "the operator's reset path: a password file edited while the program was down is adopted, and every earlier token ends",
+  async (t) => {
+    let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
+    const file = server.password;
+    const p1 = `p1-${randomPassword()}`;
+    const reset = `reset-${randomPassword()}`;
+    const underFile = await newToken(server.url, file, ['/ext/info']);
+    t.same(await changePassword(server.url, file, p1), SUCCESS, 'file password -> p1 through the API');
+    const underP1 = await newToken(server.url, p1, ['*']);
+    await stop(t, server, 'SIGTERM');
 
-  writeFileSync(server.passwordFile, `${reset}\n`);
-  server = await restartServer(t, server, reset);
-  const underReset = await expectPasswordWorks(t, server, reset, 'the new file password');
-  await expectPasswordFails(t, server, p1, server.password, 'p1, set through the API before the reset');
-  await expectPasswordFails(t, server, file, server.password, 'the old file password');
-  expectRefused(t, await call(server.url, '/ext/info', underP1), REASONS.earlierGeneration, 'a token under p1');
-  expectRefused(t, await call(server.url, '/ext/info', underFile), REASONS.earlierGeneration, 'a token under the old file password');
+    writeFileSync(server.passwordFile, `${reset}\n`);
+    server = await restartServer(t, server, reset);
+    const underReset = await expectPasswordWorks(t, server, reset, 'the new file password');
+    await expectPasswordFails(t, server, p1, server.password, 'p1, set through the API before the reset');
+    await expectPasswordFails(t, server, file, server.password, 'the old file password');
+    expectRefused(t, await call(server.url, '/ext/info', underP1), REASONS.earlierGeneration, 'a token under p1');
+    expectRefused(t, await call(server.url, '/ext/info', underFile), REASONS.earlierGeneration, 'a token under the old file password');
 
-  // The reset happens once: the next starts, with the file as it is, keep what followed it.
-  server = await restart(t, server, 'SIGTERM', reset);
-  expectGranted(t, await call(server.url, '/ext/info', underReset), '/ext/info', 'a token issued after the reset survives the next restart');
-  await expectPasswordWorks(t, server, reset, 'the adopted password after the next restart');
-  server = await restart(t, server, 'SIGKILL', reset);
-  expectGranted(t, await call(server.url, '/ext/info', underReset), '/ext/info', 'and a kill -9');
-  expectRefused(t, await call(server.url, '/ext/info', underP1), REASONS.earlierGeneration, 'a token under p1 stays dead');
-});
+    // The reset happens once: the next starts, with the file as it is, keep what followed it.
+    server = await restart(t, server, 'SIGTERM', reset);
+    expectGranted(
+      t,
+      await call(server.url, '/ext/info', underReset),
+      '/ext/info',
+      'a token issued after the reset survives the next restart',
+    );
+    await expectPasswordWorks(t, server, reset, 'the adopted password after the next restart');
+    server = await restart(t, server, 'SIGKILL', reset);
+    expectGranted(t, await call(server.url, '/ext/info', underReset), '/ext/info', 'and a kill -9');
+    expectRefused(t, await call(server.url, '/ext/info', underP1), REASONS.earlierGeneration, 'a token under p1 stays dead');
+  },
+);
 
 t.test('the reset path applies when the file is edited to the password set through the API: earlier tokens end', async (t) => {
   let server = await startServer(t, { cheapChecks: true, args: ONE_THREAD });
@@ -294,7 +330,7 @@ t.test('the reset path applies when the file is edited to the password set throu
   await stop(t, server, 'SIGTERM');
   writeFileSync(server.passwordFile, p1);
   server = await restartServer(t, server, p1);
-  await expectPasswordWorks(t, server, p1, 'p1, now also the file\'s content');
+  await expectPasswordWorks(t, server, p1, "p1, now also the file's content");
   expectRefused(t, await call(server.url, '/ext/info', underP1), REASONS.earlierGeneration, 'a token issued before the reset');
 });
 
@@ -309,7 +345,7 @@ t.test('a password file rewritten with the same content is no reset: the API pas
   writeFileSync(server.passwordFile, file);
   // A minute later by the clock, however coarse the file system's timestamps are.
   utimesSync(server.passwordFile, before.atime, new Date(before.mtimeMs + 60_000));
-  t.not(statSync(server.passwordFile).mtimeMs, before.mtimeMs, 'the file\'s mtime changed, its content did not');
+  t.not(statSync(server.passwordFile).mtimeMs, before.mtimeMs, "the file's mtime changed, its content did not");
   server = await restartServer(t, server, p1);
   await expectPasswordWorks(t, server, p1, 'p1 stays in force');
   await expectPasswordFails(t, server, file, server.password, 'the file password stays replaced');
@@ -366,7 +402,10 @@ t.test('the password file is never written, and a read-only one works', async (t
     server = await restart(t, server, 'SIGTERM', p1);
     await stop(t, server, 'SIGTERM');
     t.same(fileIdentity(server.passwordFile), identity, 'the generated file is unchanged');
-    t.notOk(server.logs.some((l) => l.msg === 'generated a password file'), 'no restart generates a password file');
+    t.notOk(
+      server.logs.some((l) => l.msg === 'generated a password file'),
+      'no restart generates a password file',
+    );
   });
 });
 
@@ -389,7 +428,10 @@ t.test('no password is stored in plaintext: the data folder holds argon2id hashe
   await stop(t, server, 'SIGKILL');
 
   const files = filesUnder(server.dataDir);
-  t.ok(files.some((f) => f.path === statePath(server)), 'the state file is there');
+  t.ok(
+    files.some((f) => f.path === statePath(server)),
+    'the state file is there',
+  );
   for (const { path, bytes } of files) {
     passwords.forEach((password, i) => {
       const utf8 = Buffer.from(password, 'utf8');
@@ -417,7 +459,7 @@ t.test('no password is stored in plaintext: the data folder holds argon2id hashe
     return false;
   };
   t.ok(await matches(passwords[3]), 'one record is the hash of the password in force');
-  t.ok(await matches(file), 'one record is the hash of the password file\'s content');
+  t.ok(await matches(file), "one record is the hash of the password file's content");
   for (const i of [1, 2]) t.notOk(await matches(passwords[i]), `no record of replaced password ${i} is kept`);
 });
 
@@ -457,14 +499,21 @@ t.test('a second instance on the same data folder refuses to start; the first ke
   const alias = join(server.dir, 'alias');
   symlinkSync(server.dataDir, alias);
   const dataDirAt = server.args.indexOf('--data-dir') + 1;
-  for (const [name, dataDir] of [['the same path', server.dataDir], ['a symlink to it', alias], ['the path with a trailing slash', `${server.dataDir}/`]]) {
+  for (const [name, dataDir] of [
+    ['the same path', server.dataDir],
+    ['a symlink to it', alias],
+    ['the path with a trailing slash', `${server.dataDir}/`],
+  ]) {
     const args = server.args.map((a, i) => (i === dataDirAt ? dataDir : a));
     const second = await runCli(t, args);
     t.equal(second.code, 2, `exit code 2 (${name}; stderr: ${JSON.stringify(second.stderr)})`);
     const lines = second.stderr.split('\n');
     t.equal(lines.length, 2, `exactly one line on stderr (${name})`);
     t.match(lines[0], /^api-auth: .*another api-auth is using the data folder/, `the line says so (${name})`);
-    t.notOk(second.logs.some((l) => l.msg === 'listening'), `the second never listened (${name})`);
+    t.notOk(
+      second.logs.some((l) => l.msg === 'listening'),
+      `the second never listened (${name})`,
+    );
   }
   t.same(stateFile(server), before, 'the refused instances left the state file alone');
   expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'the first instance still serves');
@@ -473,7 +522,7 @@ t.test('a second instance on the same data folder refuses to start; the first ke
 
   server = await restart(t, server, 'SIGKILL');
   expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'after kill -9 the lock is free: a new instance starts');
-  expectRefused(t, await call(server.url, '/ext/info', fresh), REASONS.revoked, 'with the first instance\'s last write');
+  expectRefused(t, await call(server.url, '/ext/info', fresh), REASONS.revoked, "with the first instance's last write");
 });
 
 // Expiry by a clock the test moves: the service in this process, restarted in-process.
@@ -485,15 +534,22 @@ t.test('revocations of tokens that have expired are dropped from the state file'
   for (let i = 0; i < 5; i++) doomed.push(await newToken(server.url, server.password, ['/ext/info']));
   const base = stateFile(server).length;
   for (const token of doomed) t.same(await revokeToken(server.url, server.password, token), REVOKED, 'revoke');
-  t.equal(stateFile(server).length, base + doomed.length * REVOCATION_BYTES,
-    `${doomed.length} revocations: the state file grew by ${doomed.length * REVOCATION_BYTES} bytes`);
+  t.equal(
+    stateFile(server).length,
+    base + doomed.length * REVOCATION_BYTES,
+    `${doomed.length} revocations: the state file grew by ${doomed.length * REVOCATION_BYTES} bytes`,
+  );
 
   time.now += LIFETIME * 1000;
-  for (const token of doomed) expectRefusedOneOf(t, await call(server.url, '/ext/info', token), [REASONS.expired, REASONS.revoked], 'expired by now');
+  for (const token of doomed)
+    expectRefusedOneOf(t, await call(server.url, '/ext/info', token), [REASONS.expired, REASONS.revoked], 'expired by now');
   const fresh = await newToken(server.url, server.password, ['/ext/info']);
   t.same(await revokeToken(server.url, server.password, fresh), REVOKED, 'revoke a fresh token: a state write');
-  t.equal(stateFile(server).length, base + REVOCATION_BYTES,
-    'the state file holds the fresh revocation only: the expired ones were dropped');
+  t.equal(
+    stateFile(server).length,
+    base + REVOCATION_BYTES,
+    'the state file holds the fresh revocation only: the expired ones were dropped',
+  );
   expectRefused(t, await call(server.url, '/ext/info', fresh), REASONS.revoked, 'the fresh token is revoked');
 
   await server.stop();

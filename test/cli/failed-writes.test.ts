@@ -13,7 +13,18 @@ import { join } from 'node:path';
 import { Core } from '../../build/host/core/core.js';
 import { GrantError, Outcome } from '../../build/host/core/abi.js';
 import { coreModule } from '../../build/host/core/module.js';
-import { authUrl, call, changePassword, expectGranted, expectRefused, newToken, REASONS, REVOKED, revokeToken, tryPassword } from '../helpers/auth.js';
+import {
+  authUrl,
+  call,
+  changePassword,
+  expectGranted,
+  expectRefused,
+  newToken,
+  REASONS,
+  REVOKED,
+  revokeToken,
+  tryPassword,
+} from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { randomPassword, restartServer, type LogLine, type Running } from '../helpers/server.js';
 import { needsRoot } from '../helpers/root.js';
@@ -36,53 +47,57 @@ async function issuedGrants(server: Running, count: number): Promise<unknown[]> 
   return (await server.waitForLines(isIssue, count)).map((l) => l.grant);
 }
 
-t.test('calls whose state write fails change nothing, and the next calls work as if they never happened', needsRoot('mount, for a small tmpfs that really fills up'), async (t) => {
-  const { root, dataDir } = tmpfsDataDir(t);
-  let server = await startOnTmpfs(t, root, dataDir, ONE_THREAD);
-  const { password } = server;
-  const info = await newToken(server.url, password, ['/ext/info']);
-  const filler = fillUp(dataDir);
+t.test(
+  'calls whose state write fails change nothing, and the next calls work as if they never happened',
+  needsRoot('mount, for a small tmpfs that really fills up'),
+  async (t) => {
+    const { root, dataDir } = tmpfsDataDir(t);
+    let server = await startOnTmpfs(t, root, dataDir, ONE_THREAD);
+    const { password } = server;
+    const info = await newToken(server.url, password, ['/ext/info']);
+    const filler = fillUp(dataDir);
 
-  const failed = await jsonrpc(authUrl(server.url), 'auth.newToken', { password, endpoints: ['/ext/health'] });
-  t.same(failed.error, INTERNAL_ERROR, 'a new endpoint list on a full disk: internal error, nothing more said');
-  t.notOk(failed.result, 'no token');
-  t.ok(await server.waitForLog((l) => l.msg === 'internal error' && l.code === 'ENOSPC'), 'the log names the cause: ENOSPC');
-  t.notOk(existsSync(join(dataDir, 'state.tmp')), 'the failed write removed its temporary file');
-  t.same(await revokeToken(server.url, password, info), INTERNAL_ERROR, 'a revocation on a full disk: internal error');
-  expectGranted(t, await call(server.url, '/ext/info', info), '/ext/info', 'the token whose revocation failed still works');
-  const p1 = `p1-${randomPassword()}`;
-  t.same(await changePassword(server.url, password, p1), INTERNAL_ERROR, 'a password change on a full disk: internal error');
-  t.equal(await tryPassword(server.url, p1), undefined, 'the new password was not adopted');
-  const again = await tryPassword(server.url, password);
-  t.ok(again, 'the old password still works, and a known list within the reserved serials needs no write');
+    const failed = await jsonrpc(authUrl(server.url), 'auth.newToken', { password, endpoints: ['/ext/health'] });
+    t.same(failed.error, INTERNAL_ERROR, 'a new endpoint list on a full disk: internal error, nothing more said');
+    t.notOk(failed.result, 'no token');
+    t.ok(await server.waitForLog((l) => l.msg === 'internal error' && l.code === 'ENOSPC'), 'the log names the cause: ENOSPC');
+    t.notOk(existsSync(join(dataDir, 'state.tmp')), 'the failed write removed its temporary file');
+    t.same(await revokeToken(server.url, password, info), INTERNAL_ERROR, 'a revocation on a full disk: internal error');
+    expectGranted(t, await call(server.url, '/ext/info', info), '/ext/info', 'the token whose revocation failed still works');
+    const p1 = `p1-${randomPassword()}`;
+    t.same(await changePassword(server.url, password, p1), INTERNAL_ERROR, 'a password change on a full disk: internal error');
+    t.equal(await tryPassword(server.url, p1), undefined, 'the new password was not adopted');
+    const again = await tryPassword(server.url, password);
+    t.ok(again, 'the old password still works, and a known list within the reserved serials needs no write');
 
-  unlinkSync(filler);
-  // Another new list first: the core once kept the failed list, and refused every other new one.
-  const bc = await newToken(server.url, password, ['/ext/bc/X']);
-  const health = await newToken(server.url, password, ['/ext/health']);
-  t.same(await issuedGrants(server, 4), [0, 0, 1, 2], 'the new lists got the ids they would have had without the failures');
-  expectGranted(t, await call(server.url, '/ext/bc/X', bc), '/ext/bc/X', 'the /ext/bc/X token');
-  expectGranted(t, await call(server.url, '/ext/health', health), '/ext/health', 'the /ext/health token');
-  t.same(await revokeToken(server.url, password, info), REVOKED, 'the revocation works now');
-  expectRefused(t, await call(server.url, '/ext/info', info), REASONS.revoked, 'and holds');
+    unlinkSync(filler);
+    // Another new list first: the core once kept the failed list, and refused every other new one.
+    const bc = await newToken(server.url, password, ['/ext/bc/X']);
+    const health = await newToken(server.url, password, ['/ext/health']);
+    t.same(await issuedGrants(server, 4), [0, 0, 1, 2], 'the new lists got the ids they would have had without the failures');
+    expectGranted(t, await call(server.url, '/ext/bc/X', bc), '/ext/bc/X', 'the /ext/bc/X token');
+    expectGranted(t, await call(server.url, '/ext/health', health), '/ext/health', 'the /ext/health token');
+    t.same(await revokeToken(server.url, password, info), REVOKED, 'the revocation works now');
+    expectRefused(t, await call(server.url, '/ext/info', info), REASONS.revoked, 'and holds');
 
-  await server.stop('SIGKILL');
-  server = await restartServer(t, server);
-  expectRefused(t, await call(server.url, '/ext/info', info), REASONS.revoked, 'after kill -9: still revoked');
-  expectGranted(t, await call(server.url, '/ext/info', again!), '/ext/info', 'after kill -9: the token issued on the full disk');
-  expectGranted(t, await call(server.url, '/ext/bc/X', bc), '/ext/bc/X', 'after kill -9: the /ext/bc/X token');
-  expectGranted(t, await call(server.url, '/ext/health', health), '/ext/health', 'after kill -9: the /ext/health token');
-  expectRefused(t, await call(server.url, '/ext/info', bc), REASONS.notGranted, 'after kill -9: each on its own list only');
-  t.same(await changePassword(server.url, password, p1), SUCCESS, 'the password change works now');
+    await server.stop('SIGKILL');
+    server = await restartServer(t, server);
+    expectRefused(t, await call(server.url, '/ext/info', info), REASONS.revoked, 'after kill -9: still revoked');
+    expectGranted(t, await call(server.url, '/ext/info', again!), '/ext/info', 'after kill -9: the token issued on the full disk');
+    expectGranted(t, await call(server.url, '/ext/bc/X', bc), '/ext/bc/X', 'after kill -9: the /ext/bc/X token');
+    expectGranted(t, await call(server.url, '/ext/health', health), '/ext/health', 'after kill -9: the /ext/health token');
+    expectRefused(t, await call(server.url, '/ext/info', bc), REASONS.notGranted, 'after kill -9: each on its own list only');
+    t.same(await changePassword(server.url, password, p1), SUCCESS, 'the password change works now');
 
-  await server.stop('SIGKILL');
-  server = await restartServer(t, server, p1);
-  t.ok(await tryPassword(server.url, p1), 'after kill -9: the new password is in force');
-  t.equal(await tryPassword(server.url, password), undefined, 'and the old one is not');
-  const fourth = await newToken(server.url, p1, ['/ext/bc/Y']);
-  expectGranted(t, await call(server.url, '/ext/bc/Y', fourth), '/ext/bc/Y', 'a token for a fourth list');
-  t.same(await issuedGrants(server, 2), [0, 3], 'which gets grant 3');
-});
+    await server.stop('SIGKILL');
+    server = await restartServer(t, server, p1);
+    t.ok(await tryPassword(server.url, p1), 'after kill -9: the new password is in force');
+    t.equal(await tryPassword(server.url, password), undefined, 'and the old one is not');
+    const fourth = await newToken(server.url, p1, ['/ext/bc/Y']);
+    expectGranted(t, await call(server.url, '/ext/bc/Y', fourth), '/ext/bc/Y', 'a token for a fourth list');
+    t.same(await issuedGrants(server, 2), [0, 3], 'which gets grant 3');
+  },
+);
 
 t.test('the core looks ahead without changing: findGrant and inspect', async (t) => {
   const core = new Core(coreModule());

@@ -21,7 +21,10 @@ const ONE_THREAD = ['--http-threads', '1'];
 /** The journal's header in format 2: magic, version, key fingerprint, epoch, compaction, the rewrite's bytes. */
 const HEADER = 16 + 4 + 8 + 16 + 4 + 8;
 
-interface Issued { token: string; id: string }
+interface Issued {
+  token: string;
+  id: string;
+}
 
 const ids = (entries: readonly { id: string }[]): string[] => entries.map((e) => e.id);
 
@@ -30,7 +33,12 @@ function folder(dataDir: string): Map<string, string> {
   const files = new Map<string, string>();
   for (const name of readdirSync(dataDir).sort()) {
     if (name.startsWith('lock.')) continue;
-    files.set(name, createHash('sha256').update(readFileSync(join(dataDir, name))).digest('hex'));
+    files.set(
+      name,
+      createHash('sha256')
+        .update(readFileSync(join(dataDir, name)))
+        .digest('hex'),
+    );
   }
   return files;
 }
@@ -67,90 +75,136 @@ async function compacted(t: Test, n: number): Promise<{ server: LibraryServer; t
   for (let i = 0; i < n; i++) tokens.push(await issueToken(first.url, first.password, { label: `token ${i}` }));
   await first.stop();
   const server = await serveAgain(t, first);
-  t.equal((ids(await listTokens<Issued>(server.url, server.password))).length, n, `${n} tokens listed`);
+  t.equal(ids(await listTokens<Issued>(server.url, server.password)).length, n, `${n} tokens listed`);
   await server.stop();
   return { server, tokens, saved: snapshot(server.dataDir) };
 }
 
-t.test('a journal cut, cut to its header, missing, or a state file gone beside it: exit 2 naming the repair, every file left as it was', async (t) => {
-  const { server, saved } = await compacted(t, 12);
-  const { dataDir } = server;
-  const journal = join(dataDir, 'tokens');
-  const cases: [string, () => void, RegExp][] = [
-    ['truncate -s -7 tokens', () => truncateSync(journal, saved.get('tokens')!.length - 7),
-      /token journal \S+ is damaged \(its whole groups end at byte 56, but \d+ bytes were written to it and acknowledged/],
-    [`truncate -s ${HEADER} tokens`, () => truncateSync(journal, HEADER), /is damaged \(its whole groups end at byte 56, but \d+ bytes were written/],
-    ['rm tokens', () => unlinkSync(journal), /token journal \S+ is missing, but the state file beside it records 1 groups \(\d+ bytes\)/],
-    ['rm state', () => unlinkSync(join(dataDir, 'state')), /state file \S+ is missing, but \S+tokens and \S+usage are there, written with it/],
-    ['rm state tokens (usage kept)', () => { unlinkSync(join(dataDir, 'state')); unlinkSync(journal); }, /state file \S+ is missing, but \S+usage is there/],
-  ];
-  for (const [name, damage, reason] of cases) {
-    restore(dataDir, saved);
-    damage();
-    const before = folder(dataDir);
-    const result = await runCli(t, server.args);
-    t.equal(result.code, 2, `${name}: exit code 2`);
-    t.match(result.stderr, reason, `${name}: the reason`);
-    t.match(result.stderr, repairLine(dataDir), `${name}: the repair step`);
-    t.equal(result.stderr.trim().split('\n').length, 1, `${name}: one line`);
-    t.same(folder(dataDir), before, `${name}: every file is as it was (none written, none replaced)`);
-  }
-});
+t.test(
+  'a journal cut, cut to its header, missing, or a state file gone beside it: exit 2 naming the repair, every file left as it was',
+  async (t) => {
+    const { server, saved } = await compacted(t, 12);
+    const { dataDir } = server;
+    const journal = join(dataDir, 'tokens');
+    const cases: [string, () => void, RegExp][] = [
+      [
+        'truncate -s -7 tokens',
+        () => truncateSync(journal, saved.get('tokens')!.length - 7),
+        /token journal \S+ is damaged \(its whole groups end at byte 56, but \d+ bytes were written to it and acknowledged/,
+      ],
+      [
+        `truncate -s ${HEADER} tokens`,
+        () => truncateSync(journal, HEADER),
+        /is damaged \(its whole groups end at byte 56, but \d+ bytes were written/,
+      ],
+      ['rm tokens', () => unlinkSync(journal), /token journal \S+ is missing, but the state file beside it records 1 groups \(\d+ bytes\)/],
+      [
+        'rm state',
+        () => unlinkSync(join(dataDir, 'state')),
+        /state file \S+ is missing, but \S+tokens and \S+usage are there, written with it/,
+      ],
+      [
+        'rm state tokens (usage kept)',
+        () => {
+          unlinkSync(join(dataDir, 'state'));
+          unlinkSync(journal);
+        },
+        /state file \S+ is missing, but \S+usage is there/,
+      ],
+    ];
+    for (const [name, damage, reason] of cases) {
+      restore(dataDir, saved);
+      damage();
+      const before = folder(dataDir);
+      const result = await runCli(t, server.args);
+      t.equal(result.code, 2, `${name}: exit code 2`);
+      t.match(result.stderr, reason, `${name}: the reason`);
+      t.match(result.stderr, repairLine(dataDir), `${name}: the repair step`);
+      t.equal(result.stderr.trim().split('\n').length, 1, `${name}: one line`);
+      t.same(folder(dataDir), before, `${name}: every file is as it was (none written, none replaced)`);
+    }
+  },
+);
 
-t.test('truncate -s -7 after a clean stop: the repair copies the journal aside and keeps every token written whole before the cut', async (t) => {
-  const { server, tokens, saved } = await compacted(t, 12);
-  const journal = join(server.dataDir, 'tokens');
-  truncateSync(journal, saved.get('tokens')!.length - 7);
-  const cut = readFileSync(journal);
-  t.equal((await runCli(t, server.args)).code, 2, 'the start refuses');
-  const fixed = await repair(t, server.dataDir, '--accept-loss');
-  t.equal(fixed.code, 0, 'the repair succeeds');
-  const lines = fixed.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-  t.ok(lines.length > 0, 'every line it writes is JSON');
-  const aside = lines.find((l) => l.msg === 'set a file aside');
-  t.match(aside, { from: journal, to: new RegExp(`^${journal}\\.damaged-`) }, 'it names the copy');
-  t.ok(readFileSync(String(aside!.to)).equals(cut), 'the copy holds the damaged journal, byte for byte');
-  t.match(lines.at(-1), { msg: 'repaired the data folder', keptEntries: 11 });
-  const again = await serveAgain(t, server);
-  t.same(ids(await listTokens<Issued>(again.url, again.password)), tokens.slice(0, 11).map((e) => e.id), 'the start lists the 11 tokens written whole before the cut');
-  t.notOk(warned(again.logs), 'and drops nothing more');
-  expectGranted(t, await call(again.url, '/ext/info', tokens[11].token), '/ext/info', 'the unlisted token still verifies');
-  const revoked = await jsonrpc(authUrl(again.url), 'auth.revokeToken', { password: again.password, id: tokens[3].id });
-  t.same(revoked.result, REVOKED, 'a kept one is revoked by id');
-});
-
-t.test('rm tokens, or a journal cut to its header: after the repair the start serves with an empty inventory, the tokens still verifying', async (t) => {
-  const { server, tokens, saved } = await compacted(t, 3);
-  for (const [name, damage] of [['rm tokens', () => unlinkSync(join(server.dataDir, 'tokens'))],
-    ['truncate to the header', () => truncateSync(join(server.dataDir, 'tokens'), HEADER)]] as const) {
-    restore(server.dataDir, saved);
-    damage();
-    t.equal((await runCli(t, server.args)).code, 2, `${name}: refused`);
+t.test(
+  'truncate -s -7 after a clean stop: the repair copies the journal aside and keeps every token written whole before the cut',
+  async (t) => {
+    const { server, tokens, saved } = await compacted(t, 12);
+    const journal = join(server.dataDir, 'tokens');
+    truncateSync(journal, saved.get('tokens')!.length - 7);
+    const cut = readFileSync(journal);
+    t.equal((await runCli(t, server.args)).code, 2, 'the start refuses');
     const fixed = await repair(t, server.dataDir, '--accept-loss');
-    t.equal(fixed.code, 0, `${name}: repaired`);
-    t.equal((await runCli(t, server.args)).code, null, `${name}: the next start listens`);
+    t.equal(fixed.code, 0, 'the repair succeeds');
+    const lines = fixed.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    t.ok(lines.length > 0, 'every line it writes is JSON');
+    const aside = lines.find((l) => l.msg === 'set a file aside');
+    t.match(aside, { from: journal, to: new RegExp(`^${journal}\\.damaged-`) }, 'it names the copy');
+    t.ok(readFileSync(String(aside!.to)).equals(cut), 'the copy holds the damaged journal, byte for byte');
+    t.match(lines.at(-1), { msg: 'repaired the data folder', keptEntries: 11 });
     const again = await serveAgain(t, server);
-    t.same(ids(await listTokens<Issued>(again.url, again.password)), [], `${name}: nothing to list`);
-    expectGranted(t, await call(again.url, '/ext/info', tokens[0].token), '/ext/info', `${name}: the tokens still verify`);
-    await again.stop();
-  }
-});
+    t.same(
+      ids(await listTokens<Issued>(again.url, again.password)),
+      tokens.slice(0, 11).map((e) => e.id),
+      'the start lists the 11 tokens written whole before the cut',
+    );
+    t.notOk(warned(again.logs), 'and drops nothing more');
+    expectGranted(t, await call(again.url, '/ext/info', tokens[11].token), '/ext/info', 'the unlisted token still verifies');
+    const revoked = await jsonrpc(authUrl(again.url), 'auth.revokeToken', { password: again.password, id: tokens[3].id });
+    t.same(revoked.result, REVOKED, 'a kept one is revoked by id');
+  },
+);
 
-t.test('rm state with the journal kept: no new key; the repair moves the journal and usage aside, and the next start begins afresh', async (t) => {
-  const { server, tokens, saved } = await compacted(t, 3);
-  unlinkSync(join(server.dataDir, 'state'));
-  t.equal((await runCli(t, server.args)).code, 2, 'refused: a new state would be a new key');
-  t.notOk(existsSync(join(server.dataDir, 'state')), 'no state file was created');
-  const fixed = await repair(t, server.dataDir, '--accept-loss');
-  t.equal(fixed.code, 0);
-  const names = readdirSync(server.dataDir).filter((n) => !n.startsWith('lock.')).sort();
-  t.match(names, [/^tokens\.damaged-/, /^usage\.damaged-/], 'both set aside, nothing deleted');
-  const moved = names.find((n) => n.startsWith('tokens.'))!;
-  t.ok(readFileSync(join(server.dataDir, moved)).equals(saved.get('tokens')!), 'the journal set aside is the one that was there');
-  const again = await serveAgain(t, server);
-  t.same(ids(await listTokens<Issued>(again.url, again.password)), [], 'a fresh state lists nothing');
-  expectRefused(t, await call(again.url, '/ext/info', tokens[0].token), REASONS.badSignature, 'and the old key is gone: its tokens are refused');
-});
+t.test(
+  'rm tokens, or a journal cut to its header: after the repair the start serves with an empty inventory, the tokens still verifying',
+  async (t) => {
+    const { server, tokens, saved } = await compacted(t, 3);
+    for (const [name, damage] of [
+      ['rm tokens', () => unlinkSync(join(server.dataDir, 'tokens'))],
+      ['truncate to the header', () => truncateSync(join(server.dataDir, 'tokens'), HEADER)],
+    ] as const) {
+      restore(server.dataDir, saved);
+      damage();
+      t.equal((await runCli(t, server.args)).code, 2, `${name}: refused`);
+      const fixed = await repair(t, server.dataDir, '--accept-loss');
+      t.equal(fixed.code, 0, `${name}: repaired`);
+      t.equal((await runCli(t, server.args)).code, null, `${name}: the next start listens`);
+      const again = await serveAgain(t, server);
+      t.same(ids(await listTokens<Issued>(again.url, again.password)), [], `${name}: nothing to list`);
+      expectGranted(t, await call(again.url, '/ext/info', tokens[0].token), '/ext/info', `${name}: the tokens still verify`);
+      await again.stop();
+    }
+  },
+);
+
+t.test(
+  'rm state with the journal kept: no new key; the repair moves the journal and usage aside, and the next start begins afresh',
+  async (t) => {
+    const { server, tokens, saved } = await compacted(t, 3);
+    unlinkSync(join(server.dataDir, 'state'));
+    t.equal((await runCli(t, server.args)).code, 2, 'refused: a new state would be a new key');
+    t.notOk(existsSync(join(server.dataDir, 'state')), 'no state file was created');
+    const fixed = await repair(t, server.dataDir, '--accept-loss');
+    t.equal(fixed.code, 0);
+    const names = readdirSync(server.dataDir)
+      .filter((n) => !n.startsWith('lock.'))
+      .sort();
+    t.match(names, [/^tokens\.damaged-/, /^usage\.damaged-/], 'both set aside, nothing deleted');
+    const moved = names.find((n) => n.startsWith('tokens.'))!;
+    t.ok(readFileSync(join(server.dataDir, moved)).equals(saved.get('tokens')!), 'the journal set aside is the one that was there');
+    const again = await serveAgain(t, server);
+    t.same(ids(await listTokens<Issued>(again.url, again.password)), [], 'a fresh state lists nothing');
+    expectRefused(
+      t,
+      await call(again.url, '/ext/info', tokens[0].token),
+      REASONS.badSignature,
+      'and the old key is gone: its tokens are refused',
+    );
+  },
+);
 
 t.test('a damaged state file: the repair moves it aside with the journal and usage, and the next start begins afresh', async (t) => {
   const { server, saved } = await compacted(t, 2);
@@ -159,14 +213,16 @@ t.test('a damaged state file: the repair moves it aside with the journal and usa
   t.equal(refused.code, 2, 'refused');
   t.match(refused.stderr, repairLine(server.dataDir), 'naming the repair');
   t.equal((await repair(t, server.dataDir, '--accept-loss')).code, 0);
-  const names = readdirSync(server.dataDir).filter((n) => !n.startsWith('lock.')).sort();
+  const names = readdirSync(server.dataDir)
+    .filter((n) => !n.startsWith('lock.'))
+    .sort();
   t.match(names, [/^state\.damaged-/, /^tokens\.damaged-/, /^usage\.damaged-/], 'all three set aside, nothing deleted');
   t.ok(readFileSync(join(server.dataDir, names[1])).equals(saved.get('tokens')!), 'the journal set aside is the one that was there');
   const again = await serveAgain(t, server);
   t.same(ids(await listTokens<Issued>(again.url, again.password)), [], 'a fresh state');
 });
 
-t.test('a journal of another epoch: another folder\'s, one a repair set aside, or an older copy of this one, stops the start', async (t) => {
+t.test("a journal of another epoch: another folder's, one a repair set aside, or an older copy of this one, stops the start", async (t) => {
   const { server, saved } = await compacted(t, 3);
   const other = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
   await issueToken(other.url, other.password, { label: 'elsewhere' });
@@ -177,7 +233,7 @@ t.test('a journal of another epoch: another folder\'s, one a repair set aside, o
   await again.stop();
   const newer = snapshot(server.dataDir);
   const cases: [string, Map<string, Buffer>, Buffer, RegExp][] = [
-    ['another data folder\'s journal', saved, readFileSync(join(other.dataDir, 'tokens')), /belongs to another state file/],
+    ["another data folder's journal", saved, readFileSync(join(other.dataDir, 'tokens')), /belongs to another state file/],
     ['an older copy of this journal', newer, saved.get('tokens')!, /it is compaction \d+, where the state file records compaction \d+/],
   ];
   for (const [name, files, bytes, reason] of cases) {
@@ -211,7 +267,11 @@ t.test('kill -9 while issuing leaves a torn last group: the start drops it with 
   // during its own write, had not been acknowledged.
   writeFileSync(journal, file.subarray(0, file.length - 5));
   server = await restartServer(t, server);
-  t.same(ids(await listTokens<Issued>(server.url, server.password)), tokens.slice(0, 3).map((e) => e.id), 'the whole groups are kept');
+  t.same(
+    ids(await listTokens<Issued>(server.url, server.password)),
+    tokens.slice(0, 3).map((e) => e.id),
+    'the whole groups are kept',
+  );
   t.ok(warned(server.logs), 'the torn tail is logged');
 });
 
@@ -222,7 +282,11 @@ t.test('a data folder of format 1 (state and journal) opens, keeps its tokens, a
   writeFileSync(statePath, stateV1(readFileSync(statePath)));
   writeFileSync(journal, journalV1(readFileSync(journal)));
   const again = await serveAgain(t, server);
-  t.same(ids(await listTokens<Issued>(again.url, again.password)), tokens.map((e) => e.id), 'the tokens of the old folder are listed');
+  t.same(
+    ids(await listTokens<Issued>(again.url, again.password)),
+    tokens.map((e) => e.id),
+    'the tokens of the old folder are listed',
+  );
   await again.stop();
   t.equal(readFileSync(statePath).readUInt32LE(8), 2, 'the state file is of format 2');
   t.equal(readFileSync(journal).readUInt32LE(16), 2, 'the journal is of format 2');
@@ -230,38 +294,44 @@ t.test('a data folder of format 1 (state and journal) opens, keeps its tokens, a
   t.equal((await runCli(t, server.args)).code, 2, 'and from then on a cut journal is refused');
 });
 
-t.test('the repair: --accept-loss is required, unknown flags refused, nothing to repair changes nothing, and a running node keeps it out', async (t) => {
-  const { server, saved } = await compacted(t, 2);
-  const before = folder(server.dataDir);
-  const none = await repair(t, server.dataDir, '--accept-loss');
-  t.equal(none.code, 0);
-  t.match(JSON.parse(none.stdout.trim()), { msg: /nothing to repair/ });
-  t.same(folder(server.dataDir), before, 'a sound folder is left alone');
-  unlinkSync(join(server.dataDir, 'tokens'));
-  const damaged = folder(server.dataDir);
-  const help = await runCli(t, ['state', 'repair', '--help']);
-  t.equal(help.code, 0, '--help: exit code 0');
-  t.match(help.stdout, /^Usage:\n {2}api-auth state repair --data-dir DIR --accept-loss\n/, '--help prints the usage');
-  for (const [name, args, message] of [
-    ['no --accept-loss', [], /give --accept-loss to go on/],
-    ['an unknown flag', ['--accept-loss', '--force'], /unknown flag --force/],
-    ['no --data-dir', null, /needs --data-dir/],
-  ] as const) {
-    const result = args === null ? await runCli(t, ['state', 'repair', '--accept-loss']) : await repair(t, server.dataDir, ...args);
-    t.equal(result.code, 2, `${name}: exit code 2`);
-    const line = JSON.parse(result.stderr.trim()) as { level: string; msg: string };
-    t.match(line, { level: 'error', msg: message }, `${name}: one JSON line says why`);
-    t.same(folder(server.dataDir), damaged, `${name}: nothing changed`);
-  }
-  restore(server.dataDir, saved);
-  const running = await serveAgain(t, server);
-  unlinkSync(join(server.dataDir, 'tokens'));
-  const held = await repair(t, server.dataDir, '--accept-loss');
-  t.equal(held.code, 2, 'a folder a node holds is not repaired');
-  t.match(held.stderr, /another api-auth is using the data folder/);
-  t.notOk(readdirSync(server.dataDir).some((n) => n.includes('damaged')), 'and nothing is set aside');
-  await running.stop();
-});
+t.test(
+  'the repair: --accept-loss is required, unknown flags refused, nothing to repair changes nothing, and a running node keeps it out',
+  async (t) => {
+    const { server, saved } = await compacted(t, 2);
+    const before = folder(server.dataDir);
+    const none = await repair(t, server.dataDir, '--accept-loss');
+    t.equal(none.code, 0);
+    t.match(JSON.parse(none.stdout.trim()), { msg: /nothing to repair/ });
+    t.same(folder(server.dataDir), before, 'a sound folder is left alone');
+    unlinkSync(join(server.dataDir, 'tokens'));
+    const damaged = folder(server.dataDir);
+    const help = await runCli(t, ['state', 'repair', '--help']);
+    t.equal(help.code, 0, '--help: exit code 0');
+    t.match(help.stdout, /^Usage:\n {2}api-auth state repair --data-dir DIR --accept-loss\n/, '--help prints the usage');
+    for (const [name, args, message] of [
+      ['no --accept-loss', [], /give --accept-loss to go on/],
+      ['an unknown flag', ['--accept-loss', '--force'], /unknown flag --force/],
+      ['no --data-dir', null, /needs --data-dir/],
+    ] as const) {
+      const result = args === null ? await runCli(t, ['state', 'repair', '--accept-loss']) : await repair(t, server.dataDir, ...args);
+      t.equal(result.code, 2, `${name}: exit code 2`);
+      const line = JSON.parse(result.stderr.trim()) as { level: string; msg: string };
+      t.match(line, { level: 'error', msg: message }, `${name}: one JSON line says why`);
+      t.same(folder(server.dataDir), damaged, `${name}: nothing changed`);
+    }
+    restore(server.dataDir, saved);
+    const running = await serveAgain(t, server);
+    unlinkSync(join(server.dataDir, 'tokens'));
+    const held = await repair(t, server.dataDir, '--accept-loss');
+    t.equal(held.code, 2, 'a folder a node holds is not repaired');
+    t.match(held.stderr, /another api-auth is using the data folder/);
+    t.notOk(
+      readdirSync(server.dataDir).some((n) => n.includes('damaged')),
+      'and nothing is set aside',
+    );
+    await running.stop();
+  },
+);
 
 /** A state file of format 2 as format 1 wrote it: without the journal's mark, sealed again. */
 function stateV1(file: Buffer): Buffer {

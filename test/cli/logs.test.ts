@@ -25,7 +25,9 @@ const audits = (logs: LogLine[]): LogLine[] => logs.filter((l) => l.msg === 'aud
  */
 async function linesSoFar(server: Server): Promise<LogLine[]> {
   const marker = '127.4.9.9';
-  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: 'marker', token: 'marker' }, 0)), { localAddress: marker });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: 'marker', token: 'marker' }, 0)), {
+    localAddress: marker,
+  });
   const line = await server.waitForLog((l) => l.msg === 'audit' && l.client === marker);
   return server.logs.slice(0, server.logs.indexOf(line));
 }
@@ -35,19 +37,43 @@ t.test('each /ext/auth call leaves one audit line, and no line holds a secret', 
   const secrets: string[] = [server.password];
   const client = '127.4.0.1';
 
-  const issued = JSON.parse((await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password: server.password, endpoints: ['/ext/info'] }, 1)), { localAddress: client })).text);
+  const issued = JSON.parse(
+    (
+      await post(
+        server.url,
+        '/ext/auth',
+        JSON.stringify(rpc('auth.newToken', { password: server.password, endpoints: ['/ext/info'] }, 1)),
+        { localAddress: client },
+      )
+    ).text,
+  );
   const token: string = issued.result.token;
   secrets.push(token);
   const wrong = 'wrong-' + randomPassword();
   secrets.push(wrong);
-  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password: wrong, endpoints: ['*'] }, 2)), { localAddress: client });
-  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password: server.password, endpoints: ['relative'] }, 3)), { localAddress: client });
-  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: server.password, token }, 4)), { localAddress: client });
-  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: server.password, token: 'garbage' }, 5)), { localAddress: client });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password: wrong, endpoints: ['*'] }, 2)), {
+    localAddress: client,
+  });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.newToken', { password: server.password, endpoints: ['relative'] }, 3)), {
+    localAddress: client,
+  });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: server.password, token }, 4)), {
+    localAddress: client,
+  });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.revokeToken', { password: server.password, token: 'garbage' }, 5)), {
+    localAddress: client,
+  });
   const next = randomPassword();
   secrets.push(next);
-  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.changePassword', { oldPassword: server.password, newPassword: next }, 6)), { localAddress: client });
-  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.changePassword', { oldPassword: server.password, newPassword: randomPassword() }, 7)), { localAddress: client });
+  await post(server.url, '/ext/auth', JSON.stringify(rpc('auth.changePassword', { oldPassword: server.password, newPassword: next }, 6)), {
+    localAddress: client,
+  });
+  await post(
+    server.url,
+    '/ext/auth',
+    JSON.stringify(rpc('auth.changePassword', { oldPassword: server.password, newPassword: randomPassword() }, 7)),
+    { localAddress: client },
+  );
 
   const lines = audits(await linesSoFar(server));
   const expected = [
@@ -62,8 +88,8 @@ t.test('each /ext/auth call leaves one audit line, and no line holds a secret', 
   t.equal(lines.length, expected.length, 'one audit line per call');
   expected.forEach((want, i) => t.match(lines[i], want, `audit line ${i + 1}: ${JSON.stringify(lines[i])}`));
   const serial = Buffer.from(token, 'base64url').readBigUInt64BE(5);
-  t.equal(lines[0].serial, Number(serial), 'the issued token\'s serial');
-  t.equal(lines[3].serial, Number(serial), 'the revoked token\'s serial');
+  t.equal(lines[0].serial, Number(serial), "the issued token's serial");
+  t.equal(lines[3].serial, Number(serial), "the revoked token's serial");
   t.equal(lines[1].serial, undefined, 'no serial when nothing was issued');
   t.equal(lines[4].serial, undefined, 'no serial for a token that was not one');
   t.type(lines[0].expiry, 'number');
@@ -79,7 +105,10 @@ t.test('a throttled call in a batch is audited as throttled', async (t) => {
   const wrong = rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, 1);
   await post(server.url, '/ext/auth', JSON.stringify([wrong, wrong, wrong, wrong, wrong]), { localAddress: client });
   const lines = await server.waitForLines((l) => l.msg === 'audit' && l.client === client, 5);
-  t.same(lines.map((l) => l.outcome), ['incorrect password', 'incorrect password', 'incorrect password', 'throttled', 'throttled']);
+  t.same(
+    lines.map((l) => l.outcome),
+    ['incorrect password', 'incorrect password', 'incorrect password', 'throttled', 'throttled'],
+  );
   t.ok(lines.every((l) => l.client === client));
 });
 
@@ -90,10 +119,15 @@ t.test('every line is JSON with a time, a level and a message; info is the defau
   for (let i = 0; i < 3; i++) await call(server.url, '/ext/info', token);
   const logs = await linesSoFar(server);
   for (const line of logs) {
-    t.ok(line.raw === undefined && typeof line.time === 'string' && LEVELS.includes(line.level!) && typeof line.msg === 'string',
-      `a structured line: ${JSON.stringify(line)}`);
+    t.ok(
+      line.raw === undefined && typeof line.time === 'string' && LEVELS.includes(line.level!) && typeof line.msg === 'string',
+      `a structured line: ${JSON.stringify(line)}`,
+    );
   }
-  t.notOk(logs.some((l) => l.level === 'debug'), 'no debug line at the default level');
+  t.notOk(
+    logs.some((l) => l.level === 'debug'),
+    'no debug line at the default level',
+  );
   t.equal(logs.filter((l) => l.msg === 'the upstream node did not answer').length, 1, 'the first upstream failure is a warning');
 });
 
@@ -110,8 +144,15 @@ t.test('--log-level debug adds the debug lines', async (t) => {
     await server.waitForLog(() => server.logs.filter(isFailure).length > i);
   }
   const failures = server.logs.filter(isFailure);
-  t.same(failures.map((l) => l.level), ['warn', 'debug', 'debug'], 'each later failure is a debug line');
-  t.ok(failures.every((l, i) => i === 0 || Date.parse(l.time!) >= Date.parse(failures[i - 1]!.time!)), 'each line has the time of its failure');
+  t.same(
+    failures.map((l) => l.level),
+    ['warn', 'debug', 'debug'],
+    'each later failure is a debug line',
+  );
+  t.ok(
+    failures.every((l, i) => i === 0 || Date.parse(l.time!) >= Date.parse(failures[i - 1]!.time!)),
+    'each line has the time of its failure',
+  );
   t.match(failures[1], { kind: 'refused', code: 'ECONNREFUSED' });
 });
 
@@ -122,7 +163,10 @@ t.test('--log-level warn and error leave out what is below', async (t) => {
     // No "listening" line at these levels: try the port until it answers.
     let answered = false;
     for (let i = 0; i < 500 && !answered; i++) {
-      answered = await request(`http://127.0.0.1:${port}`, '/ext/health').then(() => true, () => false);
+      answered = await request(`http://127.0.0.1:${port}`, '/ext/health').then(
+        () => true,
+        () => false,
+      );
       if (!answered) await new Promise((retry) => setTimeout(retry, 10));
     }
     t.ok(answered, `${level}: it serves`);

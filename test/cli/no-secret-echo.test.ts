@@ -25,27 +25,71 @@ t.test('every refusal of the start names what is wrong without the secret in it'
   const base = ['--http-port', '0', '--data-dir', join(dir, 'data')];
   const cases: [string, string[], Record<string, string>, RegExp][] = [
     ['the password file as the config file', ['--config-file', passwordFile], {}, /is not JSON/],
-    ['a config file that is a JSON string', ['--config-file', jsonString], {}, /must hold one JSON object, such as \{"http-port": 9650\}, not a string/],
+    [
+      'a config file that is a JSON string',
+      ['--config-file', jsonString],
+      {},
+      /must hold one JSON object, such as \{"http-port": 9650\}, not a string/,
+    ],
     ['a config file that is a number', ['--config-file', number], {}, /not a number/],
-    ['--upstream with a user and password', ['--upstream', `http://user:${MARK}@127.0.0.1:9652`], {}, /--upstream must be just scheme, host and port/],
+    [
+      '--upstream with a user and password',
+      ['--upstream', `http://user:${MARK}@127.0.0.1:9652`],
+      {},
+      /--upstream must be just scheme, host and port/,
+    ],
     ['--upstream with a password and no port', ['--upstream', `http://user:${MARK}@127.0.0.1`], {}, /--upstream must/],
     ['--upstream not http', ['--upstream', `ftp://user:${MARK}@127.0.0.1:21`], {}, /--upstream must be an http:\/\/ or https:\/\/ URL/],
     ['--upstream that is no URL', ['--upstream', `http://user:${MARK}@`], {}, /--upstream must be a URL/],
-    ['API_AUTH_UPSTREAM with a password', [], { API_AUTH_UPSTREAM: `http://user:${MARK}@127.0.0.1:9652` }, /API_AUTH_UPSTREAM \(environment\) must/],
-    ['the config file\'s upstream with a password', ['--config-file', configUpstream], {}, /"upstream" \(config file \S+\) must/],
-    ['--cluster-etcd with a user and password', ['--cluster-etcd', `http://user:${MARK}@127.0.0.1:2379`], {}, /--cluster-etcd must be etcd client URLs/],
-    ['--cluster-etcd with a password that holds a comma', ['--cluster-etcd', `http://user:SECRET,${MARK}@127.0.0.1:2379`], {},
-      /--cluster-etcd must be etcd client URLs/],
-    ['--cluster-etcd, the second URL', ['--cluster-etcd', `http://127.0.0.1:2379,http://user:${MARK}@127.0.0.1:2380`], {}, /--cluster-etcd must/],
-    ['-api-auth-password= with one dash', [`-api-auth-password=${MARK}`], {}, /^api-auth: unknown flag -api-auth-password; flags start with two dashes/],
-    ['-api-auth-password with one dash, then the value', ['-api-auth-password', MARK], {}, /unknown flag -api-auth-password; flags start with two dashes/],
+    [
+      'API_AUTH_UPSTREAM with a password',
+      [],
+      { API_AUTH_UPSTREAM: `http://user:${MARK}@127.0.0.1:9652` },
+      /API_AUTH_UPSTREAM \(environment\) must/,
+    ],
+    ["the config file's upstream with a password", ['--config-file', configUpstream], {}, /"upstream" \(config file \S+\) must/],
+    [
+      '--cluster-etcd with a user and password',
+      ['--cluster-etcd', `http://user:${MARK}@127.0.0.1:2379`],
+      {},
+      /--cluster-etcd must be etcd client URLs/,
+    ],
+    [
+      '--cluster-etcd with a password that holds a comma',
+      ['--cluster-etcd', `http://user:SECRET,${MARK}@127.0.0.1:2379`],
+      {},
+      /--cluster-etcd must be etcd client URLs/,
+    ],
+    [
+      '--cluster-etcd, the second URL',
+      ['--cluster-etcd', `http://127.0.0.1:2379,http://user:${MARK}@127.0.0.1:2380`],
+      {},
+      /--cluster-etcd must/,
+    ],
+    [
+      '-api-auth-password= with one dash',
+      [`-api-auth-password=${MARK}`],
+      {},
+      /^api-auth: unknown flag -api-auth-password; flags start with two dashes/,
+    ],
+    [
+      '-api-auth-password with one dash, then the value',
+      ['-api-auth-password', MARK],
+      {},
+      /unknown flag -api-auth-password; flags start with two dashes/,
+    ],
     ['--api-auth-password=', [`--api-auth-password=${MARK}`], {}, /--api-auth-password is refused/],
-    ['a misspelt flag with a secret as its value', [`--api-auth-pasword-file=${MARK}`], {}, /unknown flag --api-auth-pasword-file \(did you mean --api-auth-password-file\?\)/],
+    [
+      'a misspelt flag with a secret as its value',
+      [`--api-auth-pasword-file=${MARK}`],
+      {},
+      /unknown flag --api-auth-pasword-file \(did you mean --api-auth-password-file\?\)/,
+    ],
     ['--cluster-etcd-password, then the value', ['--cluster-etcd-password', MARK], {}, /--cluster-etcd-password is refused/],
-    ['a word that is no flag\'s', [MARK], {}, /^api-auth: unexpected argument \(not shown: it may be a secret\); api-auth takes only flags/],
-    ['a word after a flag\'s value', ['--http-host', '127.0.0.1', MARK], {}, /unexpected argument \(not shown/],
+    ["a word that is no flag's", [MARK], {}, /^api-auth: unexpected argument \(not shown: it may be a secret\); api-auth takes only flags/],
+    ["a word after a flag's value", ['--http-host', '127.0.0.1', MARK], {}, /unexpected argument \(not shown/],
     ['API_AUTH_PASSWORD', [], { API_AUTH_PASSWORD: MARK }, /API_AUTH_PASSWORD \(environment\) is refused/],
-    ['the config file\'s password', ['--config-file', configPassword], {}, /"api-auth-password" \(config file \S+\) is refused/],
+    ["the config file's password", ['--config-file', configPassword], {}, /"api-auth-password" \(config file \S+\) is refused/],
   ];
   for (const [what, args, env, message] of cases) {
     const run = launch(t, [...base, ...args], undefined, { env });
@@ -62,7 +106,11 @@ t.test('every refusal of the start names what is wrong without the secret in it'
 t.test('the operator commands do not echo a word that may be a secret either', async (t) => {
   const cases: [string, string[], RegExp][] = [
     ['a password pasted after "api-auth token"', ['token', MARK], /^api-auth: unknown command \(not shown: it may be a secret\)/],
-    ['a second token to revoke', ['token', 'revoke', 'first', MARK, '--password-stdin'], /^api-auth: unexpected argument \(not shown: it may be a secret\)/],
+    [
+      'a second token to revoke',
+      ['token', 'revoke', 'first', MARK, '--password-stdin'],
+      /^api-auth: unexpected argument \(not shown: it may be a secret\)/,
+    ],
     ['a word after token list', ['token', 'list', MARK], /^api-auth: unexpected argument \(not shown/],
     ['a word after password change', ['password', 'change', MARK], /^api-auth: unexpected argument \(not shown/],
   ];

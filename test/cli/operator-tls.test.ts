@@ -13,7 +13,9 @@ import { runOperator } from '../helpers/operator.js';
 import { tempDir } from '../helpers/server.js';
 
 const dir = tempDir(t);
-const openssl = (args: string[]): void => { execFileSync('openssl', args, { stdio: 'ignore' }); };
+const openssl = (args: string[]): void => {
+  execFileSync('openssl', args, { stdio: 'ignore' });
+};
 const EC = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
 
 /** A certificate and key made by openssl: self-signed, or signed by the CA `ca` for `san` with `days` of life. */
@@ -21,14 +23,44 @@ function certificate(name: string, san: string, ca?: string, days = 1): { cert: 
   const cert = join(dir, `${name}.crt`);
   const key = join(dir, `${name}.key`);
   if (ca === undefined) {
-    openssl(['req', '-x509', ...EC, '-keyout', key, '-out', cert, '-days', String(days), '-subj', `/CN=${name}`, '-addext', `subjectAltName=${san}`]);
+    openssl([
+      'req',
+      '-x509',
+      ...EC,
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      String(days),
+      '-subj',
+      `/CN=${name}`,
+      '-addext',
+      `subjectAltName=${san}`,
+    ]);
     return { cert, key };
   }
   const csr = join(dir, `${name}.csr`);
   const ext = join(dir, `${name}.ext`);
   writeFileSync(ext, `subjectAltName=${san}\n`);
   openssl(['req', ...EC, '-keyout', key, '-out', csr, '-subj', `/CN=${name}`]);
-  openssl(['x509', '-req', '-in', csr, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', cert, '-days', String(days), '-extfile', ext]);
+  openssl([
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    `${ca}.crt`,
+    '-CAkey',
+    `${ca}.key`,
+    '-CAcreateserial',
+    '-out',
+    cert,
+    '-days',
+    String(days),
+    '-extfile',
+    ext,
+  ]);
   return { cert, key };
 }
 
@@ -46,8 +78,9 @@ writeFileSync(passwordFile, 'correct horse battery staple\n', { mode: 0o600 });
 async function tlsNode(pair: { cert: string; key: string }): Promise<string> {
   const server = createServer({ cert: readFileSync(pair.cert), key: readFileSync(pair.key) }, (req, res) => {
     req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' })
-      .end('{"jsonrpc":"2.0","result":{"token":"a-token","id":"t1"},"id":1}'));
+    req.on('end', () =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","result":{"token":"a-token","id":"t1"},"id":1}'),
+    );
   });
   await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
   t.teardown(() => new Promise<void>((closed) => server.close(() => closed())));
@@ -56,13 +89,17 @@ async function tlsNode(pair: { cert: string; key: string }): Promise<string> {
 
 const api = (args: readonly string[]) => runOperator(args);
 
-const tokenNew = (uri: string, ...more: string[]) => api(['token', 'new', '--uri', uri, '--password-file', passwordFile, '--endpoints', '/', ...more]);
+const tokenNew = (uri: string, ...more: string[]) =>
+  api(['token', 'new', '--uri', uri, '--password-file', passwordFile, '--endpoints', '/', ...more]);
 
-t.test('--cacert: a node whose certificate a private CA signed is reached, beside the system\'s CAs', async (t) => {
+t.test("--cacert: a node whose certificate a private CA signed is reached, beside the system's CAs", async (t) => {
   const uri = await tlsNode(good);
   const untrusted = await tokenNew(uri);
   t.equal(untrusted.code, 3, 'without it: the node cannot be trusted');
-  t.match(untrusted.stderr, /^api-auth: cannot reach https:\/\/127\.0\.0\.1:\d+\/ext\/auth: the node's TLS certificate is signed by a CA this command does not trust: give the CA certificate that signed it with --cacert FILE\n$/);
+  t.match(
+    untrusted.stderr,
+    /^api-auth: cannot reach https:\/\/127\.0\.0\.1:\d+\/ext\/auth: the node's TLS certificate is signed by a CA this command does not trust: give the CA certificate that signed it with --cacert FILE\n$/,
+  );
   t.notMatch(untrusted.stderr, /is the node running there/, 'it is running: the message does not ask');
   const trusted = await tokenNew(uri, '--cacert', ca.cert);
   t.equal(trusted.code, 0, trusted.stderr);
@@ -88,7 +125,10 @@ t.test('a failed handshake names its cause', async (t) => {
 t.test('--cacert must be a readable PEM certificate, for an https:// node: exit 2, nothing sent', async (t) => {
   const key = await tokenNew('https://127.0.0.1:1', '--cacert', ca.key);
   t.equal(key.code, 2);
-  t.match(key.stderr, /^api-auth: --cacert \S+private-ca\.key holds no PEM certificate \(-----BEGIN CERTIFICATE-----\); give the CA certificate's PEM file, not its key\n$/);
+  t.match(
+    key.stderr,
+    /^api-auth: --cacert \S+private-ca\.key holds no PEM certificate \(-----BEGIN CERTIFICATE-----\); give the CA certificate's PEM file, not its key\n$/,
+  );
   const missing = await tokenNew('https://127.0.0.1:1', '--cacert', join(dir, 'nothing.crt'));
   t.equal(missing.code, 2);
   t.match(missing.stderr, /--cacert \S+nothing\.crt does not exist; give the PEM file of the CA certificate/);

@@ -11,7 +11,9 @@ const PROBED = { nodeFlags: ['--require', PROBE] };
 /** The npm packages of the modules in the probe's first report. */
 async function packagesOf(run: Running): Promise<Set<string>> {
   const modules = (await run.waitForLog((l) => l.msg === 'loaded modules')).modules as string[];
-  return new Set(modules.map((path) => /[\\/]node_modules[\\/]((@[^\\/]+[\\/])?[^\\/]+)/.exec(path)?.[1]).filter((name) => name !== undefined));
+  return new Set(
+    modules.map((path) => /[\\/]node_modules[\\/]((@[^\\/]+[\\/])?[^\\/]+)/.exec(path)?.[1]).filter((name) => name !== undefined),
+  );
 }
 
 t.test('a start on a data folder loads no fleet code: neither etcd3 nor gRPC', async (t) => {
@@ -20,15 +22,22 @@ t.test('a start on a data folder loads no fleet code: neither etcd3 nor gRPC', a
   const packages = await packagesOf(server);
   t.ok(packages.has('prom-client'), `the probe sees the packages the start loaded (${[...packages].join(', ')})`);
   t.notOk(packages.has('etcd3'), 'not etcd3');
-  t.notOk([...packages].some((name) => name.startsWith('@grpc')), 'nor gRPC');
+  t.notOk(
+    [...packages].some((name) => name.startsWith('@grpc')),
+    'nor gRPC',
+  );
 });
 
-t.test('the version, help and a refused command line load none of the server\'s packages', async (t) => {
+t.test("the version, help and a refused command line load none of the server's packages", async (t) => {
   for (const args of [['--version'], ['--help'], ['--http-port', 'many']]) {
     const run = launch(t, args, MAIN, PROBED);
     const exit = await run.waitForExit();
     t.equal(exit.code, args[0] === '--http-port' ? 2 : 0, `${args.join(' ')}: its exit code`);
     const packages = await packagesOf(run);
-    t.same([...packages].filter((name) => ['uWebSockets.js', 'prom-client', 'etcd3'].includes(name)), [], `${args.join(' ')}: no uWS, prom-client or etcd3`);
+    t.same(
+      [...packages].filter((name) => ['uWebSockets.js', 'prom-client', 'etcd3'].includes(name)),
+      [],
+      `${args.join(' ')}: no uWS, prom-client or etcd3`,
+    );
   }
 });

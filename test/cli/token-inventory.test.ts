@@ -4,7 +4,16 @@ import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  ALREADY_REVOKED, INCORRECT_PASSWORD, REASONS, REVOKED, authUrl, call, callWithHeader, changePassword, expectGranted, expectRefused,
+  ALREADY_REVOKED,
+  INCORRECT_PASSWORD,
+  REASONS,
+  REVOKED,
+  authUrl,
+  call,
+  callWithHeader,
+  changePassword,
+  expectGranted,
+  expectRefused,
 } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveAgain, serveInProcess, type LibraryServer } from '../helpers/library.js';
@@ -44,7 +53,9 @@ async function revokeId(server: LibraryServer, id: unknown, password = server.pa
 
 /** A value as ASCII, for assertion names: a raw C1 control there would garble the TAP stream. */
 function shown(value: unknown): string {
-  return (JSON.stringify(value) ?? String(value)).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).slice(0, 60);
+  return (JSON.stringify(value) ?? String(value))
+    .replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+    .slice(0, 60);
 }
 
 function iso(ms: number): string {
@@ -61,14 +72,46 @@ t.test('newToken answers {token, id}; listTokens lists each live token in issue 
   t.match(first.id, /^t(0|[1-9][0-9]*)$/, 'an id is "t" and a decimal number');
   t.not(first.id, second.id, 'each token has its own id');
   const tokens = await listTokens<Listed>(server.url, server.password);
-  t.same(tokens, [
-    { id: first.id, label: 'CI deploy bot', endpoints: ['/ext/info'], methods: null, rateLimit: null, burst: null, quota: null, allowedClients: null,
-      lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START), expiresAt: iso(CLOCK_START + 12 * 3600_000), revoked: false,
-      rotatedFrom: null, rotatedTo: null },
-    { id: second.id, label: null, endpoints: ['/ext/bc/X/*', '/ext/health', '/ext/info'], methods: null, rateLimit: null, burst: null, quota: null,
-      allowedClients: null, lastUsedAt: null, requests: 0, issuedAt: iso(CLOCK_START + 5000), expiresAt: iso(CLOCK_START + 5000 + 12 * 3600_000), revoked: false,
-      rotatedFrom: null, rotatedTo: null },
-  ], 'both listed: id, label (null without one), endpoints (the canonical list), methods and limits null, no use yet, RFC 3339 times, revoked');
+  t.same(
+    tokens,
+    [
+      {
+        id: first.id,
+        label: 'CI deploy bot',
+        endpoints: ['/ext/info'],
+        methods: null,
+        rateLimit: null,
+        burst: null,
+        quota: null,
+        allowedClients: null,
+        lastUsedAt: null,
+        requests: 0,
+        issuedAt: iso(CLOCK_START),
+        expiresAt: iso(CLOCK_START + 12 * 3600_000),
+        revoked: false,
+        rotatedFrom: null,
+        rotatedTo: null,
+      },
+      {
+        id: second.id,
+        label: null,
+        endpoints: ['/ext/bc/X/*', '/ext/health', '/ext/info'],
+        methods: null,
+        rateLimit: null,
+        burst: null,
+        quota: null,
+        allowedClients: null,
+        lastUsedAt: null,
+        requests: 0,
+        issuedAt: iso(CLOCK_START + 5000),
+        expiresAt: iso(CLOCK_START + 5000 + 12 * 3600_000),
+        revoked: false,
+        rotatedFrom: null,
+        rotatedTo: null,
+      },
+    ],
+    'both listed: id, label (null without one), endpoints (the canonical list), methods and limits null, no use yet, RFC 3339 times, revoked',
+  );
   const reply = JSON.stringify(tokens);
   t.notOk(reply.includes(first.token) || reply.includes(second.token), 'no token in the list');
   expectGranted(t, await call(server.url, '/ext/info', first.token), '/ext/info', 'the listed token works');
@@ -80,10 +123,18 @@ t.test('an id cannot be used as a token', async (t) => {
   expectRefused(t, await callWithHeader(server.url, '/ext/info', `Bearer ${id}`), REASONS.malformed, 'an id as the bearer token');
 });
 
-t.test('expiresIn: a duration or whole seconds sets the token\'s own lifetime, and the token expires then', async (t) => {
+t.test("expiresIn: a duration or whole seconds sets the token's own lifetime, and the token expires then", async (t) => {
   const time = manualClock();
   const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--api-auth-token-lifetime', '2h'] });
-  const cases: [unknown, number][] = [['90s', 90], [90, 90], ['1h30m', 5400], ['2h', 7200], [7200, 7200], ['1.5m', 90], [undefined, 7200]];
+  const cases: [unknown, number][] = [
+    ['90s', 90],
+    [90, 90],
+    ['1h30m', 5400],
+    ['2h', 7200],
+    [7200, 7200],
+    ['1.5m', 90],
+    [undefined, 7200],
+  ];
   const ids: string[] = [];
   for (const [expiresIn] of cases) ids.push((await issued(t, server, expiresIn === undefined ? {} : { expiresIn })).id);
   const tokens = await listTokens<Listed>(server.url, server.password);
@@ -96,34 +147,84 @@ t.test('expiresIn: a duration or whole seconds sets the token\'s own lifetime, a
   expectGranted(t, await call(server.url, '/ext/info', short.token), '/ext/info', 'a second before its own expiry');
   time.now += 1000;
   expectRefused(t, await call(server.url, '/ext/info', short.token), REASONS.expired, 'at its own expiry, long before the lifetime');
-  t.notOk((await listTokens<Listed>(server.url, server.password)).some((e) => e.id === short.id), 'an expired token is no longer listed');
+  t.notOk(
+    (await listTokens<Listed>(server.url, server.password)).some((e) => e.id === short.id),
+    'an expired token is no longer listed',
+  );
 });
 
-t.test('a bad expiresIn is invalid params naming it and the ceiling (--max-token-lifetime), before the password check; nothing is issued', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true, args: [...ONE_THREAD, '--api-auth-token-lifetime', '1h', '--max-token-lifetime', '1h'] });
-  const bad: unknown[] = ['61m', 3601, '2h', 0, '0s', -5, '-5s', 1.5, '1500ms', '', 'soon', '90', true, null, [90], { s: 90 }, 1e300];
-  for (const expiresIn of bad) {
-    for (const password of [server.password, WRONG]) {
-      const answer = await askToken(server.url, password, { expiresIn });
-      t.equal(answer.error?.code, INVALID_PARAMS, `expiresIn ${JSON.stringify(expiresIn)} (${password === WRONG ? 'wrong' : 'right'} password)`);
-      t.match(answer.error?.message, /^invalid params: expiresIn must be .*from 1s to 3600s \(1h, the node's --max-token-lifetime\)/);
+t.test(
+  'a bad expiresIn is invalid params naming it and the ceiling (--max-token-lifetime), before the password check; nothing is issued',
+  async (t) => {
+    const server = await serveInProcess(t, {
+      cheapChecks: true,
+      args: [...ONE_THREAD, '--api-auth-token-lifetime', '1h', '--max-token-lifetime', '1h'],
+    });
+    const bad: unknown[] = ['61m', 3601, '2h', 0, '0s', -5, '-5s', 1.5, '1500ms', '', 'soon', '90', true, null, [90], { s: 90 }, 1e300];
+    for (const expiresIn of bad) {
+      for (const password of [server.password, WRONG]) {
+        const answer = await askToken(server.url, password, { expiresIn });
+        t.equal(
+          answer.error?.code,
+          INVALID_PARAMS,
+          `expiresIn ${JSON.stringify(expiresIn)} (${password === WRONG ? 'wrong' : 'right'} password)`,
+        );
+        t.match(answer.error?.message, /^invalid params: expiresIn must be .*from 1s to 3600s \(1h, the node's --max-token-lifetime\)/);
+      }
     }
-  }
-  t.same(await listTokens<Listed>(server.url, server.password), [], 'nothing was issued');
-});
+    t.same(await listTokens<Listed>(server.url, server.password), [], 'nothing was issued');
+  },
+);
 
 t.test('label: 1 to 128 visible code points; anything else is invalid params naming label, and nothing is issued', async (t) => {
   const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
-  const good = ['a', 'CI bot (prod) #3', '日本語のラベル', 'emoji \u{1F600} ok', '\u{1F600}'.repeat(128), 'x'.repeat(128), ' padded ',
-    'e\u0301 combining', 'family \u{1F468}\u200d\u{1F469}\u200d\u{1F467}'];
+  const good = [
+    'a',
+    'CI bot (prod) #3',
+    '日本語のラベル',
+    'emoji \u{1F600} ok',
+    '\u{1F600}'.repeat(128),
+    'x'.repeat(128),
+    ' padded ',
+    'e\u0301 combining',
+    'family \u{1F468}\u200d\u{1F469}\u200d\u{1F467}',
+  ];
   for (const label of good) {
     const { id } = await issued(t, server, { label });
-    t.equal((await listTokens<Listed>(server.url, server.password)).find((e) => e.id === id)?.label, label, `${shown(label)} is kept as sent`);
+    t.equal(
+      (await listTokens<Listed>(server.url, server.password)).find((e) => e.id === id)?.label,
+      label,
+      `${shown(label)} is kept as sent`,
+    );
   }
   const before = (await listTokens<Listed>(server.url, server.password)).length;
-  const bad: unknown[] = ['', ' ', '\u3000\u00a0', 'x'.repeat(129), '\u{1F600}'.repeat(129), 'tab\there', 'new\nline', 'cr\rhere',
-    'nul\u0000', 'del\u007f', 'c1\u0085', 'c1\u009b', 'line\u2028sep', 'para\u2029sep', 'rlo\u202eevil', 'isolate\u2066x\u2069', 'lrm\u200e',
-    'alm\u061c', 'lone \ud800', 'lone \udc00 low', 5, null, ['x'], { label: 'x' }, true];
+  const bad: unknown[] = [
+    '',
+    ' ',
+    '\u3000\u00a0',
+    'x'.repeat(129),
+    '\u{1F600}'.repeat(129),
+    'tab\there',
+    'new\nline',
+    'cr\rhere',
+    'nul\u0000',
+    'del\u007f',
+    'c1\u0085',
+    'c1\u009b',
+    'line\u2028sep',
+    'para\u2029sep',
+    'rlo\u202eevil',
+    'isolate\u2066x\u2069',
+    'lrm\u200e',
+    'alm\u061c',
+    'lone \ud800',
+    'lone \udc00 low',
+    5,
+    null,
+    ['x'],
+    { label: 'x' },
+    true,
+  ];
   for (const label of bad) {
     for (const password of [server.password, WRONG]) {
       const answer = await askToken(server.url, password, { label });
@@ -141,10 +242,20 @@ t.test('revokeToken by id: revoked, then already revoked; the gate refuses the t
   t.same(await revokeId(server, target.id), REVOKED, 'the first revocation revokes');
   expectRefused(t, await call(server.url, '/ext/info', target.token), REASONS.revoked, 'the revoked token');
   expectGranted(t, await call(server.url, '/ext/info', other.token), '/ext/info', 'the other token is untouched');
-  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => [e.id, e.revoked]), [[target.id, true], [other.id, false]], 'listed revoked, until it expires');
+  t.same(
+    (await listTokens<Listed>(server.url, server.password)).map((e) => [e.id, e.revoked]),
+    [
+      [target.id, true],
+      [other.id, false],
+    ],
+    'listed revoked, until it expires',
+  );
   t.same(await revokeId(server, target.id), ALREADY_REVOKED, 'again: already revoked');
-  t.same(await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, token: target.token }).then((a) => a.result),
-    ALREADY_REVOKED, 'the token form agrees');
+  t.same(
+    await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, token: target.token }).then((a) => a.result),
+    ALREADY_REVOKED,
+    'the token form agrees',
+  );
 });
 
 t.test('revoking by a token marks its entry revoked too', async (t) => {
@@ -152,7 +263,10 @@ t.test('revoking by a token marks its entry revoked too', async (t) => {
   const target = await issued(t, server);
   const answer = await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, token: target.token });
   t.same(answer.result, REVOKED);
-  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => [e.id, e.revoked]), [[target.id, true]]);
+  t.same(
+    (await listTokens<Listed>(server.url, server.password)).map((e) => [e.id, e.revoked]),
+    [[target.id, true]],
+  );
   t.same(await revokeId(server, target.id), ALREADY_REVOKED);
 });
 
@@ -167,7 +281,7 @@ t.test('an unknown, malformed or dead id: success, nothing revoked, and a reason
     t.same(await revokeId(server, malformed), notLive('malformed id'), `${JSON.stringify(malformed.slice(0, 20))} is not an id`);
   }
   time.now += 10_000;
-  t.same(await revokeId(server, shortLived.id), notLive('unknown id'), 'an expired token\'s id');
+  t.same(await revokeId(server, shortLived.id), notLive('unknown id'), "an expired token's id");
   const next = `new-${server.password}`;
   t.same(await changePassword(server.url, server.password, next), { success: true });
   t.same(await revokeId({ ...server, password: next }, live.id, next), notLive('unknown id'), 'the id of a token of an earlier password');
@@ -175,25 +289,31 @@ t.test('an unknown, malformed or dead id: success, nothing revoked, and a reason
   expectRefused(t, await call(server.url, '/ext/info', live.token), REASONS.earlierGeneration, 'and the token is of the earlier password');
 });
 
-t.test('revokeToken takes token or id: both, neither or a wrong type is invalid params; a wrong password is an error whatever the id', async (t) => {
-  const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
-  const { token, id } = await issued(t, server);
-  const rpc = (params: Record<string, unknown>) => jsonrpc(authUrl(server.url), 'auth.revokeToken', params);
-  const both = await rpc({ password: server.password, token, id });
-  t.same(both.error, { code: INVALID_PARAMS, message: 'invalid params: give token or id, not both' });
-  const neither = await rpc({ password: server.password });
-  t.equal(neither.error?.code, INVALID_PARAMS);
-  t.match(neither.error?.message, /^invalid params: token must be a string \(or give id/);
-  for (const bad of [5, null, ['t1'], { id: 't1' }, true]) {
-    const answer = await rpc({ password: server.password, id: bad });
-    t.same(answer.error, { code: INVALID_PARAMS, message: 'invalid params: id must be a string' }, `id ${JSON.stringify(bad)}`);
-  }
-  for (const target of [id, 't999999', 'junk']) {
-    t.same((await rpc({ password: WRONG, id: target })).error, INCORRECT_PASSWORD, `wrong password, id ${target}`);
-  }
-  expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'none of these revoked the token');
-  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => e.revoked), [false]);
-});
+t.test(
+  'revokeToken takes token or id: both, neither or a wrong type is invalid params; a wrong password is an error whatever the id',
+  async (t) => {
+    const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
+    const { token, id } = await issued(t, server);
+    const rpc = (params: Record<string, unknown>) => jsonrpc(authUrl(server.url), 'auth.revokeToken', params);
+    const both = await rpc({ password: server.password, token, id });
+    t.same(both.error, { code: INVALID_PARAMS, message: 'invalid params: give token or id, not both' });
+    const neither = await rpc({ password: server.password });
+    t.equal(neither.error?.code, INVALID_PARAMS);
+    t.match(neither.error?.message, /^invalid params: token must be a string \(or give id/);
+    for (const bad of [5, null, ['t1'], { id: 't1' }, true]) {
+      const answer = await rpc({ password: server.password, id: bad });
+      t.same(answer.error, { code: INVALID_PARAMS, message: 'invalid params: id must be a string' }, `id ${JSON.stringify(bad)}`);
+    }
+    for (const target of [id, 't999999', 'junk']) {
+      t.same((await rpc({ password: WRONG, id: target })).error, INCORRECT_PASSWORD, `wrong password, id ${target}`);
+    }
+    expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'none of these revoked the token');
+    t.same(
+      (await listTokens<Listed>(server.url, server.password)).map((e) => e.revoked),
+      [false],
+    );
+  },
+);
 
 t.test('listTokens: a wrong password is the usual error; each call is audited with the count and nothing secret', async (t) => {
   const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
@@ -203,8 +323,14 @@ t.test('listTokens: a wrong password is the usual error; each call is audited wi
   t.equal((await jsonrpc(authUrl(server.url), 'auth.listTokens', {})).error?.message, 'invalid params: password must be a string');
   t.equal((await listTokens<Listed>(server.url, server.password)).length, 2);
   const audits = server.logs.filter((l) => l.msg === 'audit' && l.method === 'auth.listTokens');
-  t.same(audits.map((l) => [l.level, l.outcome, l.count]), [['warn', 'incorrect password', undefined], ['warn', 'invalid params', undefined],
-    ['info', 'ok', 2]]);
+  t.same(
+    audits.map((l) => [l.level, l.outcome, l.count]),
+    [
+      ['warn', 'incorrect password', undefined],
+      ['warn', 'invalid params', undefined],
+      ['info', 'ok', 2],
+    ],
+  );
   const logText = JSON.stringify(server.logs);
   t.notOk(logText.includes(server.password) || logText.includes(token) || logText.includes(WRONG), 'no password or token in the log');
 });
@@ -217,19 +343,31 @@ t.test('--api-auth-max-tokens: past the limit newToken is the resource-limit err
   const refused = await askToken(server.url, server.password, { label: 'one too many', endpoints: ['/ext/bc/new'] });
   t.equal(refused.error?.code, RESOURCE_LIMIT, 'a fourth live token is refused (a revoked one counts until it expires)');
   t.match(refused.error?.message, /3 live tokens, its limit \(--api-auth-max-tokens\)/);
-  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => e.id), kept.map((k) => k.id), 'the list is unchanged');
+  t.same(
+    (await listTokens<Listed>(server.url, server.password)).map((e) => e.id),
+    kept.map((k) => k.id),
+    'the list is unchanged',
+  );
   const state = readFileSync(join(server.dataDir, 'state'));
   t.notOk(state.includes('/ext/bc/new'), 'its endpoint list was not recorded');
   time.now += 60_000;
   const room = await issued(t, server);
-  t.same((await listTokens<Listed>(server.url, server.password)).map((e) => e.id), [kept[1].id, kept[2].id, room.id], 'once one expired, there is room again');
+  t.same(
+    (await listTokens<Listed>(server.url, server.password)).map((e) => e.id),
+    [kept[1].id, kept[2].id, room.id],
+    'once one expired, there is room again',
+  );
 });
 
 t.test('--api-auth-max-tokens must be a whole number from 1 to 1000000', async (t) => {
   for (const bad of ['0', '-1', '1.5', 'many', '1000001']) {
     const { refusalOf } = await import('../helpers/library.js');
     const error = await refusalOf(['--api-auth-max-tokens', bad]);
-    t.match(error?.message, /^--api-auth-max-tokens must be a whole number from 1 to 1000000 \(live tokens in the inventory\)/, `${bad} refused`);
+    t.match(
+      error?.message,
+      /^--api-auth-max-tokens must be a whole number from 1 to 1000000 \(live tokens in the inventory\)/,
+      `${bad} refused`,
+    );
   }
 });
 
@@ -246,7 +384,11 @@ t.test('the inventory survives a restart: labels, lifetimes, revocations; ids ar
   expectRefused(t, await call(again.url, '/ext/info', b.token), REASONS.revoked, 'the listed revoked token is refused');
   const c = await issued(t, again);
   t.notOk([a.id, b.id].includes(c.id), `a new id after the restart (${c.id})`);
-  t.same((await listTokens<Listed>(again.url, again.password)).map((e) => e.id), [a.id, b.id, c.id], 'in issue order');
+  t.same(
+    (await listTokens<Listed>(again.url, again.password)).map((e) => e.id),
+    [a.id, b.id, c.id],
+    'in issue order',
+  );
 });
 
 t.test('concurrent issues are all listed, each once', async (t) => {
@@ -260,7 +402,7 @@ t.test('concurrent issues are all listed, each once', async (t) => {
   t.same(await listTokens<Listed>(again.url, again.password), tokens, 'and after a restart');
 });
 
-t.test('methods comes from the token\'s grant: a grant with a method scope lists its patterns, one without lists null', async (t) => {
+t.test("methods comes from the token's grant: a grant with a method scope lists its patterns, one without lists null", async (t) => {
   const { decodeState, encodeState } = await import('../../build/host/state/codec.js');
   const { grantEntries } = await import('../../build/host/core/grants.js');
   const server = await serveInProcess(t, { cheapChecks: true, args: ONE_THREAD });
@@ -275,8 +417,11 @@ t.test('methods comes from the token\'s grant: a grant with a method scope lists
   const { writeFileSync } = await import('node:fs');
   writeFileSync(path, encodeState(state), { mode: 0o600 });
   const again = await serveAgain(t, server);
-  t.same((await listTokens<Listed>(again.url, again.password)).map((e) => [e.id, e.endpoints, e.methods]), [
-    [scoped.id, ['/ext/bc/C/rpc'], ['eth_*', 'net_version']],
-    [plain.id, ['/ext/info'], null],
-  ]);
+  t.same(
+    (await listTokens<Listed>(again.url, again.password)).map((e) => [e.id, e.endpoints, e.methods]),
+    [
+      [scoped.id, ['/ext/bc/C/rpc'], ['eth_*', 'net_version']],
+      [plain.id, ['/ext/info'], null],
+    ],
+  );
 });

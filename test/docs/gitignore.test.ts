@@ -42,7 +42,7 @@ for (const file of docFiles()) {
   }
 }
 
-t.test('the scan finds the quickstarts\' secrets', async (t) => {
+t.test("the scan finds the quickstarts' secrets", async (t) => {
   // So that the check below cannot pass on an empty list.
   for (const known of ['password.txt', 'token.json', 'eth-password.txt', 'full.token', 'eth-data/']) {
     t.ok(paths.has(known), `${known} is among the files the docs write`);
@@ -64,7 +64,9 @@ t.test('every file the docs write into the clone is ignored', async (t) => {
     }
   }
   const untracked = execFileSync('git', ['-C', repo, 'status', '--porcelain', '--untracked-files=all'], { encoding: 'utf8' })
-    .split('\n').filter((line) => line !== '' && line !== '?? .gitignore').map((line) => line.slice(3));
+    .split('\n')
+    .filter((line) => line !== '' && line !== '?? .gitignore')
+    .map((line) => line.slice(3));
   for (const path of untracked) t.fail(`${path} (written at ${paths.get(path) ?? paths.get(path.replace(/[^/]*$/, ''))}) is not ignored`);
   t.same(untracked, [], `git add . would add none of the ${paths.size} files and folders the docs write`);
 });

@@ -60,16 +60,22 @@ const files = docFiles().map((file) => ({ file, blocks: docBlocks(file) }));
 /** CI's own command: not run again inside the docs' run (it is the run's parent). */
 const runsTheTests = (command: Command): boolean => /(^|\s)(npm test|scripts\/test\.sh)\b/.test(command.text);
 
-t.test('CI runs the README\'s test command', async (t) => {
+t.test("CI runs the README's test command", async (t) => {
   const commands = files[0].blocks.flatMap((block) => block.commands).filter(runsTheTests);
   t.equal(commands.length, 1, 'the README has one command that runs the tests');
   const readme = commands[0].text.replace(/\s+#.*$/, '');
-  const ci = readFileSync(join(ROOT, '.ci', 'run'), 'utf8').split('\n').filter((line) => !/^\s*(#|$)/.test(line));
+  const ci = readFileSync(join(ROOT, '.ci', 'run'), 'utf8')
+    .split('\n')
+    .filter((line) => !/^\s*(#|$)/.test(line));
   // The command itself, with only its output piped on (CI restates tap's summary from it).
   t.equal(ci.filter((line) => line === readme || line.startsWith(`${readme} 2>&1 |`)).length, 1, `.ci/run runs \`${readme}\``);
-  const script = readFileSync(join(ROOT, 'scripts', 'test.sh'), 'utf8').split('\n').filter((line) => !/^\s*(#|$)/.test(line));
-  t.ok(script.indexOf('. scripts/setup-tests.sh') !== -1 && script.indexOf('. scripts/setup-tests.sh') < script.indexOf('npm test'),
-    'which sets up (scripts/setup-tests.sh), then runs npm test');
+  const script = readFileSync(join(ROOT, 'scripts', 'test.sh'), 'utf8')
+    .split('\n')
+    .filter((line) => !/^\s*(#|$)/.test(line));
+  t.ok(
+    script.indexOf('. scripts/setup-tests.sh') !== -1 && script.indexOf('. scripts/setup-tests.sh') < script.indexOf('npm test'),
+    'which sets up (scripts/setup-tests.sh), then runs npm test',
+  );
 });
 
 const exec = promisify(execFile);
@@ -85,9 +91,12 @@ async function cacheTheInstall(t: Test): Promise<void> {
   const flags = ['--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
   // The tree resolved as the tarball's install resolves it, with nothing installed.
   await exec('npm', ['install', '--package-lock-only', '--omit=dev', ...flags], { cwd: project, env: PROGRAM_ENV });
-  const lock = JSON.parse(readFileSync(join(project, 'package-lock.json'), 'utf8')) as { packages: Record<string, { name?: string; version: string }> };
+  const lock = JSON.parse(readFileSync(join(project, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { name?: string; version: string }>;
+  };
   // An alias (uWebSockets.js is uws-pack) is cached by the package's own name.
-  const specs = Object.entries(lock.packages).filter(([path]) => path !== '')
+  const specs = Object.entries(lock.packages)
+    .filter(([path]) => path !== '')
     .map(([path, { name, version }]) => `${name ?? path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length)}@${version}`);
   await exec('npm', ['cache', 'add', ...flags, ...specs], { cwd: project, env: PROGRAM_ENV });
   t.pass(`npm's cache holds the production install's ${specs.length} packages and their documents`);
@@ -109,11 +118,22 @@ class Session {
   private readonly closed: Promise<void>;
   private readonly shell: ChildProcess;
 
-  constructor(private readonly machine: Machine, private readonly t: Test) {
-    const shell = machine.spawn('bash', ['--noprofile', '--norc'], { HOME: '/root', PATH: MACHINE_PATH, LANG: 'C.UTF-8', USER: 'root', LOGNAME: 'root' });
+  constructor(
+    private readonly machine: Machine,
+    private readonly t: Test,
+  ) {
+    const shell = machine.spawn('bash', ['--noprofile', '--norc'], {
+      HOME: '/root',
+      PATH: MACHINE_PATH,
+      LANG: 'C.UTF-8',
+      USER: 'root',
+      LOGNAME: 'root',
+    });
     this.shell = shell;
     let err = '';
-    shell.stderr!.setEncoding('utf8').on('data', (chunk: string) => { err += chunk; });
+    shell.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+      err += chunk;
+    });
     shell.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
       this.out += chunk;
       const m = this.waiting && new RegExp(`^${this.waiting.marker} (\\d+)$`, 'm').exec(this.out);
@@ -124,10 +144,12 @@ class Session {
         done(Number(m[1]));
       }
     });
-    this.closed = new Promise((resolve) => shell.once('close', () => {
-      if (this.waiting) this.t.fail(`the session's shell ended: ${err}`);
-      resolve();
-    }));
+    this.closed = new Promise((resolve) =>
+      shell.once('close', () => {
+        if (this.waiting) this.t.fail(`the session's shell ended: ${err}`);
+        resolve();
+      }),
+    );
   }
 
   /** Runs `script` in the session; resolves with the status its last line echoes as `@@done <n> <status>`. */
@@ -135,7 +157,13 @@ class Session {
     const marker = `@@done-${++this.count}`;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no end within ${timeoutMs / 1000} s`)), timeoutMs);
-      this.waiting = { marker, done: (status) => { clearTimeout(timer); resolve(status); } };
+      this.waiting = {
+        marker,
+        done: (status) => {
+          clearTimeout(timer);
+          resolve(status);
+        },
+      };
       this.shell.stdin!.write(script(marker) + '\n');
     });
   }
@@ -143,8 +171,12 @@ class Session {
   /** Runs shell text to its end; its stdout and stderr and its exit status. */
   async run(text: string, timeoutMs = 120_000): Promise<{ status: number; stdout: string; stderr: string }> {
     const n = this.count + 1;
-    const status = await this.send((marker) => `{\n${text}\n} </dev/null >${this.prefix}-${n}.out 2>${this.prefix}-${n}.err\necho "${marker} $?"`, timeoutMs)
-      .catch((error: Error) => { throw new Error(`${error.message}: ${text.split('\n')[0].slice(0, 120)}`); });
+    const status = await this.send(
+      (marker) => `{\n${text}\n} </dev/null >${this.prefix}-${n}.out 2>${this.prefix}-${n}.err\necho "${marker} $?"`,
+      timeoutMs,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}: ${text.split('\n')[0].slice(0, 120)}`);
+    });
     const read = (name: string): string => readFileSync(this.machine.path(`${this.prefix}-${name}`), 'utf8');
     return { status, stdout: read(`${n}.out`), stderr: read(`${n}.err`) };
   }
@@ -160,11 +192,16 @@ class Session {
     // The FIFO ends when the last process of the command has closed it: all of them are gone.
     let stdout = '';
     const ended = new Promise<void>((resolve) => {
-      createReadStream(this.machine.path(`${this.prefix}-${n}.out`), 'utf8').on('data', (chunk) => { stdout += String(chunk); }).on('close', resolve);
+      createReadStream(this.machine.path(`${this.prefix}-${n}.out`), 'utf8')
+        .on('data', (chunk) => {
+          stdout += String(chunk);
+        })
+        .on('close', resolve);
     });
     const job = `server_${n}`;
     // Readiness is the port: a server's log line may be filtered away by the command itself (| jq ...).
-    const up = await this.send((marker) => `{\n${text}\n} </dev/null >${this.prefix}-${n}.out 2>${this.prefix}-${n}.err &
+    const up = await this.send(
+      (marker) => `{\n${text}\n} </dev/null >${this.prefix}-${n}.out 2>${this.prefix}-${n}.err &
 ${job}=$!
 up=1
 until [ "$up" = 0 ]; do
@@ -172,7 +209,9 @@ until [ "$up" = 0 ]; do
   kill -0 "$${job}" 2>/dev/null || break
   sleep 0.05
 done
-echo "${marker} $up"`, timeoutMs);
+echo "${marker} $up"`,
+      timeoutMs,
+    );
     const stderr = (): string => readFileSync(this.machine.path(`${this.prefix}-${n}.err`), 'utf8');
     if (up !== 0) {
       await ended;
@@ -180,7 +219,11 @@ echo "${marker} $up"`, timeoutMs);
     }
     return {
       stop: async () => {
-        const running = await this.send((marker) => `if kill -0 -- -"$${job}" 2>/dev/null; then kill -TERM -- -"$${job}"; wait "$${job}"; echo "${marker} 0"; else echo "${marker} 1"; fi`, 30_000);
+        const running = await this.send(
+          (marker) =>
+            `if kill -0 -- -"$${job}" 2>/dev/null; then kill -TERM -- -"$${job}"; wait "$${job}"; echo "${marker} 0"; else echo "${marker} 1"; fi`,
+          30_000,
+        );
         await ended;
         return { running: running === 0, stdout, stderr: stderr() };
       },
@@ -203,81 +246,90 @@ interface Background {
 const lines = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
 const where = (file: string, command: Command): string => `${file} line ${command.line}: ${command.text.split('\n')[0].slice(0, 100)}`;
 
-t.test('every shell block of the docs runs as written, in order, with the output it shows',
-  needsRoot('unshare and mount for the private machine (namespaces, systemd as PID 1)'), async (t) => {
-  const missing = machineTools();
-  if (missing !== undefined) throw new Error(missing);
-  await cacheTheInstall(t);
-  const machine = await bootMachine(t);
+t.test(
+  'every shell block of the docs runs as written, in order, with the output it shows',
+  needsRoot('unshare and mount for the private machine (namespaces, systemd as PID 1)'),
+  async (t) => {
+    const missing = machineTools();
+    if (missing !== undefined) throw new Error(missing);
+    await cacheTheInstall(t);
+    const machine = await bootMachine(t);
 
-  const node = machine.spawn('node', [join(ROOT, 'test', 'helpers', 'readme-node.js')], { PATH: MACHINE_PATH });
-  await new Promise<void>((resolve, reject) => {
-    node.stdout!.setEncoding('utf8').on('data', (chunk: string) => { if (chunk.includes('listening')) resolve(); });
-    node.once('exit', (code) => reject(new Error(`the fixture node exited (${code})`)));
-  });
+    const node = machine.spawn('node', [join(ROOT, 'test', 'helpers', 'readme-node.js')], { PATH: MACHINE_PATH });
+    await new Promise<void>((resolve, reject) => {
+      node.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        if (chunk.includes('listening')) resolve();
+      });
+      node.once('exit', (code) => reject(new Error(`the fixture node exited (${code})`)));
+    });
 
-  const setup = new Session(machine, t);
-  // The clone shares the checkout's install, read-only, and its build: the README's test
-  // command runs `npm ci` first (.ci/run runs it, checked above), and a second one here, for the
-  // same lock file, cost the most of this test's time. So the README's first command finds
-  // node_modules and installs nothing, as after a reader's first run.
-  const modules = realpathSync(join(ROOT, 'node_modules'));
-  const clone = await setup.run(`git clone --quiet ${ROOT} /root/api-auth && mkdir /root/api-auth/node_modules &&
+    const setup = new Session(machine, t);
+    // The clone shares the checkout's install, read-only, and its build: the README's test
+    // command runs `npm ci` first (.ci/run runs it, checked above), and a second one here, for the
+    // same lock file, cost the most of this test's time. So the README's first command finds
+    // node_modules and installs nothing, as after a reader's first run.
+    const modules = realpathSync(join(ROOT, 'node_modules'));
+    const clone = await setup.run(`git clone --quiet ${ROOT} /root/api-auth && mkdir /root/api-auth/node_modules &&
 mount --bind -o ro ${modules} /root/api-auth/node_modules && cp -r ${ROOT}/build /root/api-auth/build && rm -rf /root/api-auth/build/readme-example-*`);
-  t.equal(clone.status, 0, `a clean clone of this commit, with the checkout's install and build, is the sessions' folder ${clone.stderr}`);
-  await setup.end();
+    t.equal(
+      clone.status,
+      0,
+      `a clean clone of this commit, with the checkout's install and build, is the sessions' folder ${clone.stderr}`,
+    );
+    await setup.end();
 
-  for (const { file, blocks } of files) {
-    if (blocks.length === 0) continue;
-    t.comment(`${file}: ${blocks.length} sh blocks`);
-    const began = performance.now();
-    const session = new Session(machine, t);
-    const opened = await session.run('cd /root/api-auth');
-    t.equal(opened.status, 0, `${file}: its shell starts in the clone`);
-    await session.run('set -m');
+    for (const { file, blocks } of files) {
+      if (blocks.length === 0) continue;
+      t.comment(`${file}: ${blocks.length} sh blocks`);
+      const began = performance.now();
+      const session = new Session(machine, t);
+      const opened = await session.run('cd /root/api-auth');
+      t.equal(opened.status, 0, `${file}: its shell starts in the clone`);
+      await session.run('set -m');
 
-    // What serves now: a command in the background, or a unit systemd runs.
-    let server: { command: Command; job: Background } | undefined;
-    let unit: string | undefined;
-    const stopServing = async (): Promise<void> => {
-      if (server) {
-        const { command, job } = server;
-        server = undefined;
-        const result = await job.stop();
-        t.ok(result.running, `${where(file, command)}: still serving when stopped ${result.stderr}`);
-        if (command.output.length > 0) {
-          t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(file, command)}: prints what the docs show`);
+      // What serves now: a command in the background, or a unit systemd runs.
+      let server: { command: Command; job: Background } | undefined;
+      let unit: string | undefined;
+      const stopServing = async (): Promise<void> => {
+        if (server) {
+          const { command, job } = server;
+          server = undefined;
+          const result = await job.stop();
+          t.ok(result.running, `${where(file, command)}: still serving when stopped ${result.stderr}`);
+          if (command.output.length > 0) {
+            t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(file, command)}: prints what the docs show`);
+          }
+        }
+        if (unit) {
+          const stopped = await session.run(`systemctl stop ${unit}`);
+          t.equal(stopped.status, 0, `systemctl stop ${unit} ${stopped.stderr}`);
+          unit = undefined;
+        }
+      };
+
+      for (const block of blocks) {
+        t.comment(`${file} line ${block.line}, under "${block.heading}"`);
+        for (const command of block.commands) {
+          if (runsTheTests(command)) continue;
+          if (startsServer(command.text)) {
+            await stopServing();
+            server = { command, job: await session.start(command.text, serverPort(command.text)) };
+            t.pass(`${where(file, command)}: serving on ${serverPort(command.text)}`);
+            continue;
+          }
+          const starts = startsUnit(command.text);
+          if (starts !== undefined) await stopServing();
+          const result = await session.run(command.text);
+          t.equal(result.status, 0, `${where(file, command)}: exit 0 ${result.stderr}`);
+          if (command.output.length > 0) {
+            t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(file, command)}: prints what the docs show`);
+          }
+          if (starts !== undefined && result.status === 0) unit = starts;
         }
       }
-      if (unit) {
-        const stopped = await session.run(`systemctl stop ${unit}`);
-        t.equal(stopped.status, 0, `systemctl stop ${unit} ${stopped.stderr}`);
-        unit = undefined;
-      }
-    };
-
-    for (const block of blocks) {
-      t.comment(`${file} line ${block.line}, under "${block.heading}"`);
-      for (const command of block.commands) {
-        if (runsTheTests(command)) continue;
-        if (startsServer(command.text)) {
-          await stopServing();
-          server = { command, job: await session.start(command.text, serverPort(command.text)) };
-          t.pass(`${where(file, command)}: serving on ${serverPort(command.text)}`);
-          continue;
-        }
-        const starts = startsUnit(command.text);
-        if (starts !== undefined) await stopServing();
-        const result = await session.run(command.text);
-        t.equal(result.status, 0, `${where(file, command)}: exit 0 ${result.stderr}`);
-        if (command.output.length > 0) {
-          t.equal(outputDiffers(command.output, lines(result.stdout)), undefined, `${where(file, command)}: prints what the docs show`);
-        }
-        if (starts !== undefined && result.status === 0) unit = starts;
-      }
+      await stopServing();
+      await session.end();
+      t.comment(`${file}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
     }
-    await stopServing();
-    await session.end();
-    t.comment(`${file}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
-  }
-});
+  },
+);

@@ -33,8 +33,11 @@ t.test('a damaged inventory entry or usage key is reported once and skipped; fle
   for (const g of [a, b]) {
     const line = await g.waitForLog(reported, 10_000);
     t.equal(line.level, 'warn');
-    t.match(line.msg, `the fleet api-auth holds a damaged key ${DAMAGED_TOKEN} (it is not JSON); no gateway needs it to verify tokens: ` +
-      `delete it with api-auth fleet delete-key ${DAMAGED_TOKEN}`);
+    t.match(
+      line.msg,
+      `the fleet api-auth holds a damaged key ${DAMAGED_TOKEN} (it is not JSON); no gateway needs it to verify tokens: ` +
+        `delete it with api-auth fleet delete-key ${DAMAGED_TOKEN}`,
+    );
   }
   for (const g of [a, b]) {
     t.equal((await call(g.url, INFO, token)).status, 200, 'tokens still work');
@@ -82,19 +85,36 @@ t.test('a damaged inventory entry or usage key is reported once and skipped; fle
 
   // Counts out of bounds: a lastUsedMs of 9e15 made listTokens answer
   // -32603 on every gateway; 2^53 - 1 requests, and a serial listed twice, are damage too.
-  const serial = Number((listedSerial(await jsonrpc(authUrl(a.url), 'auth.listTokens', { password }))));
-  for (const [name, counts] of [['a lastUsedMs of 9e15', [[serial, 1, 9e15]]], ['2^53 - 1 requests', [[serial, 2 ** 53 - 1, 1]]],
-    ['a serial listed twice', [[serial, 1, 1], [serial, 1, 1]]]] as const) {
+  const serial = Number(listedSerial(await jsonrpc(authUrl(a.url), 'auth.listTokens', { password })));
+  for (const [name, counts] of [
+    ['a lastUsedMs of 9e15', [[serial, 1, 9e15]]],
+    ['2^53 - 1 requests', [[serial, 2 ** 53 - 1, 1]]],
+    [
+      'a serial listed twice',
+      [
+        [serial, 1, 1],
+        [serial, 1, 1],
+      ],
+    ],
+  ] as const) {
     const key = `/api-auth.usage/00000000000000${String(counts.length)}${name.length % 10}`;
     await client.put(key).value(JSON.stringify({ tokens: counts }));
     for (const g of [a, again]) {
       const listed = await jsonrpc(authUrl(g.url), 'auth.listTokens', { password });
       t.notOk(listed.error, `${name}: listTokens answers on each gateway`);
-      const entry = (listed.result as { tokens: { id: string; requests: number; lastUsedAt: string | null }[] }).tokens.find((e) => e.id === `t${serial}`);
-      t.ok(entry !== undefined && entry.requests < 2 ** 53 - 1 && (entry.lastUsedAt === null || entry.lastUsedAt < '2200'),
-        `${name}: the key's counts are not added: ${JSON.stringify(entry)}`);
+      const entry = (listed.result as { tokens: { id: string; requests: number; lastUsedAt: string | null }[] }).tokens.find(
+        (e) => e.id === `t${serial}`,
+      );
+      t.ok(
+        entry !== undefined && entry.requests < 2 ** 53 - 1 && (entry.lastUsedAt === null || entry.lastUsedAt < '2200'),
+        `${name}: the key's counts are not added: ${JSON.stringify(entry)}`,
+      );
     }
-    t.match(a.logs.find((l) => l.key === key)?.msg, `delete it with api-auth fleet delete-key ${key}`, `${name}: reported, with the command`);
+    t.match(
+      a.logs.find((l) => l.key === key)?.msg,
+      `delete it with api-auth fleet delete-key ${key}`,
+      `${name}: reported, with the command`,
+    );
     await client.delete().key(key);
   }
 
@@ -129,8 +149,11 @@ t.test('a damaged key that verification needs fences every gateway until it is r
     t.equal((await request(g.url, '/ext/auth/health')).status, 503, 'not ready');
     t.equal((await request(g.url, '/ext/auth/live')).status, 200, 'alive');
     const line = await g.waitForLog((l) => l.key === key && l.level === 'error', 10_000);
-    t.match(line.msg, `the fleet api-auth holds a damaged key ${key} (it is not a decimal number); this gateway cannot verify tokens ` +
-      'without it: write its value back from a backup of etcd, or delete it');
+    t.match(
+      line.msg,
+      `the fleet api-auth holds a damaged key ${key} (it is not a decimal number); this gateway cannot verify tokens ` +
+        'without it: write its value back from a backup of etcd, or delete it',
+    );
   }
   const change = await jsonrpc(authUrl(a.url), 'auth.newToken', { password, endpoints: [INFO] });
   t.match(change.error, { code: -32046 }, 'changes refused');
@@ -160,28 +183,40 @@ t.test('a damaged key that verification needs fences every gateway until it is r
   for (const g of [a, b]) expectRefused(t, await call(g.url, INFO, later), REASONS.revoked);
 });
 
-t.test('fleet delete-key refuses a bad command line with exit 2, and an etcd that does not answer with exit 3, deleting nothing', async (t) => {
-  const { etcd, passwordFile } = await seededEtcd(t);
-  const flags = ['--api-auth-required', '--api-auth-password-file', passwordFile, '--cluster-etcd', etcd.url];
-  for (const [args, message] of [
-    [['fleet', 'remove', DAMAGED_TOKEN, ...flags], /unknown command "fleet remove"; did you mean "fleet delete-key"\?/],
-    [['fleet', 'delete-key'], /fleet delete-key needs the KEY to delete/],
-    [['fleet', 'delete-key', DAMAGED_TOKEN, '--api-auth-required', '--api-auth-password-file', passwordFile], /fleet delete-key reaches etcd as the gateway does: give the gateway's --cluster-etcd/],
-    [['fleet', 'delete-key', '/elsewhere/tokens/1', ...flags], /\/elsewhere\/tokens\/1 is no key of the fleet api-auth: its keys start with \/api-auth\/ or \/api-auth.usage\//],
-    [['fleet', 'delete-key', DAMAGED_TOKEN, ...flags, '--no-such-flag'], /--no-such-flag/],
-  ] as const) {
-    const run = await runCli(t, args, 20_000);
-    t.equal(run.code, 2, args.slice(0, 3).join(' '));
-    t.match(run.stderr, message);
-  }
-  const help = await runCli(t, ['fleet', '--help'], 20_000);
-  t.equal(help.code, 0);
-  t.match(help.stdout, /api-auth fleet delete-key KEY \[the gateway's flags\]/);
-  await etcd.kill();
-  const down = await runCli(t, ['fleet', 'delete-key', DAMAGED_TOKEN, ...flags, '--cluster-lease', '2s'], 30_000);
-  t.equal(down.code, 3, down.stderr);
-  t.match(down.stderr, /api-auth: etcd could not be reached through the gateway's --cluster-etcd; nothing deleted; retry once it answers\n$/);
-});
+t.test(
+  'fleet delete-key refuses a bad command line with exit 2, and an etcd that does not answer with exit 3, deleting nothing',
+  async (t) => {
+    const { etcd, passwordFile } = await seededEtcd(t);
+    const flags = ['--api-auth-required', '--api-auth-password-file', passwordFile, '--cluster-etcd', etcd.url];
+    for (const [args, message] of [
+      [['fleet', 'remove', DAMAGED_TOKEN, ...flags], /unknown command "fleet remove"; did you mean "fleet delete-key"\?/],
+      [['fleet', 'delete-key'], /fleet delete-key needs the KEY to delete/],
+      [
+        ['fleet', 'delete-key', DAMAGED_TOKEN, '--api-auth-required', '--api-auth-password-file', passwordFile],
+        /fleet delete-key reaches etcd as the gateway does: give the gateway's --cluster-etcd/,
+      ],
+      [
+        ['fleet', 'delete-key', '/elsewhere/tokens/1', ...flags],
+        /\/elsewhere\/tokens\/1 is no key of the fleet api-auth: its keys start with \/api-auth\/ or \/api-auth.usage\//,
+      ],
+      [['fleet', 'delete-key', DAMAGED_TOKEN, ...flags, '--no-such-flag'], /--no-such-flag/],
+    ] as const) {
+      const run = await runCli(t, args, 20_000);
+      t.equal(run.code, 2, args.slice(0, 3).join(' '));
+      t.match(run.stderr, message);
+    }
+    const help = await runCli(t, ['fleet', '--help'], 20_000);
+    t.equal(help.code, 0);
+    t.match(help.stdout, /api-auth fleet delete-key KEY \[the gateway's flags\]/);
+    await etcd.kill();
+    const down = await runCli(t, ['fleet', 'delete-key', DAMAGED_TOKEN, ...flags, '--cluster-lease', '2s'], 30_000);
+    t.equal(down.code, 3, down.stderr);
+    t.match(
+      down.stderr,
+      /api-auth: etcd could not be reached through the gateway's --cluster-etcd; nothing deleted; retry once it answers\n$/,
+    );
+  },
+);
 
 /** The serial of the first token auth.listTokens lists ("t12" -> 12). */
 function listedSerial(listed: { result?: unknown }): number {

@@ -37,7 +37,7 @@ async function letThrough(gateways: readonly Gateway[], token: string, calls: nu
   return passed;
 }
 
-t.test('three gateways share a token\'s rate: each a third of the burst; two, once one has left, each a half', async (t) => {
+t.test("three gateways share a token's rate: each a third of the burst; two, once one has left, each a half", async (t) => {
   // Seeded as the first gateway would, with a record whose checks cost next to nothing:
   // this test is about the shares of a token's rate, not the seeding or hashing.
   const { etcd, password, passwordFile } = await seededEtcd(t);

@@ -13,7 +13,11 @@ import { sleep } from '../helpers/server.js';
 const LEASE = ['--cluster-lease', '3s'];
 const INFO = '/ext/info';
 
-interface Listed { id: string; requests: number; quota: { used: number; resetsAt: string } | null }
+interface Listed {
+  id: string;
+  requests: number;
+  quota: { used: number; resetsAt: string } | null;
+}
 
 /** Token `id`'s listing on `gateway` once its quota shows `used` calls: the others' counts arrive with their next publication and this one's next read. */
 async function showsUsed(gateway: Gateway, password: string, id: string, used: number): Promise<Listed> {
@@ -35,13 +39,13 @@ t.test('two gateways count one quota: the calls on A are spent on B, and B refus
     const before = (await listTokens<Listed>(a.url, password)).find((e) => e.id === id)!.quota!.resetsAt;
     for (let i = 0; i < 6; i++) t.equal((await call(a.url, INFO, token)).status, 200, `call ${i + 1} on A`);
     const onB = await showsUsed(b, password, id, 6);
-    t.equal(onB.requests, 6, 'B lists A\'s calls');
+    t.equal(onB.requests, 6, "B lists A's calls");
     for (let i = 0; i < 4; i++) t.equal((await call(b.url, INFO, token)).status, 200, `call ${i + 1} on B: within the 4 left`);
     const refused = await call(b.url, INFO, token);
     t.equal(refused.status, 429, 'B refuses the 11th call');
     t.match(JSON.parse(refused.text), { error: { code: -32005, data: { resetsAt: before } } });
     await showsUsed(a, password, id, 10);
-    t.equal((await call(a.url, INFO, token)).status, 429, 'and A, once B\'s calls reached it');
+    t.equal((await call(a.url, INFO, token)).status, 429, "and A, once B's calls reached it");
     const after = (await listTokens<Listed>(a.url, password)).find((e) => e.id === id)!.quota!.resetsAt;
     if (after === before) break;
     t.comment('the month ended during the case: again, in the new one');

@@ -14,7 +14,11 @@ import { sleep } from '../helpers/server.js';
 const LEASE = ['--cluster-lease', '3s'];
 const INFO = '/ext/info';
 
-interface Hour { at: string; requests: number; refusals: Record<string, number> }
+interface Hour {
+  at: string;
+  requests: number;
+  refusals: Record<string, number>;
+}
 
 async function hours(gateway: Gateway, password: string, id?: string): Promise<Hour[]> {
   const answer = await jsonrpc(authUrl(gateway.url), 'auth.usageHistory', id === undefined ? { password } : { password, id });
@@ -61,13 +65,17 @@ t.test('two gateways: auth.usageHistory on either sums the calls and refusals of
     t.equal(ofOne.length, 168);
     t.same(sum(await hours(gateway, password, otherId)), 1, 'the other token: its call on B');
     const node = await sumsTo(gateway, password, 6);
-    t.equal(sum(node, (h) => h.refusals['no token']), 3, 'the refusals of both gateways, by reason');
+    t.equal(
+      sum(node, (h) => h.refusals['no token']),
+      3,
+      'the refusals of both gateways, by reason',
+    );
   }
 
   // A's hours stay when A stops: a clean stop publishes its last counts.
   t.equal((await call(a.url, INFO, one)).status, 200);
   t.equal((await a.stop('SIGTERM')).code, 0);
-  t.equal(sum(await hours(b, password, oneId)), 6, 'B shows A\'s calls after A stopped');
+  t.equal(sum(await hours(b, password, oneId)), 6, "B shows A's calls after A stopped");
 });
 
 /** The fleet's usage history parts: by key, the serials of the tokens each holds (undefined for a node part). */
@@ -75,8 +83,9 @@ async function historyKeys(etcd: Etcd): Promise<Record<string, number[] | undefi
   const client = new Etcd3({ hosts: etcd.url });
   try {
     const all = await client.getAll().prefix('/api-auth.usage-history/').strings();
-    return Object.fromEntries(Object.entries(all).map(([key, value]) =>
-      [key, (JSON.parse(value) as { tokens?: number[][] }).tokens?.map((e) => e[0])]));
+    return Object.fromEntries(
+      Object.entries(all).map(([key, value]) => [key, (JSON.parse(value) as { tokens?: number[][] }).tokens?.map((e) => e[0])]),
+    );
   } finally {
     client.close();
   }
@@ -92,8 +101,11 @@ t.test('the clean-up drops the hours of expired tokens, and the parts left with 
   t.equal((await call(b.url, INFO, short)).status, 200);
   t.equal((await a.stop('SIGTERM')).code, 0);
   t.equal((await b.stop('SIGTERM')).code, 0);
-  const parts = Object.values(await historyKeys(etcd)).filter((serials) => serials !== undefined).map((s) => s!.length).sort();
-  t.same(parts, [1, 2], 'A published the short token\'s hours, B both tokens\'');
+  const parts = Object.values(await historyKeys(etcd))
+    .filter((serials) => serials !== undefined)
+    .map((s) => s!.length)
+    .sort();
+  t.same(parts, [1, 2], "A published the short token's hours, B both tokens'");
 
   while (Date.now() <= expiresAt + 1000) await sleep(200);
   // Alone in the fleet, the new gateway is the one that cleans up, at once when it joins.
@@ -103,9 +115,11 @@ t.test('the clean-up drops the hours of expired tokens, and the parts left with 
     if (left.length === 1 && left[0]!.length === 1) break;
     await sleep(200);
   }
-  const nodes = Object.entries(await historyKeys(etcd)).filter(([, serials]) => serials === undefined).map(([key]) => key);
-  t.equal(nodes.length, 2, 'each stopped gateway\'s node part stays: its hours are still in the window');
+  const nodes = Object.entries(await historyKeys(etcd))
+    .filter(([, serials]) => serials === undefined)
+    .map(([key]) => key);
+  t.equal(nodes.length, 2, "each stopped gateway's node part stays: its hours are still in the window");
   const id = await tokenId(c, password, 0);
   t.equal(sum(await hours(c, password, id)), 1, 'the live token still shows its call');
-  t.equal(sum(await hours(c, password)), 3, 'node-wide: every call, the expired token\'s too');
+  t.equal(sum(await hours(c, password)), 3, "node-wide: every call, the expired token's too");
 });

@@ -13,7 +13,11 @@ import { sleep } from '../helpers/server.js';
 const LEASE = ['--cluster-lease', '3s'];
 const INFO = '/ext/info';
 
-interface Listed { id: string; requests: number; lastUsedAt: string | null }
+interface Listed {
+  id: string;
+  requests: number;
+  lastUsedAt: string | null;
+}
 
 /**
  * The gateway's list once it shows `requests` for the first token: the others' counts
@@ -41,7 +45,8 @@ async function twoGateways(t: Test) {
 t.test('two gateways: listTokens on either shows the calls of both, summed, and the latest last use', async (t) => {
   const { etcd, password, passwordFile, a, b } = await twoGateways(t);
   const plain = await newToken(a.url, password, [INFO]);
-  const limited = (await jsonrpc(authUrl(b.url), 'auth.newToken', { password, endpoints: [INFO], rateLimit: '100/s' })).result?.token as string;
+  const limited = (await jsonrpc(authUrl(b.url), 'auth.newToken', { password, endpoints: [INFO], rateLimit: '100/s' })).result
+    ?.token as string;
   for (let i = 0; i < 3; i++) t.equal((await call(a.url, INFO, plain)).status, 200);
   for (let i = 0; i < 2; i++) t.equal((await call(b.url, INFO, plain)).status, 200);
   t.equal((await call(a.url, INFO, limited)).status, 200);
@@ -61,7 +66,7 @@ t.test('two gateways: listTokens on either shows the calls of both, summed, and 
   t.equal((await call(a.url, INFO, plain)).status, 200);
   t.equal((await a.stop('SIGTERM')).code, 0);
   const after = await listTokens<Listed>(b.url, password);
-  t.equal(after[0].requests, 6, 'B shows A\'s calls after A stopped');
+  t.equal(after[0].requests, 6, "B shows A's calls after A stopped");
   t.equal(after[1].requests, 3);
   const scraper = await newToken(b.url, password, ['/ext/metrics']);
   t.match((await call(b.url, '/ext/metrics', scraper, 'GET')).text, /\napi_auth_usage_uncounted_total 0\n/);
@@ -100,7 +105,11 @@ t.test('the clean-up drops the counts of expired tokens, and the keys of stopped
   t.equal((await a.stop('SIGTERM')).code, 0);
   t.equal((await b.stop('SIGTERM')).code, 0);
   const counts = (await usageKeys(etcd)).map((tokens) => tokens.map(([, requests]) => requests).sort());
-  t.same(counts.sort((x, y) => x.length - y.length), [[1], [1, 3]], 'A counted the short token, B both');
+  t.same(
+    counts.sort((x, y) => x.length - y.length),
+    [[1], [1, 3]],
+    'A counted the short token, B both',
+  );
 
   // The expiry is a condition here: the token must be past it when the next gateway tidies.
   while (Date.now() <= expiresAt + 1000) await sleep(200);
@@ -109,7 +118,7 @@ t.test('the clean-up drops the counts of expired tokens, and the keys of stopped
   for (;;) {
     const left = await usageKeys(etcd);
     if (left.length === 1 && left[0].length === 1) {
-      t.equal(left[0][0][1], 3, 'B\'s key holds the live token\'s calls alone; A\'s key, left with none, is gone');
+      t.equal(left[0][0][1], 3, "B's key holds the live token's calls alone; A's key, left with none, is gone");
       break;
     }
     await sleep(200);

@@ -14,7 +14,10 @@ t.test('a fenced gateway, through nginx and Caddy: its 503 with -32046 reaches t
   const gateway = await startGateway(t, etcd, passwordFile, ['--cluster-lease', '2s']);
   const upstream = await startUpstream(t);
   const auth = [['Authorization', `Bearer ${await newToken(gateway.url, password, ['/ext/info'])}`]] as const;
-  const fronts = [['nginx', await startNginx(t, gateway.port, upstream.port)], ['Caddy', await startCaddy(t, gateway.port, upstream.port)]] as const;
+  const fronts = [
+    ['nginx', await startNginx(t, gateway.port, upstream.port)],
+    ['Caddy', await startCaddy(t, gateway.port, upstream.port)],
+  ] as const;
   for (const [name, front] of fronts) t.equal((await request(front.url, '/ext/info', { headers: auth })).status, 200, `${name}: served`);
   await etcd.kill();
   await gateway.waitForLog((l) => l.msg === 'cannot renew the fleet lease; protected requests get 503 once it runs out', 10_000);

@@ -68,7 +68,10 @@ function programs(): Promise<{ node: string; keys: string }> {
 /** The Go example node in the fleet, guarding `path`; resolves once it listens. */
 async function startNode(t: Test, etcd: Etcd, extra: readonly string[] = []): Promise<Running & { url: string }> {
   const { node } = await programs();
-  const run = launchProgram(t, [node, ['--cluster-etcd', etcd.url, '--cluster-lease', NODE_LEASE, '--http-port', '0', '--rpc-path', INFO, ...extra]]);
+  const run = launchProgram(t, [
+    node,
+    ['--cluster-etcd', etcd.url, '--cluster-lease', NODE_LEASE, '--http-port', '0', '--rpc-path', INFO, ...extra],
+  ]);
   const listening = await run.waitForLog((l) => l.msg === 'listening', 60_000);
   return { ...run, url: `http://127.0.0.1:${listening.port}` };
 }
@@ -79,7 +82,7 @@ function seen(r: HttpResponse): { status: number; type?: string; challenge?: str
 }
 
 async function waitForStatus(base: string, token: string, status: number): Promise<HttpResponse> {
-  for (const started = Date.now(); Date.now() - started < 60_000;) {
+  for (const started = Date.now(); Date.now() - started < 60_000; ) {
     const r = await call(base, INFO, token);
     if (r.status === status) return r;
     await new Promise((done) => setTimeout(done, 100));
@@ -120,8 +123,14 @@ function shape(kvs: Record<string, string>): string[] {
     let kind = 'text';
     try {
       const parsed: unknown = JSON.parse(value);
-      kind = Array.isArray(parsed) ? 'array' : typeof parsed === 'object' && parsed !== null ? `{${Object.keys(parsed).sort().join(',')}}` : typeof parsed;
-    } catch { /* text */ }
+      kind = Array.isArray(parsed)
+        ? 'array'
+        : typeof parsed === 'object' && parsed !== null
+          ? `{${Object.keys(parsed).sort().join(',')}}`
+          : typeof parsed;
+    } catch {
+      /* text */
+    }
     kinds.add(`${name.replace(/[0-9a-f]{6,}$|\d+$/, '#')} ${kind}`);
   }
   return [...kinds].sort();
@@ -129,7 +138,10 @@ function shape(kvs: Record<string, string>): string[] {
 
 t.test('the core the Go module embeds is the one npm run build made, and its SHA-256 is pinned', async (t) => {
   const source = readFileSync(join(MODULE, 'core', 'wasm.go'), 'utf8');
-  for (const [file, constant] of [['core.wasm', 'PlainSHA256'], ['core-threads.wasm', 'ThreadsSHA256']]) {
+  for (const [file, constant] of [
+    ['core.wasm', 'PlainSHA256'],
+    ['core-threads.wasm', 'ThreadsSHA256'],
+  ]) {
     const built = readFileSync(join(ROOT, 'build', file));
     const embedded = readFileSync(join(MODULE, 'core', 'wasm', file));
     t.ok(built.equals(embedded), `go/core/wasm/${file} is build/${file} (else: cd go && go generate ./... and update the pin)`);
@@ -143,145 +155,204 @@ t.test('the core the Go module embeds is the one npm run build made, and its SHA
 if (GO === undefined) {
   t.fail('Go is not installed: install Go 1.26 (as .ci/run does); go test and the Go fleet test cannot run without it');
 } else {
-  t.test('go/ is gofmt-clean, vet-clean and staticcheck-clean, and go test ./... passes: the vectors on both builds, the gate, the follower on etcd', async (t) => {
-    const gofmt = await new Promise<Run>((done) => execFile(join(dirname(GO!), 'gofmt'), ['-l', '.'], { cwd: MODULE }, (error, stdout, stderr) =>
-      done({ code: error ? 1 : 0, stdout, stderr })));
-    t.equal(gofmt.stdout, '', 'gofmt -l lists no file');
-    const vet = await go(['vet', './...']);
-    t.equal(vet.code, 0, 'go vet ./...', { stderr: vet.stderr });
-    // staticcheck, pinned as a tool of the module (go.mod's tool directive, go.sum).
-    const staticcheck = await go(['tool', 'staticcheck', './...']);
-    t.equal(staticcheck.code, 0, 'go tool staticcheck ./... finds nothing', { output: staticcheck.stdout + staticcheck.stderr });
-    const test = await go(['test', '-count=1', '-v', './...']);
-    t.equal(test.code, 0, 'go test ./...', { output: test.stdout.split('\n').filter((l) => /FAIL|panic|_test\.go/.test(l)).slice(0, 40).join('\n') + test.stderr });
-    for (const pkg of ['core', 'gate', 'fleet']) t.match(test.stdout, new RegExp(`^ok\\s+api-auth/go/${pkg}\\s`, 'm'), `go/${pkg} passed`);
-    for (const run of ['auto/core.wasm', 'auto/core-threads.wasm', 'interpreter/core.wasm', 'interpreter/core-threads.wasm']) {
-      t.match(test.stdout, new RegExp(`--- PASS: TestVectors/${run.replace('.', '\\.')}`), `the vectors pass on ${run}`);
-    }
-    const cases = (JSON.parse(readFileSync(join(ROOT, 'test/vectors/core-vectors.json'), 'utf8')) as { cases: unknown[] }).cases.length;
-    t.equal(test.stdout.split('\n').filter((l) => l.includes(`${cases} passed, 0 failed`)).length, 4, `all ${cases} cases, four times`);
-  });
+  t.test(
+    'go/ is gofmt-clean, vet-clean and staticcheck-clean, and go test ./... passes: the vectors on both builds, the gate, the follower on etcd',
+    async (t) => {
+      const gofmt = await new Promise<Run>((done) =>
+        execFile(join(dirname(GO!), 'gofmt'), ['-l', '.'], { cwd: MODULE }, (error, stdout, stderr) =>
+          done({ code: error ? 1 : 0, stdout, stderr }),
+        ),
+      );
+      t.equal(gofmt.stdout, '', 'gofmt -l lists no file');
+      const vet = await go(['vet', './...']);
+      t.equal(vet.code, 0, 'go vet ./...', { stderr: vet.stderr });
+      // staticcheck, pinned as a tool of the module (go.mod's tool directive, go.sum).
+      const staticcheck = await go(['tool', 'staticcheck', './...']);
+      t.equal(staticcheck.code, 0, 'go tool staticcheck ./... finds nothing', { output: staticcheck.stdout + staticcheck.stderr });
+      const test = await go(['test', '-count=1', '-v', './...']);
+      t.equal(test.code, 0, 'go test ./...', {
+        output:
+          test.stdout
+            .split('\n')
+            .filter((l) => /FAIL|panic|_test\.go/.test(l))
+            .slice(0, 40)
+            .join('\n') + test.stderr,
+      });
+      for (const pkg of ['core', 'gate', 'fleet'])
+        t.match(test.stdout, new RegExp(`^ok\\s+api-auth/go/${pkg}\\s`, 'm'), `go/${pkg} passed`);
+      for (const run of ['auto/core.wasm', 'auto/core-threads.wasm', 'interpreter/core.wasm', 'interpreter/core-threads.wasm']) {
+        t.match(test.stdout, new RegExp(`--- PASS: TestVectors/${run.replace('.', '\\.')}`), `the vectors pass on ${run}`);
+      }
+      const cases = (JSON.parse(readFileSync(join(ROOT, 'test/vectors/core-vectors.json'), 'utf8')) as { cases: unknown[] }).cases.length;
+      t.equal(test.stdout.split('\n').filter((l) => l.includes(`${cases} passed, 0 failed`)).length, 4, `all ${cases} cases, four times`);
+    },
+  );
 
-  t.test('a Go node and an api-auth gateway share a fleet: tokens, refusals, revokes, a password change, SIGSTOP, etcd killed', async (t) => {
-    const { etcd, password, gateway, node } = await gatewayAndNode(t);
+  t.test(
+    'a Go node and an api-auth gateway share a fleet: tokens, refusals, revokes, a password change, SIGSTOP, etcd killed',
+    async (t) => {
+      const { etcd, password, gateway, node } = await gatewayAndNode(t);
 
-    // A token issued through api-auth works on the Go node, through to its handler.
-    const token = await newToken(gateway.url, password, [INFO]);
-    const granted = await call(node.url, INFO, token);
-    t.equal(granted.status, 200, 'a token of the fleet is served');
-    t.same(JSON.parse(granted.text), { jsonrpc: '2.0', result: 'info.getNodeVersion', id: 1 }, 'by the node\'s handler');
+      // A token issued through api-auth works on the Go node, through to its handler.
+      const token = await newToken(gateway.url, password, [INFO]);
+      const granted = await call(node.url, INFO, token);
+      t.equal(granted.status, 200, 'a token of the fleet is served');
+      t.same(JSON.parse(granted.text), { jsonrpc: '2.0', result: 'info.getNodeVersion', id: 1 }, "by the node's handler");
 
-    // Every refusal is the gateway's, byte for byte: the same request to both.
-    const scoped = (await jsonrpc(`${gateway.url}/ext/auth`, 'auth.newToken', { password, endpoints: [INFO], methods: ['info.getNodeID'] })).result.token as string;
-    const elsewhere = await newToken(gateway.url, password, ['/ext/bc/X/rpc']);
-    const same = async (what: string, path: string, authorization?: string, body?: string): Promise<void> => {
-      const [fromGateway, fromNode] = await Promise.all([post(gateway.url, path, body ?? CALL, { authorization }), post(node.url, path, body ?? CALL, { authorization })]);
-      // A refused call is a JSON-RPC error in a 200; anything else is refused by its status.
-      t.ok(fromGateway.status !== 200 || /"error":\{"code":-32047,/.test(fromGateway.text), `${what}: refused by the gateway`);
-      t.same(seen(fromNode), seen(fromGateway), `${what}: the Go node answers as the gateway (${fromGateway.status})`);
-    };
-    await same('no token', INFO);
-    await same('not Bearer', INFO, `Basic ${token}`);
-    await same('malformed', INFO, 'Bearer abc');
-    await same('forged', INFO, `Bearer ${tamperLast(token)}`);
-    await same('not granted', INFO, `Bearer ${elsewhere}`);
-    await same('a bad path', '/ext/%2e%2e/info', `Bearer ${token}`);
-    await same('a method outside the scope', INFO, `Bearer ${scoped}`);
-    await same('a batch of refused calls', INFO, `Bearer ${scoped}`,
-      JSON.stringify([{ jsonrpc: '2.0', method: 'info.peers', id: 1 }, { jsonrpc: '2.0', method: 'info.getNodeVersion', id: 'b' }]));
-    await same('a body that is not JSON', INFO, `Bearer ${scoped}`, '{"method":');
-    await same('no body', INFO, `Bearer ${scoped}`, '');
-    t.equal((await post(node.url, INFO, JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeID', id: 1 }), { token: scoped })).status, 200,
-      'a method inside the scope is served');
+      // Every refusal is the gateway's, byte for byte: the same request to both.
+      const scoped = (
+        await jsonrpc(`${gateway.url}/ext/auth`, 'auth.newToken', { password, endpoints: [INFO], methods: ['info.getNodeID'] })
+      ).result.token as string;
+      const elsewhere = await newToken(gateway.url, password, ['/ext/bc/X/rpc']);
+      const same = async (what: string, path: string, authorization?: string, body?: string): Promise<void> => {
+        const [fromGateway, fromNode] = await Promise.all([
+          post(gateway.url, path, body ?? CALL, { authorization }),
+          post(node.url, path, body ?? CALL, { authorization }),
+        ]);
+        // A refused call is a JSON-RPC error in a 200; anything else is refused by its status.
+        t.ok(fromGateway.status !== 200 || /"error":\{"code":-32047,/.test(fromGateway.text), `${what}: refused by the gateway`);
+        t.same(seen(fromNode), seen(fromGateway), `${what}: the Go node answers as the gateway (${fromGateway.status})`);
+      };
+      await same('no token', INFO);
+      await same('not Bearer', INFO, `Basic ${token}`);
+      await same('malformed', INFO, 'Bearer abc');
+      await same('forged', INFO, `Bearer ${tamperLast(token)}`);
+      await same('not granted', INFO, `Bearer ${elsewhere}`);
+      await same('a bad path', '/ext/%2e%2e/info', `Bearer ${token}`);
+      await same('a method outside the scope', INFO, `Bearer ${scoped}`);
+      await same(
+        'a batch of refused calls',
+        INFO,
+        `Bearer ${scoped}`,
+        JSON.stringify([
+          { jsonrpc: '2.0', method: 'info.peers', id: 1 },
+          { jsonrpc: '2.0', method: 'info.getNodeVersion', id: 'b' },
+        ]),
+      );
+      await same('a body that is not JSON', INFO, `Bearer ${scoped}`, '{"method":');
+      await same('no body', INFO, `Bearer ${scoped}`, '');
+      t.equal(
+        (await post(node.url, INFO, JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeID', id: 1 }), { token: scoped })).status,
+        200,
+        'a method inside the scope is served',
+      );
 
-    // A revoke through api-auth is in force on the Go node as the call returns: fresh connections, no sleeps.
-    for (let round = 0; round < 15; round++) {
-      const live = await newToken(gateway.url, password, [INFO]);
-      t.equal((await call(node.url, INFO, live)).status, 200, `round ${round}: served`);
-      t.same(await revokeToken(gateway.url, password, live), REVOKED, `round ${round}: revoked`);
-      const after = await call(node.url, INFO, live);
-      t.same(seen(after), { status: 401, type: 'application/json', challenge: 'Bearer', body: refusalBody(REASONS.revoked) }, `round ${round}: refused at once`);
-    }
-    const revoked = await newToken(gateway.url, password, [INFO]);
-    await revokeToken(gateway.url, password, revoked);
-    await same('revoked', INFO, `Bearer ${revoked}`);
+      // A revoke through api-auth is in force on the Go node as the call returns: fresh connections, no sleeps.
+      for (let round = 0; round < 15; round++) {
+        const live = await newToken(gateway.url, password, [INFO]);
+        t.equal((await call(node.url, INFO, live)).status, 200, `round ${round}: served`);
+        t.same(await revokeToken(gateway.url, password, live), REVOKED, `round ${round}: revoked`);
+        const after = await call(node.url, INFO, live);
+        t.same(
+          seen(after),
+          { status: 401, type: 'application/json', challenge: 'Bearer', body: refusalBody(REASONS.revoked) },
+          `round ${round}: refused at once`,
+        );
+      }
+      const revoked = await newToken(gateway.url, password, [INFO]);
+      await revokeToken(gateway.url, password, revoked);
+      await same('revoked', INFO, `Bearer ${revoked}`);
 
-    // A rotation's end reaches the Go node as the revoked/ key that the gateway records once it is due.
-    const rotating = await newToken(gateway.url, password, [INFO]);
-    const rotated = await jsonrpc(authUrl(gateway.url), 'auth.rotateToken', { password, token: rotating });
-    t.type((rotated.result as { token?: unknown }).token, 'string', 'rotated, with no overlap');
-    while ((await call(node.url, INFO, rotating)).status === 200) await sleep(100);
-    await same('the old token of a rotation', INFO, `Bearer ${rotating}`);
+      // A rotation's end reaches the Go node as the revoked/ key that the gateway records once it is due.
+      const rotating = await newToken(gateway.url, password, [INFO]);
+      const rotated = await jsonrpc(authUrl(gateway.url), 'auth.rotateToken', { password, token: rotating });
+      t.type((rotated.result as { token?: unknown }).token, 'string', 'rotated, with no overlap');
+      while ((await call(node.url, INFO, rotating)).status === 200) await sleep(100);
+      await same('the old token of a rotation', INFO, `Bearer ${rotating}`);
 
-    // The gateway counts the Go node among the members its writes wait for.
-    const scraper = await newToken(gateway.url, password, ['/ext/metrics']);
-    t.match((await request(gateway.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${scraper}`]] })).text,
-      /^api_auth_fleet_members 2$/m, 'two members: the gateway and the Go node');
+      // The gateway counts the Go node among the members its writes wait for.
+      const scraper = await newToken(gateway.url, password, ['/ext/metrics']);
+      t.match(
+        (await request(gateway.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${scraper}`]] })).text,
+        /^api_auth_fleet_members 2$/m,
+        'two members: the gateway and the Go node',
+      );
 
-    // The key schema: what the gateways wrote is what the Go side reads (docs/fleet-keys.md).
-    const next = randomPassword();
-    t.same(await changePassword(gateway.url, password, next), { success: true }, 'a new password');
-    await same('a token of the earlier password', INFO, `Bearer ${token}`);
-    const fresh = await newToken(gateway.url, next, [INFO]);
-    t.equal((await call(node.url, INFO, fresh)).status, 200, 'a token of the new password is served');
-    const kvs = await fleetKeys(etcd);
-    const { keys } = await programs();
-    const decoded = await new Promise<Run>((done) => {
-      const child = execFile(keys, [], (error, stdout, stderr) => done({ code: error ? 1 : 0, stdout, stderr }));
-      child.stdin!.end(JSON.stringify(kvs));
-    });
-    t.equal(decoded.code, 0, 'go/fleet decodes the gateways\' keys', { output: decoded.stdout + decoded.stderr });
-    const state = JSON.parse(decoded.stdout) as {
-      key: string; generation: number; grants: { id: number; entries: string[] }[]; blocks: { start: number; end: number }[];
-      revoked: { serial: number }[]; members: { follower: boolean }[];
-    };
-    t.equal(state.key, kvs.key, 'the token key');
-    t.equal(state.generation, 1, 'the generation after one password change');
-    t.same(state.grants.map((g) => g.entries), [[INFO], [INFO, '', 'info.getNodeID'], ['/ext/bc/X/rpc'], ['/ext/metrics']], 'the grants, by id');
-    t.equal(state.revoked.length, 17, 'every revocation, a rotation\'s end included');
-    t.ok(state.blocks.length > 0 && state.blocks.every((b) => b.end - b.start === 4096), 'the serial blocks');
-    t.same(state.members.map((m) => m.follower).sort(), [false, true], 'the gateway, and the Go node as a follower');
-    if (process.env.API_AUTH_WRITE_FLEET_FIXTURE === '1') writeFileSync(FIXTURE, JSON.stringify(kvs, null, 2) + '\n');
-    const fixture = JSON.parse(readFileSync(FIXTURE, 'utf8')) as Record<string, string>;
-    t.same(shape(kvs), shape(fixture), 'the gateways still write the keys of go/fleet/testdata/fleet-keys.json, which go test decodes ' +
-      '(a change of schema: update docs/fleet-keys.md and go/fleet, then API_AUTH_WRITE_FLEET_FIXTURE=1 npx tap test/fleet/go.test.ts)');
+      // The key schema: what the gateways wrote is what the Go side reads (docs/fleet-keys.md).
+      const next = randomPassword();
+      t.same(await changePassword(gateway.url, password, next), { success: true }, 'a new password');
+      await same('a token of the earlier password', INFO, `Bearer ${token}`);
+      const fresh = await newToken(gateway.url, next, [INFO]);
+      t.equal((await call(node.url, INFO, fresh)).status, 200, 'a token of the new password is served');
+      const kvs = await fleetKeys(etcd);
+      const { keys } = await programs();
+      const decoded = await new Promise<Run>((done) => {
+        const child = execFile(keys, [], (error, stdout, stderr) => done({ code: error ? 1 : 0, stdout, stderr }));
+        child.stdin!.end(JSON.stringify(kvs));
+      });
+      t.equal(decoded.code, 0, "go/fleet decodes the gateways' keys", { output: decoded.stdout + decoded.stderr });
+      const state = JSON.parse(decoded.stdout) as {
+        key: string;
+        generation: number;
+        grants: { id: number; entries: string[] }[];
+        blocks: { start: number; end: number }[];
+        revoked: { serial: number }[];
+        members: { follower: boolean }[];
+      };
+      t.equal(state.key, kvs.key, 'the token key');
+      t.equal(state.generation, 1, 'the generation after one password change');
+      t.same(
+        state.grants.map((g) => g.entries),
+        [[INFO], [INFO, '', 'info.getNodeID'], ['/ext/bc/X/rpc'], ['/ext/metrics']],
+        'the grants, by id',
+      );
+      t.equal(state.revoked.length, 17, "every revocation, a rotation's end included");
+      t.ok(state.blocks.length > 0 && state.blocks.every((b) => b.end - b.start === 4096), 'the serial blocks');
+      t.same(state.members.map((m) => m.follower).sort(), [false, true], 'the gateway, and the Go node as a follower');
+      if (process.env.API_AUTH_WRITE_FLEET_FIXTURE === '1') writeFileSync(FIXTURE, JSON.stringify(kvs, null, 2) + '\n');
+      const fixture = JSON.parse(readFileSync(FIXTURE, 'utf8')) as Record<string, string>;
+      t.same(
+        shape(kvs),
+        shape(fixture),
+        'the gateways still write the keys of go/fleet/testdata/fleet-keys.json, which go test decodes ' +
+          '(a change of schema: update docs/fleet-keys.md and go/fleet, then API_AUTH_WRITE_FLEET_FIXTURE=1 npx tap test/fleet/go.test.ts)',
+      );
 
-    // Stopped (SIGSTOP) while a revoke goes through: once continued, never 200 for that token.
-    const stopped = await newToken(gateway.url, next, [INFO]);
-    t.equal((await call(node.url, INFO, stopped)).status, 200);
-    node.child.kill('SIGSTOP');
-    t.teardown(() => { node.child.kill('SIGCONT'); });
-    t.same(await revokeToken(gateway.url, next, stopped), REVOKED, 'the revoke returns once the stopped node\'s lease has lapsed');
-    node.child.kill('SIGCONT');
-    const first = await call(node.url, INFO, stopped);
-    t.not(first.status, 200, `the continued node does not serve the revoked token (got ${first.status})`);
-    if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32046 } }, 'a clear 503');
-    await node.waitForLines((l) => l.msg === 'serving in the fleet', 2, 30_000);
-    t.same(seen(await call(node.url, INFO, stopped)).body, refusalBody(REASONS.revoked), 'rejoined: refused as revoked');
-    t.equal((await call(node.url, INFO, fresh)).status, 200, 'and serving the others');
+      // Stopped (SIGSTOP) while a revoke goes through: once continued, never 200 for that token.
+      const stopped = await newToken(gateway.url, next, [INFO]);
+      t.equal((await call(node.url, INFO, stopped)).status, 200);
+      node.child.kill('SIGSTOP');
+      t.teardown(() => {
+        node.child.kill('SIGCONT');
+      });
+      t.same(await revokeToken(gateway.url, next, stopped), REVOKED, "the revoke returns once the stopped node's lease has lapsed");
+      node.child.kill('SIGCONT');
+      const first = await call(node.url, INFO, stopped);
+      t.not(first.status, 200, `the continued node does not serve the revoked token (got ${first.status})`);
+      if (first.status === 503) t.match(JSON.parse(first.text), { error: { code: -32046 } }, 'a clear 503');
+      await node.waitForLines((l) => l.msg === 'serving in the fleet', 2, 30_000);
+      t.same(seen(await call(node.url, INFO, stopped)).body, refusalBody(REASONS.revoked), 'rejoined: refused as revoked');
+      t.equal((await call(node.url, INFO, fresh)).status, 200, 'and serving the others');
 
-    // etcd killed: the node serves until its lease lapses, then 503, and recovers by itself.
-    await etcd.kill();
-    t.equal((await call(node.url, INFO, fresh)).status, 200, 'serving while its lease holds');
-    const fenced = await waitForStatus(node.url, fresh, 503);
-    t.same(seen(fenced), seen(await call(gateway.url, INFO, fresh)), 'then the 503 the gateway answers too');
-    await etcd.start();
-    await waitForStatus(node.url, fresh, 200);
-    // The gateway rejoins on its own schedule: a change waits until it serves again too.
-    await waitForStatus(gateway.url, fresh, 200);
-    const last = await newToken(gateway.url, next, [INFO]);
-    t.same(await revokeToken(gateway.url, next, last), REVOKED, 'the fleet takes changes again');
-    t.equal((await call(node.url, INFO, last)).status, 401, 'and the recovered node holds them');
-    for (const line of node.stdout().split('\n').filter((l) => l !== '')) t.doesNotThrow(() => JSON.parse(line), 'a JSON line');
-  });
+      // etcd killed: the node serves until its lease lapses, then 503, and recovers by itself.
+      await etcd.kill();
+      t.equal((await call(node.url, INFO, fresh)).status, 200, 'serving while its lease holds');
+      const fenced = await waitForStatus(node.url, fresh, 503);
+      t.same(seen(fenced), seen(await call(gateway.url, INFO, fresh)), 'then the 503 the gateway answers too');
+      await etcd.start();
+      await waitForStatus(node.url, fresh, 200);
+      // The gateway rejoins on its own schedule: a change waits until it serves again too.
+      await waitForStatus(gateway.url, fresh, 200);
+      const last = await newToken(gateway.url, next, [INFO]);
+      t.same(await revokeToken(gateway.url, next, last), REVOKED, 'the fleet takes changes again');
+      t.equal((await call(node.url, INFO, last)).status, 401, 'and the recovered node holds them');
+      for (const line of node
+        .stdout()
+        .split('\n')
+        .filter((l) => l !== ''))
+        t.doesNotThrow(() => JSON.parse(line), 'a JSON line');
+    },
+  );
 
-  t.test('a Go node takes its share of each token\'s limits, and the gateways count it in G', async (t) => {
+  t.test("a Go node takes its share of each token's limits, and the gateways count it in G", async (t) => {
     const { etcd, password, gateway, node } = await gatewayAndNode(t);
     const scraper = await newToken(gateway.url, password, ['/ext/metrics']);
     const members = async (): Promise<string> =>
-      /^api_auth_fleet_members (\d+)$/m.exec((await request(gateway.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${scraper}`]] })).text)?.[1] ?? '';
+      /^api_auth_fleet_members (\d+)$/m.exec(
+        (await request(gateway.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${scraper}`]] })).text,
+      )?.[1] ?? '';
     // The gateway's watch delivers the Go node's member key: an order of events, polled.
-    while (await members() !== '2') await new Promise((resolve) => setTimeout(resolve, 50));
+    while ((await members()) !== '2') await new Promise((resolve) => setTimeout(resolve, 50));
     const made = await jsonrpc(`${gateway.url}/ext/auth`, 'auth.newToken', { password, endpoints: [INFO], rateLimit: '1/h', burst: 4 });
     const token = made.result.token as string;
     // G = 2: each member lets through ceil(4 / 2) = 2 of the burst, and the third is 429.
@@ -294,7 +365,11 @@ if (GO === undefined) {
     t.same(await through(gateway.url), [200, 200, 429], 'the gateway: its half too (it left the Go node out of G before)');
     const keys = await fleetKeys(etcd);
     const nodeKey = Object.entries(keys).find(([name, value]) => name.startsWith('members/') && value.includes('"follower":true'));
-    t.match(JSON.parse(nodeKey?.[1] ?? '{}'), { follower: true, limitShare: true }, 'the Go node says it enforces its share (docs/fleet-keys.md)');
+    t.match(
+      JSON.parse(nodeKey?.[1] ?? '{}'),
+      { follower: true, limitShare: true },
+      'the Go node says it enforces its share (docs/fleet-keys.md)',
+    );
     await node.stop();
   });
 
@@ -319,7 +394,7 @@ if (GO === undefined) {
     t.equal((await request(gateway.url, '/ext/auth/health')).status, 200);
   });
 
-  t.test('a Go node on a secured etcd: TLS with client certificates, or an etcd user limited to the fleet\'s prefix', async (t) => {
+  t.test("a Go node on a secured etcd: TLS with client certificates, or an etcd user limited to the fleet's prefix", async (t) => {
     const certs = makeCertificates(tempDir(t));
     const secured = await startEtcd(t, { certFile: certs.server.cert, keyFile: certs.server.key, clientCaFile: certs.ca });
     const plain = await startEtcd(t);
@@ -333,8 +408,12 @@ if (GO === undefined) {
     const tls = ['--cluster-etcd-ca', certs.ca, '--cluster-etcd-cert', certs.client.cert, '--cluster-etcd-key', certs.client.key];
     for (const [what, etcd, gatewayFlags, nodeFlags] of [
       ['TLS and a client certificate', secured, tls, tls],
-      ['an etcd user', plain, ['--cluster-etcd-user', 'gateway', '--cluster-etcd-password-file', etcdPasswordFile],
-        ['--cluster-etcd-user', 'node', '--cluster-etcd-password-file', etcdPasswordFile]],
+      [
+        'an etcd user',
+        plain,
+        ['--cluster-etcd-user', 'gateway', '--cluster-etcd-password-file', etcdPasswordFile],
+        ['--cluster-etcd-user', 'node', '--cluster-etcd-password-file', etcdPasswordFile],
+      ],
     ] as const) {
       const password = randomPassword();
       const passwordFile = join(tempDir(t), 'password');

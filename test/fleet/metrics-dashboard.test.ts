@@ -25,12 +25,38 @@ const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as { panels: Panel
 const expressions = dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => ({ panel: panel.title, expr: target.expr })));
 
 /** PromQL's words that are not metric names: aggregations, functions, keywords. */
-const NOT_METRICS = new Set(['sum', 'max', 'min', 'avg', 'count', 'topk', 'bottomk', 'by', 'without', 'rate', 'increase', 'irate',
-  'histogram_quantile', 'label_values', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'and', 'or', 'unless', 'offset']);
+const NOT_METRICS = new Set([
+  'sum',
+  'max',
+  'min',
+  'avg',
+  'count',
+  'topk',
+  'bottomk',
+  'by',
+  'without',
+  'rate',
+  'increase',
+  'irate',
+  'histogram_quantile',
+  'label_values',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'bool',
+  'and',
+  'or',
+  'unless',
+  'offset',
+]);
 
 /** The metric names an expression selects: its identifiers outside strings, label matchers, ranges and by-lists, but for PromQL's words. */
 function metricNames(expr: string): string[] {
-  const bare = expr.replace(/"(?:[^"\\]|\\.)*"/g, '""').replace(/\{[^}]*\}/g, '').replace(/\[[^\]]*\]/g, '')
+  const bare = expr
+    .replace(/"(?:[^"\\]|\\.)*"/g, '""')
+    .replace(/\{[^}]*\}/g, '')
+    .replace(/\[[^\]]*\]/g, '')
     .replace(/\b(by|without)\s*\([^)]*\)/g, '');
   return [...bare.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)].map((m) => m[0]).filter((word) => !NOT_METRICS.has(word));
 }
@@ -43,8 +69,14 @@ function concrete(expr: string): string {
 t.test('the dashboard has panels for requests, refusals, methods, upstream latency, sessions and the fleet', async (t) => {
   t.ok(expressions.length > 0, `${expressions.length} expressions`);
   const all = expressions.map((e) => e.expr).join('\n');
-  for (const family of ['api_auth_http_responses_total', 'api_auth_rpc_calls_total', 'api_auth_upstream_request_duration_seconds_bucket',
-    'api_auth_websocket_sessions_open', 'api_auth_fleet_members', 'api_auth_build_info']) {
+  for (const family of [
+    'api_auth_http_responses_total',
+    'api_auth_rpc_calls_total',
+    'api_auth_upstream_request_duration_seconds_bucket',
+    'api_auth_websocket_sessions_open',
+    'api_auth_fleet_members',
+    'api_auth_build_info',
+  ]) {
     t.match(all, family, `an expression over ${family}`);
   }
   t.match(all, /sum by \(reason\) \(rate\(api_auth_http_responses_total\{[^}]*reason!="none"/, 'refusals by reason');
@@ -64,7 +96,7 @@ t.test('every expression names metrics a fleet gateway exports, and Prometheus e
     for (const name of names) t.ok(exported.has(name), `${panel}: ${name} is exported`);
   }
   t.ok(exported.has('api_auth_fleet_members') && exported.has('api_auth_websocket_sessions_open'), 'the fleet and the sessions are there');
-  t.ok((parseScrape(text).get('api_auth_http_responses_total{status="101",reason="none"}') ?? 0) >= 1, 'the session\'s upgrade is counted');
+  t.ok((parseScrape(text).get('api_auth_http_responses_total{status="101",reason="none"}') ?? 0) >= 1, "the session's upgrade is counted");
 
   const promtool = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 30_000 });
   if (promtool.error !== undefined) t.fail(`promtool cannot be run (${promtool.error.message}): install Debian's prometheus package`);
@@ -74,21 +106,26 @@ t.test('every expression names metrics a fleet gateway exports, and Prometheus e
   const dir = tempDir(t);
   writeFileSync(join(dir, 'token'), metricsToken, { mode: 0o600 });
   const target = new URL(server.url).host;
-  writeFileSync(join(dir, 'prometheus.yml'), [
-    'global: {scrape_interval: 1s, evaluation_interval: 1s}',
-    'scrape_configs:',
-    '  - job_name: api-auth',
-    '    metrics_path: /ext/metrics',
-    `    authorization: {credentials_file: ${join(dir, 'token')}}`,
-    `    static_configs: [{targets: ["${target}"]}]`,
-    '',
-  ].join('\n'));
+  writeFileSync(
+    join(dir, 'prometheus.yml'),
+    [
+      'global: {scrape_interval: 1s, evaluation_interval: 1s}',
+      'scrape_configs:',
+      '  - job_name: api-auth',
+      '    metrics_path: /ext/metrics',
+      `    authorization: {credentials_file: ${join(dir, 'token')}}`,
+      `    static_configs: [{targets: ["${target}"]}]`,
+      '',
+    ].join('\n'),
+  );
   const port = await closedPort();
-  const prometheus = launchProgram(t, ['prometheus', [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`,
-    `--web.listen-address=127.0.0.1:${port}`]]);
+  const prometheus = launchProgram(t, [
+    'prometheus',
+    [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
+  ]);
   const query = async (expr: string): Promise<{ status: string; data?: { result: unknown[] }; error?: string }> => {
     const response = await fetch(`http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(expr)}`);
-    return await response.json() as { status: string; data?: { result: unknown[] }; error?: string };
+    return (await response.json()) as { status: string; data?: { result: unknown[] }; error?: string };
   };
   // Ready once it holds enough scrapes for a rate: every answer to the scraper is one more.
   for (;;) {
@@ -101,8 +138,9 @@ t.test('every expression names metrics a fleet gateway exports, and Prometheus e
     if (held >= 4) break;
     await sleep(250);
   }
-  const targets = await (await fetch(`http://127.0.0.1:${port}/api/v1/targets`)).json() as
-    { data: { activeTargets: { health: string; lastError: string }[] } };
+  const targets = (await (await fetch(`http://127.0.0.1:${port}/api/v1/targets`)).json()) as {
+    data: { activeTargets: { health: string; lastError: string }[] };
+  };
   t.match(targets.data.activeTargets, [{ health: 'up', lastError: '' }], 'Prometheus scrapes the gateway');
   for (const { panel, expr } of expressions) {
     const answer = await query(concrete(expr));

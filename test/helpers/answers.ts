@@ -79,7 +79,12 @@ export function readLlhttp(bytes: Buffer, cuts: number[], method = 'GET'): Promi
       settled = true;
       resolve(reading);
     };
-    const socket = new Duplex({ read() {}, write(_chunk, _encoding, callback) { callback(); } });
+    const socket = new Duplex({
+      read() {},
+      write(_chunk, _encoding, callback) {
+        callback();
+      },
+    });
     const req = request({ method, host: '127.0.0.1', path: '/', createConnection: () => socket as never });
     req.on('error', (error) => done({ whole: false, why: (error as NodeJS.ErrnoException).code ?? error.message }));
     req.on('response', (res) => {
@@ -91,7 +96,13 @@ export function readLlhttp(bytes: Buffer, cuts: number[], method = 'GET'): Promi
       res.on('aborted', () => done({ whole: false, why: 'aborted' }));
       res.on('end', () => {
         if (!res.complete) return done({ whole: false, why: 'incomplete' });
-        done({ whole: true, status: res.statusCode ?? 0, reason: res.statusMessage ?? '', headers, body: Buffer.concat(body).toString('latin1') });
+        done({
+          whole: true,
+          status: res.statusCode ?? 0,
+          reason: res.statusMessage ?? '',
+          headers,
+          body: Buffer.concat(body).toString('latin1'),
+        });
       });
       res.on('close', () => done({ whole: false, why: 'closed' }));
     });

@@ -17,7 +17,8 @@ export const REASONS = {
   notGranted: 'the provided auth token does not allow access to this endpoint',
 } as const;
 
-export const BAD_PATH_REASON = 'invalid request path: dot or empty segments, "\\", and encoded "/", "\\", ".", "%", ";", "?", "#", ' +
+export const BAD_PATH_REASON =
+  'invalid request path: dot or empty segments, "\\", and encoded "/", "\\", ".", "%", ";", "?", "#", ' +
   'controls, look-alikes or malformed UTF-8 are refused';
 
 export const NOT_FOUND_BODY = '404 page not found\n';
@@ -50,7 +51,11 @@ export function askToken(base: string, password: string, params: Record<string, 
 }
 
 /** auth.newToken as `askToken` asks it: the token and its id; throws with the JSON-RPC error when there is none. */
-export async function issueToken(base: string, password: string, params: Record<string, unknown> = {}): Promise<{ token: string; id: string }> {
+export async function issueToken(
+  base: string,
+  password: string,
+  params: Record<string, unknown> = {},
+): Promise<{ token: string; id: string }> {
   const answer = await askToken(base, password, params);
   if (answer.result === undefined) throw new Error(`newToken failed: ${JSON.stringify(answer.error)}`);
   return answer.result as { token: string; id: string };
@@ -73,8 +78,12 @@ function bodyFor(path: string): string {
  * A request to a node endpoint with `Authorization: <authorization>` (none when
  * undefined): POST with a JSON-RPC body, or GET.
  */
-export function callWithHeader(base: string, path: string | Buffer, authorization: string | undefined,
-  method: 'POST' | 'GET' = 'POST'): Promise<HttpResponse> {
+export function callWithHeader(
+  base: string,
+  path: string | Buffer,
+  authorization: string | undefined,
+  method: 'POST' | 'GET' = 'POST',
+): Promise<HttpResponse> {
   const headers: [string, string][] = authorization === undefined ? [] : [['Authorization', authorization]];
   if (method === 'GET') return request(base, path, { method, headers });
   headers.push(['Content-Type', 'application/json']);
@@ -157,9 +166,8 @@ export function expectGranted(t: Test, response: HttpResponse, path: string, lab
     } catch {
       body = undefined;
     }
-    const expected = route === '/ext/info'
-      ? { version: `api-auth/${VERSION}`, gitCommit: '', vmVersions: {} }
-      : { checks: {}, healthy: true };
+    const expected =
+      route === '/ext/info' ? { version: `api-auth/${VERSION}`, gitCommit: '', vmVersions: {} } : { checks: {}, healthy: true };
     // GET /ext/health is the liveness probe: the report itself, not a JSON-RPC response.
     const answer = response.method === 'GET' ? body : body?.result;
     t.same(answer, expected, `the endpoint answered (${label}): ${response.text}`);
@@ -209,7 +217,11 @@ export async function changePassword(base: string, oldPassword: string, newPassw
  * Whether `password` is the service password now: auth.newToken for `endpoints` gives a
  * token (returned) or the incorrect-password error (undefined). Anything else throws.
  */
-export async function tryPassword(base: string, password: string, endpoints: readonly string[] = ['/ext/info']): Promise<string | undefined> {
+export async function tryPassword(
+  base: string,
+  password: string,
+  endpoints: readonly string[] = ['/ext/info'],
+): Promise<string | undefined> {
   const answer = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints });
   if (typeof answer.result?.token === 'string') return answer.result.token;
   if (answer.error?.code === INCORRECT_PASSWORD.code && answer.error.message === INCORRECT_PASSWORD.message) return undefined;
@@ -222,8 +234,14 @@ export async function tryPassword(base: string, password: string, endpoints: rea
  * one made a second before the lifetime is up by that clock; and the clock moved on to
  * the end of the lifetime, where the token has expired.
  */
-export async function expiringToken(t: Test, lifetimeSeconds: number): Promise<{
-  server: LibraryServer; token: string; fresh: HttpResponse; lastSecond: HttpResponse;
+export async function expiringToken(
+  t: Test,
+  lifetimeSeconds: number,
+): Promise<{
+  server: LibraryServer;
+  token: string;
+  fresh: HttpResponse;
+  lastSecond: HttpResponse;
 }> {
   const time = manualClock();
   const server = await serveInProcess(t, { args: ['--api-auth-token-lifetime', `${lifetimeSeconds}s`], clock: time.clock });

@@ -23,10 +23,22 @@ export const CHEAP_ARGON2ID = { memorySize: 8, iterations: 1, parallelism: 1 } a
  */
 export async function writeCheapState(dataDir: string, password: string): Promise<void> {
   const record = await cheapRecord(password);
-  writeFileSync(join(dataDir, 'state'), encodeState({
-    key: randomBytes(32), generation: 0, password: record, filePassword: record, maxLifetime: 0, serialCeiling: 0, floor: 0,
-    grants: [], revocations: new Map(), journal: undefined,
-  }), { mode: 0o600 });
+  writeFileSync(
+    join(dataDir, 'state'),
+    encodeState({
+      key: randomBytes(32),
+      generation: 0,
+      password: record,
+      filePassword: record,
+      maxLifetime: 0,
+      serialCeiling: 0,
+      floor: 0,
+      grants: [],
+      revocations: new Map(),
+      journal: undefined,
+    }),
+    { mode: 0o600 },
+  );
 }
 
 /**

@@ -66,20 +66,30 @@ function run(data) {
         for (let i = 0; i < revocable.length; i++) {
           const revoked = Atomics.load(control, REVOKED);
           const bumped = Atomics.load(control, BUMPED);
-          expect(`token ${i} after ${revoked} revocations${bumped ? ' and the bump' : ''}`, core.authorize(revocable[i], PATH, data.now),
-            bumped ? [EarlierGeneration] : i < revoked ? [Revoked, EarlierGeneration] : [Valid, Revoked, EarlierGeneration]);
+          expect(
+            `token ${i} after ${revoked} revocations${bumped ? ' and the bump' : ''}`,
+            core.authorize(revocable[i], PATH, data.now),
+            bumped ? [EarlierGeneration] : i < revoked ? [Revoked, EarlierGeneration] : [Valid, Revoked, EarlierGeneration],
+          );
         }
         let bumped = Atomics.load(control, BUMPED);
         expect('the kept token', core.authorize(kept, PATH, data.now), bumped ? [EarlierGeneration] : [Valid, EarlierGeneration]);
         bumped = Atomics.load(control, BUMPED);
-        expect('the token for another path', core.authorize(elsewhere, PATH, data.now),
-          bumped ? [EarlierGeneration] : [NotGranted, EarlierGeneration]);
+        expect(
+          'the token for another path',
+          core.authorize(elsewhere, PATH, data.now),
+          bumped ? [EarlierGeneration] : [NotGranted, EarlierGeneration],
+        );
         expect('the forged token', core.authorize(forged, PATH, data.now), [BadSignature]);
         // Each issued, for a grant added, after the reader started.
         readPublished();
         for (let k = 0; k < published.length; k++) {
           bumped = Atomics.load(control, BUMPED);
-          expect(`fresh token ${k}`, core.authorize(published[k], PATH, data.now), bumped ? [EarlierGeneration] : [Valid, EarlierGeneration]);
+          expect(
+            `fresh token ${k}`,
+            core.authorize(published[k], PATH, data.now),
+            bumped ? [EarlierGeneration] : [Valid, EarlierGeneration],
+          );
         }
         return true;
       };

@@ -63,38 +63,58 @@ export async function startEtcd(t: Test, tls?: EtcdTls): Promise<Etcd> {
   const url = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const args = [
-    '--name', 'test', '--data-dir', dataDir,
-    '--listen-client-urls', url, '--advertise-client-urls', url,
+    '--name',
+    'test',
+    '--data-dir',
+    dataDir,
+    '--listen-client-urls',
+    url,
+    '--advertise-client-urls',
+    url,
     ...(tls === undefined ? [] : ['--cert-file', tls.certFile, '--key-file', tls.keyFile]),
     ...(tls?.clientCaFile === undefined ? [] : ['--client-cert-auth', '--trusted-ca-file', tls.clientCaFile]),
-    '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
-    '--initial-cluster', `test=${peer}`, '--initial-cluster-state', 'new',
+    '--listen-peer-urls',
+    peer,
+    '--initial-advertise-peer-urls',
+    peer,
+    '--initial-cluster',
+    `test=${peer}`,
+    '--initial-cluster-state',
+    'new',
     // A small machine shared by other tests: no fsync stalls worth waiting for, and a
     // quick election at start.
-    '--heartbeat-interval', '50', '--election-timeout', '500', '--logger', 'zap', '--log-level', 'info',
+    '--heartbeat-interval',
+    '50',
+    '--election-timeout',
+    '500',
+    '--logger',
+    'zap',
+    '--log-level',
+    'info',
   ];
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
 
-  const start = (): Promise<void> => new Promise((resolve, reject) => {
-    const proc = spawn(ETCD, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child = proc;
-    exited = new Promise((done) => proc.once('exit', () => done()));
-    let log = '';
-    const ready = (chunk: Buffer): void => {
-      log += chunk.toString('utf8');
-      // Logged once the client listener serves (etcd 3.4 and 3.5).
-      if (log.includes('serving client traffic')) {
-        proc.stderr!.off('data', ready);
-        proc.stderr!.resume();
-        resolve();
-      }
-    };
-    proc.stderr!.on('data', ready);
-    proc.stdout!.resume();
-    proc.once('exit', (code, signal) => reject(new Error(`etcd exited (${code ?? signal}) before it served clients:\n${log}`)));
-    proc.once('error', reject);
-  });
+  const start = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const proc = spawn(ETCD, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      child = proc;
+      exited = new Promise((done) => proc.once('exit', () => done()));
+      let log = '';
+      const ready = (chunk: Buffer): void => {
+        log += chunk.toString('utf8');
+        // Logged once the client listener serves (etcd 3.4 and 3.5).
+        if (log.includes('serving client traffic')) {
+          proc.stderr!.off('data', ready);
+          proc.stderr!.resume();
+          resolve();
+        }
+      };
+      proc.stderr!.on('data', ready);
+      proc.stdout!.resume();
+      proc.once('exit', (code, signal) => reject(new Error(`etcd exited (${code ?? signal}) before it served clients:\n${log}`)));
+      proc.once('error', reject);
+    });
 
   await start();
   t.teardown(async () => {
@@ -126,7 +146,9 @@ export interface Certificates {
 
 /** Makes the Certificates in `dir` (EC P-256, valid for a day). */
 export function makeCertificates(dir: string): Certificates {
-  const openssl = (...args: string[]): void => { execFileSync('openssl', args, { stdio: 'ignore' }); };
+  const openssl = (...args: string[]): void => {
+    execFileSync('openssl', args, { stdio: 'ignore' });
+  };
   const file = (name: string): string => join(dir, name);
   const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   const selfSigned = (name: string): { cert: string; key: string } => {
@@ -137,8 +159,24 @@ export function makeCertificates(dir: string): Certificates {
   const signed = (name: string, extensions: string): { cert: string; key: string } => {
     writeFileSync(file(`${name}.ext`), extensions);
     openssl('req', ...key, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`), '-subj', `/CN=${name}`);
-    openssl('x509', '-req', '-in', file(`${name}.csr`), '-CA', ca.cert, '-CAkey', ca.key, '-set_serial', `0x${randomBytes(8).toString('hex')}`,
-      '-out', file(`${name}.crt`), '-days', '1', '-extfile', file(`${name}.ext`));
+    openssl(
+      'x509',
+      '-req',
+      '-in',
+      file(`${name}.csr`),
+      '-CA',
+      ca.cert,
+      '-CAkey',
+      ca.key,
+      '-set_serial',
+      `0x${randomBytes(8).toString('hex')}`,
+      '-out',
+      file(`${name}.crt`),
+      '-days',
+      '1',
+      '-extfile',
+      file(`${name}.ext`),
+    );
     return { cert: file(`${name}.crt`), key: file(`${name}.key`) };
   };
   return {
@@ -198,8 +236,18 @@ export interface Gateway extends Running {
 export async function startGateway(t: Test, etcd: Etcd, passwordFile: string, extra: readonly string[] = []): Promise<Gateway> {
   const dataDir = join(tempDir(t), 'data');
   mkdirSync(dataDir, { mode: 0o700 });
-  const args = ['--http-port', '0', '--data-dir', dataDir, '--api-auth-required', '--api-auth-password-file', passwordFile,
-    '--cluster-etcd', etcd.url, ...extra];
+  const args = [
+    '--http-port',
+    '0',
+    '--data-dir',
+    dataDir,
+    '--api-auth-required',
+    '--api-auth-password-file',
+    passwordFile,
+    '--cluster-etcd',
+    etcd.url,
+    ...extra,
+  ];
   return launchGateway(t, args);
 }
 
@@ -260,10 +308,13 @@ export async function countingRelay(t: Test, target: string): Promise<CountingRe
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
   });
-  t.teardown(() => new Promise<void>((done) => {
-    for (const socket of sockets) socket.destroy();
-    server.close(() => done());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((done) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => done());
+      }),
+  );
   const { port } = server.address() as { port: number };
   const relay: CountingRelay = {
     url: `${etcd.protocol}//127.0.0.1:${port}`,

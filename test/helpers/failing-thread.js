@@ -39,11 +39,14 @@ await runHttpThread(({ data, log }) => {
             open = false;
             leave();
           });
-          setTimeout(() => {
-            if (open) res.cork(() => res.end(`slow ${data.thread}`));
-            if (open) leave();
-            open = false;
-          }, Number(req.getQuery('ms') ?? '500'));
+          setTimeout(
+            () => {
+              if (open) res.cork(() => res.end(`slow ${data.thread}`));
+              if (open) leave();
+              open = false;
+            },
+            Number(req.getQuery('ms') ?? '500'),
+          );
           return;
         }
         case '/exec-argv':
@@ -54,13 +57,16 @@ await runHttpThread(({ data, log }) => {
           res.end(`thread ${data.thread}`);
       }
     },
-    drain: (graceMs) => inFlight === 0 ? Promise.resolve(0) : new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(inFlight), graceMs);
-      idle = () => {
-        clearTimeout(timer);
-        resolve(0);
-      };
-    }),
+    drain: (graceMs) =>
+      inFlight === 0
+        ? Promise.resolve(0)
+        : new Promise((resolve) => {
+            const timer = setTimeout(() => resolve(inFlight), graceMs);
+            idle = () => {
+              clearTimeout(timer);
+              resolve(0);
+            };
+          }),
     collect: async () => [],
     close: async () => undefined,
   };

@@ -31,7 +31,8 @@ export function guideBlock(lang: string): string {
  * guide no longer says `from`, so a change there cannot pass here unseen.
  */
 export function substitute(text: string, from: string, to: string): string {
-  if (!text.includes(from)) throw new Error(`the guide's configuration no longer has ${JSON.stringify(from)}: update test/helpers/front-proxy.ts`);
+  if (!text.includes(from))
+    throw new Error(`the guide's configuration no longer has ${JSON.stringify(from)}: update test/helpers/front-proxy.ts`);
   return text.split(from).join(to);
 }
 
@@ -55,7 +56,7 @@ export function nginxConfig(port: number, apiAuth: number, upstream: number): st
   text = substitute(text, '127.0.0.1:9650', `127.0.0.1:${apiAuth}`);
   text = substitute(text, '127.0.0.1:9652', `127.0.0.1:${upstream}`);
   const body = /^server \{\n([\s\S]*)\n\}\n$/.exec(text);
-  if (body === null) throw new Error('the guide\'s nginx block should be one server { ... }');
+  if (body === null) throw new Error("the guide's nginx block should be one server { ... }");
   return body[1];
 }
 
@@ -77,7 +78,9 @@ export async function startNginx(t: Test, apiAuth: number, upstream: number): Pr
   // nginx's workers drop to "nobody" when started as root: they must be able to read here.
   chmodSync(dir, 0o755);
   const port = await closedPort();
-  writeFileSync(join(dir, 'nginx.conf'), `worker_processes 1;
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    `worker_processes 1;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
 events { worker_connections 64; }
@@ -92,7 +95,8 @@ http {
 ${nginxConfig(port, apiAuth, upstream)}
     }
 }
-`);
+`,
+  );
   // nginx listens before it writes its pid file: once the file is there, connections are taken.
   const pidFile = join(dir, 'nginx.pid');
   const written = new Promise<void>((resolve) => {
@@ -114,14 +118,21 @@ export async function startCaddy(t: Test, apiAuth: number, upstream: number): Pr
   const dir = tempDir(t);
   const port = await closedPort();
   const file = join(dir, 'Caddyfile');
-  writeFileSync(file, `{
+  writeFileSync(
+    file,
+    `{
 	admin off
 	auto_https off
 }
 
 ${caddySite(port, apiAuth, upstream)}
-`);
-  const child = run(t, 'caddy', ['run', '--config', file, '--adapter', 'caddyfile'], { XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir, HOME: dir });
+`,
+  );
+  const child = run(t, 'caddy', ['run', '--config', file, '--adapter', 'caddyfile'], {
+    XDG_DATA_HOME: dir,
+    XDG_CONFIG_HOME: dir,
+    HOME: dir,
+  });
   await Promise.race([child.line(/serving initial configuration/), child.failed]);
   return { url: `http://127.0.0.1:${port}`, stderr: child.stderr };
 }
@@ -162,15 +173,16 @@ function run(t: Test, command: string, args: readonly string[], env: NodeJS.Proc
     process: child,
     stderr: () => err,
     failed,
-    line: (match) => new Promise((resolve) => {
-      const check = (): void => {
-        if (match.test(err)) {
-          seen.delete(check);
-          resolve();
-        }
-      };
-      seen.add(check);
-      check();
-    }),
+    line: (match) =>
+      new Promise((resolve) => {
+        const check = (): void => {
+          if (match.test(err)) {
+            seen.delete(check);
+            resolve();
+          }
+        };
+        seen.add(check);
+        check();
+      }),
   };
 }

@@ -17,8 +17,12 @@ const RUNS = process.env.FUZZ_RUNS === undefined ? undefined : Number(process.en
  * fast-check's report: the seed, the path and the shrunk counterexample, so
  * `FUZZ_SEED=<seed>` replays it. Shrinking is cut off after `timeLimitMs` overall.
  */
-export async function checkProperty<T>(t: Test, name: string, property: fc.IAsyncProperty<T>,
-  options: { numRuns: number; timeLimitMs?: number }): Promise<void> {
+export async function checkProperty<T>(
+  t: Test,
+  name: string,
+  property: fc.IAsyncProperty<T>,
+  options: { numRuns: number; timeLimitMs?: number },
+): Promise<void> {
   const details = await fc.check(property, {
     seed: SEED,
     numRuns: RUNS ?? options.numRuns,
@@ -57,7 +61,12 @@ export function badPath(path: string): boolean {
   if (segments.some((segment, i) => blank(segment) && !(segment === '' && i === segments.length - 1))) return true;
   let text: string;
   try {
-    text = UTF8.decode(Buffer.from(path.replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1'));
+    text = UTF8.decode(
+      Buffer.from(
+        path.replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+        'latin1',
+      ),
+    );
   } catch {
     return true;
   }
@@ -191,12 +200,16 @@ export function expectRequest(request: unknown, password: string, grantVerdict: 
     case 'auth.newToken': {
       if (typeof p.password !== 'string') return invalidParams(echo, notification, 'password');
       const endpoints = p.endpoints;
-      if (!Array.isArray(endpoints) || !endpoints.every((e) => typeof e === 'string')) return invalidParams(echo, notification, 'endpoints');
+      if (!Array.isArray(endpoints) || !endpoints.every((e) => typeof e === 'string'))
+        return invalidParams(echo, notification, 'endpoints');
       if (endpoints.length === 0 || endpoints.length > MAX_ENDPOINTS) return invalidParams(echo, notification, 'endpoints');
       const verdict = grantVerdict(endpoints);
-      const after = verdict === 'valid' ? entry({ id: echo, none: quiet, result: 'token' })
-        : verdict === 'invalid' ? entry({ id: echo, none: quiet, codes: [-32602] })
-        : entry({ id: echo, none: quiet, result: 'token', codes: [-32602] });
+      const after =
+        verdict === 'valid'
+          ? entry({ id: echo, none: quiet, result: 'token' })
+          : verdict === 'invalid'
+            ? entry({ id: echo, none: quiet, codes: [-32602] })
+            : entry({ id: echo, none: quiet, result: 'token', codes: [-32602] });
       return checked(p.password, after);
     }
     case 'auth.revokeToken': {
@@ -210,13 +223,22 @@ export function expectRequest(request: unknown, password: string, grantVerdict: 
       const length = codePoints(p.newPassword);
       if (length === 0 || length > MAX_PASSWORD) return invalidParams(echo, notification, 'newPassword');
       if (p.newPassword === p.oldPassword) {
-        return checked(p.oldPassword, entry({ id: echo, none: quiet, codes: [-32602], message: 'newPassword must differ from the current password' }));
+        return checked(
+          p.oldPassword,
+          entry({ id: echo, none: quiet, codes: [-32602], message: 'newPassword must differ from the current password' }),
+        );
       }
-      return { ...checked(p.oldPassword, entry({ id: echo, none: quiet, result: 'success' })), changesPassword: p.oldPassword === password };
+      return {
+        ...checked(p.oldPassword, entry({ id: echo, none: quiet, result: 'success' })),
+        changesPassword: p.oldPassword === password,
+      };
     }
     default:
       return entry({
-        id: echo, none: quiet, codes: [-32601], message: `method not found: ${Array.from(request.method).slice(0, 64).join('')}`,
+        id: echo,
+        none: quiet,
+        codes: [-32601],
+        message: `method not found: ${Array.from(request.method).slice(0, 64).join('')}`,
       });
   }
 }
@@ -246,7 +268,8 @@ export function entryProblem(got: unknown, want: EntryExpectation): string | und
     }
     // The message is known for the first code only (not for a throttled or busy check).
     if (error.code === want.codes[0]) {
-      if (want.message !== undefined && error.message !== want.message) return `message ${JSON.stringify(error.message)}, expected ${JSON.stringify(want.message)}`;
+      if (want.message !== undefined && error.message !== want.message)
+        return `message ${JSON.stringify(error.message)}, expected ${JSON.stringify(want.message)}`;
       if (want.messagePattern !== undefined && !want.messagePattern.test(error.message)) {
         return `message ${JSON.stringify(error.message)} does not match ${want.messagePattern}`;
       }
@@ -255,18 +278,27 @@ export function entryProblem(got: unknown, want: EntryExpectation): string | und
   }
   if (want.result === undefined) return `result ${JSON.stringify(got.result)}, expected error code ${want.codes.join(' or ')}`;
   if (want.result === 'success') {
-    return JSON.stringify(got.result) === '{"success":true}' ? undefined : `result ${JSON.stringify(got.result)}, expected {"success":true}`;
+    return JSON.stringify(got.result) === '{"success":true}'
+      ? undefined
+      : `result ${JSON.stringify(got.result)}, expected {"success":true}`;
   }
   if (want.result === 'revocation') {
     // The model does not know whether a token is live: any of the three answers, well formed.
     const text = JSON.stringify(got.result);
-    return /^\{"success":true,"revocation":"(revoked|already revoked)"\}$/.test(text)
-      || /^\{"success":true,"revocation":"not a live token","reason":"(malformed|bad signature|expired|earlier generation)"\}$/.test(text)
-      ? undefined : `result ${text}, expected {"success":true,"revocation":...}`;
+    return /^\{"success":true,"revocation":"(revoked|already revoked)"\}$/.test(text) ||
+      /^\{"success":true,"revocation":"not a live token","reason":"(malformed|bad signature|expired|earlier generation)"\}$/.test(text)
+      ? undefined
+      : `result ${text}, expected {"success":true,"revocation":...}`;
   }
   const result = got.result;
-  if (!isPlainObject(result) || JSON.stringify(Object.keys(result)) !== '["token","id"]' || typeof result.token !== 'string'
-    || !TOKEN_PATTERN.test(result.token) || typeof result.id !== 'string' || !/^t(0|[1-9][0-9]*)$/.test(result.id)) {
+  if (
+    !isPlainObject(result) ||
+    JSON.stringify(Object.keys(result)) !== '["token","id"]' ||
+    typeof result.token !== 'string' ||
+    !TOKEN_PATTERN.test(result.token) ||
+    typeof result.id !== 'string' ||
+    !/^t(0|[1-9][0-9]*)$/.test(result.id)
+  ) {
     return `result ${JSON.stringify(result)}, expected {"token": <76 base64url characters>, "id": "t<serial>"}`;
   }
   return undefined;

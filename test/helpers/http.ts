@@ -74,7 +74,11 @@ export function encodeRequest(base: string, target: string | Buffer, options: Re
     Buffer.from(`${method} `, 'latin1'),
     Buffer.isBuffer(target) ? target : Buffer.from(target, 'latin1'),
     Buffer.from(' HTTP/1.1\r\n', 'latin1'),
-    ...headers.flatMap(([n, v]) => [Buffer.from(`${n}: `, 'latin1'), Buffer.isBuffer(v) ? v : Buffer.from(v, 'latin1'), Buffer.from('\r\n')]),
+    ...headers.flatMap(([n, v]) => [
+      Buffer.from(`${n}: `, 'latin1'),
+      Buffer.isBuffer(v) ? v : Buffer.from(v, 'latin1'),
+      Buffer.from('\r\n'),
+    ]),
     Buffer.from('\r\n'),
   ]);
   return body === undefined ? head : Buffer.concat([head, body]);
@@ -85,8 +89,13 @@ export function encodeRequest(base: string, target: string | Buffer, options: Re
  * response is complete (Content-Length, chunked, or end of stream), whatever the server
  * then does with the connection. `method` is the request's (a HEAD response has no body).
  */
-export function exchange(base: string, bytes: Buffer | readonly Buffer[], timeoutMs?: number,
-  localAddress = freshSource(), method?: string): Promise<HttpResponse> {
+export function exchange(
+  base: string,
+  bytes: Buffer | readonly Buffer[],
+  timeoutMs?: number,
+  localAddress = freshSource(),
+  method?: string,
+): Promise<HttpResponse> {
   const { host, port } = endpoint(base);
   return new Promise((done, fail) => {
     const socket = connect({ host, port, localAddress });
@@ -99,7 +108,10 @@ export function exchange(base: string, bytes: Buffer | readonly Buffer[], timeou
       if (error) fail(error);
       else done(response!);
     };
-    if (timeoutMs !== undefined) socket.setTimeout(timeoutMs, () => finish(new Error(`no complete response within ${timeoutMs} ms; got ${JSON.stringify(received.toString('latin1'))}`)));
+    if (timeoutMs !== undefined)
+      socket.setTimeout(timeoutMs, () =>
+        finish(new Error(`no complete response within ${timeoutMs} ms; got ${JSON.stringify(received.toString('latin1'))}`)),
+      );
     socket.on('connect', () => {
       // A server may answer early and close (a 413); later writes then fail, which is fine.
       for (const chunk of Array.isArray(bytes) ? bytes : [bytes]) socket.write(chunk, () => undefined);
@@ -234,7 +246,12 @@ export interface PostOptions {
  * POSTs `body` to `path` on `base` (http://host:port): Authorization when given, then
  * Content-Type application/json when there is a body, then `headers`.
  */
-export function post(base: string, path: string | Buffer, body: string | Buffer | undefined, options: PostOptions = {}): Promise<HttpResponse> {
+export function post(
+  base: string,
+  path: string | Buffer,
+  body: string | Buffer | undefined,
+  options: PostOptions = {},
+): Promise<HttpResponse> {
   const headers: (readonly [string, string])[] = [];
   const authorization = options.authorization ?? (options.token === undefined ? undefined : `Bearer ${options.token}`);
   if (authorization !== undefined) headers.push(['Authorization', authorization]);
@@ -255,8 +272,13 @@ export function rpc(method: string, params?: unknown, id?: JsonRpcId): Record<st
  * Calls `method` at `url` (the full endpoint URL, such as http://127.0.0.1:N/ext/auth)
  * and returns the response object. Anything but HTTP 200 with a JSON body throws.
  */
-export async function jsonrpc(url: string, method: string, params?: unknown, id: JsonRpcId = 1,
-  headers: ReadonlyArray<readonly [string, string]> = []): Promise<RpcResponse> {
+export async function jsonrpc(
+  url: string,
+  method: string,
+  params?: unknown,
+  id: JsonRpcId = 1,
+  headers: ReadonlyArray<readonly [string, string]> = [],
+): Promise<RpcResponse> {
   const response = await postJson(url, rpc(method, params, id), headers);
   return parseRpc(response);
 }
@@ -287,7 +309,11 @@ export class KeepAliveConnection {
   /** How many connections were opened so far. */
   connects = 0;
 
-  constructor(readonly base: string, readonly timeoutMs?: number, readonly localAddress = freshSource()) {}
+  constructor(
+    readonly base: string,
+    readonly timeoutMs?: number,
+    readonly localAddress = freshSource(),
+  ) {}
 
   /** `METHOD target` over this connection (see `encodeRequest`; no `Connection: close` unless given). */
   request(target: string | Buffer, options: RequestOptions = {}): Promise<HttpResponse> {
@@ -306,11 +332,14 @@ export class KeepAliveConnection {
     if (this.socket === undefined || this.ended) await this.open();
     const socket = this.socket!;
     return new Promise<HttpResponse>((done, fail) => {
-      const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
-        this.waiting = undefined;
-        this.close();
-        fail(new Error(`no complete response within ${timeoutMs} ms; got ${JSON.stringify(this.preview())}`));
-      }, timeoutMs);
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              this.waiting = undefined;
+              this.close();
+              fail(new Error(`no complete response within ${timeoutMs} ms; got ${JSON.stringify(this.preview())}`));
+            }, timeoutMs);
       const attempt = (ended: boolean): void => {
         let parsed: ReturnType<typeof readResponse>;
         try {
@@ -322,8 +351,12 @@ export class KeepAliveConnection {
         if (parsed !== undefined) {
           const extra = this.received.subarray(parsed.length);
           if (extra.length > 0) {
-            settle(new Error(`${extra.length} bytes after the response to ${method}, on a connection that sent one request: ` +
-              `${JSON.stringify(extra.toString('latin1').slice(0, 300))}`));
+            settle(
+              new Error(
+                `${extra.length} bytes after the response to ${method}, on a connection that sent one request: ` +
+                  `${JSON.stringify(extra.toString('latin1').slice(0, 300))}`,
+              ),
+            );
             return;
           }
           this.received = Buffer.alloc(0);
@@ -395,18 +428,24 @@ export class KeepAliveConnection {
  * Runs `work` on every item with `connections` keep-alive connections to `base`, each
  * carrying one request at a time; results come back in the order of `items`.
  */
-export async function overKeepAlive<T, R>(base: string, connections: number, items: readonly T[],
-  work: (item: T, connection: KeepAliveConnection, index: number) => Promise<R>): Promise<R[]> {
+export async function overKeepAlive<T, R>(
+  base: string,
+  connections: number,
+  items: readonly T[],
+  work: (item: T, connection: KeepAliveConnection, index: number) => Promise<R>,
+): Promise<R[]> {
   const pool = Array.from({ length: Math.min(connections, items.length) }, () => new KeepAliveConnection(base));
   const results = new Array<R>(items.length);
   let next = 0;
   try {
-    await Promise.all(pool.map(async (connection) => {
-      while (next < items.length) {
-        const index = next++;
-        results[index] = await work(items[index], connection, index);
-      }
-    }));
+    await Promise.all(
+      pool.map(async (connection) => {
+        while (next < items.length) {
+          const index = next++;
+          results[index] = await work(items[index], connection, index);
+        }
+      }),
+    );
   } finally {
     for (const connection of pool) connection.close();
   }

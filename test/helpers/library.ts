@@ -6,7 +6,15 @@
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import { App, createLogger, parseArgs, StartError, startServer, us_listen_socket_close, us_socket_local_port } from '../../build/host/index.js';
+import {
+  App,
+  createLogger,
+  parseArgs,
+  StartError,
+  startServer,
+  us_listen_socket_close,
+  us_socket_local_port,
+} from '../../build/host/index.js';
 import type { Auth, Clock, Logger, ServerOptions, TemplatedApp, us_listen_socket } from '../../build/host/index.js';
 import { flagName } from '../../build/host/cli/flags.js';
 import { randomPassword, tempDir, type LogLine } from './server.js';
@@ -100,7 +108,8 @@ export async function serveInProcess(t: Test, options: LibraryServerOptions = {}
   mkdirSync(dataDir, { mode: 0o700 });
   const passwordFile = join(dir, 'password');
   const password = options.password ?? randomPassword();
-  if (options.cheapChecks && (options.auth ?? true)) await (await import('./cheap-state.js')).writeCheapState(dataDir, options.fileContent?.trim() ?? password);
+  if (options.cheapChecks && (options.auth ?? true))
+    await (await import('./cheap-state.js')).writeCheapState(dataDir, options.fileContent?.trim() ?? password);
   const args = ['--http-port', '0', '--data-dir', dataDir];
   if (options.auth ?? true) {
     writeFileSync(passwordFile, options.fileContent ?? password, { mode: 0o600 });
@@ -116,8 +125,12 @@ export async function serveInProcess(t: Test, options: LibraryServerOptions = {}
  * which must have stopped: the in-process restart. `password` is the one the caller
  * expects in force (default `previous.password`).
  */
-export async function serveAgain(t: Test, previous: Pick<LibraryServer, 'password' | 'passwordFile' | 'dir' | 'dataDir' | 'args'>,
-  clock?: Clock, password: string = previous.password): Promise<LibraryServer> {
+export async function serveAgain(
+  t: Test,
+  previous: Pick<LibraryServer, 'password' | 'passwordFile' | 'dir' | 'dataDir' | 'args'>,
+  clock?: Clock,
+  password: string = previous.password,
+): Promise<LibraryServer> {
   const { log, lines } = recordingLogger(clock);
   // HTTP threads tell time by the system's clock: a clock of the test's own needs one thread.
   const options = clock === undefined ? optionsOf(previous.args) : { ...optionsOf(previous.args), httpThreads: 1 };
@@ -126,8 +139,15 @@ export async function serveAgain(t: Test, previous: Pick<LibraryServer, 'passwor
   const stop = (): Promise<void> => (stopped ??= handle.stop());
   t.teardown(stop);
   return {
-    url: `http://127.0.0.1:${handle.port}`, port: handle.port, password, passwordFile: previous.passwordFile, dir: previous.dir,
-    dataDir: previous.dataDir, args: previous.args, logs: lines, stop,
+    url: `http://127.0.0.1:${handle.port}`,
+    port: handle.port,
+    password,
+    passwordFile: previous.passwordFile,
+    dir: previous.dir,
+    dataDir: previous.dataDir,
+    args: previous.args,
+    logs: lines,
+    stop,
   };
 }
 
@@ -136,12 +156,17 @@ export async function serveAgain(t: Test, previous: Pick<LibraryServer, 'passwor
  * embedding node does; `routes` adds the node's own. The app and `auth` are closed when
  * `t` ends, or by `close` (closing twice is closing once: uWS must not close a socket twice).
  */
-export async function mountedOnApp(t: Test, auth: Auth, routes: (app: TemplatedApp) => void = () => undefined):
-  Promise<{ base: string; close(): Promise<void> }> {
+export async function mountedOnApp(
+  t: Test,
+  auth: Auth,
+  routes: (app: TemplatedApp) => void = () => undefined,
+): Promise<{ base: string; close(): Promise<void> }> {
   const app = App();
   auth.mount(app);
   routes(app);
-  const socket = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s ? resolve(s) : reject(new Error('no port')))));
+  const socket = await new Promise<us_listen_socket>((resolve, reject) =>
+    app.listen('127.0.0.1', 0, (s) => (s ? resolve(s) : reject(new Error('no port')))),
+  );
   let closed: Promise<void> | undefined;
   const close = (): Promise<void> => {
     closed ??= (async () => {

@@ -92,11 +92,15 @@ export function machineTools(): string | undefined {
 export async function bootMachine(t: Test): Promise<Machine> {
   const env = { PATH: MACHINE_PATH, HOST_NPM_CACHE: npmCache(), CHECKOUT: ROOT };
   // --kill-child: if unshare itself is killed, the machine goes with it.
-  const unshare = spawn(...untracked('unshare', ['--pid', '--fork', '--kill-child=SIGKILL', '--mount', '--mount-proc', '--net', 'sh', '-c', SETUP]),
-    { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const unshare = spawn(
+    ...untracked('unshare', ['--pid', '--fork', '--kill-child=SIGKILL', '--mount', '--mount-proc', '--net', 'sh', '-c', SETUP]),
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const exited = new Promise<void>((resolve) => unshare.once('exit', () => resolve()));
   let err = '';
-  unshare.stderr!.setEncoding('utf8').on('data', (chunk: string) => { err += chunk; });
+  unshare.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    err += chunk;
+  });
   let pid = 0;
   t.teardown(async () => {
     if (pid !== 0) process.kill(pid, 'SIGKILL');
@@ -115,10 +119,26 @@ export async function bootMachine(t: Test): Promise<Machine> {
   const machine: Machine = {
     pid,
     path: (inside) => `/proc/${pid}/root${inside}`,
-    spawn: (command, args, env) => spawn(...untracked('nsenter', ['-t', String(pid), '-a', '--', 'env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), command, ...args]),
-      { env: { PATH: MACHINE_PATH }, stdio: ['pipe', 'pipe', 'pipe'] }),
-    run: (command, args) => execFileSync(...untracked('nsenter', ['-t', String(pid), '-a', '--', 'env', '-i', `PATH=${MACHINE_PATH}`, command, ...args]),
-      { encoding: 'utf8', env: { PATH: MACHINE_PATH } }),
+    spawn: (command, args, env) =>
+      spawn(
+        ...untracked('nsenter', [
+          '-t',
+          String(pid),
+          '-a',
+          '--',
+          'env',
+          '-i',
+          ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
+          command,
+          ...args,
+        ]),
+        { env: { PATH: MACHINE_PATH }, stdio: ['pipe', 'pipe', 'pipe'] },
+      ),
+    run: (command, args) =>
+      execFileSync(...untracked('nsenter', ['-t', String(pid), '-a', '--', 'env', '-i', `PATH=${MACHINE_PATH}`, command, ...args]), {
+        encoding: 'utf8',
+        env: { PATH: MACHINE_PATH },
+      }),
   };
   // systemctl reaches systemd by its private socket, which exists once systemd has set up.
   const socket = machine.path('/run/systemd/private');
@@ -136,7 +156,9 @@ export async function bootMachine(t: Test): Promise<Machine> {
   const state = await new Promise<string>((resolve) => {
     const child = machine.spawn('systemctl', ['is-system-running', '--wait'], { PATH: MACHINE_PATH });
     let out = '';
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => { out += chunk; });
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+    });
     child.once('close', () => resolve(out.trim()));
   });
   if (state !== 'running') throw new Error(`the machine's systemd is ${state}: ${machine.run('systemctl', ['--failed', '--no-pager'])}`);

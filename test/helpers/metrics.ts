@@ -56,18 +56,26 @@ export async function busyGateway(t: Test, start?: StartGateway): Promise<BusyGa
     res.end(JSON.stringify({ jsonrpc: '2.0', id: call.id ?? null, result: '0xa86a' }));
   });
   const sockets = new WebSocketServer({ server: upstream.server });
-  sockets.on('connection', (socket) => socket.on('message', (data) => {
-    const call = JSON.parse(data.toString()) as { id: unknown };
-    socket.send(JSON.stringify({ jsonrpc: '2.0', id: call.id, result: '0xa86a' }));
-  }));
+  sockets.on('connection', (socket) =>
+    socket.on('message', (data) => {
+      const call = JSON.parse(data.toString()) as { id: unknown };
+      socket.send(JSON.stringify({ jsonrpc: '2.0', id: call.id, result: '0xa86a' }));
+    }),
+  );
   t.teardown(() => sockets.close());
   const server = await (start ?? ((url) => startServer(t, { cheapChecks: true, args: ['--upstream', url] })))(upstream.url);
   const metricsToken = await newToken(server.url, server.password, ['/ext/metrics']);
   const plain = await newToken(server.url, server.password, [RPC_PATH, WS_PATH]);
-  const scoped = await jsonrpc(`${server.url}/ext/auth`, 'auth.newToken',
-    { password: server.password, endpoints: [RPC_PATH], methods: ['eth_chainId', 'avax.*'] });
-  const limited = await jsonrpc(`${server.url}/ext/auth`, 'auth.newToken',
-    { password: server.password, endpoints: [RPC_PATH], rateLimit: '1/h' });
+  const scoped = await jsonrpc(`${server.url}/ext/auth`, 'auth.newToken', {
+    password: server.password,
+    endpoints: [RPC_PATH],
+    methods: ['eth_chainId', 'avax.*'],
+  });
+  const limited = await jsonrpc(`${server.url}/ext/auth`, 'auth.newToken', {
+    password: server.password,
+    endpoints: [RPC_PATH],
+    rateLimit: '1/h',
+  });
   const bearer = (token: string): [string, string][] => [['Authorization', `Bearer ${token}`]];
   const scopedToken = String(scoped.result?.token);
   const limitedToken = String(limited.result?.token);

@@ -10,12 +10,20 @@ export interface OperatorRun {
 }
 
 /** `api-auth ...args` to its end: its exit code and what it printed. `env`: the API_AUTH_ variables it sees (none by default). */
-export async function runOperator(args: readonly string[], stdin: string | Buffer = '', env: Record<string, string> = {}): Promise<OperatorRun> {
+export async function runOperator(
+  args: readonly string[],
+  stdin: string | Buffer = '',
+  env: Record<string, string> = {},
+): Promise<OperatorRun> {
   let stdout = '';
   let stderr = '';
   const code = await runOperatorCommand(args, {
-    stdout: (text) => { stdout += text; },
-    stderr: (text) => { stderr += text; },
+    stdout: (text) => {
+      stdout += text;
+    },
+    stderr: (text) => {
+      stderr += text;
+    },
     stdin: Readable.from(Buffer.from(stdin)) as unknown as NodeJS.ReadStream,
     env,
   });

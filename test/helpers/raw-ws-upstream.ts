@@ -31,7 +31,9 @@ export async function rawWsUpstream(t: Test, upgraded: (socket: Socket, head: st
       socket.off('data', onData);
       const key = /\r\nSec-WebSocket-Key: (\S+)\r\n/i.exec(head)![1];
       const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+      socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
+      );
       upgraded(socket, head);
     };
     socket.on('data', onData);

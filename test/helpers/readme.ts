@@ -121,8 +121,10 @@ function quoteOpen(text: string): boolean {
  * every file under docs/, by path.
  */
 export function docFiles(): string[] {
-  const below = (dir: string): string[] => readdirSync(join(ROOT, dir), { withFileTypes: true })
-    .flatMap((entry) => (entry.isDirectory() ? below(`${dir}/${entry.name}`) : entry.name.endsWith('.md') ? [`${dir}/${entry.name}`] : []));
+  const below = (dir: string): string[] =>
+    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? below(`${dir}/${entry.name}`) : entry.name.endsWith('.md') ? [`${dir}/${entry.name}`] : [],
+    );
   return ['README.md', 'CONTRIBUTING.md', ...below('docs').sort()];
 }
 
@@ -137,7 +139,16 @@ export function docBlocks(file: string): Block[] {
  * Returns undefined when it is, or the first difference.
  */
 export function outputDiffers(expected: readonly string[], actual: readonly string[]): string | undefined {
-  const line = (pattern: string): RegExp => new RegExp('^' + pattern.split('...').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*') + '$', 's');
+  const line = (pattern: string): RegExp =>
+    new RegExp(
+      '^' +
+        pattern
+          .split('...')
+          .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+          .join('.*') +
+        '$',
+      's',
+    );
   const matches = (e: number, a: number): boolean => {
     if (e === expected.length) return a === actual.length;
     if (expected[e] === '...') {
@@ -149,13 +160,18 @@ export function outputDiffers(expected: readonly string[], actual: readonly stri
   if (matches(0, 0)) return undefined;
   let n = 0;
   while (n < expected.length && n < actual.length && expected[n] !== '...' && line(expected[n]).test(actual[n])) n++;
-  return `line ${n + 1} differs: the docs show ${JSON.stringify(expected[n] ?? '(nothing more)')}, the command printed ${JSON.stringify(actual[n] ?? '(nothing more)')}` +
-    `\nthe whole output:\n${actual.join('\n')}`;
+  return (
+    `line ${n + 1} differs: the docs show ${JSON.stringify(expected[n] ?? '(nothing more)')}, the command printed ${JSON.stringify(actual[n] ?? '(nothing more)')}` +
+    `\nthe whole output:\n${actual.join('\n')}`
+  );
 }
 
 /** Whether a command puts itself in the background (its last line ends in a lone `&`). */
 export function backgrounds(text: string): boolean {
-  const last = text.split('\n').at(-1)!.replace(/\s+#.*$/, '');
+  const last = text
+    .split('\n')
+    .at(-1)!
+    .replace(/\s+#.*$/, '');
   return /(^|[^&])&\s*$/.test(last);
 }
 
@@ -169,8 +185,10 @@ export function backgrounds(text: string): boolean {
 export function startsServer(text: string): boolean {
   if (backgrounds(text)) return false;
   const commandWord = String.raw`(?:^|[;&|(])\s*(?:sudo\s+)?`;
-  return new RegExp(`${commandWord}(?:npm start|(?:node build/host/main\\.js|(?:npx\\s+)?api-auth)\\s+--(?!help\\b|version\\b)|node build/host/main\\.js\\s*$)`, 'm')
-    .test(text.replace(/\$\([^)]*\)/g, ''));
+  return new RegExp(
+    `${commandWord}(?:npm start|(?:node build/host/main\\.js|(?:npx\\s+)?api-auth)\\s+--(?!help\\b|version\\b)|node build/host/main\\.js\\s*$)`,
+    'm',
+  ).test(text.replace(/\$\([^)]*\)/g, ''));
 }
 
 /** The unit a command starts through systemd (`systemctl start`, `restart`, `enable --now`), if any. */

@@ -38,7 +38,11 @@ export function answer(body: string, status = '200 OK', headers = ''): string {
  * the order the requests came. `closeAfterEach`: the connection closes after each
  * answer, whatever was sent behind it (as a server that says Connection: close does).
  */
-export async function startScriptedUpstream(t: Test, script: Script, options: { closeAfterEach?: boolean } = {}): Promise<ScriptedUpstream> {
+export async function startScriptedUpstream(
+  t: Test,
+  script: Script,
+  options: { closeAfterEach?: boolean } = {},
+): Promise<ScriptedUpstream> {
   const requests: ScriptedRequest[] = [];
   const sockets = new Set<Socket>();
   let connections = 0;
@@ -83,10 +87,13 @@ export async function startScriptedUpstream(t: Test, script: Script, options: { 
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => new Promise<void>((resolve) => {
-    for (const socket of sockets) socket.destroy();
-    server.close(() => resolve());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests, connections: () => connections };
 }
 

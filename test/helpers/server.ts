@@ -112,7 +112,11 @@ export interface NodeSettings {
  * child is killed at the end of `t`.
  */
 export function launch(t: Test, args: readonly string[], script = MAIN, node: NodeSettings = {}): Running {
-  return launchProgram(t, untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS), node.env);
+  return launchProgram(
+    t,
+    untracked(process.execPath, [...(node.nodeFlags ?? []), script, ...args], node.nodeOptions ?? PROGRAM_ENV.NODE_OPTIONS),
+    node.env,
+  );
 }
 
 /** Starts a program that logs JSON lines on stdout, as api-auth does (the Go node of test/fleet/go.test.ts); killed at the end of `t`. */
@@ -146,9 +150,13 @@ export function launchProgram(t: Test, command: [string, string[]], env: NodeJS.
       for (const waiter of [...waiters]) waiter(line);
     }
   });
-  child.stderr!.on('data', (chunk: string) => { err += chunk; });
+  child.stderr!.on('data', (chunk: string) => {
+    err += chunk;
+  });
 
-  child.on('exit', (code, signal) => { exit = { code, signal }; });
+  child.on('exit', (code, signal) => {
+    exit = { code, signal };
+  });
   // 'close' comes once the process has exited AND its stdout and stderr have been read to
   // their end: what a caller reads then is all the process wrote, however loaded the
   // machine (after 'exit' alone, a refusal's line could still be in the pipe).
@@ -171,10 +179,13 @@ export function launchProgram(t: Test, command: [string, string[]], env: NodeJS.
       const seen = logs.find(match);
       if (seen) return Promise.resolve(seen);
       return new Promise((done, fail) => {
-        const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
-          waiters.delete(waiter);
-          fail(new Error(`no matching log line within ${timeoutMs} ms; stdout:\n${out}\nstderr:\n${err}`));
-        }, timeoutMs);
+        const timer =
+          timeoutMs === undefined
+            ? undefined
+            : setTimeout(() => {
+                waiters.delete(waiter);
+                fail(new Error(`no matching log line within ${timeoutMs} ms; stdout:\n${out}\nstderr:\n${err}`));
+              }, timeoutMs);
         const waiter = (line: LogLine | undefined): void => {
           if (line === undefined) {
             clearTimeout(timer);
@@ -231,10 +242,12 @@ export interface CliResult extends Exit {
  */
 export async function runCli(t: Test, args: readonly string[], timeoutMs?: number): Promise<CliResult> {
   const run = launch(t, args);
-  const listening = run.waitForLog((l) => l.msg === 'listening', timeoutMs).then(
-    () => run.stop('SIGKILL'),
-    () => undefined,
-  );
+  const listening = run
+    .waitForLog((l) => l.msg === 'listening', timeoutMs)
+    .then(
+      () => run.stop('SIGKILL'),
+      () => undefined,
+    );
   const timer = timeoutMs === undefined ? undefined : setTimeout(() => run.child.kill('SIGKILL'), timeoutMs);
   const exit = await run.exited;
   clearTimeout(timer);
@@ -289,7 +302,8 @@ export async function startServer(t: Test, options: ServerOptions = {}): Promise
   const auth = options.auth ?? true;
   const passwordFile = join(dir, 'password');
   let password = options.password ?? randomPassword();
-  if (options.cheapChecks && auth) await (await import('./cheap-state.js')).writeCheapState(dataDir, options.fileContent?.trim() ?? password);
+  if (options.cheapChecks && auth)
+    await (await import('./cheap-state.js')).writeCheapState(dataDir, options.fileContent?.trim() ?? password);
   if (auth) {
     args.push('--api-auth-required', '--api-auth-password-file', passwordFile);
     if (!options.generate) {
@@ -317,7 +331,14 @@ export async function restartServer(t: Test, previous: Server, password: string 
   const listening = await run.waitForLog((l) => l.msg === 'listening');
   const port = Number(listening.port);
   return {
-    ...run, url: `http://127.0.0.1:${port}`, port, password, passwordFile: previous.passwordFile, dir: previous.dir,
-    dataDir: previous.dataDir, args: previous.args, listening,
+    ...run,
+    url: `http://127.0.0.1:${port}`,
+    port,
+    password,
+    passwordFile: previous.passwordFile,
+    dir: previous.dir,
+    dataDir: previous.dataDir,
+    args: previous.args,
+    listening,
   };
 }

@@ -16,7 +16,13 @@ const server = await startThreads({
   module: coreThreadsModule(),
   memory: core.memory,
   settings: {
-    authRequired: false, publicEndpoints: [], metricsPath: '/ext/metrics', upstream: undefined, trustedProxies: [], logLevel: 'info', graceMs: 1000,
+    authRequired: false,
+    publicEndpoints: [],
+    metricsPath: '/ext/metrics',
+    upstream: undefined,
+    trustedProxies: [],
+    logLevel: 'info',
+    graceMs: 1000,
     websocket: { maxMessage: 1024, idleTimeout: 120, maxSessions: 1, maxSessionsPerToken: 1, maxSessionsPerClient: 1, queryToken: false },
   },
   board: boardMemory(),
@@ -25,5 +31,8 @@ const server = await startThreads({
   script: new URL('./failing-thread.js', import.meta.url),
   whyNotListening: async (host, port) => new Error(`cannot listen on ${host}:${port}`),
 }).listen({ auth: undefined, release: async () => undefined });
-server.closed.then(() => process.exit(0), () => process.exit(1));
+server.closed.then(
+  () => process.exit(0),
+  () => process.exit(1),
+);
 process.on('SIGTERM', () => void server.stop());

@@ -65,15 +65,25 @@ export async function startUpstream(t: Test, route: (req: IncomingMessage) => Up
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       seen.push({
-        method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body,
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        rawHeaders: req.rawHeaders,
+        body,
         remotePort: req.socket.remotePort ?? 0,
       });
       route(req)(req, res, body);
     });
   });
   server.on('connect', (req: IncomingMessage, socket: Socket) => {
-    seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.alloc(0),
-      remotePort: socket.remotePort ?? 0 });
+    seen.push({
+      method: req.method ?? '',
+      url: req.url ?? '',
+      headers: req.headers,
+      rawHeaders: req.rawHeaders,
+      body: Buffer.alloc(0),
+      remotePort: socket.remotePort ?? 0,
+    });
     socket.on('error', () => undefined);
     // A tunnel ends when its client does (node:http leaves the socket half open).
     socket.on('end', () => socket.end());
@@ -131,10 +141,13 @@ export async function startRawUpstream(t: Test): Promise<RawUpstream> {
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => new Promise<void>((resolve) => {
-    for (const socket of sockets) socket.destroy();
-    server.close(() => resolve());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, heads };
 }
 
@@ -182,10 +195,13 @@ export async function startRecordingUpstream(t: Test): Promise<RecordingUpstream
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => new Promise<void>((resolve) => {
-    for (const socket of sockets) socket.destroy();
-    server.close(() => resolve());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests };
 }
 
@@ -196,7 +212,11 @@ function frameRequest(data: Buffer): { request: RecordedRequest; length: number 
   const lines = data.subarray(0, end).toString('latin1').split('\r\n');
   const [method, target] = lines[0].split(' ');
   const header = (name: string): string | undefined =>
-    lines.slice(1).find((line) => line.toLowerCase().startsWith(`${name}:`))?.slice(name.length + 1).trim();
+    lines
+      .slice(1)
+      .find((line) => line.toLowerCase().startsWith(`${name}:`))
+      ?.slice(name.length + 1)
+      .trim();
   let at = end + 4;
   if (header('transfer-encoding')?.toLowerCase() === 'chunked') {
     const chunks: Buffer[] = [];

@@ -68,7 +68,7 @@ export async function startWsUpstream(t: Test, options: WsUpstreamOptions = {}):
     autoPong: options.autoPong ?? true,
     perMessageDeflate: false,
     maxPayload: 1024 * 1024 * 1024,
-    handleProtocols: (offered) => (options.protocol ? options.protocol(offered) : offered.values().next().value ?? false),
+    handleProtocols: (offered) => (options.protocol ? options.protocol(offered) : (offered.values().next().value ?? false)),
     verifyClient: (info: { req: IncomingMessage }, done: (ok: boolean, code?: number) => void) => {
       const status = options.refuse?.[(info.req.url ?? '').split('?')[0]];
       done(status === undefined, status);
@@ -83,13 +83,14 @@ export async function startWsUpstream(t: Test, options: WsUpstreamOptions = {}):
       rawHeaders: req.rawHeaders,
       socket,
       received,
-      message: (n) => new Promise((resolve) => {
-        const check = (): void => {
-          if (received.length > n) resolve(received[n]);
-          else waiters.push(check);
-        };
-        check();
-      }),
+      message: (n) =>
+        new Promise((resolve) => {
+          const check = (): void => {
+            if (received.length > n) resolve(received[n]);
+            else waiters.push(check);
+          };
+          check();
+        }),
       closed: new Promise((resolve) => socket.once('close', (code, reason) => resolve({ code, reason: reason.toString() }))),
     };
     socket.on('error', () => undefined);
@@ -150,22 +151,29 @@ export async function startWsUpstream(t: Test, options: WsUpstreamOptions = {}):
     url: `http://127.0.0.1:${port}`,
     port,
     sessions,
-    session: (n) => new Promise((resolve) => {
-      const check = (): void => {
-        if (sessions.length > n) resolve(sessions[n]);
-        else sessionWaiters.push(check);
-      };
-      check();
-    }),
+    session: (n) =>
+      new Promise((resolve) => {
+        const check = (): void => {
+          if (sessions.length > n) resolve(sessions[n]);
+          else sessionWaiters.push(check);
+        };
+        check();
+      }),
     newBlock() {
       block++;
       const number = `0x${block.toString(16)}`;
       for (const [socket, id] of subscriptions) {
         if (socket.readyState !== WebSocket.OPEN) continue;
-        socket.send(JSON.stringify({
-          jsonrpc: '2.0', method: 'eth_subscription',
-          params: { subscription: id, result: { number, hash: `0x${block.toString(16).padStart(64, '0')}`, parentHash: `0x${'0'.repeat(64)}` } },
-        }));
+        socket.send(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            method: 'eth_subscription',
+            params: {
+              subscription: id,
+              result: { number, hash: `0x${block.toString(16).padStart(64, '0')}`, parentHash: `0x${'0'.repeat(64)}` },
+            },
+          }),
+        );
       }
       return block;
     },
@@ -185,7 +193,11 @@ export interface Client {
 
 /** What an upgrade got instead of 101. */
 export class Refused extends Error {
-  constructor(readonly status: number, readonly headers: IncomingHttpHeaders, readonly body: string) {
+  constructor(
+    readonly status: number,
+    readonly headers: IncomingHttpHeaders,
+    readonly body: string,
+  ) {
     super(`the upgrade got HTTP ${status}: ${body}`);
   }
 }
@@ -223,8 +235,12 @@ export function openClient(t: Test, url: string, options: ClientOptions = {}): P
   const headers: Record<string, string> = { ...options.headers };
   if (options.token !== undefined) headers.Authorization = `Bearer ${options.token}`;
   const socket = new WebSocket(url, options.protocols ?? [], {
-    headers, perMessageDeflate: false, autoPong: options.autoPong ?? true, maxPayload: options.maxPayload ?? 1024 * 1024 * 1024,
-    ca: options.ca, localAddress: options.localAddress,
+    headers,
+    perMessageDeflate: false,
+    autoPong: options.autoPong ?? true,
+    maxPayload: options.maxPayload ?? 1024 * 1024 * 1024,
+    ca: options.ca,
+    localAddress: options.localAddress,
   });
   t.teardown(() => socket.terminate());
   const received: Received[] = [];
@@ -235,15 +251,16 @@ export function openClient(t: Test, url: string, options: ClientOptions = {}): P
     received.push({ data: data as Buffer, isBinary });
     for (const waiter of waiters.splice(0)) waiter();
   });
-  const message = (n: number): Promise<Received> => new Promise((resolve, reject) => {
-    const check = (): void => {
-      if (received.length > n) resolve(received[n]);
-      else if (socket.readyState === WebSocket.CLOSED) reject(new Error(`the session closed after ${received.length} messages`));
-      else waiters.push(check);
-    };
-    void closed.then(check);
-    check();
-  });
+  const message = (n: number): Promise<Received> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (received.length > n) resolve(received[n]);
+        else if (socket.readyState === WebSocket.CLOSED) reject(new Error(`the session closed after ${received.length} messages`));
+        else waiters.push(check);
+      };
+      void closed.then(check);
+      check();
+    });
   const client: Client = {
     socket,
     received,

@@ -18,8 +18,18 @@ import type { Server } from '../helpers/server.js';
 import { startUpstream } from '../helpers/upstream.js';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT', 'get', 'QUERY'];
-const PATHS = ['/ext/info', '/ext/health', '/ext/auth', '/ext/auth/health', '/ext/auth/live', '/ext/auth/check', '/ext/metrics', '/ext/bc/C/rpc',
-  '/nowhere', '/ext/bc/C/../rpc'];
+const PATHS = [
+  '/ext/info',
+  '/ext/health',
+  '/ext/auth',
+  '/ext/auth/health',
+  '/ext/auth/live',
+  '/ext/auth/check',
+  '/ext/metrics',
+  '/ext/bc/C/rpc',
+  '/nowhere',
+  '/ext/bc/C/../rpc',
+];
 const KINDS = ['none', 'forged', 'plain', 'scoped', 'limited'] as const;
 type Kind = (typeof KINDS)[number];
 const CALL = '{"jsonrpc":"2.0","id":7,"method":"info.getNodeVersion"}';
@@ -40,9 +50,15 @@ async function node(t: Test): Promise<string> {
 
 async function serve(t: Test, upstream: string | null, threads: number, logged: boolean): Promise<Served> {
   const log = logged ? join(tempDir(t), 'access.log') : null;
-  const running = await startServer(t, { cheapChecks: true, args: [
-    '--http-threads', String(threads), ...(log === null ? [] : ['--access-log', log]), ...(upstream === null ? [] : ['--upstream', upstream]),
-  ] });
+  const running = await startServer(t, {
+    cheapChecks: true,
+    args: [
+      '--http-threads',
+      String(threads),
+      ...(log === null ? [] : ['--access-log', log]),
+      ...(upstream === null ? [] : ['--upstream', upstream]),
+    ],
+  });
   const issue = async (params: Record<string, unknown>): Promise<string> => {
     const answer = await jsonrpc(authUrl(running.url), 'auth.newToken', { password: running.password, endpoints: ['*'], ...params });
     if (typeof answer.result?.token !== 'string') throw new Error(`no token: ${JSON.stringify(answer)}`);
@@ -80,35 +96,48 @@ async function run(t: Test, served: Served): Promise<Map<string, string>> {
   const cases = METHODS.flatMap((method) => PATHS.flatMap((path) => KINDS.map((kind) => [method, path, kind] as const)));
   // Eight at a time: each case is a connection of its own, and none depends on another.
   for (let i = 0; i < cases.length; i += 8) {
-    await Promise.all(cases.slice(i, i + 8).map(async ([method, path, kind]) => {
-      const response = await exchange(served.server.url, bytes(served, method, path, kind), 10_000, undefined, method);
-      answers.set(`${method} ${path} ${kind}`, comparable(path, response));
-    }));
+    await Promise.all(
+      cases.slice(i, i + 8).map(async ([method, path, kind]) => {
+        const response = await exchange(served.server.url, bytes(served, method, path, kind), 10_000, undefined, method);
+        answers.set(`${method} ${path} ${kind}`, comparable(path, response));
+      }),
+    );
   }
   t.equal(served.server.child.exitCode, null, 'the server is still running after every case');
   t.equal((await request(served.server.url, '/ext/auth/health')).status, 200, 'and still answers');
   return answers;
 }
 
-for (const [upstreamed, threads] of [[true, 1], [true, 2], [false, 1]] as const) {
-  t.test(`${upstreamed ? 'in front of a node' : 'the built-in endpoints'}, ${threads} thread${threads > 1 ? 's' : ''}: ` +
-    'every method, route and token answered alike with the access log on and off', async (t) => {
-    const upstream = upstreamed ? await node(t) : null;
-    const off = await serve(t, upstream, threads, false);
-    const on = await serve(t, upstream, threads, true);
-    const plain = await run(t, off);
-    const logged = await run(t, on);
-    t.equal(logged.size, METHODS.length * PATHS.length * KINDS.length, 'every case was answered');
-    const differing = [...plain].filter(([key, answer]) => logged.get(key) !== answer).map(([key]) => key);
-    t.same(differing, [], 'every answer is the same with the access log as without it');
-    // The lines are written off the request's path: wait for the HEADs' (every case but the three probe paths has one).
-    const expected = (PATHS.length - 3) * KINDS.length;
-    let heads = 0;
-    for (let tries = 0; tries < 100 && heads < expected; tries++) {
-      await sleep(100);
-      const text = existsSync(on.log!) ? readFileSync(on.log!, 'utf8') : '';
-      heads = text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { method: string }).filter((l) => l.method === 'HEAD').length;
-    }
-    t.equal(heads, expected, 'each HEAD request is one line of the log');
-  });
+for (const [upstreamed, threads] of [
+  [true, 1],
+  [true, 2],
+  [false, 1],
+] as const) {
+  t.test(
+    `${upstreamed ? 'in front of a node' : 'the built-in endpoints'}, ${threads} thread${threads > 1 ? 's' : ''}: ` +
+      'every method, route and token answered alike with the access log on and off',
+    async (t) => {
+      const upstream = upstreamed ? await node(t) : null;
+      const off = await serve(t, upstream, threads, false);
+      const on = await serve(t, upstream, threads, true);
+      const plain = await run(t, off);
+      const logged = await run(t, on);
+      t.equal(logged.size, METHODS.length * PATHS.length * KINDS.length, 'every case was answered');
+      const differing = [...plain].filter(([key, answer]) => logged.get(key) !== answer).map(([key]) => key);
+      t.same(differing, [], 'every answer is the same with the access log as without it');
+      // The lines are written off the request's path: wait for the HEADs' (every case but the three probe paths has one).
+      const expected = (PATHS.length - 3) * KINDS.length;
+      let heads = 0;
+      for (let tries = 0; tries < 100 && heads < expected; tries++) {
+        await sleep(100);
+        const text = existsSync(on.log!) ? readFileSync(on.log!, 'utf8') : '';
+        heads = text
+          .split('\n')
+          .filter((l) => l !== '')
+          .map((l) => JSON.parse(l) as { method: string })
+          .filter((l) => l.method === 'HEAD').length;
+      }
+      t.equal(heads, expected, 'each HEAD request is one line of the log');
+    },
+  );
 }

@@ -31,7 +31,20 @@ interface Line {
   messagesOut?: number;
 }
 
-const FIELDS = ['time', 'client', 'token', 'method', 'path', 'rpc', 'calls', 'status', 'upstreamStatus', 'durationUs', 'bytesIn', 'bytesOut'];
+const FIELDS = [
+  'time',
+  'client',
+  'token',
+  'method',
+  'path',
+  'rpc',
+  'calls',
+  'status',
+  'upstreamStatus',
+  'durationUs',
+  'bytesIn',
+  'bytesOut',
+];
 
 /** Every line of the file, each parsed as JSON (a line that is not fails the test); none when the file is not there yet. */
 function linesOf(file: string): Line[] {
@@ -39,7 +52,10 @@ function linesOf(file: string): Line[] {
   const text = readFileSync(file, 'utf8');
   if (text === '') return [];
   if (!text.endsWith('\n')) throw new Error(`the access log ends in a cut line: ${JSON.stringify(text.slice(-200))}`);
-  return text.slice(0, -1).split('\n').map((line) => JSON.parse(line) as Line);
+  return text
+    .slice(0, -1)
+    .split('\n')
+    .map((line) => JSON.parse(line) as Line);
 }
 
 /** The lines matching, once there are `count` of them (lines are written a fraction of a second after their answer). */
@@ -62,52 +78,85 @@ function checkShape(t: Test, line: Line): void {
   t.ok(Number.isInteger(line.durationUs) && line.durationUs >= 0, 'durationUs: whole microseconds');
 }
 
-const upstream = await startUpstream(t, (req) => req.url === '/ext/bc/missing'
-  ? (_req, res) => { res.writeHead(404, { 'content-type': 'text/plain' }).end('no such chain\n'); }
-  : echo);
+const upstream = await startUpstream(t, (req) =>
+  req.url === '/ext/bc/missing'
+    ? (_req, res) => {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('no such chain\n');
+      }
+    : echo,
+);
 const dir = tempDir(t);
 const file = join(dir, 'access.log');
-const server = await startServer(t, { args: ['--upstream', upstream.url, '--access-log', file, '--http-threads', '1',
-  '--trusted-proxies', '127.0.0.5'] });
+const server = await startServer(t, {
+  args: ['--upstream', upstream.url, '--access-log', file, '--http-threads', '1', '--trusted-proxies', '127.0.0.5'],
+});
 const chain = await issueToken(server.url, server.password, { endpoints: ['/ext/bc/*'] });
 
-t.test('a forwarded request: its client, token id, method, path, JSON-RPC method, status, the upstream\'s status, duration and bytes', async (t) => {
-  const body = rpcBody('eth_blockNumber');
-  const response = await post(server.url, '/ext/bc/C/rpc?access_token=in-the-query&x=1', body, { token: chain.token, localAddress: '127.0.0.9' });
-  t.equal(response.status, 200);
-  const [line] = await waitForLines(file, (l) => l.path === '/ext/bc/C/rpc' && l.client === '127.0.0.9');
-  checkShape(t, line);
-  t.match(line, {
-    client: '127.0.0.9', token: chain.id, method: 'POST', path: '/ext/bc/C/rpc', rpc: ['eth_blockNumber'], calls: 1,
-    status: 200, upstreamStatus: 200, bytesIn: Buffer.byteLength(body), bytesOut: response.body.length,
-  });
-  t.notOk(readFileSync(file, 'utf8').includes(chain.token), 'never the token');
-  t.notOk(readFileSync(file, 'utf8').includes('in-the-query'), 'never the query');
+t.test(
+  "a forwarded request: its client, token id, method, path, JSON-RPC method, status, the upstream's status, duration and bytes",
+  async (t) => {
+    const body = rpcBody('eth_blockNumber');
+    const response = await post(server.url, '/ext/bc/C/rpc?access_token=in-the-query&x=1', body, {
+      token: chain.token,
+      localAddress: '127.0.0.9',
+    });
+    t.equal(response.status, 200);
+    const [line] = await waitForLines(file, (l) => l.path === '/ext/bc/C/rpc' && l.client === '127.0.0.9');
+    checkShape(t, line);
+    t.match(line, {
+      client: '127.0.0.9',
+      token: chain.id,
+      method: 'POST',
+      path: '/ext/bc/C/rpc',
+      rpc: ['eth_blockNumber'],
+      calls: 1,
+      status: 200,
+      upstreamStatus: 200,
+      bytesIn: Buffer.byteLength(body),
+      bytesOut: response.body.length,
+    });
+    t.notOk(readFileSync(file, 'utf8').includes(chain.token), 'never the token');
+    t.notOk(readFileSync(file, 'utf8').includes('in-the-query'), 'never the query');
 
-  const missing = await post(server.url, '/ext/bc/missing', body, { token: chain.token, localAddress: '127.0.0.10' });
-  t.equal(missing.status, 404);
-  const [relayed] = await waitForLines(file, (l) => l.path === '/ext/bc/missing');
-  t.match(relayed, { status: 404, upstreamStatus: 404, token: chain.id, bytesOut: missing.body.length }, 'the upstream\'s own 404');
-});
+    const missing = await post(server.url, '/ext/bc/missing', body, { token: chain.token, localAddress: '127.0.0.10' });
+    t.equal(missing.status, 404);
+    const [relayed] = await waitForLines(file, (l) => l.path === '/ext/bc/missing');
+    t.match(relayed, { status: 404, upstreamStatus: 404, token: chain.id, bytesOut: missing.body.length }, "the upstream's own 404");
+  },
+);
 
 t.test('a batch: its methods, at most 16, and how many calls it holds', async (t) => {
   const batch = JSON.stringify(Array.from({ length: 20 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: `eth_m${i}` })));
   t.equal((await post(server.url, '/ext/bc/C/batch', batch, { token: chain.token })).status, 200);
   const [line] = await waitForLines(file, (l) => l.path === '/ext/bc/C/batch');
   t.equal(line.calls, 20);
-  t.same(line.rpc, Array.from({ length: 16 }, (_, i) => `eth_m${i}`), 'the first 16 methods');
+  t.same(
+    line.rpc,
+    Array.from({ length: 16 }, (_, i) => `eth_m${i}`),
+    'the first 16 methods',
+  );
   // The one reading of a body (host/rpc/reading.ts): a batch with a call that has no method string is not read.
   const unread = JSON.stringify(Array.from({ length: 4 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: i === 3 ? 7 : `eth_m${i}` })));
   t.equal((await post(server.url, '/ext/bc/C/unread', unread, { token: chain.token })).status, 200);
-  t.match((await waitForLines(file, (l) => l.path === '/ext/bc/C/unread'))[0], { rpc: null, calls: null },
-    'a batch the reading cannot read: no methods, no count');
+  t.match(
+    (await waitForLines(file, (l) => l.path === '/ext/bc/C/unread'))[0],
+    { rpc: null, calls: null },
+    'a batch the reading cannot read: no methods, no count',
+  );
   const trailing = `${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_m0' })} x`;
   t.equal((await post(server.url, '/ext/bc/C/trailing', trailing, { token: chain.token })).status, 200);
-  t.match((await waitForLines(file, (l) => l.path === '/ext/bc/C/trailing'))[0], { rpc: null, calls: null },
-    'a call with a byte after it: not read, as the gate would not read it');
+  t.match(
+    (await waitForLines(file, (l) => l.path === '/ext/bc/C/trailing'))[0],
+    { rpc: null, calls: null },
+    'a call with a byte after it: not read, as the gate would not read it',
+  );
   const notJson = await post(server.url, '/ext/bc/C/text', 'not json', { token: chain.token });
   t.equal(notJson.status, 200);
-  t.match((await waitForLines(file, (l) => l.path === '/ext/bc/C/text'))[0], { rpc: null, calls: null, bytesIn: 8 }, 'no JSON-RPC: no methods');
+  t.match(
+    (await waitForLines(file, (l) => l.path === '/ext/bc/C/text'))[0],
+    { rpc: null, calls: null, bytesIn: 8 },
+    'no JSON-RPC: no methods',
+  );
 });
 
 t.test('refused by the gate: 401 without a token, with a forged one and a revoked one, 400 for a path; never forwarded', async (t) => {
@@ -124,7 +173,11 @@ t.test('refused by the gate: 401 without a token, with a forged one and a revoke
     t.equal(response.status, 401, path);
     const [line] = await waitForLines(file, (l) => l.path === path);
     checkShape(t, line);
-    t.match(line, { token: id, status: 401, upstreamStatus: null, bytesOut: response.body.length }, `${path}: the token id only of a genuine token`);
+    t.match(
+      line,
+      { token: id, status: 401, upstreamStatus: null, bytesOut: response.body.length },
+      `${path}: the token id only of a genuine token`,
+    );
   }
   // A raw request line: the path as sent, which a JSON string must escape.
   const raw = '/ext/bc/C/../"quoted"';
@@ -135,7 +188,7 @@ t.test('refused by the gate: 401 without a token, with a forged one and a revoke
   t.equal(upstream.seen.length, seen, 'the upstream saw none of them');
 });
 
-t.test('a method scope\'s refusal: 200 with its error, the token id and the method refused', async (t) => {
+t.test("a method scope's refusal: 200 with its error, the token id and the method refused", async (t) => {
   const scoped = await issueToken(server.url, server.password, { endpoints: ['/ext/bc/*'], methods: ['eth_blockNumber'] });
   const response = await post(server.url, '/ext/bc/C/scoped', rpcBody('eth_sendRawTransaction'), { token: scoped.token });
   // A refused call of a JSON-RPC body is its error in a 200 (docs/reference/errors.md), never forwarded.
@@ -146,21 +199,38 @@ t.test('a method scope\'s refusal: 200 with its error, the token id and the meth
 
 t.test('an /ext/auth call: its method, never its password', async (t) => {
   const before = linesOf(file).filter((l) => l.path === '/ext/auth').length;
-  const response = await post(server.url, '/ext/auth', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.listTokens',
-    params: { password: server.password } }));
+  const response = await post(
+    server.url,
+    '/ext/auth',
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.listTokens', params: { password: server.password } }),
+  );
   t.equal(response.status, 200);
   const lines = await waitForLines(file, (l) => l.path === '/ext/auth', before + 1);
-  t.match(lines.at(-1), { token: null, method: 'POST', rpc: ['auth.listTokens'], calls: 1, status: 200, upstreamStatus: null,
-    bytesOut: response.body.length });
+  t.match(lines.at(-1), {
+    token: null,
+    method: 'POST',
+    rpc: ['auth.listTokens'],
+    calls: 1,
+    status: 200,
+    upstreamStatus: null,
+    bytesOut: response.body.length,
+  });
   t.notOk(readFileSync(file, 'utf8').includes(server.password), 'never the password');
 });
 
-t.test('/ext/auth/check: the original request\'s token, the check\'s answer', async (t) => {
-  const granted = await request(server.url, '/ext/auth/check', { headers: [['X-Original-Request', 'POST /ext/bc/C/rpc HTTP/1.1'],
-    ['Authorization', `Bearer ${chain.token}`]], localAddress: '127.0.0.11' });
+t.test("/ext/auth/check: the original request's token, the check's answer", async (t) => {
+  const granted = await request(server.url, '/ext/auth/check', {
+    headers: [
+      ['X-Original-Request', 'POST /ext/bc/C/rpc HTTP/1.1'],
+      ['Authorization', `Bearer ${chain.token}`],
+    ],
+    localAddress: '127.0.0.11',
+  });
   t.equal(granted.status, 200);
-  const refused = await request(server.url, '/ext/auth/check', { headers: [['X-Original-Request', 'POST /ext/bc/C/rpc HTTP/1.1']],
-    localAddress: '127.0.0.12' });
+  const refused = await request(server.url, '/ext/auth/check', {
+    headers: [['X-Original-Request', 'POST /ext/bc/C/rpc HTTP/1.1']],
+    localAddress: '127.0.0.12',
+  });
   t.equal(refused.status, 401);
   const [yes] = await waitForLines(file, (l) => l.path === '/ext/auth/check' && l.client === '127.0.0.11');
   const [no] = await waitForLines(file, (l) => l.path === '/ext/auth/check' && l.client === '127.0.0.12');
@@ -170,8 +240,26 @@ t.test('/ext/auth/check: the original request\'s token, the check\'s answer', as
 
 t.test('behind a trusted proxy, the client it names; from anyone else, the peer', async (t) => {
   const forwarded: [string, string][] = [['X-Forwarded-For', '203.0.113.7']];
-  t.equal((await post(server.url, '/ext/bc/C/proxied', rpcBody('eth_chainId'), { token: chain.token, headers: forwarded, localAddress: '127.0.0.5' })).status, 200);
-  t.equal((await post(server.url, '/ext/bc/C/spoofed', rpcBody('eth_chainId'), { token: chain.token, headers: forwarded, localAddress: '127.0.0.6' })).status, 200);
+  t.equal(
+    (
+      await post(server.url, '/ext/bc/C/proxied', rpcBody('eth_chainId'), {
+        token: chain.token,
+        headers: forwarded,
+        localAddress: '127.0.0.5',
+      })
+    ).status,
+    200,
+  );
+  t.equal(
+    (
+      await post(server.url, '/ext/bc/C/spoofed', rpcBody('eth_chainId'), {
+        token: chain.token,
+        headers: forwarded,
+        localAddress: '127.0.0.6',
+      })
+    ).status,
+    200,
+  );
   t.equal((await waitForLines(file, (l) => l.path === '/ext/bc/C/proxied'))[0].client, '203.0.113.7');
   t.equal((await waitForLines(file, (l) => l.path === '/ext/bc/C/spoofed'))[0].client, '127.0.0.6');
 });
@@ -183,7 +271,10 @@ t.test('no line for /ext/health, /ext/auth/health and /ext/auth/live', async (t)
   // Lines are written in the order their requests ended: once this one is there, the others would be.
   t.equal((await request(server.url, '/ext/bc/C/after-health', { headers: [['Authorization', `Bearer ${chain.token}`]] })).status, 200);
   await waitForLines(file, (l) => l.path === '/ext/bc/C/after-health');
-  t.same(linesOf(file).filter((l) => l.path === '/ext/health' || l.path === '/ext/auth/health' || l.path === '/ext/auth/live'), []);
+  t.same(
+    linesOf(file).filter((l) => l.path === '/ext/health' || l.path === '/ext/auth/health' || l.path === '/ext/auth/live'),
+    [],
+  );
 });
 
 t.test('a WebSocket session: one line at its end, with its messages and their bytes each way; a refused upgrade, its own', async (t) => {
@@ -195,7 +286,11 @@ t.test('a WebSocket session: one line at its end, with its messages and their by
   const answers = [await client.call('eth_chainId'), await client.call('eth_blockNumber')];
   t.ok(answers.every((answer) => answer.result !== undefined));
   await sleep(300);
-  t.same(linesOf(wsFile).filter((l) => l.path === '/ext/bc/C/ws'), [], 'no line while the session is open');
+  t.same(
+    linesOf(wsFile).filter((l) => l.path === '/ext/bc/C/ws'),
+    [],
+    'no line while the session is open',
+  );
   client.socket.close(1000);
   await client.closed;
   const [line] = await waitForLines(wsFile, (l) => l.path === '/ext/bc/C/ws' && l.status === 101);
@@ -203,12 +298,26 @@ t.test('a WebSocket session: one line at its end, with its messages and their by
   const session = await ws.session(0);
   const sent = session.received.reduce((sum, message) => sum + message.data.length, 0);
   const received = client.received.reduce((sum, message) => sum + message.data.length, 0);
-  t.match(line, { token: token.id, method: 'GET', status: 101, upstreamStatus: 101, messagesIn: 2, messagesOut: client.received.length,
-    bytesIn: sent, bytesOut: received });
-  t.ok(line.durationUs >= 300_000, 'timed from the upgrade to the session\'s end');
+  t.match(line, {
+    token: token.id,
+    method: 'GET',
+    status: 101,
+    upstreamStatus: 101,
+    messagesIn: 2,
+    messagesOut: client.received.length,
+    bytesIn: sent,
+    bytesOut: received,
+  });
+  t.ok(line.durationUs >= 300_000, "timed from the upgrade to the session's end");
 
-  const refused = await request(gateway.url, '/ext/bc/C/ws', { headers: [['Upgrade', 'websocket'], ['Connection', 'Upgrade'],
-    ['Sec-WebSocket-Key', 'dGhlIHNhbXBsZSBub25jZQ=='], ['Sec-WebSocket-Version', '13']] });
+  const refused = await request(gateway.url, '/ext/bc/C/ws', {
+    headers: [
+      ['Upgrade', 'websocket'],
+      ['Connection', 'Upgrade'],
+      ['Sec-WebSocket-Key', 'dGhlIHNhbXBsZSBub25jZQ=='],
+      ['Sec-WebSocket-Version', '13'],
+    ],
+  });
   t.equal(refused.status, 401);
   const lines = await waitForLines(wsFile, (l) => l.path === '/ext/bc/C/ws' && l.status === 401);
   t.match(lines[0], { token: null, upstreamStatus: null, bytesOut: refused.body.length });
@@ -218,8 +327,11 @@ t.test('a WebSocket session: one line at its end, with its messages and their by
   const open = await openClient(t, wsUrl(gateway.url, '/ext/bc/C/ws?open=1'), { token: token.token });
   await open.call('eth_chainId');
   t.equal((await gateway.stop('SIGTERM')).code, 0);
-  t.match(linesOf(wsFile).filter((l) => l.status === 101), [{ messagesIn: 2 }, { messagesIn: 1, messagesOut: 1, token: token.id }],
-    'the session open at the stop has its line');
+  t.match(
+    linesOf(wsFile).filter((l) => l.status === 101),
+    [{ messagesIn: 2 }, { messagesIn: 1, messagesOut: 1, token: token.id }],
+    'the session open at the stop has its line',
+  );
 });
 
 t.test('two HTTP threads under concurrent load: every line whole, none lost by a clean stop', async (t) => {
@@ -227,12 +339,25 @@ t.test('two HTTP threads under concurrent load: every line whole, none lost by a
   const loaded = await startServer(t, { args: ['--upstream', upstream.url, '--access-log', loadFile, '--http-threads', '2'] });
   const token = await issueToken(loaded.url, loaded.password, { endpoints: ['/ext/bc/*'] });
   const requests = 3000;
-  const statuses = await overKeepAlive(loaded.url, 16, Array.from({ length: requests }, (_, i) => i), async (i, connection) => {
-    // Long paths, so that the threads' writes are many and large.
-    const path = `/ext/bc/C/${i}/${'x'.repeat(200)}`;
-    return (await connection.request(path, { method: 'POST', body: rpcBody('eth_call', i),
-      headers: [['Authorization', `Bearer ${token.token}`], ['Content-Type', 'application/json']] })).status;
-  });
+  const statuses = await overKeepAlive(
+    loaded.url,
+    16,
+    Array.from({ length: requests }, (_, i) => i),
+    async (i, connection) => {
+      // Long paths, so that the threads' writes are many and large.
+      const path = `/ext/bc/C/${i}/${'x'.repeat(200)}`;
+      return (
+        await connection.request(path, {
+          method: 'POST',
+          body: rpcBody('eth_call', i),
+          headers: [
+            ['Authorization', `Bearer ${token.token}`],
+            ['Content-Type', 'application/json'],
+          ],
+        })
+      ).status;
+    },
+  );
   t.ok(statuses.every((status) => status === 200));
   t.equal((await loaded.stop('SIGTERM')).code, 0);
   const lines = linesOf(loadFile).filter((l) => l.path.startsWith('/ext/bc/C/'));

@@ -37,17 +37,24 @@ for (const threads of ['1', '2']) {
     const answer = JSON.parse(response.text);
     t.same(Object.keys(answer.result), ['csrf', 'expiresAt'], 'the answer holds the CSRF value and the end, not the session');
     t.notOk(response.text.includes(session), 'the session is in the cookie alone');
-    t.equal(csrf, csrfOf(session), 'the CSRF value is the session\'s');
+    t.equal(csrf, csrfOf(session), "the CSRF value is the session's");
     t.equal(Number(COOKIE.exec(response.headers['set-cookie'])?.[2]), 900, 'for 15 minutes');
     t.equal(response.headers['cache-control'], 'no-store', 'no-store');
     const expires = Date.parse(answer.result.expiresAt) - Date.now();
     t.ok(expires > 800_000 && expires <= 901_000, 'expiresAt is 15 minutes on');
 
-    const headers: [string, string][] = [['Cookie', `other=1; api-auth-session=${session}`], ['X-Api-Auth-Csrf', csrf]];
+    const headers: [string, string][] = [
+      ['Cookie', `other=1; api-auth-session=${session}`],
+      ['X-Api-Auth-Csrf', csrf],
+    ];
     const issued = await jsonrpc(AUTH, 'auth.newToken', { endpoints: ['/'], label: 'by session' }, 1, headers);
     t.match(issued.result, { id: /^t\d+$/, token: /^[A-Za-z0-9_-]{76}$/ }, 'newToken with the session');
     const listed = await jsonrpc(AUTH, 'auth.listTokens', {}, 1, headers);
-    t.same(listed.result.tokens.map((x: { label: string }) => x.label), ['by session'], 'listTokens with the session; the session is not listed');
+    t.same(
+      listed.result.tokens.map((x: { label: string }) => x.label),
+      ['by session'],
+      'listTokens with the session; the session is not listed',
+    );
     const rotated = await jsonrpc(AUTH, 'auth.rotateToken', { id: issued.result.id }, 1, headers);
     t.match(rotated.result, { id: /^t\d+$/ }, 'rotateToken with the session');
     const revoked = await jsonrpc(AUTH, 'auth.revokeToken', { id: rotated.result.id }, 1, headers);
@@ -70,9 +77,16 @@ for (const threads of ['1', '2']) {
     t.not(next, session, 'renewal sets a new session');
     t.equal(JSON.parse(renewed.text).result.csrf, csrfOf(next), 'with its CSRF value');
     t.equal((await jsonrpc(AUTH, 'auth.listTokens', {}, 1, headers)).error?.code, -32000, 'the old session is over');
-    const nextHeaders: [string, string][] = [['Cookie', `api-auth-session=${next}`], ['X-Api-Auth-Csrf', csrfOf(next)]];
+    const nextHeaders: [string, string][] = [
+      ['Cookie', `api-auth-session=${next}`],
+      ['X-Api-Auth-Csrf', csrfOf(next)],
+    ];
     const out = await postJson(AUTH, { jsonrpc: '2.0', id: 1, method: 'auth.signOut' }, nextHeaders);
-    t.equal(out.headers['set-cookie'], 'api-auth-session=; Max-Age=0; Path=/ext/auth; HttpOnly; SameSite=Strict', 'sign-out clears the cookie');
+    t.equal(
+      out.headers['set-cookie'],
+      'api-auth-session=; Max-Age=0; Path=/ext/auth; HttpOnly; SameSite=Strict',
+      'sign-out clears the cookie',
+    );
     t.same(JSON.parse(out.text).result, { success: true }, 'signed out');
     t.equal((await jsonrpc(AUTH, 'auth.listTokens', {}, 1, nextHeaders)).error?.code, -32000, 'the signed-out session is refused');
 
@@ -80,11 +94,15 @@ for (const threads of ['1', '2']) {
     t.equal(audits[0].outcome, 'ok', 'a call by session is audited as one');
     await server.waitForLines((l) => l.msg === 'audit' && l.method === 'auth.signOut', 1);
     const written = server.stdout() + server.stderr();
-    t.notOk(written.includes(session) || written.includes(next) || written.includes(server.password),
-      'no log line holds a session or the password');
+    t.notOk(
+      written.includes(session) || written.includes(next) || written.includes(server.password),
+      'no log line holds a session or the password',
+    );
 
-    const batch = await postJson(AUTH, [{ jsonrpc: '2.0', id: 1, method: 'auth.signIn', params: { password: server.password } },
-      { jsonrpc: '2.0', id: 2, method: 'auth.listTokens', params: { password: server.password } }]);
+    const batch = await postJson(AUTH, [
+      { jsonrpc: '2.0', id: 1, method: 'auth.signIn', params: { password: server.password } },
+      { jsonrpc: '2.0', id: 2, method: 'auth.listTokens', params: { password: server.password } },
+    ]);
     t.match(batch.headers['set-cookie'] ?? '', COOKIE, 'a sign-in in a batch sets its cookie too');
   });
 }
@@ -93,18 +111,49 @@ t.test('under TLS the cookie is Secure', async (t) => {
   const dir = tempDir(t);
   const cert = join(dir, 'c.crt');
   const key = join(dir, 'c.key');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key,
-    '-out', cert, '-days', '1', '-subj', '/CN=console', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=console',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   const server = await startServer(t, {
-    cheapChecks: true, args: ['--console', '--http-threads', '1', '--http-tls-enabled', '--http-tls-cert-file', cert, '--http-tls-key-file', key],
+    cheapChecks: true,
+    args: ['--console', '--http-threads', '1', '--http-tls-enabled', '--http-tls-cert-file', cert, '--http-tls-key-file', key],
   });
   const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.signIn', params: { password: server.password } });
   const setCookie = await new Promise<string>((resolve, reject) => {
-    const req = httpsRequest({ host: '127.0.0.1', port: server.port, path: '/ext/auth', method: 'POST', ca: readFileSync(cert),
-      headers: { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(String(res.headers['set-cookie'] ?? '')));
-    });
+    const req = httpsRequest(
+      {
+        host: '127.0.0.1',
+        port: server.port,
+        path: '/ext/auth',
+        method: 'POST',
+        ca: readFileSync(cert),
+        headers: { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(String(res.headers['set-cookie'] ?? '')));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });

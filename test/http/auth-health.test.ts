@@ -19,7 +19,7 @@ t.test('answers 200 without a token once serving; /ext/health still needs one', 
   const head = await request(server.url, HEALTH, { method: 'HEAD' });
   t.equal(head.status, 200, 'HEAD too');
   t.equal(head.body.length, 0);
-  expectRefused(t, await request(server.url, '/ext/health'), REASONS.noToken, '/ext/health is the node\'s, gated');
+  expectRefused(t, await request(server.url, '/ext/health'), REASONS.noToken, "/ext/health is the node's, gated");
   t.equal((await request(server.url, HEALTH, { method: 'POST', body: '{}' })).status, 405, 'POST is not a probe');
 });
 
@@ -57,7 +57,7 @@ t.test('/ext/auth/live: 200 without a token, no-store, GET and HEAD only, with a
     const live = await request(server.url, LIVE);
     t.equal(live.status, 200, `auth ${auth ? 'on' : 'off'}`);
     t.equal(live.headers['content-type'], 'application/json');
-    t.equal(live.headers['cache-control'], 'no-store', 'a probe\'s answer is never a cached one');
+    t.equal(live.headers['cache-control'], 'no-store', "a probe's answer is never a cached one");
     t.same(JSON.parse(live.text), { live: true });
     const head = await request(server.url, LIVE, { method: 'HEAD' });
     t.equal(head.status, 200, 'HEAD too');
@@ -68,15 +68,18 @@ t.test('/ext/auth/live: 200 without a token, no-store, GET and HEAD only, with a
   }
 });
 
-t.test('/ext/auth/live stays 200 while the node is down and readiness is 503: a supervisor does not restart the gateway for it', async (t) => {
-  const down = await startServer(t, { args: ['--upstream', `http://127.0.0.1:${await closedPort()}`] });
-  t.equal((await request(down.url, HEALTH)).status, 503, 'not ready');
-  const live = await request(down.url, LIVE);
-  t.equal(live.status, 200, 'but alive');
-  t.same(JSON.parse(live.text), { live: true });
-});
+t.test(
+  '/ext/auth/live stays 200 while the node is down and readiness is 503: a supervisor does not restart the gateway for it',
+  async (t) => {
+    const down = await startServer(t, { args: ['--upstream', `http://127.0.0.1:${await closedPort()}`] });
+    t.equal((await request(down.url, HEALTH)).status, 503, 'not ready');
+    const live = await request(down.url, LIVE);
+    t.equal(live.status, 200, 'but alive');
+    t.same(JSON.parse(live.text), { live: true });
+  },
+);
 
-t.test('/ext/auth/live is api-auth\'s own on every HTTP thread, never forwarded to the node', async (t) => {
+t.test("/ext/auth/live is api-auth's own on every HTTP thread, never forwarded to the node", async (t) => {
   const upstream = await startUpstream(t);
   const server = await startServer(t, { args: ['--upstream', upstream.url, '--http-threads', '2'] });
   for (let i = 0; i < 8; i++) t.equal((await request(server.url, LIVE)).status, 200);

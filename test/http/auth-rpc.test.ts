@@ -77,14 +77,17 @@ t.test('a batch is answered in request order, notifications left out', async (t)
   t.equal(response.status, 200);
   const answers: RpcResponse[] = json(response);
   t.ok(Array.isArray(answers), 'the answer is an array');
-  t.same(answers.map((a) => [a.id, a.error?.code ?? a.result]), [
-    [1, -32601],
-    ['two', notLive('malformed')],
-    [null, -32600],
-    [3, -32600],
-    [4, -32602],
-    [null, -32000],
-  ]);
+  t.same(
+    answers.map((a) => [a.id, a.error?.code ?? a.result]),
+    [
+      [1, -32601],
+      ['two', notLive('malformed')],
+      [null, -32600],
+      [3, -32600],
+      [4, -32602],
+      [null, -32000],
+    ],
+  );
   for (const answer of answers) t.equal(answer.jsonrpc, '2.0');
   expectRefused(t, await call(server.url, '/ext/info', token), REASONS.revoked, 'the notification in the batch ran');
 });
@@ -109,7 +112,11 @@ t.test('a batch holds at most 100 requests', async (t) => {
   const hundred = Array.from({ length: 100 }, (_, i) => rpc('auth.noSuchMethod', {}, i));
   const answers: RpcResponse[] = json(await postJson(AUTH, hundred));
   t.equal(answers.length, 100, '100 requests get 100 answers');
-  t.same(answers.map((a) => a.id), hundred.map((r) => r.id), 'in request order');
+  t.same(
+    answers.map((a) => a.id),
+    hundred.map((r) => r.id),
+    'in request order',
+  );
   const over = await postJson(AUTH, [...hundred, rpc('auth.noSuchMethod', {}, 100)]);
   t.equal(over.status, 200);
   t.same(json(over), { jsonrpc: '2.0', error: { code: -32600, message: 'batch holds more than 100 requests' }, id: null });
@@ -156,7 +163,14 @@ t.test('a body that is not a request object is an invalid request, id echoed onl
     t.type(answer.error?.message, 'string');
   });
   const batch: RpcResponse[] = json(await postJson(AUTH, [1, 'x']));
-  t.same(batch.map((a) => [a.error?.code, a.id]), [[-32600, null], [-32600, null]], 'each bad batch entry gets its own error');
+  t.same(
+    batch.map((a) => [a.error?.code, a.id]),
+    [
+      [-32600, null],
+      [-32600, null],
+    ],
+    'each bad batch entry gets its own error',
+  );
 });
 
 t.test('an unknown method is method not found, naming it', async (t) => {
@@ -170,8 +184,10 @@ t.test('an unknown method is method not found, naming it', async (t) => {
   }
   const long = await jsonrpc(AUTH, `auth.${'x'.repeat(1000)}`, {}, 3);
   t.equal(long.error?.code, -32601);
-  t.ok(long.error!.message.length <= 'method not found: '.length + 64 + 8,
-    `a long name is cut (message of ${long.error!.message.length} characters)`);
+  t.ok(
+    long.error!.message.length <= 'method not found: '.length + 64 + 8,
+    `a long name is cut (message of ${long.error!.message.length} characters)`,
+  );
 });
 
 t.test('missing or wrong-typed params are invalid params, checked before the password', async (t) => {
@@ -217,29 +233,52 @@ t.test('missing or wrong-typed params are invalid params, checked before the pas
 
 t.test('newPassword length counts code points, not UTF-16 units or bytes', async (t) => {
   const answer = await jsonrpc(AUTH, 'auth.changePassword', { oldPassword: WRONG, newPassword: '\u{1F600}'.repeat(1024) });
-  t.same(answer.error, { code: -32000, message: 'incorrect password' },
-    '1024 emoji (2048 UTF-16 units) pass the params check and reach the password check');
+  t.same(
+    answer.error,
+    { code: -32000, message: 'incorrect password' },
+    '1024 emoji (2048 UTF-16 units) pass the params check and reach the password check',
+  );
 });
 
 t.test('an unknown member of params is invalid params naming it (and the likely intended one), before any password check', async (t) => {
   const endpoints = ['/ext/info'];
   const cases: [string, Record<string, unknown>, string][] = [
-    ['auth.newToken', { password: server.password, endpoints, method: ['info.getNodeVersion'] },
-      'invalid params: unknown param "method" (did you mean methods?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients'],
-    ['auth.newToken', { password: server.password, endpoints, expiresin: '1m' },
-      'invalid params: unknown param "expiresin" (did you mean expiresIn?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients'],
-    ['auth.newToken', { password: server.password, endpoints, lifetime: 5, extra: {} },
-      'invalid params: unknown param "lifetime"; auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients'],
-    ['auth.newToken', { password: server.password, endpoints, lable: 'x' },
-      'invalid params: unknown param "lable" (did you mean label?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients'],
-    ['auth.listTokens', { password: server.password, all: true },
-      'invalid params: unknown param "all"; auth.listTokens takes password'],
-    ['auth.revokeToken', { password: server.password, tokenId: 't1' },
-      'invalid params: unknown param "tokenId" (did you mean token?); auth.revokeToken takes password, token and id'],
-    ['auth.changePassword', { oldPassword: server.password, newPasword: 'another-password' },
-      'invalid params: unknown param "newPasword" (did you mean newPassword?); auth.changePassword takes oldPassword and newPassword'],
-    ['auth.changePassword', { oldPassword: server.password, newPassword: 'another-password', password: server.password },
-      'invalid params: unknown param "password"; auth.changePassword takes oldPassword and newPassword'],
+    [
+      'auth.newToken',
+      { password: server.password, endpoints, method: ['info.getNodeVersion'] },
+      'invalid params: unknown param "method" (did you mean methods?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients',
+    ],
+    [
+      'auth.newToken',
+      { password: server.password, endpoints, expiresin: '1m' },
+      'invalid params: unknown param "expiresin" (did you mean expiresIn?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients',
+    ],
+    [
+      'auth.newToken',
+      { password: server.password, endpoints, lifetime: 5, extra: {} },
+      'invalid params: unknown param "lifetime"; auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients',
+    ],
+    [
+      'auth.newToken',
+      { password: server.password, endpoints, lable: 'x' },
+      'invalid params: unknown param "lable" (did you mean label?); auth.newToken takes password, endpoints, methods, expiresIn, label, rateLimit, burst, quota and allowedClients',
+    ],
+    ['auth.listTokens', { password: server.password, all: true }, 'invalid params: unknown param "all"; auth.listTokens takes password'],
+    [
+      'auth.revokeToken',
+      { password: server.password, tokenId: 't1' },
+      'invalid params: unknown param "tokenId" (did you mean token?); auth.revokeToken takes password, token and id',
+    ],
+    [
+      'auth.changePassword',
+      { oldPassword: server.password, newPasword: 'another-password' },
+      'invalid params: unknown param "newPasword" (did you mean newPassword?); auth.changePassword takes oldPassword and newPassword',
+    ],
+    [
+      'auth.changePassword',
+      { oldPassword: server.password, newPassword: 'another-password', password: server.password },
+      'invalid params: unknown param "password"; auth.changePassword takes oldPassword and newPassword',
+    ],
   ];
   const before = await jsonrpc(AUTH, 'auth.listTokens', { password: server.password });
   for (const [method, params, message] of cases) {
@@ -251,9 +290,18 @@ t.test('an unknown member of params is invalid params naming it (and the likely 
   t.equal(wrong.error?.code, -32602, 'refused before the password check: a wrong password with an unknown param is invalid params too');
   const long = 'x'.repeat(5000);
   const shown = await jsonrpc(AUTH, 'auth.listTokens', { password: server.password, [long]: 1 });
-  t.same(shown.error, { code: -32602, message: `invalid params: unknown param "${'x'.repeat(64)}"; auth.listTokens takes password` },
-    'a long name is shown cut to 64 characters');
-  const ok = await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints, methods: ['info.*'], expiresIn: '1m', label: 'all known' });
+  t.same(
+    shown.error,
+    { code: -32602, message: `invalid params: unknown param "${'x'.repeat(64)}"; auth.listTokens takes password` },
+    'a long name is shown cut to 64 characters',
+  );
+  const ok = await jsonrpc(AUTH, 'auth.newToken', {
+    password: server.password,
+    endpoints,
+    methods: ['info.*'],
+    expiresIn: '1m',
+    label: 'all known',
+  });
   t.type(ok.result?.token, 'string', 'every known param together still issues a token');
 });
 
@@ -271,17 +319,27 @@ t.test('a wrong password is -32000 "incorrect password" for every method', async
 
 t.test('content-type application/json is required; parameters and any case are accepted', async (t) => {
   const body = JSON.stringify(rpc('auth.noSuchMethod', {}, 1));
-  for (const type of ['application/json', 'application/json;charset=UTF-8', 'application/json; charset=utf-8',
-    'Application/JSON;charset=UTF-8', 'APPLICATION/JSON']) {
+  for (const type of [
+    'application/json',
+    'application/json;charset=UTF-8',
+    'application/json; charset=utf-8',
+    'Application/JSON;charset=UTF-8',
+    'APPLICATION/JSON',
+  ]) {
     const response = await postJson(AUTH, body, [['Content-Type', type]]);
     t.equal(response.status, 200, `${type} accepted`);
     t.equal(json(response).error?.code, -32601);
   }
-  const refused: [string, HttpResponse][] = [
-    ['no content-type', await request(server.url, '/ext/auth', { method: 'POST', body })],
-  ];
-  for (const type of ['text/plain', 'text/plain;charset=UTF-8', 'application/jsonp', 'application/json-patch+json',
-    'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', '']) {
+  const refused: [string, HttpResponse][] = [['no content-type', await request(server.url, '/ext/auth', { method: 'POST', body })]];
+  for (const type of [
+    'text/plain',
+    'text/plain;charset=UTF-8',
+    'application/jsonp',
+    'application/json-patch+json',
+    'application/x-www-form-urlencoded',
+    'multipart/form-data; boundary=x',
+    '',
+  ]) {
     refused.push([JSON.stringify(type), await postJson(AUTH, body, [['Content-Type', type]])]);
   }
   for (const [name, response] of refused) {
@@ -325,11 +383,15 @@ t.test('a body of exactly 65536 bytes is read; one byte more is 413 and the serv
 
 t.test('the body limit holds for chunked bodies and for a declared length the body never reaches', async (t) => {
   const chunk = (text: string): string => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
-  const chunked = (chunks: string[]): Promise<HttpResponse> => request(server.url, '/ext/auth', {
-    method: 'POST',
-    headers: [['Content-Type', 'application/json'], ['Transfer-Encoding', 'chunked']],
-    body: `${chunks.map(chunk).join('')}0\r\n\r\n`,
-  });
+  const chunked = (chunks: string[]): Promise<HttpResponse> =>
+    request(server.url, '/ext/auth', {
+      method: 'POST',
+      headers: [
+        ['Content-Type', 'application/json'],
+        ['Transfer-Encoding', 'chunked'],
+      ],
+      body: `${chunks.map(chunk).join('')}0\r\n\r\n`,
+    });
   const small = JSON.stringify(rpc('auth.noSuchMethod', {}, 'chunked'));
   const accepted = await chunked([small.slice(0, 10), small.slice(10)]);
   t.equal(accepted.status, 200, 'a small chunked body is read');
@@ -340,7 +402,10 @@ t.test('the body limit holds for chunked bodies and for a declared length the bo
   t.equal(json(over).error?.code, -32600);
   const declared = await request(server.url, '/ext/auth', {
     method: 'POST',
-    headers: [['Content-Type', 'application/json'], ['Content-Length', '1000000']],
+    headers: [
+      ['Content-Type', 'application/json'],
+      ['Content-Length', '1000000'],
+    ],
     body: small,
   });
   t.equal(declared.status, 413, 'a declared length over the limit is refused without waiting for the body');
@@ -363,8 +428,9 @@ t.test('/ext/auth needs no Authorization header and ignores one', async (t) => {
     ['another scheme', [['Authorization', 'Basic dXNlcjpwYXNz']]],
     ['a valid token of another endpoint', [['Authorization', `Bearer ${infoToken}`]]],
   ];
-  const answers = await Promise.all(headers.map(([, h]) =>
-    jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['/ext/health'] }, 1, h)));
+  const answers = await Promise.all(
+    headers.map(([, h]) => jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['/ext/health'] }, 1, h)),
+  );
   headers.forEach(([name], i) => t.type(answers[i].result?.token, 'string', `a token is issued with ${name}`));
 });
 
@@ -377,12 +443,21 @@ t.test('batch entries run one after another, in order', async (t) => {
     rpc('auth.changePassword', { oldPassword: next, newPassword: server.password }, 3),
   ]);
   const answers: RpcResponse[] = json(response);
-  t.same(answers.map((a) => a.id), [1, 2, 3]);
+  t.same(
+    answers.map((a) => a.id),
+    [1, 2, 3],
+  );
   t.same(answers[0].result, { success: true }, 'the password changed');
   t.type(answers[1].result?.token, 'string', 'the second entry saw the new password');
   t.same(answers[2].result, { success: true }, 'the third entry changed it back');
-  expectRefused(t, await call(server.url, '/ext/info', answers[1].result.token), REASONS.earlierGeneration,
-    'the token of the middle generation');
-  t.ok(parseRpc(await postJson(AUTH, rpc('auth.newToken', { password: server.password, endpoints: ['*'] }, 4))).result?.token,
-    'the first password is in force again');
+  expectRefused(
+    t,
+    await call(server.url, '/ext/info', answers[1].result.token),
+    REASONS.earlierGeneration,
+    'the token of the middle generation',
+  );
+  t.ok(
+    parseRpc(await postJson(AUTH, rpc('auth.newToken', { password: server.password, endpoints: ['*'] }, 4))).result?.token,
+    'the first password is in force again',
+  );
 });

@@ -13,9 +13,10 @@ const NODE_VERSION = 'avalanche/1.10.0';
 // A node's /ext/info, as far as this test needs it.
 const info: UpstreamHandler = (_req, res, body) => {
   const request = JSON.parse(body.toString()) as { id: number; method: string };
-  const answer = request.method === 'info.getNodeVersion'
-    ? { jsonrpc: '2.0', result: { version: NODE_VERSION, databaseVersion: 'v1.4.5', gitCommit: 'abc', vmVersions: {} }, id: request.id }
-    : { jsonrpc: '2.0', error: { code: -32601, message: `method not found: ${request.method}` }, id: request.id };
+  const answer =
+    request.method === 'info.getNodeVersion'
+      ? { jsonrpc: '2.0', result: { version: NODE_VERSION, databaseVersion: 'v1.4.5', gitCommit: 'abc', vmVersions: {} }, id: request.id }
+      : { jsonrpc: '2.0', error: { code: -32601, message: `method not found: ${request.method}` }, id: request.id };
   res.setHeader('Content-Type', 'application/json');
   res.end(JSON.stringify(answer));
 };
@@ -56,7 +57,7 @@ t.test('changePassword: the old password and its tokens stop working', async (t)
   const token = await auth.newToken(server.password, ['*']);
   const next = randomPassword();
   t.equal(await auth.changePassword(server.password, next), true);
-  await t.rejects(auth.newToken(server.password, ['*']), { message: 'incorrect password' }, 'the SDK reports the node\'s reason');
+  await t.rejects(auth.newToken(server.password, ['*']), { message: 'incorrect password' }, "the SDK reports the node's reason");
   avalanche.setAuthToken(token as string);
   await t.rejects(avalanche.Info().getNodeVersion(), { code: 'ERR_BAD_REQUEST' }, 'a token of the old password is refused');
   metricsToken = await newToken(server.url, next, ['/ext/metrics']);

@@ -14,14 +14,22 @@ const WALLET = 'https://wallet.example';
 function preflight(base: string, origin: string, path = '/ext/info'): Promise<HttpResponse> {
   return request(base, path, {
     method: 'OPTIONS',
-    headers: [['Origin', origin], ['Access-Control-Request-Method', 'POST'], ['Access-Control-Request-Headers', 'authorization,content-type']],
+    headers: [
+      ['Origin', origin],
+      ['Access-Control-Request-Method', 'POST'],
+      ['Access-Control-Request-Headers', 'authorization,content-type'],
+    ],
   });
 }
 
 const NODE_VERSION = '{"jsonrpc":"2.0","method":"info.getNodeVersion","id":1}';
 
 function noCors(t: Test, response: HttpResponse, label: string): void {
-  t.same(Object.keys(response.headers).filter((name) => name.startsWith('access-control-')), [], `${label}: no CORS header`);
+  t.same(
+    Object.keys(response.headers).filter((name) => name.startsWith('access-control-')),
+    [],
+    `${label}: no CORS header`,
+  );
 }
 
 // The tests of the default origins ask it for preflights only: none leaves anything that
@@ -85,7 +93,7 @@ t.test('a preflight is answered only for a path the rules allow: the others are 
   t.equal(refused.headers['access-control-allow-origin'], '*', 'the refusal is readable by the page');
 });
 
-t.test('behind the proxy: the upstream gets the request, and the answer carries api-auth\'s CORS headers, not the upstream\'s', async (t) => {
+t.test("behind the proxy: the upstream gets the request, and the answer carries api-auth's CORS headers, not the upstream's", async (t) => {
   const upstream = await startUpstream(t, () => (_req, res) => {
     res.setHeader('Access-Control-Allow-Origin', '*');
     res.setHeader('Content-Type', 'application/json');
@@ -103,29 +111,45 @@ t.test('behind the proxy: the upstream gets the request, and the answer carries 
   t.equal(upstream.seen.length, 2, 'the preflight never reached the upstream');
 });
 
-t.test('api-auth\'s own routes answer no preflight: the token service above all, whatever the origin', async (t) => {
+t.test("api-auth's own routes answer no preflight: the token service above all, whatever the origin", async (t) => {
   const server = byDefault;
   for (const path of ['/ext/auth', '/ext/auth/health', '/ext/auth/check']) {
     const response = await preflight(server.url, 'https://any.example', path);
     t.not(response.status, 204, `${path}: not answered as a preflight (${response.status})`);
     noCors(t, response, path);
   }
-  t.equal((await preflight(server.url, 'https://any.example', '/ext/info')).status, 204, 'the node\'s endpoints still are');
+  t.equal((await preflight(server.url, 'https://any.example', '/ext/info')).status, 204, "the node's endpoints still are");
 });
 
 t.test('a "*" stands for whole labels in front of a domain; any other place is refused at start with exit 2', async (t) => {
-  for (const origin of ['https://*example', 'https://*example.com', 'https://wallet*.example', 'https://wal*let.example', 'https://wallet.example:*',
-    'https://*', 'https://*.*.example', '*://wallet.example']) {
+  for (const origin of [
+    'https://*example',
+    'https://*example.com',
+    'https://wallet*.example',
+    'https://wal*let.example',
+    'https://wallet.example:*',
+    'https://*',
+    'https://*.*.example',
+    '*://wallet.example',
+  ]) {
     const dir = tempDir(t);
     const result = await runCli(t, ['--http-port', '0', '--data-dir', dir, '--http-allowed-origins', `https://wallet.example ${origin}`]);
     t.equal(result.code, 2, `${origin}: exit 2`);
-    t.equal(result.stderr, `api-auth: --http-allowed-origins: ${JSON.stringify(origin)} is not an origin: give scheme://host[:port] such as ` +
-      'https://wallet.example, scheme://*.domain[:port] for its subdomains (https://*.wallet.example), or "*" for every origin\n', origin);
+    t.equal(
+      result.stderr,
+      `api-auth: --http-allowed-origins: ${JSON.stringify(origin)} is not an origin: give scheme://host[:port] such as ` +
+        'https://wallet.example, scheme://*.domain[:port] for its subdomains (https://*.wallet.example), or "*" for every origin\n',
+      origin,
+    );
   }
   const server = await startServer(t, { cheapChecks: true, args: ['--http-allowed-origins', 'https://*.example:8443'] });
-  t.equal((await preflight(server.url, 'https://a.b.example:8443')).headers['access-control-allow-origin'], 'https://a.b.example:8443',
-    'subdomains at any depth, with the port given');
-  for (const origin of ['https://evilexample:8443', 'https://a.example', 'https://.example:8443']) noCors(t, await preflight(server.url, origin), origin);
+  t.equal(
+    (await preflight(server.url, 'https://a.b.example:8443')).headers['access-control-allow-origin'],
+    'https://a.b.example:8443',
+    'subdomains at any depth, with the port given',
+  );
+  for (const origin of ['https://evilexample:8443', 'https://a.example', 'https://.example:8443'])
+    noCors(t, await preflight(server.url, origin), origin);
 });
 
 t.test('a bad origin is one clear line and exit 2', async (t) => {

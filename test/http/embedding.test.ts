@@ -39,12 +39,20 @@ async function runExample(t: Test, name: string, cwd: string, port: number): Pro
   t.teardown(() => rmSync(folder, { recursive: true, force: true }));
   const file = join(folder, `${name}.mjs`);
   writeFileSync(file, readmeExample(name));
-  const child = spawn(...untracked(process.execPath, [file]), { cwd, env: { ...PROGRAM_ENV, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(...untracked(process.execPath, [file]), {
+    cwd,
+    env: { ...PROGRAM_ENV, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { err += chunk; });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    err += chunk;
+  });
   const exited = new Promise<Exit>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
-  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name} did not listen: ${out}${err}`)), 15_000);
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
@@ -69,7 +77,7 @@ async function runExample(t: Test, name: string, cwd: string, port: number): Pro
 }
 
 t.test('the package entry exports the library', async (t) => {
-  const viaName = await import('api-auth') as unknown as typeof library;
+  const viaName = (await import('api-auth')) as unknown as typeof library;
   t.equal(viaName.createAuth, library.createAuth, '"api-auth" resolves to build/host/index.js');
   for (const name of ['createAuth', 'startServer', 'parseArgs', 'createLogger', 'Outcome', 'VERDICTS', 'REFUSALS']) {
     t.ok(name in library, `exports ${name}`);
@@ -118,10 +126,17 @@ t.test('the README examples run as printed: uWebSockets.js mount + protect, then
   t.equal(badPath.headers['www-authenticate'], undefined);
 
   // The node:http example hands authorize() the client and the body: the gateway's whole admission.
-  const post = (bearer: string, body?: string) => request(base, '/ext/info', {
-    method: 'POST', headers: [['Authorization', `Bearer ${bearer}`], ['Content-Type', 'application/json']], body,
-  });
-  const calls = (n: number) => JSON.stringify(Array.from({ length: n }, (_, id) => ({ jsonrpc: '2.0', id, method: 'info.getNodeVersion' })));
+  const post = (bearer: string, body?: string) =>
+    request(base, '/ext/info', {
+      method: 'POST',
+      headers: [
+        ['Authorization', `Bearer ${bearer}`],
+        ['Content-Type', 'application/json'],
+      ],
+      body,
+    });
+  const calls = (n: number) =>
+    JSON.stringify(Array.from({ length: n }, (_, id) => ({ jsonrpc: '2.0', id, method: 'info.getNodeVersion' })));
   t.equal((await post(limited, calls(2))).status, 200, 'a token with limits: a batch of 2 of a burst of 3');
   const over = await post(limited, calls(4));
   t.equal(over.status, 429, 'a batch of 4, more than the burst');
@@ -137,11 +152,18 @@ t.test('the README examples run as printed: uWebSockets.js mount + protect, then
   t.match(JSON.parse(past.text), { error: { code: -32005 }, id: 6 }, 'its id echoed');
   t.equal((await post(scoped, '{"jsonrpc":"2.0","id":1,"method":"info.getNodeVersion"}')).status, 200, 'a scoped token: a call it allows');
   const outside = await post(scoped, '{"jsonrpc":"2.0","id":2,"method":"info.getNodeID"}');
-  t.match(JSON.parse(outside.text), { error: { code: -32047, message: 'the provided auth token does not allow method "info.getNodeID"' }, id: 2 },
-    'a call outside its methods: the node never runs it');
-  t.equal((await request(base, '/ext/info', { headers: [['Authorization', `Bearer ${scoped}`]] })).status, 403, 'no body: no call to allow');
+  t.match(
+    JSON.parse(outside.text),
+    { error: { code: -32047, message: 'the provided auth token does not allow method "info.getNodeID"' }, id: 2 },
+    'a call outside its methods: the node never runs it',
+  );
+  t.equal(
+    (await request(base, '/ext/info', { headers: [['Authorization', `Bearer ${scoped}`]] })).status,
+    403,
+    'no body: no call to allow',
+  );
   const notHere = await post(elsewhere, calls(1));
-  t.equal(notHere.status, 403, 'a token for other clients: the node\'s client address is checked');
+  t.equal(notHere.status, 403, "a token for other clients: the node's client address is checked");
   t.match(JSON.parse(notHere.text), { error: { code: -32048 } });
   t.equal((await http.stop()).code, 0);
 });
@@ -150,11 +172,24 @@ t.test('the README examples run as printed: uWebSockets.js mount + protect, then
 async function mounted(t: Test, dir: string, options: Partial<Parameters<typeof createAuth>[0]> = {}) {
   const lines: string[] = [];
   const auth = await createAuth({
-    passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger((l) => lines.push(l)), ...options,
+    passwordFile: join(dir, 'password'),
+    dataDir: join(dir, 'data'),
+    log: library.createLogger((l) => lines.push(l)),
+    ...options,
   });
   const { base, close } = await mountedOnApp(t, auth, (app) => {
-    app.post('/ext/info', auth.protect((res) => { res.end('info'); }));
-    app.get('/ext/health', auth.protect((res) => { res.end('healthy'); }));
+    app.post(
+      '/ext/info',
+      auth.protect((res) => {
+        res.end('info');
+      }),
+    );
+    app.get(
+      '/ext/health',
+      auth.protect((res) => {
+        res.end('healthy');
+      }),
+    );
   });
   const password = readFileSync(join(dir, 'password'), 'utf8').trim();
   return { auth, base, password, lines, close };
@@ -209,12 +244,25 @@ t.test('close() releases the data folder: a new createAuth on it keeps the token
   const dir = tempDir(t);
   const first = await mounted(t, dir);
   const token = await newToken(first.base, first.password, ['*']);
-  t.ok(first.lines.some((l) => l.includes('"msg":"audit"') && l.includes('"method":"auth.newToken"')), 'an audit line');
-  t.notOk(first.lines.some((l) => l.includes(token) || l.includes(first.password)), 'without the token or the password');
-  await t.rejects(createAuth({ passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger(() => undefined) }),
-    /another api-auth is using the data folder/, 'the folder is locked while open');
+  t.ok(
+    first.lines.some((l) => l.includes('"msg":"audit"') && l.includes('"method":"auth.newToken"')),
+    'an audit line',
+  );
+  t.notOk(
+    first.lines.some((l) => l.includes(token) || l.includes(first.password)),
+    'without the token or the password',
+  );
+  await t.rejects(
+    createAuth({ passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger(() => undefined) }),
+    /another api-auth is using the data folder/,
+    'the folder is locked while open',
+  );
   await first.close();
-  const second: Auth = await createAuth({ passwordFile: join(dir, 'password'), dataDir: join(dir, 'data'), log: library.createLogger(() => undefined) });
+  const second: Auth = await createAuth({
+    passwordFile: join(dir, 'password'),
+    dataDir: join(dir, 'data'),
+    log: library.createLogger(() => undefined),
+  });
   t.teardown(() => second.close());
   t.equal(second.verify(token, '/ext/info').ok, true, 'the token survived');
 });
@@ -230,9 +278,9 @@ t.test('bad options are refused before anything starts', async (t) => {
   await t.rejects(createAuth({ ...base, passwordFile: join(dir, 'missing', 'password') }), /does not exist/);
 });
 
-t.test('the fleet\'s errors and the core\'s grant refusals have stable codes in the error table', async (t) => {
-  const fleet = new library.FleetError('the fleet\'s etcd did not answer');
-  t.ok(fleet instanceof library.ApiAuthError, 'a FleetError is one of api-auth\'s errors');
+t.test("the fleet's errors and the core's grant refusals have stable codes in the error table", async (t) => {
+  const fleet = new library.FleetError("the fleet's etcd did not answer");
+  t.ok(fleet instanceof library.ApiAuthError, "a FleetError is one of api-auth's errors");
   t.match(fleet, { name: 'FleetError', code: 'API_AUTH_FLEET_UNAVAILABLE', rpcCode: library.RpcCode.Unavailable, httpStatus: 200 });
   const answers = Object.entries(library.GRANT_ERRORS);
   t.equal(new Set(answers.map(([, a]) => a.code)).size, answers.length, 'one code per refusal');
@@ -243,7 +291,7 @@ t.test('the fleet\'s errors and the core\'s grant refusals have stable codes in 
   }
 });
 
-t.test('protect() enforces a token\'s limits: its clients and its rate, as the standalone gate does', async (t) => {
+t.test("protect() enforces a token's limits: its clients and its rate, as the standalone gate does", async (t) => {
   const dir = tempDir(t);
   const { base, password } = await mounted(t, dir);
   const issue = async (params: Record<string, unknown>): Promise<string> =>
@@ -251,10 +299,15 @@ t.test('protect() enforces a token\'s limits: its clients and its rate, as the s
   const limited = await issue({ rateLimit: '1/h', burst: 1 });
   const post = (token: string) => request(base, '/ext/info', { method: 'POST', headers: [['Authorization', `Bearer ${token}`]] });
   t.equal((await post(limited)).text, 'info', 'within the burst: the handler runs (a request without a body: one call)');
-  const withBody = await request(base, '/ext/info', { method: 'POST', body: '{"jsonrpc":"2.0","id":1,"method":"info.getNodeID"}',
-    headers: [['Authorization', `Bearer ${await issue({ rateLimit: '1/h', burst: 5 })}`]] });
+  const withBody = await request(base, '/ext/info', {
+    method: 'POST',
+    body: '{"jsonrpc":"2.0","id":1,"method":"info.getNodeID"}',
+    headers: [['Authorization', `Bearer ${await issue({ rateLimit: '1/h', burst: 5 })}`]],
+  });
   t.equal(withBody.status, 400, 'a body protect() cannot judge (the handler reads it): refused, never run');
-  t.match(JSON.parse(withBody.text), { error: { code: -32600, message: /protect\(\) hands the body to the handler unread.*auth\.authorize/ } });
+  t.match(JSON.parse(withBody.text), {
+    error: { code: -32600, message: /protect\(\) hands the body to the handler unread.*auth\.authorize/ },
+  });
   const refused = await post(limited);
   t.equal(refused.status, 429, 'past the rate');
   t.equal(refused.headers['retry-after'], '3600');

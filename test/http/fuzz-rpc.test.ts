@@ -12,9 +12,7 @@ import fc from 'fast-check';
 import t from 'tap';
 import { authUrl, newToken } from '../helpers/auth.js';
 import { encodeRequest, jsonrpc, overKeepAlive, request, type HttpResponse } from '../helpers/http.js';
-import {
-  BUSY, MAX_BODY, bodyProblem, checkProperty, expectBody, type BodyExpectation, type GrantVerdict,
-} from '../helpers/fuzz.js';
+import { BUSY, MAX_BODY, bodyProblem, checkProperty, expectBody, type BodyExpectation, type GrantVerdict } from '../helpers/fuzz.js';
 import { startServer } from '../helpers/server.js';
 
 const server = await startServer(t, { cheapChecks: true });
@@ -31,11 +29,45 @@ const CASES_PER_RUN = 20;
 // ---------------------------------------------------------------------------------
 // Endpoint lists whose fate the model knows (the core's own tests pin the rules).
 
-const VALID_ENDPOINTS = ['*', '/*', '/ext/info', '/ext/health', '/ext/bc/X', '/ext/bc/*', '/a/b/c/d', '/ext/%41', '/ext/..info',
-  `/${'a'.repeat(1023)}`];
-const INVALID_ENDPOINTS = ['', 'ext/info', 'ext/*', '/', '//', '/ext//info', '/ext/./info', '/ext/../info', '/ext/info/', '/ext/*/x',
-  '/ext/info*', '/ext/**', '**', ' /ext/info', '/ext/in fo', '/ext/info\\x', '/ext/info#x', '/ext/%2Finfo', '/ext/%2e', '/ext/%25',
-  '/ext/%zz', '/ext/\u00efnfo', '/ext/info\n', `/${'a'.repeat(1024)}`, '/ext/\u{1F600}'];
+const VALID_ENDPOINTS = [
+  '*',
+  '/*',
+  '/ext/info',
+  '/ext/health',
+  '/ext/bc/X',
+  '/ext/bc/*',
+  '/a/b/c/d',
+  '/ext/%41',
+  '/ext/..info',
+  `/${'a'.repeat(1023)}`,
+];
+const INVALID_ENDPOINTS = [
+  '',
+  'ext/info',
+  'ext/*',
+  '/',
+  '//',
+  '/ext//info',
+  '/ext/./info',
+  '/ext/../info',
+  '/ext/info/',
+  '/ext/*/x',
+  '/ext/info*',
+  '/ext/**',
+  '**',
+  ' /ext/info',
+  '/ext/in fo',
+  '/ext/info\\x',
+  '/ext/info#x',
+  '/ext/%2Finfo',
+  '/ext/%2e',
+  '/ext/%25',
+  '/ext/%zz',
+  '/ext/\u00efnfo',
+  '/ext/info\n',
+  `/${'a'.repeat(1024)}`,
+  '/ext/\u{1F600}',
+];
 const validSet = new Set(VALID_ENDPOINTS);
 const invalidSet = new Set(INVALID_ENDPOINTS);
 
@@ -57,13 +89,19 @@ const deepObject = fc.integer({ min: 1, max: 2000 }).map((n) => '{"a":'.repeat(n
 /** Any JSON value but a string. */
 const notAString = fc.oneof(
   fc.constantFrom('null', 'true', 'false', '0', '-1', '1.5', '1e400', '[]', '{}', '["x"]', '{"a":1}', '[null]'),
-  deepArray, deepObject,
-  fc.jsonValue({ maxDepth: 3 }).filter((v) => typeof v !== 'string').map(raw),
+  deepArray,
+  deepObject,
+  fc
+    .jsonValue({ maxDepth: 3 })
+    .filter((v) => typeof v !== 'string')
+    .map(raw),
 );
 
 /** A string that is not the password (only sent where something else fails first). */
-const wrongPassword = fc.oneof(fc.constantFrom('', 'wrong', PASSWORD.toUpperCase(), ` ${PASSWORD}`, `${PASSWORD}\n`), fc.string())
-  .filter((s) => s !== PASSWORD).map(raw);
+const wrongPassword = fc
+  .oneof(fc.constantFrom('', 'wrong', PASSWORD.toUpperCase(), ` ${PASSWORD}`, `${PASSWORD}\n`), fc.string())
+  .filter((s) => s !== PASSWORD)
+  .map(raw);
 
 const passwordValue = fc.oneof(
   { arbitrary: fc.constant(raw(PASSWORD)), weight: 3 },
@@ -78,8 +116,18 @@ const endpointsValue = fc.oneof(
   { arbitrary: endpointList(INVALID_ENDPOINTS).map(raw), weight: 2 },
   { arbitrary: fc.tuple(endpointList(VALID_ENDPOINTS), endpointList(INVALID_ENDPOINTS)).map(([a, b]) => raw([...a, ...b])), weight: 2 },
   {
-    arbitrary: fc.constantFrom('[]', raw(Array(129).fill('/a')), raw(Array(10_000).fill('/a')), '"*"', '{"0":"*"}', 'null', '["*",null]',
-      '[1]', '[["*"]]', raw(Array(128).fill('/ext/info'))),
+    arbitrary: fc.constantFrom(
+      '[]',
+      raw(Array(129).fill('/a')),
+      raw(Array(10_000).fill('/a')),
+      '"*"',
+      '{"0":"*"}',
+      'null',
+      '["*",null]',
+      '[1]',
+      '[["*"]]',
+      raw(Array(128).fill('/ext/info')),
+    ),
     weight: 3,
   },
   { arbitrary: fc.array(fc.string({ maxLength: 12 }), { maxLength: 5 }).map(raw), weight: 1 },
@@ -95,8 +143,14 @@ const tokenValue = fc.oneof(
 );
 
 const newPasswordValue = fc.oneof(
-  fc.constantFrom(raw(PASSWORD), raw(''), raw('a'.repeat(1025)), raw('\u{1F600}'.repeat(1025)), raw('\u{1F600}'.repeat(1024)),
-    raw('new-password')),
+  fc.constantFrom(
+    raw(PASSWORD),
+    raw(''),
+    raw('a'.repeat(1025)),
+    raw('\u{1F600}'.repeat(1025)),
+    raw('\u{1F600}'.repeat(1024)),
+    raw('new-password'),
+  ),
   fc.string({ maxLength: 40 }).map(raw),
   notAString,
   fc.constant(undefined),
@@ -105,24 +159,51 @@ const newPasswordValue = fc.oneof(
 type Members = [string, string | undefined][];
 
 const extraMembers: fc.Arbitrary<Members> = fc.array(
-  fc.tuple(fc.constantFrom('extra', '__proto__', 'constructor', 'toString', 'Password', 'password ', 'endpoints2', 'token'),
-    fc.jsonValue({ maxDepth: 2 }).map(raw)),
+  fc.tuple(
+    fc.constantFrom('extra', '__proto__', 'constructor', 'toString', 'Password', 'password ', 'endpoints2', 'token'),
+    fc.jsonValue({ maxDepth: 2 }).map(raw),
+  ),
   { maxLength: 2 },
 );
 
 const paramsFor: Record<string, fc.Arbitrary<Members>> = {
-  'auth.newToken': fc.tuple(passwordValue, endpointsValue).map(([password, endpoints]) => [['password', password], ['endpoints', endpoints]]),
-  'auth.revokeToken': fc.tuple(passwordValue, tokenValue).map(([password, token]) => [['password', password], ['token', token]]),
-  'auth.changePassword': fc.tuple(passwordValue, newPasswordValue)
-    .map(([oldPassword, newPassword]) => [['oldPassword', oldPassword], ['newPassword', newPassword]]),
+  'auth.newToken': fc.tuple(passwordValue, endpointsValue).map(([password, endpoints]) => [
+    ['password', password],
+    ['endpoints', endpoints],
+  ]),
+  'auth.revokeToken': fc.tuple(passwordValue, tokenValue).map(([password, token]) => [
+    ['password', password],
+    ['token', token],
+  ]),
+  'auth.changePassword': fc.tuple(passwordValue, newPasswordValue).map(([oldPassword, newPassword]) => [
+    ['oldPassword', oldPassword],
+    ['newPassword', newPassword],
+  ]),
 };
 
 const methodValue = fc.oneof(
   { arbitrary: fc.constantFrom(raw('auth.newToken'), raw('auth.revokeToken'), raw('auth.changePassword')), weight: 12 },
   {
-    arbitrary: fc.constantFrom(raw('auth.newtoken'), raw('AUTH.NEWTOKEN'), raw('auth.newToken '), raw('auth'), raw(''),
-      raw('info.getNodeVersion'), raw('rpc.discover'), raw('__proto__'), raw('constructor'), raw('toString'), raw('hasOwnProperty'),
-      raw('x'.repeat(5000)), raw('\u{1F600}'.repeat(70)), raw('auth.newToken\u0000'), '5', 'null', '["auth.newToken"]', '{}'),
+    arbitrary: fc.constantFrom(
+      raw('auth.newtoken'),
+      raw('AUTH.NEWTOKEN'),
+      raw('auth.newToken '),
+      raw('auth'),
+      raw(''),
+      raw('info.getNodeVersion'),
+      raw('rpc.discover'),
+      raw('__proto__'),
+      raw('constructor'),
+      raw('toString'),
+      raw('hasOwnProperty'),
+      raw('x'.repeat(5000)),
+      raw('\u{1F600}'.repeat(70)),
+      raw('auth.newToken\u0000'),
+      '5',
+      'null',
+      '["auth.newToken"]',
+      '{}',
+    ),
     weight: 3,
   },
   { arbitrary: fc.string({ unit: 'binary', maxLength: 80 }).map(raw), weight: 1 },
@@ -143,8 +224,20 @@ const idValue = fc.oneof(
   { arbitrary: fc.constant('null'), weight: 1 },
   { arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }).map(raw), weight: 1 },
   {
-    arbitrary: fc.constantFrom('1e400', '-1e400', '12345678901234567890', '-0', '1.0', '1E2', '0.1e1', '-1.5e-300', '9007199254740993',
-      '1.00000000000000000001', `1${'0'.repeat(400)}`, '4.0e0'),
+    arbitrary: fc.constantFrom(
+      '1e400',
+      '-1e400',
+      '12345678901234567890',
+      '-0',
+      '1.0',
+      '1E2',
+      '0.1e1',
+      '-1.5e-300',
+      '9007199254740993',
+      '1.00000000000000000001',
+      `1${'0'.repeat(400)}`,
+      '4.0e0',
+    ),
     weight: 2,
   },
   { arbitrary: fc.constantFrom('true', 'false', '{}', '[]', '[1]', '{"id":1}'), weight: 1 },
@@ -169,45 +262,57 @@ function objectText(members: Members, space: string, order: number): string {
 }
 
 /** A request object close to a valid one: each member right most of the time. */
-const nearValidRequest: fc.Arbitrary<Request> = fc.record({
-  jsonrpc: jsonrpcValue,
-  method: methodValue,
-  id: idValue,
-  duplicateId: fc.option(idValue.filter((v) => v !== undefined), { freq: 12 }),
-  paramsKind: fc.oneof(
-    { arbitrary: fc.constant('object' as const), weight: 14 },
-    { arbitrary: fc.constantFrom('[]', '["pw",["*"]]', 'null', '"x"', '1', 'true'), weight: 1 },
-    { arbitrary: fc.constant(undefined), weight: 1 },
-  ),
-  params: fc.record(paramsFor),
-  extra: extraMembers,
-  space: whitespace,
-  order: fc.nat(),
-}).map(({ jsonrpc: version, method, id, duplicateId, paramsKind, params, extra, space, order }) => {
-  // The params usually belong to the method named, sometimes to another one.
-  const names = Object.keys(paramsFor);
-  const named = names.find((name) => raw(name) === method);
-  const members = params[named !== undefined && order % 5 !== 0 ? named : names[order % names.length]];
-  let paramsText: string | undefined;
-  if (paramsKind === 'object') paramsText = objectText([...members, ...extra], space, order >> 3);
-  else paramsText = paramsKind;
-  const top: Members = [['jsonrpc', version], ['method', method], ['params', paramsText], ['id', id]];
-  let text = objectText(top, space, order);
-  let lastId = id;
-  if (duplicateId !== null && id !== undefined) {
-    // A repeated member: JSON.parse keeps the last one, and so must the id echo.
-    text = `${text.slice(0, -1)},"id":${duplicateId}}`;
-    lastId = duplicateId;
-  }
-  const numeric = lastId !== undefined && typeof JSON.parse(lastId) === 'number';
-  return { text, rawId: numeric ? lastId : undefined };
-});
+const nearValidRequest: fc.Arbitrary<Request> = fc
+  .record({
+    jsonrpc: jsonrpcValue,
+    method: methodValue,
+    id: idValue,
+    duplicateId: fc.option(
+      idValue.filter((v) => v !== undefined),
+      { freq: 12 },
+    ),
+    paramsKind: fc.oneof(
+      { arbitrary: fc.constant('object' as const), weight: 14 },
+      { arbitrary: fc.constantFrom('[]', '["pw",["*"]]', 'null', '"x"', '1', 'true'), weight: 1 },
+      { arbitrary: fc.constant(undefined), weight: 1 },
+    ),
+    params: fc.record(paramsFor),
+    extra: extraMembers,
+    space: whitespace,
+    order: fc.nat(),
+  })
+  .map(({ jsonrpc: version, method, id, duplicateId, paramsKind, params, extra, space, order }) => {
+    // The params usually belong to the method named, sometimes to another one.
+    const names = Object.keys(paramsFor);
+    const named = names.find((name) => raw(name) === method);
+    const members = params[named !== undefined && order % 5 !== 0 ? named : names[order % names.length]];
+    let paramsText: string | undefined;
+    if (paramsKind === 'object') paramsText = objectText([...members, ...extra], space, order >> 3);
+    else paramsText = paramsKind;
+    const top: Members = [
+      ['jsonrpc', version],
+      ['method', method],
+      ['params', paramsText],
+      ['id', id],
+    ];
+    let text = objectText(top, space, order);
+    let lastId = id;
+    if (duplicateId !== null && id !== undefined) {
+      // A repeated member: JSON.parse keeps the last one, and so must the id echo.
+      text = `${text.slice(0, -1)},"id":${duplicateId}}`;
+      lastId = duplicateId;
+    }
+    const numeric = lastId !== undefined && typeof JSON.parse(lastId) === 'number';
+    return { text, rawId: numeric ? lastId : undefined };
+  });
 
 /** Objects with the right member names and values of any type. */
-const wrongTypes: fc.Arbitrary<Request> = fc.dictionary(
-  fc.constantFrom('jsonrpc', 'method', 'params', 'id'),
-  fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.constantFrom('2.0', 'auth.newToken', 'auth.revokeToken')),
-).map((o) => ({ text: raw(o) }));
+const wrongTypes: fc.Arbitrary<Request> = fc
+  .dictionary(
+    fc.constantFrom('jsonrpc', 'method', 'params', 'id'),
+    fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.constantFrom('2.0', 'auth.newToken', 'auth.revokeToken')),
+  )
+  .map((o) => ({ text: raw(o) }));
 
 const singleRequest = fc.oneof(
   { arbitrary: nearValidRequest, weight: 8 },
@@ -215,36 +320,52 @@ const singleRequest = fc.oneof(
   { arbitrary: fc.jsonValue({ maxDepth: 3 }).map((v) => ({ text: raw(v) })), weight: 1 },
 );
 
-const batch = fc.array(singleRequest, { minLength: 0, maxLength: 10 })
-  .map((entries) => `[${entries.map((e) => e.text).join(',')}]`);
+const batch = fc.array(singleRequest, { minLength: 0, maxLength: 10 }).map((entries) => `[${entries.map((e) => e.text).join(',')}]`);
 
 /** 100 entries is the most a batch holds; past it, one error. */
-const bigBatch = fc.tuple(fc.constantFrom(99, 100, 101, 150, 1000), fc.constantFrom(
-  raw({ jsonrpc: '2.0', method: 'auth.nope', id: 1 }),
-  raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: 1 }, id: 'x' }),
-  raw({ jsonrpc: '2.0', method: 'auth.newToken', params: {} }),
-  '1', '[]', 'null',
-)).map(([n, entry]) => `[${Array(n).fill(entry).join(',')}]`);
+const bigBatch = fc
+  .tuple(
+    fc.constantFrom(99, 100, 101, 150, 1000),
+    fc.constantFrom(
+      raw({ jsonrpc: '2.0', method: 'auth.nope', id: 1 }),
+      raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: 1 }, id: 'x' }),
+      raw({ jsonrpc: '2.0', method: 'auth.newToken', params: {} }),
+      '1',
+      '[]',
+      'null',
+    ),
+  )
+  .map(([n, entry]) => `[${Array(n).fill(entry).join(',')}]`);
 
 /** Valid requests with a few bytes changed, inserted or deleted. */
-const mutatedJson = fc.tuple(nearValidRequest, fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 }), fc.constantFrom('set', 'insert', 'delete')),
-  { minLength: 1, maxLength: 3 })).map(([request, edits]) => {
-  const bytes = [...Buffer.from(request.text)];
-  for (const [at, byte, how] of edits) {
-    const i = at % (bytes.length + 1);
-    if (how === 'insert') bytes.splice(i, 0, byte);
-    else if (how === 'delete') bytes.splice(i, 1);
-    else bytes[Math.min(i, bytes.length - 1)] = byte;
-  }
-  return Buffer.from(bytes);
-});
+const mutatedJson = fc
+  .tuple(
+    nearValidRequest,
+    fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 }), fc.constantFrom('set', 'insert', 'delete')), {
+      minLength: 1,
+      maxLength: 3,
+    }),
+  )
+  .map(([request, edits]) => {
+    const bytes = [...Buffer.from(request.text)];
+    for (const [at, byte, how] of edits) {
+      const i = at % (bytes.length + 1);
+      if (how === 'insert') bytes.splice(i, 0, byte);
+      else if (how === 'delete') bytes.splice(i, 1);
+      else bytes[Math.min(i, bytes.length - 1)] = byte;
+    }
+    return Buffer.from(bytes);
+  });
 
 /** Deep and huge values, all within 64 KiB, and bodies around the limit. */
 const hugeOrDeep = fc.oneof(
   fc.integer({ min: 1, max: 32_000 }).map((n) => '['.repeat(n) + ']'.repeat(n)),
   fc.integer({ min: 1, max: 10_000 }).map((n) => '{"a":'.repeat(n) + '1' + '}'.repeat(n)),
-  fc.integer({ min: 1, max: 20_000 }).map((n) =>
-    `{"jsonrpc":"2.0","method":"auth.newToken","params":{"password":${'['.repeat(n)}${']'.repeat(n)},"endpoints":["*"]},"id":1}`),
+  fc
+    .integer({ min: 1, max: 20_000 })
+    .map(
+      (n) => `{"jsonrpc":"2.0","method":"auth.newToken","params":{"password":${'['.repeat(n)}${']'.repeat(n)},"endpoints":["*"]},"id":1}`,
+    ),
   fc.integer({ min: 1, max: 60_000 }).map((n) => raw({ jsonrpc: '2.0', method: 'm'.repeat(n), id: 2 })),
   fc.integer({ min: 1, max: 60_000 }).map((n) => raw({ jsonrpc: '2.0', method: 'auth.x', id: 'i'.repeat(n) })),
   fc.integer({ min: 1, max: 60_000 }).map((n) => `{"jsonrpc":"2.0","method":"auth.x","id":${'9'.repeat(n)}}`),
@@ -269,16 +390,38 @@ const bodyArb: fc.Arbitrary<{ body: Buffer; rawId?: string; kind: string }> = fc
   { arbitrary: hugeOrDeep.map((b) => ({ body: Buffer.from(b), kind: 'huge or deep' })), weight: 5 },
 );
 
-const JSON_TYPES = ['application/json', 'Application/JSON', 'application/json; charset=utf-8', 'APPLICATION/JSON;charset=UTF-8',
-  'application/json ;x=y', '\tapplication/json'];
-const OTHER_TYPES = ['', 'text/plain', 'application/jsonx', 'application/json-rpc', 'application/x-www-form-urlencoded',
-  'multipart/form-data; boundary=x', 'json', 'application/', 'text/json', 'application/json,text/plain', 'application/ json'];
+const JSON_TYPES = [
+  'application/json',
+  'Application/JSON',
+  'application/json; charset=utf-8',
+  'APPLICATION/JSON;charset=UTF-8',
+  'application/json ;x=y',
+  '\tapplication/json',
+];
+const OTHER_TYPES = [
+  '',
+  'text/plain',
+  'application/jsonx',
+  'application/json-rpc',
+  'application/x-www-form-urlencoded',
+  'multipart/form-data; boundary=x',
+  'json',
+  'application/',
+  'text/json',
+  'application/json,text/plain',
+  'application/ json',
+];
 const contentType = fc.oneof(
   { arbitrary: fc.constant('application/json' as string | undefined), weight: 30 },
   { arbitrary: fc.constantFrom(...JSON_TYPES), weight: 3 },
   { arbitrary: fc.constantFrom(...OTHER_TYPES, undefined), weight: 2 },
   // Visible ASCII, space and tab: uWS gives no answer at all to a header with other control bytes (limits.test.ts).
-  { arbitrary: fc.string({ unit: fc.constantFrom(...'\t !"#$%&\'()*+,-./0123456789:;<=>?@AZaz[\\]^_`{|}~jsonapplication'), maxLength: 40 }).map((s) => s.trim()), weight: 1 },
+  {
+    arbitrary: fc
+      .string({ unit: fc.constantFrom(...'\t !"#$%&\'()*+,-./0123456789:;<=>?@AZaz[\\]^_`{|}~jsonapplication'), maxLength: 40 })
+      .map((s) => s.trim()),
+    weight: 1,
+  },
 );
 const httpMethod = fc.oneof(
   { arbitrary: fc.constant('POST'), weight: 30 },
@@ -302,20 +445,28 @@ const JSON_CONTENT_TYPE = /^[ \t]*application\/json[ \t]*(?:;|$)/i;
 const readsBody = (c: Pick<Case, 'method' | 'contentType' | 'body'>): boolean =>
   c.method === 'POST' && JSON_CONTENT_TYPE.test(c.contentType ?? '') && c.body.length <= MAX_BODY;
 
-const caseArb: fc.Arbitrary<Case> = fc.record({
-  body: bodyArb,
-  method: httpMethod,
-  contentType,
-  chunks: fc.option(fc.array(fc.integer({ min: 1, max: 20_000 }), { minLength: 1, maxLength: 6 }), { freq: 10 }),
-}).map(({ body, method, contentType: type, chunks }) => ({
-  kind: body.kind, method, contentType: type, chunks: chunks ?? undefined, body: body.body, rawId: body.rawId,
-  expect: expectBody(body.body, PASSWORD, grantVerdict),
-})).filter((c) => {
-  if (!readsBody(c)) return true;
-  // Never a wrong password nor a password change, and a few password checks at most.
-  const entries = c.expect.entries;
-  return !entries.some((e) => e.wrongPassword || e.changesPassword) && entries.filter((e) => e.checksPassword).length <= 2;
-});
+const caseArb: fc.Arbitrary<Case> = fc
+  .record({
+    body: bodyArb,
+    method: httpMethod,
+    contentType,
+    chunks: fc.option(fc.array(fc.integer({ min: 1, max: 20_000 }), { minLength: 1, maxLength: 6 }), { freq: 10 }),
+  })
+  .map(({ body, method, contentType: type, chunks }) => ({
+    kind: body.kind,
+    method,
+    contentType: type,
+    chunks: chunks ?? undefined,
+    body: body.body,
+    rawId: body.rawId,
+    expect: expectBody(body.body, PASSWORD, grantVerdict),
+  }))
+  .filter((c) => {
+    if (!readsBody(c)) return true;
+    // Never a wrong password nor a password change, and a few password checks at most.
+    const entries = c.expect.entries;
+    return !entries.some((e) => e.wrongPassword || e.changesPassword) && entries.filter((e) => e.checksPassword).length <= 2;
+  });
 
 function encode(c: Case): Buffer {
   const headers: [string, string][] = [];
@@ -357,7 +508,8 @@ function problemOf(c: Case, response: HttpResponse): string | undefined {
     const error = jsonError(response);
     if (response.status !== 415) return `HTTP ${response.status}, expected 415`;
     return error?.code === -32600 && error.id === null && /application\/json/.test(String(error.message))
-      ? undefined : `415 body ${JSON.stringify(response.text)}`;
+      ? undefined
+      : `415 body ${JSON.stringify(response.text)}`;
   }
   if (c.body.length > MAX_BODY) {
     if (response.status !== 413) return `HTTP ${response.status}, expected 413`;
@@ -379,8 +531,10 @@ function describe(c: Case, problem: string, response?: HttpResponse): string {
   const body = c.body.toString('latin1');
   const shown = body.length > 300 ? `${JSON.stringify(body.slice(0, 300))}... (${c.body.length} bytes)` : JSON.stringify(body);
   const got = response === undefined ? '' : `\n  got: HTTP ${response.status} ${JSON.stringify(response.text.slice(0, 400))}`;
-  return `${c.kind}: ${c.method} /ext/auth, content-type ${JSON.stringify(c.contentType)}${c.chunks ? ', chunked' : ''}\n` +
-    `  body: ${shown}\n  problem: ${problem}${got}`;
+  return (
+    `${c.kind}: ${c.method} /ext/auth, content-type ${JSON.stringify(c.contentType)}${c.chunks ? ', chunked' : ''}\n` +
+    `  body: ${shown}\n  problem: ${problem}${got}`
+  );
 }
 
 async function probeHealth(): Promise<string | undefined> {
@@ -388,7 +542,8 @@ async function probeHealth(): Promise<string | undefined> {
   try {
     const response = await request(server.url, '/ext/health', { headers: [['Authorization', `Bearer ${healthToken}`]] });
     return response.status === 200 && response.text === '{"checks":{},"healthy":true}\n'
-      ? undefined : `health probe: HTTP ${response.status} ${JSON.stringify(response.text)}`;
+      ? undefined
+      : `health probe: HTTP ${response.status} ${JSON.stringify(response.text)}`;
   } catch (error) {
     return `health probe: ${(error as Error).message}`;
   }
@@ -398,33 +553,45 @@ const stats = { requests: 0, checks: 0, kinds: new Map<string, number>(), status
 
 t.test('every body, content-type and method on /ext/auth gets the answer the wire rules give, and the server stays up', async (t) => {
   const started = Date.now();
-  await checkProperty(t, 'answers follow the wire rules', fc.asyncProperty(fc.array(caseArb, { minLength: CASES_PER_RUN / 2, maxLength: CASES_PER_RUN }), async (cases) => {
-    const problems: string[] = [];
-    await overKeepAlive(server.url, CONNECTIONS, cases, async (c, connection) => {
-      stats.requests++;
-      stats.kinds.set(c.kind, (stats.kinds.get(c.kind) ?? 0) + 1);
-      if (readsBody(c)) stats.checks += c.expect.entries.filter((e) => e.checksPassword).length;
-      let response: HttpResponse;
-      try {
-        // No deadline: password checks queue up, and on a loaded machine an answer may be
-        // late but is still the answer; a hang is caught by the test's own timeout.
-        response = await connection.send(encode(c), c.method);
-      } catch (error) {
-        problems.push(describe(c, `no well-formed answer: ${(error as Error).message}`));
-        return;
-      }
-      stats.statuses.set(response.status, (stats.statuses.get(response.status) ?? 0) + 1);
-      const problem = problemOf(c, response);
-      if (problem !== undefined) problems.push(describe(c, problem, response));
-    });
-    const down = await probeHealth();
-    if (down !== undefined) problems.push(down);
-    if (problems.length > 0) throw new Error(problems.join('\n'));
-  }), { numRuns: RUNS });
-  t.comment(`${stats.requests} requests in ${((Date.now() - started) / 1000).toFixed(1)} s over ${CONNECTIONS} keep-alive connections; ` +
-    `${stats.checks} password checks`);
+  await checkProperty(
+    t,
+    'answers follow the wire rules',
+    fc.asyncProperty(fc.array(caseArb, { minLength: CASES_PER_RUN / 2, maxLength: CASES_PER_RUN }), async (cases) => {
+      const problems: string[] = [];
+      await overKeepAlive(server.url, CONNECTIONS, cases, async (c, connection) => {
+        stats.requests++;
+        stats.kinds.set(c.kind, (stats.kinds.get(c.kind) ?? 0) + 1);
+        if (readsBody(c)) stats.checks += c.expect.entries.filter((e) => e.checksPassword).length;
+        let response: HttpResponse;
+        try {
+          // No deadline: password checks queue up, and on a loaded machine an answer may be
+          // late but is still the answer; a hang is caught by the test's own timeout.
+          response = await connection.send(encode(c), c.method);
+        } catch (error) {
+          problems.push(describe(c, `no well-formed answer: ${(error as Error).message}`));
+          return;
+        }
+        stats.statuses.set(response.status, (stats.statuses.get(response.status) ?? 0) + 1);
+        const problem = problemOf(c, response);
+        if (problem !== undefined) problems.push(describe(c, problem, response));
+      });
+      const down = await probeHealth();
+      if (down !== undefined) problems.push(down);
+      if (problems.length > 0) throw new Error(problems.join('\n'));
+    }),
+    { numRuns: RUNS },
+  );
+  t.comment(
+    `${stats.requests} requests in ${((Date.now() - started) / 1000).toFixed(1)} s over ${CONNECTIONS} keep-alive connections; ` +
+      `${stats.checks} password checks`,
+  );
   t.comment(`kinds: ${[...stats.kinds].map(([k, n]) => `${k} ${n}`).join(', ')}`);
-  t.comment(`statuses: ${[...stats.statuses].sort().map(([s, n]) => `${s}: ${n}`).join(', ')}`);
+  t.comment(
+    `statuses: ${[...stats.statuses]
+      .sort()
+      .map(([s, n]) => `${s}: ${n}`)
+      .join(', ')}`,
+  );
   t.notOk(server.hasExited(), 'the server is still running');
 });
 
@@ -442,7 +609,10 @@ t.test('the model agrees with the server on hand-picked bodies (a check of the c
     [raw({ jsonrpc: '2.0', method: 'auth.revokeToken', params: { password: PASSWORD, token: 'x' }, id: 1 }), 'revocation'],
     [raw({ jsonrpc: '2.0', method: 'auth.changePassword', params: { oldPassword: PASSWORD, newPassword: PASSWORD }, id: 1 }), -32602],
     [raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: 1 }, id: 1 }), -32602],
-    [raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: PASSWORD, endpoints: ['/ext/info'], method: ['a'] }, id: 1 }), -32602],
+    [
+      raw({ jsonrpc: '2.0', method: 'auth.newToken', params: { password: PASSWORD, endpoints: ['/ext/info'], method: ['a'] }, id: 1 }),
+      -32602,
+    ],
     [`{"jsonrpc":"2.0","method":"auth.revokeToken","params":{"password":${raw(PASSWORD)},"token":"x","__proto__":1},"id":1}`, -32602],
     [raw({ jsonrpc: '2.0', method: 'nope', id: 1 }), -32601],
     ['{', -32700],

@@ -66,8 +66,12 @@ function send(base: string, bytes: Buffer, method: string): Promise<HttpResponse
     const attempt = (ended: boolean): void => {
       if (settled) return;
       let final = received;
-      for (let interim = readResponse(final, false, method); interim !== undefined && interim.response.status < 200;
-        interim = readResponse(final, false, method)) final = final.subarray(interim.length);
+      for (
+        let interim = readResponse(final, false, method);
+        interim !== undefined && interim.response.status < 200;
+        interim = readResponse(final, false, method)
+      )
+        final = final.subarray(interim.length);
       try {
         const response = parseResponse(final, ended, method);
         if (response === undefined && !ended) return;
@@ -93,13 +97,18 @@ function send(base: string, bytes: Buffer, method: string): Promise<HttpResponse
 
 /** '' when the answer and what the upstream got are the verdict, else what differs. */
 function judge(want: Verdict, got: HttpResponse | null, forwarded: readonly RecordedRequest[]): string {
-  const seen = `${got === null ? 'no answer' : `${got.status} ${JSON.stringify(got.text.slice(0, 120))}`}` +
+  const seen =
+    `${got === null ? 'no answer' : `${got.status} ${JSON.stringify(got.text.slice(0, 120))}`}` +
     forwarded.map((f) => `; forwarded ${f.method} ${f.target} ${JSON.stringify(f.body.toString('latin1').slice(0, 120))}`).join('');
   if (want.answer === 'none') return got === null && forwarded.length === 0 ? '' : `want no answer; got ${seen}`;
   if (want.forwarded !== undefined) {
     const f = want.forwarded;
     const body = f.bodyHex !== undefined ? Buffer.from(f.bodyHex, 'hex') : Buffer.from(f.body ?? '', 'utf8');
-    const ok = got?.status === 200 && forwarded.length === 1 && forwarded[0].method === f.method && forwarded[0].target === f.target &&
+    const ok =
+      got?.status === 200 &&
+      forwarded.length === 1 &&
+      forwarded[0].method === f.method &&
+      forwarded[0].target === f.target &&
       forwarded[0].body.equals(body);
     return ok ? '' : `want forwarded as ${f.method} ${f.target} ${JSON.stringify(body.toString('latin1').slice(0, 120))}; got ${seen}`;
   }
@@ -114,7 +123,7 @@ function judge(want: Verdict, got: HttpResponse | null, forwarded: readonly Reco
     }
     if (code !== want.code) return `want JSON-RPC code ${want.code}; got ${String(code)} in ${JSON.stringify(got.text.slice(0, 120))}`;
   }
-  if (want.retryAfter !== undefined && want.retryAfter !== ('retry-after' in got.headers)) {
+  if (want.retryAfter !== undefined && want.retryAfter !== 'retry-after' in got.headers) {
     return `want Retry-After ${want.retryAfter}; got ${got.headers['retry-after'] ?? 'none'}`;
   }
   return '';
@@ -138,7 +147,10 @@ t.test('the gateway judges every request of requests.json as the file says', asy
     }
     let token = '';
     if (c.token !== 'none') {
-      const issued = await jsonrpc(`${server.url}/ext/auth`, 'auth.newToken', { password: server.password, ...vectors.tokens[c.token].params });
+      const issued = await jsonrpc(`${server.url}/ext/auth`, 'auth.newToken', {
+        password: server.password,
+        ...vectors.tokens[c.token].params,
+      });
       token = issued.result?.token as string;
     }
     const bytes = requestBytes(c, token);

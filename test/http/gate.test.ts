@@ -3,7 +3,15 @@
 // node endpoints behind it.
 import t from 'tap';
 import {
-  REASONS, authUrl, call, callWithHeader, expectBadPath, expectGranted, expectNotFound, expectRefused, newToken,
+  REASONS,
+  authUrl,
+  call,
+  callWithHeader,
+  expectBadPath,
+  expectGranted,
+  expectNotFound,
+  expectRefused,
+  newToken,
   tamperLast,
 } from '../helpers/auth.js';
 import { jsonrpc, postJson, request, rpc } from '../helpers/http.js';
@@ -65,8 +73,12 @@ t.test('a forged or tampered token: 401 "...invalid: signature mismatch"', async
     raw[offset] ^= 1;
     return raw.toString('base64url');
   };
-  for (const [name, token] of [['the tag changed', tamperLast(info)], ['the expiry changed', flipped(20)],
-    ['the grant changed', flipped(24)], ['the first tag byte changed', flipped(25)]] as const) {
+  for (const [name, token] of [
+    ['the tag changed', tamperLast(info)],
+    ['the expiry changed', flipped(20)],
+    ['the grant changed', flipped(24)],
+    ['the first tag byte changed', flipped(25)],
+  ] as const) {
     t.not(token, info);
     expectRefused(t, await call(server.url, '/ext/info', token), REASONS.badSignature, name);
   }
@@ -79,12 +91,37 @@ t.test('a token that does not grant the path: 401 "...does not allow access to t
 });
 
 const BAD_PATHS: string[] = [
-  '//', '//ext/info', '/ext//info', '/ext/info//', '/ext/bc//X',
-  '/.', '/..', '/./ext/info', '/ext/./info', '/ext/../ext/info', '/ext/bc/../info', '/ext/info/.', '/ext/info/..',
-  '/ext/info/./', '/ext/info/../',
-  '/ext%2Finfo', '/ext%2finfo', '/ext/%2E%2E/info', '/ext/%2e%2e/info', '/ext/%2E/info', '/ext/%2einfo',
-  '/ext/%25', '/ext/%252Finfo', '/ext/info%', '/ext/info%2', '/ext/%zzinfo', '/ext/%g1',
-  '/ext\\info', '/ext/info\\', '/ext/..\\info', '/ext/info#x',
+  '//',
+  '//ext/info',
+  '/ext//info',
+  '/ext/info//',
+  '/ext/bc//X',
+  '/.',
+  '/..',
+  '/./ext/info',
+  '/ext/./info',
+  '/ext/../ext/info',
+  '/ext/bc/../info',
+  '/ext/info/.',
+  '/ext/info/..',
+  '/ext/info/./',
+  '/ext/info/../',
+  '/ext%2Finfo',
+  '/ext%2finfo',
+  '/ext/%2E%2E/info',
+  '/ext/%2e%2e/info',
+  '/ext/%2E/info',
+  '/ext/%2einfo',
+  '/ext/%25',
+  '/ext/%252Finfo',
+  '/ext/info%',
+  '/ext/info%2',
+  '/ext/%zzinfo',
+  '/ext/%g1',
+  '/ext\\info',
+  '/ext/info\\',
+  '/ext/..\\info',
+  '/ext/info#x',
 ];
 
 t.test('paths with dot or empty segments, encoded "/", "." or "%", "\\" or "#" are 400 before any token check', async (t) => {
@@ -106,8 +143,21 @@ t.test('the path rules hold with auth off too', async (t) => {
 });
 
 t.test('paths the rules allow are passed on as they are, undecoded', async (t) => {
-  for (const path of ['/ext/..info', '/ext/info..', '/ext/.well-known', '/ext/....x', '/ext/%41', '/ext/a%20b', '/ext/a*b',
-    '/ext/info/', '/ext/%69nfo', '/EXT/INFO', '/ext/info;x=1', '/ext/~user', '/ext/a:b@c!$&\'()+,=']) {
+  for (const path of [
+    '/ext/..info',
+    '/ext/info..',
+    '/ext/.well-known',
+    '/ext/....x',
+    '/ext/%41',
+    '/ext/a%20b',
+    '/ext/a*b',
+    '/ext/info/',
+    '/ext/%69nfo',
+    '/EXT/INFO',
+    '/ext/info;x=1',
+    '/ext/~user',
+    "/ext/a:b@c!$&'()+,=",
+  ]) {
     expectGranted(t, await call(server.url, path, star), path, `${path} with a "*" token`);
   }
   for (const path of ['/ext/info/', '/ext/%69nfo', '/EXT/INFO', '/ext/info;x=1']) {
@@ -117,8 +167,12 @@ t.test('paths the rules allow are passed on as they are, undecoded', async (t) =
 
 t.test('the query string is not part of the path that is checked and matched', async (t) => {
   expectGranted(t, await call(server.url, '/ext/info?x=1', info), '/ext/info?x=1');
-  expectGranted(t, await call(server.url, '/ext/info?a=/../b//c%2F%25', info), '/ext/info?a=/../b//c%2F%25',
-    'the query is not held to the path rules');
+  expectGranted(
+    t,
+    await call(server.url, '/ext/info?a=/../b//c%2F%25', info),
+    '/ext/info?a=/../b//c%2F%25',
+    'the query is not held to the path rules',
+  );
   expectRefused(t, await call(server.url, '/ext/info?x=1'), REASONS.noToken, 'no token, with a query');
   expectRefused(t, await call(server.url, '/foo?/ext/info', info), REASONS.notGranted, 'a query naming a granted path');
   expectGranted(t, await call(server.url, '/ext/health?probe=1', star, 'GET'), '/ext/health?probe=1', 'GET /ext/health?probe=1');
@@ -126,8 +180,17 @@ t.test('the query string is not part of the path that is checked and matched', a
 
 t.test('an exact endpoint grants that path and nothing else', async (t) => {
   expectGranted(t, await call(server.url, '/ext/info', info), '/ext/info');
-  for (const path of ['/ext/info/', '/ext/info/foo', '/ext/infos', '/ext', '/', '/anything/ext/info', '/ext/info/ext/info',
-    '/ext/health', '/ext/bc/X']) {
+  for (const path of [
+    '/ext/info/',
+    '/ext/info/foo',
+    '/ext/infos',
+    '/ext',
+    '/',
+    '/anything/ext/info',
+    '/ext/info/ext/info',
+    '/ext/health',
+    '/ext/bc/X',
+  ]) {
     expectRefused(t, await call(server.url, path, info), REASONS.notGranted, path);
   }
 });
@@ -164,12 +227,37 @@ t.test('"/*" grants every path below the root, not "/" itself', async (t) => {
 
 t.test('an invalid endpoint entry is invalid params at newToken, and no token is issued', async (t) => {
   const invalid = [
-    '', 'ext/info', 'ext/*', '//', '//*', '/ext//info', '/ext/./info', '/ext/../info', '/ext/.', '/ext/info/',
-    '/ext/*/x', '/ext/info*', '/ext/*x', '/ext/**', '**', '*/ext', ' /ext/info', '/ext/in fo', '/ext/info\\x', '/ext/info#x',
-    '/ext/%2Finfo', '/ext/%2e', '/ext/%25', '/ext/%zz', '/ext/\u00efnfo', '/ext/info\n', `/${'a'.repeat(1024)}`,
+    '',
+    'ext/info',
+    'ext/*',
+    '//',
+    '//*',
+    '/ext//info',
+    '/ext/./info',
+    '/ext/../info',
+    '/ext/.',
+    '/ext/info/',
+    '/ext/*/x',
+    '/ext/info*',
+    '/ext/*x',
+    '/ext/**',
+    '**',
+    '*/ext',
+    ' /ext/info',
+    '/ext/in fo',
+    '/ext/info\\x',
+    '/ext/info#x',
+    '/ext/%2Finfo',
+    '/ext/%2e',
+    '/ext/%25',
+    '/ext/%zz',
+    '/ext/\u00efnfo',
+    '/ext/info\n',
+    `/${'a'.repeat(1024)}`,
   ];
-  const answers = await Promise.all(invalid.map((entry) =>
-    jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: [entry] })));
+  const answers = await Promise.all(
+    invalid.map((entry) => jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: [entry] })),
+  );
   invalid.forEach((entry, i) => {
     const name = JSON.stringify(entry.slice(0, 30));
     t.equal(answers[i].error?.code, -32602, `${name} is refused with -32602`);
@@ -178,8 +266,11 @@ t.test('an invalid endpoint entry is invalid params at newToken, and no token is
   });
   const mixed = await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['/ext/info', ''] });
   t.equal(mixed.error?.code, -32602, 'one bad entry refuses the whole list');
-  const valid = await Promise.all(['*', '/*', '/ext/bc/*', '/ext/info', '/ext/%41', '/ext/..info', `/${'a'.repeat(1023)}`]
-    .map((entry) => jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: [entry] })));
+  const valid = await Promise.all(
+    ['*', '/*', '/ext/bc/*', '/ext/info', '/ext/%41', '/ext/..info', `/${'a'.repeat(1023)}`].map((entry) =>
+      jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: [entry] }),
+    ),
+  );
   for (const answer of valid) t.type(answer.result?.token, 'string', 'a valid entry is accepted');
 });
 
@@ -210,15 +301,21 @@ t.test('the built-in /ext/info answers its methods through a valid token', async
     t.same(await jsonrpc(url, method, params, method, headers), { jsonrpc: '2.0', result, id: method }, method);
   }
   t.equal((await jsonrpc(url, 'info.noSuchMethod', {}, 1, headers)).error?.code, -32601, 'an unknown method');
-  t.equal((await jsonrpc(url, 'auth.newToken', { password: server.password, endpoints: ['*'] }, 1, headers)).error?.code, -32601,
-    'auth methods are not served here');
+  t.equal(
+    (await jsonrpc(url, 'auth.newToken', { password: server.password, endpoints: ['*'] }, 1, headers)).error?.code,
+    -32601,
+    'auth methods are not served here',
+  );
 });
 
 t.test('the built-in /ext/health answers POST health.* and GET through a valid token', async (t) => {
   const headers: [string, string][] = [['Authorization', `Bearer ${pair}`]];
   for (const method of ['health.health', 'health.readiness', 'health.liveness']) {
-    t.same(await jsonrpc(`${server.url}/ext/health`, method, {}, 7, headers),
-      { jsonrpc: '2.0', result: { checks: {}, healthy: true }, id: 7 }, method);
+    t.same(
+      await jsonrpc(`${server.url}/ext/health`, method, {}, 7, headers),
+      { jsonrpc: '2.0', result: { checks: {}, healthy: true }, id: 7 },
+      method,
+    );
   }
   const get = await request(server.url, '/ext/health', { headers });
   t.equal(get.status, 200);
@@ -229,11 +326,19 @@ t.test('the built-in /ext/health answers POST health.* and GET through a valid t
 t.test('the built-in endpoints follow the JSON-RPC wire rules of /ext/auth', async (t) => {
   const headers: [string, string][] = [['Authorization', `Bearer ${info}`]];
   const url = `${server.url}/ext/info`;
-  const batch = await postJson(url, [rpc('info.getNetworkID', {}, 1), rpc('info.getNetworkName', {}), rpc('info.getNetworkName', {}, 2)], headers);
-  t.same(JSON.parse(batch.text), [
-    { jsonrpc: '2.0', result: { networkID: '12345' }, id: 1 },
-    { jsonrpc: '2.0', result: { networkName: 'local' }, id: 2 },
-  ], 'a batch, the notification left out');
+  const batch = await postJson(
+    url,
+    [rpc('info.getNetworkID', {}, 1), rpc('info.getNetworkName', {}), rpc('info.getNetworkName', {}, 2)],
+    headers,
+  );
+  t.same(
+    JSON.parse(batch.text),
+    [
+      { jsonrpc: '2.0', result: { networkID: '12345' }, id: 1 },
+      { jsonrpc: '2.0', result: { networkName: 'local' }, id: 2 },
+    ],
+    'a batch, the notification left out',
+  );
   const notification = await postJson(url, rpc('info.getNetworkName', {}), headers);
   t.equal(notification.status, 204, 'a notification gets 204');
   const parse = await postJson(url, '{', headers);

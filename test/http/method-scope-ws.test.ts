@@ -38,20 +38,45 @@ t.test('a scoped session forwards allowed calls, answers refused ones itself, an
 
   t.match(await client.call('eth_chainId'), { result: '0xa86a' }, 'an allowed call is answered by the upstream');
   const refused = await client.call('eth_sendRawTransaction', ['0x00']);
-  t.same(refused.error, { code: SCOPE_CODE, message: 'the provided auth token does not allow method "eth_sendRawTransaction"' },
-    'a refused call gets the error for its id');
+  t.same(
+    refused.error,
+    { code: SCOPE_CODE, message: 'the provided auth token does not allow method "eth_sendRawTransaction"' },
+    'a refused call gets the error for its id',
+  );
   t.match(await client.call('eth_blockNumber'), { result: /^0x/ }, 'the session goes on');
 
-  const batch = await exchangeText(client, JSON.stringify([
-    { jsonrpc: '2.0', id: 'a', method: 'eth_chainId' }, { jsonrpc: '2.0', id: 'b', method: 'debug_traceCall' },
-  ]));
-  t.same(batch, [
-    { jsonrpc: '2.0', error: { code: SCOPE_CODE, message: 'not forwarded: this batch also calls "debug_traceCall", which the provided auth token does not allow' }, id: 'a' },
-    { jsonrpc: '2.0', error: { code: SCOPE_CODE, message: 'the provided auth token does not allow method "debug_traceCall"' }, id: 'b' },
-  ], 'a batch with one call outside: an error for each call');
-  t.match(await exchangeText(client, 'not json'), { error: { code: SCOPE_CODE, message: /not one JSON value alone/ }, id: null }, 'not JSON');
-  t.match(await exchangeText(client, '{"jsonrpc":"2.0","id":9,"method":"eth_chainId"} {"jsonrpc":"2.0","id":10,"method":"debug_traceCall"}'),
-    { error: { code: SCOPE_CODE, message: /not one JSON value alone/ }, id: null }, 'two values in one message');
+  const batch = await exchangeText(
+    client,
+    JSON.stringify([
+      { jsonrpc: '2.0', id: 'a', method: 'eth_chainId' },
+      { jsonrpc: '2.0', id: 'b', method: 'debug_traceCall' },
+    ]),
+  );
+  t.same(
+    batch,
+    [
+      {
+        jsonrpc: '2.0',
+        error: {
+          code: SCOPE_CODE,
+          message: 'not forwarded: this batch also calls "debug_traceCall", which the provided auth token does not allow',
+        },
+        id: 'a',
+      },
+      { jsonrpc: '2.0', error: { code: SCOPE_CODE, message: 'the provided auth token does not allow method "debug_traceCall"' }, id: 'b' },
+    ],
+    'a batch with one call outside: an error for each call',
+  );
+  t.match(
+    await exchangeText(client, 'not json'),
+    { error: { code: SCOPE_CODE, message: /not one JSON value alone/ }, id: null },
+    'not JSON',
+  );
+  t.match(
+    await exchangeText(client, '{"jsonrpc":"2.0","id":9,"method":"eth_chainId"} {"jsonrpc":"2.0","id":10,"method":"debug_traceCall"}'),
+    { error: { code: SCOPE_CODE, message: /not one JSON value alone/ }, id: null },
+    'two values in one message',
+  );
 
   const sent = session.received.map((r) => JSON.parse(r.data.toString('utf8')).method);
   t.same(sent, ['eth_chainId', 'eth_blockNumber'], 'only the allowed calls reached the upstream');
@@ -70,7 +95,10 @@ t.test('a scoped session forwards allowed calls, answers refused ones itself, an
 
 t.test('every thread checks the messages of scoped sessions', async (t) => {
   const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', `http://127.0.0.1:${upstream.port}`, '--http-threads', '2'] });
+  const server = await startServer(t, {
+    cheapChecks: true,
+    args: ['--upstream', `http://127.0.0.1:${upstream.port}`, '--http-threads', '2'],
+  });
   const token = await scopedToken(server.url, server.password, ['eth_chainId']);
   // Connections go to the threads in turn: four sessions cover each thread twice.
   for (let i = 0; i < 4; i++) {

@@ -22,9 +22,18 @@ t.test('the metrics are protected like any endpoint, and served as Prometheus te
   const response = await request(server.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${metricsToken}`]] });
   t.equal(response.status, 200);
   t.equal(response.headers['content-type'], CONTENT_TYPE);
-  for (const family of ['api_auth_verifications_total', 'api_auth_verification_duration_seconds', 'api_auth_tokens_issued_total',
-    'api_auth_tokens_revoked_total', 'api_auth_password_checks_total', 'api_auth_password_throttled_total', 'api_auth_password_busy_total',
-    'api_auth_upstream_errors_total', 'process_cpu_user_seconds_total', 'nodejs_eventloop_lag_seconds']) {
+  for (const family of [
+    'api_auth_verifications_total',
+    'api_auth_verification_duration_seconds',
+    'api_auth_tokens_issued_total',
+    'api_auth_tokens_revoked_total',
+    'api_auth_password_checks_total',
+    'api_auth_password_throttled_total',
+    'api_auth_password_busy_total',
+    'api_auth_upstream_errors_total',
+    'process_cpu_user_seconds_total',
+    'nodejs_eventloop_lag_seconds',
+  ]) {
     t.match(response.text, new RegExp(`^# TYPE ${family} `, 'm'), `${family} is there`);
   }
   const post = await postJson(`${server.url}/ext/metrics`, rpc('x', undefined, 1), [['Authorization', `Bearer ${metricsToken}`]]);
@@ -73,10 +82,18 @@ t.test('tokens issued and revoked, password checks and throttles are counted', a
   const address = '127.3.0.1';
   const wrong = JSON.stringify(rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, 1));
   for (let i = 0; i < 3; i++) {
-    const response = await request(server.url, '/ext/auth', { headers: [['Content-Type', 'application/json']], body: wrong, localAddress: address });
+    const response = await request(server.url, '/ext/auth', {
+      headers: [['Content-Type', 'application/json']],
+      body: wrong,
+      localAddress: address,
+    });
     t.equal(JSON.parse(response.text).error.code, -32000, `wrong password ${i + 1}`);
   }
-  const throttled = await request(server.url, '/ext/auth', { headers: [['Content-Type', 'application/json']], body: wrong, localAddress: address });
+  const throttled = await request(server.url, '/ext/auth', {
+    headers: [['Content-Type', 'application/json']],
+    body: wrong,
+    localAddress: address,
+  });
   t.equal(throttled.status, 429);
   const after = await scrape(server.url, metricsToken);
   const delta = (series: string): number => after.get(series)! - before.get(series)!;
@@ -160,13 +177,23 @@ t.test('answers are counted by status and, for a refusal, its reason', async (t)
 t.test('calls are counted by method, the label bounded to known names, namespaces and other', async (t) => {
   const scoped = await tokenWith(server.url, server.password, ['/ext/info'], { methods: ['*'] });
   const before = await scrape(server.url, metricsToken);
-  const batch = ['eth_chainId', 'eth_getBalance', 'eth_madeUpMethod', 'debug_traceCall', 'info.getNodeVersion', 'platform.getHeight',
-    'avax.getAtomicTx', 'nonsense', 'x'.repeat(300)].map((method, i) => ({ jsonrpc: '2.0', id: i, method }));
+  const batch = [
+    'eth_chainId',
+    'eth_getBalance',
+    'eth_madeUpMethod',
+    'debug_traceCall',
+    'info.getNodeVersion',
+    'platform.getHeight',
+    'avax.getAtomicTx',
+    'nonsense',
+    'x'.repeat(300),
+  ].map((method, i) => ({ jsonrpc: '2.0', id: i, method }));
   const answer = await postJson(`${server.url}/ext/info`, batch, [['Authorization', `Bearer ${scoped}`]]);
   t.equal(answer.status, 200);
   const after = await scrape(server.url, metricsToken);
   const delta = (method: string): number =>
-    (after.get(`api_auth_rpc_calls_total{method="${method}"}`) ?? NaN) - (before.get(`api_auth_rpc_calls_total{method="${method}"}`) ?? NaN);
+    (after.get(`api_auth_rpc_calls_total{method="${method}"}`) ?? NaN) -
+    (before.get(`api_auth_rpc_calls_total{method="${method}"}`) ?? NaN);
   t.equal(delta('eth_chainId'), 1, 'a method of the named sets by its name');
   t.equal(delta('eth_getBalance'), 1);
   t.equal(delta('eth_*'), 1, 'any other Ethereum method by its namespace');
@@ -177,7 +204,10 @@ t.test('calls are counted by method, the label bounded to known names, namespace
   t.equal(delta('other'), 2, 'the rest as other');
   const methods = [...after.keys()].filter((series) => series.startsWith('api_auth_rpc_calls_total{'));
   t.ok(methods.length < 100, `${methods.length} series, whatever the clients send`);
-  t.notOk(methods.some((series) => series.includes('xxxx') || series.includes('nonsense')), 'no method a client made up is a label');
+  t.notOk(
+    methods.some((series) => series.includes('xxxx') || series.includes('nonsense')),
+    'no method a client made up is a label',
+  );
 });
 
 t.test('the build and the verification sampling rate are exported', async (t) => {
@@ -186,7 +216,7 @@ t.test('the build and the verification sampling rate are exported', async (t) =>
   t.equal(samples.get('api_auth_verification_sampling_ratio'), 1 / 64, 'one verification in 64 is timed');
 });
 
-t.test('the upstream\'s answers are timed; one it did not give is counted by why', async (t) => {
+t.test("the upstream's answers are timed; one it did not give is counted by why", async (t) => {
   const upstream = await startUpstream(t);
   const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url] });
   const before = await scrape(gateway.url);

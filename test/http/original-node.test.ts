@@ -86,7 +86,7 @@ t.test('a revoked token is refused on every endpoint with the revoked reason', a
   const token = await newToken(server.url, server.password, endpoints);
   expectGranted(t, await call(server.url, '/ext/info', token), '/ext/info', 'before revocation');
   const revoked = await jsonrpc(AUTH, 'auth.revokeToken', { password: server.password, token });
-  t.has(revoked.result, { success: true }, 'the original\'s answer, which its clients read');
+  t.has(revoked.result, { success: true }, "the original's answer, which its clients read");
   t.same(revoked.result, REVOKED, 'and what the revocation did');
   for (const path of endpoints) expectRefused(t, await call(server.url, path, token), REASONS.revoked, path);
 });
@@ -138,8 +138,11 @@ t.test('a token signed with another algorithm is refused', async (t) => {
     const unsigned = `${b64({ alg, typ: 'JWT' })}.${claims}`;
     return `${unsigned}.${hash === null ? '' : createHmac(hash, server.password).update(unsigned).digest('base64url')}`;
   };
-  for (const [name, forged] of [['an HS256 JWT', jwt('HS256', 'sha256')], ['an HS384 JWT', jwt('HS384', 'sha384')],
-    ['an alg "none" JWT', jwt('none', null)]]) {
+  for (const [name, forged] of [
+    ['an HS256 JWT', jwt('HS256', 'sha256')],
+    ['an HS384 JWT', jwt('HS384', 'sha384')],
+    ['an alg "none" JWT', jwt('none', null)],
+  ]) {
     expectRefused(t, await call(server.url, '/ext/info', forged), REASONS.malformed, name);
   }
   // This format's own fields with the tag made another way: plain SHA-256, HMAC-SHA384

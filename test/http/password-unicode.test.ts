@@ -71,8 +71,20 @@ t.test('a password file that is not UTF-8 is refused at start (exit 2), whatever
   ] as const) {
     const file = join(dir, 'password');
     writeFileSync(file, bytes, { mode: 0o600 });
-    const run = await runCli(t, ['--http-port', '0', '--data-dir', join(dir, 'data'), '--api-auth-required', '--api-auth-password-file', file]);
+    const run = await runCli(t, [
+      '--http-port',
+      '0',
+      '--data-dir',
+      join(dir, 'data'),
+      '--api-auth-required',
+      '--api-auth-password-file',
+      file,
+    ]);
     t.equal(run.code, 2, `${name}: exit 2`);
-    t.equal(run.stderr, `api-auth: --api-auth-password-file ${file}: the file is not UTF-8 text; save the password as UTF-8\n`, `${name}: says so`);
+    t.equal(
+      run.stderr,
+      `api-auth: --api-auth-password-file ${file}: the file is not UTF-8 text; save the password as UTF-8\n`,
+      `${name}: says so`,
+    );
   }
 });

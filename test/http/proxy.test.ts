@@ -31,8 +31,22 @@ const routes: Record<string, UpstreamHandler> = {
     // Names spelled as the upstream spells them; a repeated Set-Cookie; hop-by-hop fields
     // that must not reach the client.
     res.writeHead(201, 'Created Here', [
-      'X-Node-Header', 'kept', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2', 'Keep-Alive', 'timeout=5',
-      'Connection', 'keep-alive, X-Hop', 'X-Hop', 'dropped', 'Content-Type', 'text/plain; charset=utf-8', 'Content-Length', '8',
+      'X-Node-Header',
+      'kept',
+      'Set-Cookie',
+      'a=1',
+      'Set-Cookie',
+      'b=2',
+      'Keep-Alive',
+      'timeout=5',
+      'Connection',
+      'keep-alive, X-Hop',
+      'X-Hop',
+      'dropped',
+      'Content-Type',
+      'text/plain; charset=utf-8',
+      'Content-Length',
+      '8',
     ]);
     res.end('created\n');
   },
@@ -96,7 +110,10 @@ const routes: Record<string, UpstreamHandler> = {
 };
 
 const upstream = await startUpstream(t, (req) => routes[(req.url ?? '').split('?')[0]] ?? echo);
-const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--upstream-timeout', '1s', '--upstream-max-body', '256KiB'] });
+const server = await startServer(t, {
+  cheapChecks: true,
+  args: ['--upstream', upstream.url, '--upstream-timeout', '1s', '--upstream-max-body', '256KiB'],
+});
 const token = await newToken(server.url, server.password, ['*']);
 const bearer = `Bearer ${token}`;
 
@@ -114,7 +131,9 @@ function rawExchange(base: string, bytes: string): Promise<string> {
     const socket = connect(Number(port), hostname);
     let data = '';
     socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => { data += chunk; });
+    socket.on('data', (chunk: string) => {
+      data += chunk;
+    });
     socket.on('end', () => resolve(data));
     socket.on('error', reject);
     socket.write(bytes);
@@ -126,9 +145,17 @@ t.test('method, path, query, body and headers reach the upstream; Authorization 
   const response = await request(server.url, '/ext/bc/X/rpc?a=1&b=two%20words', {
     method: 'PUT',
     headers: [
-      ['Authorization', bearer], ['Content-Type', 'application/json; charset=utf-8'], ['X-Custom', 'value 1'],
-      ['X-Custom', 'value 2'], ['Connection', 'close, X-Listed'], ['X-Listed', 'hop'], ['Keep-Alive', 'timeout=5'],
-      ['TE', 'trailers'], ['Proxy-Authorization', 'Basic c2VjcmV0'], ['Upgrade', 'h2c'], ['Proxy-Connection', 'keep-alive'],
+      ['Authorization', bearer],
+      ['Content-Type', 'application/json; charset=utf-8'],
+      ['X-Custom', 'value 1'],
+      ['X-Custom', 'value 2'],
+      ['Connection', 'close, X-Listed'],
+      ['X-Listed', 'hop'],
+      ['Keep-Alive', 'timeout=5'],
+      ['TE', 'trailers'],
+      ['Proxy-Authorization', 'Basic c2VjcmV0'],
+      ['Upgrade', 'h2c'],
+      ['Proxy-Connection', 'keep-alive'],
     ],
     body: '{"jsonrpc":"2.0","id":7,"method":"avm.getBalance","params":{}}',
   });
@@ -144,17 +171,22 @@ t.test('method, path, query, body and headers reach the upstream; Authorization 
   for (const name of ['authorization', 'proxy-authorization', 'x-listed', 'keep-alive', 'te', 'upgrade', 'proxy-connection']) {
     t.equal(seen.headers[name], undefined, `${name} is not forwarded`);
   }
-  t.equal(seen.headers.host, `127.0.0.1:${upstream.port}`, 'Host is the upstream\'s own');
-  t.equal(seen.headers['x-forwarded-host'], `127.0.0.1:${server.port}`, 'the client\'s Host goes in X-Forwarded-Host');
-  t.match(seen.headers['x-forwarded-for'], /^127\.\d+\.\d+\.\d+$/, 'the client\'s address goes in X-Forwarded-For');
+  t.equal(seen.headers.host, `127.0.0.1:${upstream.port}`, "Host is the upstream's own");
+  t.equal(seen.headers['x-forwarded-host'], `127.0.0.1:${server.port}`, "the client's Host goes in X-Forwarded-Host");
+  t.match(seen.headers['x-forwarded-for'], /^127\.\d+\.\d+\.\d+$/, "the client's address goes in X-Forwarded-For");
   t.equal(seen.headers['x-forwarded-proto'], 'http');
   const echoed = JSON.parse(response.text) as Echoed;
-  t.equal(echoed.url, seen.url, 'the answer is the upstream\'s');
+  t.equal(echoed.url, seen.url, "the answer is the upstream's");
 });
 
-t.test('X-Forwarded-For, -Proto and -Host from a client are replaced by api-auth\'s own (no --trusted-proxies)', async (t) => {
+t.test("X-Forwarded-For, -Proto and -Host from a client are replaced by api-auth's own (no --trusted-proxies)", async (t) => {
   const response = await request(server.url, '/ext/info', {
-    headers: [['Authorization', bearer], ['X-Forwarded-For', '203.0.113.7'], ['X-Forwarded-Proto', 'https'], ['X-Forwarded-Host', 'node.example']],
+    headers: [
+      ['Authorization', bearer],
+      ['X-Forwarded-For', '203.0.113.7'],
+      ['X-Forwarded-Proto', 'https'],
+      ['X-Forwarded-Host', 'node.example'],
+    ],
   });
   t.equal(response.status, 200);
   const seen = upstream.seen[upstream.seen.length - 1];
@@ -163,15 +195,22 @@ t.test('X-Forwarded-For, -Proto and -Host from a client are replaced by api-auth
   t.equal(seen.headers['x-forwarded-host'], `127.0.0.1:${server.port}`);
 });
 
-t.test('the upstream\'s status, reason, headers and body come back unchanged; its hop-by-hop headers do not', async (t) => {
+t.test("the upstream's status, reason, headers and body come back unchanged; its hop-by-hop headers do not", async (t) => {
   const raw = await rawExchange(server.url, `GET /headers HTTP/1.1\r\nHost: x\r\nAuthorization: ${bearer}\r\nConnection: close\r\n\r\n`);
   const [head, body] = raw.split('\r\n\r\n');
   const lines = head.split('\r\n');
   t.equal(lines[0], 'HTTP/1.1 201 Created Here', 'status code and reason phrase');
   t.ok(lines.includes('X-Node-Header: kept'), 'a header, spelled as the upstream spelled it');
-  t.same(lines.filter((l) => l.startsWith('Set-Cookie:')), ['Set-Cookie: a=1', 'Set-Cookie: b=2'], 'both Set-Cookie lines, in order');
+  t.same(
+    lines.filter((l) => l.startsWith('Set-Cookie:')),
+    ['Set-Cookie: a=1', 'Set-Cookie: b=2'],
+    'both Set-Cookie lines, in order',
+  );
   t.ok(lines.includes('Content-Type: text/plain; charset=utf-8'));
-  t.notOk(lines.some((l) => /^(keep-alive|x-hop):/i.test(l)), `no hop-by-hop header: ${JSON.stringify(lines)}`);
+  t.notOk(
+    lines.some((l) => /^(keep-alive|x-hop):/i.test(l)),
+    `no hop-by-hop header: ${JSON.stringify(lines)}`,
+  );
   t.equal(lines.filter((l) => /^date:/i.test(l)).length, 1, 'one Date header');
   t.equal(body, 'created\n');
 });
@@ -190,7 +229,7 @@ t.test('upstream errors and other statuses pass through as they are', async (t) 
   t.equal(empty.body.length, 0);
 });
 
-t.test('HEAD keeps the upstream\'s Content-Length and sends no body; a chunked answer stays chunked', async (t) => {
+t.test("HEAD keeps the upstream's Content-Length and sends no body; a chunked answer stays chunked", async (t) => {
   const head = await request(server.url, '/head', { method: 'HEAD', headers: [['Authorization', bearer]] });
   t.equal(head.status, 200);
   t.equal(head.headers['content-length'], '1234');
@@ -221,7 +260,7 @@ t.test('a large answer is streamed: a client that does not read holds the upstre
   }
   t.equal(await bigDone, 'whole');
   t.equal(received, BIG_CHUNK.length * BIG_CHUNKS, 'every byte arrived');
-  t.ok(intact, 'the bytes are the upstream\'s');
+  t.ok(intact, "the bytes are the upstream's");
 });
 
 t.test('a request body arrives whole: in one piece, chunked, and streamed in parts', async (t) => {
@@ -233,13 +272,15 @@ t.test('a request body arrives whole: in one piece, chunked, and streamed in par
   const body = undiciRequest(`${server.url}/echo`, {
     method: 'POST',
     headers: { authorization: bearer, 'content-type': 'application/octet-stream' },
-    body: Readable.from((async function* () {
-      for (let i = 0; i < 8; i++) {
-        yield Buffer.alloc(16 * 1024, 0x30 + i);
-        // Apart, so that the parts go out one by one.
-        await sleep(10);
-      }
-    })()),
+    body: Readable.from(
+      (async function* () {
+        for (let i = 0; i < 8; i++) {
+          yield Buffer.alloc(16 * 1024, 0x30 + i);
+          // Apart, so that the parts go out one by one.
+          await sleep(10);
+        }
+      })(),
+    ),
   });
   const streamed = await body;
   t.equal(streamed.statusCode, 200);
@@ -252,10 +293,18 @@ t.test('a request body arrives whole: in one piece, chunked, and streamed in par
 
 t.test('a request body over --upstream-max-body gets 413 and never reaches the upstream', async (t) => {
   const before = upstream.seen.length;
-  const declared = await request(server.url, '/echo', { method: 'POST', headers: [['Authorization', bearer]], body: Buffer.alloc(256 * 1024 + 1) });
+  const declared = await request(server.url, '/echo', {
+    method: 'POST',
+    headers: [['Authorization', bearer]],
+    body: Buffer.alloc(256 * 1024 + 1),
+  });
   t.equal(declared.status, 413);
   t.same(JSON.parse(declared.text), { jsonrpc: '2.0', error: { code: -32600, message: 'request body exceeds 262144 bytes' }, id: null });
-  const atLimit = await request(server.url, '/echo', { method: 'POST', headers: [['Authorization', bearer]], body: Buffer.alloc(256 * 1024) });
+  const atLimit = await request(server.url, '/echo', {
+    method: 'POST',
+    headers: [['Authorization', bearer]],
+    body: Buffer.alloc(256 * 1024),
+  });
   t.equal(atLimit.status, 200, 'exactly the limit passes');
   const chunks = [
     Buffer.from(`POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: ${bearer}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`),
@@ -278,11 +327,18 @@ t.test('requests the gate refuses never reach the upstream', async (t) => {
   t.equal(upstream.seen.length, before, 'the upstream saw none of them');
 });
 
-t.test('/ext/auth stays the gateway\'s own; /ext/info and /ext/health are the upstream\'s', async (t) => {
+t.test("/ext/auth stays the gateway's own; /ext/info and /ext/health are the upstream's", async (t) => {
   const before = upstream.seen.length;
   await newToken(server.url, server.password, ['/ext/info']);
   t.equal(upstream.seen.length, before, '/ext/auth is answered locally');
-  const info = await request(server.url, '/ext/info', { method: 'POST', headers: [['Authorization', bearer], ['Content-Type', 'application/json']], body: '{}' });
+  const info = await request(server.url, '/ext/info', {
+    method: 'POST',
+    headers: [
+      ['Authorization', bearer],
+      ['Content-Type', 'application/json'],
+    ],
+    body: '{}',
+  });
   t.equal((JSON.parse(info.text) as Echoed).url, '/ext/info', 'the upstream answered /ext/info');
   const health = await request(server.url, '/ext/health', { headers: [['Authorization', bearer]] });
   t.equal((JSON.parse(health.text) as Echoed).url, '/ext/health', 'the upstream answered /ext/health');
@@ -294,7 +350,10 @@ t.test('connections to the upstream are kept alive and reused', async (t) => {
     const response = await request(server.url, '/ext/info', { headers: [['Authorization', bearer]] });
     t.equal(response.status, 200);
   }
-  t.ok(upstream.connections() - connections <= 1, `ten requests one after another opened ${upstream.connections() - connections} connections`);
+  t.ok(
+    upstream.connections() - connections <= 1,
+    `ten requests one after another opened ${upstream.connections() - connections} connections`,
+  );
 });
 
 t.test('past the upstream connection limit, requests wait for a connection and are all answered', async (t) => {
@@ -303,7 +362,9 @@ t.test('past the upstream connection limit, requests wait for a connection and a
   const bearer = `Bearer ${await newToken(server.url, server.password, ['*'])}`;
   const before = upstream.connections();
   holding = true;
-  const limit = new Promise<void>((resolve) => { reachedLimit = resolve; });
+  const limit = new Promise<void>((resolve) => {
+    reachedLimit = resolve;
+  });
   const count = UPSTREAM_CONNECTIONS + 72;
   const responses = Array.from({ length: count }, () => request(server.url, '/held', { headers: [['Authorization', bearer]] }));
   await limit;
@@ -311,7 +372,10 @@ t.test('past the upstream connection limit, requests wait for a connection and a
   holding = false;
   for (const answer of waitingAnswers.splice(0)) answer();
   const answered = await Promise.all(responses);
-  t.ok(answered.every((r) => r.status === 200 && r.text === 'held\n'), 'every request is answered');
+  t.ok(
+    answered.every((r) => r.status === 200 && r.text === 'held\n'),
+    'every request is answered',
+  );
   t.equal(maxHeld, UPSTREAM_CONNECTIONS, 'never more at once than the limit');
   t.ok(upstream.connections() - before <= UPSTREAM_CONNECTIONS, `${upstream.connections() - before} new connections to the upstream`);
 });
@@ -320,7 +384,11 @@ t.test('a slow upstream gives 504, one that resets gives 502; the gateway keeps 
   const slow = await request(server.url, '/slow', { headers: [['Authorization', bearer]] });
   t.equal(slow.status, 504);
   t.equal(slow.headers['content-type'], 'application/json');
-  t.same(JSON.parse(slow.text), { jsonrpc: '2.0', error: { code: -32045, message: 'the upstream node did not answer within 1 s' }, id: null });
+  t.same(JSON.parse(slow.text), {
+    jsonrpc: '2.0',
+    error: { code: -32045, message: 'the upstream node did not answer within 1 s' },
+    id: null,
+  });
   const reset = await request(server.url, '/reset', { headers: [['Authorization', bearer]] });
   t.equal(reset.status, 502);
   t.same(JSON.parse(reset.text), { jsonrpc: '2.0', error: { code: -32044, message: 'the upstream node closed the connection' }, id: null });
@@ -334,7 +402,11 @@ t.test('an upstream that is down gives 502 until it is back', async (t) => {
   for (let i = 0; i < 3; i++) {
     const down = await request(gateway.url, '/ext/info', { method: 'POST', headers: [['Content-Type', 'application/json']], body: '{}' });
     t.equal(down.status, 502);
-    t.same(JSON.parse(down.text), { jsonrpc: '2.0', error: { code: -32044, message: 'the upstream node refused the connection' }, id: null });
+    t.same(JSON.parse(down.text), {
+      jsonrpc: '2.0',
+      error: { code: -32044, message: 'the upstream node refused the connection' },
+      id: null,
+    });
   }
   // The lines come on a pipe, after the answers: at debug, every failure has one; wait for the three.
   const failures = (): LogLine[] => gateway.logs.filter((l) => l.msg === 'the upstream node did not answer');
@@ -369,25 +441,43 @@ t.test('--upstream without --api-auth-required warns once at start, naming the f
   for (const threads of ['1', '2']) {
     const open = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', threads] });
     const warnings = open.logs.filter((l) => l.level === 'warn');
-    t.same(warnings.map((l) => l.msg), ['the upstream node is open to anyone: without --api-auth-required no token is asked for; ' +
-      'add --api-auth-required (and --api-auth-password-file) to gate it'], `${threads} thread(s): one warning`);
+    t.same(
+      warnings.map((l) => l.msg),
+      [
+        'the upstream node is open to anyone: without --api-auth-required no token is asked for; ' +
+          'add --api-auth-required (and --api-auth-password-file) to gate it',
+      ],
+      `${threads} thread(s): one warning`,
+    );
     t.equal(warnings[0]?.upstream, new URL(upstream.url).origin, 'naming the upstream');
     t.ok(open.logs.indexOf(warnings[0]) < open.logs.findIndex((l) => l.msg === 'listening'), 'before the listening line');
   }
   const gated = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
-  t.same(gated.logs.filter((l) => l.level === 'warn'), [], 'with --api-auth-required: none');
+  t.same(
+    gated.logs.filter((l) => l.level === 'warn'),
+    [],
+    'with --api-auth-required: none',
+  );
 });
 
 t.test('token options without --api-auth-required warn at start, one line each; with it, none', async (t) => {
   const args = ['--api-auth-token-lifetime', '1h', '--max-token-lifetime', '2h', '--api-auth-max-tokens', '50'];
   const open = await startServer(t, { auth: false, args });
-  t.same(open.logs.filter((l) => l.level === 'warn').map((l) => l.msg), [
-    '--api-auth-token-lifetime means nothing without --api-auth-required: no token is issued',
-    '--max-token-lifetime means nothing without --api-auth-required: no token is issued',
-    '--api-auth-max-tokens means nothing without --api-auth-required: no token is issued',
-  ], 'each named once');
+  t.same(
+    open.logs.filter((l) => l.level === 'warn').map((l) => l.msg),
+    [
+      '--api-auth-token-lifetime means nothing without --api-auth-required: no token is issued',
+      '--max-token-lifetime means nothing without --api-auth-required: no token is issued',
+      '--api-auth-max-tokens means nothing without --api-auth-required: no token is issued',
+    ],
+    'each named once',
+  );
   const gated = await startServer(t, { cheapChecks: true, args });
-  t.same(gated.logs.filter((l) => l.level === 'warn'), [], 'with --api-auth-required: none');
+  t.same(
+    gated.logs.filter((l) => l.level === 'warn'),
+    [],
+    'with --api-auth-required: none',
+  );
 });
 
 t.test('bad --upstream, --upstream-timeout and --upstream-max-body values are refused at start', async (t) => {

@@ -23,7 +23,12 @@ t.test('a public endpoint answers without a token, for GET, HEAD and POST', asyn
   const head = await request(open.url, '/ext/health', { method: 'HEAD' });
   t.equal(head.status, 200, 'HEAD');
   expectGranted(t, await call(open.url, '/ext/health?verbose=1', undefined, 'GET'), '/ext/health', 'the query string does not matter');
-  expectGranted(t, await call(open.url, '/ext/bc/P/ping', undefined, 'GET'), '/ext/bc/P/ping', 'the second entry (404: no such built-in route)');
+  expectGranted(
+    t,
+    await call(open.url, '/ext/bc/P/ping', undefined, 'GET'),
+    '/ext/bc/P/ping',
+    'the second entry (404: no such built-in route)',
+  );
 });
 
 t.test('a public endpoint also answers with any token, even a bad one', async (t) => {
@@ -60,14 +65,26 @@ t.test('behind the proxy, a public endpoint reaches the upstream without a token
 
 t.test('public endpoints without --api-auth-required: a warning, every endpoint is public anyway', async (t) => {
   const server = await startServer(t, { auth: false, args: ['--api-auth-public-endpoints', '/ext/health'] });
-  t.ok(server.logs.some((l) => l.level === 'warn' && l.msg?.includes('public endpoints') === true), 'a warning');
+  t.ok(
+    server.logs.some((l) => l.level === 'warn' && l.msg?.includes('public endpoints') === true),
+    'a warning',
+  );
   expectGranted(t, await call(server.url, '/ext/info'), '/ext/info');
 });
 
 t.test('entries that are not exact valid paths are refused at start (exit 2, one line)', async (t) => {
   const dir = tempDir(t);
-  const bad = ['ext/health', '/ext/*', '*', '/ext/health?x=1', '/ext/../health', '/ext//health', '/ext/%2Fhealth', '/ext/health,',
-    '/ext/heal th'];
+  const bad = [
+    'ext/health',
+    '/ext/*',
+    '*',
+    '/ext/health?x=1',
+    '/ext/../health',
+    '/ext//health',
+    '/ext/%2Fhealth',
+    '/ext/health,',
+    '/ext/heal th',
+  ];
   const args = (entry: string): string[] => ['--http-port', '0', '--data-dir', dir, `--api-auth-public-endpoints=${entry}`];
   for (const entry of bad) {
     const error = await refusalOf(args(entry));

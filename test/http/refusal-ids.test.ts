@@ -20,9 +20,12 @@ function refused(reason: string, id: string): string {
 const INVALID = 'the provided auth token is invalid';
 const NO_TOKEN = 'auth token not provided';
 
-const server = await startServer(t, { cheapChecks: true, args: ['--upstream', `http://127.0.0.1:${await closedPort()}`, '--http-threads', '1'] });
+const server = await startServer(t, {
+  cheapChecks: true,
+  args: ['--upstream', `http://127.0.0.1:${await closedPort()}`, '--http-threads', '1'],
+});
 
-t.test('a refused request with one call: the call\'s id, as sent', async (t) => {
+t.test("a refused request with one call: the call's id, as sent", async (t) => {
   const cases: [string, string, string][] = [
     ['a string id', '{"jsonrpc":"2.0","id":"req-7","method":"eth_chainId"}', '"req-7"'],
     ['a number id, its digits as sent', '{"jsonrpc":"2.0","method":"eth_chainId","id":12345678901234567890}', '12345678901234567890'],
@@ -36,11 +39,14 @@ t.test('a refused request with one call: the call\'s id, as sent', async (t) => 
     t.equal(answer.text, refused(INVALID, id), `${name}: ${id}`);
     t.equal(answer.headers['www-authenticate'], 'Bearer');
   }
-  const none = await request(server.url, '/ext/bc/C/rpc', { headers: JSON_HEADERS, body: '{"jsonrpc":"2.0","id":"c-chain","method":"eth_chainId"}' });
+  const none = await request(server.url, '/ext/bc/C/rpc', {
+    headers: JSON_HEADERS,
+    body: '{"jsonrpc":"2.0","id":"c-chain","method":"eth_chainId"}',
+  });
   t.equal(none.text, refused(NO_TOKEN, '"c-chain"'), 'on an Avalanche path too, without a token');
 });
 
-t.test('no one call to echo: the original node\'s body, id 1', async (t) => {
+t.test("no one call to echo: the original node's body, id 1", async (t) => {
   const bodies: [string, string][] = [
     ['a batch', '[{"jsonrpc":"2.0","id":5,"method":"eth_chainId"}]'],
     ['a notification', '{"jsonrpc":"2.0","method":"eth_chainId"}'],
@@ -65,33 +71,58 @@ t.test('no one call to echo: the original node\'s body, id 1', async (t) => {
 t.test('a kept-alive connection stays in step: the refused body is read whole, the next request answered', async (t) => {
   const connection = new KeepAliveConnection(server.url);
   t.teardown(() => connection.close());
-  const first = await connection.request('/', { headers: [...JSON_HEADERS, ['Authorization', 'Bearer x']], body: '{"jsonrpc":"2.0","id":"one","method":"m"}' });
-  const second = await connection.request('/', { headers: [...JSON_HEADERS, ['Authorization', 'Bearer x']], body: '{"jsonrpc":"2.0","id":"two","method":"m"}' });
+  const first = await connection.request('/', {
+    headers: [...JSON_HEADERS, ['Authorization', 'Bearer x']],
+    body: '{"jsonrpc":"2.0","id":"one","method":"m"}',
+  });
+  const second = await connection.request('/', {
+    headers: [...JSON_HEADERS, ['Authorization', 'Bearer x']],
+    body: '{"jsonrpc":"2.0","id":"two","method":"m"}',
+  });
   t.same([first.status, JSON.parse(first.text).id, second.status, JSON.parse(second.text).id], [401, 'one', 401, 'two']);
 });
 
-t.test('the node did not answer (502): the call\'s id; a batch null', async (t) => {
+t.test("the node did not answer (502): the call's id; a batch null", async (t) => {
   const plain = await newToken(server.url, server.password, ['/']);
   const scoped = await (async () => {
     const answer = await request(server.url, '/ext/auth', {
       headers: JSON_HEADERS,
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.newToken', params: { password: server.password, endpoints: ['/'], methods: ['eth_*'] } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'auth.newToken',
+        params: { password: server.password, endpoints: ['/'], methods: ['eth_*'] },
+      }),
     });
     return JSON.parse(answer.text).result.token as string;
   })();
-  for (const [name, token] of [['a token without limits or scope (its body goes unread)', plain], ['a scoped token (its body judged)', scoped]]) {
-    const one = await request(server.url, '/', { headers: [...JSON_HEADERS, ['Authorization', `Bearer ${token}`]], body: '{"jsonrpc":"2.0","id":"up-1","method":"eth_chainId"}' });
+  for (const [name, token] of [
+    ['a token without limits or scope (its body goes unread)', plain],
+    ['a scoped token (its body judged)', scoped],
+  ]) {
+    const one = await request(server.url, '/', {
+      headers: [...JSON_HEADERS, ['Authorization', `Bearer ${token}`]],
+      body: '{"jsonrpc":"2.0","id":"up-1","method":"eth_chainId"}',
+    });
     t.equal(one.status, 502, name);
     t.match(JSON.parse(one.text), { error: { code: -32044 }, id: 'up-1' }, `${name}: the id echoed`);
-    const batch = await request(server.url, '/', { headers: [...JSON_HEADERS, ['Authorization', `Bearer ${token}`]], body: '[{"jsonrpc":"2.0","id":"up-2","method":"eth_chainId"}]' });
+    const batch = await request(server.url, '/', {
+      headers: [...JSON_HEADERS, ['Authorization', `Bearer ${token}`]],
+      body: '[{"jsonrpc":"2.0","id":"up-2","method":"eth_chainId"}]',
+    });
     t.match(JSON.parse(batch.text), { error: { code: -32044 }, id: null }, `${name}: a batch, id null`);
   }
 });
 
 t.test('the same answers with the access log on (a wrapper changes nothing)', async (t) => {
   const logged = await startServer(t, { cheapChecks: true, args: ['--access-log', 'stdout', '--http-threads', '1'] });
-  const answer = await exchange(logged.url, Buffer.from('POST /ext/info HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 44\r\n' +
-    'Authorization: Bearer x\r\nConnection: close\r\n\r\n{"jsonrpc":"2.0","id":"log","method":"info"}'));
+  const answer = await exchange(
+    logged.url,
+    Buffer.from(
+      'POST /ext/info HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 44\r\n' +
+        'Authorization: Bearer x\r\nConnection: close\r\n\r\n{"jsonrpc":"2.0","id":"log","method":"info"}',
+    ),
+  );
   t.equal(answer.status, 401);
   t.equal(answer.text, refused(INVALID, '"log"'));
 });

@@ -61,10 +61,15 @@ t.test('a full session leaks no password and no token into the logs or into erro
 
   await server.stop();
   const secrets: [string, string][] = [
-    ['the file password', filePassword], ['the new password', newPassword], ...wrong.map((w, i) => [`wrong password ${i + 1}`, w] as [string, string]),
-    ['the /ext/info token', info], ['the "*" token', star], ['the token issued after the change', after],
+    ['the file password', filePassword],
+    ['the new password', newPassword],
+    ...wrong.map((w, i) => [`wrong password ${i + 1}`, w] as [string, string]),
+    ['the /ext/info token', info],
+    ['the "*" token', star],
+    ['the token issued after the change', after],
     // The tag alone (the last 43 characters) is as secret as the token.
-    ['the tag of the /ext/info token', info.slice(-43)], ['the tag of the "*" token', star.slice(-43)],
+    ['the tag of the /ext/info token', info.slice(-43)],
+    ['the tag of the "*" token', star.slice(-43)],
   ];
   t.ok(errors.length >= 20, `${errors.length} error answers were collected`);
   const stdout = server.stdout();
@@ -73,7 +78,10 @@ t.test('a full session leaks no password and no token into the logs or into erro
   for (const [name, secret] of secrets) {
     t.notOk(stdout.includes(secret), `${name} is not in stdout`);
     t.notOk(stderr.includes(secret), `${name} is not in stderr`);
-    t.notOk(errors.some((e) => e.includes(secret)), `${name} is in no error sent to a client`);
+    t.notOk(
+      errors.some((e) => e.includes(secret)),
+      `${name} is in no error sent to a client`,
+    );
   }
 });
 

@@ -8,12 +8,16 @@ import { exchange, request, type HttpResponse } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 import { startWsUpstream } from '../helpers/ws-upstream.js';
 
-const UPGRADE = 'GET /ext/bc/C/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
+const UPGRADE =
+  'GET /ext/bc/C/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
   'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n';
 
 function unmarked(t: Test, response: HttpResponse, status: number, what: string): void {
   t.equal(response.status, status, what);
-  t.notOk(Object.keys(response.headers).some((name) => name === 'uwebsockets'), `${what}: no uWebSockets header`);
+  t.notOk(
+    Object.keys(response.headers).some((name) => name === 'uwebsockets'),
+    `${what}: no uWebSockets header`,
+  );
 }
 
 const upstream = await startWsUpstream(t);
@@ -24,8 +28,19 @@ for (const threads of ['1', '2']) {
     const token = await newToken(gateway.url, gateway.password, ['*']);
     // Consecutive connections go to the threads in turn: each kind twice, so both threads answer it.
     for (let round = 0; round < 2; round++) {
-      unmarked(t, await request(gateway.url, '/ext/info', { method: 'POST', headers: [['Authorization', `Bearer ${token}`],
-        ['Content-Type', 'application/json']], body: '{"jsonrpc":"2.0","id":1,"method":"info.getNodeVersion"}' }), 200, 'a call');
+      unmarked(
+        t,
+        await request(gateway.url, '/ext/info', {
+          method: 'POST',
+          headers: [
+            ['Authorization', `Bearer ${token}`],
+            ['Content-Type', 'application/json'],
+          ],
+          body: '{"jsonrpc":"2.0","id":1,"method":"info.getNodeVersion"}',
+        }),
+        200,
+        'a call',
+      );
       unmarked(t, await request(gateway.url, '/ext/info'), 401, 'no token');
       unmarked(t, await request(gateway.url, '/nope', { headers: [['Authorization', `Bearer ${token}`]] }), 404, 'no such route');
     }

@@ -2,7 +2,20 @@
 // valid -> expired by time, valid -> revoked by revokeToken, valid -> invalid by
 // changePassword, and revokeToken of an invalid token changing nothing.
 import t from 'tap';
-import { ALREADY_REVOKED, authUrl, call, expectGranted, expectRefused, expiringToken, newToken, notLive, REASONS, REVOKED, tamperLast, TOKEN_PATTERN } from '../helpers/auth.js';
+import {
+  ALREADY_REVOKED,
+  authUrl,
+  call,
+  expectGranted,
+  expectRefused,
+  expiringToken,
+  newToken,
+  notLive,
+  REASONS,
+  REVOKED,
+  tamperLast,
+  TOKEN_PATTERN,
+} from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { startServer } from '../helpers/server.js';
 
@@ -83,13 +96,22 @@ t.test('a wrong password is an error whatever the token, and changes nothing', a
     newToken(server.url, server.password, ['/ext/info']),
   ]);
   await revoke(server, server.password, revoked);
-  for (const [name, token] of [['valid', valid], ['revoked', revoked], ['malformed', 'abc'], ['forged', tamperLast(valid)], ['empty', '']]) {
+  for (const [name, token] of [
+    ['valid', valid],
+    ['revoked', revoked],
+    ['malformed', 'abc'],
+    ['forged', tamperLast(valid)],
+    ['empty', ''],
+  ]) {
     t.same(await revoke(server, WRONG, token), { code: -32000, message: 'incorrect password' }, `${name} token`);
   }
   expectGranted(t, await call(server.url, '/ext/info', valid), '/ext/info', 'the valid token was not revoked');
   const newTokenWrong = await jsonrpc(AUTH, 'auth.newToken', { password: WRONG, endpoints: [''] });
-  t.same(newTokenWrong.error, { code: -32000, message: 'incorrect password' },
-    'newToken: the password is checked before the endpoint entries');
+  t.same(
+    newTokenWrong.error,
+    { code: -32000, message: 'incorrect password' },
+    'newToken: the password is checked before the endpoint entries',
+  );
 });
 
 // The password tests run in order on their own server: A -> B -> A -> (long) password.
@@ -130,15 +152,22 @@ t.test('valid -> invalid: changePassword ends every earlier token; the new passw
   const incorrect = { code: -32000, message: 'incorrect password' };
   t.same((await jsonrpc(PW_AUTH, 'auth.newToken', { password: A, endpoints: ['*'] })).error, incorrect, 'newToken with the old password');
   t.same(await revoke(passwords, A, fresh), incorrect, 'revokeToken with the old password');
-  t.same((await jsonrpc(PW_AUTH, 'auth.changePassword', { oldPassword: A, newPassword: 'x-password' })).error, incorrect,
-    'changePassword with the old password');
+  t.same(
+    (await jsonrpc(PW_AUTH, 'auth.changePassword', { oldPassword: A, newPassword: 'x-password' })).error,
+    incorrect,
+    'changePassword with the old password',
+  );
   expectGranted(t, await call(passwords.url, '/ext/info', fresh), '/ext/info', 'the refused revocation changed nothing');
 });
 
 t.test('revoking a token of an earlier password generation succeeds and changes nothing', async (t) => {
   t.same(await revoke(passwords, B, firstGeneration.info!), notLive('earlier generation'));
-  expectRefused(t, await call(passwords.url, '/ext/info', firstGeneration.info!), REASONS.earlierGeneration,
-    'still refused as of a previous password');
+  expectRefused(
+    t,
+    await call(passwords.url, '/ext/info', firstGeneration.info!),
+    REASONS.earlierGeneration,
+    'still refused as of a previous password',
+  );
 });
 
 t.test('changing back to an earlier password revives no token, revoked or not', async (t) => {
@@ -153,10 +182,17 @@ t.test('changing back to an earlier password revives no token, revoked or not', 
   ] as const) {
     expectRefused(t, await call(passwords.url, '/ext/info', token), REASONS.earlierGeneration, name);
   }
-  expectGranted(t, await call(passwords.url, '/ext/info', await newToken(passwords.url, A, ['/ext/info'])), '/ext/info',
-    'the first password works again for new tokens');
-  t.equal((await jsonrpc(PW_AUTH, 'auth.newToken', { password: B, endpoints: ['*'] })).error?.code, -32000,
-    'the second password no longer works');
+  expectGranted(
+    t,
+    await call(passwords.url, '/ext/info', await newToken(passwords.url, A, ['/ext/info'])),
+    '/ext/info',
+    'the first password works again for new tokens',
+  );
+  t.equal(
+    (await jsonrpc(PW_AUTH, 'auth.newToken', { password: B, endpoints: ['*'] })).error?.code,
+    -32000,
+    'the second password no longer works',
+  );
 });
 
 t.test('a new password of 1024 code points is accepted, 1025 are not', async (t) => {

@@ -42,7 +42,7 @@ const nth = (i: number): string => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i 
  */
 function greedy(throttle: PasswordThrottle, until: number, address: (i: number) => string): number[] {
   const started: number[] = [];
-  for (let now = 0; now <= until;) {
+  for (let now = 0; now <= until; ) {
     const check = throttle.begin(address(started.length), now);
     if (typeof check === 'number') {
       now += check * 1000;
@@ -72,16 +72,25 @@ function overrun(started: readonly number[], rule: ThrottleRule): number {
   return worst;
 }
 
-t.test('the stated rules: per client 3 at once then one per 10 s, 10 at once then one per 5 min; overall 100 at once then one a second', async (t) => {
-  t.same(PER_CLIENT, [{ burst: 3, interval: 10_000 }, { burst: 10, interval: 5 * MINUTE }]);
-  t.same(OVERALL, [{ burst: 100, interval: 1000 }]);
-});
+t.test(
+  'the stated rules: per client 3 at once then one per 10 s, 10 at once then one per 5 min; overall 100 at once then one a second',
+  async (t) => {
+    t.same(PER_CLIENT, [
+      { burst: 3, interval: 10_000 },
+      { burst: 10, interval: 5 * MINUTE },
+    ]);
+    t.same(OVERALL, [{ burst: 100, interval: 1000 }]);
+  },
+);
 
 t.test('one client: 3 wrong passwords at once, then one per 10 s, and in the long run one per 5 minutes', async (t) => {
   const started = greedy(new PasswordThrottle(), DAY, () => '192.0.2.7');
   t.same(started.slice(0, 10), [0, 0, 0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000], 'the first ten');
   const gaps = started.slice(10).map((at, i) => at - started[9 + i]);
-  t.ok(gaps.every((gap, i) => gap === (i === 0 ? 5 * MINUTE - 70_000 : 5 * MINUTE)), 'then one every 5 minutes');
+  t.ok(
+    gaps.every((gap, i) => gap === (i === 0 ? 5 * MINUTE - 70_000 : 5 * MINUTE)),
+    'then one every 5 minutes',
+  );
   t.equal(started.length, 10 + DAY / (5 * MINUTE), 'in a day: the burst of 10 and 288 more (12 an hour)');
   t.equal(Math.round(overrun(started, PER_CLIENT) * 1e6) / 1e6, 0, 'the busiest span held exactly what the rates allow');
 });
@@ -89,7 +98,10 @@ t.test('one client: 3 wrong passwords at once, then one per 10 s, and in the lon
 t.test('all clients together: 100 wrong passwords at once, then one a second', async (t) => {
   const started = greedy(new PasswordThrottle(UNBOUNDED), HOUR, nth);
   t.equal(started.filter((at) => at === 0).length, 100, 'the burst');
-  t.ok(started.slice(100).every((at, i) => at === (i + 1) * 1000), 'then one a second');
+  t.ok(
+    started.slice(100).every((at, i) => at === (i + 1) * 1000),
+    'then one a second',
+  );
   t.equal(started.length, 100 + HOUR / 1000, 'in an hour: the burst and 3,600 more');
 });
 
@@ -120,11 +132,14 @@ t.test('waiting out a limit never restores the burst', async (t) => {
   // than the rates allow in any span, per client and overall.
   let seed = 7;
   const random = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
-  for (const [rule, address] of [[PER_CLIENT, () => '192.0.2.7'], [OVERALL, nth]] as const) {
+  for (const [rule, address] of [
+    [PER_CLIENT, () => '192.0.2.7'],
+    [OVERALL, nth],
+  ] as const) {
     for (let strategy = 0; strategy < 20; strategy++) {
       const limits = rule === PER_CLIENT ? new PasswordThrottle() : new PasswordThrottle(UNBOUNDED);
       const started: number[] = [];
-      for (let now = 0; now <= 6 * HOUR;) {
+      for (let now = 0; now <= 6 * HOUR; ) {
         const check = limits.begin(address(started.length), now);
         if (typeof check !== 'number') {
           check.failed();
@@ -144,7 +159,10 @@ t.test('a check counts from its start: 31 at once from one client, 3 run', async
   const outcomes = Array.from({ length: 31 }, () => throttle.begin('192.0.2.7', 0));
   const running = outcomes.filter((o): o is PasswordCheck => typeof o !== 'number');
   t.equal(running.length, 3);
-  t.ok(outcomes.slice(3).every((o) => o === 10), 'the others wait 10 s');
+  t.ok(
+    outcomes.slice(3).every((o) => o === 10),
+    'the others wait 10 s',
+  );
   t.equal(throttle.retryAfter('192.0.2.7', 0), 10, 'a check under way counts before it ends');
   running[0].abandoned();
   t.type(throttle.begin('192.0.2.7', 0), 'object', 'one that could not run is not counted');
@@ -175,7 +193,7 @@ t.test('a right password forgives its client, and is not a guess; it forgives no
   t.equal(everyone.retryAfter(nth(5), 0), 0, 'the right password gave its share back');
   wrong.failed();
   (everyone.begin(nth(5), 0) as PasswordCheck).failed();
-  t.equal(everyone.retryAfter(nth(6), 0), 1, 'and forgave none of the other clients\' failures');
+  t.equal(everyone.retryAfter(nth(6), 0), 1, "and forgave none of the other clients' failures");
 });
 
 t.test('a client is its IPv4 address, also IPv4-mapped, or its IPv6 /64 however it is written', async (t) => {
@@ -183,8 +201,14 @@ t.test('a client is its IPv4 address, also IPv4-mapped, or its IPv6 /64 however 
     t.equal(clientKey(address), '127.0.0.1', address);
   }
   t.equal(clientKey('0000:0000:0000:0000:0000:ffff:7f00:0002'), '127.0.0.2');
-  for (const address of ['2001:0db8:0001:0002:0000:0000:0000:0001', '2001:db8:1:2::1', '2001:DB8:1:2:ffff:ffff:ffff:ffff',
-    '2001:db8:1:2::', '2001:db8:1:2::192.0.2.1', '2001:db8:1:2::1%eth0']) {
+  for (const address of [
+    '2001:0db8:0001:0002:0000:0000:0000:0001',
+    '2001:db8:1:2::1',
+    '2001:DB8:1:2:ffff:ffff:ffff:ffff',
+    '2001:db8:1:2::',
+    '2001:db8:1:2::192.0.2.1',
+    '2001:db8:1:2::1%eth0',
+  ]) {
     t.equal(clientKey(address), '2001:db8:1:2::/64', address);
   }
   t.equal(clientKey('2001:db8:1:3::1'), '2001:db8:1:3::/64', 'the next /64');
@@ -230,18 +254,47 @@ t.test('the token service throttles on the clock it is given', async (t) => {
   });
   await restoreService(core, store, verifier, 'the-password', 3600, log, clock);
   const ledger = new FolderLedger(core, store);
-  const ends = new RotationEnds({ refuse: (s) => core.revokeSerial(s), record: (s, e) => ledger.revoke(s, e), recorded: (s) => ledger.isRevoked(s) }, clock, log);
-  const inventory = await JournalInventory.open(dir, store.state!.key, { contents: undefined, entries: [] }, store.state!.journal, () => true,
-    (mark) => store.recordJournal(mark), log, ends);
+  const ends = new RotationEnds(
+    { refuse: (s) => core.revokeSerial(s), record: (s, e) => ledger.revoke(s, e), recorded: (s) => ledger.isRevoked(s) },
+    clock,
+    log,
+  );
+  const inventory = await JournalInventory.open(
+    dir,
+    store.state!.key,
+    { contents: undefined, entries: [] },
+    store.state!.journal,
+    () => true,
+    (mark) => store.recordJournal(mark),
+    log,
+    ends,
+  );
   t.teardown(() => inventory.close());
-  const service = new TokenService({ core, ledger, verifier, tokenLifetime: 3600, maxTokenLifetime: 3600, inventory, maxTokens: 100, log, clock });
+  const service = new TokenService({
+    core,
+    ledger,
+    verifier,
+    tokenLifetime: 3600,
+    maxTokenLifetime: 3600,
+    inventory,
+    maxTokens: 100,
+    log,
+    clock,
+  });
   const newTokenCall = service.methods().get('auth.newToken')!;
-  const guess = (password: string) => Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
-    (result) => ({ result }), (error: { rpcCode: number; message: string }) => ({ code: error.rpcCode, message: error.message }));
+  const guess = (password: string) =>
+    Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
+      (result) => ({ result }),
+      (error: { rpcCode: number; message: string }) => ({ code: error.rpcCode, message: error.message }),
+    );
   for (let i = 0; i < 3; i++) t.match(await guess('wrong'), { code: -32000 });
   t.same(await guess('the-password'), { code: -32005, message: 'too many failed password attempts; retry in 10 s' });
   now += 9_000;
-  t.same(await guess('the-password'), { code: -32005, message: 'too many failed password attempts; retry in 1 s' }, '9 s later by its clock');
+  t.same(
+    await guess('the-password'),
+    { code: -32005, message: 'too many failed password attempts; retry in 1 s' },
+    '9 s later by its clock',
+  );
   now += 1_000;
   t.match(await guess('the-password'), { result: { token: String } }, '10 s later by its clock, though no time passed');
   for (let i = 0; i < 3; i++) t.match(await guess('wrong'), { code: -32000 }, 'the right password forgave the client');
@@ -286,7 +339,9 @@ t.test('a guessing client gets 429 with Retry-After after 3 wrong passwords; oth
   t.equal(held.headers['retry-after'], '10');
   t.equal(held.headers['content-type'], 'application/json');
   t.same(JSON.parse(held.text), {
-    jsonrpc: '2.0', error: { code: -32005, message: 'too many failed password attempts; retry in 10 s' }, id: null,
+    jsonrpc: '2.0',
+    error: { code: -32005, message: 'too many failed password attempts; retry in 10 s' },
+    id: null,
   });
   const other = await attempt(server.url, server.password, '127.2.0.2');
   t.equal(other.status, 200, 'another client is not held up');
@@ -311,7 +366,10 @@ for (const host of ['::', '0.0.0.0']) {
     // One batch, answered as soon as its entries are: the guesser's wait has just begun.
     const batch = Array.from({ length: 6 }, (_, id) => rpc('auth.newToken', { password: 'wrong', endpoints: ['*'] }, id));
     const guesses = await request(server.url, '/ext/auth', {
-      method: 'POST', headers: [['Content-Type', 'application/json']], body: JSON.stringify(batch), localAddress: '127.0.0.1',
+      method: 'POST',
+      headers: [['Content-Type', 'application/json']],
+      body: JSON.stringify(batch),
+      localAddress: '127.0.0.1',
     });
     const codes = (JSON.parse(guesses.text) as Array<{ error: { code: number } }>).map((e) => e.error.code);
     t.same(codes, [-32000, -32000, -32000, -32005, -32005, -32005], 'the guesser waits after its burst');
@@ -321,7 +379,7 @@ for (const host of ['::', '0.0.0.0']) {
   });
 }
 
-t.test('a waiting client\'s refusals are held back, so its guesses slow to one a second per connection', async (t) => {
+t.test("a waiting client's refusals are held back, so its guesses slow to one a second per connection", async (t) => {
   // The service's clock stands still (the guesser stays refused); the tarpit's timer runs
   // on a time the test moves, and a refusal is only sent when that timer fires.
   const time = manualClock();
@@ -382,11 +440,18 @@ t.test('protected requests keep flowing while password checks run', async (t) =>
   const replies = await Promise.all(checks);
   const after = threadTimes(pid);
   t.equal(served, 50, 'every protected request was served');
-  t.ok(replies.every((r) => errorCode(r) === -32000), 'every check was answered');
+  t.ok(
+    replies.every((r) => errorCode(r) === -32000),
+    'every check was answered',
+  );
   // Counted by the kernel, not by a clock: how loaded the machine is does not matter.
   const used = [...after].map(([tid, ticks]) => ({ tid, ticks: ticks - (before.get(tid) ?? 0) })).sort((a, b) => b.ticks - a.ticks);
   const serving = used.find((u) => u.tid === pid)?.ticks ?? 0;
-  t.not(used[0].tid, pid, `the checks were hashed on a thread other than the serving one (${used[0].ticks} ticks there, ${serving} on the serving thread)`);
+  t.not(
+    used[0].tid,
+    pid,
+    `the checks were hashed on a thread other than the serving one (${used[0].ticks} ticks there, ${serving} on the serving thread)`,
+  );
   t.ok(serving * 2 < used[0].ticks, 'the serving thread spent less than half as long');
 });
 
@@ -426,7 +491,11 @@ t.test('past the overall allowance, every client waits: 100 wrong passwords at o
   }
   t.equal(checked, 100, 'the burst was checked, and no more');
   time.now += 1000;
-  t.same(await inBatch(server.url, ['wrong', 'wrong'], freshSource()), [-32000, -32005], 'a second later by the clock, one more check, and one only');
+  t.same(
+    await inBatch(server.url, ['wrong', 'wrong'], freshSource()),
+    [-32000, -32005],
+    'a second later by the clock, one more check, and one only',
+  );
   time.now += 1000;
   const token = await newToken(server.url, server.password, ['/ext/health']);
   t.equal((await call(server.url, '/ext/health', token)).status, 200, 'tokens issued once the wait is over work as ever');
@@ -440,7 +509,9 @@ t.test('past the overall allowance, every client waits: 100 wrong passwords at o
  */
 async function inBatch(url: string, passwords: readonly string[], source: string): Promise<(number | undefined)[]> {
   const r = await request(url, '/ext/auth', {
-    method: 'POST', headers: [['Content-Type', 'application/json']], localAddress: source,
+    method: 'POST',
+    headers: [['Content-Type', 'application/json']],
+    localAddress: source,
     body: JSON.stringify(passwords.map((password, id) => rpc('auth.newToken', { password, endpoints: ['/ext/info'] }, id))),
   });
   return (JSON.parse(r.text) as Array<{ error?: { code: number } }>).map((entry) => entry.error?.code);
@@ -451,13 +522,19 @@ t.test('a batch is throttled entry by entry', async (t) => {
   const source = '127.3.0.1';
   const batch = [1, 2, 3, 4, 5].map((id) => rpc('auth.revokeToken', { password: 'wrong', token: 'x' }, id));
   const r = await request(server.url, '/ext/auth', {
-    method: 'POST', headers: [['Content-Type', 'application/json']], body: JSON.stringify(batch), localAddress: source,
+    method: 'POST',
+    headers: [['Content-Type', 'application/json']],
+    body: JSON.stringify(batch),
+    localAddress: source,
   });
   t.equal(r.status, 200, 'a batch answers per entry');
   const codes = (JSON.parse(r.text) as Array<{ error: { code: number } }>).map((e) => e.error.code);
   t.same(codes, [-32000, -32000, -32000, -32005, -32005], 'the entries after the third failure wait');
   const next = await attempt(server.url, server.password, source);
   t.equal(next.status, 429);
-  t.equal((await call(server.url, '/ext/info', await newToken(server.url, server.password, ['/ext/info']))).status, 200,
-    'other clients are served');
+  t.equal(
+    (await call(server.url, '/ext/info', await newToken(server.url, server.password, ['/ext/info']))).status,
+    200,
+    'other clients are served',
+  );
 });

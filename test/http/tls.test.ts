@@ -26,8 +26,29 @@ interface Pair {
 function makePair(dir: string, name: string): Pair {
   const cert = join(dir, `${name}.crt`);
   const key = join(dir, `${name}.key`);
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key,
-    '-out', cert, '-days', '1', '-subj', `/CN=${name}`, '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      `/CN=${name}`,
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   return { cert, key };
 }
 
@@ -87,7 +108,11 @@ class TlsConnection {
   }
 }
 
-async function tlsServer(t: Test, threads: number, extra: readonly string[] = []): Promise<{ server: Server; live: Pair; first: Pair; second: Pair }> {
+async function tlsServer(
+  t: Test,
+  threads: number,
+  extra: readonly string[] = [],
+): Promise<{ server: Server; live: Pair; first: Pair; second: Pair }> {
   const dir = tempDir(t);
   const first = makePair(dir, 'first');
   const second = makePair(dir, 'second');
@@ -97,7 +122,16 @@ async function tlsServer(t: Test, threads: number, extra: readonly string[] = []
   copyFileSync(first.key, live.key);
   const server = await startServer(t, {
     cheapChecks: true,
-    args: ['--http-threads', String(threads), '--http-tls-enabled', '--http-tls-cert-file', live.cert, '--http-tls-key-file', live.key, ...extra],
+    args: [
+      '--http-threads',
+      String(threads),
+      '--http-tls-enabled',
+      '--http-tls-cert-file',
+      live.cert,
+      '--http-tls-key-file',
+      live.key,
+      ...extra,
+    ],
   });
   return { server, live, first, second };
 }
@@ -168,40 +202,52 @@ for (const threads of [1, 2]) {
 
     // A FIFO with no writer blocks a plain read for good: the reload used to read the pair
     // on the thread that accepts every connection, so none was accepted any more.
-    t.test('SIGHUP with the certificate file a FIFO: new connections are served during and after, the old pair kept, the reason logged', async (t) => {
-      const { server, live, first, second } = await tlsServer(t, threads);
-      unlinkSync(live.cert);
-      execFileSync('mkfifo', [live.cert]);
-      server.child.kill('SIGHUP');
-      const during = Array.from({ length: 4 }, () => TlsConnection.open(server.port, first.cert));
-      const error = await server.waitForLog((l) => l.msg === 'cannot reload the TLS certificate; serving with the one loaded before', 5000);
-      t.match(String(error.error), /^--http-tls-cert-file \S+live\.crt is a FIFO, not a regular file; give the certificate chain's PEM file$/,
-        'the log line says why');
-      for (const pending of during) {
-        const connection = await pending;
-        t.equal(connection.certificateName, 'first', 'a connection made during the reload has the old certificate');
-        t.equal((await connection.request('/ext/auth/health')).status, 200, 'and is served');
-        connection.close();
-      }
-      server.child.kill('SIGHUP');
-      await server.waitForLines((l) => l.msg === 'cannot reload the TLS certificate; serving with the one loaded before', 2, 5000);
-      for (let i = 0; i < 4; i++) {
-        const connection = await TlsConnection.open(server.port, first.cert);
-        t.equal((await connection.request('/ext/auth/health')).status, 200, 'a connection after the reload is served with the old pair');
-        connection.close();
-      }
-      unlinkSync(live.cert);
-      copyFileSync(second.cert, live.cert);
-      copyFileSync(second.key, live.key);
-      server.child.kill('SIGHUP');
-      t.equal((await server.waitForLog((l) => l.msg === 'TLS certificate reloaded', 5000)).subject, 'CN=second',
-        'with a regular file back, the next reload takes it');
-      const fresh = await TlsConnection.open(server.port, second.cert);
-      t.equal(fresh.certificateName, 'second');
-      fresh.close();
-      t.notOk(server.hasExited(), 'still running');
-      t.same(await server.stop(), { code: 0, signal: null }, 'and a clean stop');
-    });
+    t.test(
+      'SIGHUP with the certificate file a FIFO: new connections are served during and after, the old pair kept, the reason logged',
+      async (t) => {
+        const { server, live, first, second } = await tlsServer(t, threads);
+        unlinkSync(live.cert);
+        execFileSync('mkfifo', [live.cert]);
+        server.child.kill('SIGHUP');
+        const during = Array.from({ length: 4 }, () => TlsConnection.open(server.port, first.cert));
+        const error = await server.waitForLog(
+          (l) => l.msg === 'cannot reload the TLS certificate; serving with the one loaded before',
+          5000,
+        );
+        t.match(
+          String(error.error),
+          /^--http-tls-cert-file \S+live\.crt is a FIFO, not a regular file; give the certificate chain's PEM file$/,
+          'the log line says why',
+        );
+        for (const pending of during) {
+          const connection = await pending;
+          t.equal(connection.certificateName, 'first', 'a connection made during the reload has the old certificate');
+          t.equal((await connection.request('/ext/auth/health')).status, 200, 'and is served');
+          connection.close();
+        }
+        server.child.kill('SIGHUP');
+        await server.waitForLines((l) => l.msg === 'cannot reload the TLS certificate; serving with the one loaded before', 2, 5000);
+        for (let i = 0; i < 4; i++) {
+          const connection = await TlsConnection.open(server.port, first.cert);
+          t.equal((await connection.request('/ext/auth/health')).status, 200, 'a connection after the reload is served with the old pair');
+          connection.close();
+        }
+        unlinkSync(live.cert);
+        copyFileSync(second.cert, live.cert);
+        copyFileSync(second.key, live.key);
+        server.child.kill('SIGHUP');
+        t.equal(
+          (await server.waitForLog((l) => l.msg === 'TLS certificate reloaded', 5000)).subject,
+          'CN=second',
+          'with a regular file back, the next reload takes it',
+        );
+        const fresh = await TlsConnection.open(server.port, second.cert);
+        t.equal(fresh.certificateName, 'second');
+        fresh.close();
+        t.notOk(server.hasExited(), 'still running');
+        t.same(await server.stop(), { code: 0, signal: null }, 'and a clean stop');
+      },
+    );
 
     t.test('SIGHUP with a bad pair keeps the old certificate and logs why', async (t) => {
       const { server, live, first, second } = served;
@@ -223,7 +269,8 @@ async function authCall(port: number, ca: string, method: string, params: object
   const connection = await TlsConnection.open(port, ca);
   try {
     const response = await connection.request('/ext/auth', {
-      headers: [['Content-Type', 'application/json']], body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+      headers: [['Content-Type', 'application/json']],
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
     });
     const answer = JSON.parse(response.text) as { result?: unknown; error?: unknown };
     return answer.error ?? answer.result;
@@ -239,14 +286,20 @@ t.test('a request forwarded over TLS tells the node X-Forwarded-Proto: https, on
     for (let i = 0; i < 2; i++) {
       const connection = await TlsConnection.open(server.port, first.cert);
       const response = await connection.request('/ext/info', {
-        headers: [['Content-Type', 'application/json'], ['X-Forwarded-Proto', 'http']],
+        headers: [
+          ['Content-Type', 'application/json'],
+          ['X-Forwarded-Proto', 'http'],
+        ],
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'info.getNodeVersion' }),
       });
       connection.close();
       t.equal(response.status, 200);
     }
-    t.same(upstream.seen.map((r) => r.headers['x-forwarded-proto']), ['https', 'https'],
-      `${threads} thread(s): https, and not what the client claimed`);
+    t.same(
+      upstream.seen.map((r) => r.headers['x-forwarded-proto']),
+      ['https', 'https'],
+      `${threads} thread(s): https, and not what the client claimed`,
+    );
   }
 });
 
@@ -268,7 +321,11 @@ t.test('WebSocket sessions over TLS (wss://) on two threads: gated, kept across 
   const before = await Promise.all([0, 1, 2, 3].map(() => openClient(t, url, { token, ca: readFileSync(first.cert) })));
   for (const client of before) t.same((await client.call('eth_chainId')).result, CHAIN_ID, 'a wss session reaches the node');
   for (let n = 0; n < before.length; n++) {
-    t.equal((await upstream.session(n)).headers['x-forwarded-proto'], 'https', 'the node is told its client came over TLS, on either thread');
+    t.equal(
+      (await upstream.session(n)).headers['x-forwarded-proto'],
+      'https',
+      'the node is told its client came over TLS, on either thread',
+    );
   }
 
   copyFileSync(second.cert, live.cert);
@@ -277,7 +334,11 @@ t.test('WebSocket sessions over TLS (wss://) on two threads: gated, kept across 
   await server.waitForLog((l) => l.msg === 'TLS certificate reloaded');
   const after = await Promise.all([0, 1].map(() => openClient(t, url, { token, ca: readFileSync(second.cert) })));
   for (const client of [...before, ...after]) {
-    t.same((await client.call('eth_chainId')).result, CHAIN_ID, 'sessions opened before the reload go on, new ones get the new certificate');
+    t.same(
+      (await client.call('eth_chainId')).result,
+      CHAIN_ID,
+      'sessions opened before the reload go on, new ones get the new certificate',
+    );
   }
 
   t.same(await authCall(server.port, second.cert, 'auth.revokeToken', { password: server.password, token }), REVOKED);
@@ -300,32 +361,65 @@ t.test('bad TLS settings: one clear line, exit 2, before anything listens', asyn
   execFileSync('mkfifo', [fifo]);
   const base = ['--http-port', '0', '--data-dir', join(dir, 'data')];
   const cases: [string, string[], RegExp][] = [
-    ['no certificate file', ['--http-tls-enabled', '--http-tls-key-file', pair.key],
-      /^api-auth: --http-tls-enabled needs --http-tls-cert-file, the certificate chain's PEM file$/],
-    ['no key file', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert],
-      /^api-auth: --http-tls-enabled needs --http-tls-key-file, the private key's PEM file$/],
-    ['a missing certificate file', ['--http-tls-enabled', '--http-tls-cert-file', join(dir, 'missing.crt'), '--http-tls-key-file', pair.key],
-      /^api-auth: --http-tls-cert-file \S+missing\.crt does not exist; give the certificate chain's PEM file$/],
-    ['a certificate that is not PEM', ['--http-tls-enabled', '--http-tls-cert-file', notPem, '--http-tls-key-file', pair.key],
-      /^api-auth: --http-tls-cert-file \S+not\.pem is not a PEM certificate chain \(.+\); give the certificate chain's PEM file$/],
-    ['a key that is not PEM', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', notPem],
-      /^api-auth: --http-tls-key-file \S+not\.pem is not a PEM private key \(.+\); give the private key's PEM file$/],
-    ['a key that is not the certificate\'s', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', other.key],
-      /^api-auth: --http-tls-key-file \S+other\.key is not the key of the certificate in --http-tls-cert-file \S+good\.crt \(.+\); give the pair that belongs together$/],
-    ['an encrypted key', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', encrypted],
-      /^api-auth: --http-tls-key-file \S+encrypted\.key is encrypted; give an unencrypted key, readable only by this user \(openssl pkey -in encrypted\.key -out plain\.key\)$/],
-    ['a certificate file that is a FIFO (it would block the start)', ['--http-tls-enabled', '--http-tls-cert-file', fifo, '--http-tls-key-file', pair.key],
-      /^api-auth: --http-tls-cert-file \S+cert\.fifo is a FIFO, not a regular file; give the certificate chain's PEM file$/],
-    ['a key file that is a folder', ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', dir],
-      /^api-auth: --http-tls-key-file \S+ is a folder, not a regular file; give the private key's PEM file$/],
-    ['a certificate file without TLS on', ['--http-tls-cert-file', pair.cert],
-      /^api-auth: --http-tls-cert-file is used only with --http-tls-enabled; add it, or leave --http-tls-cert-file out$/],
+    [
+      'no certificate file',
+      ['--http-tls-enabled', '--http-tls-key-file', pair.key],
+      /^api-auth: --http-tls-enabled needs --http-tls-cert-file, the certificate chain's PEM file$/,
+    ],
+    [
+      'no key file',
+      ['--http-tls-enabled', '--http-tls-cert-file', pair.cert],
+      /^api-auth: --http-tls-enabled needs --http-tls-key-file, the private key's PEM file$/,
+    ],
+    [
+      'a missing certificate file',
+      ['--http-tls-enabled', '--http-tls-cert-file', join(dir, 'missing.crt'), '--http-tls-key-file', pair.key],
+      /^api-auth: --http-tls-cert-file \S+missing\.crt does not exist; give the certificate chain's PEM file$/,
+    ],
+    [
+      'a certificate that is not PEM',
+      ['--http-tls-enabled', '--http-tls-cert-file', notPem, '--http-tls-key-file', pair.key],
+      /^api-auth: --http-tls-cert-file \S+not\.pem is not a PEM certificate chain \(.+\); give the certificate chain's PEM file$/,
+    ],
+    [
+      'a key that is not PEM',
+      ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', notPem],
+      /^api-auth: --http-tls-key-file \S+not\.pem is not a PEM private key \(.+\); give the private key's PEM file$/,
+    ],
+    [
+      "a key that is not the certificate's",
+      ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', other.key],
+      /^api-auth: --http-tls-key-file \S+other\.key is not the key of the certificate in --http-tls-cert-file \S+good\.crt \(.+\); give the pair that belongs together$/,
+    ],
+    [
+      'an encrypted key',
+      ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', encrypted],
+      /^api-auth: --http-tls-key-file \S+encrypted\.key is encrypted; give an unencrypted key, readable only by this user \(openssl pkey -in encrypted\.key -out plain\.key\)$/,
+    ],
+    [
+      'a certificate file that is a FIFO (it would block the start)',
+      ['--http-tls-enabled', '--http-tls-cert-file', fifo, '--http-tls-key-file', pair.key],
+      /^api-auth: --http-tls-cert-file \S+cert\.fifo is a FIFO, not a regular file; give the certificate chain's PEM file$/,
+    ],
+    [
+      'a key file that is a folder',
+      ['--http-tls-enabled', '--http-tls-cert-file', pair.cert, '--http-tls-key-file', dir],
+      /^api-auth: --http-tls-key-file \S+ is a folder, not a regular file; give the private key's PEM file$/,
+    ],
+    [
+      'a certificate file without TLS on',
+      ['--http-tls-cert-file', pair.cert],
+      /^api-auth: --http-tls-cert-file is used only with --http-tls-enabled; add it, or leave --http-tls-cert-file out$/,
+    ],
   ];
   for (const [label, args, line] of cases) {
     const result = await runCli(t, [...base, ...args]);
     t.equal(result.code, 2, `${label}: exit 2`);
     t.match(result.stderr.trimEnd(), line, label);
     t.equal(result.stderr.trim().split('\n').length, 1, `${label}: one line`);
-    t.notOk(result.logs.some((l) => l.msg === 'listening'), `${label}: never listened`);
+    t.notOk(
+      result.logs.some((l) => l.msg === 'listening'),
+      `${label}: never listened`,
+    );
   }
 });

@@ -16,7 +16,11 @@ const INFO = '/ext/info';
 const ONE_THREAD = ['--http-threads', '1'];
 const HOUR = 3600_000;
 
-interface Listed { id: string; issuedAt: string; expiresAt: string }
+interface Listed {
+  id: string;
+  issuedAt: string;
+  expiresAt: string;
+}
 
 const api = (args: readonly string[]) => runOperator(args);
 
@@ -26,10 +30,16 @@ t.test('the default ceiling is the 12 h lifetime: 13h and "never" are refused, n
   for (const expiresIn of ['13h', 'never']) {
     const refused = await jsonrpc(url, 'auth.newToken', { password: node.password, endpoints: ['*'], expiresIn });
     t.equal(refused.error?.code, -32602, expiresIn);
-    t.match(refused.error?.message, /^invalid params: expiresIn must be .* from 1s to 43200s \(12h, the node's --max-token-lifetime\)/, expiresIn);
+    t.match(
+      refused.error?.message,
+      /^invalid params: expiresIn must be .* from 1s to 43200s \(12h, the node's --max-token-lifetime\)/,
+      expiresIn,
+    );
   }
-  t.match((await jsonrpc(url, 'auth.newToken', { password: node.password, endpoints: ['*'], expiresIn: 'never' })).error?.message,
-    /"never" is taken only when the node's --max-token-lifetime is never/);
+  t.match(
+    (await jsonrpc(url, 'auth.newToken', { password: node.password, endpoints: ['*'], expiresIn: 'never' })).error?.message,
+    /"never" is taken only when the node's --max-token-lifetime is never/,
+  );
   t.same(await listTokens<Listed>(node.url, node.password), [], 'bad input issued nothing');
   const plain = await jsonrpc(url, 'auth.newToken', { password: node.password, endpoints: ['*'] });
   t.type((plain.result as { token: string }).token, 'string');
@@ -52,59 +62,100 @@ t.test('--max-token-lifetime 720h: 720h is issued over HTTP and by token new, 72
   t.match(tooLong.stderr, /--max-token-lifetime/);
   const plain = await api(['token', 'new', ...auth, '--endpoints', INFO, '--json']);
   t.equal(plain.code, 0, plain.stderr);
-  const lifetimes = (await listTokens<Listed>(node.url, node.password)).map((e) => (Date.parse(e.expiresAt) - Date.parse(e.issuedAt)) / HOUR);
+  const lifetimes = (await listTokens<Listed>(node.url, node.password)).map(
+    (e) => (Date.parse(e.expiresAt) - Date.parse(e.issuedAt)) / HOUR,
+  );
   t.same(lifetimes, [720, 720, 12], 'two of 720 h, and the default 12 h');
 });
 
-t.test('a restart keeps a 720 h token valid past the 12 h the node starts with: the data folder records the longest lifetime issued', async (t) => {
-  const dir = tempDir(t);
-  mkdirSync(join(dir, 'data'), { mode: 0o700 });
-  const password = randomPassword();
-  writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
-  // A clock that moves 13 hours a SIGUSR2: past what a 12 h lifetime would bound the restored serials by.
-  const start = async (startMs: number) => {
-    const args = ['--http-port', '0', '--data-dir', join(dir, 'data'), '--api-auth-required', '--api-auth-password-file', join(dir, 'password'),
-      '--max-token-lifetime', '720h'];
-    const run = launchProgram(t, untracked(process.execPath, [CLOCKED, String(startMs), String(13 * HOUR), ...args], PROGRAM_ENV.NODE_OPTIONS));
-    const listening = await run.waitForLog((l) => l.msg === 'listening');
-    return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
-  };
-  let server = await start(CLOCK_START);
-  const month = (await jsonrpc(authUrl(server.url), 'auth.newToken', { password, endpoints: [INFO], expiresIn: '720h' })).result as { token: string };
-  t.equal((await server.stop('SIGTERM')).code, 0);
-  server = await start(CLOCK_START + HOUR);
-  // Answered once the script has its SIGUSR2 handler (set once its start has resolved).
-  expectGranted(t, await call(server.url, INFO, month.token), INFO, 'after the restart');
-  server.child.kill('SIGUSR2');
-  await server.waitForLog((l) => l.msg === 'clock moved');
-  // An issue sweeps the revocation window: a page whose tokens all seem expired is dropped.
-  t.type((await jsonrpc(authUrl(server.url), 'auth.newToken', { password, endpoints: [INFO] })).result, 'object');
-  expectGranted(t, await call(server.url, INFO, month.token), INFO, 'the 720 h token, 14 h in, after a restart');
-  t.equal((await server.stop('SIGTERM')).code, 0);
-});
+t.test(
+  'a restart keeps a 720 h token valid past the 12 h the node starts with: the data folder records the longest lifetime issued',
+  async (t) => {
+    const dir = tempDir(t);
+    mkdirSync(join(dir, 'data'), { mode: 0o700 });
+    const password = randomPassword();
+    writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
+    // A clock that moves 13 hours a SIGUSR2: past what a 12 h lifetime would bound the restored serials by.
+    const start = async (startMs: number) => {
+      const args = [
+        '--http-port',
+        '0',
+        '--data-dir',
+        join(dir, 'data'),
+        '--api-auth-required',
+        '--api-auth-password-file',
+        join(dir, 'password'),
+        '--max-token-lifetime',
+        '720h',
+      ];
+      const run = launchProgram(
+        t,
+        untracked(process.execPath, [CLOCKED, String(startMs), String(13 * HOUR), ...args], PROGRAM_ENV.NODE_OPTIONS),
+      );
+      const listening = await run.waitForLog((l) => l.msg === 'listening');
+      return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
+    };
+    let server = await start(CLOCK_START);
+    const month = (await jsonrpc(authUrl(server.url), 'auth.newToken', { password, endpoints: [INFO], expiresIn: '720h' })).result as {
+      token: string;
+    };
+    t.equal((await server.stop('SIGTERM')).code, 0);
+    server = await start(CLOCK_START + HOUR);
+    // Answered once the script has its SIGUSR2 handler (set once its start has resolved).
+    expectGranted(t, await call(server.url, INFO, month.token), INFO, 'after the restart');
+    server.child.kill('SIGUSR2');
+    await server.waitForLog((l) => l.msg === 'clock moved');
+    // An issue sweeps the revocation window: a page whose tokens all seem expired is dropped.
+    t.type((await jsonrpc(authUrl(server.url), 'auth.newToken', { password, endpoints: [INFO] })).result, 'object');
+    expectGranted(t, await call(server.url, INFO, month.token), INFO, 'the 720 h token, 14 h in, after a restart');
+    t.equal((await server.stop('SIGTERM')).code, 0);
+  },
+);
 
 t.test('--max-token-lifetime never, from the environment or a config file: expiresIn "never", by HTTP and by token new', async (t) => {
   const byEnv = await startServer(t, { cheapChecks: true, args: ONE_THREAD, node: { env: { API_AUTH_MAX_TOKEN_LIFETIME: 'never' } } });
   const never = await jsonrpc(authUrl(byEnv.url), 'auth.newToken', { password: byEnv.password, endpoints: [INFO], expiresIn: 'never' });
   expectGranted(t, await call(byEnv.url, INFO, (never.result as { token: string }).token), INFO);
-  const cli = await api(['token', 'new', '--uri', byEnv.url, '--password-file', byEnv.passwordFile, '--endpoints', INFO, '--expires-in', 'never']);
+  const cli = await api([
+    'token',
+    'new',
+    '--uri',
+    byEnv.url,
+    '--password-file',
+    byEnv.passwordFile,
+    '--endpoints',
+    INFO,
+    '--expires-in',
+    'never',
+  ]);
   t.equal(cli.code, 0, cli.stderr);
-  const lifetimes = (await listTokens<Listed>(byEnv.url, byEnv.password)).map((e) => (Date.parse(e.expiresAt) - Date.parse(e.issuedAt)) / 1000);
+  const lifetimes = (await listTokens<Listed>(byEnv.url, byEnv.password)).map(
+    (e) => (Date.parse(e.expiresAt) - Date.parse(e.issuedAt)) / 1000,
+  );
   t.same(lifetimes, [2 ** 32 - 1, 2 ** 32 - 1], '"never" is the longest lifetime a token carries, 2^32 - 1 s');
 
   const dir = tempDir(t);
   const config = join(dir, 'config.json');
   writeFileSync(config, JSON.stringify({ 'max-token-lifetime': 'never' }));
   const byFile = await startServer(t, { cheapChecks: true, args: [...ONE_THREAD, '--config-file', config] });
-  const fromFile = await jsonrpc(authUrl(byFile.url), 'auth.newToken', { password: byFile.password, endpoints: [INFO], expiresIn: 'never' });
-  t.type((fromFile.result as { token: string }).token, 'string', 'the config file\'s never');
+  const fromFile = await jsonrpc(authUrl(byFile.url), 'auth.newToken', {
+    password: byFile.password,
+    endpoints: [INFO],
+    expiresIn: 'never',
+  });
+  t.type((fromFile.result as { token: string }).token, 'string', "the config file's never");
 });
 
 t.test('a bad --max-token-lifetime, or a default lifetime above it, is refused at start, naming both', async (t) => {
   const cases: [string[], RegExp][] = [
-    [['--max-token-lifetime', 'forever'], /--max-token-lifetime must be a duration in whole seconds from 1s to 876000h, such as 12h, 720h or 8760h, or never, not "forever"/],
-    [['--max-token-lifetime', '1h', '--api-auth-token-lifetime', '2h'],
-      /--api-auth-token-lifetime \(2h\) is longer than --max-token-lifetime \(1h\), the longest lifetime a token may have/],
+    [
+      ['--max-token-lifetime', 'forever'],
+      /--max-token-lifetime must be a duration in whole seconds from 1s to 876000h, such as 12h, 720h or 8760h, or never, not "forever"/,
+    ],
+    [
+      ['--max-token-lifetime', '1h', '--api-auth-token-lifetime', '2h'],
+      /--api-auth-token-lifetime \(2h\) is longer than --max-token-lifetime \(1h\), the longest lifetime a token may have/,
+    ],
   ];
   for (const [args, message] of cases) {
     const run = launch(t, ['--http-port', '0', ...args]);

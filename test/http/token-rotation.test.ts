@@ -16,8 +16,19 @@ const HOUR = 3600_000;
 const CLOCKED = join(ROOT, 'test', 'helpers', 'clocked-server.js');
 
 interface Listed {
-  id: string; label: string | null; endpoints: string[]; methods: string[] | null; rateLimit: string | null; burst: number | null;
-  requests: number; lastUsedAt: string | null; issuedAt: string; expiresAt: string; revoked: boolean; rotatedFrom: string | null; rotatedTo: string | null;
+  id: string;
+  label: string | null;
+  endpoints: string[];
+  methods: string[] | null;
+  rateLimit: string | null;
+  burst: number | null;
+  requests: number;
+  lastUsedAt: string | null;
+  issuedAt: string;
+  expiresAt: string;
+  revoked: boolean;
+  rotatedFrom: string | null;
+  rotatedTo: string | null;
 }
 
 t.test('auth.rotateToken: the same grant and label, the old token valid for the overlap then revoked, usage carried over', async (t) => {
@@ -33,7 +44,10 @@ t.test('auth.rotateToken: the same grant and label, the old token valid for the 
     [{}, /give token or id/],
     [{ id: old.id, overlap: 'soon' }, /overlap must be a duration/],
     [{ id: old.id, overlap: -1 }, /overlap must be a duration/],
-    [{ id: old.id, overlap: '3h' }, /overlap must be .* from 0s to 7200s \(2h, the old token's remaining life, and the new one's lifetime\)/],
+    [
+      { id: old.id, overlap: '3h' },
+      /overlap must be .* from 0s to 7200s \(2h, the old token's remaining life, and the new one's lifetime\)/,
+    ],
     [{ id: 't99999' }, /t99999 is not a live token of this node/],
     [{ token: 'x'.repeat(76) }, /token is not a live token of this node \(malformed\)/],
   ];
@@ -52,9 +66,20 @@ t.test('auth.rotateToken: the same grant and label, the old token valid for the 
   t.not(fresh.id, old.id);
   const [before, after] = await listTokens<Listed>(server.url, server.password);
   t.match(before, { id: old.id, revoked: false, rotatedTo: fresh.id, rotatedFrom: null, requests: 2 });
-  t.match(after, { id: fresh.id, label: 'partner', endpoints: [INFO], methods: ['info.*'], rateLimit: '100/s', burst: 100, revoked: false,
-    rotatedFrom: old.id, rotatedTo: null, requests: 2, lastUsedAt: before.lastUsedAt });
-  t.equal(Date.parse(after.expiresAt) - Date.parse(after.issuedAt), 2 * HOUR, 'the old token\'s whole lifetime');
+  t.match(after, {
+    id: fresh.id,
+    label: 'partner',
+    endpoints: [INFO],
+    methods: ['info.*'],
+    rateLimit: '100/s',
+    burst: 100,
+    revoked: false,
+    rotatedFrom: old.id,
+    rotatedTo: null,
+    requests: 2,
+    lastUsedAt: before.lastUsedAt,
+  });
+  t.equal(Date.parse(after.expiresAt) - Date.parse(after.issuedAt), 2 * HOUR, "the old token's whole lifetime");
   const again = await jsonrpc(url, 'auth.rotateToken', { password: server.password, id: old.id });
   t.match(again.error?.message, new RegExp(`${old.id} was rotated already, to ${fresh.id}; rotate that one`));
 
@@ -117,8 +142,19 @@ interface Clocked extends Running {
 
 /** The library's server on the clock of clocked-server.js, from `startMs`, 10 minutes a SIGUSR2, over `dir`. */
 async function startClocked(t: Test, dir: string, startMs: number): Promise<Clocked> {
-  const args = ['--http-port', '0', '--data-dir', join(dir, 'data'), '--api-auth-required', '--api-auth-password-file', join(dir, 'password')];
-  const run = launchProgram(t, untracked(process.execPath, [CLOCKED, String(startMs), String(10 * 60_000), ...args], PROGRAM_ENV.NODE_OPTIONS));
+  const args = [
+    '--http-port',
+    '0',
+    '--data-dir',
+    join(dir, 'data'),
+    '--api-auth-required',
+    '--api-auth-password-file',
+    join(dir, 'password'),
+  ];
+  const run = launchProgram(
+    t,
+    untracked(process.execPath, [CLOCKED, String(startMs), String(10 * 60_000), ...args], PROGRAM_ENV.NODE_OPTIONS),
+  );
   const listening = await run.waitForLog((l) => l.msg === 'listening');
   return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
 }
@@ -130,7 +166,10 @@ t.test('a restart in the middle of the overlap keeps the end; a start after it a
   writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
   let server = await startClocked(t, dir, CLOCK_START);
   const old = await issueToken(server.url, password, {});
-  const fresh = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: old.id, overlap: '15m' })).result as { token: string; id: string };
+  const fresh = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: old.id, overlap: '15m' })).result as {
+    token: string;
+    id: string;
+  };
   server.child.kill('SIGKILL');
   await server.exited;
 
@@ -148,13 +187,21 @@ t.test('a restart in the middle of the overlap keeps the end; a start after it a
   // A second rotation, and a start only after its end: refused from the first call.
   server = await startClocked(t, dir, CLOCK_START + 20 * 60_000);
   expectRefused(t, await call(server.url, INFO, old.token), REASONS.revoked, 'still revoked after a restart');
-  const third = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: fresh.id, overlap: '5m' })).result as { token: string };
+  const third = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: fresh.id, overlap: '5m' })).result as {
+    token: string;
+  };
   t.equal((await server.stop('SIGTERM')).code, 0);
   server = await startClocked(t, dir, CLOCK_START + 40 * 60_000);
   expectRefused(t, await call(server.url, INFO, fresh.token), REASONS.revoked, 'an end that came due while the node was down');
   expectGranted(t, await call(server.url, INFO, third.token), INFO);
   const tokens = await listTokens<Listed>(server.url, password);
-  t.match(tokens.map((e) => [e.id, e.revoked, e.rotatedFrom, e.rotatedTo]), [[old.id, true, null, fresh.id], [fresh.id, true, old.id, /^t\d+$/],
-    [/^t\d+$/, false, fresh.id, null]]);
+  t.match(
+    tokens.map((e) => [e.id, e.revoked, e.rotatedFrom, e.rotatedTo]),
+    [
+      [old.id, true, null, fresh.id],
+      [fresh.id, true, old.id, /^t\d+$/],
+      [/^t\d+$/, false, fresh.id, null],
+    ],
+  );
   t.equal((await server.stop('SIGTERM')).code, 0);
 });

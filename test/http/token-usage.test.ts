@@ -33,8 +33,19 @@ t.test('every token counts its calls let through, with limits or without; a refu
   time.now += 60_000;
   t.equal((await call(server.url, INFO, plain)).status, 200);
   const body = JSON.stringify({ jsonrpc: '2.0', method: 'info.getNodeVersion', id: 1 });
-  t.equal((await request(server.url, INFO, { method: 'POST', headers: [['Authorization', `Bearer ${scoped}`],
-    ['Content-Type', 'application/json']], body })).status, 200);
+  t.equal(
+    (
+      await request(server.url, INFO, {
+        method: 'POST',
+        headers: [
+          ['Authorization', `Bearer ${scoped}`],
+          ['Content-Type', 'application/json'],
+        ],
+        body,
+      })
+    ).status,
+    200,
+  );
   t.equal((await call(server.url, INFO, limited)).status, 200);
   const tokens = await listTokens(server.url, server.password);
   const last = CLOCK_START + 3 * 1500 + 60_000;
@@ -47,14 +58,21 @@ t.test('every token counts its calls let through, with limits or without; a refu
   t.match(metrics, /\napi_auth_usage_uncounted_total 0\n/, 'no call went uncounted');
 });
 
-t.test('WebSocket: each message of a token without limits counts, a batch its calls, as a token with limits\' messages do', async (t) => {
+t.test("WebSocket: each message of a token without limits counts, a batch its calls, as a token with limits' messages do", async (t) => {
   const time = manualClock();
   const upstream = await startWsUpstream(t);
-  const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock, args: ['--upstream', `http://127.0.0.1:${upstream.port}`] });
+  const server = await serveInProcess(t, {
+    cheapChecks: true,
+    clock: time.clock,
+    args: ['--upstream', `http://127.0.0.1:${upstream.port}`],
+  });
   const path = '/ext/bc/C/ws';
   const plain = (await issueToken(server.url, server.password, { endpoints: [path] })).token;
   const limited = (await issueToken(server.url, server.password, { endpoints: [path], rateLimit: '100/s' })).token;
-  const batch = JSON.stringify([{ jsonrpc: '2.0', id: 'a', method: 'eth_chainId' }, { jsonrpc: '2.0', id: 'b', method: 'eth_chainId' }]);
+  const batch = JSON.stringify([
+    { jsonrpc: '2.0', id: 'a', method: 'eth_chainId' },
+    { jsonrpc: '2.0', id: 'b', method: 'eth_chainId' },
+  ]);
   for (const token of [plain, limited]) {
     const client = await openClient(t, wsUrl(server.url, path), { token });
     t.match(await client.call('eth_chainId'), { result: '0xa86a' });
@@ -67,8 +85,16 @@ t.test('WebSocket: each message of a token without limits counts, a batch its ca
     await client.closed;
   }
   const tokens = await listTokens(server.url, server.password);
-  t.match(tokens[0], { requests: 5, lastUsedAt: iso(CLOCK_START + 60_000) }, 'without limits: the upgrade, then each message, the batch as its 2 calls');
-  t.match(tokens[1], { requests: 5, lastUsedAt: iso(CLOCK_START + 2 * 60_000) }, 'with limits: the upgrade too, as one call against its rate');
+  t.match(
+    tokens[0],
+    { requests: 5, lastUsedAt: iso(CLOCK_START + 60_000) },
+    'without limits: the upgrade, then each message, the batch as its 2 calls',
+  );
+  t.match(
+    tokens[1],
+    { requests: 5, lastUsedAt: iso(CLOCK_START + 2 * 60_000) },
+    'with limits: the upgrade too, as one call against its rate',
+  );
 });
 
 interface Clocked extends Running {
@@ -77,8 +103,19 @@ interface Clocked extends Running {
 
 /** The library's server on the clock of clocked-server.js (from `startMs`, SNAPSHOT_MS a SIGUSR2), over `dir`. */
 async function startClocked(t: Test, dir: string, startMs: number): Promise<Clocked> {
-  const args = ['--http-port', '0', '--data-dir', join(dir, 'data'), '--api-auth-required', '--api-auth-password-file', join(dir, 'password')];
-  const run = launchProgram(t, untracked(process.execPath, [CLOCKED, String(startMs), String(SNAPSHOT_MS), ...args], PROGRAM_ENV.NODE_OPTIONS));
+  const args = [
+    '--http-port',
+    '0',
+    '--data-dir',
+    join(dir, 'data'),
+    '--api-auth-required',
+    '--api-auth-password-file',
+    join(dir, 'password'),
+  ];
+  const run = launchProgram(
+    t,
+    untracked(process.execPath, [CLOCKED, String(startMs), String(SNAPSHOT_MS), ...args], PROGRAM_ENV.NODE_OPTIONS),
+  );
   const listening = await run.waitForLog((l) => l.msg === 'listening');
   return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
 }
@@ -121,7 +158,7 @@ t.test('usage survives a kill -9 up to its last snapshot (every 30 s of the cloc
 
   server = await startClocked(t, dir, CLOCK_START + 60_000);
   let tokens = await listTokens(server.url, password);
-  t.match(tokens[0], { requests: 3, lastUsedAt: iso(CLOCK_START) }, 'the snapshot\'s count, not the call after it');
+  t.match(tokens[0], { requests: 3, lastUsedAt: iso(CLOCK_START) }, "the snapshot's count, not the call after it");
   t.match(tokens[1], { requests: 1, lastUsedAt: iso(CLOCK_START) }, 'a token with limits too');
   t.equal((await call(server.url, INFO, plain)).status, 200);
   t.equal((await server.stop('SIGTERM')).code, 0);
@@ -147,27 +184,56 @@ t.test('a damaged usage file is dropped with a warning: usage counts again from 
   t.match((await listTokens(server.url, password))[0], { requests: 1 });
 });
 
-t.test('usage entries out of bounds or listed twice, and a usage that is a folder or a FIFO, are a damaged file: dropped, and the service starts', async (t) => {
-  const { dir, password, started } = await clockedService(t);
-  let server = started;
-  const plain = (await issueToken(server.url, password)).token;
-  t.equal((await call(server.url, INFO, plain)).status, 200);
-  t.equal((await server.stop('SIGTERM')).code, 0);
-  const path = join(dir, 'data', 'usage');
-  const cases: [string, () => void, RegExp][] = [
-    ['lastUsedMs 2^53-1', () => writeFileSync(path, `{"version":1,"tokens":[[0,1,${Number.MAX_SAFE_INTEGER}]]}`), /lastUsedMs after 2200/],
-    ['requests over the max', () => writeFileSync(path, '{"version":1,"tokens":[[0,1000000000000001,0]]}'), /more than 1000000000000000 requests/],
-    ['a serial twice', () => writeFileSync(path, `{"version":1,"tokens":[[0,1,${CLOCK_START}],[0,2,${CLOCK_START}]]}`), /serial 0 is listed twice/],
-    ['a FIFO', () => { rmSync(path, { force: true }); execFileSync('mkfifo', ['-m', '600', path]); }, /not a regular file/],
-    ['a folder', () => { rmSync(path, { force: true }); mkdirSync(path); }, /is a folder/],
-  ];
-  for (const [name, make, reason] of cases) {
-    make();
-    server = await startClocked(t, dir, CLOCK_START + 1000);
-    const warning = await server.waitForLog((l) => l.level === 'warn' && /usage file is damaged/.test(String(l.msg)));
-    t.match(warning, { reason }, `${name}: named`);
-    t.match((await listTokens(server.url, password))[0], { requests: 0, lastUsedAt: null }, `${name}: counts from 0`);
-    t.equal((await server.stop('SIGKILL')).signal, 'SIGKILL');
-    rmSync(path, { recursive: true, force: true });
-  }
-});
+t.test(
+  'usage entries out of bounds or listed twice, and a usage that is a folder or a FIFO, are a damaged file: dropped, and the service starts',
+  async (t) => {
+    const { dir, password, started } = await clockedService(t);
+    let server = started;
+    const plain = (await issueToken(server.url, password)).token;
+    t.equal((await call(server.url, INFO, plain)).status, 200);
+    t.equal((await server.stop('SIGTERM')).code, 0);
+    const path = join(dir, 'data', 'usage');
+    const cases: [string, () => void, RegExp][] = [
+      [
+        'lastUsedMs 2^53-1',
+        () => writeFileSync(path, `{"version":1,"tokens":[[0,1,${Number.MAX_SAFE_INTEGER}]]}`),
+        /lastUsedMs after 2200/,
+      ],
+      [
+        'requests over the max',
+        () => writeFileSync(path, '{"version":1,"tokens":[[0,1000000000000001,0]]}'),
+        /more than 1000000000000000 requests/,
+      ],
+      [
+        'a serial twice',
+        () => writeFileSync(path, `{"version":1,"tokens":[[0,1,${CLOCK_START}],[0,2,${CLOCK_START}]]}`),
+        /serial 0 is listed twice/,
+      ],
+      [
+        'a FIFO',
+        () => {
+          rmSync(path, { force: true });
+          execFileSync('mkfifo', ['-m', '600', path]);
+        },
+        /not a regular file/,
+      ],
+      [
+        'a folder',
+        () => {
+          rmSync(path, { force: true });
+          mkdirSync(path);
+        },
+        /is a folder/,
+      ],
+    ];
+    for (const [name, make, reason] of cases) {
+      make();
+      server = await startClocked(t, dir, CLOCK_START + 1000);
+      const warning = await server.waitForLog((l) => l.level === 'warn' && /usage file is damaged/.test(String(l.msg)));
+      t.match(warning, { reason }, `${name}: named`);
+      t.match((await listTokens(server.url, password))[0], { requests: 0, lastUsedAt: null }, `${name}: counts from 0`);
+      t.equal((await server.stop('SIGKILL')).signal, 'SIGKILL');
+      rmSync(path, { recursive: true, force: true });
+    }
+  },
+);

@@ -48,10 +48,12 @@ function slowReader(t: Test, base: string, path: string): Promise<{ socket: Sock
   const socket = connect(Number(port), hostname, () => socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`));
   socket.on('error', () => undefined);
   t.teardown(() => socket.destroy());
-  return new Promise((resolve) => socket.once('data', (chunk: Buffer) => {
-    socket.pause();
-    resolve({ socket, start: chunk.toString('latin1', 0, 12) });
-  }));
+  return new Promise((resolve) =>
+    socket.once('data', (chunk: Buffer) => {
+      socket.pause();
+      resolve({ socket, start: chunk.toString('latin1', 0, 12) });
+    }),
+  );
 }
 
 function expectTimedOut(t: Test, response: HttpResponse, what: string): void {
@@ -63,15 +65,20 @@ t.test(`a request waiting for a connection, all ${UPSTREAM_CONNECTIONS} held by 
   const upstream = await upstreamOfLargeAnswers(t);
   let started = 0;
   upstream.server.on('request', () => started++);
-  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-timeout', '1s'] });
+  const gateway = await startServer(t, {
+    auth: false,
+    args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-timeout', '1s'],
+  });
   // One reader that does not read, and uploads that stop halfway: neither kind is the
   // upstream's lateness, so neither connection times out. (Uploads hold the others: a
   // slow reader costs the gateway its socket buffers, 4 MiB here, before it holds still.)
   const reader = await slowReader(t, gateway.url, '/large/0');
-  t.equal(reader.start, 'HTTP/1.1 200', 'the slow reader\'s answer has started');
+  t.equal(reader.start, 'HTTP/1.1 200', "the slow reader's answer has started");
   const { hostname, port } = new URL(gateway.url);
   for (let i = 1; i < UPSTREAM_CONNECTIONS; i++) {
-    const upload = connect(Number(port), hostname, () => upload.write(`POST /upload/${i} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n`));
+    const upload = connect(Number(port), hostname, () =>
+      upload.write(`POST /upload/${i} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n`),
+    );
     upload.on('error', () => undefined);
     t.teardown(() => upload.destroy());
   }
@@ -79,7 +86,10 @@ t.test(`a request waiting for a connection, all ${UPSTREAM_CONNECTIONS} held by 
   t.equal(upstream.connections(), UPSTREAM_CONNECTIONS, 'every connection the thread may open is taken');
   // Without a deadline it would wait as long as they hold on: the request's own timeout only turns that into a failure.
   expectTimedOut(t, await request(gateway.url, '/small', { timeoutMs: 60_000 }), 'one more client');
-  t.notOk(upstream.seen.some((r) => r.url === '/small'), 'it never reached the upstream');
+  t.notOk(
+    upstream.seen.some((r) => r.url === '/small'),
+    'it never reached the upstream',
+  );
   const line = await gateway.waitForLog((l) => l.msg === 'the upstream node did not answer');
   t.equal(line.error, 'no connection to the upstream node came free within 1 s', 'the log says why');
   reader.socket.destroy();
@@ -91,19 +101,23 @@ t.test('a request pipelined behind a slow reader gets 504 at its deadline', asyn
   const largeAnswer = Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${LARGE}\r\n\r\n`), Buffer.alloc(LARGE, 0x61)]);
   const upstream = await startScriptedUpstream(t, (r) => (r.path.startsWith('/large/') ? largeAnswer : answer(`{"path":"${r.path}"}`)));
   const gateway = await startServer(t, {
-    auth: false, args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-timeout', '1s', '--upstream-pipelining', '4'],
+    auth: false,
+    args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-timeout', '1s', '--upstream-pipelining', '4'],
   });
   // Each slow reader and the request sent beside it: the second goes behind the first when
   // the gateway takes both in one turn, or on a connection of its own.
-  const pairs = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
-    void slowReader(t, gateway.url, `/large/${i}`);
-    const response = await request(gateway.url, `/small/${i}`, { timeoutMs: 60_000 });
-    return { i, response };
-  }));
+  const pairs = await Promise.all(
+    Array.from({ length: 8 }, async (_, i) => {
+      void slowReader(t, gateway.url, `/large/${i}`);
+      const response = await request(gateway.url, `/small/${i}`, { timeoutMs: 60_000 });
+      return { i, response };
+    }),
+  );
   const seen = (path: string) => upstream.requests.find((r) => r.path === path)!;
   const behind = pairs.filter(({ i }) => seen(`/small/${i}`).connection === seen(`/large/${i}`).connection);
   const apart = pairs.filter((pair) => !behind.includes(pair));
   t.ok(behind.length > 0, `${behind.length} of ${pairs.length} went behind their slow reader`);
   for (const { i, response } of behind) expectTimedOut(t, response, `/small/${i}, behind /large/${i}`);
-  for (const { i, response } of apart) t.equal(response.text, `{"path":"/small/${i}"}`, `/small/${i}, on a connection of its own: its answer`);
+  for (const { i, response } of apart)
+    t.equal(response.text, `{"path":"/small/${i}"}`, `/small/${i}, on a connection of its own: its answer`);
 });

@@ -59,51 +59,82 @@ async function interleave(url: string, kinds: string[], rounds: number, echoes: 
 
 function expectNoLeak(t: Test, sent: Sent[]): void {
   const leaked = sent.filter(({ response }) => response.text.includes('smuggled'));
-  t.same(leaked.map((s) => `${s.kind}/${s.id}`), [], 'no client got the answer smuggled in');
+  t.same(
+    leaked.map((s) => `${s.kind}/${s.id}`),
+    [],
+    'no client got the answer smuggled in',
+  );
   const echoes = sent.filter((s) => s.kind === 'echo');
   const wrong = echoes.filter(({ id, response }) => response.status !== 200 || response.text !== `{"id":"${id}"}`);
-  t.same(wrong.map((s) => `${s.id}: ${s.response.status} ${s.response.text}`), [], `each of ${echoes.length} plain requests got its own answer`);
+  t.same(
+    wrong.map((s) => `${s.id}: ${s.response.status} ${s.response.text}`),
+    [],
+    `each of ${echoes.length} plain requests got its own answer`,
+  );
 }
 
 function expectRefused(t: Test, sent: Sent[], kind: string): void {
   const of = sent.filter((s) => s.kind === kind);
   const other = of.filter(({ response }) => response.status !== 502 || JSON.parse(response.text).error.code !== -32044);
-  t.same(other.map((s) => `${s.id}: ${s.response.status} ${s.response.text}`), [], `${kind}: each of ${of.length} is a 502`);
+  t.same(
+    other.map((s) => `${s.id}: ${s.response.status} ${s.response.text}`),
+    [],
+    `${kind}: each of ${of.length} is a 502`,
+  );
 }
 
-t.test('without pipelining: each kind is refused or relayed whole, and its connection dropped; no answer reaches another client', async (t) => {
-  const upstream = await startScriptedUpstream(t, hostile);
-  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1'] });
-  const sent = await interleave(gateway.url, ['cl-te', 'short-chunk', '204-length', '204-body', 'long'], 25, 6);
-  expectNoLeak(t, sent);
-  expectRefused(t, sent, 'cl-te');
-  // Refused in the read its head came in: nothing of it was relayed, so still a clean 502.
-  expectRefused(t, sent, 'short-chunk');
-  expectRefused(t, sent, '204-length');
-  const empty = sent.filter((s) => s.kind === '204-body');
-  t.ok(empty.every(({ id, response }) => response.status === 204 && response.headers['x-id'] === id && response.body.length === 0),
-    'a 204 with bytes after it: the 204 is relayed, without them');
-  const long = sent.filter((s) => s.kind === 'long');
-  t.ok(long.every(({ id, response }) => response.status === 200 && response.text === `{"id":"${id}"}`),
-    'an answer longer than its Content-Length: the length announced is relayed, the rest is not');
-  // Each hostile answer took its connection with it: at least one connection per hostile request.
-  t.ok(upstream.connections() >= 5 * 25, `${upstream.connections()} connections for ${5 * 25} hostile answers`);
-  t.equal(upstream.requests.length, sent.length, 'each request reached the upstream once');
-  const after = await request(gateway.url, '/echo/after');
-  t.equal(after.text, '{"id":"after"}', 'and the gateway serves on');
-});
+t.test(
+  'without pipelining: each kind is refused or relayed whole, and its connection dropped; no answer reaches another client',
+  async (t) => {
+    const upstream = await startScriptedUpstream(t, hostile);
+    const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1'] });
+    const sent = await interleave(gateway.url, ['cl-te', 'short-chunk', '204-length', '204-body', 'long'], 25, 6);
+    expectNoLeak(t, sent);
+    expectRefused(t, sent, 'cl-te');
+    // Refused in the read its head came in: nothing of it was relayed, so still a clean 502.
+    expectRefused(t, sent, 'short-chunk');
+    expectRefused(t, sent, '204-length');
+    const empty = sent.filter((s) => s.kind === '204-body');
+    t.ok(
+      empty.every(({ id, response }) => response.status === 204 && response.headers['x-id'] === id && response.body.length === 0),
+      'a 204 with bytes after it: the 204 is relayed, without them',
+    );
+    const long = sent.filter((s) => s.kind === 'long');
+    t.ok(
+      long.every(({ id, response }) => response.status === 200 && response.text === `{"id":"${id}"}`),
+      'an answer longer than its Content-Length: the length announced is relayed, the rest is not',
+    );
+    // Each hostile answer took its connection with it: at least one connection per hostile request.
+    t.ok(upstream.connections() >= 5 * 25, `${upstream.connections()} connections for ${5 * 25} hostile answers`);
+    t.equal(upstream.requests.length, sent.length, 'each request reached the upstream once');
+    const after = await request(gateway.url, '/echo/after');
+    t.equal(after.text, '{"id":"after"}', 'and the gateway serves on');
+  },
+);
 
 t.test('with --upstream-pipelining 4: answers the parser refuses take down their connection; none reaches another client', async (t) => {
   const upstream = await startScriptedUpstream(t, hostile);
-  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-pipelining', '4'] });
+  const gateway = await startServer(t, {
+    auth: false,
+    args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-pipelining', '4'],
+  });
   const sent = await interleave(gateway.url, ['cl-te', '204-length'], 25, 6);
-  expectNoLeak(t, sent.filter((s) => s.response.status !== 502));
+  expectNoLeak(
+    t,
+    sent.filter((s) => s.response.status !== 502),
+  );
   expectRefused(t, sent, 'cl-te');
   expectRefused(t, sent, '204-length');
   const echoes = sent.filter((s) => s.kind === 'echo');
   // A plain request pipelined behind a refused answer shares its fate: 502, never a wrong answer.
-  t.ok(echoes.every(({ id, response }) => response.text === `{"id":"${id}"}` || response.status === 502), 'a plain request gets its own answer or a 502');
-  t.ok(echoes.some(({ response }) => response.status === 200), 'most get their own answer');
+  t.ok(
+    echoes.every(({ id, response }) => response.text === `{"id":"${id}"}` || response.status === 502),
+    'a plain request gets its own answer or a 502',
+  );
+  t.ok(
+    echoes.some(({ response }) => response.status === 200),
+    'most get their own answer',
+  );
 });
 
 /**
@@ -134,10 +165,13 @@ async function unrequestedAnswers(t: Test) {
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => new Promise<void>((resolve) => {
-    for (const socket of sockets) socket.destroy();
-    server.close(() => resolve());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  );
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     /** The next answer carries one more behind it. */
@@ -154,18 +188,22 @@ async function unrequestedAnswers(t: Test) {
   };
 }
 
-t.test('an answer nobody asked for ends its connection, whether it follows an answer or comes on an idle one: 8 clients over 10 rounds get their own', async (t) => {
-  const upstream = await unrequestedAnswers(t);
-  const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1'] });
-  const wrong: string[] = [];
-  for (let round = 0; round < 10; round++) {
-    if (round % 2 === 0) upstream.appendToNext();
-    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => request(gateway.url, `/${round}-${i}`)
-      .then((r) => ({ id: `${round}-${i}`, r }))));
-    for (const { id, r } of answers) if (r.status !== 200 || r.text !== `{"id":"${id}"}`) wrong.push(`${id}: ${r.status} ${r.text}`);
-    // All answered: every connection is idle, kept alive for the next round.
-    if (round % 2 === 1) await upstream.writeOnIdle();
-  }
-  t.same(wrong, [], 'each of 80 clients got its own answer, never the one nobody asked for nor another client\'s');
-  t.ok(upstream.connections() > 10, `${upstream.connections()} connections: each unrequested answer took its own down`);
-});
+t.test(
+  'an answer nobody asked for ends its connection, whether it follows an answer or comes on an idle one: 8 clients over 10 rounds get their own',
+  async (t) => {
+    const upstream = await unrequestedAnswers(t);
+    const gateway = await startServer(t, { auth: false, args: ['--upstream', upstream.url, '--http-threads', '1'] });
+    const wrong: string[] = [];
+    for (let round = 0; round < 10; round++) {
+      if (round % 2 === 0) upstream.appendToNext();
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => request(gateway.url, `/${round}-${i}`).then((r) => ({ id: `${round}-${i}`, r }))),
+      );
+      for (const { id, r } of answers) if (r.status !== 200 || r.text !== `{"id":"${id}"}`) wrong.push(`${id}: ${r.status} ${r.text}`);
+      // All answered: every connection is idle, kept alive for the next round.
+      if (round % 2 === 1) await upstream.writeOnIdle();
+    }
+    t.same(wrong, [], "each of 80 clients got its own answer, never the one nobody asked for nor another client's");
+    t.ok(upstream.connections() > 10, `${upstream.connections()} connections: each unrequested answer took its own down`);
+  },
+);

@@ -25,7 +25,10 @@ interface WsReceiver {
   write(chunk: Buffer): boolean;
   on(event: string, listener: (...args: any[]) => void): WsReceiver;
 }
-const WsReceiverClass = (wsModule as unknown as { Receiver: unknown }).Receiver as new (options: { isServer: boolean; maxPayload: number }) => WsReceiver;
+const WsReceiverClass = (wsModule as unknown as { Receiver: unknown }).Receiver as new (options: {
+  isServer: boolean;
+  maxPayload: number;
+}) => WsReceiver;
 /** ws's frame writer (lib/sender.js): a server's frames, unmasked. */
 const wsFrame = (wsModule as unknown as { Sender: { frame(data: Buffer, options: object): Buffer[] } }).Sender.frame;
 
@@ -110,7 +113,14 @@ function cut(stream: Buffer, points: number[]): Buffer[] {
 }
 
 /** Both readers agree on `stream` whole, cut at each point of `points` (in two), and in pieces of one byte. */
-async function agree(t: Test, label: string, stream: Buffer, maxMessage: number, points: Iterable<number>, expected?: Event[]): Promise<void> {
+async function agree(
+  t: Test,
+  label: string,
+  stream: Buffer,
+  maxMessage: number,
+  points: Iterable<number>,
+  expected?: Event[],
+): Promise<void> {
   const reference = await wsEvents([stream], maxMessage);
   if (expected !== undefined) t.same(reference, expected, `${label}: ws reads it so`);
   t.same(ourEvents([stream], maxMessage), reference, `${label}: whole, the same events as ws's reader`);
@@ -134,7 +144,7 @@ function everyPoint(stream: Buffer): number[] {
 
 const MAX = 1 << 20;
 
-t.test('the frame reader reads what ws\'s reads, the stream cut at every byte boundary', async (t) => {
+t.test("the frame reader reads what ws's reads, the stream cut at every byte boundary", async (t) => {
   const stream = Buffer.concat([
     serverFrame(1, 'hello'),
     serverFrame(1, ''),
@@ -176,7 +186,11 @@ t.test('the frame reader reads what ws\'s reads, the stream cut at every byte bo
     at += header + size;
   }
   await agree(t, '16- and 64-bit lengths', big, MAX, points);
-  t.same(ourEvents([big], MAX).map((e) => e.length), sizes.map((size) => 'binary '.length + 2 * size), 'each whole');
+  t.same(
+    ourEvents([big], MAX).map((e) => e.length),
+    sizes.map((size) => 'binary '.length + 2 * size),
+    'each whole',
+  );
 });
 
 t.test('the frame reader refuses what RFC 6455 forbids a server, with the close code ws gives, wherever the stream is cut', async (t) => {
@@ -193,14 +207,24 @@ t.test('the frame reader refuses what RFC 6455 forbids a server, with the close 
     ['a ping that is not final', rawFrame(0x09, Buffer.from('x')), 1002],
     ['a ping of 126 bytes', rawFrame(0x89, randomBytes(126), Buffer.from([126, 0, 126])), 1002],
     ['a close of 1 byte', rawFrame(0x88, Buffer.from([3])), 1002],
-    ...[999, 1004, 1005, 1006, 1015, 2999, 5000].map((code): [string, Buffer, number] =>
-      [`close code ${code}`, rawFrame(0x88, Buffer.from([code >> 8, code & 0xff])), 1002]),
+    ...[999, 1004, 1005, 1006, 1015, 2999, 5000].map((code): [string, Buffer, number] => [
+      `close code ${code}`,
+      rawFrame(0x88, Buffer.from([code >> 8, code & 0xff])),
+      1002,
+    ]),
     ['a close reason that is not UTF-8', rawFrame(0x88, Buffer.from([0x03, 0xe8, 0xc3, 0x28])), 1007],
     ['a text message that is not UTF-8', serverFrame(1, Buffer.from([0x61, 0xff])), 1007],
-    ['a text message whose last character is cut off', Buffer.concat([serverFrame(1, Buffer.from('ok'), false),
-      serverFrame(0, Buffer.from('€', 'utf8').subarray(0, 2), true)]), 1007],
+    [
+      'a text message whose last character is cut off',
+      Buffer.concat([serverFrame(1, Buffer.from('ok'), false), serverFrame(0, Buffer.from('€', 'utf8').subarray(0, 2), true)]),
+      1007,
+    ],
     ['a message over the limit in one frame', serverFrame(2, randomBytes(1001)), 1009],
-    ['a message over the limit in two frames', Buffer.concat([serverFrame(2, randomBytes(600), false), serverFrame(0, randomBytes(401))]), 1009],
+    [
+      'a message over the limit in two frames',
+      Buffer.concat([serverFrame(2, randomBytes(600), false), serverFrame(0, randomBytes(401))]),
+      1009,
+    ],
     ['a 64-bit length of 2^53', rawFrame(0x82, Buffer.alloc(0), Buffer.from([127, 0, 0x20, 0, 0, 0, 0, 0, 0])), 1009],
   ];
   for (const [label, bad, code] of cases) {
@@ -214,10 +238,14 @@ t.test('the frame reader refuses what RFC 6455 forbids a server, with the close 
   // RFC 6455 §5.2: a 64-bit length's most significant bit must be 0. ws says 1009 (too
   // big); the RFC makes it a protocol error, and so does this reader.
   const msb = Buffer.concat([hello, rawFrame(0x82, Buffer.alloc(0), Buffer.from([127, 0x80, 0, 0, 0, 0, 0, 0, 1]))]);
-  t.same(ourEvents([msb], 1000), [`text ${Buffer.from('hello').toString('hex')}`, 'fail 1002'], 'a 64-bit length with its top bit set: 1002');
+  t.same(
+    ourEvents([msb], 1000),
+    [`text ${Buffer.from('hello').toString('hex')}`, 'fail 1002'],
+    'a 64-bit length with its top bit set: 1002',
+  );
 });
 
-t.test('a message\'s frames are bounded: by count, by total size, and no empty continuation right after an empty frame', async (t) => {
+t.test("a message's frames are bounded: by count, by total size, and no empty continuation right after an empty frame", async (t) => {
   t.equal(maxFragments(16 * 1024 * 1024), 32768, 'at the default 16 MiB limit, 32,768 frames: one per 512 bytes');
   t.equal(maxFragments(1000), MIN_FRAGMENTS, 'under a small limit, still 1024');
   const hello = serverFrame(1, 'hello');
@@ -231,25 +259,41 @@ t.test('a message\'s frames are bounded: by count, by total size, and no empty c
   t.same(ourEvents(cut(flood, [hello.length + 3]), MAX), [helloEvent, 'fail 1002'], 'the same, the stream cut between them');
   const afterBytes = Buffer.concat([serverFrame(1, 'x', false), empty(false), empty(true)]);
   t.same(ourEvents([afterBytes], MAX), ['fail 1002'], 'an empty continuation after an empty one, bytes before them: 1002');
-  t.same(ourEvents([Buffer.concat([serverFrame(1, 'x', false), empty(false), empty(true)]).subarray(0, 5)], MAX), [],
-    'nothing is said before the second empty frame comes');
+  t.same(
+    ourEvents([Buffer.concat([serverFrame(1, 'x', false), empty(false), empty(true)]).subarray(0, 5)], MAX),
+    [],
+    'nothing is said before the second empty frame comes',
+  );
 
   // What a writer does send: empty frames between ones with bytes, and an empty last frame.
   const mixed = Buffer.concat([serverFrame(1, '', false), one(false), empty(false), one(false), empty(true), hello]);
-  await agree(t, 'empty frames between ones with bytes', mixed, MAX, everyPoint(mixed), [`text ${Buffer.from('aa').toString('hex')}`, helloEvent]);
+  await agree(t, 'empty frames between ones with bytes', mixed, MAX, everyPoint(mixed), [
+    `text ${Buffer.from('aa').toString('hex')}`,
+    helloEvent,
+  ]);
   const large = randomBytes(200_000);
   const gorilla = Buffer.concat([serverFrame(2, large, false), empty(true)]);
   const points = [1, 2, 5, 9, 10, 11, 64 * 1024, 100_000, gorilla.length - 3, gorilla.length - 1];
   await agree(t, 'a large frame and an empty last one, as gorilla writes', gorilla, MAX, points, [`binary ${large.toString('hex')}`]);
 
   // 1024 frames under a 1000-byte limit: half of them with a byte, half empty, none after another empty one.
-  const frames = (count: number) => Array.from({ length: count }, (_, i) =>
-    serverFrame(i === 0 ? 2 : 0, i % 2 === 0 ? 'b' : '', i === count - 1));
+  const frames = (count: number) =>
+    Array.from({ length: count }, (_, i) => serverFrame(i === 0 ? 2 : 0, i % 2 === 0 ? 'b' : '', i === count - 1));
   const most = Buffer.concat(frames(MIN_FRAGMENTS));
   await agree(t, `${MIN_FRAGMENTS} frames`, most, 1000, [3, 1000, most.length - 2], [`binary ${'62'.repeat(MIN_FRAGMENTS / 2)}`]);
   const over = Buffer.concat([...frames(MIN_FRAGMENTS + 1), hello]);
   t.same(ourEvents([over], 1000), ['fail 1002'], `${MIN_FRAGMENTS + 1} frames: 1002, though within the size limit`);
-  t.same(ourEvents(cut(over, everyPoint(over).filter((p) => p % 7 === 0)), 1000), ['fail 1002'], 'and so, cut every 7 bytes');
+  t.same(
+    ourEvents(
+      cut(
+        over,
+        everyPoint(over).filter((p) => p % 7 === 0),
+      ),
+      1000,
+    ),
+    ['fail 1002'],
+    'and so, cut every 7 bytes',
+  );
 
   // One-byte frames up to the size limit: the message is whole; a byte more is 1009.
   const bytes = Buffer.concat(Array.from({ length: 1000 }, (_, i) => serverFrame(i === 0 ? 1 : 0, 'c', i === 999)));
@@ -263,7 +307,15 @@ t.test('a client frame is masked with a fresh key, header and payload in one buf
   const got: string[] = [];
   receiver.on('message', (data: Buffer, binary: boolean) => got.push(`${binary} ${data.toString('hex')}`));
   receiver.on('conclude', (code: number, reason: Buffer) => got.push(`close ${code} ${reason.toString()}`));
-  const payloads = [Buffer.alloc(0), randomBytes(47), randomBytes(48), randomBytes(125), randomBytes(126), randomBytes(65535), randomBytes(65536)];
+  const payloads = [
+    Buffer.alloc(0),
+    randomBytes(47),
+    randomBytes(48),
+    randomBytes(125),
+    randomBytes(126),
+    randomBytes(65535),
+    randomBytes(65536),
+  ];
   const { frame } = await import('../../build/host/http/upstream-ws/frames.js');
   const keys = new Set<string>();
   for (const payload of payloads) {
@@ -275,7 +327,7 @@ t.test('a client frame is masked with a fresh key, header and payload in one buf
     receiver.write(bytes);
   }
   receiver.write(closeFrame(4000, 'done'));
-  t.same(got, [...payloads.map((p) => `true ${p.toString('hex')}`), 'close 4000 done'], 'ws\'s server reads each back as sent');
+  t.same(got, [...payloads.map((p) => `true ${p.toString('hex')}`), 'close 4000 done'], "ws's server reads each back as sent");
   t.equal(keys.size, payloads.length, 'each frame has its own key');
   t.throws(() => closeFrame(1006, ''), RangeError, '1006 is never sent');
   t.throws(() => closeFrame(1000, 'x'.repeat(124)), RangeError, 'a reason over 123 bytes is refused');
@@ -362,7 +414,7 @@ async function wsServer(t: Test, options: { protocol?: string | false; refuse?: 
     host: '127.0.0.1',
     port: 0,
     perMessageDeflate: false,
-    handleProtocols: (offered) => (options.protocol === undefined ? [...offered][0] ?? false : options.protocol),
+    handleProtocols: (offered) => (options.protocol === undefined ? ([...offered][0] ?? false) : options.protocol),
     verifyClient: options.refuse === undefined ? undefined : (_info, done) => done(false, options.refuse),
   });
   await new Promise<void>((resolve) => server.once('listening', () => resolve()));
@@ -391,20 +443,29 @@ function open(url: URL, r: Recorder, extra: Partial<Parameters<typeof connectUps
   return connectUpstream({ url, target: '/ext/bc/C/ws', protocols: [], headers: [], maxMessage: MAX, closeTimeoutMs: 2000, ...extra }, r);
 }
 
-t.test('against ws\'s server: the handshake, messages of every size both ways, pings, and the close handshake both ways', async (t) => {
+t.test("against ws's server: the handshake, messages of every size both ways, pings, and the close handshake both ways", async (t) => {
   const server = await wsServer(t);
   const r = recorder();
   const seen = server.next();
   open(server.url, r, {
     target: "/ext/bc/C/ws?q='{x}'",
     protocols: ['graphql', 'jsonrpc'],
-    headers: ['origin', 'https://dapp.example', 'x-forwarded-for', '127.0.0.1', 'sec-websocket-extensions', 'permessage-deflate', 'host', 'evil.example'],
+    headers: [
+      'origin',
+      'https://dapp.example',
+      'x-forwarded-for',
+      '127.0.0.1',
+      'sec-websocket-extensions',
+      'permessage-deflate',
+      'host',
+      'evil.example',
+    ],
   });
   const upstream = await r.opening;
   const session = await seen;
   t.equal(upstream.protocol, 'graphql', 'the subprotocol the server chose');
   t.equal(session.url, "/ext/bc/C/ws?q='{x}'", 'the target goes out byte for byte, not percent-encoded');
-  t.equal(session.headers.host, server.url.host, 'Host is the upstream\'s');
+  t.equal(session.headers.host, server.url.host, "Host is the upstream's");
   t.equal(session.headers.origin, 'https://dapp.example');
   t.equal(session.headers['x-forwarded-for'], '127.0.0.1');
   t.equal(session.headers['sec-websocket-protocol'], 'graphql,jsonrpc', 'the subprotocols, in order');
@@ -414,13 +475,17 @@ t.test('against ws\'s server: the handshake, messages of every size both ways, p
   for (const size of sizes) upstream.send(randomBytes(size), true);
   upstream.send(Buffer.from('héllo, node'), false);
   await r.messageCount(sizes.length + 1);
-  t.same(r.messages.map((m) => [m.binary, m.data.length]), [...sizes.map((s) => [true, s]), [false, 12]], 'every size comes back, in order');
+  t.same(
+    r.messages.map((m) => [m.binary, m.data.length]),
+    [...sizes.map((s) => [true, s]), [false, 12]],
+    'every size comes back, in order',
+  );
   t.equal(r.messages.at(-1)!.data.toString(), 'héllo, node', 'text as text');
 
   const pong = new Promise<string>((resolve) => session.socket.once('pong', (data) => resolve(data.toString())));
   session.socket.ping('are you there');
   t.equal(await pong, 'are you there', 'a ping is answered with its payload');
-  t.ok(r.events.includes('ping'), 'the server\'s ping is heard');
+  t.ok(r.events.includes('ping'), "the server's ping is heard");
   const ping = new Promise<void>((resolve) => session.socket.once('ping', () => resolve()));
   const ponged = new Promise<void>((resolve) => {
     r.alive = () => resolve();
@@ -431,9 +496,16 @@ t.test('against ws\'s server: the handshake, messages of every size both ways, p
   t.pass('our ping reaches the server, and its pong is heard');
 
   session.socket.close(4001, 'the node says bye');
-  t.same(await r.ended.then(({ code, reason, error }) => [code, reason, error]), [4001, 'the node says bye', null], 'the server\'s close code and reason');
+  t.same(
+    await r.ended.then(({ code, reason, error }) => [code, reason, error]),
+    [4001, 'the node says bye', null],
+    "the server's close code and reason",
+  );
   t.same(await session.closed, [4001, 'the node says bye'], 'answered with the same close frame');
-  t.same(r.events.filter((e) => e !== 'alive' && e !== 'ping'), ['opened', 'closed']);
+  t.same(
+    r.events.filter((e) => e !== 'alive' && e !== 'ping'),
+    ['opened', 'closed'],
+  );
 
   const second = recorder();
   const seenSecond = server.next();
@@ -465,66 +537,85 @@ t.test('against ws\'s server: the handshake, messages of every size both ways, p
   t.equal((await fifth.ended).code, 1006, 'a server that cuts the connection: 1006');
 });
 
-t.test('pings are the session\'s to answer: ping() gets the data, and only pong() sends the answer, with a callback once it is written', async (t) => {
-  const server = await wsServer(t);
-  const r = recorder(false);
-  const seen = server.next();
-  const upstream = open(server.url, r);
-  await r.opening;
-  const session = await seen;
-  const pongs: string[] = [];
-  session.socket.on('pong', (data) => pongs.push(data.toString()));
-  const pings: string[] = [];
-  r.ping = (data) => pings.push(data.toString());
-  session.socket.ping('are you there');
-  session.socket.send('after the ping');
-  await r.messageCount(1);
-  t.same(pings, ['are you there'], 'the ping\'s data came to the session, before the message behind it');
-  // Had the client answered by itself, its pong would have been written before this
-  // message, and the server would have read it before echoing the message.
-  upstream.send(Buffer.from('back'), false);
-  await r.messageCount(2);
-  t.same(pongs, [], 'nothing answered the ping but the session');
+t.test(
+  "pings are the session's to answer: ping() gets the data, and only pong() sends the answer, with a callback once it is written",
+  async (t) => {
+    const server = await wsServer(t);
+    const r = recorder(false);
+    const seen = server.next();
+    const upstream = open(server.url, r);
+    await r.opening;
+    const session = await seen;
+    const pongs: string[] = [];
+    session.socket.on('pong', (data) => pongs.push(data.toString()));
+    const pings: string[] = [];
+    r.ping = (data) => pings.push(data.toString());
+    session.socket.ping('are you there');
+    session.socket.send('after the ping');
+    await r.messageCount(1);
+    t.same(pings, ['are you there'], "the ping's data came to the session, before the message behind it");
+    // Had the client answered by itself, its pong would have been written before this
+    // message, and the server would have read it before echoing the message.
+    upstream.send(Buffer.from('back'), false);
+    await r.messageCount(2);
+    t.same(pongs, [], 'nothing answered the ping but the session');
 
-  const ponged = new Promise<string>((resolve) => session.socket.once('pong', (data) => resolve(data.toString())));
-  const written = new Promise<Error | null | undefined>((resolve) => upstream.pong(Buffer.from('are you there'), resolve));
-  t.notOk(await written, 'pong()\'s callback comes, without an error');
-  t.equal(await ponged, 'are you there', 'the server gets the pong with the ping\'s data');
-  t.throws(() => upstream.pong(Buffer.alloc(126)), RangeError, 'a pong over 125 bytes is refused');
+    const ponged = new Promise<string>((resolve) => session.socket.once('pong', (data) => resolve(data.toString())));
+    const written = new Promise<Error | null | undefined>((resolve) => upstream.pong(Buffer.from('are you there'), resolve));
+    t.notOk(await written, "pong()'s callback comes, without an error");
+    t.equal(await ponged, 'are you there', "the server gets the pong with the ping's data");
+    t.throws(() => upstream.pong(Buffer.alloc(126)), RangeError, 'a pong over 125 bytes is refused');
 
-  const pingWritten = new Promise<Error | null | undefined>((resolve) => upstream.ping(resolve));
-  t.notOk(await pingWritten, 'ping()\'s callback comes too');
-});
+    const pingWritten = new Promise<Error | null | undefined>((resolve) => upstream.ping(resolve));
+    t.notOk(await pingWritten, "ping()'s callback comes too");
+  },
+);
 
-t.test('send()\'s callback comes once its frame has gone to the kernel: in order, each once, none while the server does not read', async (t) => {
-  const server = await wsServer(t);
-  const r = recorder();
-  const seen = server.next();
-  const upstream = open(server.url, r);
-  await r.opening;
-  const session = await seen;
-  session.socket.pause();
-  // 48 MiB: more than the kernel's buffers of one loopback connection hold (at most
-  // net.ipv4.tcp_wmem's and tcp_rmem's largest, 4 and 32 MiB here).
-  const MESSAGES = 48;
-  const FRAME = MAX + 14;
-  const calls: { index: number; buffered: number; error: unknown }[] = [];
-  for (let i = 0; i < MESSAGES; i++) {
-    upstream.send(Buffer.alloc(MAX, i), true, (error) => calls.push({ index: i, buffered: upstream.bufferedAmount, error }));
-  }
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  t.ok(upstream.bufferedAmount > 0, 'the socket holds what the kernel could not take');
-  t.ok(calls.length < MESSAGES, `no callback for a frame still held: ${calls.length} of ${MESSAGES} came while the server did not read`);
-  t.ok(calls.every((c) => c.buffered <= (MESSAGES - 1 - c.index) * FRAME), 'each came with its frame out of the socket\'s buffer');
-  session.socket.resume();
-  upstream.send(Buffer.from('last'), false, (error) => calls.push({ index: MESSAGES, buffered: upstream.bufferedAmount, error }));
-  // The echo of the last message: every frame before it has gone through the kernel and back.
-  await r.messageCount(MESSAGES + 1);
-  await new Promise((resolve) => setImmediate(resolve));
-  t.same(calls.map((c) => c.index), Array.from({ length: MESSAGES + 1 }, (_, i) => i), 'every callback came, once, in order');
-  t.ok(calls.every((c) => !c.error), 'without an error');
-  t.ok(calls.every((c) => c.buffered <= (MESSAGES - c.index) * FRAME), 'each once its frame had left the socket\'s buffer');
-});
+t.test(
+  "send()'s callback comes once its frame has gone to the kernel: in order, each once, none while the server does not read",
+  async (t) => {
+    const server = await wsServer(t);
+    const r = recorder();
+    const seen = server.next();
+    const upstream = open(server.url, r);
+    await r.opening;
+    const session = await seen;
+    session.socket.pause();
+    // 48 MiB: more than the kernel's buffers of one loopback connection hold (at most
+    // net.ipv4.tcp_wmem's and tcp_rmem's largest, 4 and 32 MiB here).
+    const MESSAGES = 48;
+    const FRAME = MAX + 14;
+    const calls: { index: number; buffered: number; error: unknown }[] = [];
+    for (let i = 0; i < MESSAGES; i++) {
+      upstream.send(Buffer.alloc(MAX, i), true, (error) => calls.push({ index: i, buffered: upstream.bufferedAmount, error }));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    t.ok(upstream.bufferedAmount > 0, 'the socket holds what the kernel could not take');
+    t.ok(calls.length < MESSAGES, `no callback for a frame still held: ${calls.length} of ${MESSAGES} came while the server did not read`);
+    t.ok(
+      calls.every((c) => c.buffered <= (MESSAGES - 1 - c.index) * FRAME),
+      "each came with its frame out of the socket's buffer",
+    );
+    session.socket.resume();
+    upstream.send(Buffer.from('last'), false, (error) => calls.push({ index: MESSAGES, buffered: upstream.bufferedAmount, error }));
+    // The echo of the last message: every frame before it has gone through the kernel and back.
+    await r.messageCount(MESSAGES + 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    t.same(
+      calls.map((c) => c.index),
+      Array.from({ length: MESSAGES + 1 }, (_, i) => i),
+      'every callback came, once, in order',
+    );
+    t.ok(
+      calls.every((c) => !c.error),
+      'without an error',
+    );
+    t.ok(
+      calls.every((c) => c.buffered <= (MESSAGES - c.index) * FRAME),
+      "each once its frame had left the socket's buffer",
+    );
+  },
+);
 
 t.test('after terminate() the socket is no longer open and nothing more is written, not even a close frame', async (t) => {
   const server = await wsServer(t);
@@ -538,9 +629,15 @@ t.test('after terminate() the socket is no longer open and nothing more is writt
   upstream.terminate();
   t.notOk(upstream.open, 'not open, at once');
   let called = false;
-  upstream.send(Buffer.from('after the cut'), false, () => { called = true; });
-  upstream.ping(() => { called = true; });
-  upstream.pong(Buffer.from('x'), () => { called = true; });
+  upstream.send(Buffer.from('after the cut'), false, () => {
+    called = true;
+  });
+  upstream.ping(() => {
+    called = true;
+  });
+  upstream.pong(Buffer.from('x'), () => {
+    called = true;
+  });
   upstream.close(1000, 'after the cut');
   t.equal((await r.ended).code, 1006, 'the session hears a close without a frame');
   t.equal((await session.closed)[0], 1006, 'the server got no close frame');
@@ -576,7 +673,10 @@ t.test('a message over maxMessage: close 1009 to the server and the TooBig error
   t.ok(pausedSession.socket.bufferedAmount > 0, 'and the server sees it: its own buffer holds what it could not send');
   slow.resume();
   await paused.messageCount(64);
-  t.ok(paused.messages.every((m) => m.data.equals(chunk)), 'once resumed, every message arrives whole');
+  t.ok(
+    paused.messages.every((m) => m.data.equals(chunk)),
+    'once resumed, every message arrives whole',
+  );
 });
 
 t.test('handshakes that fail: a status other than 101, nothing listening, requests that cannot be sent', async (t) => {
@@ -589,7 +689,11 @@ t.test('handshakes that fail: a status other than 101, nothing listening, reques
   const noProtocol = await wsServer(t, { protocol: false });
   const offered = recorder();
   open(noProtocol.url, offered, { protocols: ['jsonrpc'] });
-  await t.rejects(offered.opening, { code: UpstreamWsCode.BadHandshake, answered: true, message: 'it chose no subprotocol of those offered' });
+  await t.rejects(offered.opening, {
+    code: UpstreamWsCode.BadHandshake,
+    answered: true,
+    message: 'it chose no subprotocol of those offered',
+  });
 
   const closed = createServer();
   await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', () => resolve()));
@@ -603,7 +707,11 @@ t.test('handshakes that fail: a status other than 101, nothing listening, reques
   const url = new URL('http://127.0.0.1:9');
   t.throws(() => open(url, recorder(), { protocols: ['a', 'a'] }), { code: UpstreamWsCode.BadRequest }, 'a subprotocol offered twice');
   t.throws(() => open(url, recorder(), { protocols: ['a b'] }), { code: UpstreamWsCode.BadRequest }, 'a subprotocol that is not a token');
-  t.throws(() => open(url, recorder(), { headers: ['x-a', 'one\ntwo'] }), { code: UpstreamWsCode.BadRequest }, 'a header value with a control character');
+  t.throws(
+    () => open(url, recorder(), { headers: ['x-a', 'one\ntwo'] }),
+    { code: UpstreamWsCode.BadRequest },
+    'a header value with a control character',
+  );
   t.throws(() => open(url, recorder(), { target: '/a b' }), { code: UpstreamWsCode.BadRequest }, 'a target with a space');
 });
 
@@ -642,15 +750,38 @@ function switching(key: string, extra = ''): string {
 
 t.test('a 101 that is not a valid answer, and answers that are not HTTP, fail the handshake', async (t) => {
   const cases: [string, (key: string) => string, string, boolean][] = [
-    ['a wrong accept key', () => 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n',
-      UpstreamWsCode.BadHandshake, true],
-    ['no accept key', () => 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n', UpstreamWsCode.BadHandshake, true],
+    [
+      'a wrong accept key',
+      () =>
+        'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n',
+      UpstreamWsCode.BadHandshake,
+      true,
+    ],
+    [
+      'no accept key',
+      () => 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n',
+      UpstreamWsCode.BadHandshake,
+      true,
+    ],
     ['two accept keys', (key) => switching(key, `Sec-WebSocket-Accept: ${accept(key)}\r\n`), UpstreamWsCode.BadHandshake, true],
-    ['no Upgrade header', (key) => `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
-      UpstreamWsCode.BadHandshake, true],
-    ['no Connection header', (key) => `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
-      UpstreamWsCode.BadHandshake, true],
-    ['an extension never offered', (key) => switching(key, 'Sec-WebSocket-Extensions: permessage-deflate\r\n'), UpstreamWsCode.BadHandshake, true],
+    [
+      'no Upgrade header',
+      (key) => `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
+      UpstreamWsCode.BadHandshake,
+      true,
+    ],
+    [
+      'no Connection header',
+      (key) => `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
+      UpstreamWsCode.BadHandshake,
+      true,
+    ],
+    [
+      'an extension never offered',
+      (key) => switching(key, 'Sec-WebSocket-Extensions: permessage-deflate\r\n'),
+      UpstreamWsCode.BadHandshake,
+      true,
+    ],
     ['a subprotocol never offered', (key) => switching(key, 'Sec-WebSocket-Protocol: graphql\r\n'), UpstreamWsCode.BadHandshake, true],
     ['not HTTP', () => 'SSH-2.0-OpenSSH_9.6\r\n\r\n', UpstreamWsCode.BadResponse, false],
     ['a malformed header line', (key) => switching(key, 'no colon here\r\n'), UpstreamWsCode.BadResponse, false],
@@ -664,7 +795,11 @@ t.test('a 101 that is not a valid answer, and answers that are not HTTP, fail th
     await r.ended;
     t.same(r.events, [`failed ${answered}`, 'closed'], `${label}: failed, then closed, nothing else`);
   }
-  const hangUp = await rawServer(t, () => '', (socket) => socket.end());
+  const hangUp = await rawServer(
+    t,
+    () => '',
+    (socket) => socket.end(),
+  );
   const r = recorder();
   open(hangUp, r);
   await t.rejects(r.opening, { code: 'ECONNRESET', answered: false }, 'a server that hangs up before answering: ECONNRESET');
@@ -673,12 +808,18 @@ t.test('a 101 that is not a valid answer, and answers that are not HTTP, fail th
 t.test('on the wire: a head cut anywhere with frames behind it, a broken frame answered with its close code', async (t) => {
   // The answer and three messages, in one write.
   const frames = Buffer.concat([serverFrame(1, 'one'), serverFrame(2, randomBytes(300)), serverFrame(1, 'three')]);
-  const url = await rawServer(t, (key) => Buffer.concat([Buffer.from(switching(key, 'Sec-WebSocket-Protocol: jsonrpc\r\n'), 'latin1'), frames]));
+  const url = await rawServer(t, (key) =>
+    Buffer.concat([Buffer.from(switching(key, 'Sec-WebSocket-Protocol: jsonrpc\r\n'), 'latin1'), frames]),
+  );
   const whole = recorder();
   open(url, whole, { protocols: ['jsonrpc'] });
   t.equal((await whole.opening).protocol, 'jsonrpc');
   await whole.messageCount(3);
-  t.same(whole.messages.map((m) => m.data.length), [3, 300, 5], 'frames in the same write as the answer are read');
+  t.same(
+    whole.messages.map((m) => m.data.length),
+    [3, 300, 5],
+    'frames in the same write as the answer are read',
+  );
 
   const byteServer = createServer((socket) => {
     socket.on('error', () => undefined);
@@ -701,13 +842,18 @@ t.test('on the wire: a head cut anywhere with frames behind it, a broken frame a
   const upstream = open(new URL(`http://127.0.0.1:${(byteServer.address() as AddressInfo).port}`), bytewise);
   await bytewise.opening;
   await bytewise.messageCount(3);
-  t.same(bytewise.messages.map((m) => m.data.toString('hex')), whole.messages.map((m) => m.data.toString('hex')),
-    'the same messages, the answer and frames written a byte at a time');
+  t.same(
+    bytewise.messages.map((m) => m.data.toString('hex')),
+    whole.messages.map((m) => m.data.toString('hex')),
+    'the same messages, the answer and frames written a byte at a time',
+  );
   upstream.terminate();
 
   // A masked frame from the server: the client closes with 1002 and says why.
   let serverSaw: number | null = null;
-  const hostile = await rawServer(t, (key) => Buffer.concat([Buffer.from(switching(key), 'latin1'), Buffer.from([0x81, 0x81, 1, 2, 3, 4, 0x79])]),
+  const hostile = await rawServer(
+    t,
+    (key) => Buffer.concat([Buffer.from(switching(key), 'latin1'), Buffer.from([0x81, 0x81, 1, 2, 3, 4, 0x79])]),
     (socket) => {
       const receiver = new WsReceiverClass({ isServer: true, maxPayload: 0 });
       receiver.on('conclude', (code: number) => {
@@ -715,7 +861,8 @@ t.test('on the wire: a head cut anywhere with frames behind it, a broken frame a
         socket.end();
       });
       socket.on('data', (chunk: Buffer) => receiver.write(chunk));
-    });
+    },
+  );
   const broken = recorder();
   open(hostile, broken);
   await broken.opening;
@@ -725,13 +872,17 @@ t.test('on the wire: a head cut anywhere with frames behind it, a broken frame a
   t.equal(serverSaw, 1002, 'the server got a close frame with 1002');
 });
 
-t.test('sessions share one read buffer: a frame cut across reads survives another session\'s read in between', async (t) => {
+t.test("sessions share one read buffer: a frame cut across reads survives another session's read in between", async (t) => {
   const sockets: Socket[] = [];
   const waiting: ((s: Socket) => void)[] = [];
-  const url = await rawServer(t, (key) => switching(key), (socket) => {
-    sockets.push(socket);
-    waiting.shift()?.(socket);
-  });
+  const url = await rawServer(
+    t,
+    (key) => switching(key),
+    (socket) => {
+      sockets.push(socket);
+      waiting.shift()?.(socket);
+    },
+  );
   const nextSocket = () => new Promise<Socket>((resolve) => waiting.push(resolve));
   const a = recorder();
   const b = recorder();
@@ -753,7 +904,7 @@ t.test('sessions share one read buffer: a frame cut across reads survives anothe
   await b.messageCount(1);
   serverA.write(frameA.subarray(2500));
   await a.messageCount(1);
-  t.ok(a.messages[0].data.equals(long), 'A\'s message is whole and unchanged');
+  t.ok(a.messages[0].data.equals(long), "A's message is whole and unchanged");
   t.equal(b.messages[0].data.length, 5000);
 });
 
@@ -799,8 +950,29 @@ t.test('an https:// upstream: wss, its certificate checked against the trusted o
   const dir = tempDir(t);
   const cert = join(dir, 'upstream.crt');
   const key = join(dir, 'upstream.key');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key,
-    '-out', cert, '-days', '1', '-subj', '/CN=upstream', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=upstream',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   const https = createHttpsServer({ cert: readFileSync(cert), key: readFileSync(key) });
   const server = new WebSocketServer({ server: https, perMessageDeflate: false });
   server.on('connection', (socket) => socket.on('message', (data, binary) => socket.send(data as Buffer, { binary })));
@@ -810,8 +982,22 @@ t.test('an https:// upstream: wss, its certificate checked against the trusted o
     https.close();
   });
   const url = `https://127.0.0.1:${(https.address() as AddressInfo).port}`;
-  t.same(await runTlsProgram(url, { ...PROGRAM_ENV, NODE_EXTRA_CA_CERTS: cert }),
-    { messages: [[true, true], [false, 'over TLS']], code: 1000, reason: 'done', error: null },
-    'trusted: a message of many TLS records and a text one come back whole, and the close handshake completes');
-  t.same(await runTlsProgram(url, PROGRAM_ENV), { failed: 'DEPTH_ZERO_SELF_SIGNED_CERT' }, 'a certificate not trusted: the handshake fails');
+  t.same(
+    await runTlsProgram(url, { ...PROGRAM_ENV, NODE_EXTRA_CA_CERTS: cert }),
+    {
+      messages: [
+        [true, true],
+        [false, 'over TLS'],
+      ],
+      code: 1000,
+      reason: 'done',
+      error: null,
+    },
+    'trusted: a message of many TLS records and a text one come back whole, and the close handshake completes',
+  );
+  t.same(
+    await runTlsProgram(url, PROGRAM_ENV),
+    { failed: 'DEPTH_ZERO_SELF_SIGNED_CERT' },
+    'a certificate not trusted: the handshake fails',
+  );
 });

@@ -13,11 +13,36 @@ import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, sleep, tempDir, untra
 const INFO = '/ext/info';
 const HOUR_MS = 3_600_000;
 /** The reasons the refusals are counted by, as docs/reference/auth-wire.md lists them. */
-const REASONS = ['malformed', 'bad signature', 'expired', 'revoked', 'earlier generation', 'not granted', 'no token', 'bad header', 'bad path',
-  'limited', 'unavailable', 'rate', 'quota', 'table full', 'unreadable', 'method not allowed', 'not json-rpc'];
+const REASONS = [
+  'malformed',
+  'bad signature',
+  'expired',
+  'revoked',
+  'earlier generation',
+  'not granted',
+  'no token',
+  'bad header',
+  'bad path',
+  'limited',
+  'unavailable',
+  'rate',
+  'quota',
+  'table full',
+  'unreadable',
+  'method not allowed',
+  'not json-rpc',
+];
 
-interface Hour { at: string; requests: number; refusals: Record<string, number> }
-interface History { bucketSeconds: number; from: string; hours: Hour[] }
+interface Hour {
+  at: string;
+  requests: number;
+  refusals: Record<string, number>;
+}
+interface History {
+  bucketSeconds: number;
+  from: string;
+  hours: Hour[];
+}
 
 async function issue(base: string, password: string, extra: Record<string, unknown> = {}): Promise<{ token: string; id: string }> {
   const response = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints: [INFO], ...extra });
@@ -25,7 +50,10 @@ async function issue(base: string, password: string, extra: Record<string, unkno
   return response.result as { token: string; id: string };
 }
 
-async function history(base: string, params: Record<string, unknown>): Promise<{ result?: History; error?: { code: number; message: string } }> {
+async function history(
+  base: string,
+  params: Record<string, unknown>,
+): Promise<{ result?: History; error?: { code: number; message: string } }> {
   const response = await jsonrpc(authUrl(base), 'auth.usageHistory', params);
   return { result: response.result as History | undefined, error: response.error as { code: number; message: string } | undefined };
 }
@@ -50,7 +78,8 @@ t.test('calls in two hours land in their buckets, per token and node-wide; refus
   // Asked within the first hour: what was counted so far is in its bucket.
   const first = await history(server.url, { password: server.password, hours: 1 });
   t.same(first.result, {
-    bucketSeconds: 3600, from: iso(CLOCK_START),
+    bucketSeconds: 3600,
+    from: iso(CLOCK_START),
     hours: [{ at: iso(CLOCK_START), requests: 4, refusals: { ...zeros(), 'no token': 1, 'bad signature': 1, 'not granted': 1 } }],
   });
 
@@ -60,31 +89,65 @@ t.test('calls in two hours land in their buckets, per token and node-wide; refus
   t.equal((await call(server.url, INFO, limited.token)).status, 429, 'past its rate');
   const both = (await history(server.url, { password: server.password, hours: 2 })).result!;
   t.equal(both.from, iso(CLOCK_START));
-  t.same(both.hours.map((h) => h.at), [iso(CLOCK_START), iso(CLOCK_START + HOUR_MS)], 'oldest first, one per hour');
-  t.same(both.hours.map((h) => h.requests), [4, 3], 'node-wide: every token\'s calls let through');
-  t.same(both.hours[1].refusals, { ...zeros(), rate: 1 }, 'the second hour\'s refusal');
+  t.same(
+    both.hours.map((h) => h.at),
+    [iso(CLOCK_START), iso(CLOCK_START + HOUR_MS)],
+    'oldest first, one per hour',
+  );
+  t.same(
+    both.hours.map((h) => h.requests),
+    [4, 3],
+    "node-wide: every token's calls let through",
+  );
+  t.same(both.hours[1].refusals, { ...zeros(), rate: 1 }, "the second hour's refusal");
   const ofA = (await history(server.url, { password: server.password, id: a.id, hours: 2 })).result!;
-  t.same(ofA.hours, [{ at: iso(CLOCK_START), requests: 3, refusals: {} }, { at: iso(CLOCK_START + HOUR_MS), requests: 2, refusals: {} }],
-    'one token\'s calls, no refusals');
-  t.same((await history(server.url, { password: server.password, id: b.id, hours: 2 })).result!.hours.map((h) => h.requests), [1, 0]);
-  t.same((await history(server.url, { password: server.password, id: limited.id, hours: 2 })).result!.hours.map((h) => h.requests), [0, 1],
-    'a refused call is not a request let through');
+  t.same(
+    ofA.hours,
+    [
+      { at: iso(CLOCK_START), requests: 3, refusals: {} },
+      { at: iso(CLOCK_START + HOUR_MS), requests: 2, refusals: {} },
+    ],
+    "one token's calls, no refusals",
+  );
+  t.same(
+    (await history(server.url, { password: server.password, id: b.id, hours: 2 })).result!.hours.map((h) => h.requests),
+    [1, 0],
+  );
+  t.same(
+    (await history(server.url, { password: server.password, id: limited.id, hours: 2 })).result!.hours.map((h) => h.requests),
+    [0, 1],
+    'a refused call is not a request let through',
+  );
 
   const week = (await history(server.url, { password: server.password, id: a.id })).result!;
   t.equal(week.hours.length, 168, 'the default: 168 hours');
   t.equal(week.from, iso(CLOCK_START + HOUR_MS - 167 * HOUR_MS));
   t.equal(week.hours[167].at, iso(CLOCK_START + HOUR_MS), 'to the current hour');
-  t.same(week.hours.slice(0, 166).filter((h) => h.requests !== 0), [], 'zeros before the first call');
-  t.same(week.hours.slice(166).map((h) => h.requests), [3, 2]);
+  t.same(
+    week.hours.slice(0, 166).filter((h) => h.requests !== 0),
+    [],
+    'zeros before the first call',
+  );
+  t.same(
+    week.hours.slice(166).map((h) => h.requests),
+    [3, 2],
+  );
 
   // A week on, the first hour has left the window.
   time.now += 167 * HOUR_MS;
   const later = (await history(server.url, { password: server.password, id: a.id })).result!;
-  t.same(later.hours.filter((h) => h.requests !== 0), [{ at: iso(CLOCK_START + HOUR_MS), requests: 2, refusals: {} }]);
-  t.match(server.logs.filter((l) => l.msg === 'audit' && l.method === 'auth.usageHistory').at(-1), { outcome: 'ok', serial: Number(a.id.slice(1)), hours: 168 });
+  t.same(
+    later.hours.filter((h) => h.requests !== 0),
+    [{ at: iso(CLOCK_START + HOUR_MS), requests: 2, refusals: {} }],
+  );
+  t.match(server.logs.filter((l) => l.msg === 'audit' && l.method === 'auth.usageHistory').at(-1), {
+    outcome: 'ok',
+    serial: Number(a.id.slice(1)),
+    hours: 168,
+  });
 });
 
-t.test('hours is 1 to 168, id a live token\'s; an unknown param, a bad id or a wrong password is an error', async (t) => {
+t.test("hours is 1 to 168, id a live token's; an unknown param, a bad id or a wrong password is an error", async (t) => {
   const time = manualClock();
   const server = await serveInProcess(t, { cheapChecks: true, clock: time.clock });
   const { password } = server;
@@ -107,7 +170,7 @@ t.test('hours is 1 to 168, id a live token\'s; an unknown param, a bad id or a w
     t.equal(error?.code, -32602, JSON.stringify(id));
     t.match(error?.message, /^invalid params: id must be /, 'names id');
   }
-  t.equal((await history(server.url, { password, id: live.id, hours: 1 })).result!.hours.length, 1, 'a live token\'s id');
+  t.equal((await history(server.url, { password, id: live.id, hours: 1 })).result!.hours.length, 1, "a live token's id");
   t.same((await history(server.url, { password: `${password}x` })).error, { code: -32000, message: 'incorrect password' });
 });
 
@@ -127,17 +190,30 @@ t.test('a clean restart keeps the history, and counts on from it; a damaged file
   const second = await serveAgain(t, first, time.clock);
   t.equal((await call(second.url, INFO, token)).status, 200);
   const kept = (await history(second.url, { password: second.password, id, hours: 2 })).result!;
-  t.same(kept.hours.map((h) => h.requests), [3, 2], 'the saved hours, and the call after the restart once (not the restored count again)');
-  t.same((await history(second.url, { password: second.password, hours: 2 })).result!.hours.map((h) => h.requests), [3, 2]);
+  t.same(
+    kept.hours.map((h) => h.requests),
+    [3, 2],
+    'the saved hours, and the call after the restart once (not the restored count again)',
+  );
+  t.same(
+    (await history(second.url, { password: second.password, hours: 2 })).result!.hours.map((h) => h.requests),
+    [3, 2],
+  );
   await second.stop();
 
   writeFileSync(join(first.dataDir, 'usage-history'), '{"version":1,"tokens":[[1,2]]}');
   const third = await serveAgain(t, first, time.clock);
-  t.match(third.logs.find((l) => l.level === 'warn' && /usage history file is damaged/.test(String(l.msg))),
-    { path: join(first.dataDir, 'usage-history') });
-  t.same((await history(third.url, { password: third.password, id, hours: 2 })).result!.hours.map((h) => h.requests), [0, 0], 'starts empty');
+  t.match(
+    third.logs.find((l) => l.level === 'warn' && /usage history file is damaged/.test(String(l.msg))),
+    { path: join(first.dataDir, 'usage-history') },
+  );
+  t.same(
+    (await history(third.url, { password: third.password, id, hours: 2 })).result!.hours.map((h) => h.requests),
+    [0, 0],
+    'starts empty',
+  );
   const listed = await jsonrpc(authUrl(third.url), 'auth.listTokens', { password: third.password });
-  t.match((listed.result as { tokens: unknown[] }).tokens[0], { requests: 5 }, 'the usage counts are not the history\'s');
+  t.match((listed.result as { tokens: unknown[] }).tokens[0], { requests: 5 }, "the usage counts are not the history's");
 });
 
 interface Clocked extends Running {
@@ -149,8 +225,19 @@ const SNAPSHOT_MS = 30_000;
 
 /** The library's server on the clock of clocked-server.js (from `startMs`, SNAPSHOT_MS a SIGUSR2), over `dir`. */
 async function startClocked(t: Test, dir: string, startMs: number): Promise<Clocked> {
-  const args = ['--http-port', '0', '--data-dir', join(dir, 'data'), '--api-auth-required', '--api-auth-password-file', join(dir, 'password')];
-  const run = launchProgram(t, untracked(process.execPath, [CLOCKED, String(startMs), String(SNAPSHOT_MS), ...args], PROGRAM_ENV.NODE_OPTIONS));
+  const args = [
+    '--http-port',
+    '0',
+    '--data-dir',
+    join(dir, 'data'),
+    '--api-auth-required',
+    '--api-auth-password-file',
+    join(dir, 'password'),
+  ];
+  const run = launchProgram(
+    t,
+    untracked(process.execPath, [CLOCKED, String(startMs), String(SNAPSHOT_MS), ...args], PROGRAM_ENV.NODE_OPTIONS),
+  );
   const listening = await run.waitForLog((l) => l.msg === 'listening');
   return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
 }

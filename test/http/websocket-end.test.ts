@@ -25,7 +25,8 @@ const UNDER_WAY = 200;
 async function issued(base: string, password: string): Promise<{ token: string; id: string }> {
   const response = await jsonrpc(authUrl(base), 'auth.newToken', { password, endpoints: [WS_PATH] });
   const { token, id } = response.result ?? {};
-  if (typeof token !== 'string' || typeof id !== 'string') throw new Error(`auth.newToken gave no token and id: ${JSON.stringify(response)}`);
+  if (typeof token !== 'string' || typeof id !== 'string')
+    throw new Error(`auth.newToken gave no token and id: ${JSON.stringify(response)}`);
   return { token, id };
 }
 
@@ -62,7 +63,6 @@ function flood(client: Client): Flood {
   };
 }
 
-
 /**
  * Floods every client while `end` ends their token and resolves once it has answered;
  * then asserts that no message sent after the answer reached the upstream, and that each
@@ -70,10 +70,14 @@ function flood(client: Client): Flood {
  */
 async function endMidFlood(t: Test, clients: Client[], seen: UpstreamSession[], end: () => Promise<void>, reason: string): Promise<void> {
   const floods = clients.map(flood);
-  await Promise.all(seen.map((s, i) => Promise.race([
-    s.message(UNDER_WAY),
-    clients[i].closed.then((c) => Promise.reject(new Error(`session ${i + 1} closed (${c.code}) before the flood was under way`))),
-  ])));
+  await Promise.all(
+    seen.map((s, i) =>
+      Promise.race([
+        s.message(UNDER_WAY),
+        clients[i].closed.then((c) => Promise.reject(new Error(`session ${i + 1} closed (${c.code}) before the flood was under way`))),
+      ]),
+    ),
+  );
   await end();
   const cuts = floods.map((f) => f.next());
   for (let i = 0; i < clients.length; i++) {
@@ -81,14 +85,20 @@ async function endMidFlood(t: Test, clients: Client[], seen: UpstreamSession[], 
     const sent = await floods[i].stop();
     await seen[i].closed;
     const late = seen[i].received.filter((m) => Number(m.data.toString('latin1')) >= cuts[i]).length;
-    t.equal(late, 0, `session ${i + 1}: none of the ${sent - cuts[i]} messages sent after the answer reached the upstream ` +
-      `(${seen[i].received.length - late} of the ${cuts[i]} before it did)`);
+    t.equal(
+      late,
+      0,
+      `session ${i + 1}: none of the ${sent - cuts[i]} messages sent after the answer reached the upstream ` +
+        `(${seen[i].received.length - late} of the ${cuts[i]} before it did)`,
+    );
     t.same([closed.code, closed.reason], [1008, reason], `session ${i + 1}: 1008 with the gate's reason, within a second`);
   }
 }
 
 /** Two sessions of one token, one on each of two threads (consecutive connections go to the threads in turn). */
-async function twoThreads(t: Test): Promise<{ server: Awaited<ReturnType<typeof startServer>>; token: string; id: string; clients: Client[]; seen: UpstreamSession[] }> {
+async function twoThreads(
+  t: Test,
+): Promise<{ server: Awaited<ReturnType<typeof startServer>>; token: string; id: string; clients: Client[]; seen: UpstreamSession[] }> {
   const upstream = await startWsUpstream(t);
   const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-threads', '2'] });
   const { token, id } = await issued(server.url, server.password);
@@ -99,41 +109,72 @@ async function twoThreads(t: Test): Promise<{ server: Awaited<ReturnType<typeof 
 
 t.test('a revocation by token: no message sent after its answer reaches the upstream, on either thread', async (t) => {
   const { server, token, clients, seen } = await twoThreads(t);
-  await endMidFlood(t, clients, seen, async () => {
-    t.same(await revokeToken(server.url, server.password, token), REVOKED);
-  }, REASONS.revoked);
+  await endMidFlood(
+    t,
+    clients,
+    seen,
+    async () => {
+      t.same(await revokeToken(server.url, server.password, token), REVOKED);
+    },
+    REASONS.revoked,
+  );
 });
 
 t.test('a revocation by id: no message sent after its answer reaches the upstream, on either thread', async (t) => {
   const { server, id, clients, seen } = await twoThreads(t);
-  await endMidFlood(t, clients, seen, async () => {
-    const answer = await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, id });
-    t.same(answer.result, REVOKED);
-  }, REASONS.revoked);
+  await endMidFlood(
+    t,
+    clients,
+    seen,
+    async () => {
+      const answer = await jsonrpc(authUrl(server.url), 'auth.revokeToken', { password: server.password, id });
+      t.same(answer.result, REVOKED);
+    },
+    REASONS.revoked,
+  );
 });
 
 t.test('a password change: no message sent after its answer reaches the upstream, on either thread', async (t) => {
   const { server, clients, seen } = await twoThreads(t);
-  await endMidFlood(t, clients, seen, async () => {
-    t.same(await changePassword(server.url, server.password, `${server.password}-new`), { success: true });
-  }, REASONS.earlierGeneration);
+  await endMidFlood(
+    t,
+    clients,
+    seen,
+    async () => {
+      t.same(await changePassword(server.url, server.password, `${server.password}-new`), { success: true });
+    },
+    REASONS.earlierGeneration,
+  );
 });
 
-t.test('the expiry: no message sent once the service\'s clock has passed it reaches the upstream', async (t) => {
+t.test("the expiry: no message sent once the service's clock has passed it reaches the upstream", async (t) => {
   const upstream = await startWsUpstream(t);
   const time = manualClock();
-  const server = await serveInProcess(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-token-lifetime', '60s'], clock: time.clock });
+  const server = await serveInProcess(t, {
+    cheapChecks: true,
+    args: ['--upstream', upstream.url, '--api-auth-token-lifetime', '60s'],
+    clock: time.clock,
+  });
   const { token } = await issued(server.url, server.password);
   const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   const seen = await upstream.session(0);
-  await endMidFlood(t, [client], [seen], async () => {
-    time.now += 60_000;
-  }, REASONS.expired);
+  await endMidFlood(
+    t,
+    [client],
+    [seen],
+    async () => {
+      time.now += 60_000;
+    },
+    REASONS.expired,
+  );
 });
 
 t.test('messages held for an upstream that does not read are dropped at the revocation, not written after it', async (t) => {
   const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-threads', '1', '--ws-max-message', '64MiB'] });
+  const server = await startServer(t, {
+    cheapChecks: true,
+    args: ['--upstream', upstream.url, '--http-threads', '1', '--ws-max-message', '64MiB'],
+  });
   const { token } = await issued(server.url, server.password);
   const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   const seen = await upstream.session(0);
@@ -161,6 +202,13 @@ t.test('messages held for an upstream that does not read are dropped at the revo
   t.same([closed.code, closed.reason], [1008, REASONS.revoked], 'the client gets 1008');
   await seen.closed;
   const numbers = seen.received.map((m) => Number(m.data.subarray(0, 8).toString('latin1')));
-  t.same(numbers, numbers.map((_, i) => i), 'what reached the upstream came in order, none missing before it');
-  t.ok(numbers.length < MESSAGES, `the messages still waiting in the gateway were dropped: ${numbers.length} of ${MESSAGES} reached the upstream`);
+  t.same(
+    numbers,
+    numbers.map((_, i) => i),
+    'what reached the upstream came in order, none missing before it',
+  );
+  t.ok(
+    numbers.length < MESSAGES,
+    `the messages still waiting in the gateway were dropped: ${numbers.length} of ${MESSAGES} reached the upstream`,
+  );
 });

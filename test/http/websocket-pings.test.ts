@@ -16,7 +16,7 @@ const CHUNK = 32 * 1024;
 /** How much the gateway's memory may grow over the flood. */
 const BOUND = 64 * 1024 * 1024;
 
-t.test('an upstream that stops reading and floods pings: the pongs owed do not pile up, the gateway\'s memory bounded', async (t) => {
+t.test("an upstream that stops reading and floods pings: the pongs owed do not pile up, the gateway's memory bounded", async (t) => {
   let gateway = 0;
   let flooded: Promise<number> | undefined;
   const upstream = await rawWsUpstream(t, (socket) => {
@@ -43,5 +43,8 @@ t.test('an upstream that stops reading and floods pings: the pongs owed do not p
   await openClient(t, wsUrl(server.url, WS_PATH), { token });
   while (flooded === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
   const grown = (await flooded) - baseline;
-  t.ok(grown < BOUND, `the gateway's memory grew by ${(grown / 1048576).toFixed(1)} MiB at most over ${PINGS} pings (bound ${BOUND / 1048576} MiB)`);
+  t.ok(
+    grown < BOUND,
+    `the gateway's memory grew by ${(grown / 1048576).toFixed(1)} MiB at most over ${PINGS} pings (bound ${BOUND / 1048576} MiB)`,
+  );
 });

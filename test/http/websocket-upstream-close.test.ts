@@ -27,8 +27,20 @@ t.test('clients that leave with messages queued for an upstream that stops readi
   const port = Number(new URL(upstream).port);
   const server = await startServer(t, {
     cheapChecks: true,
-    args: ['--upstream', upstream, '--http-threads', '1', '--ws-max-message', '64MiB', '--ws-max-sessions', String(SESSIONS),
-      '--ws-max-sessions-per-token', String(SESSIONS), '--ws-max-sessions-per-client', String(SESSIONS)],
+    args: [
+      '--upstream',
+      upstream,
+      '--http-threads',
+      '1',
+      '--ws-max-message',
+      '64MiB',
+      '--ws-max-sessions',
+      String(SESSIONS),
+      '--ws-max-sessions-per-token',
+      String(SESSIONS),
+      '--ws-max-sessions-per-client',
+      String(SESSIONS),
+    ],
   });
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const clients = [];
@@ -36,13 +48,17 @@ t.test('clients that leave with messages queued for an upstream that stops readi
   t.equal(upgraded, SESSIONS, 'every session reached the upstream');
   t.equal(connectionsTo(port), SESSIONS, 'one upstream connection per session');
   const payload = Buffer.alloc(MESSAGE, 0x61);
-  await Promise.all(clients.map(async (client) => {
-    for (let i = 0; i < MESSAGES; i++) {
-      await new Promise<void>((resolve, reject) => client.socket.send(payload, { binary: false }, (error) => (error ? reject(error) : resolve())));
-    }
-    client.socket.close(1000, 'done');
-    await client.closed;
-  }));
+  await Promise.all(
+    clients.map(async (client) => {
+      for (let i = 0; i < MESSAGES; i++) {
+        await new Promise<void>((resolve, reject) =>
+          client.socket.send(payload, { binary: false }, (error) => (error ? reject(error) : resolve())),
+        );
+      }
+      client.socket.close(1000, 'done');
+      await client.closed;
+    }),
+  );
   const start = Date.now();
   while (connectionsTo(port) > 0 && Date.now() - start < PATIENCE_MS) await sleep(100);
   t.equal(connectionsTo(port), 0, 'then every upstream connection is cut');

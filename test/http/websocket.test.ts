@@ -21,8 +21,13 @@ const WS_PATH = '/ext/bc/C/ws';
 /** An upgrade request on a raw socket, byte for byte (the path is not normalised), and the HTTP answer to it. */
 function rawUpgrade(base: string, target: string | Buffer, headers: [string, string][] = []): Promise<HttpResponse> {
   return request(base, target, {
-    headers: [['Upgrade', 'websocket'], ['Connection', 'Upgrade'], ['Sec-WebSocket-Key', randomBytes(16).toString('base64')],
-      ['Sec-WebSocket-Version', '13'], ...headers],
+    headers: [
+      ['Upgrade', 'websocket'],
+      ['Connection', 'Upgrade'],
+      ['Sec-WebSocket-Key', randomBytes(16).toString('base64')],
+      ['Sec-WebSocket-Version', '13'],
+      ...headers,
+    ],
   });
 }
 
@@ -34,23 +39,25 @@ function json(received: { data: Buffer }): any {
   return JSON.parse(received.data.toString('utf8'));
 }
 
-t.test('a subscription works through the gate, with the proxy\'s header rules and the client\'s subprotocols', async (t) => {
+t.test("a subscription works through the gate, with the proxy's header rules and the client's subprotocols", async (t) => {
   const upstream = await startWsUpstream(t, { protocol: (offered) => (offered.has('jsonrpc') ? 'jsonrpc' : false) });
   const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
   const token = await newToken(server.url, server.password, [WS_PATH, '/ext/metrics']);
 
   const client = await openClient(t, wsUrl(server.url, `${WS_PATH}?chain=C`), {
-    token, protocols: ['graphql', 'jsonrpc'], headers: { 'X-Forwarded-For': '203.0.113.9', Origin: 'https://dapp.example' },
+    token,
+    protocols: ['graphql', 'jsonrpc'],
+    headers: { 'X-Forwarded-For': '203.0.113.9', Origin: 'https://dapp.example' },
   });
   t.equal(client.socket.protocol, 'jsonrpc', 'the client gets the subprotocol the upstream chose');
   const seen = await upstream.session(0);
   t.equal(seen.url, `${WS_PATH}?chain=C`, 'the upstream gets the same path and query');
   t.equal(seen.headers.authorization, undefined, 'Authorization never reaches the upstream');
-  t.equal(seen.headers['sec-websocket-protocol'], 'graphql,jsonrpc', 'the client\'s subprotocols, in its order');
-  t.equal(seen.headers['x-forwarded-for'], '127.0.0.1', 'X-Forwarded-For is api-auth\'s, not the client\'s');
+  t.equal(seen.headers['sec-websocket-protocol'], 'graphql,jsonrpc', "the client's subprotocols, in its order");
+  t.equal(seen.headers['x-forwarded-for'], '127.0.0.1', "X-Forwarded-For is api-auth's, not the client's");
   t.equal(seen.headers['x-forwarded-proto'], 'http');
   t.equal(seen.headers.origin, 'https://dapp.example', 'Origin is kept, for the node to check');
-  t.equal(seen.headers.host, `127.0.0.1:${upstream.port}`, 'Host is the upstream\'s own');
+  t.equal(seen.headers.host, `127.0.0.1:${upstream.port}`, "Host is the upstream's own");
   t.equal(seen.headers['sec-websocket-extensions'], undefined, 'no permessage-deflate');
 
   t.same(await client.call('eth_chainId'), { jsonrpc: '2.0', id: 1, result: CHAIN_ID }, 'a call is answered');
@@ -82,10 +89,15 @@ t.test('a subscription works through the gate, with the proxy\'s header rules an
   const heads = await startRawUpstream(t);
   const rawServer = await startServer(t, { cheapChecks: true, args: ['--upstream', heads.url] });
   const rawToken = await newToken(rawServer.url, rawServer.password, [WS_PATH]);
-  const utf8 = await rawUpgrade(rawServer.url, Buffer.from(`${WS_PATH}?name=caf\xc3\xa9`, 'latin1'), [['Authorization', `Bearer ${rawToken}`]]);
+  const utf8 = await rawUpgrade(rawServer.url, Buffer.from(`${WS_PATH}?name=caf\xc3\xa9`, 'latin1'), [
+    ['Authorization', `Bearer ${rawToken}`],
+  ]);
   t.equal(utf8.status, 502, 'an upstream that answers 200 rather than 101: 502');
-  t.equal(heads.heads[0].subarray(0, heads.heads[0].indexOf('\r\n')).toString('latin1'), `GET ${WS_PATH}?name=caf\xc3\xa9 HTTP/1.1`,
-    'raw UTF-8 in the query reaches the upstream byte for byte');
+  t.equal(
+    heads.heads[0].subarray(0, heads.heads[0].indexOf('\r\n')).toString('latin1'),
+    `GET ${WS_PATH}?name=caf\xc3\xa9 HTTP/1.1`,
+    'raw UTF-8 in the query reaches the upstream byte for byte',
+  );
 
   const metrics = await scrape(server.url, token);
   t.ok(metrics.get('api_auth_websocket_sessions_opened_total')! >= 2, 'sessions opened are counted');
@@ -95,52 +107,62 @@ t.test('a subscription works through the gate, with the proxy\'s header rules an
   t.ok(metrics.get('api_auth_websocket_bytes_total{direction="to upstream"}')! >= large.length, 'and their bytes');
 });
 
-t.test('text stays text, binary stays binary, and a message over --ws-max-message ends the session: the client\'s cut, the upstream\'s 1009', async (t) => {
-  const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-max-message', '64KiB'] });
-  const token = await newToken(server.url, server.password, [WS_PATH, '/ext/metrics']);
-  const limit = 64 * 1024;
+t.test(
+  "text stays text, binary stays binary, and a message over --ws-max-message ends the session: the client's cut, the upstream's 1009",
+  async (t) => {
+    const upstream = await startWsUpstream(t);
+    const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-max-message', '64KiB'] });
+    const token = await newToken(server.url, server.password, [WS_PATH, '/ext/metrics']);
+    const limit = 64 * 1024;
 
-  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
-  const seen = await upstream.session(0);
-  client.socket.send('héllo, node');
-  client.socket.send(Buffer.from([0, 1, 2, 0xff]));
-  const text = await seen.message(0);
-  const binary = await seen.message(1);
-  t.same([text.isBinary, text.data.toString('utf8')], [false, 'héllo, node'], 'text reaches the upstream as text');
-  t.same([binary.isBinary, [...binary.data]], [true, [0, 1, 2, 0xff]], 'binary reaches the upstream as binary');
-  const back = [await client.message(0), await client.message(1)];
-  t.same(back.map((m) => m.isBinary), [false, true], 'and come back as they went');
+    const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+    const seen = await upstream.session(0);
+    client.socket.send('héllo, node');
+    client.socket.send(Buffer.from([0, 1, 2, 0xff]));
+    const text = await seen.message(0);
+    const binary = await seen.message(1);
+    t.same([text.isBinary, text.data.toString('utf8')], [false, 'héllo, node'], 'text reaches the upstream as text');
+    t.same([binary.isBinary, [...binary.data]], [true, [0, 1, 2, 0xff]], 'binary reaches the upstream as binary');
+    const back = [await client.message(0), await client.message(1)];
+    t.same(
+      back.map((m) => m.isBinary),
+      [false, true],
+      'and come back as they went',
+    );
 
-  const atLimit = randomBytes(limit);
-  client.socket.send(atLimit);
-  t.ok((await client.message(2)).data.equals(atLimit), 'a message of exactly the limit passes both ways');
+    const atLimit = randomBytes(limit);
+    client.socket.send(atLimit);
+    t.ok((await client.message(2)).data.equals(atLimit), 'a message of exactly the limit passes both ways');
 
-  client.socket.send(randomBytes(limit + 1));
-  const closed = await closesWithin(client, 5000);
-  // uWS cuts it before it is gathered (maxPayloadLength is the limit): no close frame.
-  t.equal(closed.code, 1006, 'one byte over: the client is cut, with no close frame');
-  t.same(await seen.closed, { code: 1001, reason: `the client sent a message over ${limit} bytes` }, 'and the upstream is closed too');
-  t.equal(seen.received.length, 3, 'nothing of it reached the upstream');
+    client.socket.send(randomBytes(limit + 1));
+    const closed = await closesWithin(client, 5000);
+    // uWS cuts it before it is gathered (maxPayloadLength is the limit): no close frame.
+    t.equal(closed.code, 1006, 'one byte over: the client is cut, with no close frame');
+    t.same(await seen.closed, { code: 1001, reason: `the client sent a message over ${limit} bytes` }, 'and the upstream is closed too');
+    t.equal(seen.received.length, 3, 'nothing of it reached the upstream');
 
-  const fragmented = await openClient(t, wsUrl(server.url, WS_PATH), { token });
-  const seenFragmented = await upstream.session(1);
-  fragmented.socket.send(randomBytes(limit / 2 + 1), { fin: false });
-  fragmented.socket.send(randomBytes(limit / 2), { fin: true });
-  t.equal((await closesWithin(fragmented, 5000)).code, 1006, 'a message over the limit in two frames under it: cut too');
-  t.equal((await seenFragmented.closed).code, 1001);
-  t.equal(seenFragmented.received.length, 0, 'nothing of it reached the upstream');
+    const fragmented = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+    const seenFragmented = await upstream.session(1);
+    fragmented.socket.send(randomBytes(limit / 2 + 1), { fin: false });
+    fragmented.socket.send(randomBytes(limit / 2), { fin: true });
+    t.equal((await closesWithin(fragmented, 5000)).code, 1006, 'a message over the limit in two frames under it: cut too');
+    t.equal((await seenFragmented.closed).code, 1001);
+    t.equal(seenFragmented.received.length, 0, 'nothing of it reached the upstream');
 
-  const second = await openClient(t, wsUrl(server.url, WS_PATH), { token });
-  const seenSecond = await upstream.session(2);
-  seenSecond.socket.send(randomBytes(limit + 1));
-  t.same(await closesWithin(second, 5000).then(({ code, reason }) => ({ code, reason })),
-    { code: 1009, reason: `the upstream node sent a message over ${limit} bytes` }, 'an upstream message over the limit: 1009 to the client');
-  t.equal((await seenSecond.closed).code, 1009, 'and 1009 to the upstream that sent it');
+    const second = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+    const seenSecond = await upstream.session(2);
+    seenSecond.socket.send(randomBytes(limit + 1));
+    t.same(
+      await closesWithin(second, 5000).then(({ code, reason }) => ({ code, reason })),
+      { code: 1009, reason: `the upstream node sent a message over ${limit} bytes` },
+      'an upstream message over the limit: 1009 to the client',
+    );
+    t.equal((await seenSecond.closed).code, 1009, 'and 1009 to the upstream that sent it');
 
-  const metrics = await scrape(server.url, token);
-  t.equal(metrics.get('api_auth_websocket_sessions_closed_total{reason="too big"}'), 3, 'all three are counted as too big');
-});
+    const metrics = await scrape(server.url, token);
+    t.equal(metrics.get('api_auth_websocket_sessions_closed_total{reason="too big"}'), 3, 'all three are counted as too big');
+  },
+);
 
 t.test('close codes and reasons are relayed both ways', async (t) => {
   const upstream = await startWsUpstream(t);
@@ -150,11 +172,15 @@ t.test('close codes and reasons are relayed both ways', async (t) => {
   const first = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   (await upstream.session(0)).socket.close(4001, 'the node says bye');
   const fromUpstream = await closesWithin(first, 5000);
-  t.same([fromUpstream.code, fromUpstream.reason], [4001, 'the node says bye'], 'the upstream\'s code and reason reach the client');
+  t.same([fromUpstream.code, fromUpstream.reason], [4001, 'the node says bye'], "the upstream's code and reason reach the client");
 
   const second = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   second.socket.close(4002, 'the dapp says bye');
-  t.same(await (await upstream.session(1)).closed, { code: 4002, reason: 'the dapp says bye' }, 'the client\'s code and reason reach the upstream');
+  t.same(
+    await (await upstream.session(1)).closed,
+    { code: 4002, reason: 'the dapp says bye' },
+    "the client's code and reason reach the upstream",
+  );
 
   const third = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   third.socket.close();
@@ -168,7 +194,10 @@ t.test('close codes and reasons are relayed both ways', async (t) => {
 
 t.test('every refusal comes before anything reaches the upstream, with the status and body of HTTP', async (t) => {
   const upstream = await startWsUpstream(t, { refuse: { '/ext/bc/C/refusing': 403 } });
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/bc/C/public'] });
+  const server = await startServer(t, {
+    cheapChecks: true,
+    args: ['--upstream', upstream.url, '--api-auth-public-endpoints', '/ext/bc/C/public'],
+  });
   const token = await newToken(server.url, server.password, [WS_PATH, '/ext/bc/C/refusing', '/ext/metrics']);
   const other = await newToken(server.url, server.password, ['/ext/bc/X/ws']);
   const revoked = await newToken(server.url, server.password, [WS_PATH]);
@@ -217,8 +246,10 @@ t.test('every refusal comes before anything reaches the upstream, with the statu
 
 t.test('past --ws-max-sessions an upgrade gets 503 before anything reaches the upstream', async (t) => {
   const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-max-sessions', '2',
-    '--ws-max-sessions-per-token', '2', '--ws-max-sessions-per-client', '2'] });
+  const server = await startServer(t, {
+    cheapChecks: true,
+    args: ['--upstream', upstream.url, '--ws-max-sessions', '2', '--ws-max-sessions-per-token', '2', '--ws-max-sessions-per-client', '2'],
+  });
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const first = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   await openClient(t, wsUrl(server.url, WS_PATH), { token });
@@ -259,7 +290,10 @@ t.test('--api-auth-query-token: the token in access_token, for browsers; never f
   await openClient(t, wsUrl(off.url, `${WS_PATH}?access_token=abc&x=1`), { token: offToken });
   t.equal((await upstream.session(0)).url, `${WS_PATH}?access_token=abc&x=1`, 'and it is forwarded as any other parameter');
 
-  const on = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-query-token', '--log-level', 'debug'] });
+  const on = await startServer(t, {
+    cheapChecks: true,
+    args: ['--upstream', upstream.url, '--api-auth-query-token', '--log-level', 'debug'],
+  });
   const token = await newToken(on.url, on.password, [WS_PATH, '/ext/metrics']);
   const client = await openClient(t, wsUrl(on.url, `${WS_PATH}?x=1&access_token=${token}&y=2`));
   t.equal((await upstream.session(1)).url, `${WS_PATH}?x=1&y=2`, 'with the flag, the token opens the session and is removed');
@@ -267,7 +301,7 @@ t.test('--api-auth-query-token: the token in access_token, for browsers; never f
   t.equal((await upstream.session(2)).url, WS_PATH, 'a query of only the token leaves none');
 
   const forged = await upgradeRefused(t, wsUrl(on.url, `${WS_PATH}?access_token=${tamperLast(token)}`));
-  t.equal(forged.body, refusalBody(REASONS.badSignature), 'a query token is checked as a header\'s would be');
+  t.equal(forged.body, refusalBody(REASONS.badSignature), "a query token is checked as a header's would be");
   const twice = await upgradeRefused(t, wsUrl(on.url, `${WS_PATH}?access_token=${token}&access_token=${token}`));
   t.equal(twice.body, refusalBody(REASONS.malformed), 'two query tokens name no one token');
   const http = await request(on.url, `${WS_PATH}?access_token=${token}`);
@@ -277,13 +311,15 @@ t.test('--api-auth-query-token: the token in access_token, for browsers; never f
   const closed = await closesWithin(client, 1000);
   t.same([closed.code, closed.reason], [1008, REASONS.revoked], 'a session opened with a query token ends with it');
 
-  const metrics = await request(on.url, '/ext/metrics', { headers: [['Authorization', `Bearer ${await newToken(on.url, on.password, ['/ext/metrics'])}`]] });
+  const metrics = await request(on.url, '/ext/metrics', {
+    headers: [['Authorization', `Bearer ${await newToken(on.url, on.password, ['/ext/metrics'])}`]],
+  });
   t.notOk(metrics.text.includes(token), 'no metric holds the token');
   t.notOk(on.stdout().includes(token) || on.stdout().includes('access_token'), 'no log line holds the token or its parameter');
   t.notOk(on.stderr().includes(token));
 });
 
-t.test('a session ends within a second of its token, with 1008 and the gate\'s reason, on every thread', async (t) => {
+t.test("a session ends within a second of its token, with 1008 and the gate's reason, on every thread", async (t) => {
   const upstream = await startWsUpstream(t);
   const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-threads', '2'] });
   const first = await newToken(server.url, server.password, [WS_PATH, '/ext/metrics']);
@@ -305,12 +341,16 @@ t.test('a session ends within a second of its token, with 1008 and the gate\'s r
   t.same(await revokeToken(server.url, server.password, first), REVOKED);
   for (const client of clients.slice(0, 2)) {
     const closed = await closesWithin(client, 1000);
-    t.same([closed.code, closed.reason], [1008, REASONS.revoked], 'revoked: 1008 with the gate\'s reason, within a second');
+    t.same([closed.code, closed.reason], [1008, REASONS.revoked], "revoked: 1008 with the gate's reason, within a second");
   }
   for (const n of [0, 1]) t.equal((await (await upstream.session(n)).closed).code, 1001, 'its upstream session is closed too');
-  t.same((await clients[2].call('eth_chainId')).result, CHAIN_ID, 'the other token\'s sessions go on');
+  t.same((await clients[2].call('eth_chainId')).result, CHAIN_ID, "the other token's sessions go on");
   const audit = await server.waitForLog((l) => l.msg === 'audit' && l.method === 'websocket');
-  t.match(audit, { level: 'info', outcome: 'revoked', client: '127.0.0.1', path: WS_PATH }, 'one audit line per session the token\'s end closed');
+  t.match(
+    audit,
+    { level: 'info', outcome: 'revoked', client: '127.0.0.1', path: WS_PATH },
+    "one audit line per session the token's end closed",
+  );
   t.type(audit.serial, 'number', 'naming the token by its serial');
 
   t.same(await changePassword(server.url, server.password, `${server.password}-new`), { success: true });
@@ -325,10 +365,14 @@ t.test('a session ends within a second of its token, with 1008 and the gate\'s r
   t.notOk(server.stdout().includes(first) || server.stdout().includes(second), 'no log line holds a token');
 });
 
-t.test('a session ends when its token expires, by the service\'s clock', async (t) => {
+t.test("a session ends when its token expires, by the service's clock", async (t) => {
   const upstream = await startWsUpstream(t);
   const time = manualClock();
-  const server = await serveInProcess(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-token-lifetime', '60s'], clock: time.clock });
+  const server = await serveInProcess(t, {
+    cheapChecks: true,
+    args: ['--upstream', upstream.url, '--api-auth-token-lifetime', '60s'],
+    clock: time.clock,
+  });
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   time.now += 59_000;
@@ -337,52 +381,64 @@ t.test('a session ends when its token expires, by the service\'s clock', async (
   t.equal(client.socket.readyState, WebSocket.OPEN, 'and stays open');
   time.now += 1000;
   const closed = await closesWithin(client, 1000);
-  t.same([closed.code, closed.reason], [1008, REASONS.expired], 'expired: 1008 with the gate\'s reason, within a second');
+  t.same([closed.code, closed.reason], [1008, REASONS.expired], "expired: 1008 with the gate's reason, within a second");
   t.equal((await (await upstream.session(0)).closed).code, 1001, 'the upstream session is closed too');
 });
 
-t.test('a client that stops answering is gone after --ws-idle-timeout (uWS\'s timer); a quiet session that answers pings is not', async (t) => {
-  const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-idle-timeout', '8s'] });
-  const token = await newToken(server.url, server.password, [WS_PATH]);
+t.test(
+  "a client that stops answering is gone after --ws-idle-timeout (uWS's timer); a quiet session that answers pings is not",
+  async (t) => {
+    const upstream = await startWsUpstream(t);
+    const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--ws-idle-timeout', '8s'] });
+    const token = await newToken(server.url, server.password, [WS_PATH]);
 
-  const quiet = await openClient(t, wsUrl(server.url, WS_PATH), { token });
-  const silentClient = await openClient(t, wsUrl(server.url, WS_PATH), { token, autoPong: false });
-  const start = performance.now();
+    const quiet = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+    const silentClient = await openClient(t, wsUrl(server.url, WS_PATH), { token, autoPong: false });
+    const start = performance.now();
 
-  const clientGone = await upstream.session(1).then((s) => s.closed);
-  t.same(clientGone, { code: 1001, reason: 'the client stopped answering' }, 'a client that answers no ping: its upstream gets 1001');
-  await silentClient.closed;
-  // uWS's idle timer is its own, in real time: past the timeout, by its clock.
-  const waited = performance.now() - start;
-  if (waited < 12_000) await new Promise((resolve) => setTimeout(resolve, 12_000 - waited));
-  t.equal(quiet.socket.readyState, WebSocket.OPEN, 'a session where nothing is said but pings are answered stays open past the timeout');
-  t.same((await quiet.call('eth_chainId')).result, CHAIN_ID);
-});
+    const clientGone = await upstream.session(1).then((s) => s.closed);
+    t.same(clientGone, { code: 1001, reason: 'the client stopped answering' }, 'a client that answers no ping: its upstream gets 1001');
+    await silentClient.closed;
+    // uWS's idle timer is its own, in real time: past the timeout, by its clock.
+    const waited = performance.now() - start;
+    if (waited < 12_000) await new Promise((resolve) => setTimeout(resolve, 12_000 - waited));
+    t.equal(quiet.socket.readyState, WebSocket.OPEN, 'a session where nothing is said but pings are answered stays open past the timeout');
+    t.same((await quiet.call('eth_chainId')).result, CHAIN_ID);
+  },
+);
 
-t.test('an upstream that stops answering is gone after --ws-idle-timeout by the clock: pinged halfway, ended at the timeout, not before', async (t) => {
-  const deaf = await startWsUpstream(t, { autoPong: false });
-  const time = manualClock();
-  // The longest timeout: real time reaches neither its half nor its end while this runs.
-  const server = await serveInProcess(t, { cheapChecks: true, args: ['--upstream', deaf.url, '--ws-idle-timeout', '960s'], clock: time.clock });
-  const token = await newToken(server.url, server.password, [WS_PATH]);
-  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
-  const seen = await deaf.session(0);
-  const pinged = new Promise<void>((resolve) => seen.socket.once('ping', () => resolve()));
-  let closedAt: number | undefined;
-  void client.closed.then(() => { closedAt = time.now; });
-  // A sweep past half the timeout pings; the one that pings does not end the session
-  // (one or the other), so the ping is that sweep's word that a millisecond short of
-  // the timeout the session stood.
-  time.now += 959_999;
-  await pinged;
-  t.equal(closedAt, undefined, 'a millisecond short of the timeout: pinged, still open');
-  time.now += 1;
-  const closed = await client.closed;
-  t.same(closed, { code: 1001, reason: 'the upstream node stopped answering' }, 'an upstream that answers no ping: its client gets 1001');
-  t.equal(closedAt, time.now, 'at the timeout by the clock');
-  t.equal((await seen.closed).code, 1006, 'the upstream is cut');
-});
+t.test(
+  'an upstream that stops answering is gone after --ws-idle-timeout by the clock: pinged halfway, ended at the timeout, not before',
+  async (t) => {
+    const deaf = await startWsUpstream(t, { autoPong: false });
+    const time = manualClock();
+    // The longest timeout: real time reaches neither its half nor its end while this runs.
+    const server = await serveInProcess(t, {
+      cheapChecks: true,
+      args: ['--upstream', deaf.url, '--ws-idle-timeout', '960s'],
+      clock: time.clock,
+    });
+    const token = await newToken(server.url, server.password, [WS_PATH]);
+    const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+    const seen = await deaf.session(0);
+    const pinged = new Promise<void>((resolve) => seen.socket.once('ping', () => resolve()));
+    let closedAt: number | undefined;
+    void client.closed.then(() => {
+      closedAt = time.now;
+    });
+    // A sweep past half the timeout pings; the one that pings does not end the session
+    // (one or the other), so the ping is that sweep's word that a millisecond short of
+    // the timeout the session stood.
+    time.now += 959_999;
+    await pinged;
+    t.equal(closedAt, undefined, 'a millisecond short of the timeout: pinged, still open');
+    time.now += 1;
+    const closed = await client.closed;
+    t.same(closed, { code: 1001, reason: 'the upstream node stopped answering' }, 'an upstream that answers no ping: its client gets 1001');
+    t.equal(closedAt, time.now, 'at the timeout by the clock');
+    t.equal((await seen.closed).code, 1006, 'the upstream is cut');
+  },
+);
 
 t.test('a client that stops reading pauses the upstream: memory stays bounded, nothing is lost', async (t) => {
   const upstream = await startWsUpstream(t);
@@ -429,7 +485,10 @@ t.test('a client that stops reading pauses the upstream: memory stays bounded, n
 
 t.test('an upstream that stops reading while the client floods: the session ends with 1013, memory stays bounded', async (t) => {
   const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--http-threads', '1', '--ws-max-message', '1MiB'] });
+  const server = await startServer(t, {
+    cheapChecks: true,
+    args: ['--upstream', upstream.url, '--http-threads', '1', '--ws-max-message', '1MiB'],
+  });
   const token = await newToken(server.url, server.password, [WS_PATH]);
   const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
   const seen = await upstream.session(0);
@@ -451,7 +510,11 @@ t.test('an upstream that stops reading while the client floods: the session ends
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
   const closed = await closesWithin(client, 5000);
-  t.same([closed.code, closed.reason], [1013, 'the upstream node is not keeping up; try again later'], 'the client gets 1013, try again later');
+  t.same(
+    [closed.code, closed.reason],
+    [1013, 'the upstream node is not keeping up; try again later'],
+    'the client gets 1013, try again later',
+  );
   t.ok(sent < 96 * 1024 * 1024, `it ended after ${Math.round(sent / 1048576)} MiB, not after all ${CAP / 1048576} MiB`);
   t.ok(maxGrowth < 48 * 1024 * 1024, `api-auth's memory stayed bounded (grew ${Math.round(maxGrowth / 1048576)} MiB at most)`);
   seen.socket.resume();
@@ -477,7 +540,7 @@ t.test('SIGTERM ends the sessions with 1001 and exits 0 without waiting for them
   for (const n of [0, 1]) t.equal((await (await upstream.session(n)).closed).code, 1001, 'the upstream gets 1001');
 });
 
-t.test('ethers\' WebSocketProvider subscribes to new blocks through the gate', async (t) => {
+t.test("ethers' WebSocketProvider subscribes to new blocks through the gate", async (t) => {
   const upstream = await startWsUpstream(t);
   const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-query-token'] });
   const token = await newToken(server.url, server.password, [WS_PATH]);
@@ -507,8 +570,10 @@ t.test('bad WebSocket flags stop the start with one line', async (t) => {
     [['--ws-idle-timeout', '5s'], /^api-auth: --ws-idle-timeout must be a duration in whole seconds from 8s to 960s/],
     [['--ws-max-sessions', '0'], /^api-auth: --ws-max-sessions must be a whole number from 1 to 1000000/],
     [['--ws-max-sessions-per-token', '0'], /^api-auth: --ws-max-sessions-per-token must be a whole number from 1 to 1000000/],
-    [['--upstream', 'http://127.0.0.1:9', '--ws-max-sessions', '8', '--ws-max-sessions-per-client', '9'],
-      /^api-auth: --ws-max-sessions-per-client is 9, over --ws-max-sessions \(8\), which bounds every share: give at most 8/],
+    [
+      ['--upstream', 'http://127.0.0.1:9', '--ws-max-sessions', '8', '--ws-max-sessions-per-client', '9'],
+      /^api-auth: --ws-max-sessions-per-client is 9, over --ws-max-sessions \(8\), which bounds every share: give at most 8/,
+    ],
     [['--api-auth-query-token=enabled'], /^api-auth: --api-auth-query-token takes no value, or =true or =false/],
   ];
   for (const [args, message] of cases) {
@@ -518,23 +583,37 @@ t.test('bad WebSocket flags stop the start with one line', async (t) => {
     t.equal(result.stderr.trim().split('\n').length, 1, 'one line');
   }
   // Without --upstream these flags are refused (test/unit/option-context.test.ts).
-  const pointless = await runCli(t, ['--http-port', '0', '--data-dir', `${tempDir(t)}/data`, '--upstream', 'http://127.0.0.1:9',
-    '--api-auth-query-token']);
-  t.ok(pointless.logs.some((l) => l.level === 'warn' && l.msg === '--api-auth-query-token means nothing without --api-auth-required: ' +
-    'no token is asked for'), 'a query token flag without tokens is warned of');
+  const pointless = await runCli(t, [
+    '--http-port',
+    '0',
+    '--data-dir',
+    `${tempDir(t)}/data`,
+    '--upstream',
+    'http://127.0.0.1:9',
+    '--api-auth-query-token',
+  ]);
+  t.ok(
+    pointless.logs.some(
+      (l) => l.level === 'warn' && l.msg === '--api-auth-query-token means nothing without --api-auth-required: ' + 'no token is asked for',
+    ),
+    'a query token flag without tokens is warned of',
+  );
 });
 
-t.test('a burst of messages from the client reaches the upstream whole and in order, each read out of uWS\'s buffer before the next', async (t) => {
-  const upstream = await startWsUpstream(t);
-  const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
-  const token = await newToken(server.url, server.password, [WS_PATH]);
-  const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
-  const seen = await upstream.session(0);
-  // Written in one go, they arrive together: uWS hands them over one by one from the same
-  // receive buffer, which its next read overwrites.
-  const sent = Array.from({ length: 300 }, (_, i) => randomBytes(1 + ((i * 7919) % 30_000)));
-  for (const message of sent) client.socket.send(message);
-  const received = await Promise.all(sent.map((_, i) => seen.message(i)));
-  const wrong = received.flatMap((m, i) => (m.isBinary && m.data.equals(sent[i]) ? [] : [i]));
-  t.same(wrong, [], 'every message arrives unchanged, in the order sent');
-});
+t.test(
+  "a burst of messages from the client reaches the upstream whole and in order, each read out of uWS's buffer before the next",
+  async (t) => {
+    const upstream = await startWsUpstream(t);
+    const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
+    const token = await newToken(server.url, server.password, [WS_PATH]);
+    const client = await openClient(t, wsUrl(server.url, WS_PATH), { token });
+    const seen = await upstream.session(0);
+    // Written in one go, they arrive together: uWS hands them over one by one from the same
+    // receive buffer, which its next read overwrites.
+    const sent = Array.from({ length: 300 }, (_, i) => randomBytes(1 + ((i * 7919) % 30_000)));
+    for (const message of sent) client.socket.send(message);
+    const received = await Promise.all(sent.map((_, i) => seen.message(i)));
+    const wrong = received.flatMap((m, i) => (m.isBinary && m.data.equals(sent[i]) ? [] : [i]));
+    t.same(wrong, [], 'every message arrives unchanged, in the order sent');
+  },
+);

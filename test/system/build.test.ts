@@ -14,12 +14,19 @@ import { ROOT, PROGRAM_ENV, tempDir, untracked } from '../helpers/server.js';
 
 const COPIED = ['assembly', 'host', 'scripts', 'build', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json'];
 
-interface Run { code: number; stdout: string; stderr: string }
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 function build(tree: string, args: string[]): Promise<Run> {
   return new Promise((done) => {
-    execFile(...untracked(process.execPath, [join(tree, 'scripts', 'build.mjs'), ...args]), { cwd: tree, env: PROGRAM_ENV }, (error, stdout, stderr) =>
-      done({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
+    execFile(
+      ...untracked(process.execPath, [join(tree, 'scripts', 'build.mjs'), ...args]),
+      { cwd: tree, env: PROGRAM_ENV },
+      (error, stdout, stderr) => done({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    );
   });
 }
 
@@ -78,7 +85,7 @@ async function expectDue(t: Test, tree: string, changes: readonly Change[], reas
   }
 }
 
-t.test('the checkout\'s build is up to date, and a copy of it is too', async (t) => {
+t.test("the checkout's build is up to date, and a copy of it is too", async (t) => {
   const checkout = await build(ROOT, ['--check']);
   t.equal(checkout.code, 0, `the checkout: ${checkout.stderr.trim()} (npm test builds first)`);
   const tree = copy(t);
@@ -87,43 +94,73 @@ t.test('the checkout\'s build is up to date, and a copy of it is too', async (t)
   t.match(copied.stderr, /^build: up to date \(inputs [0-9a-f]{12}; `npm run build -- --force` rebuilds\)\n$/, 'says so, on stderr');
   t.equal(copied.stdout, '', 'nothing on stdout');
 
-  t.test('a change to any input makes a build due', (t) => expectDue(t, tree, [
-    ['a host source edited', append('host/main.ts', '\n')],
-    ['a core source edited', append('assembly/index.ts', '// x\n')],
-    ['a source added', (tree) => {
-      writeFileSync(join(tree, 'host', 'extra.ts'), 'export {};\n');
-      return () => rmSync(join(tree, 'host', 'extra.ts'));
-    }],
-    ['a source removed', remove('assembly/README.md')],
-    ['the compiler settings', append('asconfig.json', ' ')],
-    ['the lock file (the compilers\' versions)', append('package-lock.json', ' ')],
-    ['the build script', append('scripts/build.mjs', '\n')],
-  ], 'the inputs changed since the last build'));
+  t.test('a change to any input makes a build due', (t) =>
+    expectDue(
+      t,
+      tree,
+      [
+        ['a host source edited', append('host/main.ts', '\n')],
+        ['a core source edited', append('assembly/index.ts', '// x\n')],
+        [
+          'a source added',
+          (tree) => {
+            writeFileSync(join(tree, 'host', 'extra.ts'), 'export {};\n');
+            return () => rmSync(join(tree, 'host', 'extra.ts'));
+          },
+        ],
+        ['a source removed', remove('assembly/README.md')],
+        ['the compiler settings', append('asconfig.json', ' ')],
+        ["the lock file (the compilers' versions)", append('package-lock.json', ' ')],
+        ['the build script', append('scripts/build.mjs', '\n')],
+      ],
+      'the inputs changed since the last build',
+    ),
+  );
 
-  t.test('a change to any output makes a build due', (t) => expectDue(t, tree, [
-    ['a byte of the core changed', (tree) => {
-      const file = join(tree, 'build', 'core.wasm');
-      const before = readFileSync(file);
-      const bytes = Buffer.from(before);
-      bytes[bytes.length - 1] ^= 1;
-      writeFileSync(file, bytes);
-      return () => writeFileSync(file, before);
-    }],
-    ['the threads core removed', remove('build/core-threads.wasm')],
-    ['a host module edited', append('build/host/main.js', '\n')],
-  ], 'the outputs changed since the last build'));
+  t.test('a change to any output makes a build due', (t) =>
+    expectDue(
+      t,
+      tree,
+      [
+        [
+          'a byte of the core changed',
+          (tree) => {
+            const file = join(tree, 'build', 'core.wasm');
+            const before = readFileSync(file);
+            const bytes = Buffer.from(before);
+            bytes[bytes.length - 1] ^= 1;
+            writeFileSync(file, bytes);
+            return () => writeFileSync(file, before);
+          },
+        ],
+        ['the threads core removed', remove('build/core-threads.wasm')],
+        ['a host module edited', append('build/host/main.js', '\n')],
+      ],
+      'the outputs changed since the last build',
+    ),
+  );
 
-  t.test('no stamp (a build that failed or was stopped leaves none) makes a build due', (t) => expectDue(t, tree, [
-    ['the stamp removed', remove('build/.stamp.json')],
-  ], 'no stamp: no build has finished here'));
+  t.test('no stamp (a build that failed or was stopped leaves none) makes a build due', (t) =>
+    expectDue(t, tree, [['the stamp removed', remove('build/.stamp.json')]], 'no stamp: no build has finished here'),
+  );
 
-  t.test('what tests leave in build/ is not the build\'s', (t) => expectDue(t, tree, [
-    ['a folder of a test\'s files', (tree) => {
-      mkdirSync(join(tree, 'build', 'readme-example-1'));
-      writeFileSync(join(tree, 'build', 'readme-example-1', 'out'), 'x');
-      return () => rmSync(join(tree, 'build', 'readme-example-1'), { recursive: true });
-    }],
-  ], undefined));
+  t.test("what tests leave in build/ is not the build's", (t) =>
+    expectDue(
+      t,
+      tree,
+      [
+        [
+          "a folder of a test's files",
+          (tree) => {
+            mkdirSync(join(tree, 'build', 'readme-example-1'));
+            writeFileSync(join(tree, 'build', 'readme-example-1', 'out'), 'x');
+            return () => rmSync(join(tree, 'build', 'readme-example-1'), { recursive: true });
+          },
+        ],
+      ],
+      undefined,
+    ),
+  );
 
   t.test('a build in full removes outputs whose source is gone', async (t) => {
     // A host module moved away leaves its old output behind unless the build clears it:
@@ -133,7 +170,7 @@ t.test('the checkout\'s build is up to date, and a copy of it is too', async (t)
     const run = await build(tree, ['--force']);
     t.equal(run.code, 0, `the build ends (${run.stderr.split('\n')[0]})`);
     for (const path of stale.slice(0, 3)) t.notOk(existsSync(join(tree, path)), `${path}: removed`);
-    t.ok(existsSync(join(tree, 'build/core.old.wasm')), 'a file at build/\'s top that is not a core output stays (a test\'s)');
+    t.ok(existsSync(join(tree, 'build/core.old.wasm')), "a file at build/'s top that is not a core output stays (a test's)");
     t.ok(existsSync(join(tree, 'build/host/main.js')) && existsSync(join(tree, 'build/core.wasm')), 'the outputs are there');
     const again = await build(tree, ['--check']);
     t.equal(again.code, 0, `then up to date (${again.stderr.trim()})`);
@@ -144,9 +181,17 @@ t.test('the checkout\'s build is up to date, and a copy of it is too', async (t)
     for (const args of [['--quick'], ['--force', '--check'], ['build']]) {
       const run = await build(tree, args);
       t.equal(run.code, 2, `${args.join(' ')}: exit 2`);
-      t.match(run.stderr, /^build: .*\nUsage: node scripts\/build\.mjs \[--force \| --check\]/, `${args.join(' ')}: names it, then the usage`);
+      t.match(
+        run.stderr,
+        /^build: .*\nUsage: node scripts\/build\.mjs \[--force \| --check\]/,
+        `${args.join(' ')}: names it, then the usage`,
+      );
       const still = await build(tree, ['--check']);
-      t.equal(still.stderr, 'build: due: no stamp: no build has finished here\n', `${args.join(' ')}: no build ran (none would end without a stamp)`);
+      t.equal(
+        still.stderr,
+        'build: due: no stamp: no build has finished here\n',
+        `${args.join(' ')}: no build ran (none would end without a stamp)`,
+      );
     }
   });
 });

@@ -22,7 +22,8 @@ import { startUpstream } from '../helpers/upstream.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(ROOT, 'docs', 'guides', 'console');
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
   "frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 const XSS_LABEL = '<img src=x onerror=alert(1)>';
 
@@ -43,12 +44,22 @@ mkdirSync(SHOTS, { recursive: true });
 const profile = mkdtempSync(join(tmpdir(), 'api-auth-console-'));
 t.teardown(() => rmSync(profile, { recursive: true, force: true }));
 const browser: BrowserContext = await chromium.launchPersistentContext(profile, {
-  executablePath: CHROMIUM, headless: true, viewport: { width: 1440, height: 900 },
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
+  executablePath: CHROMIUM,
+  headless: true,
+  viewport: { width: 1440, height: 900 },
+  args: [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
 });
 t.teardown(() => browser.close());
-const page: Page = browser.pages()[0] ?? await browser.newPage();
+const page: Page = browser.pages()[0] ?? (await browser.newPage());
 const errors: string[] = [];
 const alerts: string[] = [];
 page.on('pageerror', (error) => errors.push(String(error)));
@@ -96,7 +107,10 @@ t.test('every console answer carries the CSP, nosniff and no-store, and no CORS 
     t.equal(response.headers['x-content-type-options'], 'nosniff', `${path}: nosniff`);
     t.equal(response.headers['cache-control'], 'no-store', `${path}: no-store`);
     t.equal(response.headers['x-frame-options'], 'DENY', `${path}: X-Frame-Options DENY`);
-    t.notOk(Object.keys(response.headers).some((h) => h.startsWith('access-control-')), `${path}: no CORS header for a foreign origin`);
+    t.notOk(
+      Object.keys(response.headers).some((h) => h.startsWith('access-control-')),
+      `${path}: no CORS header for a foreign origin`,
+    );
   }
   const page = await request(server.url, '/ext/auth/console');
   t.notMatch(page.text, /<script>|<script [^>]*>[^<]|\son[a-z]+=/i, 'the page holds no inline script or handler');
@@ -113,7 +127,7 @@ t.test('without --console the console is not found, and its path never reaches t
   const before = upstream.seen.length;
   const response = await call(off.url, '/ext/auth/console', token, 'GET');
   t.equal(response.status, 404, 'a token for every path gets 404, from api-auth');
-  t.equal(upstream.seen.length, before, 'the upstream saw no request for the console\'s path');
+  t.equal(upstream.seen.length, before, "the upstream saw no request for the console's path");
 });
 
 t.test('no token can be granted the console', async (t) => {
@@ -138,8 +152,8 @@ t.test('sign in, issue a token through the form, see it listed and its requests 
   t.equal(cookie?.sameSite, 'Strict', 'SameSite=Strict');
   t.equal(cookie?.path, '/ext/auth', 'Path=/ext/auth');
   const stored = await page.evaluate(() => JSON.stringify({ ...sessionStorage }) + JSON.stringify({ ...localStorage }) + document.cookie);
-  t.notOk(stored.includes(server.password), 'the password is nowhere in the page\'s storage');
-  t.equal(await page.evaluate(() => document.cookie), '', 'the page\'s script cannot read the session');
+  t.notOk(stored.includes(server.password), "the password is nowhere in the page's storage");
+  t.equal(await page.evaluate(() => document.cookie), '', "the page's script cannot read the session");
 
   await page.click('nav a[data-page="issue"]');
   await page.fill('#f-label', 'indexer');
@@ -148,7 +162,11 @@ t.test('sign in, issue a token through the form, see it listed and its requests 
   await page.fill('#f-rate', 'fast');
   await page.click('#issue-button');
   await page.waitForSelector('[data-error="rateLimit"]:not(:empty)');
-  t.match(await page.textContent('[data-error="rateLimit"]'), /^rateLimit must be "N\/s", "N\/m" or "N\/h"/, 'the refusal is shown next to its field');
+  t.match(
+    await page.textContent('[data-error="rateLimit"]'),
+    /^rateLimit must be "N\/s", "N\/m" or "N\/h"/,
+    'the refusal is shown next to its field',
+  );
   t.equal(await page.getAttribute('#f-rate', 'class'), 'invalid', 'the field is marked');
   await page.screenshot({ path: join(SHOTS, 'issue.png'), fullPage: true });
   await page.fill('#f-rate', '100/s');
@@ -165,16 +183,21 @@ t.test('sign in, issue a token through the form, see it listed and its requests 
   await page.click('nav a[data-page="tokens"]');
   await page.waitForSelector(`#tokens-body tr[data-id="${issuedId}"]`);
   t.equal(await cell(issuedId, 'label'), 'indexer', 'listed with its label');
-  t.equal(await cell(issuedId, 'methods'), '@read', 'its methods by their set\'s name');
+  t.equal(await cell(issuedId, 'methods'), '@read', "its methods by their set's name");
   t.match(await cell(issuedId, 'limits'), /100\/s .*quota 0\/5000 per day/, 'its rate and quota');
   t.equal(await cell(issuedId, 'requests'), '0', 'no request yet');
 
   for (let i = 0; i < 3; i++) {
-    const used = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: 1, method: 'eth_chainId' }, [['Authorization', `Bearer ${issuedToken}`]]);
+    const used = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: 1, method: 'eth_chainId' }, [
+      ['Authorization', `Bearer ${issuedToken}`],
+    ]);
     t.equal(used.status, 200, `call ${i + 1} through the gateway reaches the node`);
   }
   await page.click('#refresh');
-  await page.waitForFunction((id) => document.querySelector(`#tokens-body tr[data-id="${id}"] td[data-col="requests"]`)?.textContent === '3', issuedId);
+  await page.waitForFunction(
+    (id) => document.querySelector(`#tokens-body tr[data-id="${id}"] td[data-col="requests"]`)?.textContent === '3',
+    issuedId,
+  );
   t.equal(await cell(issuedId, 'requests'), '3', 'the table shows the three requests');
   t.not(await cell(issuedId, 'last used'), '—', 'and when it was last used');
 });
@@ -189,7 +212,7 @@ t.test('a label that is markup renders as text', async (t) => {
   await page.click('#new-token button[value="close"]');
   await page.click('nav a[data-page="tokens"]');
   await page.waitForSelector(`#tokens-body tr[data-id="${id}"]`);
-  t.equal(await cell(id, 'label'), XSS_LABEL, 'the label\'s characters, as text');
+  t.equal(await cell(id, 'label'), XSS_LABEL, "the label's characters, as text");
   t.equal(await page.locator('#tokens-body img').count(), 0, 'no img element was made');
   await page.fill('#filter', 'onerror');
   t.equal(await page.locator('#tokens-body tr[data-id]').count(), 1, 'the filter finds it');
@@ -207,9 +230,13 @@ t.test('rotate, then revoke, from the table; the gateway refuses each old token'
   await page.waitForSelector('#new-token[open]');
   const [newId, newToken] = ((await page.textContent('#new-token-value')) ?? '').split(/\s+/);
   await page.click('#new-token button[value="close"]');
-  const old = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: 1, method: 'eth_chainId' }, [['Authorization', `Bearer ${issuedToken}`]]);
+  const old = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: 1, method: 'eth_chainId' }, [
+    ['Authorization', `Bearer ${issuedToken}`],
+  ]);
   t.equal(old.status, 401, 'the rotated token is refused');
-  const fresh = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: 1, method: 'eth_chainId' }, [['Authorization', `Bearer ${newToken}`]]);
+  const fresh = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: 1, method: 'eth_chainId' }, [
+    ['Authorization', `Bearer ${newToken}`],
+  ]);
   t.equal(fresh.status, 200, 'its successor works');
   await page.waitForSelector(`#tokens-body tr[data-id="${newId}"]`);
   t.equal(await cell(newId, 'label'), 'indexer', 'the successor keeps the label');
@@ -219,41 +246,58 @@ t.test('rotate, then revoke, from the table; the gateway refuses each old token'
   await page.click('#revoke-selected');
   await page.waitForSelector('#confirm[open]');
   await page.click('#confirm-ok');
-  await page.waitForFunction((id) => document.querySelector(`#tokens-body tr[data-id="${id}"] td[data-col="state"]`)?.textContent === 'revoked', newId);
-  const revoked = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: 1, method: 'eth_chainId' }, [['Authorization', `Bearer ${newToken}`]]);
+  await page.waitForFunction(
+    (id) => document.querySelector(`#tokens-body tr[data-id="${id}"] td[data-col="state"]`)?.textContent === 'revoked',
+    newId,
+  );
+  const revoked = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: 1, method: 'eth_chainId' }, [
+    ['Authorization', `Bearer ${newToken}`],
+  ]);
   t.equal(revoked.status, 401, 'the revoked token is refused');
 });
 
-t.test('the usage page charts a token\'s calls by the hour, and the chart moves with its calls; the node page shows its health', async (t) => {
-  const { token, id } = (await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['/'], label: 'charted' })).result as { token: string; id: string };
-  const use = async (n: number): Promise<void> => {
-    for (let i = 0; i < n; i++) {
-      const answer = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: i, method: 'eth_chainId' }, [['Authorization', `Bearer ${token}`]]);
-      t.equal(answer.status, 200, `call ${i + 1} through the gateway`);
-    }
-  };
-  await use(3);
-  await page.click('nav a[data-page="usage"]');
-  await page.waitForFunction(() => document.getElementById('usage-total')?.textContent?.includes('for the node') === true);
-  t.equal(await page.locator('#chart .uplot').count(), 1, 'the node\'s chart is drawn');
-  t.equal(await page.textContent('#usage-message'), '', 'with no message in its place');
-  await page.waitForSelector(`#usage-token option[value="${id}"]`, { state: 'attached' });
-  await page.selectOption('#usage-token', id);
-  await page.waitForFunction((id) => document.getElementById('usage-total')?.textContent?.startsWith(`3 requests for ${id} `) === true, id);
-  t.pass('the token\'s 3 calls are charted');
-  await use(2);
-  await page.selectOption('#usage-token', '');
-  await page.waitForFunction(() => document.getElementById('usage-total')?.textContent?.includes('for the node') === true);
-  await page.selectOption('#usage-token', id);
-  await page.waitForFunction((id) => document.getElementById('usage-total')?.textContent?.startsWith(`5 requests for ${id} `) === true, id);
-  t.pass('two calls later, the chart shows 5');
-  t.equal(await page.locator('#chart .uplot').count(), 1, 'the token\'s chart is drawn');
-  await page.screenshot({ path: join(SHOTS, 'usage.png') });
-  await page.click('nav a[data-page="node"]');
-  await page.waitForSelector('#node-cards .stat h3:text("Tokens")');
-  t.match(await page.textContent('#node-cards'), /Upstream health/, 'the upstream\'s health');
-  await page.screenshot({ path: join(SHOTS, 'node.png') });
-});
+t.test(
+  "the usage page charts a token's calls by the hour, and the chart moves with its calls; the node page shows its health",
+  async (t) => {
+    const { token, id } = (await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['/'], label: 'charted' }))
+      .result as { token: string; id: string };
+    const use = async (n: number): Promise<void> => {
+      for (let i = 0; i < n; i++) {
+        const answer = await postJson(`${server.url}/`, { jsonrpc: '2.0', id: i, method: 'eth_chainId' }, [
+          ['Authorization', `Bearer ${token}`],
+        ]);
+        t.equal(answer.status, 200, `call ${i + 1} through the gateway`);
+      }
+    };
+    await use(3);
+    await page.click('nav a[data-page="usage"]');
+    await page.waitForFunction(() => document.getElementById('usage-total')?.textContent?.includes('for the node') === true);
+    t.equal(await page.locator('#chart .uplot').count(), 1, "the node's chart is drawn");
+    t.equal(await page.textContent('#usage-message'), '', 'with no message in its place');
+    await page.waitForSelector(`#usage-token option[value="${id}"]`, { state: 'attached' });
+    await page.selectOption('#usage-token', id);
+    await page.waitForFunction(
+      (id) => document.getElementById('usage-total')?.textContent?.startsWith(`3 requests for ${id} `) === true,
+      id,
+    );
+    t.pass("the token's 3 calls are charted");
+    await use(2);
+    await page.selectOption('#usage-token', '');
+    await page.waitForFunction(() => document.getElementById('usage-total')?.textContent?.includes('for the node') === true);
+    await page.selectOption('#usage-token', id);
+    await page.waitForFunction(
+      (id) => document.getElementById('usage-total')?.textContent?.startsWith(`5 requests for ${id} `) === true,
+      id,
+    );
+    t.pass('two calls later, the chart shows 5');
+    t.equal(await page.locator('#chart .uplot').count(), 1, "the token's chart is drawn");
+    await page.screenshot({ path: join(SHOTS, 'usage.png') });
+    await page.click('nav a[data-page="node"]');
+    await page.waitForSelector('#node-cards .stat h3:text("Tokens")');
+    t.match(await page.textContent('#node-cards'), /Upstream health/, "the upstream's health");
+    await page.screenshot({ path: join(SHOTS, 'node.png') });
+  },
+);
 
 t.test('CSRF: the cookie alone, a wrong header, a foreign origin, a page of another origin: all refused', async (t) => {
   const session = await sessionCookie();
@@ -264,12 +308,19 @@ t.test('CSRF: the cookie alone, a wrong header, a foreign origin, a page of anot
   const cookie: [string, string] = ['Cookie', `api-auth-session=${session}`];
   const none = await withSession('auth.listTokens', {}, [cookie]);
   t.match(none.error, { code: -32000, message: /CSRF/ }, 'the cookie without the CSRF header is refused');
-  const wrong = await withSession('auth.listTokens', {}, [cookie, ['X-Api-Auth-Csrf', csrfOf(session).replace(/^./, (c) => (c === 'A' ? 'B' : 'A'))]]);
+  const wrong = await withSession('auth.listTokens', {}, [
+    cookie,
+    ['X-Api-Auth-Csrf', csrfOf(session).replace(/^./, (c) => (c === 'A' ? 'B' : 'A'))],
+  ]);
   t.match(wrong.error, { code: -32000, message: /CSRF/ }, 'a wrong CSRF header is refused');
-  const foreign = await withSession('auth.listTokens', {}, [cookie, ['X-Api-Auth-Csrf', csrfOf(session)], ['Origin', 'http://evil.example']]);
+  const foreign = await withSession('auth.listTokens', {}, [
+    cookie,
+    ['X-Api-Auth-Csrf', csrfOf(session)],
+    ['Origin', 'http://evil.example'],
+  ]);
   t.match(foreign.error, { code: -32000, message: /origin/ }, 'a foreign Origin is refused, the right header or not');
   const right = await withSession('auth.listTokens', {}, [cookie, ['X-Api-Auth-Csrf', csrfOf(session)], ['Origin', server.url]]);
-  t.ok(Array.isArray(right.result?.tokens), 'the cookie with its CSRF header, from the server\'s origin, works');
+  t.ok(Array.isArray(right.result?.tokens), "the cookie with its CSRF header, from the server's origin, works");
 
   // A page of another origin of the same site (another port of 127.0.0.1: the cookie is sent).
   const attacker = createServer((_req, res) => {
@@ -282,12 +333,25 @@ t.test('CSRF: the cookie alone, a wrong header, a foreign origin, a page of anot
   await other.goto(`http://127.0.0.1:${(attacker.address() as AddressInfo).port}/`);
   const outcomes = await other.evaluate(async (auth) => {
     const tries: RequestInit[] = [
-      { method: 'POST', credentials: 'include', mode: 'no-cors', headers: { 'Content-Type': 'text/plain' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.newToken', params: { endpoints: ['*'] } }) },
-      { method: 'POST', credentials: 'include', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.newToken', params: { endpoints: ['*'] } }) },
-      { method: 'POST', credentials: 'include', headers: { 'Content-Type': 'application/json', 'X-Api-Auth-Csrf': 'guess' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.newToken', params: { endpoints: ['*'] } }) },
+      {
+        method: 'POST',
+        credentials: 'include',
+        mode: 'no-cors',
+        headers: { 'Content-Type': 'text/plain' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.newToken', params: { endpoints: ['*'] } }),
+      },
+      {
+        method: 'POST',
+        credentials: 'include',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.newToken', params: { endpoints: ['*'] } }),
+      },
+      {
+        method: 'POST',
+        credentials: 'include',
+        headers: { 'Content-Type': 'application/json', 'X-Api-Auth-Csrf': 'guess' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'auth.newToken', params: { endpoints: ['*'] } }),
+      },
     ];
     const out: string[] = [];
     for (const init of tries) {
@@ -301,7 +365,10 @@ t.test('CSRF: the cookie alone, a wrong header, a foreign origin, a page of anot
     return out;
   }, AUTH);
   await other.close();
-  t.notOk(outcomes.some((o) => o.includes('"token"')), 'no attempt got a token');
+  t.notOk(
+    outcomes.some((o) => o.includes('"token"')),
+    'no attempt got a token',
+  );
   const after = await withSession('auth.listTokens', {}, [cookie, ['X-Api-Auth-Csrf', csrfOf(session)]]);
   t.equal(after.result.tokens.length, before, 'and none was issued');
 });
@@ -318,15 +385,25 @@ t.test('a session grants no node endpoint, and a token is no session', async (t)
   }
   const before = upstream.seen.length;
   await call(server.url, '/ext/auth/console', session, 'GET');
-  t.equal(upstream.seen.length, before, 'its one endpoint is api-auth\'s own: nothing reached the node');
+  t.equal(upstream.seen.length, before, "its one endpoint is api-auth's own: nothing reached the node");
 
   const token = (await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['*'] })).result.token as string;
-  const asCookie = await withSession('auth.listTokens', {}, [['Cookie', `api-auth-session=${token}`], ['X-Api-Auth-Csrf', csrfOf(token)]]);
-  t.match(asCookie.error, { code: -32000, message: /not live .*or not a session/ }, 'a token in the cookie, with its right CSRF value, is refused');
+  const asCookie = await withSession('auth.listTokens', {}, [
+    ['Cookie', `api-auth-session=${token}`],
+    ['X-Api-Auth-Csrf', csrfOf(token)],
+  ]);
+  t.match(
+    asCookie.error,
+    { code: -32000, message: /not live .*or not a session/ },
+    'a token in the cookie, with its right CSRF value, is refused',
+  );
   const asBearer = await withSession('auth.listTokens', {}, [['Authorization', `Bearer ${token}`]]);
   t.match(asBearer.error, { code: -32602 }, 'a bearer token stands for no password');
   const forged = 'A'.repeat(76);
-  const fixed = await withSession('auth.listTokens', {}, [['Cookie', `api-auth-session=${forged}`], ['X-Api-Auth-Csrf', csrfOf(forged)]]);
+  const fixed = await withSession('auth.listTokens', {}, [
+    ['Cookie', `api-auth-session=${forged}`],
+    ['X-Api-Auth-Csrf', csrfOf(forged)],
+  ]);
   t.match(fixed.error, { code: -32000 }, 'a session the client made up (fixation) is refused');
 });
 
@@ -338,7 +415,10 @@ t.test('a session ends at sign-out and at a password change, fleet state and all
   }
   await page.click('#signout');
   await page.waitForSelector('#signin:not([hidden])');
-  const replay = await withSession('auth.listTokens', {}, [['Cookie', `api-auth-session=${first}`], ['X-Api-Auth-Csrf', csrfOf(first)]]);
+  const replay = await withSession('auth.listTokens', {}, [
+    ['Cookie', `api-auth-session=${first}`],
+    ['X-Api-Auth-Csrf', csrfOf(first)],
+  ]);
   t.match(replay.error, { code: -32000, message: /not live/ }, 'the signed-out session replayed is refused');
 
   await signIn();
@@ -348,10 +428,16 @@ t.test('a session ends at sign-out and at a password change, fleet state and all
     return;
   }
   t.not(second, first, 'a new sign-in is a new session');
-  const renewed = await withSession('auth.renewSession', {}, [['Cookie', `api-auth-session=${second}`], ['X-Api-Auth-Csrf', csrfOf(second)]]);
+  const renewed = await withSession('auth.renewSession', {}, [
+    ['Cookie', `api-auth-session=${second}`],
+    ['X-Api-Auth-Csrf', csrfOf(second)],
+  ]);
   t.match(renewed.result, { csrf: /^[A-Za-z0-9_-]{43}$/ }, 'renewed');
-  const afterRenew = await withSession('auth.listTokens', {}, [['Cookie', `api-auth-session=${second}`], ['X-Api-Auth-Csrf', csrfOf(second)]]);
-  t.match(afterRenew.error, { code: -32000 }, 'the renewed session\'s predecessor is over');
+  const afterRenew = await withSession('auth.listTokens', {}, [
+    ['Cookie', `api-auth-session=${second}`],
+    ['X-Api-Auth-Csrf', csrfOf(second)],
+  ]);
+  t.match(afterRenew.error, { code: -32000 }, "the renewed session's predecessor is over");
 
   await signIn();
   const third = await sessionCookie();
@@ -362,7 +448,10 @@ t.test('a session ends at sign-out and at a password change, fleet state and all
   const newPassword = `${server.password}-changed`;
   const changed = await jsonrpc(AUTH, 'auth.changePassword', { oldPassword: server.password, newPassword });
   t.same(changed.result, { success: true }, 'the password is changed');
-  const stale = await withSession('auth.listTokens', {}, [['Cookie', `api-auth-session=${third}`], ['X-Api-Auth-Csrf', csrfOf(third)]]);
+  const stale = await withSession('auth.listTokens', {}, [
+    ['Cookie', `api-auth-session=${third}`],
+    ['X-Api-Auth-Csrf', csrfOf(third)],
+  ]);
   t.match(stale.error, { code: -32000, message: /not live/ }, 'the session of the old password is refused');
   await page.click('#refresh');
   await page.waitForSelector('#signin:not([hidden])');
@@ -370,18 +459,21 @@ t.test('a session ends at sign-out and at a password change, fleet state and all
   server.password = newPassword;
 });
 
-t.test('a wrong password shows the throttle\'s wait', async (t) => {
+t.test("a wrong password shows the throttle's wait", async (t) => {
   await page.goto(CONSOLE);
   let shown = '';
   for (let i = 0; i < 6 && !/wait \d+ s/.test(shown); i++) {
     await page.fill('#password', 'not-the-password');
     await page.click('#signin-button');
-    await page.waitForFunction(() => document.getElementById('signin-error')?.textContent !== '' &&
-      !(document.getElementById('signin-button') as HTMLButtonElement).disabled);
+    await page.waitForFunction(
+      () =>
+        document.getElementById('signin-error')?.textContent !== '' &&
+        !(document.getElementById('signin-button') as HTMLButtonElement).disabled,
+    );
     shown = (await page.textContent('#signin-error')) ?? '';
     if (i === 0) t.equal(shown, 'Incorrect password.', 'the first wrong password is said to be wrong');
   }
-  t.match(shown, /^Too many failed attempts: wait \d+ s before the next one\.$/, 'then the throttle\'s wait is shown');
+  t.match(shown, /^Too many failed attempts: wait \d+ s before the next one\.$/, "then the throttle's wait is shown");
   await page.screenshot({ path: join(SHOTS, 'sign-in-throttled.png') });
   t.same(errors, [], 'the page logged no error');
 });

@@ -32,20 +32,33 @@ const clone = join(dir, 'api-auth');
 t.test('from the tarball, in a project of its own: the command and the library', async (t) => {
   await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, clone]);
   // Other tests write scratch folders under build/ while this one runs; they are no part of the build.
-  cpSync(join(ROOT, 'build'), join(clone, 'build'), { recursive: true, filter: (source) => !basename(source).startsWith('readme-example-') });
+  cpSync(join(ROOT, 'build'), join(clone, 'build'), {
+    recursive: true,
+    filter: (source) => !basename(source).startsWith('readme-example-'),
+  });
   await npm(t, clone, ['pack', '--ignore-scripts']);
   const tarball = join(clone, readdirSync(clone).find((f) => f.endsWith('.tgz'))!);
-  const listed = (await run('tar', ['-tzf', tarball])).stdout.split('\n').filter((line) => line !== '').map((line) => line.replace(/^package\//, ''));
-  t.ok(listed.includes('build/host/main.js') && listed.includes('build/core.wasm') && listed.includes('build/core-threads.wasm'), 'the tarball holds the build');
-  t.same(listed.filter((file) => /^(test|bench|go|assembly|host|\.ci)\//.test(file) || file.endsWith('.wat')), [],
-    'and no sources, tests, benchmarks, Go module or text formats of the core');
+  const listed = (await run('tar', ['-tzf', tarball])).stdout
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => line.replace(/^package\//, ''));
+  t.ok(
+    listed.includes('build/host/main.js') && listed.includes('build/core.wasm') && listed.includes('build/core-threads.wasm'),
+    'the tarball holds the build',
+  );
+  t.same(
+    listed.filter((file) => /^(test|bench|go|assembly|host|\.ci)\//.test(file) || file.endsWith('.wat')),
+    [],
+    'and no sources, tests, benchmarks, Go module or text formats of the core',
+  );
 
   const project = join(dir, 'my-node');
   mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'my-node', version: '1.0.0', private: true, type: 'module' }));
   await npm(t, project, ['install', tarball]);
   const installed = readdirSync(join(project, 'node_modules'));
-  for (const compiler of ['typescript', 'assemblyscript', 'binaryen']) t.notOk(installed.includes(compiler), `${compiler} is not installed: it only builds`);
+  for (const compiler of ['typescript', 'assemblyscript', 'binaryen'])
+    t.notOk(installed.includes(compiler), `${compiler} is not installed: it only builds`);
   t.notOk(existsSync(join(project, 'node_modules', '@types', 'ws')), 'no development package is installed');
   const { stdout } = await run(join(project, 'node_modules', '.bin', 'api-auth'), ['--version'], { env: PROGRAM_ENV });
   t.equal(stdout, `api-auth ${VERSION}\n`, 'node_modules/.bin/api-auth runs');
@@ -54,8 +67,21 @@ t.test('from the tarball, in a project of its own: the command and the library',
   const password = randomPassword();
   writeFileSync(join(project, 'password.txt'), password, { mode: 0o600 });
   mkdirSync(join(project, 'data'), { mode: 0o700 });
-  const server = launch(t, ['--api-auth-required', '--api-auth-password-file', join(project, 'password.txt'), '--data-dir', join(project, 'data'),
-    '--http-port', '0', '--http-threads', '1'], join(project, 'node_modules', 'api-auth', 'build', 'host', 'main.js'));
+  const server = launch(
+    t,
+    [
+      '--api-auth-required',
+      '--api-auth-password-file',
+      join(project, 'password.txt'),
+      '--data-dir',
+      join(project, 'data'),
+      '--http-port',
+      '0',
+      '--http-threads',
+      '1',
+    ],
+    join(project, 'node_modules', 'api-auth', 'build', 'host', 'main.js'),
+  );
   const served = `http://127.0.0.1:${String((await server.waitForLog((line) => line.msg === 'listening', 20_000)).port)}`;
   const health = await request(served, '/ext/auth/health', { method: 'GET' });
   t.equal(health.status, 200, 'its /ext/auth/health answers 200');
@@ -66,7 +92,9 @@ t.test('from the tarball, in a project of its own: the command and the library',
   t.same(await server.exited, { code: 0, signal: null }, 'the installed server stops cleanly');
 
   // The library reference's embedding example, with App taken from api-auth.
-  writeFileSync(join(project, 'my-node.mjs'), `
+  writeFileSync(
+    join(project, 'my-node.mjs'),
+    `
 import { fileURLToPath } from 'node:url';
 import { App, createAuth, us_socket_local_port } from 'api-auth';
 const here = (name) => fileURLToPath(new URL(name, import.meta.url));
@@ -81,7 +109,8 @@ app.listen('127.0.0.1', 0, (socket) => {
   console.log(JSON.stringify({ msg: 'listening', port: us_socket_local_port(socket) }));
 });
 process.on('SIGTERM', () => { app.close(); auth.close().then(() => process.exit(0)); });
-`);
+`,
+  );
   const node = launch(t, [], join(project, 'my-node.mjs'));
   const listening = await node.waitForLog((line) => line.msg === 'listening' && line.port !== undefined, 20_000);
   const url = `http://127.0.0.1:${String(listening.port)}`;
@@ -99,8 +128,10 @@ process.on('SIGTERM', () => { app.close(); auth.close().then(() => process.exit(
 t.test('npm ci --omit=dev in a clone fails with one line naming the production install', async (t) => {
   const bare = join(dir, 'omit-dev');
   await run('git', ['clone', '--quiet', '--no-hardlinks', ROOT, bare]);
-  const failed = await run('npm', ['ci', '--omit=dev', ...NPM_FLAGS], { cwd: bare, env: PROGRAM_ENV, maxBuffer: 16 << 20 })
-    .then(() => undefined, (error: { code?: number; stderr?: string }) => error);
+  const failed = await run('npm', ['ci', '--omit=dev', ...NPM_FLAGS], { cwd: bare, env: PROGRAM_ENV, maxBuffer: 16 << 20 }).then(
+    () => undefined,
+    (error: { code?: number; stderr?: string }) => error,
+  );
   t.ok(failed !== undefined && failed.code !== 0, `npm ci --omit=dev exits non-zero (${String(failed?.code)})`);
   const said = (failed?.stderr ?? '').split('\n').filter((line) => line.startsWith('build:'));
   t.equal(said.length, 1, `the build says one line: ${said.join(' | ')}`);

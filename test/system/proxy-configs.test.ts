@@ -19,16 +19,39 @@ const run = promisify(execFile);
 // user namespace first, as its root (where the kernel lets users make one).
 const NETNS = IS_ROOT ? ['--net'] : ['--user', '--map-root-user', '--net'];
 const netns = spawnSync('unshare', [...NETNS, 'true'], { encoding: 'utf8' });
-const ownNetwork = netns.status === 0 ? { skip: false as const }
-  : { skip: `needs root, or user namespaces open to users: unshare ${NETNS.join(' ')} failed (${(netns.stderr ?? netns.error?.message ?? '').trim()})` };
+const ownNetwork =
+  netns.status === 0
+    ? { skip: false as const }
+    : {
+        skip: `needs root, or user namespaces open to users: unshare ${NETNS.join(' ')} failed (${(netns.stderr ?? netns.error?.message ?? '').trim()})`,
+      };
 
-t.test('the guide\'s nginx server block passes nginx -t as shown, with its certificate in place', ownNetwork, async (t) => {
+t.test("the guide's nginx server block passes nginx -t as shown, with its certificate in place", ownNetwork, async (t) => {
   const dir = tempDir(t);
   chmodSync(dir, 0o755);
   const certs = join(dir, 'live');
   mkdirSync(certs);
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
-    '-subj', '/CN=node.example', '-keyout', join(certs, 'privkey.pem'), '-out', join(certs, 'fullchain.pem')], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=node.example',
+      '-keyout',
+      join(certs, 'privkey.pem'),
+      '-out',
+      join(certs, 'fullchain.pem'),
+    ],
+    { stdio: 'ignore' },
+  );
   // Only the certificate's folder is the test's; every other line is the guide's.
   let server = guideBlock('nginx');
   server = substitute(server, NGINX_CERTIFICATE.cert, NGINX_CERTIFICATE.cert.replace('/etc/letsencrypt/live/node.example', certs));
@@ -36,17 +59,31 @@ t.test('the guide\'s nginx server block passes nginx -t as shown, with its certi
   const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((name) => `    ${name}_temp_path ${dir}/${name};`).join('\n');
   // As root, nginx -t gives its temp folders to the workers' user: root's own here, the one
   // user a user namespace maps.
-  writeFileSync(join(dir, 'nginx.conf'), `user root root;
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    `user root root;
 pid ${dir}/nginx.pid;
 events { }
 http {
     access_log off;
 ${temp}
 ${server}}
-`);
-  const checked = await run('unshare', [...NETNS, 'nginx', '-t', '-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')]).then(
+`,
+  );
+  const checked = await run('unshare', [
+    ...NETNS,
+    'nginx',
+    '-t',
+    '-p',
+    dir,
+    '-c',
+    join(dir, 'nginx.conf'),
+    '-e',
+    join(dir, 'error.log'),
+  ]).then(
     ({ stderr }) => ({ ok: true, stderr }),
-    (error: { stderr: string }) => ({ ok: false, stderr: error.stderr }));
+    (error: { stderr: string }) => ({ ok: false, stderr: error.stderr }),
+  );
   t.ok(checked.ok, `nginx -t accepts it ${checked.stderr}`);
   t.match(checked.stderr, /syntax is ok/, 'nginx says its syntax is ok');
 });

@@ -102,10 +102,22 @@ t.test('Deno (npm package deno): the loader through an import map', async (t) =>
   t.teardown(() => rmSync(denoDir, { recursive: true, force: true }));
   // --no-config and --no-npm: the bare specifier resolves through the import map only,
   // as in a browser; reading the repository is the only permission.
-  const output = await timed(t, 'deno', () => run(deno, [
-    'run', '--no-config', '--no-npm', '--no-remote', '--no-prompt', `--allow-read=${ROOT}`,
-    '--import-map=test/vectors/hosts/import-map.json', 'test/vectors/hosts/deno.js',
-  ], { DENO_DIR: denoDir, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' }));
+  const output = await timed(t, 'deno', () =>
+    run(
+      deno,
+      [
+        'run',
+        '--no-config',
+        '--no-npm',
+        '--no-remote',
+        '--no-prompt',
+        `--allow-read=${ROOT}`,
+        '--import-map=test/vectors/hosts/import-map.json',
+        'test/vectors/hosts/deno.js',
+      ],
+      { DENO_DIR: denoDir, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' },
+    ),
+  );
   const result = lastJsonLine(t, 'deno', output);
   if (result) allPassed(t, 'deno', result);
 });
@@ -122,7 +134,10 @@ t.test("headless Chromium (Debian's chromium via playwright-core): the page's ow
   if (!needs(t, [[CHROMIUM, 'install it: apt-get install -y --no-install-recommends chromium']])) return;
   const served = ['/build/', '/test/vectors/', '/node_modules/@assemblyscript/loader/'];
   const types: Record<string, string> = {
-    '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm',
+    '.html': 'text/html; charset=utf-8',
+    '.js': 'text/javascript',
+    '.json': 'application/json',
+    '.wasm': 'application/wasm',
   };
   const server = createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
@@ -138,19 +153,29 @@ t.test("headless Chromium (Debian's chromium via playwright-core): the page's ow
   const profile = mkdtempSync(join(tmpdir(), 'api-auth-chromium-'));
   t.teardown(() => rmSync(profile, { recursive: true, force: true }));
 
-  const browser = await timed(t, 'chromium start', () => chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync',
-    ],
-  }));
+  const browser = await timed(t, 'chromium start', () =>
+    chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    }),
+  );
   t.teardown(() => browser.close());
-  const page = browser.pages()[0] ?? await browser.newPage();
+  const page = browser.pages()[0] ?? (await browser.newPage());
   const errors: string[] = [];
   page.on('pageerror', (error) => errors.push(String(error)));
-  page.on('console', (message) => { if (message.type() === 'error') errors.push(message.text()); });
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(message.text());
+  });
   const { port } = server.address() as AddressInfo;
   const result = await timed(t, 'chromium vectors', async () => {
     await page.goto(`http://127.0.0.1:${port}/test/vectors/hosts/browser.html`);
@@ -161,7 +186,7 @@ t.test("headless Chromium (Debian's chromium via playwright-core): the page's ow
   allPassed(t, 'chromium', result);
 });
 
-t.test('C (wasm2c from Debian\'s wabt): the vectors through the raw exports', async (t) => {
+t.test("C (wasm2c from Debian's wabt): the vectors through the raw exports", async (t) => {
   const present = needs(t, [
     [onPath('wasm2c'), 'install it: apt-get install -y --no-install-recommends wabt'],
     [join(WASM2C_RUNTIME, 'wasm-rt-impl.c'), 'install it: apt-get install -y --no-install-recommends wabt'],

@@ -42,13 +42,21 @@ function path(hidden: readonly string[], aptGet: boolean): { bin: string; calls:
 }
 
 async function setup(bin: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return run('bash', [SETUP], { cwd: ROOT, env: { ...PROGRAM_ENV, PATH: bin }, maxBuffer: 16 << 20, timeout: 600_000 })
-    .then(({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? '', stderr: error.stderr ?? '' }));
+  return run('bash', [SETUP], { cwd: ROOT, env: { ...PROGRAM_ENV, PATH: bin }, maxBuffer: 16 << 20, timeout: 600_000 }).then(
+    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+    (error: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: error.code ?? -1,
+      stdout: error.stdout ?? '',
+      stderr: error.stderr ?? '',
+    }),
+  );
 }
 
 /** The apt-get calls recorded, without the sudo in front of them when not root. */
-const aptCalls = (calls: string): string[] => readFileSync(calls, 'utf8').split('\n').filter((line) => line.startsWith('apt-get '));
+const aptCalls = (calls: string): string[] =>
+  readFileSync(calls, 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith('apt-get '));
 
 t.test('with nothing missing, the set-up installs nothing and succeeds', async (t) => {
   const { bin, calls } = path([], true);
@@ -65,8 +73,11 @@ t.test('a missing tool is installed with apt-get, by its Debian package', async 
   const result = await setup(bin);
   t.equal(result.code, 0, `exit 0 ${result.stderr}`);
   t.match(result.stdout, /^setup: installing caddy jq etcd-server prometheus$/m, 'it names what it installs');
-  t.same(aptCalls(calls), ['apt-get update -qq', 'apt-get install -y -qq --no-install-recommends caddy jq etcd-server prometheus'],
-    'apt-get updates its lists, then installs those packages and only those');
+  t.same(
+    aptCalls(calls),
+    ['apt-get update -qq', 'apt-get install -y -qq --no-install-recommends caddy jq etcd-server prometheus'],
+    'apt-get updates its lists, then installs those packages and only those',
+  );
 });
 
 t.test('with no apt-get, a missing tool stops the set-up with one line naming its package', async (t) => {

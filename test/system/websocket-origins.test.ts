@@ -43,8 +43,15 @@ async function browser(t: Test): Promise<BrowserContext> {
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   t.teardown(() => context.close());
   return context;
@@ -55,15 +62,19 @@ async function fromPage(context: BrowserContext, origin: string, url: string): P
   const page = await context.newPage();
   try {
     await page.goto(`${origin}/`);
-    return await page.evaluate((target) => new Promise<string>((resolve) => {
-      const socket = new WebSocket(target);
-      socket.onopen = () => socket.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }));
-      socket.onmessage = (event) => {
-        resolve(`answer ${JSON.parse(String(event.data)).result}`);
-        socket.close();
-      };
-      socket.onclose = (event) => resolve(`closed ${event.code}`);
-    }), url);
+    return await page.evaluate(
+      (target) =>
+        new Promise<string>((resolve) => {
+          const socket = new WebSocket(target);
+          socket.onopen = () => socket.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }));
+          socket.onmessage = (event) => {
+            resolve(`answer ${JSON.parse(String(event.data)).result}`);
+            socket.close();
+          };
+          socket.onclose = (event) => resolve(`closed ${event.code}`);
+        }),
+      url,
+    );
   } finally {
     await page.close();
   }
@@ -75,21 +86,30 @@ t.test('Chromium: a page of an origin --http-allowed-origins does not hold gets 
   const allowed = await pageServer(t);
   const foreign = await pageServer(t);
   const server = await startServer(t, {
-    cheapChecks: true, args: ['--upstream', upstream.url, '--api-auth-query-token', '--http-allowed-origins', allowed],
+    cheapChecks: true,
+    args: ['--upstream', upstream.url, '--api-auth-query-token', '--http-allowed-origins', allowed],
   });
   const token = await newToken(server.url, server.password, ['/']);
   const url = wsUrl(server.url, `/?access_token=${token}`);
   const context = await browser(t);
-  t.equal(await fromPage(context, allowed, url), `answer ${CHAIN_ID}`, 'the allowed origin\'s page is answered');
-  t.equal(await fromPage(context, foreign, url), 'closed 1006', 'the other origin\'s page gets no session');
+  t.equal(await fromPage(context, allowed, url), `answer ${CHAIN_ID}`, "the allowed origin's page is answered");
+  t.equal(await fromPage(context, foreign, url), 'closed 1006', "the other origin's page gets no session");
   t.equal(upstream.sessions.length, 1, 'and the node saw no upgrade from it');
 
   // The same through a program that says which page it is: the refusal itself.
-  const refused = await openClient(t, wsUrl(server.url, '/'), { token, headers: { Origin: foreign } }).then(() => null, (error: unknown) => error);
+  const refused = await openClient(t, wsUrl(server.url, '/'), { token, headers: { Origin: foreign } }).then(
+    () => null,
+    (error: unknown) => error,
+  );
   t.ok(refused instanceof Refused, 'refused before the upgrade');
   t.match(refused, { status: 403 });
-  t.match(JSON.parse((refused as Refused).body), { error: { code: -32600, message: /Origin is not in the gateway's --http-allowed-origins/ } });
-  const bad = await openClient(t, wsUrl(server.url, '/'), { headers: { Origin: foreign } }).then(() => null, (error: unknown) => error);
+  t.match(JSON.parse((refused as Refused).body), {
+    error: { code: -32600, message: /Origin is not in the gateway's --http-allowed-origins/ },
+  });
+  const bad = await openClient(t, wsUrl(server.url, '/'), { headers: { Origin: foreign } }).then(
+    () => null,
+    (error: unknown) => error,
+  );
   t.match(bad, { status: 403 }, 'without a token too: the origin is judged first, so a foreign page learns nothing of the token');
   const program = await openClient(t, wsUrl(server.url, '/'), { token });
   t.match(await program.call('eth_chainId'), { result: CHAIN_ID }, 'a program, with no Origin, is not held to the rule');

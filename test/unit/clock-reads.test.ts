@@ -22,11 +22,13 @@ t.test('nothing under host/ reads the time but host/clock.ts', async (t) => {
   const found: string[] = [];
   for (const file of sources('host')) {
     if (file === 'host/clock.ts') continue;
-    readFileSync(join(ROOT, file), 'utf8').split('\n').forEach((line, i) => {
-      if (TIME_READ.test(line)) found.push(`${file}:${i + 1}: ${line.trim()}`);
-    });
+    readFileSync(join(ROOT, file), 'utf8')
+      .split('\n')
+      .forEach((line, i) => {
+        if (TIME_READ.test(line)) found.push(`${file}:${i + 1}: ${line.trim()}`);
+      });
   }
-  t.same(found, [], 'every module takes the clock it is handed, or clock.ts\'s timer');
+  t.same(found, [], "every module takes the clock it is handed, or clock.ts's timer");
   t.match(readFileSync(join(ROOT, 'host/clock.ts'), 'utf8'), TIME_READ, 'and clock.ts is where it is read');
 });
 

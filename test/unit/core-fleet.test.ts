@@ -25,14 +25,14 @@ for (const build of ['core.wasm', 'core-threads.wasm']) {
     const a = fleetCore(threads);
     const b = fleetCore(threads);
     for (const core of [a, b]) {
-      t.equal(core.reserveSerials(0, BLOCK, NOW + 2 * HOUR), 0, 'A\'s block');
-      t.equal(core.reserveSerials(BLOCK, 2 * BLOCK, NOW + 2 * HOUR), 0, 'B\'s block');
+      t.equal(core.reserveSerials(0, BLOCK, NOW + 2 * HOUR), 0, "A's block");
+      t.equal(core.reserveSerials(BLOCK, 2 * BLOCK, NOW + 2 * HOUR), 0, "B's block");
     }
     const fromB = b.issueSerial(BLOCK, 0, NOW, HOUR);
     t.equal(fromB.claims.serial, BLOCK);
-    t.equal(a.verify(fromB.token, '/ext/info', NOW), Outcome.Valid, 'A verifies B\'s token');
+    t.equal(a.verify(fromB.token, '/ext/info', NOW), Outcome.Valid, "A verifies B's token");
     const fromA = a.issueSerial(7, 0, NOW, HOUR);
-    t.equal(b.verify(fromA.token, '/ext/info', NOW), Outcome.Valid, 'B verifies A\'s token');
+    t.equal(b.verify(fromA.token, '/ext/info', NOW), Outcome.Valid, "B verifies A's token");
     t.equal(b.revokeSerial(7), 0);
     t.equal(b.verify(fromA.token, '/ext/info', NOW), Outcome.Revoked, 'a revocation applies across blocks');
     t.equal(a.nextSerial, 2 * BLOCK, 'the ceiling is the end of the highest block');
@@ -47,8 +47,11 @@ for (const build of ['core.wasm', 'core-threads.wasm']) {
     const { token } = b.issueSerial(BLOCK + 1, 0, NOW, HOUR);
     t.equal(a.verify(token, '/x', NOW), Outcome.Revoked, 'outside the range A knows: fails closed');
     t.throws(() => a.issueSerial(BLOCK + 5, 0, NOW, HOUR), { name: 'IssueError', code: 'bad-serial' }, 'not reserved');
-    t.throws(() => a.issueSerial(3, 0, NOW, 3 * HOUR), { name: 'IssueError', code: 'bad-serial' },
-      'a token that would outlive its block\'s bound');
+    t.throws(
+      () => a.issueSerial(3, 0, NOW, 3 * HOUR),
+      { name: 'IssueError', code: 'bad-serial' },
+      "a token that would outlive its block's bound",
+    );
     a.revokeSerial(4);
     t.throws(() => a.issueSerial(4, 0, NOW, HOUR), { name: 'IssueError', code: 'bad-serial' }, 'a revoked serial');
     t.throws(() => a.reserveSerials(5, 5, NOW), RangeError, 'an empty block');

@@ -11,8 +11,18 @@ import { GrantError, Outcome } from '../../build/host/core/abi.js';
 import { sharedMemory, sharedMemoryPages } from '../../build/host/core/memory.js';
 import { coreModule, coreThreadsModule, newThreadsCore } from '../../build/host/core/module.js';
 import {
-  BUMPED, CHANGING, CONTROL_WORDS, PATH, PROGRESS, PUBLISHED, REVOKED, STAGE, STOP, TOKEN_BYTES,
-  type ReaderData, type ReaderReport,
+  BUMPED,
+  CHANGING,
+  CONTROL_WORDS,
+  PATH,
+  PROGRESS,
+  PUBLISHED,
+  REVOKED,
+  STAGE,
+  STOP,
+  TOKEN_BYTES,
+  type ReaderData,
+  type ReaderReport,
 } from '../helpers/core-reader.js';
 
 const NOW = 1_700_000_000;
@@ -35,7 +45,9 @@ interface RawExports {
 
 /** An instance of the threads build over `memory`, straight from the ABI: no init, no attach. */
 function rawInstance(memory: WebAssembly.Memory): RawExports {
-  const abort = () => { throw new Error('core abort'); };
+  const abort = () => {
+    throw new Error('core abort');
+  };
   return new WebAssembly.Instance(coreThreadsModule(), { env: { memory, abort } }).exports as unknown as RawExports;
 }
 
@@ -46,20 +58,34 @@ function forged(token: string): string {
 }
 
 /** Readers on worker threads, slots 1..count, and the shared words that tell them what the owner did. */
-function startReaders(t: Test, count: number, data: Omit<ReaderData, 'slot' | 'control' | 'published' | 'module'> & { published?: SharedArrayBuffer }) {
+function startReaders(
+  t: Test,
+  count: number,
+  data: Omit<ReaderData, 'slot' | 'control' | 'published' | 'module'> & { published?: SharedArrayBuffer },
+) {
   const control = new Int32Array(new SharedArrayBuffer(CONTROL_WORDS * 4));
   for (let slot = 1; slot <= count; slot++) Atomics.store(control, PROGRESS + slot, -1);
   // Also when a test fails halfway: readers loop until told to stop.
   t.teardown(() => Atomics.store(control, STOP, 1));
   const published = data.published ?? new SharedArrayBuffer(256 * TOKEN_BYTES);
-  const reports = Array.from({ length: count }, (_, i) => new Promise<ReaderReport>((resolve, reject) => {
-    const workerData: ReaderData = { ...data, module: coreThreadsModule(), control: control.buffer as SharedArrayBuffer, published, slot: i + 1 };
-    // Plain JavaScript, started without the test runner's loaders.
-    const worker = new Worker(new URL('../helpers/core-reader.js', import.meta.url), { workerData, execArgv: [] });
-    worker.once('message', resolve);
-    worker.once('error', reject);
-    worker.once('exit', (code) => reject(new Error(`reader ${i + 1} exited with ${code} before reporting`)));
-  }));
+  const reports = Array.from(
+    { length: count },
+    (_, i) =>
+      new Promise<ReaderReport>((resolve, reject) => {
+        const workerData: ReaderData = {
+          ...data,
+          module: coreThreadsModule(),
+          control: control.buffer as SharedArrayBuffer,
+          published,
+          slot: i + 1,
+        };
+        // Plain JavaScript, started without the test runner's loaders.
+        const worker = new Worker(new URL('../helpers/core-reader.js', import.meta.url), { workerData, execArgv: [] });
+        worker.once('message', resolve);
+        worker.once('error', reject);
+        worker.once('exit', (code) => reject(new Error(`reader ${i + 1} exited with ${code} before reporting`)));
+      }),
+  );
   return {
     control,
     published: new Uint8Array(published),
@@ -84,14 +110,25 @@ function checkReports(t: Test, reports: ReaderReport[], mustSee: string[]): void
   reports.forEach((report, i) => {
     t.same(report.violations, [], `reader ${i + 1}: no outcome the state did not allow (${report.passes} passes)`);
   });
-  for (const name of mustSee) t.ok(reports.some((r) => (r.counts[name] ?? 0) > 0), `a reader saw ${name}`);
+  for (const name of mustSee)
+    t.ok(
+      reports.some((r) => (r.counts[name] ?? 0) > 0),
+      `a reader saw ${name}`,
+    );
 }
 
 t.test('the threads build has the plain ABI plus attach, detach and slots, over an imported shared memory', async (t) => {
-  const names = (m: WebAssembly.Module) => WebAssembly.Module.exports(m).map((e) => e.name).sort();
+  const names = (m: WebAssembly.Module) =>
+    WebAssembly.Module.exports(m)
+      .map((e) => e.name)
+      .sort();
   t.same(names(coreThreadsModule()), [...names(coreModule()), 'attach', 'detach', 'slots'].sort());
-  t.same(WebAssembly.Module.imports(coreThreadsModule()).map((i) => `${i.module}.${i.name}:${i.kind}`).sort(),
-    ['env.abort:function', 'env.memory:memory']);
+  t.same(
+    WebAssembly.Module.imports(coreThreadsModule())
+      .map((i) => `${i.module}.${i.name}:${i.kind}`)
+      .sort(),
+    ['env.abort:function', 'env.memory:memory'],
+  );
   const owner = newThreadsCore({ windowLog2: 12 });
   t.ok(owner.memory.buffer instanceof SharedArrayBuffer, 'the memory is shared');
 });
@@ -173,7 +210,9 @@ t.test('instances attach in turn: one owner, one instance per slot, and nobody b
   const { token } = owner.issue(grant, NOW, HOUR);
   for (const [name, change] of Object.entries({
     setKey: () => reader.setKey(KEY_B),
-    generation: () => { reader.generation = 3; },
+    generation: () => {
+      reader.generation = 3;
+    },
     bumpGeneration: () => reader.bumpGeneration(),
     addGrant: () => reader.addGrant(['/x']),
     issue: () => reader.issue(grant, NOW, HOUR),
@@ -190,7 +229,7 @@ t.test('instances attach in turn: one owner, one instance per slot, and nobody b
   // Below the wrapper, the core refuses the same: an instance without a slot traps on its
   // first buffer access, and only the owner's instance may change the state.
   const raw = rawInstance(memory);
-  t.throws(() => raw.verify(0, 1, 0n), WebAssembly.RuntimeError, 'no slot: a check traps instead of using another instance\'s buffers');
+  t.throws(() => raw.verify(0, 1, 0n), WebAssembly.RuntimeError, "no slot: a check traps instead of using another instance's buffers");
   t.throws(() => raw.setGeneration(5), /core abort/, 'no slot: a change aborts');
   t.equal(raw.attach(2), 0);
   t.throws(() => raw.setGeneration(5), /core abort/, 'a reader: a change aborts');
@@ -207,7 +246,13 @@ t.test('instances attach in turn: one owner, one instance per slot, and nobody b
 });
 
 t.test('sharedMemoryPages makes room for the state and exactly the slots asked for', async (t) => {
-  for (const [windowLog2, threads] of [[12, 1], [12, 4], [16, 64], [22, 3], [22, 17]]) {
+  for (const [windowLog2, threads] of [
+    [12, 1],
+    [12, 4],
+    [16, 64],
+    [22, 3],
+    [22, 17],
+  ]) {
     const pages = sharedMemoryPages(windowLog2, threads);
     const owner = new Core(coreThreadsModule(), { windowLog2, threads });
     t.equal(owner.memory.buffer.byteLength, pages * 65536);
@@ -215,7 +260,11 @@ t.test('sharedMemoryPages makes room for the state and exactly the slots asked f
     if (threads > 1) new Core(coreThreadsModule(), { memory: owner.memory, slot: threads - 1 });
     const smaller = new WebAssembly.Memory({ initial: pages - 1, maximum: pages - 1, shared: true });
     if (threads === 1) {
-      t.throws(() => new Core(coreThreadsModule(), { memory: smaller, windowLog2 }), /fewer than sharedMemoryPages/, 'a page less holds no state');
+      t.throws(
+        () => new Core(coreThreadsModule(), { memory: smaller, windowLog2 }),
+        /fewer than sharedMemoryPages/,
+        'a page less holds no state',
+      );
     } else {
       t.ok(new Core(coreThreadsModule(), { memory: smaller, windowLog2 }).slots < threads, 'a page less holds a slot less');
     }
@@ -226,7 +275,7 @@ t.test('sharedMemoryPages makes room for the state and exactly the slots asked f
   t.throws(() => sharedMemoryPages(22, 30_000), /2 GiB/);
 });
 
-t.test('the grant lists fill their area without growing the memory or reaching a reader\'s slot', async (t) => {
+t.test("the grant lists fill their area without growing the memory or reaching a reader's slot", async (t) => {
   const owner = newThreadsCore({ windowLog2: 12, threads: 2 });
   const reader = new Core(coreThreadsModule(), { memory: owner.memory, slot: 1 });
   owner.setKey(KEY_A);
@@ -246,8 +295,15 @@ t.test('the grant lists fill their area without growing the memory or reaching a
   t.ok(added > 250, 'the whole 16 MiB was used');
   t.equal(owner.memory.buffer.byteLength, size, 'the memory did not grow');
   t.equal(reader.authorize(`Bearer ${token}`, PATH, NOW), Outcome.Valid, 'the reader still checks tokens');
-  t.equal(reader.authorize(`Bearer ${owner.issue(added, NOW, HOUR).token}`, `/ext/${String(added - 1).padStart(4, '0')}/62/${'x'.repeat(1000)}`, NOW),
-    Outcome.Valid, 'and the last list grants its paths');
+  t.equal(
+    reader.authorize(
+      `Bearer ${owner.issue(added, NOW, HOUR).token}`,
+      `/ext/${String(added - 1).padStart(4, '0')}/62/${'x'.repeat(1000)}`,
+      NOW,
+    ),
+    Outcome.Valid,
+    'and the last list grants its paths',
+  );
 });
 
 t.test('readers on other threads never see a revoked token as valid once revoke returned, nor any wrong outcome', async (t) => {
@@ -258,7 +314,13 @@ t.test('readers on other threads never see a revoked token as valid once revoke 
   const kept = owner.issue(grant, NOW, HOUR).token;
   const elsewhere = owner.issue(owner.addGrant(['/ext/bc/X']), NOW, HOUR).token;
   const readers = startReaders(t, READERS, {
-    mode: 'revocations', memory: owner.memory, now: NOW, revocable, kept, elsewhere, forged: forged(kept),
+    mode: 'revocations',
+    memory: owner.memory,
+    now: NOW,
+    revocable,
+    kept,
+    elsewhere,
+    forged: forged(kept),
   });
   readers.advance(0);
   let stage = 0;
@@ -280,7 +342,7 @@ t.test('readers on other threads never see a revoked token as valid once revoke 
   checkReports(t, await readers.stop(), ['Valid', 'Revoked', 'NotGranted', 'BadSignature', 'EarlierGeneration']);
 });
 
-t.test('a sweep never makes a revoked token valid for a reader whose clock lags the owner\'s', async (t) => {
+t.test("a sweep never makes a revoked token valid for a reader whose clock lags the owner's", async (t) => {
   // Two pages of serials: each round fills one, revokes some of it, and sweeps it once it
   // has expired for the owner; the round after next reuses its bits. The readers check
   // the revoked tokens at the clock of their page, the newest most often.
@@ -313,7 +375,11 @@ t.test('a sweep never makes a revoked token valid for a reader whose clock lags 
     readers.advance(++stage);
   }
   t.same([...revokes], [Outcome.Valid], 'every revocation took');
-  t.same(floors, Array.from({ length: rounds }, (_, round) => (round + 1) * 4096), 'every round swept its page');
+  t.same(
+    floors,
+    Array.from({ length: rounds }, (_, round) => (round + 1) * 4096),
+    'every round swept its page',
+  );
   checkReports(t, await readers.stop(), ['Revoked']);
 });
 

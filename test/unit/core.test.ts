@@ -37,17 +37,58 @@ function forge(fields: { version?: number; generation?: number; serial?: bigint;
 
 t.test('the module imports nothing but abort', async (t) => {
   const imports = WebAssembly.Module.imports(new WebAssembly.Module(wasmBytes));
-  t.same(imports.map((i) => `${i.module}.${i.name}`), ['env.abort']);
+  t.same(
+    imports.map((i) => `${i.module}.${i.name}`),
+    ['env.abort'],
+  );
 });
 
-t.test('the module exports the ABI of assembly/README.md, none of the threads build\'s calls', async (t) => {
+t.test("the module exports the ABI of assembly/README.md, none of the threads build's calls", async (t) => {
   const exports = WebAssembly.Module.exports(new WebAssembly.Module(wasmBytes)).map((e) => e.name);
   t.same(exports.sort(), [
-    'abiVersion', 'admit', 'authorize', 'bumpGeneration', 'checkPath', 'countUsage', 'floor', 'generatePassword', 'generation', 'grantAdd',
-    'grantCount', 'grantFind', 'hmacSha256', 'init', 'inspect', 'ioBuffer', 'ioCapacity', 'issue', 'issueSerial', 'memory', 'methodAllowed',
-    'nextSerial', 'pathBuffer',
-    'pathCapacity', 'quota', 'reserveSerials', 'restoreSerials', 'restoreUsage', 'resultBuffer', 'revoke', 'revokeSerial', 'setGeneration', 'setKey',
-    'setLimitShare', 'setQuota', 'sha256', 'standing', 'sweep', 'tokenBuffer', 'tokenCapacity', 'usage', 'usageMisses', 'verify',
+    'abiVersion',
+    'admit',
+    'authorize',
+    'bumpGeneration',
+    'checkPath',
+    'countUsage',
+    'floor',
+    'generatePassword',
+    'generation',
+    'grantAdd',
+    'grantCount',
+    'grantFind',
+    'hmacSha256',
+    'init',
+    'inspect',
+    'ioBuffer',
+    'ioCapacity',
+    'issue',
+    'issueSerial',
+    'memory',
+    'methodAllowed',
+    'nextSerial',
+    'pathBuffer',
+    'pathCapacity',
+    'quota',
+    'reserveSerials',
+    'restoreSerials',
+    'restoreUsage',
+    'resultBuffer',
+    'revoke',
+    'revokeSerial',
+    'setGeneration',
+    'setKey',
+    'setLimitShare',
+    'setQuota',
+    'sha256',
+    'standing',
+    'sweep',
+    'tokenBuffer',
+    'tokenCapacity',
+    'usage',
+    'usageMisses',
+    'verify',
   ]);
 });
 
@@ -57,8 +98,10 @@ t.test('SHA-256 matches the FIPS 180-4 examples', async (t) => {
     ['', 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'],
     ['abc', 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'],
     ['abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq', '248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1'],
-    ['abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu',
-      'cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1'],
+    [
+      'abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu',
+      'cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1',
+    ],
   ];
   for (const [message, digest] of vectors) t.equal(hex(core.sha256(Buffer.from(message))), digest, JSON.stringify(message));
 });
@@ -79,16 +122,35 @@ t.test('HMAC-SHA256 matches RFC 4231 test cases 1 to 7', async (t) => {
   const fill = (n: number, b: number) => Buffer.alloc(n, b);
   const cases: Array<[string, Buffer, Buffer, string]> = [
     ['1', fill(20, 0x0b), Buffer.from('Hi There'), 'b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7'],
-    ['2', Buffer.from('Jefe'), Buffer.from('what do ya want for nothing?'), '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843'],
+    [
+      '2',
+      Buffer.from('Jefe'),
+      Buffer.from('what do ya want for nothing?'),
+      '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843',
+    ],
     ['3', fill(20, 0xaa), fill(50, 0xdd), '773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe'],
-    ['4', Buffer.from(Array.from({ length: 25 }, (_, i) => i + 1)), fill(50, 0xcd),
-      '82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b'],
+    [
+      '4',
+      Buffer.from(Array.from({ length: 25 }, (_, i) => i + 1)),
+      fill(50, 0xcd),
+      '82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b',
+    ],
     ['5', fill(20, 0x0c), Buffer.from('Test With Truncation'), 'a3b6167473100ee06e0c796c2955552b'],
-    ['6', fill(131, 0xaa), Buffer.from('Test Using Larger Than Block-Size Key - Hash Key First'),
-      '60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54'],
-    ['7', fill(131, 0xaa), Buffer.from('This is a test using a larger than block-size key and a larger than block-size data. ' +
-      'The key needs to be hashed before being used by the HMAC algorithm.'),
-    '9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2'],
+    [
+      '6',
+      fill(131, 0xaa),
+      Buffer.from('Test Using Larger Than Block-Size Key - Hash Key First'),
+      '60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54',
+    ],
+    [
+      '7',
+      fill(131, 0xaa),
+      Buffer.from(
+        'This is a test using a larger than block-size key and a larger than block-size data. ' +
+          'The key needs to be hashed before being used by the HMAC algorithm.',
+      ),
+      '9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2',
+    ],
   ];
   for (const [name, key, message, tag] of cases) {
     // Case 5 publishes only the first 128 bits.
@@ -129,9 +191,18 @@ t.test('malformed tokens: wrong length, foreign characters, padding, unknown ver
   const core = keyedCore();
   const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
   const variants = [
-    '', token.slice(1), token + 'A', token + '=', token.slice(0, 75) + '=', token.slice(0, 75) + '+',
-    token.slice(0, 75) + '/', token.slice(0, 40) + '.' + token.slice(41), `${token.slice(0, 38)} ${token.slice(39)}`,
-    token.slice(0, 75) + '\u00c1', forge({ version: 2 }), forge({ grant: 5 }),
+    '',
+    token.slice(1),
+    token + 'A',
+    token + '=',
+    token.slice(0, 75) + '=',
+    token.slice(0, 75) + '+',
+    token.slice(0, 75) + '/',
+    token.slice(0, 40) + '.' + token.slice(41),
+    `${token.slice(0, 38)} ${token.slice(39)}`,
+    token.slice(0, 75) + '\u00c1',
+    forge({ version: 2 }),
+    forge({ grant: 5 }),
   ];
   for (const v of variants) t.equal(core.verify(v, '/ext/info', NOW), Outcome.Malformed, JSON.stringify(v));
 });
@@ -265,28 +336,73 @@ t.test('endpoint "/" grants the root alone, where Ethereum nodes serve JSON-RPC'
 t.test('the gate refuses bad paths before it looks at the header', async (t) => {
   const core = keyedCore();
   const { token } = core.issue(core.addGrant(['*']), NOW, HOUR);
-  const bad = ['', 'ext/info', '//ext/info', '/ext//info', '/ext/./info', '/ext/../info', '/ext/info/.', '/ext/info/..',
-    '/.', '/..', '/ext%2Finfo', '/ext%2finfo', '/ext/%2E%2E/x', '/ext/%2e', '/ext/%25', '/ext/%', '/ext/%4', '/ext/%zz',
-    '/ext\\info', '/ext/info#x', '/ext/in fo', '/ext/\u00e9', '/' + 'a'.repeat(9000)];
+  const bad = [
+    '',
+    'ext/info',
+    '//ext/info',
+    '/ext//info',
+    '/ext/./info',
+    '/ext/../info',
+    '/ext/info/.',
+    '/ext/info/..',
+    '/.',
+    '/..',
+    '/ext%2Finfo',
+    '/ext%2finfo',
+    '/ext/%2E%2E/x',
+    '/ext/%2e',
+    '/ext/%25',
+    '/ext/%',
+    '/ext/%4',
+    '/ext/%zz',
+    '/ext\\info',
+    '/ext/info#x',
+    '/ext/in fo',
+    '/ext/\u00e9',
+    '/' + 'a'.repeat(9000),
+  ];
   for (const p of bad) {
     t.equal(core.authorize('', p, NOW), Outcome.BadPath, JSON.stringify(p.slice(0, 40)));
     t.equal(core.authorize(`Bearer ${token}`, p, NOW), Outcome.BadPath);
     t.notOk(core.pathAllowed(p));
   }
-  for (const p of ['/', '/ext/info', '/ext/info/', '/ext/bc/X/rpc', '/ext/%41bc', '/ext/a.b', '/ext/..x/.y', '/a-b_c~d!$&\'()*+,;=:@'])
+  for (const p of ['/', '/ext/info', '/ext/info/', '/ext/bc/X/rpc', '/ext/%41bc', '/ext/a.b', '/ext/..x/.y', "/a-b_c~d!$&'()*+,;=:@"])
     t.ok(core.pathAllowed(p), p);
 });
 
 // Before path checks of their own, with a grant of /ext/bc/X/*, these reached the upstream, which may
 // read them as a path outside the subtree.
-const ESCAPES_FROM_SUBTREE = ['/ext/bc/X/..;/..;/admin', '/ext/bc/X/..%5c..%5cadmin', '/ext/bc/X/..%5C..%5Cadmin',
-  '/ext/bc/X/%c0%ae%c0%ae/admin', '/ext/bc/X/..%00/admin'];
+const ESCAPES_FROM_SUBTREE = [
+  '/ext/bc/X/..;/..;/admin',
+  '/ext/bc/X/..%5c..%5cadmin',
+  '/ext/bc/X/..%5C..%5Cadmin',
+  '/ext/bc/X/%c0%ae%c0%ae/admin',
+  '/ext/bc/X/..%00/admin',
+];
 
 /** Paths every host must serve: the node's own, and the characters RFC 3986 allows in a segment. */
-const NODE_PATHS = ['/ext/bc/C/rpc', '/ext/bc/C/ws', '/ext/bc/X/events', '/ext/bc/2q9e4r6Mu3U68nU1fYjgbR6JvwrRx36CohpAX5UQxse55x1Q5/rpc',
-  '/ext/info', '/ext/health', '/ext/index/X/tx', '/ext/bc/X/caf%C3%A9', '/ext/bc/X/%e6%97%a5%e6%9c%ac', '/ext/bc/X/%F0%9F%98%80',
-  '/ext/bc/X/a:b@c~d-e_f', '/ext/bc/X/a.b', '/ext/bc/X/.well-known', '/ext/bc/X/..x', '/ext/bc/X/x..', '/ext/bc/X/a;v=1', '/ext/bc/X/a%20b',
-  '/ext/bc/X/%2A', '/ext/bc/X/a+b', '/ext/bc/X/'];
+const NODE_PATHS = [
+  '/ext/bc/C/rpc',
+  '/ext/bc/C/ws',
+  '/ext/bc/X/events',
+  '/ext/bc/2q9e4r6Mu3U68nU1fYjgbR6JvwrRx36CohpAX5UQxse55x1Q5/rpc',
+  '/ext/info',
+  '/ext/health',
+  '/ext/index/X/tx',
+  '/ext/bc/X/caf%C3%A9',
+  '/ext/bc/X/%e6%97%a5%e6%9c%ac',
+  '/ext/bc/X/%F0%9F%98%80',
+  '/ext/bc/X/a:b@c~d-e_f',
+  '/ext/bc/X/a.b',
+  '/ext/bc/X/.well-known',
+  '/ext/bc/X/..x',
+  '/ext/bc/X/x..',
+  '/ext/bc/X/a;v=1',
+  '/ext/bc/X/a%20b',
+  '/ext/bc/X/%2A',
+  '/ext/bc/X/a+b',
+  '/ext/bc/X/',
+];
 
 t.test('a subtree grant holds: "..;", "\\" encoded, overlong UTF-8 and "%00" are bad paths, node paths are granted', async (t) => {
   const core = keyedCore();
@@ -296,7 +412,8 @@ t.test('a subtree grant holds: "..;", "\\" encoded, overlong UTF-8 and "%00" are
     t.equal(core.verify(token, p, NOW), Outcome.BadPath, `verify ${p}`);
     t.notOk(core.pathAllowed(p), `checkPath ${p}`);
   }
-  for (const p of NODE_PATHS.filter((p) => p.startsWith('/ext/bc/X/') && p !== '/ext/bc/X/')) t.equal(core.authorize(`Bearer ${token}`, p, NOW), Outcome.Valid, p);
+  for (const p of NODE_PATHS.filter((p) => p.startsWith('/ext/bc/X/') && p !== '/ext/bc/X/'))
+    t.equal(core.authorize(`Bearer ${token}`, p, NOW), Outcome.Valid, p);
   for (const p of NODE_PATHS) t.ok(core.pathAllowed(p), p);
 });
 
@@ -314,7 +431,21 @@ t.test('a segment whose name (before any ";") is empty or only dots and spaces i
       }
     }
   }
-  for (const p of ['/a/', '/', '/a;x/b', '/a;/b', '/x.;/b', '/.x;/b', '/a/..b', '/a/b..', '/a/.%20x', '/a/%20x', '/a/b;..', '/a/b;;', '/a/x+'])
+  for (const p of [
+    '/a/',
+    '/',
+    '/a;x/b',
+    '/a;/b',
+    '/x.;/b',
+    '/.x;/b',
+    '/a/..b',
+    '/a/b..',
+    '/a/.%20x',
+    '/a/%20x',
+    '/a/b;..',
+    '/a/b;;',
+    '/a/x+',
+  ])
     t.ok(core.pathAllowed(p), p);
 });
 
@@ -332,22 +463,54 @@ t.test('an escape of a control or of "/", "\\", ".", "%", ";", "?", "#" is a bad
 
 /** `bytes`, each percent-encoded, in the case asked for. */
 const escaped = (bytes: readonly number[], upper = true) =>
-  bytes.map((b) => `%${b.toString(16).padStart(2, '0')}`).join('')[upper ? 'toUpperCase' : 'toLowerCase']();
+  bytes
+    .map((b) => `%${b.toString(16).padStart(2, '0')}`)
+    .join('')
+    [upper ? 'toUpperCase' : 'toLowerCase']();
 
 t.test('escaped bytes past ASCII must be well-formed UTF-8: no overlong forms, surrogates, F5-FF, cut sequences', async (t) => {
   const core = keyedCore();
   const bad = [
-    [0xc0, 0xae], [0xc0, 0xaf], [0xc1, 0x9c], [0xe0, 0x80, 0xae], [0xf0, 0x80, 0x80, 0xae], [0xe0, 0x9f, 0xbf], [0xf0, 0x8f, 0xbf, 0xbf],
-    [0xed, 0xa0, 0x80], [0xed, 0xbf, 0xbf], [0xf4, 0x90, 0x80, 0x80], [0xf5, 0x80, 0x80, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xff], [0xfe],
-    [0x80], [0xbf], [0xc3], [0xe2, 0x82], [0xf0, 0x9f, 0x98], [0xc3, 0xc3], [0xc3, 0x41], [0xe2, 0x41, 0xac],
+    [0xc0, 0xae],
+    [0xc0, 0xaf],
+    [0xc1, 0x9c],
+    [0xe0, 0x80, 0xae],
+    [0xf0, 0x80, 0x80, 0xae],
+    [0xe0, 0x9f, 0xbf],
+    [0xf0, 0x8f, 0xbf, 0xbf],
+    [0xed, 0xa0, 0x80],
+    [0xed, 0xbf, 0xbf],
+    [0xf4, 0x90, 0x80, 0x80],
+    [0xf5, 0x80, 0x80, 0x80],
+    [0xf8, 0x88, 0x80, 0x80, 0x80],
+    [0xff],
+    [0xfe],
+    [0x80],
+    [0xbf],
+    [0xc3],
+    [0xe2, 0x82],
+    [0xf0, 0x9f, 0x98],
+    [0xc3, 0xc3],
+    [0xc3, 0x41],
+    [0xe2, 0x41, 0xac],
   ];
   for (const bytes of bad) {
     for (const upper of [true, false]) t.notOk(core.pathAllowed(`/a/${escaped(bytes, upper)}/b`), escaped(bytes, upper));
   }
   for (const cut of ['/a/%C3', '/a/%C3/', '/a/%C3x', '/a/%E2%82', '/a/%E2%82;x', '/a/%C3%']) t.notOk(core.pathAllowed(cut), cut);
   t.notOk(core.pathAllowed('/a/\u00e9'), 'raw UTF-8 (every byte of a character is escaped)');
-  const good = [[0xc2, 0xa9], [0xc3, 0xa9], [0xdf, 0xbf], [0xe0, 0xa0, 0x80], [0xed, 0x9f, 0xbf], [0xee, 0x80, 0x80], [0xef, 0xbf, 0xbd],
-    [0xf0, 0x90, 0x80, 0x80], [0xf4, 0x8f, 0xbf, 0xbf], [0xe6, 0x97, 0xa5]];
+  const good = [
+    [0xc2, 0xa9],
+    [0xc3, 0xa9],
+    [0xdf, 0xbf],
+    [0xe0, 0xa0, 0x80],
+    [0xed, 0x9f, 0xbf],
+    [0xee, 0x80, 0x80],
+    [0xef, 0xbf, 0xbd],
+    [0xf0, 0x90, 0x80, 0x80],
+    [0xf4, 0x8f, 0xbf, 0xbf],
+    [0xe6, 0x97, 0xa5],
+  ];
   for (const bytes of good) t.ok(core.pathAllowed(`/a/${escaped(bytes)}/b`), escaped(bytes));
 
   // Every sequence of up to four escaped bytes drawn from the edges of the UTF-8 tables,
@@ -376,33 +539,62 @@ t.test('escaped bytes past ASCII must be well-formed UTF-8: no overlong forms, s
   t.same(mismatches.slice(0, 20), [], 'the core agrees with a strict UTF-8 decoder on every one');
 });
 
-t.test('a well-formed code point is refused exactly when it is a control, a separator, ignorable, or NFKC folds it into ./\\%;?#', async (t) => {
-  const core = keyedCore();
-  const mismatches: string[] = [];
-  let refused = 0;
-  for (let cp = 0x80; cp <= 0x10ffff; cp++) {
-    if (cp === 0xd800) cp = 0xe000;
-    const ch = String.fromCodePoint(cp);
-    const expected = !refusedCodePoint(ch);
-    const p = `/a${encodeURIComponent(ch)}`;
-    if (!expected) refused++;
-    // A code point this Node's Unicode does not know yet may be one the core's table
-    // (Unicode 17.0) knows: no claim either way.
-    if (core.pathAllowed(p) !== expected && !/\p{Cn}/u.test(ch)) mismatches.push(`U+${cp.toString(16).toUpperCase()} ${expected ? 'refused' : 'allowed'}`);
-  }
-  t.comment(`${refused} refused code points by Node ${process.versions.node}'s Unicode ${process.versions.unicode}`);
-  t.same(mismatches.slice(0, 40), [], 'the table in assembly/paths.ts matches (a mismatch: update REFUSED_CODE_POINTS)');
-  for (const [p, what] of [['%E2%80%A5', '\u2025 (NFKC "..")'], ['%EF%BC%8E', 'fullwidth "."'], ['%EF%BC%8F', 'fullwidth "/"'],
-    ['%EF%BC%BC', 'fullwidth "\\"'], ['%EF%B9%A8', 'small "\\"'], ['%EF%B8%B0', '\uFE30 (NFKC "..")'], ['%C2%A0', 'no-break space'],
-    ['%E2%80%8B', 'zero-width space'], ['%C2%85', 'next line (C1)'], ['%EF%BB%BF', 'BOM'], ['%E2%84%80', '\u2100 (NFKC "a/c")']]) {
-    t.notOk(core.pathAllowed(`/ext/bc/X/.${p}./admin`), what);
-  }
-});
+t.test(
+  'a well-formed code point is refused exactly when it is a control, a separator, ignorable, or NFKC folds it into ./\\%;?#',
+  async (t) => {
+    const core = keyedCore();
+    const mismatches: string[] = [];
+    let refused = 0;
+    for (let cp = 0x80; cp <= 0x10ffff; cp++) {
+      if (cp === 0xd800) cp = 0xe000;
+      const ch = String.fromCodePoint(cp);
+      const expected = !refusedCodePoint(ch);
+      const p = `/a${encodeURIComponent(ch)}`;
+      if (!expected) refused++;
+      // A code point this Node's Unicode does not know yet may be one the core's table
+      // (Unicode 17.0) knows: no claim either way.
+      if (core.pathAllowed(p) !== expected && !/\p{Cn}/u.test(ch))
+        mismatches.push(`U+${cp.toString(16).toUpperCase()} ${expected ? 'refused' : 'allowed'}`);
+    }
+    t.comment(`${refused} refused code points by Node ${process.versions.node}'s Unicode ${process.versions.unicode}`);
+    t.same(mismatches.slice(0, 40), [], 'the table in assembly/paths.ts matches (a mismatch: update REFUSED_CODE_POINTS)');
+    for (const [p, what] of [
+      ['%E2%80%A5', '\u2025 (NFKC "..")'],
+      ['%EF%BC%8E', 'fullwidth "."'],
+      ['%EF%BC%8F', 'fullwidth "/"'],
+      ['%EF%BC%BC', 'fullwidth "\\"'],
+      ['%EF%B9%A8', 'small "\\"'],
+      ['%EF%B8%B0', '\uFE30 (NFKC "..")'],
+      ['%C2%A0', 'no-break space'],
+      ['%E2%80%8B', 'zero-width space'],
+      ['%C2%85', 'next line (C1)'],
+      ['%EF%BB%BF', 'BOM'],
+      ['%E2%84%80', '\u2100 (NFKC "a/c")'],
+    ]) {
+      t.notOk(core.pathAllowed(`/ext/bc/X/.${p}./admin`), what);
+    }
+  },
+);
 
 t.test('endpoint entries obey the same path rules', async (t) => {
   const core = keyedCore();
-  for (const entry of [...ESCAPES_FROM_SUBTREE, '/ext/bc/X/..;/*', '/ext/bc/X/;/*', '/ext/.../x', '/ext/..%20', '/ext/%5C', '/ext/%3b',
-    '/ext/%3F', '/ext/%23', '/ext/%0a', '/ext/%7F', '/ext/%C0%AE', '/ext/%ED%A0%80', '/ext/%E2%80%A5', '/ext/%C3']) {
+  for (const entry of [
+    ...ESCAPES_FROM_SUBTREE,
+    '/ext/bc/X/..;/*',
+    '/ext/bc/X/;/*',
+    '/ext/.../x',
+    '/ext/..%20',
+    '/ext/%5C',
+    '/ext/%3b',
+    '/ext/%3F',
+    '/ext/%23',
+    '/ext/%0a',
+    '/ext/%7F',
+    '/ext/%C0%AE',
+    '/ext/%ED%A0%80',
+    '/ext/%E2%80%A5',
+    '/ext/%C3',
+  ]) {
     t.throws(() => core.addGrant(['/a', entry]), { code: 'bad-entry', entry: 1 }, entry);
   }
   for (const entry of NODE_PATHS.filter((p) => !p.endsWith('/'))) t.type(core.addGrant([entry]), 'number', entry);
@@ -410,17 +602,67 @@ t.test('endpoint entries obey the same path rules', async (t) => {
 });
 
 /** Pieces of paths that some server rewrites, folds, cuts or decodes. */
-const PATH_PIECES = ['a', 'bc', 'X', '/', '.', '..', ';', ';x=1', '+', '%20', '%2B', '%2e', '%2F', '%25', '%5C', '%5c', '\\', '%00', '%0a',
-  '%7f', '%3B', '%3F', '%23', '#', '%41', '%C3%A9', '%C3', '%A9', '%c0%ae', '%c1%9c', '%E2%80%A5', '%ED%A0%80', '%F0%9F%98%80',
-  '%F4%90%80%80', '%EF%BC%8F', '%E2%80%8B', '%', '%4', '%g1', '*', ':', '@', '~', '\u00e9', ' '];
+const PATH_PIECES = [
+  'a',
+  'bc',
+  'X',
+  '/',
+  '.',
+  '..',
+  ';',
+  ';x=1',
+  '+',
+  '%20',
+  '%2B',
+  '%2e',
+  '%2F',
+  '%25',
+  '%5C',
+  '%5c',
+  '\\',
+  '%00',
+  '%0a',
+  '%7f',
+  '%3B',
+  '%3F',
+  '%23',
+  '#',
+  '%41',
+  '%C3%A9',
+  '%C3',
+  '%A9',
+  '%c0%ae',
+  '%c1%9c',
+  '%E2%80%A5',
+  '%ED%A0%80',
+  '%F0%9F%98%80',
+  '%F4%90%80%80',
+  '%EF%BC%8F',
+  '%E2%80%8B',
+  '%',
+  '%4',
+  '%g1',
+  '*',
+  ':',
+  '@',
+  '~',
+  '\u00e9',
+  ' ',
+];
 
 t.test('the core and the model of the path rules agree on generated paths', async (t) => {
   const core = keyedCore();
   const pathArb = fc.array(fc.constantFrom(...PATH_PIECES), { maxLength: 10 }).map((pieces) => `/${pieces.join('')}`);
-  await checkProperty(t, 'checkPath is the model', fc.asyncProperty(pathArb, async (p) => {
-    // The model reads one character per byte, as the gate hands paths over.
-    if (core.pathAllowed(p) === badPath(Buffer.from(p, 'utf8').toString('latin1'))) throw new Error(`${JSON.stringify(p)}: the core and the model differ`);
-  }), { numRuns: 20_000 });
+  await checkProperty(
+    t,
+    'checkPath is the model',
+    fc.asyncProperty(pathArb, async (p) => {
+      // The model reads one character per byte, as the gate hands paths over.
+      if (core.pathAllowed(p) === badPath(Buffer.from(p, 'utf8').toString('latin1')))
+        throw new Error(`${JSON.stringify(p)}: the core and the model differ`);
+    }),
+    { numRuns: 20_000 },
+  );
 });
 
 t.test('verify applies the path rules too', async (t) => {
@@ -443,8 +685,11 @@ t.test('the gate tells a missing header from a bad scheme', async (t) => {
   t.equal(core.authorize(`Bearer ${'A'.repeat(600)}`, '/ext/info', NOW), Outcome.Malformed, 'too long for any token');
   t.equal(core.authorize(`bearer ${'A'.repeat(600)}`, '/ext/info', NOW), Outcome.Malformed, 'the scheme of a long header is read');
   t.equal(core.authorize(`Basic ${'A'.repeat(600)}`, '/ext/info', NOW), Outcome.BadHeader, 'and may be wrong');
-  t.equal(core.authorize(`Bearer ${token.slice(0, 70)}\u0141${token.slice(71)}`, '/ext/info', NOW), Outcome.Malformed,
-    'a character past ASCII never stands in for a token character');
+  t.equal(
+    core.authorize(`Bearer ${token.slice(0, 70)}\u0141${token.slice(71)}`, '/ext/info', NOW),
+    Outcome.Malformed,
+    'a character past ASCII never stands in for a token character',
+  );
 });
 
 t.test('grants: validated, canonical, interned, bounded', async (t) => {
@@ -457,8 +702,25 @@ t.test('grants: validated, canonical, interned, bounded', async (t) => {
   t.throws(() => core.addGrant(['', '*']), { code: 'bad-entry', entry: 0 });
   t.equal(core.grantCount, 2);
   for (const ok of ['/*', '/ext/*', '/ext/bc/X/*', '/ext/a.b', '/ext/%41']) t.type(core.addGrant([ok]), 'number', ok);
-  const bad = ['', 'ext/info', '//', '/ext/info/', '//ext', '/ext//info', '/ext/./info', '/ext/..', '/ext/*/x', '/ext*',
-    '/ext/x*', '**', '/ext/%2F', '/ext/in fo', '/ext/é', '/ext\\x', '/a\nb'];
+  const bad = [
+    '',
+    'ext/info',
+    '//',
+    '/ext/info/',
+    '//ext',
+    '/ext//info',
+    '/ext/./info',
+    '/ext/..',
+    '/ext/*/x',
+    '/ext*',
+    '/ext/x*',
+    '**',
+    '/ext/%2F',
+    '/ext/in fo',
+    '/ext/é',
+    '/ext\\x',
+    '/a\nb',
+  ];
   for (const entry of bad) {
     t.throws(() => core.addGrant(['/ext/info', entry]), GrantError, JSON.stringify(entry));
   }
@@ -547,9 +809,18 @@ t.test('keys and passwords come from the random source the host gives', async (t
 });
 
 t.test('password generation samples by rejection from the entropy it is given', async (t) => {
-  const { instance } = await WebAssembly.instantiate(wasmBytes, { env: { abort: () => { throw new Error('abort'); } } });
+  const { instance } = await WebAssembly.instantiate(wasmBytes, {
+    env: {
+      abort: () => {
+        throw new Error('abort');
+      },
+    },
+  });
   const x = instance.exports as unknown as {
-    memory: WebAssembly.Memory; ioBuffer(): number; tokenBuffer(): number; generatePassword(e: number, n: number): number;
+    memory: WebAssembly.Memory;
+    ioBuffer(): number;
+    tokenBuffer(): number;
+    generatePassword(e: number, n: number): number;
   };
   const mem = () => new Uint8Array(x.memory.buffer);
   mem().set([0, 61, 62, 248, 255, 247, 25, 26], x.ioBuffer());
@@ -559,7 +830,7 @@ t.test('password generation samples by rejection from the entropy it is given', 
   t.equal(x.generatePassword(8, 0), -2);
 });
 
-t.test('the wrapper keeps working when the core\'s memory grows', async (t) => {
+t.test("the wrapper keeps working when the core's memory grows", async (t) => {
   const core = keyedCore();
   const { token } = core.issue(core.addGrant(['/ext/info']), NOW, HOUR);
   t.equal(core.authorize(`Bearer ${token}`, '/ext/info', NOW), Outcome.Valid);
@@ -603,7 +874,9 @@ interface RawCore {
 
 /** The plain build straight from its exports, set up, for what the Core class does not show. */
 function rawCore(): RawCore {
-  const abort = () => { throw new Error('core abort'); };
+  const abort = () => {
+    throw new Error('core abort');
+  };
   const x = new WebAssembly.Instance(new WebAssembly.Module(wasmBytes), { env: { abort } }).exports as unknown as RawCore;
   x.init(12);
   return x;
@@ -689,14 +962,24 @@ t.test('Core.addGrant takes methods: canonical, interned apart from the endpoint
     t.match(error.message, message);
   };
   refused([], 'no-methods', undefined, 'methods must hold at least one pattern; leave methods out for a token that allows every method');
-  refused(['net_version', 'eth_*x'], 'bad-method', 1, /^methods\[1\] "eth_\*x": not a JSON-RPC method name of 1 to 128 visible ASCII characters/);
+  refused(
+    ['net_version', 'eth_*x'],
+    'bad-method',
+    1,
+    /^methods\[1\] "eth_\*x": not a JSON-RPC method name of 1 to 128 visible ASCII characters/,
+  );
   refused(['eth_call', ''], 'bad-method', 1, /^methods\[1\] "": not/);
   refused(['eth call'], 'bad-method', 0, 'methods[0] "eth call": not');
   refused(['eth_caf\u00e9'], 'bad-method', 0, 'methods[0] "eth_café"');
   refused(['a\nb'], 'bad-method', 0, 'methods[0] "a\\nb"');
   refused(['a', 'm'.repeat(129)], 'method-too-long', 1, /^methods\[1\] "m{64}…": longer than 128 bytes$/);
   refused(['\u00e9'.repeat(65)], 'method-too-long', 0, /longer than 128 bytes/);
-  refused(Array.from({ length: 129 }, (_, i) => `m${i}`), 'too-many-methods', undefined, 'methods may hold at most 128 patterns');
+  refused(
+    Array.from({ length: 129 }, (_, i) => `m${i}`),
+    'too-many-methods',
+    undefined,
+    'methods may hold at most 128 patterns',
+  );
   t.throws(() => core.findGrant(['/ext/../x'], ['eth_*x']), { code: 'bad-entry', entry: 0 }, 'the endpoints are checked first');
   t.throws(() => core.findGrant([''], ['eth_call']), { code: 'bad-entry', entry: 0 }, 'an empty endpoint is a bad endpoint, not a scope');
   t.equal(core.grantCount, 3, 'nothing refused was added');
@@ -748,10 +1031,24 @@ t.test('methodAllowed: equal bytes, a prefix for "x*", any name for "*", every n
   const some = core.addGrant(['/ext/bc/C/rpc'], ['eth_*', 'net_version', 'avax.getHeight']);
   const any = core.addGrant(['/ext/bc/C/rpc'], ['*']);
   const table: Array<[string, boolean]> = [
-    ['eth_call', true], ['eth_', true], ['eth', false], ['Eth_call', false], ['eth-call', false], ['net_version', true],
-    ['net_versio', false], ['net_version2', false], ['NET_VERSION', false], ['avax.getHeight', true], ['', false],
-    [' net_version', false], ['net_version ', false], ['\u00e9', false], ['eth_\u00e9', true], ['net_version\u0000', false],
-    [`eth_${'x'.repeat(10_000)}`, true], [`net_version${'x'.repeat(10_000)}`, false],
+    ['eth_call', true],
+    ['eth_', true],
+    ['eth', false],
+    ['Eth_call', false],
+    ['eth-call', false],
+    ['net_version', true],
+    ['net_versio', false],
+    ['net_version2', false],
+    ['NET_VERSION', false],
+    ['avax.getHeight', true],
+    ['', false],
+    [' net_version', false],
+    ['net_version ', false],
+    ['\u00e9', false],
+    ['eth_\u00e9', true],
+    ['net_version\u0000', false],
+    [`eth_${'x'.repeat(10_000)}`, true],
+    [`net_version${'x'.repeat(10_000)}`, false],
   ];
   for (const [method, allowed] of table) {
     t.equal(core.methodAllowed(some, method), allowed, JSON.stringify(method.slice(0, 20)));
@@ -779,15 +1076,22 @@ t.test('methodAllowed: equal bytes, a prefix for "x*", any name for "*", every n
 t.test('methodAllowed agrees with a model of the patterns on generated names', async (t) => {
   const core = keyedCore();
   const PIECES = ['eth', '_', 'call', 'get', '*', 'net', 'a', '.'];
-  const pattern = fc.array(fc.constantFrom(...PIECES.filter((p) => p !== '*')), { minLength: 1, maxLength: 3 })
+  const pattern = fc
+    .array(fc.constantFrom(...PIECES.filter((p) => p !== '*')), { minLength: 1, maxLength: 3 })
     .chain((parts) => fc.boolean().map((star) => parts.join('') + (star ? '*' : '')));
   const name = fc.array(fc.constantFrom(...PIECES, 'é', ' '), { maxLength: 5 }).map((parts) => parts.join(''));
-  const model = (patterns: string[], method: string) => patterns.some((p) => (p.endsWith('*') ? method.startsWith(p.slice(0, -1)) : p === method));
+  const model = (patterns: string[], method: string) =>
+    patterns.some((p) => (p.endsWith('*') ? method.startsWith(p.slice(0, -1)) : p === method));
   const cases = fc.tuple(fc.array(pattern, { minLength: 1, maxLength: 4 }), fc.array(name, { maxLength: 8 }));
-  await checkProperty(t, 'methodAllowed is the model', fc.asyncProperty(cases, async ([patterns, names]) => {
-    const grant = core.addGrant(['/a'], patterns);
-    return names.every((n) => core.methodAllowed(grant, n) === model(patterns, n));
-  }), { numRuns: 500 });
+  await checkProperty(
+    t,
+    'methodAllowed is the model',
+    fc.asyncProperty(cases, async ([patterns, names]) => {
+      const grant = core.addGrant(['/a'], patterns);
+      return names.every((n) => core.methodAllowed(grant, n) === model(patterns, n));
+    }),
+    { numRuns: 500 },
+  );
 });
 
 t.test('Scoped checks and methodAllowed leave memory as it was', async (t) => {
@@ -805,7 +1109,7 @@ t.test('Scoped checks and methodAllowed leave memory as it was', async (t) => {
   t.equal(core.grantCount, grantsBefore);
 });
 
-t.test('a quota counts here and at the other gateways: quota reads both, setQuota adds here and replaces the others\' sum', async (t) => {
+t.test("a quota counts here and at the other gateways: quota reads both, setQuota adds here and replaces the others' sum", async (t) => {
   const core = keyedCore();
   const grant = core.addGrant(['/'], undefined, ['quota 10/day']);
   const plain = core.addGrant(['/ext/info']);
@@ -816,13 +1120,13 @@ t.test('a quota counts here and at the other gateways: quota reads both, setQuot
   t.equal(core.quota(claims.serial, grant, nowMs), undefined, 'no slot before the first call');
   t.equal(core.admit(claims.serial, claims.expiry, grant, 4, client, nowMs), ADMIT_OK);
   t.same(core.quota(claims.serial, grant, nowMs), { here: 4, others: 0, window: 19_675 });
-  t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 5, false), 'the others\' sum');
+  t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 5, false), "the others' sum");
   t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 1, true), 'added here (a restore)');
   t.same(core.quota(claims.serial, grant, nowMs), { here: 5, others: 5, window: 19_675 });
   t.equal(core.admit(claims.serial, claims.expiry, grant, 1, client, nowMs), ADMIT_QUOTA, 'here 5 + others 5 spend 10');
   t.equal(core.quotaResetMs, 1_700_006_400_000, 'it resets at the next UTC midnight');
   t.equal(core.admitWait, 6_400_000);
-  t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 4, false), 'the others\' sum replaced, not added');
+  t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 4, false), "the others' sum replaced, not added");
   t.equal(core.admit(claims.serial, claims.expiry, grant, 1, client, nowMs), ADMIT_OK);
   t.ok(core.setQuota(claims.serial, claims.expiry, 19_674, 100, true), 'a count of an earlier window than the one held');
   t.same(core.quota(claims.serial, grant, nowMs), { here: 6, others: 4, window: 19_675 }, 'leaves the later one');

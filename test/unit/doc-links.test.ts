@@ -11,8 +11,10 @@ import { ROOT } from '../helpers/server.js';
 
 /** The documentation's Markdown files, as paths from the checkout's root. */
 function docs(): string[] {
-  const below = (dir: string): string[] => readdirSync(join(ROOT, dir), { withFileTypes: true })
-    .flatMap((entry) => (entry.isDirectory() ? below(`${dir}/${entry.name}`) : entry.name.endsWith('.md') ? [`${dir}/${entry.name}`] : []));
+  const below = (dir: string): string[] =>
+    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? below(`${dir}/${entry.name}`) : entry.name.endsWith('.md') ? [`${dir}/${entry.name}`] : [],
+    );
   return ['README.md', 'CONTRIBUTING.md', 'CHANGELOG.md'].filter((file) => existsSync(join(ROOT, file))).concat(below('docs'));
 }
 
@@ -31,8 +33,13 @@ function prose(markdown: string): string[] {
 
 /** GitHub's anchor of a heading's text. */
 function slug(heading: string): string {
-  return heading.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/`/g, '').trim().toLowerCase()
-    .replace(/[^\p{L}\p{N}\p{M} _-]/gu, '').replace(/ /g, '-');
+  return heading
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .replace(/`/g, '')
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\p{M} _-]/gu, '')
+    .replace(/ /g, '-');
 }
 
 /** The anchors of a Markdown page, a repeated one numbered as GitHub numbers it. */
@@ -78,13 +85,24 @@ function broken(file: string, target: string): string | undefined {
   if (!existsSync(join(ROOT, resolved))) return `${target}: ${resolved} does not exist`;
   if (anchor === undefined) return undefined;
   if (!resolved.endsWith('.md')) return `${target}: an anchor into ${resolved}, which is no Markdown page`;
-  return anchors(readFileSync(join(ROOT, resolved), 'utf8')).has(anchor) ? undefined : `${target}: ${resolved} has no heading whose anchor is #${anchor}`;
+  return anchors(readFileSync(join(ROOT, resolved), 'utf8')).has(anchor)
+    ? undefined
+    : `${target}: ${resolved} has no heading whose anchor is #${anchor}`;
 }
 
 t.test('anchors as GitHub makes them', async (t) => {
-  t.same([...anchors('# Protecting a real node (`--upstream`)\n## The core\'s ABI\n## Logs\n## Logs\n```\n# not a heading\n```\n### CORS for browser dapps')],
-    ['protecting-a-real-node---upstream', 'the-cores-abi', 'logs', 'logs-1', 'cors-for-browser-dapps']);
-  t.same(links('[a](b.md#c) `[d](e.md)`\n```\n[f](g.md)\n```\n[h]: i.md\n![j](k.png "title")').map((l) => l.target), ['b.md#c', 'i.md', 'k.png']);
+  t.same(
+    [
+      ...anchors(
+        "# Protecting a real node (`--upstream`)\n## The core's ABI\n## Logs\n## Logs\n```\n# not a heading\n```\n### CORS for browser dapps",
+      ),
+    ],
+    ['protecting-a-real-node---upstream', 'the-cores-abi', 'logs', 'logs-1', 'cors-for-browser-dapps'],
+  );
+  t.same(
+    links('[a](b.md#c) `[d](e.md)`\n```\n[f](g.md)\n```\n[h]: i.md\n![j](k.png "title")').map((l) => l.target),
+    ['b.md#c', 'i.md', 'k.png'],
+  );
   t.equal(broken('README.md', 'docs/README.md'), undefined, 'a page that exists');
   t.match(broken('README.md', 'docs/nothing.md'), /does not exist/, 'a page that does not');
   t.match(broken('README.md', '#no-such-heading'), /no heading/, 'an anchor that is no heading');
@@ -96,10 +114,12 @@ t.test('every relative link and anchor of the docs resolves', async (t) => {
   t.ok(files.includes('README.md') && files.some((file) => file.startsWith('docs/')), 'the README and docs/ are checked');
   for (const file of files) {
     const found = links(readFileSync(join(ROOT, file), 'utf8'));
-    const bad = found.map(({ target, line }) => {
-      const why = broken(file, target);
-      return why === undefined ? undefined : `${file} line ${line}: ${why}`;
-    }).filter((why) => why !== undefined);
+    const bad = found
+      .map(({ target, line }) => {
+        const why = broken(file, target);
+        return why === undefined ? undefined : `${file} line ${line}: ${why}`;
+      })
+      .filter((why) => why !== undefined);
     t.same(bad, [], `${file}: its ${found.length} links resolve`);
   }
 });

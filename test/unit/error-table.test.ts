@@ -17,11 +17,19 @@ import { join } from 'node:path';
 /** `api-auth ...args` in a process of its own, as an operator runs it: its exit code, stdout and stderr. */
 function operator(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(...untracked(process.execPath, [MAIN, ...args]), { cwd: ROOT, env: PROGRAM_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(...untracked(process.execPath, [MAIN, ...args]), {
+      cwd: ROOT,
+      env: PROGRAM_ENV,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
@@ -32,7 +40,9 @@ t.test('an operator command that fails unforeseen exits 1 with one line, and a n
   // table cannot be made, which no rule of the command foresees.
   const node = createServer((req, res) => {
     req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","result":{"tokens":[null]},"id":1}'));
+    req.on('end', () =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","result":{"tokens":[null]},"id":1}'),
+    );
   });
   await new Promise<void>((listening) => node.listen(0, '127.0.0.1', listening));
   t.teardown(() => new Promise<void>((closed) => node.close(() => closed())));
@@ -69,17 +79,28 @@ t.test('every JSON-RPC code has its stable code and status, and an RpcError answ
   t.match(library.RPC_ERRORS[library.RpcCode.InsufficientScope], { code: 'API_AUTH_INSUFFICIENT_SCOPE', httpStatus: 200 });
 
   const forGood = new library.RpcError(library.RpcCode.IncorrectPassword, 'incorrect password');
-  t.ok(forGood instanceof library.ApiAuthError, 'an RpcError is one of api-auth\'s errors');
-  t.match(forGood, { name: 'RpcError', code: 'API_AUTH_INCORRECT_PASSWORD', rpcCode: -32000, httpStatus: 200, message: 'incorrect password' },
-    'a refusal for good travels in a 200, as the node\'s do');
-  t.match(new library.RpcError(library.RpcCode.Throttled, 'wait', 7), { code: 'API_AUTH_THROTTLED', httpStatus: 429, retryAfter: 7 },
-    'a refusal for now has its status');
+  t.ok(forGood instanceof library.ApiAuthError, "an RpcError is one of api-auth's errors");
+  t.match(
+    forGood,
+    { name: 'RpcError', code: 'API_AUTH_INCORRECT_PASSWORD', rpcCode: -32000, httpStatus: 200, message: 'incorrect password' },
+    "a refusal for good travels in a 200, as the node's do",
+  );
+  t.match(
+    new library.RpcError(library.RpcCode.Throttled, 'wait', 7),
+    { code: 'API_AUTH_THROTTLED', httpStatus: 429, retryAfter: 7 },
+    'a refusal for now has its status',
+  );
 });
 
-t.test('the operator command\'s errors, the core\'s refusals to issue, and the broken invariant have their codes', async (t) => {
+t.test("the operator command's errors, the core's refusals to issue, and the broken invariant have their codes", async (t) => {
   const refused = new library.NodeRefusedError(-32000, 'incorrect password');
   t.ok(refused instanceof library.ApiAuthError);
-  t.match(refused, { name: 'NodeRefusedError', code: 'API_AUTH_NODE_REFUSED', rpcCode: -32000, exitCode: library.OperatorExitCode.Refused });
+  t.match(refused, {
+    name: 'NodeRefusedError',
+    code: 'API_AUTH_NODE_REFUSED',
+    rpcCode: -32000,
+    exitCode: library.OperatorExitCode.Refused,
+  });
   const unreachable = new library.NodeUnreachableError('cannot reach it');
   t.ok(unreachable instanceof library.ApiAuthError);
   t.match(unreachable, { name: 'NodeUnreachableError', code: 'API_AUTH_NODE_UNREACHABLE', exitCode: library.OperatorExitCode.Unreachable });
@@ -89,22 +110,34 @@ t.test('the operator command\'s errors, the core\'s refusals to issue, and the b
 
   // A broken invariant, met through the core's own surface: a key of no bytes.
   const core = new Core(coreModule());
-  t.throws(() => core.setKey(new Uint8Array(0)), { name: 'InvariantError', code: 'API_AUTH_INVARIANT', httpStatus: 500, exitCode: 1,
-    message: 'the token key must be 1 to 64 bytes' });
+  t.throws(() => core.setKey(new Uint8Array(0)), {
+    name: 'InvariantError',
+    code: 'API_AUTH_INVARIANT',
+    httpStatus: 500,
+    exitCode: 1,
+    message: 'the token key must be 1 to 64 bytes',
+  });
   let thrown: unknown;
   try {
     core.setKey(new Uint8Array(0));
   } catch (error) {
     thrown = error;
   }
-  t.ok(thrown instanceof library.InvariantError && thrown instanceof library.ApiAuthError, 'it is the library\'s InvariantError');
+  t.ok(thrown instanceof library.InvariantError && thrown instanceof library.ApiAuthError, "it is the library's InvariantError");
 });
 
 // EIP-1474 gives -32000 to -32006 meanings Ethereum libraries act on.
-const EIP_1474 = new Map([[-32000, 'invalid input'], [-32001, 'resource not found'], [-32002, 'resource unavailable'],
-  [-32003, 'transaction rejected'], [-32004, 'method not supported'], [-32005, 'limit exceeded'], [-32006, 'JSON-RPC version not supported']]);
+const EIP_1474 = new Map([
+  [-32000, 'invalid input'],
+  [-32001, 'resource not found'],
+  [-32002, 'resource unavailable'],
+  [-32003, 'transaction rejected'],
+  [-32004, 'method not supported'],
+  [-32005, 'limit exceeded'],
+  [-32006, 'JSON-RPC version not supported'],
+]);
 
-t.test('no code of the gateway\'s collides with EIP-1474; -32000 stays the original node\'s incorrect password', async (t) => {
+t.test("no code of the gateway's collides with EIP-1474; -32000 stays the original node's incorrect password", async (t) => {
   for (const [name, code] of Object.entries(library.RpcCode)) {
     if (name === 'IncorrectPassword') continue;
     // EIP-1474's "limit exceeded" is true of these two, and viem backs off on it.
@@ -113,12 +146,18 @@ t.test('no code of the gateway\'s collides with EIP-1474; -32000 stays the origi
   }
   t.equal(library.RpcCode.IncorrectPassword, -32000);
   t.equal(library.RpcCode.Throttled, -32005, 'the password throttle is limit exceeded');
-  t.equal(library.RpcCode.RateLimited, -32005, 'a token\'s rate limit is limit exceeded');
-  t.same(Object.entries(library.RpcCode).filter(([, code]) => code === -32005).map(([name]) => name).sort(), ['RateLimited', 'Throttled'],
-    '-32005 is only throttling and rate limits (a quota is one: a limit per day or month)');
+  t.equal(library.RpcCode.RateLimited, -32005, "a token's rate limit is limit exceeded");
+  t.same(
+    Object.entries(library.RpcCode)
+      .filter(([, code]) => code === -32005)
+      .map(([name]) => name)
+      .sort(),
+    ['RateLimited', 'Throttled'],
+    '-32005 is only throttling and rate limits (a quota is one: a limit per day or month)',
+  );
 });
 
-t.test('the proxy\'s error classes have their stable codes and statuses', async (t) => {
+t.test("the proxy's error classes have their stable codes and statuses", async (t) => {
   for (const [kind, answer] of Object.entries(library.UPSTREAM_ERRORS)) {
     const error = new library.UpstreamError('x', kind as library.UpstreamErrorCode);
     t.ok(error instanceof library.ApiAuthError, kind);
@@ -142,11 +181,23 @@ t.test('docs/reference/errors.md publishes the JSON-RPC table of errors.ts, and 
     const end = page.indexOf('\n## ', start + 1);
     return page.slice(start, end === -1 ? undefined : end);
   };
-  const rows = (text: string): string[][] => text.split('\n').filter((l) => /^\| -?\d/.test(l))
-    .map((l) => l.split('|').slice(1, -1).map((cell) => cell.trim().replace(/^`|`$/g, '')));
+  const rows = (text: string): string[][] =>
+    text
+      .split('\n')
+      .filter((l) => /^\| -?\d/.test(l))
+      .map((l) =>
+        l
+          .split('|')
+          .slice(1, -1)
+          .map((cell) => cell.trim().replace(/^`|`$/g, '')),
+      );
   const published = rows(section('JSON-RPC codes')).map(([code, status, stable]) => [Number(code), Number(status), stable]);
-  const table = [...Object.values(library.RPC_ERRORS), library.LIMIT_ERRORS.rate, library.LIMIT_ERRORS.quota, library.LIMIT_ERRORS.unreadable]
-    .map((a) => [a.rpcCode, a.httpStatus, a.code]);
+  const table = [
+    ...Object.values(library.RPC_ERRORS),
+    library.LIMIT_ERRORS.rate,
+    library.LIMIT_ERRORS.quota,
+    library.LIMIT_ERRORS.unreadable,
+  ].map((a) => [a.rpcCode, a.httpStatus, a.code]);
   const order = (list: (string | number)[][]) => [...list].sort((a, b) => Number(a[0]) - Number(b[0]));
   t.same(order(published), order(table), 'every JSON-RPC code, its HTTP status and its stable code, as errors.ts has them');
   const moved = rows(section('What moved')).map(([was, now, stable]) => [Number(was), Number(now), stable]);

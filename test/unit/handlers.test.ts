@@ -9,13 +9,19 @@ import { request } from '../helpers/http.js';
 
 t.test('a handler that throws answers 500 and reports the exception; the app serves on', async (t) => {
   const failures: unknown[] = [];
-  const app = serveOn(App(), {
-    handle(res, req) {
-      if (req.getUrl() === '/throw') throw new Error('thrown in a handler');
-      res.end('fine');
+  const app = serveOn(
+    App(),
+    {
+      handle(res, req) {
+        if (req.getUrl() === '/throw') throw new Error('thrown in a handler');
+        res.end('fine');
+      },
     },
-  }, (error) => failures.push(error));
-  const socket = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s ? resolve(s) : reject(new Error('no port')))));
+    (error) => failures.push(error),
+  );
+  const socket = await new Promise<us_listen_socket>((resolve, reject) =>
+    app.listen('127.0.0.1', 0, (s) => (s ? resolve(s) : reject(new Error('no port')))),
+  );
   t.teardown(() => us_listen_socket_close(socket));
   const base = `http://127.0.0.1:${us_socket_local_port(socket)}`;
   const thrown = await request(base, '/throw');

@@ -15,15 +15,22 @@ const CITATION = /\bissues? #?\d+\b/i;
 const LEFT_OUT = new Set(['CONTRIBUTING.md', 'test/vectors/core-vectors.txt', 'test/unit/house-references.test.ts']);
 
 t.test('no tracked source or document cites an issue by its number', async (t) => {
-  const tracked = execFileSync('git', ['ls-files', '-z', 'host', 'assembly', 'go', 'test', 'bench', 'scripts', 'docs', 'console', 'deploy',
-    'README.md', 'CHANGELOG.md'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter((path) => path !== '' && !LEFT_OUT.has(path));
+  const tracked = execFileSync(
+    'git',
+    ['ls-files', '-z', 'host', 'assembly', 'go', 'test', 'bench', 'scripts', 'docs', 'console', 'deploy', 'README.md', 'CHANGELOG.md'],
+    { cwd: ROOT, encoding: 'utf8' },
+  )
+    .split('\0')
+    .filter((path) => path !== '' && !LEFT_OUT.has(path));
   t.ok(tracked.length > 100, `${tracked.length} files read`);
   const found: string[] = [];
   for (const path of tracked) {
     if (/\.(wasm|png|gz|tgz)$/.test(path)) continue;
-    readFileSync(join(ROOT, path), 'utf8').split('\n').forEach((line, i) => {
-      if (CITATION.test(line)) found.push(`${path}:${i + 1}: ${line.trim()}`);
-    });
+    readFileSync(join(ROOT, path), 'utf8')
+      .split('\n')
+      .forEach((line, i) => {
+        if (CITATION.test(line)) found.push(`${path}:${i + 1}: ${line.trim()}`);
+      });
   }
   t.same(found, [], 'each says what it means instead');
 });

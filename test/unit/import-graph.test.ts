@@ -68,7 +68,8 @@ function folderGraph(graph: Graph): { graph: Graph; why: Map<string, string[]> }
 /** The TypeScript files under a folder, relative to it. */
 function tsFiles(dir: string, under = ''): string[] {
   return readdirSync(join(dir, under), { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? tsFiles(dir, join(under, entry.name)) : entry.name.endsWith('.ts') ? [join(under, entry.name)] : []);
+    entry.isDirectory() ? tsFiles(dir, join(under, entry.name)) : entry.name.endsWith('.ts') ? [join(under, entry.name)] : [],
+  );
 }
 
 t.test('the check sees the imports as tsc does: `.js` specifiers, type-only imports, and a cycle through them', async (t) => {
@@ -76,9 +77,9 @@ t.test('the check sees the imports as tsc does: `.js` specifiers, type-only impo
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   mkdirSync(join(dir, 'a'));
   mkdirSync(join(dir, 'b'));
-  writeFileSync(join(dir, 'a', 'one.ts'), 'import { two } from \'../b/two.js\';\nexport const one = (): number => two + 1;\n');
-  writeFileSync(join(dir, 'b', 'two.ts'), 'import type { Three } from \'./three.js\';\nexport const two: Three = 2;\n');
-  writeFileSync(join(dir, 'b', 'three.ts'), 'import type { one } from \'../a/one.js\';\nexport type Three = ReturnType<typeof one>;\n');
+  writeFileSync(join(dir, 'a', 'one.ts'), "import { two } from '../b/two.js';\nexport const one = (): number => two + 1;\n");
+  writeFileSync(join(dir, 'b', 'two.ts'), "import type { Three } from './three.js';\nexport const two: Three = 2;\n");
+  writeFileSync(join(dir, 'b', 'three.ts'), "import type { one } from '../a/one.js';\nexport type Three = ReturnType<typeof one>;\n");
   const { graph, skipped } = await importGraph(dir);
   t.same(skipped, [], 'every import resolves');
   t.same(graph, { 'a/one.ts': ['b/two.ts'], 'b/two.ts': ['b/three.ts'], 'b/three.ts': ['a/one.ts'] }, 'every import is an arrow');
@@ -94,24 +95,42 @@ const readHost = (): ReturnType<typeof importGraph> => (hostGraph ??= importGrap
 t.test('host/: every file is in the graph, and every import resolves', async (t) => {
   const { graph, skipped } = await readHost();
   t.same(skipped, [], 'no import madge could not resolve');
-  t.same(Object.keys(graph).filter((file) => !file.startsWith('../')).sort(), tsFiles(HOST).sort(), 'every file of host/ is a node');
+  t.same(
+    Object.keys(graph)
+      .filter((file) => !file.startsWith('../'))
+      .sort(),
+    tsFiles(HOST).sort(),
+    'every file of host/ is a node',
+  );
   t.ok(graph['server.ts'].includes('owner.ts'), 'an arrow we know is there: server.ts -> owner.ts');
-  t.ok(graph['errors.ts'].includes('../assembly/outcome.ts'), 'and one into the core\'s sources: errors.ts -> ../assembly/outcome.ts');
+  t.ok(graph['errors.ts'].includes('../assembly/outcome.ts'), "and one into the core's sources: errors.ts -> ../assembly/outcome.ts");
 });
 
 t.test('host/: no cycle among files', async (t) => {
   const { graph } = await readHost();
   const cycle = findCycle(graph);
-  t.equal(cycle, null, cycle === null ? 'no cycle' : `host/ has an import cycle: ${cycle.join(' -> ')}; ` +
-    'move what both sides need into a module that imports neither');
+  t.equal(
+    cycle,
+    null,
+    cycle === null
+      ? 'no cycle'
+      : `host/ has an import cycle: ${cycle.join(' -> ')}; ` + 'move what both sides need into a module that imports neither',
+  );
 });
 
 t.test('host/: no cycle among folders (a top-level file is its own node)', async (t) => {
   const { graph } = await readHost();
   const folders = folderGraph(graph);
   const cycle = findCycle(folders.graph);
-  const arrows = cycle === null ? [] : cycle.slice(1).map((to, i) => `${cycle[i]} -> ${to} (${folders.why.get(`${cycle[i]} -> ${to}`)!.join(', ')})`);
-  t.equal(cycle, null, cycle === null ? 'no cycle' : `host/'s folders import each other in a cycle: ${arrows.join('; ')}; ` +
-    'move the code to the folder it belongs to, so the arrows point one way');
+  const arrows =
+    cycle === null ? [] : cycle.slice(1).map((to, i) => `${cycle[i]} -> ${to} (${folders.why.get(`${cycle[i]} -> ${to}`)!.join(', ')})`);
+  t.equal(
+    cycle,
+    null,
+    cycle === null
+      ? 'no cycle'
+      : `host/'s folders import each other in a cycle: ${arrows.join('; ')}; ` +
+          'move the code to the folder it belongs to, so the arrows point one way',
+  );
   t.ok(folders.graph['threads/'].includes('http/'), 'an arrow we know is there: threads/ -> http/');
 });

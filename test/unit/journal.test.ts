@@ -33,7 +33,10 @@ t.test('a group is its head (length, its CRC, the payload CRC) and its records, 
   t.equal(group.readUInt32LE(0), 10);
   t.same([...group.subarray(12)], [2, 0, 0, 0, 0x61, 0x62, 0, 0, 0, 0]);
   const read = scan(journalBytes(['a', 'b'], ['c']), 'j', KEY);
-  t.same(read.groups.map((g) => texts(g.records)), [['a', 'b'], ['c']]);
+  t.same(
+    read.groups.map((g) => texts(g.records)),
+    [['a', 'b'], ['c']],
+  );
   t.same([read.tornBytes, read.damage, read.id?.seq], [0, undefined, 1]);
 });
 
@@ -61,7 +64,7 @@ t.test('appends share groups, and the start reads them back against the mark', a
   await Promise.all([journal.append(record('a')), journal.append(record('b'))]);
   await journal.append(record('c'));
   const mark = journal.mark!;
-  t.same([mark.seq, mark.groups, journal.records], [1, 3, 4], 'the rewrite\'s group, then one per wait');
+  t.same([mark.seq, mark.groups, journal.records], [1, 3, 4], "the rewrite's group, then one per wait");
   await journal.close();
   const read = await readJournal(dir, KEY, mark);
   t.same(texts(read!.records), ['kept', 'a', 'b', 'c']);
@@ -82,8 +85,11 @@ t.test('the read refuses less than the mark acknowledged, another epoch, or a mi
   await t.rejects(readJournal(dir, KEY, { ...mark, seq: 5, epoch: new Uint8Array(16) }), /another epoch/);
   await t.rejects(readJournal(dir, KEY, { ...mark, seq: 5, groups: 2, bytes: mark.bytes + 100 }), /cut after a clean write/);
   truncateSync(path, HEADER + 3);
-  await t.rejects(readJournal(dir, KEY, undefined), /cut after a clean write/,
-    'with no mark still: a rewrite\'s own bytes were synced before its rename, so no crash tears them');
+  await t.rejects(
+    readJournal(dir, KEY, undefined),
+    /cut after a clean write/,
+    "with no mark still: a rewrite's own bytes were synced before its rename, so no crash tears them",
+  );
   t.same(await salvageJournal(dir, KEY), [], 'and a repair keeps no record of the cut group');
   rmSync(path);
   await t.rejects(readJournal(dir, KEY, mark), /is missing, but the state file beside it records 1 groups/);

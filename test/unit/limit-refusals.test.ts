@@ -30,7 +30,8 @@ t.test('a full limits table: the same 503 and -32046 for a request and for a Web
   const grant = core.addGrant([RPC], undefined, ['rate 1/s', 'burst 5']);
   const serials = collidingSerials(65);
   const ticket = (serial: number) => ({ grant: -1, limited: { serial, expiry: NOW + 3600, grant, client: CLIENT } });
-  for (const serial of serials.slice(0, 64)) t.equal(bodies.judge(ticket(serial), CALL, true, 'http').refusal, null, `serial ${serial} has a slot`);
+  for (const serial of serials.slice(0, 64))
+    t.equal(bodies.judge(ticket(serial), CALL, true, 'http').refusal, null, `serial ${serial} has a slot`);
   const http = bodies.judge(ticket(serials[64]), CALL, true, 'http').refusal;
   const message = bodies.judge(ticket(serials[64]), CALL, false, 'websocket').refusal;
   t.match(http, { status: 503, retryAfter: 1 }, 'over HTTP: 503, Retry-After 1');
@@ -38,7 +39,16 @@ t.test('a full limits table: the same 503 and -32046 for a request and for a Web
   t.equal(message?.text, http?.text, 'a WebSocket message gets the same error');
   t.equal(metrics.limitRefusals[2], 2, 'both counted as "table full"');
 
-  const rate = bodies.judge(ticket(serials[0]), Buffer.from(JSON.stringify(Array.from({ length: 5 }, (_, id) => ({ id, method: 'eth_chainId' })))), false, 'websocket');
-  t.match(JSON.parse(rate.refusal!.text), { error: { code: -32005, message: /past its rate limit; retry in 1 s/ }, id: null }, 'past the rate: -32005');
+  const rate = bodies.judge(
+    ticket(serials[0]),
+    Buffer.from(JSON.stringify(Array.from({ length: 5 }, (_, id) => ({ id, method: 'eth_chainId' })))),
+    false,
+    'websocket',
+  );
+  t.match(
+    JSON.parse(rate.refusal!.text),
+    { error: { code: -32005, message: /past its rate limit; retry in 1 s/ }, id: null },
+    'past the rate: -32005',
+  );
   t.equal(rate.refusal!.status, 429);
 });

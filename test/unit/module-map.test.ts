@@ -22,7 +22,8 @@ function mapPaths(block: string): { files: string[]; folders: string[] } {
     const m = /^( *)(\S+)/.exec(line);
     if (m === null) continue;
     const depth = m[1].length / 2;
-    if (!Number.isInteger(depth) || depth > open.length) throw new Error(`the map's line ${JSON.stringify(line)} is not indented two spaces under its folder`);
+    if (!Number.isInteger(depth) || depth > open.length)
+      throw new Error(`the map's line ${JSON.stringify(line)} is not indented two spaces under its folder`);
     open.length = depth;
     const path = [...open, m[2]].join('');
     if (m[2].endsWith('/')) {
@@ -65,7 +66,7 @@ function tree(dir: string): { files: string[]; folders: string[] } {
   return { files, folders };
 }
 
-t.test('the map\'s reading: folders by indentation, files in the folder above them', async (t) => {
+t.test("the map's reading: folders by indentation, files in the folder above them", async (t) => {
   t.same(mapPaths('host/\n  a.ts      one\n  http/     per request\n    b.ts    two\n    up/\n      c.ts  three\n  d.ts      four'), {
     files: ['host/a.ts', 'host/http/b.ts', 'host/http/up/c.ts', 'host/d.ts'],
     folders: ['host', 'host/http', 'host/http/up'],
@@ -84,7 +85,11 @@ for (const root of ['assembly', 'host']) {
     const gone = map.files.filter((file) => !disk.files.includes(file));
     t.same(missing, [], `every file of ${root}/ has its line in the map (add it, in its folder, with what it does)`);
     t.same(gone, [], `every file the map names exists (remove or rename the line)`);
-    t.same(map.folders.filter((folder) => !disk.folders.includes(folder)), [], 'every folder the map names exists');
+    t.same(
+      map.folders.filter((folder) => !disk.folders.includes(folder)),
+      [],
+      'every folder the map names exists',
+    );
     t.equal(new Set(map.files).size, map.files.length, 'no file is named twice');
   });
 }

@@ -25,13 +25,16 @@ function check(key: string, value: unknown): unknown {
 
 /** The environment's name of a flag, as the command line's reference, "The environment and a config file", states the rule. */
 function envName(flag: string): string {
-  return `API_AUTH_${flag.replace(/^api-auth-/, '').toUpperCase().replace(/-/g, '_')}`;
+  return `API_AUTH_${flag
+    .replace(/^api-auth-/, '')
+    .toUpperCase()
+    .replace(/-/g, '_')}`;
 }
 
 /** The docs' table of flags: the lines after its "Written from the options' schema" comment, to the blank line. */
 function docsTable(): string[] {
   const lines = PAGE.split('\n');
-  const start = lines.findIndex((line) => line.startsWith('<!-- Written from the options\' schema'));
+  const start = lines.findIndex((line) => line.startsWith("<!-- Written from the options' schema"));
   t.ok(start > 0, `${TABLE_PAGE} marks its table of flags`);
   const end = lines.indexOf('', start);
   return lines.slice(start + 1, end);
@@ -42,20 +45,36 @@ function readBack(text: string): unknown {
   return text === 'true' || text === 'false' ? text === 'true' : text.startsWith('~/') ? join(homedir(), text.slice(2)) : text;
 }
 
-t.test('the docs\' table of flags is the schema\'s: every option in its order, its variable, its default and its doc', async (t) => {
+t.test("the docs' table of flags is the schema's: every option in its order, its variable, its default and its doc", async (t) => {
   const table = docsTable();
-  t.equal(`${table.join('\n')}\n`, flagTable(), 'the table is the one written from the schema (print it with: ' +
-    'node -e "import(\'./build/host/cli/help.js\').then((m) => process.stdout.write(m.flagTable()))")');
-  const rows = table.slice(2).map((line) => line.split(/(?<!\\)\|/).slice(1, -1).map((cell) => cell.trim()));
-  t.same(rows.map(([flag]) => flag), [...ENTRIES.map(([, entry]) => `\`--${entry.flag}\``), '`--config-file`', '`--help`, `--version`'],
-    'one row per flag, in the schema\'s order, then the command\'s own');
+  t.equal(
+    `${table.join('\n')}\n`,
+    flagTable(),
+    'the table is the one written from the schema (print it with: ' +
+      'node -e "import(\'./build/host/cli/help.js\').then((m) => process.stdout.write(m.flagTable()))")',
+  );
+  const rows = table.slice(2).map((line) =>
+    line
+      .split(/(?<!\\)\|/)
+      .slice(1, -1)
+      .map((cell) => cell.trim()),
+  );
+  t.same(
+    rows.map(([flag]) => flag),
+    [...ENTRIES.map(([, entry]) => `\`--${entry.flag}\``), '`--config-file`', '`--help`, `--version`'],
+    "one row per flag, in the schema's order, then the command's own",
+  );
   for (const [key, entry] of ENTRIES) {
     const [, env, shown, meaning] = rows.find(([flag]) => flag === `\`--${entry.flag}\``)!;
     t.equal(env, `\`${envName(entry.flag)}\``, `${entry.flag}: its variable`);
     t.ok(meaning.replace(/\\(.)/g, '$1').startsWith(entry.doc), `${entry.flag}: its doc`);
     const literal = /^`(.*)`$/.exec(shown);
     if (literal !== null) {
-      t.same(check(key, readBack(literal[1])), check(key, entry.default), `${entry.flag}: the default shown, ${literal[1]}, is the default`);
+      t.same(
+        check(key, readBack(literal[1])),
+        check(key, entry.default),
+        `${entry.flag}: the default shown, ${literal[1]}, is the default`,
+      );
     } else if (shown === 'none') {
       t.ok(entry.default === undefined || (Array.isArray(entry.default) && entry.default.length === 0), `${entry.flag}: no default`);
     } else {
@@ -67,7 +86,10 @@ t.test('the docs\' table of flags is the schema\'s: every option in its order, i
     const page = SEE_PAGES[entry.see];
     t.ok(page, `${entry.flag}: the page of "${entry.see}" is known`);
     if (page === undefined) continue;
-    const headings = readFileSync(join(ROOT, dirname(TABLE_PAGE), page), 'utf8').split('\n').filter((line) => /^#{1,6} /.test(line)).map((line) => anchor(line.replace(/^#+ /, '')));
+    const headings = readFileSync(join(ROOT, dirname(TABLE_PAGE), page), 'utf8')
+      .split('\n')
+      .filter((line) => /^#{1,6} /.test(line))
+      .map((line) => anchor(line.replace(/^#+ /, '')));
     t.ok(headings.includes(anchor(entry.see)), `${entry.flag}: "${entry.see}" is a section of ${page}`);
   }
 });
@@ -76,17 +98,29 @@ t.test('--help names every flag of the schema and no other, each with its doc an
   const help = await runCli(t, ['--help']);
   t.equal(help.code, 0);
   const flagsSection = help.stdout.slice(help.stdout.indexOf('Flags:\n'), help.stdout.indexOf('\n\n', help.stdout.indexOf('Flags:\n')));
-  const blocks = flagsSection.split(/\n(?= {2}--)/).slice(1).map((block) => block.replace(/\s+/g, ' ').trim());
-  t.same(blocks.map((block) => /^--([a-z-]+)/.exec(block)?.[1]), [...ENTRIES.map(([, entry]) => entry.flag), 'config-file', 'help', 'version'],
-    'the schema\'s flags, in its order, then the command\'s own');
+  const blocks = flagsSection
+    .split(/\n(?= {2}--)/)
+    .slice(1)
+    .map((block) => block.replace(/\s+/g, ' ').trim());
+  t.same(
+    blocks.map((block) => /^--([a-z-]+)/.exec(block)?.[1]),
+    [...ENTRIES.map(([, entry]) => entry.flag), 'config-file', 'help', 'version'],
+    "the schema's flags, in its order, then the command's own",
+  );
   for (const [key, entry] of ENTRIES) {
     const block = blocks.find((b) => b.startsWith(`--${entry.flag} `) || b.startsWith(`--${entry.flag}[`))!;
     t.ok(block.includes(entry.doc), `${entry.flag}: its doc`);
-    t.ok(block.startsWith(entry.kind === 'boolean' ? `--${entry.flag}[=true|false] ` : `--${entry.flag} ${entry.arg ?? ''}`), `${entry.flag}: its syntax`);
+    t.ok(
+      block.startsWith(entry.kind === 'boolean' ? `--${entry.flag}[=true|false] ` : `--${entry.flag} ${entry.arg ?? ''}`),
+      `${entry.flag}: its syntax`,
+    );
     const shown = /\(default (.+?)(?:, here (.+))?\)$/.exec(block);
     const defaulted = entry.default !== undefined && !(Array.isArray(entry.default) && entry.default.length === 0);
     if (!defaulted) {
-      t.ok(shown === null || shown[1] === 'none' || shown[1] === entry.shownDefault, `${entry.flag}: no default shown but "none" or its description`);
+      t.ok(
+        shown === null || shown[1] === 'none' || shown[1] === entry.shownDefault,
+        `${entry.flag}: no default shown but "none" or its description`,
+      );
       continue;
     }
     t.ok(shown, `${entry.flag}: its default is shown`);
@@ -110,12 +144,17 @@ t.test('the limits the docs state are the limits the options are checked with', 
   }
 });
 
-t.test('startServer takes exactly the schema\'s options; each flag, variable and key names one of them', async (t) => {
+t.test("startServer takes exactly the schema's options; each flag, variable and key names one of them", async (t) => {
   await t.rejects(startServer({ nope: 1 } as never), {
-    code: 'API_AUTH_BAD_OPTION', option: 'nope', message: `nope is not an option; the options are ${ENTRIES.map(([key]) => key).join(', ')}`,
+    code: 'API_AUTH_BAD_OPTION',
+    option: 'nope',
+    message: `nope is not an option; the options are ${ENTRIES.map(([key]) => key).join(', ')}`,
   });
   const flags = ENTRIES.map(([, entry]) => entry.flag);
   t.equal(new Set(flags).size, flags.length, 'no two options share a flag');
   t.equal(new Set(flags.map(envName)).size, flags.length, 'no two options share a variable');
-  t.notOk(flags.some((flag) => envName(flag) === envName('config-file')), 'none is the config file\'s variable');
+  t.notOk(
+    flags.some((flag) => envName(flag) === envName('config-file')),
+    "none is the config file's variable",
+  );
 });

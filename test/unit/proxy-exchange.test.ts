@@ -68,7 +68,10 @@ function relay(): { relay: Relay; settled: (Error | null)[]; calls: string[] } {
       failure: (error: Error) => ({ status: '502 Bad Gateway', body: Buffer.from(`failed: ${error.message}`) }),
       answered: (_res: HttpResponse, status: number) => calls.push(`answered ${status}`),
       cors: (res: HttpResponse, origin: string) => res.writeHeader('Access-Control-Allow-Origin', origin),
-      heads: new AnswerHeads(new Set(['connection', 'transfer-encoding', 'date']), (value) => new Set(value.split(',').map((n) => n.trim()))),
+      heads: new AnswerHeads(
+        new Set(['connection', 'transfer-encoding', 'date']),
+        (value) => new Set(value.split(',').map((n) => n.trim())),
+      ),
       settle: (error: Error | null) => settled.push(error),
     },
   };
@@ -88,19 +91,33 @@ t.test('streamed: the head as relayed and the body, in one cork; the exchange en
   const res = new Response();
   const exchange = new StreamedExchange(r, res as unknown as HttpResponse, false, false, 'https://app.example');
   exchange.send(Buffer.from('GET / HTTP/1.1\r\n\r\n'));
-  answer(exchange, 'HTTP/1.1 200 OK\r\nDate: x\r\nConnection: keep-alive, x-drop\r\nX-Drop: 1\r\nContent-Type: application/json\r\n' +
-    'Content-Length: 12\r\nX-Keep: é\r\n\r\n{"result":1}');
-  t.same(res.written, [['status', '200 OK'], ['header', 'Content-Type', 'application/json'], ['header', 'X-Keep', 'é'],
-    ['header', 'Access-Control-Allow-Origin', 'https://app.example'], ['tryEnd', '{"result":1}', 12]],
-  'Date, Connection, what Connection names and Content-Length are not relayed; CORS is the gateway\'s');
+  answer(
+    exchange,
+    'HTTP/1.1 200 OK\r\nDate: x\r\nConnection: keep-alive, x-drop\r\nX-Drop: 1\r\nContent-Type: application/json\r\n' +
+      'Content-Length: 12\r\nX-Keep: é\r\n\r\n{"result":1}',
+  );
+  t.same(
+    res.written,
+    [
+      ['status', '200 OK'],
+      ['header', 'Content-Type', 'application/json'],
+      ['header', 'X-Keep', 'é'],
+      ['header', 'Access-Control-Allow-Origin', 'https://app.example'],
+      ['tryEnd', '{"result":1}', 12],
+    ],
+    "Date, Connection, what Connection names and Content-Length are not relayed; CORS is the gateway's",
+  );
   t.same(settled, [null], 'ended once, whole');
   t.same(calls, ['dispatch GET / HTTP/1.1\r\n\r\n', 'answered 200'], 'sent, then answered');
 
   const head = new Response();
   const forHead = new StreamedExchange(r, head as unknown as HttpResponse, true, true, '');
   answer(forHead, 'HTTP/1.1 404 Gone Fishing\r\nContent-Length: 7\r\n\r\n', true);
-  t.same(head.written, [['status', '404 Gone Fishing'], ['header', 'Content-Length', '7'], ['endWithoutBody']],
-    'HEAD: the upstream\'s reason and its Content-Length kept, no body');
+  t.same(
+    head.written,
+    [['status', '404 Gone Fishing'], ['header', 'Content-Length', '7'], ['endWithoutBody']],
+    "HEAD: the upstream's reason and its Content-Length kept, no body",
+  );
 });
 
 t.test('streamed: a failure before the head is relayed is an answer; after, a cut connection', async (t) => {
@@ -108,12 +125,27 @@ t.test('streamed: a failure before the head is relayed is an answer; after, a cu
   const before = new Response();
   const early = new StreamedExchange(r, before as unknown as HttpResponse, false, false, 'https://app.example');
   early.onError(new Error('refused'));
-  t.same(before.written, [['status', '502 Bad Gateway'], ['header', 'Content-Type', 'application/json'],
-    ['header', 'Access-Control-Allow-Origin', 'https://app.example'], ['end', 'failed: refused']], 'the relay\'s answer, with CORS');
+  t.same(
+    before.written,
+    [
+      ['status', '502 Bad Gateway'],
+      ['header', 'Content-Type', 'application/json'],
+      ['header', 'Access-Control-Allow-Origin', 'https://app.example'],
+      ['end', 'failed: refused'],
+    ],
+    "the relay's answer, with CORS",
+  );
   const switched = new Response();
   new StreamedExchange(r, switched as unknown as HttpResponse, false, false, '').onError(new UpstreamError('switched', 'switched'));
-  t.same(switched.written, [['status', '502 Bad Gateway'], ['header', 'Content-Type', 'application/json'], ['end', 'switched']],
-    'an answer that switched protocols');
+  t.same(
+    switched.written,
+    [
+      ['status', '502 Bad Gateway'],
+      ['header', 'Content-Type', 'application/json'],
+      ['end', 'switched'],
+    ],
+    'an answer that switched protocols',
+  );
   const after = new Response();
   const late = new StreamedExchange(r, after as unknown as HttpResponse, false, false, '');
   const parser = new ResponseParser();
@@ -137,21 +169,50 @@ t.test('split: the answer read whole and merged; an answer that is not the batch
   };
   const res = new Response();
   const exchange = new SplitExchange(r, res as unknown as HttpResponse, false, false, '', merge);
-  answer(exchange, 'HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n[1,\r\n2\r\n2]\r\n0\r\n\r\n');
+  answer(
+    exchange,
+    'HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n[1,\r\n2\r\n2]\r\n0\r\n\r\n',
+  );
   t.same(merges, ['[1,2]'], 'the chunks merged once, whole');
-  t.same(res.written, [['status', statusLine(200, undefined)], ['header', 'Content-Type', 'application/json'], ['end', '[1,2,"refused"]\n']],
-    'one 200 with the merged batch');
+  t.same(
+    res.written,
+    [
+      ['status', statusLine(200, undefined)],
+      ['header', 'Content-Type', 'application/json'],
+      ['end', '[1,2,"refused"]\n'],
+    ],
+    'one 200 with the merged batch',
+  );
 
   const gzip = new Response();
   const coded = new SplitExchange(r, gzip as unknown as HttpResponse, false, false, 'https://a.example', merge);
   answer(coded, 'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 5\r\n\r\n[1,2]');
-  t.same(gzip.written, [['status', '200 OK'], ['header', 'Content-Type', 'application/json'], ['header', 'Content-Encoding', 'gzip'],
-    ['header', 'Access-Control-Allow-Origin', 'https://a.example'], ['end', '[1,2]']], 'a coded answer is not merged: it goes as it came');
+  t.same(
+    gzip.written,
+    [
+      ['status', '200 OK'],
+      ['header', 'Content-Type', 'application/json'],
+      ['header', 'Content-Encoding', 'gzip'],
+      ['header', 'Access-Control-Allow-Origin', 'https://a.example'],
+      ['end', '[1,2]'],
+    ],
+    'a coded answer is not merged: it goes as it came',
+  );
   t.same(merges, ['[1,2]'], 'and is not read');
 
   const error = new Response();
-  answer(new SplitExchange(r, error as unknown as HttpResponse, false, false, '', merge), 'HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy');
-  t.same(error.written, [['status', '503 Service Unavailable'], ['end', 'busy']], 'an error status goes as it came, with its body');
+  answer(
+    new SplitExchange(r, error as unknown as HttpResponse, false, false, '', merge),
+    'HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy',
+  );
+  t.same(
+    error.written,
+    [
+      ['status', '503 Service Unavailable'],
+      ['end', 'busy'],
+    ],
+    'an error status goes as it came, with its body',
+  );
   t.same(settled, [null, null, null], 'each ended once, whole');
 });
 
@@ -164,7 +225,11 @@ t.test('split: an answer over SPLIT_ANSWER_MAX is abandoned with a 502', async (
   parser.execute(head, 0, head.length, exchange);
   const part = Buffer.alloc(1024 * 1024, 0x20);
   for (let i = 0; i < 17; i++) parser.execute(part, 0, part.length, exchange);
-  t.same(res.written, [['status', '502 Bad Gateway'], ['header', 'Content-Type', 'application/json'], ['end', 'split too large']]);
+  t.same(res.written, [
+    ['status', '502 Bad Gateway'],
+    ['header', 'Content-Type', 'application/json'],
+    ['end', 'split too large'],
+  ]);
   t.equal(settled.length, 1, 'ended once');
   t.ok(settled[0] instanceof ScopeRefusedError, 'as a scope refusal, not an upstream failure');
   t.ok(calls.includes('withdraw'), 'the upstream is told');

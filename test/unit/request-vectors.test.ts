@@ -9,7 +9,14 @@ import { generateRequests } from '../vectors/generate-requests.js';
 
 const text = readFileSync(new URL('../vectors/requests.json', import.meta.url), 'utf8');
 const vectors = JSON.parse(text) as {
-  cases: { name: string; issue?: string; verdict?: unknown; layer?: string; why?: string; verdicts?: { gateway?: unknown; go?: unknown } }[];
+  cases: {
+    name: string;
+    issue?: string;
+    verdict?: unknown;
+    layer?: string;
+    why?: string;
+    verdicts?: { gateway?: unknown; go?: unknown };
+  }[];
 };
 const bodies = JSON.parse(readFileSync(new URL('../vectors/rpc-bodies.json', import.meta.url), 'utf8')) as { cases: { name: string }[] };
 
@@ -27,8 +34,13 @@ t.test('every case of rpc-bodies.json is a request, with a method scope and with
 t.test('the seven disagreements found are cases, and each case has one verdict or a layer and both', async (t) => {
   const low13 = vectors.cases.filter((c) => c.issue === 'Low 13').map((c) => c.name);
   t.same(low13, [
-    'byte 0xFF after the Authorization value', 'byte 0xFF before the Authorization value', 'a folded Authorization header',
-    'a lowercase get', 'params nested 10,050 deep, with a method scope', 'a token with limits is served', 'a lowercase connect',
+    'byte 0xFF after the Authorization value',
+    'byte 0xFF before the Authorization value',
+    'a folded Authorization header',
+    'a lowercase get',
+    'params nested 10,050 deep, with a method scope',
+    'a token with limits is served',
+    'a lowercase connect',
   ]);
   for (const c of vectors.cases) {
     const layered = c.layer !== undefined && c.why !== undefined && c.verdicts?.gateway !== undefined && c.verdicts.go !== undefined;

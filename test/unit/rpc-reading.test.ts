@@ -17,9 +17,10 @@ interface Case {
 }
 
 const vectors = JSON.parse(readFileSync(new URL('../vectors/rpc-bodies.json', import.meta.url), 'utf8')) as {
-  maxDepth: number; cases: Case[];
+  maxDepth: number;
+  cases: Case[];
 };
-const bytes = (c: Case) => c.bodyHex !== undefined ? Buffer.from(c.bodyHex, 'hex') : Buffer.from(c.body!, 'utf8');
+const bytes = (c: Case) => (c.bodyHex !== undefined ? Buffer.from(c.bodyHex, 'hex') : Buffer.from(c.body!, 'utf8'));
 
 t.test('every case of rpc-bodies.json is read as the file says', async (t) => {
   t.equal(vectors.maxDepth, MAX_DEPTH, 'the file and the reading agree on the depth');
@@ -29,23 +30,47 @@ t.test('every case of rpc-bodies.json is read as the file says', async (t) => {
       t.ok(reading.ok, `${c.name}: read`);
       if (!reading.ok) continue;
       t.equal(reading.batch, c.read.batch, `${c.name}: a batch or not`);
-      t.same(reading.calls.map(({ method, id }) => ({ method, id })), c.read.calls, `${c.name}: its calls`);
+      t.same(
+        reading.calls.map(({ method, id }) => ({ method, id })),
+        c.read.calls,
+        `${c.name}: its calls`,
+      );
       for (const call of reading.calls) {
-        t.same(JSON.parse(reading.text.slice(call.start, call.end)).method, call.method, `${c.name}: each call's place in the text holds it`);
+        t.same(
+          JSON.parse(reading.text.slice(call.start, call.end)).method,
+          call.method,
+          `${c.name}: each call's place in the text holds it`,
+        );
       }
     } else {
-      t.same(reading.ok ? 'read' : { problem: reading.problem, at: reading.at, id: reading.id },
-        { problem: c.unreadable, at: c.at, id: c.id }, `${c.name}: not read (${c.unreadable})`);
+      t.same(
+        reading.ok ? 'read' : { problem: reading.problem, at: reading.at, id: reading.id },
+        { problem: c.unreadable, at: c.at, id: c.id },
+        `${c.name}: not read (${c.unreadable})`,
+      );
     }
   }
 });
 
 t.test('the cases show every reason a body is not read, and each kind of body read', async (t) => {
   const reasons: Unreadable[] = ['none', 'utf8', 'bom', 'json', 'depth', 'empty batch', 'not a call', 'method twice'];
-  for (const reason of reasons) t.ok(vectors.cases.some((c) => c.unreadable === reason), `a case is not read for ${reason}`);
-  t.ok(vectors.cases.some((c) => c.read?.batch === true), 'a batch is read');
-  t.ok(vectors.cases.some((c) => c.read?.batch === false), 'a lone call is read');
-  t.ok(vectors.cases.some((c) => c.read?.calls.some((call) => call.id === null)), 'a notification is read');
+  for (const reason of reasons)
+    t.ok(
+      vectors.cases.some((c) => c.unreadable === reason),
+      `a case is not read for ${reason}`,
+    );
+  t.ok(
+    vectors.cases.some((c) => c.read?.batch === true),
+    'a batch is read',
+  );
+  t.ok(
+    vectors.cases.some((c) => c.read?.batch === false),
+    'a lone call is read',
+  );
+  t.ok(
+    vectors.cases.some((c) => c.read?.calls.some((call) => call.id === null)),
+    'a notification is read',
+  );
   t.equal(new Set(vectors.cases.map((c) => c.name)).size, vectors.cases.length, 'every case has a name of its own');
 });
 

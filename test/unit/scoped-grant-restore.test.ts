@@ -23,8 +23,18 @@ t.test('a stored scoped grant restores with its id and its methods, beside grant
   const scoped = before.issue(1, NOW, HOUR).token;
 
   // Through the state file's own encoding, as a restart reads it.
-  const file = encodeState({ key, generation: 0, password: 'p', filePassword: 'f', maxLifetime: HOUR, serialCeiling: 4096, floor: 0,
-    grants: stored, revocations: new Map(), journal: undefined });
+  const file = encodeState({
+    key,
+    generation: 0,
+    password: 'p',
+    filePassword: 'f',
+    maxLifetime: HOUR,
+    serialCeiling: 4096,
+    floor: 0,
+    grants: stored,
+    revocations: new Map(),
+    journal: undefined,
+  });
   const persisted = decodeState(file, 'state');
   t.same(persisted.grants, stored, 'the file keeps the entries, the empty one included');
 

@@ -75,34 +75,55 @@ t.test('a client the throttle forgets (its table full) is off the board', async 
 t.test('whatever the calls, the board never makes a client wait longer than the throttle does', async (t) => {
   // Clients from a few /64s and IPv4 addresses; checks begin, end every way, overlap;
   // time moves on; the table is small, so clients are forgotten too.
-  const address = fc.constantFrom('192.0.2.1', '192.0.2.2', '198.51.100.7', '2001:db8::1', '2001:db8::2', '2001:db8:0:1::1', '10.0.0.1', '10.0.0.2');
+  const address = fc.constantFrom(
+    '192.0.2.1',
+    '192.0.2.2',
+    '198.51.100.7',
+    '2001:db8::1',
+    '2001:db8::2',
+    '2001:db8:0:1::1',
+    '10.0.0.1',
+    '10.0.0.2',
+  );
   const step = fc.oneof(
     fc.record({ op: fc.constant('begin' as const), address }),
     fc.record({ op: fc.constantFrom('failed' as const, 'succeeded' as const, 'abandoned' as const), index: fc.nat() }),
     fc.record({ op: fc.constant('tick' as const), ms: fc.integer({ min: 0, max: 40_000 }) }),
   );
-  await fc.assert(fc.asyncProperty(fc.array(step, { maxLength: 200 }), fc.integer({ min: 2, max: 6 }), async (steps, maxClients) => {
-    const { throttle, board } = published(PER_CLIENT, SMALL_OVERALL, maxClients);
-    const running: PasswordCheck[] = [];
-    let now = 1_800_000_000_000;
-    for (const s of steps) {
-      if (s.op === 'begin') {
-        const check = throttle.begin(s.address, now);
-        if (typeof check !== 'number') running.push(check);
-      } else if (s.op === 'tick') {
-        now += s.ms;
-      } else if (running.length > 0) {
-        const [check] = running.splice(s.index % running.length, 1);
-        check[s.op]();
-      }
-      for (const a of ['192.0.2.1', '192.0.2.2', '198.51.100.7', '2001:db8::1', '2001:db8:0:1::1', '10.0.0.1', '10.0.0.2', '203.0.113.1']) {
-        for (const later of [0, 999, 1000, 10_000, 600_000]) {
-          const onBoard = board.retryAfter(a, now + later);
-          const own = throttle.retryAfter(a, now + later);
-          if (onBoard > own) throw new Error(`${a} at +${later} ms: the board says ${onBoard} s, the throttle ${own} s`);
+  await fc.assert(
+    fc.asyncProperty(fc.array(step, { maxLength: 200 }), fc.integer({ min: 2, max: 6 }), async (steps, maxClients) => {
+      const { throttle, board } = published(PER_CLIENT, SMALL_OVERALL, maxClients);
+      const running: PasswordCheck[] = [];
+      let now = 1_800_000_000_000;
+      for (const s of steps) {
+        if (s.op === 'begin') {
+          const check = throttle.begin(s.address, now);
+          if (typeof check !== 'number') running.push(check);
+        } else if (s.op === 'tick') {
+          now += s.ms;
+        } else if (running.length > 0) {
+          const [check] = running.splice(s.index % running.length, 1);
+          check[s.op]();
+        }
+        for (const a of [
+          '192.0.2.1',
+          '192.0.2.2',
+          '198.51.100.7',
+          '2001:db8::1',
+          '2001:db8:0:1::1',
+          '10.0.0.1',
+          '10.0.0.2',
+          '203.0.113.1',
+        ]) {
+          for (const later of [0, 999, 1000, 10_000, 600_000]) {
+            const onBoard = board.retryAfter(a, now + later);
+            const own = throttle.retryAfter(a, now + later);
+            if (onBoard > own) throw new Error(`${a} at +${later} ms: the board says ${onBoard} s, the throttle ${own} s`);
+          }
         }
       }
-    }
-  }), { seed: SEED, numRuns: 300 });
+    }),
+    { seed: SEED, numRuns: 300 },
+  );
   t.pass('the board never said more than the throttle');
 });

@@ -25,12 +25,22 @@ t.test('the checked-in vectors are exactly what the core generates now', async (
 t.test('the vectors show every outcome and every kind of case', async (t) => {
   const checks = vectors.cases.filter((c: { kind: string }) => c.kind === 'tokens').flatMap((c: { checks: unknown[] }) => c.checks);
   for (const name of Object.keys(Outcome).filter((k) => Number.isNaN(Number(k)))) {
-    t.ok(checks.some((check: { outcome: string }) => check.outcome === name), `a check expects ${name}`);
+    t.ok(
+      checks.some((check: { outcome: string }) => check.outcome === name),
+      `a check expects ${name}`,
+    );
   }
   const kinds = new Set(vectors.cases.map((c: { kind: string }) => c.kind));
   t.same([...kinds].sort(), ['hmacSha256', 'password', 'sha256', 'tokens']);
-  const textCases = text.split('\n').filter((line) => line.startsWith('case ')).map((line) => line.slice(5));
-  t.same(textCases, vectors.cases.map((c: { name: string }) => c.name), 'the text file holds the same cases in the same order');
+  const textCases = text
+    .split('\n')
+    .filter((line) => line.startsWith('case '))
+    .map((line) => line.slice(5));
+  t.same(
+    textCases,
+    vectors.cases.map((c: { name: string }) => c.name),
+    'the text file holds the same cases in the same order',
+  );
 });
 
 t.test('the runner passes the file and fails a case whose expectation is wrong', async (t) => {
@@ -52,7 +62,10 @@ t.test('the runner passes the file and fails a case whose expectation is wrong',
   methodCheck.result = 0;
   const failing = await runVectors(module, broken);
   t.equal(failing.failed, 4);
-  t.same(failing.failures.map((f) => f.name), [password.name, revoked.name, scoped.name, methods.name]);
+  t.same(
+    failing.failures.map((f) => f.name),
+    [password.name, revoked.name, scoped.name, methods.name],
+  );
   t.match(failing.failures[1].problems, [/check 0 \(authorize\): Revoked, not Valid/]);
   t.match(failing.failures[2].problems, [/Scoped with grant 1, not 2/]);
   t.match(failing.failures[3].problems, [/methodAllowed 1\): 1, not 0/]);

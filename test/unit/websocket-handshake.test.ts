@@ -38,8 +38,11 @@ class Response {
   }
 }
 
-const refusal = (reason: HandshakeRefusal['reason'], status: string, body: string): HandshakeRefusal =>
-  ({ reason, status, body: new TextEncoder().encode(body) });
+const refusal = (reason: HandshakeRefusal['reason'], status: string, body: string): HandshakeRefusal => ({
+  reason,
+  status,
+  body: new TextEncoder().encode(body),
+});
 
 function setUp() {
   const res = new Response();
@@ -51,7 +54,9 @@ function setUp() {
     untracked: () => calls.push('untracked'),
   };
   const peers: HandshakePeers<SessionTerms> = {
-    url: new URL('http://127.0.0.1:9'), maxMessage: 1024, timeoutMs: 60_000,
+    url: new URL('http://127.0.0.1:9'),
+    maxMessage: 1024,
+    timeoutMs: 60_000,
     session: () => {
       calls.push('session');
       return {} as Session<SessionTerms>;
@@ -72,7 +77,11 @@ t.test('an upstream status other than 101 is answered once; what the upstream do
   handshake.unexpected(403, 'Forbidden');
   handshake.failed(new Error('late'), false);
   handshake.accepted({ protocol: '' } as UpstreamWebSocket);
-  t.same(res.written, [['status', '403 Upstream'], ['header', 'Content-Type', 'application/json'], ['end', 'status 403']]);
+  t.same(res.written, [
+    ['status', '403 Upstream'],
+    ['header', 'Content-Type', 'application/json'],
+    ['end', 'status 403'],
+  ]);
   t.same(calls, ['ended false', 'refused upstream status'], 'its place given back once, no session');
 });
 
@@ -94,7 +103,7 @@ t.test('the upstream accepts: the session its peers make rides the 101', async (
   t.equal(res.written.length, 1, 'a stop after the 101 writes nothing more');
 });
 
-t.test('a request the upstream socket cannot send is the peers\' 400, with nothing connected', async (t) => {
+t.test("a request the upstream socket cannot send is the peers' 400, with nothing connected", async (t) => {
   const { handshake, res, calls } = setUp();
   handshake.start('/ws', ['bad protocol'], []);
   t.same(calls, ['started', 'ended false', 'unsendable API_AUTH_WS_BAD_REQUEST']);

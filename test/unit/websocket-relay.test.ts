@@ -17,7 +17,10 @@ function setUp() {
   const closes: WsClose[] = [];
   const metrics = { wsOpen: 0, wsOpened: 0, wsClose: (reason: WsClose) => closes.push(reason) } as unknown as Metrics;
   const peers: RelayPeers<SessionTerms> = {
-    clock: () => 0, metrics, idleMs: 60_000, stopping: STOPPING,
+    clock: () => 0,
+    metrics,
+    idleMs: 60_000,
+    stopping: STOPPING,
     handshakeStarted: () => calls.push('handshake started'),
     handshakeEnded: (_opened, session) => calls.push(`handshake ended ${session}`),
     sessionClosed: () => calls.push('session closed'),

@@ -86,7 +86,10 @@ function setUp(options: { maxMessage?: number; standing?: () => Outcome; judge?:
   const untracked: unknown[] = [];
   const metrics = { wsMessages: [0, 0], wsBytes: [0, 0] } as unknown as Metrics;
   const peers: SessionPeers<Terms> = {
-    maxMessage: options.maxMessage ?? 64, clientHighWater: 100, clientLowWater: 10, metrics,
+    maxMessage: options.maxMessage ?? 64,
+    clientHighWater: 100,
+    clientLowWater: 10,
+    metrics,
     now: () => time,
     seconds: () => Math.floor(time / 1000),
     judge: (_opened, data) => options.judge?.(data) ?? null,
@@ -148,10 +151,14 @@ t.test('a token that stops standing ends the session with 1008 and its reason, a
   session.fromClient(bytes('two'), false);
   outcome = Outcome.Revoked;
   upstream.drained();
-  t.same(upstream.sent.map((m) => m.text), ['one'], 'the waiting message is not written once the token has ended');
+  t.same(
+    upstream.sent.map((m) => m.text),
+    ['one'],
+    'the waiting message is not written once the token has ended',
+  );
   t.same(audits, [['one', Outcome.Revoked]]);
   t.same(client.ended, [1008, `ended: ${Outcome.Revoked}`]);
-  t.same(upstream.closes, [[1001, 'the client\'s token is no longer valid']], 'an upstream holding nothing gets a close frame');
+  t.same(upstream.closes, [[1001, "the client's token is no longer valid"]], 'an upstream holding nothing gets a close frame');
   session.fromClient(bytes('three'), false);
   t.equal(audits.length, 1, 'one end, one audit line');
 });
@@ -167,7 +174,7 @@ t.test('a token that ends while the upstream holds part of a message cuts the up
   t.same(upstream.closes, []);
 });
 
-t.test('the upstream\'s close, relayed: codes that may be sent as they are, the others as 1011', async (t) => {
+t.test("the upstream's close, relayed: codes that may be sent as they are, the others as 1011", async (t) => {
   for (const [code, reason, expected] of [
     [1000, 'bye', [1000, 'bye']],
     [4001, 'app', [4001, 'app']],
@@ -183,7 +190,7 @@ t.test('the upstream\'s close, relayed: codes that may be sent as they are, the 
   }
 });
 
-t.test('the client\'s close, relayed to the upstream; uWS\'s own closes named', async (t) => {
+t.test("the client's close, relayed to the upstream; uWS's own closes named", async (t) => {
   const cases = [
     [1000, 'done', [1000, 'done'], 'client'],
     [1006, 'WebSocket timed out from inactivity', [1001, 'the client stopped answering'], 'idle'],
@@ -199,7 +206,7 @@ t.test('the client\'s close, relayed to the upstream; uWS\'s own closes named', 
   }
 });
 
-t.test('the upstream\'s close frame waits for the client messages before it', async (t) => {
+t.test("the upstream's close frame waits for the client messages before it", async (t) => {
   const { session, upstream } = setUp();
   session.fromClient(bytes('one'), false);
   upstream.bufferedAmount = 3;
@@ -207,7 +214,10 @@ t.test('the upstream\'s close frame waits for the client messages before it', as
   session.clientClosed(1000, bytes('done'));
   t.same(upstream.closes, [], 'held');
   upstream.drained();
-  t.same(upstream.sent.map((m) => m.text), ['one', 'two']);
+  t.same(
+    upstream.sent.map((m) => m.text),
+    ['one', 'two'],
+  );
   t.same(upstream.closes, [[1000, 'done']], 'sent after the last message');
 });
 

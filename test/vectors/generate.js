@@ -27,8 +27,17 @@ const OTHER_KEY = new Uint8Array(32).fill(0xa5);
 const LONG_KEY = Uint8Array.from({ length: 64 }, (_, i) => 255 - i);
 const ISSUE_REFUSALS = { [-1]: 'unknown-grant', [-2]: 'window-full', [-3]: 'bad-time', [-4]: 'no-key' };
 const GRANT_REFUSALS = {
-  empty: -1, 'too-many-entries': -2, 'table-full': -3, 'bad-entry': -4, 'entry-too-long': -5, 'bad-method': -6, 'method-too-long': -7,
-  'too-many-methods': -8, 'no-methods': -9, 'bad-limit': -10, 'too-many-clients': -11,
+  empty: -1,
+  'too-many-entries': -2,
+  'table-full': -3,
+  'bad-entry': -4,
+  'entry-too-long': -5,
+  'bad-method': -6,
+  'method-too-long': -7,
+  'too-many-methods': -8,
+  'no-methods': -9,
+  'bad-limit': -10,
+  'too-many-clients': -11,
 };
 /** The client address of an admit step: 16 bytes, IPv4 as IPv4-mapped. */
 const V4_MAPPED = '00000000000000000000ffff';
@@ -68,7 +77,10 @@ export function generateVectors(module = coreModule()) {
   sha('empty', new Uint8Array(0));
   sha('"abc"', ascii('abc'));
   sha('448 bits', ascii('abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq'));
-  sha('896 bits', ascii('abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu'));
+  sha(
+    '896 bits',
+    ascii('abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu'),
+  );
   for (const n of [55, 56, 63, 64, 65, 119, 120, 1000]) sha(`${n} bytes`, pattern(n));
 
   // HMAC-SHA256: RFC 4231 test cases 1 to 7 (case 5 publishes 128 bits; the full tag is kept).
@@ -81,16 +93,35 @@ export function generateVectors(module = coreModule()) {
   };
   const fill = (n, b) => new Uint8Array(n).fill(b);
   hmac('RFC 4231 case 1', fill(20, 0x0b), ascii('Hi There'), 'b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7');
-  hmac('RFC 4231 case 2', ascii('Jefe'), ascii('what do ya want for nothing?'), '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843');
+  hmac(
+    'RFC 4231 case 2',
+    ascii('Jefe'),
+    ascii('what do ya want for nothing?'),
+    '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843',
+  );
   hmac('RFC 4231 case 3', fill(20, 0xaa), fill(50, 0xdd), '773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe');
-  hmac('RFC 4231 case 4', Uint8Array.from({ length: 25 }, (_, i) => i + 1), fill(50, 0xcd),
-    '82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b');
+  hmac(
+    'RFC 4231 case 4',
+    Uint8Array.from({ length: 25 }, (_, i) => i + 1),
+    fill(50, 0xcd),
+    '82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b',
+  );
   hmac('RFC 4231 case 5', fill(20, 0x0c), ascii('Test With Truncation'), 'a3b6167473100ee06e0c796c2955552b');
-  hmac('RFC 4231 case 6', fill(131, 0xaa), ascii('Test Using Larger Than Block-Size Key - Hash Key First'),
-    '60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54');
-  hmac('RFC 4231 case 7', fill(131, 0xaa), ascii('This is a test using a larger than block-size key and a larger than ' +
-    'block-size data. The key needs to be hashed before being used by the HMAC algorithm.'),
-  '9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2');
+  hmac(
+    'RFC 4231 case 6',
+    fill(131, 0xaa),
+    ascii('Test Using Larger Than Block-Size Key - Hash Key First'),
+    '60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54',
+  );
+  hmac(
+    'RFC 4231 case 7',
+    fill(131, 0xaa),
+    ascii(
+      'This is a test using a larger than block-size key and a larger than ' +
+        'block-size data. The key needs to be hashed before being used by the HMAC algorithm.',
+    ),
+    '9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2',
+  );
 
   // Generated passwords: fixed entropy gives a fixed password. Bytes of 248 and above are
   // skipped; when a draw runs out, the host draws again.
@@ -101,11 +132,20 @@ export function generateVectors(module = coreModule()) {
   };
   const sha256Chain = (seed, n) => {
     const out = new Uint8Array(n);
-    for (let i = 0; i < n; i += 32) out.set(createHash('sha256').update(`${seed}/${i / 32}`).digest().subarray(0, Math.min(32, n - i)), i);
+    for (let i = 0; i < n; i += 32)
+      out.set(
+        createHash('sha256')
+          .update(`${seed}/${i / 32}`)
+          .digest()
+          .subarray(0, Math.min(32, n - i)),
+        i,
+      );
     return out;
   };
   const firstDraw = sha256Chain('api-auth password', 64);
-  firstDraw[0] = 0xff; firstDraw[5] = 0xf8; firstDraw[6] = 0xf7; // skipped, skipped, kept
+  firstDraw[0] = 0xff;
+  firstDraw[5] = 0xf8;
+  firstDraw[6] = 0xf7; // skipped, skipped, kept
   password('32 characters from one draw, skipping bytes 248 and above', 32, [firstDraw]);
   const starved = sha256Chain('api-auth starved', 64).map((b, i) => (i % 3 === 0 ? b : 0xf8 | (b & 7)));
   password('a draw that runs out, then a second one', 32, [starved, sha256Chain('api-auth second draw', 64)]);
@@ -159,8 +199,10 @@ export function generateVectors(module = coreModule()) {
     c.authorize(`Bearer ${t}`, '/x/', NOW, 'NotGranted');
     c.authorize(`Bearer ${t}`, '//', NOW, 'BadPath');
   });
-  tokens('valid: a list of entries, each token scoped to its own grant',
-    { key: KEY, grants: [['/ext/bc/*', '/ext/info'], ['/ext/health']] }, (c) => {
+  tokens(
+    'valid: a list of entries, each token scoped to its own grant',
+    { key: KEY, grants: [['/ext/bc/*', '/ext/info'], ['/ext/health']] },
+    (c) => {
       const both = c.issue(0, NOW, HOUR);
       const health = c.issue(1, NOW, HOUR);
       c.authorize(`Bearer ${both}`, '/ext/info', NOW, 'Valid');
@@ -168,7 +210,8 @@ export function generateVectors(module = coreModule()) {
       c.authorize(`Bearer ${both}`, '/ext/health', NOW, 'NotGranted');
       c.authorize(`Bearer ${health}`, '/ext/health', NOW, 'Valid');
       c.authorize(`Bearer ${health}`, '/ext/info', NOW, 'NotGranted');
-    });
+    },
+  );
   tokens('valid: an equal list is interned once, a new one gets the next id', ONE_HOUR, (c) => {
     c.addGrant(['/ext/info'], 0);
     c.addGrant(['/ext/bc/*', '/ext/info'], 1);
@@ -176,12 +219,15 @@ export function generateVectors(module = coreModule()) {
     const t = c.issue(1, NOW, HOUR);
     c.authorize(`Bearer ${t}`, '/ext/bc/P', NOW, 'Valid');
   });
-  tokens('valid: a 64-byte key, the default 2^22 window, generation 41', { key: LONG_KEY, windowLog2: 22, generation: 41, grants: [['*']] },
+  tokens(
+    'valid: a 64-byte key, the default 2^22 window, generation 41',
+    { key: LONG_KEY, windowLog2: 22, generation: 41, grants: [['*']] },
     (c) => {
       const t = c.issue(0, NOW, 12 * HOUR);
       c.authorize(`Bearer ${t}`, '/ext/info', NOW + 12 * HOUR - 1, 'Valid');
       c.authorize(`Bearer ${t}`, '/ext/info', NOW + 12 * HOUR, 'Expired');
-    });
+    },
+  );
   tokens('valid: a 1-byte key, a 1-second lifetime, a token issued at time 0', { key: Uint8Array.of(7), grants: [['*']] }, (c) => {
     const early = c.issue(0, 0, 1);
     const t = c.issue(0, NOW, 1);
@@ -195,9 +241,20 @@ export function generateVectors(module = coreModule()) {
   tokens('Malformed: not 76 base64url characters, another version, an unknown grant', ONE_HOUR, (c) => {
     const t = c.issue(0, NOW, HOUR);
     const malformed = [
-      t.slice(1), `${t}A`, `${t}=`, `${t.slice(0, 75)}=`, `${t.slice(0, 75)}+`, `${t.slice(0, 75)}/`,
-      `${t.slice(0, 40)}.${t.slice(41)}`, `${t.slice(0, 38)} ${t.slice(39)}`, 'A'.repeat(76), '='.repeat(76),
-      c.forge({ version: 0 }), c.forge({ version: 2 }), c.forge({ grant: 1 }), c.forge({ grant: 0xffffffff }),
+      t.slice(1),
+      `${t}A`,
+      `${t}=`,
+      `${t.slice(0, 75)}=`,
+      `${t.slice(0, 75)}+`,
+      `${t.slice(0, 75)}/`,
+      `${t.slice(0, 40)}.${t.slice(41)}`,
+      `${t.slice(0, 38)} ${t.slice(39)}`,
+      'A'.repeat(76),
+      '='.repeat(76),
+      c.forge({ version: 0 }),
+      c.forge({ version: 2 }),
+      c.forge({ grant: 1 }),
+      c.forge({ grant: 0xffffffff }),
     ];
     for (const m of malformed) c.authorize(`Bearer ${m}`, '/ext/info', NOW, 'Malformed');
     c.authorize('Bearer ', '/ext/info', NOW, 'Malformed');
@@ -277,17 +334,55 @@ export function generateVectors(module = coreModule()) {
   tokens('BadHeader: not "Bearer", one space, then the token', ONE_HOUR, (c) => {
     const t = c.issue(0, NOW, HOUR);
     const headers = [
-      t, `Basic ${t}`, `Token ${t}`, `Bearer:${t}`, `Bearer\t${t}`, `Bearer_${t}`, `Bearer${t}`, ` Bearer ${t}`,
-      'Bearer', 'B', 'Bearé x', `Basic ${'A'.repeat(600)}`, 'x'.repeat(513),
+      t,
+      `Basic ${t}`,
+      `Token ${t}`,
+      `Bearer:${t}`,
+      `Bearer\t${t}`,
+      `Bearer_${t}`,
+      `Bearer${t}`,
+      ` Bearer ${t}`,
+      'Bearer',
+      'B',
+      'Bearé x',
+      `Basic ${'A'.repeat(600)}`,
+      'x'.repeat(513),
     ];
     for (const header of headers) c.authorize(header, '/ext/info', NOW, 'BadHeader');
   });
   tokens('BadPath: paths refused before any token check', { key: KEY, grants: [['*']] }, (c) => {
     const t = c.issue(0, NOW, HOUR);
     const paths = [
-      '', 'ext/info', '*', '//', '/ext//info', '/ext/info//', '/.', '/./x', '/ext/.', '/..', '/ext/../info', '/ext/info/..',
-      '/ext/%2Finfo', '/ext/%2finfo', '/ext/%2E', '/ext/%2e%2e/x', '/ext/%25', '/ext/%2541', '/ext/%', '/ext/%4', '/ext/%zz',
-      '/ext/%4G', '/a b', '/a\tb', '/a\u0000b', '/a\u007fb', '/a\\b', '/a#b', '/caf\u00e9', `/${'a'.repeat(8192)}`,
+      '',
+      'ext/info',
+      '*',
+      '//',
+      '/ext//info',
+      '/ext/info//',
+      '/.',
+      '/./x',
+      '/ext/.',
+      '/..',
+      '/ext/../info',
+      '/ext/info/..',
+      '/ext/%2Finfo',
+      '/ext/%2finfo',
+      '/ext/%2E',
+      '/ext/%2e%2e/x',
+      '/ext/%25',
+      '/ext/%2541',
+      '/ext/%',
+      '/ext/%4',
+      '/ext/%zz',
+      '/ext/%4G',
+      '/a b',
+      '/a\tb',
+      '/a\u0000b',
+      '/a\u007fb',
+      '/a\\b',
+      '/a#b',
+      '/caf\u00e9',
+      `/${'a'.repeat(8192)}`,
     ];
     for (const path of paths) c.authorize(`Bearer ${t}`, path, NOW, 'BadPath');
     c.authorize('Basic x', '/a/./b', NOW, 'BadPath');
@@ -301,24 +396,69 @@ export function generateVectors(module = coreModule()) {
     const t = c.issue(0, NOW, HOUR);
     const paths = [
       // Names of dots (or nothing) once ";" parameters are stripped, or trailing dots and spaces trimmed.
-      '/ext/bc/X/..;/..;/admin', '/ext/bc/X/..;x=1/a', '/ext/bc/X/.;/a', '/ext/bc/X/;/a', '/ext/bc/X/a/;', '/ext/bc/X/...',
-      '/ext/bc/X/..%20/a', '/ext/bc/X/..+/a', '/ext/bc/X/..%2B/a', '/ext/bc/X/%20',
+      '/ext/bc/X/..;/..;/admin',
+      '/ext/bc/X/..;x=1/a',
+      '/ext/bc/X/.;/a',
+      '/ext/bc/X/;/a',
+      '/ext/bc/X/a/;',
+      '/ext/bc/X/...',
+      '/ext/bc/X/..%20/a',
+      '/ext/bc/X/..+/a',
+      '/ext/bc/X/..%2B/a',
+      '/ext/bc/X/%20',
       // Encoded "\", ";", "?", "#" and controls.
-      '/ext/bc/X/..%5c..%5cadmin', '/ext/bc/X/..%5C', '/ext/bc/X/..%3B', '/ext/bc/X/..%3f', '/ext/bc/X/..%23', '/ext/bc/X/..%00/a',
-      '/ext/bc/X/%0A', '/ext/bc/X/%1f', '/ext/bc/X/%7F',
+      '/ext/bc/X/..%5c..%5cadmin',
+      '/ext/bc/X/..%5C',
+      '/ext/bc/X/..%3B',
+      '/ext/bc/X/..%3f',
+      '/ext/bc/X/..%23',
+      '/ext/bc/X/..%00/a',
+      '/ext/bc/X/%0A',
+      '/ext/bc/X/%1f',
+      '/ext/bc/X/%7F',
       // Malformed UTF-8: overlong, surrogates, past U+10FFFF, stray or cut bytes.
-      '/ext/bc/X/%c0%ae%c0%ae/admin', '/ext/bc/X/%C1%9C', '/ext/bc/X/%E0%80%AE', '/ext/bc/X/%E0%9F%BF', '/ext/bc/X/%ED%A0%80',
-      '/ext/bc/X/%F0%8F%BF%BF', '/ext/bc/X/%F4%90%80%80', '/ext/bc/X/%F5%80%80%80', '/ext/bc/X/%FF', '/ext/bc/X/%80', '/ext/bc/X/%C3',
-      '/ext/bc/X/%C3x', '/ext/bc/X/%E2%82', '/ext/bc/X/%C3%C3%A9',
+      '/ext/bc/X/%c0%ae%c0%ae/admin',
+      '/ext/bc/X/%C1%9C',
+      '/ext/bc/X/%E0%80%AE',
+      '/ext/bc/X/%E0%9F%BF',
+      '/ext/bc/X/%ED%A0%80',
+      '/ext/bc/X/%F0%8F%BF%BF',
+      '/ext/bc/X/%F4%90%80%80',
+      '/ext/bc/X/%F5%80%80%80',
+      '/ext/bc/X/%FF',
+      '/ext/bc/X/%80',
+      '/ext/bc/X/%C3',
+      '/ext/bc/X/%C3x',
+      '/ext/bc/X/%E2%82',
+      '/ext/bc/X/%C3%C3%A9',
       // Well-formed, but a control, a space, invisible, or folded by NFKC into "..", ".", "/" or "\".
-      '/ext/bc/X/%E2%80%A5/admin', '/ext/bc/X/%EF%BC%8E%EF%BC%8E/admin', '/ext/bc/X/..%EF%BC%8Fadmin', '/ext/bc/X/..%EF%BC%BCadmin',
-      '/ext/bc/X/.%E2%80%8B.', '/ext/bc/X/%C2%A0', '/ext/bc/X/%C2%85', '/ext/bc/X/%EF%BB%BF', '/ext/bc/X/%F3%A0%80%81',
+      '/ext/bc/X/%E2%80%A5/admin',
+      '/ext/bc/X/%EF%BC%8E%EF%BC%8E/admin',
+      '/ext/bc/X/..%EF%BC%8Fadmin',
+      '/ext/bc/X/..%EF%BC%BCadmin',
+      '/ext/bc/X/.%E2%80%8B.',
+      '/ext/bc/X/%C2%A0',
+      '/ext/bc/X/%C2%85',
+      '/ext/bc/X/%EF%BB%BF',
+      '/ext/bc/X/%F3%A0%80%81',
     ];
     for (const path of paths) c.authorize(`Bearer ${t}`, path, NOW, 'BadPath');
     c.verify(t, '/ext/bc/X/..;/admin', NOW, 'BadPath');
-    for (const path of ['/ext/bc/X/rpc', '/ext/bc/X/ws', '/ext/bc/X/caf%C3%A9', '/ext/bc/X/caf%c3%a9', '/ext/bc/X/%E6%97%A5',
-      '/ext/bc/X/%F0%9F%98%80', '/ext/bc/X/%F4%8F%BF%BF', '/ext/bc/X/%C2%A9', '/ext/bc/X/a;v=1', '/ext/bc/X/a:b@c~d-e_f', '/ext/bc/X/..x',
-      '/ext/bc/X/a%20b', '/ext/bc/X/a+b']) {
+    for (const path of [
+      '/ext/bc/X/rpc',
+      '/ext/bc/X/ws',
+      '/ext/bc/X/caf%C3%A9',
+      '/ext/bc/X/caf%c3%a9',
+      '/ext/bc/X/%E6%97%A5',
+      '/ext/bc/X/%F0%9F%98%80',
+      '/ext/bc/X/%F4%8F%BF%BF',
+      '/ext/bc/X/%C2%A9',
+      '/ext/bc/X/a;v=1',
+      '/ext/bc/X/a:b@c~d-e_f',
+      '/ext/bc/X/..x',
+      '/ext/bc/X/a%20b',
+      '/ext/bc/X/a+b',
+    ]) {
       c.authorize(`Bearer ${t}`, path, NOW, 'Valid');
     }
   });
@@ -411,14 +551,39 @@ export function generateVectors(module = coreModule()) {
   // Endpoint lists the core refuses (already canonical: sorted, no duplicates, no "*" with others).
   tokens('grants: endpoint lists the core refuses, and the entry it names', { key: KEY, grants: [] }, (c) => {
     c.addGrantRefused([], 'empty', undefined);
-    c.addGrantRefused(Array.from({ length: 129 }, (_, i) => `/e/${String(i).padStart(3, '0')}`), 'too-many-entries', undefined);
+    c.addGrantRefused(
+      Array.from({ length: 129 }, (_, i) => `/e/${String(i).padStart(3, '0')}`),
+      'too-many-entries',
+      undefined,
+    );
     for (const [endpoints, entry] of [
-      [[''], 0], [['ext/info'], 0], [['/a', '/b/../c'], 1], [['/a/'], 0], [['/a/*/b'], 0], [['/a*'], 0], [['**'], 0],
-      [['//'], 0], [['//a'], 0], [['/a/.'], 0], [['/a', '/b', '/c%2F'], 2], [['/a b'], 0], [['/a/*/*'], 0], [['/ext/info/*/'], 0],
-      [['/a', '/ext/bc/X/..;/*'], 1], [['/a/%5C'], 0], [['/a/%C0%AE'], 0], [['/a/..%00'], 0], [['/a/%E2%80%A5'], 0], [['/a/...'], 0],
-    ]) c.addGrantRefused(endpoints, 'bad-entry', entry);
+      [[''], 0],
+      [['ext/info'], 0],
+      [['/a', '/b/../c'], 1],
+      [['/a/'], 0],
+      [['/a/*/b'], 0],
+      [['/a*'], 0],
+      [['**'], 0],
+      [['//'], 0],
+      [['//a'], 0],
+      [['/a/.'], 0],
+      [['/a', '/b', '/c%2F'], 2],
+      [['/a b'], 0],
+      [['/a/*/*'], 0],
+      [['/ext/info/*/'], 0],
+      [['/a', '/ext/bc/X/..;/*'], 1],
+      [['/a/%5C'], 0],
+      [['/a/%C0%AE'], 0],
+      [['/a/..%00'], 0],
+      [['/a/%E2%80%A5'], 0],
+      [['/a/...'], 0],
+    ])
+      c.addGrantRefused(endpoints, 'bad-entry', entry);
     c.addGrantRefused(['/a', `/${'b'.repeat(1024)}`], 'entry-too-long', 1);
-    c.addGrant(Array.from({ length: 128 }, (_, i) => `/e/${String(i).padStart(3, '0')}`), 0);
+    c.addGrant(
+      Array.from({ length: 128 }, (_, i) => `/e/${String(i).padStart(3, '0')}`),
+      0,
+    );
     c.addGrant([`/${'b'.repeat(1023)}`], 1);
     const t = c.issue(1, NOW, HOUR);
     c.authorize(`Bearer ${t}`, `/${'b'.repeat(1023)}`, NOW, 'Valid');
@@ -426,8 +591,10 @@ export function generateVectors(module = coreModule()) {
 
   // Method scopes: a grant's entries are its endpoints, then "" and its method patterns.
   const RPC = '/ext/bc/C/rpc';
-  tokens('Scoped: a grant with methods answers Scoped and its grant id; without methods, Valid as before',
-    { key: KEY, grants: [[RPC], [RPC, '', 'eth_call', 'eth_get*'], ['*', '', '*']] }, (c) => {
+  tokens(
+    'Scoped: a grant with methods answers Scoped and its grant id; without methods, Valid as before',
+    { key: KEY, grants: [[RPC], [RPC, '', 'eth_call', 'eth_get*'], ['*', '', '*']] },
+    (c) => {
       const plain = c.issue(0, NOW, HOUR);
       const scoped = c.issue(1, NOW, HOUR);
       const any = c.issue(2, NOW, HOUR);
@@ -445,21 +612,39 @@ export function generateVectors(module = coreModule()) {
       c.authorize(`Bearer ${revoked}`, RPC, NOW, 'Revoked');
       c.authorize(`Bearer ${scoped}`, '/ext/bc/C/../rpc', NOW, 'BadPath');
       c.authorize(`Bearer ${c.tamper(scoped, { grant: 0 })}`, RPC, NOW, 'BadSignature');
-    });
-  tokens('methods: exact names, prefixes ending in "*", "*", and a grant without methods',
-    { key: KEY, grants: [[RPC], [RPC, '', 'avax.getHeight', 'eth_*', 'net_version'], [RPC, '', '*']] }, (c) => {
+    },
+  );
+  tokens(
+    'methods: exact names, prefixes ending in "*", "*", and a grant without methods',
+    { key: KEY, grants: [[RPC], [RPC, '', 'avax.getHeight', 'eth_*', 'net_version'], [RPC, '', '*']] },
+    (c) => {
       for (const [method, exact, any] of [
-        ['eth_call', 1, 1], ['eth_getBalance', 1, 1], ['eth_', 1, 1], ['eth', 0, 1], ['Eth_call', 0, 1], ['eth-call', 0, 1],
-        ['net_version', 1, 1], ['net_versio', 0, 1], ['net_version2', 0, 1], ['NET_VERSION', 0, 1], ['avax.getHeight', 1, 1],
-        ['', 0, 1], [' eth_call', 0, 1], ['\u00e9', 0, 1], ['eth_\u00e9', 1, 1], ['net_version\u0000', 0, 1],
-        [`eth_${'x'.repeat(9000)}`, 1, 1], [`net_version${'x'.repeat(9000)}`, 0, 1],
+        ['eth_call', 1, 1],
+        ['eth_getBalance', 1, 1],
+        ['eth_', 1, 1],
+        ['eth', 0, 1],
+        ['Eth_call', 0, 1],
+        ['eth-call', 0, 1],
+        ['net_version', 1, 1],
+        ['net_versio', 0, 1],
+        ['net_version2', 0, 1],
+        ['NET_VERSION', 0, 1],
+        ['avax.getHeight', 1, 1],
+        ['', 0, 1],
+        [' eth_call', 0, 1],
+        ['\u00e9', 0, 1],
+        ['eth_\u00e9', 1, 1],
+        ['net_version\u0000', 0, 1],
+        [`eth_${'x'.repeat(9000)}`, 1, 1],
+        [`net_version${'x'.repeat(9000)}`, 0, 1],
       ]) {
         c.methodAllowed(0, method, 1);
         c.methodAllowed(1, method, exact);
         c.methodAllowed(2, method, any);
       }
       c.methodAllowed(3, 'eth_call', -1);
-    });
+    },
+  );
   tokens('grants: the same endpoints with other methods are another grant', { key: KEY, grants: [] }, (c) => {
     c.addGrant([RPC], 0);
     c.addGrant([RPC, '', 'eth_call'], 1);
@@ -470,8 +655,13 @@ export function generateVectors(module = coreModule()) {
     c.addGrant(['*', '', 'eth_call'], 5);
     c.addGrant([RPC], 0);
     c.addGrant([RPC, '/ext/info', '', 'eth_call'], 6);
-    c.addGrant(Array.from({ length: 128 }, (_, i) => `/e/${String(i).padStart(3, '0')}`).concat(['', ...Array.from({ length: 128 },
-      (_, i) => `m${String(i).padStart(3, '0')}`)]), 7);
+    c.addGrant(
+      Array.from({ length: 128 }, (_, i) => `/e/${String(i).padStart(3, '0')}`).concat([
+        '',
+        ...Array.from({ length: 128 }, (_, i) => `m${String(i).padStart(3, '0')}`),
+      ]),
+      7,
+    );
     c.addGrant([RPC, '', 'm'.repeat(128)], 8);
     const t = c.issue(6, NOW, HOUR);
     c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'Scoped', 6);
@@ -486,9 +676,17 @@ export function generateVectors(module = coreModule()) {
   tokens('grants: method scopes the core refuses, and the pattern it names', { key: KEY, grants: [] }, (c) => {
     c.addGrantRefused([RPC, ''], 'no-methods', undefined);
     for (const [methods, entry] of [
-      [['eth call'], 0], [['*eth'], 0], [['eth**'], 0], [['e*th'], 0], [['eth_*', 'net_*x'], 1], [['\u00e9'], 0],
-      [['eth\tcall'], 0], [['eth_call', 'eth\u007f'], 1], [['a', 'b', 'c\u0000'], 2],
-    ]) c.addGrantRefused([RPC, '', ...methods], 'bad-method', entry);
+      [['eth call'], 0],
+      [['*eth'], 0],
+      [['eth**'], 0],
+      [['e*th'], 0],
+      [['eth_*', 'net_*x'], 1],
+      [['\u00e9'], 0],
+      [['eth\tcall'], 0],
+      [['eth_call', 'eth\u007f'], 1],
+      [['a', 'b', 'c\u0000'], 2],
+    ])
+      c.addGrantRefused([RPC, '', ...methods], 'bad-method', entry);
     c.addGrantRefused([RPC, '', 'a', 'm'.repeat(129)], 'method-too-long', 1);
     c.addGrantRefused([RPC, '', ...Array.from({ length: 129 }, (_, i) => `m${String(i).padStart(3, '0')}`)], 'too-many-methods', undefined);
     // The endpoints are checked first, and an empty first entry is a bad endpoint, not a scope.
@@ -499,8 +697,10 @@ export function generateVectors(module = coreModule()) {
 
   // Limits: a grant's limit entries, the bucket (GCRA, time in ns) and the client ranges.
   const RATE = [RPC, '', '', 'rate 2/s', 'burst 3'];
-  tokens('limits: a rate of 2/s with a burst of 3: the burst, the refusal with its wait, the refill, a batch over the burst',
-    { key: KEY, grants: [RATE] }, (c) => {
+  tokens(
+    'limits: a rate of 2/s with a burst of 3: the burst, the refusal with its wait, the refill, a batch over the burst',
+    { key: KEY, grants: [RATE] },
+    (c) => {
       const t = c.issue(0, NOW, HOUR);
       const client = ipv4(192, 0, 2, 7);
       for (let i = 0; i < 3; i++) c.admit(0, LIVE, 0, 1, NOW_MS, client, 0);
@@ -520,21 +720,33 @@ export function generateVectors(module = coreModule()) {
       c.usage(1, undefined);
       c.authorize(`Bearer ${t}`, RPC, NOW, 'Limited', 0, 0, LIVE);
       c.authorize(`Bearer ${t}`, '/ext/info', NOW, 'NotGranted');
-    });
-  tokens('limits: rates per minute and per hour, each token its own bucket', { key: KEY, grants: [[RPC, '', '', 'rate 60/m', 'burst 1'],
-    [RPC, '', '', 'rate 1/h', 'burst 1']] }, (c) => {
-    c.issue(0, NOW, HOUR);
-    c.issue(0, NOW, HOUR);
-    c.issue(1, NOW, HOUR);
-    const client = ipv4(127, 0, 0, 1);
-    c.admit(0, LIVE, 0, 1, NOW_MS, client, 0);
-    c.admit(0, LIVE, 0, 1, NOW_MS, client, 2, 1_000_000_000);
-    c.admit(1, LIVE, 0, 1, NOW_MS, client, 0);
-    c.admit(2, LIVE, 1, 1, NOW_MS, client, 0);
-    c.admit(2, LIVE, 1, 1, NOW_MS + 1000, client, 2, 3_599_000_000_000);
-  });
-  tokens('limits: a rate shared by 3 gateways: each lets through a third of the rate and of the burst, rounded up',
-    { key: KEY, grants: [[RPC, '', '', 'rate 30/s', 'burst 7']] }, (c) => {
+    },
+  );
+  tokens(
+    'limits: rates per minute and per hour, each token its own bucket',
+    {
+      key: KEY,
+      grants: [
+        [RPC, '', '', 'rate 60/m', 'burst 1'],
+        [RPC, '', '', 'rate 1/h', 'burst 1'],
+      ],
+    },
+    (c) => {
+      c.issue(0, NOW, HOUR);
+      c.issue(0, NOW, HOUR);
+      c.issue(1, NOW, HOUR);
+      const client = ipv4(127, 0, 0, 1);
+      c.admit(0, LIVE, 0, 1, NOW_MS, client, 0);
+      c.admit(0, LIVE, 0, 1, NOW_MS, client, 2, 1_000_000_000);
+      c.admit(1, LIVE, 0, 1, NOW_MS, client, 0);
+      c.admit(2, LIVE, 1, 1, NOW_MS, client, 0);
+      c.admit(2, LIVE, 1, 1, NOW_MS + 1000, client, 2, 3_599_000_000_000);
+    },
+  );
+  tokens(
+    'limits: a rate shared by 3 gateways: each lets through a third of the rate and of the burst, rounded up',
+    { key: KEY, grants: [[RPC, '', '', 'rate 30/s', 'burst 7']] },
+    (c) => {
       c.issue(0, NOW, HOUR);
       const client = ipv4(127, 0, 0, 1);
       c.setLimitShare(3);
@@ -547,9 +759,17 @@ export function generateVectors(module = coreModule()) {
       // A member left: the whole rate again, from the next call on.
       c.setLimitShare(1);
       c.admit(0, LIVE, 0, 4, NOW_MS + 10_000, client, 0);
-    });
-  const CLIENTS = ['/ext/info', '', 'info.*', '', `client ${V4_MAPPED}0a000000/104`, `client ${V4_MAPPED}c0000207/128`,
-    'client 20010db8000000000000000000000000/32'];
+    },
+  );
+  const CLIENTS = [
+    '/ext/info',
+    '',
+    'info.*',
+    '',
+    `client ${V4_MAPPED}0a000000/104`,
+    `client ${V4_MAPPED}c0000207/128`,
+    'client 20010db8000000000000000000000000/32',
+  ];
   tokens('limits: client ranges (IPv4 as IPv4-mapped, IPv6), with a method scope and no rate', { key: KEY, grants: [CLIENTS] }, (c) => {
     const t = c.issue(0, NOW, HOUR);
     c.admit(0, LIVE, 0, 0, NOW_MS, ipv4(10, 1, 2, 3), 0);
@@ -567,17 +787,22 @@ export function generateVectors(module = coreModule()) {
   });
   // One rule for an IPv4 client, the one --trusted-proxies follows too (client-ranges.js).
   const rangeEntries = [...new Set(CLIENT_RANGES.map(({ range }) => `client ${clientRange(range)}`))];
-  tokens('limits: an IPv4 client is in IPv4 ranges only (also written inside ::ffff:0:0/96), never in a wider IPv6 range such as ::/0',
-    { key: KEY, grants: rangeEntries.map((entry) => [RPC, '', '', entry]) }, (c) => {
+  tokens(
+    'limits: an IPv4 client is in IPv4 ranges only (also written inside ::ffff:0:0/96), never in a wider IPv6 range such as ::/0',
+    { key: KEY, grants: rangeEntries.map((entry) => [RPC, '', '', entry]) },
+    (c) => {
       const bytes = (client) => toHex(addressBytes(client, new Uint8Array(16)));
       for (const { range, holds, not } of CLIENT_RANGES) {
         const grant = rangeEntries.indexOf(`client ${clientRange(range)}`);
         for (const client of holds) c.admit(0, LIVE, grant, 0, NOW_MS, bytes(client), 0);
         for (const client of not) c.admit(0, LIVE, grant, 0, NOW_MS, bytes(client), 1);
       }
-    });
-  tokens('limits: a slot is taken again once its own token has expired, while an older token lives on',
-    { key: KEY, grants: [[RPC, '', '', 'rate 1/h', 'burst 1']] }, (c) => {
+    },
+  );
+  tokens(
+    'limits: a slot is taken again once its own token has expired, while an older token lives on',
+    { key: KEY, grants: [[RPC, '', '', 'rate 1/h', 'burst 1']] },
+    (c) => {
       const serials = collidingSerials(66);
       const client = ipv4(127, 0, 0, 1);
       // The first lives a year, the 63 after it a minute: all 64 slots within reach are held.
@@ -593,13 +818,16 @@ export function generateVectors(module = coreModule()) {
       c.usage(serials[2], undefined);
       c.usage(serials[3], 1, NOW_MS);
       c.usage(serials[0], 1, NOW_MS);
-    });
+    },
+  );
   // Quotas: calls per calendar day or month, UTC. NOW is 2023-11-14T22:13:20Z: the day
   // ends 6,400 s on, the month on 2023-12-01.
   const DAY_END = 1_700_006_400;
   const MONTH_END = 1_701_388_800;
-  tokens('limits: a quota of 3 calls a day: spent, the wait to UTC midnight, the next day counted from 0, a batch counts its calls',
-    { key: KEY, grants: [[RPC, '', '', 'quota 3/day']] }, (c) => {
+  tokens(
+    'limits: a quota of 3 calls a day: spent, the wait to UTC midnight, the next day counted from 0, a batch counts its calls',
+    { key: KEY, grants: [[RPC, '', '', 'quota 3/day']] },
+    (c) => {
       const t = c.issue(0, NOW, HOUR);
       const client = ipv4(192, 0, 2, 7);
       c.admit(0, LIVE, 0, 2, NOW_MS, client, 0);
@@ -616,9 +844,12 @@ export function generateVectors(module = coreModule()) {
       c.admit(0, LIVE, 0, 1, DAY_END * 1000, client, 4, 86_400 * 1e9);
       c.usage(0, 2 + 1 + 3, DAY_END * 1000);
       c.authorize(`Bearer ${t}`, RPC, NOW, 'Limited', 0, 0, LIVE);
-    });
-  tokens('limits: a quota of 2 calls a month beside a rate: a call the rate refuses spends no quota; the months end on the calendar\'s days',
-    { key: KEY, grants: [[RPC, '', '', 'rate 1/s', 'burst 1', 'quota 2/month']] }, (c) => {
+    },
+  );
+  tokens(
+    "limits: a quota of 2 calls a month beside a rate: a call the rate refuses spends no quota; the months end on the calendar's days",
+    { key: KEY, grants: [[RPC, '', '', 'rate 1/s', 'burst 1', 'quota 2/month']] },
+    (c) => {
       const client = ipv4(192, 0, 2, 7);
       const expiry = NOW + 2 * YEAR;
       c.admit(0, expiry, 0, 1, NOW_MS, client, 0);
@@ -638,9 +869,12 @@ export function generateVectors(module = coreModule()) {
       c.admit(2, expiry, 0, 1, 1_735_689_599_000, client, 0);
       c.admit(2, expiry, 0, 1, 1_735_689_599_999, client, 4, 1_000_000);
       c.admit(2, expiry, 0, 1, 1_735_689_600_000, client, 0);
-    });
-  tokens('usage: a token without limits counts each check that lets it through, to the second; a refused check counts nothing',
-    { key: KEY, grants: [[RPC], [RPC, '', 'eth_call']] }, (c) => {
+    },
+  );
+  tokens(
+    'usage: a token without limits counts each check that lets it through, to the second; a refused check counts nothing',
+    { key: KEY, grants: [[RPC], [RPC, '', 'eth_call']] },
+    (c) => {
       const plain = c.issue(0, NOW, HOUR);
       const scoped = c.issue(1, NOW, HOUR);
       c.usage(0, undefined);
@@ -651,19 +885,41 @@ export function generateVectors(module = coreModule()) {
       c.usage(0, 2, (NOW + 5) * 1000);
       c.authorize(`Bearer ${scoped}`, RPC, NOW + 7, 'Scoped', 1);
       c.usage(1, 1, (NOW + 7) * 1000);
-    });
+    },
+  );
   tokens('grants: limits the core refuses, and the entry it names', { key: KEY, grants: [] }, (c) => {
     // Two empty entries in a row start limits without a scope (before ABI 3, an empty pattern), so none after them is a bad limit.
     for (const [limits, entry] of [
-      [[], 0], [['rate 0/s', 'burst 1'], 0], [['rate 1000001/s', 'burst 1'], 0], [['rate 1/d', 'burst 1'], 0], [['rate 01/s', 'burst 1'], 0],
-      [['rate 5/s'], 1], [['burst 3'], 0], [['rate 5/s', 'burst 0'], 1], [['rate 5/s', 'burst 1000001'], 1], [['rate  5/s', 'burst 1'], 0],
-      [[`client ${V4_MAPPED}0a000001/104`], 0], [[`client ${V4_MAPPED}0a000000/129`], 0], [[`client ${V4_MAPPED}0A000000/104`], 0],
-      [[`client ${V4_MAPPED}c0000207/128`, `client ${V4_MAPPED}0a000000/104`], 1], [[`client ${V4_MAPPED}0a000000/104`, 'rate 1/s', 'burst 1'], 1],
-      [[`client ${V4_MAPPED}0a000000/104`, `client ${V4_MAPPED}0a000000/104`], 1], [['limit 5'], 0],
-      [['quota 0/day'], 0], [['quota 1000000001/day'], 0], [['quota 5/week'], 0], [['quota 5/Day'], 0], [['quota 05/day'], 0],
-      [['quota 5'], 0], [['quota /day'], 0], [['quota 5/day', 'rate 1/s', 'burst 1'], 1], [['quota 5/day', 'quota 5/month'], 1],
-      [[`client ${V4_MAPPED}0a000000/104`, 'quota 5/day'], 1], [['rate 1/s', 'quota 5/day'], 1],
-    ]) c.addGrantRefused([RPC, '', '', ...limits], 'bad-limit', entry);
+      [[], 0],
+      [['rate 0/s', 'burst 1'], 0],
+      [['rate 1000001/s', 'burst 1'], 0],
+      [['rate 1/d', 'burst 1'], 0],
+      [['rate 01/s', 'burst 1'], 0],
+      [['rate 5/s'], 1],
+      [['burst 3'], 0],
+      [['rate 5/s', 'burst 0'], 1],
+      [['rate 5/s', 'burst 1000001'], 1],
+      [['rate  5/s', 'burst 1'], 0],
+      [[`client ${V4_MAPPED}0a000001/104`], 0],
+      [[`client ${V4_MAPPED}0a000000/129`], 0],
+      [[`client ${V4_MAPPED}0A000000/104`], 0],
+      [[`client ${V4_MAPPED}c0000207/128`, `client ${V4_MAPPED}0a000000/104`], 1],
+      [[`client ${V4_MAPPED}0a000000/104`, 'rate 1/s', 'burst 1'], 1],
+      [[`client ${V4_MAPPED}0a000000/104`, `client ${V4_MAPPED}0a000000/104`], 1],
+      [['limit 5'], 0],
+      [['quota 0/day'], 0],
+      [['quota 1000000001/day'], 0],
+      [['quota 5/week'], 0],
+      [['quota 5/Day'], 0],
+      [['quota 05/day'], 0],
+      [['quota 5'], 0],
+      [['quota /day'], 0],
+      [['quota 5/day', 'rate 1/s', 'burst 1'], 1],
+      [['quota 5/day', 'quota 5/month'], 1],
+      [[`client ${V4_MAPPED}0a000000/104`, 'quota 5/day'], 1],
+      [['rate 1/s', 'quota 5/day'], 1],
+    ])
+      c.addGrantRefused([RPC, '', '', ...limits], 'bad-limit', entry);
     const many = Array.from({ length: 65 }, (_, i) => `client ${V4_MAPPED}0a0000${i.toString(16).padStart(2, '0')}/128`);
     c.addGrantRefused([RPC, '', '', ...many], 'too-many-clients', undefined);
     c.addGrant([RPC, '', '', ...many.slice(0, 64)], 0);
@@ -681,10 +937,15 @@ export function generateVectors(module = coreModule()) {
     if (!seen) throw new Error(`no case shows the outcome ${name}`);
   }
   const vectors = {
-    about: 'api-auth core conformance vectors: every host of build/core.wasm must pass them all. ' +
+    about:
+      'api-auth core conformance vectors: every host of build/core.wasm must pass them all. ' +
       'Generated by test/vectors/generate.js; the format is in assembly/README.md.',
     abiVersion: ABI_VERSION,
-    outcomes: Object.fromEntries(Object.keys(Outcome).filter((k) => Number.isNaN(Number(k))).map((k) => [k, Outcome[k]])),
+    outcomes: Object.fromEntries(
+      Object.keys(Outcome)
+        .filter((k) => Number.isNaN(Number(k)))
+        .map((k) => [k, Outcome[k]]),
+    ),
     cases,
   };
   return { json: formatJson(vectors), text: formatText(vectors) };
@@ -745,8 +1006,12 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
     issue(grant, now, lifetime) {
       const { token, claims } = core.issue(grant, now, lifetime);
       const raw = Buffer.from(token, 'base64url');
-      if (raw.length !== 57 || !createHmac('sha256', signingKey).update(raw.subarray(0, 25)).digest().equals(raw.subarray(25)) ||
-        raw.readBigUInt64BE(5) !== BigInt(claims.serial) || raw.readBigUInt64BE(13) !== BigInt(now + lifetime)) {
+      if (
+        raw.length !== 57 ||
+        !createHmac('sha256', signingKey).update(raw.subarray(0, 25)).digest().equals(raw.subarray(25)) ||
+        raw.readBigUInt64BE(5) !== BigInt(claims.serial) ||
+        raw.readBigUInt64BE(13) !== BigInt(now + lifetime)
+      ) {
         throw new Error(`${name}: the core issued a token that does not match the format`);
       }
       step({ op: 'issue', grant, now, lifetime, token, claims });
@@ -935,9 +1200,15 @@ function formatText(vectors) {
   for (const v of vectors.cases) {
     lines.push(`case ${v.name}`, `init ${v.windowLog2 ?? 12}`);
     switch (v.kind) {
-      case 'sha256': lines.push(`sha256 ${bytes(v.message)} ${v.digest}`); break;
-      case 'hmacSha256': lines.push(`hmac ${bytes(v.key)} ${bytes(v.message)} ${v.tag}`); break;
-      case 'password': lines.push(`password ${v.length} ${v.password} ${v.entropy.join(' ')}`); break;
+      case 'sha256':
+        lines.push(`sha256 ${bytes(v.message)} ${v.digest}`);
+        break;
+      case 'hmacSha256':
+        lines.push(`hmac ${bytes(v.key)} ${bytes(v.message)} ${v.tag}`);
+        break;
+      case 'password':
+        lines.push(`password ${v.length} ${v.password} ${v.entropy.join(' ')}`);
+        break;
       case 'tokens':
         if (v.key !== null) lines.push(`key ${v.key}`);
         lines.push(`generation ${v.generation}`);
@@ -945,36 +1216,61 @@ function formatText(vectors) {
         for (const s of v.setup) {
           switch (s.op) {
             case 'addGrant':
-              lines.push(s.refused === undefined
-                ? `grant ${list(s.entries)} ${s.id}`
-                : `grant-refused ${list(s.entries)} ${s.refused} ${s.entry ?? '-'}`);
+              lines.push(
+                s.refused === undefined
+                  ? `grant ${list(s.entries)} ${s.id}`
+                  : `grant-refused ${list(s.entries)} ${s.refused} ${s.entry ?? '-'}`,
+              );
               break;
             case 'issue':
-              lines.push(s.refused === undefined
-                ? `issue ${s.grant} ${s.now} ${s.lifetime} ${s.token} ${claims(s.claims)}`
-                : `issue-refused ${s.grant} ${s.now} ${s.lifetime} ${s.refused}`);
+              lines.push(
+                s.refused === undefined
+                  ? `issue ${s.grant} ${s.now} ${s.lifetime} ${s.token} ${claims(s.claims)}`
+                  : `issue-refused ${s.grant} ${s.now} ${s.lifetime} ${s.refused}`,
+              );
               break;
-            case 'revoke': lines.push(`revoke ${hex(s.token)} ${s.now} ${s.code}${s.claims ? ` ${claims(s.claims)}` : ''}`); break;
-            case 'bumpGeneration': lines.push(`bump ${s.generation}`); break;
-            case 'restoreSerials': lines.push(`restore ${s.floor} ${s.next} ${s.expiryBound} ${s.result}`); break;
-            case 'revokeSerial': lines.push(`revoke-serial ${s.serial} ${s.result}`); break;
-            case 'sweep': lines.push(`sweep ${s.now}`); break;
-            case 'setKey': lines.push(`key ${s.key}`); break;
-            case 'authorize': lines.push(`authorize ${hex(s.header)} ${hex(s.path)} ${s.now} ${s.code}`); break;
-            case 'setLimitShare': lines.push(`share ${s.members}`); break;
-            case 'admit': lines.push(`admit ${s.serial} ${s.expiry} ${s.grant} ${s.n} ${s.nowMs}000000 ${s.client} ${s.result} ${s.wait ?? 0}`); break;
-            default: throw new Error(`unknown step ${s.op}`);
+            case 'revoke':
+              lines.push(`revoke ${hex(s.token)} ${s.now} ${s.code}${s.claims ? ` ${claims(s.claims)}` : ''}`);
+              break;
+            case 'bumpGeneration':
+              lines.push(`bump ${s.generation}`);
+              break;
+            case 'restoreSerials':
+              lines.push(`restore ${s.floor} ${s.next} ${s.expiryBound} ${s.result}`);
+              break;
+            case 'revokeSerial':
+              lines.push(`revoke-serial ${s.serial} ${s.result}`);
+              break;
+            case 'sweep':
+              lines.push(`sweep ${s.now}`);
+              break;
+            case 'setKey':
+              lines.push(`key ${s.key}`);
+              break;
+            case 'authorize':
+              lines.push(`authorize ${hex(s.header)} ${hex(s.path)} ${s.now} ${s.code}`);
+              break;
+            case 'setLimitShare':
+              lines.push(`share ${s.members}`);
+              break;
+            case 'admit':
+              lines.push(`admit ${s.serial} ${s.expiry} ${s.grant} ${s.n} ${s.nowMs}000000 ${s.client} ${s.result} ${s.wait ?? 0}`);
+              break;
+            default:
+              throw new Error(`unknown step ${s.op}`);
           }
         }
         for (const k of v.checks) {
           const grant = `${k.grant === undefined ? '' : ` ${k.grant}`}${k.serial === undefined ? '' : ` ${k.serial} ${k.expiry}`}`;
           if (k.call === 'authorize') lines.push(`authorize ${hex(k.header)} ${hex(k.path)} ${k.now} ${k.code}${grant}`);
           else if (k.call === 'verify') lines.push(`verify ${hex(k.token)} ${hex(k.path)} ${k.now} ${k.code}${grant}`);
-          else if (k.call === 'usage') lines.push(k.found ? `usage ${k.serial} 1 ${k.requests} ${k.lastMs}000000` : `usage ${k.serial} 0 0 0`);
+          else if (k.call === 'usage')
+            lines.push(k.found ? `usage ${k.serial} 1 ${k.requests} ${k.lastMs}000000` : `usage ${k.serial} 0 0 0`);
           else lines.push(`method ${k.grant} ${hex(k.method)} ${k.result}`);
         }
         break;
-      default: throw new Error(`unknown kind ${v.kind}`);
+      default:
+        throw new Error(`unknown kind ${v.kind}`);
     }
     lines.push('end');
   }

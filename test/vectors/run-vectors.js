@@ -9,8 +9,17 @@ import { splitGrantEntries } from '../../build/host/core/grants.js';
 
 /** GrantError codes of host/core/core.ts by the core's grantAdd result. */
 const GRANT_ERRORS = {
-  [-1]: 'empty', [-2]: 'too-many-entries', [-3]: 'table-full', [-4]: 'bad-entry', [-5]: 'entry-too-long', [-6]: 'bad-method',
-  [-7]: 'method-too-long', [-8]: 'too-many-methods', [-9]: 'no-methods', [-10]: 'bad-limit', [-11]: 'too-many-clients',
+  [-1]: 'empty',
+  [-2]: 'too-many-entries',
+  [-3]: 'table-full',
+  [-4]: 'bad-entry',
+  [-5]: 'entry-too-long',
+  [-6]: 'bad-method',
+  [-7]: 'method-too-long',
+  [-8]: 'too-many-methods',
+  [-9]: 'no-methods',
+  [-10]: 'bad-limit',
+  [-11]: 'too-many-clients',
 };
 /** IssueError codes of host/core/core.ts by the core's issue result. */
 const ISSUE_ERRORS = { [-1]: 'unknown-grant', [-2]: 'window-full', [-3]: 'bad-time', [-4]: 'no-key' };
@@ -78,7 +87,9 @@ export function toHex(bytes) {
  */
 function runCase(module, vector, problems) {
   /** @param {boolean} ok @param {string} what */
-  const expect = (ok, what) => { if (!ok) problems.push(what); };
+  const expect = (ok, what) => {
+    if (!ok) problems.push(what);
+  };
   const random = vector.kind === 'password' ? fixedEntropy(vector.entropy.map(fromHex)) : undefined;
   const core = new Core(module, { windowLog2: vector.windowLog2 ?? 12, random });
   switch (vector.kind) {
@@ -130,8 +141,10 @@ function runCase(module, vector, problems) {
           problems.push(`${at}: accepted, not refused with ${step.refused}`);
         } catch (error) {
           const e = /** @type {any} */ (error);
-          expect(e.name === 'GrantError' && e.code === GRANT_ERRORS[step.refused] && e.entry === step.entry,
-            `${at}: ${e.name} ${e.code} at entry ${e.entry}, not ${GRANT_ERRORS[step.refused]} at ${step.entry}`);
+          expect(
+            e.name === 'GrantError' && e.code === GRANT_ERRORS[step.refused] && e.entry === step.entry,
+            `${at}: ${e.name} ${e.code} at entry ${e.entry}, not ${GRANT_ERRORS[step.refused]} at ${step.entry}`,
+          );
         }
         break;
       }
@@ -142,8 +155,10 @@ function runCase(module, vector, problems) {
             problems.push(`${at}: issued, not refused with ${step.refused}`);
           } catch (error) {
             const e = /** @type {Error & { code?: string }} */ (error);
-            expect(e.name === 'IssueError' && e.code === ISSUE_ERRORS[step.refused],
-              `${at}: threw ${e.name} ${e.code}, not IssueError ${ISSUE_ERRORS[step.refused]}`);
+            expect(
+              e.name === 'IssueError' && e.code === ISSUE_ERRORS[step.refused],
+              `${at}: threw ${e.name} ${e.code}, not IssueError ${ISSUE_ERRORS[step.refused]}`,
+            );
           }
           break;
         }
@@ -225,16 +240,24 @@ function runCase(module, vector, problems) {
       return;
     }
     expect(Outcome[check.outcome] === check.code, `check ${i}: the file names ${check.outcome} with code ${check.code}`);
-    const outcome = check.call === 'authorize'
-      ? core.authorize(check.header, check.path, check.now)
-      : core.verify(check.token, check.path, check.now);
+    const outcome =
+      check.call === 'authorize' ? core.authorize(check.header, check.path, check.now) : core.verify(check.token, check.path, check.now);
     expect(outcome === check.code, `check ${i} (${check.call}): ${Outcome[outcome]}, not ${check.outcome}`);
     if (outcome === Outcome.Scoped || outcome === Outcome.Limited) {
-      expect(core.scopedGrant === check.grant, `check ${i} (${check.call}): ${Outcome[outcome]} with grant ${core.scopedGrant}, not ${check.grant}`);
+      expect(
+        core.scopedGrant === check.grant,
+        `check ${i} (${check.call}): ${Outcome[outcome]} with grant ${core.scopedGrant}, not ${check.grant}`,
+      );
     }
     if (outcome === Outcome.Limited) {
-      expect(core.limitedSerial === check.serial, `check ${i} (${check.call}): Limited with serial ${core.limitedSerial}, not ${check.serial}`);
-      expect(core.limitedExpiry === check.expiry, `check ${i} (${check.call}): Limited with expiry ${core.limitedExpiry}, not ${check.expiry}`);
+      expect(
+        core.limitedSerial === check.serial,
+        `check ${i} (${check.call}): Limited with serial ${core.limitedSerial}, not ${check.serial}`,
+      );
+      expect(
+        core.limitedExpiry === check.expiry,
+        `check ${i} (${check.call}): Limited with expiry ${core.limitedExpiry}, not ${check.expiry}`,
+      );
     }
   });
 }
@@ -242,6 +265,10 @@ function runCase(module, vector, problems) {
 /** @param {any} got @param {any} expected */
 function sameClaims(got, expected) {
   if (got === undefined || expected === undefined) return got === expected;
-  return got.serial === expected.serial && got.expiry === expected.expiry &&
-    got.generation === expected.generation && got.grant === expected.grant;
+  return (
+    got.serial === expected.serial &&
+    got.expiry === expected.expiry &&
+    got.generation === expected.generation &&
+    got.grant === expected.grant
+  );
 }

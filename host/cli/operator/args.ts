@@ -49,42 +49,177 @@ const TAKES_TOKEN: readonly string[] = ['token revoke', 'token rotate'];
 
 /** --burst: a whole number; the node checks its range. */
 function parseBurst(value: string): number {
-  if (!/^[0-9]{1,16}$/.test(value)) throw new UsageError(`--burst must be a whole number (the calls the token may make at once), not ${JSON.stringify(value)}`);
+  if (!/^[0-9]{1,16}$/.test(value))
+    throw new UsageError(`--burst must be a whole number (the calls the token may make at once), not ${JSON.stringify(value)}`);
   return Number(value);
 }
 
 /** --quota N/day or N/month: the node checks N's range. */
 function parseQuota(value: string): { requests: number; per: string } {
   const match = /^([0-9]{1,16})\/(day|month)$/.exec(value);
-  if (match === null) throw new UsageError(`--quota must be N/day or N/month (the calls the token may make per calendar day or month, UTC), not ${JSON.stringify(value)}`);
+  if (match === null)
+    throw new UsageError(
+      `--quota must be N/day or N/month (the calls the token may make per calendar day or month, UTC), not ${JSON.stringify(value)}`,
+    );
   return { requests: Number(match[1]), per: match[2] };
 }
 
 // Each flag: its kind, and where its value goes.
-const FLAGS: Readonly<Record<string, { kind: 'string'; set: (o: OperatorOptions, value: string) => void } |
-  { kind: 'boolean'; set: (o: OperatorOptions, value: boolean) => void }>> = {
-  'uri': { kind: 'string', set: (o, v) => { o.uri = parseUri(v); o.uriGiven = true; } },
-  'endpoints': { kind: 'string', set: (o, v) => { o.endpoints.push(...v.split(',').map((e) => e.trim()).filter((e) => e !== '')); } },
-  'label': { kind: 'string', set: (o, v) => { o.label = v; } },
-  'expires-in': { kind: 'string', set: (o, v) => { o.expiresIn = parseExpiresIn(v); } },
-  'overlap': { kind: 'string', set: (o, v) => { o.overlap = parseOverlap(v); } },
-  'methods': { kind: 'string', set: (o, v) => { o.methods.push(...v.split(',').map((m) => m.trim()).filter((m) => m !== '')); } },
-  'rate-limit': { kind: 'string', set: (o, v) => { o.rateLimit = v; } },
-  'burst': { kind: 'string', set: (o, v) => { o.burst = parseBurst(v); } },
-  'quota': { kind: 'string', set: (o, v) => { o.quota = parseQuota(v); } },
-  'allowed-clients': { kind: 'string', set: (o, v) => { o.allowedClients.push(...v.split(',').map((c) => c.trim()).filter((c) => c !== '')); } },
-  'id': { kind: 'string', set: (o, v) => { o.id = v; } },
-  'password-file': { kind: 'string', set: (o, v) => { o.passwordFile = v; } },
-  'password-stdin': { kind: 'boolean', set: (o, v) => { o.passwordStdin = v; } },
-  'new-password-file': { kind: 'string', set: (o, v) => { o.newPasswordFile = v; } },
-  'new-password-stdin': { kind: 'boolean', set: (o, v) => { o.newPasswordStdin = v; } },
-  'token-file': { kind: 'string', set: (o, v) => { o.tokenFile = v; } },
-  'token-stdin': { kind: 'boolean', set: (o, v) => { o.tokenStdin = v; } },
-  'json': { kind: 'boolean', set: (o, v) => { o.json = v; } },
-  'timeout': { kind: 'string', set: (o, v) => { o.timeoutMs = parseTimeout(v); } },
-  'cacert': { kind: 'string', set: (o, v) => { o.cacert = v; } },
-  [CONFIG_FILE.flag]: { kind: 'string', set: (o, v) => { o.configFile = expandHome(v); } },
-  'help': { kind: 'boolean', set: (o, v) => { o.help = v; } },
+const FLAGS: Readonly<
+  Record<
+    string,
+    | { kind: 'string'; set: (o: OperatorOptions, value: string) => void }
+    | { kind: 'boolean'; set: (o: OperatorOptions, value: boolean) => void }
+  >
+> = {
+  uri: {
+    kind: 'string',
+    set: (o, v) => {
+      o.uri = parseUri(v);
+      o.uriGiven = true;
+    },
+  },
+  endpoints: {
+    kind: 'string',
+    set: (o, v) => {
+      o.endpoints.push(
+        ...v
+          .split(',')
+          .map((e) => e.trim())
+          .filter((e) => e !== ''),
+      );
+    },
+  },
+  label: {
+    kind: 'string',
+    set: (o, v) => {
+      o.label = v;
+    },
+  },
+  'expires-in': {
+    kind: 'string',
+    set: (o, v) => {
+      o.expiresIn = parseExpiresIn(v);
+    },
+  },
+  overlap: {
+    kind: 'string',
+    set: (o, v) => {
+      o.overlap = parseOverlap(v);
+    },
+  },
+  methods: {
+    kind: 'string',
+    set: (o, v) => {
+      o.methods.push(
+        ...v
+          .split(',')
+          .map((m) => m.trim())
+          .filter((m) => m !== ''),
+      );
+    },
+  },
+  'rate-limit': {
+    kind: 'string',
+    set: (o, v) => {
+      o.rateLimit = v;
+    },
+  },
+  burst: {
+    kind: 'string',
+    set: (o, v) => {
+      o.burst = parseBurst(v);
+    },
+  },
+  quota: {
+    kind: 'string',
+    set: (o, v) => {
+      o.quota = parseQuota(v);
+    },
+  },
+  'allowed-clients': {
+    kind: 'string',
+    set: (o, v) => {
+      o.allowedClients.push(
+        ...v
+          .split(',')
+          .map((c) => c.trim())
+          .filter((c) => c !== ''),
+      );
+    },
+  },
+  id: {
+    kind: 'string',
+    set: (o, v) => {
+      o.id = v;
+    },
+  },
+  'password-file': {
+    kind: 'string',
+    set: (o, v) => {
+      o.passwordFile = v;
+    },
+  },
+  'password-stdin': {
+    kind: 'boolean',
+    set: (o, v) => {
+      o.passwordStdin = v;
+    },
+  },
+  'new-password-file': {
+    kind: 'string',
+    set: (o, v) => {
+      o.newPasswordFile = v;
+    },
+  },
+  'new-password-stdin': {
+    kind: 'boolean',
+    set: (o, v) => {
+      o.newPasswordStdin = v;
+    },
+  },
+  'token-file': {
+    kind: 'string',
+    set: (o, v) => {
+      o.tokenFile = v;
+    },
+  },
+  'token-stdin': {
+    kind: 'boolean',
+    set: (o, v) => {
+      o.tokenStdin = v;
+    },
+  },
+  json: {
+    kind: 'boolean',
+    set: (o, v) => {
+      o.json = v;
+    },
+  },
+  timeout: {
+    kind: 'string',
+    set: (o, v) => {
+      o.timeoutMs = parseTimeout(v);
+    },
+  },
+  cacert: {
+    kind: 'string',
+    set: (o, v) => {
+      o.cacert = v;
+    },
+  },
+  [CONFIG_FILE.flag]: {
+    kind: 'string',
+    set: (o, v) => {
+      o.configFile = expandHome(v);
+    },
+  },
+  help: {
+    kind: 'boolean',
+    set: (o, v) => {
+      o.help = v;
+    },
+  },
 };
 
 const KINDS: FlagKinds = Object.fromEntries(Object.entries(FLAGS).map(([name, { kind }]) => [name, kind]));
@@ -98,7 +233,8 @@ const SECRET_FLAGS: ReadonlyMap<string, string> = new Map([
 
 function refuseSecret(name: string): string | undefined {
   const safe = SECRET_FLAGS.get(name);
-  return safe === undefined ? undefined
+  return safe === undefined
+    ? undefined
     : `--${name} is not taken: a password on the command line is visible to other users; use ${safe}, or let the command prompt`;
 }
 
@@ -147,9 +283,19 @@ export function parseOperatorArgs(args: readonly string[]): { action: Action; op
     const known = group === 'token' ? '"token new", "token list", "token revoke" or "token rotate"' : '"password change"';
     // The word is shown only when it is a slip of a command's (a password pasted after
     // "api-auth token" must not be echoed): then the command it is likely a slip of.
-    const likely = verb === undefined ? undefined : closest(verb, ACTIONS.filter((a) => a.startsWith(`${group} `)).map((a) => a.slice(group.length + 1)));
-    const what = verb === undefined ? `"${group}" needs a command` : likely === undefined ? 'unknown command (not shown: it may be a secret)'
-      : `unknown command "${action}" (did you mean "${group} ${likely}"?)`;
+    const likely =
+      verb === undefined
+        ? undefined
+        : closest(
+            verb,
+            ACTIONS.filter((a) => a.startsWith(`${group} `)).map((a) => a.slice(group.length + 1)),
+          );
+    const what =
+      verb === undefined
+        ? `"${group}" needs a command`
+        : likely === undefined
+          ? 'unknown command (not shown: it may be a secret)'
+          : `unknown command "${action}" (did you mean "${group} ${likely}"?)`;
     throw new UsageError(`${what}; the commands are ${known} (run api-auth ${group} --help)`);
   }
   return { action: action as Action, options, positional };
@@ -162,7 +308,8 @@ export function parseUri(text: string): string {
   } catch {
     throw new UsageError(`--uri must be a URL such as ${DEFAULT_URI}, not ${JSON.stringify(text)}`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--uri must be an http:// or https:// URL, not ${JSON.stringify(text)}`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new UsageError(`--uri must be an http:// or https:// URL, not ${JSON.stringify(text)}`);
   if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
     throw new UsageError(`--uri must be the node's base URL such as ${DEFAULT_URI}, without query, fragment or credentials`);
   }
@@ -181,13 +328,15 @@ function parseExpiresIn(text: string): string {
 
 /** Checked for its form here; the node checks it against the token's remaining life. Sent as written. */
 function parseOverlap(text: string): string {
-  if (parseDuration(text) === null) throw new UsageError(`--overlap must be a duration such as 0s, 10m or 24h, not ${JSON.stringify(text)}`);
+  if (parseDuration(text) === null)
+    throw new UsageError(`--overlap must be a duration such as 0s, 10m or 24h, not ${JSON.stringify(text)}`);
   return text;
 }
 
 function parseTimeout(text: string): number {
   const seconds = parseDuration(text);
-  if (seconds === null || seconds < 1 || seconds > 3600) throw new UsageError(`--timeout must be a duration from 1s to 1h such as 30s, not ${JSON.stringify(text)}`);
+  if (seconds === null || seconds < 1 || seconds > 3600)
+    throw new UsageError(`--timeout must be a duration from 1s to 1h such as 30s, not ${JSON.stringify(text)}`);
   return seconds * 1000;
 }
 
@@ -197,7 +346,9 @@ function parseTimeout(text: string): number {
  */
 export function checkFlagsOf(action: Action, options: OperatorOptions, positional: string[]): string[] {
   if (!TAKES_TOKEN.includes(action) && (options.tokenFile !== undefined || options.tokenStdin)) {
-    throw new UsageError(`--token-file and --token-stdin belong to "api-auth token revoke" and "api-auth token rotate", not "api-auth ${action}"`);
+    throw new UsageError(
+      `--token-file and --token-stdin belong to "api-auth token revoke" and "api-auth token rotate", not "api-auth ${action}"`,
+    );
   }
   // "-" in place of the token is stdin, as most commands read it.
   if (TAKES_TOKEN.includes(action) && positional.length === 1 && positional[0] === '-') {
@@ -210,22 +361,33 @@ export function checkFlagsOf(action: Action, options: OperatorOptions, positiona
   }
   // Past the checks above, at most two of them are left.
   const stdinUsers = [
-    options.passwordStdin && '--password-stdin', options.newPasswordStdin && '--new-password-stdin', options.tokenStdin && '--token-stdin',
+    options.passwordStdin && '--password-stdin',
+    options.newPasswordStdin && '--new-password-stdin',
+    options.tokenStdin && '--token-stdin',
   ].filter((flag) => flag !== false);
   if (stdinUsers.length > 1) throw new UsageError(`${stdinUsers.join(' and ')} cannot both read stdin; give one of them as a file`);
-  if (options.passwordStdin && options.passwordFile !== undefined) throw new UsageError('give --password-file or --password-stdin, not both');
-  if (options.newPasswordStdin && options.newPasswordFile !== undefined) throw new UsageError('give --new-password-file or --new-password-stdin, not both');
+  if (options.passwordStdin && options.passwordFile !== undefined)
+    throw new UsageError('give --password-file or --password-stdin, not both');
+  if (options.newPasswordStdin && options.newPasswordFile !== undefined)
+    throw new UsageError('give --new-password-file or --new-password-stdin, not both');
   if (options.tokenStdin && options.tokenFile !== undefined) throw new UsageError('give --token-file or --token-stdin, not both');
-  for (const [flag, given] of [['--endpoints', options.endpoints.length > 0], ['--label', options.label !== undefined],
-    ['--expires-in', options.expiresIn !== undefined], ['--methods', options.methods.length > 0],
-    ['--rate-limit', options.rateLimit !== undefined], ['--burst', options.burst !== undefined], ['--quota', options.quota !== undefined],
-    ['--allowed-clients', options.allowedClients.length > 0]] as const) {
+  for (const [flag, given] of [
+    ['--endpoints', options.endpoints.length > 0],
+    ['--label', options.label !== undefined],
+    ['--expires-in', options.expiresIn !== undefined],
+    ['--methods', options.methods.length > 0],
+    ['--rate-limit', options.rateLimit !== undefined],
+    ['--burst', options.burst !== undefined],
+    ['--quota', options.quota !== undefined],
+    ['--allowed-clients', options.allowedClients.length > 0],
+  ] as const) {
     if (action !== 'token new' && given) throw new UsageError(`${flag} belongs to "api-auth token new", not "api-auth ${action}"`);
   }
   if (!TAKES_TOKEN.includes(action) && options.id !== undefined) {
     throw new UsageError(`--id belongs to "api-auth token revoke" and "api-auth token rotate", not "api-auth ${action}"`);
   }
-  if (action !== 'token rotate' && options.overlap !== undefined) throw new UsageError(`--overlap belongs to "api-auth token rotate", not "api-auth ${action}"`);
+  if (action !== 'token rotate' && options.overlap !== undefined)
+    throw new UsageError(`--overlap belongs to "api-auth token rotate", not "api-auth ${action}"`);
   return positional;
 }
 
@@ -233,6 +395,8 @@ export function checkFlagsOf(action: Action, options: OperatorOptions, positiona
 export function expectPositional(positional: string[], max: number, action: Action): void {
   if (positional.length <= max) return;
   // Not shown: a word in the wrong place may be a token or a password.
-  throw new UsageError(`unexpected argument (not shown: it may be a secret); api-auth ${action} takes ${max === 0 ? 'no argument' : 'one argument, the token'} ` +
-    `(run api-auth ${action} --help)`);
+  throw new UsageError(
+    `unexpected argument (not shown: it may be a secret); api-auth ${action} takes ${max === 0 ? 'no argument' : 'one argument, the token'} ` +
+      `(run api-auth ${action} --help)`,
+  );
 }

@@ -19,8 +19,10 @@ import type { OperatorOptions } from './args.js';
 export function fromNodeSettings(options: OperatorOptions, env: Environment, io: Pick<CommandIo, 'stderr'>): void {
   const unknown = unknownEnvironment(env);
   if (unknown.length > 0) {
-    io.stderr(`api-auth: warning: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} named like the node's settings but ` +
-      'none of them, and change nothing (API_AUTH_ and a flag\'s name in upper snake case, such as API_AUTH_PASSWORD_FILE)\n');
+    io.stderr(
+      `api-auth: warning: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} named like the node's settings but ` +
+        "none of them, and change nothing (API_AUTH_ and a flag's name in upper snake case, such as API_AUTH_PASSWORD_FILE)\n",
+    );
   }
   const { command, name } = readCommand(options.configFile === undefined ? [] : [`--${CONFIG_FILE.flag}`, options.configFile], env);
   if (command.action !== 'serve') return;

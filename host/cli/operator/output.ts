@@ -39,12 +39,16 @@ function revoked(result: unknown, json: boolean, io: Output, byId: boolean): num
       if (!json) io.stdout('token already revoked: nothing to do\n');
       return ExitCode.Ok;
     case 'not a live token':
-      io.stderr(`api-auth: nothing revoked: not a live token of this node (${typeof reason === 'string' ? reason : 'not valid'}); ` +
-        (byId ? 'check the id with api-auth token list\n' : 'check that it is the whole token\n'));
+      io.stderr(
+        `api-auth: nothing revoked: not a live token of this node (${typeof reason === 'string' ? reason : 'not valid'}); ` +
+          (byId ? 'check the id with api-auth token list\n' : 'check that it is the whole token\n'),
+      );
       return ExitCode.Refused;
     default:
-      io.stderr('api-auth: the node answered success without saying whether the token was live (an older node?); ' +
-        'check with a call that uses the token\n');
+      io.stderr(
+        'api-auth: the node answered success without saying whether the token was live (an older node?); ' +
+          'check with a call that uses the token\n',
+      );
       return ExitCode.Refused;
   }
 }
@@ -52,9 +56,25 @@ function revoked(result: unknown, json: boolean, io: Output, byId: boolean): num
 /** The listed tokens as a table for people, one line each, columns aligned. */
 export function table(result: unknown): string {
   const tokens = (result as { tokens?: unknown } | null)?.tokens;
-  if (!Array.isArray(tokens)) throw new NodeUnreachableError(`the node's answer to auth.listTokens holds no token list: ${JSON.stringify(result).slice(0, 200)}`);
+  if (!Array.isArray(tokens))
+    throw new NodeUnreachableError(`the node's answer to auth.listTokens holds no token list: ${JSON.stringify(result).slice(0, 200)}`);
   if (tokens.length === 0) return 'no live tokens\n';
-  const rows = [['ID', 'LABEL', 'ENDPOINTS', 'METHODS', 'RATE', 'QUOTA', 'CLIENTS', 'EXPIRES (UTC)', 'REVOKED', 'ROTATED TO', 'LAST USED (UTC)', 'REQUESTS']];
+  const rows = [
+    [
+      'ID',
+      'LABEL',
+      'ENDPOINTS',
+      'METHODS',
+      'RATE',
+      'QUOTA',
+      'CLIENTS',
+      'EXPIRES (UTC)',
+      'REVOKED',
+      'ROTATED TO',
+      'LAST USED (UTC)',
+      'REQUESTS',
+    ],
+  ];
   const time = (value: unknown): string => (typeof value === 'string' ? shown(value).replace('T', ' ').replace(/Z$/, '') : '-');
   for (const entry of tokens as Record<string, unknown>[]) {
     const list = (value: unknown, none: string): string => (Array.isArray(value) ? shown(value.map(String).join(',')) : none);
@@ -62,13 +82,26 @@ export function table(result: unknown): string {
     const q = entry.quota as { requests?: unknown; per?: unknown; used?: unknown } | null | undefined;
     const quota = q !== null && typeof q === 'object' ? `${shown(q.used)}/${shown(q.requests)} per ${shown(q.per)}` : '-';
     const methods = Array.isArray(entry.methods) ? collapseMethodSets(entry.methods.map(String)) : undefined;
-    rows.push([shown(entry.id), entry.label === null ? '-' : shown(entry.label), list(entry.endpoints, '?'), list(methods, '*'),
-      rate, quota, list(entry.allowedClients, '*'), time(entry.expiresAt), entry.revoked === true ? 'yes' : 'no',
-      typeof entry.rotatedTo === 'string' ? shown(entry.rotatedTo) : '-', time(entry.lastUsedAt),
-      typeof entry.requests === 'number' ? String(entry.requests) : '-']);
+    rows.push([
+      shown(entry.id),
+      entry.label === null ? '-' : shown(entry.label),
+      list(entry.endpoints, '?'),
+      list(methods, '*'),
+      rate,
+      quota,
+      list(entry.allowedClients, '*'),
+      time(entry.expiresAt),
+      entry.revoked === true ? 'yes' : 'no',
+      typeof entry.rotatedTo === 'string' ? shown(entry.rotatedTo) : '-',
+      time(entry.lastUsedAt),
+      typeof entry.requests === 'number' ? String(entry.requests) : '-',
+    ]);
   }
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => width(r[c]))));
-  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell + ' '.repeat(widths[c] - width(cell)))).join('  ')).join('\n') + '\n';
+  return (
+    rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell + ' '.repeat(widths[c] - width(cell)))).join('  ')).join('\n') +
+    '\n'
+  );
 }
 
 /** A value for the terminal: what could move the cursor or reorder the line (controls, separators, bidi) shows as "?". */

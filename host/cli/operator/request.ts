@@ -20,7 +20,10 @@ export async function requestOf(action: Action, options: OperatorOptions, positi
   switch (action) {
     case 'token new': {
       expectPositional(positional, 0, action);
-      if (options.endpoints.length === 0) throw new UsageError('token new needs --endpoints, such as --endpoints /ext/info,/ext/bc/X, --endpoints / for a node served at the root (Ethereum nodes), or "*" for every endpoint');
+      if (options.endpoints.length === 0)
+        throw new UsageError(
+          'token new needs --endpoints, such as --endpoints /ext/info,/ext/bc/X, --endpoints / for a node served at the root (Ethereum nodes), or "*" for every endpoint',
+        );
       const password = await readPassword(options, 'Password: ', io);
       method = 'auth.newToken';
       params = { password, endpoints: options.endpoints };
@@ -55,7 +58,8 @@ export async function requestOf(action: Action, options: OperatorOptions, positi
       }
       let token: string;
       if (positional.length === 1) {
-        if (options.tokenFile !== undefined || options.tokenStdin) throw new UsageError('give the token once: as TOKEN, or with --token-file or --token-stdin');
+        if (options.tokenFile !== undefined || options.tokenStdin)
+          throw new UsageError('give the token once: as TOKEN, or with --token-file or --token-stdin');
         token = positional[0];
         io.stderr(ARGV_TOKEN_WARNING);
       } else {
@@ -77,7 +81,8 @@ export async function requestOf(action: Action, options: OperatorOptions, positi
   return { method, params };
 }
 
-const ARGV_TOKEN_WARNING = 'api-auth: warning: a token on the command line can be read by every user of this machine while the ' +
+const ARGV_TOKEN_WARNING =
+  'api-auth: warning: a token on the command line can be read by every user of this machine while the ' +
   'command runs (ps, /proc/PID/cmdline), and stays in your shell history; use --token-file PATH or --token-stdin\n';
 
 /** The service password: from --password-file (or the node's own password file), --password-stdin, or the prompt. */
@@ -93,4 +98,3 @@ function methodsOf(patterns: readonly string[]): string[] {
     throw new UsageError(`--methods: ${(error as Error).message}`);
   }
 }
-

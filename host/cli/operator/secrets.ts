@@ -20,7 +20,8 @@ export async function readNewPassword(file: string | undefined, stdin: boolean, 
     if (again !== password) throw new UsageError('the two new passwords differ; nothing was changed');
   }
   const length = countCodePoints(password);
-  if (length > MAX_PASSWORD_LENGTH) throw new UsageError(`the new password is ${length} characters long; at most ${MAX_PASSWORD_LENGTH} are allowed`);
+  if (length > MAX_PASSWORD_LENGTH)
+    throw new UsageError(`the new password is ${length} characters long; at most ${MAX_PASSWORD_LENGTH} are allowed`);
   return password;
 }
 
@@ -30,8 +31,15 @@ export async function readNewPassword(file: string | undefined, stdin: boolean, 
  * refused: decoding it would put U+FFFD in place of the bad bytes, and send a secret
  * other than the one meant.
  */
-export async function readSecret(file: string | undefined, stdin: boolean, prompt: string, flag: string, io: CommandIo,
-  what: 'password' | 'token' = 'password', named = `${flag}-file`): Promise<string> {
+export async function readSecret(
+  file: string | undefined,
+  stdin: boolean,
+  prompt: string,
+  flag: string,
+  io: CommandIo,
+  what: 'password' | 'token' = 'password',
+  named = `${flag}-file`,
+): Promise<string> {
   let secret: string;
   let source: string;
   if (file !== undefined) {
@@ -43,7 +51,8 @@ export async function readSecret(file: string | undefined, stdin: boolean, promp
       throw new UsageError(`${source}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
     }
     try {
-      if (bytes.length > MAX_SECRET_BYTES) throw new UsageError(`${source}: the file is larger than ${MAX_SECRET_BYTES} bytes; it must hold only the ${what}`);
+      if (bytes.length > MAX_SECRET_BYTES)
+        throw new UsageError(`${source}: the file is larger than ${MAX_SECRET_BYTES} bytes; it must hold only the ${what}`);
       secret = decodeUtf8(bytes, `${source}: the file`, what).trim();
     } finally {
       bytes.fill(0);

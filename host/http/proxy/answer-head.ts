@@ -17,14 +17,15 @@ const STANDARD_REASONS: Buffer[] = [];
 export function statusLine(code: number, message: string | undefined): string {
   const standard = STATUS_CODES[code];
   if (message && message !== standard) return `${code} ${message}`;
-  return STATUS_LINES[code] ??= `${code} ${standard || ''}`;
+  return (STATUS_LINES[code] ??= `${code} ${standard || ''}`);
 }
 
 /** The status line of an upstream answer, for uWS: its code and reason phrase, the standard ones made once. */
 export function answerStatusLine(parser: ResponseParser, bytes: Buffer): RecognizedString {
   const { status, reasonStart, reasonEnd } = parser;
-  const standard = STANDARD_REASONS[status] ??= Buffer.from(STATUS_CODES[status] ?? '', 'latin1');
-  if (reasonEnd === reasonStart || bytes.compare(standard, 0, standard.length, reasonStart, reasonEnd) === 0) return statusLine(status, undefined);
+  const standard = (STANDARD_REASONS[status] ??= Buffer.from(STATUS_CODES[status] ?? '', 'latin1'));
+  if (reasonEnd === reasonStart || bytes.compare(standard, 0, standard.length, reasonStart, reasonEnd) === 0)
+    return statusLine(status, undefined);
   // A JavaScript string would reach uWS as UTF-8: a reason beyond ASCII goes as its bytes.
   if (parser.reasonWide) return Buffer.concat([Buffer.from(`${status} `), bytes.subarray(reasonStart, reasonEnd)]);
   return statusLine(status, bytes.toString('latin1', reasonStart, reasonEnd));
@@ -39,7 +40,10 @@ export class AnswerHeads {
    * `dropped`: the lower-case names never relayed; `listed`: the names an answer's
    * Connection value (its tokens other than keep-alive and close) adds to them, null for none.
    */
-  constructor(dropped: ReadonlySet<string>, private readonly listed: (connection: string) => ReadonlySet<string> | null) {
+  constructor(
+    dropped: ReadonlySet<string>,
+    private readonly listed: (connection: string) => ReadonlySet<string> | null,
+  ) {
     for (const name of [...dropped, 'content-length']) (this.byLength[name.length] ??= []).push(Buffer.from(name));
   }
 
@@ -61,7 +65,10 @@ export class AnswerHeads {
       const name = bytes.toString('latin1', nameStart, nameEnd);
       if (listed?.has(name.toLowerCase())) continue;
       // A JavaScript string would reach uWS as UTF-8: bytes beyond ASCII go as they are.
-      res.writeHeader(name, fields[i + 4] === 1 ? bytes.subarray(fields[i + 2], fields[i + 3]) : bytes.toString('latin1', fields[i + 2], fields[i + 3]));
+      res.writeHeader(
+        name,
+        fields[i + 4] === 1 ? bytes.subarray(fields[i + 2], fields[i + 3]) : bytes.toString('latin1', fields[i + 2], fields[i + 3]),
+      );
     }
   }
 

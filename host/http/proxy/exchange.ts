@@ -73,8 +73,13 @@ export abstract class Exchange implements UpstreamRequest {
   protected bodyAt = -1;
   callId: string | null = null;
 
-  constructor(protected readonly relay: Relay, protected readonly res: HttpResponse, readonly head: boolean, readonly idempotent: boolean,
-    protected readonly allowOrigin: string) {}
+  constructor(
+    protected readonly relay: Relay,
+    protected readonly res: HttpResponse,
+    readonly head: boolean,
+    readonly idempotent: boolean,
+    protected readonly allowOrigin: string,
+  ) {}
 
   /** Sends `bytes`, the whole request. */
   send(bytes: Buffer): void {

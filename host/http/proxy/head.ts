@@ -20,13 +20,19 @@ const framingOrCoding = (name: string): boolean => name === 'content-length' || 
  * be written. `identity`: without the client's Accept-Encoding, for an answer that must
  * come uncompressed.
  */
-export function requestHead(method: string, target: string, hostLines: string, headers: readonly string[],
-  identity = false): string | Unwritable {
+export function requestHead(
+  method: string,
+  target: string,
+  hostLines: string,
+  headers: readonly string[],
+  identity = false,
+): string | Unwritable {
   if (method !== '' && !isToken(method)) return new Unwritable('its method is not a token');
   const lines = headerLines(headers, identity ? framingOrCoding : framingLine, true);
   if (lines instanceof UnwritableField) {
-    return new Unwritable(lines.part === 'name' ? 'a header name is not a token'
-      : `the value of header ${lines.name} holds a control byte`);
+    return new Unwritable(
+      lines.part === 'name' ? 'a header name is not a token' : `the value of header ${lines.name} holds a control byte`,
+    );
   }
   return `${method} ${target} ${hostLines}${lines}`;
 }

@@ -28,7 +28,14 @@ export class SplitExchange extends Exchange {
   private parts: Buffer[] = [];
   private size = 0;
 
-  constructor(relay: Relay, res: HttpResponse, head: boolean, idempotent: boolean, allowOrigin: string, private readonly split: Merge) {
+  constructor(
+    relay: Relay,
+    res: HttpResponse,
+    head: boolean,
+    idempotent: boolean,
+    allowOrigin: string,
+    private readonly split: Merge,
+  ) {
     super(relay, res, head, idempotent, allowOrigin);
   }
 

@@ -30,7 +30,8 @@ export class StreamedExchange extends Exchange {
     if (this.closed) return;
     this.answered(parser);
     this.bodiless = this.head || parser.status === 204 || parser.status === 304;
-    this.total = parser.framing === Framing.Length ? parser.length : this.bodiless ? NO_BODY : parser.framing === Framing.None ? 0 : CHUNKED;
+    this.total =
+      parser.framing === Framing.Length ? parser.length : this.bodiless ? NO_BODY : parser.framing === Framing.None ? 0 : CHUNKED;
     // The head is written with the first body bytes (or the end), so that a small answer
     // leaves in one write rather than two; at the latest when the read it came in ends,
     // as `bytes` is then reused.

@@ -29,8 +29,15 @@ export class StreamingExchange extends StreamedExchange {
    * `requestHead`: the request's head without its framing line and the empty line
    * (head.ts); `declared`: the client's Content-Length, '' for none.
    */
-  constructor(relay: Relay, res: HttpResponse, head: boolean, idempotent: boolean, allowOrigin: string,
-    private readonly requestHead: string, private readonly declared: string) {
+  constructor(
+    relay: Relay,
+    res: HttpResponse,
+    head: boolean,
+    idempotent: boolean,
+    allowOrigin: string,
+    private readonly requestHead: string,
+    private readonly declared: string,
+  ) {
     super(relay, res, head, idempotent, allowOrigin);
   }
 

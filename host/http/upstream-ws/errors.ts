@@ -24,7 +24,11 @@ export class UpstreamWsError extends ApiAuthError {
   override readonly name = 'UpstreamWsError';
 
   /** `closeCode`: what the close frame to the upstream says, for the frame errors; 0 for the others. */
-  constructor(readonly code: UpstreamWsCode, message: string, readonly closeCode = 0) {
+  constructor(
+    readonly code: UpstreamWsCode,
+    message: string,
+    readonly closeCode = 0,
+  ) {
     super(message);
   }
 }

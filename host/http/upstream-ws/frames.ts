@@ -145,7 +145,10 @@ export class FrameReader {
   private readonly maxFragments: number;
   private stopped = false;
 
-  constructor(private readonly maxMessage: number, private readonly sink: FrameSink) {
+  constructor(
+    private readonly maxMessage: number,
+    private readonly sink: FrameSink,
+  ) {
     this.maxFragments = maxFragments(maxMessage);
   }
 
@@ -210,16 +213,23 @@ export class FrameReader {
     const opcode = first & 0x0f;
     let length = second & 0x7f;
     if (opcode === Opcode.Continuation) {
-      if (this.fragmented === 0) return this.fail(UpstreamWsCode.Protocol, 'invalid opcode 0: a continuation frame with no message to continue', 1002);
+      if (this.fragmented === 0)
+        return this.fail(UpstreamWsCode.Protocol, 'invalid opcode 0: a continuation frame with no message to continue', 1002);
       if (this.fragments === this.maxFragments) {
-        return this.fail(UpstreamWsCode.Protocol, `a message in over ${this.maxFragments} frames: no server cuts a message that finely`, 1002);
+        return this.fail(
+          UpstreamWsCode.Protocol,
+          `a message in over ${this.maxFragments} frames: no server cuts a message that finely`,
+          1002,
+        );
       }
-      if (length === 0 && this.lastEmpty) return this.fail(UpstreamWsCode.Protocol, 'an empty continuation frame right after an empty frame', 1002);
+      if (length === 0 && this.lastEmpty)
+        return this.fail(UpstreamWsCode.Protocol, 'an empty continuation frame right after an empty frame', 1002);
     } else if (opcode === Opcode.Text || opcode === Opcode.Binary) {
-      if (this.fragmented !== 0) return this.fail(UpstreamWsCode.Protocol, `invalid opcode ${opcode}: a new message before the last frame of the one begun`, 1002);
+      if (this.fragmented !== 0)
+        return this.fail(UpstreamWsCode.Protocol, `invalid opcode ${opcode}: a new message before the last frame of the one begun`, 1002);
     } else if (opcode === Opcode.Close || opcode === Opcode.Ping || opcode === Opcode.Pong) {
       if (!fin) return this.fail(UpstreamWsCode.Protocol, 'FIN must be set: a control frame cannot be fragmented', 1002);
-      if (length > 125) return this.fail(UpstreamWsCode.Protocol, 'a control frame\'s payload is at most 125 bytes', 1002);
+      if (length > 125) return this.fail(UpstreamWsCode.Protocol, "a control frame's payload is at most 125 bytes", 1002);
     } else {
       return this.fail(UpstreamWsCode.Protocol, `invalid opcode ${opcode}`, 1002);
     }
@@ -230,9 +240,10 @@ export class FrameReader {
       at += 2;
     } else if (length === 127) {
       const high = source.readUInt32BE(at);
-      if (high >= 0x80000000) return this.fail(UpstreamWsCode.Protocol, 'the most significant bit of a 64-bit payload length must be 0', 1002);
+      if (high >= 0x80000000)
+        return this.fail(UpstreamWsCode.Protocol, 'the most significant bit of a 64-bit payload length must be 0', 1002);
       // Past 2^53 a length is no longer exact as a number; no message is that large anyway.
-      if (high > 0x1fffff) return this.fail(UpstreamWsCode.TooBig, 'a frame\'s payload length is over 2^53 - 1 bytes', 1009);
+      if (high > 0x1fffff) return this.fail(UpstreamWsCode.TooBig, "a frame's payload length is over 2^53 - 1 bytes", 1009);
       length = high * 0x100000000 + source.readUInt32BE(at + 4);
       at += 8;
     }
@@ -308,7 +319,7 @@ export class FrameReader {
       return this.sink.close(1005, '');
     }
     if (data.length === 1) {
-      this.fail(UpstreamWsCode.Protocol, 'a close frame\'s payload of 1 byte: a code takes 2', 1002);
+      this.fail(UpstreamWsCode.Protocol, "a close frame's payload of 1 byte: a code takes 2", 1002);
       return;
     }
     const code = data.readUInt16BE(0);

@@ -23,7 +23,9 @@ export function newKey(): string {
 
 /** The Sec-WebSocket-Accept a server must answer `key` with. */
 export function acceptFor(key: string): string {
-  return createHash('sha1').update(key + GUID).digest('base64');
+  return createHash('sha1')
+    .update(key + GUID)
+    .digest('base64');
 }
 
 /**
@@ -34,16 +36,22 @@ export function acceptFor(key: string): string {
  * sent as it is.
  */
 export function requestHead(host: string, target: string, protocols: readonly string[], headers: readonly string[], key: string): string {
-  if (!TARGET.test(target)) throw new UpstreamWsError(UpstreamWsCode.BadRequest, 'the request target holds a character that cannot be sent');
+  if (!TARGET.test(target))
+    throw new UpstreamWsError(UpstreamWsCode.BadRequest, 'the request target holds a character that cannot be sent');
   for (let i = 0; i < protocols.length; i++) {
     if (!isToken(protocols[i]) || protocols.indexOf(protocols[i]) !== i) {
-      throw new UpstreamWsError(UpstreamWsCode.BadRequest, `the subprotocol ${JSON.stringify(protocols[i])} is not a token, or is offered twice`);
+      throw new UpstreamWsError(
+        UpstreamWsCode.BadRequest,
+        `the subprotocol ${JSON.stringify(protocols[i])} is not a token, or is offered twice`,
+      );
     }
   }
   const lines = headerLines(headers, ownField, false);
   if (lines instanceof UnwritableField) {
-    const why = lines.part === 'name' ? `the header name ${JSON.stringify(lines.name)} is not a token`
-      : `the value of header ${lines.name} holds a control character`;
+    const why =
+      lines.part === 'name'
+        ? `the header name ${JSON.stringify(lines.name)} is not a token`
+        : `the value of header ${lines.name} holds a control character`;
     throw new UpstreamWsError(UpstreamWsCode.BadRequest, why);
   }
   let head = `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${lines}`;
@@ -67,14 +75,16 @@ const STATUS_LINE = /^HTTP\/1\.[01] (\d{3})(?: ([^\r\n]*))?$/;
 export function parseAnswer(head: string): Answer | UpstreamWsError {
   const lines = head.split('\r\n');
   const status = STATUS_LINE.exec(lines[0]);
-  if (status === null) return new UpstreamWsError(UpstreamWsCode.BadResponse, 'the upstream node\'s answer does not start with an HTTP/1.1 status line');
+  if (status === null)
+    return new UpstreamWsError(UpstreamWsCode.BadResponse, "the upstream node's answer does not start with an HTTP/1.1 status line");
   const fields = new Map<string, string>();
   const repeated = new Set<string>();
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i];
     const colon = line.indexOf(':');
     const name = colon > 0 ? line.slice(0, colon).toLowerCase() : '';
-    if (!TOKEN.test(name)) return new UpstreamWsError(UpstreamWsCode.BadResponse, 'the upstream node\'s answer holds a malformed header line');
+    if (!TOKEN.test(name))
+      return new UpstreamWsError(UpstreamWsCode.BadResponse, "the upstream node's answer holds a malformed header line");
     const value = line.slice(colon + 1).trim();
     const seen = fields.get(name);
     if (seen !== undefined) repeated.add(name);

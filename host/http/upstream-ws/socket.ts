@@ -122,8 +122,12 @@ export class UpstreamWebSocket {
   private error: Error | null = null;
   private closeTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly request: UpstreamWsRequest, private readonly handshake: HandshakeHandler, private readonly key: string,
-    head: string) {
+  constructor(
+    private readonly request: UpstreamWsRequest,
+    private readonly handshake: HandshakeHandler,
+    private readonly key: string,
+    head: string,
+  ) {
     const { url } = request;
     const secure = url.protocol === 'https:';
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
@@ -177,7 +181,8 @@ export class UpstreamWebSocket {
    * data over 125 bytes, which no control frame may carry (a ping's never is).
    */
   pong(data: Uint8Array, written?: Written): void {
-    if (data.length > 125) throw new RangeError(`a pong carries at most 125 bytes of data, not ${data.length}: answer with the ping's own data`);
+    if (data.length > 125)
+      throw new RangeError(`a pong carries at most 125 bytes of data, not ${data.length}: answer with the ping's own data`);
     if (this.state === OPEN) this.socket.write(frame(Opcode.Pong, data), written);
   }
 
@@ -274,7 +279,10 @@ export class UpstreamWebSocket {
   }
 
   private answerTooLarge(): void {
-    this.refused(new UpstreamWsError(UpstreamWsCode.BadResponse, `the upstream node's answer has a head over ${MAX_ANSWER_HEAD} bytes`), false);
+    this.refused(
+      new UpstreamWsError(UpstreamWsCode.BadResponse, `the upstream node's answer has a head over ${MAX_ANSWER_HEAD} bytes`),
+      false,
+    );
   }
 
   /** The whole head of the answer; `buffer[from, end)` is what followed it in the last read. */
@@ -308,7 +316,9 @@ export class UpstreamWebSocket {
     this.reader.stop();
     if (!this.settled) {
       this.settled = true;
-      const error = this.error ?? Object.assign(new Error('the upstream node closed the connection before it answered the upgrade'), { code: 'ECONNRESET' });
+      const error =
+        this.error ??
+        Object.assign(new Error('the upstream node closed the connection before it answered the upgrade'), { code: 'ECONNRESET' });
       this.handshake.failed(error, false);
     }
     if (this.session !== null) this.session.closed(this.code, this.reason, this.error);

@@ -19,7 +19,10 @@ export const closedEarly = (): UpstreamError =>
  * behind it: it may have been run (node:http runs what it has read), so it is not sent again.
  */
 export const closedBehind = (): UpstreamError =>
-  new UpstreamError('the upstream node closed the connection after an earlier answer; the request may have been run, so it was not sent again', 'closed');
+  new UpstreamError(
+    'the upstream node closed the connection after an earlier answer; the request may have been run, so it was not sent again',
+    'closed',
+  );
 
 /** No connection to the upstream came free within --upstream-timeout (all of them busy, up to the limit). */
 export const waitedOut = (timeoutMs: number): UpstreamError =>

@@ -45,7 +45,7 @@ const HEAD_END = Buffer.from('\r\n\r\n');
 
 /** RFC 9110 tchar: the bytes of a field name. */
 const TOKEN = new Uint8Array(256);
-for (const c of '!#$%&\'*+-.^_`|~') TOKEN[c.charCodeAt(0)] = 1;
+for (const c of "!#$%&'*+-.^_`|~") TOKEN[c.charCodeAt(0)] = 1;
 for (let c = 0x30; c <= 0x39; c++) TOKEN[c] = 1;
 for (let c = 0x41; c <= 0x5a; c++) TOKEN[c] = 1;
 for (let c = 0x61; c <= 0x7a; c++) TOKEN[c] = 1;
@@ -242,14 +242,24 @@ export class ResponseParser {
    */
   private head(b: Buffer, s: number, e: number, handler: AnswerHandler): number {
     // "HTTP/1.x NNN" and the reason phrase, if any.
-    if (b[s] !== 0x48 || b[s + 1] !== 0x54 || b[s + 2] !== 0x54 || b[s + 3] !== 0x50 || b[s + 4] !== 0x2f || b[s + 5] !== 0x31
-      || b[s + 6] !== 0x2e || (b[s + 7] !== 0x30 && b[s + 7] !== 0x31) || b[s + 8] !== SP) {
+    if (
+      b[s] !== 0x48 ||
+      b[s + 1] !== 0x54 ||
+      b[s + 2] !== 0x54 ||
+      b[s + 3] !== 0x50 ||
+      b[s + 4] !== 0x2f ||
+      b[s + 5] !== 0x31 ||
+      b[s + 6] !== 0x2e ||
+      (b[s + 7] !== 0x30 && b[s + 7] !== 0x31) ||
+      b[s + 8] !== SP
+    ) {
       return this.refuse('an answer does not start with HTTP/1.1 or HTTP/1.0');
     }
     const d1 = b[s + 9] - 0x30;
     const d2 = b[s + 10] - 0x30;
     const d3 = b[s + 11] - 0x30;
-    if (d1 < 1 || d1 > 9 || d2 < 0 || d2 > 9 || d3 < 0 || d3 > 9) return this.refuse('an answer\'s status is not three digits from 100 to 999');
+    if (d1 < 1 || d1 > 9 || d2 < 0 || d2 > 9 || d3 < 0 || d3 > 9)
+      return this.refuse("an answer's status is not three digits from 100 to 999");
     this.minor = b[s + 7] - 0x30;
     const status = d1 * 100 + d2 * 10 + d3;
     let p = s + 12;
@@ -264,7 +274,7 @@ export class ResponseParser {
       this.reasonStart = this.reasonEnd = p;
       this.reasonWide = false;
     }
-    if (b[p] !== CR || b[p + 1] !== LF) return this.refuse('an answer\'s status line holds a control byte or does not end in CRLF');
+    if (b[p] !== CR || b[p + 1] !== LF) return this.refuse("an answer's status line holds a control byte or does not end in CRLF");
     p += 2;
 
     let fields = this.fields;
@@ -284,21 +294,22 @@ export class ResponseParser {
       const valueStart = p;
       let high = 0;
       while (TEXT[b[p]] === 1) high |= b[p++];
-      if (b[p] !== CR || b[p + 1] !== LF) return this.refuse('an answer holds a header value with a control byte, or a line that does not end in CRLF');
+      if (b[p] !== CR || b[p + 1] !== LF)
+        return this.refuse('an answer holds a header value with a control byte, or a line that does not end in CRLF');
       let valueEnd = p;
       while (valueEnd > valueStart && (b[valueEnd - 1] === SP || b[valueEnd - 1] === HTAB)) valueEnd--;
       p += 2;
       const nameLength = nameEnd - nameStart;
       if (nameLength === 14 && equalsIgnoringCase(b, nameStart, nameEnd, CONTENT_LENGTH)) {
         if (length !== -1) return this.refuse('an answer holds two Content-Length headers');
-        if (valueEnd === valueStart || valueEnd - valueStart > 15) return this.refuse('an answer\'s Content-Length is not a number');
+        if (valueEnd === valueStart || valueEnd - valueStart > 15) return this.refuse("an answer's Content-Length is not a number");
         length = 0;
         for (let i = valueStart; i < valueEnd; i++) {
           const digit = b[i] - 0x30;
-          if (digit < 0 || digit > 9) return this.refuse('an answer\'s Content-Length is not a number');
+          if (digit < 0 || digit > 9) return this.refuse("an answer's Content-Length is not a number");
           length = length * 10 + digit;
         }
-        if (length > MAX_LENGTH) return this.refuse('an answer\'s Content-Length is too large');
+        if (length > MAX_LENGTH) return this.refuse("an answer's Content-Length is too large");
       } else if (nameLength === 17 && equalsIgnoringCase(b, nameStart, nameEnd, TRANSFER_ENCODING)) {
         if (chunked) return this.refuse('an answer holds two Transfer-Encoding headers');
         if (!equalsIgnoringCase(b, valueStart, valueEnd, CHUNKED_CODING)) {
@@ -397,19 +408,19 @@ export class ResponseParser {
         case CHUNK_SIZE: {
           const digit = HEX[c];
           if (digit < 16) {
-            if (++this.digits > 13) return this.refuse('an answer\'s chunk size is too large');
+            if (++this.digits > 13) return this.refuse("an answer's chunk size is too large");
             this.remaining = this.remaining * 16 + digit;
           } else if (c === CR && this.digits > 0) {
             this.state = CHUNK_SIZE_LF;
           } else if (c === 0x3b) {
-            return this.refuse('an answer\'s chunk has an extension, which api-auth does not read');
+            return this.refuse("an answer's chunk has an extension, which api-auth does not read");
           } else {
-            return this.refuse('an answer\'s chunk size is not a hexadecimal number ending in CRLF');
+            return this.refuse("an answer's chunk size is not a hexadecimal number ending in CRLF");
           }
           break;
         }
         case CHUNK_SIZE_LF:
-          if (c !== LF) return this.refuse('an answer\'s chunk size is not a hexadecimal number ending in CRLF');
+          if (c !== LF) return this.refuse("an answer's chunk size is not a hexadecimal number ending in CRLF");
           if (this.remaining === 0) {
             this.state = TRAILER_START;
             this.trailerBytes = 0;
@@ -419,11 +430,11 @@ export class ResponseParser {
           }
           break;
         case CHUNK_DATA_CR:
-          if (c !== CR) return this.refuse('an answer\'s chunk is longer than its size');
+          if (c !== CR) return this.refuse("an answer's chunk is longer than its size");
           this.state = CHUNK_DATA_LF;
           break;
         case CHUNK_DATA_LF:
-          if (c !== LF) return this.refuse('an answer\'s chunk is longer than its size');
+          if (c !== LF) return this.refuse("an answer's chunk is longer than its size");
           this.state = CHUNK_SIZE;
           this.digits = 0;
           this.remaining = 0;
@@ -450,11 +461,12 @@ export class ResponseParser {
           this.state = TRAILER_START;
           break;
         case END_LF:
-          if (c !== LF) return this.refuse('an answer\'s chunked body does not end in CRLF');
+          if (c !== LF) return this.refuse("an answer's chunked body does not end in CRLF");
           return this.ended(p + 1, handler);
       }
       p++;
-      if (this.state >= TRAILER_START && ++this.trailerBytes > MAX_HEAD) return this.refuse(`the trailers of an answer are over ${MAX_HEAD} bytes`);
+      if (this.state >= TRAILER_START && ++this.trailerBytes > MAX_HEAD)
+        return this.refuse(`the trailers of an answer are over ${MAX_HEAD} bytes`);
     }
     return p;
   }

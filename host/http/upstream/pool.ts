@@ -85,14 +85,22 @@ export class Connection {
   /** An answer ended in the read under way: the pool hears of the room after it. */
   private roomMade = false;
 
-  constructor(private readonly pool: UpstreamPool, url: URL, port: number) {
+  constructor(
+    private readonly pool: UpstreamPool,
+    url: URL,
+    port: number,
+  ) {
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const onread = { buffer: pool.readBuffer, callback: (n: number, buffer: Uint8Array) => this.read(buffer as Buffer, n) };
     if (url.protocol === 'https:') {
       // SNI takes a name, never an address (RFC 6066 §3). node:tls reads into onread as
       // node:net does, though its types leave the option out.
       const options: ConnectionOptions & { onread: typeof onread } = {
-        host, port, servername: isIP(host) === 0 ? host : undefined, ALPNProtocols: ['http/1.1'], onread,
+        host,
+        port,
+        servername: isIP(host) === 0 ? host : undefined,
+        ALPNProtocols: ['http/1.1'],
+        onread,
       };
       this.socket = tlsConnect(options);
       this.socket.once('secureConnect', () => this.onConnect());
@@ -109,7 +117,8 @@ export class Connection {
 
   /** Whether `request` may be written now: alone, or pipelined behind answers that are not late. */
   canTake(request: UpstreamRequest, now: number): boolean {
-    if (!this.reusable || this.reading || this.streaming !== null || this.done || this.socket.destroyed || !this.socket.writable) return false;
+    if (!this.reusable || this.reading || this.streaming !== null || this.done || this.socket.destroyed || !this.socket.writable)
+      return false;
     const count = this.queue.length;
     if (count === 0) return true;
     return !request.streaming && count < this.pool.options.pipelining && now - this.times[0] <= PIPELINE_MAX_WAIT_MS;

@@ -17,7 +17,10 @@ export function isToken(text: string): boolean {
 
 /** What headerLines returns for a field that cannot be written: its name, and which part of it is wrong. */
 export class UnwritableField {
-  constructor(readonly name: string, readonly part: 'name' | 'value') {}
+  constructor(
+    readonly name: string,
+    readonly part: 'name' | 'value',
+  ) {}
 }
 
 /**

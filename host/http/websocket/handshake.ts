@@ -56,8 +56,14 @@ export class Handshake<O extends SessionTerms> implements HandshakeHandler {
   private timer: NodeJS.Timeout | undefined;
   private settled = false;
 
-  constructor(private readonly books: HandshakeBooks<O>, private readonly peers: HandshakePeers<O>, private readonly res: HttpResponse,
-    private readonly key: string, private readonly context: us_socket_context_t, readonly opened: O) {}
+  constructor(
+    private readonly books: HandshakeBooks<O>,
+    private readonly peers: HandshakePeers<O>,
+    private readonly res: HttpResponse,
+    private readonly key: string,
+    private readonly context: us_socket_context_t,
+    readonly opened: O,
+  ) {}
 
   /** `headers`: the proxy's flat [name, value, ...] list; the handshake's own fields are the upstream socket's to write. */
   start(target: string, protocols: string[], headers: readonly string[]): void {
@@ -67,9 +73,17 @@ export class Handshake<O extends SessionTerms> implements HandshakeHandler {
     let upstream: Upstream;
     try {
       // The target goes out byte for byte, as the proxy's does.
-      upstream = connectUpstream({
-        url: peers.url, target, protocols, headers, maxMessage: peers.maxMessage, closeTimeoutMs: UPSTREAM_CLOSE_MS,
-      }, this);
+      upstream = connectUpstream(
+        {
+          url: peers.url,
+          target,
+          protocols,
+          headers,
+          maxMessage: peers.maxMessage,
+          closeTimeoutMs: UPSTREAM_CLOSE_MS,
+        },
+        this,
+      );
     } catch (error) {
       if (!(error instanceof UpstreamWsError)) throw error;
       // A subprotocol list or a header value that cannot be sent as it is: the client's own mistake.

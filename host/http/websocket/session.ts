@@ -15,7 +15,7 @@ import { sendable, UPSTREAM_CLOSE_MS } from './messages.js';
 /** uWS's reasons for closing a client itself (the close handler gets 1006 with these). */
 const UWS_IDLE = 'WebSocket timed out from inactivity';
 const UWS_TOO_BIG = 'Received too big message';
-const TOKEN_ENDED = 'the client\'s token is no longer valid';
+const TOKEN_ENDED = "the client's token is no longer valid";
 
 /** What a session keeps to, from what it was opened with: its token's re-check. */
 export interface SessionTerms {
@@ -103,7 +103,11 @@ export class Session<O extends SessionTerms> implements SessionHandler {
    */
   private readonly written = (): void => this.flush();
 
-  constructor(private readonly peers: SessionPeers<O>, private readonly upstream: Upstream, readonly opened: O) {
+  constructor(
+    private readonly peers: SessionPeers<O>,
+    private readonly upstream: Upstream,
+    readonly opened: O,
+  ) {
     this.quietSince = peers.now();
     upstream.listen(this);
   }
