@@ -627,6 +627,32 @@ async function loadNode(): Promise<void> {
   } else {
     $('node-error').textContent = answer.error.message;
   }
+  const status = await call<{ websocketSessions: number; upstream: { answers: number; p50Ms: number | null; p99Ms: number | null } }>(
+    'auth.nodeStatus',
+  );
+  if (status.result !== undefined) {
+    const ms = (v: number | null): string => (v === null ? '-' : `${v < 10 ? v.toFixed(2) : v.toFixed(0)} ms`);
+    const { websocketSessions, upstream } = status.result;
+    card('Traffic now', [
+      ['WebSocket sessions', String(websocketSessions)],
+      ['upstream answers', String(upstream.answers)],
+      ['upstream p50', ms(upstream.p50Ms)],
+      ['upstream p99', ms(upstream.p99Ms)],
+    ]);
+  }
+  const day = await call<Usage>('auth.usageHistory', { hours: 24 });
+  if (day.result !== undefined) {
+    const totals = new Map<string, number>();
+    for (const hour of day.result.hours) {
+      for (const [reason, n] of Object.entries(hour.refusals)) totals.set(reason, (totals.get(reason) ?? 0) + n);
+    }
+    const refused = [...totals].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
+    card(
+      'Refusals, last 24 hours',
+      refused.length === 0 ? [['none', '0']] : refused.map(([reason, n]) => [reason, String(n)]),
+      refused.length === 0 ? 'good' : '',
+    );
+  }
   card('This session', [
     ['ends', new Date(sessionEnd).toLocaleString()],
     ['renewed', 'automatically, 5 min before its end'],

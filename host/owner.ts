@@ -19,6 +19,7 @@ import { TokenService } from './service/token-service.js';
 import { openDataFolder } from './state/open.js';
 import { UsageHistory } from './service/usage-history.js';
 import type { RefusalTotals } from './service/usage-history.js';
+import type { NodeStatus } from './ops/node-status.js';
 
 export interface OwnerSettings {
   /** Absolute path of the password file; generated when missing. */
@@ -35,6 +36,8 @@ export interface OwnerSettings {
   readonly backend: { readonly dataDir: string } | { readonly cluster: ClusterConfig; readonly fence: Uint32Array };
   /** The refused requests' totals by reason, every HTTP thread's (auth.usageHistory's refusals); none without it. */
   readonly refusals?: RefusalTotals;
+  /** The sessions open and the upstream's latency now (auth.nodeStatus); none without it. */
+  readonly status?: () => Promise<NodeStatus>;
 }
 
 /** The token service, opened, as the serving side sees it. */
@@ -89,6 +92,7 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
     clock,
     throttle: settings.throttle,
     history,
+    status: settings.status,
   });
   history.begin(() => opened.inventory.list());
   const endpoint = loggedEndpoint(service.methods(), log);

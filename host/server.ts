@@ -29,6 +29,7 @@ import { startThreads } from './threads/acceptor.js';
 import type { ThreadsPlan } from './threads/acceptor.js';
 import { throttledAuth } from './threads/owner-auth.js';
 import { boardMemory, ThrottleBoard } from './threads/throttle-board.js';
+import { nodeStatusOf } from './ops/node-status.js';
 
 export type { ServerHandle } from './http/listener.js';
 
@@ -104,6 +105,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
             throttle,
             backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir },
             refusals: httpThreads ? () => httpThreads.responsesByReason() : () => Promise.resolve(metrics.responsesByReason()),
+            status: httpThreads ? () => httpThreads.nodeStatus() : async () => nodeStatusOf([await metrics.registry.getMetricsAsJSON()]),
           },
           log,
           metrics,

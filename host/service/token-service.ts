@@ -42,6 +42,7 @@ import type { ListedQuota } from './token-params.js';
 import { parseDuration } from '../duration.js';
 import { PasswordThrottle } from './throttle.js';
 import { HISTORY_HOURS, HOUR_MS, hourStart, UsageHistory } from './usage-history.js';
+import type { NodeStatus } from '../ops/node-status.js';
 
 export interface TokenServiceOptions {
   readonly core: Core;
@@ -64,6 +65,8 @@ export interface TokenServiceOptions {
   readonly clock: Clock;
   /** The hourly counts auth.usageHistory shows (usage-history.ts); an empty one when left out. */
   readonly history?: UsageHistory;
+  /** The sessions open and the upstream's latency, as auth.nodeStatus shows them; nothing counted when left out. */
+  readonly status?: () => Promise<NodeStatus>;
 }
 
 export class TokenService {
@@ -81,6 +84,7 @@ export class TokenService {
   private readonly metrics: Metrics | undefined;
   private readonly throttle: PasswordThrottle;
   private readonly history: UsageHistory;
+  private readonly status: (() => Promise<NodeStatus>) | undefined;
   private tail: Promise<unknown> = Promise.resolve();
 
   constructor(options: TokenServiceOptions) {
@@ -97,6 +101,7 @@ export class TokenService {
     this.clock = options.clock;
     this.now = () => unixSeconds(options.clock);
     this.history = options.history ?? new UsageHistory(options.core, options.clock);
+    this.status = options.status;
   }
 
   /**
@@ -426,6 +431,17 @@ export class TokenService {
             if (parsed !== undefined) audit.serial = parsed;
             audit.hours = hours;
             return this.usageHistory(password, id, hours, c);
+          }),
+      ],
+      [
+        'auth.nodeStatus',
+        (p, c) =>
+          this.audited('auth.nodeStatus', c, async (audit) => {
+            knownParams(p, 'auth.nodeStatus', ['password']);
+            const password = credential(p, c);
+            if (typeof password !== 'string') audit.by = 'session';
+            await this.authenticate(password, c);
+            return (await this.status?.()) ?? { websocketSessions: 0, upstream: { answers: 0, p50Ms: null, p99Ms: null } };
           }),
       ],
       [

@@ -39,6 +39,8 @@ import type { RpcHandler } from '../http/rpc-route.js';
 import { addChild, listenExclusive, omitServerMark, removeChild } from '../http/uws-shim.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { responsesByReasonOf } from '../ops/metrics.js';
+import { nodeStatusOf } from '../ops/node-status.js';
+import type { NodeStatus } from '../ops/node-status.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
 import { ownThread } from '../own-thread.js';
 import { ledgerMemory } from '../http/session-ledger.js';
@@ -95,6 +97,8 @@ export interface HttpThreads {
   abort(): Promise<void>;
   /** The answers the threads have written so far, by reason (Metrics.responsesByReason), summed. */
   responsesByReason(): Promise<Map<string, number>>;
+  /** The sessions open and the upstream's latency, every thread's (ops/node-status.ts). */
+  nodeStatus(): Promise<NodeStatus>;
 }
 
 interface HttpThread {
@@ -114,7 +118,12 @@ interface HttpThread {
  */
 export function startThreads(plan: ThreadsPlan): HttpThreads {
   const owner = new ThreadsOwner(plan);
-  return { listen: (parts) => owner.start(parts), abort: () => owner.endThreads(), responsesByReason: () => owner.responsesByReason() };
+  return {
+    listen: (parts) => owner.start(parts),
+    abort: () => owner.endThreads(),
+    responsesByReason: () => owner.responsesByReason(),
+    nodeStatus: () => owner.nodeStatus(),
+  };
 }
 
 class ThreadsOwner {
@@ -390,6 +399,11 @@ class ThreadsOwner {
   /** The answers by reason of the threads still running, summed (the owner writes none). */
   async responsesByReason(): Promise<Map<string, number>> {
     return responsesByReasonOf(await Promise.all(this.threads.filter((t) => !t.ended).map((t) => t.link.collect())));
+  }
+
+  /** The sessions open and the upstream's latency, from the threads still running. */
+  async nodeStatus(): Promise<NodeStatus> {
+    return nodeStatusOf(await Promise.all(this.threads.filter((t) => !t.ended).map((t) => t.link.collect())));
   }
 
   /** Every thread's metrics and the owner's, summed (counters and histograms add up; series by thread stay apart). */

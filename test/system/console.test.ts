@@ -295,6 +295,13 @@ t.test(
     await page.click('nav a[data-page="node"]');
     await page.waitForSelector('#node-cards .stat h3:text("Tokens")');
     t.match(await page.textContent('#node-cards'), /Upstream health/, "the upstream's health");
+    await page.waitForSelector('#node-cards .stat h3:text("Refusals, last 24 hours")');
+    t.match(await page.textContent('#node-cards'), /Refusals, last 24 hours.*revoked\d+/s, "the revoked token's refusal, by its reason");
+    t.match(
+      await page.textContent('#node-cards'),
+      /Traffic now.*upstream answers\d+.*upstream p50\d[\d.]* ms/s,
+      "the upstream's answers and latency",
+    );
     await page.screenshot({ path: join(SHOTS, 'node.png') });
   },
 );
