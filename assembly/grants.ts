@@ -15,6 +15,7 @@ import {
   GRANT_BAD_ENTRY, GRANT_BAD_METHOD, GRANT_EMPTY, GRANT_ENTRY_TOO_LONG, GRANT_METHOD_TOO_LONG, GRANT_NO_METHODS,
   GRANT_TABLE_FULL, GRANT_TOO_MANY_ENTRIES, GRANT_TOO_MANY_METHODS,
 } from './results';
+import { RESULT_REFUSED_ENTRY } from './result-record';
 
 export const MAX_GRANTS: u32 = <u32>MAP.MAX_GRANTS;
 export const MAX_ENTRIES: u32 = 128;
@@ -223,7 +224,7 @@ function sectionEnd(p: usize, from: usize, n: usize): usize {
 function validate(p: usize, n: usize): i32 {
   if (n == 0) return GRANT_EMPTY;
   if (load<u8>(p + n - 1) != NEWLINE) {
-    store<u32>(resultBuf(), 0);
+    store<u32>(resultBuf() + RESULT_REFUSED_ENTRY, 0);
     return GRANT_BAD_ENTRY;
   }
   let count: u32 = 0;
@@ -235,11 +236,11 @@ function validate(p: usize, n: usize): i32 {
     if (end == start && count > 0) return validateMethods(p + end + 1, n - end - 1, flags);
     if (count == MAX_ENTRIES) return GRANT_TOO_MANY_ENTRIES;
     if (end - start > MAX_ENTRY) {
-      store<u32>(resultBuf(), count);
+      store<u32>(resultBuf() + RESULT_REFUSED_ENTRY, count);
       return GRANT_ENTRY_TOO_LONG;
     }
     if (!entryValid(p + start, end - start)) {
-      store<u32>(resultBuf(), count);
+      store<u32>(resultBuf() + RESULT_REFUSED_ENTRY, count);
       return GRANT_BAD_ENTRY;
     }
     if (end - start == 1 && load<u8>(p + start) == STAR) flags |= ENDPOINTS_STAR;
@@ -260,11 +261,11 @@ function validateMethods(p: usize, n: usize, flags: i32): i32 {
     if (end == start) return validateLimits(p + end + 1, n - end - 1, flags);
     if (count == MAX_METHODS) return GRANT_TOO_MANY_METHODS;
     if (end - start > MAX_METHOD) {
-      store<u32>(resultBuf(), count);
+      store<u32>(resultBuf() + RESULT_REFUSED_ENTRY, count);
       return GRANT_METHOD_TOO_LONG;
     }
     if (!patternValid(p + start, end - start)) {
-      store<u32>(resultBuf(), count);
+      store<u32>(resultBuf() + RESULT_REFUSED_ENTRY, count);
       return GRANT_BAD_METHOD;
     }
     if (end - start == 1) {

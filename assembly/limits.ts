@@ -64,6 +64,7 @@ import { claimShared32, readShared32, writeShared32 } from './shared';
 import * as MAP from './memory-map';
 import { resultBuf } from './slots';
 import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL, GRANT_BAD_LIMIT, GRANT_TOO_MANY_CLIENTS } from './results';
+import { RESULT_HERE, RESULT_LAST_USED, RESULT_OTHERS, RESULT_REFUSED_ENTRY, RESULT_REQUESTS, RESULT_RESET, RESULT_WAIT, RESULT_WINDOW } from './result-record';
 
 /** Slots of each table (the limits', the usage one's): 65,536 of 64 bytes (4 MiB). */
 export const LIMIT_SLOTS_LOG2: u32 = <u32>MAP.LIMIT_SLOTS_LOG2;
@@ -340,8 +341,8 @@ export function admitCall(rec: usize, serial: u64, expiry: u64, n: u32, now: i64
       if (here + others + <u64>n > quota) {
         unpin(slot);
         const end = windowEnd(per, <u32>window);
-        store<u64>(out, <u64>(end - now));
-        store<u64>(out, <u64>end, 8);
+        store<u64>(out + RESULT_WAIT, <u64>(end - now));
+        store<u64>(out + RESULT_RESET, <u64>end);
         return ADMIT_QUOTA;
       }
       if (cas64(slot + QUOTA_HERE, word, (window << 32) | (here + <u64>n))) break;
@@ -363,7 +364,7 @@ export function admitCall(rec: usize, serial: u64, expiry: u64, n: u32, now: i64
           }
         }
         unpin(slot);
-        store<u64>(out, lead - tolerance);
+        store<u64>(out + RESULT_WAIT, lead - tolerance);
         return ADMIT_RATE;
       }
       if (cas64(slot + TAT, <u64>tat, <u64>next)) break;
@@ -398,8 +399,8 @@ export function usageOf(serial: u64, out: usize): bool {
   let slot = slotFound(state.limitTable, serial);
   if (slot == 0) slot = slotFound(state.usageTable, serial);
   if (slot == 0) return false;
-  store<u64>(out, load64(slot + REQUESTS));
-  store<u64>(out, load64(slot + LAST), 8);
+  store<u64>(out + RESULT_REQUESTS, load64(slot + REQUESTS));
+  store<u64>(out + RESULT_LAST_USED, load64(slot + LAST));
   unpin(slot);
   return true;
 }
@@ -463,9 +464,9 @@ export function quotaOf(rec: usize, serial: u64, now: i64, out: usize): bool {
   const word = load64(slot + QUOTA_HERE);
   const o = load64(slot + QUOTA_OTHERS);
   unpin(slot);
-  store<u64>(out, word >> 32 == window ? word & 0xffffffff : 0);
-  store<u64>(out, o >> 32 == window ? o & 0xffffffff : 0, 8);
-  store<u32>(out, <u32>window, 16);
+  store<u64>(out + RESULT_HERE, word >> 32 == window ? word & 0xffffffff : 0);
+  store<u64>(out + RESULT_OTHERS, o >> 32 == window ? o & 0xffffffff : 0);
+  store<u32>(out + RESULT_WINDOW, <u32>window);
   return true;
 }
 
@@ -553,7 +554,7 @@ function hexDigit(c: u32): i32 {
 export function parseLimits(p: usize, n: usize, rec: usize): i32 {
   const parsed = parse(p, n, rec);
   if (parsed >= 0 || parsed == GRANT_TOO_MANY_CLIENTS) return parsed;
-  store<u32>(resultBuf(), <u32>(-1 - parsed));
+  store<u32>(resultBuf() + RESULT_REFUSED_ENTRY, <u32>(-1 - parsed));
   return GRANT_BAD_LIMIT;
 }
 

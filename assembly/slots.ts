@@ -12,6 +12,7 @@ import { INITIALIZED, READY, state } from './layout';
 import { readShared32 } from './shared';
 import { ATTACH_BAD_SLOT, ATTACH_NOT_READY, ATTACH_TAKEN } from './results';
 import * as MAP from './memory-map';
+import { RESULT_BYTES } from './result-record';
 
 /** The `Authorization` header value or token text, in and out. */
 export const TOKEN_CAP: usize = 512;
@@ -20,7 +21,7 @@ export const PATH_CAP: usize = 8192;
 /** Larger inputs: keys, endpoint lists, entropy, hash inputs. */
 export const IO_CAP: usize = 65536;
 /** Results: a digest, the claims of a token, the index of a refused entry. */
-export const RESULT_CAP: usize = 64;
+export const RESULT_CAP: usize = RESULT_BYTES;
 
 // Tokens whose tag was checked lately: 256 lines of 64 bytes (see token.ts).
 export const CACHE_LINES: usize = 256;

@@ -22,6 +22,7 @@ import { canIssue, isRevoked, markRevoked, serialIssuable, sweep, takeSerial } f
 import { grants } from './paths';
 import { countUse } from './limits';
 import { ISSUE_BAD_SERIAL, ISSUE_BAD_TIME, ISSUE_NO_KEY, ISSUE_UNKNOWN_GRANT, ISSUE_WINDOW_FULL } from './results';
+import { RESULT_EXPIRY, RESULT_GENERATION, RESULT_GRANT, RESULT_SCOPED, RESULT_SERIAL } from './result-record';
 
 export const VERSION: u8 = 1;
 export const PAYLOAD: usize = 25;
@@ -154,10 +155,10 @@ function decode(src: usize, dst: usize): bool {
 /** Claims of the token at `raw`, for the host: serial, expiry, generation, grant (little-endian). */
 function writeClaims(raw: usize): void {
   const result = resultBuf();
-  store<u64>(result, serialOf(raw));
-  store<u64>(result, expiryOf(raw), 8);
-  store<u32>(result, generationOf(raw), 16);
-  store<u32>(result, grantOf(raw), 20);
+  store<u64>(result + RESULT_SERIAL, serialOf(raw));
+  store<u64>(result + RESULT_EXPIRY, expiryOf(raw));
+  store<u32>(result + RESULT_GENERATION, generationOf(raw));
+  store<u32>(result + RESULT_GRANT, grantOf(raw));
 }
 
 /**
@@ -209,14 +210,14 @@ export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize
     return Outcome.Valid;
   }
   const result = resultBuf();
-  store<u32>(result, grant, 20);
+  store<u32>(result + RESULT_GRANT, grant);
   if (grantLimits(grant) == 0) {
     countUse(serialOf(raw), expiryOf(raw), 1, now * 1000000000);
     return Outcome.Scoped;
   }
-  store<u64>(result, serialOf(raw));
-  store<u64>(result, expiryOf(raw), 8);
-  store<u32>(result, grantMethodsLen(grant) != 0 ? 1 : 0, 24);
+  store<u64>(result + RESULT_SERIAL, serialOf(raw));
+  store<u64>(result + RESULT_EXPIRY, expiryOf(raw));
+  store<u32>(result + RESULT_SCOPED, grantMethodsLen(grant) != 0 ? 1 : 0);
   return Outcome.Limited;
 }
 

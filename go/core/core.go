@@ -160,7 +160,7 @@ func (c *Core) grant(fn int, entries []string) (uint32, error) {
 		return 0, err
 	}
 	if id := int32(r); id < 0 {
-		return 0, grantError(id, int(in.u32(in.result)))
+		return 0, grantError(id, int(in.u32(in.result+resultRefusedEntry)))
 	}
 	return uint32(r), nil
 }
@@ -181,7 +181,8 @@ func (c *Core) GrantCount() (uint32, error) {
 
 func (c *Core) claims() Claims {
 	p := c.in.result
-	return Claims{Serial: c.in.u64(p), Expiry: c.in.u64(p + 8), Generation: c.in.u32(p + 16), Grant: c.in.u32(p + 20)}
+	return Claims{Serial: c.in.u64(p + resultSerial), Expiry: c.in.u64(p + resultExpiry), Generation: c.in.u32(p + resultGeneration),
+		Grant: c.in.u32(p + resultGrant)}
 }
 
 // Issue issues a token of grant, valid from now for lifetime seconds, under the core's own next serial.
@@ -333,7 +334,7 @@ func (c *Core) SHA256(msg []byte) ([32]byte, error) {
 	if _, err := c.in.call(fnSha256, c.in.putBytes(c.in.io, c.in.ioCap, msg)); err != nil {
 		return d, err
 	}
-	copy(d[:], c.in.read(c.in.result, 32))
+	copy(d[:], c.in.read(c.in.result+resultDigest, 32))
 	return d, nil
 }
 
@@ -348,7 +349,7 @@ func (c *Core) HMACSHA256(key, msg []byte) ([32]byte, error) {
 	if _, err := c.in.call(fnHmacSha256, uint64(len(key)), uint64(len(msg))); err != nil {
 		return d, err
 	}
-	copy(d[:], c.in.read(c.in.result, 32))
+	copy(d[:], c.in.read(c.in.result+resultDigest, 32))
 	return d, nil
 }
 

@@ -170,12 +170,12 @@ func (in *instance) check(fn int, text, path string, now int64) (Result, error) 
 	}
 	r := Result{Outcome: Outcome(uint32(o))}
 	if r.Outcome == Scoped || r.Outcome == Limited {
-		r.Grant = in.u32(in.result + 20)
+		r.Grant = in.u32(in.result + resultGrant)
 	}
 	if r.Outcome == Limited {
-		r.Serial = in.u64(in.result)
-		r.Expiry = in.u64(in.result + 8)
-		r.Scoped = in.u32(in.result+24) == 1
+		r.Serial = in.u64(in.result + resultSerial)
+		r.Expiry = in.u64(in.result + resultExpiry)
+		r.Scoped = in.u32(in.result+resultScoped) == 1
 	}
 	return r, nil
 }
@@ -194,10 +194,10 @@ func (in *instance) admit(serial, expiry uint64, grant, calls uint32, client [16
 	}
 	a := Admission{Result: r}
 	if r == RateLimited || r == QuotaSpent {
-		a.WaitNs = in.u64(in.result)
+		a.WaitNs = in.u64(in.result + resultWait)
 	}
 	if r == QuotaSpent {
-		a.ResetNs = int64(in.u64(in.result + 8))
+		a.ResetNs = int64(in.u64(in.result + resultReset))
 	}
 	return a, nil
 }
@@ -207,7 +207,7 @@ func (in *instance) usage(serial uint64) (Usage, bool, error) {
 	if err != nil || uint32(v) != 1 {
 		return Usage{}, false, err
 	}
-	return Usage{Requests: in.u64(in.result), LastNs: int64(in.u64(in.result + 8))}, true, nil
+	return Usage{Requests: in.u64(in.result + resultRequests), LastNs: int64(in.u64(in.result + resultLastUsed))}, true, nil
 }
 
 func (in *instance) methodAllowed(grant uint32, method string) (int32, error) {

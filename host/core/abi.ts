@@ -28,6 +28,22 @@ import {
   REVOKE_MARKED,
   REVOKE_NEVER_ISSUED,
 } from '../../assembly/results.js';
+import {
+  RESULT_DIGEST,
+  RESULT_EXPIRY,
+  RESULT_GENERATION,
+  RESULT_GRANT,
+  RESULT_HERE,
+  RESULT_LAST_USED,
+  RESULT_OTHERS,
+  RESULT_REFUSED_ENTRY,
+  RESULT_REQUESTS,
+  RESULT_RESET,
+  RESULT_SCOPED,
+  RESULT_SERIAL,
+  RESULT_WAIT,
+  RESULT_WINDOW,
+} from '../../assembly/result-record.js';
 
 /** Outcomes of a token check: assembly/outcome.ts itself. */
 export { Outcome };
@@ -99,21 +115,21 @@ export interface Exports extends Record<string, unknown> {
  * HERE, OTHERS and WINDOW; a refused grant entry's index (u32) at REFUSED_ENTRY.
  */
 export const RESULT = {
-  SERIAL: 0,
-  EXPIRY: 8,
-  GENERATION: 16,
-  GRANT: 20,
-  SCOPED: 24,
-  WAIT: 0,
-  RESET: 8,
-  REQUESTS: 0,
-  LAST_USED: 8,
-  HERE: 0,
-  OTHERS: 8,
-  WINDOW: 16,
-  REFUSED_ENTRY: 0,
+  SERIAL: RESULT_SERIAL,
+  EXPIRY: RESULT_EXPIRY,
+  GENERATION: RESULT_GENERATION,
+  GRANT: RESULT_GRANT,
+  SCOPED: RESULT_SCOPED,
+  WAIT: RESULT_WAIT,
+  RESET: RESULT_RESET,
+  REQUESTS: RESULT_REQUESTS,
+  LAST_USED: RESULT_LAST_USED,
+  HERE: RESULT_HERE,
+  OTHERS: RESULT_OTHERS,
+  WINDOW: RESULT_WINDOW,
+  REFUSED_ENTRY: RESULT_REFUSED_ENTRY,
   /** The digest of `sha256` and `hmacSha256`: 32 bytes from the start. */
-  DIGEST: 0,
+  DIGEST: RESULT_DIGEST,
 } as const;
 
 /**

@@ -16,6 +16,7 @@
 
 #include "core.h"
 #include "wasm-rt-impl.h"
+#include "result-record.h"
 
 enum { VALID = 0, MALFORMED = 1, BAD_HEADER = 8, BAD_PATH = 9, TOKEN_LENGTH = 76 };
 
@@ -97,8 +98,8 @@ static uint32_t authorize(bytes_t header, bytes_t path, int64_t now) {
 
 static void expect_claims(char **f, int n, const char *what) {
   if (n < 4) return;
-  uint64_t serial = load_le(result_ptr, 8), expiry = load_le(result_ptr + 8, 8);
-  uint32_t generation = (uint32_t)load_le(result_ptr + 16, 4), grant = (uint32_t)load_le(result_ptr + 20, 4);
+  uint64_t serial = load_le(result_ptr + RESULT_SERIAL, 8), expiry = load_le(result_ptr + RESULT_EXPIRY, 8);
+  uint32_t generation = (uint32_t)load_le(result_ptr + RESULT_GENERATION, 4), grant = (uint32_t)load_le(result_ptr + RESULT_GRANT, 4);
   if (serial != strtoull(f[0], NULL, 10) || expiry != strtoull(f[1], NULL, 10) ||
       generation != strtoul(f[2], NULL, 10) || grant != strtoul(f[3], NULL, 10)) {
     fail("%s: claims %" PRIu64 " %" PRIu64 " %u %u, not %s %s %s %s", what, serial, expiry, generation, grant, f[0], f[1],
@@ -131,7 +132,7 @@ static void command(char **f, int n) {
     bytes_t list = hex(f[1]);
     int32_t id = (int32_t)Z_coreZ_grantAdd(&core, put(io_ptr, io_cap, list));
     expect_int(id, f[2], "grantAdd");
-    if (n > 3 && strcmp(f[3], "-") != 0 && id < 0) expect_int((int64_t)load_le(result_ptr, 4), f[3], "refused entry");
+    if (n > 3 && strcmp(f[3], "-") != 0 && id < 0) expect_int((int64_t)load_le(result_ptr + RESULT_REFUSED_ENTRY, 4), f[3], "refused entry");
     free(list.data);
   } else if (strcmp(c, "issue") == 0 || strcmp(c, "issue-refused") == 0) {
     int32_t len = (int32_t)Z_coreZ_issue(&core, strtoul(f[1], NULL, 10), (u64)strtoll(f[2], NULL, 10), strtoul(f[3], NULL, 10));
@@ -160,18 +161,18 @@ static void command(char **f, int n) {
   } else if (strcmp(c, "authorize") == 0) {
     bytes_t header = hex(f[1]), path = hex(f[2]);
     expect_int(authorize(header, path, strtoll(f[3], NULL, 10)), f[4], "authorize");
-    if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "authorize: Scoped or Limited grant");
-    if (n > 6) expect_int((int64_t)load_le(result_ptr, 8), f[6], "authorize: Limited serial");
-    if (n > 7) expect_int((int64_t)load_le(result_ptr + 8, 8), f[7], "authorize: Limited expiry");
+    if (n > 5) expect_int((int64_t)load_le(result_ptr + RESULT_GRANT, 4), f[5], "authorize: Scoped or Limited grant");
+    if (n > 6) expect_int((int64_t)load_le(result_ptr + RESULT_SERIAL, 8), f[6], "authorize: Limited serial");
+    if (n > 7) expect_int((int64_t)load_le(result_ptr + RESULT_EXPIRY, 8), f[7], "authorize: Limited expiry");
     free(header.data);
     free(path.data);
   } else if (strcmp(c, "verify") == 0) {
     bytes_t token = hex(f[1]), path = hex(f[2]);
     uint32_t token_len = put(token_ptr, token_cap, token), path_len = put(path_ptr, path_cap, path);
     expect_int(Z_coreZ_verify(&core, token_len, path_len, (u64)strtoll(f[3], NULL, 10)), f[4], "verify");
-    if (n > 5) expect_int((int64_t)load_le(result_ptr + 20, 4), f[5], "verify: Scoped or Limited grant");
-    if (n > 6) expect_int((int64_t)load_le(result_ptr, 8), f[6], "verify: Limited serial");
-    if (n > 7) expect_int((int64_t)load_le(result_ptr + 8, 8), f[7], "verify: Limited expiry");
+    if (n > 5) expect_int((int64_t)load_le(result_ptr + RESULT_GRANT, 4), f[5], "verify: Scoped or Limited grant");
+    if (n > 6) expect_int((int64_t)load_le(result_ptr + RESULT_SERIAL, 8), f[6], "verify: Limited serial");
+    if (n > 7) expect_int((int64_t)load_le(result_ptr + RESULT_EXPIRY, 8), f[7], "verify: Limited expiry");
     free(token.data);
     free(path.data);
   } else if (strcmp(c, "admit") == 0) {
@@ -181,7 +182,7 @@ static void command(char **f, int n) {
     int32_t r = (int32_t)Z_coreZ_admit(&core, strtoull(f[1], NULL, 10), strtoull(f[2], NULL, 10), strtoul(f[3], NULL, 10),
                                        strtoul(f[4], NULL, 10), (u64)strtoll(f[5], NULL, 10));
     expect_int(r, f[7], "admit");
-    if (r == 2 || r == 4) expect_int((int64_t)load_le(result_ptr, 8), f[8], "admit: wait");
+    if (r == 2 || r == 4) expect_int((int64_t)load_le(result_ptr + RESULT_WAIT, 8), f[8], "admit: wait");
     free(client.data);
   } else if (strcmp(c, "share") == 0) {
     expect_int((int32_t)Z_coreZ_setLimitShare(&core, strtoul(f[1], NULL, 10)), "0", "setLimitShare");
@@ -190,8 +191,8 @@ static void command(char **f, int n) {
     int32_t found = (int32_t)Z_coreZ_usage(&core, strtoull(f[1], NULL, 10));
     expect_int(found, f[2], "usage");
     if (found == 1) {
-      expect_int((int64_t)load_le(result_ptr, 8), f[3], "usage: requests");
-      expect_int((int64_t)load_le(result_ptr + 8, 8), f[4], "usage: last");
+      expect_int((int64_t)load_le(result_ptr + RESULT_REQUESTS, 8), f[3], "usage: requests");
+      expect_int((int64_t)load_le(result_ptr + RESULT_LAST_USED, 8), f[4], "usage: last");
     }
   } else if (strcmp(c, "method") == 0) {
     /* The method name goes in the path buffer; one longer than it, with its true length. */
@@ -202,7 +203,7 @@ static void command(char **f, int n) {
   } else if (strcmp(c, "sha256") == 0) {
     bytes_t message = hex(f[1]);
     Z_coreZ_sha256(&core, put(io_ptr, io_cap, message));
-    expect_bytes(result_ptr, f[2], "sha256");
+    expect_bytes(result_ptr + RESULT_DIGEST, f[2], "sha256");
     free(message.data);
   } else if (strcmp(c, "hmac") == 0) {
     /* The key, then the message, in the io buffer. */
@@ -213,7 +214,7 @@ static void command(char **f, int n) {
       memcpy(mem() + io_ptr, key.data, key.len);
       memcpy(mem() + io_ptr + key.len, message.data, message.len);
       Z_coreZ_hmacSha256(&core, (uint32_t)key.len, (uint32_t)message.len);
-      expect_bytes(result_ptr, f[3], "hmacSha256");
+      expect_bytes(result_ptr + RESULT_DIGEST, f[3], "hmacSha256");
     }
     free(key.data);
     free(message.data);

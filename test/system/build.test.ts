@@ -12,7 +12,7 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, sy
 import { join } from 'node:path';
 import { ROOT, PROGRAM_ENV, tempDir, untracked } from '../helpers/server.js';
 
-const COPIED = ['assembly', 'host', 'scripts', 'build', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json'];
+const COPIED = ['assembly', 'host', 'console', 'scripts', 'build', 'asconfig.json', 'tsconfig.json', 'package.json', 'package-lock.json'];
 
 interface Run {
   code: number;
@@ -40,7 +40,7 @@ function copy(t: Test): string {
   for (const path of COPIED) {
     cpSync(join(ROOT, path), join(tree, path), {
       recursive: true,
-      filter: (source) => !source.startsWith(built + '/') || /^(core[.-]|host|assembly|\.stamp\.json)/.test(source.slice(built.length + 1)),
+      filter: (source) => !source.startsWith(built + '/') || /^(core[.-]|host|assembly|console|\.stamp\.json)/.test(source.slice(built.length + 1)),
     });
   }
   return tree;

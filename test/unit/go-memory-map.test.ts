@@ -1,12 +1,15 @@
-// One memory map for every host: assembly/memory-map.ts, which the core and the TypeScript
-// host compile, and go/core/memory_map.go, written from it by scripts/go-memory-map.mjs
-// (`go generate`). The Go file checked in must be what the generator writes now.
+// One memory map and one result record for every host: assembly/memory-map.ts and
+// assembly/result-record.ts, which the core and the TypeScript host compile, and what
+// scripts/go-memory-map.mjs (`go generate`) writes from them for Go (go/core/memory_map.go,
+// go/core/result_record.go) and the C host (test/c-host/result-record.h). The files
+// checked in must be what the generator writes now.
 import t from 'tap';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { memoryMap, render, SOURCE, TARGET } from '../../scripts/go-memory-map.mjs';
+import { memoryMap, outputs, RECORD_SOURCE, render, SOURCE, TARGET } from '../../scripts/go-memory-map.mjs';
+import * as RECORD from '../../build/assembly/result-record.js';
 import * as MAP from '../../build/assembly/memory-map.js';
 import { ROOT } from '../helpers/server.js';
 
@@ -32,3 +35,33 @@ t.test("the map's limit on pages is the threads build's maximum memory", async (
   const asconfig = JSON.parse(readFileSync(join(ROOT, 'asconfig.json'), 'utf8'));
   t.equal(MAP.MAX_PAGES, asconfig.targets.threads.maximumMemory, `${SOURCE}'s MAX_PAGES is asconfig.json's maximumMemory`);
 });
+
+t.test(
+  "the result record's offsets, for Go and the C host, are what the generator writes from assembly/result-record.ts now",
+  async (t) => {
+    for (const [target, text] of await outputs()) {
+      t.ok(text === readFileSync(join(ROOT, target), 'utf8'), `${target} is current: run \`cd go && go generate ./core\` and check it in`);
+    }
+    const record = await memoryMap(readFileSync(join(ROOT, RECORD_SOURCE), 'utf8'));
+    t.same(
+      Object.fromEntries(record.map((c) => [c.name, c.value])),
+      { ...RECORD },
+      'every offset, with the value the core and the host compile',
+    );
+    // The fields of one call do not overlap: a Limited check's claims, admit's wait and reset, quota's counts and window.
+    const calls = [
+      ['RESULT_SERIAL', 'RESULT_EXPIRY', 'RESULT_GENERATION', 'RESULT_GRANT', 'RESULT_SCOPED'],
+      ['RESULT_WAIT', 'RESULT_RESET'],
+      ['RESULT_REQUESTS', 'RESULT_LAST_USED'],
+      ['RESULT_HERE', 'RESULT_OTHERS', 'RESULT_WINDOW'],
+    ];
+    for (const names of calls) {
+      const offsets = names.map((n) => (RECORD as Record<string, number>)[n]);
+      t.equal(new Set(offsets).size, offsets.length, `${names.join(', ')} each at an offset of its own`);
+      t.ok(
+        offsets.every((o) => o + 8 <= RECORD.RESULT_BYTES),
+        'within the buffer',
+      );
+    }
+  },
+);
