@@ -40,7 +40,8 @@ function copy(t: Test): string {
   for (const path of COPIED) {
     cpSync(join(ROOT, path), join(tree, path), {
       recursive: true,
-      filter: (source) => !source.startsWith(built + '/') || /^(core[.-]|host|assembly|console|\.stamp\.json)/.test(source.slice(built.length + 1)),
+      filter: (source) =>
+        !source.startsWith(built + '/') || /^(core[.-]|host|assembly|console|\.stamp\.json)/.test(source.slice(built.length + 1)),
     });
   }
   return tree;
