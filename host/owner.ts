@@ -20,6 +20,7 @@ import { openDataFolder } from './state/open.js';
 import { UsageHistory } from './service/usage-history.js';
 import type { RefusalTotals } from './service/usage-history.js';
 import type { NodeStatus } from './ops/node-status.js';
+import { authMethods } from './service/auth-methods.js';
 
 export interface OwnerSettings {
   /** Absolute path of the password file; generated when missing. */
@@ -95,7 +96,7 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
     status: settings.status,
   });
   history.begin(() => opened.inventory.list());
-  const endpoint = loggedEndpoint(service.methods(), log);
+  const endpoint = loggedEndpoint(authMethods(service), log);
   const link: TokenServiceLink = {
     throttled: (address) => service.throttled(address),
     handle: (body, context) => Promise.resolve(endpoint.handle(body, context)),

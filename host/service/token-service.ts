@@ -1,5 +1,6 @@
 // The token service behind POST /ext/auth: new token, list tokens, revoke token (by the
-// token or by its id), change password.
+// token or by its id), rotate, usage history, node status, change password, and the
+// console's sessions. How the wire asks for each is auth-methods.ts's.
 //
 // The password check runs first, on the hashing thread, throttled per client; the
 // effect then runs under one lock, and only if the password record the check matched is
@@ -14,34 +15,23 @@
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
 import type { Core } from '../core/core.js';
-import { GrantError, IssueError, MAX_ENDPOINTS, MAX_METHODS, Outcome, OUTCOME_NAMES } from '../core/abi.js';
-import { METHOD_RULES, splitGrantEntries } from '../core/grants.js';
+import { GrantError, IssueError, MAX_ENDPOINTS, Outcome, OUTCOME_NAMES } from '../core/abi.js';
+import { splitGrantEntries } from '../core/grants.js';
 import type { Claims } from '../core/abi.js';
 import { BusyError, FleetError, GRANT_ERRORS, ISSUE_ERRORS, RpcCode, RpcError, throttledMessage } from '../errors.js';
-import { invalidParams, knownParams, stringParam, WithCookie } from '../rpc/jsonrpc.js';
-import type { CallContext, Method, MethodTable, Params } from '../rpc/jsonrpc.js';
-import { csrfFor, csrfMatches, reservedEndpoint, SESSION_ENDPOINTS, SESSION_METHODS, SESSION_SECONDS } from './console-session.js';
+import { invalidParams } from '../rpc/jsonrpc.js';
+import type { CallContext, Params } from '../rpc/jsonrpc.js';
+import { csrfMatches, SESSION_ENDPOINTS, SESSION_METHODS, SESSION_SECONDS } from './console-session.js';
 import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
-import { countCodePoints, isWellFormed, MAX_PASSWORD_LENGTH } from '../password/file.js';
+import { countCodePoints, MAX_PASSWORD_LENGTH } from '../password/file.js';
 import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
-import { MAX_USAGE_REQUESTS } from './ledger.js';
-import type { Inventory, InventoryEntry, Ledger, SharedCheck, Usage } from './ledger.js';
-import {
-  durationParam,
-  labelParam,
-  lifetimeParam,
-  limitEntries,
-  parseTokenId,
-  quotaResetsAt,
-  rfc3339,
-  shownLimits,
-  tokenId,
-} from './token-params.js';
-import type { ListedQuota } from './token-params.js';
-import { parseDuration } from '../duration.js';
+import type { Inventory, InventoryEntry, Ledger, SharedCheck } from './ledger.js';
+import { listed, usageOf } from './token-listing.js';
+import type { ListedToken } from './token-listing.js';
+import { durationParam, parseTokenId, tokenId } from './token-params.js';
 import { PasswordThrottle } from './throttle.js';
-import { HISTORY_HOURS, HOUR_MS, hourStart, UsageHistory } from './usage-history.js';
+import { HOUR_MS, hourStart, UsageHistory } from './usage-history.js';
 import type { NodeStatus } from '../ops/node-status.js';
 
 export interface TokenServiceOptions {
@@ -74,13 +64,15 @@ export class TokenService {
   private readonly ledger: Ledger;
   private readonly verifier: PasswordVerifier;
   private readonly tokenLifetime: number;
-  private readonly maxTokenLifetime: number;
+  /** The longest lifetime a call may ask, in seconds (--max-token-lifetime). */
+  readonly maxTokenLifetime: number;
   private readonly inventory: Inventory;
   private readonly maxTokens: number;
   private readonly log: Logger;
   private readonly clock: Clock;
   /** Unix seconds. */
-  private readonly now: () => number;
+  /** The service's time, Unix seconds. */
+  readonly now: () => number;
   private readonly metrics: Metrics | undefined;
   private readonly throttle: PasswordThrottle;
   private readonly history: UsageHistory;
@@ -365,201 +357,11 @@ export class TokenService {
   }
 
   /** The JSON-RPC methods of /ext/auth, each call audited. */
-  methods(): MethodTable {
-    return new Map<string, Method>([
-      [
-        'auth.newToken',
-        (p, c) =>
-          this.audited('auth.newToken', c, async (audit) => {
-            knownParams(p, 'auth.newToken', [
-              'password',
-              'endpoints',
-              'methods',
-              'expiresIn',
-              'label',
-              'rateLimit',
-              'burst',
-              'quota',
-              'allowedClients',
-            ]);
-            const password = credential(p, c);
-            if (typeof password !== 'string') audit.by = 'session';
-            const endpoints = endpointsParam(p);
-            const extra = {
-              label: labelParam(p),
-              lifetime: lifetimeParam(p, this.maxTokenLifetime),
-              methods: methodsParam(p),
-              limits: limitEntries(p),
-            };
-            const { token, claims, id } = await this.newToken(password, endpoints, extra, c);
-            audit.serial = claims.serial;
-            audit.generation = claims.generation;
-            audit.grant = claims.grant;
-            audit.expiry = claims.expiry;
-            // The original's clients read `token` alone; `id` names it in listTokens and revokeToken.
-            return { token, id };
-          }),
-      ],
-      [
-        'auth.listTokens',
-        (p, c) =>
-          this.audited('auth.listTokens', c, async (audit) => {
-            knownParams(p, 'auth.listTokens', ['password']);
-            const password = credential(p, c);
-            if (typeof password !== 'string') audit.by = 'session';
-            const tokens = await this.listTokens(password, c);
-            audit.count = tokens.length;
-            return { tokens };
-          }),
-      ],
-      [
-        'auth.usageHistory',
-        (p, c) =>
-          this.audited('auth.usageHistory', c, async (audit) => {
-            knownParams(p, 'auth.usageHistory', ['password', 'id', 'hours']);
-            const password = credential(p, c);
-            if (typeof password !== 'string') audit.by = 'session';
-            const id = p.id === undefined ? undefined : stringParam(p, 'id');
-            const hours = p.hours === undefined ? HISTORY_HOURS : p.hours;
-            if (typeof hours !== 'number' || !Number.isSafeInteger(hours) || hours < 1 || hours > HISTORY_HOURS) {
-              throw invalidParams(
-                'hours',
-                `a whole number of hours from 1 to ${HISTORY_HOURS} (the default): how many hours to the current one to show`,
-              );
-            }
-            const parsed = id === undefined ? undefined : parseTokenId(id);
-            if (parsed !== undefined) audit.serial = parsed;
-            audit.hours = hours;
-            return this.usageHistory(password, id, hours, c);
-          }),
-      ],
-      [
-        'auth.nodeStatus',
-        (p, c) =>
-          this.audited('auth.nodeStatus', c, async (audit) => {
-            knownParams(p, 'auth.nodeStatus', ['password']);
-            const password = credential(p, c);
-            if (typeof password !== 'string') audit.by = 'session';
-            await this.authenticate(password, c);
-            return (await this.status?.()) ?? { websocketSessions: 0, upstream: { answers: 0, p50Ms: null, p99Ms: null } };
-          }),
-      ],
-      [
-        'auth.revokeToken',
-        (p, c) =>
-          this.audited('auth.revokeToken', c, async (audit) => {
-            knownParams(p, 'auth.revokeToken', ['password', 'token', 'id']);
-            const password = credential(p, c);
-            if (typeof password !== 'string') audit.by = 'session';
-            if (p.token !== undefined && p.id !== undefined) {
-              throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id, not both');
-            }
-            if (p.token === undefined && p.id !== undefined) {
-              const { revoked, entry, already, reason } = await this.revokeById(password, stringParam(p, 'id'), c);
-              audit.revoked = revoked;
-              if (entry !== undefined) {
-                audit.serial = entry.serial;
-                audit.generation = entry.generation;
-              }
-              if (revoked) return { success: true, revocation: 'revoked' };
-              if (already) return { success: true, revocation: 'already revoked' };
-              return { success: true, revocation: 'not a live token', reason };
-            }
-            if (typeof p.token !== 'string') throw invalidParams('token', "a string (or give id, the token's id, in its place)");
-            const { revoked, outcome, claims } = await this.revokeToken(password, p.token, c);
-            audit.revoked = revoked;
-            if (claims !== undefined) {
-              audit.serial = claims.serial;
-              audit.generation = claims.generation;
-            }
-            // `success` is the original's, which its clients read; `revocation` says what
-            // happened, so that a mistyped or dead token is not taken for a revoked one.
-            if (revoked) return { success: true, revocation: 'revoked' };
-            if (outcome === Outcome.Revoked) return { success: true, revocation: 'already revoked' };
-            return { success: true, revocation: 'not a live token', reason: OUTCOME_NAMES[outcome] };
-          }),
-      ],
-      [
-        'auth.rotateToken',
-        (p, c) =>
-          this.audited('auth.rotateToken', c, async (audit) => {
-            knownParams(p, 'auth.rotateToken', ['password', 'token', 'id', 'overlap']);
-            const password = credential(p, c);
-            if (typeof password !== 'string') audit.by = 'session';
-            if ((p.token === undefined) === (p.id === undefined)) {
-              throw new RpcError(RpcCode.InvalidParams, "invalid params: give token or id (the token's id), one of them");
-            }
-            const target = p.token !== undefined ? { token: stringParam(p, 'token') } : { id: stringParam(p, 'id') };
-            // Its form now, so that a bad one costs no password check; its range needs the token.
-            const overlap = p.overlap;
-            const seconds =
-              typeof overlap === 'number'
-                ? overlap
-                : typeof overlap === 'string'
-                  ? parseDuration(overlap)
-                  : overlap === undefined
-                    ? 0
-                    : null;
-            if (seconds === null || !Number.isSafeInteger(seconds) || seconds < 0) throw invalidParams('overlap', OVERLAP_RULE);
-            const { token, claims, id, from } = await this.rotateToken(password, target, p, c);
-            audit.serial = claims.serial;
-            audit.generation = claims.generation;
-            audit.grant = claims.grant;
-            audit.expiry = claims.expiry;
-            audit.rotatedFrom = from.serial;
-            return { token, id };
-          }),
-      ],
-      [
-        'auth.changePassword',
-        (p, c) =>
-          this.audited('auth.changePassword', c, async (audit) => {
-            knownParams(p, 'auth.changePassword', ['oldPassword', 'newPassword']);
-            audit.generation = await this.changePassword(passwordParam(p, 'oldPassword'), passwordParam(p, 'newPassword'), c);
-            return { success: true };
-          }),
-      ],
-      [
-        'auth.signIn',
-        (p, c) =>
-          this.audited('auth.signIn', c, async (audit) => {
-            knownParams(p, 'auth.signIn', ['password']);
-            if (c.session !== undefined && !c.session.sameOrigin) throw foreignOrigin();
-            const { token, claims } = await this.signIn(passwordParam(p, 'password'), c);
-            audit.serial = claims.serial;
-            audit.generation = claims.generation;
-            return new WithCookie(sessionAnswer(token, claims), { value: token, maxAge: claims.expiry - this.now() });
-          }),
-      ],
-      [
-        'auth.renewSession',
-        (p, c) =>
-          this.audited('auth.renewSession', c, async (audit) => {
-            knownParams(p, 'auth.renewSession', []);
-            const { token, claims, from } = await this.renewSession(c);
-            audit.serial = claims.serial;
-            audit.generation = claims.generation;
-            audit.renewedFrom = from;
-            return new WithCookie(sessionAnswer(token, claims), { value: token, maxAge: claims.expiry - this.now() });
-          }),
-      ],
-      [
-        'auth.signOut',
-        (p, c) =>
-          this.audited('auth.signOut', c, async (audit) => {
-            knownParams(p, 'auth.signOut', []);
-            audit.serial = await this.signOut(c);
-            return new WithCookie({ success: true }, { value: '', maxAge: 0 });
-          }),
-      ],
-    ]);
-  }
-
   /**
    * Runs a method and logs its audit line: info when it succeeded, warn when it was
    * refused. `call` adds what it learns (serial, generation) to the fields it is given.
    */
-  private async audited(method: string, context: CallContext, call: (audit: Fields) => Promise<unknown>): Promise<unknown> {
+  async audited(method: string, context: CallContext, call: (audit: Fields) => Promise<unknown>): Promise<unknown> {
     const audit: Fields = {};
     try {
       const result = await call(audit);
@@ -628,6 +430,12 @@ export class TokenService {
    * A console session for the password (console-session.ts): a token of the reserved
    * grant, recorded like any token but never listed, for SESSION_SECONDS.
    */
+  /** The sessions open and the upstream's latency now (auth.nodeStatus), once the password or session is checked. */
+  async nodeStatus(password: Credential, context: CallContext): Promise<NodeStatus> {
+    await this.authenticate(password, context);
+    return (await this.status?.()) ?? { websocketSessions: 0, upstream: { answers: 0, p50Ms: null, p99Ms: null } };
+  }
+
   async signIn(password: string, context: CallContext): Promise<{ token: string; claims: Claims }> {
     const checked = await this.authenticate(password, context);
     return this.exclusive(checked, () => this.issueSession());
@@ -747,24 +555,6 @@ export class TokenService {
 /** A password, or the console session the call presents (its context's): what a management method is authorised by. */
 export type Credential = string | { readonly session: true };
 
-/**
- * A management method's credential: its `password` param when it has one, else the
- * console session its context carries (checked when the method authenticates).
- */
-function credential(params: Params, context: CallContext): Credential {
-  if (params.password === undefined && context.session !== undefined && context.session.token !== '') return { session: true };
-  return passwordParam(params, 'password');
-}
-
-/** What auth.signIn and auth.renewSession answer: the session's CSRF value and its end; the session itself is in the cookie alone. */
-function sessionAnswer(token: string, claims: Claims): { csrf: string; expiresAt: string } {
-  return { csrf: csrfFor(token), expiresAt: rfc3339(claims.expiry) };
-}
-
-function foreignOrigin(): RpcError {
-  return new RpcError(RpcCode.IncorrectPassword, "a console call must come from the console's own origin");
-}
-
 /** What newToken takes beyond the original's params, checked. */
 export interface NewTokenOptions {
   /** Seconds; the configured lifetime when left out. */
@@ -774,37 +564,6 @@ export interface NewTokenOptions {
   readonly methods?: readonly string[];
   /** Its rate and client ranges as the grant's limit entries (limitEntries); none when left out. */
   readonly limits?: readonly string[];
-}
-
-/** One token as auth.listTokens shows it: never the token itself. */
-export interface ListedToken {
-  readonly id: string;
-  /** null when the token was issued without one. */
-  readonly label: string | null;
-  readonly endpoints: string[];
-  /** The JSON-RPC method patterns it is limited to; null for every method. */
-  readonly methods: string[] | null;
-  /** "N/s", "N/m" or "N/h"; null without a rate. */
-  readonly rateLimit: string | null;
-  /** The bucket's size; null without a rate. */
-  readonly burst: number | null;
-  /** The calls it may make per calendar day or month (UTC), those counted in the current one, and when it resets; null without a quota. */
-  readonly quota: ListedQuota | null;
-  /** The addresses and ranges it works from, in canonical form and order; null from anywhere. */
-  readonly allowedClients: string[] | null;
-  /** The last call the gate let through, RFC 3339 (UTC, whole seconds); null when none was counted. */
-  readonly lastUsedAt: string | null;
-  /** Calls the gate let through since issue (docs/guides/limits.md, Usage, says what may be lost). */
-  readonly requests: number;
-  /** RFC 3339, UTC, whole seconds. */
-  readonly issuedAt: string;
-  readonly expiresAt: string;
-  /** Revoked, or rotated and past its overlap. */
-  readonly revoked: boolean;
-  /** The id of the token this one replaced by a rotation; null when it was issued by auth.newToken. */
-  readonly rotatedFrom: string | null;
-  /** The id of the token that replaced this one by a rotation; null when none did. */
-  readonly rotatedTo: string | null;
 }
 
 /** What auth.usageHistory answers: hourly buckets, oldest first, one per hour (zeros included). */
@@ -824,70 +583,6 @@ export interface IdRevocation {
   readonly already?: boolean;
   readonly reason?: string;
 }
-
-/**
- * An entry as listTokens shows it, its grant's stored entries split into endpoints,
- * methods and limits, with the usage the core counted for it, and in a fleet what the
- * other gateways counted (`others`): the calls summed, the latest last use.
- */
-function listed(
-  e: InventoryEntry,
-  entries: readonly string[],
-  revoked: boolean,
-  core: Core,
-  others: Usage | undefined,
-  rotatedTo: number | undefined,
-  now: number,
-): ListedToken {
-  const { endpoints, methods, limits } = splitGrantEntries(entries);
-  const usage = usageOf(e, core, others);
-  const shown = shownLimits(limits);
-  let quota: ListedQuota | null = null;
-  if (shown.quota !== null) {
-    const counted = core.quota(e.serial, e.grant, now * 1000);
-    quota = {
-      ...shown.quota,
-      used: counted === undefined ? 0 : counted.here + counted.others,
-      resetsAt: rfc3339(quotaResetsAt(shown.quota.per, now)),
-    };
-  }
-  return {
-    id: tokenId(e.serial),
-    label: e.label ?? null,
-    endpoints,
-    methods: methods ?? null,
-    ...shown,
-    quota,
-    lastUsedAt: usage.lastUsedMs === 0 && usage.requests === 0 ? null : rfc3339(Math.floor(usage.lastUsedMs / 1000)),
-    requests: usage.requests,
-    issuedAt: rfc3339(e.issuedAt),
-    expiresAt: rfc3339(e.expiry),
-    revoked,
-    rotatedFrom: e.rotation === undefined ? null : tokenId(e.rotation.from),
-    rotatedTo: rotatedTo === undefined ? null : tokenId(rotatedTo),
-  };
-}
-
-/**
- * A token's usage: what the core counted for it, what the other gateways of a fleet
- * counted (`others`), and for a rotation's new token what the old one had counted when
- * it was rotated. The calls summed (capped as the usage entries are), the latest last use.
- */
-function usageOf(e: InventoryEntry, core: Core, others: Usage | undefined): Usage {
-  let requests = 0;
-  let lastUsedMs = 0;
-  const carried = e.rotation === undefined ? undefined : { requests: e.rotation.requests, lastUsedMs: e.rotation.lastUsedMs };
-  for (const u of [core.usage(e.serial), others, carried]) {
-    if (u === undefined) continue;
-    requests += u.requests;
-    lastUsedMs = Math.max(lastUsedMs, u.lastUsedMs);
-  }
-  return { requests: Math.min(requests, MAX_USAGE_REQUESTS), lastUsedMs };
-}
-
-const OVERLAP_RULE =
-  'a duration such as "90s", "15m" or "1h", or a whole number of seconds, from 0s to the old token\'s remaining life: ' +
-  'how long the old token stays valid beside the new one';
 
 const AUDIT_OUTCOMES: Readonly<Record<number, string>> = {
   [RpcCode.IncorrectPassword]: 'incorrect password',
@@ -911,48 +606,6 @@ function busy(): RpcError {
   return new RpcError(RpcCode.Busy, 'too many password checks are waiting; retry in 1 s', 1);
 }
 
-/**
- * A password param: a string of valid Unicode. A lone surrogate has no UTF-8 form: the
- * hash would see U+FFFD in its place, so "pw-\ud800", "pw-\udbff" and "pw-\ufffd" would
- * all be one password. Refused here, before any hashing and before the throttle counts
- * a guess.
- */
-function passwordParam(params: Params, name: string): string {
-  const value = stringParam(params, name);
-  if (!isWellFormed(value)) throw invalidParams(name, 'valid Unicode text, without lone surrogates (\\ud800 to \\udfff outside a pair)');
-  return value;
-}
-
-function endpointsParam(params: Params): string[] {
-  const value = params.endpoints;
-  if (!Array.isArray(value) || !value.every((e) => typeof e === 'string')) {
-    throw invalidParams('endpoints', `an array of 1 to ${MAX_ENDPOINTS} strings`);
-  }
-  const reserved = value.findIndex(reservedEndpoint);
-  if (reserved >= 0) {
-    throw invalidParams(
-      `endpoints[${reserved}]`,
-      "not the console's (/ext/auth/console and below): no token grants it; " +
-        'an operator signs in to it with the password (auth.signIn)',
-    );
-  }
-  return value;
-}
-
-/**
- * The optional `methods` param: 1 to MAX_METHODS patterns, each a string; the core
- * judges each pattern (its messages name `methods[i]`).
- */
-function methodsParam(params: Params): string[] | undefined {
-  const value = params.methods;
-  if (value === undefined) return undefined;
-  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_METHODS) {
-    throw invalidParams(
-      'methods',
-      `an array of 1 to ${MAX_METHODS} JSON-RPC method patterns; leave it out for a token that allows every method`,
-    );
-  }
-  const bad = value.findIndex((m) => typeof m !== 'string');
-  if (bad >= 0) throw invalidParams(`methods[${bad}]`, `a string: ${METHOD_RULES}`);
-  return value as string[];
+export function foreignOrigin(): RpcError {
+  return new RpcError(RpcCode.IncorrectPassword, "a console call must come from the console's own origin");
 }

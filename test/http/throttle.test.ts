@@ -12,6 +12,7 @@ import type { PasswordCheck, ThrottleRule } from '../../build/host/service/throt
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TokenService } from '../../build/host/service/token-service.js';
+import { authMethods } from '../../build/host/service/auth-methods.js';
 import { newCore } from '../../build/host/core/module.js';
 import { createLogger } from '../../build/host/ops/log.js';
 import { Argon2idVerifier } from '../../build/host/password/hash.js';
@@ -281,7 +282,7 @@ t.test('the token service throttles on the clock it is given', async (t) => {
     log,
     clock,
   });
-  const newTokenCall = service.methods().get('auth.newToken')!;
+  const newTokenCall = authMethods(service).get('auth.newToken')!;
   const guess = (password: string) =>
     Promise.resolve(newTokenCall({ password, endpoints: ['*'] }, { address: '192.0.2.7' })).then(
       (result) => ({ result }),
