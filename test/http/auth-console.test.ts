@@ -4,15 +4,14 @@
 // cookie's Secure under TLS. The browser's side is test/system/console.test.ts.
 import t from 'tap';
 import type { Test } from 'tap';
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
-import { join } from 'node:path';
 import { authUrl } from '../helpers/auth.js';
 import { jsonrpc, postJson } from '../helpers/http.js';
 import type { HttpResponse } from '../helpers/http.js';
 import { startServer, tempDir } from '../helpers/server.js';
+import { selfSigned } from '../helpers/certificate.js';
 
 function csrfOf(session: string): string {
   return createHash('sha256').update('api-auth console csrf\0').update(session).digest('base64url');
@@ -109,31 +108,7 @@ for (const threads of ['1', '2']) {
 
 t.test('under TLS the cookie is Secure', async (t) => {
   const dir = tempDir(t);
-  const cert = join(dir, 'c.crt');
-  const key = join(dir, 'c.key');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=console',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
+  const { cert, key } = selfSigned(dir, 'console');
   const server = await startServer(t, {
     cheapChecks: true,
     args: ['--console', '--http-threads', '1', '--http-tls-enabled', '--http-tls-cert-file', cert, '--http-tls-key-file', key],

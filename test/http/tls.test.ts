@@ -16,41 +16,8 @@ import { CHAIN_ID, openClient, Refused, startWsUpstream } from '../helpers/ws-up
 import { runCli, startServer, tempDir } from '../helpers/server.js';
 import { startUpstream } from '../helpers/upstream.js';
 import type { Server } from '../helpers/server.js';
-
-interface Pair {
-  cert: string;
-  key: string;
-}
-
-/** A self-signed certificate for 127.0.0.1 named `name`, and its key, made by openssl in `dir`. */
-function makePair(dir: string, name: string): Pair {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${name}`,
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { cert, key };
-}
+import { selfSigned } from '../helpers/certificate.js';
+import type { CertificatePair as Pair } from '../helpers/certificate.js';
 
 /** A TLS connection that trusts only `ca`, and sends its requests one at a time. */
 class TlsConnection {
@@ -114,8 +81,8 @@ async function tlsServer(
   extra: readonly string[] = [],
 ): Promise<{ server: Server; live: Pair; first: Pair; second: Pair }> {
   const dir = tempDir(t);
-  const first = makePair(dir, 'first');
-  const second = makePair(dir, 'second');
+  const first = selfSigned(dir, 'first');
+  const second = selfSigned(dir, 'second');
   // The files the server is given; a renewal writes over them.
   const live = { cert: join(dir, 'live.crt'), key: join(dir, 'live.key') };
   copyFileSync(first.cert, live.cert);
@@ -351,8 +318,8 @@ t.test('WebSocket sessions over TLS (wss://) on two threads: gated, kept across 
 
 t.test('bad TLS settings: one clear line, exit 2, before anything listens', async (t) => {
   const dir = tempDir(t);
-  const pair = makePair(dir, 'good');
-  const other = makePair(dir, 'other');
+  const pair = selfSigned(dir, 'good');
+  const other = selfSigned(dir, 'other');
   const notPem = join(dir, 'not.pem');
   writeFileSync(notPem, 'hello\n');
   const encrypted = join(dir, 'encrypted.key');

@@ -5,7 +5,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
@@ -19,6 +19,7 @@ import { closeFrame, FrameReader, maxFragments, MIN_FRAGMENTS } from '../../buil
 import { connectUpstream } from '../../build/host/http/upstream-ws/socket.js';
 import type { HandshakeHandler, SessionHandler, UpstreamWebSocket } from '../../build/host/http/upstream-ws/socket.js';
 import { PROGRAM_ENV, ROOT, tempDir, untracked } from '../helpers/server.js';
+import { selfSigned } from '../helpers/certificate.js';
 
 /** ws's frame reader (lib/receiver.js), which @types/ws leaves out. */
 interface WsReceiver {
@@ -948,31 +949,7 @@ function runTlsProgram(url: string, env: NodeJS.ProcessEnv): Promise<unknown> {
 
 t.test('an https:// upstream: wss, its certificate checked against the trusted ones', async (t) => {
   const dir = tempDir(t);
-  const cert = join(dir, 'upstream.crt');
-  const key = join(dir, 'upstream.key');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=upstream',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
+  const { cert, key } = selfSigned(dir, 'upstream');
   const https = createHttpsServer({ cert: readFileSync(cert), key: readFileSync(key) });
   const server = new WebSocketServer({ server: https, perMessageDeflate: false });
   server.on('connection', (socket) => socket.on('message', (data, binary) => socket.send(data as Buffer, { binary })));
