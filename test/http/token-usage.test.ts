@@ -7,12 +7,11 @@ import { join } from 'node:path';
 import { call, issueToken, listTokens } from '../helpers/auth.js';
 import { request } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';
-import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, sleep, tempDir, untracked, type Running } from '../helpers/server.js';
+import { randomPassword, sleep, tempDir } from '../helpers/server.js';
 import { openClient, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
+import { startClocked } from '../helpers/clocked.js';
 
 const INFO = '/ext/info';
-const SNAPSHOT_MS = 30_000;
-const CLOCKED = join(ROOT, 'test', 'helpers', 'clocked-server.js');
 
 function iso(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -96,29 +95,6 @@ t.test("WebSocket: each message of a token without limits counts, a batch its ca
     'with limits: the upgrade too, as one call against its rate',
   );
 });
-
-interface Clocked extends Running {
-  url: string;
-}
-
-/** The library's server on the clock of clocked-server.js (from `startMs`, SNAPSHOT_MS a SIGUSR2), over `dir`. */
-async function startClocked(t: Test, dir: string, startMs: number): Promise<Clocked> {
-  const args = [
-    '--http-port',
-    '0',
-    '--data-dir',
-    join(dir, 'data'),
-    '--api-auth-required',
-    '--api-auth-password-file',
-    join(dir, 'password'),
-  ];
-  const run = launchProgram(
-    t,
-    untracked(process.execPath, [CLOCKED, String(startMs), String(SNAPSHOT_MS), ...args], PROGRAM_ENV.NODE_OPTIONS),
-  );
-  const listening = await run.waitForLog((l) => l.msg === 'listening');
-  return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
-}
 
 /** Waits until the usage file of `dir` shows `requests` for some token: the snapshot's write is the owner's, off the request path. */
 async function snapshotHolds(dir: string, requests: number): Promise<void> {

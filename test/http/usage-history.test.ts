@@ -2,13 +2,14 @@
 // token and node-wide, with the refusals by reason; its params checked; the history kept
 // across a clean restart and, to within the usage file's bound, a kill -9. The clock is
 // the test's.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { authUrl, call, tamperLast } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveAgain, serveInProcess } from '../helpers/library.js';
-import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, sleep, tempDir, untracked, type Running } from '../helpers/server.js';
+import { randomPassword, sleep, tempDir } from '../helpers/server.js';
+import { startClocked } from '../helpers/clocked.js';
 
 const INFO = '/ext/info';
 const HOUR_MS = 3_600_000;
@@ -215,32 +216,6 @@ t.test('a clean restart keeps the history, and counts on from it; a damaged file
   const listed = await jsonrpc(authUrl(third.url), 'auth.listTokens', { password: third.password });
   t.match((listed.result as { tokens: unknown[] }).tokens[0], { requests: 5 }, "the usage counts are not the history's");
 });
-
-interface Clocked extends Running {
-  url: string;
-}
-
-const CLOCKED = join(ROOT, 'test', 'helpers', 'clocked-server.js');
-const SNAPSHOT_MS = 30_000;
-
-/** The library's server on the clock of clocked-server.js (from `startMs`, SNAPSHOT_MS a SIGUSR2), over `dir`. */
-async function startClocked(t: Test, dir: string, startMs: number): Promise<Clocked> {
-  const args = [
-    '--http-port',
-    '0',
-    '--data-dir',
-    join(dir, 'data'),
-    '--api-auth-required',
-    '--api-auth-password-file',
-    join(dir, 'password'),
-  ];
-  const run = launchProgram(
-    t,
-    untracked(process.execPath, [CLOCKED, String(startMs), String(SNAPSHOT_MS), ...args], PROGRAM_ENV.NODE_OPTIONS),
-  );
-  const listening = await run.waitForLog((l) => l.msg === 'listening');
-  return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
-}
 
 /** Waits until the history file of `dir` holds `count` in a token's series: the save is the owner's, off the request path. */
 async function savedHolds(dir: string, count: number): Promise<void> {
