@@ -85,8 +85,9 @@ t.test(
     const over = [];
     for (let i = 0; i < SESSIONS; i++) over.push(await rawSession(t, server.port, token));
     for (const socket of over) {
-      const closed = once(socket, 'close');
-      // The gateway cuts the session at the header: the bytes written after it may meet a reset.
+      // The gateway cuts the session at the header: the bytes written after it may meet a
+      // reset, which `once` would take for a failure, so the close is waited for as such.
+      const closed = new Promise((resolve) => socket.once('close', resolve));
       socket.on('error', (error: NodeJS.ErrnoException) => {
         if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') t.fail(`the cut session's socket: ${error.message}`);
       });
