@@ -8,9 +8,8 @@ import { runOperator } from '../helpers/operator.js';
 import { authUrl, call, expectGranted, listTokens } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START } from '../helpers/library.js';
-import { launch, launchProgram, PROGRAM_ENV, randomPassword, ROOT, startServer, tempDir, untracked } from '../helpers/server.js';
-
-const CLOCKED = join(ROOT, 'test', 'helpers', 'clocked-server.js');
+import { launch, randomPassword, startServer, tempDir } from '../helpers/server.js';
+import { startClocked } from '../helpers/clocked.js';
 
 const INFO = '/ext/info';
 const ONE_THREAD = ['--http-threads', '1'];
@@ -76,25 +75,7 @@ t.test(
     const password = randomPassword();
     writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
     // A clock that moves 13 hours a SIGUSR2: past what a 12 h lifetime would bound the restored serials by.
-    const start = async (startMs: number) => {
-      const args = [
-        '--http-port',
-        '0',
-        '--data-dir',
-        join(dir, 'data'),
-        '--api-auth-required',
-        '--api-auth-password-file',
-        join(dir, 'password'),
-        '--max-token-lifetime',
-        '720h',
-      ];
-      const run = launchProgram(
-        t,
-        untracked(process.execPath, [CLOCKED, String(startMs), String(13 * HOUR), ...args], PROGRAM_ENV.NODE_OPTIONS),
-      );
-      const listening = await run.waitForLog((l) => l.msg === 'listening');
-      return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
-    };
+    const start = (startMs: number) => startClocked(t, dir, startMs, 13 * HOUR, ['--max-token-lifetime', '720h']);
     let server = await start(CLOCK_START);
     const month = (await jsonrpc(authUrl(server.url), 'auth.newToken', { password, endpoints: [INFO], expiresIn: '720h' })).result as {
       token: string;

@@ -2,18 +2,20 @@
 // methods and limits; the old one valid for the overlap, then ended as if revoked, also
 // across a restart (one in the middle of the overlap, one after its end); usage carried
 // over, linked both ways in listTokens. The fleet's side is test/fleet/fleet-rotation.test.ts.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runOperator } from '../helpers/operator.js';
 import { authUrl, call, expectGranted, expectRefused, issueToken, listTokens, REASONS, refusedSoon } from '../helpers/auth.js';
 import { jsonrpc } from '../helpers/http.js';
 import { CLOCK_START, manualClock, serveInProcess } from '../helpers/library.js';
-import { launchProgram, PROGRAM_ENV, randomPassword, ROOT, startServer, tempDir, untracked, type Running } from '../helpers/server.js';
+import { randomPassword, startServer, tempDir } from '../helpers/server.js';
+import { startClocked } from '../helpers/clocked.js';
 
 const INFO = '/ext/info';
 const HOUR = 3600_000;
-const CLOCKED = join(ROOT, 'test', 'helpers', 'clocked-server.js');
+/** How far the clocked server's clock moves on each SIGUSR2 here: 10 minutes. */
+const ROTATION_STEP_MS = 10 * 60_000;
 
 interface Listed {
   id: string;
@@ -136,35 +138,12 @@ t.test('token rotate: by --id or by the token from a file, --overlap, --json; th
   t.same([badOverlap.code, badOverlap.stderr], [2, 'api-auth: --overlap must be a duration such as 0s, 10m or 24h, not "soon"\n']);
 });
 
-interface Clocked extends Running {
-  url: string;
-}
-
-/** The library's server on the clock of clocked-server.js, from `startMs`, 10 minutes a SIGUSR2, over `dir`. */
-async function startClocked(t: Test, dir: string, startMs: number): Promise<Clocked> {
-  const args = [
-    '--http-port',
-    '0',
-    '--data-dir',
-    join(dir, 'data'),
-    '--api-auth-required',
-    '--api-auth-password-file',
-    join(dir, 'password'),
-  ];
-  const run = launchProgram(
-    t,
-    untracked(process.execPath, [CLOCKED, String(startMs), String(10 * 60_000), ...args], PROGRAM_ENV.NODE_OPTIONS),
-  );
-  const listening = await run.waitForLog((l) => l.msg === 'listening');
-  return { ...run, url: `http://127.0.0.1:${Number(listening.port)}` };
-}
-
 t.test('a restart in the middle of the overlap keeps the end; a start after it applies it before serving', async (t) => {
   const dir = tempDir(t);
   mkdirSync(join(dir, 'data'), { mode: 0o700 });
   const password = randomPassword();
   writeFileSync(join(dir, 'password'), password, { mode: 0o600 });
-  let server = await startClocked(t, dir, CLOCK_START);
+  let server = await startClocked(t, dir, CLOCK_START, ROTATION_STEP_MS);
   const old = await issueToken(server.url, password, {});
   const fresh = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: old.id, overlap: '15m' })).result as {
     token: string;
@@ -174,7 +153,7 @@ t.test('a restart in the middle of the overlap keeps the end; a start after it a
   await server.exited;
 
   // Five minutes in: the old token still works, and ends on this start's clock.
-  server = await startClocked(t, dir, CLOCK_START + 5 * 60_000);
+  server = await startClocked(t, dir, CLOCK_START + 5 * 60_000, ROTATION_STEP_MS);
   expectGranted(t, await call(server.url, INFO, old.token), INFO, 'mid-overlap, after a kill -9');
   expectGranted(t, await call(server.url, INFO, fresh.token), INFO);
   server.child.kill('SIGUSR2');
@@ -185,13 +164,13 @@ t.test('a restart in the middle of the overlap keeps the end; a start after it a
   await server.exited;
 
   // A second rotation, and a start only after its end: refused from the first call.
-  server = await startClocked(t, dir, CLOCK_START + 20 * 60_000);
+  server = await startClocked(t, dir, CLOCK_START + 20 * 60_000, ROTATION_STEP_MS);
   expectRefused(t, await call(server.url, INFO, old.token), REASONS.revoked, 'still revoked after a restart');
   const third = (await jsonrpc(authUrl(server.url), 'auth.rotateToken', { password, id: fresh.id, overlap: '5m' })).result as {
     token: string;
   };
   t.equal((await server.stop('SIGTERM')).code, 0);
-  server = await startClocked(t, dir, CLOCK_START + 40 * 60_000);
+  server = await startClocked(t, dir, CLOCK_START + 40 * 60_000, ROTATION_STEP_MS);
   expectRefused(t, await call(server.url, INFO, fresh.token), REASONS.revoked, 'an end that came due while the node was down');
   expectGranted(t, await call(server.url, INFO, third.token), INFO);
   const tokens = await listTokens<Listed>(server.url, password);

@@ -8,19 +8,17 @@
 // Each page's screenshot goes to docs/guides/console/.
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
 import { authUrl, call } from '../helpers/auth.js';
 import { jsonrpc, postJson, request } from '../helpers/http.js';
 import { ROOT, startServer } from '../helpers/server.js';
 import { startUpstream } from '../helpers/upstream.js';
+import { CHROMIUM, launchChromium } from '../helpers/browser.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(ROOT, 'docs', 'guides', 'console');
 const CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
@@ -41,24 +39,7 @@ const AUTH = authUrl(server.url);
 const CONSOLE = `${server.url}/ext/auth/console`;
 mkdirSync(SHOTS, { recursive: true });
 
-const profile = mkdtempSync(join(tmpdir(), 'api-auth-console-'));
-t.teardown(() => rmSync(profile, { recursive: true, force: true }));
-const browser: BrowserContext = await chromium.launchPersistentContext(profile, {
-  executablePath: CHROMIUM,
-  headless: true,
-  viewport: { width: 1440, height: 900 },
-  args: [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-  ],
-});
-t.teardown(() => browser.close());
+const browser: BrowserContext = await launchChromium(t, { width: 1440, height: 900 });
 const page: Page = browser.pages()[0] ?? (await browser.newPage());
 const errors: string[] = [];
 const alerts: string[] = [];

@@ -12,17 +12,16 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { coreModule } from '../../build/host/core/module.js';
 import { Core } from '../../build/host/core/core.js';
 import { Outcome } from '../../build/host/core/abi.js';
 import { runVectors } from '../vectors/run-vectors.js';
 import type { VectorResult } from '../vectors/run-vectors.js';
+import { CHROMIUM, launchChromium } from '../helpers/browser.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const VECTORS = JSON.parse(readFileSync(join(ROOT, 'test/vectors/core-vectors.json'), 'utf8'));
 const TOTAL: number = VECTORS.cases.length;
-const CHROMIUM = '/usr/bin/chromium';
 const WASM2C_RUNTIME = '/usr/share/wabt/wasm2c';
 
 interface Run {
@@ -150,26 +149,7 @@ t.test("headless Chromium (Debian's chromium via playwright-core): the page's ow
   });
   await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
   t.teardown(() => new Promise<void>((closed) => server.close(() => closed())));
-  const profile = mkdtempSync(join(tmpdir(), 'api-auth-chromium-'));
-  t.teardown(() => rmSync(profile, { recursive: true, force: true }));
-
-  const browser = await timed(t, 'chromium start', () =>
-    chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    }),
-  );
-  t.teardown(() => browser.close());
+  const browser = await timed(t, 'chromium start', () => launchChromium(t));
   const page = browser.pages()[0] ?? (await browser.newPage());
   const errors: string[] = [];
   page.on('pageerror', (error) => errors.push(String(error)));
