@@ -15,6 +15,7 @@ import { labelParam, lifetimeParam, limitEntries, parseTokenId, rfc3339 } from '
 import { foreignOrigin } from './token-service.js';
 import type { Credential, TokenService } from './token-service.js';
 import { HISTORY_HOURS } from './usage-history.js';
+import type { Fields } from '../ops/log.js';
 
 export function authMethods(service: TokenService): MethodTable {
   return new Map<string, Method>([
@@ -33,8 +34,7 @@ export function authMethods(service: TokenService): MethodTable {
             'quota',
             'allowedClients',
           ]);
-          const password = credential(p, c);
-          if (typeof password !== 'string') audit.by = 'session';
+          const password = credential(p, c, audit);
           const endpoints = endpointsParam(p);
           const extra = {
             label: labelParam(p),
@@ -56,8 +56,7 @@ export function authMethods(service: TokenService): MethodTable {
       (p, c) =>
         service.audited('auth.listTokens', c, async (audit) => {
           knownParams(p, 'auth.listTokens', ['password']);
-          const password = credential(p, c);
-          if (typeof password !== 'string') audit.by = 'session';
+          const password = credential(p, c, audit);
           const tokens = await service.listTokens(password, c);
           audit.count = tokens.length;
           return { tokens };
@@ -68,8 +67,7 @@ export function authMethods(service: TokenService): MethodTable {
       (p, c) =>
         service.audited('auth.usageHistory', c, async (audit) => {
           knownParams(p, 'auth.usageHistory', ['password', 'id', 'hours']);
-          const password = credential(p, c);
-          if (typeof password !== 'string') audit.by = 'session';
+          const password = credential(p, c, audit);
           const id = p.id === undefined ? undefined : stringParam(p, 'id');
           const hours = p.hours === undefined ? HISTORY_HOURS : p.hours;
           if (typeof hours !== 'number' || !Number.isSafeInteger(hours) || hours < 1 || hours > HISTORY_HOURS) {
@@ -89,8 +87,7 @@ export function authMethods(service: TokenService): MethodTable {
       (p, c) =>
         service.audited('auth.nodeStatus', c, async (audit) => {
           knownParams(p, 'auth.nodeStatus', ['password']);
-          const password = credential(p, c);
-          if (typeof password !== 'string') audit.by = 'session';
+          const password = credential(p, c, audit);
           return service.nodeStatus(password, c);
         }),
     ],
@@ -99,8 +96,7 @@ export function authMethods(service: TokenService): MethodTable {
       (p, c) =>
         service.audited('auth.revokeToken', c, async (audit) => {
           knownParams(p, 'auth.revokeToken', ['password', 'token', 'id']);
-          const password = credential(p, c);
-          if (typeof password !== 'string') audit.by = 'session';
+          const password = credential(p, c, audit);
           if (p.token !== undefined && p.id !== undefined) {
             throw new RpcError(RpcCode.InvalidParams, 'invalid params: give token or id, not both');
           }
@@ -134,8 +130,7 @@ export function authMethods(service: TokenService): MethodTable {
       (p, c) =>
         service.audited('auth.rotateToken', c, async (audit) => {
           knownParams(p, 'auth.rotateToken', ['password', 'token', 'id', 'overlap']);
-          const password = credential(p, c);
-          if (typeof password !== 'string') audit.by = 'session';
+          const password = credential(p, c, audit);
           if ((p.token === undefined) === (p.id === undefined)) {
             throw new RpcError(RpcCode.InvalidParams, "invalid params: give token or id (the token's id), one of them");
           }
@@ -201,10 +196,14 @@ export function authMethods(service: TokenService): MethodTable {
 
 /**
  * A management method's credential: its `password` param when it has one, else the
- * console session its context carries (checked when the method authenticates).
+ * console session its context carries (checked when the method authenticates), which its
+ * audit line then says (`"by":"session"`).
  */
-function credential(params: Params, context: CallContext): Credential {
-  if (params.password === undefined && context.session !== undefined && context.session.token !== '') return { session: true };
+function credential(params: Params, context: CallContext, audit: Fields): Credential {
+  if (params.password === undefined && context.session !== undefined && context.session.token !== '') {
+    audit.by = 'session';
+    return { session: true };
+  }
   return passwordParam(params, 'password');
 }
 
