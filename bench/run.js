@@ -47,6 +47,8 @@ Flags:
   --duration TIME       measured seconds per run: 8 or 8s (default 8s)
   --warmup TIME         warm-up before each run (default 2s)
   --rounds N            rounds per cell, median kept (default 1)
+  --gateways LIST       the gateway part's contenders, by id (default apiAuth,apiAuthPipelined,
+                        relay,relayPipelined,haproxy,nginx)
   --no-wait-quiet       measure at once, without waiting for other processes to go quiet
                         or repeating a run they disturbed (disturbed runs are still marked)
   --allow-dirty         write the results file even from uncommitted changes
@@ -98,6 +100,7 @@ try {
       duration: { type: 'string', default: '8s' },
       warmup: { type: 'string', default: '2s' },
       rounds: { type: 'string', default: '1' },
+      gateways: { type: 'string' },
       'no-wait-quiet': { type: 'boolean', default: false },
       'allow-dirty': { type: 'boolean', default: false },
       out: { type: 'string', default: 'results.json' },
@@ -194,7 +197,7 @@ const steps = {
   gateway: () =>
     part('gateway', 'Gateway', async () => {
       const { runGateway, gatewayMarkdown } = await import('./parts/gateway.js');
-      const r = await runGateway(http);
+      const r = await runGateway(flags.gateways === undefined ? http : { ...http, gateways: flags.gateways.split(',') });
       return { result: r, markdown: gatewayMarkdown(r), targets: r.targets };
     }),
   builtin: () =>

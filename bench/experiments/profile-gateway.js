@@ -44,6 +44,7 @@ const USAGE = `Usage: node bench/experiments/profile-gateway.js [flags]   (after
   --tool perf|syscalls|cpu-prof  the profiler (default perf)
   --bytes N             the upstream's answer (http) or the message (ws), in bytes (default 100)
   --connections N       wrk connections (http) or sessions (ws) (default 64 for http, 16 for ws)
+  --pipelining N        api-auth's --upstream-pipelining (default 1)
   --seconds N           the profiled window, after a warm-up of 2 s (default 10)
   --top N               symbols or functions listed in summary.md (default 30)
   --help                print this help and exit
@@ -65,6 +66,7 @@ try {
       bytes: { type: 'string', default: '100' },
       connections: { type: 'string' },
       seconds: { type: 'string', default: '10' },
+      pipelining: { type: 'string', default: '1' },
       top: { type: 'string', default: '30' },
       help: { type: 'boolean', default: false },
     },
@@ -93,6 +95,7 @@ const o = {
   bytes: whole('bytes', flags.bytes, flags.load === 'ws' ? 8 : 39),
   connections: whole('connections', flags.connections ?? (flags.load === 'ws' ? '16' : '64'), 1),
   seconds: whole('seconds', flags.seconds, 1),
+  pipelining: whole('pipelining', flags.pipelining, 1),
   top: whole('top', flags.top, 1),
 };
 const WARMUP_S = 2;
@@ -211,7 +214,13 @@ try {
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
   const gateway =
     o.gateway === 'api-auth'
-      ? await startOurs({ cpus: where.server, threads: 1, upstream: upstreamUrl, nodeFlags, extraArgs: wsLoadArgs(1024) })
+      ? await startOurs({
+          cpus: where.server,
+          threads: 1,
+          upstream: upstreamUrl,
+          nodeFlags,
+          extraArgs: [...wsLoadArgs(1024), '--upstream-pipelining', String(o.pipelining)],
+        })
       : {
           server: await (o.load === 'http' ? startNginxProxy : startNginxWsProxy)({
             upstreamPort: upstream.port,

@@ -15,19 +15,19 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { int, log, ms, pass, pct, ratio, size, table, usec } from '../lib/common.js';
 import { startOurs, newToken, supportsHttpThreads } from '../lib/api-auth.js';
 import { ensureCommands } from '../lib/apt.js';
 import { HEADROOM, SATURATED, limitOf, load, median } from '../lib/measure.js';
-import { placement } from '../lib/proc.js';
+import { freePort, placement, startOnPort } from '../lib/proc.js';
 import { hs256, startHaproxyJwt } from '../servers/haproxy.js';
 import { startNginxProxy, startUpstream } from '../servers/nginx.js';
 import { CONTENT_TYPE, RPC_PATH, RPC_REQUEST } from '../servers/rpc.js';
 
 export const DEFAULTS = {
   /** The gateways measured, by id (the `scope` part measures apiAuth and apiAuthScoped, the `access` part apiAuth and apiAuthLogged). */
-  gateways: ['apiAuth', 'haproxy', 'nginx'],
+  gateways: ['apiAuth', 'apiAuthPipelined', 'relay', 'relayPipelined', 'haproxy', 'nginx'],
   threads: [1],
   connections: [64],
   sizes: [100],
@@ -39,6 +39,10 @@ export const DEFAULTS = {
 };
 
 const LIFETIME_S = 12 * 3600;
+/** Requests on one upstream connection at once for the pipelined rows. */
+const PIPELINING = 4;
+/** The bare relay probe, in ../shared beside the checkout. */
+const RELAY = fileURLToPath(new URL('../../../shared/probes/relay.mjs', import.meta.url));
 /** The scoped token's methods: a read-only dapp's, as an operator would grant them; the bench's call (eth_blockNumber) matches a prefix. */
 export const SCOPED_METHODS = ['eth_chainId', 'eth_call', 'eth_get*', 'eth_blockNumber', 'net_version', 'web3_clientVersion'];
 /** A call outside SCOPED_METHODS, which the scoped gateway must refuse with 403 before any load. */
@@ -105,6 +109,22 @@ function gateways(jwtSecret) {
       },
     },
     {
+      id: 'apiAuthPipelined',
+      name: 'api-auth --upstream, pipelining 4',
+      start: async ({ upstreamPort, threads, cpus }) => {
+        const ours = await startOurs({
+          cpus,
+          threads,
+          upstream: `http://127.0.0.1:${upstreamPort}`,
+          extraArgs: ['--upstream-pipelining', String(PIPELINING)],
+        });
+        const token = await newToken(ours.server.port, ours.password, [RPC_PATH]);
+        return { server: ours.server, authorization: `Bearer ${token}`, refused: { 'no token': null }, cleanup: ours.cleanup };
+      },
+    },
+    relay('relay', 'bare relay (probe), no auth', 1, 64),
+    relay('relayPipelined', 'bare relay (probe), 4 deep on 16', PIPELINING, 16),
+    {
       id: 'haproxy',
       name: 'HAProxy jwt_verify HS256 + exp',
       start: async ({ upstreamPort, threads, cpus }) => {
@@ -132,6 +152,32 @@ function gateways(jwtSecret) {
       },
     },
   ];
+}
+
+/**
+ * The bare relay of ../shared/probes/relay.mjs (beside the checkout), the platform's
+ * ceiling for the gateway's path: uWebSockets.js in front, a node:net pool behind, no
+ * checks. `depth` requests at once on each of `connections` upstream connections.
+ */
+function relay(id, name, depth, connections) {
+  return {
+    id,
+    name,
+    start: async ({ upstreamPort, threads, cpus }) => {
+      const port = await freePort();
+      const server = await startOnPort(
+        name,
+        process.execPath,
+        [RELAY, String(port), String(upstreamPort), String(depth), String(connections)],
+        port,
+        {
+          cpus,
+        },
+      );
+      // It answers anything that carries an Authorization header.
+      return { server, authorization: 'Bearer relay', refused: { 'no token': null }, cleanup: () => server.stop() };
+    },
+  };
 }
 
 async function post(port, authorization, body = RPC_REQUEST) {
@@ -187,7 +233,10 @@ export async function runGateway(options = {}) {
   const o = { ...DEFAULTS, ...options };
   ensureCommands(['wrk', 'nginx', ...(o.gateways.includes('haproxy') ? ['haproxy'] : [])]);
   const jwtSecret = randomBytes(32).toString('base64url');
-  const list = gateways(jwtSecret).filter((g) => o.gateways.includes(g.id));
+  const all = gateways(jwtSecret);
+  const unknown = o.gateways.filter((id) => !all.some((g) => g.id === id));
+  if (unknown.length > 0) throw new Error(`--gateways: ${unknown.join(', ')}: no such gateway (${all.map((g) => g.id).join(', ')})`);
+  const list = all.filter((g) => o.gateways.includes(g.id));
   const runs = new Map();
   const unsupported = [];
   const placements = {};
@@ -199,6 +248,12 @@ export async function runGateway(options = {}) {
         `POST ${RPC_PATH}, answers of ${o.sizes.map(size).join(', ')}`,
     );
     const contenders = list.filter((g) => {
+      if (g.id.startsWith('relay') && (threads !== 1 || !existsSync(RELAY))) {
+        const reason = threads !== 1 ? 'the bare relay runs on one thread' : `the bare relay probe is not at ${RELAY}`;
+        unsupported.push({ threads, id: g.id, name: g.name, reason });
+        log(`  ${g.name}, ${threads} threads: ${reason}`);
+        return false;
+      }
       if (!g.id.startsWith('apiAuth') || threads === 1 || supportsHttpThreads()) return true;
       unsupported.push({ threads, id: g.id, name: g.name, reason: UNSUPPORTED });
       log(`  ${g.name}, ${threads} threads: ${UNSUPPORTED}`);

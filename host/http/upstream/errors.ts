@@ -28,6 +28,10 @@ export const closedBehind = (): UpstreamError =>
 export const waitedOut = (timeoutMs: number): UpstreamError =>
   new UpstreamError(`no connection to the upstream node came free within ${timeoutMs / 1000} s`, 'timeout');
 
+/** As many requests as the pool lets wait are waiting for a connection already. */
+export const queueFull = (waiting: number): UpstreamError =>
+  new UpstreamError(`${waiting} requests are waiting for a connection to the upstream node already`, 'timeout');
+
 /** An answer the parser refuses (parser.ts says which rule it broke). */
 export const badAnswer = (why: string): UpstreamError => new UpstreamError(why, 'bad-answer');
 

@@ -1,9 +1,14 @@
 // The connections of one HTTP thread to the upstream: kept alive, made as needed up to a
 // limit, each read into the thread's one read buffer (a read is taken whole, parsed and
-// relayed before the next), each request written in one go. With pipelining (N > 1) a
-// connection carries up to N requests at once, answered in order, as Go's net/http and
-// node:http answer them; a request is never put behind one that has waited longer than
-// PIPELINE_MAX_WAIT_MS, nor behind a request whose body is still coming.
+// relayed before the next), each request written in one go.
+//
+// With pipelining (N > 1) the requests dispatched in one turn of the event loop go out
+// together: up to N of them on one connection, held in its socket's cork and written in
+// one system call when the turn's events are all handled, and their answers, which come
+// back in order (as Go's net/http and node:http answer them), are read in as few reads.
+// A batch starts only on a connection with nothing under way, so a request never waits
+// behind one written in an earlier turn, however slow that one turns out to be, nor
+// behind a body still coming (a streaming request has its connection to itself).
 //
 // Every request has a deadline, from when it is dispatched: its answer must start within
 // the timeout, whether it waits for a connection (all of them busy, behind clients that
@@ -12,18 +17,21 @@
 // behind it still reach their clients.
 //
 // A request is sent twice only when that cannot run it twice: it was never written (its
-// bytes still held in the socket's cork when the connection ended), or its method is
-// idempotent. node:http runs the requests it has read behind an answer that says
-// Connection: close, and then closes without answering them: a POST that may have been
-// read fails (502) rather than run again.
+// bytes still held in the socket's cork when the connection ended or failed), or its
+// method is idempotent. node:http runs the requests it has read behind an answer that
+// says Connection: close, and then closes without answering them: a POST that may have
+// been read fails (502) rather than run again.
+//
+// Requests past the connections wait, in the order they came, up to WAITING_MAX of them
+// and each at most until its deadline: past either, 504.
 import type { Clock } from '../../clock.js';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
-import { badAnswer, closedBehind, closedEarly, poolClosed, switched, timedOut, waitedOut } from './errors.js';
+import { badAnswer, closedBehind, closedEarly, poolClosed, queueFull, switched, timedOut, waitedOut } from './errors.js';
 import { ResponseParser, SWITCHED, type AnswerHandler } from './parser.js';
 
-/** Requests are not pipelined behind one that has waited this long for its answer. */
-export const PIPELINE_MAX_WAIT_MS = 10;
+/** Requests that may wait for a connection at once, on one thread; one more gets 504. */
+export const WAITING_MAX = 1024;
 /** The read buffer of a thread: a read takes at most this many bytes. */
 const READ_BUFFER = 64 * 1024;
 
@@ -63,8 +71,6 @@ export interface PoolOptions {
 export class Connection {
   /** The requests written and not yet answered, oldest first. */
   readonly queue: UpstreamRequest[] = [];
-  /** When each request of the queue was written (ms). */
-  private readonly times: number[] = [];
   /** When the answer of each request of the queue must have started (ms since the epoch). */
   private readonly dues: number[] = [];
   /** The index in the queue of the first request written while the socket was corked (its bytes not sent yet); -1 for none. */
@@ -115,22 +121,20 @@ export class Connection {
     this.deadline = this.pool.options.clock() + pool.options.connectTimeoutMs;
   }
 
-  /** Whether `request` may be written now: alone, or pipelined behind answers that are not late. */
-  canTake(request: UpstreamRequest, now: number): boolean {
+  /** Whether a request may be written now: nothing is under way, or (not `streaming`) it joins the batch of this turn. */
+  canTake(streaming: boolean): boolean {
     if (!this.reusable || this.reading || this.streaming !== null || this.done || this.socket.destroyed || !this.socket.writable)
       return false;
     const count = this.queue.length;
-    if (count === 0) return true;
-    return !request.streaming && count < this.pool.options.pipelining && now - this.times[0] <= PIPELINE_MAX_WAIT_MS;
+    return count === 0 || (!streaming && this.corkedFrom === 0 && count < this.pool.options.pipelining);
   }
 
   /** Writes `request`, whose answer must start by `due`. */
   send(request: UpstreamRequest, due: number): void {
-    // The first request goes at once; those pipelined behind it in the same turn of the
-    // event loop leave together, in one write, when the turn's events are all handled.
-    if (this.queue.length > 0) this.pool.cork(this);
+    // With pipelining, the batch of this turn starts here: its requests leave together, in
+    // one write, when the turn's events are all handled (pool.uncork()).
+    if (this.queue.length === 0 && !request.streaming && this.pool.options.pipelining > 1) this.pool.cork(this);
     this.queue.push(request);
-    this.times.push(this.pool.options.clock());
     this.dues.push(due);
     if (request.head) this.reusable = false;
     if (request.streaming) this.streaming = request;
@@ -242,7 +246,11 @@ export class Connection {
     return true;
   }
 
-  /** Ends the connection; the requests on it fail with `error` (but `quiet`, which asked for it). */
+  /**
+   * Ends the connection; the requests on it fail with `error` (but `quiet`, which asked
+   * for it), except those never written (still in the cork), which are sent again
+   * elsewhere unless the pool is closing.
+   */
   fail(error: Error, quiet: UpstreamRequest | null = null): void {
     if (this.done) return;
     this.done = true;
@@ -250,11 +258,16 @@ export class Connection {
     this.deadline = 0;
     this.socket.destroy();
     const requests = this.queue.splice(0);
-    this.times.length = 0;
-    this.dues.length = 0;
+    const dues = this.dues.splice(0);
+    const written = this.corkedFrom < 0 || this.pool.closing ? requests.length : this.corkedFrom;
     this.corkedFrom = -1;
     this.pool.removed(this);
-    for (const request of requests) if (request !== quiet) request.onError(error);
+    for (let i = 0; i < requests.length; i++) {
+      const request = requests[i];
+      if (request === quiet) continue;
+      if (i >= written) this.pool.dispatch(request, dues[i]);
+      else request.onError(error);
+    }
   }
 
   private onConnect(): void {
@@ -309,7 +322,6 @@ export class Connection {
   /** The oldest request has its whole answer. */
   private answered(): void {
     const request = this.queue.shift()!;
-    this.times.shift();
     this.dues.shift();
     if (this.corkedFrom > 0) this.corkedFrom--;
     if (this.streaming === request) {
@@ -325,7 +337,6 @@ export class Connection {
       const behind = this.queue.splice(0);
       const dues = this.dues.splice(0);
       const written = this.corkedFrom < 0 ? behind.length : this.corkedFrom;
-      this.times.length = 0;
       this.corkedFrom = -1;
       this.done = true;
       this.socket.destroy();
@@ -352,7 +363,6 @@ export class Connection {
     const request = this.queue[0];
     if (request !== undefined && this.parser.finish(request)) {
       this.queue.shift();
-      this.times.shift();
       this.dues.shift();
     }
     this.fail(closedEarly());
@@ -387,6 +397,11 @@ export class UpstreamPool {
   private readonly port: number;
   private sweeper: NodeJS.Timeout | null = null;
   private closed = false;
+
+  /** The pool is closing: nothing is sent again. */
+  get closing(): boolean {
+    return this.closed;
+  }
   /** Connections corked in this turn of the event loop, uncorked together after its events. */
   private readonly corked: Connection[] = [];
 
@@ -412,8 +427,12 @@ export class UpstreamPool {
       request.onError(timedOut(this.options.timeoutMs));
       return;
     }
-    const connection = this.pick(request, now);
+    const connection = this.pick(request.streaming);
     if (connection === null) {
+      if (this.waiting.length >= WAITING_MAX) {
+        request.onError(queueFull(WAITING_MAX));
+        return;
+      }
       this.waiting.push(request);
       this.waitingDues.push(due);
     } else {
@@ -433,7 +452,7 @@ export class UpstreamPool {
   /** A connection has answered a request and has room: the requests waiting take it. */
   freed(connection: Connection): void {
     const now = this.options.clock();
-    while (this.waiting.length > 0 && connection.canTake(this.waiting[0], now)) {
+    while (this.waiting.length > 0 && connection.canTake(this.waiting[0].streaming)) {
       const due = this.waitingDues.shift()!;
       const request = this.waiting.shift()!;
       // Its time ran out since the last sweep: written now, it would make the connection late.
@@ -479,19 +498,18 @@ export class UpstreamPool {
     for (const connection of [...this.all]) connection.fail(poolClosed());
   }
 
-  private pick(request: UpstreamRequest, now: number): Connection | null {
+  /** The connection a request goes on now: the batch of this turn with room, an idle connection, a new one; null to wait. */
+  private pick(streaming: boolean): Connection | null {
+    if (!streaming) {
+      // The batch started last in this turn, if it has room.
+      const batch = this.corked.length > 0 ? this.corked[this.corked.length - 1] : null;
+      if (batch !== null && batch.canTake(false)) return batch;
+    }
     while (this.idle.length > 0) {
       const connection = this.idle.pop()!;
       // An idle connection the upstream has closed meanwhile: this request's bytes are not
       // written yet, so it goes on another.
-      if (connection.canTake(request, now)) return connection;
-    }
-    if (this.options.pipelining > 1 && !request.streaming) {
-      let best: Connection | null = null;
-      for (const connection of this.all) {
-        if (connection.canTake(request, now) && (best === null || connection.queue.length < best.queue.length)) best = connection;
-      }
-      if (best !== null) return best;
+      if (connection.canTake(streaming)) return connection;
     }
     return this.all.size < this.options.maxConnections ? this.open() : null;
   }
