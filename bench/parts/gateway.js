@@ -430,6 +430,55 @@ export function gatewayTargets(o, cells, unsupported, placements) {
           };
         }
       }
+      // Issue-level targets of the wire-speed round: CPU per request against HAProxy's, with
+      // and without pipelining, and the plain gateway against the bare relay (the platform's ceiling).
+      const pairs = [
+        [
+          'apiAuth',
+          'haproxy',
+          'api-auth CPU per request <= HAProxy, p99 no worse',
+          (a, b) => a.cpuUsPerRequest <= b.cpuUsPerRequest && a.p99Ms <= b.p99Ms,
+          '<= 1.00x CPU, p99 <=',
+        ],
+        [
+          'apiAuthPipelined',
+          'haproxy',
+          'api-auth pipelining 4 CPU per request <= HAProxy, p99 no worse',
+          (a, b) => a.cpuUsPerRequest <= b.cpuUsPerRequest && a.p99Ms <= b.p99Ms,
+          '<= 1.00x CPU, p99 <=',
+        ],
+        [
+          'apiAuth',
+          'relay',
+          'api-auth within 5% of the bare relay (CPU per request)',
+          (a, b) => a.cpuUsPerRequest <= 1.05 * b.cpuUsPerRequest,
+          '<= 1.05x CPU',
+        ],
+      ];
+      for (const [id, baseId, title, passes, needed] of pairs) {
+        const a = find(1, bytes, connections, id);
+        const b = find(1, bytes, connections, baseId);
+        if (!a || !b) continue;
+        const name = `gateway, 1 thread, ${where}: ${title}`;
+        const cpu = `CPU ${usec(a.cpuUsPerRequest)} vs ${usec(b.cpuUsPerRequest)}/req (${ratio(a.cpuUsPerRequest / b.cpuUsPerRequest)})`;
+        const unbound = [a, b].filter((c) => c.limit !== 'server');
+        out[name] =
+          unbound.length > 0
+            ? {
+                value: null,
+                ok: null,
+                disturbed: a.contended || b.contended,
+                measured: `n/a: ${unbound.map((c) => `${c.id} ${LIMITS[c.limit]} (${limitFigures(c)})`).join('; ')}; ${cpu}`,
+                needed,
+              }
+            : {
+                value: a.cpuUsPerRequest / b.cpuUsPerRequest,
+                ok: passes(a, b),
+                disturbed: a.contended || b.contended,
+                measured: `${cpu}; p99 ${ms(a.p99Ms)} vs ${ms(b.p99Ms)}`,
+                needed,
+              };
+      }
       for (const threads of o.threads) {
         if (threads === 1) continue;
         const name = `gateway, ${threads} threads, ${where}: api-auth >= ${(0.8 * threads).toFixed(1)}x its 1-thread req/s`;

@@ -332,6 +332,16 @@ t.test(
       { value: null, ok: null, measured: /^n\/a: HAProxy load-bound \(gateway cores 80%, load cores 85%\)/ },
       'a load-bound HAProxy: no verdict',
     );
+    t.match(at('gateway, 1 thread, 100 B, 64 connections: api-auth CPU per request <= HAProxy, p99 no worse'), {
+      value: 1,
+      ok: true,
+      measured: /^CPU 25\.0 µs vs 25\.0 µs\/req \(1\.00x\); p99/,
+    });
+    t.match(
+      at('gateway, 1 thread, 10 kB, 64 connections: api-auth CPU per request <= HAProxy, p99 no worse'),
+      { value: null, ok: null, measured: /^n\/a: haproxy load-bound \(gateway cores 80%, load cores 85%\); CPU 33\.3 µs vs 28\.6 µs\/req/ },
+      'the CPU target too has no verdict against a load-bound HAProxy',
+    );
     t.match(at('gateway, 1 thread(s), 100 B, 64 connections: a token with methods against one without, req/s'), {
       value: 0.9,
       measured: /^0\.90x/,
