@@ -1,4 +1,4 @@
-// The upstream pool (host/http/upstream/pool.ts) on its own, against a real TCP server:
+// The upstream pool (host/http/upstream/pool.ts, connection.ts) on its own, against a real TCP server:
 // with pipelining, the requests of one turn go out as one batch on one connection; a
 // request never written (still in the batch's cork) when its connection fails is sent
 // again on another; and requests past WAITING_MAX waiting for a connection fail at once.
@@ -7,8 +7,8 @@ import type { Test } from 'tap';
 import { createServer, type Socket } from 'node:net';
 import { once } from 'node:events';
 import { systemClock } from '../../build/host/clock.js';
-import { type Connection, UpstreamPool, WAITING_MAX } from '../../build/host/http/upstream/pool.js';
-import type { UpstreamRequest } from '../../build/host/http/upstream/pool.js';
+import type { Connection, UpstreamRequest } from '../../build/host/http/upstream/connection.js';
+import { UpstreamPool, WAITING_MAX } from '../../build/host/http/upstream/pool.js';
 
 /** A server that answers each request line `POST /<name>` with a 200 whose body is the name, once `hold` resolves. */
 async function startServer(t: Test, hold: Promise<void> = Promise.resolve()) {

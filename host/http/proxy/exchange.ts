@@ -1,5 +1,5 @@
 // What every proxied request is, whichever way its body comes and its answer goes: the
-// request the pool sends (upstream/pool.ts), and the end of its exchange, once. The
+// request the pool sends (upstream/pool.ts, upstream/connection.ts), and the end of its exchange, once. The
 // modes are subclasses, each with the state of its own: a request sent whole with its
 // answer streamed back (streamed.ts), a request body that streams from the client
 // (streaming.ts), a split batch whose answer is read whole and merged (split.ts).
@@ -12,7 +12,7 @@ import { systemTimer } from '../../clock.js';
 import { ClientGoneError, UpstreamError } from '../../errors.js';
 import type { Reading } from '../../rpc/reading.js';
 import { readCalls } from '../../rpc/reading.js';
-import type { Connection, UpstreamRequest } from '../upstream/pool.js';
+import type { Connection, UpstreamRequest } from '../upstream/connection.js';
 import type { ResponseParser } from '../upstream/parser.js';
 import type { AnswerHeads } from './answer-head.js';
 

@@ -7,7 +7,7 @@
 // streamed.ts has it.
 import type { HttpResponse } from 'uWebSockets.js';
 import { BodyTooLargeError } from '../../errors.js';
-import type { Connection } from '../upstream/pool.js';
+import type { Connection } from '../upstream/connection.js';
 import type { Relay } from './exchange.js';
 import { withBody } from './head.js';
 import { StreamedExchange } from './streamed.js';
