@@ -152,6 +152,56 @@ t.test(
   },
 );
 
+t.test(
+  'an upstream that closes each connection after 5 answers: once seen, no batch is written past the 5th, and no POST fails',
+  async (t) => {
+    // As nginx's keepalive_requests does (1000 by default), here with node:http, which
+    // also runs the requests it has read behind the closing answer.
+    const runs = new Map<string, number>();
+    const answeredOn = new WeakMap<object, number>();
+    const upstream = await startUpstream(t, () => (req, res) => {
+      runs.set(req.url!, (runs.get(req.url!) ?? 0) + 1);
+      const count = (answeredOn.get(req.socket) ?? 0) + 1;
+      answeredOn.set(req.socket, count);
+      if (count === 5) res.setHeader('Connection', 'close');
+      res.end(`{"path":"${req.url}"}`);
+    });
+    const gateway = await startServer(t, {
+      auth: false,
+      args: ['--upstream', upstream.url, '--http-threads', '1', '--upstream-pipelining', '4'],
+    });
+    // One after another, so that nothing is batched: the 5th answer closes, and is seen.
+    for (let i = 0; i < 5; i++) {
+      const answer = await request(gateway.url, `/first/${i}`, { method: 'POST', body: '{}' });
+      t.equal(answer.status, 200);
+    }
+    const answers: { path: string; status: number; text: string }[] = [];
+    for (let round = 0; round < 10; round++) {
+      answers.push(
+        ...(await Promise.all(
+          Array.from({ length: 40 }, (_, i) =>
+            request(gateway.url, `/${round}/${i}`, { method: 'POST', body: '{}' }).then((r) => ({
+              path: `/${round}/${i}`,
+              status: r.status,
+              text: r.text,
+            })),
+          ),
+        )),
+      );
+    }
+    t.same(
+      answers.filter((a) => a.status !== 200 || a.text !== `{"path":"${a.path}"}`).slice(0, 5),
+      [],
+      'every POST got its own answer: none was written behind a closing answer',
+    );
+    t.same(
+      [...runs].filter(([, n]) => n !== 1),
+      [],
+      'each ran once',
+    );
+  },
+);
+
 t.test('a request is not put behind one written in an earlier turn', async (t) => {
   let release = (): void => undefined;
   const held = new Promise<void>((resolve) => {

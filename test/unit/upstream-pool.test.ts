@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { systemClock } from '../../build/host/clock.js';
 import type { Connection, UpstreamRequest } from '../../build/host/http/upstream/connection.js';
 import { UpstreamPool, WAITING_MAX } from '../../build/host/http/upstream/pool.js';
+import { BATCH_REQUEST_MAX } from '../../build/host/http/upstream/connection.js';
 
 /** A server that answers each request line `POST /<name>` with a 200 whose body is the name, once `hold` resolves. */
 async function startServer(t: Test, hold: Promise<void> = Promise.resolve()) {
@@ -23,8 +24,10 @@ async function startServer(t: Test, hold: Promise<void> = Promise.resolve()) {
       for (;;) {
         const end = data.indexOf('\r\n\r\n');
         if (end < 0) return;
+        const length = Number(/content-length: (\d+)/.exec(data.slice(0, end))![1]);
+        if (data.length < end + 4 + length) return;
         const name = /^POST \/(\S+)/.exec(data)![1];
-        data = data.slice(end + 4);
+        data = data.slice(end + 4 + length);
         seen.push({ name, connection });
         await hold;
         socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${name.length}\r\n\r\n${name}`);
@@ -50,7 +53,11 @@ interface Outcome {
 }
 
 /** A request for `/name`, and the promise of what came of it. */
-function requestFor(name: string, sent?: (connection: Connection) => void): { request: UpstreamRequest; done: Promise<Outcome> } {
+function requestFor(
+  name: string,
+  sent?: (connection: Connection) => void,
+  bodyBytes = 0,
+): { request: UpstreamRequest; done: Promise<Outcome> } {
   let settle = (_: Outcome): void => undefined;
   const done = new Promise<Outcome>((resolve) => {
     settle = resolve;
@@ -58,7 +65,7 @@ function requestFor(name: string, sent?: (connection: Connection) => void): { re
   const outcome: Outcome = { name };
   let body = '';
   const request: UpstreamRequest = {
-    bytes: Buffer.from(`POST /${name} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n`, 'latin1'),
+    bytes: Buffer.from(`POST /${name} HTTP/1.1\r\nhost: x\r\ncontent-length: ${bodyBytes}\r\n\r\n${'x'.repeat(bodyBytes)}`, 'latin1'),
     streaming: false,
     head: false,
     idempotent: false,
@@ -106,6 +113,26 @@ t.test('the requests of one turn go out on one connection, up to the pipelining 
     ],
     'four on the first connection, the rest on a second',
   );
+});
+
+t.test('a request over BATCH_REQUEST_MAX goes on a connection alone, and nothing joins it', async (t) => {
+  const server = await startServer(t);
+  const pool = poolFor(server.url, 4);
+  t.teardown(() => pool.close());
+  const requests = [requestFor('s0'), requestFor('large', undefined, BATCH_REQUEST_MAX), requestFor('s1'), requestFor('s2')];
+  for (const { request } of requests) pool.dispatch(request);
+  const outcomes = await Promise.all(requests.map((r) => r.done));
+  t.same(
+    outcomes.map((o) => o.body),
+    ['s0', 'large', 's1', 's2'],
+  );
+  const connectionOf = (name: string) => server.seen.find((s) => s.name === name)!.connection;
+  t.ok(
+    server.seen.every((s) => s.name === 'large' || s.connection !== connectionOf('large')),
+    'nothing else on the large request’s connection',
+  );
+  t.equal(connectionOf('s1'), connectionOf('s0'), 'the small ones batched together');
+  t.equal(connectionOf('s2'), connectionOf('s0'));
 });
 
 t.test('a request not yet written when its connection fails is sent again on another', async (t) => {

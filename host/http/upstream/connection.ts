@@ -20,6 +20,16 @@ import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { badAnswer, closedBehind, closedEarly, switched, timedOut } from './errors.js';
 import { ResponseParser, SWITCHED, type AnswerHandler } from './parser.js';
 
+/**
+ * A request this large (head and body) is never batched with others: an upstream may
+ * close the connection after answering a large body it did not read whole (Go's
+ * net/http does past 256 KiB unread), and the requests behind it would fail.
+ */
+export const BATCH_REQUEST_MAX = 64 * 1024;
+
+/** Whether `request` goes on a connection alone, never batched: its body streams, or it is large. */
+export const alone = (request: UpstreamRequest): boolean => request.streaming || request.bytes.length > BATCH_REQUEST_MAX;
+
 /** One request as the pool carries it. */
 export interface UpstreamRequest extends AnswerHandler {
   /** The request's head, and its body when whole: written in one go. */
@@ -64,6 +74,8 @@ export class Connection {
   streaming: UpstreamRequest | null = null;
   /** False once the connection may carry no further request. */
   reusable = true;
+  /** Requests written on it so far. */
+  private written = 0;
   /** When the upstream is late (ms since the epoch); 0 when nothing is awaited. */
   deadline = 0;
   private readonly socket: Socket;
@@ -106,22 +118,24 @@ export class Connection {
     this.deadline = this.pool.options.clock() + pool.options.connectTimeoutMs;
   }
 
-  /** Whether a request may be written now: nothing is under way, or (not `streaming`) it joins the batch of this turn. */
-  canTake(streaming: boolean): boolean {
+  /** Whether a request may be written now: nothing is under way, or (not `single`: alone()) it joins the batch of this turn. */
+  canTake(single: boolean): boolean {
     if (!this.reusable || this.reading || this.streaming !== null || this.done || this.socket.destroyed || !this.socket.writable)
       return false;
     const count = this.queue.length;
-    return count === 0 || (!streaming && this.corkedFrom === 0 && count < this.pool.options.pipelining);
+    return count === 0 || (!single && this.corkedFrom === 0 && count < this.pool.options.pipelining);
   }
 
   /** Writes `request`, whose answer must start by `due`. */
   send(request: UpstreamRequest, due: number): void {
     // With pipelining, the batch of this turn starts here: its requests leave together, in
     // one write, when the turn's events are all handled (pool.uncork()).
-    if (this.queue.length === 0 && !request.streaming && this.pool.options.pipelining > 1) this.pool.cork(this);
+    if (this.queue.length === 0 && this.pool.options.pipelining > 1 && !alone(request)) this.pool.cork(this);
     this.queue.push(request);
     this.dues.push(due);
-    if (request.head) this.reusable = false;
+    // With batches, the connection's last request (pool.lastRequest) has nothing behind it:
+    // the upstream's count of requests per connection never closes it with requests written behind.
+    if (request.head || (++this.written >= this.pool.lastRequest && this.pool.options.pipelining > 1)) this.reusable = false;
     if (request.streaming) this.streaming = request;
     else if (this.connected && this.deadline === 0) this.deadline = due;
     this.socket.write(request.bytes);
@@ -317,8 +331,10 @@ export class Connection {
     if (!this.parser.keepAlive) {
       // The upstream closes after this answer. RFC 9112 §9.6 says it processes no request
       // after it, but node:http runs those it has read: only what was never written, or
-      // may run twice, is sent again elsewhere.
+      // may run twice, is sent again elsewhere. The pool learns how many it answers on a
+      // connection, so that later batches stop short of that.
       this.reusable = false;
+      this.pool.closedAfter(this.parser.answers);
       const behind = this.queue.splice(0);
       const dues = this.dues.splice(0);
       const written = this.corkedFrom < 0 ? behind.length : this.corkedFrom;
@@ -385,4 +401,8 @@ export interface ConnectionPool {
   freed(connection: Connection): void;
   /** `connection` has ended. */
   removed(connection: Connection): void;
+  /** With pipelining, the most requests a connection carries: the last has nothing written behind it. */
+  readonly lastRequest: number;
+  /** The upstream closed a connection with its `answers`-th answer. */
+  closedAfter(answers: number): void;
 }

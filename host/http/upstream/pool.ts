@@ -8,16 +8,25 @@
 // back in order (as Go's net/http and node:http answer them), are read in as few reads.
 // A batch starts only on a connection with nothing under way, so a request never waits
 // behind one written in an earlier turn, however slow that one turns out to be, nor
-// behind a body still coming (a streaming request has its connection to itself).
+// behind a body still coming: a streaming request, or one over BATCH_REQUEST_MAX, has its
+// connection to itself.
+//
+// The upstream's count of requests per connection (nginx's keepalive_requests, 1000 by
+// default) must not close a connection with a batch written behind its last answer: with
+// pipelining, a connection carries at most LAST_REQUEST requests, and then ends once
+// they are answered, unless the upstream closed one earlier: then that count is its
+// budget, learned for the pool's later connections.
 //
 // Requests past the connections wait, in the order they came, up to WAITING_MAX of them
 // and each at most until its deadline (from when it was dispatched): past either, 504.
-import { Connection } from './connection.js';
+import { alone, Connection } from './connection.js';
 import type { ConnectionPool, PoolOptions, UpstreamRequest } from './connection.js';
 import { poolClosed, queueFull, timedOut, waitedOut } from './errors.js';
 
 /** Requests that may wait for a connection at once, on one thread; one more gets 504. */
 export const WAITING_MAX = 1024;
+/** With pipelining, the most requests one upstream connection carries, unless the upstream is seen to close sooner. */
+export const LAST_REQUEST = 500;
 /** The read buffer of a thread: a read takes at most this many bytes. */
 const READ_BUFFER = 64 * 1024;
 
@@ -37,6 +46,13 @@ export class UpstreamPool implements ConnectionPool {
   /** The pool is closing: nothing is sent again. */
   get closing(): boolean {
     return this.closed;
+  }
+
+  /** With pipelining, the most requests a connection carries: the last of them has nothing written behind it. */
+  lastRequest = LAST_REQUEST;
+
+  closedAfter(answers: number): void {
+    if (answers < this.lastRequest) this.lastRequest = Math.max(1, answers);
   }
   /** Connections corked in this turn of the event loop, uncorked together after its events. */
   private readonly corked: Connection[] = [];
@@ -63,7 +79,7 @@ export class UpstreamPool implements ConnectionPool {
       request.onError(timedOut(this.options.timeoutMs));
       return;
     }
-    const connection = this.pick(request.streaming);
+    const connection = this.pick(alone(request));
     if (connection === null) {
       if (this.waiting.length >= WAITING_MAX) {
         request.onError(queueFull(WAITING_MAX));
@@ -88,7 +104,7 @@ export class UpstreamPool implements ConnectionPool {
   /** A connection has answered a request and has room: the requests waiting take it. */
   freed(connection: Connection): void {
     const now = this.options.clock();
-    while (this.waiting.length > 0 && connection.canTake(this.waiting[0].streaming)) {
+    while (this.waiting.length > 0 && connection.canTake(alone(this.waiting[0]))) {
       const due = this.waitingDues.shift()!;
       const request = this.waiting.shift()!;
       // Its time ran out since the last sweep: written now, it would make the connection late.
@@ -135,8 +151,8 @@ export class UpstreamPool implements ConnectionPool {
   }
 
   /** The connection a request goes on now: the batch of this turn with room, an idle connection, a new one; null to wait. */
-  private pick(streaming: boolean): Connection | null {
-    if (!streaming) {
+  private pick(single: boolean): Connection | null {
+    if (!single) {
       // The batch started last in this turn, if it has room.
       const batch = this.corked.length > 0 ? this.corked[this.corked.length - 1] : null;
       if (batch !== null && batch.canTake(false)) return batch;
@@ -145,7 +161,7 @@ export class UpstreamPool implements ConnectionPool {
       const connection = this.idle.pop()!;
       // An idle connection the upstream has closed meanwhile: this request's bytes are not
       // written yet, so it goes on another.
-      if (connection.canTake(streaming)) return connection;
+      if (connection.canTake(single)) return connection;
     }
     return this.all.size < this.options.maxConnections ? this.open() : null;
   }
