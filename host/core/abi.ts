@@ -51,7 +51,7 @@ export { RESERVE_EXPIRED, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED };
 export { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL };
 
 /** The core's ABI this host speaks (assembly/README.md). */
-export const ABI_VERSION = 5;
+export const ABI_VERSION = 6;
 
 /** The core's exports, as `instantiateSync` hands them over. */
 export interface Exports extends Record<string, unknown> {
@@ -105,14 +105,14 @@ export interface Exports extends Record<string, unknown> {
 
 /**
  * Where a call leaves its results: byte offsets into the result buffer (`resultBuffer()`),
- * every field little-endian (assembly/README.md). A token's claims, after `issue`,
- * `revoke` and `inspect`, and the token of a Limited check: the serial (u64) at SERIAL,
- * the expiry (u64, Unix seconds) at EXPIRY, the generation (u32) at GENERATION, the grant
- * (u32) at GRANT, also a Scoped check's; and a Limited check's scope flag (u32) at SCOPED.
- * The other calls reuse the first words: `admit`'s wait (u64, ns) and a quota's reset
- * (u64, Unix ns) at WAIT and RESET; `usage`'s calls and last time (u64 each) at REQUESTS
- * and LAST_USED; `quota`'s counts here and elsewhere (u64 each) and its window (u32) at
- * HERE, OTHERS and WINDOW; a refused grant entry's index (u32) at REFUSED_ENTRY.
+ * every field little-endian (assembly/README.md, "Buffers"), each kind of call's apart from
+ * the others'. A token's record, after `issue`, `revoke` and `inspect`, and after a
+ * Scoped or Limited check: the serial (u64) at SERIAL, the expiry (u64, Unix seconds) at
+ * EXPIRY, the generation (u32) at GENERATION, the grant (u32) at GRANT and a check's scope
+ * flag (u32) at SCOPED. `admit`'s wait (u64, ns) and a quota's reset (u64, Unix ns) at
+ * WAIT and RESET; `usage`'s calls and last time (u64 each) at REQUESTS and LAST_USED;
+ * `quota`'s counts here and elsewhere (u64 each) and its window (u32) at HERE, OTHERS and
+ * WINDOW; a refused grant entry's index (u32) at REFUSED_ENTRY; a digest at DIGEST.
  */
 export const RESULT = {
   SERIAL: RESULT_SERIAL,
@@ -128,7 +128,7 @@ export const RESULT = {
   OTHERS: RESULT_OTHERS,
   WINDOW: RESULT_WINDOW,
   REFUSED_ENTRY: RESULT_REFUSED_ENTRY,
-  /** The digest of `sha256` and `hmacSha256`: 32 bytes from the start. */
+  /** The digest of `sha256` and `hmacSha256`: 32 bytes. */
   DIGEST: RESULT_DIGEST,
 } as const;
 

@@ -6,7 +6,17 @@ import t from 'tap';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Core } from '../../build/host/core/core.js';
-import { ADMIT_OK, ADMIT_QUOTA, GrantError, IssueError, MAX_METHODS, Outcome, OUTCOME_NAMES } from '../../build/host/core/abi.js';
+import {
+  ADMIT_OK,
+  ADMIT_QUOTA,
+  ADMIT_RATE,
+  GrantError,
+  IssueError,
+  MAX_METHODS,
+  Outcome,
+  OUTCOME_NAMES,
+  RESULT,
+} from '../../build/host/core/abi.js';
 import { canonicalMethods, grantEntries, splitGrantEntries } from '../../build/host/core/grants.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { badPath, checkProperty, refusedCodePoint } from '../helpers/fuzz.js';
@@ -863,13 +873,20 @@ interface RawCore {
   init(windowLog2: number): number;
   abiVersion(): number;
   ioBuffer(): number;
+  tokenBuffer(): number;
   pathBuffer(): number;
   pathCapacity(): number;
   resultBuffer(): number;
+  setKey(len: number): number;
   grantAdd(len: number): number;
   grantFind(len: number): number;
   grantCount(): number;
   methodAllowed(grant: number, len: number): number;
+  issue(grant: number, now: bigint, lifetime: number): number;
+  authorize(headerLen: number, pathLen: number, now: bigint): number;
+  admit(serial: bigint, expiry: bigint, grant: number, n: number, now: bigint): number;
+  usage(serial: bigint): number;
+  quota(serial: bigint, grant: number, now: bigint): number;
 }
 
 /** The plain build straight from its exports, set up, for what the Core class does not show. */
@@ -888,10 +905,49 @@ function put(x: RawCore, ptr: number, text: string): number {
   return text.length;
 }
 
-const resultWord = (x: RawCore) => new DataView(x.memory.buffer).getUint32(x.resultBuffer(), true);
+const resultWord = (x: RawCore) => new DataView(x.memory.buffer).getUint32(x.resultBuffer() + RESULT.REFUSED_ENTRY, true);
 
-t.test('the core speaks ABI 5', async (t) => {
-  t.equal(rawCore().abiVersion(), 5);
+t.test('the core speaks ABI 6', async (t) => {
+  t.equal(rawCore().abiVersion(), 6);
+});
+
+t.test("a check's record in the result buffer outlives the admit, usage and quota calls for its token", async (t) => {
+  const x = rawCore();
+  new Uint8Array(x.memory.buffer).fill(7, x.ioBuffer(), x.ioBuffer() + 32);
+  t.equal(x.setKey(32), 0);
+  const now = BigInt(NOW);
+  const nowNs = now * 1_000_000_000n;
+  const view = () => new DataView(x.memory.buffer);
+  const at = (field: number) => x.resultBuffer() + field;
+  const record = () => ({
+    serial: view().getBigUint64(at(RESULT.SERIAL), true),
+    expiry: view().getBigUint64(at(RESULT.EXPIRY), true),
+    grant: view().getUint32(at(RESULT.GRANT), true),
+    scoped: view().getUint32(at(RESULT.SCOPED), true),
+  });
+  const cases: Array<[string, string, number]> = [
+    // The rate's refusal writes a wait; the quota's a wait and a reset.
+    ['past the rate', '/ext/info\n\n\nrate 1/h\nburst 1\n', ADMIT_RATE],
+    ['past the quota', '/ext/info\n\neth_*\n\nquota 1/day\n', ADMIT_QUOTA],
+  ];
+  for (const [name, list, refused] of cases) {
+    const grant = x.grantAdd(put(x, x.ioBuffer(), list));
+    t.ok(grant >= 0, `${name}: the grant`);
+    const len = x.issue(grant, now, HOUR);
+    const token = Buffer.from(new Uint8Array(x.memory.buffer, x.tokenBuffer(), len)).toString('latin1');
+    const issued = record();
+    t.equal(x.authorize(put(x, x.tokenBuffer(), `Bearer ${token}`), put(x, x.pathBuffer(), '/ext/info'), now), Outcome.Limited);
+    const checked = record();
+    t.same(checked, { ...issued, scoped: refused === ADMIT_QUOTA ? 1 : 0 }, `${name}: the check's serial, expiry, grant and scope`);
+    new Uint8Array(x.memory.buffer).set(Buffer.from('00000000000000000000ffffc0000207', 'hex'), x.ioBuffer());
+    t.equal(x.admit(checked.serial, checked.expiry, grant, 1, nowNs), ADMIT_OK);
+    t.equal(x.admit(checked.serial, checked.expiry, grant, 1, nowNs), refused);
+    t.ok(view().getBigUint64(at(RESULT.WAIT), true) > 0n, `${name}: a wait`);
+    t.equal(x.usage(checked.serial), 1);
+    t.equal(view().getBigUint64(at(RESULT.REQUESTS), true), 1n);
+    t.equal(x.quota(checked.serial, grant, nowNs), refused === ADMIT_QUOTA ? 1 : 0);
+    t.same(record(), checked, `${name}: the check's record is as the check left it`);
+  }
 });
 
 t.test('grantAdd takes a method scope after an empty entry, and refuses bad patterns with their index', async (t) => {
