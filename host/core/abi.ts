@@ -168,6 +168,52 @@ export interface Claims {
   grant: number;
 }
 
+/**
+ * What a check found of a token it lets through on conditions, filled by `authorize` and
+ * `verify` into a record the caller owns (one per call site, reused: nothing is allocated
+ * per request). Every field is written by every check, so a record never holds another
+ * call's values: for any outcome but Scoped and Limited, `grant` is -1 and the rest 0 and false.
+ */
+export interface CheckRecord {
+  /** The token's grant id, for `methodAllowed` and `admit`: Scoped and Limited. */
+  grant: number;
+  /** The token's serial, for `admit`: Limited. */
+  serial: number;
+  /** The token's expiry, Unix seconds, for `admit`: Limited. */
+  expiry: number;
+  /** Whether the grant has a method scope: always for Scoped; for Limited, when it has one besides its limits. */
+  scoped: boolean;
+}
+
+/** A CheckRecord holding no check yet, for a call site to own and hand to every check it makes. */
+export function checkRecord(): CheckRecord {
+  return { grant: -1, serial: 0, expiry: 0, scoped: false };
+}
+
+/** Empties `out`, for an answer that names no token's grant. */
+export function clearCheckRecord(out: CheckRecord): void {
+  out.grant = -1;
+  out.serial = 0;
+  out.expiry = 0;
+  out.scoped = false;
+}
+
+/**
+ * What `admit` found besides its answer, filled into a record the caller owns (as
+ * CheckRecord). Every field is written by every call: 0 where the answer has none.
+ */
+export interface AdmitRecord {
+  /** How long to wait, in milliseconds (fractional): ADMIT_RATE, and ADMIT_QUOTA (to its reset). */
+  waitMs: number;
+  /** When the quota's window resets, ms since the Unix epoch: ADMIT_QUOTA. */
+  resetMs: number;
+}
+
+/** An AdmitRecord holding no answer yet, for a call site to own. */
+export function admitRecord(): AdmitRecord {
+  return { waitMs: 0, resetMs: 0 };
+}
+
 export const TOKEN_LENGTH = 76;
 export const MAX_ENDPOINTS = 128;
 export const MAX_ENDPOINT_LENGTH = 1024;
