@@ -24,10 +24,11 @@ import { ADMIT_OK, ADMIT_UNKNOWN_GRANT, PASSWORD_BAD_LENGTH } from './results';
 import { LIMIT_TABLE_BYTES, admitCall, countUse, limitsInit, quotaOf, restoreUse, setQuota as putQuota, usageMisses as misses, usageOf } from './limits';
 import { grantLimits } from './grants';
 import { TABLE_ALIGN as ALIGN } from './memory-map';
+import { RESULT_DIGEST, RESULT_RESET, RESULT_WAIT } from './result-record';
 
 const TABLE_ALIGN: usize = <usize>ALIGN;
 
-const ABI_VERSION: u32 = 5;
+const ABI_VERSION: u32 = 6;
 const BEARER_LEN: usize = 7;
 
 /** The ABI version; a host refuses a core whose version it does not speak. */
@@ -77,21 +78,21 @@ export function ioBuffer(): usize { return ioBuf(); }
 export function ioCapacity(): usize { return IO_CAP; }
 export function resultBuffer(): usize { return resultBuf(); }
 
-/** SHA-256 of the first `len` bytes of the io buffer, into the result buffer. 0; -1 if `len` exceeds the buffer. */
+/** SHA-256 of the first `len` bytes of the io buffer, into the result buffer at RESULT_DIGEST. 0; -1 if `len` exceeds the buffer. */
 export function sha256(len: usize): i32 {
   if (len > IO_CAP) return -1;
-  hash(ioBuf(), len, resultBuf());
+  hash(ioBuf(), len, resultBuf() + RESULT_DIGEST);
   return 0;
 }
 
 /**
  * HMAC-SHA256 with the key and then the message in the io buffer, into the result
- * buffer. 0; -1 if they exceed the buffer.
+ * buffer at RESULT_DIGEST. 0; -1 if they exceed the buffer.
  */
 export function hmacSha256(keyLen: usize, msgLen: usize): i32 {
   if (keyLen > IO_CAP || msgLen > IO_CAP - keyLen) return -1;
   const io = ioBuf();
-  hmac(io, keyLen, io + keyLen, msgLen, resultBuf());
+  hmac(io, keyLen, io + keyLen, msgLen, resultBuf() + RESULT_DIGEST);
   return 0;
 }
 
@@ -181,7 +182,7 @@ export function issue(grant: u32, now: i64, lifetime: u32): i32 {
 /**
  * Checks the token text in the token buffer against the path in the path buffer: the
  * path rules, then the token. Scoped (a valid token whose grant has a method scope)
- * leaves the grant id at result+20. A length past a buffer's capacity means the input did not
+ * leaves the grant id at RESULT_GRANT. A length past a buffer's capacity means the input did not
  * fit (BadPath, or Malformed for the token); nothing is read beyond the buffer.
  */
 export function verify(tokenLen: usize, pathLen: usize, now: i64): Outcome {
@@ -302,26 +303,31 @@ export function issueSerial(serial: u64, grant: u32, now: i64, lifetime: u32): i
 
 /**
  * One call of `n` (0: only the client is checked, nothing is counted) by the token of
- * `serial`, `expiry` and `grant` (as a Limited check left them at result+0, +8 and +20),
- * from the client address in the first 16 bytes of the io buffer (IPv4 as
- * ::ffff:a.b.c.d), at `now`, Unix nanoseconds. 0 let through and counted; 1 the client is
- * not allowed; 2 past the rate, the wait in nanoseconds at result+0 (u64); 3 more calls
- * than the burst; 4 past the quota of the window (day or month, UTC), the nanoseconds
- * until it resets at result+0 (u64) and the reset's time (Unix ns) at result+8 (u64); -1 the limits table has no slot for the token; -2 no
- * such grant. A grant
- * without limits lets everything through and counts nothing. Allocates nothing.
+ * `serial`, `expiry` and `grant` (as a Limited check left them at RESULT_SERIAL,
+ * RESULT_EXPIRY and RESULT_GRANT), from the client address in the first 16 bytes of the
+ * io buffer (IPv4 as ::ffff:a.b.c.d), at `now`, Unix nanoseconds. 0 let through and
+ * counted; 1 the client is not allowed; 2 past the rate, the wait in nanoseconds at
+ * RESULT_WAIT (u64); 3 more calls than the burst; 4 past the quota of the window (day or
+ * month, UTC), the nanoseconds until it resets at RESULT_WAIT (u64) and the reset's time
+ * (Unix ns) at RESULT_RESET (u64); -1 the limits table has no slot for the token; -2 no
+ * such grant. Every answer writes both fields (0 where it has no wait or reset) and no
+ * other: the check's record stays as it was. A grant without limits lets everything
+ * through and counts nothing. Allocates nothing.
  */
 export function admit(serial: u64, expiry: u64, grant: u32, n: u32, now: i64): i32 {
+  const out = resultBuf();
+  store<u64>(out + RESULT_WAIT, 0);
+  store<u64>(out + RESULT_RESET, 0);
   if (grant >= readShared32(GRANT_COUNT)) return ADMIT_UNKNOWN_GRANT;
   const record = grantLimits(grant);
   if (record == 0) return ADMIT_OK;
-  return admitCall(record, serial, expiry, n, now, ioBuf(), resultBuf());
+  return admitCall(record, serial, expiry, n, now, ioBuf(), out);
 }
 
 /**
  * The quota of `serial`, a token of `grant`, in the window of `now` (Unix ns): 1, with the
- * calls counted here at result+0 (u64), those the host last gave as the other gateways'
- * (`setQuota`) at result+8 (u64) and the window's number at result+16 (u32: days or
+ * calls counted here at RESULT_HERE (u64), those the host last gave as the other gateways'
+ * (`setQuota`) at RESULT_OTHERS (u64) and the window's number at RESULT_WINDOW (u32: days or
  * months since 1970, UTC); 0 when the grant has no quota or the token no slot; -2 no such
  * grant. Allocates nothing.
  */
@@ -356,8 +362,8 @@ export function setLimitShare(members: u32): i32 {
 }
 
 /**
- * The calls let through for `serial` (u64 at result+0) and the time of the last (Unix ns,
- * u64 at result+8): 1; 0 when the token has no slot (no call yet, or it expired and its
+ * The calls let through for `serial` (u64 at RESULT_REQUESTS) and the time of the last (Unix ns,
+ * u64 at RESULT_LAST_USED): 1; 0 when the token has no slot (no call yet, or it expired and its
  * slot went to another). A token with limits counts what `admit` let through; one
  * without, each `verify` or `authorize` that answered Valid or Scoped (the time in whole
  * seconds).

@@ -453,8 +453,8 @@ export function windowEnd(per: u32, w: u32): i64 {
 
 /**
  * The quota of `serial`, of the grant whose limits record is at `rec`, at `now`: its
- * window (u32 at out+16), the calls counted here (u64 at out+0) and at the other gateways
- * (u64 at out+8) in that window. False when the grant has no quota or the token no slot.
+ * window (u32 at RESULT_WINDOW), the calls counted here (u64 at RESULT_HERE) and at the
+ * other gateways (u64 at RESULT_OTHERS) in that window. False when the grant has no quota or the token no slot.
  */
 export function quotaOf(rec: usize, serial: u64, now: i64, out: usize): bool {
   if (load<u32>(rec, REC_QUOTA) == 0) return false;
@@ -549,7 +549,7 @@ function hexDigit(c: u32): i32 {
 /**
  * Parses the limit entries at `p` (`n` bytes, each ending in `\n`) into the record at
  * `rec` (when not 0): the number of client ranges, or GRANT_TOO_MANY_CLIENTS, or
- * GRANT_BAD_LIMIT with the bad entry's index at result+0.
+ * GRANT_BAD_LIMIT with the bad entry's index at RESULT_REFUSED_ENTRY.
  */
 export function parseLimits(p: usize, n: usize, rec: usize): i32 {
   const parsed = parse(p, n, rec);

@@ -16,15 +16,16 @@ export enum Outcome {
   BadPath = 9,
   /**
    * Valid for the path, but the token's grant has a method scope: the request may be
-   * served only for a method `methodAllowed` lets through. Its grant id is at result+20.
+   * served only for a method `methodAllowed` lets through. Its grant id is at RESULT_GRANT
+   * (result-record.ts), and 1 at RESULT_SCOPED.
    */
   Scoped = 10,
   /**
    * Valid for the path, but the token's grant has limits (a rate, client ranges): the
    * request may be served only once `admit` lets it through, and, when the grant also has
-   * a method scope, for a method `methodAllowed` lets through. Its serial is at result+0,
-   * its grant id at result+20, and at result+24 a u32 that is 1 when the grant also has a
-   * method scope, else 0.
+   * a method scope, for a method `methodAllowed` lets through. Its serial is at
+   * RESULT_SERIAL, its expiry at RESULT_EXPIRY, its grant id at RESULT_GRANT, and at
+   * RESULT_SCOPED a u32 that is 1 when the grant also has a method scope, else 0.
    */
   Limited = 11,
 }

@@ -10,16 +10,16 @@ export const GRANT_EMPTY = -1;
 export const GRANT_TOO_MANY_ENTRIES = -2;
 /** grantAdd, grantFind: the table holds 65,536 lists or 16 MiB already. */
 export const GRANT_TABLE_FULL = -3;
-/** grantAdd, grantFind: an entry is not "*" or an allowed absolute path (its index at result+0). */
+/** grantAdd, grantFind: an entry is not "*" or an allowed absolute path (its index at RESULT_REFUSED_ENTRY). */
 export const GRANT_BAD_ENTRY = -4;
-/** grantAdd, grantFind: an entry is over 1024 bytes (its index at result+0). */
+/** grantAdd, grantFind: an entry is over 1024 bytes (its index at RESULT_REFUSED_ENTRY). */
 export const GRANT_ENTRY_TOO_LONG = -5;
 /**
  * grantAdd, grantFind: a method pattern is empty, holds a byte outside visible ASCII, or
- * `*` before its end (its index among the patterns at result+0).
+ * `*` before its end (its index among the patterns at RESULT_REFUSED_ENTRY).
  */
 export const GRANT_BAD_METHOD = -6;
-/** grantAdd, grantFind: a method pattern is over 128 bytes (its index among the patterns at result+0). */
+/** grantAdd, grantFind: a method pattern is over 128 bytes (its index among the patterns at RESULT_REFUSED_ENTRY). */
 export const GRANT_METHOD_TOO_LONG = -7;
 /** grantAdd, grantFind: more than 128 method patterns. */
 export const GRANT_TOO_MANY_METHODS = -8;
@@ -29,7 +29,7 @@ export const GRANT_NO_METHODS = -9;
 /**
  * grantAdd, grantFind: a limit entry is not `rate N/U`, `burst B` or `client HEX/PREFIX` in
  * canonical form and order, or the limits section is empty (its index among the limit
- * entries at result+0).
+ * entries at RESULT_REFUSED_ENTRY).
  */
 export const GRANT_BAD_LIMIT = -10;
 /** grantAdd, grantFind: more than 64 client ranges. */
@@ -74,11 +74,11 @@ export const RESERVE_EXPIRED = 1;
 export const ADMIT_OK = 0;
 /** admit: the client's address is in none of the token's ranges. */
 export const ADMIT_CLIENT = 1;
-/** admit: past the token's rate; the wait in nanoseconds is at result+0 (u64). */
+/** admit: past the token's rate; the wait in nanoseconds is at RESULT_WAIT (u64). */
 export const ADMIT_RATE = 2;
 /** admit: more calls at once than the token's burst: never let through. */
 export const ADMIT_OVER_BURST = 3;
-/** admit: the token's quota for this window (day or month, UTC) is spent; the nanoseconds until it resets are at result+0 (u64), the reset's time (Unix ns) at result+8. */
+/** admit: the token's quota for this window (day or month, UTC) is spent; the nanoseconds until it resets are at RESULT_WAIT (u64), the reset's time (Unix ns) at RESULT_RESET. */
 export const ADMIT_QUOTA = 4;
 /** admit: the limits table has no slot for the token (see "Limits"). */
 export const ADMIT_TABLE_FULL = -1;

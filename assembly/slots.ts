@@ -20,7 +20,7 @@ export const TOKEN_CAP: usize = 512;
 export const PATH_CAP: usize = 8192;
 /** Larger inputs: keys, endpoint lists, entropy, hash inputs. */
 export const IO_CAP: usize = 65536;
-/** Results: a digest, the claims of a token, the index of a refused entry. */
+/** Results: the result record (result-record.ts), every call's fields apart. */
 export const RESULT_CAP: usize = RESULT_BYTES;
 
 // Tokens whose tag was checked lately: 256 lines of 64 bytes (see token.ts).
@@ -45,7 +45,7 @@ const CACHE_AT: usize = SCRATCH_DIGEST_AT + 32;
 const PATH_AT: usize = CACHE_AT + CACHE_LINES * CACHE_LINE;
 const IO_AT: usize = PATH_AT + PATH_CAP;
 
-/** Bytes of one slot (91,504 used, rounded up to 96 KiB). */
+/** Bytes of one slot (91,568 used, rounded up to 96 KiB). */
 export const SLOT_BYTES: usize = <usize>MAP.SLOT_BYTES;
 
 const SLOT_0: usize = memory.data(<i32>SLOT_BYTES, 16);

@@ -194,9 +194,10 @@ function check(text: usize, len: usize, raw: usize, now: i64): Outcome {
 
 /**
  * Whether the token text at `text` grants the path at `path` at time `now`: Valid, or
- * Scoped with the grant id at result+20 when its grant has a method scope, or Limited
- * with the serial at result+0, the expiry at result+8 and the grant id at result+20 when
- * it has limits.
+ * Scoped with the grant id at RESULT_GRANT (and 1 at RESULT_SCOPED) when its grant has a
+ * method scope, or Limited with the serial at RESULT_SERIAL, the expiry at RESULT_EXPIRY,
+ * the grant id at RESULT_GRANT and the scope flag at RESULT_SCOPED when it has limits
+ * (result-record.ts). Any other answer writes nothing there.
  */
 export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize, now: i64): Outcome {
   const raw = rawBuf();
@@ -212,6 +213,7 @@ export function verifyToken(text: usize, len: usize, path: usize, pathLen: usize
   const result = resultBuf();
   store<u32>(result + RESULT_GRANT, grant);
   if (grantLimits(grant) == 0) {
+    store<u32>(result + RESULT_SCOPED, 1);
     countUse(serialOf(raw), expiryOf(raw), 1, now * 1000000000);
     return Outcome.Scoped;
   }

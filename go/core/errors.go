@@ -71,7 +71,7 @@ func newError(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Index: -1, Message: fmt.Sprintf(format, args...)}
 }
 
-// grantError turns grantAdd's negative result into its error; index is at result+0 for
+// grantError turns grantAdd's negative result into its error; index is at resultRefusedEntry for
 // the codes that name an entry or a pattern.
 func grantError(result int32, index int) *Error {
 	switch result {

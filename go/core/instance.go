@@ -160,7 +160,8 @@ func (in *instance) read(ptr, n uint32) []byte {
 	return append([]byte(nil), b...)
 }
 
-// check is authorize (header) or verify (token): the outcome, and a Scoped token's grant.
+// check is authorize (header) or verify (token): the outcome, and what a Scoped or
+// Limited check left in the result record, read before any other call can write it.
 func (in *instance) check(fn int, text, path string, now int64) (Result, error) {
 	textLen := in.put(in.token, in.tokenCap, text)
 	pathLen := in.put(in.path, in.pathCap, path)
@@ -171,17 +172,18 @@ func (in *instance) check(fn int, text, path string, now int64) (Result, error) 
 	r := Result{Outcome: Outcome(uint32(o))}
 	if r.Outcome == Scoped || r.Outcome == Limited {
 		r.Grant = in.u32(in.result + resultGrant)
+		r.Scoped = in.u32(in.result+resultScoped) == 1
 	}
 	if r.Outcome == Limited {
 		r.Serial = in.u64(in.result + resultSerial)
 		r.Expiry = in.u64(in.result + resultExpiry)
-		r.Scoped = in.u32(in.result+resultScoped) == 1
 	}
 	return r, nil
 }
 
 // admit is one call of a Limited token's (assembly/README.md, "Limits"): the client's
-// 16 bytes go to the io buffer, and a RateLimited wait comes back at result+0.
+// 16 bytes go to the io buffer, and a RateLimited or QuotaSpent wait comes back in the
+// result record (resultWait, and resultReset for a quota), apart from the check's fields.
 func (in *instance) admit(serial, expiry uint64, grant, calls uint32, client [16]byte, nowNs int64) (Admission, error) {
 	in.mem.Write(in.io, client[:])
 	v, err := in.call(fnAdmit, serial, expiry, uint64(grant), uint64(calls), uint64(nowNs))

@@ -38,10 +38,11 @@ func (o Outcome) String() string {
 	return "Outcome(" + strconv.FormatUint(uint64(o), 10) + ")"
 }
 
-// Result is a check's answer: the outcome and, when it is Scoped or Limited, the token's
-// grant, to ask MethodAllowed about; when it is Limited, the token's serial and expiry
-// (Unix seconds), for Admit, and whether its grant also has a method scope (Scoped),
-// whose calls MethodAllowed judges.
+// Result is a check's answer, copied out of the core's result record as the check
+// returns, so that no later call changes it: the outcome and, when it is Scoped or
+// Limited, the token's grant, to ask MethodAllowed about, and whether the grant has a
+// method scope (Scoped: always for a Scoped token), whose calls MethodAllowed judges; when
+// it is Limited, the token's serial and expiry (Unix seconds), for Admit.
 type Result struct {
 	Outcome Outcome
 	Grant   uint32

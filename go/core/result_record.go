@@ -6,47 +6,47 @@ package core
 // into the result buffer.
 const (
 	// Bytes of the result buffer.
-	resultBytes = 64
+	resultBytes = 128
 
-	// A Limited check's serial (u64); a Valid inspect's claims start here too.
+	// A token's serial (u64): a Limited check's, and the claims of issue, revoke and inspect.
 	resultSerial = 0
 
-	// A Limited check's expiry (u64, Unix seconds).
+	// A token's expiry (u64, Unix seconds): a Limited check's, and the claims'.
 	resultExpiry = 8
 
 	// The claims' password generation (u32).
 	resultGeneration = 16
 
-	// A Scoped or Limited check's grant id (u32).
+	// A Scoped or Limited check's grant id (u32), and the claims'.
 	resultGrant = 20
 
-	// A Limited check's scope flag (u32: 1 when the grant also has a method scope).
+	// A Scoped or Limited check's scope flag (u32: 1 when the grant has a method scope, always for Scoped).
 	resultScoped = 24
 
-	// admit's wait (u64, ns): past the rate, or to a quota's reset.
-	resultWait = 0
+	// admit's wait (u64, ns): past the rate, or to a quota's reset; 0 for any other answer.
+	resultWait = 32
 
-	// admit's quota reset (u64, Unix ns).
-	resultReset = 8
+	// admit's quota reset (u64, Unix ns); 0 for any answer but a spent quota.
+	resultReset = 40
 
 	// usage's calls let through (u64).
-	resultRequests = 0
+	resultRequests = 48
 
 	// usage's last call (u64, Unix ns).
-	resultLastUsed = 8
+	resultLastUsed = 56
 
 	// quota's calls counted here (u64).
-	resultHere = 0
+	resultHere = 64
 
 	// quota's calls counted by the other gateways, as last given (u64).
-	resultOthers = 8
+	resultOthers = 72
 
 	// quota's window (u32: days or months since 1970, UTC).
-	resultWindow = 16
+	resultWindow = 80
 
 	// grantAdd's and grantFind's refused entry or pattern (u32: its index).
-	resultRefusedEntry = 0
+	resultRefusedEntry = 84
 
 	// sha256's and hmacSha256's digest (32 bytes).
-	resultDigest = 0
+	resultDigest = 96
 )

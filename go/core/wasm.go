@@ -27,12 +27,12 @@ var (
 
 // The SHA-256 of the embedded builds.
 const (
-	PlainSHA256   = "00c8b71d633fd52280cba51815c56a5901fdc2f67de518d1747a939195860f5e"
-	ThreadsSHA256 = "7fa07954473e59289f941dccd0eaab866e50452593fcacf3514cb274c9a177ca"
+	PlainSHA256   = "59afc1a059887ce1319dc51c35ee7957b2ea35fff0eda0e5f0210ebb35e67a15"
+	ThreadsSHA256 = "a7763a8039d7b7925dbb54bb9427f21e9039a3ac4cbe4e0f00dc82e683e5e98d"
 )
 
 // ABIVersion is the core's ABI this host speaks (assembly/README.md).
-const ABIVersion = 5
+const ABIVersion = 6
 
 // Engine chooses how wazero runs the core.
 type Engine int

@@ -51,7 +51,7 @@ export { RESERVE_EXPIRED, REVOKE_EXPIRED, REVOKE_MARKED, REVOKE_NEVER_ISSUED };
 export { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, ADMIT_TABLE_FULL };
 
 /** The core's ABI this host speaks (assembly/README.md). */
-export const ABI_VERSION = 5;
+export const ABI_VERSION = 6;
 
 /** The core's exports, as `instantiateSync` hands them over. */
 export interface Exports extends Record<string, unknown> {
@@ -105,14 +105,14 @@ export interface Exports extends Record<string, unknown> {
 
 /**
  * Where a call leaves its results: byte offsets into the result buffer (`resultBuffer()`),
- * every field little-endian (assembly/README.md). A token's claims, after `issue`,
- * `revoke` and `inspect`, and the token of a Limited check: the serial (u64) at SERIAL,
- * the expiry (u64, Unix seconds) at EXPIRY, the generation (u32) at GENERATION, the grant
- * (u32) at GRANT, also a Scoped check's; and a Limited check's scope flag (u32) at SCOPED.
- * The other calls reuse the first words: `admit`'s wait (u64, ns) and a quota's reset
- * (u64, Unix ns) at WAIT and RESET; `usage`'s calls and last time (u64 each) at REQUESTS
- * and LAST_USED; `quota`'s counts here and elsewhere (u64 each) and its window (u32) at
- * HERE, OTHERS and WINDOW; a refused grant entry's index (u32) at REFUSED_ENTRY.
+ * every field little-endian (assembly/README.md, "Buffers"), each kind of call's apart from
+ * the others'. A token's record, after `issue`, `revoke` and `inspect`, and after a
+ * Scoped or Limited check: the serial (u64) at SERIAL, the expiry (u64, Unix seconds) at
+ * EXPIRY, the generation (u32) at GENERATION, the grant (u32) at GRANT and a check's scope
+ * flag (u32) at SCOPED. `admit`'s wait (u64, ns) and a quota's reset (u64, Unix ns) at
+ * WAIT and RESET; `usage`'s calls and last time (u64 each) at REQUESTS and LAST_USED;
+ * `quota`'s counts here and elsewhere (u64 each) and its window (u32) at HERE, OTHERS and
+ * WINDOW; a refused grant entry's index (u32) at REFUSED_ENTRY; a digest at DIGEST.
  */
 export const RESULT = {
   SERIAL: RESULT_SERIAL,
@@ -128,7 +128,7 @@ export const RESULT = {
   OTHERS: RESULT_OTHERS,
   WINDOW: RESULT_WINDOW,
   REFUSED_ENTRY: RESULT_REFUSED_ENTRY,
-  /** The digest of `sha256` and `hmacSha256`: 32 bytes from the start. */
+  /** The digest of `sha256` and `hmacSha256`: 32 bytes. */
   DIGEST: RESULT_DIGEST,
 } as const;
 
@@ -166,6 +166,52 @@ export interface Claims {
   expiry: number;
   generation: number;
   grant: number;
+}
+
+/**
+ * What a check found of a token it lets through on conditions, filled by `authorize` and
+ * `verify` into a record the caller owns (one per call site, reused: nothing is allocated
+ * per request). Every field is written by every check, so a record never holds another
+ * call's values: for any outcome but Scoped and Limited, `grant` is -1 and the rest 0 and false.
+ */
+export interface CheckRecord {
+  /** The token's grant id, for `methodAllowed` and `admit`: Scoped and Limited. */
+  grant: number;
+  /** The token's serial, for `admit`: Limited. */
+  serial: number;
+  /** The token's expiry, Unix seconds, for `admit`: Limited. */
+  expiry: number;
+  /** Whether the grant has a method scope: always for Scoped; for Limited, when it has one besides its limits. */
+  scoped: boolean;
+}
+
+/** A CheckRecord holding no check yet, for a call site to own and hand to every check it makes. */
+export function checkRecord(): CheckRecord {
+  return { grant: -1, serial: 0, expiry: 0, scoped: false };
+}
+
+/** Empties `out`, for an answer that names no token's grant. */
+export function clearCheckRecord(out: CheckRecord): void {
+  out.grant = -1;
+  out.serial = 0;
+  out.expiry = 0;
+  out.scoped = false;
+}
+
+/**
+ * What `admit` found besides its answer, filled into a record the caller owns (as
+ * CheckRecord). Every field is written by every call: 0 where the answer has none.
+ */
+export interface AdmitRecord {
+  /** How long to wait, in milliseconds (fractional): ADMIT_RATE, and ADMIT_QUOTA (to its reset). */
+  waitMs: number;
+  /** When the quota's window resets, ms since the Unix epoch: ADMIT_QUOTA. */
+  resetMs: number;
+}
+
+/** An AdmitRecord holding no answer yet, for a call site to own. */
+export function admitRecord(): AdmitRecord {
+  return { waitMs: 0, resetMs: 0 };
 }
 
 export const TOKEN_LENGTH = 76;

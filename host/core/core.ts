@@ -15,6 +15,8 @@ import { instantiateSync } from '@assemblyscript/loader';
 import { MAX_WINDOW_LOG2, MIN_WINDOW_LOG2, PAGE_BYTES } from '../../assembly/memory-map.js';
 import { Outcome } from '../../assembly/outcome.js';
 import {
+  ADMIT_QUOTA,
+  ADMIT_RATE,
   ADMIT_UNKNOWN_GRANT,
   ATTACH_BAD_SLOT,
   ATTACH_NOT_READY,
@@ -24,8 +26,8 @@ import {
   RESERVE_OUT_OF_WINDOW,
 } from '../../assembly/results.js';
 import { InvariantError } from '../api-auth-error.js';
-import { ABI_VERSION, GENERATED_PASSWORD_LENGTH, issueError, RESULT } from './abi.js';
-import type { Claims, Exports, RevokeResult } from './abi.js';
+import { ABI_VERSION, clearCheckRecord, GENERATED_PASSWORD_LENGTH, issueError, RESULT } from './abi.js';
+import type { AdmitRecord, CheckRecord, Claims, Exports, RevokeResult } from './abi.js';
 import { encodeGrant, grantRefusal } from './grants.js';
 import { DEFAULT_WINDOW_LOG2, sharedMemory, sharedMemoryPages } from './memory.js';
 
@@ -236,8 +238,8 @@ export class Core {
   }
 
   /**
-   * Whether the grant of a Scoped token (`scopedGrant`) allows a JSON-RPC method: the
-   * name as the request's JSON string decodes. True for a grant without method scope.
+   * Whether the grant of a Scoped token (its CheckRecord's `grant`) allows a JSON-RPC
+   * method: the name as the request's JSON string decodes. True for a grant without method scope.
    */
   methodAllowed(grant: number, method: string): boolean {
     const allowed = this.x.methodAllowed(grant, this.fit(method, this.paths()));
@@ -245,38 +247,29 @@ export class Core {
     return allowed === 1;
   }
 
-  /** After `authorize` or `verify` answered Scoped or Limited: the grant id of the token, for `methodAllowed` and `admit`. */
-  get scopedGrant(): number {
-    return this.dv().getUint32(this.resultPtr + RESULT.GRANT, true);
-  }
-
-  /** After `authorize` or `verify` answered Limited: whether the token's grant also has a method scope. */
-  get limitedScoped(): boolean {
-    return this.dv().getUint32(this.resultPtr + RESULT.SCOPED, true) === 1;
-  }
-
-  /** After `authorize` or `verify` answered Limited: the serial of the token, for `admit`. */
-  get limitedSerial(): number {
-    return Number(this.dv().getBigUint64(this.resultPtr + RESULT.SERIAL, true));
-  }
-
-  /** After `authorize` or `verify` answered Limited: the token's expiry (Unix seconds), for `admit`. */
-  get limitedExpiry(): number {
-    return Number(this.dv().getBigUint64(this.resultPtr + RESULT.EXPIRY, true));
-  }
-
   /**
    * One request of `calls` calls (0: only the client is checked, nothing counted) by a
-   * Limited token (its serial, expiry and grant: limitedSerial, limitedExpiry,
-   * scopedGrant), from `client` (16 bytes, IPv4 as IPv4-mapped: addressBytes in
-   * http/client-address.ts), at `nowMs` (ms since the Unix epoch). ADMIT_OK (let through
-   * and counted), ADMIT_CLIENT, ADMIT_RATE (the wait in `admitWait`), ADMIT_OVER_BURST,
-   * ADMIT_QUOTA (the time to the quota's reset in `admitWait`), ADMIT_TABLE_FULL. Any thread may call it: every thread's calls share one bucket.
+   * Limited token (its serial, expiry and grant, as its check's CheckRecord holds them),
+   * from `client` (16 bytes, IPv4 as IPv4-mapped: addressBytes in http/client-address.ts),
+   * at `nowMs` (ms since the Unix epoch). ADMIT_OK (let through and counted), ADMIT_CLIENT,
+   * ADMIT_RATE (the wait in `out.waitMs`), ADMIT_OVER_BURST, ADMIT_QUOTA (the time to the
+   * quota's reset in `out.waitMs`, the reset in `out.resetMs`), ADMIT_TABLE_FULL. `out`,
+   * when given, is filled on every answer. Any thread may call it: every thread's calls share one bucket.
    */
-  admit(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array, nowMs: number): number {
+  admit(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array, nowMs: number, out?: AdmitRecord): number {
     this.mem().set(client, this.ioPtr);
     const result = this.x.admit(BigInt(serial), BigInt(expiry), grant, calls, BigInt(nowMs) * 1_000_000n);
     if (result === ADMIT_UNKNOWN_GRANT) throw new RangeError(`unknown grant ${grant}`);
+    if (out !== undefined) {
+      if (result === ADMIT_RATE || result === ADMIT_QUOTA) {
+        const v = this.dv();
+        out.waitMs = Number(v.getBigUint64(this.resultPtr + RESULT.WAIT, true)) / 1e6;
+        out.resetMs = Number(v.getBigUint64(this.resultPtr + RESULT.RESET, true) / 1_000_000n);
+      } else {
+        out.waitMs = 0;
+        out.resetMs = 0;
+      }
+    }
     return result;
   }
 
@@ -316,16 +309,6 @@ export class Core {
   setQuota(serial: number, expiry: number, window: number, calls: number, here: boolean): boolean {
     this.writer();
     return this.x.setQuota(BigInt(serial), BigInt(expiry), window, Math.min(calls, 2 ** 32 - 1), here ? 1 : 0) === 0;
-  }
-
-  /** After `admit` answered ADMIT_RATE or ADMIT_QUOTA: how long to wait, in milliseconds (fractional). */
-  get admitWait(): number {
-    return Number(this.dv().getBigUint64(this.resultPtr + RESULT.WAIT, true)) / 1e6;
-  }
-
-  /** After `admit` answered ADMIT_QUOTA: when the quota's window resets, ms since the Unix epoch. */
-  get quotaResetMs(): number {
-    return Number(this.dv().getBigUint64(this.resultPtr + RESULT.RESET, true) / 1_000_000n);
   }
 
   /**
@@ -414,15 +397,38 @@ export class Core {
   /**
    * The gate's hot path: the raw `Authorization` header value (empty when absent) and the
    * request path as uWebSockets.js hands them over. Scoped: the token is valid for the
-   * path, but only for the methods its grant allows (`scopedGrant`, `methodAllowed`).
+   * path, but only for the methods its grant allows (`out.grant`, `methodAllowed`);
+   * Limited: only once `admit` lets its calls through (`out`'s grant, serial and expiry).
+   * `out`, when given, is filled on every outcome (CheckRecord).
    */
-  authorize(header: string, path: string, now: number): Outcome {
-    return this.x.authorize(this.fit(header, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
+  authorize(header: string, path: string, now: number, out?: CheckRecord): Outcome {
+    const outcome = this.x.authorize(this.fit(header, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
+    if (out !== undefined) this.record(outcome, out);
+    return outcome;
   }
 
-  /** Checks a bare token (no `Bearer `) against a path: the path rules, then the token; Scoped as `authorize`. */
-  verify(token: string, path: string, now: number): Outcome {
-    return this.x.verify(this.fit(token, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
+  /** Checks a bare token (no `Bearer `) against a path: the path rules, then the token; Scoped, Limited and `out` as `authorize`. */
+  verify(token: string, path: string, now: number, out?: CheckRecord): Outcome {
+    const outcome = this.x.verify(this.fit(token, this.tokens()), this.fit(path, this.paths()), this.seconds(now));
+    if (out !== undefined) this.record(outcome, out);
+    return outcome;
+  }
+
+  // A check's record, read from the core's right after the check and copied out, so that
+  // the caller holds it whatever the core is asked next. The u64s as two u32s: no BigInt.
+  private record(outcome: Outcome, out: CheckRecord): void {
+    if (outcome !== Outcome.Scoped && outcome !== Outcome.Limited) return clearCheckRecord(out);
+    const v = this.dv();
+    const p = this.resultPtr;
+    out.grant = v.getUint32(p + RESULT.GRANT, true);
+    out.scoped = v.getUint32(p + RESULT.SCOPED, true) === 1;
+    if (outcome === Outcome.Limited) {
+      out.serial = v.getUint32(p + RESULT.SERIAL, true) + v.getUint32(p + RESULT.SERIAL + 4, true) * 2 ** 32;
+      out.expiry = v.getUint32(p + RESULT.EXPIRY, true) + v.getUint32(p + RESULT.EXPIRY + 4, true) * 2 ** 32;
+    } else {
+      out.serial = 0;
+      out.expiry = 0;
+    }
   }
 
   /**

@@ -94,7 +94,7 @@ export function encodeGrant(
 
 /**
  * The GrantError for a negative answer `code` of `grantAdd` or `grantFind` on `grant`:
- * `index` is the word the core left at result+0, the refused entry's index for the codes
+ * `index` is the word the core left at RESULT_REFUSED_ENTRY, the refused entry's index for the codes
  * that name one. `methods` and `limits` as the caller gave them.
  */
 export function grantRefusal(

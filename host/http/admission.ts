@@ -19,7 +19,7 @@
 // admitted request needs besides the decision (its ticket, its CORS origin) is read from
 // the admission's fields right after the call.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { ADMIT_CLIENT, ADMIT_OK, Outcome } from '../core/abi.js';
+import { ADMIT_CLIENT, ADMIT_OK, admitRecord, checkRecord, Outcome } from '../core/abi.js';
 import type { Core } from '../core/core.js';
 import type { Metrics, ScopeVia } from '../ops/metrics.js';
 import { BodyAdmission } from './body-admission.js';
@@ -156,6 +156,10 @@ export class Admission {
   ticket: Ticket | null = null;
   /** Where a ticket's calls are judged; null when there are no tokens. */
   readonly bodies: BodyAdmission | null;
+  // What the gate's check and the head's `admit` found besides their answers: this call
+  // site's own records, filled by each call and read before the next.
+  private readonly checked = checkRecord();
+  private readonly admitted = admitRecord();
 
   /**
    * `gate` null: no tokens needed, only the path rules apply (checked by `core`). `cors`
@@ -243,23 +247,22 @@ export class Admission {
     this.refusal = null;
     const gate = this.gate;
     if (gate === null) return this.core.pathAllowed(path) ? Decision.Admitted : this.refused(Outcome.BadPath);
-    const outcome = gate.check(credential, path, bare);
+    const checked = this.checked;
+    const outcome = gate.check(credential, path, bare, checked);
     if (outcome === Outcome.Valid) return Decision.Admitted;
     if (outcome !== Outcome.Limited && outcome !== Outcome.Scoped) return this.refused(outcome);
-    const core = this.core;
-    const grant = core.scopedGrant;
+    const grant = checked.grant;
     let ticket: Ticket;
     if (outcome === Outcome.Limited) {
-      const serial = core.limitedSerial;
-      const expiry = core.limitedExpiry;
-      const scoped = core.limitedScoped;
+      const { serial, expiry } = checked;
       const bytes = client ?? addressBytes(clientAddress(res!, req!, this.trusted), new Uint8Array(16));
       // The client first, with no call counted: a refused client spends nothing.
-      const result = gate.admitLimited(0, bytes);
+      const admitted = this.admitted;
+      const result = gate.admitCalls(serial, expiry, grant, 0, bytes, admitted);
       // 403 for the client, naming neither the list nor the address (refusals.ts).
       if (result === ADMIT_CLIENT) return this.refused(Outcome.Limited);
-      if (result !== ADMIT_OK) return this.refused(Outcome.Limited, limitRefusal(result, core.admitWait, 0, 'null', core.quotaResetMs));
-      ticket = { grant: scoped ? grant : -1, limited: { serial, expiry, grant, client: bytes } };
+      if (result !== ADMIT_OK) return this.refused(Outcome.Limited, limitRefusal(result, admitted, 0, 'null'));
+      ticket = { grant: checked.scoped ? grant : -1, limited: { serial, expiry, grant, client: bytes } };
     } else {
       ticket = { grant, limited: null };
     }

@@ -8,7 +8,7 @@
 //
 // Tokens with neither a scope nor limits never come here: their requests stream through
 // as they come, and their usage counts requests (a WebSocket message, its calls).
-import { ADMIT_OK } from '../core/abi.js';
+import { ADMIT_OK, admitRecord } from '../core/abi.js';
 import type { Core } from '../core/core.js';
 import { LIMIT_REFUSALS, methodLabel } from '../ops/metrics.js';
 import type { Metrics, ScopeVia } from '../ops/metrics.js';
@@ -49,6 +49,9 @@ export interface Judged {
 }
 
 export class BodyAdmission {
+  // What `admit` found beside its answer, filled on each count: this call site's own record.
+  private readonly admitted = admitRecord();
+
   constructor(
     private readonly core: Core,
     private readonly gate: Gate,
@@ -106,8 +109,9 @@ export class BodyAdmission {
 
   /** `calls` calls of a token with limits, all at once; null when they pass (and are counted). */
   private count(limited: LimitedToken, calls: number, idJson: string): CallRefusal | null {
-    const result = this.gate.admitCalls(limited.serial, limited.expiry, limited.grant, calls, limited.client);
-    return result === ADMIT_OK ? null : limitRefusal(result, this.core.admitWait, calls, idJson, this.core.quotaResetMs);
+    const admitted = this.admitted;
+    const result = this.gate.admitCalls(limited.serial, limited.expiry, limited.grant, calls, limited.client, admitted);
+    return result === ADMIT_OK ? null : limitRefusal(result, admitted, calls, idJson);
   }
 
   private unreadable(

@@ -3,7 +3,8 @@
 // clock it is given. It allocates nothing on the way.
 import { systemTimer } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, Outcome } from '../core/abi.js';
+import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, clearCheckRecord, Outcome } from '../core/abi.js';
+import type { AdmitRecord, CheckRecord } from '../core/abi.js';
 import type { Core } from '../core/core.js';
 import { LATENCY_SAMPLE_EVERY, LIMIT_REFUSALS } from '../ops/metrics.js';
 import { UNAVAILABLE } from './refusals.js';
@@ -67,21 +68,29 @@ export class Gate {
    * The outcome for a request on `path`. `credential` is its raw Authorization header
    * (empty when absent), or, `bare`, a token without `Bearer ` (a WebSocket upgrade's
    * access_token, an embedder's verify): one check either way, counted and sampled alike.
+   * What a Scoped or Limited token needs next (its grant, serial, expiry, scope) goes to
+   * `out`, which the caller owns, filled on every answer (emptied for an open path or a closed fence).
    */
-  check(credential: string, path: string, bare = false): Outcome {
-    if (this.open(path)) return Outcome.Valid;
+  check(credential: string, path: string, bare: boolean, out: CheckRecord): Outcome {
+    if (this.open(path)) {
+      clearCheckRecord(out);
+      return Outcome.Valid;
+    }
     const ms = this.clock();
     // Before the token: a fleet gateway that cannot vouch for its revocations answers none.
-    if (this.serving !== null && !this.serving(ms)) return UNAVAILABLE;
+    if (this.serving !== null && !this.serving(ms)) {
+      clearCheckRecord(out);
+      return UNAVAILABLE;
+    }
     const now = Math.floor(ms / 1000);
     const metrics = this.metrics;
     let outcome: Outcome;
     if (--metrics.untilSample !== 0) {
-      outcome = bare ? this.core.verify(credential, path, now) : this.core.authorize(credential, path, now);
+      outcome = bare ? this.core.verify(credential, path, now, out) : this.core.authorize(credential, path, now, out);
     } else {
       metrics.untilSample = LATENCY_SAMPLE_EVERY;
       const start = systemTimer();
-      outcome = bare ? this.core.verify(credential, path, now) : this.core.authorize(credential, path, now);
+      outcome = bare ? this.core.verify(credential, path, now, out) : this.core.authorize(credential, path, now, out);
       metrics.observeVerification(systemTimer() - start);
     }
     metrics.verifications[outcome]++;
@@ -89,17 +98,14 @@ export class Gate {
   }
 
   /**
-   * Right after `check` answered Limited: `calls` calls (0: only the client is checked) of
-   * that token from `client` (16 bytes: addressBytes), now. An ADMIT_ code; a refusal is
-   * counted by reason, and for ADMIT_RATE `core.admitWait` says how long to wait.
+   * `calls` calls (0: only the client is checked) of a token that `check` answered Limited
+   * for (its serial, expiry and grant, from its CheckRecord), from `client` (16 bytes:
+   * addressBytes), now: at its request's head, for more calls of one request, or for a
+   * message. An ADMIT_ code; a refusal is counted by reason, and `out` (the caller's) says
+   * how long to wait and when a quota resets.
    */
-  admitLimited(calls: number, client: Uint8Array): number {
-    return this.admitCalls(this.core.limitedSerial, this.core.limitedExpiry, this.core.scopedGrant, calls, client);
-  }
-
-  /** `admitLimited` for a token admitted earlier (its serial, expiry and grant): more calls of one request, or a message. */
-  admitCalls(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array): number {
-    const result = this.core.admit(serial, expiry, grant, calls, client, this.clock());
+  admitCalls(serial: number, expiry: number, grant: number, calls: number, client: Uint8Array, out: AdmitRecord): number {
+    const result = this.core.admit(serial, expiry, grant, calls, client, this.clock(), out);
     if (result !== ADMIT_OK) {
       this.metrics.limitRefusals[
         result === ADMIT_RATE || result === ADMIT_OVER_BURST ? 0 : result === ADMIT_CLIENT ? 1 : result === ADMIT_QUOTA ? QUOTA_REFUSAL : 2

@@ -6,6 +6,7 @@
 // front can act on; the gate itself answers refused calls with their JSON-RPC errors (scope.ts).
 import type { HttpResponse } from 'uWebSockets.js';
 import { ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, Outcome, OUTCOME_NAMES, PATH_RULES } from '../core/abi.js';
+import type { AdmitRecord } from '../core/abi.js';
 import { LimitRefusedError, RpcCode, ScopeRefusedError } from '../errors.js';
 import { MAX_DEPTH } from '../rpc/reading.js';
 import { errorWithId } from '../rpc/jsonrpc.js';
@@ -190,14 +191,16 @@ export const LIMITS_FULL_REASON =
 
 /**
  * The refusal of `calls` calls (with `idJson`, the lone call's id, or null) that a token's
- * limits did not let through: the one table of the core's ADMIT_ refusals but the
- * client's (writeRefusal's Outcome.Limited, 403). Past the rate: 429 with Retry-After
- * from the core's wait (`waitMs`), -32005 (EIP-1474's "limit exceeded"); more calls than
- * the burst, which no wait lets through: 429 without Retry-After; past the quota of its
- * day or month: 429, -32005, with Retry-After and `data.resetsAt` (RFC 3339) from the
- * window's end (`resetMs`); no slot to track the token: 503, Retry-After 1, -32046.
+ * limits did not let through, with what `admit` filled in beside it (`admitted`): the one
+ * table of the core's ADMIT_ refusals but the client's (writeRefusal's Outcome.Limited,
+ * 403). Past the rate: 429 with Retry-After from the core's wait (`waitMs`), -32005
+ * (EIP-1474's "limit exceeded"); more calls than the burst, which no wait lets through:
+ * 429 without Retry-After; past the quota of its day or month: 429, -32005, with
+ * Retry-After and `data.resetsAt` (RFC 3339) from the window's end (`resetMs`); no slot
+ * to track the token: 503, Retry-After 1, -32046.
  */
-export function limitRefusal(result: number, waitMs: number, calls: number, idJson: string, resetMs = 0): CallRefusal {
+export function limitRefusal(result: number, admitted: AdmitRecord, calls: number, idJson: string): CallRefusal {
+  const { waitMs, resetMs } = admitted;
   if (result === ADMIT_QUOTA) {
     const wait = retryAfterSeconds(waitMs);
     const resetsAt = new Date(resetMs).toISOString().replace(/\.\d{3}Z$/, 'Z');

@@ -3,34 +3,34 @@
 #define API_AUTH_RESULT_RECORD_H
 
 /* Bytes of the result buffer. */
-#define RESULT_BYTES 64
-/* A Limited check's serial (u64); a Valid inspect's claims start here too. */
+#define RESULT_BYTES 128
+/* A token's serial (u64): a Limited check's, and the claims of issue, revoke and inspect. */
 #define RESULT_SERIAL 0
-/* A Limited check's expiry (u64, Unix seconds). */
+/* A token's expiry (u64, Unix seconds): a Limited check's, and the claims'. */
 #define RESULT_EXPIRY 8
 /* The claims' password generation (u32). */
 #define RESULT_GENERATION 16
-/* A Scoped or Limited check's grant id (u32). */
+/* A Scoped or Limited check's grant id (u32), and the claims'. */
 #define RESULT_GRANT 20
-/* A Limited check's scope flag (u32: 1 when the grant also has a method scope). */
+/* A Scoped or Limited check's scope flag (u32: 1 when the grant has a method scope, always for Scoped). */
 #define RESULT_SCOPED 24
-/* admit's wait (u64, ns): past the rate, or to a quota's reset. */
-#define RESULT_WAIT 0
-/* admit's quota reset (u64, Unix ns). */
-#define RESULT_RESET 8
+/* admit's wait (u64, ns): past the rate, or to a quota's reset; 0 for any other answer. */
+#define RESULT_WAIT 32
+/* admit's quota reset (u64, Unix ns); 0 for any answer but a spent quota. */
+#define RESULT_RESET 40
 /* usage's calls let through (u64). */
-#define RESULT_REQUESTS 0
+#define RESULT_REQUESTS 48
 /* usage's last call (u64, Unix ns). */
-#define RESULT_LAST_USED 8
+#define RESULT_LAST_USED 56
 /* quota's calls counted here (u64). */
-#define RESULT_HERE 0
+#define RESULT_HERE 64
 /* quota's calls counted by the other gateways, as last given (u64). */
-#define RESULT_OTHERS 8
+#define RESULT_OTHERS 72
 /* quota's window (u32: days or months since 1970, UTC). */
-#define RESULT_WINDOW 16
+#define RESULT_WINDOW 80
 /* grantAdd's and grantFind's refused entry or pattern (u32: its index). */
-#define RESULT_REFUSED_ENTRY 0
+#define RESULT_REFUSED_ENTRY 84
 /* sha256's and hmacSha256's digest (32 bytes). */
-#define RESULT_DIGEST 0
+#define RESULT_DIGEST 96
 
 #endif

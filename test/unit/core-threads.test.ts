@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap';
 import { Worker } from 'node:worker_threads';
 import { Core } from '../../build/host/core/core.js';
-import { GrantError, Outcome } from '../../build/host/core/abi.js';
+import { checkRecord, GrantError, Outcome } from '../../build/host/core/abi.js';
 import { sharedMemory, sharedMemoryPages } from '../../build/host/core/memory.js';
 import { coreModule, coreThreadsModule, newThreadsCore } from '../../build/host/core/module.js';
 import {
@@ -171,8 +171,9 @@ t.test('a scoped grant added by the owner reaches an attached reader whole: Scop
   const before = owner.addGrant([PATH], ['eth_*', 'net_version']);
   const scoped = owner.issue(before, NOW, HOUR).token;
   const reader = new Core(coreThreadsModule(), { memory: owner.memory, slot: 1 });
-  t.equal(reader.verify(scoped, PATH, NOW), Outcome.Scoped, 'a grant added before the reader attached');
-  t.equal(reader.scopedGrant, before);
+  const checked = checkRecord();
+  t.equal(reader.verify(scoped, PATH, NOW, checked), Outcome.Scoped, 'a grant added before the reader attached');
+  t.equal(checked.grant, before);
   t.equal(reader.methodAllowed(before, 'eth_call'), true);
   t.equal(reader.methodAllowed(before, 'net_version'), true);
   t.equal(reader.methodAllowed(before, 'avax.getHeight'), false);
@@ -180,16 +181,17 @@ t.test('a scoped grant added by the owner reaches an attached reader whole: Scop
   const after = owner.addGrant([PATH], ['avax.*']);
   const plain = owner.addGrant([PATH]);
   const later = owner.issue(after, NOW, HOUR).token;
-  t.equal(reader.authorize(`Bearer ${later}`, PATH, NOW), Outcome.Scoped);
-  t.equal(reader.scopedGrant, after);
+  t.equal(reader.authorize(`Bearer ${later}`, PATH, NOW, checked), Outcome.Scoped);
+  t.equal(checked.grant, after);
   t.equal(reader.methodAllowed(after, 'avax.getHeight'), true);
   t.equal(reader.methodAllowed(after, 'eth_call'), false);
   t.equal(reader.methodAllowed(plain, 'eth_call'), true, 'a grant without scope allows every method');
   t.equal(reader.verify(owner.issue(plain, NOW, HOUR).token, PATH, NOW), Outcome.Valid);
   t.throws(() => reader.methodAllowed(plain + 1, 'eth_call'), RangeError, 'a grant not yet published is unknown');
-  t.equal(owner.authorize(`Bearer ${scoped}`, PATH, NOW), Outcome.Scoped);
-  t.equal(owner.scopedGrant, before);
-  t.equal(reader.scopedGrant, after, 'each instance reads the grant id of its own last check');
+  const ownerChecked = checkRecord();
+  t.equal(owner.authorize(`Bearer ${scoped}`, PATH, NOW, ownerChecked), Outcome.Scoped);
+  t.equal(ownerChecked.grant, before);
+  t.equal(checked.grant, after, "the owner's check leaves the reader's record as it was");
 });
 
 t.test('instances attach in turn: one owner, one instance per slot, and nobody but the owner changes the state', async (t) => {

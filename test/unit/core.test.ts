@@ -6,7 +6,19 @@ import t from 'tap';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Core } from '../../build/host/core/core.js';
-import { ADMIT_OK, ADMIT_QUOTA, GrantError, IssueError, MAX_METHODS, Outcome, OUTCOME_NAMES } from '../../build/host/core/abi.js';
+import {
+  ADMIT_OK,
+  ADMIT_QUOTA,
+  ADMIT_RATE,
+  admitRecord,
+  checkRecord,
+  GrantError,
+  IssueError,
+  MAX_METHODS,
+  Outcome,
+  OUTCOME_NAMES,
+  RESULT,
+} from '../../build/host/core/abi.js';
 import { canonicalMethods, grantEntries, splitGrantEntries } from '../../build/host/core/grants.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { badPath, checkProperty, refusedCodePoint } from '../helpers/fuzz.js';
@@ -863,13 +875,20 @@ interface RawCore {
   init(windowLog2: number): number;
   abiVersion(): number;
   ioBuffer(): number;
+  tokenBuffer(): number;
   pathBuffer(): number;
   pathCapacity(): number;
   resultBuffer(): number;
+  setKey(len: number): number;
   grantAdd(len: number): number;
   grantFind(len: number): number;
   grantCount(): number;
   methodAllowed(grant: number, len: number): number;
+  issue(grant: number, now: bigint, lifetime: number): number;
+  authorize(headerLen: number, pathLen: number, now: bigint): number;
+  admit(serial: bigint, expiry: bigint, grant: number, n: number, now: bigint): number;
+  usage(serial: bigint): number;
+  quota(serial: bigint, grant: number, now: bigint): number;
 }
 
 /** The plain build straight from its exports, set up, for what the Core class does not show. */
@@ -888,10 +907,71 @@ function put(x: RawCore, ptr: number, text: string): number {
   return text.length;
 }
 
-const resultWord = (x: RawCore) => new DataView(x.memory.buffer).getUint32(x.resultBuffer(), true);
+const resultWord = (x: RawCore) => new DataView(x.memory.buffer).getUint32(x.resultBuffer() + RESULT.REFUSED_ENTRY, true);
 
-t.test('the core speaks ABI 5', async (t) => {
-  t.equal(rawCore().abiVersion(), 5);
+t.test('the core speaks ABI 6', async (t) => {
+  t.equal(rawCore().abiVersion(), 6);
+});
+
+t.test("a check's record in the result buffer outlives the admit, usage and quota calls for its token", async (t) => {
+  const x = rawCore();
+  new Uint8Array(x.memory.buffer).fill(7, x.ioBuffer(), x.ioBuffer() + 32);
+  t.equal(x.setKey(32), 0);
+  const now = BigInt(NOW);
+  const nowNs = now * 1_000_000_000n;
+  const view = () => new DataView(x.memory.buffer);
+  const at = (field: number) => x.resultBuffer() + field;
+  const record = () => ({
+    serial: view().getBigUint64(at(RESULT.SERIAL), true),
+    expiry: view().getBigUint64(at(RESULT.EXPIRY), true),
+    grant: view().getUint32(at(RESULT.GRANT), true),
+    scoped: view().getUint32(at(RESULT.SCOPED), true),
+  });
+  const cases: Array<[string, string, number]> = [
+    // The rate's refusal writes a wait; the quota's a wait and a reset.
+    ['past the rate', '/ext/info\n\n\nrate 1/h\nburst 1\n', ADMIT_RATE],
+    ['past the quota', '/ext/info\n\neth_*\n\nquota 1/day\n', ADMIT_QUOTA],
+  ];
+  for (const [name, list, refused] of cases) {
+    const grant = x.grantAdd(put(x, x.ioBuffer(), list));
+    t.ok(grant >= 0, `${name}: the grant`);
+    const len = x.issue(grant, now, HOUR);
+    const token = Buffer.from(new Uint8Array(x.memory.buffer, x.tokenBuffer(), len)).toString('latin1');
+    const issued = record();
+    t.equal(x.authorize(put(x, x.tokenBuffer(), `Bearer ${token}`), put(x, x.pathBuffer(), '/ext/info'), now), Outcome.Limited);
+    const checked = record();
+    t.same(checked, { ...issued, scoped: refused === ADMIT_QUOTA ? 1 : 0 }, `${name}: the check's serial, expiry, grant and scope`);
+    new Uint8Array(x.memory.buffer).set(Buffer.from('00000000000000000000ffffc0000207', 'hex'), x.ioBuffer());
+    t.equal(x.admit(checked.serial, checked.expiry, grant, 1, nowNs), ADMIT_OK);
+    t.equal(x.admit(checked.serial, checked.expiry, grant, 1, nowNs), refused);
+    t.ok(view().getBigUint64(at(RESULT.WAIT), true) > 0n, `${name}: a wait`);
+    t.equal(x.usage(checked.serial), 1);
+    t.equal(view().getBigUint64(at(RESULT.REQUESTS), true), 1n);
+    t.equal(x.quota(checked.serial, grant, nowNs), refused === ADMIT_QUOTA ? 1 : 0);
+    t.same(record(), checked, `${name}: the check's record is as the check left it`);
+  }
+});
+
+t.test('Core hands each check and admit its record, which nothing after it changes', async (t) => {
+  const core = keyedCore();
+  const grant = core.addGrant(['/ext/info'], ['eth_*'], ['quota 1/day']);
+  const { token, claims } = core.issue(grant, NOW, HOUR);
+  const plain = core.issue(core.addGrant(['/ext/info']), NOW, HOUR).token;
+  const client = Buffer.from('00000000000000000000ffffc0000207', 'hex');
+  const checked = checkRecord();
+  const admitted = admitRecord();
+  t.equal(core.authorize(`Bearer ${token}`, '/ext/info', NOW, checked), Outcome.Limited);
+  const want = { grant, serial: claims.serial, expiry: claims.expiry, scoped: true };
+  t.same(checked, want);
+  t.equal(core.admit(checked.serial, checked.expiry, checked.grant, 1, client, NOW * 1000, admitted), ADMIT_OK);
+  t.equal(core.admit(checked.serial, checked.expiry, checked.grant, 1, client, NOW * 1000, admitted), ADMIT_QUOTA);
+  const spent = { waitMs: 6_400_000, resetMs: 1_700_006_400_000 };
+  t.same(admitted, spent);
+  t.same(core.usage(claims.serial), { requests: 1, lastUsedMs: NOW * 1000 });
+  t.same(core.quota(claims.serial, grant, NOW * 1000), { here: 1, others: 0, window: 19_675 });
+  t.equal(core.authorize(`Bearer ${plain}`, '/ext/info', NOW), Outcome.Valid, 'a check without a record');
+  t.same(checked, want, "the check's record holds through every call after it");
+  t.same(admitted, spent, "and admit's");
 });
 
 t.test('grantAdd takes a method scope after an empty entry, and refuses bad patterns with their index', async (t) => {
@@ -1009,10 +1089,13 @@ t.test('a valid token of a scoped grant is Scoped with its grant id; refusals an
   const grant = core.addGrant([RPC, '/ext/bc/X/*'], ['eth_call']);
   const scoped = core.issue(grant, NOW, HOUR).token;
   t.equal(core.authorize(`Bearer ${plain}`, RPC, NOW), Outcome.Valid);
-  t.equal(core.authorize(`Bearer ${scoped}`, RPC, NOW), Outcome.Scoped);
-  t.equal(core.scopedGrant, grant);
-  t.equal(core.verify(scoped, '/ext/bc/X/rpc', NOW), Outcome.Scoped);
-  t.equal(core.scopedGrant, grant);
+  const checked = checkRecord();
+  t.equal(core.authorize(`Bearer ${scoped}`, RPC, NOW, checked), Outcome.Scoped);
+  t.same(checked, { grant, serial: 0, expiry: 0, scoped: true });
+  t.equal(core.authorize(`Bearer ${plain}`, RPC, NOW, checked), Outcome.Valid);
+  t.same(checked, { grant: -1, serial: 0, expiry: 0, scoped: false }, 'a Valid check leaves none of the last one');
+  t.equal(core.verify(scoped, '/ext/bc/X/rpc', NOW, checked), Outcome.Scoped);
+  t.equal(checked.grant, grant);
   t.equal(core.authorize(`Bearer ${scoped}`, '/ext/info', NOW), Outcome.NotGranted, 'the endpoints still bound it');
   t.equal(core.authorize(`Bearer ${scoped}`, RPC, NOW + HOUR), Outcome.Expired);
   t.equal(core.authorize(`Bearer ${scoped}`, '/ext/bc/C/../rpc', NOW), Outcome.BadPath);
@@ -1101,9 +1184,10 @@ t.test('Scoped checks and methodAllowed leave memory as it was', async (t) => {
   const memory = (core as unknown as { x: { memory: WebAssembly.Memory } }).x.memory;
   const before = memory.buffer.byteLength;
   const grantsBefore = core.grantCount;
+  const checked = checkRecord();
   for (let i = 0; i < 100_000; i++) {
-    if (core.authorize(header, '/ext/info', NOW) !== Outcome.Scoped) throw new Error('not Scoped');
-    core.methodAllowed(core.scopedGrant, i % 2 ? 'eth_call' : 'web3_sha3');
+    if (core.authorize(header, '/ext/info', NOW, checked) !== Outcome.Scoped) throw new Error('not Scoped');
+    core.methodAllowed(checked.grant, i % 2 ? 'eth_call' : 'web3_sha3');
   }
   t.equal(memory.buffer.byteLength, before);
   t.equal(core.grantCount, grantsBefore);
@@ -1123,11 +1207,12 @@ t.test("a quota counts here and at the other gateways: quota reads both, setQuot
   t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 5, false), "the others' sum");
   t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 1, true), 'added here (a restore)');
   t.same(core.quota(claims.serial, grant, nowMs), { here: 5, others: 5, window: 19_675 });
-  t.equal(core.admit(claims.serial, claims.expiry, grant, 1, client, nowMs), ADMIT_QUOTA, 'here 5 + others 5 spend 10');
-  t.equal(core.quotaResetMs, 1_700_006_400_000, 'it resets at the next UTC midnight');
-  t.equal(core.admitWait, 6_400_000);
+  const admitted = admitRecord();
+  t.equal(core.admit(claims.serial, claims.expiry, grant, 1, client, nowMs, admitted), ADMIT_QUOTA, 'here 5 + others 5 spend 10');
+  t.same(admitted, { waitMs: 6_400_000, resetMs: 1_700_006_400_000 }, 'it resets at the next UTC midnight');
   t.ok(core.setQuota(claims.serial, claims.expiry, 19_675, 4, false), "the others' sum replaced, not added");
-  t.equal(core.admit(claims.serial, claims.expiry, grant, 1, client, nowMs), ADMIT_OK);
+  t.equal(core.admit(claims.serial, claims.expiry, grant, 1, client, nowMs, admitted), ADMIT_OK);
+  t.same(admitted, { waitMs: 0, resetMs: 0 }, 'an answer with no wait fills none');
   t.ok(core.setQuota(claims.serial, claims.expiry, 19_674, 100, true), 'a count of an earlier window than the one held');
   t.same(core.quota(claims.serial, grant, nowMs), { here: 6, others: 4, window: 19_675 }, 'leaves the later one');
   t.same(core.quota(claims.serial, grant, nowMs + 86_400_000), { here: 0, others: 0, window: 19_676 }, 'the next day counts from 0');

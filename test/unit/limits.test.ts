@@ -10,6 +10,8 @@ import {
   ADMIT_OVER_BURST,
   ADMIT_RATE,
   ADMIT_TABLE_FULL,
+  admitRecord,
+  checkRecord,
   type GrantError,
   Outcome,
 } from '../../build/host/core/abi.js';
@@ -46,14 +48,11 @@ t.test('a token of a grant with limits checks Limited, with its serial and grant
   const b = core.issue(limited, NOW, HOUR);
   const c = core.issue(scopedLimited, NOW, HOUR);
   t.equal(core.authorize(`Bearer ${a}`, RPC, NOW), Outcome.Valid);
-  t.equal(core.authorize(`Bearer ${b.token}`, RPC, NOW), Outcome.Limited);
-  t.equal(core.limitedSerial, b.claims.serial);
-  t.equal(core.scopedGrant, limited);
-  t.equal(core.limitedScoped, false, 'no method scope to check');
-  t.equal(core.verify(c.token, RPC, NOW), Outcome.Limited, 'limits and a method scope: Limited, the scope still to check');
-  t.equal(core.limitedScoped, true);
-  t.equal(core.limitedSerial, c.claims.serial);
-  t.equal(core.scopedGrant, scopedLimited);
+  const checked = checkRecord();
+  t.equal(core.authorize(`Bearer ${b.token}`, RPC, NOW, checked), Outcome.Limited);
+  t.same(checked, { grant: limited, serial: b.claims.serial, expiry: b.claims.expiry, scoped: false }, 'no method scope to check');
+  t.equal(core.verify(c.token, RPC, NOW, checked), Outcome.Limited, 'limits and a method scope: Limited, the scope still to check');
+  t.same(checked, { grant: scopedLimited, serial: c.claims.serial, expiry: c.claims.expiry, scoped: true });
   t.equal(core.methodAllowed(scopedLimited, 'eth_call'), true);
   t.equal(core.methodAllowed(scopedLimited, 'eth_sendRawTransaction'), false);
   t.equal(core.methodAllowed(limited, 'eth_sendRawTransaction'), true, 'limits without a scope allow every method');
@@ -72,13 +71,14 @@ t.test('the bucket: the burst at once, then the rate, a wait to the nanosecond, 
   const core = keyedCore();
   const grant = core.addGrant([RPC], undefined, ['rate 4/s', 'burst 2']);
   const { claims } = core.issue(grant, NOW, HOUR);
-  const admit = (calls: number, ms: number) => core.admit(claims.serial, claims.expiry, grant, calls, CLIENT, ms);
+  const admitted = admitRecord();
+  const admit = (calls: number, ms: number) => core.admit(claims.serial, claims.expiry, grant, calls, CLIENT, ms, admitted);
   t.equal(admit(1, NOW_MS), ADMIT_OK);
   t.equal(admit(1, NOW_MS), ADMIT_OK);
   t.equal(admit(1, NOW_MS), ADMIT_RATE, 'past the burst');
-  t.equal(core.admitWait, 250, 'the next call is due in 250 ms');
+  t.same(admitted, { waitMs: 250, resetMs: 0 }, 'the next call is due in 250 ms');
   t.equal(admit(1, NOW_MS + 249), ADMIT_RATE);
-  t.equal(core.admitWait, 1);
+  t.equal(admitted.waitMs, 1);
   t.equal(admit(1, NOW_MS + 250), ADMIT_OK, 'refilled by one');
   t.equal(admit(3, NOW_MS + 10_000), ADMIT_OVER_BURST, 'more calls than the burst never pass');
   t.equal(admit(2, NOW_MS + 10_000), ADMIT_OK, 'a batch of the burst passes when the bucket is full');

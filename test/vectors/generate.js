@@ -11,7 +11,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { Core } from '../../build/host/core/core.js';
-import { ABI_VERSION, Outcome } from '../../build/host/core/abi.js';
+import { ABI_VERSION, Outcome, admitRecord, checkRecord } from '../../build/host/core/abi.js';
 import { grantEntries, splitGrantEntries } from '../../build/host/core/grants.js';
 import { coreModule } from '../../build/host/core/module.js';
 import { addressBytes } from '../../build/host/addresses.js';
@@ -984,18 +984,21 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
     view.setUint32(21, fields.grant ?? 0);
     return raw;
   };
+  // What each check and admit found besides its answer.
+  const checked = checkRecord();
+  const admitted = admitRecord();
   const scoped = (got, grant, serial, expiry) => {
     const names = got.code === Outcome.Scoped || got.code === Outcome.Limited;
     if (names !== (grant !== undefined)) throw new Error(`${name}: a Scoped or Limited check, and only one, names its grant`);
     if (grant === undefined) return {};
-    if (core.scopedGrant !== grant) throw new Error(`${name}: ${got.outcome} with grant ${core.scopedGrant}, the case says ${grant}`);
+    if (checked.grant !== grant) throw new Error(`${name}: ${got.outcome} with grant ${checked.grant}, the case says ${grant}`);
     const limited = got.code === Outcome.Limited;
     if (limited !== (serial !== undefined) || limited !== (expiry !== undefined)) {
       throw new Error(`${name}: a Limited check, and only one, names its serial and expiry`);
     }
     if (serial === undefined) return { grant };
-    if (core.limitedSerial !== serial) throw new Error(`${name}: Limited with serial ${core.limitedSerial}, the case says ${serial}`);
-    if (core.limitedExpiry !== expiry) throw new Error(`${name}: Limited with expiry ${core.limitedExpiry}, the case says ${expiry}`);
+    if (checked.serial !== serial) throw new Error(`${name}: Limited with serial ${checked.serial}, the case says ${serial}`);
+    if (checked.expiry !== expiry) throw new Error(`${name}: Limited with expiry ${checked.expiry}, the case says ${expiry}`);
     return { grant, serial, expiry };
   };
   const sign = (payload, tagKey) => {
@@ -1082,11 +1085,11 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
      * `serial` and `expiry`, for Limited, the token's serial and expiry.
      */
     authorize(header, path, now, expected, grant, serial, expiry) {
-      const got = outcome(core.authorize(header, path, now), expected, `authorize ${header.slice(0, 20)} ${path.slice(0, 20)}`);
+      const got = outcome(core.authorize(header, path, now, checked), expected, `authorize ${header.slice(0, 20)} ${path.slice(0, 20)}`);
       checks.push({ call: 'authorize', header, path, now, ...got, ...scoped(got, grant, serial, expiry) });
     },
     verify(token, path, now, expected, grant, serial, expiry) {
-      const got = outcome(core.verify(token, path, now), expected, `verify ${token.slice(0, 20)}`);
+      const got = outcome(core.verify(token, path, now, checked), expected, `verify ${token.slice(0, 20)}`);
       checks.push({ call: 'verify', token, path, now, ...got, ...scoped(got, grant, serial, expiry) });
     },
     /**
@@ -1095,10 +1098,10 @@ function tokenCase(module, name, { key, windowLog2 = 12, generation = 0, grants 
      * nowMs · 10^6), `result` its code, `wait` (ns) for ADMIT_RATE.
      */
     admit(serial, expiry, grant, n, nowMs, client, result, wait) {
-      const got = core.admit(serial, expiry, grant, n, Buffer.from(client, 'hex'), nowMs);
+      const got = core.admit(serial, expiry, grant, n, Buffer.from(client, 'hex'), nowMs, admitted);
       const call = `admit(${serial}, ${expiry}, ${grant}, ${n}, ${nowMs}, ${client})`;
       if (got !== result) throw new Error(`${name}: ${call} gave ${got}, the case says ${result}`);
-      const waited = got === 2 || got === 4 ? Math.round(core.admitWait * 1e6) : undefined;
+      const waited = got === 2 || got === 4 ? Math.round(admitted.waitMs * 1e6) : undefined;
       if (waited !== wait) throw new Error(`${name}: ${call} waits ${waited} ns, the case says ${wait}`);
       step({ op: 'admit', serial, expiry, grant, n, nowMs, client, result, ...(wait === undefined ? {} : { wait }) });
     },
