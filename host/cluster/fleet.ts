@@ -3,16 +3,15 @@
 //
 // Each gateway reads the whole state at start and then follows one watch of the prefix
 // (the key space: keys.ts), in revision order, applying every change to its core (the
-// state as it holds it: replica.ts). A call that changes state returns only once every
-// live member holds it (the barrier of membership.ts); tokens take their serials from
-// blocks this gateway reserved (blocks.ts); password checks count against the fleet's
-// allowance (throttle.ts); what has expired is deleted by one member (tidy.ts). Nothing
-// here runs on the verify path.
+// state as it holds it: replica.ts). A call that changes state (writes.ts) returns only
+// once every live member holds it (the barrier of membership.ts); tokens take their
+// serials from blocks this gateway reserved (blocks.ts); password checks count against
+// the fleet's allowance (throttle.ts); what has expired is deleted by one member
+// (tidy.ts). Nothing here runs on the verify path.
 import type { Watcher } from 'etcd3';
 import type { Registry } from 'prom-client';
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { grantEntries } from '../core/grants.js';
 import type { Core } from '../core/core.js';
 import type { Claims } from '../core/abi.js';
 import { FleetError } from '../errors.js';
@@ -28,6 +27,7 @@ import type { EtcdSettings } from './etcd.js';
 import { DamagedKeyError, FleetKeys } from './keys.js';
 import { Membership } from './membership.js';
 import { FleetReplica } from './replica.js';
+import { FleetWrites } from './writes.js';
 import { FleetMetrics } from './metrics.js';
 import { FleetThrottle } from './throttle.js';
 import { deleteExpired, TIDY_INTERVAL_MS } from './tidy.js';
@@ -54,6 +54,7 @@ export class Fleet implements Ledger {
   private readonly throttle: FleetThrottle;
   /** The fleet's state as this gateway holds it, applied to the core. */
   private readonly replica: FleetReplica;
+  private readonly writes: FleetWrites;
   /** The latest etcd revision this gateway has learnt of. */
   private head = 0;
   private watcher: Watcher | undefined;
@@ -93,6 +94,7 @@ export class Fleet implements Ledger {
     this.replica = new FleetReplica(core, this.keys, this.membership, this.ends, settings.name, log, clock, (message) =>
       this.fatal(message),
     );
+    this.writes = new FleetWrites(core, this.etcd, this.keys, this.membership, this.blocks, this.replica);
   }
 
   /**
@@ -224,44 +226,11 @@ export class Fleet implements Ledger {
   }
 
   /**
-   * The grant id of `endpoints` in the fleet, added to the core when new: ids are
-   * allocated by a txn, so every gateway gives a list the same id (it is signed into
-   * tokens). `id` is the id the core would give it.
-   */
-  private async grant({ id, endpoints, methods, limits }: GrantRequest): Promise<number> {
-    this.membership.serving();
-    const entries = grantEntries(endpoints, methods, limits);
-    for (let tries = 0; ; tries++) {
-      if (id < this.core.grantCount) return id;
-      const key = this.keys.grant(id);
-      const result = await this.etcd.call((client) =>
-        client
-          .if(key, 'Create', '==', 0)
-          .then(client.put(key).value(JSON.stringify(entries)))
-          .commit(),
-      );
-      const revision = Number(result.header.revision);
-      if (result.succeeded) {
-        await this.membership.barrier(revision);
-        return id;
-      }
-      // Another gateway took this id: once its list is here, ours may be it.
-      await this.membership.appliedAtLeast(revision);
-      id = this.core.findGrant(endpoints, methods, limits);
-      if (tries > 64) throw new FleetError("the fleet's grants keep changing; retry");
-    }
-  }
-
-  /**
    * Issues a token of the grant, added fleet-wide when new, from this gateway's block,
    * reserving a new block when it is used up or too old to issue from.
    */
-  async issue(request: GrantRequest, now: number, lifetime: number): Promise<{ token: string; claims: Claims }> {
-    const grant = await this.grant(request);
-    // The grant may have waited on etcd meanwhile.
-    this.membership.serving();
-    const serial = await this.blocks.next(now, lifetime);
-    return this.core.issueSerial(serial, grant, now, lifetime);
+  issue(request: GrantRequest, now: number, lifetime: number): Promise<{ token: string; claims: Claims }> {
+    return this.writes.issue(request, now, lifetime);
   }
 
   grantList(id: number): readonly string[] | undefined {
@@ -283,51 +252,19 @@ export class Fleet implements Ledger {
     return this.replica.token(serial);
   }
 
-  /**
-   * Records a token's inventory entry fleet-wide: on return, every serving gateway lists it
-   * and can revoke it by id. Expired entries, and those of earlier passwords, are deleted
-   * by tidy().
-   */
-  async recordToken(entry: InventoryEntry): Promise<void> {
-    this.membership.serving();
-    const { serial, generation, grant, issuedAt, expiry, label, rotation } = entry;
-    const value = JSON.stringify({
-      generation,
-      grant,
-      issuedAt,
-      expiry,
-      label: label ?? null,
-      ...(rotation === undefined ? {} : { rotation }),
-    });
-    const result = await this.etcd.call((client) => client.put(this.keys.token(serial)).value(value).exec());
-    await this.membership.barrier(Number(result.header.revision));
+  /** Records a token's inventory entry fleet-wide (writes.ts). */
+  recordToken(entry: InventoryEntry): Promise<void> {
+    return this.writes.recordToken(entry);
   }
 
-  /** Records a revocation fleet-wide: on return, every serving gateway refuses the token (the watch marks it in each core). */
-  async revoke(serial: number, expiry: number): Promise<void> {
-    this.membership.serving();
-    const result = await this.etcd.call((client) => client.put(this.keys.revoked(serial)).value(String(expiry)).exec());
-    await this.membership.barrier(Number(result.header.revision));
+  /** Records a revocation fleet-wide (writes.ts). */
+  revoke(serial: number, expiry: number): Promise<void> {
+    return this.writes.revoke(serial, expiry);
   }
 
-  /**
-   * A new password fleet-wide, in the generation after the current one, if the password
-   * is still the one `checked` (else the caller's password is an old one). Returns the generation.
-   */
-  async changePassword(checked: PasswordRecord, record: PasswordRecord): Promise<number> {
-    this.membership.serving();
-    if (this.replica.record !== checked) throw new FleetError('the password changed meanwhile');
-    const generation = this.core.generation + 1;
-    const password = this.keys.password();
-    const result = await this.etcd.call((client) =>
-      client
-        .if(password, 'Mod', '==', this.replica.passwordRevision)
-        .then(client.put(password).value(JSON.stringify({ record: encodeRecord(record), generation })))
-        .commit(),
-    );
-    if (!result.succeeded) throw new FleetError('the password was changed through another gateway meanwhile; retry with the new one');
-    await this.membership.barrier(Number(result.header.revision));
-    return generation;
+  /** A new password fleet-wide, if the password is still the one `checked` (writes.ts). Returns the generation. */
+  changePassword(checked: PasswordRecord, record: PasswordRecord): Promise<number> {
+    return this.writes.changePassword(checked, record);
   }
 
   /** Counted against the fleet's allowance (throttle.ts). */
