@@ -2,34 +2,32 @@
 // ledger of a fleet gateway (service/ledger.ts).
 //
 // Each gateway reads the whole state at start and then follows one watch of the prefix
-// (the key space: keys.ts), in revision order, applying every change to its core. A call
-// that changes state returns only once every live member holds it (the barrier of
-// membership.ts); tokens take their serials from blocks this gateway reserved
-// (blocks.ts); password checks count against the fleet's allowance (throttle.ts); what
-// has expired is deleted by one member (tidy.ts). Nothing here runs on the verify path.
-import type { IKeyValue, Watcher } from 'etcd3';
+// (the key space: keys.ts), in revision order, applying every change to its core (the
+// state as it holds it: replica.ts). A call that changes state (writes.ts) returns only
+// once every live member holds it (the barrier of membership.ts); tokens take their
+// serials from blocks this gateway reserved (blocks.ts); password checks count against
+// the fleet's allowance (throttle.ts); what has expired is deleted by one member
+// (tidy.ts). Nothing here runs on the verify path.
+import type { Watcher } from 'etcd3';
 import type { Registry } from 'prom-client';
 import { unixSeconds } from '../clock.js';
 import type { Clock } from '../clock.js';
-import { REVOKE_NEVER_ISSUED } from '../core/abi.js';
-import { grantEntries, splitGrantEntries } from '../core/grants.js';
 import type { Core } from '../core/core.js';
 import type { Claims } from '../core/abi.js';
 import { FleetError } from '../errors.js';
 import { errorFields } from '../ops/log.js';
 import type { Logger } from '../ops/log.js';
-import { decodeRecord, encodeRecord } from '../password/hash.js';
+import { encodeRecord } from '../password/hash.js';
 import type { PasswordRecord } from '../password/hash.js';
 import type { GrantRequest, InventoryEntry, Ledger, ReadHistory, SharedCheck, Usage } from '../service/ledger.js';
 import { RotationEnds } from '../service/rotation-ends.js';
-import { InvariantError } from '../api-auth-error.js';
 import { SerialBlocks } from './blocks.js';
-import type { Block } from './blocks.js';
 import { EtcdConnection } from './etcd.js';
 import type { EtcdSettings } from './etcd.js';
-import { DamagedKeyError, fleetKey, FleetKeys, fleetValue, verifiesWith } from './keys.js';
-import type { FleetValue } from './keys.js';
+import { DamagedKeyError, FleetKeys } from './keys.js';
 import { Membership } from './membership.js';
+import { FleetReplica } from './replica.js';
+import { FleetWrites } from './writes.js';
 import { FleetMetrics } from './metrics.js';
 import { FleetThrottle } from './throttle.js';
 import { deleteExpired, TIDY_INTERVAL_MS } from './tidy.js';
@@ -54,19 +52,11 @@ export class Fleet implements Ledger {
   private readonly membership: Membership;
   private readonly blocks: SerialBlocks;
   private readonly throttle: FleetThrottle;
-  private record: PasswordRecord | undefined;
-  private passwordRevision = '0';
-  private key = '';
+  /** The fleet's state as this gateway holds it, applied to the core. */
+  private readonly replica: FleetReplica;
+  private readonly writes: FleetWrites;
   /** The latest etcd revision this gateway has learnt of. */
   private head = 0;
-  /** Each grant's entry list, by id, as etcd holds it (what listTokens shows). */
-  private readonly grantLists: (readonly string[])[] = [];
-  /** Revoked serials not yet expired, and their expiry. */
-  private readonly revokedSerials = new Map<number, number>();
-  /** The token inventory, by serial: every gateway's issues. */
-  private readonly tokenEntries = new Map<number, InventoryEntry>();
-  /** Keys of the prefix that no gateway needs to verify (tokens/, members/) whose values are damaged: skipped, each reported once. */
-  private damaged = new Set<string>();
   private watcher: Watcher | undefined;
   private tidyTimer: NodeJS.Timeout | undefined;
   private readonly usage: FleetUsage;
@@ -101,6 +91,10 @@ export class Fleet implements Ledger {
       clock,
       log,
     );
+    this.replica = new FleetReplica(core, this.keys, this.membership, this.ends, settings.name, log, clock, (message) =>
+      this.fatal(message),
+    );
+    this.writes = new FleetWrites(core, this.etcd, this.keys, this.membership, this.blocks, this.replica);
   }
 
   /**
@@ -141,14 +135,13 @@ export class Fleet implements Ledger {
       () => this.membership.members.size,
       () => this.head,
       () => this.membership.ignored.size,
-      () => this.damaged.size + this.usage.damaged.size + (this.history?.damaged.size ?? 0),
+      () => this.replica.damaged.size + this.usage.damaged.size + (this.history?.damaged.size ?? 0),
     );
   }
 
   /** The current password's record. */
   get password(): PasswordRecord {
-    if (this.record === undefined) throw new InvariantError('the fleet has no password record yet');
-    return this.record;
+    return this.replica.password;
   }
 
   private async seedIfEmpty(seed: () => Promise<{ key: Uint8Array; record: PasswordRecord }>): Promise<void> {
@@ -177,7 +170,7 @@ export class Fleet implements Ledger {
     const snapshot = await this.etcd.call((client) => client.getAll().prefix(this.keys.prefix).exec());
     const revision = Number(snapshot.header.revision);
     if (revision > this.head) this.head = revision;
-    this.load(snapshot.kvs);
+    this.replica.load(snapshot.kvs);
     // A watch that still runs (a lost lease) keeps its place: the snapshot only added to
     // what it had applied. A new one starts after the snapshot.
     if (this.watcher === undefined) {
@@ -206,144 +199,6 @@ export class Fleet implements Ledger {
     await this.start();
   }
 
-  /** Applies a snapshot of the whole state to the core, adding to what it holds. */
-  private load(kvs: readonly IKeyValue[]): void {
-    const now = unixSeconds(this.clock);
-    const grants: [number, readonly string[]][] = [];
-    const blocks: Block[] = [];
-    const revoked: [number, number][] = [];
-    const { membership } = this;
-    membership.clearMembers();
-    this.revokedSerials.clear();
-    this.tokenEntries.clear();
-    let serials = 0;
-    const damaged = this.damaged;
-    this.damaged = new Set();
-    for (const kv of kvs) {
-      const full = kv.key.toString('utf8');
-      const value = this.decode(kv, damaged);
-      if (value === undefined) continue;
-      switch (value.kind) {
-        case 'key':
-          this.applyKey(value.key);
-          break;
-        case 'password':
-          this.applyPassword(value, String(kv.mod_revision));
-          break;
-        case 'serials':
-          serials = value.next;
-          break;
-        case 'grant':
-          grants.push([value.id, value.entries]);
-          break;
-        case 'block':
-          blocks.push(value);
-          break;
-        case 'revoked':
-          revoked.push([value.serial, value.expiry]);
-          break;
-        case 'token':
-          this.tokenEntries.set(value.entry.serial, value.entry);
-          break;
-        case 'member':
-          membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare);
-          break;
-        case 'other':
-          break;
-      }
-    }
-    if (this.key === '') throw new FleetError(`the fleet ${this.settings.name} has no token key in etcd`);
-    grants.sort((a, b) => a[0] - b[0]);
-    for (const [id, entries] of grants) this.applyGrant(id, entries);
-    const live = blocks.filter((b) => b.bound > now).sort((a, b) => a.start - b.start);
-    if (this.core.nextSerial === 0 && this.core.floor === 0) {
-      // A fresh core: its range starts at the lowest live block (or the next one to come).
-      const base = live.length > 0 ? live[0].start : serials;
-      this.core.restoreSerials(base, base, 0);
-    }
-    for (const block of live) this.applyBlock(block);
-    for (const [serial, expiry] of revoked) this.applyRevocation(serial, expiry, now);
-    // After the blocks and revocations: an end already due is refused in the core at once.
-    for (const entry of this.tokenEntries.values()) this.ends.add(entry);
-  }
-
-  /**
-   * The key `kv` decoded, or undefined for a damaged one that no gateway needs to verify:
-   * it is skipped (reported unless it is in `known`, the damaged keys already reported).
-   * A member key that is damaged still counts as a member that has applied nothing, so
-   * that no barrier passes it by; its gateway's next publish writes it whole. Throws
-   * DamagedKeyError for a damaged key that verification needs.
-   */
-  private decode(kv: IKeyValue, known: ReadonlySet<string>): FleetValue | undefined {
-    const full = kv.key.toString('utf8');
-    try {
-      return fleetValue(this.keys, full, kv.value.toString('utf8'));
-    } catch (error) {
-      if (!(error instanceof DamagedKeyError) || verifiesWith(error.kind)) throw error;
-      if (!known.has(full)) this.log.warn(error.message, { cluster: this.settings.name, key: full });
-      this.damaged.add(full);
-      if (error.kind === 'token' && error.number !== undefined) this.tokenEntries.delete(error.number);
-      if (error.kind === 'member') this.membership.setMember(full, 0, false, String(kv.lease));
-      return undefined;
-    }
-  }
-
-  /** What a deleted key was; a name no gateway writes, such as a damaged one, was nothing it holds. */
-  private deletedKey(full: string): ReturnType<typeof fleetKey> {
-    try {
-      return fleetKey(this.keys, full);
-    } catch (error) {
-      if (error instanceof DamagedKeyError) return { kind: 'other' };
-      throw error;
-    }
-  }
-
-  private applyKey(value: string): void {
-    if (this.key === value) return;
-    if (this.key !== '') {
-      // The fleet was reset under this gateway (its keys deleted and seeded anew): every
-      // token it knows means nothing there. Only a restart may take the new state.
-      this.fatal("the fleet's token key changed under this gateway (the fleet was reset); restart api-auth to join it anew");
-      return;
-    }
-    const key = Buffer.from(value, 'base64');
-    if (key.length !== 32) throw new FleetError(`the fleet ${this.settings.name} holds a token key of ${key.length} bytes, not 32`);
-    this.core.setKey(key);
-    key.fill(0);
-    this.key = value;
-  }
-
-  private applyPassword({ record, generation }: { record: string; generation: number }, modRevision: string): void {
-    const decoded = decodeRecord(record);
-    if (decoded === undefined) throw new FleetError(`the fleet ${this.settings.name} holds a damaged password record`);
-    if (this.record !== undefined && generation <= this.core.generation) return;
-    this.core.generation = generation;
-    this.record = decoded;
-    this.passwordRevision = modRevision;
-  }
-
-  private applyGrant(id: number, entries: readonly string[]): void {
-    this.grantLists[id] = entries;
-    if (id < this.core.grantCount) return;
-    if (id > this.core.grantCount) throw new FleetError(`grant ${id} arrived before grant ${this.core.grantCount}`);
-    const { endpoints, methods, limits } = splitGrantEntries(entries);
-    if (this.core.addGrant(endpoints, methods, limits) !== id) throw new FleetError(`grant ${id} repeats an earlier grant`);
-  }
-
-  private applyBlock(block: Block): void {
-    // Pages whose tokens have all expired make room in the window first.
-    this.core.sweep(unixSeconds(this.clock));
-    this.core.reserveSerials(block.start, block.end, block.bound);
-  }
-
-  private applyRevocation(serial: number, expiry: number, now: number): void {
-    if (expiry <= now) return;
-    this.revokedSerials.set(serial, expiry);
-    if (this.core.revokeSerial(serial) === REVOKE_NEVER_ISSUED) {
-      throw new FleetError(`revoked serial ${serial} lies in no block this gateway holds`);
-    }
-  }
-
   /** Follows the prefix from `revision`; a watch that etcd cancels (compaction) is started anew from a full read. */
   private async watch(revision: number): Promise<void> {
     const watcher = await this.etcd.client.watch().prefix(this.keys.prefix).startRevision(String(revision)).create();
@@ -353,7 +208,7 @@ export class Fleet implements Ledger {
       const head = Number(res.header.revision);
       if (head > this.head) this.head = head;
       try {
-        this.applyEvents(res.events);
+        this.replica.applyEvents(res.events);
       } catch (error) {
         if (error instanceof DamagedKeyError) this.fenceOnDamage(watcher, error);
         else this.fatal(`cannot apply the fleet's change: ${(error as Error).message}; restart api-auth`);
@@ -370,184 +225,46 @@ export class Fleet implements Ledger {
     watcher.on('disconnected', () => this.metrics.watchDisconnects++);
   }
 
-  private applyEvents(events: readonly { type: string; kv: IKeyValue }[]): void {
-    let applied = 0;
-    let stateApplied: number | undefined;
-    const now = unixSeconds(this.clock);
-    const { membership } = this;
-    for (const { type, kv } of events) {
-      const revision = Number(kv.mod_revision);
-      const full = kv.key.toString('utf8');
-      if (type === 'Put') {
-        const value = this.decode(kv, this.damaged);
-        if (value === undefined) {
-          // Skipped, but a state change all the same, unless it was a member's key.
-          if (!full.startsWith(this.keys.prefix + 'members/')) stateApplied = Math.max(stateApplied ?? 0, revision);
-          if (revision > applied) applied = revision;
-          continue;
-        }
-        this.damaged.delete(full);
-        switch (value.kind) {
-          case 'member':
-            membership.setMember(full, value.applied, value.follower, String(kv.lease), value.limitShare);
-            break;
-          case 'key':
-            this.applyKey(value.key);
-            break;
-          case 'password':
-            this.applyPassword(value, String(kv.mod_revision));
-            break;
-          case 'grant':
-            this.applyGrant(value.id, value.entries);
-            break;
-          case 'block':
-            this.applyBlock(value);
-            break;
-          case 'revoked':
-            this.applyRevocation(value.serial, value.expiry, now);
-            break;
-          case 'token':
-            this.tokenEntries.set(value.entry.serial, value.entry);
-            this.ends.add(value.entry);
-            break;
-          case 'serials':
-          case 'other':
-            break;
-        }
-        if (value.kind !== 'member') stateApplied = Math.max(stateApplied ?? 0, revision);
-      } else {
-        this.damaged.delete(full);
-        const key = this.deletedKey(full);
-        switch (key.kind) {
-          case 'member':
-            membership.dropMember(full);
-            break;
-          case 'token':
-            this.tokenEntries.delete(key.number);
-            this.ends.forget(key.number);
-            break;
-          // Deleted by tidy() once expired: the core forgets it by its own sweep.
-          case 'revoked':
-            this.revokedSerials.delete(key.number);
-            break;
-          case 'key':
-            this.fatal("the fleet's token key was deleted (the fleet was reset); restart api-auth to join it anew");
-            break;
-          default:
-            break;
-        }
-        if (key.kind !== 'member') stateApplied = Math.max(stateApplied ?? 0, revision);
-      }
-      if (revision > applied) applied = revision;
-    }
-    this.membership.advanced(applied, stateApplied);
-  }
-
-  /**
-   * The grant id of `endpoints` in the fleet, added to the core when new: ids are
-   * allocated by a txn, so every gateway gives a list the same id (it is signed into
-   * tokens). `id` is the id the core would give it.
-   */
-  private async grant({ id, endpoints, methods, limits }: GrantRequest): Promise<number> {
-    this.membership.serving();
-    const entries = grantEntries(endpoints, methods, limits);
-    for (let tries = 0; ; tries++) {
-      if (id < this.core.grantCount) return id;
-      const key = this.keys.grant(id);
-      const result = await this.etcd.call((client) =>
-        client
-          .if(key, 'Create', '==', 0)
-          .then(client.put(key).value(JSON.stringify(entries)))
-          .commit(),
-      );
-      const revision = Number(result.header.revision);
-      if (result.succeeded) {
-        await this.membership.barrier(revision);
-        return id;
-      }
-      // Another gateway took this id: once its list is here, ours may be it.
-      await this.membership.appliedAtLeast(revision);
-      id = this.core.findGrant(endpoints, methods, limits);
-      if (tries > 64) throw new FleetError("the fleet's grants keep changing; retry");
-    }
-  }
-
   /**
    * Issues a token of the grant, added fleet-wide when new, from this gateway's block,
    * reserving a new block when it is used up or too old to issue from.
    */
-  async issue(request: GrantRequest, now: number, lifetime: number): Promise<{ token: string; claims: Claims }> {
-    const grant = await this.grant(request);
-    // The grant may have waited on etcd meanwhile.
-    this.membership.serving();
-    const serial = await this.blocks.next(now, lifetime);
-    return this.core.issueSerial(serial, grant, now, lifetime);
+  issue(request: GrantRequest, now: number, lifetime: number): Promise<{ token: string; claims: Claims }> {
+    return this.writes.issue(request, now, lifetime);
   }
 
   grantList(id: number): readonly string[] | undefined {
-    return this.grantLists[id];
+    return this.replica.grantList(id);
   }
 
   /** Whether `serial` is revoked (and not yet expired), as this gateway holds the fleet's state. */
   isRevoked(serial: number): boolean {
-    return this.revokedSerials.has(serial);
+    return this.replica.isRevoked(serial);
   }
 
   /** The inventory's entries of every gateway, as this gateway holds them; expired or earlier ones may still be among them. */
   tokens(): IterableIterator<InventoryEntry> {
-    return this.tokenEntries.values();
+    return this.replica.tokens();
   }
 
   /** The inventory entry of `serial`, if this gateway holds one. */
   token(serial: number): InventoryEntry | undefined {
-    return this.tokenEntries.get(serial);
+    return this.replica.token(serial);
   }
 
-  /**
-   * Records a token's inventory entry fleet-wide: on return, every serving gateway lists it
-   * and can revoke it by id. Expired entries, and those of earlier passwords, are deleted
-   * by tidy().
-   */
-  async recordToken(entry: InventoryEntry): Promise<void> {
-    this.membership.serving();
-    const { serial, generation, grant, issuedAt, expiry, label, rotation } = entry;
-    const value = JSON.stringify({
-      generation,
-      grant,
-      issuedAt,
-      expiry,
-      label: label ?? null,
-      ...(rotation === undefined ? {} : { rotation }),
-    });
-    const result = await this.etcd.call((client) => client.put(this.keys.token(serial)).value(value).exec());
-    await this.membership.barrier(Number(result.header.revision));
+  /** Records a token's inventory entry fleet-wide (writes.ts). */
+  recordToken(entry: InventoryEntry): Promise<void> {
+    return this.writes.recordToken(entry);
   }
 
-  /** Records a revocation fleet-wide: on return, every serving gateway refuses the token (the watch marks it in each core). */
-  async revoke(serial: number, expiry: number): Promise<void> {
-    this.membership.serving();
-    const result = await this.etcd.call((client) => client.put(this.keys.revoked(serial)).value(String(expiry)).exec());
-    await this.membership.barrier(Number(result.header.revision));
+  /** Records a revocation fleet-wide (writes.ts). */
+  revoke(serial: number, expiry: number): Promise<void> {
+    return this.writes.revoke(serial, expiry);
   }
 
-  /**
-   * A new password fleet-wide, in the generation after the current one, if the password
-   * is still the one `checked` (else the caller's password is an old one). Returns the generation.
-   */
-  async changePassword(checked: PasswordRecord, record: PasswordRecord): Promise<number> {
-    this.membership.serving();
-    if (this.record !== checked) throw new FleetError('the password changed meanwhile');
-    const generation = this.core.generation + 1;
-    const password = this.keys.password();
-    const result = await this.etcd.call((client) =>
-      client
-        .if(password, 'Mod', '==', this.passwordRevision)
-        .then(client.put(password).value(JSON.stringify({ record: encodeRecord(record), generation })))
-        .commit(),
-    );
-    if (!result.succeeded) throw new FleetError('the password was changed through another gateway meanwhile; retry with the new one');
-    await this.membership.barrier(Number(result.header.revision));
-    return generation;
+  /** A new password fleet-wide, if the password is still the one `checked` (writes.ts). Returns the generation. */
+  changePassword(checked: PasswordRecord, record: PasswordRecord): Promise<number> {
+    return this.writes.changePassword(checked, record);
   }
 
   /** Counted against the fleet's allowance (throttle.ts). */
@@ -573,19 +290,13 @@ export class Fleet implements Ledger {
   /** Publishes this gateway's counts of the live tokens (usage.ts); not while it rejoins, its lease being replaced. */
   private async publishUsage(): Promise<void> {
     if (this.closed || this.membership.rejoining) return;
-    const live = this.liveTokens();
+    const live = this.replica.liveTokens();
     await this.usage.publish(live);
     if (!this.closed) await this.history?.publish();
     // The others' quota counts, read as often as this gateway publishes its own: only
     // when a live token has a quota, so that a fleet without quotas reads nothing more.
-    const quoted = live.filter((e) => this.grantLists[e.grant]?.some((entry) => entry.startsWith('quota ')) === true);
+    const quoted = live.filter((e) => this.replica.grantList(e.grant)?.some((entry) => entry.startsWith('quota ')) === true);
     if (quoted.length > 0 && !this.closed) await this.usage.refreshQuota(quoted);
-  }
-
-  /** The inventory entries of the tokens that work now. */
-  private liveTokens(): InventoryEntry[] {
-    const now = unixSeconds(this.clock);
-    return [...this.tokenEntries.values()].filter((e) => e.expiry > now && e.generation === this.core.generation);
   }
 
   /** The other gateways' published hourly counts (usage-history.ts). */
@@ -627,7 +338,7 @@ export class Fleet implements Ledger {
     clearInterval(this.usageTimer);
     // The last counts, so that a clean stop loses none of them (usage.ts).
     if (this.usageTimer !== undefined) {
-      await this.usage.publish(this.liveTokens());
+      await this.usage.publish(this.replica.liveTokens());
       await this.history?.publish();
     }
     await this.watcher?.cancel().catch(() => undefined);

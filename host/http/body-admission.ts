@@ -10,8 +10,9 @@
 // as they come, and their usage counts requests (a WebSocket message, its calls).
 import { ADMIT_OK, admitRecord } from '../core/abi.js';
 import type { Core } from '../core/core.js';
-import { LIMIT_REFUSALS, methodLabel } from '../ops/metrics.js';
-import type { Metrics, ScopeVia } from '../ops/metrics.js';
+import { LIMIT_REFUSALS, methodLabel } from '../ops/metric-labels.js';
+import type { ScopeVia } from '../ops/metric-labels.js';
+import type { Metrics } from '../ops/metrics.js';
 import { readCalls } from '../rpc/reading.js';
 import type { Read, Reading } from '../rpc/reading.js';
 import type { Gate } from './gate.js';

@@ -6,8 +6,9 @@
 // nginx logs it). The writers of refusals say why (refusedFor); the access log's response
 // (access-log.ts) is a CountedResponse too, so a logged request is wrapped once.
 import type { HttpResponse, RecognizedString, us_socket_context_t } from 'uWebSockets.js';
-import { NOT_REFUSED } from '../ops/metrics.js';
-import type { Metrics, ResponseReason } from '../ops/metrics.js';
+import { NOT_REFUSED } from '../ops/metric-labels.js';
+import type { ResponseReason } from '../ops/metric-labels.js';
+import type { Metrics } from '../ops/metrics.js';
 
 /** The status of an answer its client did not wait for (nginx's "client closed request"). */
 export const CLIENT_GONE = 499;

@@ -30,8 +30,9 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { RPC_ERRORS, RpcCode, UpstreamError } from '../errors.js';
 import { errorWithId } from '../rpc/jsonrpc.js';
 import type { Logger } from '../ops/log.js';
-import { responseReason, UPSTREAM_ERROR_KINDS } from '../ops/metrics.js';
-import type { Metrics, ResponseReason, UpstreamErrorKind } from '../ops/metrics.js';
+import { responseReason, UPSTREAM_ERROR_KINDS } from '../ops/metric-labels.js';
+import type { ResponseReason, UpstreamErrorKind } from '../ops/metric-labels.js';
+import type { Metrics } from '../ops/metrics.js';
 import { refusedFor } from './counted-response.js';
 import { jsonLine, tableStatus } from './responses.js';
 

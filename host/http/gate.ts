@@ -6,7 +6,8 @@ import type { Clock } from '../clock.js';
 import { ADMIT_CLIENT, ADMIT_OK, ADMIT_OVER_BURST, ADMIT_QUOTA, ADMIT_RATE, clearCheckRecord, Outcome } from '../core/abi.js';
 import type { AdmitRecord, CheckRecord } from '../core/abi.js';
 import type { Core } from '../core/core.js';
-import { LATENCY_SAMPLE_EVERY, LIMIT_REFUSALS } from '../ops/metrics.js';
+import { LIMIT_REFUSALS } from '../ops/metric-labels.js';
+import { LATENCY_SAMPLE_EVERY } from '../ops/metrics.js';
 import { UNAVAILABLE } from './refusals.js';
 import type { Metrics } from '../ops/metrics.js';
 

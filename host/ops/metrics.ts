@@ -2,131 +2,26 @@
 // (a typed array indexed by outcome, a few fields); prom-client reads them when scraped,
 // through each metric's collect() callback, so a scrape costs the gate nothing and the
 // gate costs the registry nothing.
-import { createRequire } from 'node:module';
-import type * as Prometheus from 'prom-client';
 import { OUTCOME_NAMES } from '../core/abi.js';
-import { METHOD_SETS } from '../method-sets.js';
 import { VERSION } from '../version.js';
+import {
+  LIMIT_REFUSALS,
+  METHOD_LABELS,
+  RESPONSE_REASONS,
+  SCOPE_RESULTS,
+  SCOPE_VIAS,
+  UPSTREAM_ERROR_KINDS,
+  WS_CLOSES,
+  WS_DIRECTIONS,
+  WS_REFUSALS,
+} from './metric-labels.js';
+import type { ResponseReason, ScopeResult, ScopeVia, UpstreamErrorKind, WsClose, WsRefusal } from './metric-labels.js';
+import { processMetrics } from './process-metrics.js';
+import { Counter, Gauge, Histogram, Registry } from './prometheus.js';
 
-// prom-client's entry loads every part it has, among them a push gateway client
-// (node:https and TLS) and, with the default metrics, OpenTelemetry: a third of what an
-// HTTP thread loads at its start, for parts it never uses. So the parts are loaded
-// themselves, each the module that prom-client's entry re-exports (the version is
-// pinned); the process's own metrics only where they are asked for.
-const require = createRequire(import.meta.url);
-const Counter = require('prom-client/lib/counter') as typeof Prometheus.Counter;
-const Gauge = require('prom-client/lib/gauge') as typeof Prometheus.Gauge;
-const Histogram = require('prom-client/lib/histogram') as typeof Prometheus.Histogram;
-const Registry = require('prom-client/lib/registry') as typeof Prometheus.Registry;
-type Counter = Prometheus.Counter;
-type Histogram = Prometheus.Histogram;
-
-/** Why a proxied request got no answer from the upstream. */
-export const UPSTREAM_ERROR_KINDS = ['refused', 'reset', 'timeout', 'other'] as const;
-export type UpstreamErrorKind = (typeof UPSTREAM_ERROR_KINDS)[number];
-
-/** Why a WebSocket upgrade got an HTTP answer rather than a session. */
-export const WS_REFUSALS = [
-  'token',
-  'path',
-  'limit',
-  'token limit',
-  'client limit',
-  'stopping',
-  'request',
-  'upstream status',
-  'upstream unreachable',
-  'upstream timeout',
-] as const;
-export type WsRefusal = (typeof WS_REFUSALS)[number];
-
-/** What ended a WebSocket session. */
-export const WS_CLOSES = ['client', 'upstream', 'token', 'idle', 'too big', 'backpressure', 'stopping'] as const;
-export type WsClose = (typeof WS_CLOSES)[number];
-
-/** Which way a WebSocket message went. */
-export const WS_DIRECTIONS = ['to upstream', 'to client'] as const;
-export const TO_UPSTREAM = 0;
-export const TO_CLIENT = 1;
-
-/** Where a token's method scope was checked: an HTTP request's body, or a WebSocket message. */
-export const SCOPE_VIAS = ['http', 'websocket'] as const;
-export type ScopeVia = (typeof SCOPE_VIAS)[number];
-
-/**
- * What a method check found: every call allowed; a call whose method the token does not
- * allow; or a body that is not JSON-RPC (none, not JSON, no "method" string), refused as well.
- */
-export const SCOPE_RESULTS = ['allowed', 'method not allowed', 'not json-rpc'] as const;
-export type ScopeResult = (typeof SCOPE_RESULTS)[number];
-
-/**
- * Why a token with limits was refused: past its rate, from a client it does not allow, no
- * slot in the core's limits table, or a body whose calls could not be read (and counted).
- */
-export const LIMIT_REFUSALS = ['rate', 'client', 'table full', 'unreadable', 'quota'] as const;
-export type LimitRefusal = (typeof LIMIT_REFUSALS)[number];
-
-/**
- * Why api-auth refused a request it answered over HTTP (api_auth_http_responses_total's
- * `reason`): the gate's outcome for its token or path (`limited`: from a client the
- * token does not allow), a fleet gateway's closed fence, the token's limits or method
- * scope, or an upstream that gave no answer; `none` for every other answer, whatever its
- * status. A fixed list, so the label stays bounded.
- */
-export const RESPONSE_REASONS = [
-  'none',
-  ...OUTCOME_NAMES.filter((name) => name !== 'valid'),
-  'unavailable',
-  'rate',
-  'quota',
-  'table full',
-  'unreadable',
-  'method not allowed',
-  'not json-rpc',
-  ...UPSTREAM_ERROR_KINDS.map((kind) => `upstream ${kind}`),
-] as const;
-/** An index into RESPONSE_REASONS. */
-export type ResponseReason = number;
-export const NOT_REFUSED: ResponseReason = 0;
-
-/** The index of `name` in RESPONSE_REASONS; throws for a name not there, so that a writer cannot count under a label that is not listed. */
-export function responseReason(name: string): ResponseReason {
-  const at = (RESPONSE_REASONS as readonly string[]).indexOf(name);
-  if (at < 0) throw new Error(`no response reason ${JSON.stringify(name)}`);
-  return at;
-}
-
-/**
- * Namespaces of the node's JSON-RPC methods: the Ethereum ones (eth_call), on the C-Chain
- * and every EVM node, and Avalanche's (platform.getHeight). A method of one that is not
- * named in METHOD_SETS is counted under its namespace (`debug_*`, `platform.*`).
- */
-const ETHEREUM_NAMESPACES = ['eth', 'net', 'web3', 'debug', 'txpool', 'trace', 'personal', 'admin', 'engine', 'rpc'];
-const AVALANCHE_NAMESPACES = ['avax', 'avm', 'platform', 'info', 'health', 'index', 'admin', 'keystore', 'ipcs', 'auth'];
-
-/**
- * The `method` label's values (api_auth_rpc_calls_total): the methods of the named sets
- * (method-sets.ts), the namespaces, and `other` for the rest, so that what a client sends
- * as a method name cannot grow the series.
- */
-export const METHOD_LABELS: readonly string[] = [
-  ...[...new Set(Object.values(METHOD_SETS).flat())].sort(),
-  ...ETHEREUM_NAMESPACES.map((ns) => `${ns}_*`),
-  ...AVALANCHE_NAMESPACES.map((ns) => `${ns}.*`),
-  'other',
-];
-const METHOD_LABEL = new Map(METHOD_LABELS.map((label, i) => [label, i]));
-const OTHER_METHOD = METHOD_LABELS.length - 1;
-
-/** The index of `method`'s label in METHOD_LABELS: its own name, its namespace's, or `other`. */
-export function methodLabel(method: string): number {
-  const exact = METHOD_LABEL.get(method);
-  if (exact !== undefined) return exact;
-  const at = method.search(/[._]/);
-  if (at <= 0) return OTHER_METHOD;
-  return METHOD_LABEL.get(`${method.slice(0, at + 1)}*`) ?? OTHER_METHOD;
-}
+// The labels service/usage-history.ts and http/admission.ts take from here, with Metrics.
+export { RESPONSE_REASONS } from './metric-labels.js';
+export type { ScopeVia } from './metric-labels.js';
 
 /**
  * One verification in this many is timed. Timing every one would cost two clock reads
@@ -469,62 +364,6 @@ export function responsesByReasonOf(
   }
   return totals;
 }
-
-// prom-client's default metrics (collectDefaultMetrics), each from its own module, in its
-// order and with its configuration; but the CPU counters, whose module loads OpenTelemetry
-// (fifty-odd files, a tenth of the owner's start) only for exemplars, which no metric here
-// has. They are made here as that module makes them.
-const DEFAULT_METRICS = [
-  'processStartTime',
-  'osMemoryHeap',
-  'processOpenFileDescriptors',
-  'processMaxFileDescriptors',
-  'eventLoopLag',
-  ...(typeof process.getActiveResourcesInfo === 'function' ? ['processResources'] : []),
-  'processHandles',
-  'processRequests',
-  'heapSizeAndUsed',
-  'heapSpacesSizeAndUsed',
-  'version',
-  'gc',
-];
-
-type DefaultMetric = (
-  registry: Prometheus.Registry,
-  config: Prometheus.DefaultMetricsCollectorConfiguration<'text/plain; version=0.0.4; charset=utf-8'>,
-) => void;
-
-/** The process's own metrics (process_* and nodejs_*), in `registry`. */
-function processMetrics(registry: Prometheus.Registry): void {
-  const registers = [registry];
-  let last = process.cpuUsage();
-  // One collect sets the three, from one reading.
-  const user: Counter = new Counter({
-    name: 'process_cpu_user_seconds_total',
-    help: 'Total user CPU time spent in seconds.',
-    registers,
-    collect() {
-      const now = process.cpuUsage();
-      const userMicros = now.user - last.user;
-      const systemMicros = now.system - last.system;
-      last = now;
-      user.inc(userMicros / 1e6);
-      system.inc(systemMicros / 1e6);
-      total.inc((userMicros + systemMicros) / 1e6);
-    },
-  });
-  const system = new Counter({ name: 'process_cpu_system_seconds_total', help: 'Total system CPU time spent in seconds.', registers });
-  const total = new Counter({ name: 'process_cpu_seconds_total', help: 'Total user and system CPU time spent in seconds.', registers });
-  const config = { eventLoopMonitoringPrecision: 10, register: registry };
-  for (const name of DEFAULT_METRICS) (require(`prom-client/lib/metrics/${name}`) as DefaultMetric)(registry, config);
-  // Gauges named as counters, which `promtool check metrics` refuses (a name ending in
-  // _total is a counter's); each is the sum of its by-type gauge, which stays:
-  // sum(nodejs_active_handles) is nodejs_active_handles_total.
-  for (const name of MISNAMED_GAUGES) registry.removeSingleMetric(name);
-}
-
-/** prom-client's gauges whose names end in _total (nodejs_active_resources_total only where Node has getActiveResourcesInfo). */
-const MISNAMED_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 /** `values[i]` as the series of `names[i]`. */
 function labelled(counter: Counter, label: string, names: readonly string[], values: Float64Array): void {

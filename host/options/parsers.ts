@@ -6,7 +6,7 @@ import { trustedProxies } from '../addresses.js';
 import type { TrustedProxies } from '../addresses.js';
 import { NEVER, NEVER_SECONDS, parseDuration } from '../duration.js';
 import { badOption } from '../errors.js';
-import { STDOUT } from '../ops/line-writer.js';
+import { STDOUT } from '../ops/line-target.js';
 import { LEVELS } from '../ops/log.js';
 import type { Level } from '../ops/log.js';
 import { allowedOrigins } from '../origins.js';

@@ -48,7 +48,7 @@ import { ThreadLink } from './owner-channel.js';
 import type { HttpSettings, ThreadData } from './owner-channel.js';
 import { healthWord } from './upstream-health.js';
 
-// The one part of prom-client this needs, loaded itself as ops/metrics.ts loads its parts.
+// The one part of prom-client this needs, loaded itself as ops/prometheus.ts loads its parts.
 const AggregatorRegistry = createRequire(import.meta.url)('prom-client/lib/cluster') as typeof Prometheus.AggregatorRegistry;
 
 /** How often the acceptor looks at the heartbeats (each thread beats every HEARTBEAT_MS). */

@@ -14,7 +14,7 @@ import type { AllowedOrigins } from '../origins.js';
 import type { RpcHandler } from '../http/rpc-route.js';
 import type { TlsFiles } from '../pem.js';
 import type { WebSocketSettings } from '../http/websocket.js';
-import type { LineTarget } from '../ops/line-writer.js';
+import type { LineTarget } from '../ops/line-target.js';
 import type { Fields, Level, Logger } from '../ops/log.js';
 import { LEVELS } from '../ops/log.js';
 import type { MetricsSource, Scrape } from '../ops/metrics.js';

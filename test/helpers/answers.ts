@@ -4,7 +4,8 @@
 // the bytes are pushed into. Both tell what they read in one shape.
 import { request } from 'node:http';
 import { Duplex } from 'node:stream';
-import { ResponseParser, REFUSED, SWITCHED } from '../../build/host/http/upstream/parser.js';
+import { ResponseParser, SWITCHED } from '../../build/host/http/upstream/parser.js';
+import { REFUSED } from '../../build/host/http/upstream/response-head.js';
 
 export type Reading =
   | { whole: true; status: number; reason: string; headers: [string, string][]; body: string }

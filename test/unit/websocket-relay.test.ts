@@ -3,7 +3,8 @@
 // their peers as handshakes and sessions come and go.
 import t from 'tap';
 import type { WebSocket } from 'uWebSockets.js';
-import type { Metrics, WsClose } from '../../build/host/ops/metrics.js';
+import type { WsClose } from '../../build/host/ops/metric-labels.js';
+import type { Metrics } from '../../build/host/ops/metrics.js';
 import type { UpstreamWebSocket } from '../../build/host/http/upstream-ws/socket.js';
 import type { Handshake, HandshakeRefusal } from '../../build/host/http/websocket/handshake.js';
 import { Relay } from '../../build/host/http/websocket/relay.js';

@@ -4,7 +4,7 @@
 // (upstream/parser.ts), so that a relayed header costs no string it does not need.
 import { STATUS_CODES } from 'node:http';
 import type { HttpResponse, RecognizedString } from 'uWebSockets.js';
-import { equalsIgnoringCase, FIELD } from '../upstream/parser.js';
+import { equalsIgnoringCase, FIELD } from '../upstream/response-head.js';
 import type { ResponseParser } from '../upstream/parser.js';
 
 const CONTENT_LENGTH = Buffer.from('content-length');

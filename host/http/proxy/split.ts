@@ -2,7 +2,7 @@
 // them is read whole, at most SPLIT_ANSWER_MAX bytes, then written once, merged with the
 // refused calls' errors in the calls' order.
 import { ScopeRefusedError } from '../../errors.js';
-import { equalsIgnoringCase, FIELD } from '../upstream/parser.js';
+import { equalsIgnoringCase, FIELD } from '../upstream/response-head.js';
 import type { ResponseParser } from '../upstream/parser.js';
 import { statusLine } from './answer-head.js';
 import { Exchange } from './exchange.js';

@@ -1,15 +1,13 @@
 // The opening handshake of RFC 6455 §4.1, client side: the upgrade request, written
-// byte for byte, and the check of the server's answer.
+// byte for byte, and the check of the server's answer, whose head the proxy's reader
+// reads (upstream/response-head.ts: what it refuses, and what of a 101 it leaves alone).
 import { createHash, randomBytes } from 'node:crypto';
 import { headerLines, isToken, UnwritableField } from '../upstream/request-head.js';
+import type { ResponseHead } from '../upstream/response-head.js';
 import { UpstreamWsCode, UpstreamWsError } from './errors.js';
 
 /** RFC 6455 §1.3: what the server appends to the key before hashing it. */
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
-/** The largest answer head read, as Node's HTTP client bounds it (--max-http-header-size). */
-export const MAX_ANSWER_HEAD = 16 * 1024;
-/** RFC 7230's token: the header names of an answer. */
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** What a request target may hold, as Node's HTTP client has it. */
 const TARGET = /^[\u0021-\u00ff]+$/;
 /** The handshake's own fields, which only this module writes. */
@@ -69,28 +67,18 @@ export interface Answer {
   readonly repeated: ReadonlySet<string>;
 }
 
-const STATUS_LINE = /^HTTP\/1\.[01] (\d{3})(?: ([^\r\n]*))?$/;
-
-/** Parses an answer's head (without its final empty line); a BadResponse error for what is not HTTP/1.x. */
-export function parseAnswer(head: string): Answer | UpstreamWsError {
-  const lines = head.split('\r\n');
-  const status = STATUS_LINE.exec(lines[0]);
-  if (status === null)
-    return new UpstreamWsError(UpstreamWsCode.BadResponse, "the upstream node's answer does not start with an HTTP/1.1 status line");
+/** The answer whose head `reader` has just read whole. */
+export function answerOf(reader: ResponseHead): Answer {
   const fields = new Map<string, string>();
   const repeated = new Set<string>();
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i];
-    const colon = line.indexOf(':');
-    const name = colon > 0 ? line.slice(0, colon).toLowerCase() : '';
-    if (!TOKEN.test(name))
-      return new UpstreamWsError(UpstreamWsCode.BadResponse, "the upstream node's answer holds a malformed header line");
-    const value = line.slice(colon + 1).trim();
+  for (let i = 0; i < reader.fieldCount; i++) {
+    const name = reader.fieldName(i);
+    const value = reader.fieldValue(i);
     const seen = fields.get(name);
     if (seen !== undefined) repeated.add(name);
     fields.set(name, seen === undefined ? value : `${seen}, ${value}`);
   }
-  return { status: Number(status[1]), message: status[2] ?? '', fields, repeated };
+  return { status: reader.status, message: reader.reason(), fields, repeated };
 }
 
 /** What is wrong with a 101 answer to the request with `key` and `protocols` (RFC 6455 §4.1, the client's checks), or null. */

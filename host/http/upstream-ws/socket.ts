@@ -24,7 +24,9 @@ import type { ConnectionOptions } from 'node:tls';
 import { UpstreamWsCode, UpstreamWsError } from './errors.js';
 import { closeFrame, frame, FrameReader, Opcode } from './frames.js';
 import type { FrameSink } from './frames.js';
-import { answerProblem, MAX_ANSWER_HEAD, newKey, parseAnswer, requestHead } from './handshake.js';
+import { ResponseHead } from '../upstream/response-head.js';
+import { answerOf, answerProblem, newKey, requestHead } from './handshake.js';
+import type { Answer } from './handshake.js';
 
 export interface UpstreamWsRequest {
   /** The upstream's origin: http:// for ws, https:// for wss. */
@@ -91,7 +93,6 @@ const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 /** A TLS record holds at most 16 KiB of data: no read is longer. */
 const TLS_READ = 16 * 1024;
 const EMPTY = Buffer.alloc(0);
-const TERMINATOR = Buffer.from('\r\n\r\n', 'latin1');
 
 /**
  * Opens a WebSocket to the upstream. Throws an UpstreamWsError (BadRequest) at once, with
@@ -110,9 +111,8 @@ export class UpstreamWebSocket {
   private readonly socket: Socket;
   private readonly reader: FrameReader;
   private session: SessionHandler | null = null;
-  /** The answer's head while it is cut across reads. */
-  private answer: Buffer | null = null;
-  private answerLength = 0;
+  /** The reader of the answer's head, until it is read. */
+  private answerHead: ResponseHead | null = new ResponseHead();
   /** The handshake's handler was told its outcome, or terminate() made that moot. */
   private settled = false;
   private closeSent = false;
@@ -258,37 +258,22 @@ export class UpstreamWebSocket {
 
   /** Bytes of the answer's head, cut anywhere; frames may follow it in the same read. */
   private answerRead(buffer: Buffer, n: number): void {
-    if (this.settled) return;
-    let stash = this.answer;
-    if (stash === null) {
-      const end = buffer.subarray(0, n).indexOf(TERMINATOR);
-      if (end >= 0 && end + 4 <= MAX_ANSWER_HEAD) return this.answered(buffer.toString('latin1', 0, end), buffer, end + 4, n);
-      if (end >= 0 || n >= MAX_ANSWER_HEAD) return this.answerTooLarge();
-      stash = this.answer = Buffer.allocUnsafe(MAX_ANSWER_HEAD);
+    const reader = this.answerHead;
+    let p = 0;
+    while (reader !== null && !this.settled && p < n) {
+      p = reader.readHead(buffer, p, n);
+      if (p < 0) return this.refused(new UpstreamWsError(UpstreamWsCode.BadResponse, reader.refusal), false);
+      if (reader.head === null) return;
+      // 100 Continue, 103 Early Hints: the answer follows them (RFC 9110 §15.2).
+      if (reader.status >= 200 || reader.status === 101) {
+        this.answerHead = null;
+        return this.answered(answerOf(reader), buffer, p, n);
+      }
     }
-    const before = this.answerLength;
-    const taken = Math.min(n, MAX_ANSWER_HEAD - before);
-    buffer.copy(stash, before, 0, taken);
-    this.answerLength += taken;
-    const end = stash.subarray(0, this.answerLength).indexOf(TERMINATOR, Math.max(0, before - 3));
-    if (end >= 0) {
-      this.answer = null;
-      return this.answered(stash.toString('latin1', 0, end), buffer, end + 4 - before, n);
-    }
-    if (this.answerLength === MAX_ANSWER_HEAD) this.answerTooLarge();
   }
 
-  private answerTooLarge(): void {
-    this.refused(
-      new UpstreamWsError(UpstreamWsCode.BadResponse, `the upstream node's answer has a head over ${MAX_ANSWER_HEAD} bytes`),
-      false,
-    );
-  }
-
-  /** The whole head of the answer; `buffer[from, end)` is what followed it in the last read. */
-  private answered(head: string, buffer: Buffer, from: number, end: number): void {
-    const answer = parseAnswer(head);
-    if (answer instanceof UpstreamWsError) return this.refused(answer, false);
+  /** The answer, read whole; `buffer[from, end)` is what followed its head in the last read. */
+  private answered(answer: Answer, buffer: Buffer, from: number, end: number): void {
     if (answer.status !== 101) {
       this.settled = true;
       this.handshake.unexpected(answer.status, answer.message);

@@ -1,15 +1,14 @@
 // The reader of the upstream's answers: a state machine over bytes, as llhttp is, that
-// hands out offsets rather than strings. It reads what a JSON-RPC node sends (a status
-// line, header lines, a body framed by Content-Length, by chunks, or by the connection's
-// close, none for HEAD, 204, 304 and 1xx) and refuses the rest outright, where llhttp
-// would sometimes guess: a folded header line, a NUL or other control byte, a bare LF, a
+// hands out offsets rather than strings. Its heads are read by response-head.ts, which
+// the WebSocket handshake shares; on top of them it frames what a JSON-RPC node sends (a
+// body framed by Content-Length, by chunks, or by the connection's close, none for HEAD,
+// 204, 304 and 1xx) and refuses the rest outright, where llhttp would sometimes guess: a
 // repeated or malformed Content-Length, Content-Length beside Transfer-Encoding, a
 // transfer coding other than chunked, a chunk extension, a 204 or 304 that announces a
-// body, a head over MAX_HEAD. An answer it refuses is never relayed, and its connection
-// is never used again: the upstream and the gateway no longer agree on where answers end.
-
-/** The largest head (status line and headers) of an answer, as undici and node:http take by default. */
-export const MAX_HEAD = 16 * 1024;
+// body, trailers over MAX_HEAD (and whatever response-head.ts refuses in a head). An
+// answer it refuses is never relayed, and its connection is never used again: the
+// upstream and the gateway no longer agree on where answers end.
+import { COLON, CR, equalsIgnoringCase, FIELD, LF, MAX_HEAD, ResponseHead, TEXT, TOKEN } from './response-head.js';
 
 /** How an answer's body ends. */
 export const enum Framing {
@@ -33,27 +32,7 @@ export interface AnswerHandler {
 
 /** What `execute` returns when an answer switches protocols (101), which api-auth does not relay. */
 export const SWITCHED = -2;
-/** What `execute` returns for bytes it refuses; `refusal` says why. */
-export const REFUSED = -1;
 
-const CR = 0x0d;
-const LF = 0x0a;
-const SP = 0x20;
-const HTAB = 0x09;
-const COLON = 0x3a;
-const HEAD_END = Buffer.from('\r\n\r\n');
-
-/** RFC 9110 tchar: the bytes of a field name. */
-const TOKEN = new Uint8Array(256);
-for (const c of "!#$%&'*+-.^_`|~") TOKEN[c.charCodeAt(0)] = 1;
-for (let c = 0x30; c <= 0x39; c++) TOKEN[c] = 1;
-for (let c = 0x41; c <= 0x5a; c++) TOKEN[c] = 1;
-for (let c = 0x61; c <= 0x7a; c++) TOKEN[c] = 1;
-/** The bytes of a field value or a reason phrase: HTAB, SP, VCHAR, obs-text; no other control byte. */
-const TEXT = new Uint8Array(256);
-TEXT[HTAB] = 1;
-for (let c = 0x20; c <= 0x7e; c++) TEXT[c] = 1;
-for (let c = 0x80; c <= 0xff; c++) TEXT[c] = 1;
 /** The value of each hex digit, 16 for any other byte. */
 const HEX = new Uint8Array(256).fill(16);
 for (let c = 0; c < 10; c++) HEX[0x30 + c] = c;
@@ -74,21 +53,8 @@ const TRAILER_VALUE = 10;
 const TRAILER_LF = 11;
 const END_LF = 12;
 
-/** The entries of one header line in ResponseParser.fields. */
-export const FIELD = 5;
-
 /** 2^52: a Content-Length or chunk size beyond it cannot be counted exactly in a double. */
 const MAX_LENGTH = 2 ** 52;
-
-/** True when bytes[start, end) spell `lower` in any case; `lower` is lower-case ASCII. */
-export function equalsIgnoringCase(bytes: Buffer, start: number, end: number, lower: Uint8Array): boolean {
-  if (end - start !== lower.length) return false;
-  for (let i = 0; i < lower.length; i++) {
-    const c = bytes[start + i];
-    if ((c >= 0x41 && c <= 0x5a ? c | 0x20 : c) !== lower[i]) return false;
-  }
-  return true;
-}
 
 const CONTENT_LENGTH = Buffer.from('content-length');
 const TRANSFER_ENCODING = Buffer.from('transfer-encoding');
@@ -97,28 +63,15 @@ const CHUNKED_CODING = Buffer.from('chunked');
 const KEEP_ALIVE = Buffer.from('keep-alive');
 const CLOSE = Buffer.from('close');
 
-export class ResponseParser {
+/**
+ * The head's fields (status, reason, header lines) are ResponseHead's, read by onHead;
+ * they hold the final answer's, the informational ones before it skipped.
+ */
+export class ResponseParser extends ResponseHead {
   /** Set by the connection before each answer: the request was HEAD, so the answer has no body. */
   noBody = false;
-  /** Why the last REFUSED was returned. */
-  refusal = '';
   /** Answers read whole so far: a caller sees an answer end by this changing. */
   answers = 0;
-
-  // The head of the answer under way, as offsets into the bytes onHead is handed.
-  status = 0;
-  /** 0 for HTTP/1.0, 1 for HTTP/1.1. */
-  minor = 1;
-  reasonStart = 0;
-  reasonEnd = 0;
-  /** The reason phrase has bytes beyond ASCII. */
-  reasonWide = false;
-  /**
-   * Header lines read: field i's name is [fields[5i], fields[5i+1]), its value
-   * [fields[5i+2], fields[5i+3]), and fields[5i+4] is 1 when the value has bytes beyond ASCII.
-   */
-  fieldCount = 0;
-  fields = new Int32Array(FIELD * 32);
   framing = Framing.None;
   /** The Content-Length, for Framing.Length. */
   length = 0;
@@ -135,9 +88,6 @@ export class ResponseParser {
   private trailerBytes = 0;
   /** The answer just read ended with its head. */
   private whole = false;
-  /** A head that came in more than one read, gathered here; null until one does. */
-  private held: Buffer | null = null;
-  private heldLength = 0;
 
   /** True between answers, with no byte of the next one read. */
   idle(): boolean {
@@ -154,8 +104,12 @@ export class ResponseParser {
     while (p < end) {
       const state = this.state;
       if (state === HEAD) {
-        p = this.readHead(bytes, p, end, handler);
+        p = this.readHead(bytes, p, end);
         if (p < 0) return p;
+        const head = this.head;
+        if (head === null) return p;
+        const framed = this.frame(head, handler);
+        if (framed < 0) return framed;
         if (this.whole) {
           // A bodiless answer: whole with its head.
           this.whole = false;
@@ -192,11 +146,6 @@ export class ResponseParser {
     return true;
   }
 
-  private refuse(why: string): number {
-    this.refusal = why;
-    return REFUSED;
-  }
-
   private ended(p: number, handler: AnswerHandler): number {
     this.state = HEAD;
     this.answers++;
@@ -204,101 +153,24 @@ export class ResponseParser {
     return p;
   }
 
-  /** Reads a head from p, gathering it across reads if need be; returns the offset after it. */
-  private readHead(bytes: Buffer, p: number, end: number, handler: AnswerHandler): number {
-    if (this.heldLength === 0) {
-      const at = bytes.indexOf(HEAD_END, p);
-      if (at >= 0 && at + 4 <= end) {
-        if (at + 4 - p > MAX_HEAD) return this.refuse(`the head of an answer is over ${MAX_HEAD} bytes`);
-        const after = this.head(bytes, p, at + 4, handler);
-        return after < 0 ? after : at + 4;
-      }
-    }
-    // The head goes on in a later read: gather it, at most MAX_HEAD bytes.
-    const held = (this.held ??= Buffer.allocUnsafe(MAX_HEAD));
-    const before = this.heldLength;
-    const taken = Math.min(end - p, MAX_HEAD - before);
-    bytes.copy(held, before, p, p + taken);
-    this.heldLength += taken;
-    const at = held.subarray(0, this.heldLength).indexOf(HEAD_END, Math.max(0, before - 3));
-    if (at < 0) {
-      if (this.heldLength === MAX_HEAD) return this.refuse(`the head of an answer is over ${MAX_HEAD} bytes`);
-      // Refused as soon as seen, rather than at the timeout: no head may hold these.
-      for (let i = Math.max(0, before - 1); i < this.heldLength; i++) {
-        const c = held[i];
-        if (c === 0) return this.refuse('the head of an answer holds a NUL byte');
-        if (c === LF && (i === 0 || held[i - 1] !== CR)) return this.refuse('the head of an answer holds a line that does not end in CRLF');
-      }
-      return p + taken;
-    }
-    this.heldLength = 0;
-    const after = this.head(held, 0, at + 4, handler);
-    return after < 0 ? after : p + (at + 4 - before);
-  }
-
   /**
-   * Reads the head in b[s, e), e just past the first CRLFCRLF. Hands a final answer's head
-   * to the handler; an informational one is skipped. Returns 0, or REFUSED or SWITCHED.
+   * Frames the answer whose head was just read, from its fields in `b`. Hands a final
+   * answer's head to the handler; an informational one is skipped. Returns 0, or REFUSED
+   * or SWITCHED.
    */
-  private head(b: Buffer, s: number, e: number, handler: AnswerHandler): number {
-    // "HTTP/1.x NNN" and the reason phrase, if any.
-    if (
-      b[s] !== 0x48 ||
-      b[s + 1] !== 0x54 ||
-      b[s + 2] !== 0x54 ||
-      b[s + 3] !== 0x50 ||
-      b[s + 4] !== 0x2f ||
-      b[s + 5] !== 0x31 ||
-      b[s + 6] !== 0x2e ||
-      (b[s + 7] !== 0x30 && b[s + 7] !== 0x31) ||
-      b[s + 8] !== SP
-    ) {
-      return this.refuse('an answer does not start with HTTP/1.1 or HTTP/1.0');
-    }
-    const d1 = b[s + 9] - 0x30;
-    const d2 = b[s + 10] - 0x30;
-    const d3 = b[s + 11] - 0x30;
-    if (d1 < 1 || d1 > 9 || d2 < 0 || d2 > 9 || d3 < 0 || d3 > 9)
-      return this.refuse("an answer's status is not three digits from 100 to 999");
-    this.minor = b[s + 7] - 0x30;
-    const status = d1 * 100 + d2 * 10 + d3;
-    let p = s + 12;
-    if (b[p] === SP) {
-      p++;
-      this.reasonStart = p;
-      let high = 0;
-      while (TEXT[b[p]] === 1) high |= b[p++];
-      this.reasonEnd = p;
-      this.reasonWide = high >= 0x80;
-    } else {
-      this.reasonStart = this.reasonEnd = p;
-      this.reasonWide = false;
-    }
-    if (b[p] !== CR || b[p + 1] !== LF) return this.refuse("an answer's status line holds a control byte or does not end in CRLF");
-    p += 2;
-
-    let fields = this.fields;
-    let count = 0;
+  private frame(b: Buffer, handler: AnswerHandler): number {
+    const fields = this.fields;
+    const status = this.status;
     let length = -1;
     let chunked = false;
     let close = false;
     let keepAlive = false;
     let connection: string | null = null;
-    while (b[p] !== CR) {
-      if (b[p] === SP || b[p] === HTAB) return this.refuse('an answer holds a folded header line (obs-fold), which RFC 9112 forbids');
-      const nameStart = p;
-      while (TOKEN[b[p]] === 1) p++;
-      if (p === nameStart || b[p] !== COLON) return this.refuse('an answer holds a header line that is not a name, a colon and a value');
-      const nameEnd = p++;
-      while (b[p] === SP || b[p] === HTAB) p++;
-      const valueStart = p;
-      let high = 0;
-      while (TEXT[b[p]] === 1) high |= b[p++];
-      if (b[p] !== CR || b[p + 1] !== LF)
-        return this.refuse('an answer holds a header value with a control byte, or a line that does not end in CRLF');
-      let valueEnd = p;
-      while (valueEnd > valueStart && (b[valueEnd - 1] === SP || b[valueEnd - 1] === HTAB)) valueEnd--;
-      p += 2;
+    for (let at = 0, last = this.fieldCount * FIELD; at < last; at += FIELD) {
+      const nameStart = fields[at];
+      const nameEnd = fields[at + 1];
+      const valueStart = fields[at + 2];
+      const valueEnd = fields[at + 3];
       const nameLength = nameEnd - nameStart;
       if (nameLength === 14 && equalsIgnoringCase(b, nameStart, nameEnd, CONTENT_LENGTH)) {
         if (length !== -1) return this.refuse('an answer holds two Content-Length headers');
@@ -327,21 +199,7 @@ export class ResponseParser {
           connection = connection === null ? text : `${connection},${text}`;
         }
       }
-      if (count * FIELD === fields.length) {
-        const more = new Int32Array(fields.length * 2);
-        more.set(fields);
-        this.fields = fields = more;
-      }
-      const at = count * FIELD;
-      fields[at] = nameStart;
-      fields[at + 1] = nameEnd;
-      fields[at + 2] = valueStart;
-      fields[at + 3] = valueEnd;
-      fields[at + 4] = high >> 7;
-      count++;
     }
-    // The line that ends the head must be the empty line found, not a CR leading a line.
-    if (p + 2 !== e) return this.refuse('an answer holds a header line that is not a name, a colon and a value');
     if (connection !== null) {
       for (const token of connection.split(',')) {
         const name = token.trim().toLowerCase();
@@ -362,8 +220,6 @@ export class ResponseParser {
     }
     if (status === 204 && (chunked || length > 0)) return this.refuse('a 204 answer announces a body');
     if (status === 304 && chunked) return this.refuse('a 304 answer announces a chunked body');
-    this.status = status;
-    this.fieldCount = count;
     this.connection = connection;
     if (this.noBody || status === 204 || status === 304) {
       this.framing = Framing.None;

@@ -4,7 +4,7 @@
 // lines, the access log's upstream status) and the relay's books come in as its peers
 // (HandshakePeers, HandshakeBooks), so that a handshake reaches back into nothing.
 import type { HttpResponse, us_socket_context_t } from 'uWebSockets.js';
-import type { WsRefusal } from '../../ops/metrics.js';
+import type { WsRefusal } from '../../ops/metric-labels.js';
 import { UpstreamWsError } from '../upstream-ws/errors.js';
 import { connectUpstream } from '../upstream-ws/socket.js';
 import type { HandshakeHandler, UpstreamWebSocket as Upstream } from '../upstream-ws/socket.js';

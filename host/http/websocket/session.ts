@@ -6,8 +6,9 @@
 // nothing: the relay is one implementation of them.
 import type { WebSocket } from 'uWebSockets.js';
 import { Outcome } from '../../core/abi.js';
-import { TO_CLIENT, TO_UPSTREAM } from '../../ops/metrics.js';
-import type { Metrics, WsClose } from '../../ops/metrics.js';
+import { TO_CLIENT, TO_UPSTREAM } from '../../ops/metric-labels.js';
+import type { WsClose } from '../../ops/metric-labels.js';
+import type { Metrics } from '../../ops/metrics.js';
 import { UpstreamWsCode, UpstreamWsError } from '../upstream-ws/errors.js';
 import type { SessionHandler, UpstreamWebSocket as Upstream } from '../upstream-ws/socket.js';
 import { sendable, UPSTREAM_CLOSE_MS } from './messages.js';
