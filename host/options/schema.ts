@@ -217,7 +217,7 @@ export const SCHEMA = {
     limits: { min: 1, max: 64 },
     parse: count('requests on one upstream connection at once'),
     within: 'upstream',
-    doc: 'requests in flight on each upstream connection, 1 to 64; 1: no pipelining',
+    doc: 'requests of one event-loop turn batched on one upstream connection, 1 to 64; 1: no pipelining',
   }),
   queryToken: option<boolean, boolean>({
     flag: 'api-auth-query-token',
