@@ -13,6 +13,10 @@ import { runCli } from '../helpers/server.js';
 
 const LEASE = ['--cluster-lease', '3s', '--http-threads', '1'];
 const INFO = '/ext/info';
+
+// The tests at once: each has its etcd and gateways of its own, and waits on etcd and
+// leases more than it computes.
+t.jobs = 3;
 const DAMAGED_TOKEN = '/api-auth/tokens/0000000000099999';
 
 async function metric(g: Gateway, scraper: string, name: string): Promise<string | undefined> {

@@ -14,6 +14,10 @@ import { runCli, tempDir } from '../helpers/server.js';
 
 const LEASE = ['--cluster-lease', '3s', '--http-threads', '1'];
 const INFO = '/ext/info';
+// The tests at once: each has its etcd and gateways of its own, and mostly waits out a
+// lease and a grace (15 s, 20 s) on the real clock of processes apart.
+t.jobs = 3;
+
 const GRACE_REFUSAL =
   /the fleet's etcd does not answer this gateway: it serves tokens on its last known state for --fleet-outage-grace, and takes no change/;
 

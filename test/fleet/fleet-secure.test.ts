@@ -16,6 +16,10 @@ import type { CliResult } from '../helpers/server.js';
 
 const LEASE = ['--cluster-lease', '2s', '--http-threads', '1'];
 const INFO = '/ext/info';
+
+// The tests at once: each has its etcd, certificates and gateways of its own, and waits
+// on etcd more than it computes.
+t.jobs = 3;
 /**
  * What a start that cannot join may open to etcd: one connection, whose first refusal
  * ends it (etcd3 makes each call once, and the start is one attempt), never a retry

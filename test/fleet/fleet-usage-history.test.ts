@@ -14,6 +14,10 @@ import { sleep } from '../helpers/server.js';
 const LEASE = ['--cluster-lease', '3s'];
 const INFO = '/ext/info';
 
+// Two tests at a time: each has its etcd and gateways of its own (twoGateways), and waits on
+// the counts' publication (every 5 s) and an expiry more than it computes.
+t.jobs = 2;
+
 interface Hour {
   at: string;
   requests: number;

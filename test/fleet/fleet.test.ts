@@ -31,6 +31,10 @@ const LEASE_SECONDS = 3;
 const LEASE = ['--cluster-lease', `${LEASE_SECONDS}s`];
 const INFO = '/ext/info';
 
+// Two tests at a time: each has its etcd and gateways of its own (fleet()), and waits on
+// leases and etcd more than it computes.
+t.jobs = 2;
+
 // Every fleet here is seeded as its first gateway would seed it, with a password record
 // whose checks cost next to nothing (seedCheapFleet): these tests are about the fleet, not
 // the seeding or hashing, and make many password checks.

@@ -139,12 +139,7 @@ t.test('each kind of token is the same grant for the gateway and for the core th
 t.test('the gateway judges every request of requests.json as the file says', async (t) => {
   const upstream = await startRecordingUpstream(t);
   const server = await startServer(t, { cheapChecks: true, args: ['--upstream', upstream.url] });
-  for (const c of vectors.cases) {
-    const want = c.verdict ?? c.verdicts?.gateway;
-    if (want === undefined) {
-      t.fail(`${c.name}: no verdict for the gateway`);
-      continue;
-    }
+  const bytesOf = async (c: Case): Promise<{ bytes: Buffer; method: string }> => {
     let token = '';
     if (c.token !== 'none') {
       const issued = await jsonrpc(`${server.url}/ext/auth`, 'auth.newToken', {
@@ -154,12 +149,36 @@ t.test('the gateway judges every request of requests.json as the file says', asy
       token = issued.result?.token as string;
     }
     const bytes = requestBytes(c, token);
-    const method = bytes.toString('latin1', 0, bytes.indexOf(' '));
+    return { bytes, method: bytes.toString('latin1', 0, bytes.indexOf(' ')) };
+  };
+  const named = (c: Case): string => (c.layer === undefined ? c.name : `${c.name} (${c.layer}: ${c.why})`);
+  // A request that uWebSockets.js refuses unanswered is known as such only when the
+  // connection ends, at the server's HTTP idle timeout (10 s, which it does not let a host
+  // set): those are sent first, all at once, and judged once every other case has been. Each
+  // still needs no answer, and nothing may reach the upstream while they are open; one that
+  // was forwarded after all would have been answered, which its own verdict refuses.
+  const unanswered: { c: Case; got: Promise<HttpResponse | null> }[] = [];
+  for (const c of vectors.cases) {
+    if ((c.verdict ?? c.verdicts?.gateway)?.answer !== 'none' || (c.before ?? 0) > 0) continue;
+    const { bytes, method } = await bytesOf(c);
+    unanswered.push({ c, got: send(server.url, bytes, method) });
+  }
+  for (const c of vectors.cases) {
+    const want = c.verdict ?? c.verdicts?.gateway;
+    if (want === undefined) {
+      t.fail(`${c.name}: no verdict for the gateway`);
+      continue;
+    }
+    if (unanswered.some((u) => u.c === c)) continue;
+    const { bytes, method } = await bytesOf(c);
     for (let k = 0; k < (c.before ?? 0); k++) {
       const before = await send(server.url, bytes, method);
       t.ok(before?.status === 200 && upstream.requests.splice(0).length === 1, `${c.name}: request ${k + 1} before it is forwarded`);
     }
     const got = await send(server.url, bytes, method);
-    t.equal(judge(want, got, upstream.requests.splice(0)), '', c.layer === undefined ? c.name : `${c.name} (${c.layer}: ${c.why})`);
+    t.equal(judge(want, got, upstream.requests.splice(0)), '', named(c));
   }
+  const answers = await Promise.all(unanswered.map((u) => u.got));
+  const forwarded = upstream.requests.splice(0);
+  unanswered.forEach((u, i) => t.equal(judge({ answer: 'none' }, answers[i], forwarded), '', named(u.c)));
 });

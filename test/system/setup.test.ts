@@ -16,6 +16,10 @@ const run = promisify(execFile);
 const SETUP = join(ROOT, 'scripts', 'setup-tests.sh');
 const SYSTEM_PATH = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
 
+// The tests at once: each runs the set-up on a PATH and an apt-get of its own, and the
+// set-up's Go builds of one module at the same time share Go's build cache, which locks.
+t.jobs = 3;
+
 /**
  * A folder to be the whole PATH: a link to every program of the system's PATH, node's
  * folder and go's, but those in `hidden`, and, when `aptGet`, an apt-get and a sudo that
