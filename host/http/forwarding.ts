@@ -112,38 +112,80 @@ function utf8Bytes(text: string): string | null {
 }
 
 /**
+ * A request's header lines as received, read in one pass over uWS's (req.forEach, one
+ * crossing into JavaScript a line), with what the proxy decides on before it builds the
+ * lines it sends: the framing's fields and Host. Every line is kept before any is removed:
+ * the framing is judged on these (a Connection line may name Content-Length, and the
+ * removal would hide the second one), and each Connection line names fields to drop, not
+ * only the first (getHeader's). One is made per proxy and read again for each request,
+ * within its uWS handler.
+ */
+export class ReceivedHeaders {
+  /** The lines as a flat [name, value, ...] list, names lower-case, values as uWS decoded them. */
+  readonly lines: string[] = [];
+  /** The first Content-Length's value, as getHeader gives it; '' for none. */
+  contentLength = '';
+  lengths = 0;
+  codings = 0;
+  /** The last Transfer-Encoding's value. */
+  coding = '';
+  /** The Connection lines' values, joined by commas. */
+  connection = '';
+  /** The first Host's value, as getHeader gives it (its bytes as Latin-1); '' for none. */
+  host = '';
+
+  read(req: HttpRequest): this {
+    const lines = this.lines;
+    lines.length = 0;
+    this.contentLength = '';
+    this.lengths = 0;
+    this.codings = 0;
+    this.coding = '';
+    this.connection = '';
+    let host: string | null = null;
+    req.forEach((name, text) => {
+      if (name === 'content-length') {
+        if (this.lengths++ === 0) this.contentLength = text;
+      } else if (name === 'transfer-encoding') {
+        this.codings++;
+        this.coding = text;
+      } else if (name === 'connection') {
+        this.connection = this.connection === '' ? text : `${this.connection},${text}`;
+      } else if (name === 'host' && host === null) {
+        host = text;
+      }
+      lines.push(name, text);
+    });
+    // forEach's text is decoded from UTF-8, getHeader's is the bytes: the same for ASCII.
+    this.host = host === null ? '' : BEYOND_ASCII.test(host) ? req.getHeader('host') : host;
+    if (BEYOND_ASCII.test(this.contentLength)) this.contentLength = req.getHeader('content-length');
+    return this;
+  }
+}
+
+/**
  * The headers to send upstream, as a flat [name, value, ...] list; or, for a request
  * whose framing is ambiguous or a header that cannot be forwarded unchanged, the 400 body
- * that says so. `peer` is the connection's far end, `fromProxy` whether it is a trusted proxy.
+ * that says so. `received`: the request's lines, read (ReceivedHeaders.read) in its uWS
+ * handler; `peer` is the connection's far end, `fromProxy` whether it is a trusted proxy.
  */
-export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boolean, scheme: 'http' | 'https'): string[] | Uint8Array {
-  // Every line as received, before any is removed: the framing is judged on these (a
-  // Connection line may name Content-Length, and the removal would hide the second one),
-  // and each Connection line names fields to drop, not only the first (getHeader's).
-  const received: string[] = [];
-  let connection = '';
-  let lengths = 0;
-  let codings = 0;
-  let coding = '';
-  req.forEach((name, text) => {
-    if (name === 'content-length') lengths++;
-    else if (name === 'transfer-encoding') {
-      codings++;
-      coding = text;
-    } else if (name === 'connection') {
-      connection = connection === '' ? text : `${connection},${text}`;
-    }
-    received.push(name, text);
-  });
+export function upstreamHeaders(
+  received: ReceivedHeaders,
+  peer: string,
+  fromProxy: boolean,
+  scheme: 'http' | 'https',
+): string[] | Uint8Array {
+  const { lengths, codings, coding, connection } = received;
   const framing = framingProblem(lengths, codings, coding);
   if (framing !== null) return framing;
   const listed = connectionTokens(connection, REQUEST_DROPPED);
+  const lines = received.lines;
   const headers: string[] = [];
   let chain = '';
   let forwardedHost = false;
   let forwardedProto = false;
-  for (let i = 0; i < received.length; i += 2) {
-    const name = received[i];
+  for (let i = 0; i < lines.length; i += 2) {
+    const name = lines[i];
     if (REQUEST_DROPPED.has(name) || listed?.has(name) || (name.includes('_') && spoofsWithUnderscores(name))) continue;
     if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {
       if (!fromProxy) continue;
@@ -151,7 +193,7 @@ export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boole
       else if (name === 'x-forwarded-proto') forwardedProto = true;
       else if (name !== 'x-forwarded-for') continue;
     }
-    const text = received[i + 1];
+    const text = lines[i + 1];
     const value = BEYOND_ASCII.test(text) ? utf8Bytes(text) : text;
     if (value === null) {
       return jsonLine(
@@ -163,11 +205,8 @@ export function upstreamHeaders(req: HttpRequest, peer: string, fromProxy: boole
     else headers.push(name, value);
   }
   headers.push('x-forwarded-for', chain === '' ? peer : `${chain}, ${peer}`);
-  if (!forwardedHost) {
-    // uWS hands this one over byte for byte (as Latin-1).
-    const host = req.getHeader('host');
-    if (host !== '') headers.push('x-forwarded-host', host);
-  }
+  // Host byte for byte (as Latin-1), as getHeader gives it.
+  if (!forwardedHost && received.host !== '') headers.push('x-forwarded-host', received.host);
   if (!forwardedProto) headers.push('x-forwarded-proto', scheme);
   return headers;
 }

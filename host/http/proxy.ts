@@ -42,7 +42,7 @@ import type { Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { InFlight } from './in-flight.js';
 import { writeCorsHeaders } from './cors.js';
-import { connectionTokens, HOP_BY_HOP, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
+import { connectionTokens, HOP_BY_HOP, ReceivedHeaders, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import type { UpstreamHealth } from './forwarding.js';
 import { writeCallRefusal } from './refusals.js';
 import { withoutToken } from './admission.js';
@@ -107,6 +107,8 @@ export class UpstreamProxy {
   private readonly watch: UpstreamWatch;
   /** The 413 body of a request body over the limit. */
   private readonly tooLarge: Uint8Array;
+  /** Each request's header lines, read once in its handler. */
+  private readonly received = new ReceivedHeaders();
 
   constructor(
     private readonly options: UpstreamOptions,
@@ -163,7 +165,8 @@ export class UpstreamProxy {
    * calls judged before anything is sent; null for none.
    */
   forward(res: HttpResponse, req: HttpRequest, path: string, method: string, allowOrigin = '', ticket: Ticket | null = null): void {
-    const declared = req.getHeader('content-length');
+    const received = this.received.read(req);
+    const declared = received.contentLength;
     if (declared !== '' && !(Number(declared) <= this.options.maxBody)) {
       // The body is not read, so the connection cannot carry another request.
       writeBodyTooLarge(res, this.tooLarge);
@@ -177,11 +180,11 @@ export class UpstreamProxy {
     const target = upstreamTarget(path, query);
     if (typeof target !== 'string') return refuse(res, target);
     const peer = peerAddress(res);
-    const headers = upstreamHeaders(req, peer, this.trusted.has(peer), this.options.clientScheme);
+    const headers = upstreamHeaders(received, peer, this.trusted.has(peer), this.options.clientScheme);
     if (!Array.isArray(headers)) return refuse(res, headers);
     const head = requestHead(method, target, this.hostLines, headers);
     if (head instanceof Unwritable) return refuse(res, jsonLine(RpcCode.InvalidRequest, `the request cannot be forwarded: ${head.why}`));
-    const hasBody = req.getHeader('transfer-encoding') !== '' || (declared !== '' && declared !== '0');
+    const hasBody = received.codings > 0 || (declared !== '' && declared !== '0');
     const isHead = method === 'HEAD';
     const idempotent = IDEMPOTENT.has(method);
     this.inFlight.enter();

@@ -63,7 +63,7 @@ import { addressBytes } from '../addresses.js';
 import type { TrustedProxies } from '../addresses.js';
 import { clientAddress, peerAddress } from './client-address.js';
 import type { InFlight } from './in-flight.js';
-import { classify, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
+import { classify, ReceivedHeaders, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import { statusLine } from './proxy.js';
 import type { UpstreamOptions } from './proxy.js';
 import { REFUSALS, writeRefusal } from './refusals.js';
@@ -138,6 +138,8 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
   /** The 503 bodies of the bounds, by Opening. */
   private readonly tooMany: Readonly<Record<Exclude<Opening, Opening.Opened>, Uint8Array>>;
   private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
+  /** Each upgrade's header lines, read once in its handler. */
+  private readonly received = new ReceivedHeaders();
   readonly stopping: HandshakeRefusal = { reason: 'stopping', status: '503 Service Unavailable', body: this.stoppingBody };
   readonly idleMs: number;
   readonly maxMessage: number;
@@ -238,7 +240,7 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
     if (opening !== Opening.Opened) return this.refuseSession(res, SHARE_REFUSALS[opening], this.tooMany[opening]);
     const peer = peerAddress(res);
     // X-Forwarded-Proto is the HTTP scheme (https under TLS) for an upgrade too, as nginx sends it.
-    const list = upstreamHeaders(req, peer, this.parts.trusted.has(peer), this.parts.upstream.clientScheme);
+    const list = upstreamHeaders(this.received.read(req), peer, this.parts.trusted.has(peer), this.parts.upstream.clientScheme);
     if (!Array.isArray(list)) {
       this.ledger.give(keys);
       return this.refuseRequest(res, list);

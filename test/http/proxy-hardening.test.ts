@@ -189,6 +189,30 @@ function count(raw: string[], name: string): number {
   return raw.filter((n, i) => i % 2 === 0 && n.toLowerCase() === name).length;
 }
 
+t.test('X-Forwarded-Host is the first Host byte for byte, bytes beyond ASCII included', async (t) => {
+  // "nöde.example" with ö as the one byte 0xF6 (Latin-1), which is not UTF-8.
+  const host = Buffer.from('n\u00f6de.example:9650', 'latin1');
+  const response = await request(gateway.url, '/ext/info', {
+    headers: [
+      ['Authorization', bearer],
+      ['Host', host],
+    ],
+  });
+  t.equal(response.status, 200);
+  const seen = lastSeen();
+  const at = seen.rawHeaders.findIndex((n, i) => i % 2 === 0 && n.toLowerCase() === 'x-forwarded-host');
+  t.equal(Buffer.from(seen.rawHeaders[at + 1], 'latin1').toString('hex'), host.toString('hex'), 'the same bytes');
+  const twice = await request(gateway.url, '/ext/info', {
+    headers: [
+      ['Authorization', bearer],
+      ['Host', 'first.example'],
+      ['Host', 'second.example'],
+    ],
+  });
+  t.equal(twice.status, 200);
+  t.equal(lastSeen().headers['x-forwarded-host'], 'first.example', 'two Host lines: the first, as getHeader reads it');
+});
+
 t.test('forwarding headers from a client never reach the upstream; api-auth writes its own', async (t) => {
   const source = freshSource();
   const response = await request(gateway.url, '/ext/info', {
