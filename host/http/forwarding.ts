@@ -121,8 +121,10 @@ function utf8Bytes(text: string): string | null {
  * within its uWS handler.
  */
 export class ReceivedHeaders {
-  /** The lines as a flat [name, value, ...] list, names lower-case, values as uWS decoded them. */
+  /** The lines as a flat [name, value, ...] list, names lower-case, values as uWS decoded them: its first `count` entries. */
   readonly lines: string[] = [];
+  /** Entries of `lines` this request's (the array is kept, and written over, from one request to the next). */
+  count = 0;
   /** The first Content-Length's value, as getHeader gives it; '' for none. */
   contentLength = '';
   lengths = 0;
@@ -136,7 +138,7 @@ export class ReceivedHeaders {
 
   read(req: HttpRequest): this {
     const lines = this.lines;
-    lines.length = 0;
+    this.count = 0;
     this.contentLength = '';
     this.lengths = 0;
     this.codings = 0;
@@ -154,7 +156,8 @@ export class ReceivedHeaders {
       } else if (name === 'host' && host === null) {
         host = text;
       }
-      lines.push(name, text);
+      lines[this.count++] = name;
+      lines[this.count++] = text;
     });
     // forEach's text is decoded from UTF-8, getHeader's is the bytes: the same for ASCII.
     this.host = host === null ? '' : BEYOND_ASCII.test(host) ? req.getHeader('host') : host;
@@ -184,7 +187,7 @@ export function upstreamHeaders(
   let chain = '';
   let forwardedHost = false;
   let forwardedProto = false;
-  for (let i = 0; i < lines.length; i += 2) {
+  for (let i = 0, end = received.count; i < end; i += 2) {
     const name = lines[i];
     if (REQUEST_DROPPED.has(name) || listed?.has(name) || (name.includes('_') && spoofsWithUnderscores(name))) continue;
     if (name.startsWith('x-forwarded-') || FORWARDING.has(name)) {

@@ -13,7 +13,8 @@
 //
 // The upstream's count of requests per connection (nginx's keepalive_requests, 1000 by
 // default) must not close a connection with a batch written behind its last answer: with
-// pipelining, a connection carries at most LAST_REQUEST requests, and then ends once
+// pipelining, a connection carries at most LAST_REQUEST requests (nginx's default count, so
+// that its closing answer is to the last), and then ends once
 // they are answered, unless the upstream closed one earlier: then that count is its
 // budget, learned for the pool's later connections.
 //
@@ -26,7 +27,7 @@ import { poolClosed, queueFull, timedOut, waitedOut } from './errors.js';
 /** Requests that may wait for a connection at once, on one thread; one more gets 504. */
 export const WAITING_MAX = 1024;
 /** With pipelining, the most requests one upstream connection carries, unless the upstream is seen to close sooner. */
-export const LAST_REQUEST = 500;
+export const LAST_REQUEST = 1000;
 /** The read buffer of a thread: a read takes at most this many bytes. */
 const READ_BUFFER = 64 * 1024;
 
