@@ -102,6 +102,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
             tokenLifetime: config.tokenLifetime,
             maxTokenLifetime: config.maxTokenLifetime,
             maxTokens: config.maxTokens,
+            sessionMaxLifetime: config.consoleSessionMaxLifetime,
             throttle,
             backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir },
             refusals: httpThreads ? () => httpThreads.responsesByReason() : () => Promise.resolve(metrics.responsesByReason()),

@@ -367,18 +367,26 @@ t.test('a session grants no node endpoint, and a token is no session', async (t)
     t.fail('no session');
     return;
   }
-  for (const path of ['/', '/ext/bc/C/rpc']) {
-    const response = await call(server.url, path, session);
-    t.equal(response.status, 401, `the session as a bearer token on ${path} is refused`);
+  // The cookie holds two tokens: the session, and its sign-in's.
+  const [own, signedIn] = session.split('.');
+  for (const [what, bearer] of [
+    ['the session', own],
+    ["its sign-in's token", signedIn],
+  ]) {
+    for (const path of ['/', '/ext/bc/C/rpc']) {
+      const response = await call(server.url, path, bearer);
+      t.equal(response.status, 401, `${what} as a bearer token on ${path} is refused`);
+    }
   }
   const before = upstream.seen.length;
-  await call(server.url, '/ext/auth/console', session, 'GET');
+  await call(server.url, '/ext/auth/console', own, 'GET');
+  await call(server.url, '/ext/auth/console', signedIn, 'GET');
   t.equal(upstream.seen.length, before, "its one endpoint is api-auth's own: nothing reached the node");
 
   const token = (await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['*'] })).result.token as string;
   const asCookie = await withSession('auth.listTokens', {}, [
-    ['Cookie', `api-auth-session=${token}`],
-    ['X-Api-Auth-Csrf', csrfOf(token)],
+    ['Cookie', `api-auth-session=${token}.${signedIn}`],
+    ['X-Api-Auth-Csrf', csrfOf(`${token}.${signedIn}`)],
   ]);
   t.match(
     asCookie.error,
@@ -387,7 +395,7 @@ t.test('a session grants no node endpoint, and a token is no session', async (t)
   );
   const asBearer = await withSession('auth.listTokens', {}, [['Authorization', `Bearer ${token}`]]);
   t.match(asBearer.error, { code: -32602 }, 'a bearer token stands for no password');
-  const forged = 'A'.repeat(76);
+  const forged = `${'A'.repeat(76)}.${signedIn}`;
   const fixed = await withSession('auth.listTokens', {}, [
     ['Cookie', `api-auth-session=${forged}`],
     ['X-Api-Auth-Csrf', csrfOf(forged)],
