@@ -113,8 +113,13 @@ export class HistoryFile implements HistorySaver {
         // A failure may leave part of it behind: the next save writes the file whole, and a fresh journal.
         const journal = this.journal;
         this.journal = undefined;
-        await journal.writeFile(bytes);
-        await journal.datasync();
+        try {
+          await journal.writeFile(bytes);
+          await journal.datasync();
+        } catch (error) {
+          await journal.close().catch(() => undefined);
+          throw error;
+        }
         this.journal = journal;
         this.journalBytes += bytes.length;
       }
