@@ -473,3 +473,33 @@ t.test("a wrong password shows the throttle's wait", async (t) => {
   await page.screenshot({ path: join(SHOTS, 'sign-in-throttled.png') });
   t.same(errors, [], 'the page logged no error');
 });
+
+t.test('renewals past --console-session-max-lifetime are refused: the page keeps the session to its end, then signs out', async (t) => {
+  // Last: its server's cookie (same host, another port) takes the place of the one above.
+  const capped = await startServer(t, { cheapChecks: true, args: ['--console', '--console-session-max-lifetime', '60s'] });
+  const tab = await browser.newPage();
+  t.teardown(() => tab.close());
+  const tabErrors: string[] = [];
+  tab.on('pageerror', (error) => tabErrors.push(String(error)));
+  // The page's timers on a clock the test moves; the node's is its own.
+  await tab.clock.install();
+  await tab.goto(`${capped.url}/ext/auth/console`);
+  await tab.waitForSelector('#signin:not([hidden])');
+  await tab.fill('#password', capped.password);
+  await tab.click('#signin-button');
+  await tab.waitForSelector('#page-tokens:not([hidden])');
+  const refused = tab.waitForResponse((r) => r.url().endsWith('/ext/auth') && (r.request().postData() ?? '').includes('auth.renewSession'));
+  // The session ends at the minute's cap: the page renews it 10 s in.
+  await tab.clock.runFor(10_000);
+  const answer = await (await refused).json();
+  t.match(answer.error, { code: -32000, message: /cannot be renewed: it ends 1m after its sign-in/ }, 'the renewal is refused');
+  await tab.clock.runFor(1000);
+  t.equal(await tab.isVisible('#app'), true, 'the page keeps the session until its end');
+  for (let s = 0; s < 120 && !(await tab.isVisible('#signin')); s++) await tab.clock.runFor(1000);
+  t.equal(
+    await tab.textContent('#signin-error'),
+    'Your session reached its longest life; sign in again.',
+    'at its end, the page goes back to sign-in and says why',
+  );
+  t.same(tabErrors, [], 'the page logged no error');
+});
