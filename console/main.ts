@@ -104,8 +104,15 @@ function started(answer: { csrf: string; expiresAt: string }): void {
 }
 
 async function renew(): Promise<void> {
-  const answer = await call<{ csrf: string; expiresAt: string }>('auth.renewSession');
-  if (answer.result !== undefined) started(answer.result);
+  const answer = await rpc<{ csrf: string; expiresAt: string }>('auth.renewSession');
+  if (answer.result !== undefined) return started(answer.result);
+  // Renewals have run as long as a sign-in lets them: the session goes on to its end.
+  if (/cannot be renewed/.test(answer.error?.message ?? '')) {
+    const end = () => signedOut('Your session reached its longest life; sign in again.');
+    renewTimer = window.setTimeout(end, Math.max(0, sessionEnd - Date.now()));
+    return;
+  }
+  if (answer.error?.code === -32000 && /session/.test(answer.error.message)) signedOut('Your session ended; sign in again.');
 }
 
 function showSession(): void {

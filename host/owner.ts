@@ -31,6 +31,8 @@ export interface OwnerSettings {
   readonly maxTokenLifetime: number;
   /** Live tokens at most (--api-auth-max-tokens); fleet-wide in a fleet. */
   readonly maxTokens: number;
+  /** Seconds: the longest a console session's renewals run from its sign-in (--console-session-max-lifetime); 12 hours when left out. */
+  readonly sessionMaxLifetime?: number;
   /** The password throttle; by default a fresh one. */
   readonly throttle?: PasswordThrottle;
   /** Where the state is kept: the data folder, or a fleet, with the fence its gates read (threads/fence.ts). */
@@ -94,6 +96,7 @@ export async function openOwner(core: Core, settings: OwnerSettings, log: Logger
     throttle: settings.throttle,
     history,
     status: settings.status,
+    sessionMaxLifetime: settings.sessionMaxLifetime,
   });
   history.begin(() => opened.inventory.list());
   const endpoint = loggedEndpoint(authMethods(service), log);

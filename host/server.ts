@@ -12,6 +12,7 @@ import { HttpServer, STOP_GRACE_MS, whyNotListening } from './http/listener.js';
 import type { Listening, ServerHandle } from './http/listener.js';
 import type { Stack } from './http/stack.js';
 import { ledgerMemory } from './http/session-ledger.js';
+import { addByReason, RefusedMessages, refusedMessagesMemory } from './http/refused-messages.js';
 import type { WebSocketSettings } from './http/websocket.js';
 import { LineTargetError, lineTarget, openTarget, reopenLines, STDOUT } from './ops/line-target.js';
 import type { LineTarget } from './ops/line-target.js';
@@ -81,6 +82,8 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
   const accessWriter = board === undefined && accessFd !== undefined ? new LineWriter(access!, accessFd, metrics, log) : undefined;
   // A fleet gateway's gates read whether it may serve (threads/fence.ts); closed until it has joined.
   const fence = config.cluster && config.authRequired && config.passwordFile !== undefined ? fenceMemory() : undefined;
+  // The WebSocket messages refused on this thread, when it serves alone (the acceptor has its own).
+  const refusedMessages = refusedMessagesMemory();
   // They load and attach while the state opens.
   const httpThreads = board && startThreads(threadsPlan(config, core, board, metrics, log, fence, access));
   let auth: OpenedAuth | undefined;
@@ -103,9 +106,12 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
             tokenLifetime: config.tokenLifetime,
             maxTokenLifetime: config.maxTokenLifetime,
             maxTokens: config.maxTokens,
+            sessionMaxLifetime: config.consoleSessionMaxLifetime,
             throttle,
             backend: config.cluster && fence ? { cluster: config.cluster, fence } : { dataDir: config.dataDir },
-            refusals: httpThreads ? () => httpThreads.responsesByReason() : () => Promise.resolve(metrics.responsesByReason()),
+            refusals: httpThreads
+              ? () => httpThreads.refusalsByReason()
+              : () => Promise.resolve(addByReason(metrics.responsesByReason(), new RefusedMessages(refusedMessages).byReason())),
             status: httpThreads ? () => httpThreads.nodeStatus() : async () => nodeStatusOf([await metrics.registry.getMetricsAsJSON()]),
           },
           log,
@@ -158,7 +164,7 @@ export async function startServer(options: ServerOptions = {}, services: ServerS
         queryToken: config.queryToken,
         clientScheme: config.tls === undefined ? 'http' : 'https',
       },
-      websocket: { ...websocketSettings(config), sessions: ledgerMemory(config.wsMaxSessions) },
+      websocket: { ...websocketSettings(config), sessions: ledgerMemory(config.wsMaxSessions), refusedMessages },
       trustedProxies: config.trustedProxies,
       log,
       clock,
@@ -249,7 +255,7 @@ function threadsPlan(
 }
 
 /** The WebSocket options as every thread takes them (the sessions' ledger is made apart: one for the process). */
-function websocketSettings(config: ServerConfig): Omit<WebSocketSettings, 'sessions'> {
+function websocketSettings(config: ServerConfig): Omit<WebSocketSettings, 'sessions' | 'refusedMessages'> {
   return {
     maxMessage: config.wsMaxMessage,
     idleTimeout: config.wsIdleTimeout,

@@ -3,8 +3,10 @@
 // Fills the history as the owner does (a sample per hour of the tokens' rising counts),
 // then prints, as one JSON line per case, the memory it holds (heap and ArrayBuffers, after a
 // full GC), the time to encode it, the bytes
-// of the data folder's `usage-history` file, and a fleet gateway's published parts (the
-// largest, against etcd's 1.5 MiB request limit). Not part of `npm run bench`:
+// of the data folder's `usage-history` file, what one save appends to its journal when
+// every token counted calls since the last (`usage-history.journal`: the bytes, and the
+// time to encode them), and a fleet gateway's published parts (the largest, against
+// etcd's 1.5 MiB request limit). Not part of `npm run bench`:
 //   npm run build && node --expose-gc bench/tools/usage-history-cost.js [tokens]
 import { HISTORY_HOURS, HOUR_MS, UsageHistory } from '../../build/host/service/usage-history.js';
 import { BLOCK_SERIALS } from '../../build/host/cluster/usage-history.js';
@@ -41,6 +43,14 @@ function filled(perHour) {
     const started = performance.now();
     const file = Buffer.byteLength(await history.encodeText({ version: 1 }));
     const encodeMs = Math.round(performance.now() - started);
+    // One save of the journal: every token counted calls in the current hour since the last save.
+    history.takeJournal();
+    // (A count lower than the last sample's is counted whole, as a slot counted anew.)
+    for (const { serial } of tokens) counts.set(serial, perHour(serial, HISTORY_HOURS));
+    await history.sample();
+    const journalStarted = performance.now();
+    const journalBytes = Buffer.byteLength(history.takeJournal());
+    const journalMs = Math.round(performance.now() - journalStarted);
     const parts = new Map();
     for (const serial of history.serials()) parts.set(serial - (serial % BLOCK_SERIALS), true);
     const sizes = [...parts.keys()].map((block) =>
@@ -52,6 +62,8 @@ function filled(perHour) {
       heapBytes: bytes,
       fileBytes: file,
       encodeMs,
+      journalBytes,
+      journalMs,
       fleetParts: sizes.length + 1,
       largestPartBytes: Math.max(node, ...sizes),
       nodePartBytes: node,

@@ -152,12 +152,17 @@ export interface CallRefusal {
  */
 export function writeCallRefusal(res: HttpResponse, refusal: CallRefusal, head = false, allowOrigin = '', check = false): void {
   const status = check && refusal.scope ? 403 : refusal.status;
-  refusedFor(res, CALL_REASONS.get(refusal.error.result)!);
+  refusedFor(res, callRefusalReason(refusal));
   res.writeStatus(tableStatus(status)).writeHeader('Content-Type', 'application/json');
   if (refusal.scope && status === 403) res.writeHeader('WWW-Authenticate', INSUFFICIENT_SCOPE);
   if (refusal.retryAfter > 0) res.writeHeader('Retry-After', String(refusal.retryAfter));
   if (allowOrigin !== '') writeCorsHeaders(res, allowOrigin);
   endWith(res, new TextEncoder().encode(`${refusal.text}\n`), head);
+}
+
+/** The metrics' reason of a CallRefusal (rate, quota, method not allowed...). */
+export function callRefusalReason(refusal: CallRefusal): ResponseReason {
+  return CALL_REASONS.get(refusal.error.result)!;
 }
 
 /** The metrics' reason of a CallRefusal, by its error's result. */

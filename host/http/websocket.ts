@@ -66,7 +66,8 @@ import type { InFlight } from './in-flight.js';
 import { classify, ReceivedHeaders, refuse, upstreamHeaders, upstreamTarget, UpstreamWatch } from './forwarding.js';
 import { statusLine } from './proxy.js';
 import type { UpstreamOptions } from './proxy.js';
-import { REFUSALS, writeRefusal } from './refusals.js';
+import { callRefusalReason, REFUSALS, writeRefusal } from './refusals.js';
+import { RefusedMessages } from './refused-messages.js';
 import type { RefusedOutcome } from './refusals.js';
 import { jsonLine } from './responses.js';
 import { clientKey, Opening, SessionLedger } from './session-ledger.js';
@@ -101,6 +102,8 @@ export interface WebSocketSettings {
   readonly queryToken: boolean;
   /** The sessions open or being opened in the whole process, every thread's (session-ledger.ts, ledgerMemory). */
   readonly sessions: SharedArrayBuffer;
+  /** The messages refused inside sessions, every thread's (refused-messages.ts, refusedMessagesMemory). */
+  readonly refusedMessages: SharedArrayBuffer;
 }
 
 /** What a relay works with: this thread's admission, router and counters, and the upstream. */
@@ -135,6 +138,7 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
   private readonly relay: Relay<Opened>;
   private readonly watch: UpstreamWatch;
   private readonly ledger: SessionLedger;
+  private readonly refusedMessages: RefusedMessages;
   /** The 503 bodies of the bounds, by Opening. */
   private readonly tooMany: Readonly<Record<Exclude<Opening, Opening.Opened>, Uint8Array>>;
   private readonly stoppingBody = jsonLine(RpcCode.Unavailable, `${STOPPING_TEXT}; retry on another connection`);
@@ -159,6 +163,7 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
       perToken: settings.maxSessionsPerToken,
       perClient: settings.maxSessionsPerClient,
     });
+    this.refusedMessages = new RefusedMessages(settings.refusedMessages);
     this.tooMany = {
       [Opening.Full]: jsonLine(RpcCode.Unavailable, `too many WebSocket sessions are open (at most ${settings.maxSessions}); retry later`),
       [Opening.TokenFull]: jsonLine(
@@ -337,7 +342,10 @@ export class WebSocketRelay implements HandshakePeers<Opened>, SessionPeers<Open
    */
   judge(opened: Opened, data: ArrayBuffer): string | null {
     if (opened.ticket !== null) {
-      return this.parts.admission.bodies!.judge(opened.ticket, new Uint8Array(data), false, 'websocket').refusal?.text ?? null;
+      const { refusal } = this.parts.admission.bodies!.judge(opened.ticket, new Uint8Array(data), false, 'websocket');
+      if (refusal === null) return null;
+      this.refusedMessages.count(callRefusalReason(refusal));
+      return refusal.text;
     }
     // No second verify: the session stands (checked before); only the usage is counted, as admit counts a limited token's.
     if (opened.claims !== undefined) this.parts.core.countUsage(opened.claims, callsIn(data), this.seconds());

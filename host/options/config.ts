@@ -90,6 +90,8 @@ export interface ServerConfig {
   readonly queryToken: boolean;
   /** --console: the operator's console at /ext/auth/console. */
   readonly console: boolean;
+  /** --console-session-max-lifetime, seconds: the longest a console session's renewals run from its sign-in. */
+  readonly consoleSessionMaxLifetime: number;
   /** Bytes. */
   readonly wsMaxMessage: number;
   /** Seconds. */

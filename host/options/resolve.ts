@@ -35,7 +35,7 @@ const AUTH_OPTIONS = [
 ];
 
 /** The options that shape issued tokens: they mean nothing while no token is required, and say so at start. */
-const TOKEN_OPTIONS = ['tokenLifetime', 'maxTokenLifetime', 'maxTokens', 'console'] as const;
+const TOKEN_OPTIONS = ['tokenLifetime', 'maxTokenLifetime', 'maxTokens', 'console', 'consoleSessionMaxLifetime'] as const;
 
 /** TLS to etcd: refused with http:// endpoints, where it would protect nothing. */
 const ETCD_TLS_OPTIONS = ['clusterEtcdCa', 'clusterEtcdCert', 'clusterEtcdKey'] as const;
@@ -134,6 +134,7 @@ export function resolveServerOptions(options: ServerOptions): ServerConfig {
     allowedOrigins: v.allowedOrigins,
     queryToken: v.queryToken,
     console: v.console,
+    consoleSessionMaxLifetime: v.consoleSessionMaxLifetime,
     wsMaxMessage: v.wsMaxMessage,
     wsIdleTimeout: v.wsIdleTimeout,
     wsMaxSessions: sessions,

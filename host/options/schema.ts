@@ -163,6 +163,17 @@ export const SCHEMA = {
       '(with --api-auth-required; sign in with the password)',
     see: "The operator's console",
   }),
+  consoleSessionMaxLifetime: option<number | string, number>({
+    flag: 'console-session-max-lifetime',
+    kind: 'duration',
+    default: 12 * 3600,
+    limits: { min: 60, max: 720 * 3600 },
+    parse: duration('15m, 12h or 1h30m'),
+    doc:
+      'the longest a console session runs from its sign-in, renewals and all, 60s to 720h, such as 8h or 12h; past it ' +
+      'auth.renewSession is refused and the operator signs in again',
+    see: "The operator's console",
+  }),
   dataDir: option<string, string>({
     flag: 'data-dir',
     kind: 'path',

@@ -21,7 +21,17 @@ import type { Claims } from '../core/abi.js';
 import { BusyError, FleetError, GRANT_ERRORS, ISSUE_ERRORS, RpcCode, RpcError, throttledMessage } from '../errors.js';
 import { invalidParams } from '../rpc/jsonrpc.js';
 import type { CallContext, Params } from '../rpc/jsonrpc.js';
-import { csrfMatches, SESSION_ENDPOINTS, SESSION_METHODS, SESSION_SECONDS } from './console-session.js';
+import {
+  csrfMatches,
+  joinSession,
+  SESSION_ENDPOINTS,
+  SESSION_MAX_SECONDS,
+  SESSION_METHODS,
+  SESSION_SECONDS,
+  SIGN_IN_METHODS,
+  splitSession,
+} from './console-session.js';
+
 import type { Fields, Logger } from '../ops/log.js';
 import type { Metrics } from '../ops/metrics.js';
 import { countCodePoints, MAX_PASSWORD_LENGTH } from '../password/file.js';
@@ -29,7 +39,7 @@ import type { PasswordRecord, PasswordVerifier } from '../password/hash.js';
 import type { Inventory, InventoryEntry, Ledger, SharedCheck } from './ledger.js';
 import { listed, usageOf } from './token-listing.js';
 import type { ListedToken } from './token-listing.js';
-import { durationParam, parseTokenId, tokenId } from './token-params.js';
+import { durationParam, parseTokenId, showDuration, tokenId } from './token-params.js';
 import { PasswordThrottle } from './throttle.js';
 import { HOUR_MS, hourStart, UsageHistory } from './usage-history.js';
 import type { NodeStatus } from '../ops/node-status.js';
@@ -57,6 +67,8 @@ export interface TokenServiceOptions {
   readonly history?: UsageHistory;
   /** The sessions open and the upstream's latency, as auth.nodeStatus shows them; nothing counted when left out. */
   readonly status?: () => Promise<NodeStatus>;
+  /** The longest a console session's chain of renewals runs from its sign-in, in seconds (--console-session-max-lifetime); SESSION_MAX_SECONDS when left out. */
+  readonly sessionMaxLifetime?: number;
 }
 
 export class TokenService {
@@ -77,6 +89,7 @@ export class TokenService {
   private readonly throttle: PasswordThrottle;
   private readonly history: UsageHistory;
   private readonly status: (() => Promise<NodeStatus>) | undefined;
+  private readonly sessionMaxLifetime: number;
   private tail: Promise<unknown> = Promise.resolve();
 
   constructor(options: TokenServiceOptions) {
@@ -94,6 +107,7 @@ export class TokenService {
     this.now = () => unixSeconds(options.clock);
     this.history = options.history ?? new UsageHistory(options.core, options.clock);
     this.status = options.status;
+    this.sessionMaxLifetime = options.sessionMaxLifetime ?? SESSION_MAX_SECONDS;
   }
 
   /**
@@ -426,51 +440,79 @@ export class TokenService {
     return record;
   }
 
-  /**
-   * A console session for the password (console-session.ts): a token of the reserved
-   * grant, recorded like any token but never listed, for SESSION_SECONDS.
-   */
   /** The sessions open and the upstream's latency now (auth.nodeStatus), once the password or session is checked. */
   async nodeStatus(password: Credential, context: CallContext): Promise<NodeStatus> {
     await this.authenticate(password, context);
     return (await this.status?.()) ?? { websocketSessions: 0, upstream: { answers: 0, p50Ms: null, p99Ms: null } };
   }
 
+  /**
+   * A console session for the password (console-session.ts): the cookie's value (a token
+   * of the reserved grant for SESSION_SECONDS, and the sign-in's token, which ends the
+   * chain of its renewals), recorded like any token but never listed; the session's claims.
+   */
   async signIn(password: string, context: CallContext): Promise<{ token: string; claims: Claims }> {
     const checked = await this.authenticate(password, context);
-    return this.exclusive(checked, () => this.issueSession());
-  }
-
-  /** A new session for the one the call presents, which ends (revoked) as the new one is had. */
-  async renewSession(context: CallContext): Promise<{ token: string; claims: Claims; from: number }> {
-    const old = this.session(context);
-    return this.exclusive(this.password, async () => {
-      const issued = await this.issueSession();
-      await this.recorded(() => this.ledger.revoke(old.serial, old.expiry));
-      return { ...issued, from: old.serial };
+    return this.exclusive(checked, async () => {
+      const now = this.now();
+      const grant = this.findGrant(SESSION_ENDPOINTS, SIGN_IN_METHODS, undefined);
+      const signIn = await this.recorded(() =>
+        this.ledger.issue({ id: grant, endpoints: SESSION_ENDPOINTS, methods: SIGN_IN_METHODS }, now, this.sessionMaxLifetime),
+      );
+      const session = await this.issueSession(now, Math.min(SESSION_SECONDS, this.sessionMaxLifetime));
+      return { token: joinSession(session.token, signIn.token), claims: session.claims };
     });
   }
 
-  /** Ends the session the call presents (revoked, fleet-wide); its serial. */
-  async signOut(context: CallContext): Promise<number> {
+  /**
+   * A new session for the one the call presents, which ends (revoked) as the new one is
+   * had; it ends no later than its sign-in's token, and once the session presented ends
+   * there, it is renewed no more: the operator signs in again.
+   */
+  async renewSession(context: CallContext): Promise<{ token: string; claims: Claims; from: number }> {
     const old = this.session(context);
-    await this.exclusive(this.password, () => this.recorded(() => this.ledger.revoke(old.serial, old.expiry)));
-    return old.serial;
+    const signIn = this.signInOf(old.signIn);
+    if (signIn.expiry <= old.claims.expiry) {
+      throw new RpcError(
+        RpcCode.IncorrectPassword,
+        `the console session cannot be renewed: it ends ${showDuration(this.sessionMaxLifetime)} after its sign-in, ` +
+          'the longest a session runs (--console-session-max-lifetime); sign in again',
+      );
+    }
+    return this.exclusive(this.password, async () => {
+      const now = this.now();
+      const issued = await this.issueSession(now, Math.min(SESSION_SECONDS, signIn.expiry - now));
+      await this.recorded(() => this.ledger.revoke(old.claims.serial, old.claims.expiry));
+      return { token: joinSession(issued.token, old.signIn), claims: issued.claims, from: old.claims.serial };
+    });
   }
 
-  private async issueSession(): Promise<{ token: string; claims: Claims }> {
+  /** Ends the session the call presents and its sign-in (revoked, fleet-wide); the session's serial. */
+  async signOut(context: CallContext): Promise<number> {
+    const old = this.session(context);
+    const signIn = this.core.inspect(old.signIn, this.now());
+    await this.exclusive(this.password, async () => {
+      await this.recorded(() => this.ledger.revoke(old.claims.serial, old.claims.expiry));
+      if (signIn.outcome === Outcome.Valid && signIn.claims !== undefined && this.isSignIn(signIn.claims)) {
+        const { serial, expiry } = signIn.claims;
+        await this.recorded(() => this.ledger.revoke(serial, expiry));
+      }
+    });
+    return old.claims.serial;
+  }
+
+  private async issueSession(now: number, lifetime: number): Promise<{ token: string; claims: Claims }> {
     const grant = this.findGrant(SESSION_ENDPOINTS, SESSION_METHODS, undefined);
-    return this.recorded(() =>
-      this.ledger.issue({ id: grant, endpoints: SESSION_ENDPOINTS, methods: SESSION_METHODS }, this.now(), SESSION_SECONDS),
-    );
+    return this.recorded(() => this.ledger.issue({ id: grant, endpoints: SESSION_ENDPOINTS, methods: SESSION_METHODS }, now, lifetime));
   }
 
   /**
-   * The claims of the console session a call presents: its cookie a live token of the
-   * reserved grant (not expired, revoked, or of an earlier password), its CSRF header the
-   * session's, its Origin, when it names one, the server's own. Anything else is refused.
+   * The console session a call presents: its cookie a live token of the reserved grant
+   * (not expired, revoked, or of an earlier password) and a sign-in's token, its CSRF
+   * header the cookie's, its Origin, when it names one, the server's own. Anything else
+   * is refused.
    */
-  private session(context: CallContext): Claims {
+  private session(context: CallContext): { claims: Claims; signIn: string } {
     const presented = context.session;
     if (presented === undefined || presented.token === '') {
       throw new RpcError(RpcCode.IncorrectPassword, 'no console session: give password, or sign in (auth.signIn) and send its cookie');
@@ -479,18 +521,29 @@ export class TokenService {
     if (!csrfMatches(presented.token, presented.csrf)) {
       throw new RpcError(RpcCode.IncorrectPassword, "the console session's CSRF header (X-Api-Auth-Csrf) is missing or wrong");
     }
-    const { outcome, claims } = this.core.inspect(presented.token, this.now());
+    const parts = splitSession(presented.token);
+    const { outcome, claims } =
+      parts === undefined ? { outcome: Outcome.Malformed, claims: undefined } : this.core.inspect(parts.session, this.now());
     if (
+      parts === undefined ||
       outcome !== Outcome.Valid ||
       claims === undefined ||
       claims.grant !== this.findGrant(SESSION_ENDPOINTS, SESSION_METHODS, undefined)
     ) {
-      throw new RpcError(
-        RpcCode.IncorrectPassword,
-        'the console session is not live (expired, signed out, ended by a password change, ' + 'or not a session); sign in again',
-      );
+      throw notLive();
     }
+    return { claims, signIn: parts.signIn };
+  }
+
+  /** The claims of a live sign-in's token, or the session is not live. */
+  private signInOf(token: string): Claims {
+    const { outcome, claims } = this.core.inspect(token, this.now());
+    if (outcome !== Outcome.Valid || claims === undefined || !this.isSignIn(claims)) throw notLive();
     return claims;
+  }
+
+  private isSignIn(claims: Claims): boolean {
+    return claims.grant === this.findGrant(SESSION_ENDPOINTS, SIGN_IN_METHODS, undefined);
   }
 
   /** Whether `serial` was rotated and its overlap is over: it ends as if revoked. */
@@ -550,6 +603,13 @@ export class TokenService {
       throw new RpcError(GRANT_ERRORS[error.code].rpcCode, error.message);
     }
   }
+}
+
+function notLive(): RpcError {
+  return new RpcError(
+    RpcCode.IncorrectPassword,
+    'the console session is not live (expired, signed out, ended by a password change, or not a session); sign in again',
+  );
 }
 
 /** A password, or the console session the call presents (its context's): what a management method is authorised by. */

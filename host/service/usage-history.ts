@@ -15,8 +15,8 @@
 // rings of a token are allocated on its first counted call (Uint32Array, 672 bytes), and
 // freed when it is no longer live (expired, of an earlier password) or its hours have all
 // passed out of the window. The backends keep it: the data folder's `usage-history` file
-// (state/usage-history.ts), a fleet gateway's published keys (cluster/usage-history.ts),
-// both in the encoding below.
+// and its journal of what each save found changed (state/usage-history.ts), a fleet
+// gateway's published keys (cluster/usage-history.ts), all in the encodings below.
 import type { Clock } from '../clock.js';
 import { RESPONSE_REASONS } from '../ops/metrics.js';
 import { MAX_USAGE_REQUESTS } from './ledger.js';
@@ -92,6 +92,11 @@ export class UsageHistory {
   /** The tokens whose series changed since takeChanged, or all of them (the window moved, a restore). */
   private changed = new Set<number>();
   private allChanged = true;
+  /**
+   * The hours a sample added to since takeJournal, each with the tokens it added to: kept
+   * only for a backend that journals (the data folder's, once it calls takeJournal).
+   */
+  private touched: Map<number, Set<number>> | undefined;
   private sampling: Promise<void> = Promise.resolve();
   private lastSample: number;
   private timer: NodeJS.Timeout | undefined;
@@ -162,8 +167,17 @@ export class UsageHistory {
     const hour = Math.floor(now / HOUR_MS);
     this.advance(hour);
     // A clock set back counts into its hour while that is in the window; older, into the oldest.
-    const slot = Math.max(hour, this.latest - HISTORY_HOURS + 1) % HISTORY_HOURS;
+    const at = Math.max(hour, this.latest - HISTORY_HOURS + 1);
+    const slot = at % HISTORY_HOURS;
     const live = new Set<number>();
+    const touch = (): Set<number> => {
+      let serials = this.touched?.get(at);
+      if (serials === undefined) {
+        serials = new Set<number>();
+        this.touched?.set(at, serials);
+      }
+      return serials;
+    };
     let added = 0;
     for (const { serial } of this.live()) {
       live.add(serial);
@@ -177,6 +191,7 @@ export class UsageHistory {
       if (ring === undefined) this.tokens.set(serial, (ring = new Uint32Array(HISTORY_HOURS)));
       ring[slot] = Math.min(ring[slot] + delta, MAX_HOUR_COUNT);
       this.changed.add(serial);
+      touch().add(serial);
       added += delta;
     }
     for (const serial of this.seen.keys()) if (!live.has(serial)) this.seen.delete(serial);
@@ -194,10 +209,42 @@ export class UsageHistory {
         // A total that went down lost a thread's counts (a stop under way): nothing new in it.
         const delta = Math.max(0, total - this.seenRefusals[i]);
         this.seenRefusals[i] = total;
-        if (delta > 0) this.changes++;
+        if (delta > 0) {
+          this.changes++;
+          touch();
+        }
         this.refusals[i][slot] = Math.min(this.refusals[i][slot] + delta, MAX_USAGE_REQUESTS);
       }
     }
+  }
+
+  /**
+   * What samples added since the last call, as the data folder's journal keeps it
+   * (JournalHour, one JSON line per hour ending in a line feed): for each hour added to,
+   * the node's counts and those of the tokens added to, each as it stands now, not the
+   * rise. A count only rises, so a line read again over a later state changes nothing
+   * (readJournal keeps the larger), and one lost is made up by any later save of the hour.
+   */
+  takeJournal(): string {
+    const lines: string[] = [];
+    for (const [hour, serials] of this.touched ?? []) {
+      if (hour > this.latest || hour <= this.latest - HISTORY_HOURS) continue;
+      const slot = hour % HISTORY_HOURS;
+      const refusals: Record<string, number> = {};
+      REFUSAL_REASONS.forEach((reason, i) => {
+        if (this.refusals[i][slot] > 0) refusals[reason] = this.refusals[i][slot];
+      });
+      const tokens: number[] = [];
+      for (const serial of serials) {
+        const n = this.tokens.get(serial)?.[slot] ?? 0;
+        if (n > 0) tokens.push(serial, n);
+      }
+      if (this.requests[slot] === 0 && tokens.length === 0 && Object.keys(refusals).length === 0) continue;
+      lines.push(`${JSON.stringify({ hour, requests: this.requests[slot], refusals, tokens })}\n`);
+    }
+    // From now on: the first call starts the keeping (what came before it is in the file, whole).
+    this.touched = new Map();
+    return lines.join('');
   }
 
   /** Moves the window on to `hour`: the slots of the hours that left it are cleared, and tokens left with none freed. */
@@ -407,6 +454,81 @@ export function readHistory(parsed: unknown): ReadHistory | string {
     }
   }
   return { requests, refusals, tokens };
+}
+
+/**
+ * One line of the data folder's journal (UsageHistory.takeJournal): an hour's counts as a
+ * save found them, `tokens` as `[serial, count, serial, count, ...]`.
+ */
+export interface JournalHour {
+  readonly hour: number;
+  readonly requests: number;
+  readonly refusals: Record<string, number>;
+  readonly tokens: readonly number[];
+}
+
+/** `value` (a parsed journal line) read back, or why it is not one. */
+function readJournalHour(value: unknown): JournalHour | string {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return 'it is not an object';
+  const { hour, requests, refusals, tokens } = value as Record<string, unknown>;
+  const count = (n: unknown, max: number): boolean => Number.isSafeInteger(n) && (n as number) >= 0 && (n as number) <= max;
+  if (!count(hour, MAX_HOUR)) return 'its hour is not a whole number of hours before 2200-01-01';
+  if (!count(requests, MAX_USAGE_REQUESTS)) return `its requests are not a count from 0 to ${MAX_USAGE_REQUESTS}`;
+  if (refusals === null || typeof refusals !== 'object' || Array.isArray(refusals)) return 'its refusals are not an object';
+  for (const n of Object.values(refusals))
+    if (!count(n, MAX_USAGE_REQUESTS)) return `its refusals are not counts from 0 to ${MAX_USAGE_REQUESTS}`;
+  if (!Array.isArray(tokens) || tokens.length % 2 !== 0) return 'its tokens are not [serial, count, ...]';
+  for (let i = 0; i < tokens.length; i += 2) {
+    if (!count(tokens[i], Number.MAX_SAFE_INTEGER) || !count(tokens[i + 1], MAX_HOUR_COUNT)) {
+      return `its tokens are not serials each with a count from 0 to ${MAX_HOUR_COUNT}`;
+    }
+  }
+  return value as JournalHour;
+}
+
+/**
+ * `history` (the file's, read) with the journal's lines over it: each count the larger of
+ * the two. `text` is the journal's; a last line without its line feed is a write a crash
+ * cut short, and left out. Returns the history, and why the journal was read only in part
+ * (a line that is not one of it: the lines before it count), if it was.
+ */
+export function readJournal(history: ReadHistory, text: string): { history: ReadHistory; damage?: string } {
+  const requests = new Map(history.requests);
+  const refusals = new Map([...history.refusals].map(([reason, series]) => [reason, new Map(series)]));
+  const tokens = new Map([...history.tokens].map(([serial, series]) => [serial, new Map(series)]));
+  const raise = (series: Map<number, number>, hour: number, n: number): void => {
+    if (n > (series.get(hour) ?? 0)) series.set(hour, n);
+  };
+  const lines = text.split('\n');
+  // The piece after the last line feed: '' for a whole journal, else a torn last write.
+  lines.pop();
+  let damage: string | undefined;
+  for (let i = 0; i < lines.length; i++) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(lines[i]);
+    } catch {
+      parsed = undefined;
+    }
+    const read = parsed === undefined ? 'it is not JSON' : readJournalHour(parsed);
+    if (typeof read === 'string') {
+      damage = `line ${i + 1}: ${read}`;
+      break;
+    }
+    raise(requests, read.hour, read.requests);
+    for (const [reason, n] of Object.entries(read.refusals)) {
+      if (!REFUSAL_REASONS.includes(reason)) continue;
+      let series = refusals.get(reason);
+      if (series === undefined) refusals.set(reason, (series = new Map()));
+      raise(series, read.hour, n);
+    }
+    for (let t = 0; t < read.tokens.length; t += 2) {
+      let series = tokens.get(read.tokens[t]);
+      if (series === undefined) tokens.set(read.tokens[t], (series = new Map()));
+      raise(series, read.hour, read.tokens[t + 1]);
+    }
+  }
+  return { history: { requests, refusals, tokens }, ...(damage === undefined ? {} : { damage }) };
 }
 
 /** The RFC 3339 time of an hour's start. */

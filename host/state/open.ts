@@ -19,7 +19,7 @@ import type { ServiceState } from './store.js';
 import { FolderLedger } from './ledger.js';
 import { restoreService, StateStore } from './store.js';
 import { USAGE_FILE, UsageSaver } from './usage.js';
-import { HISTORY_FILE, HistoryFile } from './usage-history.js';
+import { HISTORY_FILE, HISTORY_JOURNAL, HistoryFile } from './usage-history.js';
 import type { UsageHistory } from '../service/usage-history.js';
 
 export interface DataFolderSettings {
@@ -112,7 +112,7 @@ export function entryProblem(state: ServiceState): (e: InventoryEntry) => string
 }
 
 /** The files of a data folder written only once it has a state file: one of them without it means the state file was lost. */
-export const WRITTEN_WITH_STATE: readonly string[] = [JOURNAL_FILE, USAGE_FILE, HISTORY_FILE];
+export const WRITTEN_WITH_STATE: readonly string[] = [JOURNAL_FILE, USAGE_FILE, HISTORY_FILE, HISTORY_JOURNAL];
 
 /**
  * Refuses a data folder whose state file is gone while files written with it are there:

@@ -25,7 +25,10 @@ import { writeDataFile } from './data-folder.js';
 
 /** What else the saver writes on its cadence (state/usage-history.ts); its failures are its own to log. */
 export interface HistorySaver {
-  save(): Promise<void>;
+  /** `last`: the clean stop's save, after which nothing more is counted. */
+  save(last?: boolean): Promise<void>;
+  /** Releases what it holds open, after its last save. */
+  close(): Promise<void>;
 }
 
 /**
@@ -140,12 +143,13 @@ export class UsageSaver {
   async close(): Promise<void> {
     clearInterval(this.timer);
     await this.saving;
-    await this.save();
+    await this.save(true);
+    await this.history?.close();
   }
 
-  private save(): Promise<void> {
+  private save(last = false): Promise<void> {
     // The history beside the counts, on the same cadence: a kill -9 loses as much of either.
-    const history = this.history?.save();
+    const history = this.history?.save(last);
     this.lastSave = this.clock();
     const live = this.inventory.list();
     const tokens = usageCounts(live, this.core);

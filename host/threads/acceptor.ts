@@ -44,6 +44,7 @@ import type { NodeStatus } from '../ops/node-status.js';
 import type { Metrics, Scrape } from '../ops/metrics.js';
 import { ownThread } from '../own-thread.js';
 import { ledgerMemory } from '../http/session-ledger.js';
+import { addByReason, RefusedMessages, refusedMessagesMemory } from '../http/refused-messages.js';
 import { ThreadLink } from './owner-channel.js';
 import type { HttpSettings, ThreadData } from './owner-channel.js';
 import { healthWord } from './upstream-health.js';
@@ -95,8 +96,12 @@ export interface HttpThreads {
   listen(owner: OwnerParts): Promise<Listening>;
   /** Ends every thread, before it ever served: the owner could not open its state. */
   abort(): Promise<void>;
-  /** The answers the threads have written so far, by reason (Metrics.responsesByReason), summed. */
-  responsesByReason(): Promise<Map<string, number>>;
+  /**
+   * What the threads have refused so far, by reason: their answers (Metrics.responsesByReason)
+   * and the WebSocket messages refused inside sessions (http/refused-messages.ts), summed,
+   * those of threads that have ended included.
+   */
+  refusalsByReason(): Promise<Map<string, number>>;
   /** The sessions open and the upstream's latency, every thread's (ops/node-status.ts). */
   nodeStatus(): Promise<NodeStatus>;
 }
@@ -121,7 +126,7 @@ export function startThreads(plan: ThreadsPlan): HttpThreads {
   return {
     listen: (parts) => owner.start(parts),
     abort: () => owner.endThreads(),
-    responsesByReason: () => owner.responsesByReason(),
+    refusalsByReason: () => owner.refusalsByReason(),
     nodeStatus: () => owner.nodeStatus(),
   };
 }
@@ -133,6 +138,7 @@ class ThreadsOwner {
   private readonly heartbeats: Int32Array;
   private readonly upstreamHealth = healthWord();
   private readonly wsSessions: SharedArrayBuffer;
+  private readonly wsRefused = refusedMessagesMemory();
   private listenSocket: us_listen_socket | null = null;
   private stopping: Promise<void> | null = null;
   /** The threads are being told to stop: they end as asked. */
@@ -205,6 +211,7 @@ class ThreadsOwner {
       upstreamHealth: this.upstreamHealth,
       board: plan.board,
       wsSessions: this.wsSessions,
+      wsRefused: this.wsRefused,
     };
     const worker = ownThread(plan.script ?? new URL('./worker.js', import.meta.url), { workerData: data });
     let ended!: () => void;
@@ -396,9 +403,10 @@ class ThreadsOwner {
     this.watchdog.unref();
   }
 
-  /** The answers by reason of the threads still running, summed (the owner writes none). */
-  async responsesByReason(): Promise<Map<string, number>> {
-    return responsesByReasonOf(await Promise.all(this.threads.filter((t) => !t.ended).map((t) => t.link.collect())));
+  /** The refusals by reason of every thread, summed (the owner writes none): an ended one's from its last metrics. */
+  async refusalsByReason(): Promise<Map<string, number>> {
+    const metrics = await Promise.all(this.threads.map((t) => t.link.last ?? (t.ended ? [] : t.link.collect())));
+    return addByReason(responsesByReasonOf(metrics), new RefusedMessages(this.wsRefused).byReason());
   }
 
   /** The sessions open and the upstream's latency, from the threads still running. */

@@ -124,6 +124,8 @@ async function stop(
   };
   close();
   await http.close();
+  // Its counts outlive it: the owner's last sample of the usage history (a clean stop's) reads them.
+  owner.final(await http.collect().catch(() => []));
   owner.close();
   // A connection whose hand-off the acceptor queued just before it took the descriptor
   // out can still be adopted after the close, and would keep the thread alive: close

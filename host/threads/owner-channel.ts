@@ -37,7 +37,7 @@ export interface HttpSettings {
     | { readonly origin: string; readonly timeoutMs: number; readonly maxBody: number; readonly pipelining: number }
     | undefined;
   /** How WebSocket sessions are relayed and bounded (the process's session count is `ThreadData.wsSessions`). */
-  readonly websocket: Omit<WebSocketSettings, 'sessions'>;
+  readonly websocket: Omit<WebSocketSettings, 'sessions' | 'refusedMessages'>;
   /** Addresses and CIDR ranges, as given. */
   readonly trustedProxies: readonly string[];
   readonly logLevel: Level;
@@ -68,6 +68,8 @@ export interface ThreadData {
   readonly board: SharedArrayBuffer;
   /** The WebSocket sessions open in the process, one ledger for every thread (session-ledger.ts), bounded by --ws-max-sessions and its shares. */
   readonly wsSessions: SharedArrayBuffer;
+  /** The WebSocket messages refused inside sessions, every thread's (refused-messages.ts). */
+  readonly wsRefused: SharedArrayBuffer;
 }
 
 /** One thread's metrics, as `registry.getMetricsAsJSON()` gives them, for `AggregatorRegistry.aggregate`. */
@@ -81,6 +83,8 @@ export type ThreadMessage =
   | { readonly t: 'log'; readonly level: Level; readonly msg: string; readonly fields?: Fields; readonly time: number }
   /** Something failed that the thread cannot recover from; the owner stops the process. */
   | { readonly t: 'fatal'; readonly error: string }
+  /** The thread's metrics as it ends, after its last answer: the owner's sums keep them once it has gone. */
+  | { readonly t: 'final'; readonly metrics: MetricsJson }
   | { readonly t: 'auth'; readonly id: number; readonly body: Uint8Array; readonly address: string; readonly session?: SessionCredentials }
   | { readonly t: 'scrape'; readonly id: number }
   | { readonly t: 'collected'; readonly id: number; readonly metrics: MetricsJson }
@@ -204,6 +208,11 @@ export class OwnerLink {
     this.post({ t: 'fatal', error });
   }
 
+  /** The thread's last metrics, as it ends (before close). */
+  final(metrics: MetricsJson): void {
+    this.post({ t: 'final', metrics });
+  }
+
   /** Lets the thread end: no more messages either way. */
   close(): void {
     this.port.close();
@@ -269,6 +278,8 @@ export interface ThreadHandlers {
 export class ThreadLink {
   private readonly collections = new Pending<MetricsJson>();
   private readonly reloads = new Pending<number>();
+  /** The metrics the thread sent as it ended (`final`); undefined while it runs. */
+  last: MetricsJson | undefined;
 
   constructor(
     private readonly worker: Worker,
@@ -307,6 +318,9 @@ export class ThreadLink {
         break;
       case 'fatal':
         this.handlers.fatal(message.error);
+        break;
+      case 'final':
+        this.last = message.metrics;
         break;
       case 'auth': {
         const { id } = message;

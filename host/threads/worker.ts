@@ -50,7 +50,7 @@ await runHttpThread(async ({ data, owner, log }) => {
       health: sharedHealth(data.upstreamHealth),
       clientScheme: settings.tls === undefined ? 'http' : 'https',
     },
-    websocket: { ...settings.websocket, sessions: data.wsSessions },
+    websocket: { ...settings.websocket, sessions: data.wsSessions, refusedMessages: data.wsRefused },
     trustedProxies: trustedProxies(settings.trustedProxies),
     log,
     clock: systemClock,

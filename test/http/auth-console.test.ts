@@ -17,7 +17,7 @@ function csrfOf(session: string): string {
   return createHash('sha256').update('api-auth console csrf\0').update(session).digest('base64url');
 }
 
-const COOKIE = /^api-auth-session=([A-Za-z0-9_-]{76}); Max-Age=(\d+); Path=\/ext\/auth; HttpOnly; SameSite=Strict$/;
+const COOKIE = /^api-auth-session=([A-Za-z0-9_-]{76}\.[A-Za-z0-9_-]{76}); Max-Age=(\d+); Path=\/ext\/auth; HttpOnly; SameSite=Strict$/;
 
 /** auth.signIn: the session from the cookie, the answer's CSRF value. */
 async function signIn(t: Test, url: string, password: string): Promise<{ session: string; csrf: string; response: HttpResponse }> {
@@ -132,5 +132,9 @@ t.test('under TLS the cookie is Secure', async (t) => {
     req.on('error', reject);
     req.end(body);
   });
-  t.match(setCookie, /^api-auth-session=[A-Za-z0-9_-]{76}; Max-Age=900; Path=\/ext\/auth; HttpOnly; SameSite=Strict; Secure$/, 'Secure');
+  t.match(
+    setCookie,
+    /^api-auth-session=[A-Za-z0-9_-]{76}\.[A-Za-z0-9_-]{76}; Max-Age=900; Path=\/ext\/auth; HttpOnly; SameSite=Strict; Secure$/,
+    'Secure',
+  );
 });

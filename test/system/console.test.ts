@@ -367,18 +367,26 @@ t.test('a session grants no node endpoint, and a token is no session', async (t)
     t.fail('no session');
     return;
   }
-  for (const path of ['/', '/ext/bc/C/rpc']) {
-    const response = await call(server.url, path, session);
-    t.equal(response.status, 401, `the session as a bearer token on ${path} is refused`);
+  // The cookie holds two tokens: the session, and its sign-in's.
+  const [own, signedIn] = session.split('.');
+  for (const [what, bearer] of [
+    ['the session', own],
+    ["its sign-in's token", signedIn],
+  ]) {
+    for (const path of ['/', '/ext/bc/C/rpc']) {
+      const response = await call(server.url, path, bearer);
+      t.equal(response.status, 401, `${what} as a bearer token on ${path} is refused`);
+    }
   }
   const before = upstream.seen.length;
-  await call(server.url, '/ext/auth/console', session, 'GET');
+  await call(server.url, '/ext/auth/console', own, 'GET');
+  await call(server.url, '/ext/auth/console', signedIn, 'GET');
   t.equal(upstream.seen.length, before, "its one endpoint is api-auth's own: nothing reached the node");
 
   const token = (await jsonrpc(AUTH, 'auth.newToken', { password: server.password, endpoints: ['*'] })).result.token as string;
   const asCookie = await withSession('auth.listTokens', {}, [
-    ['Cookie', `api-auth-session=${token}`],
-    ['X-Api-Auth-Csrf', csrfOf(token)],
+    ['Cookie', `api-auth-session=${token}.${signedIn}`],
+    ['X-Api-Auth-Csrf', csrfOf(`${token}.${signedIn}`)],
   ]);
   t.match(
     asCookie.error,
@@ -387,7 +395,7 @@ t.test('a session grants no node endpoint, and a token is no session', async (t)
   );
   const asBearer = await withSession('auth.listTokens', {}, [['Authorization', `Bearer ${token}`]]);
   t.match(asBearer.error, { code: -32602 }, 'a bearer token stands for no password');
-  const forged = 'A'.repeat(76);
+  const forged = `${'A'.repeat(76)}.${signedIn}`;
   const fixed = await withSession('auth.listTokens', {}, [
     ['Cookie', `api-auth-session=${forged}`],
     ['X-Api-Auth-Csrf', csrfOf(forged)],
@@ -464,4 +472,34 @@ t.test("a wrong password shows the throttle's wait", async (t) => {
   t.match(shown, /^Too many failed attempts: wait \d+ s before the next one\.$/, "then the throttle's wait is shown");
   await page.screenshot({ path: join(SHOTS, 'sign-in-throttled.png') });
   t.same(errors, [], 'the page logged no error');
+});
+
+t.test('renewals past --console-session-max-lifetime are refused: the page keeps the session to its end, then signs out', async (t) => {
+  // Last: its server's cookie (same host, another port) takes the place of the one above.
+  const capped = await startServer(t, { cheapChecks: true, args: ['--console', '--console-session-max-lifetime', '60s'] });
+  const tab = await browser.newPage();
+  t.teardown(() => tab.close());
+  const tabErrors: string[] = [];
+  tab.on('pageerror', (error) => tabErrors.push(String(error)));
+  // The page's timers on a clock the test moves; the node's is its own.
+  await tab.clock.install();
+  await tab.goto(`${capped.url}/ext/auth/console`);
+  await tab.waitForSelector('#signin:not([hidden])');
+  await tab.fill('#password', capped.password);
+  await tab.click('#signin-button');
+  await tab.waitForSelector('#page-tokens:not([hidden])');
+  const refused = tab.waitForResponse((r) => r.url().endsWith('/ext/auth') && (r.request().postData() ?? '').includes('auth.renewSession'));
+  // The session ends at the minute's cap: the page renews it 10 s in.
+  await tab.clock.runFor(10_000);
+  const answer = await (await refused).json();
+  t.match(answer.error, { code: -32000, message: /cannot be renewed: it ends 1m after its sign-in/ }, 'the renewal is refused');
+  await tab.clock.runFor(1000);
+  t.equal(await tab.isVisible('#app'), true, 'the page keeps the session until its end');
+  for (let s = 0; s < 120 && !(await tab.isVisible('#signin')); s++) await tab.clock.runFor(1000);
+  t.equal(
+    await tab.textContent('#signin-error'),
+    'Your session reached its longest life; sign in again.',
+    'at its end, the page goes back to sign-in and says why',
+  );
+  t.same(tabErrors, [], 'the page logged no error');
 });
