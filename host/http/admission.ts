@@ -21,7 +21,8 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { ADMIT_CLIENT, ADMIT_OK, admitRecord, checkRecord, Outcome } from '../core/abi.js';
 import type { Core } from '../core/core.js';
-import type { Metrics, ScopeVia } from '../ops/metrics.js';
+import type { Metrics } from '../ops/metrics.js';
+import type { ScopeVia } from '../ops/metric-labels.js';
 import { BodyAdmission } from './body-admission.js';
 import type { Ticket } from './body-admission.js';
 import { addressBytes } from '../addresses.js';

@@ -4,8 +4,8 @@
 // refusals (service/usage-history.ts) add these. Counted in shared memory that the owner
 // makes once per process and hands every HTTP thread, as the session ledger is: a thread's
 // end loses none of its counts, a clean stop's last sample included.
-import { RESPONSE_REASONS } from '../ops/metrics.js';
-import type { ResponseReason } from '../ops/metrics.js';
+import { RESPONSE_REASONS } from '../ops/metric-labels.js';
+import type { ResponseReason } from '../ops/metric-labels.js';
 
 /** The shared memory of the counts: one 64-bit word per reason of RESPONSE_REASONS. */
 export function refusedMessagesMemory(): SharedArrayBuffer {

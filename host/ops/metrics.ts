@@ -20,8 +20,6 @@ import { processMetrics } from './process-metrics.js';
 import { Counter, Gauge, Histogram, Registry } from './prometheus.js';
 
 // The labels service/usage-history.ts and http/admission.ts take from here, with Metrics.
-export { RESPONSE_REASONS } from './metric-labels.js';
-export type { ScopeVia } from './metric-labels.js';
 
 /**
  * One verification in this many is timed. Timing every one would cost two clock reads

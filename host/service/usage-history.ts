@@ -18,7 +18,7 @@
 // and its journal of what each save found changed (state/usage-history.ts), a fleet
 // gateway's published keys (cluster/usage-history.ts), all in the encodings below.
 import type { Clock } from '../clock.js';
-import { RESPONSE_REASONS } from '../ops/metrics.js';
+import { RESPONSE_REASONS } from '../ops/metric-labels.js';
 import { MAX_USAGE_REQUESTS } from './ledger.js';
 import type { ReadHistory, Usage } from './ledger.js';
 
