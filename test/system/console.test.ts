@@ -158,7 +158,15 @@ t.test('sign in, issue a token through the form, see it listed and its requests 
   issuedId = ((await page.textContent('#new-token-title')) ?? '').replace('New token ', '');
   t.match(issuedToken, /^[A-Za-z0-9_-]{76}$/, 'the token is shown');
   await page.screenshot({ path: join(SHOTS, 'new-token.png') });
+  // A dialog's close event is a task of its own, after the click: wait for it (the page's own handler runs first).
+  await page.evaluate(() => {
+    const dialog = document.getElementById('new-token')!;
+    (window as unknown as { tokenDialogClosed: Promise<void> }).tokenDialogClosed = new Promise((resolve) =>
+      dialog.addEventListener('close', () => resolve(), { once: true }),
+    );
+  });
   await page.click('#new-token button[value="close"]');
+  await page.evaluate(() => (window as unknown as { tokenDialogClosed: Promise<void> }).tokenDialogClosed);
   t.equal(await page.textContent('#new-token-value'), '', 'the token leaves the page once the dialog closes');
 
   await page.click('nav a[data-page="tokens"]');
