@@ -163,7 +163,7 @@ function relay(id, name, depth, connections) {
   return {
     id,
     name,
-    start: async ({ upstreamPort, threads, cpus }) => {
+    start: async ({ upstreamPort, cpus }) => {
       const port = await freePort();
       const server = await startOnPort(
         name,

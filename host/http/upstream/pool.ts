@@ -156,7 +156,7 @@ export class UpstreamPool implements ConnectionPool {
     if (!single) {
       // The batch started last in this turn, if it has room.
       const batch = this.corked.length > 0 ? this.corked[this.corked.length - 1] : null;
-      if (batch !== null && batch.canTake(false)) return batch;
+      if (batch?.canTake(false)) return batch;
     }
     while (this.idle.length > 0) {
       const connection = this.idle.pop()!;
