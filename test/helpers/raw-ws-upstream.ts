@@ -14,36 +14,73 @@ export function rss(pid: number): number {
   return Number(kib[1]) * 1024;
 }
 
+/** The Sec-WebSocket-Accept that answers `key` (RFC 6455 §4.2.2). */
+export function acceptFor(key: string): string {
+  return createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+}
+
+export interface HandshakeServerOptions {
+  /** Writes the answer a byte a write, each on a turn of its own, rather than in one write. */
+  readonly bytewise?: boolean;
+  /** Gets the socket and the request's head once the answer is written; nothing more is read for it. */
+  readonly after?: (socket: Socket, head: string) => void;
+}
+
 /**
- * Listens on a loopback port and answers each upgrade request with a 101; `upgraded` gets
- * the socket and the request's head, and nothing more is read for it. Every socket and the
- * listener close at the test's end. Resolves to the upstream's URL, for --upstream.
+ * Listens on a loopback port and answers each upgrade request's head with what `answer`
+ * makes of its Sec-WebSocket-Key ('' when it has none), written as it is: the hostile and
+ * malformed answers the `ws` library would never send. Every socket and the listener
+ * close at the test's end. Resolves to the upstream's URL.
  */
-export async function rawWsUpstream(t: Test, upgraded: (socket: Socket, head: string) => void): Promise<string> {
+export async function handshakeServer(
+  t: Test,
+  answer: (key: string) => string | Buffer,
+  options: HandshakeServerOptions = {},
+): Promise<URL> {
   const sockets = new Set<Socket>();
-  const upstream = createServer((socket) => {
+  const server = createServer((socket) => {
     sockets.add(socket);
     socket.on('error', () => undefined);
     let head = '';
-    const onData = (chunk: Buffer): void => {
+    const onData = async (chunk: Buffer): Promise<void> => {
       head += chunk.toString('latin1');
       if (!head.includes('\r\n\r\n')) return;
       socket.off('data', onData);
-      const key = /\r\nSec-WebSocket-Key: (\S+)\r\n/i.exec(head)![1];
-      const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-      socket.write(
-        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
-      );
-      upgraded(socket, head);
+      const made = answer(/\r\nSec-WebSocket-Key: (\S+)\r\n/i.exec(head)?.[1] ?? '');
+      const bytes = typeof made === 'string' ? Buffer.from(made, 'latin1') : made;
+      if (options.bytewise !== true) {
+        socket.write(bytes);
+      } else {
+        for (let i = 0; i < bytes.length && !socket.destroyed; i++) {
+          socket.write(bytes.subarray(i, i + 1));
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      }
+      options.after?.(socket, head);
     };
     socket.on('data', onData);
   });
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', () => resolve()));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   t.teardown(() => {
     for (const socket of sockets) socket.destroy();
-    upstream.close();
+    server.close();
   });
-  return `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  return new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+}
+
+/**
+ * Listens on a loopback port and answers each upgrade request with a valid 101; `upgraded`
+ * gets the socket and the request's head, and nothing more is read for it. Resolves to the
+ * upstream's URL, for --upstream.
+ */
+export async function rawWsUpstream(t: Test, upgraded: (socket: Socket, head: string) => void): Promise<string> {
+  const url = await handshakeServer(
+    t,
+    (key) =>
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
+    { after: upgraded },
+  );
+  return url.origin;
 }
 
 /**

@@ -4,7 +4,7 @@
 // servers that break the handshake or the framing on the wire.
 import t from 'tap';
 import type { Test } from 'tap';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
@@ -20,6 +20,7 @@ import { connectUpstream } from '../../build/host/http/upstream-ws/socket.js';
 import type { HandshakeHandler, SessionHandler, UpstreamWebSocket } from '../../build/host/http/upstream-ws/socket.js';
 import { PROGRAM_ENV, ROOT, tempDir, untracked } from '../helpers/server.js';
 import { selfSigned } from '../helpers/certificate.js';
+import { acceptFor, handshakeServer } from '../helpers/raw-ws-upstream.js';
 
 /** ws's frame reader (lib/receiver.js), which @types/ws leaves out. */
 interface WsReceiver {
@@ -716,37 +717,8 @@ t.test('handshakes that fail: a status other than 101, nothing listening, reques
   t.throws(() => open(url, recorder(), { target: '/a b' }), { code: UpstreamWsCode.BadRequest }, 'a target with a space');
 });
 
-/** A server that answers the handshake as `answer` says, then runs `after` on the socket. */
-async function rawServer(t: Test, answer: (key: string) => string | Buffer, after?: (socket: Socket) => void): Promise<URL> {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    let head = '';
-    const onData = (chunk: Buffer) => {
-      head += chunk.toString('latin1');
-      if (!head.includes('\r\n\r\n')) return;
-      socket.off('data', onData);
-      const key = /\r\nSec-WebSocket-Key: (\S+)\r\n/i.exec(head)?.[1] ?? '';
-      socket.write(answer(key));
-      after?.(socket);
-    };
-    socket.on('data', onData);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => {
-    for (const socket of sockets) socket.destroy();
-    server.close();
-  });
-  return new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-}
-
-function accept(key: string): string {
-  return createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-}
-
 function switching(key: string, extra = ''): string {
-  return `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n${extra}\r\n`;
+  return `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n${extra}\r\n`;
 }
 
 t.test('a 101 that is not a valid answer, and answers that are not HTTP, fail the handshake', async (t) => {
@@ -764,16 +736,16 @@ t.test('a 101 that is not a valid answer, and answers that are not HTTP, fail th
       UpstreamWsCode.BadHandshake,
       true,
     ],
-    ['two accept keys', (key) => switching(key, `Sec-WebSocket-Accept: ${accept(key)}\r\n`), UpstreamWsCode.BadHandshake, true],
+    ['two accept keys', (key) => switching(key, `Sec-WebSocket-Accept: ${acceptFor(key)}\r\n`), UpstreamWsCode.BadHandshake, true],
     [
       'no Upgrade header',
-      (key) => `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
+      (key) => `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
       UpstreamWsCode.BadHandshake,
       true,
     ],
     [
       'no Connection header',
-      (key) => `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
+      (key) => `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
       UpstreamWsCode.BadHandshake,
       true,
     ],
@@ -789,18 +761,14 @@ t.test('a 101 that is not a valid answer, and answers that are not HTTP, fail th
     ['a head over 16 KiB', (key) => switching(key, `X-Padding: ${'a'.repeat(16 * 1024)}\r\n`), UpstreamWsCode.BadResponse, false],
   ];
   for (const [label, answer, code, answered] of cases) {
-    const url = await rawServer(t, answer);
+    const url = await handshakeServer(t, answer);
     const r = recorder();
     open(url, r);
     await t.rejects(r.opening, { code, answered }, label);
     await r.ended;
     t.same(r.events, [`failed ${answered}`, 'closed'], `${label}: failed, then closed, nothing else`);
   }
-  const hangUp = await rawServer(
-    t,
-    () => '',
-    (socket) => socket.end(),
-  );
+  const hangUp = await handshakeServer(t, () => '', { after: (socket) => socket.end() });
   const r = recorder();
   open(hangUp, r);
   await t.rejects(r.opening, { code: 'ECONNRESET', answered: false }, 'a server that hangs up before answering: ECONNRESET');
@@ -809,7 +777,7 @@ t.test('a 101 that is not a valid answer, and answers that are not HTTP, fail th
 t.test('on the wire: a head cut anywhere with frames behind it, a broken frame answered with its close code', async (t) => {
   // The answer and three messages, in one write.
   const frames = Buffer.concat([serverFrame(1, 'one'), serverFrame(2, randomBytes(300)), serverFrame(1, 'three')]);
-  const url = await rawServer(t, (key) =>
+  const url = await handshakeServer(t, (key) =>
     Buffer.concat([Buffer.from(switching(key, 'Sec-WebSocket-Protocol: jsonrpc\r\n'), 'latin1'), frames]),
   );
   const whole = recorder();
@@ -852,16 +820,18 @@ t.test('on the wire: a head cut anywhere with frames behind it, a broken frame a
 
   // A masked frame from the server: the client closes with 1002 and says why.
   let serverSaw: number | null = null;
-  const hostile = await rawServer(
+  const hostile = await handshakeServer(
     t,
     (key) => Buffer.concat([Buffer.from(switching(key), 'latin1'), Buffer.from([0x81, 0x81, 1, 2, 3, 4, 0x79])]),
-    (socket) => {
-      const receiver = new WsReceiverClass({ isServer: true, maxPayload: 0 });
-      receiver.on('conclude', (code: number) => {
-        serverSaw = code;
-        socket.end();
-      });
-      socket.on('data', (chunk: Buffer) => receiver.write(chunk));
+    {
+      after: (socket) => {
+        const receiver = new WsReceiverClass({ isServer: true, maxPayload: 0 });
+        receiver.on('conclude', (code: number) => {
+          serverSaw = code;
+          socket.end();
+        });
+        socket.on('data', (chunk: Buffer) => receiver.write(chunk));
+      },
     },
   );
   const broken = recorder();
@@ -876,14 +846,12 @@ t.test('on the wire: a head cut anywhere with frames behind it, a broken frame a
 t.test("sessions share one read buffer: a frame cut across reads survives another session's read in between", async (t) => {
   const sockets: Socket[] = [];
   const waiting: ((s: Socket) => void)[] = [];
-  const url = await rawServer(
-    t,
-    (key) => switching(key),
-    (socket) => {
+  const url = await handshakeServer(t, (key) => switching(key), {
+    after: (socket) => {
       sockets.push(socket);
       waiting.shift()?.(socket);
     },
-  );
+  });
   const nextSocket = () => new Promise<Socket>((resolve) => waiting.push(resolve));
   const a = recorder();
   const b = recorder();

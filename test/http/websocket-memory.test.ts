@@ -5,14 +5,14 @@
 // 6 x --ws-max-message + 2 MiB (host/session-memory.ts), and --ws-memory-budget bounds
 // the sessions by it: a start that asks for more sessions than the budget holds stops.
 import t from 'tap';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import type { Test } from 'tap';
 import { newToken } from '../helpers/auth.js';
 import { runCli, sleep, startServer, tempDir } from '../helpers/server.js';
-import { rss } from '../helpers/raw-ws-upstream.js';
+import { acceptFor, rss } from '../helpers/raw-ws-upstream.js';
 import { openClient, Refused, startWsUpstream, wsUrl } from '../helpers/ws-upstream.js';
 
 const WS_PATH = '/ext/bc/C/ws';
@@ -35,8 +35,8 @@ async function rawSession(t: Test, port: number, token: string): Promise<Socket>
   );
   let head = '';
   while (!head.includes('\r\n\r\n')) head += ((await once(socket, 'data'))[0] as Buffer).toString('latin1');
-  const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-  if (!head.startsWith('HTTP/1.1 101') || !head.includes(accept)) throw new Error(`the upgrade was not accepted: ${head.split('\r\n')[0]}`);
+  if (!head.startsWith('HTTP/1.1 101') || !head.includes(acceptFor(key)))
+    throw new Error(`the upgrade was not accepted: ${head.split('\r\n')[0]}`);
   return socket;
 }
 

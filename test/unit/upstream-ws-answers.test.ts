@@ -4,12 +4,10 @@
 // node:http). Each case says what each client makes of the answer; where they part, the
 // case says why api-auth holds to its reading (the decisions of response-head.ts).
 import t from 'tap';
-import type { Test } from 'tap';
-import { createHash } from 'node:crypto';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocket } from 'ws';
 import { UpstreamWsCode } from '../../build/host/http/upstream-ws/errors.js';
 import { connectUpstream } from '../../build/host/http/upstream-ws/socket.js';
+import { acceptFor, handshakeServer } from '../helpers/raw-ws-upstream.js';
 
 /** What a client made of an answer: `open`, `unexpected <status>`, or `failed` (with ours, the error's code). */
 type Outcome = string;
@@ -24,8 +22,7 @@ interface Case {
   why?: string;
 }
 
-const accept = (key: string): string => createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-const fields = (key: string): string => `Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n`;
+const fields = (key: string): string => `Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n`;
 const switching = (key: string, extra = ''): string => `HTTP/1.1 101 Switching Protocols\r\n${fields(key)}${extra}\r\n`;
 
 const BAD_RESPONSE = `failed ${UpstreamWsCode.BadResponse}`;
@@ -38,7 +35,7 @@ const CASES: Case[] = [
   {
     name: 'values padded with tabs',
     answer: (key) =>
-      `HTTP/1.1 101 Switching Protocols\r\nUpgrade:\twebsocket\t\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade:\twebsocket\t\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
     ours: 'open',
     ws: 'open',
   },
@@ -100,42 +97,11 @@ const CASES: Case[] = [
   {
     name: 'Upgrade: websocket and a Latin-1 no-break space',
     answer: (key) =>
-      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\xa0\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\xa0\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
     ours: BAD_HANDSHAKE,
     ws: 'failed',
   },
 ];
-
-/** A server that answers each upgrade as `answer` says, written in one write or a byte a write. */
-async function rawServer(t: Test, answer: (key: string) => string, bytewise: boolean): Promise<URL> {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    let head = '';
-    const onData = async (chunk: Buffer): Promise<void> => {
-      head += chunk.toString('latin1');
-      if (!head.includes('\r\n\r\n')) return;
-      socket.off('data', onData);
-      const bytes = Buffer.from(answer(/\r\nSec-WebSocket-Key: (\S+)\r\n/i.exec(head)?.[1] ?? ''), 'latin1');
-      if (!bytewise) {
-        socket.write(bytes);
-        return;
-      }
-      for (let i = 0; i < bytes.length && !socket.destroyed; i++) {
-        socket.write(bytes.subarray(i, i + 1));
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-    };
-    socket.on('data', onData);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => {
-    for (const socket of sockets) socket.destroy();
-    server.close();
-  });
-  return new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-}
 
 function ours(url: URL): Promise<Outcome> {
   return new Promise((resolve) => {
@@ -174,10 +140,10 @@ const verdicts: string[] = [];
 
 for (const c of CASES) {
   t.test(c.name, async (t) => {
-    const url = await rawServer(t, c.answer, false);
+    const url = await handshakeServer(t, c.answer);
     const mine = await ours(url);
     t.equal(mine, c.ours, `api-auth's client: ${c.ours}`);
-    t.equal(await ours(await rawServer(t, c.answer, true)), mine, 'the same with the answer written a byte at a time');
+    t.equal(await ours(await handshakeServer(t, c.answer, { bytewise: true })), mine, 'the same with the answer written a byte at a time');
     const reference = await theirs(url);
     t.equal(reference, c.ws, `ws's client: ${c.ws}`);
     if ((mine === 'open') === (reference === 'open') && mine.split(' ')[0] === reference.split(' ')[0]) {
