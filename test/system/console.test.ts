@@ -323,7 +323,14 @@ t.test('CSRF: the cookie alone, a wrong header, a foreign origin, a page of anot
     res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>attacker</title>');
   });
   await new Promise<void>((listening) => attacker.listen(0, '127.0.0.1', listening));
-  t.teardown(() => new Promise<void>((closed) => attacker.close(() => closed())));
+  // Chromium keeps its connection to the page's server open after the page closes: close() alone waits out its keep-alive (a minute).
+  t.teardown(
+    () =>
+      new Promise<void>((closed) => {
+        attacker.close(() => closed());
+        attacker.closeAllConnections();
+      }),
+  );
   const before = (right.result.tokens as unknown[]).length;
   const other = await browser.newPage();
   await other.goto(`http://127.0.0.1:${(attacker.address() as AddressInfo).port}/`);
