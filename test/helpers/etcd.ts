@@ -14,7 +14,7 @@ import type { Test } from 'tap';
 import { seedCheapFleet } from './cheap-state.js';
 import { launch, randomPassword, tempDir } from './server.js';
 import type { LogLine, Running } from './server.js';
-import { closedPort } from './upstream.js';
+import { closedPorts } from './upstream.js';
 
 export const ETCD = process.env.API_AUTH_TEST_ETCD ?? '/usr/bin/etcd';
 
@@ -58,8 +58,7 @@ export async function startEtcd(t: Test, tls?: EtcdTls): Promise<Etcd> {
   const dir = tempDir(t);
   const dataDir = join(dir, 'etcd');
   mkdirSync(dataDir, { mode: 0o700 });
-  const clientPort = await closedPort();
-  const peerPort = await closedPort();
+  const [clientPort, peerPort] = await closedPorts(2);
   const url = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const args = [

@@ -242,9 +242,18 @@ function frameRequest(data: Buffer): { request: RecordedRequest; length: number 
  * on, or one to start a server on by name.
  */
 export async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  return (await closedPorts(1))[0];
+}
+
+/**
+ * `count` ports, each free a moment ago and all of them distinct: their listeners are open
+ * at once before any closes, so the kernel cannot hand out the same port twice (it may
+ * when one port is closed before the next is asked for).
+ */
+export async function closedPorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))));
+  const ports = servers.map((server) => (server.address() as AddressInfo).port);
+  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+  return ports;
 }
